@@ -1,0 +1,225 @@
+/*
+ * threadpool.c: the pool of threadpool.h.
+ *
+ * A run publishes its job (fn, ctx, n_tasks) and bumps a generation counter;
+ * workers notice the new generation (spinning for a short while after their
+ * last job, else woken from a condition variable), take task indices from an
+ * atomic counter until none are left, then count themselves out. The caller
+ * works too and returns once every worker has counted out, so the job fields
+ * are never rewritten while a worker may still read them.
+ */
+#include "base/threadpool.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+enum {
+    THREADPOOL_MAX_THREADS = 4096,
+    SPIN_NS = 50 * 1000, /* how long an idle thread polls before sleeping */
+};
+
+typedef struct worker {
+    threadpool *pool;
+    size_t index; /* 1..n_threads-1 */
+    pthread_t thread;
+} worker;
+
+struct threadpool {
+    size_t n_threads; /* the caller included */
+    worker *workers;  /* [n_threads - 1] */
+    size_t n_started;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* a new generation (or stop) */
+    pthread_cond_t done; /* busy reached 0 */
+    atomic_uint generation;
+    atomic_bool stop;
+
+    /* The current job: written by the caller before the generation is bumped. */
+    threadpool_task_fn fn;
+    void *ctx;
+    size_t n_tasks;
+    atomic_size_t next_task;
+    atomic_size_t busy; /* workers not yet finished with the current generation */
+};
+
+/* Set while this thread runs tasks: its index, and that a nested run must go inline. */
+static _Thread_local bool tls_in_task;
+static _Thread_local size_t tls_thread_index;
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+size_t threadpool_cpu_count(void) {
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (size_t)n : 1;
+}
+
+size_t threadpool_size(const threadpool *pool) { return pool ? pool->n_threads : 1; }
+
+static void run_tasks(threadpool *p, size_t thread) {
+    const threadpool_task_fn fn = p->fn;
+    void *ctx = p->ctx;
+    const size_t n = p->n_tasks;
+    for (;;) {
+        size_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
+        if (t >= n) break;
+        fn(ctx, t, thread);
+    }
+}
+
+/* Waits for a generation other than `seen`; returns it. */
+static unsigned wait_generation(threadpool *p, unsigned seen) {
+    unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
+    if (g != seen) return g;
+    const uint64_t until = now_ns() + SPIN_NS;
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
+        g = atomic_load_explicit(&p->generation, memory_order_acquire);
+        if (g != seen) return g;
+        if ((i & 63) == 0 && now_ns() > until) break;
+    }
+    pthread_mutex_lock(&p->lock);
+    while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
+        pthread_cond_wait(&p->wake, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+    return g;
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    threadpool *p = w->pool;
+    tls_in_task = true;
+    tls_thread_index = w->index;
+    unsigned seen = 0;
+    for (;;) {
+        seen = wait_generation(p, seen);
+        if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
+        run_tasks(p, w->index);
+        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&p->lock);
+            pthread_cond_signal(&p->done);
+            pthread_mutex_unlock(&p->lock);
+        }
+    }
+    return NULL;
+}
+
+static void stop_workers(threadpool *p) {
+    pthread_mutex_lock(&p->lock);
+    atomic_store_explicit(&p->stop, true, memory_order_release);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    for (size_t i = 0; i < p->n_started; i++) pthread_join(p->workers[i].thread, NULL);
+    p->n_started = 0;
+}
+
+int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
+    *out = NULL;
+    if (n_threads == 0) n_threads = threadpool_cpu_count();
+    if (n_threads > THREADPOOL_MAX_THREADS)
+        return error_set(err, CLOVER_E_INVALID, "threadpool: %zu threads requested, at most %d", n_threads,
+                         THREADPOOL_MAX_THREADS);
+    threadpool *p = mem_calloc(1, sizeof *p);
+    if (!p) return error_set(err, CLOVER_E_NOMEM, "threadpool: out of memory");
+    p->n_threads = n_threads;
+    if (n_threads > 1) {
+        p->workers = mem_calloc(n_threads - 1, sizeof *p->workers);
+        if (!p->workers) {
+            mem_free(p);
+            return error_set(err, CLOVER_E_NOMEM, "threadpool: out of memory for %zu workers", n_threads - 1);
+        }
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    pthread_cond_init(&p->done, NULL);
+    atomic_init(&p->generation, 0);
+    atomic_init(&p->stop, false);
+    atomic_init(&p->next_task, 0);
+    atomic_init(&p->busy, 0);
+    for (size_t i = 0; i + 1 < n_threads; i++) {
+        worker *w = &p->workers[i];
+        w->pool = p;
+        w->index = i + 1;
+        int rc = pthread_create(&w->thread, NULL, worker_main, w);
+        if (rc != 0) {
+            threadpool_free(p);
+            return error_set(err, CLOVER_E_NOMEM, "threadpool: cannot start thread %zu of %zu: %s", i + 2, n_threads,
+                             strerror(rc));
+        }
+        p->n_started++;
+    }
+    *out = p;
+    return CLOVER_OK;
+}
+
+void threadpool_free(threadpool *pool) {
+    if (!pool) return;
+    stop_workers(pool);
+    pthread_cond_destroy(&pool->done);
+    pthread_cond_destroy(&pool->wake);
+    pthread_mutex_destroy(&pool->lock);
+    mem_free(pool->workers);
+    mem_free(pool);
+}
+
+static void run_inline(size_t n_tasks, threadpool_task_fn fn, void *ctx) {
+    const bool was_in_task = tls_in_task;
+    const size_t thread = was_in_task ? tls_thread_index : 0;
+    tls_in_task = true;
+    for (size_t t = 0; t < n_tasks; t++) fn(ctx, t, thread);
+    tls_in_task = was_in_task;
+}
+
+void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, void *ctx) {
+    if (n_tasks == 0) return;
+    if (!pool || pool->n_threads == 1 || n_tasks == 1 || tls_in_task) {
+        run_inline(n_tasks, fn, ctx);
+        return;
+    }
+    threadpool *p = pool;
+    pthread_mutex_lock(&p->lock);
+    p->fn = fn;
+    p->ctx = ctx;
+    p->n_tasks = n_tasks;
+    atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->busy, p->n_threads - 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    pthread_cond_broadcast(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+
+    tls_in_task = true;
+    tls_thread_index = 0;
+    run_tasks(p, 0);
+    tls_in_task = false;
+
+    /* Wait for every worker to count out: spin first, then sleep. */
+    if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;
+    const uint64_t until = now_ns() + SPIN_NS;
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
+        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;
+        if ((i & 63) == 0 && now_ns() > until) break;
+    }
+    pthread_mutex_lock(&p->lock);
+    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0) pthread_cond_wait(&p->done, &p->lock);
+    pthread_mutex_unlock(&p->lock);
+}

@@ -1,0 +1,92 @@
+/*
+ * attention.h: the gated full-attention layer between its projections
+ * (TRUNK.md section 3). The caller runs q_proj / k_proj / v_proj and o_proj;
+ * these do everything in between, in two steps so a backend can thread the
+ * expensive one:
+ *
+ *  - cpu_attn_prepare: q_proj's output is [n_head][2*hd] per row with the
+ *    query first and the gate second in each head; q and k get the
+ *    zero-centred RMSNorm per head (stored 1 + w weights), then RoPE on the
+ *    first `rot` dims at the row's absolute position; the rows' k (normed,
+ *    rotated) and v (raw) are written into the cache at rows pos..pos+n-1.
+ *  - cpu_attn_forward: for query head h (KV head h / (n_head / n_head_kv),
+ *    repeat_interleave), softmax(q k^T * hd^-0.5) v over the cache, then
+ *    times sigmoid(gate). Causal: row r (position pos + r) sees cache rows
+ *    0..pos+r. Not causal (the preview, SPEC.md 2): every row sees rows
+ *    0..pos+n-1.
+ *
+ * The cache layout is position-major, [n_ctx][n_head_kv][hd], so appending a
+ * row is one contiguous write. The oracle is two-pass (scores, max, exp,
+ * normalise, weighted sum of v, like torch's eager path); the AVX2 path is
+ * a tiled one-pass online softmax that reads each K/V tile once per KV head
+ * and row block, which is what keeps long prompts from streaming the whole
+ * cache once per query head and row.
+ */
+#ifndef CLOVER_CPU_ATTENTION_H
+#define CLOVER_CPU_ATTENTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "clover.h"
+
+typedef struct cpu_attn_dims {
+    size_t n_head;    /* query heads */
+    size_t n_head_kv; /* KV heads; divides n_head */
+    size_t head_dim;  /* hd */
+    size_t rot;       /* rotary dims: even, <= hd */
+    float eps;        /* of q_norm and k_norm */
+} cpu_attn_dims;
+
+/* Checks the dimensions once (at model binding): heads >= 1, n_head a
+ * multiple of n_head_kv, rot even and <= head_dim. 0 or CLOVER_E_FORMAT with
+ * a message naming the field. The operators themselves assume checked dims. */
+int cpu_attn_dims_check(const cpu_attn_dims *d, clover_error *err);
+
+/* Floats of scratch one cpu_attn_forward call needs (scalar or AVX2) when the
+ * cache holds up to n_ctx rows (pos + n <= n_ctx). */
+size_t cpu_attn_scratch_floats(const cpu_attn_dims *d, size_t n_ctx);
+
+void cpu_attn_prepare(float *q,             // [n][n_head][hd], out: normed, rotated
+                      float *gate,          // [n][n_head][hd], out
+                      float *k_cache,       // [n_ctx][n_head_kv][hd], rows pos..pos+n-1 written
+                      float *v_cache,       // [n_ctx][n_head_kv][hd], rows pos..pos+n-1 written
+                      const float *qg,      // [n][n_head][2*hd], q_proj output
+                      const float *k,       // [n][n_head_kv][hd], k_proj output
+                      const float *v,       // [n][n_head_kv][hd], v_proj output
+                      const float *q_norm,  // [hd], stored 1 + w
+                      const float *k_norm,  // [hd], stored 1 + w
+                      const float *inv_freq,  // [rot/2], cpu_rope_inv_freq
+                      const cpu_attn_dims *d, int64_t pos, size_t n,
+                      float *cs);           // scratch [rot]
+
+/* Query heads [h_begin, h_end) of all n rows; disjoint head ranges may run
+ * concurrently (each with its own scratch of cpu_attn_scratch_floats). */
+void cpu_attn_forward(float *out,            // [n][n_head][hd], gated
+                      const float *q,        // [n][n_head][hd], from cpu_attn_prepare
+                      const float *gate,     // [n][n_head][hd]
+                      const float *k_cache,  // [pos+n][n_head_kv][hd]
+                      const float *v_cache,  // [pos+n][n_head_kv][hd]
+                      const cpu_attn_dims *d, int64_t pos, size_t n, bool causal, size_t h_begin, size_t h_end,
+                      float *scratch);
+void cpu_attn_forward_scalar(float *out, const float *q, const float *gate, const float *k_cache,
+                             const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                             size_t h_begin, size_t h_end, float *scratch);
+void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const float *k_cache,
+                           const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                           size_t h_begin, size_t h_end, float *scratch);
+
+/* All query heads and rows of cpu_attn_forward spread over pool (NULL: this
+ * thread). Tasks are (KV head, run of rows, run of the group's heads); rows
+ * are split only when causal (a non-causal row's keys depend on n). scratch:
+ * threadpool_size(pool) * cpu_attn_scratch_floats(d, n_ctx) floats. */
+void cpu_attn_forward_pool(threadpool *pool, float *out, const float *q, const float *gate, const float *k_cache,
+                           const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                           size_t n_ctx, float *scratch);
+
+/* Tiles of the AVX2 path: query rows per block and keys per tile. */
+enum { CPU_ATTN_ROW_BLOCK = 16, CPU_ATTN_KEY_TILE = 64 };
+
+#endif

@@ -1,0 +1,60 @@
+/*
+ * attention_pool.c: cpu_attn_forward over a thread pool. The unit of work
+ * keeps a KV head's query heads together where it can (they share every K/V
+ * tile) and splits them, and the rows, only as far as needed for about four
+ * tasks per thread, so a decode step (one row) still spreads over the heads
+ * and a long prompt over its rows.
+ */
+#include "cpu/attention.h"
+
+typedef struct attn_job {
+    float *out;
+    const float *q, *gate, *k_cache, *v_cache;
+    const cpu_attn_dims *d;
+    int64_t pos;
+    size_t n;
+    bool causal;
+    size_t row_chunk, n_row_chunks;   /* rows per task, and tasks per head run */
+    size_t head_chunk, n_head_chunks; /* heads per task within a group, and runs per group */
+    float *scratch;
+    size_t scratch_stride;
+} attn_job;
+
+static void attn_task(void *ctx, size_t task, size_t thread) {
+    const attn_job *j = ctx;
+    const size_t group = j->d->n_head / j->d->n_head_kv, rs = j->d->n_head * j->d->head_dim;
+    size_t kvh = task / (j->n_row_chunks * j->n_head_chunks);
+    size_t rest = task % (j->n_row_chunks * j->n_head_chunks);
+    size_t rc = rest / j->n_head_chunks, hc = rest % j->n_head_chunks;
+    size_t r0 = rc * j->row_chunk, rows = j->n - r0 < j->row_chunk ? j->n - r0 : j->row_chunk;
+    size_t h0 = kvh * group + hc * j->head_chunk;
+    size_t h1 = h0 + j->head_chunk < (kvh + 1) * group ? h0 + j->head_chunk : (kvh + 1) * group;
+    /* rows r0.. of a causal pass are the pass of those rows alone at pos + r0 */
+    cpu_attn_forward(j->out + r0 * rs, j->q + r0 * rs, j->gate + r0 * rs, j->k_cache, j->v_cache, j->d,
+                     j->pos + (int64_t)r0, rows, j->causal, h0, h1, j->scratch + thread * j->scratch_stride);
+}
+
+void cpu_attn_forward_pool(threadpool *pool, float *out, const float *q, const float *gate, const float *k_cache,
+                           const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                           size_t n_ctx, float *scratch) {
+    if (n == 0) return;
+    const size_t threads = threadpool_size(pool), group = d->n_head / d->n_head_kv, want = 4 * threads;
+    size_t row_chunk = n, head_chunk = group;
+    for (;;) {
+        size_t tasks = d->n_head_kv * ((n + row_chunk - 1) / row_chunk) * ((group + head_chunk - 1) / head_chunk);
+        if (tasks >= want) break;
+        if (causal && row_chunk > CPU_ATTN_ROW_BLOCK)
+            row_chunk = ((row_chunk + 1) / 2 + CPU_ATTN_ROW_BLOCK - 1) / CPU_ATTN_ROW_BLOCK * CPU_ATTN_ROW_BLOCK;
+        else if (head_chunk > 1)
+            head_chunk = (head_chunk + 1) / 2;
+        else
+            break;
+    }
+    attn_job job = {
+        .out = out, .q = q, .gate = gate, .k_cache = k_cache, .v_cache = v_cache, .d = d, .pos = pos, .n = n,
+        .causal = causal, .row_chunk = row_chunk, .n_row_chunks = (n + row_chunk - 1) / row_chunk,
+        .head_chunk = head_chunk, .n_head_chunks = (group + head_chunk - 1) / head_chunk, .scratch = scratch,
+        .scratch_stride = cpu_attn_scratch_floats(d, n_ctx),
+    };
+    threadpool_run(pool, d->n_head_kv * job.n_row_chunks * job.n_head_chunks, attn_task, &job);
+}

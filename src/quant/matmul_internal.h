@@ -1,0 +1,26 @@
+/*
+ * matmul_internal.h: what matmul.c (the split into tasks) shares with the
+ * tiled multi-row kernel of matmul_avx2.c.
+ */
+#ifndef CLOVER_QUANT_MATMUL_INTERNAL_H
+#define CLOVER_QUANT_MATMUL_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct matmul_job {
+    uint32_t type;
+    const uint8_t *w; /* [n_out] rows of row_bytes */
+    size_t row_bytes;
+    size_t n_out, n_in;
+    const float *x; /* [n_rows][n_in] */
+    size_t n_rows;
+    float *y; /* [n_rows][n_out] */
+    size_t rows_per_task;
+} matmul_job;
+
+/* Output rows [o0, o1) of the job for every activation row, through weight
+ * tiles dequantised once per block of activation rows (AVX2 CPUs only). */
+void matmul_rows_tiled_avx2(const matmul_job *job, size_t o0, size_t o1);
+
+#endif

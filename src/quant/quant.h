@@ -1,0 +1,70 @@
+/*
+ * quant.h: tensor element types with llama.cpp's exact byte layouts, so GGUF
+ * files move between the two engines: F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K.
+ *
+ * Each type has a plain scalar implementation (the oracle, *_scalar) and,
+ * where the CPU has AVX2+FMA+F16C, a fast path chosen once at run time; the
+ * unsuffixed functions dispatch. Activations stay f32: a quantised row is
+ * dotted with an f32 vector by dequantising on the fly, block by block.
+ */
+#ifndef CLOVER_QUANT_H
+#define CLOVER_QUANT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* ggml type codes (the values stored in GGUF tensor infos). */
+typedef enum quant_type {
+    QUANT_F32 = 0,
+    QUANT_F16 = 1,
+    QUANT_Q4_0 = 2, /* known to GGUF, not supported */
+    QUANT_Q4_1 = 3,
+    QUANT_Q5_0 = 6,
+    QUANT_Q5_1 = 7,
+    QUANT_Q8_0 = 8,
+    QUANT_Q8_1 = 9,
+    QUANT_Q2_K = 10,
+    QUANT_Q3_K = 11,
+    QUANT_Q4_K = 12,
+    QUANT_Q5_K = 13,
+    QUANT_Q6_K = 14,
+    QUANT_Q8_K = 15,
+    QUANT_BF16 = 30,
+    QUANT_TYPE_LIMIT = 64 /* codes at or above this are invalid */
+} quant_type;
+
+/* Name of any ggml type code ("q4_K", "bf16", ...); "?" when unknown. */
+const char *quant_type_name(uint32_t type);
+/* Parses a name as the CLI spells it ("f32", "bf16", "q8_0", "q4_k", ...); -1 when unknown. */
+int quant_type_from_name(const char *name);
+/* True for a type code GGUF knows (block geometry defined), whether or not
+ * clover computes with it. */
+bool quant_type_known(uint32_t type);
+/* True for the types clover dequantises, quantises and dots. */
+bool quant_type_supported(uint32_t type);
+/* Elements per block (1 for float types, 32 for Q8_0, 256 for K-quants) and bytes per block. */
+size_t quant_block_elems(uint32_t type);
+size_t quant_block_bytes(uint32_t type);
+/* Bytes of a row of n elements; 0 when n is not a multiple of the block or the type is unknown. */
+size_t quant_row_bytes(uint32_t type, size_t n);
+
+/* Half-precision conversions (IEEE binary16 and bfloat16, round to nearest even). */
+float quant_f16_to_f32(uint16_t h);
+uint16_t quant_f32_to_f16(float f);
+float quant_bf16_to_f32(uint16_t h);
+uint16_t quant_f32_to_bf16(float f);
+
+/* n must be a multiple of quant_block_elems(type); types must be supported. */
+void quant_dequantize_row(uint32_t type, const void *src, float *dst, size_t n);
+void quant_quantize_row(uint32_t type, const float *src, void *dst, size_t n);
+float quant_dot(uint32_t type, const void *row, const float *x, size_t n);
+
+/* The scalar oracles of the above. */
+void quant_dequantize_row_scalar(uint32_t type, const void *src, float *dst, size_t n);
+float quant_dot_scalar(uint32_t type, const void *row, const float *x, size_t n);
+
+/* Whether the AVX2 fast paths are in use (CPU support; CLOVER_NO_SIMD=1 turns them off for diagnosis). */
+bool quant_simd_active(void);
+
+#endif

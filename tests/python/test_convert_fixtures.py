@@ -1,0 +1,91 @@
+"""`clover convert` on the reference's tiny Hugging Face models (tests/fixtures/,
+written by tools/reference with transformers' own save_pretrained): each converts
+in every --type and the result loads with every check a real run makes
+(`clover info`); the f32 conversion is compared tensor by tensor with the
+transformations computed in numpy from the checkpoint as the `safetensors`
+package reads it. The engine's numbers are the golden tests' business."""
+import json
+import subprocess
+
+import numpy as np
+import pytest
+import safetensors
+from gguf import GGUFReader
+from gguf.quants import dequantize
+
+import test_convert_support as cs
+
+
+def fixture_dirs():
+    root = cs.SOURCE / "tests" / "fixtures"
+    if not root.is_dir():
+        return []
+    return sorted(p.parent for p in root.rglob("config.json")
+                  if any(p.parent.glob("*.safetensors")))
+
+
+DIRS = fixture_dirs()
+
+
+@pytest.mark.skipif(not DIRS, reason="tests/fixtures has no Hugging Face model yet")
+@pytest.mark.parametrize("src", DIRS, ids=[str(d.relative_to(cs.SOURCE / "tests" / "fixtures")) for d in DIRS])
+@pytest.mark.parametrize("qtype", ["f32", "bf16", "q8_0", "q4_k_m"])
+def test_fixture_converts_and_loads(tmp_path, src, qtype):
+    out = tmp_path / "model.gguf"
+    r = cs.run_convert(src, out, "--type", qtype)
+    assert r.returncode == 0, r.stderr
+    reader = GGUFReader(str(out))
+    assert reader.fields["general.architecture"].contents() == "qwen35moe"
+    clover = cs.BUILD / "clover"
+    if not clover.exists():
+        pytest.skip("the clover binary is not built: cannot run `clover info`")
+    info = subprocess.run([str(clover), "info", str(out)], capture_output=True, text=True, timeout=300)
+    assert info.returncode == 0, info.stderr
+    assert "qwen35moe" in info.stdout
+
+
+def read_checkpoint(src):
+    """{trunk-relative name: float32 array} of every safetensors file, by the safetensors package."""
+    out = {}
+    for f in sorted(src.glob("*.safetensors")):
+        for name, v in safetensors.deserialize(f.read_bytes()):
+            if name.startswith(("model.visual.", "mtp.")):
+                continue
+            if v["dtype"] == "BF16":
+                a = cs.from_bf16_bits(np.frombuffer(v["data"], np.uint16))
+            else:
+                a = np.frombuffer(v["data"], {"F32": np.float32, "F16": np.float16}[v["dtype"]]).astype(np.float32)
+            key = name
+            for p in ("model.language_model.", "model."):
+                if key.startswith(p):
+                    key = key[len(p):]
+                    break
+            out[key] = a.reshape(v["shape"])
+    return out
+
+
+def geometry_of(src):
+    cfg = json.loads((src / "config.json").read_text())
+    text = cfg.get("text_config", cfg)
+    g = {k: text[k] for k in cs.geometry()}  if "full_attention_interval" in text else \
+        dict({k: text[k] for k in cs.geometry() if k != "full_attention_interval"}, full_attention_interval=4)
+    kinds = ["linear_attention" if cs.layer_is_linear(g, i) else "full_attention" for i in range(g["num_hidden_layers"])]
+    assert text.get("layer_types", kinds) == kinds
+    return g, text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
+
+
+@pytest.mark.skipif(not DIRS, reason="tests/fixtures has no Hugging Face model yet")
+@pytest.mark.parametrize("src", DIRS, ids=[str(d.relative_to(cs.SOURCE / "tests" / "fixtures")) for d in DIRS])
+def test_fixture_values(tmp_path, src):
+    out = tmp_path / "model.gguf"
+    r = cs.run_convert(src, out, "--type", "f32")
+    assert r.returncode == 0, r.stderr
+    g, tie = geometry_of(src)
+    exp = cs.expected_tensors(g, read_checkpoint(src), tie=tie)
+    reader = GGUFReader(str(out))
+    assert sorted(t.name for t in reader.tensors) == sorted(exp)
+    for t in reader.tensors:
+        ne, want, _ = exp[t.name]
+        assert [int(x) for x in t.shape] == ne, t.name
+        got = np.asarray(dequantize(t.data, t.tensor_type), np.float32).reshape(want.shape)
+        np.testing.assert_allclose(got, want, rtol=2e-7, atol=0, err_msg=t.name)

@@ -1,0 +1,358 @@
+/*
+ * test_cpu_moe.c: the sparse MoE block and the coreset.
+ *  - routing (softmax, top-k with lower-index ties, renormalisation, the
+ *    allowed-expert restriction) on hand-computed cases and against
+ *    transformers' Qwen3_5MoeTopKRouter;
+ *  - the block (F32 weights in the GGUF layout, fused gate_up) against
+ *    Qwen3_5MoeSparseMoeBlock (tests/data/ops/moe.bin), and, restricted to
+ *    allowed experts, against a float64 reference written out below;
+ *  - the coreset on seed 000's hand-checked case
+ *    `coreset_keeps_the_prefix_that_holds_top_p` and on ties;
+ *  - the threaded, SIMD form against the scalar oracle with quantised experts.
+ */
+#include "base/threadpool.h"
+#include "cpu/cpu_simd.h"
+#include "cpu/moe.h"
+#include "cpu_ops_test.h"
+#include "quant/quant.h"
+
+static void topk_ties_take_the_lower_index(void) {
+    const float v[5] = {1, 3, 3, 2, 3};
+    int32_t idx[5];
+    CHECK_EQ_INT(cpu_moe_topk(idx, v, 5, 2, NULL), 2);
+    CHECK(idx[0] == 1 && idx[1] == 2);
+    CHECK_EQ_INT(cpu_moe_topk(idx, v, 5, 4, NULL), 4);
+    CHECK(idx[0] == 1 && idx[1] == 2 && idx[2] == 4 && idx[3] == 3);
+    const uint8_t allowed[5] = {1, 0, 1, 1, 0};
+    CHECK_EQ_INT(cpu_moe_topk(idx, v, 5, 2, allowed), 2);
+    CHECK(idx[0] == 2 && idx[1] == 3);
+    CHECK_EQ_INT(cpu_moe_topk(idx, v, 5, 5, allowed), 3);
+    CHECK(idx[0] == 2 && idx[1] == 3 && idx[2] == 0);
+}
+
+/* p = (0.5, 0.3, 0.1, 0.1) from logits ln p: top-2 = {0, 1}, weights 5/8, 3/8.
+ * Restricted to {1, 2, 3}: 1 then 2 (the tie with 3 goes to the lower
+ * index), weights 0.3/0.4, 0.1/0.4. Restricted to {3}: one expert, weight 1. */
+static void route_hand_cases(void) {
+    float logits[4], probs[4], w[4];
+    const double p[4] = {0.5, 0.3, 0.1, 0.1};
+    for (int i = 0; i < 4; i++) logits[i] = (float)log(p[i]);
+    int32_t idx[4];
+    CHECK_EQ_INT(cpu_moe_route(idx, w, logits, 4, 2, NULL, probs), 2);
+    CHECK(idx[0] == 0 && idx[1] == 1);
+    CHECK_NEAR(w[0], 0.625, 1e-6);
+    CHECK_NEAR(w[1], 0.375, 1e-6);
+    const uint8_t a123[4] = {0, 1, 1, 1}, a3[4] = {0, 0, 0, 1}, none[4] = {0, 0, 0, 0};
+    CHECK_EQ_INT(cpu_moe_route(idx, w, logits, 4, 2, a123, probs), 2);
+    CHECK(idx[0] == 1 && idx[1] == 2);
+    CHECK_NEAR(w[0], 0.75, 1e-6);
+    CHECK_NEAR(w[1], 0.25, 1e-6);
+    CHECK_EQ_INT(cpu_moe_route(idx, w, logits, 4, 2, a3, probs), 1);
+    CHECK(idx[0] == 3 && w[0] == 1.0f);
+    CHECK_EQ_INT(cpu_moe_route(idx, w, logits, 4, 2, none, probs), 0);
+}
+
+/* Seed 000, coreset_keeps_the_prefix_that_holds_top_p: two rows, top-2 of four
+ * experts. Row 0 puts .5/.3 on experts 0/1, row 1 .6/.2 on 2/0, so the
+ * totals are e0 .7, e1 .3, e2 .6, e3 0, normalised .4375/.1875/.375/0.
+ * Descending: e0 (mass before 0), e2 (.4375), e1 (.8125). At top_p 0.8 e0 and
+ * e2 are kept (.8125 >= .8 stops e1); at 0.9 e1 joins; at 0 only the first. */
+static void coreset_keeps_the_prefix_that_holds_top_p(void) {
+    const float p[2][4] = {{0.5f, 0.3f, 0.1f, 0.1f}, {0.2f, 0.1f, 0.6f, 0.1f}};
+    float l[8];
+    for (int i = 0; i < 8; i++) l[i] = logf(p[i / 4][i % 4]);
+    const float top_p[3] = {0.8f, 0.9f, 0.0f};
+    const uint8_t want[3][4] = {{1, 0, 1, 0}, {1, 1, 1, 0}, {1, 0, 0, 0}};
+    double totals[4];
+    int32_t order[4];
+    uint8_t allowed[4];
+    for (int c = 0; c < 3; c++) {
+        cpu_moe_coreset(allowed, l, 2, 4, 2, top_p[c], totals, order);
+        CHECK_MSG(memcmp(allowed, want[c], 4) == 0, "top_p %g: %d%d%d%d", top_p[c], allowed[0], allowed[1],
+                  allowed[2], allowed[3]);
+        CHECK_NEAR(totals[0], 0.7, 1e-6);
+        CHECK_NEAR(totals[2], 0.6, 1e-6);
+        const double t[4] = {0.7, 0.3, 0.6, 0.0};
+        cpu_moe_coreset_from_totals(allowed, t, 4, top_p[c], order);
+        CHECK(memcmp(allowed, want[c], 4) == 0);
+    }
+}
+
+/* Equal totals sort by index: with four quarters, top_p 0.5 keeps e0 (before
+ * 0) and e1 (before .25), stops at e2 (before .5, not below .5). Totals are
+ * normalised before the cut. Zero totals
+ * (normalised by 1e-9): nothing before any expert, so all are kept. */
+static void coreset_ties_and_zeros(void) {
+    const double q[6] = {0.25, 0.25, 0.25, 0.25, 0.0, 0.0};
+    int32_t order[6];
+    uint8_t allowed[6];
+    cpu_moe_coreset_from_totals(allowed, q, 4, 0.5f, order);
+    CHECK(allowed[0] && allowed[1] && !allowed[2] && !allowed[3]);
+    cpu_moe_coreset_from_totals(allowed, q, 4, 0.2f, order);
+    CHECK(allowed[0] && !allowed[1] && !allowed[2] && !allowed[3]);
+    const double reversed[4] = {0.1, 0.2, 0.3, 0.4};
+    cpu_moe_coreset_from_totals(allowed, reversed, 4, 0.5f, order); /* e3 (0), e2 (.4) kept; e1 at .7 stops */
+    CHECK(!allowed[0] && !allowed[1] && allowed[2] && allowed[3]);
+    cpu_moe_coreset_from_totals(allowed, q + 2, 4, 0.5f, order); /* .25 .25 0 0 -> .5 .5 0 0: e1 starts at .5 */
+    CHECK(allowed[0] && !allowed[1] && !allowed[2] && !allowed[3]);
+    cpu_moe_coreset_from_totals(allowed, q + 2, 4, 0.6f, order); /* e1 joins; e2 starts at 1 */
+    CHECK(allowed[0] && allowed[1] && !allowed[2] && !allowed[3]);
+    const double zeros[3] = {0, 0, 0};
+    cpu_moe_coreset_from_totals(allowed, zeros, 3, 0.5f, order);
+    CHECK(allowed[0] && allowed[1] && allowed[2]);
+}
+
+typedef struct moe_f32 { /* the torch block's weights, F32, in the GGUF layout */
+    size_t H, E, k, F, Fs;
+    const float *router, *gate_up, *down, *sh_gate, *sh_up, *sh_down, *sh_inp;
+} moe_f32;
+
+static cpu_moe_weights moe_bind_f32(const moe_f32 *m) {
+    cpu_moe_weights w = {
+        .n_embd = m->H, .n_ff = m->F, .n_expert = m->E, .n_used = m->k, .n_ff_shexp = m->Fs,
+        .router_type = QUANT_F32, .router = m->router,
+        /* fused gate_up [E][2F][H]: gate rows first, then up */
+        .gate_type = QUANT_F32, .gate_exps = m->gate_up, .gate_stride = 2 * m->F * m->H * 4,
+        .up_type = QUANT_F32, .up_exps = m->gate_up + m->F * m->H, .up_stride = 2 * m->F * m->H * 4,
+        .down_type = QUANT_F32, .down_exps = m->down, .down_stride = m->H * m->F * 4,
+        .sh_gate_type = QUANT_F32, .sh_gate = m->sh_gate, .sh_up_type = QUANT_F32, .sh_up = m->sh_up,
+        .sh_down_type = QUANT_F32, .sh_down = m->sh_down, .sh_inp_type = QUANT_F32, .sh_inp = m->sh_inp,
+    };
+    return w;
+}
+
+/* A float64 MoE straight from the formulas of TRUNK.md 5 (an independent
+ * reference for the restricted routing, which torch has no module for). */
+static void moe_reference_f64(double *out, const float *x, size_t n, const moe_f32 *m, const uint8_t *allowed) {
+    size_t H = m->H, E = m->E, F = m->F, Fs = m->Fs;
+    double p[64], h[512];
+    for (size_t r = 0; r < n; r++) {
+        const float *xr = x + r * H;
+        double *o = out + r * H, mx = -INFINITY, sum = 0;
+        for (size_t e = 0; e < E; e++) {
+            p[e] = 0;
+            for (size_t c = 0; c < H; c++) p[e] += (double)m->router[e * H + c] * xr[c];
+            if (p[e] > mx) mx = p[e];
+        }
+        for (size_t e = 0; e < E; e++) sum += (p[e] = exp(p[e] - mx));
+        for (size_t e = 0; e < E; e++) p[e] /= sum;
+        size_t chosen[64], nc = 0;
+        uint8_t taken[64] = {0};
+        for (size_t s = 0; s < m->k; s++) {
+            size_t best = E;
+            for (size_t e = 0; e < E; e++)
+                if (!taken[e] && (!allowed || allowed[e]) && (best == E || p[e] > p[best])) best = e;
+            if (best == E) break;
+            taken[best] = 1;
+            chosen[nc++] = best;
+        }
+        double top = 0;
+        for (size_t i = 0; i < nc; i++) top += p[chosen[i]];
+        for (size_t c = 0; c < H; c++) o[c] = 0;
+        for (size_t i = 0; i < nc; i++) {
+            size_t e = chosen[i];
+            const float *gw = m->gate_up + e * 2 * F * H, *uw = gw + F * H, *dw = m->down + e * H * F;
+            for (size_t f = 0; f < F; f++) {
+                double g = 0, u = 0;
+                for (size_t c = 0; c < H; c++) g += (double)gw[f * H + c] * xr[c], u += (double)uw[f * H + c] * xr[c];
+                h[f] = g / (1 + exp(-g)) * u;
+            }
+            for (size_t c = 0; c < H; c++) {
+                double y = 0;
+                for (size_t f = 0; f < F; f++) y += (double)dw[c * F + f] * h[f];
+                o[c] += p[e] / top * y;
+            }
+        }
+        double gs = 0;
+        for (size_t c = 0; c < H; c++) gs += (double)m->sh_inp[c] * xr[c];
+        gs = 1 / (1 + exp(-gs));
+        for (size_t f = 0; f < Fs; f++) {
+            double g = 0, u = 0;
+            for (size_t c = 0; c < H; c++) g += (double)m->sh_gate[f * H + c] * xr[c], u += (double)m->sh_up[f * H + c] * xr[c];
+            h[f] = g / (1 + exp(-g)) * u;
+        }
+        for (size_t c = 0; c < H; c++) {
+            double y = 0;
+            for (size_t f = 0; f < Fs; f++) y += (double)m->sh_down[c * Fs + f] * h[f];
+            o[c] += gs * y;
+        }
+    }
+}
+
+static double nerr_f64(const float *a, const double *b, size_t n) {
+    double md = 0, mb = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs(a[i] - b[i]);
+        if (isnan(d)) return INFINITY;
+        md = d > md ? d : md;
+        mb = fabs(b[i]) > mb ? fabs(b[i]) : mb;
+    }
+    return md / mb;
+}
+
+/* Router and block against torch (H 24, 8 experts, top-3, widths 12 / 10):
+ * the routing must pick torch's experts in torch's order with its weights
+ * (1e-6), and the block's output agree to 2e-6 of its scale (reductions of
+ * 24 and 12 terms: float32 reordering is ~1e-7). Then the restricted routing
+ * against the float64 reference, with 5 of 8 experts allowed and with only 2
+ * (fewer than k). */
+static void moe_matches_torch(void) {
+    ops_vectors v;
+    if (ops_vectors_load(&v, "moe.bin")) return;
+    const int32_t *dims = ops_i32(&v, "dims", NULL);
+    moe_f32 m = {0};
+    const float *x = ops_f32(&v, "x", NULL), *logits = ops_f32(&v, "router_logits", NULL),
+                *rw = ops_f32(&v, "route_w", NULL), *want = ops_f32(&v, "y", NULL);
+    const int32_t *ridx = ops_i32(&v, "route_idx", NULL);
+    m.router = ops_f32(&v, "router_w", NULL);
+    m.gate_up = ops_f32(&v, "gate_up", NULL);
+    m.down = ops_f32(&v, "down", NULL);
+    m.sh_gate = ops_f32(&v, "sh_gate", NULL);
+    m.sh_up = ops_f32(&v, "sh_up", NULL);
+    m.sh_down = ops_f32(&v, "sh_down", NULL);
+    m.sh_inp = ops_f32(&v, "sh_gate_inp", NULL);
+    if (!dims || !x || !logits || !rw || !want || !ridx || !m.router || !m.gate_up || !m.down || !m.sh_gate ||
+        !m.sh_up || !m.sh_down || !m.sh_inp) {
+        ops_vectors_free(&v);
+        return;
+    }
+    m.H = (size_t)dims[0], m.E = (size_t)dims[1], m.k = (size_t)dims[2], m.F = (size_t)dims[3], m.Fs = (size_t)dims[4];
+    size_t n = (size_t)dims[5], H = m.H;
+    float probs[64], w[8];
+    int32_t idx[8];
+    for (size_t r = 0; r < n; r++) {
+        CHECK_EQ_INT(cpu_moe_route(idx, w, logits + r * m.E, m.E, m.k, NULL, probs), m.k);
+        for (size_t i = 0; i < m.k; i++) {
+            CHECK_EQ_INT(idx[i], ridx[r * m.k + i]);
+            CHECK_NEAR(w[i], rw[r * m.k + i], 1e-6);
+        }
+    }
+    cpu_moe_weights cw = moe_bind_f32(&m);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&cw, n));
+    float *out = malloc(n * H * 4);
+    cpu_moe_forward_scalar(out, x, n, &cw, NULL, scratch);
+    CHECK_MSG(ops_nerr(out, want, n * H) < 2e-6, "scalar: %g", ops_nerr(out, want, n * H));
+    cpu_moe_forward(out, x, n, &cw, NULL, NULL, scratch);
+    CHECK_MSG(ops_nerr(out, want, n * H) < 2e-6, "fast: %g", ops_nerr(out, want, n * H));
+    OPS_NOTE("block vs torch: fast nerr %.2g", ops_nerr(out, want, n * H));
+
+    double *ref = malloc(n * H * sizeof *ref);
+    moe_reference_f64(ref, x, n, &m, NULL);
+    CHECK_MSG(nerr_f64(out, ref, n * H) < 2e-6, "f64 reference vs fast: %g", nerr_f64(out, ref, n * H));
+    const uint8_t five[8] = {1, 0, 1, 1, 0, 1, 0, 1}, two[8] = {0, 0, 0, 1, 0, 0, 1, 0};
+    const uint8_t *sets[2] = {five, two};
+    for (int s = 0; s < 2; s++) {
+        moe_reference_f64(ref, x, n, &m, sets[s]);
+        cpu_moe_forward_scalar(out, x, n, &cw, sets[s], scratch);
+        CHECK_MSG(nerr_f64(out, ref, n * H) < 2e-6, "allowed set %d scalar: %g", s, nerr_f64(out, ref, n * H));
+        cpu_moe_forward(out, x, n, &cw, sets[s], NULL, scratch);
+        CHECK_MSG(nerr_f64(out, ref, n * H) < 2e-6, "allowed set %d fast: %g", s, nerr_f64(out, ref, n * H));
+    }
+    free(ref), free(out), free(scratch);
+    ops_vectors_free(&v);
+}
+
+/* Quantised experts (gate/up Q4_K, down Q8_0, shared Q8_0 / Q6_K, router
+ * F32), 11 rows: cpu_moe_forward on a 2-thread pool (tiled AVX2 matmul) against
+ * cpu_moe_forward_scalar (quant_dot_scalar everywhere). Both dequantise the
+ * same blocks exactly and differ only in the order of 256-long float32 sums
+ * (and 2-ulp expf in SwiGLU): 1e-5 of the scale. The rows route to several
+ * experts each, so gathering, bucketing and accumulation are all exercised. */
+static void moe_fast_matches_scalar_quantised(void) {
+    const size_t H = 256, E = 6, k = 2, F = 64, Fs = 256, n = 11;
+    rng_state r;
+    rng_seed(&r, 77);
+    float *tmp = malloc(E * 2 * F * H * 4);
+    cpu_moe_weights w = {.n_embd = H, .n_ff = F, .n_expert = E, .n_used = k, .n_ff_shexp = Fs};
+    float *router = malloc(E * H * 4), *sh_inp = malloc(H * 4);
+    ops_fill(router, E * H, &r, 0.1f);
+    ops_fill(sh_inp, H, &r, 0.1f);
+    w.router_type = QUANT_F32, w.router = router, w.sh_inp_type = QUANT_F32, w.sh_inp = sh_inp;
+    /* quantise rows of n_in elements: [rows][n_in] f32 -> type */
+    uint8_t *bufs[5];
+    const uint32_t types[5] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q6_K};
+    const size_t rows[5] = {E * 2 * F, E * H, Fs, Fs, H}, n_in[5] = {H, F, H, H, Fs};
+    for (int t = 0; t < 5; t++) {
+        size_t rb = quant_row_bytes(types[t], n_in[t]);
+        bufs[t] = malloc(rows[t] * rb);
+        ops_fill(tmp, rows[t] * n_in[t], &r, 1.0f / sqrtf((float)n_in[t]));
+        for (size_t i = 0; i < rows[t]; i++) quant_quantize_row(types[t], tmp + i * n_in[t], bufs[t] + i * rb, n_in[t]);
+    }
+    size_t gu_row = quant_row_bytes(QUANT_Q4_K, H);
+    w.gate_type = w.up_type = QUANT_Q4_K;
+    w.gate_exps = bufs[0], w.up_exps = bufs[0] + F * gu_row, w.gate_stride = w.up_stride = 2 * F * gu_row;
+    w.down_type = QUANT_Q8_0, w.down_exps = bufs[1], w.down_stride = H * quant_row_bytes(QUANT_Q8_0, F);
+    w.sh_gate_type = QUANT_Q8_0, w.sh_gate = bufs[2], w.sh_up_type = QUANT_Q8_0, w.sh_up = bufs[3];
+    w.sh_down_type = QUANT_Q6_K, w.sh_down = bufs[4];
+
+    float *x = malloc(n * H * 4), *a = malloc(n * H * 4), *b = malloc(n * H * 4);
+    ops_fill(x, n * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&w, n));
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK(threadpool_create(&pool, 2, &err) == CLOVER_OK);
+    cpu_moe_forward_scalar(a, x, n, &w, NULL, scratch);
+    cpu_moe_forward(b, x, n, &w, NULL, pool, scratch);
+    CHECK_MSG(ops_nerr(b, a, n * H) < 1e-5, "pool: %g", ops_nerr(b, a, n * H));
+    OPS_NOTE("quantised experts, pool vs scalar: nerr %.2g", ops_nerr(b, a, n * H));
+    cpu_moe_forward(b, x, 1, &w, NULL, pool, scratch); /* one row: the decode path of matmul */
+    CHECK_MSG(ops_nerr(b, a, H) < 1e-5, "one row: %g", ops_nerr(b, a, H));
+    const uint8_t allowed[6] = {0, 1, 1, 0, 0, 1};
+    cpu_moe_forward_scalar(a, x, n, &w, allowed, scratch);
+    cpu_moe_forward(b, x, n, &w, allowed, pool, scratch);
+    CHECK_MSG(ops_nerr(b, a, n * H) < 1e-5, "allowed: %g", ops_nerr(b, a, n * H));
+    threadpool_free(pool);
+    for (int t = 0; t < 5; t++) free(bufs[t]);
+    free(tmp), free(router), free(sh_inp), free(x), free(a), free(b), free(scratch);
+}
+
+static void weights_check_names_the_tensor(void) {
+    static float f[4096];
+    cpu_moe_weights w = {.n_embd = 64, .n_ff = 32, .n_expert = 4, .n_used = 2, .n_ff_shexp = 0,
+                         .router_type = QUANT_F32, .router = f, .gate_type = QUANT_F32, .gate_exps = f,
+                         .gate_stride = 32 * 64 * 4, .up_type = QUANT_F32, .up_exps = f, .up_stride = 32 * 64 * 4,
+                         .down_type = QUANT_Q8_0, .down_exps = f, .down_stride = 64 * 34};
+    clover_error err = {0};
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_OK);
+    w.n_used = 5;
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_E_FORMAT);
+    w.n_used = 2, w.down_type = QUANT_Q4_K; /* rows of 32 are not whole 256-blocks */
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_E_FORMAT);
+    CHECK_MSG(strstr(err.message, "ffn_down_exps") != NULL, "%s", err.message);
+    w.down_type = QUANT_Q4_0; /* known to GGUF, not computed by clover */
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_E_UNSUPPORTED);
+    w.down_type = QUANT_Q8_0, w.gate_stride = 100;
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_E_FORMAT);
+    CHECK_MSG(strstr(err.message, "ffn_gate_exps") != NULL, "%s", err.message);
+    w.gate_stride = 32 * 64 * 4, w.n_ff_shexp = 16; /* shared expert declared but absent */
+    CHECK_EQ_INT(cpu_moe_weights_check(&w, &err), CLOVER_E_FORMAT);
+    CHECK_MSG(strstr(err.message, "ffn_gate_shexp") != NULL, "%s", err.message);
+}
+
+static void swiglu_avx2_matches_scalar(void) {
+    if (!cpu_simd_supported()) {
+        printf("     (no AVX2+FMA: fast path not tested)\n");
+        return;
+    }
+    rng_state r;
+    rng_seed(&r, 5);
+    float g[203], u[203], a[203], b[203];
+    ops_fill(g, 203, &r, 6.0f); /* into both tails of silu */
+    ops_fill(u, 203, &r, 1.0f);
+    g[0] = -100.0f, g[1] = 100.0f, g[2] = 0.0f;
+    cpu_swiglu_scalar(a, g, u, 203);
+    cpu_swiglu_avx2(b, g, u, 203);
+    for (int i = 0; i < 203; i++) CHECK_MSG(fabsf(a[i] - b[i]) <= 4e-7f * (fabsf(a[i]) + 1e-30f) || a[i] == b[i], "i=%d", i);
+}
+
+int main(void) {
+    RUN(topk_ties_take_the_lower_index);
+    RUN(route_hand_cases);
+    RUN(coreset_keeps_the_prefix_that_holds_top_p);
+    RUN(coreset_ties_and_zeros);
+    RUN(moe_matches_torch);
+    RUN(moe_fast_matches_scalar_quantised);
+    RUN(swiglu_avx2_matches_scalar);
+    RUN(weights_check_names_the_tensor);
+    return TEST_EXIT();
+}

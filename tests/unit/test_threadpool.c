@@ -1,0 +1,198 @@
+/*
+ * test_threadpool.c: every task runs exactly once, on a thread index below
+ * the pool size; runs return only when all tasks are done; a NULL pool and a
+ * one-thread pool run inline; nested runs go inline on the calling thread;
+ * thousands of back-to-back runs (the decode pattern) neither lose a wake-up
+ * nor deadlock.
+ */
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/threadpool.h"
+#include "test.h"
+
+enum { MAX_TASKS = 4096, MAX_THREADS = 64 };
+
+typedef struct count_ctx {
+    atomic_int runs[MAX_TASKS];
+    atomic_int per_thread[MAX_THREADS];
+    atomic_int bad_thread;
+    size_t size;
+    int sleep_us;
+} count_ctx;
+
+static void count_task(void *ctx, size_t task, size_t thread) {
+    count_ctx *c = ctx;
+    if (c->sleep_us) {
+        struct timespec ts = {0, (long)c->sleep_us * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_fetch_add(&c->runs[task], 1);
+    if (thread >= c->size || thread >= MAX_THREADS)
+        atomic_fetch_add(&c->bad_thread, 1);
+    else
+        atomic_fetch_add(&c->per_thread[thread], 1);
+}
+
+static count_ctx ctx_storage;
+
+static count_ctx *fresh_ctx(size_t size) {
+    memset(&ctx_storage, 0, sizeof ctx_storage);
+    ctx_storage.size = size;
+    return &ctx_storage;
+}
+
+static void check_each_once(const count_ctx *c, size_t n_tasks) {
+    int wrong = 0;
+    for (size_t t = 0; t < MAX_TASKS; t++)
+        if (atomic_load(&c->runs[t]) != (t < n_tasks ? 1 : 0)) wrong++;
+    CHECK_MSG(wrong == 0, "%d tasks ran a wrong number of times (n_tasks %zu)", wrong, n_tasks);
+    CHECK_EQ_INT(atomic_load(&c->bad_thread), 0);
+}
+
+static void test_null_pool_inline(void) {
+    CHECK_EQ_INT(threadpool_size(NULL), 1);
+    count_ctx *c = fresh_ctx(1);
+    threadpool_run(NULL, 100, count_task, c);
+    check_each_once(c, 100);
+    CHECK_EQ_INT(atomic_load(&c->per_thread[0]), 100);
+    c = fresh_ctx(1);
+    threadpool_run(NULL, 0, count_task, c);
+    check_each_once(c, 0);
+}
+
+static void test_one_thread_pool(void) {
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 1, &err), CLOVER_OK);
+    CHECK_EQ_INT(threadpool_size(p), 1);
+    count_ctx *c = fresh_ctx(1);
+    threadpool_run(p, 37, count_task, c);
+    check_each_once(c, 37);
+    CHECK_EQ_INT(atomic_load(&c->per_thread[0]), 37);
+    threadpool_free(p);
+}
+
+static void test_many_threads(void) {
+    static const size_t sizes[] = {2, 3, 8};
+    static const size_t task_counts[] = {0, 1, 2, 5, 64, 1000, MAX_TASKS};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        threadpool *p = NULL;
+        clover_error err;
+        CHECK_EQ_INT(threadpool_create(&p, sizes[s], &err), CLOVER_OK);
+        if (!p) continue;
+        CHECK_EQ_INT(threadpool_size(p), sizes[s]);
+        for (size_t k = 0; k < sizeof task_counts / sizeof task_counts[0]; k++) {
+            count_ctx *c = fresh_ctx(sizes[s]);
+            threadpool_run(p, task_counts[k], count_task, c);
+            check_each_once(c, task_counts[k]); /* all done when run returns */
+        }
+        threadpool_free(p);
+    }
+}
+
+/* With tasks that take a while, the caller takes part (thread 0 runs some). */
+static void test_caller_participates(void) {
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 2, &err), CLOVER_OK);
+    count_ctx *c = fresh_ctx(2);
+    c->sleep_us = 2000;
+    threadpool_run(p, 6, count_task, c);
+    check_each_once(c, 6);
+    CHECK(atomic_load(&c->per_thread[0]) >= 1);
+    threadpool_free(p);
+}
+
+typedef struct sum_ctx {
+    atomic_long sum;
+} sum_ctx;
+
+static void add_task(void *ctx, size_t task, size_t thread) {
+    (void)thread;
+    atomic_fetch_add(&((sum_ctx *)ctx)->sum, (long)task + 1);
+}
+
+/* Back-to-back runs, as in a decode step of many small matmuls. */
+static void test_back_to_back_runs(void) {
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 3, &err), CLOVER_OK);
+    long want = 0, bad = 0;
+    for (int i = 0; i < 5000; i++) {
+        sum_ctx s;
+        atomic_init(&s.sum, 0);
+        const size_t n = (size_t)(i % 9);
+        threadpool_run(p, n, add_task, &s);
+        want = (long)(n * (n + 1) / 2);
+        if (atomic_load(&s.sum) != want) bad++;
+    }
+    CHECK_EQ_INT(bad, 0);
+    threadpool_free(p);
+}
+
+typedef struct nest_ctx {
+    threadpool *pool;
+    atomic_int inner_runs;
+    atomic_int inner_thread_mismatch;
+} nest_ctx;
+
+typedef struct inner_ctx {
+    nest_ctx *outer;
+    size_t outer_thread;
+} inner_ctx;
+
+static void inner_task(void *ctx, size_t task, size_t thread) {
+    (void)task;
+    inner_ctx *ic = ctx;
+    atomic_fetch_add(&ic->outer->inner_runs, 1);
+    if (thread != ic->outer_thread) atomic_fetch_add(&ic->outer->inner_thread_mismatch, 1);
+}
+
+static void outer_task(void *ctx, size_t task, size_t thread) {
+    (void)task;
+    nest_ctx *nc = ctx;
+    inner_ctx ic = {nc, thread};
+    threadpool_run(nc->pool, 10, inner_task, &ic); /* would deadlock if not run inline */
+}
+
+static void test_nested_runs_inline(void) {
+    nest_ctx nc;
+    memset(&nc, 0, sizeof nc);
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&nc.pool, 2, &err), CLOVER_OK);
+    threadpool_run(nc.pool, 8, outer_task, &nc);
+    CHECK_EQ_INT(atomic_load(&nc.inner_runs), 80);
+    CHECK_EQ_INT(atomic_load(&nc.inner_thread_mismatch), 0);
+    /* The pool still works normally afterwards. */
+    count_ctx *c = fresh_ctx(2);
+    threadpool_run(nc.pool, 100, count_task, c);
+    check_each_once(c, 100);
+    threadpool_free(nc.pool);
+}
+
+static void test_create_defaults_and_errors(void) {
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 0, &err), CLOVER_OK);
+    CHECK_EQ_INT(threadpool_size(p), threadpool_cpu_count());
+    CHECK(threadpool_cpu_count() >= 1);
+    threadpool_free(p);
+    p = (threadpool *)&err; /* must be reset to NULL on failure */
+    CHECK_EQ_INT(threadpool_create(&p, 100000, &err), CLOVER_E_INVALID);
+    CHECK(p == NULL);
+    CHECK(strstr(err.message, "threads") != NULL);
+    threadpool_free(NULL);
+}
+
+int main(void) {
+    RUN(test_null_pool_inline);
+    RUN(test_one_thread_pool);
+    RUN(test_many_threads);
+    RUN(test_caller_participates);
+    RUN(test_back_to_back_runs);
+    RUN(test_nested_runs_inline);
+    RUN(test_create_defaults_and_errors);
+    return TEST_EXIT();
+}

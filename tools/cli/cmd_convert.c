@@ -1,0 +1,116 @@
+/*
+ * cmd_convert.c: `clover convert DIR -o OUT.gguf [--type T] [--threads N]`:
+ * a Hugging Face Qwen3.5-MoE checkpoint directory to a qwen35moe GGUF.
+ * The library does the work and reports progress through a callback; this
+ * file draws the progress bar (only when stderr is a terminal) and prints
+ * the summary, the line about skipped vision / MTP tensors included.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/timer.h"
+#include "commands.h"
+#include "convert/convert.h"
+
+typedef struct progress_state {
+    double t0;
+    double last;
+    int drawn;
+} progress_state;
+
+static void convert_usage(FILE *out) {
+    fprintf(out,
+            "usage: clover convert DIR -o OUT.gguf [--type f32|bf16|q8_0|q4_k_m] [--threads N]\n"
+            "\n"
+            "Converts a Hugging Face Qwen3.5-MoE checkpoint (config.json, *.safetensors, tokenizer\n"
+            "files; a Clover block_diffusion record and preview tensors when present) to a\n"
+            "llama.cpp qwen35moe GGUF. Streams tensor by tensor: memory stays small.\n"
+            "\n"
+            "  -o, --output FILE   the GGUF to write (required)\n"
+            "  --type T            f32, bf16 (default), q8_0 or q4_k_m\n"
+            "                      (q4_k_m: routed experts and token_embd Q4_K, output Q6_K, other\n"
+            "                      matrices Q8_0; norms, vectors, conv taps and routers stay F32)\n"
+            "  --threads N         quantisation threads (default: every CPU)\n");
+}
+
+static void draw_progress(void *user, const char *tensor, size_t index, size_t count, uint64_t done, uint64_t total) {
+    progress_state *ps = user;
+    double now = timer_now();
+    if (done < total && now - ps->last < 0.1) return;
+    ps->last = now;
+    double frac = total ? (double)done / (double)total : 1.0;
+    int width = 30, fill = (int)(frac * width);
+    char bar[32];
+    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
+    bar[width] = '\0';
+    double el = now - ps->t0;
+    fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %-36.36s %.1f GB %.0f MB/s ", bar, frac * 100.0, index + 1, count, tensor,
+            (double)done / 1e9, el > 0 ? (double)done / 1e6 / el : 0.0);
+    fflush(stderr);
+    ps->drawn = 1;
+}
+
+int cmd_convert(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *type_name = "bf16";
+    long threads = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            convert_usage(stdout);
+            return 0;
+        } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(a, "--type") && i + 1 < argc) {
+            type_name = argv[++i];
+        } else if (!strcmp(a, "--threads") && i + 1 < argc) {
+            char *end;
+            threads = strtol(argv[++i], &end, 10);
+            if (*end || threads < 1 || threads > 4096) {
+                fprintf(stderr, "clover convert: --threads '%s' is not a thread count (1..4096)\n", argv[i]);
+                return 2;
+            }
+        } else if (a[0] == '-') {
+            fprintf(stderr, "clover convert: unknown option '%s' (clover convert --help)\n", a);
+            return 2;
+        } else if (!in) {
+            in = a;
+        } else {
+            fprintf(stderr, "clover convert: one input directory expected, got '%s' and '%s'\n", in, a);
+            return 2;
+        }
+    }
+    if (!in || !out) {
+        convert_usage(stderr);
+        return 2;
+    }
+    int type = convert_type_from_name(type_name);
+    if (type < 0) {
+        fprintf(stderr, "clover convert: --type '%s' is not one of f32, bf16, q8_0, q4_k_m\n", type_name);
+        return 2;
+    }
+
+    progress_state ps = {.t0 = timer_now()};
+    convert_options opt = {.input_dir = in, .output_path = out, .type = (convert_type)type, .n_threads = (size_t)threads};
+    if (isatty(STDERR_FILENO)) {
+        opt.progress = draw_progress;
+        opt.progress_user = &ps;
+    }
+    convert_report rep;
+    clover_error err = {0};
+    int rc = convert_run(&opt, &rep, &err);
+    if (ps.drawn) fputc('\n', stderr);
+    if (rc) {
+        fprintf(stderr, "clover convert: %s\n", err.message);
+        return 1;
+    }
+    if (rep.n_vision_skipped || rep.n_mtp_skipped)
+        fprintf(stderr, "clover convert: skipped %zu vision tensor%s (model.visual.*) and %zu MTP tensor%s (mtp.*)\n",
+                rep.n_vision_skipped, rep.n_vision_skipped == 1 ? "" : "s", rep.n_mtp_skipped,
+                rep.n_mtp_skipped == 1 ? "" : "s");
+    printf("wrote %s: %s, %u layers, vocab %u, %zu tensors, %.3f GB of tensor data, %s, in %.1f s\n", out,
+           rep.has_record ? "Clover block-diffusion model" : "autoregressive model", rep.n_layers, rep.n_vocab,
+           rep.n_tensors, (double)rep.n_bytes / 1e9, convert_type_name((convert_type)type), timer_now() - ps.t0);
+    return 0;
+}

@@ -1,0 +1,44 @@
+/*
+ * main.c: `clover SUBCOMMAND ...`: dispatches to the table below. Every
+ * subcommand answers --help; errors are one line and a non-zero exit code.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "clover.h"
+#include "commands.h"
+
+static const cli_command commands[] = {
+    {"convert", "convert a Hugging Face Qwen3.5-MoE checkpoint directory to GGUF", cmd_convert},
+    {"info", "describe a model file: architecture, geometry, record, tensors, tokenizer", cmd_info},
+    {"synth", "write a deterministic random model at any geometry (GGUF)", cmd_synth},
+};
+
+static void print_usage(FILE *out) {
+    fprintf(out, "clover %s: block-diffusion and autoregressive inference for Qwen3.5-MoE models\n\n",
+            clover_version());
+    fprintf(out, "usage: clover COMMAND [options]   (clover COMMAND --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "  %-10s %s\n", "version", "print the version");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        print_usage(stderr);
+        return 2;
+    }
+    const char *name = argv[1];
+    if (!strcmp(name, "--help") || !strcmp(name, "-h") || !strcmp(name, "help")) {
+        print_usage(stdout);
+        return 0;
+    }
+    if (!strcmp(name, "version") || !strcmp(name, "--version")) {
+        printf("clover %s\n", clover_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+        if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "clover: unknown command '%s' (clover --help lists them)\n", name);
+    return 2;
+}
