@@ -11,12 +11,19 @@
  * threads). Weights are 256 MB by default, well past the last-level cache.
  * Every figure is the median of --reps runs.
  *
+ * A last table gives each kernel's compute ceiling: the same operations on
+ * about 192 KB of weights (cache resident), one thread, timed in thread CPU
+ * time (the best of 9 runs), so that time-sharing with other processes does
+ * not distort it. A type whose ceiling is below the read bandwidth is
+ * compute-bound; above it, memory-bound.
+ *
  *   bench_quant [--mb MB] [--threads N] [--reps R] [--types f32,q4_k,...]
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/alloc.h"
 #include "base/rng.h"
@@ -30,6 +37,12 @@ enum { N_IN = 4096, MAX_REPS = 31, SEED_ROWS = 64 };
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
+}
+
+static double cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static double median(double *t, int n) {
@@ -102,11 +115,13 @@ static void dot_rows(const dot_job *j) {
     for (size_t o = 0; o < j->n_out; o++) j->y[o] = quant_dot(j->type, j->w + o * j->row_bytes, j->x, N_IN);
 }
 
-/* n_out rows of N_IN elements of type, about mb megabytes: SEED_ROWS
- * quantised Gaussian rows repeated (contents do not change the speed). */
-static uint8_t *make_weights(uint32_t type, size_t mb, size_t *n_out) {
+/* n_out rows of N_IN elements of type, about `bytes` bytes (a multiple of 4
+ * rows, at least 4): SEED_ROWS quantised Gaussian rows repeated (contents do
+ * not change the speed). */
+static uint8_t *make_weights(uint32_t type, size_t bytes, size_t *n_out) {
     const size_t rb = quant_row_bytes(type, N_IN);
-    size_t rows = mb * 1000000 / rb / 4 * 4;
+    size_t rows = bytes / rb / 4 * 4;
+    if (rows < 4) rows = 4;
     uint8_t *w = mem_alloc(rows * rb);
     float *src = mem_alloc(N_IN * sizeof(float));
     if (!w || !src) {
@@ -116,11 +131,12 @@ static uint8_t *make_weights(uint32_t type, size_t mb, size_t *n_out) {
     }
     rng_state r;
     rng_seed(&r, 11);
-    for (size_t i = 0; i < SEED_ROWS; i++) {
+    const size_t seeds = rows < SEED_ROWS ? rows : SEED_ROWS;
+    for (size_t i = 0; i < seeds; i++) {
         for (size_t k = 0; k < N_IN; k++) src[k] = rng_normal(&r) * 0.02f;
         quant_quantize_row(type, src, w + i * rb, N_IN);
     }
-    for (size_t i = SEED_ROWS; i < rows; i++) memcpy(w + i * rb, w + (i % SEED_ROWS) * rb, rb);
+    for (size_t i = seeds; i < rows; i++) memcpy(w + i * rb, w + (i % seeds) * rb, rb);
     mem_free(src);
     *n_out = rows;
     return w;
@@ -196,11 +212,22 @@ int main(int argc, char **argv) {
     const double bw_read_n = bench_memory(pool, bytes, reps, 0, src, dst);
     const double bw_copy_1 = bench_memory(NULL, bytes, reps, 1, src, dst);
     const double bw_copy_n = bench_memory(pool, bytes, reps, 1, src, dst);
+    /* The one-thread read again in thread CPU time: the bandwidth a core sees
+     * while it runs, even when other processes share the machine. */
+    double best_cpu = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = cpu_now();
+        volatile uint64_t sink = sum_words(src, bytes / 8);
+        (void)sink;
+        const double dt = cpu_now() - t0;
+        if (dt < best_cpu) best_cpu = dt;
+    }
     mem_free(src);
     mem_free(dst);
     printf("memory bandwidth (GB/s)     1 thread   %zu threads\n", nt);
     printf("  read-only sum             %8.2f   %8.2f\n", bw_read_1, bw_read_n);
-    printf("  memcpy (read + write)     %8.2f   %8.2f\n\n", bw_copy_1, bw_copy_n);
+    printf("  memcpy (read + write)     %8.2f   %8.2f\n", bw_copy_1, bw_copy_n);
+    printf("  read-only sum, 1 thread, thread CPU time (best): %.2f\n\n", (double)bytes / best_cpu / 1e9);
 
     printf("GB/s = weight bytes read per second; %%bw = share of the read-only bandwidth with as many threads\n");
     printf("%-5s %6s | %8s %8s %5s | %8s %5s | %9s %9s\n", "type", "bits/w", "dot 1t", "mv 1t", "%bw", "mv Nt", "%bw",
@@ -215,7 +242,7 @@ int main(int argc, char **argv) {
     for (int ti = 0; ti < n_types; ti++) {
         const uint32_t type = types[ti];
         size_t n_out = 0;
-        uint8_t *w = make_weights(type, mb, &n_out);
+        uint8_t *w = make_weights(type, mb * 1000000, &n_out);
         float *y = mem_alloc(32 * n_out * sizeof(float));
         if (!w || !y) {
             fprintf(stderr, "bench_quant: cannot allocate weights for %s\n", quant_type_name(type));
@@ -259,6 +286,43 @@ int main(int argc, char **argv) {
                8.0 * (double)quant_block_bytes(type) / (double)quant_block_elems(type), dot1, mv1,
                100 * mv1 / bw_read_1, mvn, 100 * mvn / bw_read_n, mm[0], mm[1]);
         fflush(stdout);
+        mem_free(w);
+        mem_free(y);
+    }
+
+    /* Compute ceilings: cache-resident weights, one thread, CPU time. */
+    printf("\ncompute ceiling: ~192 KB of weights (cache resident), 1 thread, thread CPU time, best of 9\n");
+    printf("%-5s | %8s %7s | %9s %9s\n", "type", "dot GB/s", "ns/w", "mm8 GF/s", "mm32 GF/s");
+    for (int ti = 0; ti < n_types; ti++) {
+        const uint32_t type = types[ti];
+        size_t n_out = 0;
+        uint8_t *w = make_weights(type, 192 * 1000, &n_out);
+        float *y = mem_alloc(32 * n_out * sizeof(float));
+        if (!w || !y) return 1;
+        const size_t rb = quant_row_bytes(type, N_IN);
+        const int iters = (int)(50000000 / ((double)n_out * N_IN)) + 1; /* ~50 M weights per timing */
+        double best_dot = 1e30, best_mm[2] = {1e30, 1e30};
+        dot_job dj = {type, w, rb, n_out, x, y};
+        for (int k = 0; k < 9; k++) {
+            double t0 = cpu_now();
+            for (int it = 0; it < iters; it++) dot_rows(&dj);
+            const double dt = cpu_now() - t0;
+            if (dt < best_dot) best_dot = dt;
+        }
+        const size_t rows_of[2] = {8, 32};
+        for (int m = 0; m < 2; m++) {
+            const int mm_iters = iters / (int)rows_of[m] + 1;
+            for (int k = 0; k < 9; k++) {
+                double t0 = cpu_now();
+                for (int it = 0; it < mm_iters; it++) matmul(NULL, type, w, n_out, N_IN, x, rows_of[m], y);
+                const double dt = cpu_now() - t0;
+                if (dt < best_mm[m]) best_mm[m] = dt / mm_iters;
+            }
+            best_mm[m] = 2.0 * (double)n_out * N_IN * (double)rows_of[m] / best_mm[m] / 1e9;
+        }
+        const double weights = (double)iters * (double)n_out * N_IN;
+        printf("%-5s | %8.2f %7.3f | %9.2f %9.2f\n", quant_type_name(type), weights * rb / N_IN / best_dot / 1e9,
+               best_dot / weights * 1e9, best_mm[0], best_mm[1]);
         mem_free(w);
         mem_free(y);
     }

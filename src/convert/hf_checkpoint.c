@@ -169,7 +169,8 @@ static int build_table(hf_checkpoint *ck, clover_error *err) {
     size_t total = 0;
     for (size_t i = 0; i < ck->n_files; i++) total += st_file_tensor_count(ck->files[i]);
     ck->entries = total ? mem_calloc(total, sizeof *ck->entries) : NULL;
-    if (total && !ck->entries) return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for %zu tensors", ck->dir, total);
+    if (total && !ck->entries)
+        return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for %zu tensors", ck->dir, total);
     size_t n_lm = 0, n_m = 0;
     for (size_t i = 0; i < ck->n_files; i++) {
         const st_file *f = ck->files[i];
@@ -199,7 +200,8 @@ static int build_table(hf_checkpoint *ck, clover_error *err) {
     for (size_t i = 1; i < ck->n_entries; i++) {
         const hf_entry *a = &ck->entries[i - 1], *b = &ck->entries[i];
         if (!strcmp(a->key, b->key))
-            return error_set(err, CLOVER_E_FORMAT, "%s: tensor '%s' (in %s) and tensor '%s' (in %s) are the same weight",
+            return error_set(err, CLOVER_E_FORMAT,
+                             "%s: tensor '%s' (in %s) and tensor '%s' (in %s) are the same weight",
                              ck->dir, a->name, st_file_name(a->file), b->name, st_file_name(b->file));
     }
     return CLOVER_OK;

@@ -152,7 +152,8 @@ static int parse_geometry(const cfg_ctx *c, hf_config *h) {
     if ((rc = positive(c, "head_dim", h->head_dim))) return rc;
     if ((rc = cfg_u32(c, "intermediate_size", false, 0, &h->ffn))) return rc;
     if (h->n_heads % h->n_kv_heads)
-        return error_set(c->err, CLOVER_E_FORMAT, "%s: num_attention_heads %u is not a multiple of num_key_value_heads %u",
+        return error_set(c->err, CLOVER_E_FORMAT,
+                         "%s: num_attention_heads %u is not a multiple of num_key_value_heads %u",
                          c->name, h->n_heads, h->n_kv_heads);
     if (h->lin_n_v_heads % h->lin_n_k_heads)
         return error_set(c->err, CLOVER_E_FORMAT,

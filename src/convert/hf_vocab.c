@@ -93,12 +93,14 @@ static int read_tokens(hf_vocab *v, json_t *tok, const char *path, const hf_conf
         return error_set(err, CLOVER_E_UNSUPPORTED, "%s: model.type '%s' is not supported (BPE expected)", path,
                          json_is_string(type) ? json_string_value(type) : json_util_kind(type));
     json_t *vocab = json_object_get(model, "vocab");
-    if (!json_is_object(vocab)) return error_set(err, CLOVER_E_FORMAT, "%s: model.vocab is missing or not an object", path);
+    if (!json_is_object(vocab))
+        return error_set(err, CLOVER_E_FORMAT, "%s: model.vocab is missing or not an object", path);
 
     v->n_tokens = cfg->vocab_size;
     v->tokens = mem_calloc(v->n_tokens, sizeof *v->tokens);
     v->types = mem_calloc(v->n_tokens, sizeof *v->types);
-    if (!v->tokens || !v->types) return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for %u tokens", path, v->n_tokens);
+    if (!v->tokens || !v->types)
+        return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for %u tokens", path, v->n_tokens);
 
     const char *key;
     json_t *val;
@@ -118,7 +120,8 @@ static int read_tokens(hf_vocab *v, json_t *tok, const char *path, const hf_conf
 
     json_t *added = json_object_get(tok, "added_tokens");
     if (added && !json_is_array(added))
-        return error_set(err, CLOVER_E_FORMAT, "%s: added_tokens is %s, expected an array", path, json_util_kind(added));
+        return error_set(err, CLOVER_E_FORMAT, "%s: added_tokens is %s, expected an array", path,
+                         json_util_kind(added));
     size_t i;
     json_array_foreach(added, i, val) {
         json_t *jid = json_object_get(val, "id"), *jc = json_object_get(val, "content");
@@ -128,7 +131,8 @@ static int read_tokens(hf_vocab *v, json_t *tok, const char *path, const hf_conf
                              path, i);
         json_int_t id = json_integer_value(jid);
         if (id >= (json_int_t)v->n_tokens)
-            return error_set(err, CLOVER_E_FORMAT, "%s: added token '%s' has id %lld, but config.json's vocab_size is %u",
+            return error_set(err, CLOVER_E_FORMAT,
+                             "%s: added token '%s' has id %lld, but config.json's vocab_size is %u",
                              path, json_string_value(jc), (long long)id, v->n_tokens);
         const char *content = json_string_value(jc);
         v->tokens[id] = content;
@@ -228,7 +232,7 @@ static const char *detect_pre(json_t *tok, const char *path) {
 
 /* ---- special tokens ---- */
 
-static int64_t find_token(const hf_vocab *v, json_t *tok, const char *content) {
+static int64_t find_token(json_t *tok, const char *content) {
     size_t i;
     json_t *a;
     json_array_foreach(json_object_get(tok, "added_tokens"), i, a) {
@@ -236,15 +240,14 @@ static int64_t find_token(const hf_vocab *v, json_t *tok, const char *content) {
         if (c && !strcmp(c, content)) return json_integer_value(json_object_get(a, "id"));
     }
     json_t *id = json_object_get(json_object_get(json_object_get(tok, "model"), "vocab"), content);
-    (void)v;
     return json_is_integer(id) ? json_integer_value(id) : -1;
 }
 
 /* tokenizer_config.json's "<x>_token": a string or {"content": ...}. */
-static int64_t config_token(const hf_vocab *v, json_t *tok, json_t *tc, const char *field) {
+static int64_t config_token(json_t *tok, json_t *tc, const char *field) {
     json_t *e = tc ? json_object_get(tc, field) : NULL;
     const char *s = json_is_string(e) ? json_string_value(e) : json_string_value(json_object_get(e, "content"));
-    return s ? find_token(v, tok, s) : -1;
+    return s ? find_token(tok, s) : -1;
 }
 
 /* generation_config.json's "<x>_token_id": an integer or a list (first entry). */
@@ -308,9 +311,9 @@ int hf_vocab_load(hf_vocab *v, const char *dir, const hf_config *cfg, clover_err
     if ((rc = load_optional(v, 1, path_in(path, sizeof path, dir, "tokenizer_config.json"), &tc, err))) goto fail;
     if ((rc = load_optional(v, 2, path_in(path, sizeof path, dir, "generation_config.json"), &gc, err))) goto fail;
 
-    v->eos_id = first_valid(v, config_token(v, tok, tc, "eos_token"), gen_token(gc, "eos_token_id"), cfg->eos_token_id);
-    v->pad_id = first_valid(v, config_token(v, tok, tc, "pad_token"), gen_token(gc, "pad_token_id"), cfg->pad_token_id);
-    v->bos_id = first_valid(v, config_token(v, tok, tc, "bos_token"), cfg->bos_token_id, gen_token(gc, "bos_token_id"));
+    v->eos_id = first_valid(v, config_token(tok, tc, "eos_token"), gen_token(gc, "eos_token_id"), cfg->eos_token_id);
+    v->pad_id = first_valid(v, config_token(tok, tc, "pad_token"), gen_token(gc, "pad_token_id"), cfg->pad_token_id);
+    v->bos_id = first_valid(v, config_token(tok, tc, "bos_token"), cfg->bos_token_id, gen_token(gc, "bos_token_id"));
     json_t *ab = tc ? json_object_get(tc, "add_bos_token") : NULL;
     v->add_bos = json_is_true(ab);
     if ((rc = read_chat_template(v, dir, tc, err))) goto fail;

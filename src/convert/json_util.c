@@ -41,7 +41,8 @@ int json_util_read_file(const char *path, size_t max_bytes, char **buf, size_t *
         }
     }
     fclose(fp);
-    if (rc == CLOVER_OK && n > max_bytes) rc = error_set(err, CLOVER_E_FORMAT, "%s: larger than %zu bytes", path, max_bytes);
+    if (rc == CLOVER_OK && n > max_bytes)
+        rc = error_set(err, CLOVER_E_FORMAT, "%s: larger than %zu bytes", path, max_bytes);
     if (rc) {
         mem_free(b);
         return rc;

@@ -274,7 +274,9 @@ static int map_experts_split(map_ctx *c, uint32_t il) {
     static const struct {
         const char *hf, *gguf;
         bool down;
-    } w[3] = {{"gate_proj", "ffn_gate_exps", false}, {"up_proj", "ffn_up_exps", false}, {"down_proj", "ffn_down_exps", true}};
+    } w[3] = {{"gate_proj", "ffn_gate_exps", false},
+              {"up_proj", "ffn_up_exps", false},
+              {"down_proj", "ffn_down_exps", true}};
     hf_entry **src = mem_calloc(E, sizeof *src);
     if (!src) return error_set(c->err, CLOVER_E_NOMEM, "out of memory for %llu experts", (unsigned long long)E);
     int rc = CLOVER_OK;
@@ -311,7 +313,8 @@ static int map_moe(map_ctx *c, uint32_t il) {
                             NULL, &gu)))
         return rc;
     if (gu) rc = map_experts_fused(c, il, gu);
-    else if (hf_checkpoint_find(c->ck, KEY(k, "layers.%u.mlp.experts.0.gate_proj.weight", il))) rc = map_experts_split(c, il);
+    else if (hf_checkpoint_find(c->ck, KEY(k, "layers.%u.mlp.experts.0.gate_proj.weight", il)))
+        rc = map_experts_split(c, il);
     else
         rc = error_set(c->err, CLOVER_E_FORMAT,
                        "%s: missing tensor '%slayers.%u.mlp.experts.gate_up_proj' (or per-expert "
@@ -324,8 +327,9 @@ static int map_moe(map_ctx *c, uint32_t il) {
                   KEY(g, "blk.%u.ffn_up_shexp.weight", il), 2, H, S, CONV_ROLE_MATRIX, CONV_OP_COPY, NULL)) ||
         (rc = one(c, KEY(k, "layers.%u.mlp.shared_expert.down_proj.weight", il), S2(H, S), false,
                   KEY(g, "blk.%u.ffn_down_shexp.weight", il), 2, S, H, CONV_ROLE_MATRIX, CONV_OP_COPY, NULL)) ||
+        /* {n_embd, 1}, the [1, n_embd] tensor as llama.cpp's converter writes it (no squeeze) */
         (rc = one(c, KEY(k, "layers.%u.mlp.shared_expert_gate.weight", il), S2(1, H), true,
-                  KEY(g, "blk.%u.ffn_gate_inp_shexp.weight", il), 1, H, 1, CONV_ROLE_ROUTER, CONV_OP_COPY, NULL)))
+                  KEY(g, "blk.%u.ffn_gate_inp_shexp.weight", il), 2, H, 1, CONV_ROLE_ROUTER, CONV_OP_COPY, NULL)))
         return rc;
     return CLOVER_OK;
 }
@@ -334,8 +338,8 @@ static int map_layer(map_ctx *c, uint32_t il) {
     uint64_t H = c->cfg->hidden_size;
     char k[160], g[64];
     int rc;
-    if ((rc = one(c, KEY(k, "layers.%u.input_layernorm.weight", il), S1(H), false, KEY(g, "blk.%u.attn_norm.weight", il),
-                  1, H, 1, CONV_ROLE_SMALL, CONV_OP_ADD_ONE, NULL)))
+    if ((rc = one(c, KEY(k, "layers.%u.input_layernorm.weight", il), S1(H), false,
+                  KEY(g, "blk.%u.attn_norm.weight", il), 1, H, 1, CONV_ROLE_SMALL, CONV_OP_ADD_ONE, NULL)))
         return rc;
     rc = c->cfg->layer_is_linear[il] ? map_gdn(c, il) : map_attention(c, il);
     if (rc) return rc;
@@ -358,11 +362,12 @@ int tensor_map_plan(conv_plan *p, hf_checkpoint *ck, const hf_config *cfg, clove
     map_ctx c = {.p = p, .ck = ck, .cfg = cfg, .err = err, .vk = cfg->lin_n_k_heads,
                  .vr = cfg->lin_n_v_heads / cfg->lin_n_k_heads};
     uint64_t H = cfg->hidden_size, V = cfg->vocab_size;
-    int rc = one(&c, "embed_tokens.weight", S2(V, H), false, "token_embd.weight", 2, H, V, CONV_ROLE_EMBED, CONV_OP_COPY,
-                 NULL);
+    int rc = one(&c, "embed_tokens.weight", S2(V, H), false, "token_embd.weight", 2, H, V, CONV_ROLE_EMBED,
+                 CONV_OP_COPY, NULL);
     for (uint32_t il = 0; il < cfg->n_layers && !rc; il++) rc = map_layer(&c, il);
     if (!rc)
-        rc = one(&c, "norm.weight", S1(H), false, "output_norm.weight", 1, H, 1, CONV_ROLE_SMALL, CONV_OP_ADD_ONE, NULL);
+        rc = one(&c, "norm.weight", S1(H), false, "output_norm.weight", 1, H, 1, CONV_ROLE_SMALL, CONV_OP_ADD_ONE,
+                 NULL);
     if (!rc) {
         hf_entry *e;
         rc = source(&c, "lm_head.weight", S2(V, H), false, !cfg->tie_word_embeddings,
@@ -373,7 +378,7 @@ int tensor_map_plan(conv_plan *p, hf_checkpoint *ck, const hf_config *cfg, clove
         const hf_entry *e = &ck->entries[i];
         if (!e->used && !ignorable(e->key))
             rc = error_set(err, CLOVER_E_UNSUPPORTED,
-                           "%s: tensor '%s' is not a weight of a Qwen3.5-MoE text model with this config.json", 
+                           "%s: tensor '%s' is not a weight of a Qwen3.5-MoE text model with this config.json",
                            st_file_name(e->file), e->name);
     }
     if (rc) tensor_map_free(p);

@@ -102,8 +102,8 @@ void cpu_gdn_qk_norm_avx2(float *qkv, const cpu_gdn_dims *d, size_t n);
 /* 3. */
 void cpu_gdn_gates(float *beta,           // [n][n_v_heads]
                    float *g,              // [n][n_v_heads]
-                   const float *b,        // [n][n_v_heads], in_proj_b output
-                   const float *a,        // [n][n_v_heads], in_proj_a output
+                   const float *b,        // [n][n_v_heads], in_proj_b output (GGUF ssm_beta)
+                   const float *a,        // [n][n_v_heads], in_proj_a output (GGUF ssm_alpha)
                    const float *ssm_a,    // [n_v_heads], -exp(A_log)
                    const float *dt_bias,  // [n_v_heads]
                    size_t n_v_heads, size_t n);
@@ -146,10 +146,10 @@ size_t cpu_gdn_mix_scratch_floats(const cpu_gdn_dims *d, size_t n, size_t n_thre
  * task; the rest is cheap next to the projections and runs on the calling
  * thread. pool may be NULL. */
 void cpu_gdn_mix(float *out,          // [n][n_v_heads*dv]
-                 const float *mixed,  // [n][conv_dim], in_proj_qkv output
-                 const float *z,      // [n][n_v_heads*dv], in_proj_z output
-                 const float *b,      // [n][n_v_heads]
-                 const float *a,      // [n][n_v_heads]
+                 const float *mixed,  // [n][conv_dim], in_proj_qkv output (GGUF attn_qkv)
+                 const float *z,      // [n][n_v_heads*dv], in_proj_z output (GGUF attn_gate)
+                 const float *b,      // [n][n_v_heads], ssm_beta output
+                 const float *a,      // [n][n_v_heads], ssm_alpha output
                  const cpu_gdn_weights *w, float *ring, float *state, const cpu_gdn_dims *d, size_t n,
                  cpu_gdn_form form, threadpool *pool, float *scratch);
 

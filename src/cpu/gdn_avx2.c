@@ -4,7 +4,10 @@
  * of S is independent of the others through one token (decay, read, delta,
  * write and output all act column by column), so each block is decayed and
  * read in one pass down the dk rows and written and read out in a second
- * pass while it is still in L1.
+ * pass over the same 16 KiB. Subnormals are flushed for the call (a head
+ * that decays for long without writes would otherwise slow to a crawl).
+ * The conv walks tiles of 16 rows so the rows a channel block reads stay in
+ * cache, with the 8 channels' taps gathered once per tile.
  */
 #include <math.h>
 
@@ -19,8 +22,6 @@ void cpu_gdn_conv_avx2(float *y, const float *x, float *ring, const float *w, si
     }
     const size_t keep = K - 1, cd = conv_dim, T = 16;
     const __m256i idx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32((int)K));
-    /* tiles of T rows so the rows a channel block reads stay in cache; the
-     * taps of 8 channels are gathered once per tile */
     for (size_t t0 = 0; t0 < n; t0 += T) {
         size_t t1 = t0 + T < n ? t0 + T : n;
         size_t c = 0;
@@ -109,10 +110,7 @@ void cpu_gdn_recurrent_avx2(float *o, float *state, const float *qkv, const floa
             float decay = expf(g[t * nv + h]), bt = beta[t * nv + h];
             __m256 vdec = _mm256_set1_ps(decay), vbeta = _mm256_set1_ps(bt);
             size_t j = 0;
-#ifndef GDN_REC_NB
-#define GDN_REC_NB 4
-#endif
-            for (; j + 8 * GDN_REC_NB <= dv; j += 8 * GDN_REC_NB) GDN_COLUMN_BLOCK(GDN_REC_NB);
+            for (; j + 32 <= dv; j += 32) GDN_COLUMN_BLOCK(4);
             for (; j + 8 <= dv; j += 8) GDN_COLUMN_BLOCK(1);
             for (; j < dv; j++) { /* tail columns, one at a time as the oracle does them */
                 float kv_mem = 0.0f;

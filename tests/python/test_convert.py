@@ -279,3 +279,55 @@ def test_help_and_usage_errors(tmp_path):
     r = subprocess.run(exe + [str(tmp_path), "-o", str(tmp_path / "x.gguf"), "--type", "q3_k"], capture_output=True,
                        text=True)
     assert r.returncode == 2 and "q3_k" in r.stderr
+
+
+def test_real_qwen3_tokenizer_matches_hugging_face(tmp_path):
+    """The 151k-token Qwen3 tokenizer (/work/shared/data or the source tree's copy):
+    every token string and type against Hugging Face `tokenizers`, merges, special ids."""
+    import json
+    import pathlib
+    import shutil
+    from tokenizers import Tokenizer
+    tdir = next((p for p in (pathlib.Path("/work/shared/data/qwen3-tokenizer"),
+                             cs.SOURCE / "shared" / "data" / "qwen3-tokenizer") if (p / "tokenizer.json").exists()),
+                None)
+    if tdir is None:
+        pytest.skip("the Qwen3 tokenizer data is not available")
+    V = 151936
+    g = cs.geometry(num_hidden_layers=2, vocab_size=V)
+    w = cs.hf_weights(g, seed=8)
+    cs.write_checkpoint(tmp_path / "hf", g, w, tokenizer=False, record=dict(algorithm="low_confidence",
+                        block_size=32, threshold=0.9, mask_token_id=151935))
+    for f in ("tokenizer.json", "tokenizer_config.json"):
+        shutil.copy(tdir / f, tmp_path / "hf" / f)
+    r, _ = convert(tmp_path, tmp_path / "hf", "--type", "bf16")
+
+    hf = Tokenizer.from_file(str(tdir / "tokenizer.json"))
+    raw = json.loads((tdir / "tokenizer.json").read_text())
+    added = {a["id"]: a for a in raw["added_tokens"]}
+    toks = cs.field(r, "tokenizer.ggml.tokens")
+    types = cs.field(r, "tokenizer.ggml.token_type")
+    assert len(toks) == V
+    n_defined = 0
+    for i in range(V):
+        s = hf.id_to_token(i)
+        if s is None:
+            assert toks[i] == f"[PAD{i}]" and types[i] == 5
+            continue
+        n_defined += 1
+        assert toks[i] == s, i
+        if i in added:
+            c = added[i]["content"]
+            assert types[i] == (3 if added[i]["special"] or (c.startswith("<|") and c.endswith("|>")) else 4), c
+        else:
+            assert types[i] == 1, i
+    assert n_defined == hf.get_vocab_size(with_added_tokens=True) == 151669
+    merges = cs.field(r, "tokenizer.ggml.merges")
+    assert merges == [" ".join(m) if isinstance(m, list) else m for m in raw["model"]["merges"]]
+    assert len(merges) == 151387
+    assert cs.field(r, "tokenizer.ggml.pre") == "qwen2"
+    assert cs.field(r, "tokenizer.ggml.eos_token_id") == hf.token_to_id("<|im_end|>")
+    assert cs.field(r, "tokenizer.ggml.padding_token_id") == hf.token_to_id("<|endoftext|>")
+    assert cs.field(r, "tokenizer.ggml.bos_token_id") == 270  # tokenizer_config has none: config.json's
+    assert cs.field(r, "tokenizer.chat_template") == json.loads((tdir / "tokenizer_config.json").read_text())[
+        "chat_template"]

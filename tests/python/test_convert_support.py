@@ -330,13 +330,15 @@ def expected_tensors(g, w, tie=False):
             put(b + "ffn_up_exps.weight", gu[:, I:, :], "experts")
             put(b + "ffn_down_exps.weight", w[p + "mlp.experts.down_proj"], "experts")
         else:
-            for proj, nm in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"), ("down_proj", "ffn_down_exps")):
+            for proj, nm in (("gate_proj", "ffn_gate_exps"), ("up_proj", "ffn_up_exps"),
+                             ("down_proj", "ffn_down_exps")):
                 put(b + nm + ".weight", np.stack([w[p + f"mlp.experts.{e}.{proj}.weight"] for e in range(E)]),
                     "experts")
         put(b + "ffn_gate_shexp.weight", w[p + "mlp.shared_expert.gate_proj.weight"], "matrix")
         put(b + "ffn_up_shexp.weight", w[p + "mlp.shared_expert.up_proj.weight"], "matrix")
         put(b + "ffn_down_shexp.weight", w[p + "mlp.shared_expert.down_proj.weight"], "matrix")
-        put(b + "ffn_gate_inp_shexp.weight", w[p + "mlp.shared_expert_gate.weight"].reshape(H), "router")
+        # [1, H] kept 2-D, as llama.cpp's converter (which no longer squeezes) writes it
+        put(b + "ffn_gate_inp_shexp.weight", w[p + "mlp.shared_expert_gate.weight"].reshape(1, H), "router")
     return out
 
 

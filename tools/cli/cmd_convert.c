@@ -92,7 +92,8 @@ int cmd_convert(int argc, char **argv) {
     }
 
     progress_state ps = {.t0 = timer_now()};
-    convert_options opt = {.input_dir = in, .output_path = out, .type = (convert_type)type, .n_threads = (size_t)threads};
+    convert_options opt = {
+        .input_dir = in, .output_path = out, .type = (convert_type)type, .n_threads = (size_t)threads};
     if (isatty(STDERR_FILENO)) {
         opt.progress = draw_progress;
         opt.progress_user = &ps;
