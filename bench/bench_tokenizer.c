@@ -4,8 +4,10 @@
  * prose with common and rare words, code, Chinese, Russian, numbers,
  * emoji, whitespace runs), so the figure is reproducible anywhere.
  *
- *   bench_tokenizer [tokenizer.json] [megabytes]
+ *   bench_tokenizer [tokenizer.json] [megabytes] [text-out]
  *
+ * text-out, if given, receives the generated text (to time other
+ * tokenizers on the very same bytes).
  * Default tokenizer: $CLOVER_SOURCE_DIR/../shared/data/qwen3-tokenizer/tokenizer.json,
  * else ../shared/data/qwen3-tokenizer/tokenizer.json from the working directory.
  */
@@ -19,19 +21,25 @@
 #include "text/tokenizer.h"
 
 static const char *const ENGLISH[] = {
-    "the", "of", "and", "to", "in", "is", "was", "that", "for", "it", "with", "as", "on", "be", "at", "by", "this",
-    "had", "not", "are", "but", "from", "or", "have", "an", "they", "which", "one", "you", "were", "her", "all",
-    "she", "there", "would", "their", "we", "him", "been", "has", "when", "who", "will", "more", "no", "if", "out",
-    "so", "said", "what", "up", "its", "about", "into", "than", "them", "can", "only", "other", "new", "some",
-    "could", "time", "these", "two", "may", "then", "do", "first", "any", "my", "now", "such", "like", "our",
-    "over", "man", "me", "even", "most", "made", "after", "also", "did", "many", "before", "must", "through",
-    "years", "where", "much", "your", "way", "well", "down", "should", "because", "each", "just", "those",
-    "people", "Mr", "how", "too", "little", "state", "good", "very", "make", "world", "still", "own", "see",
-    "men", "work", "long", "get", "here", "between", "both", "life", "being", "under", "never", "day", "same",
-    "another", "know", "while", "last", "might", "us", "great", "old", "year", "off", "come", "since", "against",
-    "go", "came", "right", "used", "take", "three", "model", "inference", "tokenizer", "diffusion", "engine",
-    "throughput", "latency", "benchmark", "parameters", "attention", "experts", "gradient", "Transformer",
-    "It's", "don't", "we'll", "they're", "I've", "isn't", "couldn't", "O'Brien",
+    "the",        "of",        "and",       "to",        "in",          "is",     "was",        "that",    "for",
+    "it",         "with",      "as",        "on",        "be",          "at",     "by",         "this",    "had",
+    "not",        "are",       "but",       "from",      "or",          "have",   "an",         "they",    "which",
+    "one",        "you",       "were",      "her",       "all",         "she",    "there",      "would",   "their",
+    "we",         "him",       "been",      "has",       "when",        "who",    "will",       "more",    "no",
+    "if",         "out",       "so",        "said",      "what",        "up",     "its",        "about",   "into",
+    "than",       "them",      "can",       "only",      "other",       "new",    "some",       "could",   "time",
+    "these",      "two",       "may",       "then",      "do",          "first",  "any",        "my",      "now",
+    "such",       "like",      "our",       "over",      "man",         "me",     "even",       "most",    "made",
+    "after",      "also",      "did",       "many",      "before",      "must",   "through",    "years",   "where",
+    "much",       "your",      "way",       "well",      "down",        "should", "because",    "each",    "just",
+    "those",      "people",    "Mr",        "how",       "too",         "little", "state",      "good",    "very",
+    "make",       "world",     "still",     "own",       "see",         "men",    "work",       "long",    "get",
+    "here",       "between",   "both",      "life",      "being",       "under",  "never",      "day",     "same",
+    "another",    "know",      "while",     "last",      "might",       "us",     "great",      "old",     "year",
+    "off",        "come",      "since",     "against",   "go",          "came",   "right",      "used",    "take",
+    "three",      "model",     "inference", "tokenizer", "diffusion",   "engine", "throughput", "latency", "benchmark",
+    "parameters", "attention", "experts",   "gradient",  "Transformer", "It's",   "don't",      "we'll",   "they're",
+    "I've",       "isn't",     "couldn't",  "O'Brien",
 };
 static const char *const CODE[] = {
     "def forward(self, x):\n        h = self.norm(x)\n        return x + self.mlp(h)\n",
@@ -51,10 +59,11 @@ static const char *const CHINESE =
     "少图山统接知较将组见计别她手角期根论运农指几九区强放决西被干做必战先回则任取据处队南给色光门即保治北造百规热领"
     "七海口东导器压志世金增争济阶油思术极交受联什认六共权收证改清己美再采转更单风切打白教速花带安场身车例真务具万每"
     "目至达走积示议声报斗完类八离华名确才科张信马节话米整空元况今集温传土许步群广石记需段研界拉林律叫且究观越织装影";
-static const char *const RUSSIAN[] = {"и", "в", "не", "на", "я", "быть", "он", "с", "что", "а", "по", "это",
-                                      "она", "этот", "к", "но", "они", "мы", "как", "из", "у", "который", "то",
-                                      "за", "свой", "весь", "год", "от", "так", "о", "для", "ты", "же", "все",
-                                      "тот", "мочь", "вы", "человек", "такой", "его", "сказать", "только", "модель"};
+static const char *const RUSSIAN[] = {
+    "и",   "в",   "не",   "на",   "я",       "быть",  "он",  "с",       "что",    "а",     "по",
+    "это", "она", "этот", "к",    "но",      "они",   "мы",  "как",     "из",     "у",     "который",
+    "то",  "за",  "свой", "весь", "год",     "от",    "так", "о",       "для",    "ты",    "же",
+    "все", "тот", "мочь", "вы",   "человек", "такой", "его", "сказать", "только", "модель"};
 static const char *const EMOJI[] = {"🎉", "👍", "🚀", "😀", "❤️", "👨‍💻", "🇫🇷", "✅"};
 
 typedef struct buf {
@@ -161,8 +170,7 @@ int main(int argc, char **argv) {
     const char *path = argc > 1 ? argv[1] : NULL;
     if (!path) {
         const char *src = getenv("CLOVER_SOURCE_DIR");
-        snprintf(def, sizeof def, "%s%s../shared/data/qwen3-tokenizer/tokenizer.json", src ? src : "",
-                 src ? "/" : "");
+        snprintf(def, sizeof def, "%s%s../shared/data/qwen3-tokenizer/tokenizer.json", src ? src : "", src ? "/" : "");
         path = def;
     }
     double mb = argc > 2 ? atof(argv[2]) : 8.0;
@@ -181,6 +189,13 @@ int main(int argc, char **argv) {
     rng_state r;
     rng_seed(&r, 20261130);
     while (text.n < (size_t)(mb * 1e6)) paragraph(&text, &r);
+    if (argc > 3) {
+        FILE *f = fopen(argv[3], "wb");
+        if (!f || fwrite(text.p, 1, text.n, f) != text.n || fclose(f)) {
+            fprintf(stderr, "bench_tokenizer: cannot write %s\n", argv[3]);
+            return 1;
+        }
+    }
 
     enum { REPS = 5 };
     double enc_s[REPS], enc_cpu[REPS], cold_s, dec_s[REPS], stream_s;

@@ -153,6 +153,162 @@ typedef struct clover_synth_options {
 
 CLOVER_API int clover_synth(const char *path, const clover_synth_options *opts, clover_error *err);
 
+/* ---- sessions ----
+ * A session is one sequence over a model: the committed token ids and the
+ * backend's state for them (KV rows, GDN conv rings and states). A request
+ * whose prompt extends the session's committed ids commits only the tail
+ * (prefix reuse); any other prompt starts the sequence afresh. A session is
+ * used by one thread at a time; several sessions may share a model. */
+typedef struct clover_session clover_session;
+
+typedef struct clover_session_params {
+    size_t n_threads;   /* backend threads; 0: every online CPU */
+    size_t max_rows;    /* rows per pass (prompt chunk, largest block); 0: 64; raised to the block size */
+    size_t max_context; /* committed tokens at most; 0: the model's training context */
+} clover_session_params;
+
+CLOVER_API void clover_session_params_init(clover_session_params *p);
+/* params may be NULL (the defaults). The model must outlive the session. */
+CLOVER_API int clover_session_create(clover_session **out, const clover_model *model,
+                                     const clover_session_params *params, clover_error *err);
+CLOVER_API void clover_session_free(clover_session *s);
+/* Forgets the committed sequence (the next request commits its whole prompt). */
+CLOVER_API void clover_session_reset(clover_session *s);
+/* The committed ids: the prompt plus every committed block (diffusion) or
+ * every emitted token but the last (autoregressive) of the last request, or
+ * the scored text. The pointer is valid until the next call on the session. */
+CLOVER_API size_t clover_session_length(const clover_session *s);
+CLOVER_API const int32_t *clover_session_ids(const clover_session *s);
+
+/* ---- generation ---- */
+typedef enum clover_mode {
+    CLOVER_MODE_AUTO = 0,           /* block diffusion when the model has the record, else autoregressive */
+    CLOVER_MODE_DIFFUSION = 1,      /* block diffusion (SPEC.md 3); an error on a model without the record */
+    CLOVER_MODE_AUTOREGRESSIVE = 2, /* ordinary next-token decoding, on any model */
+} clover_mode;
+
+typedef enum clover_finish {
+    CLOVER_FINISH_STOP = 0,      /* a stop id was generated (it is the last of the ids) */
+    CLOVER_FINISH_LENGTH = 1,    /* max_tokens reached */
+    CLOVER_FINISH_CANCELLED = 2, /* the cancel flag or the token callback stopped it */
+} clover_finish;
+
+CLOVER_API const char *clover_finish_name(int finish); /* "stop", "length", "cancelled" */
+
+/* The response penalties of SPEC.md 3.1 (block diffusion only). */
+typedef struct clover_penalties {
+    float presence_penalty, frequency_penalty;
+    float repetition_penalty; /* > 0; 1 = none */
+    float length_penalty;     /* added to the stop ids, ramped over response positions */
+    uint32_t length_penalty_start, length_penalty_window;
+    float think_end_bias;     /* added to the record's think_end_token_id while </think> is open */
+    uint32_t think_end_start, think_end_window;
+} clover_penalties;
+
+/* The record's penalties, or none at all (repetition 1, the rest 0) when
+ * record is NULL. */
+CLOVER_API void clover_penalties_from_record(const clover_record *record, clover_penalties *out);
+
+/* Called for every emitted token but a stop id, in order; non-zero cancels
+ * the request (the token stays in the result, finish "cancelled"). */
+typedef int (*clover_token_fn)(void *user, int32_t id, float confidence);
+
+typedef struct clover_generate_params {
+    clover_mode mode;
+    size_t max_tokens;  /* tokens to generate at most (default 256); 0 commits the prompt only */
+    float temperature;  /* < 1e-6: greedy (default 0) */
+    int32_t top_k;      /* sampling: keep the logits >= the k-th (ties stay); 0: off */
+    float top_p;        /* sampling: nucleus mass in (0, 1); >= 1: off */
+    uint64_t seed;      /* the SplitMix64 stream of the sampler (default 0) */
+    int ignore_eos;     /* non-zero: stop ids do not end the answer */
+    /* block diffusion overrides (validated: a clear CLOVER_E_INVALID otherwise) */
+    float threshold;                   /* negative (default): the record's; else in [0, 1] */
+    uint32_t block_size;               /* 0 (default): the record's; else a divisor of it */
+    const clover_penalties *penalties; /* NULL (default): the record's */
+    /* extra ids that end the answer (besides the record's stop ids and the EOS ids) */
+    const int32_t *stop_ids;
+    size_t n_stop_ids;
+    /* ids never generated (forbidden like the mask id) */
+    const int32_t *suppress_ids;
+    size_t n_suppress_ids;
+    clover_token_fn on_token; /* may be NULL */
+    void *user;               /* passed to on_token */
+    /* Checked before every pass (each prompt chunk, each denoising pass, each
+     * decoding step); set *cancel to non-zero from any thread (an int store)
+     * to stop the request with finish "cancelled". May be NULL. */
+    const volatile int *cancel;
+    /* Parity probe: write the prompt ids and every row's top-10 raw logits of
+     * the request's first pass as JSON to this path (NULL: none). */
+    const char *dump_first_preview;
+} clover_generate_params;
+
+CLOVER_API void clover_generate_params_init(clover_generate_params *p);
+
+/* Seconds by operator family, summed over passes. */
+typedef struct clover_op_seconds {
+    double gdn_s, attn_s, moe_s, head_s;
+} clover_op_seconds;
+
+typedef struct clover_generate_stats {
+    size_t prompt_tokens;    /* the request's prompt */
+    size_t reused_tokens;    /* of those, already committed in the session (prefix reuse) */
+    size_t passes;           /* denoising passes (autoregressive: decoding forward passes) */
+    size_t blocks;           /* blocks resolved (autoregressive: 0) */
+    double prompt_s;         /* committing the prompt's tail */
+    double preview_s;        /* the denoising passes (autoregressive: 0) */
+    double pick_s;           /* forbidding, penalties and token choice */
+    double commit_s;         /* committing resolved blocks (autoregressive: the decoding passes) */
+    double total_s;          /* the whole request */
+    clover_op_seconds preview_ops; /* inside the denoising passes */
+    clover_op_seconds commit_ops;  /* inside the prompt and block / token commits */
+    uint64_t coreset_kept;   /* experts kept by the coreset, summed over passes and MoE layers */
+    uint64_t coreset_layers; /* MoE layers counted over passes */
+    double coreset_mean;     /* coreset_kept / coreset_layers (0 without the coreset) */
+    double prompt_tok_s;     /* (prompt_tokens - reused_tokens) / prompt_s */
+    double gen_tok_s;        /* generated tokens / (total_s - prompt_s) */
+    double denoise_tok_s;    /* generated tokens / (preview_s + pick_s + commit_s) */
+} clover_generate_stats;
+
+typedef struct clover_generate_result {
+    int32_t *ids;            /* [n_generated]: a final stop id included */
+    float *confidences;      /* [n_generated]: the T = 1 probability of each pick */
+    size_t n_generated;
+    size_t n_prompt;
+    clover_finish finish;
+    clover_mode mode;        /* the mode that ran (never AUTO) */
+    uint32_t *passes_per_block; /* [n_blocks] (block diffusion) */
+    size_t n_blocks;
+    size_t committed_after;  /* the session's committed length afterwards */
+    clover_generate_stats stats;
+} clover_generate_result;
+
+/* Generates from prompt[0..n_prompt) (token ids < the vocabulary size).
+ * params may be NULL (the defaults). On success out owns its arrays (free
+ * with clover_generate_result_free); a cancelled request is a success with
+ * finish CLOVER_FINISH_CANCELLED. A cancelled or failed request leaves the
+ * session empty (nothing to reuse). */
+CLOVER_API int clover_generate(clover_session *s, const int32_t *prompt, size_t n_prompt,
+                               const clover_generate_params *params, clover_generate_result *out,
+                               clover_error *err);
+CLOVER_API void clover_generate_result_free(clover_generate_result *r);
+
+/* ---- scoring (SPEC.md 5) ----
+ * Teacher-forced negative log-likelihood of ids[0..n) on the commit path:
+ * row r scores token r+1 (n >= 2). The session starts afresh and ends with
+ * ids committed. */
+typedef struct clover_score_result {
+    double mean_nll;   /* nats per scored token */
+    double perplexity; /* exp(mean_nll) */
+    size_t n_scored;   /* n - 1 */
+    double seconds;
+} clover_score_result;
+
+CLOVER_API int clover_score(clover_session *s, const int32_t *ids, size_t n, clover_score_result *out,
+                            clover_error *err);
+/* The same with every token's NLL: nll[0..n-1) (nll[r] scores ids[r+1]). */
+CLOVER_API int clover_score_tokens(clover_session *s, const int32_t *ids, size_t n, double *nll,
+                                   clover_score_result *out, clover_error *err);
+
 #ifdef __cplusplus
 }
 #endif

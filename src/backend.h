@@ -58,6 +58,8 @@ typedef struct backend_commit_out {
     float *all_logits;       /* [n][n_vocab] or NULL */
     const int32_t *targets;  /* [n] or NULL: with nll, score row r against targets[r] */
     float *nll;              /* [n] -log softmax(logits_r)[targets[r]], or NULL */
+    float *hidden;           /* [n_layer+1][n][n_embd] residual stream (row 0: embeddings,
+                                row l+1: after layer l), or NULL: locates a mismatch */
 } backend_commit_out;
 
 typedef struct backend_preview_opts {
@@ -76,6 +78,10 @@ typedef struct backend_ops {
                   backend_pass_stats *stats, clover_error *err);
     int (*preview)(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
                    float *logits, backend_pass_stats *stats, clover_error *err);
+    /* Optional diagnostics of the last preview (NULL when unsupported):
+     * hidden [n_layer+1][b][n_embd] like commit's, kept [n_moe_layers][n_expert]
+     * coreset flags. Either pointer may be NULL. */
+    int (*preview_debug)(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
     void (*reset)(backend_session *s);
     size_t (*state_bytes)(const backend_session *s);
     int (*state_export)(const backend_session *s, void *buf, size_t len, clover_error *err);

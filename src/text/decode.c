@@ -33,8 +33,9 @@ int tokenizer_decode(const tokenizer *t, const int32_t *ids, size_t n, unsigned 
     if (!t || !out || (!ids && n)) return error_set(err, CLOVER_E_INVALID, "tokenizer_decode: NULL argument");
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= t->n_tokens)
-            return error_set(err, CLOVER_E_INVALID, "%s: token id %ld at position %zu is outside the vocabulary (0..%ld)",
-                             t->name, (long)ids[i], i, (long)t->n_tokens - 1);
+            return error_set(err, CLOVER_E_INVALID,
+                             "%s: token id %ld at position %zu is outside the vocabulary (0..%ld)", t->name,
+                             (long)ids[i], i, (long)t->n_tokens - 1);
     size_t start = out->n;
     int rc = text_bytes_append(out, "", 0, err);
     if (rc) return rc;

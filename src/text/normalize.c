@@ -48,7 +48,8 @@ static bool changes_alone(uint32_t cp, utf8proc_int32_t d[8], utf8proc_ssize_t n
 static void nfc_table_build(void) {
     for (uint32_t cp = 0xC0; cp < NFC_TABLE_END; cp++) {
         if (cp >= 0xD800 && cp < 0xE000) continue;
-        if (utf8proc_get_property((utf8proc_int32_t)cp)->combining_class) nfc_maybe[cp >> 3] |= (uint8_t)(1u << (cp & 7));
+        if (utf8proc_get_property((utf8proc_int32_t)cp)->combining_class)
+            nfc_maybe[cp >> 3] |= (uint8_t)(1u << (cp & 7));
         utf8proc_int32_t d[8];
         utf8proc_ssize_t n = decompose(cp, d);
         if (n == 1 && (uint32_t)d[0] == cp) continue;

@@ -19,8 +19,8 @@
 #include "text/tokenizer.h"
 
 enum {
-    TOK_MAX_ID = 1 << 24,  /* ids beyond this are refused (a hostile file cannot make us allocate 2^31 rows) */
-    TOK_MAX_SPLIT = 8,     /* Split stages in a pre-tokenizer sequence */
+    TOK_MAX_ID = 1 << 24, /* ids beyond this are refused (a hostile file cannot make us allocate 2^31 rows) */
+    TOK_MAX_SPLIT = 8,    /* Split stages in a pre-tokenizer sequence */
     TOK_MAX_ADDED_LEN = 4096,
     TOK_WORD_CACHE_SLOTS = 1 << 16, /* per encoder; allocated on first use */
 };
@@ -87,7 +87,7 @@ struct tokenizer {
     tok_matcher match_raw;  /* added tokens matched in the text as written */
     tok_matcher match_norm; /* those matched after normalization */
 
-    unsigned norm_opts; /* utf8proc options, 0 for no normalizer */
+    unsigned norm_opts;    /* utf8proc options, 0 for no normalizer */
     uint8_t norm_min_byte; /* text with no byte >= this is left as it is */
     pcre2_code *split[TOK_MAX_SPLIT];
     size_t n_split;

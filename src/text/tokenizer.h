@@ -46,12 +46,12 @@ enum { TOKENIZER_MAX_EOS = 8 };
 
 /* Ids the engine needs by role; -1 where the vocabulary has none. */
 typedef struct tokenizer_specials {
-    int32_t bos, eos, pad, unk;    /* from the file (GGUF keys; tokenizer_config.json beside a tokenizer.json) */
-    int32_t im_start, im_end;      /* <|im_start|>, <|im_end|> */
-    int32_t endoftext;             /* <|endoftext|> */
-    int32_t think, think_end;      /* <think>, </think> */
-    int32_t mask;                  /* <|mask|>, <mask> or [MASK]; a model's own record overrides it */
-    bool add_bos;                  /* the file asks for BOS before a prompt */
+    int32_t bos, eos, pad, unk;         /* from the file (GGUF keys; tokenizer_config.json beside a tokenizer.json) */
+    int32_t im_start, im_end;           /* <|im_start|>, <|im_end|> */
+    int32_t endoftext;                  /* <|endoftext|> */
+    int32_t think, think_end;           /* <think>, </think> */
+    int32_t mask;                       /* <|mask|>, <mask> or [MASK]; a model's own record overrides it */
+    bool add_bos;                       /* the file asks for BOS before a prompt */
     int32_t eos_ids[TOKENIZER_MAX_EOS]; /* every id that ends generation: eos, eot, im_end, endoftext */
     size_t n_eos;
 } tokenizer_specials;

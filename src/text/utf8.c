@@ -80,6 +80,6 @@ size_t utf8_encode(uint32_t cp, uint8_t out[4]) {
 int utf8_is_white_space(uint32_t cp) {
     if (cp <= 0x20) return cp == 0x20 || (cp >= 0x09 && cp <= 0x0D);
     if (cp < 0x85) return 0;
-    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 ||
-           cp == 0x2029 || cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return cp == 0x85 || cp == 0xA0 || cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
+           cp == 0x202F || cp == 0x205F || cp == 0x3000;
 }

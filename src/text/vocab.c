@@ -59,8 +59,7 @@ int tok_create(tokenizer **out, const char *name, clover_error *err) {
 int tok_add_vocab(tokenizer *t, int32_t id, const char *s, size_t len, clover_error *err) {
     if (id < 0 || id >= TOK_MAX_ID)
         return error_set(err, CLOVER_E_FORMAT, "%s: vocabulary token '%.*s' has id %ld, expected 0..%d", t->name,
-                         (int)(len < 64 ? len : 64), s,
-                         (long)id, TOK_MAX_ID - 1);
+                         (int)(len < 64 ? len : 64), s, (long)id, TOK_MAX_ID - 1);
     if (len == 0) return error_set(err, CLOVER_E_FORMAT, "%s: vocabulary token %ld is empty", t->name, (long)id);
     int rc = tok_grow((void **)&t->vocab, &t->cap_vocab, t->n_vocab + 1, sizeof *t->vocab, err);
     if (rc) return rc;
@@ -97,7 +96,8 @@ int tok_index_vocab(tokenizer *t, size_t n_merges_hint, clover_error *err) {
         bool dup = false;
         for (; t->vocab_slots[i].entry >= 0; i = (i + 1) & t->vocab_mask) {
             const tok_vocab_entry *o = &t->vocab[t->vocab_slots[i].entry];
-            if (t->vocab_slots[i].hash == h && o->len == v->len && memcmp(t->arena + o->off, t->arena + v->off, v->len) == 0) {
+            if (t->vocab_slots[i].hash == h && o->len == v->len &&
+                memcmp(t->arena + o->off, t->arena + v->off, v->len) == 0) {
                 dup = true; /* the same bytes twice: the first one is found, as a map would keep */
                 break;
             }
@@ -165,8 +165,7 @@ int tok_add_merge(tokenizer *t, const char *a, size_t alen, const char *b, size_
 int tok_add_added(tokenizer *t, int32_t id, const char *content, size_t len, uint32_t flags, clover_error *err) {
     if (id < 0 || id >= TOK_MAX_ID)
         return error_set(err, CLOVER_E_FORMAT, "%s: added token '%.*s' has id %ld, expected 0..%d", t->name,
-                         (int)(len < 64 ? len : 64), content,
-                         (long)id, TOK_MAX_ID - 1);
+                         (int)(len < 64 ? len : 64), content, (long)id, TOK_MAX_ID - 1);
     if (len == 0 || len > TOK_MAX_ADDED_LEN)
         return error_set(err, CLOVER_E_FORMAT, "%s: added token %ld has %zu bytes, expected 1..%d", t->name, (long)id,
                          len, TOK_MAX_ADDED_LEN);
@@ -184,8 +183,8 @@ int tok_add_added(tokenizer *t, int32_t id, const char *content, size_t len, uin
 static int normalize_added(tokenizer *t, tok_added *a, clover_error *err) {
     if (!(a->flags & TOK_ADDED_NORMALIZED) || !t->norm_opts) return CLOVER_OK;
     utf8proc_uint8_t *out = NULL;
-    utf8proc_ssize_t n = utf8proc_map((const utf8proc_uint8_t *)t->arena + a->off, a->len, &out,
-                                      (utf8proc_option_t)t->norm_opts);
+    utf8proc_ssize_t n =
+        utf8proc_map((const utf8proc_uint8_t *)t->arena + a->off, a->len, &out, (utf8proc_option_t)t->norm_opts);
     if (n < 0) {
         /* not valid UTF-8: it can never match normalized text, so keep it as written */
         return CLOVER_OK;

@@ -82,8 +82,9 @@ static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
     int rc = gguf_get_string(f, "tokenizer.ggml.model", &model, err);
     if (rc) return rc;
     if (strcmp(model->str, "gpt2") != 0)
-        return error_set(err, CLOVER_E_UNSUPPORTED, "%s: tokenizer.ggml.model is \"%s\"; only \"gpt2\" (byte-level BPE) is supported",
-                         name, model->str);
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "%s: tokenizer.ggml.model is \"%s\"; only \"gpt2\" (byte-level BPE) is supported", name,
+                         model->str);
     rc = gguf_get_string(f, "tokenizer.ggml.pre", &pre, err);
     if (rc) return rc;
     const char *pattern;
@@ -95,8 +96,8 @@ static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
         pattern = QWEN2_PATTERN;
         plen = sizeof QWEN2_PATTERN - 1;
     } else {
-        return error_set(err, CLOVER_E_UNSUPPORTED, "%s: tokenizer.ggml.pre is \"%s\"; supported: \"qwen35\", \"qwen2\"",
-                         name, pre->str);
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "%s: tokenizer.ggml.pre is \"%s\"; supported: \"qwen35\", \"qwen2\"", name, pre->str);
     }
 
     const gguf_value *tokens, *merges, *types = NULL;
@@ -154,8 +155,9 @@ static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
         size_t len = (size_t)mg[i].len;
         const char *sp = len > 1 ? memchr(s + 1, ' ', len - 1) : NULL;
         if (!sp || sp + 1 == s + len)
-            return error_set(err, CLOVER_E_FORMAT, "%s: tokenizer.ggml.merges[%llu] is \"%.*s\", expected \"left right\"",
-                             name, (unsigned long long)i, (int)(len < 64 ? len : 64), s);
+            return error_set(err, CLOVER_E_FORMAT,
+                             "%s: tokenizer.ggml.merges[%llu] is \"%.*s\", expected \"left right\"", name,
+                             (unsigned long long)i, (int)(len < 64 ? len : 64), s);
         rc = tok_add_merge(t, s, (size_t)(sp - s), sp + 1, (size_t)(s + len - sp - 1), (uint32_t)i, err);
         if (rc) return rc;
     }
@@ -178,7 +180,8 @@ static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
     if (!rc) rc = get_id(t, f, "tokenizer.ggml.eot_token_id", &eot, err);
     if (!rc) rc = get_id(t, f, "tokenizer.ggml.eom_token_id", &eom, err);
     if (!rc) rc = get_id(t, f, "tokenizer.ggml.mask_token_id", &sp->mask, err);
-    if (!rc && gguf_kv_find(f, "tokenizer.ggml.add_bos_token")) rc = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &sp->add_bos, err);
+    if (!rc && gguf_kv_find(f, "tokenizer.ggml.add_bos_token"))
+        rc = gguf_get_bool(f, "tokenizer.ggml.add_bos_token", &sp->add_bos, err);
     if (rc) return rc;
     tok_add_eos(t, sp->eos);
     tok_add_eos(t, eot);

@@ -183,8 +183,9 @@ static int load_merges(tokenizer *t, json_t *merges, clover_error *err) {
             if (len >= 8 && strncmp(s, "#version", 8) == 0) continue;
             const char *sp = memchr(s, ' ', len);
             if (!sp || sp == s || sp + 1 == s + len || memchr(sp + 1, ' ', (size_t)(s + len - sp - 1)))
-                return error_set(err, CLOVER_E_FORMAT, "%s: model.merges[%zu]: expected \"left right\" (one space), got \"%.*s\"",
-                                 t->name, i, (int)(len < 64 ? len : 64), s);
+                return error_set(err, CLOVER_E_FORMAT,
+                                 "%s: model.merges[%zu]: expected \"left right\" (one space), got \"%.*s\"", t->name, i,
+                                 (int)(len < 64 ? len : 64), s);
             a = s;
             alen = (size_t)(sp - s);
             b = sp + 1;
@@ -248,8 +249,8 @@ static int load_added(tokenizer *t, json_t *list, clover_error *err) {
         json_t *a = json_array_get(list, i);
         json_t *id = json_object_get(a, "id"), *content = json_object_get(a, "content");
         if (!json_is_integer(id) || !json_is_string(content))
-            return error_set(err, CLOVER_E_FORMAT, "%s: added_tokens[%zu]: expected an integer \"id\" and a string \"content\"",
-                             t->name, i);
+            return error_set(err, CLOVER_E_FORMAT,
+                             "%s: added_tokens[%zu]: expected an integer \"id\" and a string \"content\"", t->name, i);
         char where[64];
         snprintf(where, sizeof where, "added_tokens[%zu]", i);
         bool special = false, lstrip = false, rstrip = false, single_word = false, normalized = false;

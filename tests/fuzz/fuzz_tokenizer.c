@@ -28,16 +28,17 @@
 static const char QWEN35_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| "
                                      "?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
-#define REQUIRE(c)                  \
-    do {                            \
-        if (!(c)) __builtin_trap(); \
+#define REQUIRE(c)                                                                                                     \
+    do {                                                                                                               \
+        if (!(c)) __builtin_trap();                                                                                    \
     } while (0)
 
 /* raw bytes -> the byte-level form a tokenizer.json stores */
 static json_t *bytelevel_string(const char *raw, size_t n) {
     char buf[64];
     size_t k = 0;
-    for (size_t i = 0; i < n && k + 4 < sizeof buf; i++) k += utf8_encode(bytelevel_codepoint((uint8_t)raw[i]), (uint8_t *)buf + k);
+    for (size_t i = 0; i < n && k + 4 < sizeof buf; i++)
+        k += utf8_encode(bytelevel_codepoint((uint8_t)raw[i]), (uint8_t *)buf + k);
     return json_stringn(buf, k);
 }
 
@@ -89,10 +90,13 @@ static tokenizer *build(bool strip_flags) {
         add_raw(&v, &c, 1);
     }
     static const char *const pairs[][2] = {
-        {"t", "h"}, {"th", "e"}, {" ", "t"}, {" t", "he"}, {"i", "n"}, {"in", "g"}, {"e", "r"}, {" ", "a"},
-        {"a", "a"}, {"aa", "aa"}, {"b", "c"}, {"a", "bc"}, {"a", "b"}, {"ab", "c"}, {"\xE4", "\xB8"},
-        {"\xE4\xB8", "\xAD"}, {"\xC3", "\xA9"}, {"'", "s"}, {" ", " "}, {"  ", "  "}, {"\n", "\n"}, {"1", "2"},
-        {"\xF0\x9F", "\x8E"}, {"\xF0\x9F\x8E", "\x89"}, {"e", "\xCC"}, {"e\xCC", "\x81"},
+        {"t", "h"},       {"th", "e"},       {" ", "t"},           {" t", "he"},
+        {"i", "n"},       {"in", "g"},       {"e", "r"},           {" ", "a"},
+        {"a", "a"},       {"aa", "aa"},      {"b", "c"},           {"a", "bc"},
+        {"a", "b"},       {"ab", "c"},       {"\xE4", "\xB8"},     {"\xE4\xB8", "\xAD"},
+        {"\xC3", "\xA9"}, {"'", "s"},        {" ", " "},           {"  ", "  "},
+        {"\n", "\n"},     {"1", "2"},        {"\xF0\x9F", "\x8E"}, {"\xF0\x9F\x8E", "\x89"},
+        {"e", "\xCC"},    {"e\xCC", "\x81"},
     };
     for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++)
         add_merge(&v, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1]));
@@ -108,8 +112,10 @@ static tokenizer *build(bool strip_flags) {
         const char *content;
         int special, normalized, lstrip, rstrip, single_word;
     } adds[] = {
-        {"<|x|>", 1, 0, 0, 0, 0}, {"<|x|>>", 0, 0, 0, 0, 0}, {"<y>", 0, 0, 0, 0, 0}, {"caf\xC3\xA9", 0, 1, 0, 0, 0},
-        {"<L>", 0, 0, 1, 0, 0},   {"<R>", 1, 0, 0, 1, 0},    {"qz", 0, 0, 0, 0, 1},  {"\xE4\xB8\xAD\xE6\x96\x87", 0, 0, 0, 0, 0},
+        {"<|x|>", 1, 0, 0, 0, 0}, {"<|x|>>", 0, 0, 0, 0, 0},
+        {"<y>", 0, 0, 0, 0, 0},   {"caf\xC3\xA9", 0, 1, 0, 0, 0},
+        {"<L>", 0, 0, 1, 0, 0},   {"<R>", 1, 0, 0, 1, 0},
+        {"qz", 0, 0, 0, 0, 1},    {"\xE4\xB8\xAD\xE6\x96\x87", 0, 0, 0, 0, 0},
     };
     for (size_t i = 0; i < sizeof adds / sizeof adds[0]; i++) {
         if (!strip_flags && (adds[i].lstrip || adds[i].rstrip)) continue;
@@ -121,9 +127,9 @@ static tokenizer *build(bool strip_flags) {
     json_t *root = json_pack(
         "{s:o, s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}, s:{s:s}, s:{s:s, s:o, s:o}}",
         "added_tokens", added, "normalizer", "type", "NFC", "pre_tokenizer", "type", "Sequence", "pretokenizers",
-        "type", "Split", "pattern", "Regex", QWEN35_PATTERN, "behavior", "Isolated", "invert", 0, "type",
-        "ByteLevel", "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0, "decoder", "type", "ByteLevel",
-        "model", "type", "BPE", "vocab", v.vocab, "merges", v.merges);
+        "type", "Split", "pattern", "Regex", QWEN35_PATTERN, "behavior", "Isolated", "invert", 0, "type", "ByteLevel",
+        "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0, "decoder", "type", "ByteLevel", "model", "type",
+        "BPE", "vocab", v.vocab, "merges", v.merges);
     char *js = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     tokenizer *t = NULL;

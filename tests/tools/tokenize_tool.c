@@ -36,17 +36,24 @@ static json_t *hex_of(const char *p, size_t n) {
     return s;
 }
 
+static int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 static int unhex(const char *h, size_t n, char **out, size_t *out_n) {
     if (n % 2) return -1;
     char *b = malloc(n / 2 + 1);
     if (!b) return -1;
     for (size_t i = 0; i < n / 2; i++) {
-        unsigned v;
-        if (sscanf(h + 2 * i, "%2x", &v) != 1) {
+        int hi = hex_digit(h[2 * i]), lo = hex_digit(h[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
             free(b);
             return -1;
         }
-        b[i] = (char)v;
+        b[i] = (char)(hi << 4 | lo);
     }
     *out = b;
     *out_n = n / 2;

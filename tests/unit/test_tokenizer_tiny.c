@@ -21,11 +21,37 @@ static const char QWEN35_PATTERN[] = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L
  * '\n' U+010A 'Ċ', 0x80 U+0122 'Ģ', 0x81 U+0123 'ģ', 0xA0 U+0142 'ł';
  * printable Latin-1 bytes stand for themselves). */
 static const char *const VOCAB[] = {
-    "a", "b", "c", "\xC4\xA0" /* Ġ */, "ab", "bc", "abc", "\xC4\xA0" "a" /* Ġa */, "aa", "<", ">", "|", "x",
-    "\xC3\x83" /* Ã = 0xC3 */, "\xC2\xA9" /* © = 0xA9 */, "\xC3\x83\xC2\xA9" /* Ã© = é */, "\xC3\xA4" /* ä = 0xE4 */,
-    "\xC2\xBD" /* ½ = 0xBD */, "\xC5\x82" /* ł = 0xA0 */, "\xC3\xBF" /* ÿ = 0xFF */, "\xC3\xA0" /* à = 0xE0 */,
-    "\xC4\xA2" /* Ģ = 0x80 */, "\xC4\x8A" /* Ċ = \n */, "e", "\xC3\x8C" /* Ì = 0xCC */, "\xC4\xA3" /* ģ = 0x81 */,
-    "y", "'", "s", "S",
+    "a",
+    "b",
+    "c",
+    "\xC4\xA0" /* Ġ */,
+    "ab",
+    "bc",
+    "abc",
+    "\xC4\xA0"
+    "a" /* Ġa */,
+    "aa",
+    "<",
+    ">",
+    "|",
+    "x",
+    "\xC3\x83" /* Ã = 0xC3 */,
+    "\xC2\xA9" /* © = 0xA9 */,
+    "\xC3\x83\xC2\xA9" /* Ã© = é */,
+    "\xC3\xA4" /* ä = 0xE4 */,
+    "\xC2\xBD" /* ½ = 0xBD */,
+    "\xC5\x82" /* ł = 0xA0 */,
+    "\xC3\xBF" /* ÿ = 0xFF */,
+    "\xC3\xA0" /* à = 0xE0 */,
+    "\xC4\xA2" /* Ģ = 0x80 */,
+    "\xC4\x8A" /* Ċ = \n */,
+    "e",
+    "\xC3\x8C" /* Ì = 0xCC */,
+    "\xC4\xA3" /* ģ = 0x81 */,
+    "y",
+    "'",
+    "s",
+    "S",
 };
 enum { N_VOCAB = sizeof VOCAB / sizeof VOCAB[0] };
 /* ranks 0..5 */
@@ -38,16 +64,16 @@ static char *tiny_json(void) {
     for (int i = 0; i < N_VOCAB; i++) json_object_set_new(vocab, VOCAB[i], json_integer(i));
     json_t *merges = json_array();
     for (int i = 0; i < N_MERGES; i++) json_array_append_new(merges, json_string(MERGES[i]));
-    json_t *added = json_pack("[{s:i, s:s, s:b, s:b}, {s:i, s:s, s:b, s:b}, {s:i, s:s, s:b, s:b}]",
-                              "id", ID_X_SPECIAL, "content", "<|x|>", "special", 1, "normalized", 0, "id", ID_Y,
-                              "content", "<y>", "special", 0, "normalized", 0, "id", ID_YY, "content", "<y>>",
-                              "special", 0, "normalized", 0);
+    json_t *added =
+        json_pack("[{s:i, s:s, s:b, s:b}, {s:i, s:s, s:b, s:b}, {s:i, s:s, s:b, s:b}]", "id", ID_X_SPECIAL, "content",
+                  "<|x|>", "special", 1, "normalized", 0, "id", ID_Y, "content", "<y>", "special", 0, "normalized", 0,
+                  "id", ID_YY, "content", "<y>>", "special", 0, "normalized", 0);
     json_t *root = json_pack(
         "{s:o, s:{s:s}, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}, s:{s:s}, s:{s:s, s:o, s:o}}",
         "added_tokens", added, "normalizer", "type", "NFC", "pre_tokenizer", "type", "Sequence", "pretokenizers",
-        "type", "Split", "pattern", "Regex", QWEN35_PATTERN, "behavior", "Isolated", "invert", 0, "type",
-        "ByteLevel", "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0, "decoder", "type", "ByteLevel",
-        "model", "type", "BPE", "vocab", vocab, "merges", merges);
+        "type", "Split", "pattern", "Regex", QWEN35_PATTERN, "behavior", "Isolated", "invert", 0, "type", "ByteLevel",
+        "add_prefix_space", 0, "trim_offsets", 0, "use_regex", 0, "decoder", "type", "ByteLevel", "model", "type",
+        "BPE", "vocab", vocab, "merges", merges);
     char *s = json_dumps(root, JSON_COMPACT);
     json_decref(root);
     return s;
@@ -86,8 +112,8 @@ static tokenizer *load_tiny_gguf(const char *path) {
              gguf_writer_set_array(w, "tokenizer.ggml.token_type", GGUF_VT_I32, types, N_TOKENS, &err) ||
              gguf_writer_set_string_array(w, "tokenizer.ggml.merges", (const char *const *)MERGES, N_MERGES, &err) ||
              gguf_writer_set_u32(w, "tokenizer.ggml.eos_token_id", ID_X_SPECIAL, &err) ||
-             gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false, &err) ||
-             gguf_writer_begin(w, path, &err) || gguf_writer_finish(w, &err);
+             gguf_writer_set_bool(w, "tokenizer.ggml.add_bos_token", false, &err) || gguf_writer_begin(w, path, &err) ||
+             gguf_writer_finish(w, &err);
     gguf_writer_free(w);
     CHECK_MSG(rc == 0, "writing %s: %s", path, err.message);
     gguf_file *f = NULL;
@@ -118,10 +144,10 @@ static void expect_ids(const tokenizer *t, const char *text, size_t len, unsigne
     token_ids_free(&ids);
 }
 
-#define EXPECT(t, text, flags, ...)                                                      \
-    do {                                                                                  \
-        static const int32_t want_[] = {__VA_ARGS__};                                     \
-        expect_ids(t, text, sizeof text - 1, flags, want_, sizeof want_ / sizeof want_[0]); \
+#define EXPECT(t, text, flags, ...)                                                                                    \
+    do {                                                                                                               \
+        static const int32_t want_[] = {__VA_ARGS__};                                                                  \
+        expect_ids(t, text, sizeof text - 1, flags, want_, sizeof want_ / sizeof want_[0]);                            \
     } while (0)
 
 /* The cases, for whichever loader made t. */
@@ -151,7 +177,10 @@ static void check_tiny_cases(const tokenizer *t) {
     EXPECT(t, "e\xCC\x81", SP, 15);
     EXPECT(t, "\xC3\xA9", SP, 15);
     /* not UTF-8: 0xFF is a word of its own, its byte token ÿ */
-    EXPECT(t, "a\xFF" "b", SP, 0, 19, 1);
+    EXPECT(t,
+           "a\xFF"
+           "b",
+           SP, 0, 19, 1);
     /* a cut-off character E4 BD at the end: its byte tokens */
     EXPECT(t, "\xE4\xBD", SP, 16, 17);
     EXPECT(t, "\n", SP, 22);
@@ -208,10 +237,16 @@ static void test_tiny_decode(void) {
     out.n = 0;
     int32_t ids3[] = {16, 17, 0};
     CHECK_EQ_INT(tokenizer_decode(t, ids3, 3, 0, &out, &err), CLOVER_OK);
-    CHECK(out.n == 3 && memcmp(out.v, "\xE4\xBD" "a", 3) == 0);
+    CHECK(out.n == 3 && memcmp(out.v,
+                               "\xE4\xBD"
+                               "a",
+                               3) == 0);
     out.n = 0;
     CHECK_EQ_INT(tokenizer_decode(t, ids3, 3, TOKENIZER_REPLACE_INVALID, &out, &err), CLOVER_OK);
-    CHECK(out.n == 4 && memcmp(out.v, "\xEF\xBF\xBD" "a", 4) == 0);
+    CHECK(out.n == 4 && memcmp(out.v,
+                               "\xEF\xBF\xBD"
+                               "a",
+                               4) == 0);
     /* out of range: an error naming the position */
     int32_t bad[] = {0, N_TOKENS};
     CHECK_EQ_INT(tokenizer_decode(t, bad, 2, 0, &out, &err), CLOVER_E_INVALID);
@@ -325,14 +360,15 @@ static void test_load_errors(void) {
     expect_load_error("[]", CLOVER_E_FORMAT, "expected a JSON object");
     expect_load_error("{\"model\": {\"type\": \"WordPiece\", \"vocab\": {}, \"merges\": []}}", CLOVER_E_UNSUPPORTED,
                       "WordPiece");
-    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}",
-                      CLOVER_E_FORMAT, "'b' is not in the vocabulary");
+    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a b\"]}}", CLOVER_E_FORMAT,
+                      "'b' is not in the vocabulary");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": -3}, \"merges\": []}}", CLOVER_E_FORMAT,
                       "id -3");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [\"a\"]}}", CLOVER_E_FORMAT,
                       "merges[0]");
-    expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": null}",
-                      CLOVER_E_UNSUPPORTED, "not a byte-level BPE");
+    expect_load_error(
+        "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": null}",
+        CLOVER_E_UNSUPPORTED, "not a byte-level BPE");
     expect_load_error("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}, \"pre_tokenizer\": "
                       "{\"type\": \"ByteLevel\", \"add_prefix_space\": true}}",
                       CLOVER_E_UNSUPPORTED, "add_prefix_space");

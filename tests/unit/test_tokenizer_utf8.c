@@ -58,7 +58,10 @@ static void test_bytelevel_table(void) {
 static void test_utf8_prefix_and_subparts(void) {
     const uint8_t *s;
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"hello world, long ascii", 23), 23);
-    CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"a\xC3\xA9" "b", 4), 4);
+    CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"a\xC3\xA9"
+                                                    "b",
+                                   4),
+                 4);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"abcdefgh\xFF", 9), 8);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"ab\xE4\xBD", 4), 2);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"\xF0\x9F\x8E\x89!", 5), 5);
@@ -71,7 +74,8 @@ static void test_utf8_prefix_and_subparts(void) {
     CHECK_EQ_INT(utf8_char_len((const uint8_t *)"\xED\x9F\xBF", 3), 3);
     /* maximal subparts: E4 BD is one (a valid prefix); E0 80 is two (80 cannot follow E0);
      * F0 9F 8E cut short is one of three bytes; a lone continuation is one */
-    s = (const uint8_t *)"\xE4\xBD" "a";
+    s = (const uint8_t *)"\xE4\xBD"
+                         "a";
     CHECK_EQ_INT(utf8_maximal_subpart(s, 3), 2);
     s = (const uint8_t *)"\xE0\x80";
     CHECK_EQ_INT(utf8_maximal_subpart(s, 2), 1);
@@ -104,8 +108,8 @@ static void test_utf8_prefix_and_subparts(void) {
 static int check_stable(const char *s, size_t n) {
     if (!normalize_nfc_stable(s, n)) return 0;
     utf8proc_uint8_t *out = NULL;
-    utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &out,
-                                      UTF8PROC_STABLE | UTF8PROC_COMPOSE);
+    utf8proc_ssize_t m =
+        utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &out, UTF8PROC_STABLE | UTF8PROC_COMPOSE);
     int ok = m == (utf8proc_ssize_t)n && memcmp(out, s, n) == 0;
     free(out);
     if (!ok) {
@@ -142,10 +146,10 @@ static void test_nfc_shortcut(void) {
     CHECK_EQ_INT(wrong, 0);
     CHECK(judged_stable > 100000); /* the shortcut does apply to ordinary text */
     /* known changes are never judged stable */
-    CHECK(!normalize_nfc_stable("e\xCC\x81", 3));         /* e + U+0301 composes */
-    CHECK(!normalize_nfc_stable("\xE2\x84\xA6", 3));      /* U+2126 OHM maps to U+03A9 */
+    CHECK(!normalize_nfc_stable("e\xCC\x81", 3));                /* e + U+0301 composes */
+    CHECK(!normalize_nfc_stable("\xE2\x84\xA6", 3));             /* U+2126 OHM maps to U+03A9 */
     CHECK(!normalize_nfc_stable("\xEA\xB0\x80\xE1\x86\xA8", 6)); /* LV + T composes */
-    CHECK(!normalize_nfc_stable("\xE0\xA5\x98", 3));      /* U+0958 is excluded from composition */
+    CHECK(!normalize_nfc_stable("\xE0\xA5\x98", 3));             /* U+0958 is excluded from composition */
     CHECK(normalize_nfc_stable("plain ascii text, long enough", 29));
     CHECK(normalize_nfc_stable("\xC3\xA9\xE4\xB8\xAD\xEA\xB0\x80", 8)); /* é 中 가 */
 }

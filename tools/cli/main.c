@@ -12,6 +12,8 @@ static const cli_command commands[] = {
     {"convert", "convert a Hugging Face Qwen3.5-MoE checkpoint directory to GGUF", cmd_convert},
     {"info", "describe a model file: architecture, geometry, record, tensors, tokenizer", cmd_info},
     {"synth", "write a deterministic random model at any geometry (GGUF)", cmd_synth},
+    {"run", "generate from token ids (block diffusion or autoregressive) with statistics", cmd_run},
+    {"ppl", "score token ids: mean negative log-likelihood and perplexity", cmd_ppl},
 };
 
 static void print_usage(FILE *out) {

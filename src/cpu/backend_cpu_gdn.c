@@ -1,0 +1,33 @@
+/*
+ * backend_cpu_gdn.c: a Gated DeltaNet layer of a pass. The projections run
+ * over all rows at once; then the causal mixer (commit: advances the ring and
+ * the state) or the block operator (preview: reads them only), then out_proj.
+ *
+ * The commit picks the recurrence for a single row and the chunked form for
+ * more, as transformers does (decode vs prefill): the fixtures were made
+ * that way, and the two forms agree to float32 rounding anyway (gdn.h).
+ * A preview does not use in_proj_b (SPEC.md 2.1: no write, so no beta).
+ */
+#include "cpu/backend_cpu_internal.h"
+#include "quant/matmul.h"
+
+void cpu_layer_gdn(backend_session *s, size_t il, size_t n, cpu_pass_mode mode, float ln_ratio) {
+    const model_gdn_weights *w = &s->model->layers[il].gdn;
+    cpu_layer *ly = &s->layers[il];
+    cpu_scratch *sc = &s->sc;
+    const cpu_gdn_dims *d = &s->gdn_dims;
+    const size_t H = s->hp->n_embd, cd = cpu_gdn_conv_dim(d), nv = d->n_v_heads, vd = nv * d->v_dim;
+
+    matmul(s->pool, w->qkv.type, w->qkv.data, cd, H, sc->x, n, sc->mixed);
+    matmul(s->pool, w->z.type, w->z.data, vd, H, sc->x, n, sc->z);
+    matmul(s->pool, w->alpha.type, w->alpha.data, nv, H, sc->x, n, sc->ga);
+    if (mode == CPU_PASS_COMMIT) {
+        matmul(s->pool, w->beta.type, w->beta.data, nv, H, sc->x, n, sc->gb);
+        cpu_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gdn_w, ly->ring, ly->state, d, n,
+                    n == 1 ? CPU_GDN_RECURRENT : CPU_GDN_CHUNKED, s->pool, sc->gdn);
+    } else {
+        gdn_block(sc->gout, sc->mixed, sc->z, sc->ga, ly->ring, ly->state, &ly->block_w, d, n, ln_ratio, s->pool,
+                  sc->gdn);
+    }
+    matmul(s->pool, w->out.type, w->out.data, H, vd, sc->gout, n, sc->y);
+}

@@ -1,0 +1,167 @@
+/*
+ * backend_cpu_internal.h: the CPU backend's session and the steps its passes
+ * are made of, shared by the backend_cpu*.c files (private to them).
+ *
+ * A pass is a run of rows (a commit chunk or a preview block, at most
+ * max_rows) through the trunk: embeddings, then per layer the input norm, the
+ * mixer (attention or GDN), the residual add, the post norm, the MoE and the
+ * residual add, then the final norm and the head. Every buffer a pass touches
+ * is sized at session creation for max_rows rows (scratch) except the KV
+ * caches, which grow on demand (doubling, up to max_context) together with
+ * the attention scratch that depends on their length; a pass reserves what
+ * it needs before it changes anything, so a failed reservation leaves the
+ * session as it was.
+ *
+ * Modes: CPU_PASS_COMMIT is the causal trunk and advances every state;
+ * CPU_PASS_PREVIEW (SPEC.md 2) reads the committed state only: attention sees
+ * the committed keys plus the whole block (the block's K/V are written past
+ * the committed end of the cache, which the committed length does not cover),
+ * GDN layers run the block operator, the MoE may be restricted to the
+ * block's coreset.
+ */
+#ifndef CLOVER_CPU_BACKEND_CPU_INTERNAL_H
+#define CLOVER_CPU_BACKEND_CPU_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "base/threadpool.h"
+#include "cpu/attention.h"
+#include "cpu/gdn.h"
+#include "cpu/gdn_block.h"
+#include "cpu/moe.h"
+#include "model/model.h"
+
+typedef enum cpu_pass_mode { CPU_PASS_COMMIT = 0, CPU_PASS_PREVIEW = 1 } cpu_pass_mode;
+
+/* One layer's state and the views of its weights the operators take. */
+typedef struct cpu_layer {
+    model_layer_kind kind;
+    /* attention */
+    float *k_cache; /* [kv_cap][n_head_kv][head_dim], keys after k_norm and RoPE */
+    float *v_cache; /* [kv_cap][n_head_kv][head_dim] */
+    size_t kv_cap;  /* rows allocated */
+    /* GDN */
+    float *ring;  /* [K-1][conv_dim], the last K-1 pre-conv rows, oldest first */
+    float *state; /* [nv][dk][dv], value heads in the file's (tiled) order */
+    cpu_gdn_weights gdn_w;
+    gdn_block_weights block_w;
+    /* every layer */
+    cpu_moe_weights moe_w;
+} cpu_layer;
+
+/* Per-pass scratch, sized for max_rows rows (R). */
+typedef struct cpu_scratch {
+    float *h;   /* [R][n_embd] the residual stream */
+    float *x;   /* [R][n_embd] a normed input (mixer, MoE, head) */
+    float *y;   /* [R][n_embd] a block's output before the residual add */
+    /* attention */
+    float *qg;   /* [R][n_head][2*hd] q_proj output */
+    float *k;    /* [R][n_head_kv][hd] */
+    float *v;    /* [R][n_head_kv][hd] */
+    float *q;    /* [R][n_head][hd] normed, rotated */
+    float *gate; /* [R][n_head][hd] */
+    float *att;  /* [R][n_head][hd] gated attention output */
+    float *cs;   /* [rot] cos | sin */
+    /* GDN */
+    float *mixed; /* [R][conv_dim] in_proj_qkv output */
+    float *z;     /* [R][nv*dv] */
+    float *gb;    /* [R][nv] ssm_beta output */
+    float *ga;    /* [R][nv] ssm_alpha output */
+    float *gout;  /* [R][nv*dv] gated-norm output */
+    float *gdn;   /* cpu_gdn_mix / gdn_block scratch */
+    /* MoE */
+    void *moe;         /* cpu_moe_scratch_bytes */
+    float *router;     /* [R][n_expert] router logits of a preview block */
+    double *totals;    /* [n_expert] */
+    int32_t *order;    /* [n_expert] */
+    uint8_t *allowed;  /* [n_expert] the coreset of the current layer */
+    /* head */
+    float *logits; /* [R][n_vocab] logits for NLL when the caller keeps none */
+} cpu_scratch;
+
+struct backend_session {
+    const clover_model *model;
+    const model_hparams *hp;
+    threadpool *pool;
+    size_t n_threads;
+    size_t max_rows, max_context;
+    size_t n_past; /* committed length */
+    bool can_preview; /* every GDN layer has its Clover tensors */
+    bool has_attn;    /* the model has attention layers (KV caches, attention scratch) */
+
+    cpu_layer *layers; /* [n_layer] */
+    cpu_attn_dims attn_dims;
+    cpu_gdn_dims gdn_dims;
+    float *inv_freq; /* [n_rot/2] */
+
+    void *arena; /* every fixed-size buffer below and in sc */
+    cpu_scratch sc;
+    float *attn_scratch; /* n_threads * cpu_attn_scratch_floats(attn_dims, attn_ctx) */
+    size_t attn_ctx;
+
+    /* the last preview, for preview_debug */
+    bool has_preview;
+    size_t preview_b;
+    float *dbg_hidden;  /* [n_layer+1][b][n_embd] */
+    uint8_t *dbg_kept;  /* [n_layer][n_expert] */
+};
+
+/* backend_cpu_session.c: the ops of the session's life. */
+int backend_cpu_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
+                               clover_error *err);
+void backend_cpu_session_free(backend_session *s);
+size_t backend_cpu_session_length(const backend_session *s);
+void backend_cpu_reset(backend_session *s);
+
+/* backend_cpu_session.c: KV rows for positions < need in every attention
+ * layer (grows; max_context checked by the caller). 0 or CLOVER_E_NOMEM, and
+ * then the committed state is unchanged. */
+int cpu_session_reserve(backend_session *s, size_t need, clover_error *err);
+
+/* backend_cpu_attention.c: the attention mixer for n rows of sc.x at
+ * position pos, into sc.y. Commit: causal, the rows' K/V appended at pos.
+ * Preview: pos = n_past, K/V written past the committed end, no mask. */
+void cpu_layer_attention(backend_session *s, size_t il, size_t n, size_t pos, cpu_pass_mode mode);
+
+/* backend_cpu_gdn.c: the GDN mixer for n rows of sc.x into sc.y. Commit
+ * advances ring and state (recurrent form for one row, chunked otherwise,
+ * as transformers does); preview runs the block operator with ln_ratio. */
+void cpu_layer_gdn(backend_session *s, size_t il, size_t n, cpu_pass_mode mode, float ln_ratio);
+
+/* backend_cpu_moe.c: the MoE for n rows of sc.x into sc.y. With coreset
+ * (preview) the block's coreset is computed into sc.allowed first and the
+ * rows route inside it; returns the number of experts kept (0 without). */
+size_t cpu_layer_moe(backend_session *s, size_t il, size_t n, bool coreset, float top_p);
+
+/* backend_cpu_head.c: the final norm and the head for rows [r0, r0+nr) of
+ * sc.h into logits ([nr][n_vocab]). */
+void cpu_head_logits(backend_session *s, size_t r0, size_t nr, float *logits);
+/* -log softmax(logits)[target], float64 log-sum-exp of the float32 logits. */
+float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target);
+
+/* backend_cpu_pass.c: embeddings of ids into sc.h, then every layer; the
+ * residual stream after each layer (and the embeddings) is copied into
+ * hidden[l][row0 + r] (rows of hidden_rows) when hidden is non-NULL, and
+ * the coreset flags into kept[l] when kept is non-NULL. */
+typedef struct cpu_pass {
+    cpu_pass_mode mode;
+    size_t pos;          /* absolute position of row 0 */
+    float ln_ratio;      /* preview: ln(b / B) */
+    bool coreset;        /* preview: restrict the MoE */
+    float top_p;
+    float *hidden;       /* [n_layer+1][hidden_rows][n_embd] or NULL */
+    size_t hidden_rows, row0;
+    uint8_t *kept;       /* [n_layer][n_expert] or NULL */
+    backend_pass_stats *stats; /* may be NULL */
+} cpu_pass;
+void cpu_pass_run(backend_session *s, const int32_t *ids, size_t n, const cpu_pass *p);
+
+/* backend_cpu_state.c: the state in backend.h's layout. */
+size_t backend_cpu_state_bytes(const backend_session *s);
+int backend_cpu_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
+int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+
+#endif

@@ -1,0 +1,193 @@
+/*
+ * gdn_block.c: the scalar oracle of the GDN block operator (SPEC.md 2.1), its
+ * scratch layout, and the fast driver (conv over channel vectors, one value
+ * head per pool task). The oracle follows the reference's order of sums so
+ * that it is the readable statement of the formula; the fast form only
+ * regroups the dot products and is tested against it.
+ */
+#include "cpu/gdn_block.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+#include "cpu/act.h"
+#include "cpu/cpu_simd.h"
+#include "cpu/norm.h"
+
+float gdn_block_ln_ratio(size_t b, uint32_t block_size) {
+    assert(b >= 1 && block_size >= 1);
+    return (float)log((double)b / (double)block_size);
+}
+
+/* Per-thread temporaries of one head: scores / probabilities [b + 1], q scaled [dk], u [dv]. */
+static size_t block_tmp_floats(const cpu_gdn_dims *d, size_t b) {
+    size_t n = b + 1 + d->k_dim + d->v_dim;
+    return (n + 15) / 16 * 16; /* keep each thread's slice on its own cache lines */
+}
+
+/* The scratch, carved in this order. */
+typedef struct block_scratch {
+    float *y;   /* [b][conv_dim]: the conv output, then q | k normalised in place | v */
+    float *g;   /* [b][nv] decay */
+    float *wt;  /* [2K-1][conv_dim]: taps transposed for the fast conv */
+    float *tmp; /* [n_threads][block_tmp_floats] */
+} block_scratch;
+
+static size_t block_layout(const cpu_gdn_dims *d, size_t b, size_t n_threads, float *base, block_scratch *s) {
+    size_t cd = cpu_gdn_conv_dim(d), K = d->conv_k;
+    size_t sizes[4] = {b * cd, b * d->n_v_heads, (2 * K - 1) * cd, n_threads * block_tmp_floats(d, b)};
+    float **slots[4] = {&s->y, &s->g, &s->wt, &s->tmp};
+    size_t off = 0;
+    for (int i = 0; i < 4; i++) {
+        if (base) *slots[i] = base + off;
+        off += (sizes[i] + 15) / 16 * 16;
+    }
+    return off;
+}
+
+size_t gdn_block_scratch_floats(const cpu_gdn_dims *d, size_t b, size_t n_threads) {
+    block_scratch unused;
+    return block_layout(d, b, n_threads ? n_threads : 1, NULL, &unused);
+}
+
+/* conv with left taps over [ring; x] and right taps over x's next rows, then silu */
+static void block_conv_scalar(float *y, const float *x, const float *ring, const gdn_block_weights *w, size_t cd,
+                              size_t K, size_t b) {
+    const size_t keep = K - 1;
+    for (size_t i = 0; i < b; i++) {
+        for (size_t c = 0; c < cd; c++) {
+            float acc = 0.0f;
+            for (size_t t = 0; t < K; t++) {
+                size_t e = i + t; /* row of E = [ring; x] */
+                float in = e < keep ? ring[e * cd + c] : x[(e - keep) * cd + c];
+                acc += w->conv_w[c * K + t] * in;
+            }
+            for (size_t t = 1; t < K && i + t < b; t++) /* X[j] = 0 past the block */
+                acc += w->conv_right[c * keep + t - 1] * x[(i + t) * cd + c];
+            y[i * cd + c] = cpu_silu(acc);
+        }
+    }
+}
+
+/* q and k of every row L2-normalised per key head, in place; q NOT scaled */
+static void block_l2_norm(float *qkv, const cpu_gdn_dims *d, size_t b) {
+    size_t nk = d->n_k_heads, dk = d->k_dim, cd = cpu_gdn_conv_dim(d);
+    for (size_t i = 0; i < b; i++) {
+        for (size_t kh = 0; kh < 2 * nk; kh++) { /* q heads, then k heads */
+            float *v = qkv + i * cd + kh * dk;
+            float ss = 0.0f;
+            for (size_t t = 0; t < dk; t++) ss += v[t] * v[t];
+            float inv = 1.0f / sqrtf(ss + CPU_GDN_L2_EPS);
+            for (size_t t = 0; t < dk; t++) v[t] *= inv;
+        }
+    }
+}
+
+static void block_gates(float *g, const float *a, const gdn_block_weights *w, size_t nv, size_t b) {
+    for (size_t i = 0; i < b; i++)
+        for (size_t h = 0; h < nv; h++) g[i * nv + h] = w->ssm_a[h] * cpu_softplus(a[i * nv + h] + w->dt_bias[h]);
+}
+
+/* p = softmax(s) over n scores in place: max, e^(s - max), times 1 / sum (torch's CPU order) */
+static void block_softmax(float *s, size_t n) {
+    float mx = s[0];
+    for (size_t j = 1; j < n; j++)
+        if (s[j] > mx) mx = s[j];
+    float sum = 0.0f;
+    for (size_t j = 0; j < n; j++) {
+        s[j] = expf(s[j] - mx);
+        sum += s[j];
+    }
+    float inv = 1.0f / sum;
+    for (size_t j = 0; j < n; j++) s[j] *= inv;
+}
+
+/* value head h of every block row: scores, softmax, o = sum_j p v_j + p_hist u */
+static void block_head_scalar(float *o, const float *qkv, const float *g, const float *state,
+                              const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, size_t h,
+                              float *tmp) {
+    const size_t nk = d->n_k_heads, nv = d->n_v_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d);
+    const size_t kh = cpu_gdn_key_head(d, h);
+    const float scale = (float)pow((double)dk, -0.5);
+    const float *S = state + h * dk * dv; /* [dk][dv] */
+    float *p = tmp, *qs = tmp + b + 1, *u = qs + dk;
+    for (size_t i = 0; i < b; i++) {
+        const float *qi = qkv + i * cd + kh * dk;
+        for (size_t j = 0; j < b; j++) {
+            const float *kj = qkv + j * cd + nk * dk + kh * dk;
+            float dot = 0.0f;
+            for (size_t t = 0; t < dk; t++) dot += qi[t] * kj[t];
+            p[j] = w->logit_scale[h] * dot;
+        }
+        p[b] = (w->history_bias[h] + w->history_c[h] * g[i * nv + h]) + ln_ratio;
+        block_softmax(p, b + 1);
+        for (size_t t = 0; t < dk; t++) qs[t] = qi[t] * scale;
+        for (size_t c = 0; c < dv; c++) {
+            float acc = 0.0f;
+            for (size_t t = 0; t < dk; t++) acc += S[t * dv + c] * qs[t];
+            u[c] = acc;
+        }
+        float *oi = o + (i * nv + h) * dv;
+        for (size_t c = 0; c < dv; c++) {
+            float acc = 0.0f;
+            for (size_t j = 0; j < b; j++) acc += p[j] * qkv[j * cd + 2 * nk * dk + h * dv + c];
+            oi[c] = acc + p[b] * u[c];
+        }
+    }
+}
+
+void gdn_block_scalar(float *out, const float *mixed, const float *z, const float *a, const float *ring,
+                      const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio,
+                      float *scratch) {
+    block_scratch s;
+    block_layout(d, b, 1, scratch, &s);
+    block_conv_scalar(s.y, mixed, ring, w, cpu_gdn_conv_dim(d), d->conv_k, b);
+    block_l2_norm(s.y, d, b);
+    block_gates(s.g, a, w, d->n_v_heads, b);
+    for (size_t h = 0; h < d->n_v_heads; h++) block_head_scalar(out, s.y, s.g, state, w, d, b, ln_ratio, h, s.tmp);
+    cpu_rms_norm_gated_scalar(out, out, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps);
+}
+
+typedef struct block_job {
+    float *o, *tmp;
+    const float *qkv, *g, *state;
+    const gdn_block_weights *w;
+    const cpu_gdn_dims *d;
+    size_t b, tmp_stride;
+    float ln_ratio;
+    bool simd;
+} block_job;
+
+static void block_head_task(void *ctx, size_t task, size_t thread) {
+    const block_job *j = ctx;
+    float *tmp = j->tmp + thread * j->tmp_stride;
+    if (j->simd)
+        gdn_block_head_avx2(j->o, j->qkv, j->g, j->state, j->w, j->d, j->b, j->ln_ratio, task, tmp);
+    else
+        block_head_scalar(j->o, j->qkv, j->g, j->state, j->w, j->d, j->b, j->ln_ratio, task, tmp);
+}
+
+void gdn_block(float *out, const float *mixed, const float *z, const float *a, const float *ring, const float *state,
+               const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
+               float *scratch) {
+    const size_t cd = cpu_gdn_conv_dim(d), K = d->conv_k;
+    const bool simd = cpu_simd_active();
+    block_scratch s;
+    block_layout(d, b, threadpool_size(pool), scratch, &s);
+    if (simd) {
+        for (size_t c = 0; c < cd; c++) {
+            for (size_t t = 0; t < K; t++) s.wt[t * cd + c] = w->conv_w[c * K + t];
+            for (size_t t = 0; t + 1 < K; t++) s.wt[(K + t) * cd + c] = w->conv_right[c * (K - 1) + t];
+        }
+        gdn_block_conv_avx2(s.y, mixed, ring, s.wt, cd, K, b);
+    } else {
+        block_conv_scalar(s.y, mixed, ring, w, cd, K, b);
+    }
+    block_l2_norm(s.y, d, b);
+    block_gates(s.g, a, w, d->n_v_heads, b);
+    block_job job = {.o = out, .tmp = s.tmp, .qkv = s.y, .g = s.g, .state = state, .w = w, .d = d, .b = b,
+                     .tmp_stride = block_tmp_floats(d, b), .ln_ratio = ln_ratio, .simd = simd};
+    threadpool_run(pool, d->n_v_heads, block_head_task, &job);
+    cpu_rms_norm_gated(out, out, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps);
+}

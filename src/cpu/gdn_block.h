@@ -1,0 +1,84 @@
+/*
+ * gdn_block.h: the GDN block operator of a preview (SPEC.md 2.1), between a
+ * GDN layer's projections and its out_proj. It replaces the causal
+ * recurrence when a block of b rows is denoised: every block row attends to
+ * every other block row through a softmax with one extra "history" slot whose
+ * value is the causal read-out of the committed state S. The committed conv
+ * ring and S are only read (a preview changes nothing).
+ *
+ * Steps, per value head h (key head cpu_gdn_key_head(d, h), the dims' order):
+ *  conv   Y[i,c] = silu(sum_t W[c,t] E[i+t,c] + sum_{t>=1} Wr[c,t-1] X[i+t,c]),
+ *         E = [ring; X], X[j] = 0 for j >= b (left taps: the causal conv);
+ *  split  q | k | v as the causal path; q, k L2-normalised per key head;
+ *  gate   g[i,h] = ssm_a[h] * softplus(A[i,h] + dt_bias[h]);
+ *  score  s[i,j] = logit_scale[h] (q_i . k_j) with the UNSCALED normalised q,
+ *         history slot history_bias[h] + history_c[h] g[i,h] + ln(b / B);
+ *  mix    p = softmax over the b + 1 slots (float32, max-subtracted),
+ *         u_i = S_h^T (q_i dk^-1/2) (the causal read-out, q scaled as the causal
+ *         path scales it), o[i,h] = sum_j p[i,j] v_j + p[i,*] u_i;
+ *  norm   gated RMSNorm with z, as the causal path.
+ * (The reference, tools/reference/clover_ref/gdn_block.py, and its DECISIONS
+ * 4 fix the same choices.) Sums run in the order of that reference.
+ *
+ * The oracle (gdn_block_scalar) is plain loops on one thread. The fast form
+ * (gdn_block) runs the conv over channel vectors, then one value head per
+ * pool task with AVX2 dot products and axpys: per head the work is b*b*dk for
+ * the scores and b*dk*dv for the read-out, independent across heads.
+ */
+#ifndef CLOVER_CPU_GDN_BLOCK_H
+#define CLOVER_CPU_GDN_BLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/threadpool.h"
+#include "cpu/gdn.h"
+
+/* A GDN layer's small weights the block operator reads, in the file's order. */
+typedef struct gdn_block_weights {
+    const float *conv_w;       /* [conv_dim][K], ssm_conv1d (tap K-1 multiplies the current row) */
+    const float *conv_right;   /* [conv_dim][K-1], ssm_conv1d_right (tap 0 multiplies the next row) */
+    const float *ssm_a;        /* [nv], -exp(A_log) */
+    const float *dt_bias;      /* [nv] */
+    const float *norm_w;       /* [dv], the gated norm's plain weight */
+    const float *logit_scale;  /* [nv] */
+    const float *history_bias; /* [nv] */
+    const float *history_c;    /* [nv] */
+} gdn_block_weights;
+
+/* ln(b / B) as the reference rounds it: in double, then to float32. */
+float gdn_block_ln_ratio(size_t b, uint32_t block_size);
+
+/* Floats of scratch for a block of up to b rows on n_threads threads (either form). */
+size_t gdn_block_scratch_floats(const cpu_gdn_dims *d, size_t b, size_t n_threads);
+
+/* out = the gated-norm output for the b block rows (the input of out_proj).
+ * b >= 1, ln_ratio = gdn_block_ln_ratio(b, B). ring and state are read only;
+ * out must not overlap the inputs. */
+void gdn_block_scalar(float *out,          // [b][nv*dv]
+                      const float *mixed,  // [b][conv_dim], in_proj_qkv output (attn_qkv)
+                      const float *z,      // [b][nv*dv], in_proj_z output (attn_gate)
+                      const float *a,      // [b][nv], in_proj_a output (ssm_alpha)
+                      const float *ring,   // [K-1][conv_dim], committed, oldest first
+                      const float *state,  // [nv][dk][dv], committed
+                      const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, float *scratch);
+
+/* The same, fast: AVX2 when cpu_simd_active(), value heads spread over pool (may be NULL). */
+void gdn_block(float *out, const float *mixed, const float *z, const float *a, const float *ring, const float *state,
+               const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
+               float *scratch);
+
+/* The per-head AVX2 kernels of gdn_block (gdn_block_avx2.c), exposed for tests. */
+void gdn_block_conv_avx2(float *y,           // [b][conv_dim]
+                         const float *x,     // [b][conv_dim]
+                         const float *ring,  // [K-1][conv_dim]
+                         const float *wt,    // [2K-1][conv_dim]: left taps then right taps, tap-major
+                         size_t conv_dim, size_t K, size_t b);
+void gdn_block_head_avx2(float *o,            // [b][nv][dv], head h written
+                         const float *qkv,    // [b][conv_dim], q and k normalised (q unscaled)
+                         const float *g,      // [b][nv]
+                         const float *state,  // [nv][dk][dv]
+                         const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, size_t h,
+                         float *tmp);         // [b + 1 + dk + dv]
+
+#endif

@@ -1,0 +1,85 @@
+/*
+ * request.c: what both generation loops share: the emission rule of SPEC.md
+ * 3 item 3 (a stop id is kept and counted but not streamed; the callback may
+ * cancel), the forbidden ids and the growing result arrays (grown by
+ * doubling, at most once per block or token: never inside the per-row work).
+ */
+#include "engine/request.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+bool request_cancelled(const engine_request *rq) {
+    return rq->p->cancel && __atomic_load_n(rq->p->cancel, __ATOMIC_RELAXED) != 0;
+}
+
+void request_forbid(const engine_request *rq, float *row) {
+    if (rq->mask_id >= 0) row[rq->mask_id] = -INFINITY;
+    for (size_t i = 0; i < rq->p->n_suppress_ids; i++)
+        row[rq->p->suppress_ids[i]] = -INFINITY; /* validated: 0 <= id < n_vocab */
+}
+
+/* Room for one more token in the result (capacity doubles). */
+static int reserve_tokens(engine_request *rq, clover_error *err) {
+    clover_generate_result *r = rq->res;
+    if (r->n_generated < rq->cap_out) return CLOVER_OK;
+    size_t c = rq->cap_out ? rq->cap_out * 2 : 64, bytes;
+    if (!mem_mul_ok(c, sizeof(int32_t) + sizeof(float), &bytes))
+        return error_set(err, CLOVER_E_NOMEM, "generate: result too large");
+    int32_t *ids = mem_alloc(c * sizeof *ids);
+    float *conf = mem_alloc(c * sizeof *conf);
+    if (!ids || !conf) {
+        mem_free(ids);
+        mem_free(conf);
+        return error_set(err, CLOVER_E_NOMEM, "generate: no memory for %zu result tokens", c);
+    }
+    if (r->n_generated) {
+        memcpy(ids, r->ids, r->n_generated * sizeof *ids);
+        memcpy(conf, r->confidences, r->n_generated * sizeof *conf);
+    }
+    mem_free(r->ids);
+    mem_free(r->confidences);
+    r->ids = ids;
+    r->confidences = conf;
+    rq->cap_out = c;
+    return CLOVER_OK;
+}
+
+int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover_error *err) {
+    clover_generate_result *r = rq->res;
+    *ended = false;
+    int rc = reserve_tokens(rq, err);
+    if (rc) return rc;
+    r->ids[r->n_generated] = id;
+    r->confidences[r->n_generated] = conf;
+    r->n_generated++;
+    if (rq->s->is_stop[id] && !rq->p->ignore_eos) {
+        r->finish = CLOVER_FINISH_STOP;
+        *ended = true;
+        return CLOVER_OK;
+    }
+    if (rq->p->on_token && rq->p->on_token(rq->p->user, id, conf) != 0) {
+        r->finish = CLOVER_FINISH_CANCELLED;
+        *ended = true;
+    }
+    return CLOVER_OK;
+}
+
+int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
+    clover_generate_result *r = rq->res;
+    if (r->n_blocks == rq->cap_blocks) {
+        size_t c = rq->cap_blocks ? rq->cap_blocks * 2 : 16, bytes;
+        if (!mem_mul_ok(c, sizeof(uint32_t), &bytes)) return error_set(err, CLOVER_E_NOMEM, "generate: too many blocks");
+        uint32_t *v = mem_alloc(bytes);
+        if (!v) return error_set(err, CLOVER_E_NOMEM, "generate: no memory for %zu block counts", c);
+        if (r->n_blocks) memcpy(v, r->passes_per_block, r->n_blocks * sizeof *v);
+        mem_free(r->passes_per_block);
+        r->passes_per_block = v;
+        rq->cap_blocks = c;
+    }
+    r->passes_per_block[r->n_blocks++] = passes;
+    return CLOVER_OK;
+}

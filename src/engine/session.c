@@ -1,0 +1,233 @@
+/*
+ * session.c: sessions: the committed ids beside the backend's state, prefix
+ * reuse (SPEC.md 3 step 1, reference DECISIONS 9) and the scratch of every
+ * request, allocated once here so the per-pass loops allocate nothing.
+ *
+ * Invariant: the backend session holds exactly n_ids committed rows. Any
+ * failed commit forgets the sequence, so a failure can never leave ids and
+ * backend state out of step.
+ */
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "engine/session.h"
+#include "engine/stop_ids.h"
+#include "model/model.h"
+
+#define SESSION_DEFAULT_ROWS 64
+
+void clover_session_params_init(clover_session_params *p) {
+    if (p) memset(p, 0, sizeof *p);
+}
+
+static void session_free_buffers(clover_session *s) {
+    mem_free(s->ids);
+    mem_free(s->last_logits);
+    mem_free(s->stop_ids);
+    mem_free(s->logits);
+    mem_free(s->row);
+    mem_free(s->is_stop);
+    mem_free(s->block);
+    mem_free(s->block_conf);
+    mem_free(s->pending);
+    mem_free(s->pick_id);
+    mem_free(s->pick_conf);
+    mem_free(s->pick_rows);
+    mem_free(s->pick_u);
+    mem_free(s->pick_rc);
+    mem_free(s->pick_err);
+    penalty_state_free(&s->pen);
+    if (s->samp)
+        for (size_t i = 0; i < s->n_workers; i++)
+            sampler_scratch_free(&s->samp[i]);
+    mem_free(s->samp);
+    threadpool_free(s->pool);
+}
+
+void clover_session_free(clover_session *s) {
+    if (!s) return;
+    if (s->bs) s->be->session_free(s->bs);
+    session_free_buffers(s);
+    mem_free(s);
+}
+
+static int session_alloc(clover_session *s, clover_error *err) {
+    size_t v = s->n_vocab, b = s->max_block ? s->max_block : 1, nb;
+    if (!mem_mul_ok(v, b, &nb)) return error_set(err, CLOVER_E_NOMEM, "session: %zu x %zu logits overflow", b, v);
+    s->last_logits = mem_calloc(v, sizeof(float));
+    s->row = mem_calloc(v, sizeof(float));
+    s->is_stop = mem_calloc(v, 1);
+    s->logits = s->max_block ? mem_calloc(nb, sizeof(float)) : NULL;
+    s->block = mem_calloc(b, sizeof *s->block);
+    s->block_conf = mem_calloc(b, sizeof *s->block_conf);
+    s->pending = mem_calloc(b, 1);
+    s->pick_id = mem_calloc(b, sizeof *s->pick_id);
+    s->pick_conf = mem_calloc(b, sizeof *s->pick_conf);
+    s->pick_rows = mem_calloc(b, sizeof *s->pick_rows);
+    s->pick_u = mem_calloc(b, sizeof *s->pick_u);
+    s->pick_rc = mem_calloc(b, sizeof *s->pick_rc);
+    s->pick_err = mem_calloc(b, sizeof *s->pick_err);
+    if (!s->last_logits || !s->row || !s->is_stop || (s->max_block && !s->logits) || !s->block || !s->block_conf ||
+        !s->pending || !s->pick_id || !s->pick_conf || !s->pick_rows || !s->pick_u || !s->pick_rc || !s->pick_err)
+        return error_set(err, CLOVER_E_NOMEM, "session: no memory for the scratch of a %zu-row block over %zu ids",
+                         b, v);
+    int rc;
+    if ((rc = penalty_state_init(&s->pen, v, err))) return rc;
+    return engine_stop_ids_build(s->model, &s->stop_ids, &s->n_stop_ids, err);
+}
+
+/* The pick pool: one task per pending row, so no more threads than rows. */
+static int session_pool(clover_session *s, size_t n_threads, clover_error *err) {
+    size_t n = n_threads ? n_threads : threadpool_cpu_count();
+    if (n > s->max_block) n = s->max_block;
+    if (n > 1) {
+        int rc = threadpool_create(&s->pool, n, err);
+        if (rc) return error_prefix(err, "session: pick threads");
+    }
+    s->n_workers = threadpool_size(s->pool);
+    return CLOVER_OK;
+}
+
+int engine_session_sampler_ready(clover_session *s, clover_error *err) {
+    if (s->samp) return CLOVER_OK;
+    s->samp = mem_calloc(s->n_workers, sizeof *s->samp);
+    if (!s->samp) return error_set(err, CLOVER_E_NOMEM, "session: no memory for the sampler scratch");
+    for (size_t i = 0; i < s->n_workers; i++) {
+        int rc = sampler_scratch_init(&s->samp[i], s->n_vocab, err);
+        if (rc) {
+            for (size_t j = 0; j < i; j++)
+                sampler_scratch_free(&s->samp[j]);
+            mem_free(s->samp);
+            s->samp = NULL;
+            return rc;
+        }
+    }
+    return CLOVER_OK;
+}
+
+int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,
+                          const clover_session_params *params, clover_error *err) {
+    clover_error local; /* the codes travel through err: keep one even when the caller gives none */
+    if (!err) err = &local;
+    if (!out) return error_set(err, CLOVER_E_INVALID, "clover_session_create: out must not be NULL");
+    *out = NULL;
+    if (!model) return error_set(err, CLOVER_E_INVALID, "clover_session_create: model must not be NULL");
+    if (!be) return error_set(err, CLOVER_E_INVALID, "clover_session_create: no backend");
+    if (model->hp.n_vocab == 0) return error_set(err, CLOVER_E_INVALID, "clover_session_create: model has no vocabulary");
+    clover_session_params def;
+    clover_session_params_init(&def);
+    if (!params) params = &def;
+
+    clover_session *s = mem_calloc(1, sizeof *s);
+    if (!s) return error_set(err, CLOVER_E_NOMEM, "clover_session_create: no memory");
+    s->model = model;
+    s->be = be;
+    s->n_vocab = model->hp.n_vocab;
+    s->max_block = model->has_record ? model->record.block_size : 0;
+    s->max_rows = params->max_rows ? params->max_rows : SESSION_DEFAULT_ROWS;
+    if (s->max_rows < s->max_block) s->max_rows = s->max_block;
+
+    int rc = session_alloc(s, err);
+    if (!rc) rc = session_pool(s, params->n_threads, err);
+    if (!rc) {
+        backend_config cfg = {.n_threads = params->n_threads, .max_rows = s->max_rows,
+                              .max_context = params->max_context};
+        rc = be->session_create(model, &cfg, &s->bs, err);
+        if (rc) error_prefix(err, "session on the %s backend", be->name);
+    }
+    if (rc) {
+        clover_session_free(s);
+        return rc;
+    }
+    *out = s;
+    return CLOVER_OK;
+}
+
+void engine_session_forget(clover_session *s) {
+    s->be->reset(s->bs);
+    s->n_ids = 0;
+    s->last_valid = false;
+}
+
+void clover_session_reset(clover_session *s) {
+    if (s) engine_session_forget(s);
+}
+
+size_t clover_session_length(const clover_session *s) { return s ? s->n_ids : 0; }
+
+const int32_t *clover_session_ids(const clover_session *s) { return s ? s->ids : NULL; }
+
+int engine_session_reserve(clover_session *s, size_t extra, clover_error *err) {
+    size_t need;
+    if (!mem_add_ok(s->n_ids, extra, &need)) return error_set(err, CLOVER_E_INVALID, "session: sequence too long");
+    if (need <= s->cap_ids) return CLOVER_OK;
+    size_t cap = s->cap_ids ? s->cap_ids : 256;
+    while (cap < need)
+        cap = cap > SIZE_MAX / 2 ? need : cap * 2;
+    int32_t *v = mem_calloc(cap, sizeof *v);
+    if (!v) return error_set(err, CLOVER_E_NOMEM, "session: no memory for %zu committed ids", cap);
+    if (s->n_ids) memcpy(v, s->ids, s->n_ids * sizeof *v);
+    mem_free(s->ids);
+    s->ids = v;
+    s->cap_ids = cap;
+    return CLOVER_OK;
+}
+
+int engine_session_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits, clover_op_seconds *ops,
+                          clover_error *err) {
+    if (n == 0) return CLOVER_OK;
+    int rc = engine_session_reserve(s, n, err);
+    if (rc) {
+        engine_session_forget(s);
+        return rc;
+    }
+    backend_commit_out out = {0};
+    out.last_logits = want_logits ? s->last_logits : NULL;
+    backend_pass_stats st = {0};
+    rc = s->be->commit(s->bs, ids, n, &out, &st, err);
+    if (rc) {
+        engine_session_forget(s);
+        return rc;
+    }
+    memcpy(s->ids + s->n_ids, ids, n * sizeof *ids);
+    s->n_ids += n;
+    s->last_valid = want_logits;
+    engine_ops_add(ops, &st);
+    size_t have = s->be->session_length(s->bs);
+    if (have != s->n_ids) {
+        engine_session_forget(s);
+        return error_set(err, CLOVER_E_INTERNAL, "session: the %s backend holds %zu rows after a commit, expected %zu",
+                         s->be->name, have, s->n_ids);
+    }
+    return CLOVER_OK;
+}
+
+int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
+                           const volatile int *cancel, size_t *reused, bool *cancelled, clover_op_seconds *ops,
+                           clover_error *err) {
+    *reused = 0;
+    *cancelled = false;
+    for (size_t i = 0; i < n; i++)
+        if (prompt[i] < 0 || (size_t)prompt[i] >= s->n_vocab)
+            return error_set(err, CLOVER_E_INVALID, "prompt: token %zu is id %d, expected 0..%zu", i, prompt[i],
+                             s->n_vocab - 1);
+    size_t reuse = 0;
+    if (s->n_ids > 0 && s->n_ids <= n && !memcmp(s->ids, prompt, s->n_ids * sizeof *prompt)) reuse = s->n_ids;
+    if (want_logits && reuse == n && !s->last_valid) reuse = 0; /* nothing to decode from: recommit */
+    if (reuse == 0) engine_session_forget(s);
+    if (want_logits && n == 0)
+        return error_set(err, CLOVER_E_INVALID, "prompt: empty; autoregressive decoding needs at least one token");
+    for (size_t a = reuse; a < n; a += s->max_rows) {
+        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+            engine_session_forget(s);
+            *cancelled = true;
+            return CLOVER_OK;
+        }
+        size_t m = n - a < s->max_rows ? n - a : s->max_rows;
+        int rc = engine_session_commit(s, prompt + a, m, want_logits && a + m == n, ops, err);
+        if (rc) return rc;
+    }
+    *reused = reuse;
+    return CLOVER_OK;
+}

@@ -1,0 +1,23 @@
+/*
+ * cli_args.h: what `clover run` and `clover ppl` share: strict parsing of
+ * option values (a bad value is one line on stderr and a usage error) and
+ * loading the model (-m FILE, or the default model embedded in the binary).
+ */
+#ifndef CLOVER_CLI_ARGS_H
+#define CLOVER_CLI_ARGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clover.h"
+
+/* Each returns 0, or prints "clover CMD: ..." and returns -1. */
+int cli_parse_ids(const char *cmd, const char *opt, const char *s, int32_t **ids, size_t *n);
+int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t max, uint64_t *out);
+int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out);
+
+/* Loads path, or the embedded default model when path is NULL. Returns 0,
+ * or prints the one-line error and returns -1. */
+int cli_load_model(const char *cmd, const char *path, clover_model **out);
+
+#endif
