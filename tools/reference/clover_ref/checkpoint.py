@@ -168,6 +168,7 @@ class CloverModel:
     """The trunk (transformers), the record (or None), the extra tensors."""
 
     def __init__(self, path: str, device: str = "cpu"):
+        pin_cpu()
         self.path = path
         self.device = torch.device(device)
         with open(os.path.join(path, "config.json")) as f:
@@ -193,7 +194,21 @@ class CloverModel:
         return sorted(t for t in s if 0 <= t < self.vocab_size)
 
 
-def set_deterministic() -> None:
+def pin_cpu() -> None:
+    """One intra-op thread and deterministic algorithms. The thread count
+    changes how MKL and ATen split (and so sum) float32 reductions: with two
+    threads the fixture logits move by up to 7.6e-6 of their scale. Called by
+    every entry point (CloverModel, the tiny-model builders, make_fixtures,
+    the tests' conftest) before it computes anything, so a caller that set
+    another count cannot get other numbers."""
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    if torch.get_num_threads() != 1:
+        raise RuntimeError(f"torch.set_num_threads(1) left {torch.get_num_threads()} threads")
+
+
+def set_deterministic() -> None:
+    """pin_cpu() and a fixed torch seed (only module initialisation draws from
+    it; every fixture weight is overwritten from numpy's seeded generator)."""
+    pin_cpu()
     torch.manual_seed(0)

@@ -27,7 +27,7 @@ from safetensors.torch import save_file
 from transformers import (GenerationConfig, Qwen3_5MoeConfig, Qwen3_5MoeForCausalLM,
                           Qwen3_5MoeForConditionalGeneration, Qwen3_5MoeTextConfig)
 
-from .checkpoint import EXTRA_NAMES
+from .checkpoint import EXTRA_NAMES, pin_cpu
 from .tiny_tokenizer import ADDED, BPE_VOCAB
 
 N_TOKENS = BPE_VOCAB + len(ADDED)       # ids the tokenizer defines
@@ -202,6 +202,7 @@ def generation_config() -> GenerationConfig:
 
 def build_clover(out_dir: str, head_gain: float = 6.0, seed: int = SEED_CLOVER,
                  record: dict | None = None) -> None:
+    pin_cpu()   # _tie_specials runs the model: its argmax must not depend on threads
     text = dict(CLOVER_TEXT)
     cfg = Qwen3_5MoeConfig(text_config=text, vision_config=dict(TINY_VISION),
                            image_token_id=token_id("<|image_pad|>"),
@@ -235,6 +236,7 @@ def build_clover(out_dir: str, head_gain: float = 6.0, seed: int = SEED_CLOVER,
 
 
 def build_ar(out_dir: str, head_gain: float = 4.0, seed: int = SEED_AR) -> None:
+    pin_cpu()
     cfg = Qwen3_5MoeTextConfig(**AR_TEXT)
     torch.manual_seed(seed)
     model = Qwen3_5MoeForCausalLM(cfg)

@@ -10,6 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 os.environ.setdefault("RAYON_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -19,7 +20,7 @@ from clover_ref.tiny_tokenizer import build_tokenizer, write_tokenizer  # noqa: 
 
 hf_logging.set_verbosity_error()
 hf_logging.disable_progress_bar()
-set_deterministic()
+set_deterministic()   # before any test computes (CloverModel pins the thread again)
 
 
 def _build(tmp_path_factory, name, build):
