@@ -4,9 +4,10 @@
  *
  * The patterns come from files written for Oniguruma (what Hugging Face
  * `tokenizers` runs). The one difference that matters for them is \s: in
- * Oniguruma it is Unicode White_Space, while PCRE2 (UCP) also counts
- * U+180E and leaves out nothing the same way across versions. So \s and
- * \S are rewritten to the explicit White_Space set before compiling.
+ * Oniguruma it is exactly Unicode White_Space, while PCRE2 10.42 (UCP) also
+ * counts U+180E MONGOLIAN VOWEL SEPARATOR, and PCRE2's set has changed
+ * between releases. So \s and \S are rewritten to the explicit
+ * White_Space set before compiling (\S inside a class is left alone).
  * Subjects are validated once by the encoder, so matching skips PCRE2's
  * UTF check (otherwise each match would re-check the rest of the text).
  */

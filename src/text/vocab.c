@@ -109,12 +109,15 @@ int tok_index_vocab(tokenizer *t, size_t n_merges_hint, clover_error *err) {
         t->byte_id[b] = tok_vocab_find(t, &c, 1);
     }
 
+    if (n_merges_hint > (size_t)TOK_MAX_ID * 4)
+        return error_set(err, CLOVER_E_FORMAT, "%s: %zu merges, expected at most %d", t->name, n_merges_hint,
+                         TOK_MAX_ID * 4);
     size_t bits = 4;
     while (((size_t)1 << bits) < n_merges_hint * 2 + 1) bits++;
     t->merge_bits = bits;
     t->cap_merges = (size_t)1 << bits;
     t->merges = malloc(t->cap_merges * sizeof *t->merges);
-    if (!t->merges) return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for the merges", t->name);
+    if (!t->merges) return error_set(err, CLOVER_E_NOMEM, "%s: out of memory for %zu merges", t->name, n_merges_hint);
     for (size_t i = 0; i < t->cap_merges; i++) t->merges[i] = (tok_merge){.key = 0, .rank = 0, .id = -1};
     return CLOVER_OK;
 }

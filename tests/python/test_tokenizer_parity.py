@@ -14,6 +14,8 @@ strings mixing the same classes:
   * the stream decoder only ever emits valid UTF-8, and its concatenated
     output equals HF's decode (Rust's from_utf8_lossy) also for random id
     sequences that cut characters between byte tokens;
+  * every assigned code point, in contexts where its class decides the
+    split and NFC may compose or reorder it, gives HF's ids;
   * the same files converted to GGUF metadata (with llama.cpp's `gguf`
     package) load through clover's GGUF path and give the same ids;
   * bytes that are not UTF-8 (which HF cannot take) round-trip exactly;
@@ -87,7 +89,8 @@ AWKWARD = [
     "ไทยภาษา", "हिन्दी भाषा", "العربية", "مَرْحَبًا", "עברית", "Русский текст", "Ελληνικά", "Ἀθῆναι",
     "Tiếng Việt", "Türkçe İı", "ǅemal", "Straße STRASSE", "ﬁﬂ ligatures", "ሰላም", "ᚠᚢᚦ", "ꦗꦮ", "𐌰𐌱",
     "e\u0301", "cafe\u0301", "a\u0300\u0301\u0302", "x\u0301\u0316", "\u0301leading mark", "n\u0303o\u0308",
-    "\uac00\u11a7", "\uac00\u11a7\u0301", "\u1100\u1161\u11a7", "\uac00\u11a8", "Å Å Å", "Ω Ω", "ﬀ", "K K", "\u1e9b\u0323", "q\u0307\u0323", "\u0958", "\u2126",
+    "\uac00\u11a7", "\uac00\u11a7\u0301", "\u1100\u1161\u11a7", "\uac00\u11a8",
+    "Å Å Å", "Ω Ω", "ﬀ", "K K", "\u1e9b\u0323", "q\u0307\u0323", "\u0958", "\u2126",
     "🎉", "👍🏽", "👨‍👩‍👧‍👦", "🏳️‍🌈", "🇫🇷🇩🇪", "1️⃣", "❤️", "🧑🏿‍💻", "a🎉b", "🎉🎉🎉", "😀😃😄😁",
     "𝐀𝐁𝐂 𝔸𝔹", "𝟘𝟙𝟚", "\U0001F600text", "\U00010348",
     "\x00", "nul\x00inside", "\x01\x02\x03\x1f\x7f", "\x1b[31mred\x1b[0m",
@@ -261,6 +264,26 @@ def test_decode_round_trip(variant, qwen3_path, qwen35_path, corpus):
         assert stream == decoded
 
 
+def test_every_code_point_matches_hf(qwen35_path):
+    """Each assigned code point (Python's Unicode database) in contexts where
+    its letter / mark / number / space class decides the split and where
+    NFC can compose or reorder it, through the Qwen3.5 pattern."""
+    hf = Tokenizer.from_file(str(qwen35_path))
+    texts = []
+    for cp in range(0x110000):
+        c = chr(cp)
+        if unicodedata.category(c) in ("Cn", "Cs", "Co"):
+            continue
+        t = f"a{c}b 1{c}! '{c} x\u0301{c}{c}\u0301 {c}"
+        if hf.normalizer.normalize_str(t) == unicodedata.normalize("NFC", t):
+            texts.append(t)
+    assert len(texts) > 140000
+    want = hf_ids(qwen35_path, texts, True)
+    got = [r["ids"] for r in run_tool(["--json", str(qwen35_path)], [{"text": t} for t in texts])]
+    bad = sum(g != w for g, w in zip(got, want))
+    assert bad == 0, f"{bad} of {len(texts)} differ:\n" + first_mismatches(texts, got, want)
+
+
 def test_stream_decoder_on_cut_characters(qwen3_path):
     """Random id sequences, biased to byte tokens that split characters."""
     hf = Tokenizer.from_file(str(qwen3_path))
@@ -415,7 +438,8 @@ def test_added_token_options_match_hf(qwen3_path, tmp_path):
     path = tmp_path / "tokenizer.json"
     path.write_text(json.dumps(d, ensure_ascii=False), encoding="utf-8")
     texts = ["a <L> b", "a   <L>", "<R>   b", "x \t<LR>\n y", "<L><R>", "<L> <R>", "a qzw b", "aqzwb", "qzw",
-             "qzws", "a_qzw", "qzw!", "1qzw", "qzẃ", "中qzw", "qzw中", "caf\u00e9", "cafe\u0301", "CAFÉ", "x <sp>  y", "<sp>",
+             "qzws", "a_qzw", "qzw!", "1qzw", "qzw\u0301", "中qzw", "qzw中", "caf\u00e9", "cafe\u0301", "CAFÉ",
+             "x <sp>  y", "<sp>",
              "  <L>  <R>  ", "\u3000<L>\u3000", "qzwqzw", "a qzw", "é qzw é", "<L>qzw<R>"]
     rng = random.Random(5)
     pool = ["<L>", "<R>", "<LR>", "qzw", "café", "cafe\u0301", "<sp>", " ", "  ", "\n", "a", "x", "é", "_", "1",

@@ -58,10 +58,7 @@ static void test_bytelevel_table(void) {
 static void test_utf8_prefix_and_subparts(void) {
     const uint8_t *s;
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"hello world, long ascii", 23), 23);
-    CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"a\xC3\xA9"
-                                                    "b",
-                                   4),
-                 4);
+    CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"a\xC3\xA9\x62", 4), 4);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"abcdefgh\xFF", 9), 8);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"ab\xE4\xBD", 4), 2);
     CHECK_EQ_INT(utf8_valid_prefix((const uint8_t *)"\xF0\x9F\x8E\x89!", 5), 5);
@@ -74,8 +71,7 @@ static void test_utf8_prefix_and_subparts(void) {
     CHECK_EQ_INT(utf8_char_len((const uint8_t *)"\xED\x9F\xBF", 3), 3);
     /* maximal subparts: E4 BD is one (a valid prefix); E0 80 is two (80 cannot follow E0);
      * F0 9F 8E cut short is one of three bytes; a lone continuation is one */
-    s = (const uint8_t *)"\xE4\xBD"
-                         "a";
+    s = (const uint8_t *)"\xE4\xBD\x61";
     CHECK_EQ_INT(utf8_maximal_subpart(s, 3), 2);
     s = (const uint8_t *)"\xE0\x80";
     CHECK_EQ_INT(utf8_maximal_subpart(s, 2), 1);
