@@ -213,6 +213,27 @@ CLOVER_API void clover_penalties_from_record(const clover_record *record, clover
  * the request (the token stays in the result, finish "cancelled"). */
 typedef int (*clover_token_fn)(void *user, int32_t id, float confidence);
 
+/* What one denoising pass left in the block being resolved (block diffusion
+ * only), for a live display. The arrays are the engine's and valid only
+ * during the call. */
+typedef struct clover_pass_view {
+    size_t block_index;       /* 0-based, within the request */
+    size_t pass;              /* passes run on this block: 0 (all rows masked, before the first preview), 1, 2, ... */
+    size_t block_size;        /* rows */
+    size_t position;          /* absolute position of row 0 (the session's committed length) */
+    size_t emitted;           /* tokens emitted by the request before this block */
+    const int32_t *ids;       /* [block_size] the fixed ids; the mask id on rows still masked */
+    const uint8_t *fixed;     /* [block_size] 1: the row is fixed */
+    const int32_t *guesses;   /* [block_size] fixed rows: their id; masked rows: this pass's pick (the mask id at pass 0) */
+    const float *confidences; /* [block_size] the T = 1 probability of each row's guess (0 at pass 0) */
+    size_t n_fixed;           /* rows fixed so far */
+    size_t n_fixed_now;       /* of those, fixed by this pass */
+} clover_pass_view;
+
+/* Called at the start of every block and after every denoising pass;
+ * non-zero cancels the request (finish "cancelled"). */
+typedef int (*clover_pass_fn)(void *user, const clover_pass_view *view);
+
 typedef struct clover_generate_params {
     clover_mode mode;
     size_t max_tokens;  /* tokens to generate at most (default 256); 0 commits the prompt only */
@@ -232,7 +253,9 @@ typedef struct clover_generate_params {
     const int32_t *suppress_ids;
     size_t n_suppress_ids;
     clover_token_fn on_token; /* may be NULL */
-    void *user;               /* passed to on_token */
+    clover_pass_fn on_pass;   /* block diffusion: a live view of each pass; may be NULL (then it costs nothing) */
+    void *user;               /* passed to on_token and on_pass */
+    int skip_special;         /* the result's text leaves out control tokens (not user-defined ones like <think>) */
     /* Checked before every pass (each prompt chunk, each denoising pass, each
      * decoding step); set *cancel to non-zero from any thread (an int store)
      * to stop the request with finish "cancelled". May be NULL. */
@@ -271,6 +294,9 @@ typedef struct clover_generate_stats {
 
 typedef struct clover_generate_result {
     int32_t *ids;            /* [n_generated]: a final stop id included */
+    char *text;              /* the emitted ids decoded, the final stop id left out (NUL-terminated UTF-8,
+                                invalid bytes as U+FFFD); NULL when the model has no tokenizer */
+    size_t text_len;         /* bytes of text, without the terminator */
     float *confidences;      /* [n_generated]: the T = 1 probability of each pick */
     size_t n_generated;
     size_t n_prompt;
@@ -308,6 +334,65 @@ CLOVER_API int clover_score(clover_session *s, const int32_t *ids, size_t n, clo
 /* The same with every token's NLL: nll[0..n-1) (nll[r] scores ids[r+1]). */
 CLOVER_API int clover_score_tokens(clover_session *s, const int32_t *ids, size_t n, double *nll,
                                    clover_score_result *out, clover_error *err);
+
+
+/* ---- text (the model's tokenizer and chat template) ----
+ * The tokenizer is the model's own (its GGUF tokenizer.ggml.* metadata);
+ * a model without one answers CLOVER_E_UNSUPPORTED. Text is UTF-8; invalid
+ * bytes never fail (they round-trip through byte tokens). Strings and arrays
+ * returned here are allocated by the library: release them with clover_free. */
+CLOVER_API void clover_free(void *p);
+
+/* Encodes text: added tokens are matched whole; special (control) tokens only
+ * when allow_special is non-zero (otherwise their text is ordinary text). */
+CLOVER_API int clover_tokenize(const clover_model *m, const char *text, size_t len, int allow_special,
+                               int32_t **ids, size_t *n_ids, clover_error *err);
+/* Decodes ids to bytes (NUL-terminated; *len without the terminator);
+ * skip_special drops control tokens (not user-defined ones like <think>). */
+CLOVER_API int clover_detokenize(const clover_model *m, const int32_t *ids, size_t n, int skip_special,
+                                 char **text, size_t *len, clover_error *err);
+/* The id of a token's exact text, or -1. */
+CLOVER_API int32_t clover_token_id(const clover_model *m, const char *token_text);
+
+/* Incremental decoding for streaming: each push returns only whole UTF-8
+ * characters (the pointer stays valid until the next call on the stream). */
+typedef struct clover_text_stream clover_text_stream;
+CLOVER_API int clover_text_stream_create(clover_text_stream **out, const clover_model *m, int skip_special,
+                                         clover_error *err);
+CLOVER_API int clover_text_stream_push(clover_text_stream *s, int32_t id, const char **piece, size_t *len,
+                                       clover_error *err);
+CLOVER_API int clover_text_stream_flush(clover_text_stream *s, const char **piece, size_t *len,
+                                        clover_error *err);
+CLOVER_API void clover_text_stream_free(clover_text_stream *s);
+
+/* Qwen3.5's ChatML (TRUNK.md 6): system / user / assistant / tool turns;
+ * earlier assistant turns lose their reasoning; the generation prompt opens
+ * "<think>\n" (thinking on, the default) or "<think>\n\n</think>\n\n" (off). */
+typedef struct clover_chat_message {
+    const char *role;              /* "system", "user", "assistant", "tool" */
+    const char *content;           /* UTF-8, may be NULL (empty) */
+    const char *reasoning_content; /* assistant turns: the reasoning, or NULL (split from content at </think>) */
+} clover_chat_message;
+
+typedef struct clover_chat_options {
+    int add_generation_prompt; /* non-zero (default): end with the assistant's opening */
+    int enable_thinking;       /* non-zero (default): "<think>\n"; zero: an empty think block */
+} clover_chat_options;
+
+CLOVER_API void clover_chat_options_init(clover_chat_options *o);
+CLOVER_API int clover_chat_render(const clover_model *m, const clover_chat_message *msgs, size_t n,
+                                  const clover_chat_options *opts, char **text, clover_error *err);
+/* Splits an answer (the text after the generation prompt) at the first
+ * "</think>": reasoning before it (trimmed of newlines), content after it
+ * (leading newlines dropped). Without "</think>": when thinking was on the
+ * whole answer is reasoning still open; off, it is all content. Offsets into
+ * answer; either part may be empty. */
+typedef struct clover_answer_parts {
+    size_t reasoning_off, reasoning_len;
+    size_t content_off, content_len;
+    int think_closed; /* "</think>" was found */
+} clover_answer_parts;
+CLOVER_API void clover_answer_split(const char *answer, size_t len, int thinking, clover_answer_parts *out);
 
 #ifdef __cplusplus
 }

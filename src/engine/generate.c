@@ -6,12 +6,14 @@
  * reuse (SPEC.md 3 item 4, reference DECISIONS 9).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
 #include "engine/request.h"
+#include "engine/result_text.h"
 #include "engine/stats.h"
 #include "model/model.h"
 
@@ -58,6 +60,7 @@ void clover_generate_result_free(clover_generate_result *r) {
     mem_free(r->ids);
     mem_free(r->confidences);
     mem_free(r->passes_per_block);
+    free(r->text); /* the tokenizer's buffers are malloc'd */
     memset(r, 0, sizeof *r);
 }
 
@@ -195,8 +198,14 @@ int clover_generate(clover_session *s, const int32_t *prompt, size_t n_prompt, c
         return rc;
     }
     if (out->finish == CLOVER_FINISH_CANCELLED) engine_session_forget(s);
+    out->committed_after = s->n_ids;
+    rc = engine_result_text(s->model, out, rq.p->skip_special, err);
+    if (rc) { /* out of memory: a failed request, which leaves nothing to reuse */
+        engine_session_forget(s);
+        clover_generate_result_free(out);
+        return rc;
+    }
     out->stats.total_s = timer_now() - t0;
     engine_stats_finish(&out->stats, out->n_generated);
-    out->committed_after = s->n_ids;
     return CLOVER_OK;
 }

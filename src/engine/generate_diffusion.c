@@ -45,7 +45,7 @@ static void pick_task(void *ctx, size_t task, size_t thread) {
 /* One pass's picks for the pending rows, then the LowConfidence rule:
  * every row above the threshold is fixed, else the most confident one
  * (ties: the lowest row). */
-static int pass_pick(engine_request *rq, bool think_open, size_t *n_pending, clover_error *err) {
+static int pass_pick(engine_request *rq, bool think_open, size_t *n_pending, size_t *n_fixed, clover_error *err) {
     clover_session *s = rq->s;
     const size_t B = rq->block;
     size_t n = 0;
@@ -86,11 +86,13 @@ static int pass_pick(engine_request *rq, bool think_open, size_t *n_pending, clo
         fixed = 1;
     }
     *n_pending -= fixed;
+    *n_fixed = fixed;
     return CLOVER_OK;
 }
 
-/* Resolves one block in place (s->block, s->block_conf). *cancelled when
- * the cancel flag stopped it first. */
+/* Resolves one block in place (s->block, s->block_conf), showing it to the
+ * caller's on_pass at the start and after every pass. *cancelled when the
+ * cancel flag or on_pass stopped it first. */
 static int resolve_block(engine_request *rq, bool *cancelled, clover_error *err) {
     clover_session *s = rq->s;
     clover_generate_result *res = rq->res;
@@ -104,9 +106,12 @@ static int resolve_block(engine_request *rq, bool *cancelled, clover_error *err)
         s->block[r] = (int32_t)rec->mask_token_id;
         s->block_conf[r] = 0.0f;
         s->pending[r] = 1;
+        s->pick_id[r] = (int32_t)rec->mask_token_id; /* what a pass view shows before the first pass */
+        s->pick_conf[r] = 0.0f;
     }
-    size_t n_pending = B, passes = 0;
-    *cancelled = false;
+    size_t n_pending = B, passes = 0, n_fixed = 0;
+    request_report_pass(rq, 0, 0, cancelled);
+    if (*cancelled) return CLOVER_OK;
     while (n_pending > 0) {
         if (passes == B)
             return error_set(err, CLOVER_E_INTERNAL,
@@ -130,9 +135,11 @@ static int resolve_block(engine_request *rq, bool *cancelled, clover_error *err)
         }
         passes++;
         t = timer_now();
-        rc = pass_pick(rq, think_open, &n_pending, err);
+        rc = pass_pick(rq, think_open, &n_pending, &n_fixed, err);
         st->pick_s += timer_now() - t;
         if (rc) return rc;
+        request_report_pass(rq, passes, n_fixed, cancelled);
+        if (*cancelled) return CLOVER_OK;
     }
     st->passes += passes;
     st->blocks++;

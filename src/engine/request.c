@@ -68,6 +68,29 @@ int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover
     return CLOVER_OK;
 }
 
+void request_report_pass(engine_request *rq, size_t passes, size_t n_fixed_now, bool *cancel) {
+    *cancel = false;
+    if (!rq->p->on_pass) return;
+    clover_session *s = rq->s;
+    size_t n_fixed = 0;
+    for (size_t r = 0; r < rq->block; r++) {
+        s->view_fixed[r] = !s->pending[r];
+        n_fixed += s->view_fixed[r];
+    }
+    const clover_pass_view v = {.block_index = rq->res->n_blocks,
+                                .pass = passes,
+                                .block_size = rq->block,
+                                .position = s->n_ids,
+                                .emitted = rq->res->n_generated,
+                                .ids = s->block,
+                                .fixed = s->view_fixed,
+                                .guesses = s->pick_id,
+                                .confidences = s->pick_conf,
+                                .n_fixed = n_fixed,
+                                .n_fixed_now = n_fixed_now};
+    *cancel = rq->p->on_pass(rq->p->user, &v) != 0;
+}
+
 int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
     clover_generate_result *r = rq->res;
     if (r->n_blocks == rq->cap_blocks) {

@@ -51,6 +51,11 @@ void request_forbid(const engine_request *rq, float *row);
  * end it with finish "cancelled". *ended tells the loop to stop. */
 int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover_error *err);
 
+/* Shows the block being resolved to the caller's on_pass (if any) after
+ * `passes` passes, n_fixed_now rows fixed by the last one; *cancel when the
+ * callback asks to stop. */
+void request_report_pass(engine_request *rq, size_t passes, size_t n_fixed_now, bool *cancel);
+
 /* Records a resolved block's pass count. */
 int request_push_block(engine_request *rq, uint32_t passes, clover_error *err);
 

@@ -37,6 +37,7 @@ static void session_free_buffers(clover_session *s) {
     mem_free(s->pick_u);
     mem_free(s->pick_rc);
     mem_free(s->pick_err);
+    mem_free(s->view_fixed);
     penalty_state_free(&s->pen);
     if (s->samp)
         for (size_t i = 0; i < s->n_workers; i++)
@@ -68,8 +69,10 @@ static int session_alloc(clover_session *s, clover_error *err) {
     s->pick_u = mem_calloc(b, sizeof *s->pick_u);
     s->pick_rc = mem_calloc(b, sizeof *s->pick_rc);
     s->pick_err = mem_calloc(b, sizeof *s->pick_err);
+    s->view_fixed = mem_calloc(b, 1);
     if (!s->last_logits || !s->row || !s->is_stop || (s->max_block && !s->logits) || !s->block || !s->block_conf ||
-        !s->pending || !s->pick_id || !s->pick_conf || !s->pick_rows || !s->pick_u || !s->pick_rc || !s->pick_err)
+        !s->pending || !s->pick_id || !s->pick_conf || !s->pick_rows || !s->pick_u || !s->pick_rc || !s->pick_err ||
+        !s->view_fixed)
         return error_set(err, CLOVER_E_NOMEM, "session: no memory for the scratch of a %zu-row block over %zu ids",
                          b, v);
     int rc;
@@ -210,14 +213,14 @@ int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, b
     *cancelled = false;
     for (size_t i = 0; i < n; i++)
         if (prompt[i] < 0 || (size_t)prompt[i] >= s->n_vocab)
-            return error_set(err, CLOVER_E_INVALID, "prompt: token %zu is id %d, expected 0..%zu", i, prompt[i],
+            return error_set(err, CLOVER_E_INVALID, "token %zu is id %d, expected 0..%zu", i, prompt[i],
                              s->n_vocab - 1);
     size_t reuse = 0;
     if (s->n_ids > 0 && s->n_ids <= n && !memcmp(s->ids, prompt, s->n_ids * sizeof *prompt)) reuse = s->n_ids;
     if (want_logits && reuse == n && !s->last_valid) reuse = 0; /* nothing to decode from: recommit */
     if (reuse == 0) engine_session_forget(s);
     if (want_logits && n == 0)
-        return error_set(err, CLOVER_E_INVALID, "prompt: empty; autoregressive decoding needs at least one token");
+        return error_set(err, CLOVER_E_INVALID, "empty; autoregressive decoding needs at least one token");
     for (size_t a = reuse; a < n; a += s->max_rows) {
         if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
             engine_session_forget(s);

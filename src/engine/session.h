@@ -48,6 +48,7 @@ struct clover_session {
     double *pick_u;     /* [max_block] their draws, taken in row order before the tasks run */
     int *pick_rc;       /* [max_block] each task's status */
     clover_error *pick_err; /* [max_block] each task's message */
+    uint8_t *view_fixed;    /* [max_block] the fixed flags a clover_pass_view shows */
     penalty_state pen;
     threadpool *pool;       /* runs a pass's picks (NULL: inline); min(threads, block) threads */
     size_t n_workers;       /* threadpool_size(pool) */

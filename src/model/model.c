@@ -1,7 +1,8 @@
 /*
  * model.c: the public model API. Loading is a fixed sequence of checks over
- * the mapped file (architecture, hyper-parameters, tokenizer, record,
- * weights); the first failure stops it, gets the file name in front of its
+ * the mapped file (architecture, hyper-parameters, tokenizer metadata,
+ * record, weights, then the tokenizer built from its metadata); the first
+ * failure stops it, gets the file name in front of its
  * message and frees whatever was built, so a caller never sees a half-loaded
  * model.
  */
@@ -24,13 +25,23 @@ static int check_architecture(const gguf_file *f, clover_error *err) {
     return CLOVER_OK;
 }
 
+/* The encoder and decoder of the file's tokenizer, when it has one: a
+ * model without tokenizer metadata still loads (token ids in and out), but
+ * metadata that is there and cannot be used is a load error, like any other
+ * bad key. */
+static int load_tokenizer(clover_model *m, clover_error *err) {
+    if (!m->tok.model) return CLOVER_OK;
+    return tokenizer_load_gguf(&m->tokenizer, m->file, err); /* its messages name the file and key */
+}
+
 static int load_steps(clover_model *m, clover_error *err) {
     int rc;
     if ((rc = check_architecture(m->file, err))) return rc;
     if ((rc = model_hparams_read(m->file, &m->hp, err))) return rc;
     if ((rc = model_tokenizer_read(m->file, m->hp.n_vocab, &m->tok, err))) return rc;
     if ((rc = model_record_read(m->file, m->hp.n_vocab, &m->record, &m->has_record, err))) return rc;
-    return model_weights_bind(m, err);
+    if ((rc = model_weights_bind(m, err))) return rc;
+    return load_tokenizer(m, err); /* last: the costliest step, once the file is known to be a model */
 }
 
 /* Takes ownership of f (closed on failure). */
@@ -77,6 +88,7 @@ void clover_model_free(clover_model *m) {
     if (!m) return;
     model_record_free(&m->record);
     model_tokenizer_free(&m->tok);
+    tokenizer_free(m->tokenizer);
     mem_free(m->layers);
     mem_free(m->layer_kinds);
     gguf_close(m->file);

@@ -2,7 +2,8 @@
  * model.h: the loaded model as the backends see it. Immutable after load and
  * shared by every session: the mapped GGUF, the hyper-parameters, the
  * block-diffusion record (or none: an autoregressive model), the tokenizer
- * metadata and every weight bound by name with its shape and type checked.
+ * metadata and the tokenizer built from it (src/text), and every weight bound
+ * by name with its shape and type checked.
  *
  * Everything follows llama.cpp's `qwen35moe` conventions, so a file converted
  * by llama.cpp loads here and ours load there:
@@ -27,6 +28,7 @@
 
 #include "clover.h"
 #include "gguf/gguf.h"
+#include "text/tokenizer.h"
 
 #define MODEL_ARCH "qwen35moe"
 
@@ -164,6 +166,7 @@ struct clover_model {
     bool has_record;     /* false: an autoregressive model */
     model_record record; /* valid when has_record; stop_token_ids owned */
     model_tokenizer tok;
+    tokenizer *tokenizer; /* built from tok at load; NULL when the file has no tokenizer.ggml.model */
 
     model_weight token_embd;  /* {n_embd, n_vocab} */
     model_weight output_norm; /* {n_embd} F32, 1 + w */

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "default_model.h"
+#include "load_progress.h"
 
 int cli_parse_ids(const char *cmd, const char *opt, const char *s, int32_t **ids, size_t *n) {
     *ids = NULL;
@@ -76,6 +77,7 @@ int cli_load_model(const char *cmd, const char *path, clover_model **out) {
     clover_error err = {0};
     int rc;
     if (path) {
+        cli_prefetch_model(path);
         rc = clover_model_load(out, path, &err);
     } else {
         size_t len;

@@ -18,5 +18,8 @@ int cmd_info(int argc, char **argv);
 int cmd_convert(int, char **);
 int cmd_run(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

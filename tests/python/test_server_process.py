@@ -1,0 +1,202 @@
+"""`clover serve` as a process, and the helpers every server test uses.
+
+Helpers: start a server on a free loopback port (--port 0; the port is read
+from its log line), talk raw HTTP to it, read its Prometheus metrics, and stop
+it, checking that it exits cleanly (status 0, no sanitizer report: under the
+ASan build, CLOVER_BUILD_DIR points there).
+
+Tests: options that cannot work are refused with one line and the documented
+exit code, and SIGTERM ends a server with requests in flight cleanly (the
+running stream is finished with [DONE], the waiting request answered 503)."""
+
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+SOURCE = Path(os.environ.get("CLOVER_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BUILD = Path(os.environ.get("CLOVER_BUILD_DIR", "build"))
+CLOVER = BUILD / "clover"
+FIXTURES = SOURCE / "tests" / "fixtures"
+SANITIZER_MARKS = ("AddressSanitizer", "LeakSanitizer", "UndefinedBehaviorSanitizer", "runtime error:")
+
+
+class Server:
+    def __init__(self, proc, port, log):
+        self.proc, self.port, self.log = proc, port, log
+
+    @property
+    def base_url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def request(self, method, path, body=None, headers=None, timeout=60):
+        """(status, headers dict (lower-case names), body bytes)."""
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def post_json(self, path, body, timeout=60):
+        status, headers, data = self.request("POST", path, body, {"Content-Type": "application/json"}, timeout)
+        return status, json.loads(data) if data else None
+
+    def metrics(self):
+        """{'name' or 'name{labels}': value}"""
+        status, _, data = self.request("GET", "/metrics")
+        assert status == 200
+        out = {}
+        for line in data.decode().splitlines():
+            if line and not line.startswith("#"):
+                key, value = line.rsplit(" ", 1)
+                out[key] = float(value)
+        return out
+
+    def log_text(self):
+        return self.log.read_text(errors="replace")
+
+
+def start_server(model, log, *args, timeout=120):
+    cmd = [str(CLOVER), "serve", "-m", str(model), "--port", "0", "--threads", "1", *map(str, args)]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    deadline = time.time() + timeout
+    port = None
+    while time.time() < deadline:
+        m = re.search(r"listening on http://[^:]+:(\d+)", log.read_text(errors="replace"))
+        if m:
+            port = int(m.group(1))
+            break
+        if proc.poll() is not None:
+            raise AssertionError(f"clover serve exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    if port is None:
+        proc.kill()
+        raise AssertionError("clover serve did not start listening:\n" + log.read_text(errors="replace"))
+    srv = Server(proc, port, log)
+    while time.time() < deadline:
+        try:
+            if srv.request("GET", "/health", timeout=5)[0] == 200:
+                return srv
+        except OSError:
+            pass
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("/health never answered")
+
+
+def stop_server(srv, timeout=60):
+    """SIGTERM, then the exit status and the log must be clean. Kills it if it hangs."""
+    if srv.proc.poll() is None:
+        srv.proc.send_signal(signal.SIGTERM)
+    try:
+        rc = srv.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.proc.kill()
+        srv.proc.wait()
+        raise AssertionError("clover serve did not stop on SIGTERM:\n" + srv.log_text())
+    text = srv.log_text()
+    for mark in SANITIZER_MARKS:
+        assert mark not in text, text
+    assert rc == 0, f"clover serve exited with {rc}:\n{text}"
+
+
+def convert_fixture(name, out):
+    r = subprocess.run([str(CLOVER), "convert", str(FIXTURES / name / "hf"), "-o", str(out), "--type", "f32",
+                        "--threads", "1"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def wait_for(cond, timeout=30.0):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def parse_response(raw):
+    head, _, body = raw.partition(b"\r\n\r\n")
+    status = int(head.split(b" ", 2)[1])
+    return status, body
+
+
+# ---- the process ----
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    if not CLOVER.exists():
+        pytest.fail(f"{CLOVER} is missing: build the clover target first")
+    return convert_fixture("tiny_clover", tmp_path_factory.mktemp("model") / "tiny_clover.gguf")
+
+
+@pytest.mark.parametrize("args,code,message", [
+    (["--port", "70000"], 2, "--port needs a number up to 65535"),
+    (["--queue", "0"], 2, "--queue must be at least 1"),
+    (["--max-body", "10"], 2, "--max-body must be at least 64"),
+    (["--frobnicate", "1"], 2, "unknown option '--frobnicate'"),
+    (["-m", "/nonexistent/model.gguf"], 1, "/nonexistent/model.gguf"),
+    (["--host", "no-such-host.invalid"], 1, "--host no-such-host.invalid: cannot resolve it"),
+])
+def test_bad_options(args, code, message):
+    r = subprocess.run([str(CLOVER), "serve", *args], capture_output=True, text=True, timeout=60)
+    assert r.returncode == code, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines and message in lines[-1], r.stderr
+
+
+def test_port_in_use(model, tmp_path):
+    srv = start_server(model, tmp_path / "a.log")
+    try:
+        r = subprocess.run([str(CLOVER), "serve", "-m", str(model), "--port", str(srv.port)], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 1 and f"cannot listen on 127.0.0.1 port {srv.port}" in r.stderr
+        assert srv.request("GET", "/health")[0] == 200
+    finally:
+        stop_server(srv)
+
+
+def test_shutdown_with_requests_in_flight(model, tmp_path):
+    """SIGTERM while one request streams and one waits: the stream ends with [DONE], the waiting one gets 503,
+    and the server exits cleanly."""
+    srv = start_server(model, tmp_path / "serve.log", "--queue", 4)
+    body = {"prompt": "Go on:", "max_tokens": 4000, "ignore_eos": True}
+    socks = []
+    try:
+        for stream, wait in ((True, lambda m: m["clover_busy"] == 1.0), (False, lambda m: m["clover_queue_length"] == 1.0)):
+            data = json.dumps(dict(body, stream=stream)).encode()
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
+            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+            socks.append(s)
+            assert wait_for(lambda: wait(srv.metrics()))
+        srv.proc.send_signal(signal.SIGTERM)
+        got = []
+        for s in socks:
+            chunks = []
+            while True:
+                b = s.recv(65536)
+                if not b:
+                    break
+                chunks.append(b)
+            got.append(b"".join(chunks))
+        assert b'"finish_reason":"cancelled"' in got[0] and got[0].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
+        status, payload = parse_response(got[1])
+        assert status == 503 and json.loads(payload)["error"]["code"] == "shutting_down"
+    finally:
+        for s in socks:
+            s.close()
+        stop_server(srv)

@@ -1,0 +1,161 @@
+/*
+ * gen_opts.c: see gen_opts.h. Values are checked here as far as the CLI
+ * can (numbers, ranges that never depend on the model); what depends on the
+ * model (a block size that must divide the record's, ids below the
+ * vocabulary) is the engine's to check, with its own message.
+ */
+#include "gen_opts.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_args.h"
+
+const char GEN_OPTS_HELP[] =
+    "  --max-tokens N              tokens to generate at most (default 256)\n"
+    "  --temperature T             0 (default) is greedy; above, sampling\n"
+    "  --top-k K                   sampling: keep logits >= the K-th (0: off)\n"
+    "  --top-p P                   sampling: nucleus mass (1: off)\n"
+    "  --seed N                    the sampler's SplitMix64 seed (default 0)\n"
+    "  --threshold T               block diffusion: override the record's threshold (0..1)\n"
+    "  --block N                   block diffusion: override the block size (a divisor of\n"
+    "                              the record's)\n"
+    "  --ar                        autoregressive decoding on a Clover model\n"
+    "  --ignore-eos                stop ids do not end the answer\n"
+    "  --stop LIST                 extra ids that end the answer\n"
+    "  --suppress LIST             ids never generated\n"
+    "  --presence-penalty X, --frequency-penalty X, --repetition-penalty X,\n"
+    "  --length-penalty X, --length-penalty-start N, --length-penalty-window N,\n"
+    "  --think-end-bias X, --think-end-start N, --think-end-window N\n"
+    "                              block diffusion: override one of the record's penalties\n"
+    "  --no-penalties              block diffusion: no penalties (those given above still apply)\n"
+    "  --skip-special              leave control tokens (like <|im_start|>) out of the text\n"
+    "  --threads N                 CPU threads (default: every CPU)\n"
+    "  --dump-first-preview FILE   write the prompt ids and each row's top-10 logits of\n"
+    "                              the first pass as JSON (parity probe)\n";
+
+void gen_opts_init(gen_opts *g) {
+    memset(g, 0, sizeof *g);
+    clover_generate_params_init(&g->p);
+}
+
+void gen_opts_free(gen_opts *g) {
+    free(g->stop);
+    free(g->suppress);
+    memset(g, 0, sizeof *g);
+}
+
+/* The penalty options: a float or a count each, in the order of pen_set's bits. */
+static const struct {
+    const char *opt;
+    size_t off;
+    int is_count;
+} penalty_opts[] = {
+    {"--presence-penalty", offsetof(clover_penalties, presence_penalty), 0},
+    {"--frequency-penalty", offsetof(clover_penalties, frequency_penalty), 0},
+    {"--repetition-penalty", offsetof(clover_penalties, repetition_penalty), 0},
+    {"--length-penalty", offsetof(clover_penalties, length_penalty), 0},
+    {"--length-penalty-start", offsetof(clover_penalties, length_penalty_start), 1},
+    {"--length-penalty-window", offsetof(clover_penalties, length_penalty_window), 1},
+    {"--think-end-bias", offsetof(clover_penalties, think_end_bias), 0},
+    {"--think-end-start", offsetof(clover_penalties, think_end_start), 1},
+    {"--think-end-window", offsetof(clover_penalties, think_end_window), 1},
+};
+#define N_PENALTY_OPTS (sizeof penalty_opts / sizeof penalty_opts[0])
+_Static_assert(sizeof(float) == 4 && sizeof(uint32_t) == 4, "penalty fields are copied as 4 bytes");
+
+/* 0 taken, -1 a bad value, 1 not a penalty option. */
+static int penalty_valued(gen_opts *g, const char *cmd, const char *a, const char *v) {
+    for (size_t i = 0; i < N_PENALTY_OPTS; i++) {
+        if (strcmp(a, penalty_opts[i].opt) != 0) continue;
+        char *field = (char *)&g->pen + penalty_opts[i].off;
+        if (penalty_opts[i].is_count) {
+            uint64_t x;
+            if (cli_parse_u64(cmd, a, v, UINT32_MAX, &x)) return -1;
+            uint32_t u = (uint32_t)x;
+            memcpy(field, &u, sizeof u);
+        } else {
+            float f;
+            if (cli_parse_float(cmd, a, v, &f)) return -1;
+            memcpy(field, &f, sizeof f);
+        }
+        g->pen_set |= 1u << i;
+        return 0;
+    }
+    return 1;
+}
+
+void gen_opts_bind(gen_opts *g, const clover_model *m) {
+    if (!g->pen_set && !g->no_penalties) return; /* the record's own (p.penalties NULL) */
+    clover_model_info info;
+    clover_model_get_info(m, &info);
+    clover_penalties base;
+    clover_penalties_from_record(g->no_penalties ? NULL : info.record, &base);
+    for (size_t i = 0; i < N_PENALTY_OPTS; i++) /* the given fields over the base */
+        if (g->pen_set & (1u << i))
+            memcpy((char *)&base + penalty_opts[i].off, (const char *)&g->pen + penalty_opts[i].off, 4);
+    g->pen = base;
+    g->p.penalties = &g->pen;
+}
+
+int gen_opts_flag(gen_opts *g, const char *a) {
+    if (!strcmp(a, "--ar")) g->p.mode = CLOVER_MODE_AUTOREGRESSIVE;
+    else if (!strcmp(a, "--no-penalties")) g->no_penalties = 1;
+    else if (!strcmp(a, "--ignore-eos")) g->p.ignore_eos = 1;
+    else if (!strcmp(a, "--skip-special")) g->p.skip_special = 1;
+    else return 0;
+    return 1;
+}
+
+int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) {
+    uint64_t x = 0;
+    int rc = 0;
+    if (!strcmp(a, "--stop")) {
+        free(g->stop);
+        rc = cli_parse_ids(cmd, a, v, &g->stop, &g->n_stop);
+    } else if (!strcmp(a, "--suppress")) {
+        free(g->suppress);
+        rc = cli_parse_ids(cmd, a, v, &g->suppress, &g->n_suppress);
+    } else if (!strcmp(a, "--max-tokens")) {
+        rc = cli_parse_u64(cmd, a, v, 1u << 30, &x);
+        g->p.max_tokens = (size_t)x;
+    } else if (!strcmp(a, "--temperature")) {
+        rc = cli_parse_float(cmd, a, v, &g->p.temperature);
+    } else if (!strcmp(a, "--top-k")) {
+        rc = cli_parse_u64(cmd, a, v, INT32_MAX, &x);
+        g->p.top_k = (int32_t)x;
+    } else if (!strcmp(a, "--top-p")) {
+        rc = cli_parse_float(cmd, a, v, &g->p.top_p);
+    } else if (!strcmp(a, "--seed")) {
+        rc = cli_parse_u64(cmd, a, v, UINT64_MAX, &g->p.seed);
+    } else if (!strcmp(a, "--threshold")) {
+        rc = cli_parse_float(cmd, a, v, &g->p.threshold);
+        if (!rc && !(g->p.threshold >= 0.0f && g->p.threshold <= 1.0f)) {
+            fprintf(stderr, "clover %s: --threshold %s: expected a value in [0, 1]\n", cmd, v);
+            rc = -1;
+        }
+    } else if (!strcmp(a, "--block")) {
+        rc = cli_parse_u64(cmd, a, v, UINT32_MAX, &x);
+        if (!rc && x == 0) {
+            fprintf(stderr, "clover %s: --block must be at least 1\n", cmd);
+            rc = -1;
+        }
+        g->p.block_size = (uint32_t)x;
+    } else if (!strcmp(a, "--threads")) {
+        rc = cli_parse_u64(cmd, a, v, 4096, &g->threads);
+    } else if (!strcmp(a, "--dump-first-preview")) {
+        g->p.dump_first_preview = v;
+    } else {
+        return penalty_valued(g, cmd, a, v);
+    }
+    return rc ? -1 : 0;
+}
+
+void gen_opts_finish(gen_opts *g) {
+    g->p.stop_ids = g->stop;
+    g->p.n_stop_ids = g->n_stop;
+    g->p.suppress_ids = g->suppress;
+    g->p.n_suppress_ids = g->n_suppress;
+}

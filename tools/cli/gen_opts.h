@@ -1,0 +1,41 @@
+/*
+ * gen_opts.h: the generation options that `clover run` and `clover chat`
+ * share (every parameter clover_generate takes), parsed the same way and
+ * described by one help text.
+ */
+#ifndef CLOVER_CLI_GEN_OPTS_H
+#define CLOVER_CLI_GEN_OPTS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clover.h"
+
+typedef struct gen_opts {
+    clover_generate_params p;
+    /* penalty overrides: the record's values with these fields replaced */
+    clover_penalties pen;
+    unsigned pen_set;  /* which fields of pen were given (bit per field) */
+    int no_penalties;  /* start from no penalties instead of the record's */
+    int32_t *stop, *suppress; /* owned; p points at them after gen_opts_finish */
+    size_t n_stop, n_suppress;
+    uint64_t threads; /* session threads; 0: every CPU */
+} gen_opts;
+
+/* The help lines of these options (for a usage text). */
+extern const char GEN_OPTS_HELP[];
+
+void gen_opts_init(gen_opts *g);
+void gen_opts_free(gen_opts *g);
+/* An option without a value: 1 when it was one of these. */
+int gen_opts_flag(gen_opts *g, const char *opt);
+/* An option with a value: 0 taken, -1 a bad value (reported as
+ * "clover CMD: ..."), 1 not one of these. */
+int gen_opts_valued(gen_opts *g, const char *cmd, const char *opt, const char *value);
+/* Points p at the id lists. */
+void gen_opts_finish(gen_opts *g);
+/* Once the model is loaded: the penalties override (when any penalty
+ * option was given), the record's values with the given ones replaced. */
+void gen_opts_bind(gen_opts *g, const clover_model *m);
+
+#endif

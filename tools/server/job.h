@@ -1,0 +1,85 @@
+/*
+ * job.h: one generation request on its way from a connection thread to the
+ * scheduler and back.
+ *
+ * Two threads share a job: the connection that made it (waiting for the
+ * result, or for stream bytes) and the scheduler (running it). Either may
+ * finish with it first: a client can leave while its job is queued or
+ * running, and the scheduler can finish before a slow client has read the
+ * stream. So a job is reference-counted and everything that changes after
+ * submission is guarded by its mutex; the cancel flag is the one exception,
+ * a plain int store that the engine polls before every pass.
+ */
+#ifndef CLOVER_SERVER_JOB_H
+#define CLOVER_SERVER_JOB_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "byte_buf.h"
+#include "clover.h"
+#include "request_parse.h"
+
+typedef enum job_state { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 } job_state;
+
+typedef struct job {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* on CLOCK_MONOTONIC: progress (stream bytes, done) */
+    int refs;
+
+    /* the request: written before submission, read-only afterwards */
+    server_endpoint endpoint;
+    int stream, include_usage;
+    int split;            /* chat with thinking on: reasoning_content / content */
+    char id[48];          /* "chatcmpl-..." / "cmpl-..." */
+    long long created;    /* Unix seconds */
+    const char *model_id; /* the server's, outlives every job */
+    int32_t *prompt;      /* [n_prompt] */
+    size_t n_prompt;
+    clover_generate_params params; /* on_token, user and cancel are set by the runner */
+    clover_penalties penalties;    /* params.penalties points here when the request overrides them */
+    char *stops[SERVER_MAX_STOPS];
+    size_t n_stops;
+    double t_submit; /* timer: queue wait */
+
+    volatile int cancel; /* non-zero: stop at the next pass (client gone, shutdown) */
+
+    /* progress and result: under mu */
+    job_state state;
+    byte_buf sse; /* streaming: event bytes the connection has not sent yet */
+    int failed;   /* the request failed: error holds the answer */
+    server_error error;
+    char *text;   /* the answer (stop sequence cut), NUL-terminated */
+    size_t text_len;
+    size_t reasoning_off, reasoning_len; /* split: the parts of text (answer_stream) */
+    size_t content_off, content_len;
+    const char *finish_reason; /* "stop", "length" or "cancelled" */
+    int client_cancelled;      /* the client left before the end */
+    size_t completion_tokens, reused_tokens;
+    clover_mode mode;
+    double queue_s;
+    clover_generate_stats stats;
+} job;
+
+/* A job holding one reference (the caller's). NULL when out of memory. */
+job *job_create(void);
+void job_ref(job *j);
+void job_unref(job *j);
+
+/* Appends stream bytes (the scheduler) and wakes the connection. 0 or -1 (out of memory). */
+int job_append_sse(job *j, const char *data, size_t len);
+
+/* Waits, as the connection thread, until the job is done or (want_bytes)
+ * stream bytes are waiting. fd is the client's socket: every 50 ms the
+ * wait checks that the client is still there; if it has gone, the job is
+ * cancelled and 0 returned. 1: ready. Call with mu held (returns with it held). */
+int job_wait_locked(job *j, int fd, int want_bytes);
+
+/* Monotonic seconds. */
+double job_now(void);
+
+/* 1 when the peer of the connected socket fd has closed or reset it. */
+int job_peer_gone(int fd);
+
+#endif

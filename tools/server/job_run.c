@@ -1,0 +1,158 @@
+/*
+ * job_run.c: the per-token path is id -> clover_text_stream (whole UTF-8
+ * characters) -> answer_stream (stop sequences, reasoning / content) ->
+ * stream event. The same path builds the non-streaming answer, so both
+ * kinds of request cut at the same place and count the same tokens. A stop
+ * sequence or a departed client ends the generation from the callback
+ * (the engine then stops before its next pass).
+ */
+#include "job_run.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "answer_stream.h"
+#include "response.h"
+
+typedef struct run_ctx {
+    job *j;
+    clover_text_stream *ts;
+    answer_stream as;
+    byte_buf ev; /* scratch for one event */
+    int stop_hit;
+    int failed; /* out of memory or a text error: ends the generation */
+    clover_error err;
+} run_ctx;
+
+/* Sends the deltas of the last push / finish (streaming only). */
+static int emit(run_ctx *c) {
+    job *j = c->j;
+    if (!j->stream || (!c->as.reasoning_len && !c->as.content_len)) return 0;
+    c->ev.n = c->ev.off = 0;
+    if (response_sse_delta(j, c->as.reasoning, c->as.reasoning_len, c->as.content, c->as.content_len, &c->ev) ||
+        job_append_sse(j, c->ev.v, c->ev.n))
+        return -1;
+    return 0;
+}
+
+static int push_text(run_ctx *c, const char *piece, size_t len) {
+    if (answer_stream_push(&c->as, piece, len) || emit(c)) {
+        c->failed = 1;
+        c->err.code = CLOVER_E_NOMEM;
+        strcpy(c->err.message, "out of memory while streaming the answer");
+        return -1;
+    }
+    if (c->as.stopped) c->stop_hit = 1;
+    return 0;
+}
+
+static int on_token(void *user, int32_t id, float confidence) {
+    (void)confidence;
+    run_ctx *c = user;
+    if (c->failed || c->stop_hit) return 1;
+    const char *piece = NULL;
+    size_t len = 0;
+    if (clover_text_stream_push(c->ts, id, &piece, &len, &c->err)) {
+        c->failed = 1;
+        return 1;
+    }
+    if (len && push_text(c, piece, len)) return 1;
+    return c->stop_hit || c->j->cancel;
+}
+
+static void set_error(job *j, int status, const char *type, const char *code, const char *message) {
+    server_error_set(&j->error, status, type, code, NULL, "%s", message);
+    j->failed = 1;
+}
+
+static void finish(job *j) {
+    pthread_mutex_lock(&j->mu);
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_fail(job *j, int status, const char *type, const char *code, const char *message) {
+    pthread_mutex_lock(&j->mu);
+    set_error(j, status, type, code, message);
+    j->finish_reason = "cancelled";
+    pthread_mutex_unlock(&j->mu);
+    if (j->stream) {
+        byte_buf ev = {0};
+        if (!response_sse_end(j, &ev)) job_append_sse(j, ev.v, ev.n);
+        byte_buf_free(&ev);
+    }
+    finish(j);
+}
+
+/* The result fields, from the engine's result and the text. */
+static void settle(job *j, run_ctx *c, const clover_generate_result *r) {
+    pthread_mutex_lock(&j->mu);
+    j->text = c->as.raw ? c->as.raw : calloc(1, 1);
+    j->text_len = c->as.len;
+    j->reasoning_off = c->as.reasoning_off;
+    j->reasoning_len = c->as.reasoning_total;
+    j->content_off = c->as.content_off;
+    j->content_len = c->as.content_total;
+    c->as.raw = NULL;
+    if (!j->text) set_error(j, 500, "server_error", NULL, "out of memory while finishing the answer");
+    j->completion_tokens = r->n_generated;
+    j->reused_tokens = r->stats.reused_tokens;
+    j->mode = r->mode;
+    j->stats = r->stats;
+    if (c->stop_hit || r->finish == CLOVER_FINISH_STOP)
+        j->finish_reason = "stop";
+    else if (r->finish == CLOVER_FINISH_LENGTH)
+        j->finish_reason = "length";
+    else
+        j->finish_reason = "cancelled";
+    pthread_mutex_unlock(&j->mu);
+}
+
+void job_run(job *j, const clover_model *m, clover_session *s) {
+    run_ctx c;
+    memset(&c, 0, sizeof c);
+    c.j = j;
+    answer_stream_init(&c.as, j->stops, j->n_stops, j->split);
+    clover_generate_result r;
+    memset(&r, 0, sizeof r);
+    int rc = clover_text_stream_create(&c.ts, m, 1, &c.err);
+    if (rc == CLOVER_OK) {
+        j->params.on_token = on_token;
+        j->params.user = &c;
+        j->params.cancel = &j->cancel;
+        rc = clover_generate(s, j->prompt, j->n_prompt, &j->params, &r, &c.err);
+    }
+    if (rc == CLOVER_OK && !c.failed && !c.stop_hit) {
+        const char *piece = NULL;
+        size_t len = 0;
+        if (clover_text_stream_flush(c.ts, &piece, &len, &c.err))
+            c.failed = 1;
+        else if (len)
+            push_text(&c, piece, len);
+    }
+    if (rc == CLOVER_OK && !c.failed) {
+        answer_stream_finish(&c.as);
+        if (emit(&c)) c.failed = 1;
+    }
+    if (rc != CLOVER_OK || c.failed) {
+        int invalid = rc == CLOVER_E_INVALID;
+        pthread_mutex_lock(&j->mu);
+        set_error(j, invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL, c.err.message);
+        j->finish_reason = "cancelled";
+        j->completion_tokens = r.n_generated;
+        j->stats = r.stats;
+        pthread_mutex_unlock(&j->mu);
+    } else {
+        settle(j, &c, &r);
+    }
+    if (j->stream) {
+        c.ev.n = c.ev.off = 0;
+        if (!response_sse_end(j, &c.ev)) job_append_sse(j, c.ev.v, c.ev.n);
+    }
+    clover_generate_result_free(&r);
+    clover_text_stream_free(c.ts);
+    answer_stream_free(&c.as);
+    byte_buf_free(&c.ev);
+    finish(j);
+}

@@ -1,0 +1,132 @@
+/*
+ * metrics.c: counters under one mutex; requests by route and status in a
+ * small table (the statuses the server answers are few and fixed).
+ */
+#include "metrics.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "byte_buf.h"
+
+#define METRICS_MAX_STATUSES 16
+
+struct metrics {
+    pthread_mutex_t mu;
+    int statuses[METRICS_MAX_STATUSES]; /* the distinct statuses seen, in order */
+    size_t n_statuses;
+    unsigned long long requests[ROUTE_COUNT][METRICS_MAX_STATUSES];
+    unsigned long long prompt_tokens, reused_tokens, completion_tokens, passes, generations, cancelled;
+    double busy_s;
+};
+
+const char *metrics_route_name(server_route r) {
+    static const char *names[ROUTE_COUNT] = {"/v1/chat/completions", "/v1/completions", "/v1/models",
+                                             "/health", "/metrics", "other"};
+    return r < ROUTE_COUNT ? names[r] : "other";
+}
+
+metrics *metrics_create(void) {
+    metrics *m = calloc(1, sizeof *m);
+    if (m && pthread_mutex_init(&m->mu, NULL)) {
+        free(m);
+        return NULL;
+    }
+    return m;
+}
+
+void metrics_free(metrics *m) {
+    if (!m) return;
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}
+
+void metrics_count_request(metrics *m, server_route route, int status) {
+    if (route >= ROUTE_COUNT) route = ROUTE_OTHER;
+    pthread_mutex_lock(&m->mu);
+    size_t k = 0;
+    while (k < m->n_statuses && m->statuses[k] != status)
+        k++;
+    if (k == m->n_statuses && k < METRICS_MAX_STATUSES) m->statuses[m->n_statuses++] = status;
+    if (k < METRICS_MAX_STATUSES) m->requests[route][k]++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_generation(metrics *m, size_t prompt_tokens, size_t reused_tokens, size_t completion_tokens,
+                              size_t passes, double busy_s, int cancelled) {
+    pthread_mutex_lock(&m->mu);
+    m->generations++;
+    m->prompt_tokens += prompt_tokens;
+    m->reused_tokens += reused_tokens;
+    m->completion_tokens += completion_tokens;
+    m->passes += passes;
+    m->busy_s += busy_s;
+    m->cancelled += cancelled != 0;
+    pthread_mutex_unlock(&m->mu);
+}
+
+void metrics_count_cancelled(metrics *m) {
+    pthread_mutex_lock(&m->mu);
+    m->cancelled++;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static int put(byte_buf *b, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static int put(byte_buf *b, const char *fmt, ...) {
+    char line[256];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n < 0) return -1;
+    return byte_buf_append(b, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static int put_counter(byte_buf *b, const char *name, const char *help, const char *type, double v) {
+    return put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
+}
+
+char *metrics_render(metrics *m, size_t queue_length, size_t queue_capacity, int busy, size_t *len) {
+    byte_buf b = {0};
+    int rc = 0;
+    pthread_mutex_lock(&m->mu);
+    rc |= put(&b, "# HELP clover_requests_total HTTP requests answered, by route and status "
+                  "(499: the client left first).\n# TYPE clover_requests_total counter\n");
+    for (int r = 0; r < ROUTE_COUNT; r++)
+        for (size_t k = 0; k < m->n_statuses; k++)
+            if (m->requests[r][k])
+                rc |= put(&b, "clover_requests_total{route=\"%s\",status=\"%d\"} %llu\n",
+                          metrics_route_name((server_route)r), m->statuses[k], m->requests[r][k]);
+    rc |= put_counter(&b, "clover_generations_total", "Generations run by the scheduler.", "counter",
+                      (double)m->generations);
+    rc |= put_counter(&b, "clover_prompt_tokens_total", "Prompt tokens of the generations (tokens in).", "counter",
+                      (double)m->prompt_tokens);
+    rc |= put_counter(&b, "clover_reused_tokens_total", "Prompt tokens reused from a kept session's prefix.",
+                      "counter", (double)m->reused_tokens);
+    rc |= put_counter(&b, "clover_completion_tokens_total", "Generated tokens (tokens out).", "counter",
+                      (double)m->completion_tokens);
+    rc |= put_counter(&b, "clover_passes_total", "Denoising (or decoding) passes.", "counter", (double)m->passes);
+    rc |= put_counter(&b, "clover_busy_seconds_total", "Seconds the model spent generating.", "counter", m->busy_s);
+    rc |= put_counter(&b, "clover_cancelled_requests_total",
+                      "Generations stopped or dropped because the client left (or the server stopped).", "counter",
+                      (double)m->cancelled);
+    pthread_mutex_unlock(&m->mu);
+    rc |= put_counter(&b, "clover_queue_length", "Requests waiting for the model.", "gauge", (double)queue_length);
+    rc |= put_counter(&b, "clover_queue_capacity", "Requests that may wait before 429.", "gauge",
+                      (double)queue_capacity);
+    rc |= put_counter(&b, "clover_busy", "1 while a generation runs.", "gauge", (double)busy);
+    if (rc) {
+        byte_buf_free(&b);
+        return NULL;
+    }
+    *len = b.n;
+    return b.v;
+}

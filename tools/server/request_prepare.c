@@ -1,0 +1,153 @@
+/*
+ * request_prepare.c: defaults follow the engine where OpenAI leaves room:
+ * an omitted temperature is greedy (reproducible answers), an omitted seed
+ * is a fresh random one (reported back in the "clover" object, where a
+ * negative seed a client gave shows as given), an omitted
+ * max_tokens is the rest of the context for chat and 16 for completions
+ * (OpenAI's legacy default). Special tokens in the rendered chat are parsed
+ * as such (the template writes them); a completions prompt is tokenized the
+ * same way so that hand-written ChatML works.
+ */
+#include "request_prepare.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define COMPLETION_DEFAULT_MAX_TOKENS 16
+#define SEED_MASK ((1ull << 48) - 1) /* a fresh seed stays a small positive JSON integer */
+
+static int engine_error(server_error *e, const char *param, const clover_error *err) {
+    int invalid = err->code == CLOVER_E_INVALID || err->code == CLOVER_E_UNSUPPORTED;
+    return server_error_set(e, invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL, param,
+                            "%s", err->message);
+}
+
+static int chat_prompt(const server_request *r, const prepare_config *c, job *j, server_error *e) {
+    clover_chat_message *msgs = calloc(r->n_messages, sizeof *msgs);
+    if (!msgs) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < r->n_messages; i++)
+        msgs[i] = (clover_chat_message){.role = r->messages[i].role, .content = r->messages[i].content,
+                                        .reasoning_content = r->messages[i].reasoning_content};
+    clover_chat_options o;
+    clover_chat_options_init(&o);
+    o.add_generation_prompt = 1;
+    o.enable_thinking = r->enable_thinking;
+    char *text = NULL;
+    clover_error err = {0};
+    int rc = clover_chat_render(c->model, msgs, r->n_messages, &o, &text, &err);
+    free(msgs);
+    if (rc) return engine_error(e, "messages", &err);
+    rc = clover_tokenize(c->model, text, strlen(text), 1, &j->prompt, &j->n_prompt, &err);
+    clover_free(text);
+    if (rc) return engine_error(e, "messages", &err);
+    return 0;
+}
+
+static int completion_prompt(const server_request *r, const prepare_config *c, job *j, server_error *e) {
+    clover_error err = {0};
+    if (r->prompt) {
+        int32_t *ids = NULL;
+        size_t n = 0;
+        if (clover_tokenize(c->model, r->prompt, r->prompt_len, 1, &ids, &n, &err))
+            return engine_error(e, "prompt", &err);
+        j->prompt = malloc((n ? n : 1) * sizeof *ids);
+        if (j->prompt) memcpy(j->prompt, ids, n * sizeof *ids);
+        clover_free(ids);
+        if (!j->prompt) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        j->n_prompt = n;
+        return 0;
+    }
+    for (size_t i = 0; i < r->n_prompt_ids; i++)
+        if ((size_t)r->prompt_ids[i] >= c->n_vocab)
+            return server_error_set(e, 400, "invalid_request_error", "invalid_value", "prompt",
+                                    "prompt[%zu]: token id %d is outside the vocabulary (0..%zu)", i,
+                                    r->prompt_ids[i], c->n_vocab - 1);
+    j->prompt = malloc(r->n_prompt_ids * sizeof *j->prompt);
+    if (!j->prompt) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    memcpy(j->prompt, r->prompt_ids, r->n_prompt_ids * sizeof *j->prompt);
+    j->n_prompt = r->n_prompt_ids;
+    return 0;
+}
+
+static int check_length(const server_request *r, const prepare_config *c, job *j, server_error *e) {
+    const char *what = r->endpoint == SERVER_ENDPOINT_CHAT ? "messages" : "prompt";
+    if (j->n_prompt == 0)
+        return server_error_set(e, 400, "invalid_request_error", "invalid_value", what,
+                                "%s: the prompt is empty after tokenization", what);
+    if (j->n_prompt >= c->context)
+        return server_error_set(e, 400, "invalid_request_error", "context_length_exceeded", what,
+                                "this model's context is %zu tokens and the prompt has %zu; shorten the %s", c->context,
+                                j->n_prompt, what);
+    size_t room = c->context - j->n_prompt;
+    if (r->has_max_tokens) {
+        if (r->max_tokens > room)
+            return server_error_set(e, 400, "invalid_request_error", "context_length_exceeded", "max_tokens",
+                                    "this model's context is %zu tokens: the prompt has %zu and max_tokens asks for "
+                                    "%llu more (at most %zu)",
+                                    c->context, j->n_prompt, (unsigned long long)r->max_tokens, room);
+        j->params.max_tokens = (size_t)r->max_tokens;
+    } else {
+        j->params.max_tokens = r->endpoint == SERVER_ENDPOINT_CHAT || room < COMPLETION_DEFAULT_MAX_TOKENS
+                                   ? room
+                                   : COMPLETION_DEFAULT_MAX_TOKENS;
+    }
+    return 0;
+}
+
+static int check_record(const server_request *r, const prepare_config *c, server_error *e) {
+    if (!c->record) {
+        if (r->has_block_size || r->has_threshold)
+            return server_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
+                                    r->has_block_size ? "block_size" : "threshold",
+                                    "%s: this model has no block-diffusion record (it decodes autoregressively)",
+                                    r->has_block_size ? "block_size" : "threshold");
+        return 0;
+    }
+    if (r->has_block_size && c->record->block_size % r->block_size != 0)
+        return server_error_set(e, 400, "invalid_request_error", "invalid_value", "block_size",
+                                "block_size: expected a divisor of the model's block size %u, got %u",
+                                c->record->block_size, r->block_size);
+    return 0;
+}
+
+int request_prepare(const server_request *r, const prepare_config *c, uint64_t fresh, job *j, server_error *e) {
+    if (r->model && strcmp(r->model, c->model_id) != 0)
+        return server_error_set(e, 404, "invalid_request_error", "model_not_found", "model",
+                                "the model '%.100s' does not exist: this server serves '%.100s'", r->model,
+                                c->model_id);
+    if (check_record(r, c, e)) return -1;
+    j->endpoint = r->endpoint;
+    if ((r->endpoint == SERVER_ENDPOINT_CHAT ? chat_prompt(r, c, j, e) : completion_prompt(r, c, j, e)) ||
+        check_length(r, c, j, e))
+        return -1;
+
+    clover_generate_params *p = &j->params;
+    p->temperature = r->has_temperature ? r->temperature : 0.0f;
+    p->top_p = r->has_top_p ? r->top_p : 1.0f;
+    p->top_k = r->has_top_k ? r->top_k : 0;
+    p->seed = r->has_seed ? r->seed : fresh & SEED_MASK;
+    p->ignore_eos = r->ignore_eos;
+    if (r->has_threshold) p->threshold = r->threshold;
+    if (r->has_block_size) p->block_size = r->block_size;
+    if (r->has_presence_penalty || r->has_frequency_penalty) {
+        clover_penalties_from_record(c->record, &j->penalties);
+        if (r->has_presence_penalty) j->penalties.presence_penalty = r->presence_penalty;
+        if (r->has_frequency_penalty) j->penalties.frequency_penalty = r->frequency_penalty;
+        p->penalties = &j->penalties;
+    }
+    for (size_t i = 0; i < r->n_stops; i++) {
+        j->stops[i] = strdup(r->stops[i]);
+        if (!j->stops[i]) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        j->n_stops = i + 1;
+    }
+    j->stream = r->stream;
+    j->include_usage = r->stream && r->include_usage;
+    j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking;
+    snprintf(j->id, sizeof j->id, "%s-%016llx", r->endpoint == SERVER_ENDPOINT_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)fresh);
+    j->created = (long long)time(NULL);
+    j->model_id = c->model_id;
+    return 0;
+}

@@ -1,0 +1,143 @@
+/*
+ * response.c: OpenAI's response objects. The non-streaming answer and the
+ * streamed one are built from the same job fields, so their usage, finish
+ * reason and statistics agree, and the parts of the non-streaming chat
+ * answer are the ones answer_stream released as deltas.
+ */
+#include "response.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *dump(json_t *root, size_t *len) {
+    if (!root) return NULL;
+    char *s = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(6));
+    json_decref(root);
+    if (s) *len = strlen(s);
+    return s;
+}
+
+static json_t *error_object(const server_error *e) {
+    return json_pack("{s:{s:s,s:s,s:o,s:o}}", "error", "message", e->message, "type",
+                     e->type ? e->type : "server_error", "param", e->param[0] ? json_string(e->param) : json_null(),
+                     "code", e->code ? json_string(e->code) : json_null());
+}
+
+char *response_error_body(const server_error *e, size_t *len) { return dump(error_object(e), len); }
+
+char *response_models_body(const char *model_id, long long created, size_t *len) {
+    return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model_id, "object",
+                          "model", "created", (json_int_t)created, "owned_by", "clover"),
+                len);
+}
+
+static const char *mode_name(clover_mode m) {
+    return m == CLOVER_MODE_DIFFUSION ? "diffusion" : m == CLOVER_MODE_AUTOREGRESSIVE ? "autoregressive" : "auto";
+}
+
+static json_t *usage_object(const job *j) {
+    return json_pack("{s:I,s:I,s:I,s:{s:I}}", "prompt_tokens", (json_int_t)j->n_prompt, "completion_tokens",
+                     (json_int_t)j->completion_tokens, "total_tokens",
+                     (json_int_t)(j->n_prompt + j->completion_tokens), "prompt_tokens_details", "cached_tokens",
+                     (json_int_t)j->reused_tokens);
+}
+
+/* JSON has no NaN or infinity (a rate over zero seconds): those read as 0. */
+static double finite_or_zero(double x) { return isfinite(x) ? x : 0.0; }
+
+static json_t *clover_object(const job *j) {
+    const clover_generate_stats *s = &j->stats;
+    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "mode", mode_name(j->mode), "seed",
+                     (json_int_t)j->params.seed, "prompt_tokens", (json_int_t)j->n_prompt, "reused_tokens",
+                     (json_int_t)j->reused_tokens, "passes", (json_int_t)s->passes, "blocks", (json_int_t)s->blocks,
+                     "queue_s", finite_or_zero(j->queue_s), "prompt_s", finite_or_zero(s->prompt_s), "total_s", finite_or_zero(s->total_s),
+                     "tokens_per_second", finite_or_zero(s->gen_tok_s), "denoise_tokens_per_second", finite_or_zero(s->denoise_tok_s),
+                     "prompt_tokens_per_second", finite_or_zero(s->prompt_tok_s));
+}
+
+static json_t *text_value(const char *s, size_t n) { return json_stringn(s ? s : "", s ? n : 0); }
+
+static json_t *chat_message(const job *j) {
+    const char *t = j->text ? j->text : "";
+    json_t *content = text_value(t + j->content_off, j->content_len);
+    if (!j->split) return json_pack("{s:s,s:o}", "role", "assistant", "content", content);
+    return json_pack("{s:s,s:o,s:o}", "role", "assistant", "content", content, "reasoning_content",
+                     text_value(t + j->reasoning_off, j->reasoning_len));
+}
+
+char *response_job_body(const job *j, size_t *len) {
+    if (j->failed) return response_error_body(&j->error, len);
+    json_t *choice;
+    if (j->endpoint == SERVER_ENDPOINT_CHAT)
+        choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "message", chat_message(j), "finish_reason",
+                           j->finish_reason, "logprobs");
+    else
+        choice = json_pack("{s:i,s:o,s:s,s:n}", "index", 0, "text", text_value(j->text, j->text_len),
+                           "finish_reason", j->finish_reason, "logprobs");
+    return dump(json_pack("{s:s,s:s,s:I,s:s,s:[o],s:o,s:o}", "id", j->id, "object",
+                          j->endpoint == SERVER_ENDPOINT_CHAT ? "chat.completion" : "text_completion", "created",
+                          (json_int_t)j->created, "model", j->model_id, "choices", choice, "usage", usage_object(j),
+                          "clover", clover_object(j)),
+                len);
+}
+
+static int sse_put(byte_buf *out, json_t *obj) {
+    size_t n = 0;
+    char *s = dump(obj, &n);
+    if (!s) return -1;
+    int rc = byte_buf_append(out, "data: ", 6) || byte_buf_append(out, s, n) || byte_buf_append(out, "\n\n", 2);
+    free(s);
+    return rc ? -1 : 0;
+}
+
+/* A chunk with one choice (or none: NULL). */
+static json_t *chunk(const job *j, json_t *choice) {
+    const char *object = j->endpoint == SERVER_ENDPOINT_CHAT ? "chat.completion.chunk" : "text_completion";
+    return json_pack("{s:s,s:s,s:I,s:s,s:o}", "id", j->id, "object", object, "created", (json_int_t)j->created,
+                     "model", j->model_id, "choices", choice ? json_pack("[o]", choice) : json_array());
+}
+
+int response_sse_start(const job *j, byte_buf *out) {
+    if (j->endpoint != SERVER_ENDPOINT_CHAT) return 0;
+    return sse_put(out, chunk(j, json_pack("{s:i,s:{s:s,s:s},s:n,s:n}", "index", 0, "delta", "role", "assistant",
+                                           "content", "", "finish_reason", "logprobs")));
+}
+
+int response_sse_delta(const job *j, const char *reasoning, size_t reasoning_len, const char *content,
+                       size_t content_len, byte_buf *out) {
+    if (!reasoning_len && !content_len) return 0;
+    json_t *choice;
+    if (j->endpoint == SERVER_ENDPOINT_CHAT) {
+        json_t *delta = json_object();
+        if (reasoning_len) json_object_set_new(delta, "reasoning_content", text_value(reasoning, reasoning_len));
+        if (content_len) json_object_set_new(delta, "content", text_value(content, content_len));
+        choice = json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "delta", delta, "finish_reason", "logprobs");
+    } else {
+        choice = json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "text", text_value(content, content_len),
+                           "finish_reason", "logprobs");
+    }
+    return sse_put(out, chunk(j, choice));
+}
+
+int response_sse_end(const job *j, byte_buf *out) {
+    if (j->failed) {
+        if (sse_put(out, error_object(&j->error))) return -1;
+    } else {
+        json_t *choice = j->endpoint == SERVER_ENDPOINT_CHAT
+                             ? json_pack("{s:i,s:{},s:s,s:n}", "index", 0, "delta", "finish_reason", j->finish_reason,
+                                         "logprobs")
+                             : json_pack("{s:i,s:s,s:s,s:n}", "index", 0, "text", "", "finish_reason",
+                                         j->finish_reason, "logprobs");
+        json_t *last = chunk(j, choice);
+        if (last) json_object_set_new(last, "clover", clover_object(j));
+        if (sse_put(out, last)) return -1;
+        if (j->include_usage) {
+            json_t *u = chunk(j, NULL);
+            if (u) json_object_set_new(u, "usage", usage_object(j));
+            if (sse_put(out, u)) return -1;
+        }
+    }
+    return byte_buf_append(out, "data: [DONE]\n\n", 14);
+}

@@ -1,0 +1,207 @@
+/*
+ * routes.c: the endpoints. A generation request is parsed, prepared and
+ * queued on the connection's own thread; then either the thread waits for
+ * the answer (watching the client's socket, so a client that leaves
+ * cancels its generation) or the response is a stream whose reader waits
+ * for the scheduler's events the same way.
+ *
+ * While the connection waits for the model its idle timeout is off: the
+ * timeout is for slow clients, not for a slow model; it is back on while
+ * bytes are being sent.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "response.h"
+#include "server_internal.h"
+
+enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, int status, char *body, size_t len,
+                                 const char *content_type) {
+    if (!body) {
+        static const char oom[] = "{\"error\":{\"message\":\"out of memory\",\"type\":\"server_error\","
+                                  "\"param\":null,\"code\":null}}";
+        status = 500;
+        body = strdup(oom);
+        len = sizeof oom - 1;
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *r = MHD_create_response_from_buffer(len, body, MHD_RESPMEM_MUST_FREE);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    if (status == 405) {
+        const char *allow = rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS ? "POST" : "GET, HEAD";
+        MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+    }
+    enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES) rc->status = status;
+    return ok;
+}
+
+enum MHD_Result routes_send_error(struct MHD_Connection *conn, request_ctx *rc, const server_error *e) {
+    size_t len = 0;
+    char *body = response_error_body(e, &len);
+    return routes_send_body(conn, rc, e->status, body, len, "application/json");
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *conn, request_ctx *rc, char *body, size_t len) {
+    return routes_send_body(conn, rc, 200, body, len, "application/json");
+}
+
+/* ---- streaming ---- */
+
+typedef struct stream_ctx {
+    job *j;
+    struct MHD_Connection *conn;
+    int fd;
+    unsigned timeout_s;
+} stream_ctx;
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *sc = cls;
+    job *j = sc->j;
+    pthread_mutex_lock(&j->mu);
+    if (!byte_buf_avail(&j->sse) && j->state != JOB_DONE) {
+        MHD_set_connection_option(sc->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+        int present = job_wait_locked(j, sc->fd, 1);
+        MHD_set_connection_option(sc->conn, MHD_CONNECTION_OPTION_TIMEOUT, sc->timeout_s);
+        if (!present) {
+            pthread_mutex_unlock(&j->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+    size_t n = byte_buf_take(&j->sse, buf, max);
+    pthread_mutex_unlock(&j->mu);
+    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls) {
+    stream_ctx *sc = cls;
+    job_unref(sc->j);
+    free(sc);
+}
+
+static int connection_fd(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+static enum MHD_Result start_stream(server *s, struct MHD_Connection *conn, request_ctx *rc) {
+    stream_ctx *sc = calloc(1, sizeof *sc);
+    if (!sc) {
+        rc->job->cancel = 1;
+        return MHD_NO;
+    }
+    job_ref(rc->job);
+    *sc = (stream_ctx){.j = rc->job, .conn = conn, .fd = connection_fd(conn), .timeout_s = s->o.timeout_s};
+    struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
+    if (!r) {
+        rc->job->cancel = 1;
+        stream_free(sc);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    enum MHD_Result ok = MHD_queue_response(conn, 200, r);
+    MHD_destroy_response(r);
+    if (ok == MHD_YES)
+        rc->status = 200;
+    else
+        rc->job->cancel = 1;
+    return ok;
+}
+
+/* ---- generation ---- */
+
+static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_ctx *rc) {
+    server_error e = {0};
+    if (rc->too_large) {
+        server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                         "the request body is %zu bytes or more; this server takes at most %zu (--max-body)",
+                         rc->body_seen, s->o.max_body);
+        return routes_send_error(conn, rc, &e);
+    }
+    server_request req;
+    server_endpoint ep = rc->route == ROUTE_CHAT ? SERVER_ENDPOINT_CHAT : SERVER_ENDPOINT_COMPLETION;
+    if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, NULL, &e))
+        return routes_send_error(conn, rc, &e);
+    byte_buf_free(&rc->body);
+    rc->job = job_create();
+    if (!rc->job) {
+        server_request_free(&req);
+        server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return routes_send_error(conn, rc, &e);
+    }
+    int bad = request_prepare(&req, &s->prepare, server_fresh_value(s), rc->job, &e);
+    server_request_free(&req);
+    if (bad) return routes_send_error(conn, rc, &e);
+    job *j = rc->job;
+    if (j->stream && response_sse_start(j, &j->sse)) {
+        server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        return routes_send_error(conn, rc, &e);
+    }
+    int q = scheduler_submit(s->sched, j);
+    if (q == SCHEDULER_FULL) {
+        server_error_set(&e, 429, "rate_limit_error", "queue_full", NULL,
+                         "the server is busy: %zu requests are already waiting (--queue); retry later",
+                         scheduler_queue_capacity(s->sched));
+        return routes_send_error(conn, rc, &e);
+    }
+    if (q == SCHEDULER_STOPPING) {
+        server_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
+        return routes_send_error(conn, rc, &e);
+    }
+    if (j->stream) return start_stream(s, conn, rc);
+    pthread_mutex_lock(&j->mu);
+    int present = job_wait_locked(j, connection_fd(conn), 0);
+    pthread_mutex_unlock(&j->mu);
+    if (!present) return MHD_NO; /* the client left: its generation is cancelled */
+    size_t len = 0;
+    char *body = response_job_body(j, &len);
+    return routes_send_body(conn, rc, j->failed ? j->error.status : 200, body, len, "application/json");
+}
+
+/* ---- the rest ---- */
+
+static enum MHD_Result metrics_page(server *s, struct MHD_Connection *conn, request_ctx *rc) {
+    int busy = 0;
+    size_t waiting = scheduler_queue_length(s->sched, &busy), len = 0;
+    char *text = metrics_render(s->mt, waiting, scheduler_queue_capacity(s->sched), busy, &len);
+    return routes_send_body(conn, rc, 200, text, len, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_ctx *rc, const char *method) {
+    server_error e = {0};
+    int is_post = !strcmp(method, "POST"), is_get = !strcmp(method, "GET") || !strcmp(method, "HEAD");
+    size_t len = 0;
+    switch (rc->route) {
+    case ROUTE_CHAT:
+    case ROUTE_COMPLETIONS:
+        if (is_post) return generate(s, conn, rc);
+        break;
+    case ROUTE_MODELS:
+        if (is_get) {
+            char *body = response_models_body(s->model_id, s->started, &len);
+            return send_json(conn, rc, body, len);
+        }
+        break;
+    case ROUTE_HEALTH:
+        if (is_get) return send_json(conn, rc, strdup("{\"status\":\"ok\"}"), 15);
+        break;
+    case ROUTE_METRICS:
+        if (is_get) return metrics_page(s, conn, rc);
+        break;
+    default:
+        server_error_set(&e, 404, "invalid_request_error", "unknown_url", NULL, "unknown route %s %s", rc->method,
+                         rc->path);
+        return routes_send_error(conn, rc, &e);
+    }
+    server_error_set(&e, 405, "invalid_request_error", "method_not_allowed", NULL, "%s is not allowed on %s (use %s)",
+                     rc->method, rc->path,
+                     rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS ? "POST" : "GET");
+    return routes_send_error(conn, rc, &e);
+}

@@ -1,0 +1,52 @@
+/*
+ * scheduler.h: the one thread that owns the model's sessions and runs the
+ * jobs, and the bounded queue in front of it.
+ *
+ * Connection threads parse, validate and tokenize, then submit; a full
+ * queue is answered at once (429) instead of piling up. The scheduler takes
+ * jobs in order and runs each on the session that already holds the longest
+ * prefix of its prompt (session_cache).
+ *
+ * Batching later: the loop is "take the ready jobs, run them, settle each";
+ * today it takes one. A batched engine call (one denoising pass over the
+ * blocks of several sessions) would take up to K jobs with distinct
+ * sessions from the same queue and settle each through job_run's per-job
+ * text path; submission, the queue, cancellation, streaming and the
+ * connection side stay as they are, because every job carries its own
+ * output channel and cancel flag.
+ */
+#ifndef CLOVER_SERVER_SCHEDULER_H
+#define CLOVER_SERVER_SCHEDULER_H
+
+#include <stddef.h>
+
+#include "clover.h"
+#include "job.h"
+#include "metrics.h"
+
+typedef struct scheduler_options {
+    size_t queue_capacity; /* jobs that may wait (the running one not counted); >= 1 */
+    size_t n_sessions;     /* sessions kept for prefix reuse; >= 1 */
+    clover_session_params session; /* threads, rows per pass, context */
+} scheduler_options;
+
+typedef struct scheduler scheduler;
+
+int scheduler_create(scheduler **out, const clover_model *m, const scheduler_options *o, metrics *mt,
+                     clover_error *err);
+
+enum { SCHEDULER_QUEUED = 0, SCHEDULER_FULL = 1, SCHEDULER_STOPPING = 2 };
+/* Queues j (taking a reference of its own) or says why not. */
+int scheduler_submit(scheduler *s, job *j);
+
+/* Waiting jobs, and whether one is running. */
+size_t scheduler_queue_length(scheduler *s, int *busy);
+size_t scheduler_queue_capacity(const scheduler *s);
+
+/* Stops taking jobs, cancels the running one, fails the waiting ones (503)
+ * and joins the thread. Idempotent. */
+void scheduler_stop(scheduler *s);
+/* Stops if needed and releases everything. */
+void scheduler_free(scheduler *s);
+
+#endif

@@ -1,0 +1,36 @@
+/*
+ * server.h: `clover serve`: an OpenAI-compatible HTTP server over one model
+ * (POST /v1/chat/completions, POST /v1/completions, GET /v1/models,
+ * GET /health, GET /metrics). A library user like the CLI: it reaches the
+ * model only through include/clover.h.
+ */
+#ifndef CLOVER_SERVER_SERVER_H
+#define CLOVER_SERVER_SERVER_H
+
+#include <stddef.h>
+
+#include "clover.h"
+
+typedef struct server_options {
+    const char *host;    /* address to bind; NULL: 127.0.0.1 */
+    unsigned port;       /* 0: any free port (server_port tells which) */
+    const char *model_id; /* the name clients use; NULL: "clover" */
+    size_t queue;        /* requests that may wait for the model; 0: 64 */
+    size_t max_body;     /* request body cap in bytes; 0: 8 MiB */
+    unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
+    size_t n_threads;    /* engine CPU threads; 0: every CPU */
+    size_t n_sessions;   /* sessions kept for prefix reuse; 0: 4 */
+    size_t context;      /* tokens per session (prompt + answer); 0: the model's training context */
+} server_options;
+
+typedef struct server server;
+
+/* Starts listening and the scheduler. The model must outlive the server.
+ * Returns 0, or -1 with one line in err. */
+int server_start(server **out, const clover_model *m, const server_options *o, char *err, size_t err_len);
+unsigned server_port(const server *s);
+/* Stops accepting, ends the running and queued requests, joins every
+ * thread and frees the server. */
+void server_stop(server *s);
+
+#endif

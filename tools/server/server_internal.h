@@ -1,0 +1,58 @@
+/*
+ * server_internal.h: what server.c (the daemon, bodies, logging) and
+ * routes.c (the endpoints) share.
+ */
+#ifndef CLOVER_SERVER_SERVER_INTERNAL_H
+#define CLOVER_SERVER_SERVER_INTERNAL_H
+
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdint.h>
+
+#include "byte_buf.h"
+#include "job.h"
+#include "metrics.h"
+#include "request_prepare.h"
+#include "scheduler.h"
+#include "server.h"
+
+struct server {
+    struct MHD_Daemon *daemon;
+    const clover_model *model;
+    server_options o;
+    char model_id[128];
+    prepare_config prepare;
+    scheduler *sched;
+    metrics *mt;
+    long long started; /* Unix seconds */
+    unsigned port;
+    pthread_mutex_t mu;
+    pthread_cond_t idle; /* signalled when active drops to 0 */
+    size_t active;       /* requests between their headers and their end */
+    uint64_t rng;        /* SplitMix64 state (under mu): fresh seeds and response ids */
+};
+
+/* One HTTP request, from its headers to the end of its response. */
+typedef struct request_ctx {
+    double t0;
+    server_route route;
+    char method[12];
+    char path[96];    /* printable, for the log line */
+    byte_buf body;
+    size_t body_seen; /* bytes received, kept or not */
+    int too_large;
+    int status;       /* the status answered (0: none yet) */
+    job *job;         /* a generation request's job (a reference) */
+} request_ctx;
+
+uint64_t server_fresh_value(server *s);
+
+/* The last call of a request (the whole body is in): answers it. */
+enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_ctx *rc, const char *method);
+
+/* Queues a JSON body (taking ownership of a malloc'd body) or an error. */
+enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, int status, char *body, size_t len,
+                                 const char *content_type);
+enum MHD_Result routes_send_error(struct MHD_Connection *conn, request_ctx *rc, const server_error *e);
+
+#endif

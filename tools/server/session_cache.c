@@ -1,0 +1,70 @@
+/*
+ * session_cache.c: a linear scan over a handful of sessions (the cap is
+ * small: each session holds a whole sequence's state).
+ */
+#include "session_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int session_cache_init(session_cache *c, const clover_model *m, size_t cap, const clover_session_params *p,
+                       clover_error *err) {
+    memset(c, 0, sizeof *c);
+    c->model = m;
+    c->params = *p;
+    c->cap = cap ? cap : 1;
+    c->sessions = calloc(c->cap, sizeof *c->sessions);
+    c->last_used = calloc(c->cap, sizeof *c->last_used);
+    if (!c->sessions || !c->last_used) {
+        session_cache_free(c);
+        if (err) {
+            err->code = CLOVER_E_NOMEM;
+            strcpy(err->message, "session cache: out of memory");
+        }
+        return CLOVER_E_NOMEM;
+    }
+    int rc = clover_session_create(&c->sessions[0], m, &c->params, err);
+    if (rc) {
+        session_cache_free(c);
+        return rc;
+    }
+    c->n = 1;
+    return CLOVER_OK;
+}
+
+void session_cache_free(session_cache *c) {
+    for (size_t i = 0; i < c->n; i++)
+        clover_session_free(c->sessions[i]);
+    free(c->sessions);
+    free(c->last_used);
+    memset(c, 0, sizeof *c);
+}
+
+static clover_session *use(session_cache *c, size_t i) {
+    c->last_used[i] = ++c->clock;
+    return c->sessions[i];
+}
+
+clover_session *session_cache_pick(session_cache *c, const int32_t *prompt, size_t n, clover_error *err) {
+    size_t best = c->n, best_len = 0, empty = c->n, lru = 0;
+    for (size_t i = 0; i < c->n; i++) {
+        size_t len = clover_session_length(c->sessions[i]);
+        if (len == 0) {
+            if (empty == c->n) empty = i;
+        } else if (len <= n && len > best_len && memcmp(clover_session_ids(c->sessions[i]), prompt,
+                                                          len * sizeof *prompt) == 0) {
+            best = i;
+            best_len = len;
+        }
+        if (c->last_used[i] < c->last_used[lru]) lru = i;
+    }
+    if (best < c->n) return use(c, best);
+    if (empty < c->n) return use(c, empty);
+    if (c->n < c->cap) {
+        if (clover_session_create(&c->sessions[c->n], c->model, &c->params, err)) return NULL;
+        c->n++;
+        return use(c, c->n - 1);
+    }
+    clover_session_reset(c->sessions[lru]);
+    return use(c, lru);
+}
