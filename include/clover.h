@@ -156,15 +156,25 @@ CLOVER_API int clover_synth(const char *path, const clover_synth_options *opts, 
 /* ---- sessions ----
  * A session is one sequence over a model: the committed token ids and the
  * backend's state for them (KV rows, GDN conv rings and states). A request
- * whose prompt extends the session's committed ids commits only the tail
- * (prefix reuse); any other prompt starts the sequence afresh. A session is
- * used by one thread at a time; several sessions may share a model. */
+ * whose prompt extends the session's committed ids, or the ids of its prompt
+ * snapshot (below), commits only the tail (prefix reuse); any other prompt
+ * starts the sequence afresh. A session is used by one thread at a time;
+ * several sessions may share a model. */
 typedef struct clover_session clover_session;
 
 typedef struct clover_session_params {
     size_t n_threads;   /* backend threads; 0: every online CPU */
     size_t max_rows;    /* rows per pass (prompt chunk, largest block); 0: 64; raised to the block size */
     size_t max_context; /* committed tokens at most; 0: the model's training context */
+    /* Prompt snapshot: after a request commits its prompt the session keeps a
+     * host copy of its state at one point of that prompt (the request's
+     * snapshot_at), so that a later prompt which extends the ids up to there
+     * but not the ids committed since (a chat re-rendered with the answer in
+     * its final form) reuses them. Cost: the backend state for those ids,
+     * for Qwen3.5-35B-A3B ~63 MiB of GDN state plus 40 KiB per token; one
+     * memcpy per request, no pass. */
+    int no_snapshot;           /* non-zero: keep none */
+    size_t snapshot_max_bytes; /* a larger state is not kept; 0: 1 GiB */
 } clover_session_params;
 
 CLOVER_API void clover_session_params_init(clover_session_params *p);
@@ -179,6 +189,13 @@ CLOVER_API void clover_session_reset(clover_session *s);
  * the scored text. The pointer is valid until the next call on the session. */
 CLOVER_API size_t clover_session_length(const clover_session *s);
 CLOVER_API const int32_t *clover_session_ids(const clover_session *s);
+/* The prompt snapshot's ids (0 and NULL when the session keeps none). */
+CLOVER_API size_t clover_session_snapshot_length(const clover_session *s);
+CLOVER_API const int32_t *clover_session_snapshot_ids(const clover_session *s);
+/* The prompt tokens a request on this session would reuse: the longer of
+ * the committed ids and the snapshot's ids that is a whole prefix of
+ * prompt[0..n) (0: none). What a server compares to pick a session. */
+CLOVER_API size_t clover_session_match(const clover_session *s, const int32_t *prompt, size_t n);
 
 /* ---- generation ---- */
 typedef enum clover_mode {
@@ -263,6 +280,13 @@ typedef struct clover_generate_params {
     /* Parity probe: write the prompt ids and every row's top-10 raw logits of
      * the request's first pass as JSON to this path (NULL: none). */
     const char *dump_first_preview;
+    /* Prompt snapshot (clover_session_params): where in the prompt to take
+     * it: 0 (default) at its end, else after min(snapshot_at, n_prompt)
+     * tokens (a chat: where the generation prompt starts, which the next
+     * turn renders differently). It is taken only when the commit passes
+     * that point; a request that reuses more keeps the earlier snapshot. */
+    size_t snapshot_at;
+    int no_snapshot; /* non-zero: take none for this request (the session's stays) */
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
@@ -274,7 +298,9 @@ typedef struct clover_op_seconds {
 
 typedef struct clover_generate_stats {
     size_t prompt_tokens;    /* the request's prompt */
-    size_t reused_tokens;    /* of those, already committed in the session (prefix reuse) */
+    size_t reused_tokens;    /* of those, already committed in the session or in its prompt snapshot (prefix reuse) */
+    size_t snapshot_reused;  /* of reused_tokens, restored from the prompt snapshot (0: the committed ids) */
+    double snapshot_s;       /* restoring and taking the prompt snapshot (inside prompt_s) */
     size_t passes;           /* denoising passes (autoregressive: decoding forward passes) */
     size_t blocks;           /* blocks resolved (autoregressive: 0) */
     double prompt_s;         /* committing the prompt's tail */

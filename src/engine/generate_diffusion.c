@@ -154,8 +154,7 @@ int engine_generate_diffusion(engine_request *rq, clover_error *err) {
     size_t reused = 0;
     double t = timer_now();
     bool cancelled;
-    int rc = engine_session_prepare(s, rq->prompt, rq->n_prompt, false, rq->p->cancel, &reused, &cancelled,
-                                    &st->commit_ops, err);
+    int rc = engine_session_prepare(s, rq->prompt, rq->n_prompt, false, rq->p, &reused, &cancelled, st, err);
     st->prompt_s = timer_now() - t;
     if (rc) return error_prefix(err, "prompt");
     st->reused_tokens = reused;

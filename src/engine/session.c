@@ -1,7 +1,8 @@
 /*
  * session.c: sessions: the committed ids beside the backend's state, prefix
- * reuse (SPEC.md 3 step 1, reference DECISIONS 9) and the scratch of every
- * request, allocated once here so the per-pass loops allocate nothing.
+ * reuse (SPEC.md 3 step 1, reference DECISIONS 9) from the committed ids or
+ * the prompt snapshot (snapshot.h), and the scratch of every request,
+ * allocated once here so the per-pass loops allocate nothing.
  *
  * Invariant: the backend session holds exactly n_ids committed rows. Any
  * failed commit forgets the sequence, so a failure can never leave ids and
@@ -11,11 +12,13 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/timer.h"
 #include "engine/session.h"
 #include "engine/stop_ids.h"
 #include "model/model.h"
 
 #define SESSION_DEFAULT_ROWS 64
+#define SESSION_DEFAULT_SNAPSHOT_BYTES ((size_t)1 << 30)
 
 void clover_session_params_init(clover_session_params *p) {
     if (p) memset(p, 0, sizeof *p);
@@ -38,6 +41,7 @@ static void session_free_buffers(clover_session *s) {
     mem_free(s->pick_rc);
     mem_free(s->pick_err);
     mem_free(s->view_fixed);
+    engine_snapshot_free(&s->snap);
     penalty_state_free(&s->pen);
     if (s->samp)
         for (size_t i = 0; i < s->n_workers; i++)
@@ -130,6 +134,8 @@ int engine_session_create(clover_session **out, const clover_model *model, const
     s->max_block = model->has_record ? model->record.block_size : 0;
     s->max_rows = params->max_rows ? params->max_rows : SESSION_DEFAULT_ROWS;
     if (s->max_rows < s->max_block) s->max_rows = s->max_block;
+    s->snapshot_on = !params->no_snapshot;
+    s->snapshot_max_bytes = params->snapshot_max_bytes ? params->snapshot_max_bytes : SESSION_DEFAULT_SNAPSHOT_BYTES;
 
     int rc = session_alloc(s, err);
     if (!rc) rc = session_pool(s, params->n_threads, err);
@@ -154,12 +160,32 @@ void engine_session_forget(clover_session *s) {
 }
 
 void clover_session_reset(clover_session *s) {
-    if (s) engine_session_forget(s);
+    if (!s) return;
+    engine_session_forget(s);
+    engine_snapshot_drop(&s->snap);
 }
 
 size_t clover_session_length(const clover_session *s) { return s ? s->n_ids : 0; }
 
 const int32_t *clover_session_ids(const clover_session *s) { return s ? s->ids : NULL; }
+
+size_t clover_session_snapshot_length(const clover_session *s) { return s && s->snap.valid ? s->snap.n_ids : 0; }
+
+const int32_t *clover_session_snapshot_ids(const clover_session *s) {
+    return s && s->snap.valid ? s->snap.ids : NULL;
+}
+
+/* The committed ids' reuse of prompt[0..n): their length when a prefix. */
+static size_t session_committed_match(const clover_session *s, const int32_t *prompt, size_t n) {
+    if (s->n_ids > 0 && s->n_ids <= n && !memcmp(s->ids, prompt, s->n_ids * sizeof *prompt)) return s->n_ids;
+    return 0;
+}
+
+size_t clover_session_match(const clover_session *s, const int32_t *prompt, size_t n) {
+    if (!s || (n && !prompt)) return 0;
+    size_t a = session_committed_match(s, prompt, n), b = engine_snapshot_match(&s->snap, prompt, n);
+    return a > b ? a : b;
+}
 
 int engine_session_reserve(clover_session *s, size_t extra, clover_error *err) {
     size_t need;
@@ -206,30 +232,80 @@ int engine_session_commit(clover_session *s, const int32_t *ids, size_t n, bool 
     return CLOVER_OK;
 }
 
+/* Puts the snapshot (which holds prompt[0..m)) back as the committed
+ * sequence. A failure only costs the reuse: the snapshot is dropped and the
+ * sequence forgotten, and the prompt is committed afresh. */
+static size_t session_restore_snapshot(clover_session *s, const int32_t *prompt, size_t m) {
+    clover_error local = {0};
+    engine_session_forget(s);
+    int rc = engine_session_reserve(s, m, &local);
+    if (!rc) rc = engine_snapshot_restore(&s->snap, s->be, s->bs, &local);
+    if (!rc && s->be->session_length(s->bs) != m) rc = CLOVER_E_INTERNAL;
+    if (rc) {
+        engine_snapshot_drop(&s->snap);
+        engine_session_forget(s);
+        return 0;
+    }
+    memcpy(s->ids, prompt, m * sizeof *prompt);
+    s->n_ids = m;
+    return m;
+}
+
+/* Where this request takes its prompt snapshot: a prompt length in
+ * [reuse, n], or SIZE_MAX for none (off, already held, or redundant with
+ * the ids the request leaves committed). */
+static size_t session_snapshot_point(const clover_session *s, const int32_t *prompt, size_t n, size_t reuse,
+                                     const clover_generate_params *p) {
+    if (!s->snapshot_on || p->no_snapshot || n == 0) return SIZE_MAX;
+    size_t at = p->snapshot_at && p->snapshot_at < n ? p->snapshot_at : n;
+    if (at < reuse || at == 0) return SIZE_MAX;              /* the sequence is already past it */
+    if (at == n && p->max_tokens == 0) return SIZE_MAX;      /* the committed ids will be exactly these */
+    if (engine_snapshot_holds(&s->snap, prompt, at)) return SIZE_MAX;
+    return at;
+}
+
 int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
-                           const volatile int *cancel, size_t *reused, bool *cancelled, clover_op_seconds *ops,
-                           clover_error *err) {
+                           const clover_generate_params *p, size_t *reused, bool *cancelled,
+                           clover_generate_stats *st, clover_error *err) {
     *reused = 0;
     *cancelled = false;
     for (size_t i = 0; i < n; i++)
         if (prompt[i] < 0 || (size_t)prompt[i] >= s->n_vocab)
             return error_set(err, CLOVER_E_INVALID, "token %zu is id %d, expected 0..%zu", i, prompt[i],
                              s->n_vocab - 1);
-    size_t reuse = 0;
-    if (s->n_ids > 0 && s->n_ids <= n && !memcmp(s->ids, prompt, s->n_ids * sizeof *prompt)) reuse = s->n_ids;
+    size_t reuse = session_committed_match(s, prompt, n);
     if (want_logits && reuse == n && !s->last_valid) reuse = 0; /* nothing to decode from: recommit */
+    size_t snap = engine_snapshot_match(&s->snap, prompt, n);
+    if (want_logits && snap == n) snap = 0; /* the snapshot keeps no logits */
+    if (snap > reuse) {
+        double t = timer_now();
+        reuse = session_restore_snapshot(s, prompt, snap);
+        st->snapshot_reused = reuse;
+        st->snapshot_s += timer_now() - t;
+    }
     if (reuse == 0) engine_session_forget(s);
     if (want_logits && n == 0)
         return error_set(err, CLOVER_E_INVALID, "empty; autoregressive decoding needs at least one token");
-    for (size_t a = reuse; a < n; a += s->max_rows) {
-        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+    size_t at = session_snapshot_point(s, prompt, n, reuse, p);
+    for (size_t a = reuse;;) {
+        if (a == at) { /* an optimisation only: a failed snapshot leaves none and the request goes on */
+            double t = timer_now();
+            clover_error local = {0};
+            if (engine_snapshot_take(&s->snap, s->be, s->bs, prompt, at, s->snapshot_max_bytes, &local))
+                engine_snapshot_drop(&s->snap);
+            st->snapshot_s += timer_now() - t;
+        }
+        if (a >= n) break;
+        if (p->cancel && __atomic_load_n(p->cancel, __ATOMIC_RELAXED)) {
             engine_session_forget(s);
             *cancelled = true;
             return CLOVER_OK;
         }
-        size_t m = n - a < s->max_rows ? n - a : s->max_rows;
-        int rc = engine_session_commit(s, prompt + a, m, want_logits && a + m == n, ops, err);
+        size_t end = n - a < s->max_rows ? n : a + s->max_rows;
+        if (at > a && at < end) end = at; /* stop at the snapshot point */
+        int rc = engine_session_commit(s, prompt + a, end - a, want_logits && end == n, &st->commit_ops, err);
         if (rc) return rc;
+        a = end;
     }
     *reused = reuse;
     return CLOVER_OK;

@@ -17,6 +17,7 @@
 #include "clover.h"
 #include "engine/penalties.h"
 #include "engine/sampler.h"
+#include "engine/snapshot.h"
 
 struct clover_session {
     const clover_model *model;
@@ -31,6 +32,10 @@ struct clover_session {
 
     float *last_logits; /* [n_vocab] the last committed row's logits, when last_valid */
     bool last_valid;
+
+    engine_snapshot snap;     /* the prompt snapshot (snapshot.h); may outlive a forgotten sequence */
+    bool snapshot_on;         /* clover_session_params.no_snapshot unset */
+    size_t snapshot_max_bytes;
 
     int32_t *stop_ids; /* the model's stop ids: record + EOS, deduplicated, < n_vocab, ascending */
     size_t n_stop_ids;
@@ -74,17 +79,20 @@ int engine_session_reserve(clover_session *s, size_t extra, clover_error *err);
 int engine_session_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits, clover_op_seconds *ops,
                           clover_error *err);
 
-/* Step 1 of SPEC 3: commits the prompt, reusing the committed ids when they
- * are a prefix of (or equal to) it; otherwise starts afresh. With
+/* Step 1 of SPEC 3: commits the prompt, reusing the longer of the
+ * committed ids and the prompt snapshot's ids that is a prefix of (or equal
+ * to) it (the snapshot is imported then); otherwise starts afresh. With
  * want_logits the last prompt row's logits are in last_logits afterwards
  * (recommitting everything when a fully reused prompt left none).
  * *reused gets the reused token count. The tail goes in chunks of max_rows
- * (the backend's own split, so the numbers do not change) with the cancel
- * flag (may be NULL) checked before each: *cancelled, and the session
- * forgotten, when it was set. */
+ * (the backend's own split, so the numbers do not change), cut at the
+ * request's snapshot point where the snapshot is taken, with p->cancel
+ * (may be NULL) checked before each: *cancelled, and the session
+ * forgotten, when it was set. Operator seconds and the snapshot figures go
+ * to st. */
 int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
-                           const volatile int *cancel, size_t *reused, bool *cancelled, clover_op_seconds *ops,
-                           clover_error *err);
+                           const clover_generate_params *p, size_t *reused, bool *cancelled,
+                           clover_generate_stats *st, clover_error *err);
 
 /* Adds a pass's operator seconds to ops (stats.c). */
 void engine_ops_add(clover_op_seconds *ops, const backend_pass_stats *st);

@@ -82,6 +82,7 @@ int cmd_ppl(int argc, char **argv) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)threads;
+    sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err) || clover_score(s, ids, n, &sr, &err)) {
         fprintf(stderr, "clover ppl: %s\n", err.message);
         goto done;

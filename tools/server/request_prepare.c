@@ -6,7 +6,8 @@
  * max_tokens is the rest of the context for chat and 16 for completions
  * (OpenAI's legacy default). Special tokens in the rendered chat are parsed
  * as such (the template writes them); a completions prompt is tokenized the
- * same way so that hand-written ChatML works.
+ * same way so that hand-written ChatML works. A chat's prompt snapshot is
+ * taken where its generation prompt starts; completions take none.
  */
 #include "request_prepare.h"
 
@@ -22,6 +23,25 @@ static int engine_error(server_error *e, const char *param, const clover_error *
     int invalid = err->code == CLOVER_E_INVALID || err->code == CLOVER_E_UNSUPPORTED;
     return server_error_set(e, invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL, param,
                             "%s", err->message);
+}
+
+/* The next turn renders this one's generation prompt as the assistant's
+ * answer (its reasoning dropped), so the part it keeps ends where the last
+ * "<|im_start|>" (the generation prompt's) begins: the engine keeps a
+ * snapshot of the state there (a special token is tokenized on its own, so
+ * the ids before it are exactly those of the conversation so far). */
+static void snapshot_before_generation_prompt(const prepare_config *c, job *j) {
+    int32_t open = clover_token_id(c->model, "<|im_start|>");
+    size_t at = 0;
+    for (size_t i = j->n_prompt; open >= 0 && i-- > 0;)
+        if (j->prompt[i] == open) {
+            at = i;
+            break;
+        }
+    if (at > 0)
+        j->params.snapshot_at = at;
+    else
+        j->params.no_snapshot = 1;
 }
 
 static int chat_prompt(const server_request *r, const prepare_config *c, job *j, server_error *e) {
@@ -42,11 +62,13 @@ static int chat_prompt(const server_request *r, const prepare_config *c, job *j,
     rc = clover_tokenize(c->model, text, strlen(text), 1, &j->prompt, &j->n_prompt, &err);
     clover_free(text);
     if (rc) return engine_error(e, "messages", &err);
+    snapshot_before_generation_prompt(c, j);
     return 0;
 }
 
 static int completion_prompt(const server_request *r, const prepare_config *c, job *j, server_error *e) {
     clover_error err = {0};
+    j->params.no_snapshot = 1; /* a continued completion extends the committed ids: nothing re-rendered */
     if (r->prompt) {
         int32_t *ids = NULL;
         size_t n = 0;

@@ -1,6 +1,8 @@
 /*
  * session_cache.c: a linear scan over a handful of sessions (the cap is
- * small: each session holds a whole sequence's state).
+ * small: each session holds a whole sequence's state and its prompt
+ * snapshot). An empty session is one with neither, so a new conversation
+ * does not take another's snapshot while a free session is left.
  */
 #include "session_cache.h"
 
@@ -48,13 +50,13 @@ static clover_session *use(session_cache *c, size_t i) {
 clover_session *session_cache_pick(session_cache *c, const int32_t *prompt, size_t n, clover_error *err) {
     size_t best = c->n, best_len = 0, empty = c->n, lru = 0;
     for (size_t i = 0; i < c->n; i++) {
-        size_t len = clover_session_length(c->sessions[i]);
-        if (len == 0) {
-            if (empty == c->n) empty = i;
-        } else if (len <= n && len > best_len && memcmp(clover_session_ids(c->sessions[i]), prompt,
-                                                          len * sizeof *prompt) == 0) {
+        size_t len = clover_session_match(c->sessions[i], prompt, n); /* committed ids or snapshot */
+        if (len > best_len) {
             best = i;
             best_len = len;
+        } else if (len == 0 && empty == c->n && clover_session_length(c->sessions[i]) == 0 &&
+                   clover_session_snapshot_length(c->sessions[i]) == 0) {
+            empty = i;
         }
         if (c->last_used[i] < c->last_used[lru]) lru = i;
     }

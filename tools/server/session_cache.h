@@ -2,13 +2,14 @@
  * session_cache.h: the few sessions the scheduler keeps, for prefix reuse.
  *
  * A conversation that continues an earlier one renders to a prompt whose
- * ids extend what that request left committed in its session; running it
- * on that session commits only the tail. The engine can only extend a
+ * ids start with what an earlier request committed in its session; running
+ * it on that session commits only the tail. The engine can only extend a
  * sequence (a GDN state cannot be rewound), so a session is reusable when
- * its committed ids are a whole prefix of the new prompt; among those the
- * longest wins. Otherwise an empty session, a new one (up to the cap) or
- * the least recently used one is taken. Owned by the scheduler thread: no
- * locking.
+ * its committed ids, or its prompt snapshot's ids (the conversation before
+ * the last generation prompt: the part a re-rendered chat keeps), are a
+ * whole prefix of the new prompt (clover_session_match); the longest wins.
+ * Otherwise an empty session, a new one (up to the cap) or the least
+ * recently used one is taken. Owned by the scheduler thread: no locking.
  */
 #ifndef CLOVER_SERVER_SESSION_CACHE_H
 #define CLOVER_SERVER_SESSION_CACHE_H
