@@ -116,3 +116,19 @@ def test_completions_take_no_snapshot(model, tmp_path_factory, hf_tok):
         assert body["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
     finally:
         ss.stop_server(srv)
+
+
+def test_snapshot_mib_zero_keeps_none(model, tmp_path_factory, hf_tok):
+    """--snapshot-mib 0 turns the prompt snapshot off: the second turn of a chat
+    (re-rendered without the first answer's generation prompt) reuses nothing,
+    and answers exactly as with the snapshot."""
+    srv = started(model, tmp_path_factory, "nosnap", "--sessions", 1, "--snapshot-mib", 0)
+    try:
+        c = list(CONVERSATIONS[1])
+        content, _ = answer_of(chat(srv, c))
+        c += [{"role": "assistant", "content": content}, {"role": "user", "content": FOLLOW_UPS[1]}]
+        second = chat(srv, c)
+        assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert second["clover"]["reused_tokens"] == 0
+    finally:
+        ss.stop_server(srv)

@@ -32,6 +32,8 @@ static void serve_usage(FILE *out) {
                  "  --threads N          CPU threads of the model (default: every CPU)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
+                 "  --snapshot-mib N     largest prompt snapshot a session keeps for reuse across\n"
+                 "                       chat turns, in MiB (default 1024; 0: keep none)\n"
                  "  -h, --help           this text\n"
                  "\n"
                  "Exit codes: 0 stopped by SIGINT / SIGTERM, 1 could not start, 2 usage.\n");
@@ -104,6 +106,10 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
                 rc = -1;
             }
             a->o.context = (size_t)x;
+        } else if (!strcmp(k, "--snapshot-mib")) {
+            rc = cli_parse_u64("serve", k, v, (uint64_t)1 << 24, &x);
+            a->o.snapshot_mib = (size_t)x;
+            a->o.snapshot_set = 1;
         } else {
             fprintf(stderr, "clover serve: unknown option '%s' (clover serve --help)\n", k);
             return -1;
