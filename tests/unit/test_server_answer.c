@@ -90,6 +90,21 @@ static void test_stop_across_pieces(void) {
     CHECK(!a.stopped);
     answer_stream_free(&a);
 
+    /* overlapping stops: "te" completes before the longer stop that starts
+     * earlier, so the answer ends at "te" whether the text comes whole or in
+     * pieces (the fuzzer found the two disagreeing) */
+    char *overlap[] = {"te", "xx abc te yy"};
+    const char *whole[] = {"xx abc te yy", NULL};
+    const char *bits[] = {"xx a", "bc t", "e yy", NULL};
+    answer_stream_init(&a, overlap, 2, 0);
+    feed(&a, whole, &c);
+    CHECK(!strcmp(c.content, "xx abc "));
+    answer_stream_free(&a);
+    answer_stream_init(&a, overlap, 2, 0);
+    feed(&a, bits, &c);
+    CHECK(!strcmp(c.content, "xx abc "));
+    answer_stream_free(&a);
+
     /* a stop inside the reasoning ends the answer there */
     answer_stream_init(&a, stops, 2, 1);
     const char *r[] = {"thinking zzz then", "</think>answer", NULL};
@@ -113,11 +128,18 @@ static const char *fragments[] = {"a",  "b",     "\n",  "\n\n", "</think>", "</"
                                   "é",  "\xe2\x82\xac", "ST", "OP", "STOP", " ", "x\n", "<think>"};
 #define N_FRAGMENTS (sizeof fragments / sizeof fragments[0])
 
+/* Where the answer is cut: at the stop occurrence that completes first (the
+ * smallest end; ties: the smallest start). */
 static size_t first_stop(const char *t, size_t n, char *const *stops, size_t n_stops) {
-    size_t best = n;
+    size_t best = n, best_end = (size_t)-1;
     for (size_t i = 0; i < n_stops; i++) {
         const char *hit = strstr(t, stops[i]);
-        if (hit && (size_t)(hit - t) < best) best = (size_t)(hit - t);
+        if (!hit) continue;
+        size_t at = (size_t)(hit - t), end = at + strlen(stops[i]);
+        if (end < best_end || (end == best_end && at < best)) {
+            best = at;
+            best_end = end;
+        }
     }
     return best;
 }

@@ -47,15 +47,24 @@ static size_t partial_suffix(const char *hay, size_t n, const char *needle, size
     return 0;
 }
 
-/* Stop sequences: cut at the first complete one, otherwise hold back a suffix that may become one. */
+/* Stop sequences: the answer ends at the stop occurrence that is complete
+ * first, i.e. whose END comes first (ties: the one that starts first), and
+ * is cut at its start; otherwise a suffix that may still become a stop is
+ * held back. Ordering by end, not start, makes the cut independent of how
+ * the text arrives in pieces: a long stop that starts earlier but would
+ * complete later never counts, whether the text came whole or token by
+ * token (so a streamed and a non-streamed answer agree). */
 static void scan_stops(answer_stream *a, size_t old_len) {
-    size_t hold = 0, first = a->len;
+    size_t hold = 0, first = a->len, first_end = (size_t)-1;
     for (size_t i = 0; i < a->n_stops; i++) {
         const char *s = a->stops[i];
         size_t m = strlen(s);
         size_t from = old_len >= m - 1 ? old_len - (m - 1) : 0;
         size_t at = find_from(a->raw, a->len, from, s, m);
-        if (at < first) first = at;
+        if (at < a->len && (at + m < first_end || (at + m == first_end && at < first))) {
+            first = at;
+            first_end = at + m;
+        }
         size_t k = partial_suffix(a->raw, a->len, s, m);
         if (k > hold) hold = k;
     }
