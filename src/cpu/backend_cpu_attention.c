@@ -1,9 +1,9 @@
 /*
  * backend_cpu_attention.c: a gated full-attention layer of a pass. The three
- * projections run over all rows of the pass at once (each weight read once),
- * then the operators of attention.h: cpu_attn_prepare writes the rows' keys
- * and values into the cache at their positions, cpu_attn_forward_pool
- * attends, o_proj maps back.
+ * projections run over all rows of the pass at once (each weight read once)
+ * in one run of the pool (matmul_batch), then the operators of attention.h:
+ * cpu_attn_prepare writes the rows' keys and values into the cache at their
+ * positions, cpu_attn_forward_pool attends, o_proj maps back.
  *
  * A preview writes its block's K/V at rows n_past.. of the cache, past the
  * committed end: the committed rows are untouched and the committed length
@@ -19,9 +19,12 @@ void cpu_layer_attention(backend_session *s, size_t il, size_t n, size_t pos, cp
     const cpu_attn_dims *d = &s->attn_dims;
     const size_t H = s->hp->n_embd, nh = d->n_head, nkv = d->n_head_kv, hd = d->head_dim;
 
-    matmul(s->pool, w->q.type, w->q.data, 2 * nh * hd, H, sc->x, n, sc->qg);
-    matmul(s->pool, w->k.type, w->k.data, nkv * hd, H, sc->x, n, sc->k);
-    matmul(s->pool, w->v.type, w->v.data, nkv * hd, H, sc->x, n, sc->v);
+    const matmul_item in[3] = {
+        {w->q.type, w->q.data, 2 * nh * hd, H, sc->x, n, sc->qg},
+        {w->k.type, w->k.data, nkv * hd, H, sc->x, n, sc->k},
+        {w->v.type, w->v.data, nkv * hd, H, sc->x, n, sc->v},
+    };
+    matmul_batch(s->pool, in, 3);
     cpu_attn_prepare(sc->q, sc->gate, ly->k_cache, ly->v_cache, sc->qg, sc->k, sc->v, w->q_norm.data,
                      w->k_norm.data, s->inv_freq, d, (int64_t)pos, n, sc->cs);
     cpu_attn_forward_pool(s->pool, sc->att, sc->q, sc->gate, ly->k_cache, ly->v_cache, d, (int64_t)pos, n,

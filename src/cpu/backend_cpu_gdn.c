@@ -1,7 +1,8 @@
 /*
- * backend_cpu_gdn.c: a Gated DeltaNet layer of a pass. The projections run
- * over all rows at once; then the causal mixer (commit: advances the ring and
- * the state) or the block operator (preview: reads them only), then out_proj.
+ * backend_cpu_gdn.c: a Gated DeltaNet layer of a pass. The input projections
+ * run over all rows at once, in one run of the pool (matmul_batch); then the
+ * causal mixer (commit: advances the ring and the state) or the block
+ * operator (preview: reads them only), then out_proj.
  *
  * The commit picks the recurrence for a single row and the chunked form for
  * more, as transformers does (decode vs prefill): the fixtures were made
@@ -18,11 +19,14 @@ void cpu_layer_gdn(backend_session *s, size_t il, size_t n, cpu_pass_mode mode, 
     const cpu_gdn_dims *d = &s->gdn_dims;
     const size_t H = s->hp->n_embd, cd = cpu_gdn_conv_dim(d), nv = d->n_v_heads, vd = nv * d->v_dim;
 
-    matmul(s->pool, w->qkv.type, w->qkv.data, cd, H, sc->x, n, sc->mixed);
-    matmul(s->pool, w->z.type, w->z.data, vd, H, sc->x, n, sc->z);
-    matmul(s->pool, w->alpha.type, w->alpha.data, nv, H, sc->x, n, sc->ga);
+    const matmul_item in[4] = {
+        {w->qkv.type, w->qkv.data, cd, H, sc->x, n, sc->mixed},
+        {w->z.type, w->z.data, vd, H, sc->x, n, sc->z},
+        {w->alpha.type, w->alpha.data, nv, H, sc->x, n, sc->ga},
+        {w->beta.type, w->beta.data, nv, H, sc->x, n, sc->gb},
+    };
+    matmul_batch(s->pool, in, mode == CPU_PASS_COMMIT ? 4 : 3);
     if (mode == CPU_PASS_COMMIT) {
-        matmul(s->pool, w->beta.type, w->beta.data, nv, H, sc->x, n, sc->gb);
         cpu_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gdn_w, ly->ring, ly->state, d, n,
                     n == 1 ? CPU_GDN_RECURRENT : CPU_GDN_CHUNKED, s->pool, sc->gdn);
     } else {

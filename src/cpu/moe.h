@@ -102,7 +102,7 @@ void cpu_moe_forward(float *out,        // [n][H]
                      const float *x,    // [n][H], post_attention_layernorm output
                      size_t n, const cpu_moe_weights *w, const uint8_t *allowed, threadpool *pool,
                      void *scratch);
-/* The oracle: the same with matmul_scalar and cpu_swiglu_scalar. */
+/* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);
 

@@ -38,6 +38,10 @@ typedef struct synth_geometry {
     uint32_t n_vocab;      /* embedding rows */
     uint32_t special_base; /* id of the first special token (<|endoftext|>) */
     synth_mix mix;
+    /* Q4_K tensors are drawn as blocks straight from the random stream
+     * (synth_values_fill_q4_k) instead of quantising f32 values: the 35B
+     * preset's 32 billion expert values would take hours to quantise. */
+    bool direct_q4_k;
 } synth_geometry;
 
 /* synth_geometry.c: preset + options (overrides, type) -> geometry. */
@@ -88,6 +92,7 @@ typedef struct synth_tensor {
     uint32_t type;
     synth_init init;
     float a, b;
+    bool direct; /* type Q4_K, init NORMAL: blocks drawn directly (synth_values_fill_q4_k) */
 } synth_tensor;
 /* *out is allocated (mem_free). */
 int synth_plan_make(const synth_geometry *g, bool diffusion, synth_tensor **out, size_t *n, clover_error *err);
@@ -98,6 +103,11 @@ uint64_t synth_tensor_rows(const synth_tensor *t);
  * depend on nothing else: not the tensors before it, not the thread count. */
 void synth_values_seed(rng_state *r, uint64_t seed, const char *name, uint64_t chunk);
 void synth_values_fill(const synth_tensor *t, rng_state *r, float *dst, size_t n);
+/* Q4_K blocks for n values (a multiple of 256) of a NORMAL tensor of scale a,
+ * drawn directly: uniform random codes, random 6-bit sub-block scales, each
+ * sub-block's min set so that its mean is ~0, and d chosen so the values'
+ * standard deviation is a (see synth_values.c). Writes n / 256 * 144 bytes. */
+void synth_values_fill_q4_k(const synth_tensor *t, rng_state *r, void *dst, size_t n);
 
 /* synth_stream.c: writes every planned tensor's bytes after gguf_writer_begin,
  * generated and quantised on n_threads threads (0: one per CPU). */

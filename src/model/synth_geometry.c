@@ -3,7 +3,10 @@
  * `tiny` is the embedded default model: every structural feature of the
  * real one (GDN and attention layers, more value than key heads, partial
  * rotary, GQA, top-k > 1 routing, a shared expert) at a size that keeps the
- * binary small and the tests fast. `qwen3.5-35b-a3b` is TRUNK.md's geometry.
+ * binary small and the tests fast. `qwen3.5-35b-a3b` is TRUNK.md's geometry;
+ * its Q4_K tensors (the routed experts) are drawn as Q4_K blocks directly
+ * (synth_values_fill_q4_k), so the 19 GB file takes minutes, not hours, and
+ * its experts are not the Q4_K rounding of the f32 file of the same seed.
  */
 #include <string.h>
 #include <strings.h>
@@ -62,6 +65,7 @@ static const synth_geometry preset_35b = {
     .n_vocab = 248320,
     .special_base = 248044,
     .mix = SYNTH_MIX_Q4_K_M,
+    .direct_q4_k = true,
 };
 
 static const struct {

@@ -15,6 +15,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "model/synth.h"
+#include "quant/quant.h"
 
 typedef struct plan {
     const synth_geometry *g;
@@ -39,6 +40,7 @@ static void add(plan *p, synth_role role, synth_init init, float a, float b, uin
     t->init = init;
     t->a = a;
     t->b = b;
+    t->direct = p->g->direct_q4_k && t->type == QUANT_Q4_K && init == SYNTH_INIT_NORMAL;
 }
 
 #define NORMAL(p, role, scale, e0, e1, e2, fmt, il) add(p, role, SYNTH_INIT_NORMAL, scale, 0, e0, e1, e2, fmt, il)

@@ -6,7 +6,9 @@
  * fixed size that depends only on the row length, each chunk draws from
  * its own random stream (seed, name, chunk index), and a group of chunks is
  * generated in parallel on the thread pool, then written in order. The
- * bytes therefore do not depend on the number of threads.
+ * bytes therefore do not depend on the number of threads. Tensors marked
+ * direct (the big preset's Q4_K experts) draw their blocks straight from
+ * the chunk's stream instead (synth_values_fill_q4_k).
  */
 #include <string.h>
 
@@ -37,8 +39,13 @@ static void chunk_task(void *ctx, size_t task, size_t thread) {
     size_t k = j->rows - r0 < j->chunk_rows ? (size_t)(j->rows - r0) : j->chunk_rows;
     rng_state r;
     synth_values_seed(&r, j->seed, j->t->name, chunk);
+    uint8_t *out = j->out + task * j->chunk_rows * j->row_bytes;
+    if (j->t->direct) {
+        synth_values_fill_q4_k(j->t, &r, out, k * j->ne0);
+        return;
+    }
     synth_values_fill(j->t, &r, j->scratch[thread], k * j->ne0);
-    quant_quantize_row(j->t->type, j->scratch[thread], j->out + task * j->chunk_rows * j->row_bytes, k * j->ne0);
+    quant_quantize_row(j->t->type, j->scratch[thread], out, k * j->ne0);
 }
 
 int synth_stream_tensors(gguf_writer *w, const synth_tensor *plan, size_t n, uint64_t seed, size_t n_threads,

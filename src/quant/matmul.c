@@ -2,6 +2,14 @@
  * matmul.c: splits a matrix product over output rows into pool tasks and
  * picks the kernel: the fused dot per output for one or two activation rows
  * (or on a CPU without AVX2), the tiled kernel of matmul_avx2.c for more.
+ * With AVX2, one or two rows against Q8_0 or K-quant weights take the
+ * integer path instead: the rows are quantised to 8 bits once, here, into
+ * a buffer on the caller's stack (quant_act_*), and every task dots its
+ * weight rows with them; rows too long for the buffer stay on the f32 dot.
+ *
+ * A product too small to pay for waking the pool's threads (a few
+ * microseconds of work, against tens of microseconds or a scheduler
+ * quantum for a wake-up on a busy machine) runs on the calling thread.
  *
  * Tasks are runs of whole 4-row tiles, about 8 per thread so that the
  * dynamic hand-out of the pool evens out threads that run slower (another
@@ -18,7 +26,23 @@
 
 /* From 3 activation rows on, the tiled kernel wins; for 1 or 2 the fused dot
  * does (with 2, the second row finds the weight row still in L1). */
-enum { TASKS_PER_THREAD = 8, TILE_ROWS = 4, TILED_MIN_ROWS = 3 };
+enum {
+    TASKS_PER_THREAD = 8,
+    TILE_ROWS = 4,
+    TILED_MIN_ROWS = 3,
+    ACT_MAX_ROWS = 2,            /* rows that take the integer path */
+    ACT_STACK_BYTES = 40 * 1024, /* its buffer: 2 rows of 16384 K-quant activations */
+    INLINE_MAX_MACS = 1 << 17,   /* products below this many multiply-adds skip the pool */
+};
+
+/* Bytes of x's 8-bit copy when matmul takes the integer path for this
+ * product (AVX2, Q8_0 or K-quant weights, one or two rows that fit the
+ * buffer); 0 when it keeps f32 activations. */
+static size_t act_path_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    const size_t xq_bytes = quant_act_row_bytes(type, n_in);
+    if (n_rows > ACT_MAX_ROWS || xq_bytes == 0 || xq_bytes * n_rows > ACT_STACK_BYTES || !quant_simd_active()) return 0;
+    return xq_bytes;
+}
 
 static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
     for (size_t o = o0; o < o1; o++) {
@@ -28,33 +52,49 @@ static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
     }
 }
 
+static void matmul_rows_act(const matmul_job *j, size_t o0, size_t o1) {
+    for (size_t o = o0; o < o1; o++) {
+        const uint8_t *row = j->w + o * j->row_bytes;
+        for (size_t r = 0; r < j->n_rows; r++)
+            j->y[r * j->n_out + o] = j->act_dot(row, j->xq + r * j->xq_bytes, j->n_in);
+    }
+}
+
 static void matmul_task(void *ctx, size_t task, size_t thread) {
     (void)thread;
     const matmul_job *j = ctx;
     const size_t o0 = task * j->rows_per_task;
     const size_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-    if (j->n_rows >= TILED_MIN_ROWS && quant_simd_active())
+    if (j->xq)
+        matmul_rows_act(j, o0, o1);
+    else if (j->n_rows >= TILED_MIN_ROWS && quant_simd_active())
         matmul_rows_tiled_avx2(j, o0, o1);
     else
         matmul_rows_dot(j, o0, o1);
 }
 
-void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
-            float *y) {
-    if (n_out == 0 || n_rows == 0) return;
+/* Fills job for one product split for `threads` threads; returns its task
+ * count (0: nothing to run, y already written for the degenerate cases).
+ * When the product takes the integer path, x is quantised into xq (after
+ * the *xq_used bytes taken so far; the caller makes sure it fits), unless
+ * `shared` (a job with the same x, n_in, n_rows and activation format)
+ * already holds it. */
+static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, const void *w, size_t n_out, size_t n_in,
+                             const float *x, size_t n_rows, float *y, uint8_t *xq, size_t xq_cap, size_t *xq_used,
+                             const matmul_job *shared) {
+    if (n_out == 0 || n_rows == 0) return 0;
     if (!quant_type_supported(type) || n_in % quant_block_elems(type) != 0) {
         assert(!"matmul: unsupported type or n_in not a multiple of the block");
         for (size_t i = 0; i < n_rows * n_out; i++) y[i] = NAN; /* visible, and no memory touched out of bounds */
-        return;
+        return 0;
     }
     if (n_in == 0) { /* empty dot products */
         for (size_t i = 0; i < n_rows * n_out; i++) y[i] = 0.0f;
-        return;
+        return 0;
     }
-    const size_t threads = threadpool_size(pool);
     size_t per = threads > 1 ? (n_out + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD) : n_out;
     per = (per + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
-    matmul_job job = {
+    *job = (matmul_job){
         .type = type,
         .w = w,
         .row_bytes = quant_row_bytes(type, n_in),
@@ -65,7 +105,92 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
         .y = y,
         .rows_per_task = per,
     };
-    threadpool_run(pool, (n_out + per - 1) / per, matmul_task, &job);
+    const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
+    if (xq_bytes) {
+        if (shared) {
+            job->xq = shared->xq;
+        } else {
+            assert(xq_bytes * n_rows <= xq_cap - *xq_used);
+            uint8_t *dst = xq + *xq_used;
+            for (size_t r = 0; r < n_rows; r++) quant_act_quantize(type, x + r * n_in, dst + r * xq_bytes, n_in);
+            *xq_used += (xq_bytes * n_rows + 63) / 64 * 64;
+            job->xq = dst;
+        }
+        job->xq_bytes = xq_bytes;
+        job->act_dot = quant_act_dot_kernel(type);
+    }
+    return (n_out + per - 1) / per;
+}
+
+void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+            float *y) {
+    _Alignas(64) uint8_t xq[ACT_STACK_BYTES];
+    size_t used = 0;
+    matmul_job job;
+    const size_t tasks =
+        matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq, sizeof xq, &used, NULL);
+    if (tasks == 0) return;
+    if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
+    threadpool_run(pool, tasks, matmul_task, &job);
+}
+
+/* ---- several products in one run ---- */
+
+typedef struct batch_job {
+    matmul_job jobs[MATMUL_BATCH_MAX];
+    size_t first[MATMUL_BATCH_MAX + 1]; /* task index of each job's first task; first[n] = all */
+    size_t n;
+} batch_job;
+
+static void batch_task(void *ctx, size_t task, size_t thread) {
+    const batch_job *b = ctx;
+    size_t i = 0;
+    while (task >= b->first[i + 1]) i++; /* a handful of jobs: a linear search */
+    matmul_task((void *)&b->jobs[i], task - b->first[i], thread);
+}
+
+/* Same activation format: Q8_0's blocks of 32, or the K-quants' of 256. */
+static int act_same_format(uint32_t a, uint32_t b) { return (a == QUANT_Q8_0) == (b == QUANT_Q8_0); }
+
+static void batch_flush(threadpool *pool, batch_job *b, double macs) {
+    if (b->n == 0) return;
+    if (macs < INLINE_MAX_MACS) pool = NULL;
+    threadpool_run(pool, b->first[b->n], batch_task, b);
+    b->n = 0;
+}
+
+void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
+    assert(n_items <= MATMUL_BATCH_MAX);
+    if (n_items > MATMUL_BATCH_MAX) n_items = MATMUL_BATCH_MAX;
+    _Alignas(64) uint8_t xq[2 * ACT_STACK_BYTES];
+    size_t used = 0;
+    batch_job b;
+    b.n = 0;
+    b.first[0] = 0;
+    double macs = 0;
+    const size_t threads = threadpool_size(pool);
+    for (size_t i = 0; i < n_items; i++) {
+        const matmul_item *it = &items[i];
+        const matmul_job *shared = NULL;
+        for (size_t k = 0; k < b.n && !shared; k++) {
+            const matmul_job *o = &b.jobs[k];
+            if (o->xq && o->x == it->x && o->n_in == it->n_in && o->n_rows == it->n_rows &&
+                act_same_format(o->type, it->type))
+                shared = o;
+        }
+        const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
+        if (!shared && need > sizeof xq - used) { /* the 8-bit copies are full: run what is ready */
+            batch_flush(pool, &b, macs);
+            used = 0, macs = 0;
+        }
+        size_t tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
+                                      it->y, xq, sizeof xq, &used, shared);
+        if (tasks == 0) continue;
+        macs += (double)it->n_out * (double)it->n_in * (double)it->n_rows;
+        b.first[b.n + 1] = b.first[b.n] + tasks;
+        b.n++;
+    }
+    batch_flush(pool, &b, macs);
 }
 
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y) {
@@ -74,4 +199,19 @@ void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
     for (size_t r = 0; r < n_rows; r++)
         for (size_t o = 0; o < n_out; o++)
             y[r * n_out + o] = quant_dot_scalar(type, wb + o * row_bytes, x + r * n_in, n_in);
+}
+
+void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y) {
+    const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
+    if (!xq_bytes) {
+        matmul_scalar(type, w, n_out, n_in, x, n_rows, y);
+        return;
+    }
+    _Alignas(64) uint8_t xq[ACT_STACK_BYTES];
+    const uint8_t *wb = w;
+    const size_t row_bytes = quant_row_bytes(type, n_in);
+    for (size_t r = 0; r < n_rows; r++) {
+        quant_act_quantize_scalar(type, x + r * n_in, xq, n_in);
+        for (size_t o = 0; o < n_out; o++) y[r * n_out + o] = quant_act_dot_scalar(type, wb + o * row_bytes, xq, n_in);
+    }
 }

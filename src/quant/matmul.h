@@ -5,12 +5,17 @@
  * The output rows of W are split into tasks across the thread pool. One or
  * two activation rows (decode) go through the fused dequantise-and-dot of
  * quant_dot, weight row by weight row (a second activation row finds the row
- * still in L1). Three or more (prompt processing, block-diffusion previews)
+ * still in L1); with AVX2 and Q8_0 or K-quant weights, the rows are first
+ * quantised to 8 bits (quant_act_*) and dotted with integer multiply-adds,
+ * which adds the activation rounding quant.h bounds. Three or more (prompt processing, block-diffusion previews)
  * use a tiled kernel: a task dequantises a tile of 4 weight rows x 512
  * columns once into a buffer on its own stack (8 KiB, cache resident) and
  * multiplies it with up to 64 activation rows, so the weights are read and
  * decoded once per 64 rows instead of once per row. The tile lives on the
- * stack, so matmul needs no scratch from the caller and allocates nothing.
+ * stack, so matmul needs no scratch from the caller and allocates nothing
+ * (the 8-bit rows too: 40 KiB of the caller's stack). Products of fewer
+ * than 2^17 multiply-adds run on the calling thread: waking the pool costs
+ * more than they do.
  */
 #ifndef CLOVER_QUANT_MATMUL_H
 #define CLOVER_QUANT_MATMUL_H
@@ -28,7 +33,32 @@
 void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
             float *y);
 
+/* Several independent products in one run of the pool: one wake-up of the
+ * threads (and one wait for the slowest) instead of one per product, which
+ * matters when each product is a few tens of microseconds (a decode step's
+ * experts). Each item computes exactly what matmul would (the same kernels,
+ * the same integer path for one or two rows), so results are identical;
+ * items with the same x, n_in, n_rows and activation format share one
+ * quantised copy of x. Up to MATMUL_BATCH_MAX items per call. */
+enum { MATMUL_BATCH_MAX = 32 };
+typedef struct matmul_item {
+    uint32_t type;
+    const void *w; /* [n_out] rows of n_in */
+    size_t n_out, n_in;
+    const float *x; /* [n_rows][n_in] */
+    size_t n_rows;
+    float *y; /* [n_rows][n_out] */
+} matmul_item;
+void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items);
+
 /* The oracle: one thread, every output from quant_dot_scalar. */
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);
+/* The oracle of what matmul computes: the scalar integer path
+ * (quant_act_quantize_scalar, quant_act_dot_scalar) for exactly the
+ * products matmul sends through it (AVX2 active, Q8_0 or K-quant weights,
+ * one or two rows of at most 16384), matmul_scalar for the others. So a
+ * fast operator built on matmul and its scalar twin built on this differ
+ * only by float summation order. */
+void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);
 
 #endif

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "quant/quant.h"
+
 typedef struct matmul_job {
     uint32_t type;
     const uint8_t *w; /* [n_out] rows of row_bytes */
@@ -17,6 +19,9 @@ typedef struct matmul_job {
     size_t n_rows;
     float *y; /* [n_rows][n_out] */
     size_t rows_per_task;
+    const uint8_t *xq; /* [n_rows] rows of xq_bytes: x in 8 bits (quant_act_*), or NULL */
+    size_t xq_bytes;
+    quant_act_dot_fn act_dot; /* with xq: the type's integer dot */
 } matmul_job;
 
 /* Output rows [o0, o1) of the job for every activation row, through weight

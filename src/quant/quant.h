@@ -4,8 +4,11 @@
  *
  * Each type has a plain scalar implementation (the oracle, *_scalar) and,
  * where the CPU has AVX2+FMA+F16C, a fast path chosen once at run time; the
- * unsuffixed functions dispatch. Activations stay f32: a quantised row is
- * dotted with an f32 vector by dequantising on the fly, block by block.
+ * unsuffixed functions dispatch. quant_dot keeps activations f32: a
+ * quantised row is dotted with an f32 vector by dequantising on the fly,
+ * block by block. The quant_act_* functions are the integer fast path of
+ * the matrix-vector product (llama.cpp's): the activation row is quantised
+ * once to 8-bit blocks and dotted with integer multiply-adds.
  */
 #ifndef CLOVER_QUANT_H
 #define CLOVER_QUANT_H
@@ -63,6 +66,32 @@ float quant_dot(uint32_t type, const void *row, const float *x, size_t n);
 /* The scalar oracles of the above. */
 void quant_dequantize_row_scalar(uint32_t type, const void *src, float *dst, size_t n);
 float quant_dot_scalar(uint32_t type, const void *row, const float *x, size_t n);
+
+/* ---- 8-bit activations: the integer dot products ----
+ * For Q8_0 weights the activations are quantised in blocks of 32 (an f32
+ * scale and 32 int8), for the K-quants in blocks of 256 (llama.cpp's Q8_K:
+ * an f32 scale, 256 int8 and the sums of each 16). In each block
+ * d = max|x| / 127 and q = round-to-nearest-even(x * 127 / max|x|), so
+ * |x - d q| <= d / 2: the dot product then differs from quant_dot's by at
+ * most sum over blocks of (max|x_b| / 254) * sum_b |w| (plus float
+ * rounding). A block holding a NaN or an infinity gets d = NaN, so the dot
+ * is NaN as the f32 one would be. The scalar and AVX2 quantisers agree bit
+ * for bit; the dots differ only in the order of the float scale products. */
+
+/* Bytes of the quantised form of n activations for dotting with weights of
+ * type; 0 when the type has no integer path (float types) or n is not a
+ * multiple of its block. */
+size_t quant_act_row_bytes(uint32_t weight_type, size_t n);
+/* xq: quant_act_row_bytes(weight_type, n) bytes, 4-byte aligned. */
+void quant_act_quantize(uint32_t weight_type, const float *x, void *xq, size_t n);
+float quant_act_dot(uint32_t weight_type, const void *row, const void *xq, size_t n);
+void quant_act_quantize_scalar(uint32_t weight_type, const float *x, void *xq, size_t n);
+float quant_act_dot_scalar(uint32_t weight_type, const void *row, const void *xq, size_t n);
+/* The dot quant_act_dot dispatches to for a type (NULL when it has no
+ * integer path): a matrix product looks it up once, not once per row.
+ * n must be a multiple of the type's activation block. */
+typedef float (*quant_act_dot_fn)(const void *row, const void *xq, size_t n);
+quant_act_dot_fn quant_act_dot_kernel(uint32_t weight_type);
 
 /* Whether the AVX2 fast paths are in use (CPU support; CLOVER_NO_SIMD=1 turns them off for diagnosis). */
 bool quant_simd_active(void);

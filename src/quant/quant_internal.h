@@ -62,6 +62,21 @@ typedef struct block_q6_k {
     uint8_t d[2]; /* f16 */
 } block_q6_k;
 
+/* 8-bit activations (quant.h's quant_act_*): our own layouts, never in a
+ * file, so they hold an f32 scale and are 4-byte aligned. */
+typedef struct act_q8_32 { /* for Q8_0 weights */
+    float d;
+    int8_t qs[QUANT_QK8_0];
+} act_q8_32;
+
+typedef struct act_q8_k { /* for K-quant weights (llama.cpp's block_q8_K) */
+    float d;
+    int8_t qs[QUANT_QK_K];
+    int16_t bsums[QUANT_QK_K / 16]; /* sum of qs[16 s .. 16 s + 15] */
+} act_q8_k;
+
+_Static_assert(sizeof(act_q8_32) == 36, "act_q8_32 layout");
+_Static_assert(sizeof(act_q8_k) == 292, "act_q8_k layout");
 _Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
 _Static_assert(sizeof(block_q4_k) == 144, "block_q4_k layout");
 _Static_assert(sizeof(block_q5_k) == 176, "block_q5_k layout");
@@ -107,6 +122,23 @@ void quant_quantize_q8_0(const float *src, void *dst, size_t n);
 void quant_quantize_q4_k(const float *src, void *dst, size_t n);
 void quant_quantize_q5_k(const float *src, void *dst, size_t n);
 void quant_quantize_q6_k(const float *src, void *dst, size_t n);
+
+/* 8-bit activations: scalar oracles (act_scalar.c) and AVX2 (act_avx2.c).
+ * The quantisers of the two agree bit for bit. The dots take the
+ * activation row as void (act_q8_32 or act_q8_k blocks) so that they share
+ * quant_act_dot_fn's type. */
+void quant_act_quantize_32_scalar(const float *x, act_q8_32 *y, size_t n);
+void quant_act_quantize_k_scalar(const float *x, act_q8_k *y, size_t n);
+float quant_act_dot_q8_0_scalar(const void *row, const void *xq, size_t n);
+float quant_act_dot_q4_k_scalar(const void *row, const void *xq, size_t n);
+float quant_act_dot_q5_k_scalar(const void *row, const void *xq, size_t n);
+float quant_act_dot_q6_k_scalar(const void *row, const void *xq, size_t n);
+void quant_act_quantize_32_avx2(const float *x, act_q8_32 *y, size_t n);
+void quant_act_quantize_k_avx2(const float *x, act_q8_k *y, size_t n);
+float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n);
+float quant_act_dot_q4_k_avx2(const void *row, const void *xq, size_t n);
+float quant_act_dot_q5_k_avx2(const void *row, const void *xq, size_t n);
+float quant_act_dot_q6_k_avx2(const void *row, const void *xq, size_t n);
 
 /* AVX2+FMA+F16C fast paths (quant_avx2.c); only called after the CPU check.
  * Dequantisation is bit-identical to the scalar oracle; dot products differ

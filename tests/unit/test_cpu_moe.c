@@ -254,9 +254,10 @@ static void moe_matches_torch(void) {
 
 /* Quantised experts (gate/up Q4_K, down Q8_0, shared Q8_0 / Q6_K, router
  * F32), 11 rows: cpu_moe_forward on a 2-thread pool (tiled AVX2 matmul) against
- * cpu_moe_forward_scalar (quant_dot_scalar everywhere). Both dequantise the
- * same blocks exactly and differ only in the order of 256-long float32 sums
- * (and 2-ulp expf in SwiGLU): 1e-5 of the scale. The rows route to several
+ * cpu_moe_forward_scalar (matmul_oracle: quant_dot_scalar, or for the one-
+ * and two-row products matmul sends through 8-bit activations the scalar
+ * integer dots). Both decode the same blocks exactly and differ only in the
+ * order of float32 sums (and 2-ulp expf in SwiGLU): 1e-5 of the scale. The rows route to several
  * experts each, so gathering, bucketing and accumulation are all exercised. */
 static void moe_fast_matches_scalar_quantised(void) {
     const size_t H = 256, E = 6, k = 2, F = 64, Fs = 256, n = 11;
@@ -295,7 +296,10 @@ static void moe_fast_matches_scalar_quantised(void) {
     cpu_moe_forward(b, x, n, &w, NULL, pool, scratch);
     CHECK_MSG(ops_nerr(b, a, n * H) < 1e-5, "pool: %g", ops_nerr(b, a, n * H));
     OPS_NOTE("quantised experts, pool vs scalar: nerr %.2g", ops_nerr(b, a, n * H));
-    cpu_moe_forward(b, x, 1, &w, NULL, pool, scratch); /* one row: the decode path of matmul */
+    /* one row: the decode path of matmul (8-bit activations for one or two rows, which the
+     * oracle's matmul_oracle mirrors, so the one-row oracle is computed on its own) */
+    cpu_moe_forward_scalar(a, x, 1, &w, NULL, scratch);
+    cpu_moe_forward(b, x, 1, &w, NULL, pool, scratch);
     CHECK_MSG(ops_nerr(b, a, H) < 1e-5, "one row: %g", ops_nerr(b, a, H));
     const uint8_t allowed[6] = {0, 1, 1, 0, 0, 1};
     cpu_moe_forward_scalar(a, x, n, &w, allowed, scratch);
