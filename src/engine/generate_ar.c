@@ -20,17 +20,9 @@ int engine_generate_ar(engine_request *rq, clover_error *err) {
     clover_generate_result *res = rq->res;
     clover_generate_stats *st = &res->stats;
     const size_t V = s->n_vocab, max = rq->p->max_tokens;
-    size_t reused = 0;
-    double t = timer_now();
     bool cancelled;
-    int rc = engine_session_prepare(s, rq->prompt, rq->n_prompt, true, rq->p, &reused, &cancelled, st, err);
-    st->prompt_s = timer_now() - t;
-    if (rc) return error_prefix(err, "prompt");
-    st->reused_tokens = reused;
-    if (cancelled) {
-        res->finish = CLOVER_FINISH_CANCELLED;
-        return CLOVER_OK;
-    }
+    int rc = request_commit_prompt(rq, true, &cancelled, err);
+    if (rc || cancelled) return rc;
     if (rq->p->dump_first_preview) {
         rc = engine_dump_first_preview(rq->p->dump_first_preview, rq->prompt, rq->n_prompt, s->last_logits, 1, V,
                                        err);
@@ -41,7 +33,7 @@ int engine_generate_ar(engine_request *rq, clover_error *err) {
             res->finish = CLOVER_FINISH_CANCELLED;
             return CLOVER_OK;
         }
-        t = timer_now();
+        double t = timer_now();
         memcpy(s->row, s->last_logits, V * sizeof *s->row);
         request_forbid(rq, s->row);
         int32_t id;

@@ -151,17 +151,9 @@ int engine_generate_diffusion(engine_request *rq, clover_error *err) {
     clover_generate_result *res = rq->res;
     clover_generate_stats *st = &res->stats;
     const size_t B = rq->block, max = rq->p->max_tokens;
-    size_t reused = 0;
-    double t = timer_now();
     bool cancelled;
-    int rc = engine_session_prepare(s, rq->prompt, rq->n_prompt, false, rq->p, &reused, &cancelled, st, err);
-    st->prompt_s = timer_now() - t;
-    if (rc) return error_prefix(err, "prompt");
-    st->reused_tokens = reused;
-    if (cancelled) {
-        res->finish = CLOVER_FINISH_CANCELLED;
-        return CLOVER_OK;
-    }
+    int rc = request_commit_prompt(rq, false, &cancelled, err);
+    if (rc || cancelled) return rc;
     while (res->n_generated < max) {
         size_t remaining = max - res->n_generated < B ? max - res->n_generated : B;
         if ((rc = resolve_block(rq, &cancelled, err))) return rc;
@@ -177,7 +169,7 @@ int engine_generate_diffusion(engine_request *rq, clover_error *err) {
         }
         penalty_state_commit(&s->pen, s->block, take);
         if (ended || res->n_generated >= max) break;
-        t = timer_now();
+        double t = timer_now();
         rc = engine_session_commit(s, s->block, B, false, &st->commit_ops, err);
         st->commit_s += timer_now() - t;
         if (rc) return error_prefix(err, "block commit");

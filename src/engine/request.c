@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/timer.h"
 
 bool request_cancelled(const engine_request *rq) {
     return rq->p->cancel && __atomic_load_n(rq->p->cancel, __ATOMIC_RELAXED) != 0;
@@ -104,5 +105,18 @@ int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
         rq->cap_blocks = c;
     }
     r->passes_per_block[r->n_blocks++] = passes;
+    return CLOVER_OK;
+}
+
+int request_commit_prompt(engine_request *rq, bool want_logits, bool *cancelled, clover_error *err) {
+    clover_generate_stats *st = &rq->res->stats;
+    size_t reused = 0;
+    double t = timer_now();
+    int rc = engine_session_prepare(rq->s, rq->prompt, rq->n_prompt, want_logits, rq->p, &reused, cancelled, st,
+                                    err);
+    st->prompt_s = timer_now() - t;
+    if (rc) return error_prefix(err, "prompt");
+    st->reused_tokens = reused;
+    if (*cancelled) rq->res->finish = CLOVER_FINISH_CANCELLED;
     return CLOVER_OK;
 }

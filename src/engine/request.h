@@ -43,6 +43,12 @@ int engine_generate_ar(engine_request *rq, clover_error *err);
 /* True when the caller's cancel flag is set. */
 bool request_cancelled(const engine_request *rq);
 
+/* Commits the request's prompt (reusing the session's prefix) and records
+ * prompt_s and reused_tokens; want_logits keeps the last row's logits
+ * (autoregressive decoding). *cancelled: the request was cancelled during
+ * the prompt (finish is then set to cancelled). */
+int request_commit_prompt(engine_request *rq, bool want_logits, bool *cancelled, clover_error *err);
+
 /* Sets the mask id and the suppressed ids of row [n_vocab] to -inf. */
 void request_forbid(const engine_request *rq, float *row);
 
