@@ -1,0 +1,56 @@
+/*
+ * cuda_device.cu: device discovery (see cuda_device.h). Every runtime call's
+ * status is checked and turned into text; nothing here aborts.
+ */
+#include "cuda_device.h"
+
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <string.h>
+
+static void set_why(char *why, size_t n, const char *what, cudaError_t e) {
+    if (why && n) snprintf(why, n, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+extern "C" int cuda_device_count(char *why, size_t why_len) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
+        cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
+        set_why(why, why_len, "no usable CUDA device", e);
+        return -1;
+    }
+    return n;
+}
+
+extern "C" int cuda_device_query(int index, cuda_device_info *info, char *why, size_t why_len) {
+    memset(info, 0, sizeof *info);
+    cudaDeviceProp p;
+    cudaError_t e = cudaGetDeviceProperties(&p, index);
+    if (e != cudaSuccess) {
+        set_why(why, why_len, "cudaGetDeviceProperties", e);
+        return -1;
+    }
+    info->index = index;
+    snprintf(info->name, sizeof info->name, "%s", p.name);
+    info->cc_major = p.major;
+    info->cc_minor = p.minor;
+    info->sm_count = p.multiProcessorCount;
+    info->total_bytes = p.totalGlobalMem;
+    info->l2_bytes = (size_t)p.l2CacheSize;
+    info->smem_per_block_optin = p.sharedMemPerBlockOptin;
+    int prev = 0;
+    if ((e = cudaGetDevice(&prev)) != cudaSuccess || (e = cudaSetDevice(index)) != cudaSuccess) {
+        set_why(why, why_len, "cudaSetDevice", e);
+        return -1;
+    }
+    size_t fr = 0, tot = 0;
+    e = cudaMemGetInfo(&fr, &tot);
+    cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        set_why(why, why_len, "cudaMemGetInfo", e);
+        return -1;
+    }
+    info->free_bytes = fr;
+    return 0;
+}

@@ -1,0 +1,37 @@
+/*
+ * cuda_device.h: is there a usable CUDA device, and which. Callable from C;
+ * built only when CMake found a CUDA toolkit (CLOVER_HAVE_CUDA). The CUDA
+ * runtime is linked statically and loads the driver itself on first use, so
+ * on a machine with no driver or no GPU this answers "no device" with the
+ * runtime's reason instead of failing to start.
+ */
+#ifndef CLOVER_CUDA_DEVICE_H
+#define CLOVER_CUDA_DEVICE_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct cuda_device_info {
+    int index;
+    char name[256];
+    int cc_major, cc_minor;      /* compute capability */
+    int sm_count;
+    size_t total_bytes, free_bytes;
+    size_t l2_bytes;
+    size_t smem_per_block_optin; /* the largest dynamic shared memory a block may ask for */
+} cuda_device_info;
+
+/* Number of CUDA devices (>= 0), or -1 with the reason in why (no driver, no device, ...). */
+int cuda_device_count(char *why, size_t why_len);
+
+/* Properties and current free memory of device `index`; 0 on success, -1 with why. */
+int cuda_device_query(int index, cuda_device_info *info, char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
