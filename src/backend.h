@@ -59,9 +59,11 @@
  *   3. greedy below T = 1e-6 (the first maximum), else temperature, top-k,
  *      top-p and the row's draw u (engine/sampler.c is the oracle, bit for
  *      bit); the confidence is the T = 1 softmax probability of the picked
- *      id over the row after steps 1-2; logprob = log of it (float64 then
- *      float32); the top-N are the N most probable ids of that same
- *      distribution, probability descending, ties to the lower id.
+ *      id over the row after steps 1-2; logprob = its log-softmax over that
+ *      row (float64, rounded once to float32); the top-N are the N most
+ *      probable ids of that same distribution, probability descending,
+ *      ties to the lower id (fewer finite ids: id -1, logprob -inf).
+ *      backend_pick.c is the host implementation and the device's oracle.
  *   A row with no finite logit left fails its sequence (CLOVER_E_INVALID).
  *
  * Failures are per sequence: every sequence gets rc and err. A failing
@@ -72,13 +74,19 @@
  * the first one that failed.
  *
  * Batch invariance: a row's results (logits, picks, states) are bit-for-bit
- * the same whatever else is in the call. CPU: every sequence's rows go
- * through the same kernels, in the same reduction order, as alone; today
- * the CPU backend runs the sequences of a call one after another inside the
- * call (weights are read once per sequence), see backend_cpu.c; the
- * concatenated-rows pass that shares one read of each weight (the dense
- * projections, the shared expert, the head, each routed expert) must keep
- * per-row kernel choice and order so this guarantee stands.
+ * the same whatever else is in the call (tests/unit/test_batch.c). CPU
+ * today: the sequences of a call run one after another inside the call,
+ * each exactly as alone, so every op guarantees it trivially, but weights
+ * are read once per sequence, not once per call. The concatenated-rows
+ * pass that shares one read of each weight must keep each row's kernel
+ * and reduction order as alone: on the CPU the dense projections, the
+ * shared expert, the routed experts and the head go through matmul, whose
+ * result for a row depends on the row count of the product (1-2 rows: the
+ * fused dot or the 8-bit integer path; 3+: the tiled f32 kernel), so the
+ * shared pass must choose the kernel per sequence (by that sequence's own
+ * row count), not per product; attention and the GDN mixer are per
+ * sequence anyway (their state is), the MoE routing is per row, the
+ * coreset per block. A device backend states its own guarantee here.
  *
  * State layout (export/import; little-endian f32, in this order): u64
  * committed length n; per layer in order: attention: K rows
