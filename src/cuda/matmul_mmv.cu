@@ -47,19 +47,6 @@ __device__ __forceinline__ int ld32a2(const uint8_t *p) {
     return (int)(h[0] | ((unsigned)h[1] << 16));
 }
 
-/* mm_k4_scale_min from the 12 scale bytes held as three words (no byte loads). */
-__device__ __forceinline__ void k4_scale_min_words(int j, unsigned s0, unsigned s1, unsigned s2, int *sc, int *m) {
-    if (j < 4) {
-        *sc = (s0 >> (8 * j)) & 63;
-        *m = (s1 >> (8 * j)) & 63;
-    } else {
-        const int i = j - 4;
-        const unsigned b = (s2 >> (8 * i)) & 0xFF;
-        *sc = (int)((b & 0x0F) | (((s0 >> (8 * i + 6)) & 3) << 4));
-        *m = (int)((b >> 4) | (((s1 >> (8 * i + 6)) & 3) << 4));
-    }
-}
-
 /* Partial dot of one lane over its piece of block `b` with NX activation
  * rows (xr[i] points at row i's 8-bit blocks). Float partial per row in acc. */
 template <int T>
@@ -85,8 +72,8 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
         const float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
         const unsigned s0 = (unsigned)ld32(blk + 4), s1 = (unsigned)ld32(blk + 8), s2 = (unsigned)ld32(blk + 12);
         int sc0, m0, sc1, m1;
-        k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
-        k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
+        mm_k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
+        mm_k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
         const uint8_t *qs = blk + (T == MM_Q4_K ? 16 : 48) + 32 * c + 8 * u;
         const int v0 = ld32(qs), v1 = ld32(qs + 4);
         int lo0 = v0 & 0x0F0F0F0F, lo1 = v1 & 0x0F0F0F0F;
@@ -336,6 +323,7 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
     if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
         MM_FAIL("cuda_matmul_decode: a NULL pointer");
+    if ((uintptr_t)w & 15) MM_FAIL("cuda_matmul_decode: weights not 16-byte aligned");
     cudaStream_t st = (cudaStream_t)stream;
     mmv_params p = {};
     p.w = (const uint8_t *)w;
@@ -369,6 +357,8 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
         MM_FAIL("cuda_moe_decode: a NULL pointer");
+    if (((uintptr_t)a->w | a->expert_stride) & 15)
+        MM_FAIL("cuda_moe_decode: weights or expert stride not 16-byte aligned");
     cudaStream_t st = (cudaStream_t)stream;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
     mmv_params p = {};

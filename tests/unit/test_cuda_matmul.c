@@ -139,11 +139,16 @@ static void check_close(const char *what, uint32_t type, const float *got, const
     printf("  %-12s %-5s n=%-6zu err %.3g (bound %.3g)\n", what, quant_type_name(type), n, err, bound);
 }
 
-static size_t n_in_for(uint32_t type) { /* odd where the type allows it */
-    if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return 300 + 13;
-    if (type == QUANT_Q8_0) return 32 * 19;
-    return 256 * 3;
+/* Variant 0: odd where the type allows it (float weights: the unaligned
+ * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
+ * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
+ * separate quantiser kernel and `work`). */
+static size_t n_in_variant(uint32_t type, int variant) {
+    if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return variant ? 520 : 300 + 13;
+    if (type == QUANT_Q8_0) return variant ? 32 * 171 : 32 * 19;
+    return variant ? 256 * 22 : 256 * 3;
 }
+static size_t n_in_for(uint32_t type) { return n_in_variant(type, 0); }
 
 /* ---- argument checks (no device needed) ---- */
 
@@ -219,9 +224,9 @@ static void test_act_quantize_bytes(void) {
 }
 
 static void test_decode_types(void) {
-    for (int t = 0; t < N_TYPES; t++) {
-        const uint32_t type = TYPES[t];
-        const size_t n_in = n_in_for(type), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
+    for (int t = 0; t < 2 * N_TYPES; t++) {
+        const uint32_t type = TYPES[t % N_TYPES];
+        const size_t n_in = n_in_variant(type, t / N_TYPES), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
         size_t rb;
         uint8_t *w = make_weights(type, n_out, n_in, &rb);
         float *x = malloc(max_rows * n_in * sizeof(float));
@@ -244,8 +249,8 @@ static void test_decode_types(void) {
                           0,
                       "%s", why);
             dev_download(got, dy, nr * n_out);
-            char what[32];
-            snprintf(what, sizeof what, "decode x%zu", nr);
+            char what[48];
+            snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
             check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
             if (nr == 8)
                 memcpy(all, got, 8 * n_out * sizeof(float));
@@ -321,8 +326,8 @@ static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
     }
 }
 
-static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id) {
-    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_for(type), n_slots = n_rows * k;
+static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
+    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
     size_t rb;
     uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
     const size_t n_x = x_per_slot ? n_slots : n_rows;
@@ -374,18 +379,20 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
 
 static void test_moe_decode(void) {
     for (int t = 0; t < N_TYPES; t++) {
-        moe_case(TYPES[t], 1, 0, 0, 0);
-        moe_case(TYPES[t], 8, 1, 0, 0);
+        moe_case(TYPES[t], 1, 0, 0, 0, 0);
+        moe_case(TYPES[t], 8, 1, 0, 0, 0);
     }
-    moe_case(QUANT_Q4_K, 5, 0, 0, 1);
+    moe_case(QUANT_Q4_K, 5, 0, 0, 1, 0);
+    moe_case(QUANT_Q6_K, 8, 1, 0, 0, 1); /* 8-bit rows in work, not shared memory */
+    moe_case(QUANT_BF16, 8, 0, 0, 0, 1); /* 16-byte float loads */
 }
 
 static void test_moe_chunk(void) {
     for (int t = 0; t < N_TYPES; t++) {
-        moe_case(TYPES[t], 70, 0, 1, 0); /* expert 0 has ~53 slots; 280 slots in all */
-        moe_case(TYPES[t], 33, 1, 1, 0);
+        moe_case(TYPES[t], 70, 0, 1, 0, 0); /* expert 0 has ~53 slots; 280 slots in all */
+        moe_case(TYPES[t], 33, 1, 1, 0, 0);
     }
-    moe_case(QUANT_Q8_0, 90, 0, 1, 1); /* expert 0: 68 slots, two tiles */
+    moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
 }
 
 int main(void) {
