@@ -198,7 +198,7 @@ extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, siz
     if (mm_check_shape("cuda_matmul_chunk", type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("cuda_matmul_chunk: %zu rows", n_rows);
     if (!w || !x || !y) MM_FAIL("cuda_matmul_chunk: a NULL pointer");
-    if ((uintptr_t)w & 15) MM_FAIL("cuda_matmul_chunk: weights not 16-byte aligned");
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_chunk: weights not %zu-byte aligned", mm_align(type));
     gemm_params p = {};
     p.w = (const uint8_t *)w;
     p.row_bytes = mm_row_bytes(type, n_in);
@@ -268,8 +268,8 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
         MM_FAIL("cuda_moe_chunk: expert stride %zu < an expert's %zu bytes", a->expert_stride,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || !work) MM_FAIL("cuda_moe_chunk: a NULL pointer");
-    if (((uintptr_t)a->w | a->expert_stride) & 15)
-        MM_FAIL("cuda_moe_chunk: weights or expert stride not 16-byte aligned");
+    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     const size_t max_tiles = moe_max_tiles(a), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;

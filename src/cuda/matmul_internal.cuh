@@ -62,6 +62,9 @@ static inline size_t mm_act_row_bytes(uint32_t t, size_t n_in) {
     if (mm_is_int(t)) return n_in / 256 * MM_ACTK_BYTES;
     return 0;
 }
+/* Alignment the kernels need of w and the expert stride: Q4_K/Q5_K blocks are
+ * read with 16-byte loads, F32 with words, the others with 2-byte loads. */
+static inline size_t mm_align(uint32_t t) { return (t == MM_Q4_K || t == MM_Q5_K) ? 16 : t == MM_F32 ? 4 : 2; }
 static inline size_t mm_align256(size_t n) { return (n + 255) / 256 * 256; }
 
 #define MM_FAIL(...)                                          \
@@ -114,6 +117,44 @@ __device__ __forceinline__ void mm_act_block_32(const float *src, uint8_t *dst, 
     const float d = mm_act_block<1>(&xv, &q);
     if (lane == 0) *(float *)dst = d;
     ((int8_t *)(dst + 4))[lane] = q;
+}
+
+/* One warp writes the 8 act_q8_32 blocks of the 256 values at src (8
+ * blocks of 36 bytes from dst): lane l holds values 8l..8l+7, so block
+ * l/4's max and finiteness come from a 4-lane reduction. Same codes as
+ * mm_act_block_32 (max is exact in any order). */
+__device__ __forceinline__ void mm_act_blocks_32x8(const float *src, uint8_t *dst, int lane) {
+    float xv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) xv[i] = src[8 * lane + i];
+    float amax = 0.0f;
+    int finite = 1;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float a = fabsf(xv[i]);
+        if (!(a <= FLT_MAX))
+            finite = 0;
+        else if (a > amax)
+            amax = a;
+    }
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+    finite &= __shfl_xor_sync(0xffffffffu, finite, 1);
+    finite &= __shfl_xor_sync(0xffffffffu, finite, 2);
+    uint8_t *blk = dst + (lane >> 2) * MM_ACT32_BYTES;
+    int8_t *qs = (int8_t *)(blk + 4) + 8 * (lane & 3);
+    float d;
+    if (!finite || amax == 0.0f) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) qs[i] = 0;
+        d = finite ? 0.0f : __int_as_float(0x7fc00000);
+    } else {
+        const float iscale = __fdiv_rn(127.0f, amax);
+#pragma unroll
+        for (int i = 0; i < 8; i++) qs[i] = (int8_t)rintf(__fmul_rn(xv[i], iscale));
+        d = __fdiv_rn(amax, 127.0f);
+    }
+    if ((lane & 3) == 0) *(float *)blk = d;
 }
 
 /* One warp writes the act_q8_k block of the 256 values at src into dst: lane

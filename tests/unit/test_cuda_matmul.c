@@ -177,29 +177,30 @@ static void test_bad_arguments(void) {
 
 /* ---- on the device ---- */
 
-static void test_act_quantize_bytes(void) {
+/* n_in 160: one warp per 32-block; 512: one warp per 8 blocks (mm_act_blocks_32x8). */
+static void act_quantize_case(size_t n_in) {
     /* The GPU's 8-bit rows are only visible through the products; check them
      * through a one-hot weight: with Q8_0 weights of d = 1 and a single code
      * 1 at position j, the decode dot is exactly x_d * q_j, so every code and
      * scale the GPU chose shows (the CPU's codes times its d must match). */
-    const size_t n_in = 32 * 5, n_out = n_in;
+    const size_t n_out = n_in;
     uint8_t *w = calloc(n_out, 34 * (n_in / 32));
     for (size_t o = 0; o < n_out; o++) {
         uint8_t *b = w + o * 34 * (n_in / 32) + 34 * (o / 32);
         b[0] = 0x00, b[1] = 0x3C; /* f16 1.0 */
         ((int8_t *)(b + 2))[o % 32] = 1;
     }
-    float x[32 * 5];
+    float x[512];
     fill(x, n_in, 3.0);
-    uint8_t xq[36 * 5];
+    uint8_t xq[36 * 16];
     quant_act_quantize_scalar(QUANT_Q8_0, x, xq, n_in);
     void *dw = dev_upload(w, n_out * 34 * (n_in / 32));
-    float *dx = dev_upload(x, sizeof x), *dy = dev_poisoned(n_out);
+    float *dx = dev_upload(x, n_in * sizeof(float)), *dy = dev_poisoned(n_out);
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(QUANT_Q8_0, n_in, 1)));
     char why[256] = "";
     CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
-    float y[32 * 5];
+    float y[512];
     dev_download(y, dy, n_out);
     size_t mism = 0;
     for (size_t o = 0; o < n_out; o++) {
@@ -212,7 +213,7 @@ static void test_act_quantize_bytes(void) {
     /* An infinity makes its block's d NaN, on both backends, so every dot is NaN. */
     x[70] = INFINITY;
     CHECK(isnan(decode_ref(QUANT_Q8_0, w, x, n_in)));
-    CU(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dx, x, n_in * sizeof(float), cudaMemcpyHostToDevice));
     CU(cudaMemset(dy, 0, n_out * sizeof(float)));
     CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
     dev_download(y, dy, n_out);
@@ -221,6 +222,11 @@ static void test_act_quantize_bytes(void) {
     CHECK_MSG(nan == n_out, "an infinite activation gave %zu NaN outputs of %zu", nan, n_out);
     free(w);
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
+}
+
+static void test_act_quantize_bytes(void) {
+    act_quantize_case(32 * 5);
+    act_quantize_case(512);
 }
 
 static void test_decode_types(void) {
@@ -335,13 +341,15 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
     fill(x, n_x * n_in, 2.0);
     int32_t *ids = malloc(n_slots * sizeof(int32_t));
     make_ids(ids, n_rows, k, n_expert);
-    if (bad_id) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
+    if (bad_id == 2) /* every slot on expert 2 (against the contract): groups split, still exact */
+        for (size_t s = 0; s < n_slots; s++) ids[s] = 2;
+    if (bad_id == 1) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
     float *ref = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
     for (size_t s = 0; s < n_slots; s++) {
         const float *xs = x + (x_per_slot ? s : s / k) * n_in;
         for (size_t o = 0; o < n_out; o++) {
             const uint8_t *row = w + ((size_t)ids[s] * n_out + o) * rb;
-            ref[s * n_out + o] = (bad_id && s == 1) ? 0.0f
+            ref[s * n_out + o] = (bad_id == 1 && s == 1) ? 0.0f
                                  : chunk            ? quant_dot_scalar(type, row, xs, n_in)
                                                     : decode_ref(type, row, xs, n_in);
         }
@@ -361,7 +369,7 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
                                                                                                sizeof why);
     CHECK_MSG(rc == 0, "%s", why);
     dev_download(got, dy, n_slots * n_out);
-    if (bad_id) {
+    if (bad_id == 1) {
         size_t nan = 0;
         for (size_t o = 0; o < n_out; o++) {
             nan += isnan(got[n_out + o]) != 0;
@@ -385,6 +393,8 @@ static void test_moe_decode(void) {
     moe_case(QUANT_Q4_K, 5, 0, 0, 1, 0);
     moe_case(QUANT_Q6_K, 8, 1, 0, 0, 1); /* 8-bit rows in work, not shared memory */
     moe_case(QUANT_BF16, 8, 0, 0, 0, 1); /* 16-byte float loads */
+    moe_case(QUANT_Q4_K, 3, 1, 0, 2, 0); /* a row repeating its expert */
+    moe_case(QUANT_Q8_0, 3, 0, 1, 2, 0);
 }
 
 static void test_moe_chunk(void) {
