@@ -31,7 +31,8 @@ enum {
     MAX_NQ = 32,
     MAX_SPLITS = 128,
     TARGET_BLOCKS = 264, /* two per SM of an H200 (132 SMs) */
-    LD_UNROLL = 2
+    LD_UNROLL = 2,
+    COMB_THREADS = 1024
 };
 
 typedef struct fwd_shape {
@@ -261,10 +262,15 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     }
 }
 
-/* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head. */
-__global__ void attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq,
-                                    cuda_attn_dims d, const float *part_o, const float *part_ml, int grid_splits) {
-    const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim;
+/* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head.
+ * The split weights e^(m_s - M) and the denominator are made once in shared
+ * memory (warp 0, a fixed order); then COMB_THREADS / hd partitions of the
+ * splits sum each column with independent loads (an empty split has weight 0
+ * and a zero partial), and the partitions are added in a fixed order. */
+__global__ void __launch_bounds__(COMB_THREADS)
+    attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
+                        const float *part_o, const float *part_ml, int grid_splits) {
+    const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
     /* the row's sequence (a pass has few): its plan says how many splits it has */
     int kv = 0, n = 0;
     bool found = false;
@@ -284,18 +290,38 @@ __global__ void attn_combine_kernel(float *out, const float *qg, const cuda_attn
     if (n_splits == 1) return; /* finished by attn_fwd_kernel */
     const size_t rh = (size_t)row * nh + h;
     const float *ml = part_ml + rh * grid_splits * 2;
-    float M = -INFINITY;
-    for (int s = 0; s < n_splits; s++) M = fmaxf(M, ml[2 * s]);
-    for (int i = threadIdx.x; i < hd; i += blockDim.x) {
-        float num = 0.0f, den = 0.0f;
-        for (int s = 0; s < n_splits; s++) {
+    __shared__ float w_s[MAX_SPLITS];
+    __shared__ float red[COMB_THREADS];
+    __shared__ float den_s;
+    if (tid < 32) {
+        float M = -INFINITY;
+        for (int s = tid; s < n_splits; s += 32) M = fmaxf(M, ml[2 * s]);
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float den = 0.0f;
+        for (int s = tid; s < n_splits; s += 32) {
             float m = ml[2 * s];
-            if (m == -INFINITY) continue; /* a split with no visible key for this row */
-            float w = expf(m - M);
-            num += w * part_o[(rh * grid_splits + s) * hd + i];
+            float w = m == -INFINITY ? 0.0f : expf(m - M); /* no visible key for this row in split s */
+            w_s[s] = w;
             den += w * ml[2 * s + 1];
         }
-        out[rh * hd + i] = (num / den) * sigmoidf_(qg[rh * 2 * hd + hd + i]);
+        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+        if (tid == 0) den_s = den;
+    }
+    __syncthreads();
+    const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
+    const int i = tid % hd, p = tid / hd;
+    if (p < P) {
+        float num = 0.0f;
+        const float *po = part_o + rh * grid_splits * hd + i;
+#pragma unroll 8
+        for (int s = p; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
+        red[tid] = num;
+    }
+    __syncthreads();
+    if (tid < hd) {
+        float num = 0.0f;
+        for (int q = 0; q < P; q++) num += red[q * hd + tid];
+        out[rh * hd + tid] = (num / den_s) * sigmoidf_(qg[rh * 2 * hd + hd + tid]);
     }
 }
 
@@ -353,6 +379,6 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || gs <= 1) return (int)e;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
-    attn_combine_kernel<<<cgrid, 128, 0, st>>>(out, qg, seqs, n_seq, *d, part_o, part_ml, gs);
+    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, st>>>(out, qg, seqs, n_seq, *d, part_o, part_ml, gs);
     return (int)cudaGetLastError();
 }
