@@ -372,7 +372,8 @@ def test_concurrent_clients_match_sequential(server, client):
     reqs = request_set()
     sequential = [run_one(client, r) for r in reqs]
     order = [i for _ in range(4) for i in range(len(reqs))]  # 100 requests
-    with ThreadPoolExecutor(max_workers=16) as pool:
+    # 32 clients at once: up to --max-batch (8) generate together in batched passes, the rest queue
+    with ThreadPoolExecutor(max_workers=32) as pool:
         results = list(pool.map(lambda i: (i, run_one(client, reqs[i])), order))
     assert len(results) == 100
     for i, got in results:
@@ -381,8 +382,8 @@ def test_concurrent_clients_match_sequential(server, client):
 
 
 def test_queue_full_is_429(model, tmp_path):
-    """--queue 1: one request runs, one waits, the next is refused; the server stays healthy."""
-    srv = ss.start_server(model, tmp_path / "serve.log", "--queue", 1)
+    """--queue 1 --max-batch 1: one request runs, one waits, the next is refused; the server stays healthy."""
+    srv = ss.start_server(model, tmp_path / "serve.log", "--queue", 1, "--max-batch", 1)
     socks = []
     try:
         body = json.dumps({"prompt": "Go on:", "max_tokens": 4000, "ignore_eos": True, "stream": True}).encode()

@@ -172,7 +172,7 @@ def test_port_in_use(model, tmp_path):
 def test_shutdown_with_requests_in_flight(model, tmp_path):
     """SIGTERM while one request streams and one waits: the stream ends with [DONE], the waiting one gets 503,
     and the server exits cleanly."""
-    srv = start_server(model, tmp_path / "serve.log", "--queue", 4)
+    srv = start_server(model, tmp_path / "serve.log", "--queue", 4, "--max-batch", 1)
     body = {"prompt": "Go on:", "max_tokens": 4000, "ignore_eos": True}
     socks = []
     try:

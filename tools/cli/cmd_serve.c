@@ -18,7 +18,8 @@ static void serve_usage(FILE *out) {
                  "\n"
                  "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
                  "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
-                 "One request runs at a time; the others wait in a bounded queue.\n"
+                 "Up to --max-batch requests generate at once (one batched pass per step);\n"
+                 "the others wait in a bounded queue.\n"
                  "\n"
                  "options:\n"
                  "  -m, --model FILE     GGUF model (default: the model built into this binary)\n"
@@ -31,6 +32,7 @@ static void serve_usage(FILE *out) {
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
                  "  --threads N          CPU threads of the model (default: every CPU)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
+                 "  --max-batch N        requests generating at once (default 8)\n"
                  "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
                  "  --snapshot-mib N     largest prompt snapshot a session keeps for reuse across\n"
                  "                       chat turns, in MiB (default 1024; 0: keep none)\n"
@@ -75,13 +77,13 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
         } else if (!strcmp(k, "--port")) {
             rc = cli_parse_u64("serve", k, v, 65535, &x);
             a->o.port = (unsigned)x;
-        } else if (!strcmp(k, "--queue") || !strcmp(k, "--sessions")) {
-            rc = cli_parse_u64("serve", k, v, 1u << 20, &x);
+        } else if (!strcmp(k, "--queue") || !strcmp(k, "--sessions") || !strcmp(k, "--max-batch")) {
+            rc = cli_parse_u64("serve", k, v, !strcmp(k, "--max-batch") ? 256 : 1u << 20, &x);
             if (!rc && x == 0) {
                 fprintf(stderr, "clover serve: %s must be at least 1\n", k);
                 rc = -1;
             }
-            *(k[2] == 'q' ? &a->o.queue : &a->o.n_sessions) = (size_t)x;
+            *(k[2] == 'q' ? &a->o.queue : k[2] == 's' ? &a->o.n_sessions : &a->o.max_batch) = (size_t)x;
         } else if (!strcmp(k, "--max-body")) {
             rc = cli_parse_u64("serve", k, v, (uint64_t)1 << 40, &x);
             if (!rc && x < 64) {

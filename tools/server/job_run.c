@@ -109,50 +109,91 @@ static void settle(job *j, run_ctx *c, const clover_generate_result *r) {
     pthread_mutex_unlock(&j->mu);
 }
 
-void job_run(job *j, const clover_model *m, clover_session *s) {
+struct job_runner {
     run_ctx c;
-    memset(&c, 0, sizeof c);
-    c.j = j;
-    answer_stream_init(&c.as, j->stops, j->n_stops, j->split);
-    clover_generate_result r;
-    memset(&r, 0, sizeof r);
-    int rc = clover_text_stream_create(&c.ts, m, 1, &c.err);
-    if (rc == CLOVER_OK) {
-        j->params.on_token = on_token;
-        j->params.user = &c;
-        j->params.cancel = &j->cancel;
-        rc = clover_generate(s, j->prompt, j->n_prompt, &j->params, &r, &c.err);
-    }
-    if (rc == CLOVER_OK && !c.failed && !c.stop_hit) {
+    clover_request *rq;
+    clover_session *s;
+};
+
+/* The end of a job: the text flushed, the answer or the error, the
+ * stream's end, the job done. rc: the generation's status. */
+static void job_finish(run_ctx *c, int rc, clover_generate_result *r) {
+    job *j = c->j;
+    if (rc == CLOVER_OK && !c->failed && !c->stop_hit) {
         const char *piece = NULL;
         size_t len = 0;
-        if (clover_text_stream_flush(c.ts, &piece, &len, &c.err))
-            c.failed = 1;
+        if (clover_text_stream_flush(c->ts, &piece, &len, &c->err))
+            c->failed = 1;
         else if (len)
-            push_text(&c, piece, len);
+            push_text(c, piece, len);
     }
-    if (rc == CLOVER_OK && !c.failed) {
-        answer_stream_finish(&c.as);
-        if (emit(&c)) c.failed = 1;
+    if (rc == CLOVER_OK && !c->failed) {
+        answer_stream_finish(&c->as);
+        if (emit(c)) c->failed = 1;
     }
-    if (rc != CLOVER_OK || c.failed) {
+    if (rc != CLOVER_OK || c->failed) {
         int invalid = rc == CLOVER_E_INVALID;
         pthread_mutex_lock(&j->mu);
-        set_error(j, invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL, c.err.message);
+        set_error(j, invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL, c->err.message);
         j->finish_reason = "cancelled";
-        j->completion_tokens = r.n_generated;
-        j->stats = r.stats;
+        j->completion_tokens = r->n_generated;
+        j->stats = r->stats;
         pthread_mutex_unlock(&j->mu);
     } else {
-        settle(j, &c, &r);
+        settle(j, c, r);
     }
     if (j->stream) {
-        c.ev.n = c.ev.off = 0;
-        if (!response_sse_end(j, &c.ev)) job_append_sse(j, c.ev.v, c.ev.n);
+        c->ev.n = c->ev.off = 0;
+        if (!response_sse_end(j, &c->ev)) job_append_sse(j, c->ev.v, c->ev.n);
     }
-    clover_generate_result_free(&r);
-    clover_text_stream_free(c.ts);
-    answer_stream_free(&c.as);
-    byte_buf_free(&c.ev);
+    clover_generate_result_free(r);
+    clover_text_stream_free(c->ts);
+    answer_stream_free(&c->as);
+    byte_buf_free(&c->ev);
     finish(j);
+}
+
+job_runner *job_start(job *j, const clover_model *m, clover_session *s) {
+    job_runner *jr = calloc(1, sizeof *jr);
+    clover_generate_result r;
+    memset(&r, 0, sizeof r);
+    if (!jr) {
+        job_fail(j, 500, "server_error", NULL, "out of memory starting the request");
+        return NULL;
+    }
+    run_ctx *c = &jr->c;
+    c->j = j;
+    jr->s = s;
+    answer_stream_init(&c->as, j->stops, j->n_stops, j->split);
+    int rc = clover_text_stream_create(&c->ts, m, 1, &c->err);
+    if (rc == CLOVER_OK) {
+        j->params.on_token = on_token;
+        j->params.user = c;
+        j->params.cancel = &j->cancel;
+        rc = clover_request_create(&jr->rq, s, j->prompt, j->n_prompt, &j->params, &c->err);
+    }
+    if (rc != CLOVER_OK) {
+        job_finish(c, rc, &r);
+        free(jr);
+        return NULL;
+    }
+    return jr;
+}
+
+clover_request *job_runner_request(job_runner *jr) { return jr->rq; }
+clover_session *job_runner_session(job_runner *jr) { return jr->s; }
+
+void job_end(job_runner *jr) {
+    clover_generate_result r;
+    int rc = clover_request_result(jr->rq, &r, &jr->c.err);
+    clover_request_free(jr->rq);
+    job_finish(&jr->c, rc, &r);
+    free(jr);
+}
+
+void job_run(job *j, const clover_model *m, clover_session *s) {
+    job_runner *jr = job_start(j, m, s);
+    if (!jr) return;
+    while (clover_request_step(jr->rq) == CLOVER_OK && !clover_request_done(jr->rq)) {}
+    job_end(jr);
 }

@@ -1,7 +1,14 @@
 /*
  * scheduler.c: a ring of job pointers under one mutex and a condition
- * variable; the thread sleeps when the ring is empty. A job whose client
- * left while it waited is dropped without running.
+ * variable, and the running jobs (at most max_batch). Each tick the thread
+ * admits waiting jobs into free slots (first come, first served), then
+ * steps every running job by one pass in one batched engine call
+ * (clover_batch_step): all of them every tick, so none starves, and a long
+ * prompt advances a chunk per tick between the others' passes. Jobs that
+ * are done are settled and leave; new ones join between passes. The thread
+ * sleeps when nothing waits or runs. A job whose client left while it
+ * waited is dropped without running; one that leaves while running is
+ * cancelled through its flag, which the engine checks before every pass.
  */
 #include "scheduler.h"
 
@@ -21,7 +28,12 @@ struct scheduler {
     pthread_cond_t cv;
     job **ring; /* [cap] */
     size_t cap, head, count;
-    job *running;
+    /* the running jobs: slots changed under mu, stepped outside it */
+    size_t max_batch, n_active;
+    job **act_job;          /* [max_batch] */
+    job_runner **act_run;   /* [max_batch] */
+    clover_request **act_rq; /* [max_batch] */
+    double *act_t0;         /* [max_batch] */
     int stopping;
     int started, joined;
     pthread_t thread;
@@ -35,7 +47,8 @@ static job *take(scheduler *s) {
     return j;
 }
 
-static void run_one(scheduler *s, job *j) {
+/* Starts a taken job in a free slot (the scheduler thread, mu not held). */
+static void admit(scheduler *s, job *j) {
     double t0 = job_now();
     j->queue_s = t0 - j->t_submit;
     pthread_mutex_lock(&j->mu);
@@ -45,44 +58,89 @@ static void run_one(scheduler *s, job *j) {
     clover_session *sess = session_cache_pick(&s->sessions, j->prompt, j->n_prompt, &err);
     if (!sess) {
         job_fail(j, 500, "server_error", NULL, err.message);
+        job_unref(j);
         return;
     }
-    job_run(j, s->model, sess);
+    job_runner *jr = job_start(j, s->model, sess);
+    if (!jr) { /* refused at once: the job is done with its error */
+        session_cache_release(&s->sessions, sess);
+        job_unref(j);
+        return;
+    }
+    pthread_mutex_lock(&s->mu);
+    size_t k = s->n_active++;
+    s->act_job[k] = j;
+    s->act_run[k] = jr;
+    s->act_rq[k] = job_runner_request(jr);
+    s->act_t0[k] = t0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Settles slot k's finished job and frees the slot (keeps the others' order). */
+static void retire(scheduler *s, size_t k) {
+    job *j = s->act_job[k];
+    job_runner *jr = s->act_run[k];
+    double t0 = s->act_t0[k];
+    pthread_mutex_lock(&s->mu);
+    for (size_t i = k + 1; i < s->n_active; i++) {
+        s->act_job[i - 1] = s->act_job[i];
+        s->act_run[i - 1] = s->act_run[i];
+        s->act_rq[i - 1] = s->act_rq[i];
+        s->act_t0[i - 1] = s->act_t0[i];
+    }
+    s->n_active--;
+    pthread_mutex_unlock(&s->mu);
+    session_cache_release(&s->sessions, job_runner_session(jr));
+    job_end(jr);
     pthread_mutex_lock(&j->mu);
     int cancelled = j->finish_reason && !strcmp(j->finish_reason, "cancelled");
     size_t completion = j->completion_tokens, reused = j->reused_tokens, passes = j->stats.passes;
     pthread_mutex_unlock(&j->mu);
     metrics_count_generation(s->mt, j->n_prompt, reused, completion, passes, job_now() - t0, cancelled);
+    job_unref(j);
+}
+
+/* One pass of every running job, then the finished ones leave. */
+static void tick(scheduler *s) {
+    clover_batch_step(s->act_rq, s->n_active); /* the slots change only on this thread */
+    for (size_t k = s->n_active; k-- > 0;)
+        if (clover_request_done(s->act_rq[k])) retire(s, k);
 }
 
 static void *scheduler_main(void *arg) {
     scheduler *s = arg;
     pthread_mutex_lock(&s->mu);
     for (;;) {
-        while (!s->count && !s->stopping)
+        while (!s->count && !s->n_active && !s->stopping)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->stopping) break;
-        job *j = take(s);
-        if (j->cancel) { /* the client left while it waited */
+        while (s->count && s->n_active < s->max_batch) {
+            job *j = take(s);
             pthread_mutex_unlock(&s->mu);
-            metrics_count_cancelled(s->mt);
-            job_fail(j, 499, "cancelled", "client_closed_request",
-                     "the client closed the connection before the request ran");
-            job_unref(j);
+            if (j->cancel) { /* the client left while it waited */
+                metrics_count_cancelled(s->mt);
+                job_fail(j, 499, "cancelled", "client_closed_request",
+                         "the client closed the connection before the request ran");
+                job_unref(j);
+            } else {
+                admit(s, j);
+            }
             pthread_mutex_lock(&s->mu);
-            continue;
         }
-        s->running = j;
         pthread_mutex_unlock(&s->mu);
-        run_one(s, j);
-        pthread_mutex_lock(&s->mu);
-        s->running = NULL;
-        pthread_mutex_unlock(&s->mu);
-        job_unref(j);
+        if (s->n_active) tick(s);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
+    while (s->n_active) tick(s); /* stopping: the running jobs were cancelled; let them end */
     return NULL;
+}
+
+static void free_slots(scheduler *s) {
+    free(s->act_job);
+    free(s->act_run);
+    free(s->act_rq);
+    free(s->act_t0);
 }
 
 int scheduler_create(scheduler **out, const clover_model *m, const scheduler_options *o, metrics *mt,
@@ -94,9 +152,17 @@ int scheduler_create(scheduler **out, const clover_model *m, const scheduler_opt
     s->mt = mt;
     s->cap = o->queue_capacity ? o->queue_capacity : 1;
     s->ring = calloc(s->cap, sizeof *s->ring);
-    if (!s->ring) goto nomem;
-    int rc = session_cache_init(&s->sessions, m, o->n_sessions, &o->session, err);
+    s->max_batch = o->max_batch ? o->max_batch : 1;
+    s->act_job = calloc(s->max_batch, sizeof *s->act_job);
+    s->act_run = calloc(s->max_batch, sizeof *s->act_run);
+    s->act_rq = calloc(s->max_batch, sizeof *s->act_rq);
+    s->act_t0 = calloc(s->max_batch, sizeof *s->act_t0);
+    if (!s->ring || !s->act_job || !s->act_run || !s->act_rq || !s->act_t0) goto nomem;
+    /* the reuse cache plus a session for every running job */
+    int rc = session_cache_init(&s->sessions, m, (o->n_sessions ? o->n_sessions : 1) + s->max_batch, &o->session,
+                                err);
     if (rc) {
+        free_slots(s);
         free(s->ring);
         free(s);
         return rc;
@@ -115,7 +181,10 @@ int scheduler_create(scheduler **out, const clover_model *m, const scheduler_opt
     *out = s;
     return CLOVER_OK;
 nomem:
-    if (s) free(s->ring);
+    if (s) {
+        free_slots(s);
+        free(s->ring);
+    }
     free(s);
     if (err) {
         err->code = CLOVER_E_NOMEM;
@@ -145,7 +214,7 @@ int scheduler_submit(scheduler *s, job *j) {
 size_t scheduler_queue_length(scheduler *s, int *busy) {
     pthread_mutex_lock(&s->mu);
     size_t n = s->count;
-    if (busy) *busy = s->running != NULL;
+    if (busy) *busy = s->n_active != 0;
     pthread_mutex_unlock(&s->mu);
     return n;
 }
@@ -156,7 +225,7 @@ void scheduler_stop(scheduler *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
-    if (s->running) s->running->cancel = 1;
+    for (size_t k = 0; k < s->n_active; k++) s->act_job[k]->cancel = 1;
     job *waiting[64];
     while (s->count) { /* fail the waiting jobs outside the lock, a batch at a time */
         size_t k = 0;
@@ -181,6 +250,7 @@ void scheduler_free(scheduler *s) {
     if (!s) return;
     scheduler_stop(s);
     session_cache_free(&s->sessions);
+    free_slots(s);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s->ring);

@@ -3,17 +3,15 @@
  * jobs, and the bounded queue in front of it.
  *
  * Connection threads parse, validate and tokenize, then submit; a full
- * queue is answered at once (429) instead of piling up. The scheduler takes
- * jobs in order and runs each on the session that already holds the longest
- * prefix of its prompt (session_cache).
- *
- * Batching later: the loop is "take the ready jobs, run them, settle each";
- * today it takes one. A batched engine call (one denoising pass over the
- * blocks of several sessions) would take up to K jobs with distinct
- * sessions from the same queue and settle each through job_run's per-job
- * text path; submission, the queue, cancellation, streaming and the
- * connection side stay as they are, because every job carries its own
- * output channel and cancel flag.
+ * queue is answered at once (429) instead of piling up. The scheduler runs
+ * up to max_batch jobs at once (continuous batching): it takes jobs in
+ * order into free slots, each on the free session that already holds the
+ * longest prefix of its prompt (session_cache), and steps all running jobs
+ * by one pass per tick in one batched engine call; jobs join and leave
+ * between passes. Every job carries its own output channel and cancel
+ * flag, so submission, cancellation, streaming and the connection side do
+ * not depend on what else runs. Results do not either: the engine's
+ * batched results equal each request run alone, bit for bit.
  */
 #ifndef CLOVER_SERVER_SCHEDULER_H
 #define CLOVER_SERVER_SCHEDULER_H
@@ -27,6 +25,7 @@
 typedef struct scheduler_options {
     size_t queue_capacity; /* jobs that may wait (the running one not counted); >= 1 */
     size_t n_sessions;     /* sessions kept for prefix reuse; >= 1 */
+    size_t max_batch;      /* jobs running at once; 0: 1 */
     clover_session_params session; /* threads, rows per pass, context */
 } scheduler_options;
 
@@ -39,11 +38,11 @@ enum { SCHEDULER_QUEUED = 0, SCHEDULER_FULL = 1, SCHEDULER_STOPPING = 2 };
 /* Queues j (taking a reference of its own) or says why not. */
 int scheduler_submit(scheduler *s, job *j);
 
-/* Waiting jobs, and whether one is running. */
+/* Waiting jobs, and whether any is running. */
 size_t scheduler_queue_length(scheduler *s, int *busy);
 size_t scheduler_queue_capacity(const scheduler *s);
 
-/* Stops taking jobs, cancels the running one, fails the waiting ones (503)
+/* Stops taking jobs, cancels the running ones, fails the waiting ones (503)
  * and joins the thread. Idempotent. */
 void scheduler_stop(scheduler *s);
 /* Stops if needed and releases everything. */

@@ -213,7 +213,8 @@ static int start_engine(server *s, char *err, size_t len) {
                                   .n_vocab = info.n_vocab, .record = info.record};
     s->mt = metrics_create();
     if (!s->mt) return fail(err, len, "out of memory");
-    scheduler_options so = {.queue_capacity = s->o.queue, .n_sessions = s->o.n_sessions};
+    scheduler_options so = {.queue_capacity = s->o.queue, .n_sessions = s->o.n_sessions,
+                            .max_batch = s->o.max_batch ? s->o.max_batch : 8};
     clover_session_params_init(&so.session);
     so.session.n_threads = s->o.n_threads;
     if (s->o.snapshot_set) {

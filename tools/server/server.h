@@ -20,6 +20,7 @@ typedef struct server_options {
     unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
     size_t n_threads;    /* engine CPU threads; 0: every CPU */
     size_t n_sessions;   /* sessions kept for prefix reuse; 0: 4 */
+    size_t max_batch;    /* requests generating at once, stepped in one batched pass; 0: 8 */
     size_t context;      /* tokens per session (prompt + answer); 0: the model's training context */
     size_t snapshot_mib; /* with snapshot_set: the largest prompt snapshot kept, MiB (0: none) */
     int snapshot_set;    /* 0: the engine's default (1 GiB) */

@@ -17,7 +17,8 @@ int session_cache_init(session_cache *c, const clover_model *m, size_t cap, cons
     c->cap = cap ? cap : 1;
     c->sessions = calloc(c->cap, sizeof *c->sessions);
     c->last_used = calloc(c->cap, sizeof *c->last_used);
-    if (!c->sessions || !c->last_used) {
+    c->busy = calloc(c->cap, 1);
+    if (!c->sessions || !c->last_used || !c->busy) {
         session_cache_free(c);
         if (err) {
             err->code = CLOVER_E_NOMEM;
@@ -25,7 +26,8 @@ int session_cache_init(session_cache *c, const clover_model *m, size_t cap, cons
         }
         return CLOVER_E_NOMEM;
     }
-    int rc = clover_session_create(&c->sessions[0], m, &c->params, err);
+    int rc = clover_engine_create(&c->engine, m, &c->params, err);
+    if (!rc) rc = clover_engine_session_create(&c->sessions[0], c->engine, &c->params, err);
     if (rc) {
         session_cache_free(c);
         return rc;
@@ -37,19 +39,28 @@ int session_cache_init(session_cache *c, const clover_model *m, size_t cap, cons
 void session_cache_free(session_cache *c) {
     for (size_t i = 0; i < c->n; i++)
         clover_session_free(c->sessions[i]);
+    clover_engine_free(c->engine);
     free(c->sessions);
     free(c->last_used);
+    free(c->busy);
     memset(c, 0, sizeof *c);
 }
 
 static clover_session *use(session_cache *c, size_t i) {
     c->last_used[i] = ++c->clock;
+    c->busy[i] = 1;
     return c->sessions[i];
 }
 
+void session_cache_release(session_cache *c, clover_session *s) {
+    for (size_t i = 0; i < c->n; i++)
+        if (c->sessions[i] == s) c->busy[i] = 0;
+}
+
 clover_session *session_cache_pick(session_cache *c, const int32_t *prompt, size_t n, clover_error *err) {
-    size_t best = c->n, best_len = 0, empty = c->n, lru = 0;
+    size_t best = c->n, best_len = 0, empty = c->n, lru = c->n;
     for (size_t i = 0; i < c->n; i++) {
+        if (c->busy[i]) continue;
         size_t len = clover_session_match(c->sessions[i], prompt, n); /* committed ids or snapshot */
         if (len > best_len) {
             best = i;
@@ -58,14 +69,21 @@ clover_session *session_cache_pick(session_cache *c, const int32_t *prompt, size
                    clover_session_snapshot_length(c->sessions[i]) == 0) {
             empty = i;
         }
-        if (c->last_used[i] < c->last_used[lru]) lru = i;
+        if (lru == c->n || c->last_used[i] < c->last_used[lru]) lru = i;
     }
     if (best < c->n) return use(c, best);
     if (empty < c->n) return use(c, empty);
     if (c->n < c->cap) {
-        if (clover_session_create(&c->sessions[c->n], c->model, &c->params, err)) return NULL;
+        if (clover_engine_session_create(&c->sessions[c->n], c->engine, &c->params, err)) return NULL;
         c->n++;
         return use(c, c->n - 1);
+    }
+    if (lru == c->n) {
+        if (err) {
+            err->code = CLOVER_E_INTERNAL;
+            strcpy(err->message, "session cache: every session is busy");
+        }
+        return NULL;
     }
     clover_session_reset(c->sessions[lru]);
     return use(c, lru);
