@@ -1,0 +1,155 @@
+/*
+ * matmul_internal.cuh: what the matmul_*.cu files share: the block layouts
+ * as the device reads them (llama.cpp's, see src/quant/quant_internal.h),
+ * the exact dequantiser of a 16-value piece of a row (the GEMM's weight
+ * loads), the 8-bit activation quantiser (matmul_act.cu) and the argument
+ * checks. CUDA C++, included only by src/cuda/matmul_*.cu.
+ */
+#ifndef CLOVER_CUDA_MATMUL_INTERNAL_CUH
+#define CLOVER_CUDA_MATMUL_INTERNAL_CUH
+
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "cuda_matmul.h"
+
+/* ggml type codes (quant.h; repeated here because quant.h is C and these must be constants in templates). */
+enum {
+    MM_F32 = 0,
+    MM_F16 = 1,
+    MM_Q8_0 = 8,
+    MM_Q4_K = 12,
+    MM_Q5_K = 13,
+    MM_Q6_K = 14,
+    MM_BF16 = 30,
+};
+
+/* Bytes per block and values per block of the supported types. */
+enum {
+    MM_Q8_0_BYTES = 34,
+    MM_Q4_K_BYTES = 144,
+    MM_Q5_K_BYTES = 176,
+    MM_Q6_K_BYTES = 210,
+    MM_ACT32_BYTES = 36,  /* act_q8_32: f32 d, 32 int8 */
+    MM_ACTK_BYTES = 292,  /* act_q8_k: f32 d, 256 int8, 16 int16 sums */
+};
+
+static inline size_t mm_block_elems(uint32_t t) {
+    return t == MM_Q8_0 ? 32 : (t == MM_Q4_K || t == MM_Q5_K || t == MM_Q6_K) ? 256 : 1;
+}
+static inline size_t mm_block_bytes(uint32_t t) {
+    switch (t) {
+    case MM_F32: return 4;
+    case MM_F16:
+    case MM_BF16: return 2;
+    case MM_Q8_0: return MM_Q8_0_BYTES;
+    case MM_Q4_K: return MM_Q4_K_BYTES;
+    case MM_Q5_K: return MM_Q5_K_BYTES;
+    case MM_Q6_K: return MM_Q6_K_BYTES;
+    default: return 0;
+    }
+}
+static inline int mm_type_ok(uint32_t t) { return mm_block_bytes(t) != 0; }
+static inline int mm_is_int(uint32_t t) { return t == MM_Q8_0 || t == MM_Q4_K || t == MM_Q5_K || t == MM_Q6_K; }
+static inline size_t mm_row_bytes(uint32_t t, size_t n_in) { return n_in / mm_block_elems(t) * mm_block_bytes(t); }
+/* Bytes of one 8-bit activation row (0 for the float types, which keep f32). */
+static inline size_t mm_act_row_bytes(uint32_t t, size_t n_in) {
+    if (t == MM_Q8_0) return n_in / 32 * MM_ACT32_BYTES;
+    if (mm_is_int(t)) return n_in / 256 * MM_ACTK_BYTES;
+    return 0;
+}
+static inline size_t mm_align256(size_t n) { return (n + 255) / 256 * 256; }
+
+#define MM_FAIL(...)                                          \
+    do {                                                      \
+        if (why && why_len) snprintf(why, why_len, __VA_ARGS__); \
+        return -1;                                            \
+    } while (0)
+
+/* Checks type and n_in (a whole number of blocks, > 0); 0 or -1 with why. */
+int mm_check_shape(const char *op, uint32_t type, size_t n_out, size_t n_in, char *why, size_t why_len);
+/* After the launches: the launch status as 0, or -1 with why. */
+int mm_launch_status(const char *op, char *why, size_t why_len);
+
+/* Quantises n_x rows of n_in f32 (row stride n_in) into xq (rows of
+ * mm_act_row_bytes(type, n_in)), byte for byte as quant_act_quantize_scalar. */
+void mm_act_quantize(uint32_t type, const float *x, size_t n_x, size_t n_in, uint8_t *xq, cudaStream_t stream);
+
+/* ---- device helpers ---- */
+
+__device__ __forceinline__ float mm_f16(const uint8_t *p) {
+    const unsigned short h = (unsigned short)(p[0] | (p[1] << 8));
+    return __half2float(__ushort_as_half(h));
+}
+__device__ __forceinline__ float mm_bf16_bits(unsigned h) { return __uint_as_float(h << 16); }
+
+/* quant_k4_scale_min: the 6-bit scale and min of sub-block j of a Q4_K/Q5_K block. */
+__device__ __forceinline__ void mm_k4_scale_min(int j, const uint8_t *s, int *sc, int *m) {
+    if (j < 4) {
+        *sc = s[j] & 63;
+        *m = s[j + 4] & 63;
+    } else {
+        *sc = (s[j + 4] & 0x0F) | ((s[j - 4] >> 6) << 4);
+        *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+    }
+}
+
+/* Values 16*p .. 16*p+15 of a row of type T (n_in values; float types zero
+ * past n_in), rounded exactly as dequant_scalar.c: scale products in f32
+ * first, then value = ds*q - dm, no fused multiply-add (the __f*_rn
+ * intrinsics are never contracted). */
+template <int T>
+__device__ __forceinline__ void mm_dequant16(const uint8_t *row, int p, int n_in, float *v) {
+    if (T == MM_F32 || T == MM_F16 || T == MM_BF16) {
+        for (int i = 0; i < 16; i++) {
+            const int e = 16 * p + i;
+            float f = 0.0f;
+            if (e < n_in) {
+                if (T == MM_F32)
+                    f = ((const float *)row)[e];
+                else if (T == MM_F16)
+                    f = __half2float(((const __half *)row)[e]);
+                else
+                    f = mm_bf16_bits(((const unsigned short *)row)[e]);
+            }
+            v[i] = f;
+        }
+    } else if (T == MM_Q8_0) {
+        const uint8_t *b = row + (p >> 1) * MM_Q8_0_BYTES;
+        const float d = mm_f16(b);
+        const int8_t *q = (const int8_t *)(b + 2) + 16 * (p & 1);
+        for (int i = 0; i < 16; i++) v[i] = __fmul_rn((float)q[i], d);
+    } else if (T == MM_Q4_K || T == MM_Q5_K) {
+        const int bytes = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES;
+        const uint8_t *b = row + (p >> 4) * bytes;
+        const int v0 = 16 * (p & 15), c = v0 >> 6, hi = (v0 >> 5) & 1, l0 = v0 & 31;
+        int sc, m;
+        mm_k4_scale_min(2 * c + hi, b + 4, &sc, &m);
+        const float d1 = __fmul_rn(mm_f16(b), (float)sc), m1 = __fmul_rn(mm_f16(b + 2), (float)m);
+        const uint8_t *qs = b + (T == MM_Q4_K ? 16 : 48) + 32 * c;
+        const uint8_t *qh = b + 16;
+        for (int i = 0; i < 16; i++) {
+            const int l = l0 + i;
+            int q = hi ? qs[l] >> 4 : qs[l] & 0x0F;
+            if (T == MM_Q5_K && ((qh[l] >> (2 * c + hi)) & 1)) q += 16;
+            v[i] = __fsub_rn(__fmul_rn(d1, (float)q), m1);
+        }
+    } else { /* Q6_K */
+        const uint8_t *b = row + (p >> 4) * MM_Q6_K_BYTES;
+        const int v0 = 16 * (p & 15), h = v0 >> 7, k = (v0 >> 5) & 3, l0 = v0 & 31;
+        const uint8_t *ql = b + 64 * h + (k & 1 ? 32 : 0), *qh = b + 128 + 32 * h;
+        const int sc = ((const int8_t *)(b + 192))[8 * h + 2 * k + (l0 >> 4)];
+        const float ds = __fmul_rn(mm_f16(b + 208), (float)sc);
+        for (int i = 0; i < 16; i++) {
+            const int l = l0 + i;
+            const int lo = (k & 2 ? ql[l] >> 4 : ql[l]) & 0x0F;
+            const int q = (lo | (((qh[l] >> (2 * k)) & 3) << 4)) - 32;
+            v[i] = __fmul_rn(ds, (float)q);
+        }
+    }
+}
+
+#endif

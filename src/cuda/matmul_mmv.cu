@@ -1,0 +1,285 @@
+/*
+ * matmul_mmv.cu: the decode products (1..8 rows): dense cuda_matmul_decode
+ * and the grouped expert form cuda_moe_decode, one kernel for both.
+ *
+ * One warp per output row (4 per thread block); the warp streams the
+ * weight row once and dots it with every activation row that uses it (all
+ * rows for a dense product; for an expert, every slot routed to it), so
+ * weights are read once per step. Q8_0/K-quant weights are dotted with the
+ * 8-bit rows of matmul_act.cu through __dp4a: a lane takes a 16-value (K)
+ * or 8-value (Q8_0) piece of a block, its integer sums are exact, and its
+ * float partial is formed like act_scalar.c's per-block float (x_d * (d *
+ * sum_q - dmin * sum_m), d_w * x_d * isum); only the order in which those
+ * partials are added differs from the CPU. Float weights use f32
+ * activations. Each row's arithmetic is the same whatever the other rows,
+ * so a row's bits do not depend on the batch.
+ *
+ * MoE: grid.y is the slot; the block of slot s runs only when s is the
+ * first slot routed to its expert, and then does every slot routed there.
+ * No host synchronisation: the routing is read on the device.
+ */
+#include <math.h>
+
+#include "matmul_internal.cuh"
+
+enum { MMV_WARPS = 4, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS };
+
+typedef struct mmv_params {
+    const uint8_t *w;
+    size_t row_bytes, expert_stride;
+    int n_out, n_in;
+    const int32_t *ids; /* NULL: dense, the slots are the rows */
+    int n_slots, k, x_per_slot, n_expert;
+    const void *x;  /* f32 rows or 8-bit rows */
+    size_t x_bytes; /* bytes per x row */
+    float *y;       /* [n_slots][n_out] */
+} mmv_params;
+
+__device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; }
+/* 4 bytes at a 2-byte aligned address (Q8_0 and Q6_K blocks are 34 and 210 bytes). */
+__device__ __forceinline__ int ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+
+/* Partial dot of one lane over its piece of block `b` with NX activation
+ * rows (xr[i] points at row i's 8-bit blocks). Float partial per row in acc. */
+template <int T>
+__device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece, const uint8_t *const *xr, int nx,
+                                          float *acc) {
+    if (T == MM_Q8_0) { /* piece 0..3: values 8*piece..+7 */
+        const uint8_t *blk = wrow + (size_t)b * MM_Q8_0_BYTES;
+        const float dw = mm_f16(blk);
+        const int q0 = ld32a2(blk + 2 + 8 * piece), q1 = ld32a2(blk + 6 + 8 * piece);
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACT32_BYTES;
+            const int s = __dp4a(q0, ld32(xb + 4 + 8 * piece), __dp4a(q1, ld32(xb + 8 + 8 * piece), 0));
+            acc[i] += dw * *(const float *)xb * (float)s;
+        }
+    } else if (T == MM_Q4_K || T == MM_Q5_K) { /* piece 0..15: chunk c = piece/4, l = 8u..8u+7, both nibbles */
+        const int bytes = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES;
+        const uint8_t *blk = wrow + (size_t)b * bytes;
+        const int c = piece >> 2, u = piece & 3;
+        const float d = mm_f16(blk), dmin = mm_f16(blk + 2);
+        int sc0, m0, sc1, m1;
+        mm_k4_scale_min(2 * c, blk + 4, &sc0, &m0);
+        mm_k4_scale_min(2 * c + 1, blk + 4, &sc1, &m1);
+        const uint8_t *qs = blk + (T == MM_Q4_K ? 16 : 48) + 32 * c + 8 * u;
+        const int v0 = ld32(qs), v1 = ld32(qs + 4);
+        int lo0 = v0 & 0x0F0F0F0F, lo1 = v1 & 0x0F0F0F0F;
+        int hi0 = (v0 >> 4) & 0x0F0F0F0F, hi1 = (v1 >> 4) & 0x0F0F0F0F;
+        if (T == MM_Q5_K) {
+            const uint8_t *qh = blk + 16 + 8 * u;
+            const int h0 = ld32(qh), h1 = ld32(qh + 4);
+            lo0 |= ((h0 >> (2 * c)) & 0x01010101) << 4;
+            lo1 |= ((h1 >> (2 * c)) & 0x01010101) << 4;
+            hi0 |= ((h0 >> (2 * c + 1)) & 0x01010101) << 4;
+            hi1 |= ((h1 >> (2 * c + 1)) & 0x01010101) << 4;
+        }
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACTK_BYTES;
+            const uint8_t *xl = xb + 4 + 64 * c + 8 * u, *xh = xl + 32;
+            const int xl0 = ld32(xl), xl1 = ld32(xl + 4), xh0 = ld32(xh), xh1 = ld32(xh + 4);
+            const int qx_lo = __dp4a(lo0, xl0, __dp4a(lo1, xl1, 0));
+            const int qx_hi = __dp4a(hi0, xh0, __dp4a(hi1, xh1, 0));
+            const int xs_lo = __dp4a(0x01010101, xl0, __dp4a(0x01010101, xl1, 0));
+            const int xs_hi = __dp4a(0x01010101, xh0, __dp4a(0x01010101, xh1, 0));
+            const int sum_q = sc0 * qx_lo + sc1 * qx_hi, sum_m = m0 * xs_lo + m1 * xs_hi;
+            acc[i] += *(const float *)xb * (d * (float)sum_q - dmin * (float)sum_m);
+        }
+    } else { /* Q6_K, piece 0..15: half h = piece/8, l = 4u..4u+3 (u = piece%8) for all four k */
+        const uint8_t *blk = wrow + (size_t)b * MM_Q6_K_BYTES;
+        const int h = piece >> 3, u = piece & 7;
+        const int A = ld32a2(blk + 64 * h + 4 * u), B = ld32a2(blk + 64 * h + 32 + 4 * u);
+        const int H = ld32a2(blk + 128 + 32 * h + 4 * u);
+        int q[4];
+        q[0] = (A & 0x0F0F0F0F) | ((H & 0x03030303) << 4);
+        q[1] = (B & 0x0F0F0F0F) | (((H >> 2) & 0x03030303) << 4);
+        q[2] = ((A >> 4) & 0x0F0F0F0F) | (((H >> 4) & 0x03030303) << 4);
+        q[3] = ((B >> 4) & 0x0F0F0F0F) | (((H >> 6) & 0x03030303) << 4);
+#pragma unroll
+        for (int j = 0; j < 4; j++) q[j] = (int)__vsub4((unsigned)q[j], 0x20202020u); /* codes - 32, as int8 */
+        const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + (u >> 2);
+        const float dw = mm_f16(blk + 208);
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACTK_BYTES;
+            const uint8_t *xq = xb + 4 + 128 * h + 4 * u;
+            int isum = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) isum += sc[2 * j] * __dp4a(q[j], ld32(xq + 32 * j), 0);
+            acc[i] += dw * *(const float *)xb * (float)isum;
+        }
+    }
+}
+
+/* One warp: the dot of weight row `wrow` with nx rows. */
+template <int T>
+__device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, float *acc) {
+    const int lane = threadIdx.x & 31;
+    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each */
+        const int nb = n_in / 32;
+        for (int b = lane >> 2; b < nb; b += 8) mmv_block<T>(wrow, b, lane & 3, xr, nx, acc);
+    } else if (T == MM_Q4_K || T == MM_Q5_K || T == MM_Q6_K) { /* 2 super-blocks per step, 16 lanes each */
+        const int nb = n_in / 256;
+        for (int b = lane >> 4; b < nb; b += 2) mmv_block<T>(wrow, b, lane & 15, xr, nx, acc);
+    } else { /* float weights, f32 activations: lane takes elements lane, lane+32, ... */
+        for (int e = lane; e < n_in; e += 32) {
+            float wv;
+            if (T == MM_F32)
+                wv = ((const float *)wrow)[e];
+            else if (T == MM_F16)
+                wv = __half2float(((const __half *)wrow)[e]);
+            else
+                wv = mm_bf16_bits(((const unsigned short *)wrow)[e]);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) {
+                if (i >= nx) break;
+                acc[i] = fmaf(wv, ((const float *)xr[i])[e], acc[i]);
+            }
+        }
+    }
+}
+
+template <int T>
+__global__ void __launch_bounds__(32 * MMV_WARPS) mmv_kernel(mmv_params p) {
+    const int o = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    int slots[MMV_MAX];
+    int ns = 0, e = 0, first = 0;
+    if (p.ids == NULL) { /* dense: the rows */
+        ns = p.n_slots;
+        for (int i = 0; i < MMV_MAX; i++) slots[i] = i;
+    } else {
+        const int s = blockIdx.y;
+        e = p.ids[s];
+        if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN, no memory outside W is read */
+            if (o < p.n_out && lane == 0) p.y[(size_t)s * p.n_out + o] = __int_as_float(0x7fc00000);
+            return;
+        }
+        for (int t = 0; t < s; t++)
+            if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
+        first = s;
+    }
+    if (o >= p.n_out) return;
+    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)o * p.row_bytes;
+    /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
+     * group unless a row routes to the same expert twice). */
+    int next = first;
+    for (;;) {
+        if (p.ids != NULL) {
+            ns = 0;
+            for (; next < p.n_slots && ns < MMV_MAX; next++)
+                if (p.ids[next] == e) slots[ns++] = next;
+            if (ns == 0) break;
+        }
+        const uint8_t *xr[MMV_MAX];
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            const int xs = i < ns ? (p.x_per_slot ? slots[i] : slots[i] / p.k) : 0;
+            xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
+        }
+        float acc[MMV_MAX];
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
+        mmv_row<T>(wrow, p.n_in, xr, ns, acc);
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            float v = acc[i];
+            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+            if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+        }
+        if (p.ids == NULL) break;
+    }
+}
+
+static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, cudaStream_t st) {
+    const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
+    switch (type) {
+    case MM_F32: mmv_kernel<MM_F32><<<grid, block, 0, st>>>(*p); break;
+    case MM_F16: mmv_kernel<MM_F16><<<grid, block, 0, st>>>(*p); break;
+    case MM_BF16: mmv_kernel<MM_BF16><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q8_0: mmv_kernel<MM_Q8_0><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q4_K: mmv_kernel<MM_Q4_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q5_K: mmv_kernel<MM_Q5_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q6_K: mmv_kernel<MM_Q6_K><<<grid, block, 0, st>>>(*p); break;
+    default: break;
+    }
+}
+
+/* The activation rows as the kernel reads them: x itself for float types,
+ * else quantised into work (n_x rows). */
+static const void *mmv_x(uint32_t type, const float *x, size_t n_x, size_t n_in, void *work, size_t *x_bytes,
+                         cudaStream_t st) {
+    if (!mm_is_int(type)) {
+        *x_bytes = n_in * sizeof(float);
+        return x;
+    }
+    *x_bytes = mm_act_row_bytes(type, n_in);
+    mm_act_quantize(type, x, n_x, n_in, (uint8_t *)work, st);
+    return work;
+}
+
+extern "C" size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    return mm_align256(mm_act_row_bytes(type, n_in) * n_rows);
+}
+
+extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_matmul_decode", type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
+    if (!w || !x || !y || (mm_is_int(type) && !work)) MM_FAIL("cuda_matmul_decode: a NULL pointer");
+    cudaStream_t st = (cudaStream_t)stream;
+    mmv_params p = {};
+    p.w = (const uint8_t *)w;
+    p.row_bytes = mm_row_bytes(type, n_in);
+    p.n_out = (int)n_out;
+    p.n_in = (int)n_in;
+    p.n_slots = (int)n_rows;
+    p.k = 1;
+    p.x_per_slot = 1;
+    p.n_expert = 1;
+    p.x = mmv_x(type, x, n_rows, n_in, work, &p.x_bytes, st);
+    p.y = y;
+    mmv_launch(type, &p, 1, st);
+    return mm_launch_status("cuda_matmul_decode", why, why_len);
+}
+
+extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
+    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
+}
+
+extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_moe_decode", a->type, a->n_out, a->n_in, why, why_len)) return -1;
+    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("cuda_moe_decode: %zu rows (1..%d)", a->n_rows, MMV_MAX);
+    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_decode: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
+    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("cuda_moe_decode: %zu experts", a->n_expert);
+    if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
+        MM_FAIL("cuda_moe_decode: expert stride %zu < an expert's %zu bytes", a->expert_stride,
+                mm_row_bytes(a->type, a->n_in) * a->n_out);
+    if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work))
+        MM_FAIL("cuda_moe_decode: a NULL pointer");
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
+    mmv_params p = {};
+    p.w = (const uint8_t *)a->w;
+    p.row_bytes = mm_row_bytes(a->type, a->n_in);
+    p.expert_stride = a->expert_stride;
+    p.n_out = (int)a->n_out;
+    p.n_in = (int)a->n_in;
+    p.ids = a->ids;
+    p.n_slots = (int)n_slots;
+    p.k = (int)a->k;
+    p.x_per_slot = a->x_per_slot != 0;
+    p.n_expert = (int)a->n_expert;
+    p.x = mmv_x(a->type, a->x, n_x, a->n_in, work, &p.x_bytes, st);
+    p.y = a->y;
+    mmv_launch(a->type, &p, (unsigned)n_slots, st);
+    return mm_launch_status("cuda_moe_decode", why, why_len);
+}
