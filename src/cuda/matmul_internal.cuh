@@ -9,6 +9,7 @@
 #define CLOVER_CUDA_MATMUL_INTERNAL_CUH
 
 #include <cuda_fp16.h>
+#include <float.h>
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -79,6 +80,61 @@ int mm_launch_status(const char *op, char *why, size_t why_len);
 void mm_act_quantize(uint32_t type, const float *x, size_t n_x, size_t n_in, uint8_t *xq, cudaStream_t stream);
 
 /* ---- device helpers ---- */
+
+/* Quantises this lane's `N` values (N = 1 for blocks of 32, 8 for 256); returns the block's d. */
+template <int N>
+__device__ __forceinline__ float mm_act_block(const float *xv, int8_t *q) {
+    float amax = 0.0f;
+    int finite = 1;
+#pragma unroll
+    for (int i = 0; i < N; i++) {
+        const float a = fabsf(xv[i]);
+        if (!(a <= FLT_MAX))
+            finite = 0;
+        else if (a > amax)
+            amax = a;
+    }
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    finite = __all_sync(0xffffffffu, finite);
+    if (!finite || amax == 0.0f) {
+#pragma unroll
+        for (int i = 0; i < N; i++) q[i] = 0;
+        return finite ? 0.0f : __int_as_float(0x7fc00000);
+    }
+    const float iscale = __fdiv_rn(127.0f, amax);
+#pragma unroll
+    for (int i = 0; i < N; i++) q[i] = (int8_t)rintf(__fmul_rn(xv[i], iscale));
+    return __fdiv_rn(amax, 127.0f);
+}
+
+/* One warp writes the act_q8_32 block of the 32 values at src into dst. */
+__device__ __forceinline__ void mm_act_block_32(const float *src, uint8_t *dst, int lane) {
+    const float xv = src[lane];
+    int8_t q;
+    const float d = mm_act_block<1>(&xv, &q);
+    if (lane == 0) *(float *)dst = d;
+    ((int8_t *)(dst + 4))[lane] = q;
+}
+
+/* One warp writes the act_q8_k block of the 256 values at src into dst: lane
+ * l holds values 8l..8l+7; the sum of each 16 (bsums[s]) is lanes 2s, 2s+1. */
+__device__ __forceinline__ void mm_act_block_k(const float *src, uint8_t *dst, int lane) {
+    float xv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) xv[i] = src[8 * lane + i];
+    int8_t q[8];
+    const float d = mm_act_block<8>(xv, q);
+    if (lane == 0) *(float *)dst = d;
+    int sum = 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        ((int8_t *)(dst + 4))[8 * lane + i] = q[i];
+        sum += q[i];
+    }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    if ((lane & 1) == 0) ((int16_t *)(dst + 4 + 256))[lane / 2] = (int16_t)sum;
+}
+
 
 __device__ __forceinline__ float mm_f16(const uint8_t *p) {
     const unsigned short h = (unsigned short)(p[0] | (p[1] << 8));

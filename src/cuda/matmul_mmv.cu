@@ -2,10 +2,13 @@
  * matmul_mmv.cu: the decode products (1..8 rows): dense cuda_matmul_decode
  * and the grouped expert form cuda_moe_decode, one kernel for both.
  *
- * One warp per output row (4 per thread block); the warp streams the
+ * One warp per output row (8 per thread block); the warp streams the
  * weight row once and dots it with every activation row that uses it (all
  * rows for a dense product; for an expert, every slot routed to it), so
- * weights are read once per step. Q8_0/K-quant weights are dotted with the
+ * weights are read once per step. The 8-bit rows are made inside the
+ * product's own thread block, into shared memory (one launch per product,
+ * and the codes are matmul_act.cu's, byte for byte); only when they would
+ * not fit in 48 KB does a separate quantiser kernel write them to `work`. Q8_0/K-quant weights are dotted with the
  * 8-bit rows of matmul_act.cu through __dp4a: a lane takes a 16-value (K)
  * or 8-value (Q8_0) piece of a block, its integer sums are exact, and its
  * float partial is formed like act_scalar.c's per-block float (x_d * (d *
@@ -22,7 +25,7 @@
 
 #include "matmul_internal.cuh"
 
-enum { MMV_WARPS = 4, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS };
+enum { MMV_WARPS = 8, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS, MMV_SMEM_MAX = 48 * 1024 };
 
 typedef struct mmv_params {
     const uint8_t *w;
@@ -30,8 +33,10 @@ typedef struct mmv_params {
     int n_out, n_in;
     const int32_t *ids; /* NULL: dense, the slots are the rows */
     int n_slots, k, x_per_slot, n_expert;
-    const void *x;  /* f32 rows or 8-bit rows */
-    size_t x_bytes; /* bytes per x row */
+    const void *x;  /* f32 rows, or 8-bit rows (in work) when not fused */
+    size_t x_bytes; /* bytes per row of x as the dot reads it */
+    const float *xf; /* fused: the f32 rows, quantised into shared memory per block */
+    int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
     float *y;       /* [n_slots][n_out] */
 } mmv_params;
 
@@ -40,6 +45,19 @@ __device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; 
 __device__ __forceinline__ int ld32a2(const uint8_t *p) {
     const unsigned short *h = (const unsigned short *)p;
     return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+
+/* mm_k4_scale_min from the 12 scale bytes held as three words (no byte loads). */
+__device__ __forceinline__ void k4_scale_min_words(int j, unsigned s0, unsigned s1, unsigned s2, int *sc, int *m) {
+    if (j < 4) {
+        *sc = (s0 >> (8 * j)) & 63;
+        *m = (s1 >> (8 * j)) & 63;
+    } else {
+        const int i = j - 4;
+        const unsigned b = (s2 >> (8 * i)) & 0xFF;
+        *sc = (int)((b & 0x0F) | (((s0 >> (8 * i + 6)) & 3) << 4));
+        *m = (int)((b >> 4) | (((s1 >> (8 * i + 6)) & 3) << 4));
+    }
 }
 
 /* Partial dot of one lane over its piece of block `b` with NX activation
@@ -62,10 +80,13 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
         const int bytes = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES;
         const uint8_t *blk = wrow + (size_t)b * bytes;
         const int c = piece >> 2, u = piece & 3;
-        const float d = mm_f16(blk), dmin = mm_f16(blk + 2);
+        const unsigned dd = (unsigned)ld32(blk);
+        const float d = __half2float(__ushort_as_half((unsigned short)(dd & 0xFFFF)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+        const unsigned s0 = (unsigned)ld32(blk + 4), s1 = (unsigned)ld32(blk + 8), s2 = (unsigned)ld32(blk + 12);
         int sc0, m0, sc1, m1;
-        mm_k4_scale_min(2 * c, blk + 4, &sc0, &m0);
-        mm_k4_scale_min(2 * c + 1, blk + 4, &sc1, &m1);
+        k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
+        k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
         const uint8_t *qs = blk + (T == MM_Q4_K ? 16 : 48) + 32 * c + 8 * u;
         const int v0 = ld32(qs), v1 = ld32(qs + 4);
         int lo0 = v0 & 0x0F0F0F0F, lo1 = v1 & 0x0F0F0F0F;
@@ -120,14 +141,48 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
 
 /* One warp: the dot of weight row `wrow` with nx rows. */
 template <int T>
-__device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, float *acc) {
+__device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, int vec,
+                                        float *acc) {
     const int lane = threadIdx.x & 31;
     if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each */
         const int nb = n_in / 32;
+#pragma unroll 4
         for (int b = lane >> 2; b < nb; b += 8) mmv_block<T>(wrow, b, lane & 3, xr, nx, acc);
     } else if (T == MM_Q4_K || T == MM_Q5_K || T == MM_Q6_K) { /* 2 super-blocks per step, 16 lanes each */
         const int nb = n_in / 256;
+#pragma unroll 4
         for (int b = lane >> 4; b < nb; b += 2) mmv_block<T>(wrow, b, lane & 15, xr, nx, acc);
+    } else if (vec) { /* float weights, 16-byte loads: lane takes elements 8(lane + 32j) .. +7 */
+#pragma unroll 2
+        for (int e = 8 * lane; e < n_in; e += 256) {
+            float wv[8];
+            if (T == MM_F32) {
+                const float4 a = *(const float4 *)(wrow + 4 * e), b = *(const float4 *)(wrow + 4 * e + 16);
+                wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
+            } else {
+                const uint4 a = *(const uint4 *)(wrow + 2 * e);
+                const unsigned u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (T == MM_F16) {
+                        wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xFFFF)));
+                        wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
+                    } else {
+                        wv[2 * i] = mm_bf16_bits(u[i] & 0xFFFF);
+                        wv[2 * i + 1] = mm_bf16_bits(u[i] >> 16);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < MMV_MAX; r++) {
+                if (r >= nx) break;
+                const float4 a = *(const float4 *)(xr[r] + 4 * e), b = *(const float4 *)(xr[r] + 4 * e + 16);
+                float t = acc[r];
+                t = fmaf(wv[0], a.x, t), t = fmaf(wv[1], a.y, t), t = fmaf(wv[2], a.z, t), t = fmaf(wv[3], a.w, t);
+                t = fmaf(wv[4], b.x, t), t = fmaf(wv[5], b.y, t), t = fmaf(wv[6], b.z, t), t = fmaf(wv[7], b.w, t);
+                acc[r] = t;
+            }
+        }
     } else { /* float weights, f32 activations: lane takes elements lane, lane+32, ... */
         for (int e = lane; e < n_in; e += 32) {
             float wv;
@@ -146,10 +201,11 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
     }
 }
 
-template <int T>
-__global__ void __launch_bounds__(32 * MMV_WARPS) mmv_kernel(mmv_params p) {
-    const int o = blockIdx.x * MMV_WARPS + (threadIdx.x >> 5);
-    const int lane = threadIdx.x & 31;
+template <int T, bool FUSE>
+__global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
+    extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int o = blockIdx.x * MMV_WARPS + warp;
     int slots[MMV_MAX];
     int ns = 0, e = 0, first = 0;
     if (p.ids == NULL) { /* dense: the rows */
@@ -166,10 +222,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_kernel(mmv_params p) {
             if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
         first = s;
     }
-    if (o >= p.n_out) return;
-    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)o * p.row_bytes;
+    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
-     * group unless a row routes to the same expert twice). */
+     * group unless a row routes to the same expert twice). Block-uniform. */
     int next = first;
     for (;;) {
         if (p.ids != NULL) {
@@ -179,53 +234,99 @@ __global__ void __launch_bounds__(32 * MMV_WARPS) mmv_kernel(mmv_params p) {
             if (ns == 0) break;
         }
         const uint8_t *xr[MMV_MAX];
+        if (FUSE) { /* quantise the group's rows into shared memory, a warp per block */
+            const int qb = T == MM_Q8_0 ? 32 : 256, nb = p.n_in / qb, bb = T == MM_Q8_0 ? MM_ACT32_BYTES : MM_ACTK_BYTES;
+            for (int j = warp; j < ns * nb; j += MMV_WARPS) {
+                const int i = j / nb, b = j % nb;
+                const int xs = p.x_per_slot ? slots[i] : slots[i] / p.k;
+                const float *src = p.xf + (size_t)xs * p.n_in + (size_t)b * qb;
+                uint8_t *dst = xsm + (size_t)i * p.x_bytes + (size_t)b * bb;
+                if (T == MM_Q8_0)
+                    mm_act_block_32(src, dst, lane);
+                else
+                    mm_act_block_k(src, dst, lane);
+            }
 #pragma unroll
-        for (int i = 0; i < MMV_MAX; i++) {
-            const int xs = i < ns ? (p.x_per_slot ? slots[i] : slots[i] / p.k) : 0;
-            xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
+            for (int i = 0; i < MMV_MAX; i++) xr[i] = xsm + (size_t)(i < ns ? i : 0) * p.x_bytes;
+            __syncthreads();
+        } else {
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) {
+                const int xs = i < ns ? (p.x_per_slot ? slots[i] : slots[i] / p.k) : 0;
+                xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
+            }
         }
-        float acc[MMV_MAX];
+        if (o < p.n_out) {
+            float acc[MMV_MAX];
 #pragma unroll
-        for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
-        mmv_row<T>(wrow, p.n_in, xr, ns, acc);
+            for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
+            mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
 #pragma unroll
-        for (int i = 0; i < MMV_MAX; i++) {
-            float v = acc[i];
-            for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-            if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+            for (int i = 0; i < MMV_MAX; i++) {
+                float v = acc[i];
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+            }
         }
         if (p.ids == NULL) break;
+        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows */
     }
 }
 
-static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, cudaStream_t st) {
+/* Shared memory of the fused 8-bit rows: up to 8 rows of the group. */
+static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
+    return mm_is_int(type) ? mm_act_row_bytes(type, n_in) * n_group : 0;
+}
+
+#define MMV_CASE(TY)                                                                  \
+    case TY:                                                                         \
+        if (smem)                                                                    \
+            mmv_kernel<TY, true><<<grid, block, smem, st>>>(*p);                     \
+        else                                                                         \
+            mmv_kernel<TY, false><<<grid, block, 0, st>>>(*p);                       \
+        break
+
+static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, size_t smem, cudaStream_t st) {
     const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
     switch (type) {
-    case MM_F32: mmv_kernel<MM_F32><<<grid, block, 0, st>>>(*p); break;
-    case MM_F16: mmv_kernel<MM_F16><<<grid, block, 0, st>>>(*p); break;
-    case MM_BF16: mmv_kernel<MM_BF16><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q8_0: mmv_kernel<MM_Q8_0><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q4_K: mmv_kernel<MM_Q4_K><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q5_K: mmv_kernel<MM_Q5_K><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q6_K: mmv_kernel<MM_Q6_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_F32: mmv_kernel<MM_F32, false><<<grid, block, 0, st>>>(*p); break;
+    case MM_F16: mmv_kernel<MM_F16, false><<<grid, block, 0, st>>>(*p); break;
+    case MM_BF16: mmv_kernel<MM_BF16, false><<<grid, block, 0, st>>>(*p); break;
+        MMV_CASE(MM_Q8_0);
+        MMV_CASE(MM_Q4_K);
+        MMV_CASE(MM_Q5_K);
+        MMV_CASE(MM_Q6_K);
     default: break;
     }
 }
 
-/* The activation rows as the kernel reads them: x itself for float types,
- * else quantised into work (n_x rows). */
-static const void *mmv_x(uint32_t type, const float *x, size_t n_x, size_t n_in, void *work, size_t *x_bytes,
-                         cudaStream_t st) {
+/* Where the kernel finds its activation rows: x itself for float types;
+ * fused (smem > 0, returned through *smem): quantised per block from x;
+ * else quantised into work (n_x rows) by the separate kernel first. */
+static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size_t n_in, size_t n_group, void *work,
+                  size_t *smem, cudaStream_t st) {
+    *smem = 0;
+    p->vec = 0;
     if (!mm_is_int(type)) {
-        *x_bytes = n_in * sizeof(float);
-        return x;
+        p->x_bytes = n_in * sizeof(float);
+        p->x = x;
+        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->expert_stride) & 15) == 0;
+        return;
     }
-    *x_bytes = mm_act_row_bytes(type, n_in);
+    p->x_bytes = mm_act_row_bytes(type, n_in);
+    const size_t sm = mmv_smem(type, n_in, n_group);
+    if (sm <= MMV_SMEM_MAX) {
+        *smem = sm;
+        p->xf = x;
+        p->x = NULL;
+        return;
+    }
     mm_act_quantize(type, x, n_x, n_in, (uint8_t *)work, st);
-    return work;
+    p->x = work;
 }
 
 extern "C" size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    if (mmv_smem(type, n_in, n_rows) <= MMV_SMEM_MAX) return 0; /* fused: no scratch */
     return mm_align256(mm_act_row_bytes(type, n_in) * n_rows);
 }
 
@@ -233,7 +334,8 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
                                   size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
     if (mm_check_shape("cuda_matmul_decode", type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
-    if (!w || !x || !y || (mm_is_int(type) && !work)) MM_FAIL("cuda_matmul_decode: a NULL pointer");
+    if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
+        MM_FAIL("cuda_matmul_decode: a NULL pointer");
     cudaStream_t st = (cudaStream_t)stream;
     mmv_params p = {};
     p.w = (const uint8_t *)w;
@@ -244,14 +346,16 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     p.k = 1;
     p.x_per_slot = 1;
     p.n_expert = 1;
-    p.x = mmv_x(type, x, n_rows, n_in, work, &p.x_bytes, st);
     p.y = y;
-    mmv_launch(type, &p, 1, st);
+    size_t smem;
+    mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
+    mmv_launch(type, &p, 1, smem, st);
     return mm_launch_status("cuda_matmul_decode", why, why_len);
 }
 
 extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
-    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows, n_slots = a->n_rows * a->k;
+    if (mmv_smem(a->type, a->n_in, n_slots < MMV_MAX ? n_slots : MMV_MAX) <= MMV_SMEM_MAX) return 0;
     return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
 }
 
@@ -263,7 +367,7 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
     if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
         MM_FAIL("cuda_moe_decode: expert stride %zu < an expert's %zu bytes", a->expert_stride,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
-    if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work))
+    if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
         MM_FAIL("cuda_moe_decode: a NULL pointer");
     cudaStream_t st = (cudaStream_t)stream;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
@@ -278,8 +382,9 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
     p.k = (int)a->k;
     p.x_per_slot = a->x_per_slot != 0;
     p.n_expert = (int)a->n_expert;
-    p.x = mmv_x(a->type, a->x, n_x, a->n_in, work, &p.x_bytes, st);
     p.y = a->y;
-    mmv_launch(a->type, &p, (unsigned)n_slots, st);
+    size_t smem;
+    mmv_x(&p, a->type, a->x, n_x, a->n_in, n_slots < MMV_MAX ? n_slots : MMV_MAX, work, &smem, st);
+    mmv_launch(a->type, &p, (unsigned)n_slots, smem, st);
     return mm_launch_status("cuda_moe_decode", why, why_len);
 }
