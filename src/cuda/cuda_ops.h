@@ -65,6 +65,14 @@ int cuda_moe_route(int32_t *idx,         // [n][k] expert ids, descending probab
                    const float *logits,  // [n][n_expert]
                    size_t n, size_t n_expert, size_t k, void *stream);
 
+/* out[r] = sum over the row's k slots, in ascending expert id (the CPU's
+ * order), of wts[r][j] * ye[r*k + j]: the routed experts' weighted sum. */
+int cuda_moe_combine(float *out,           // [n][H]
+                     const float *ye,      // [n*k][H] per-slot expert outputs
+                     const int32_t *idx,   // [n][k]
+                     const float *wts,     // [n][k]
+                     size_t n, size_t k, size_t H, void *stream);
+
 /* out[r] += sigmoid(gate_logit[r]) * sh[r] (the gated shared expert; the
  * gate logit is the [1][H] ffn_gate_inp_shexp product, computed by matmul). */
 int cuda_shexp_add(float *out,               // [n][H]

@@ -197,7 +197,7 @@ __global__ void k_shexp_add(float *out, const float *sh, const float *gl, size_t
     const size_t r = blockIdx.y;
     const float gate = 1.0f / (1.0f + expf(-gl[r])); /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x)
-        out[r * H + c] = out[r * H + c] + gate * sh[r * H + c];
+        out[r * H + c] = __fadd_rn(out[r * H + c], __fmul_rn(gate, sh[r * H + c])); /* no FMA: the CPU rounds twice */
 }
 
 extern "C" int cuda_shexp_add(float *out, const float *sh, const float *gate_logit, size_t n, size_t H,
@@ -244,4 +244,38 @@ extern "C" int cuda_nll(float *nll, const float *logits, const int32_t *targets,
     if (n == 0) return 0;
     k_nll<<<(unsigned)n, 256, 0, as_stream(stream)>>>(nll, logits, targets, V);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_nll");
+}
+
+/* Per row: its k slots in ascending expert id (HF's index_add_ order, as
+ * the CPU's bucketed accumulation), out = 0 then out += y * w, each product
+ * and sum rounded separately like the CPU's (no FMA contraction). */
+__global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H) {
+    const size_t r = blockIdx.y;
+    int32_t order[CUDA_ROUTE_MAX_K];
+    for (size_t j = 0; j < k; j++) order[j] = (int32_t)j;
+    for (size_t j = 1; j < k; j++) { /* insertion sort of k <= 16 slots by expert id */
+        int32_t t = order[j];
+        size_t q = j;
+        while (q > 0 && idx[r * k + order[q - 1]] > idx[r * k + t]) {
+            order[q] = order[q - 1];
+            q--;
+        }
+        order[q] = t;
+    }
+    for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
+        float o = 0.0f;
+        for (size_t j = 0; j < k; j++) {
+            const size_t slot = r * k + (size_t)order[j];
+            o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], wts[slot]));
+        }
+        out[r * H + c] = o;
+    }
+}
+
+extern "C" int cuda_moe_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t n, size_t k,
+                                size_t H, void *stream) {
+    if (n == 0) return 0;
+    dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
+    k_combine<<<grid, 256, 0, as_stream(stream)>>>(out, ye, idx, wts, k, H);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine");
 }
