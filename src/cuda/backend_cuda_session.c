@@ -209,14 +209,23 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
                                         cuda_model_weight(s->cm, &ml->gdn.norm)};
         }
     }
-    /* the admission rule: everything this session will ever hold, against free device memory */
-    size_t arena_bytes = session_layout(s, NULL);
+    /* the admission rule: everything this session will ever hold, against free device memory
+     * (the KV caches first: the attention workspace is sized from the context too) */
     size_t kv_tok = cuda_session_kv_bytes_per_token(hp, model), kv_bytes = kv_tok * max_ctx;
     size_t fr = 0, tot = 0;
     if (cuda_mem_info(&fr, &tot, why)) {
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %s", why);
         goto fail;
     }
+    if (kv_bytes + SESSION_MARGIN > fr) {
+        rc = error_set(err, CLOVER_E_NOMEM,
+                       "CUDA session: a context of %zu tokens needs %.2f GB of KV on the GPU (%zu bytes a token) but "
+                       "%.2f GB of %.2f GB are free (the weights and the other sessions hold the rest): ask for a "
+                       "shorter context (--max-context) or fewer sessions",
+                       max_ctx, (double)kv_bytes * 1e-9, kv_tok, (double)fr * 1e-9, (double)tot * 1e-9);
+        goto fail;
+    }
+    size_t arena_bytes = session_layout(s, NULL);
     if (arena_bytes + kv_bytes + SESSION_MARGIN > fr) {
         rc = error_set(err, CLOVER_E_NOMEM,
                        "CUDA session: a context of %zu tokens needs %.2f GB on the GPU (KV %.2f GB at %zu bytes a "

@@ -137,3 +137,37 @@ extern "C" int cuda_graph_launch(void *exec, void *stream, char *why) {
 extern "C" void cuda_graph_destroy(void *exec) {
     if (exec) cudaGraphExecDestroy((cudaGraphExec_t)exec);
 }
+
+extern "C" int cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, char *why) {
+    *gbps = 0.0;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t e0 = NULL, e1 = NULL;
+    int rc = -1;
+    cudaError_t e;
+    if ((e = cudaMalloc(&a, bytes)) != cudaSuccess || (e = cudaMalloc(&b, bytes)) != cudaSuccess ||
+        (e = cudaMemset(a, 1, bytes)) != cudaSuccess || (e = cudaEventCreate(&e0)) != cudaSuccess ||
+        (e = cudaEventCreate(&e1)) != cudaSuccess) {
+        if (why) cuda_note(why, CUDA_WHY, "cuda_copy_bandwidth", e);
+        goto done;
+    }
+    for (int r = 0; r < reps + 1; r++) { /* the first copy warms up */
+        cudaEventRecord(e0);
+        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice);
+        cudaEventRecord(e1);
+        if ((e = cudaEventSynchronize(e1)) != cudaSuccess) {
+            if (why) cuda_note(why, CUDA_WHY, "cuda_copy_bandwidth", e);
+            goto done;
+        }
+        float ms = 0.0f;
+        cudaEventElapsedTime(&ms, e0, e1);
+        double g = 2.0 * (double)bytes / (ms * 1e-3) * 1e-9;
+        if (r > 0 && g > *gbps) *gbps = g;
+    }
+    rc = 0;
+done:
+    if (e0) cudaEventDestroy(e0);
+    if (e1) cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    return rc;
+}

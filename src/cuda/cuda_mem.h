@@ -44,6 +44,10 @@ int cuda_graph_end(void *stream, void **exec, char *why); /* instantiates */
 int cuda_graph_launch(void *exec, void *stream, char *why);
 void cuda_graph_destroy(void *exec);
 
+/* Device-to-device copy bandwidth over a buffer of `bytes`, best of reps,
+ * counted as (bytes read + bytes written) / time, in GB/s. */
+int cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, char *why);
+
 #ifdef __cplusplus
 }
 #endif

@@ -169,67 +169,112 @@ static void test_nll(void) {
 
 /* The pick: the same ids as sampler_pick with the same draws, greedy and
  * sampled (temperature, top-k, top-p, combined), confidences to 1e-6
- * relative (float64 sums in another order, then float32); a flat row whose
- * head exceeds the device's sort gives -2 (the host picks it). */
+ * relative (float64 sums in another order, then float32). The device sorts
+ * a head of at most CUDA_PICK_MAX_HEAD candidates: rows whose head is wider
+ * (a flat row, or temperature / top-p sampling over logits spread less than
+ * ln(1e12) ~ 28 around the top) give -2 and the host picks them; that is
+ * checked too. */
+static void pick_case(const float *lg, size_t n, size_t V, const cuda_pick_params *cp, uint64_t seed, int expect_host,
+                      sampler_scratch *sc) {
+    sampler_params sp = {cp->temperature, cp->top_k, cp->top_p};
+    rng_state rng;
+    rng_seed(&rng, seed);
+    double u[8];
+    int32_t ref_id[8], out_id[8];
+    float ref_conf[8], out_conf[8];
+    clover_error err = {0};
+    for (size_t r = 0; r < n; r++) u[r] = sampler_draw(&sp, &rng);
+    for (size_t r = 0; r < n; r++) CHECK(sampler_pick(&sp, lg + r * V, V, u[r], sc, &ref_id[r], &ref_conf[r], &err) == 0);
+    float *dl = cuda_test_upload(lg, n * V * 4);
+    double *du = cuda_test_upload(u, n * sizeof(double));
+    int32_t *di = (int32_t *)cuda_test_poisoned(n);
+    float *dc = cuda_test_poisoned(n);
+    CHECK(cuda_pick(di, dc, dl, du, n, V, cp, NULL) == 0);
+    sync_or_fail();
+    cuda_test_download(out_id, di, n * 4);
+    cuda_test_download(out_conf, dc, n * 4);
+    for (size_t r = 0; r < n; r++) {
+        if (expect_host)
+            CHECK_MSG(out_id[r] == -2, "T %g k %d p %g row %zu: device %d, expected -2 (host)", cp->temperature,
+                      cp->top_k, cp->top_p, r, out_id[r]);
+        else
+            CHECK_MSG(out_id[r] == ref_id[r], "T %g k %d p %g row %zu: device %d, CPU %d", cp->temperature, cp->top_k,
+                      cp->top_p, r, out_id[r], ref_id[r]);
+    }
+    if (!expect_host) CHECK_NERR(out_conf, ref_conf, n, 1e-6);
+    cuda_free(dl), cuda_free(du), cuda_free(di), cuda_free(dc);
+}
+
 static void test_pick(void) {
     const size_t n = 6, V = 20011;
-    float *lg = malloc(n * V * 4);
-    cuda_test_fill(lg, n * V, 71, 3.0f);
-    lg[2 * V + 5] = -INFINITY; /* a forbidden id: never a candidate */
-    lg[3 * V + 100] = NAN;     /* NaN is ignored like the CPU's compare does */
-    const cuda_pick_params cases[] = {
-        {0.0f, 0, 1.0f}, {1.0f, 0, 1.0f}, {0.7f, 40, 1.0f}, {1.3f, 0, 0.9f}, {0.9f, 50, 0.8f}, {2.0f, 3000, 1.0f},
-    };
+    float *lg3 = malloc(n * V * 4), *lg16 = malloc(n * V * 4);
+    cuda_test_fill(lg3, n * V, 71, 3.0f);
+    cuda_test_fill(lg16, n * V, 72, 16.0f);
+    lg3[2 * V + 5] = -INFINITY, lg16[2 * V + 5] = -INFINITY; /* a forbidden id: never a candidate */
+    lg3[3 * V + 100] = NAN, lg16[3 * V + 100] = NAN;         /* NaN is ignored, as the CPU's compares do */
     sampler_scratch sc;
     clover_error err = {0};
     CHECK(sampler_scratch_init(&sc, V, &err) == 0);
-    float *dl = cuda_test_upload(lg, n * V * 4);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        sampler_params sp = {cases[c].temperature, cases[c].top_k, cases[c].top_p};
-        rng_state rng;
-        rng_seed(&rng, 1000 + c);
-        double u[6];
-        int32_t ref_id[6], out_id[6];
-        float ref_conf[6], out_conf[6];
-        for (size_t r = 0; r < n; r++) u[r] = sampler_draw(&sp, &rng);
-        for (size_t r = 0; r < n; r++)
-            CHECK(sampler_pick(&sp, lg + r * V, V, u[r], &sc, &ref_id[r], &ref_conf[r], &err) == 0);
-        double *du = cuda_test_upload(u, sizeof u);
-        int32_t *di = (int32_t *)cuda_test_poisoned(n);
-        float *dc = cuda_test_poisoned(n);
-        CHECK(cuda_pick(di, dc, dl, du, n, V, &cases[c], NULL) == 0);
-        sync_or_fail();
-        cuda_test_download(out_id, di, sizeof out_id);
-        cuda_test_download(out_conf, dc, sizeof out_conf);
-        for (size_t r = 0; r < n; r++)
-            CHECK_MSG(out_id[r] == ref_id[r], "case %zu row %zu: device %d, CPU %d", c, r, out_id[r], ref_id[r]);
-        CHECK_NERR(out_conf, ref_conf, n, 1e-6);
-        cuda_free(du), cuda_free(di), cuda_free(dc);
-    }
-    /* a flat row: every one of V candidates is in the head (> CUDA_PICK_MAX_HEAD) */
-    float *flat = calloc(V, 4);
+    const cuda_pick_params greedy = {0.0f, 0, 1.0f}, k40 = {0.7f, 40, 1.0f}, k50p = {0.9f, 50, 0.8f},
+                           k3000 = {2.0f, 3000, 1.0f}, t1 = {1.0f, 0, 1.0f}, t13p = {1.3f, 0, 0.9f};
+    pick_case(lg3, n, V, &greedy, 1, 0, &sc);
+    pick_case(lg3, n, V, &k40, 2, 0, &sc);
+    pick_case(lg3, n, V, &k50p, 3, 0, &sc);
+    pick_case(lg3, n, V, &k3000, 4, 0, &sc);
+    pick_case(lg16, n, V, &t1, 5, 0, &sc);   /* spread logits: the head fits */
+    pick_case(lg16, n, V, &t13p, 6, 0, &sc);
+    pick_case(lg16, n, V, &greedy, 7, 0, &sc);
+    pick_case(lg3, n, V, &t1, 8, 1, &sc);    /* every candidate within 28 of the top: the host's */
+    /* a flat row: greedy takes the first maximum, id 0 */
+    float *flat = malloc(V * 4);
     for (size_t i = 0; i < V; i++) flat[i] = 0.25f;
-    float *df = cuda_test_upload(flat, V * 4);
-    double u0 = 0.5;
-    double *du = cuda_test_upload(&u0, sizeof u0);
-    int32_t *di = (int32_t *)cuda_test_poisoned(1), id = 0;
-    float *dc = cuda_test_poisoned(1);
-    const cuda_pick_params hot = {1.0f, 0, 1.0f};
-    CHECK(cuda_pick(di, dc, df, du, 1, V, &hot, NULL) == 0);
-    sync_or_fail();
-    cuda_test_download(&id, di, 4);
-    CHECK_EQ_INT(id, -2);
-    /* and greedy over it: the first maximum, id 0 */
-    const cuda_pick_params cold = {0.0f, 0, 1.0f};
-    CHECK(cuda_pick(di, dc, df, du, 1, V, &cold, NULL) == 0);
-    sync_or_fail();
-    cuda_test_download(&id, di, 4);
-    CHECK_EQ_INT(id, 0);
-    cuda_free(df), cuda_free(du), cuda_free(di), cuda_free(dc);
+    pick_case(flat, 1, V, &greedy, 9, 0, &sc);
+    pick_case(flat, 1, V, &t1, 10, 1, &sc);
     free(flat);
     sampler_scratch_free(&sc);
-    cuda_free(dl);
-    free(lg);
+    free(lg3), free(lg16);
+}
+
+/* The routed experts' sum: ascending expert id, one rounding per product and
+ * per sum, exactly as the CPU's loop: bound 0. */
+static void test_combine(void) {
+    const size_t n = 5, k = 8, H = 300;
+    int32_t idx[40];
+    float wts[40];
+    rng_state r;
+    rng_seed(&r, 81);
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < k; j++) {
+            idx[i * k + j] = (int32_t)((i * 31 + (k - j) * 7) % 64);
+            wts[i * k + j] = rng_uniform(&r);
+        }
+    float *ye = malloc(n * k * H * 4), *ref = malloc(n * H * 4), *out = malloc(n * H * 4);
+    cuda_test_fill(ye, n * k * H, 82, 1.0f);
+    for (size_t i = 0; i < n; i++) {
+        int32_t ord[8];
+        for (size_t j = 0; j < k; j++) ord[j] = (int32_t)j;
+        for (size_t a = 1; a < k; a++)
+            for (size_t b = a; b > 0 && idx[i * k + ord[b - 1]] > idx[i * k + ord[b]]; b--) {
+                int32_t t = ord[b];
+                ord[b] = ord[b - 1], ord[b - 1] = t;
+            }
+        for (size_t c = 0; c < H; c++) {
+            float o = 0.0f;
+            for (size_t j = 0; j < k; j++) {
+                volatile float prod = ye[(i * k + (size_t)ord[j]) * H + c] * wts[i * k + (size_t)ord[j]];
+                o += prod;
+            }
+            ref[i * H + c] = o;
+        }
+    }
+    float *dye = cuda_test_upload(ye, n * k * H * 4), *dw = cuda_test_upload(wts, sizeof wts), *dout = cuda_test_poisoned(n * H);
+    int32_t *di = cuda_test_upload(idx, sizeof idx);
+    CHECK(cuda_moe_combine(dout, dye, di, dw, n, k, H, NULL) == 0);
+    sync_or_fail();
+    cuda_test_download(out, dout, n * H * 4);
+    CHECK_NERR(out, ref, n * H, 0.0);
+    cuda_free(dye), cuda_free(dw), cuda_free(dout), cuda_free(di);
+    free(ye), free(ref), free(out);
 }
 
 int main(void) {
@@ -241,5 +286,6 @@ int main(void) {
     RUN(test_shexp);
     RUN(test_nll);
     RUN(test_pick);
+    RUN(test_combine);
     return TEST_EXIT();
 }
