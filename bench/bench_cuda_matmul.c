@@ -76,6 +76,58 @@ static double elapsed_s(void) {
     return ms / 1000.0;
 }
 
+/* Time of one run of `body` (n launches on stream st) replayed from a CUDA
+ * graph, per launch: what a product costs inside the decode step's graph. */
+typedef void (*launch_fn)(void *ctx, size_t i, cudaStream_t st);
+static double graph_time(launch_fn body, void *ctx, size_t n) {
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (size_t i = 0; i < n; i++) body(ctx, i, st);
+    CU(cudaStreamEndCapture(st, &g));
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphLaunch(ge, st));
+    CU(cudaStreamSynchronize(st));
+    const int reps = 3;
+    CU(cudaEventRecord(ev0, st));
+    for (int r = 0; r < reps; r++) CU(cudaGraphLaunch(ge, st));
+    CU(cudaEventRecord(ev1, st));
+    const double t = elapsed_s() / (reps * (double)n);
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+    CU(cudaStreamDestroy(st));
+    return t;
+}
+
+typedef struct dec_ctx {
+    uint32_t type;
+    const uint8_t *w;
+    size_t mat, n_out, n_in, rows;
+    const float *x;
+    float *y;
+    void *work;
+    cuda_moe_args *moe;
+    size_t ex, n_expert;
+} dec_ctx;
+
+static void dec_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    char why[256];
+    if (cuda_matmul_decode(c->type, c->w + i * c->mat, c->n_out, c->n_in, c->x, c->rows, c->y, c->work, st, why,
+                           sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+
+static void moe_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + i * c->n_expert * c->ex;
+    char why[256];
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+}
+
 static double copy_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
     void *a, *b;
@@ -117,8 +169,12 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
             cuda_matmul_decode(type, (uint8_t *)w + c * mat, n_out, n_in, x, rows, y, work, NULL, why, sizeof why);
     CU(cudaEventRecord(ev1, 0));
     const double t = elapsed_s() / (reps * copies), gbs = (double)mat / t / 1e9;
-    printf("decode  %-5s %5zu x %-5zu rows %zu: %7.2f us  %6.0f GB/s  %5.1f%% of copy bw  %4.2fx peer\n",
-           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, 100 * gbs / bw, gbs / PEER_GBS);
+    dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
+                 .work = work};
+    const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
+    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f GB/s %5.1f%% of "
+           "copy bw %4.2fx peer\n",
+           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw, gg / PEER_GBS);
     CU(cudaFree(w));
     CU(cudaFree(x));
     CU(cudaFree(y));
@@ -168,8 +224,11 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     }
     CU(cudaEventRecord(ev1, 0));
     const double t = elapsed_s() / (reps * layers), gbs = (double)(distinct * ex) / t / 1e9;
-    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): %7.2f us  %6.0f GB/s  %5.1f%% of copy bw\n",
-           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, 100 * gbs / bw);
+    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert};
+    const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
+    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f "
+           "GB/s %5.1f%% of copy bw\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw);
     free(ids_h);
     CU(cudaFree(w));
     CU(cudaFree(ids));

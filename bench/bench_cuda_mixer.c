@@ -81,30 +81,36 @@ static double time_step(step_fn fn, void *ctx, int iters, int graph) {
         OK(cudaGraphInstantiate(&ex, g, 0));
         OK(cudaGraphDestroy(g));
     }
-    for (int i = 0; i < 3; i++) {
-        if (graph)
-            OK(cudaGraphLaunch(ex, st));
-        else
-            fn(ctx, st);
-    }
     cudaEvent_t e0, e1;
     OK(cudaEventCreate(&e0));
     OK(cudaEventCreate(&e1));
-    OK(cudaEventRecord(e0, st));
-    for (int i = 0; i < iters; i++) {
-        if (graph)
-            OK(cudaGraphLaunch(ex, st));
-        else
-            fn(ctx, st);
+    /* warm up for >= 150 ms (the SM clock ramps up from idle: nvidia-smi read
+     * 345 MHz before the first run), then time at least `iters` calls and
+     * >= 50 ms */
+    float ms = 0.0f;
+    int reps = 3;
+    for (int round = 0; round < 3; round++) {
+        OK(cudaEventRecord(e0, st));
+        for (int i = 0; i < reps; i++) {
+            if (graph)
+                OK(cudaGraphLaunch(ex, st));
+            else
+                fn(ctx, st);
+        }
+        OK(cudaEventRecord(e1, st));
+        OK(cudaEventSynchronize(e1));
+        OK(cudaGetLastError());
+        OK(cudaEventElapsedTime(&ms, e0, e1));
+        if (round == 2) break;
+        double per = ms / reps;
+        int want = round == 0 ? (int)(150.0 / per) : (int)(50.0 / per);
+        reps = want > iters ? want : iters;
+        if (reps > 200000) reps = 200000;
     }
-    OK(cudaEventRecord(e1, st));
-    OK(cudaEventSynchronize(e1));
-    OK(cudaGetLastError());
-    float ms;
-    OK(cudaEventElapsedTime(&ms, e0, e1));
+    ms /= (float)reps;
     if (ex) cudaGraphExecDestroy(ex);
     cudaStreamDestroy(st);
-    return ms * 1e-3 / iters;
+    return ms * 1e-3;
 }
 
 /* ---- attention ---- */

@@ -27,13 +27,15 @@
  *     of rows x the group's query heads (<= 32 query vectors, so each K/V row
  *     is read once for all of them) and one split of the keys (flash-decoding),
  *     with an online softmax over key tiles of 32; a second small kernel
- *     merges the splits (skipped when there is one). The split plan
- *     (cuda_attn_plan) depends only on the dims, max_kv and, for chunks of
- *     more than CUDA_ATTN_DECODE_ROWS rows, max_rows: a decode row's result
- *     does not depend on how many other rows or sequences share the pass.
+ *     merges the splits (skipped when there is one). A sequence's split plan
+ *     depends only on the dims and its own pos + n and n (cuda_attn_plan), and
+ *     the rows a block holds never change a query's arithmetic, so a row's
+ *     result does not depend on the other sequences of the pass (tested bit
+ *     for bit).
  *
  * Cache layout: position-major [n_ctx][n_head_kv][hd] f32, as the CPU's and
- * backend.h's state layout, so state export/import is a straight copy.
+ * backend.h's state layout, so state export/import is a straight copy. The
+ * caches must be 16-byte aligned (cudaMalloc'd; 16-byte loads when hd % 4 == 0).
  *
  * Stream / graph rules: every launch goes on `stream` (a cudaStream_t passed
  * as void *; NULL = the legacy default stream). Nothing allocates, syncs or
@@ -73,7 +75,6 @@ typedef struct cuda_attn_seq {
 
 enum {
     CUDA_ATTN_MAX_HEAD_DIM = 256,
-    CUDA_ATTN_DECODE_ROWS = 8, /* passes up to this many rows per sequence plan like decode */
     CUDA_ATTN_EINVAL = 100000  /* a host-checked argument is out of range */
 };
 
@@ -84,13 +85,13 @@ int cuda_attn_dims_check(const cuda_attn_dims *d, char *why, size_t why_len);
  * before any graph capture. 0 or a cudaError_t. */
 int cuda_attn_init(void);
 
-/* The split plan of a pass: keys per split (a multiple of 32) and the number
- * of splits covering max_kv keys. */
+/* The split plan of a sequence with n rows in the pass and kv = pos + n keys
+ * in view: keys per split (a multiple of 32) and the splits covering kv. */
 typedef struct cuda_attn_plan_t {
     int n_splits;
     int split_len;
 } cuda_attn_plan_t;
-cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int max_rows, int max_kv);
+cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and

@@ -13,8 +13,8 @@
  *     multiplies the current row) over [ring; rows], then SiLU, into qkv; the
  *     ring ([K-1][conv_dim], oldest first) becomes the last K-1 rows of
  *     [ring; rows]. Rows are independent, so it runs over row tiles x
- *     channels; the ring step is fused when a sequence's rows fit one tile,
- *     otherwise a second launch does it.
+ *     channels; only a sequence's first tile reads the ring, and its threads
+ *     (one per channel) advance it after their reads: one launch.
  *  2. the state update, in one of two forms, each with the q/k L2 norm
  *     (eps 1e-6 on the SUM of squares, q then times dk^-0.5) and the gates
  *     (beta = sigmoid(b), g = ssm_a * softplus(a + dt_bias), torch's
@@ -65,7 +65,7 @@ typedef struct cuda_gdn_dims {
 /* One sequence of a pass, in DEVICE memory. */
 typedef struct cuda_gdn_seq {
     float *ring;  /* [K-1][conv_dim], oldest first; advanced */
-    float *state; /* [n_v_heads][dk][dv]; advanced */
+    float *state; /* [n_v_heads][dk][dv]; advanced; 16-byte aligned (cudaMalloc'd) */
     int32_t row0; /* its first row in the pass's row arrays */
     int32_t n;    /* its rows in this pass (0: sits out) */
 } cuda_gdn_seq;

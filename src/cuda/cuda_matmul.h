@@ -38,7 +38,10 @@
  * allocates nothing, never synchronises, reads nothing back to the host, and
  * so can be captured into a CUDA graph. Scratch comes from the caller: `work`
  * of at least the *_work_bytes() size, in device memory, 256-byte aligned.
- * All pointers (w, x, y, ids, work) are device pointers; y must not overlap
+ * All pointers (w, x, y, ids, work) are device pointers; w and expert_stride
+ * 16-byte aligned for Q4_K/Q5_K (4 for F32, 2 for the others; cudaMalloc
+ * gives 256), w, x and the stride 16-byte aligned with n_in % 8 == 0 for the
+ * fast float-weight path; y must not overlap
  * x, w or work. Each routed expert's weights are read once for all rows that
  * use it (decode: one block per (expert, out-tile) does every row routed to
  * it; chunk: rows are grouped by expert on the device).
@@ -66,7 +69,9 @@ int cuda_matmul_supported(uint32_t type, size_t n_in);
 
 /* ---- dense ---- */
 
-/* Scratch for cuda_matmul_decode: the 8-bit copies of the n_rows rows (0 for float types). */
+/* Scratch for cuda_matmul_decode: the 8-bit copies of the n_rows rows, 0 when
+ * the product makes them in its own shared memory (few rows of short n_in;
+ * float types: always 0). */
 size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 /* 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS. */
 int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,

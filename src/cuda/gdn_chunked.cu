@@ -64,14 +64,23 @@ __global__ void __launch_bounds__(CH_THREADS)
         const int L = min(CC, sq.n - s0);
         const size_t row0 = (size_t)sq.row0 + s0;
         __syncthreads(); /* the previous chunk is done with everything */
-        /* q, k of the chunk, L2-normed per row (one warp per row) */
-        for (int t = warp; t < L; t += CH_WARPS) {
+        /* q, k and the v slice of the chunk into shared memory with every
+         * thread (many loads in flight), then each row L2-normed by one warp */
+        for (int e = tid; e < L * dk; e += CH_THREADS) {
+            const int t = e / dk, i = e % dk;
             const float *xr = qkv + (row0 + t) * cd;
+            Qs[t * dkp + i] = xr[kh * dk + i];
+            Ks[t * dkp + i] = xr[nk * dk + kh * dk + i];
+        }
+        for (int e = tid; e < L * CDV; e += CH_THREADS) {
+            const int t = e / CDV, c = e % CDV;
+            U[e] = c < ws ? qkv[(row0 + t) * cd + 2 * nk * dk + (size_t)h * dv + c0 + c] : 0.0f;
+        }
+        __syncthreads();
+        for (int t = warp; t < L; t += CH_WARPS) {
             float sq_ = 0.0f, sk = 0.0f;
             for (int i = lane; i < dk; i += 32) {
-                float qv = xr[kh * dk + i], kv = xr[nk * dk + kh * dk + i];
-                Qs[t * dkp + i] = qv;
-                Ks[t * dkp + i] = kv;
+                float qv = Qs[t * dkp + i], kv = Ks[t * dkp + i];
                 sq_ += qv * qv;
                 sk += kv * kv;
             }
@@ -119,7 +128,7 @@ __global__ void __launch_bounds__(CH_THREADS)
         for (int i = 0; i < L; i++) {
             const float *Ai = A + i * CC;
             if (tid < ws) {
-                float u = qkv[(row0 + i) * cd + 2 * nk * dk + (size_t)h * dv + c0 + tid] * bet[i];
+                float u = U[i * CDV + tid] * bet[i]; /* U holds v until row i is solved */
                 for (int j = 0; j < i; j++) u -= Ai[j] * U[j * CDV + tid];
                 U[i * CDV + tid] = u;
             } else if (tid >= CDV) {

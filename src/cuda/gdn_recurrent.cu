@@ -67,7 +67,10 @@ __global__ void __launch_bounds__(REC_THREADS)
     float *wred = sc + 32;
 
     float *Sg = sq.state + (size_t)h * dk * dv;
-    for (int e = tid; e < dk * dv; e += REC_THREADS) S[e] = Sg[e];
+    const int n4 = (dk * dv) % 4 == 0 ? dk * dv / 4 : 0; /* 16-byte copies where the size allows */
+#pragma unroll 4
+    for (int e = tid; e < n4; e += REC_THREADS) ((float4 *)S)[e] = __ldg((const float4 *)Sg + e);
+    for (int e = 4 * n4 + tid; e < dk * dv; e += REC_THREADS) S[e] = Sg[e];
     const float scale = (float)pow((double)dk, -0.5);
 
     for (int t = 0; t < sq.n; t++) {
@@ -127,7 +130,9 @@ __global__ void __launch_bounds__(REC_THREADS)
         }
         __syncthreads(); /* q, k, v, col, sc are rewritten by the next row */
     }
-    for (int e = tid; e < dk * dv; e += REC_THREADS) Sg[e] = S[e];
+    __syncthreads();
+    for (int e = tid; e < n4; e += REC_THREADS) ((float4 *)Sg)[e] = ((const float4 *)S)[e];
+    for (int e = 4 * n4 + tid; e < dk * dv; e += REC_THREADS) Sg[e] = S[e];
     (void)P;
 }
 

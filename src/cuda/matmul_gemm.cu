@@ -7,7 +7,8 @@
  * outputs) with 4 warps of 32x32, through mma.sync m16n8k8 in TF32 with f32
  * accumulators. Per step of 32 along n_in, the block loads its 64 x rows into
  * shared memory and dequantises its 64 weight rows' 32 values exactly as
- * dequant_scalar.c does (mm_dequant16), both rounded to TF32 (cvt.rna).
+ * dequant_scalar.c does (mm_load16 + mm_decode16), both rounded to TF32
+ * (cvt.rna); the loads of the next step are in flight during this step's mma.
  * Rows of 36 words keep the fragment reads free of bank conflicts. Every
  * output sums its k-steps in the same order whatever the other rows, so a
  * row's bits do not depend on the chunk. Precision: cuda_matmul.h.
@@ -46,7 +47,7 @@ __device__ __forceinline__ uint32_t to_tf32(float f) {
 }
 
 __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
-    asm volatile(
+    asm(
         "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
         "{%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -55,8 +56,8 @@ __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint
 
 template <int T>
 __global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(gemm_params p) {
-    __shared__ uint32_t xs[BM][LDS];
-    __shared__ uint32_t ws[BN][LDS];
+    __shared__ uint32_t xs[2][BM][LDS];
+    __shared__ uint32_t ws[2][BN][LDS];
     __shared__ int xrow[BM], yrow[BM];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * BN;
@@ -87,51 +88,64 @@ __global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(gemm_params p) {
 #pragma unroll
             for (int c = 0; c < 4; c++) acc[i][j][c] = 0.0f;
 
-    const int lr = tid >> 1, lh = tid & 1; /* this thread loads row lr, values 16*lh..+15 of the step */
-    for (int k0 = 0; k0 < p.n_in; k0 += BK) {
-        { /* activations */
-            const float *src = p.x + (size_t)xrow[lr] * p.n_in;
+    /* This thread loads row lr, values 16*lh..+15 of each k-step, one step
+     * ahead: the raw loads of step k+1 are issued before the mma of step k,
+     * into registers; shared memory is double-buffered, so one barrier per
+     * step orders both the writes and the reuse. */
+    const int lr = tid >> 1, lh = tid & 1;
+    const bool x_live = lr < m_count, w_live = n0 + lr < p.n_out;
+    const float *xsrc = p.x + (size_t)xrow[lr] * p.n_in;
+    const uint8_t *wsrc = wbase + (size_t)(w_live ? n0 + lr : 0) * p.row_bytes;
+    float xv[16];
+    mm_raw16 raw;
+    auto load = [&](int k0) {
 #pragma unroll
-            for (int i = 0; i < 16; i++) {
-                const int kk = k0 + 16 * lh + i;
-                xs[lr][16 * lh + i] = to_tf32(lr < m_count && kk < p.n_in ? src[kk] : 0.0f);
-            }
+        for (int i = 0; i < 16; i++) {
+            const int kk = k0 + 16 * lh + i;
+            xv[i] = x_live && kk < p.n_in ? xsrc[kk] : 0.0f;
         }
-        { /* weights */
+        if (w_live) mm_load16<T>(wsrc, k0 / 16 + lh, p.n_in, &raw);
+    };
+    load(0);
+    int buf = 0;
+    for (int k0 = 0; k0 < p.n_in; k0 += BK, buf ^= 1) {
+        {
             float v[16];
-            const int o = n0 + lr;
-            if (o < p.n_out)
-                mm_dequant16<T>(wbase + (size_t)o * p.row_bytes, k0 / 16 + lh, p.n_in, v);
+            if (w_live)
+                mm_decode16<T>(&raw, k0 / 16 + lh, v);
             else
 #pragma unroll
                 for (int i = 0; i < 16; i++) v[i] = 0.0f;
 #pragma unroll
-            for (int i = 0; i < 16; i++) ws[lr][16 * lh + i] = to_tf32(v[i]);
+            for (int i = 0; i < 16; i++) {
+                xs[buf][lr][16 * lh + i] = to_tf32(xv[i]);
+                ws[buf][lr][16 * lh + i] = to_tf32(v[i]);
+            }
         }
         __syncthreads();
+        if (k0 + BK < p.n_in) load(k0 + BK);
 #pragma unroll
         for (int kk = 0; kk < BK; kk += 8) {
             uint32_t a[2][4], b[4][2];
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 const int r = wm + 16 * i + g;
-                a[i][0] = xs[r][kk + tig];
-                a[i][1] = xs[r + 8][kk + tig];
-                a[i][2] = xs[r][kk + tig + 4];
-                a[i][3] = xs[r + 8][kk + tig + 4];
+                a[i][0] = xs[buf][r][kk + tig];
+                a[i][1] = xs[buf][r + 8][kk + tig];
+                a[i][2] = xs[buf][r][kk + tig + 4];
+                a[i][3] = xs[buf][r + 8][kk + tig + 4];
             }
 #pragma unroll
             for (int j = 0; j < 4; j++) {
                 const int c = wn + 8 * j + g;
-                b[j][0] = ws[c][kk + tig];
-                b[j][1] = ws[c][kk + tig + 4];
+                b[j][0] = ws[buf][c][kk + tig];
+                b[j][1] = ws[buf][c][kk + tig + 4];
             }
 #pragma unroll
             for (int i = 0; i < 2; i++)
 #pragma unroll
                 for (int j = 0; j < 4; j++) mma_tf32(acc[i][j], a[i], b[j]);
         }
-        __syncthreads();
     }
 #pragma unroll
     for (int i = 0; i < 2; i++)
@@ -184,6 +198,7 @@ extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, siz
     if (mm_check_shape("cuda_matmul_chunk", type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("cuda_matmul_chunk: %zu rows", n_rows);
     if (!w || !x || !y) MM_FAIL("cuda_matmul_chunk: a NULL pointer");
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_chunk: weights not %zu-byte aligned", mm_align(type));
     gemm_params p = {};
     p.w = (const uint8_t *)w;
     p.row_bytes = mm_row_bytes(type, n_in);
@@ -253,6 +268,8 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
         MM_FAIL("cuda_moe_chunk: expert stride %zu < an expert's %zu bytes", a->expert_stride,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || !work) MM_FAIL("cuda_moe_chunk: a NULL pointer");
+    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     const size_t max_tiles = moe_max_tiles(a), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;

@@ -37,6 +37,7 @@ typedef struct mmv_params {
     size_t x_bytes; /* bytes per row of x as the dot reads it */
     const float *xf; /* fused: the f32 rows, quantised into shared memory per block */
     int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
+    int group_cap;   /* slots per group: the rows the shared memory holds when fused, else 8 */
     float *y;       /* [n_slots][n_out] */
 } mmv_params;
 
@@ -45,19 +46,6 @@ __device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; 
 __device__ __forceinline__ int ld32a2(const uint8_t *p) {
     const unsigned short *h = (const unsigned short *)p;
     return (int)(h[0] | ((unsigned)h[1] << 16));
-}
-
-/* mm_k4_scale_min from the 12 scale bytes held as three words (no byte loads). */
-__device__ __forceinline__ void k4_scale_min_words(int j, unsigned s0, unsigned s1, unsigned s2, int *sc, int *m) {
-    if (j < 4) {
-        *sc = (s0 >> (8 * j)) & 63;
-        *m = (s1 >> (8 * j)) & 63;
-    } else {
-        const int i = j - 4;
-        const unsigned b = (s2 >> (8 * i)) & 0xFF;
-        *sc = (int)((b & 0x0F) | (((s0 >> (8 * i + 6)) & 3) << 4));
-        *m = (int)((b >> 4) | (((s1 >> (8 * i + 6)) & 3) << 4));
-    }
 }
 
 /* Partial dot of one lane over its piece of block `b` with NX activation
@@ -85,8 +73,8 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
         const float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
         const unsigned s0 = (unsigned)ld32(blk + 4), s1 = (unsigned)ld32(blk + 8), s2 = (unsigned)ld32(blk + 12);
         int sc0, m0, sc1, m1;
-        k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
-        k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
+        mm_k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
+        mm_k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
         const uint8_t *qs = blk + (T == MM_Q4_K ? 16 : 48) + 32 * c + 8 * u;
         const int v0 = ld32(qs), v1 = ld32(qs + 4);
         int lo0 = v0 & 0x0F0F0F0F, lo1 = v1 & 0x0F0F0F0F;
@@ -229,22 +217,25 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
     for (;;) {
         if (p.ids != NULL) {
             ns = 0;
-            for (; next < p.n_slots && ns < MMV_MAX; next++)
+            for (; next < p.n_slots && ns < p.group_cap; next++)
                 if (p.ids[next] == e) slots[ns++] = next;
             if (ns == 0) break;
         }
         const uint8_t *xr[MMV_MAX];
-        if (FUSE) { /* quantise the group's rows into shared memory, a warp per block */
-            const int qb = T == MM_Q8_0 ? 32 : 256, nb = p.n_in / qb, bb = T == MM_Q8_0 ? MM_ACT32_BYTES : MM_ACTK_BYTES;
+        if (FUSE) { /* quantise the group's rows into shared memory, a warp per 256 values (or 32) */
+            const int q8 = T == MM_Q8_0, wide = !q8 || p.n_in % 256 == 0, qb = wide ? 256 : 32;
+            const int nb = p.n_in / qb, bb = q8 ? (wide ? 8 : 1) * MM_ACT32_BYTES : MM_ACTK_BYTES;
             for (int j = warp; j < ns * nb; j += MMV_WARPS) {
                 const int i = j / nb, b = j % nb;
                 const int xs = p.x_per_slot ? slots[i] : slots[i] / p.k;
                 const float *src = p.xf + (size_t)xs * p.n_in + (size_t)b * qb;
                 uint8_t *dst = xsm + (size_t)i * p.x_bytes + (size_t)b * bb;
-                if (T == MM_Q8_0)
-                    mm_act_block_32(src, dst, lane);
-                else
+                if (!q8)
                     mm_act_block_k(src, dst, lane);
+                else if (wide)
+                    mm_act_blocks_32x8(src, dst, lane);
+                else
+                    mm_act_block_32(src, dst, lane);
             }
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) xr[i] = xsm + (size_t)(i < ns ? i : 0) * p.x_bytes;
@@ -273,9 +264,16 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
     }
 }
 
-/* Shared memory of the fused 8-bit rows: up to 8 rows of the group. */
+/* Shared memory of the fused 8-bit rows (up to 8 rows of the group), or
+ * more than MMV_SMEM_MAX when the product should not fuse: the rows do not
+ * fit, or each warp would quantise more than 2 pieces one after the other
+ * (a chain of dependent round trips that costs more than the separate,
+ * fully parallel quantiser launch: measured in run 2, NOTES_matmul.md). */
 static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
-    return mm_is_int(type) ? mm_act_row_bytes(type, n_in) * n_group : 0;
+    if (!mm_is_int(type)) return 0;
+    const size_t pieces = n_group * (type == MM_Q8_0 && n_in % 256 ? n_in / 32 : n_in / 256);
+    if (pieces > 2 * MMV_WARPS) return MMV_SMEM_MAX + 1;
+    return mm_act_row_bytes(type, n_in) * n_group;
 }
 
 #define MMV_CASE(TY)                                                                  \
@@ -307,6 +305,7 @@ static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size
                   size_t *smem, cudaStream_t st) {
     *smem = 0;
     p->vec = 0;
+    p->group_cap = MMV_MAX;
     if (!mm_is_int(type)) {
         p->x_bytes = n_in * sizeof(float);
         p->x = x;
@@ -317,6 +316,7 @@ static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size
     const size_t sm = mmv_smem(type, n_in, n_group);
     if (sm <= MMV_SMEM_MAX) {
         *smem = sm;
+        p->group_cap = (int)n_group;
         p->xf = x;
         p->x = NULL;
         return;
@@ -336,6 +336,7 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
     if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
         MM_FAIL("cuda_matmul_decode: a NULL pointer");
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_decode: weights not %zu-byte aligned", mm_align(type));
     cudaStream_t st = (cudaStream_t)stream;
     mmv_params p = {};
     p.w = (const uint8_t *)w;
@@ -353,9 +354,13 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     return mm_launch_status("cuda_matmul_decode", why, why_len);
 }
 
+/* Slots per group when fused: one per row (a row's experts are distinct;
+ * should a row repeat one, the kernel splits the group at this cap). */
+static size_t moe_group(const cuda_moe_args *a) { return a->n_rows < MMV_MAX ? a->n_rows : MMV_MAX; }
+
 extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
-    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows, n_slots = a->n_rows * a->k;
-    if (mmv_smem(a->type, a->n_in, n_slots < MMV_MAX ? n_slots : MMV_MAX) <= MMV_SMEM_MAX) return 0;
+    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    if (mmv_smem(a->type, a->n_in, moe_group(a)) <= MMV_SMEM_MAX) return 0;
     return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
 }
 
@@ -369,6 +374,8 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
         MM_FAIL("cuda_moe_decode: a NULL pointer");
+    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_decode: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     cudaStream_t st = (cudaStream_t)stream;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
     mmv_params p = {};
@@ -384,7 +391,7 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
     p.n_expert = (int)a->n_expert;
     p.y = a->y;
     size_t smem;
-    mmv_x(&p, a->type, a->x, n_x, a->n_in, n_slots < MMV_MAX ? n_slots : MMV_MAX, work, &smem, st);
+    mmv_x(&p, a->type, a->x, n_x, a->n_in, moe_group(a), work, &smem, st);
     mmv_launch(a->type, &p, (unsigned)n_slots, smem, st);
     return mm_launch_status("cuda_moe_decode", why, why_len);
 }

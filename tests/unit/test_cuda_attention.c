@@ -14,13 +14,14 @@
  *    the sum of squares of the RMSNorm (<= 256 terms, reordered: ~sqrt(256) *
  *    2^-24 = 1e-6 relative on rsqrt's argument, halved by the sqrt); cos/sin
  *    are the double values rounded on both. v must be copied bit for bit.
- *  - the attention output: 2e-5. The logits are 256-term dots reordered
- *    (~1e-6 relative on values of |logit| <~ 10, so <~ 1e-5 absolute, which
- *    moves the probabilities by the same relative amount); the weighted sum
- *    runs over <= 4096 keys in a different order and with the online
- *    rescaling (~sqrt(4096) * 6e-8 = 4e-6); 2e-5 leaves a factor of 2-5 and
- *    is still ~100x below any real slip (a wrong mask row, a wrong KV head or
- *    a missing scale each give errors of 1e-2 or more).
+ *  - the attention output: 5e-6. The logits are 256-term dots reordered
+ *    (typically sqrt(256) * 6e-8 = 1e-6 relative; the logits here are O(1),
+ *    which moves the probabilities by ~1e-6 relative); the weighted sum runs
+ *    over <= 4096 keys in another order and with the online rescaling
+ *    (typically sqrt(4096) * 6e-8 = 4e-6 of the largest term, far less of
+ *    the L2 norm). Measured on the H200: <= 4.8e-7 (src/cuda/NOTES.md), so
+ *    5e-6 keeps a factor of 10, and it is ~1000x below any real slip (a
+ *    wrong mask row, KV head or scale each gives 1e-2 or more).
  *  - batch independence: a sequence's rows are bit-identical whether it runs
  *    alone or with other sequences in the pass.
  * Without a CUDA device the test prints SKIP and exits 77 after the host-side
@@ -217,7 +218,7 @@ static void run_case(const attn_case *c) {
         size_t bad = count_nonfinite(g.out, R * nh * hd);
         double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
         CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
-        CHECK_MSG(eo < 2e-5, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
+        CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
         NOTE("%-28s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, causal ? "causal" : "full", R, eq, ek, eo);
         /* batch independence: each sequence alone gives its rows bit for bit */
         if (causal && c->n_seq > 1) {

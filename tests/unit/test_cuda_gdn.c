@@ -12,11 +12,12 @@
  * Bounds (normalised L2 error, f32 on both sides):
  *  - conv: 1e-6. The same K-tap sum in the same order; only expf in SiLU
  *    differs (CUDA's expf is within 2 ulp). The ring must match bit for bit.
- *  - recurrence + fused norms/gates: 2e-5 on y and S after <= 5 rows. The
+ *  - recurrence + fused norms/gates: 5e-6 on y and S after <= 5 rows. The
  *    column sums over dk = 128 are reordered (~sqrt(128) * 6e-8 = 7e-7
  *    relative per read); five rows compound that a few times; the gated
- *    norm adds a 128-term sum. 2e-5 keeps a factor of >5.
- *  - chunked: 5e-5 on o and S after 150 rows. Every step is the CPU's
+ *    norm adds a 128-term sum. Measured on the H200: <= 2.6e-7 (NOTES.md);
+ *    5e-6 keeps a factor of ~20.
+ *  - chunked: 1e-5 on o and S after 150 rows (measured <= 4.2e-7). Every step is the CPU's
  *    arithmetic with reordered dot products of length <= 128 (forward
  *    substitution keeps the CPU's order); the state passes through three
  *    chunks and the 64x64 unit-triangular solve amplifies rounding by its
@@ -207,7 +208,7 @@ static void run_case(const gdn_case *c) {
     data_make(&g, c);
     const size_t R = (size_t)g.n_rows;
     const unsigned all = (1u << c->n_seq) - 1;
-    const double bound = c->chunked ? 5e-5 : 2e-5;
+    const double bound = c->chunked ? 1e-5 : 5e-6;
     dev_result r;
     dev_run(&r, c, &g, all, 0);
     CHECK_MSG(r.rc[0] == 0 && r.rc[1] == 0 && r.rc[2] == 0, "%s: %s / %s / %s", c->name, cuda_gdn_strerror(r.rc[0]),

@@ -26,7 +26,8 @@
  * row computed among others (decode and chunk).
  *
  * With no device the argument checks still run (they need no GPU), then the
- * test prints "SKIP: no CUDA device (<reason>)" and exits 77.
+ * test skips (TEST_SKIP: "SKIP: no CUDA device (<reason>)", exit 77; a skip
+ * after a failed check is a failure).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -139,11 +140,16 @@ static void check_close(const char *what, uint32_t type, const float *got, const
     printf("  %-12s %-5s n=%-6zu err %.3g (bound %.3g)\n", what, quant_type_name(type), n, err, bound);
 }
 
-static size_t n_in_for(uint32_t type) { /* odd where the type allows it */
-    if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return 300 + 13;
-    if (type == QUANT_Q8_0) return 32 * 19;
-    return 256 * 3;
+/* Variant 0: odd where the type allows it (float weights: the unaligned
+ * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
+ * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
+ * separate quantiser kernel and `work`). */
+static size_t n_in_variant(uint32_t type, int variant) {
+    if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return variant ? 520 : 300 + 13;
+    if (type == QUANT_Q8_0) return variant ? 32 * 171 : 32 * 19;
+    return variant ? 256 * 22 : 256 * 3;
 }
+static size_t n_in_for(uint32_t type) { return n_in_variant(type, 0); }
 
 /* ---- argument checks (no device needed) ---- */
 
@@ -172,29 +178,30 @@ static void test_bad_arguments(void) {
 
 /* ---- on the device ---- */
 
-static void test_act_quantize_bytes(void) {
+/* n_in 160: one warp per 32-block; 512: one warp per 8 blocks (mm_act_blocks_32x8). */
+static void act_quantize_case(size_t n_in) {
     /* The GPU's 8-bit rows are only visible through the products; check them
      * through a one-hot weight: with Q8_0 weights of d = 1 and a single code
      * 1 at position j, the decode dot is exactly x_d * q_j, so every code and
      * scale the GPU chose shows (the CPU's codes times its d must match). */
-    const size_t n_in = 32 * 5, n_out = n_in;
+    const size_t n_out = n_in;
     uint8_t *w = calloc(n_out, 34 * (n_in / 32));
     for (size_t o = 0; o < n_out; o++) {
         uint8_t *b = w + o * 34 * (n_in / 32) + 34 * (o / 32);
         b[0] = 0x00, b[1] = 0x3C; /* f16 1.0 */
         ((int8_t *)(b + 2))[o % 32] = 1;
     }
-    float x[32 * 5];
+    float x[512];
     fill(x, n_in, 3.0);
-    uint8_t xq[36 * 5];
+    uint8_t xq[36 * 16];
     quant_act_quantize_scalar(QUANT_Q8_0, x, xq, n_in);
     void *dw = dev_upload(w, n_out * 34 * (n_in / 32));
-    float *dx = dev_upload(x, sizeof x), *dy = dev_poisoned(n_out);
+    float *dx = dev_upload(x, n_in * sizeof(float)), *dy = dev_poisoned(n_out);
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(QUANT_Q8_0, n_in, 1)));
     char why[256] = "";
     CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
-    float y[32 * 5];
+    float y[512];
     dev_download(y, dy, n_out);
     size_t mism = 0;
     for (size_t o = 0; o < n_out; o++) {
@@ -207,7 +214,7 @@ static void test_act_quantize_bytes(void) {
     /* An infinity makes its block's d NaN, on both backends, so every dot is NaN. */
     x[70] = INFINITY;
     CHECK(isnan(decode_ref(QUANT_Q8_0, w, x, n_in)));
-    CU(cudaMemcpy(dx, x, sizeof x, cudaMemcpyHostToDevice));
+    CU(cudaMemcpy(dx, x, n_in * sizeof(float), cudaMemcpyHostToDevice));
     CU(cudaMemset(dy, 0, n_out * sizeof(float)));
     CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
     dev_download(y, dy, n_out);
@@ -218,10 +225,15 @@ static void test_act_quantize_bytes(void) {
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
 }
 
+static void test_act_quantize_bytes(void) {
+    act_quantize_case(32 * 5);
+    act_quantize_case(512);
+}
+
 static void test_decode_types(void) {
-    for (int t = 0; t < N_TYPES; t++) {
-        const uint32_t type = TYPES[t];
-        const size_t n_in = n_in_for(type), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
+    for (int t = 0; t < 2 * N_TYPES; t++) {
+        const uint32_t type = TYPES[t % N_TYPES];
+        const size_t n_in = n_in_variant(type, t / N_TYPES), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
         size_t rb;
         uint8_t *w = make_weights(type, n_out, n_in, &rb);
         float *x = malloc(max_rows * n_in * sizeof(float));
@@ -244,8 +256,8 @@ static void test_decode_types(void) {
                           0,
                       "%s", why);
             dev_download(got, dy, nr * n_out);
-            char what[32];
-            snprintf(what, sizeof what, "decode x%zu", nr);
+            char what[48];
+            snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
             check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
             if (nr == 8)
                 memcpy(all, got, 8 * n_out * sizeof(float));
@@ -321,8 +333,8 @@ static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
     }
 }
 
-static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id) {
-    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_for(type), n_slots = n_rows * k;
+static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
+    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
     size_t rb;
     uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
     const size_t n_x = x_per_slot ? n_slots : n_rows;
@@ -330,13 +342,15 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
     fill(x, n_x * n_in, 2.0);
     int32_t *ids = malloc(n_slots * sizeof(int32_t));
     make_ids(ids, n_rows, k, n_expert);
-    if (bad_id) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
+    if (bad_id == 2) /* every slot on expert 2 (against the contract): groups split, still exact */
+        for (size_t s = 0; s < n_slots; s++) ids[s] = 2;
+    if (bad_id == 1) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
     float *ref = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
     for (size_t s = 0; s < n_slots; s++) {
         const float *xs = x + (x_per_slot ? s : s / k) * n_in;
         for (size_t o = 0; o < n_out; o++) {
             const uint8_t *row = w + ((size_t)ids[s] * n_out + o) * rb;
-            ref[s * n_out + o] = (bad_id && s == 1) ? 0.0f
+            ref[s * n_out + o] = (bad_id == 1 && s == 1) ? 0.0f
                                  : chunk            ? quant_dot_scalar(type, row, xs, n_in)
                                                     : decode_ref(type, row, xs, n_in);
         }
@@ -356,7 +370,7 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
                                                                                                sizeof why);
     CHECK_MSG(rc == 0, "%s", why);
     dev_download(got, dy, n_slots * n_out);
-    if (bad_id) {
+    if (bad_id == 1) {
         size_t nan = 0;
         for (size_t o = 0; o < n_out; o++) {
             nan += isnan(got[n_out + o]) != 0;
@@ -374,33 +388,106 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
 
 static void test_moe_decode(void) {
     for (int t = 0; t < N_TYPES; t++) {
-        moe_case(TYPES[t], 1, 0, 0, 0);
-        moe_case(TYPES[t], 8, 1, 0, 0);
+        moe_case(TYPES[t], 1, 0, 0, 0, 0);
+        moe_case(TYPES[t], 8, 1, 0, 0, 0);
     }
-    moe_case(QUANT_Q4_K, 5, 0, 0, 1);
+    moe_case(QUANT_Q4_K, 5, 0, 0, 1, 0);
+    moe_case(QUANT_Q6_K, 8, 1, 0, 0, 1); /* 8-bit rows in work, not shared memory */
+    moe_case(QUANT_BF16, 8, 0, 0, 0, 1); /* 16-byte float loads */
+    moe_case(QUANT_Q4_K, 3, 1, 0, 2, 0); /* a row repeating its expert */
+    moe_case(QUANT_Q8_0, 3, 0, 1, 2, 0);
 }
 
 static void test_moe_chunk(void) {
     for (int t = 0; t < N_TYPES; t++) {
-        moe_case(TYPES[t], 70, 0, 1, 0); /* expert 0 has ~53 slots; 280 slots in all */
-        moe_case(TYPES[t], 33, 1, 1, 0);
+        moe_case(TYPES[t], 70, 0, 1, 0, 0); /* expert 0 has ~53 slots; 280 slots in all */
+        moe_case(TYPES[t], 33, 1, 1, 0, 0);
     }
-    moe_case(QUANT_Q8_0, 90, 0, 1, 1); /* expert 0: 68 slots, two tiles */
+    moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
+}
+
+/* The stream and graph rule: every entry point captured into one CUDA graph
+ * (a capture fails on any synchronising or host-reading call) and replayed
+ * gives the bits the direct calls give. */
+static void test_graph_capture(void) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t n_in = 512, n_out = 40, n_expert = 6, k = 2, n_rows = 3, n_chunk = 20;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
+    float *x = malloc(n_chunk * n_in * sizeof(float));
+    fill(x, n_chunk * n_in, 1.0);
+    int32_t ids[20 * 2];
+    make_ids(ids, n_chunk, k, n_expert);
+    cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out,
+                       .n_in = n_in, .n_rows = n_rows, .k = k};
+    a.w = dev_upload(w, n_expert * n_out * rb);
+    a.x = dev_upload(x, n_chunk * n_in * sizeof(float));
+    a.ids = dev_upload(ids, sizeof ids);
+    cuda_moe_args c = a;
+    c.n_rows = n_chunk;
+    float *y[4];
+    const size_t ny[4] = {n_rows * n_out, n_chunk * n_out, n_rows * k * n_out, n_chunk * k * n_out};
+    void *work_d = NULL, *work_c = NULL;
+    CU(cudaMalloc(&work_d, cuda_moe_decode_work_bytes(&a) + cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    CU(cudaMalloc(&work_c, cuda_moe_chunk_work_bytes(&c) + 256));
+    float *direct[4];
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    char why[256] = "";
+    for (int pass = 0; pass < 2; pass++) { /* 0: direct calls, 1: captured and replayed */
+        for (int i = 0; i < 4; i++) y[i] = dev_poisoned(ny[i]);
+        CU(cudaDeviceSynchronize());
+        cudaGraph_t graph = NULL;
+        if (pass) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        a.y = y[2];
+        c.y = y[3];
+        CHECK_MSG(cuda_matmul_decode(type, a.w, n_out, n_in, a.x, n_rows, y[0], work_d, st, why, sizeof why) == 0,
+                  "%s", why);
+        CHECK_MSG(cuda_matmul_chunk(type, a.w, n_out, n_in, a.x, n_chunk, y[1], st, why, sizeof why) == 0, "%s", why);
+        CHECK_MSG(cuda_moe_decode(&a, work_d, st, why, sizeof why) == 0, "%s", why);
+        CHECK_MSG(cuda_moe_chunk(&c, work_c, st, why, sizeof why) == 0, "%s", why);
+        if (pass) {
+            CU(cudaStreamEndCapture(st, &graph));
+            cudaGraphExec_t exec = NULL;
+            CU(cudaGraphInstantiate(&exec, graph, 0));
+            CU(cudaGraphLaunch(exec, st));
+            CU(cudaStreamSynchronize(st));
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+        }
+        CU(cudaStreamSynchronize(st));
+        for (int i = 0; i < 4; i++) {
+            float *h = malloc(ny[i] * sizeof(float));
+            dev_download(h, y[i], ny[i]);
+            if (pass == 0) {
+                direct[i] = h;
+                size_t bad = 0;
+                for (size_t j = 0; j < ny[i]; j++) bad += !isfinite(h[j]);
+                CHECK_MSG(bad == 0, "graph case %d: %zu outputs unwritten", i, bad);
+            } else {
+                CHECK_MSG(memcmp(h, direct[i], ny[i] * sizeof(float)) == 0,
+                          "graph case %d: the replayed graph differs from the direct calls", i);
+                free(h);
+                free(direct[i]);
+            }
+            cudaFree(y[i]);
+        }
+    }
+    cudaStreamDestroy(st);
+    free(w), free(x);
+    cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work_d), cudaFree(work_c);
 }
 
 int main(void) {
     RUN(test_bad_arguments);
     char why[256] = "";
     const int n = cuda_device_count(why, sizeof why);
-    if (n <= 0) {
-        if (test_cases_failed) return TEST_EXIT();
-        printf("SKIP: no CUDA device (%s)\n", n == 0 ? "the runtime found 0 devices" : why);
-        return 77;
-    }
+    if (n <= 0) TEST_SKIP("no CUDA device (%s)", n == 0 ? "the runtime found 0 devices" : why);
     RUN(test_act_quantize_bytes);
     RUN(test_decode_types);
     RUN(test_chunk_types);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_graph_capture);
     return TEST_EXIT();
 }
