@@ -22,15 +22,9 @@
 static inline void cuda_test_require_device(void) {
     char why[256] = "";
     int n = cuda_device_count(why, sizeof why);
-    if (n <= 0) {
-        printf("SKIP: no CUDA device (%s)\n", n < 0 ? why : "the runtime reports 0 devices");
-        exit(77);
-    }
+    if (n <= 0) TEST_SKIP("no CUDA device (%s)", n < 0 ? why : "the runtime reports 0 devices");
     char w2[CUDA_WHY];
-    if (cuda_use_device(0, w2)) {
-        printf("SKIP: no CUDA device (%s)\n", w2);
-        exit(77);
-    }
+    if (cuda_use_device(0, w2)) TEST_SKIP("no CUDA device (%s)", w2);
 }
 
 static inline void cuda_test_fill(float *x, size_t n, uint64_t seed, float scale) {
