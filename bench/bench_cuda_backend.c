@@ -171,8 +171,26 @@ int main(int argc, char **argv) {
         double dt = timer_now() - ts;
         line(at ? "decode at a 4096-token context" : "decode from an empty cache", (double)gen / dt, "tok/s",
              decode_bytes / (bw * 1e9), peer_tg, "tg128");
+        printf("%-34s (decode steps %s)\n", "", cuda_backend_graph_used(s) ? "replay one CUDA graph" : "run kernel by kernel");
         if (at) printf("%-34s (KV read per step at 4096 tokens: %.3f GB, not in the floor)\n", "",
                        (double)cuda_session_kv_bytes_per_token(&m->hp, m) * NP * 1e-9);
+    }
+    /* the same decode steps kernel by kernel (no graph): what the graph saves */
+    {
+        setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
+        backend_session *e = NULL;
+        if (backend_cuda.session_create(m, &cfg, &e, &err)) goto fail;
+        unsetenv("CLOVER_CUDA_NO_GRAPH");
+        if (backend_cuda.commit(e, ids, 1, &last, NULL, &err)) goto fail;
+        int32_t next = argmax(lg, V);
+        double ts = timer_now();
+        for (size_t g = 0; g < gen; g++) {
+            if (backend_cuda.commit(e, &next, 1, &last, NULL, &err)) goto fail;
+            next = argmax(lg, V);
+        }
+        double dt = timer_now() - ts;
+        line("decode, no graph (diagnostic)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg, "tg128");
+        backend_cuda.session_free(e);
     }
     /* prompts */
     const size_t prompts[2] = {512, 2048};

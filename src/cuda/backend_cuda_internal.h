@@ -114,6 +114,7 @@ struct backend_session {
     void *arena;                /* every device buffer of the session but the KV caches */
     void *kv;                   /* all KV caches */
     cuda_scratch sc;
+    bool fp32;                  /* every weight matrix is F32/F16/BF16: FP32 products in chunks too */
     void *decode_graph;         /* the one-row decode step (last logits), captured on first use */
     bool graph_failed;          /* capture unavailable: decode runs eagerly */
 };

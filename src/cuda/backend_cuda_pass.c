@@ -7,9 +7,11 @@
  *
  * Precision, per weight product (cuda_matmul.h), chosen by the weight's type
  * and the pass's row count only, never by other sequences:
- *  - F32 / F16 / BF16 weights: f32 activations and f32 sums always (the
- *    decode kernel, in groups of 8 rows for larger passes), so an f32 file
- *    runs in FP32 arithmetic end to end, as the CPU does;
+ *  - a float file (every weight matrix F32, F16 or BF16: s->fp32): f32
+ *    activations and f32 sums always (the decode kernel, in groups of 8 rows
+ *    for larger passes), so it runs in FP32 arithmetic end to end, as the
+ *    CPU does; in a quantised file the few float matrices (routers, gates)
+ *    of a chunk go through the TF32 GEMM with the rest;
  *  - Q8_0 / K-quant weights: up to 8 rows the CPU's 8-bit activation rounding
  *    (blocks of 32 / 256, d = max|x| / 127), more rows the TF32 tensor-core
  *    GEMM (operands rounded to 10-bit mantissas, f32 accumulation).
@@ -34,7 +36,7 @@ static int mm(backend_session *s, const model_weight *w, const float *x, size_t 
     const void *dw = cuda_model_weight(s->cm, w);
     const size_t n_in = (size_t)w->ne[0], n_out = (size_t)w->ne[1];
     char why[256] = "";
-    if (n <= D || is_float(w->type)) {
+    if (n <= D || (s->fp32 && is_float(w->type))) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             size_t nr = n - r0 < D ? n - r0 : D;
             if (cuda_matmul_decode(w->type, dw, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, s->sc.mm_work,
@@ -65,7 +67,7 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
                        .y = y};
     a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
     char why[256] = "";
-    if (n <= D || is_float(w->type)) {
+    if (n <= D || (s->fp32 && is_float(w->type))) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             cuda_moe_args b = a;
             b.n_rows = n - r0 < D ? n - r0 : D;
@@ -184,26 +186,30 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *ml = &m->layers[l];
         const cuda_layer *ly = &s->layers[l];
-        if ((rc = op_status(cuda_rms_norm(sc->x, sc->h, cuda_model_weight(s->cm, &ml->attn_norm), n, H, hp->rms_eps,
+        /* the input norm: of the embeddings for layer 0; later fused with the previous layer's residual add */
+        if (l == 0 &&
+            (rc = op_status(cuda_rms_norm(sc->x, sc->h, cuda_model_weight(s->cm, &ml->attn_norm), n, H, hp->rms_eps,
                                           s->stream),
                             "input norm", err)))
             return rc;
         rc = ml->kind == MODEL_LAYER_ATTENTION ? layer_attention(s, ml, ly, n, err) : layer_gdn(s, ml, ly, n, err);
         if (rc) return rc;
-        if ((rc = op_status(cuda_add(sc->h, sc->y, n * H, s->stream), "residual", err)) ||
-            (rc = op_status(cuda_rms_norm(sc->x, sc->h, cuda_model_weight(s->cm, &ml->post_norm), n, H, hp->rms_eps,
-                                          s->stream),
-                            "post norm", err)) ||
-            (rc = layer_moe(s, ml, n, err)) ||
-            (rc = op_status(cuda_add(sc->h, sc->y, n * H, s->stream), "residual", err)) ||
+        if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, &ml->post_norm), n, H,
+                                              hp->rms_eps, s->stream),
+                            "residual + post norm", err)) ||
+            (rc = layer_moe(s, ml, n, err)))
+            return rc;
+        /* the residual add, fused with the next layer's input norm (or the final norm: the head normalises
+         * its own rows again from h, so the extra rows' norm here is harmless) */
+        const model_weight *next_norm = l + 1 < hp->n_layer ? &m->layers[l + 1].attn_norm : &m->output_norm;
+        if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H,
+                                              hp->rms_eps, s->stream),
+                            "residual + norm", err)) ||
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
     }
     if (p->head_r0 >= n) return CLOVER_OK;
+    /* x already holds the final norm of every row (the last fused add + norm) */
     const size_t r0 = p->head_r0, nr = n - r0;
-    if ((rc = op_status(cuda_rms_norm(sc->x + r0 * H, sc->h + r0 * H, cuda_model_weight(s->cm, &m->output_norm), nr, H,
-                                      hp->rms_eps, s->stream),
-                        "final norm", err)))
-        return rc;
     return mm(s, &m->output, sc->x + r0 * H, nr, sc->logits, err);
 }

@@ -12,6 +12,7 @@
  * A 262144-token context of the 35B-A3B is ~10 GB of KV, so the engine's
  * callers pass the context they need (--max-context).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -42,6 +43,23 @@ static size_t mm_work_of(const model_weight *w, size_t rows) {
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static bool is_float_type(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
+
+/* True when the file's big matrices (experts, mixer projections, head) are all float types. */
+static bool backend_cuda_model_is_float(const clover_model *m) {
+    if (!is_float_type(m->output.type)) return false;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        const model_moe_weights *e = &ml->moe;
+        if (!is_float_type(e->gate_exps.type) || !is_float_type(e->up_exps.type) || !is_float_type(e->down_exps.type))
+            return false;
+        if (ml->kind == MODEL_LAYER_ATTENTION ? !is_float_type(ml->attn.q.type) || !is_float_type(ml->attn.o.type)
+                                              : !is_float_type(ml->gdn.qkv.type) || !is_float_type(ml->gdn.out.type))
+            return false;
+    }
+    return true;
+}
 
 static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t R, int per_slot) {
     cuda_moe_args a = {.type = w->type,
@@ -185,6 +203,9 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     s->hp = hp;
     s->max_rows = max_rows;
     s->max_context = max_ctx;
+    s->fp32 = backend_cuda_model_is_float(model);
+    /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
+    s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
     s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
                             (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
@@ -294,3 +315,5 @@ void backend_cuda_reset(backend_session *s) {
     s->n_past = 0;
     zero_states(s, NULL); /* a failure here resurfaces at the next pass's first call */
 }
+
+int cuda_backend_graph_used(const backend_session *s) { return s && s->decode_graph != NULL; }

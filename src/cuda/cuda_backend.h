@@ -16,6 +16,11 @@ extern const backend_ops backend_cuda;
  * kernels take; else CLOVER_E_UNSUPPORTED and the reason. Uploads nothing. */
 int cuda_backend_usable(const clover_model *m, clover_error *err);
 
+/* 1 when the session's decode steps replay a captured CUDA graph (after the
+ * first one), 0 when they are enqueued kernel by kernel (CLOVER_CUDA_NO_GRAPH
+ * set, or the capture was refused). */
+int cuda_backend_graph_used(const backend_session *s);
+
 /* clover_device_report's text (see clover.h). */
 size_t cuda_backend_report(const clover_model *m, size_t max_context, char *buf, size_t n);
 

@@ -49,6 +49,12 @@ int cuda_rms_norm(float *y, const float *x,  // [rows][n]
                   const float *w,            // [n]
                   size_t rows, size_t n, float eps, void *stream);
 
+/* h[r] += y[r], then x[r] = rms_norm(h[r]) * w: the residual add and the
+ * next norm in one pass over the row (cuda_add then cuda_rms_norm, the same
+ * arithmetic). */
+int cuda_add_rms_norm(float *x, float *h, const float *y,  // [rows][n] each
+                      const float *w, size_t rows, size_t n, float eps, void *stream);
+
 /* h[i] += y[i]. */
 int cuda_add(float *h, const float *y, size_t count, void *stream);
 

@@ -93,6 +93,29 @@ extern "C" int cuda_rms_norm(float *y, const float *x, const float *w, size_t ro
     return CUDA_LAUNCH_STATUS(g_err, "cuda_rms_norm");
 }
 
+__global__ void k_add_rms_norm(float *x, float *h, const float *y, const float *w, size_t n, float eps) {
+    __shared__ float sh[32];
+    float *hr = h + blockIdx.x * n;
+    const float *yr = y + blockIdx.x * n;
+    float *xr = x + blockIdx.x * n;
+    float ss = 0.0f;
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
+        float v = hr[i] + yr[i];
+        hr[i] = v;
+        ss += v * v;
+    }
+    ss = block_sum(ss, sh);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) xr[i] = (hr[i] * inv) * w[i];
+}
+
+extern "C" int cuda_add_rms_norm(float *x, float *h, const float *y, const float *w, size_t rows, size_t n, float eps,
+                                 void *stream) {
+    if (rows == 0) return 0;
+    k_add_rms_norm<<<(unsigned)rows, 256, 0, as_stream(stream)>>>(x, h, y, w, n, eps);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm");
+}
+
 __global__ void k_add(float *h, const float *y, size_t count) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
         h[i] = h[i] + y[i];

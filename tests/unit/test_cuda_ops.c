@@ -76,6 +76,23 @@ static void test_rms_norm(void) {
     cuda_test_download(out, dx, rows * n * 4);
     CHECK_NERR(out, ref, rows * n, 1e-5);
     cuda_free(dx), cuda_free(dw), cuda_free(dy);
+    /* the fused residual add + norm: h + y exactly (bound 0), then the norm's bound */
+    float *y = malloc(rows * n * 4), *href = malloc(rows * n * 4);
+    cuda_test_fill(x, rows * n, 23, 3.0f);
+    cuda_test_fill(y, rows * n, 24, 1.0f);
+    for (size_t i = 0; i < rows * n; i++) href[i] = x[i] + y[i];
+    cpu_rms_norm_scalar(ref, href, w, rows, n, 1e-6f);
+    float *dh = cuda_test_upload(x, rows * n * 4), *dyy = cuda_test_upload(y, rows * n * 4);
+    float *dxo = cuda_test_poisoned(rows * n);
+    dw = cuda_test_upload(w, n * 4);
+    CHECK(cuda_add_rms_norm(dxo, dh, dyy, dw, rows, n, 1e-6f, NULL) == 0);
+    sync_or_fail();
+    cuda_test_download(out, dh, rows * n * 4);
+    CHECK_NERR(out, href, rows * n, 0.0);
+    cuda_test_download(out, dxo, rows * n * 4);
+    CHECK_NERR(out, ref, rows * n, 1e-5);
+    cuda_free(dh), cuda_free(dyy), cuda_free(dxo), cuda_free(dw);
+    free(y), free(href);
     free(x), free(w), free(ref), free(out);
 }
 
@@ -200,6 +217,12 @@ static void pick_case(const float *lg, size_t n, size_t V, const cuda_pick_param
         else
             CHECK_MSG(out_id[r] == ref_id[r], "T %g k %d p %g row %zu: device %d, CPU %d", cp->temperature, cp->top_k,
                       cp->top_p, r, out_id[r], ref_id[r]);
+    }
+    /* a row holding a NaN logit has a NaN confidence on both (the T = 1 sum runs over every entry) */
+    for (size_t r = 0; r < n; r++) {
+        CHECK_MSG(isnan(out_conf[r]) == isnan(ref_conf[r]) || expect_host, "row %zu: confidence %g, CPU %g", r,
+                  (double)out_conf[r], (double)ref_conf[r]);
+        if (isnan(out_conf[r]) && isnan(ref_conf[r])) out_conf[r] = ref_conf[r] = 0.5f;
     }
     if (!expect_host) CHECK_NERR(out_conf, ref_conf, n, 1e-6);
     cuda_free(dl), cuda_free(du), cuda_free(di), cuda_free(dc);
