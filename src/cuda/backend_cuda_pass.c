@@ -10,8 +10,10 @@
  *  - a float file (every weight matrix F32, F16 or BF16: s->fp32): f32
  *    activations and f32 sums always (the decode kernel, in groups of 8 rows
  *    for larger passes), so it runs in FP32 arithmetic end to end, as the
- *    CPU does; in a quantised file the few float matrices (routers, gates)
- *    of a chunk go through the TF32 GEMM with the rest;
+ *    CPU does; in a quantised file the float matrices of a chunk go through
+ *    the TF32 GEMM with the rest, except the router (f32 always: its logits
+ *    pick experts, and TF32 flips near-ties: on the q8_0 fixture the state
+ *    after a prompt then differed from the CPU's by 7.2e-2 against 3.0e-2);
  *  - Q8_0 / K-quant weights: up to 8 rows the CPU's 8-bit activation rounding
  *    (blocks of 32 / 256, d = max|x| / 127), more rows the TF32 tensor-core
  *    GEMM (operands rounded to 10-bit mantissas, f32 accumulation).
@@ -32,11 +34,12 @@ enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
 
 static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
 
-static int mm(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, clover_error *err) {
+static int mm_as(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, bool exact,
+                 clover_error *err) {
     const void *dw = cuda_model_weight(s->cm, w);
     const size_t n_in = (size_t)w->ne[0], n_out = (size_t)w->ne[1];
     char why[256] = "";
-    if (n <= D || (s->fp32 && is_float(w->type))) {
+    if (n <= D || ((s->fp32 || exact) && is_float(w->type))) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             size_t nr = n - r0 < D ? n - r0 : D;
             if (cuda_matmul_decode(w->type, dw, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, s->sc.mm_work,
@@ -48,6 +51,10 @@ static int mm(backend_session *s, const model_weight *w, const float *x, size_t 
     if (cuda_matmul_chunk(w->type, dw, n_out, n_in, x, n, y, s->stream, why, sizeof why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
     return CLOVER_OK;
+}
+
+static int mm(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, clover_error *err) {
+    return mm_as(s, w, x, n, y, false, err);
 }
 
 /* A grouped expert product over the routing in sc.ridx. */
@@ -128,7 +135,9 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t n, clover
     cuda_scratch *sc = &s->sc;
     const size_t k = hp->n_expert_used, F = hp->n_ff_exp, H = hp->n_embd, Fs = hp->n_ff_shexp;
     int rc;
-    if ((rc = mm(s, &w->gate_inp, sc->x, n, sc->rlog, err))) return rc;
+    /* the router in FP32 always (when it is a float tensor): its logits choose experts, and a TF32 product
+     * would flip near-ties that the CPU's f32 product resolves the other way */
+    if ((rc = mm_as(s, &w->gate_inp, sc->x, n, sc->rlog, true, err))) return rc;
     if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing", err)))
         return rc;
     if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) || (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
