@@ -19,15 +19,11 @@
 #include "cuda/cuda_device.h"
 #include "test.h"
 
-/* No device: print the runtime's reason and exit 77 (ctest's SKIP_RETURN_CODE). */
+/* No device: a skip with the runtime's reason (TEST_SKIP: exit 77, a failure after a failed check). */
 static inline void cuda_test_require_device(void) {
     char why[256] = "";
     int n = cuda_device_count(why, sizeof why);
-    if (n <= 0) {
-        printf("SKIP: no CUDA device (%s)\n", n == 0 ? "the runtime found 0 devices" : why);
-        fflush(stdout);
-        exit(77);
-    }
+    if (n <= 0) TEST_SKIP("no CUDA device (%s)", n == 0 ? "the runtime found 0 devices" : why);
 }
 
 /* A CUDA runtime call that must succeed; aborts the test binary with the reason otherwise. */
