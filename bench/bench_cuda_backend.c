@@ -136,7 +136,7 @@ int main(int argc, char **argv) {
     const size_t V = m->hp.n_vocab;
     backend_config cfg = {.max_rows = rows, .max_context = 8192};
     backend_session *s = NULL;
-    if (backend_cuda.session_create(m, &cfg, &s, &err)) {
+    if (cuda_solo.session_create(m, &cfg, &s, &err)) {
         fprintf(stderr, "bench_cuda_backend: %s\n", err.message);
         return 1;
     }
@@ -155,17 +155,17 @@ int main(int argc, char **argv) {
 
     /* decode from an empty cache (one token of prompt), then at a 4,096-token context */
     for (int at = 0; at < 2; at++) {
-        backend_cuda.reset(s);
+        cuda_solo.reset(s);
         size_t np = at ? NP : 1;
-        if (backend_cuda.commit(s, ids, np, &last, NULL, &err)) goto fail;
+        if (cuda_solo.commit(s, ids, np, &last, NULL, &err)) goto fail;
         int32_t next = argmax(lg, V);
         for (int w = 0; w < 3; w++) { /* warm-up (the first captures the graph) */
-            if (backend_cuda.commit(s, &next, 1, &last, NULL, &err)) goto fail;
+            if (cuda_solo.commit(s, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double ts = timer_now();
         for (size_t g = 0; g < gen; g++) {
-            if (backend_cuda.commit(s, &next, 1, &last, NULL, &err)) goto fail;
+            if (cuda_solo.commit(s, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double dt = timer_now() - ts;
@@ -179,18 +179,18 @@ int main(int argc, char **argv) {
     {
         setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
         backend_session *e = NULL;
-        if (backend_cuda.session_create(m, &cfg, &e, &err)) goto fail;
+        if (cuda_solo.session_create(m, &cfg, &e, &err)) goto fail;
         unsetenv("CLOVER_CUDA_NO_GRAPH");
-        if (backend_cuda.commit(e, ids, 1, &last, NULL, &err)) goto fail;
+        if (cuda_solo.commit(e, ids, 1, &last, NULL, &err)) goto fail;
         int32_t next = argmax(lg, V);
         double ts = timer_now();
         for (size_t g = 0; g < gen; g++) {
-            if (backend_cuda.commit(e, &next, 1, &last, NULL, &err)) goto fail;
+            if (cuda_solo.commit(e, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double dt = timer_now() - ts;
         line("decode, no graph (diagnostic)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg, "tg128");
-        backend_cuda.session_free(e);
+        cuda_solo.session_free(e);
     }
     /* prompts */
     const size_t prompts[2] = {512, 2048};
@@ -198,9 +198,9 @@ int main(int argc, char **argv) {
         size_t P = prompts[pi];
         double best = 1e30;
         for (int rep = 0; rep < 3; rep++) {
-            backend_cuda.reset(s);
+            cuda_solo.reset(s);
             double ts = timer_now();
-            if (backend_cuda.commit(s, ids, P, &last, NULL, &err)) goto fail;
+            if (cuda_solo.commit(s, ids, P, &last, NULL, &err)) goto fail;
             double dt = timer_now() - ts;
             if (dt < best) best = dt;
         }
@@ -212,19 +212,19 @@ int main(int argc, char **argv) {
     }
     /* a 32-row chunk commit after a 512-token prompt */
     {
-        backend_cuda.reset(s);
-        if (backend_cuda.commit(s, ids, 512, NULL, NULL, &err)) goto fail;
+        cuda_solo.reset(s);
+        if (cuda_solo.commit(s, ids, 512, NULL, NULL, &err)) goto fail;
         double best = 1e30;
         for (int rep = 0; rep < 8; rep++) {
             double ts = timer_now();
-            if (backend_cuda.commit(s, ids + 1024 + 32 * rep, 32, NULL, NULL, &err)) goto fail;
+            if (cuda_solo.commit(s, ids + 1024 + 32 * rep, 32, NULL, NULL, &err)) goto fail;
             double dt = timer_now() - ts;
             if (dt < best) best = dt;
         }
         line("32-row chunk commit (after 512)", 32.0 / best, "tok/s", (chunk_bytes(&b, 32) - b.head) / (bw * 1e9) / 32.0,
              peer_pp32, "pp32");
     }
-    backend_cuda.session_free(s);
+    cuda_solo.session_free(s);
     clover_model_free(m);
     free(ids), free(lg);
     return 0;

@@ -12,8 +12,9 @@
  * once at its end.
  *
  * Preview (block diffusion) is issue 14: on this backend it reports
- * CLOVER_E_UNSUPPORTED, and the backend choice (engine/backend_select.c)
- * keeps Clover models on the CPU unless the CUDA backend is asked for.
+ * CLOVER_E_UNSUPPORTED. The table has contract v1's one-sequence shape
+ * (cpu_solo_ops of backend_cpu_solo.h); the engine's batched contract v2 is
+ * not wired to it yet (engine/backend_select.c).
  */
 #include <math.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_backend.h"
+#include "cpu/backend_cpu_solo.h"
 
 static int check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
     for (size_t r = 0; r < n; r++)
@@ -134,8 +136,7 @@ static int backend_cuda_preview(backend_session *s, const int32_t *block, size_t
                      "generation runs on the CPU (--device cpu, or --mode autoregressive on the GPU)");
 }
 
-const backend_ops backend_cuda = {
-    .name = "cuda",
+const cpu_solo_ops cuda_solo = {
     .session_create = backend_cuda_session_create,
     .session_free = backend_cuda_session_free,
     .session_length = backend_cuda_session_length,

@@ -95,7 +95,13 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and
- * pos + n <= max_kv for every sequence. */
+ * pos + n <= max_kv for every sequence: the split partials,
+ * n_rows * n_head * min(128, ceil(max_kv / 32)) * (hd + 2) floats (about
+ * 2.1 MB per row for the 35B-A3B at max_kv >= 4096), 0 when max_kv <= 32.
+ * So size it for the rows of a decode pass rather than for the longest
+ * prompt chunk where memory is short (a chunk of R rows of one sequence
+ * uses only ~2 splits per row, but the partials are strided for the most
+ * any row may take). */
 size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows, int max_rows, int max_kv);
 
 /* Step 1 for every sequence's rows. max_rows >= every seq's n. */

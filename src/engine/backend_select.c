@@ -1,13 +1,15 @@
 /*
- * backend_select.c: which backend a public session runs on (clover.h's
- * clover_session_params.device). CPU always exists; CUDA when the library
- * was built with it (CLOVER_HAVE_CUDA). AUTO takes CUDA when a device is
- * there, the model is autoregressive (the CUDA backend has no preview, so a
- * Clover model's block diffusion stays on the CPU) and the session can be
- * created there (it fits); otherwise the CPU. CUDA asked for explicitly
- * fails with the reason instead of falling back. Kept apart from session.c
- * so tests can build sessions over a fake backend without linking any real
- * one.
+ * backend_select.c: which backend a public session runs on
+ * (clover_session_params.device), and the device report of
+ * `clover info --device`. Kept apart from session.c so tests can build
+ * sessions over a fake backend without linking any real one.
+ *
+ * The CUDA backend (src/cuda/, built with CLOVER_HAVE_CUDA) implements
+ * passes over one sequence at a time (contract v1's shape, cuda_solo in
+ * cuda_backend.h); it is not yet wired to the batched contract v2 the
+ * engine runs on, so every public session runs on the CPU for now: AUTO
+ * takes the CPU, and CUDA asked for explicitly fails with that reason
+ * instead of silently running elsewhere.
  */
 #include <string.h>
 
@@ -17,6 +19,8 @@
 #ifdef CLOVER_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
+
+const backend_ops *engine_default_backend(void) { return &backend_cpu; }
 
 int clover_device_from_name(const char *name) {
     if (!name) return -1;
@@ -33,19 +37,19 @@ int clover_session_create(clover_session **out, const clover_model *model, const
     int device = params ? params->device : CLOVER_DEVICE_AUTO;
     if (device != CLOVER_DEVICE_AUTO && device != CLOVER_DEVICE_CPU && device != CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_INVALID, "clover_session_create: device %d, expected auto, cpu or cuda", device);
+    if (device == CLOVER_DEVICE_CUDA) {
+        if (out) *out = NULL;
 #ifdef CLOVER_HAVE_CUDA
-    if (device == CLOVER_DEVICE_CUDA) return engine_session_create(out, model, &backend_cuda, params, err);
-    if (device == CLOVER_DEVICE_AUTO && model && !model->has_record && cuda_backend_usable(model, NULL) == 0) {
-        if (engine_session_create(out, model, &backend_cuda, params, NULL) == CLOVER_OK) return CLOVER_OK;
-        /* it does not fit (or the device failed): the CPU takes it */
-    }
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "clover_session_create: the CUDA backend is built in but not yet wired to the engine's "
+                         "batched backend contract (v2); sessions run on the CPU (--device cpu or auto)");
 #else
-    if (device == CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "clover_session_create: this build has no CUDA backend (no CUDA toolkit at configure, or "
                          "-DCLOVER_CUDA=OFF)");
 #endif
-    return engine_session_create(out, model, &backend_cpu, params, err);
+    }
+    return engine_session_create(out, model, engine_default_backend(), params, err);
 }
 
 size_t clover_device_report(const clover_model *model, size_t max_context, char *buf, size_t n) {
