@@ -175,10 +175,10 @@ typedef struct clover_session_params {
      * memcpy per request, no pass. */
     int no_snapshot;           /* non-zero: keep none */
     size_t snapshot_max_bytes; /* a larger state is not kept; 0: 1 GiB */
-    /* Where the session runs (clover_device): AUTO (0, the default) takes the
-     * CUDA backend when it is built in, a device is there, the model is
-     * autoregressive (the CUDA backend has no block-diffusion preview yet)
-     * and the session fits on it, else the CPU; CPU and CUDA insist. */
+    /* Where the session runs (clover_device): AUTO (0, the default) and CPU
+     * run on the CPU; CUDA fails with CLOVER_E_UNSUPPORTED and the reason
+     * until the CUDA backend is wired to the engine (it is built in and
+     * tested on its own; clover_device_report describes the devices). */
     int device;
 } clover_session_params;
 

@@ -55,8 +55,9 @@ size_t cuda_backend_report(const clover_model *m, size_t max_context, char *buf,
         }
         put(&o, "device %d    %s, compute capability %d.%d, %d SMs, %.2f GB free of %.2f GB%s\n", i, info.name,
             info.cc_major, info.cc_minor, info.sm_count, (double)info.free_bytes * 1e-9,
-            (double)info.total_bytes * 1e-9, i == 0 ? " (sessions use this one)" : "");
+            (double)info.total_bytes * 1e-9, i == 0 ? " (the CUDA backend's device)" : "");
     }
+    put(&o, "sessions    run on the CPU (the CUDA backend is not yet wired to the engine's batched contract)\n");
     if (!m) return o.len;
     const model_hparams *hp = &m->hp;
     size_t w = cuda_model_bytes(m), kv = cuda_session_kv_bytes_per_token(hp, m),
