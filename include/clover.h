@@ -175,7 +175,24 @@ typedef struct clover_session_params {
      * memcpy per request, no pass. */
     int no_snapshot;           /* non-zero: keep none */
     size_t snapshot_max_bytes; /* a larger state is not kept; 0: 1 GiB */
+    /* Where the session runs (clover_device): AUTO (0, the default) and CPU
+     * run on the CPU; CUDA fails with CLOVER_E_UNSUPPORTED and the reason
+     * until the CUDA backend is wired to the engine (it is built in and
+     * tested on its own; clover_device_report describes the devices). */
+    int device;
 } clover_session_params;
+
+typedef enum clover_device { CLOVER_DEVICE_AUTO = 0, CLOVER_DEVICE_CPU = 1, CLOVER_DEVICE_CUDA = 2 } clover_device;
+/* "auto", "cpu", "cuda" -> clover_device; -1 for any other name. */
+CLOVER_API int clover_device_from_name(const char *name);
+/* The backend a session runs on: "cpu" or "cuda". */
+CLOVER_API const char *clover_session_backend(const clover_session *s);
+/* A few lines about the devices for `clover info --device`: whether the
+ * CUDA backend is built in, each device with its memory, and (model
+ * non-NULL) what the model needs on it: weights, KV per token, state per
+ * session, and whether it fits. Writes at most n bytes (NUL-terminated);
+ * returns the length of the whole text. */
+CLOVER_API size_t clover_device_report(const clover_model *model, size_t max_context, char *buf, size_t n);
 
 CLOVER_API void clover_session_params_init(clover_session_params *p);
 /* params may be NULL (the defaults). The model must outlive the session. */

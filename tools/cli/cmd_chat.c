@@ -280,6 +280,8 @@ int cmd_chat(int argc, char **argv) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)o.g.threads;
+    sp.device = o.g.device;
+    sp.max_context = (size_t)o.g.max_context;
     if (clover_session_create(&c.s, m, &sp, &err)) {
         fprintf(stderr, "clover chat: %s\n", err.message);
         goto done;

@@ -14,11 +14,14 @@
 #define LABEL "%-16s"
 
 static void info_usage(FILE *out) {
-    fprintf(out, "usage: clover info [FILE]\n"
+    fprintf(out, "usage: clover info [FILE] [--device]\n"
                  "\n"
                  "Loads a GGUF model and describes it: architecture, geometry, layer pattern,\n"
                  "the block-diffusion record (or autoregressive), tensors by type, parameters and\n"
                  "the tokenizer. Without FILE, the default model built into this binary.\n"
+                 "--device adds the devices (the CUDA backend: each GPU and its memory) and what\n"
+                 "the model needs on them (weights, KV per token, state per session), and whether\n"
+                 "it fits.\n"
                  "Exit code 1 (and one error line) when the file does not load.\n");
 }
 
@@ -118,10 +121,15 @@ static void print_info(const clover_model_info *in) {
 
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
+    int device = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             info_usage(stdout);
             return 0;
+        }
+        if (!strcmp(argv[i], "--device")) {
+            device = 1;
+            continue;
         }
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "clover info: unknown option '%s' (clover info --help)\n", argv[i]);
@@ -154,6 +162,11 @@ int cmd_info(int argc, char **argv) {
     clover_model_info info;
     clover_model_get_info(m, &info);
     print_info(&info);
+    if (device) {
+        char text[4096];
+        clover_device_report(m, 0, text, sizeof text);
+        fputs(text, stdout);
+    }
     clover_model_free(m);
     return 0;
 }

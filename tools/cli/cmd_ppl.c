@@ -21,6 +21,8 @@ static void ppl_usage(FILE *out) {
                  "  -m, --model FILE   GGUF model (default: the model built into this binary)\n"
                  "  --ids LIST         comma-separated token ids, at least 2 (required)\n"
                  "  --threads N        CPU threads (default: every CPU)\n"
+                 "  --device D         auto (default; today the CPU), cpu or cuda (not yet on the\n"
+                 "                     engine: an error)\n"
                  "  --json             print {\"tokens\", \"mean_nll\", \"perplexity\", \"seconds\"}\n"
                  "  -h, --help         this text\n"
                  "\n"
@@ -32,7 +34,7 @@ int cmd_ppl(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     uint64_t threads = 0;
-    int json = 0;
+    int json = 0, device = CLOVER_DEVICE_AUTO;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -59,6 +61,12 @@ int cmd_ppl(int argc, char **argv) {
             bad = cli_parse_ids("ppl", a, v, &ids, &n) != 0;
         } else if (!strcmp(a, "--threads")) {
             bad = cli_parse_u64("ppl", a, v, 4096, &threads) != 0;
+        } else if (!strcmp(a, "--device")) {
+            device = clover_device_from_name(v);
+            if (device < 0) {
+                fprintf(stderr, "clover ppl: --device '%s' is not one of auto, cpu, cuda\n", v);
+                bad = 1;
+            }
         } else {
             fprintf(stderr, "clover ppl: unknown option '%s' (clover ppl --help)\n", a);
             bad = 1;
@@ -82,6 +90,7 @@ int cmd_ppl(int argc, char **argv) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)threads;
+    sp.device = device;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err) || clover_score(s, ids, n, &sr, &err)) {
         fprintf(stderr, "clover ppl: %s\n", err.message);

@@ -179,6 +179,8 @@ int cmd_run(int argc, char **argv) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)o.g.threads;
+    sp.device = o.g.device;
+    sp.max_context = (size_t)o.g.max_context;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err)) {
         fprintf(stderr, "clover run: %s\n", err.message);

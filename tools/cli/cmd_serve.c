@@ -31,6 +31,8 @@ static void serve_usage(FILE *out) {
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
                  "  --threads N          CPU threads of the model (default: every CPU)\n"
+                 "  --device D           auto (default; today the CPU), cpu or cuda (not yet on the\n"
+                 "                       engine: an error)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --max-batch N        requests generating at once (default 8)\n"
                  "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
@@ -101,6 +103,13 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
         } else if (!strcmp(k, "--threads")) {
             rc = cli_parse_u64("serve", k, v, 4096, &x);
             a->o.n_threads = (size_t)x;
+        } else if (!strcmp(k, "--device")) {
+            int d = clover_device_from_name(v);
+            if (d < 0) {
+                fprintf(stderr, "clover serve: --device '%s' is not one of auto, cpu, cuda\n", v);
+                rc = -1;
+            }
+            a->o.device = d;
         } else if (!strcmp(k, "--ctx")) {
             rc = cli_parse_u64("serve", k, v, (uint64_t)1 << 32, &x);
             if (!rc && x < 2) {

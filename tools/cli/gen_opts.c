@@ -33,6 +33,9 @@ const char GEN_OPTS_HELP[] =
     "  --no-penalties              block diffusion: no penalties (those given above still apply)\n"
     "  --skip-special              leave control tokens (like <|im_start|>) out of the text\n"
     "  --threads N                 CPU threads (default: every CPU)\n"
+    "  --device auto|cpu|cuda      where the model runs (default auto; today every session\n"
+    "                              runs on the CPU: the CUDA backend is not yet on the engine)\n"
+    "  --max-context N             committed tokens at most (default: the model's context)\n"
     "  --dump-first-preview FILE   write the prompt ids and each row's top-10 logits of\n"
     "                              the first pass as JSON (parity probe)\n";
 
@@ -145,6 +148,14 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
         g->p.block_size = (uint32_t)x;
     } else if (!strcmp(a, "--threads")) {
         rc = cli_parse_u64(cmd, a, v, 4096, &g->threads);
+    } else if (!strcmp(a, "--device")) {
+        g->device = clover_device_from_name(v);
+        if (g->device < 0) {
+            fprintf(stderr, "clover %s: --device '%s' is not one of auto, cpu, cuda\n", cmd, v);
+            rc = -1;
+        }
+    } else if (!strcmp(a, "--max-context")) {
+        rc = cli_parse_u64(cmd, a, v, INT32_MAX, &g->max_context);
     } else if (!strcmp(a, "--dump-first-preview")) {
         g->p.dump_first_preview = v;
     } else {

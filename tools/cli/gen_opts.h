@@ -20,6 +20,8 @@ typedef struct gen_opts {
     int32_t *stop, *suppress; /* owned; p points at them after gen_opts_finish */
     size_t n_stop, n_suppress;
     uint64_t threads; /* session threads; 0: every CPU */
+    int device;       /* clover_device (--device auto|cpu|cuda) */
+    uint64_t max_context; /* --max-context; 0: the model's */
 } gen_opts;
 
 /* The help lines of these options (for a usage text). */

@@ -217,6 +217,7 @@ static int start_engine(server *s, char *err, size_t len) {
                             .max_batch = s->o.max_batch ? s->o.max_batch : 8};
     clover_session_params_init(&so.session);
     so.session.n_threads = s->o.n_threads;
+    so.session.device = s->o.device;
     if (s->o.snapshot_set) {
         so.session.no_snapshot = s->o.snapshot_mib == 0;
         so.session.snapshot_max_bytes = s->o.snapshot_mib << 20;

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# gpu-pack.sh BUILD_DIR OUT_DIR: copies what scripts/gpu-test.sh runs on the GPU
+# machine (which builds nothing and may lack the libraries clover links):
+# the CUDA test and bench binaries, clover and bench_backend, and every shared
+# library they need that is not the C/C++ runtime (set LD_LIBRARY_PATH=OUT_DIR/lib
+# there; gpu-test.sh does).
+set -euo pipefail
+build=${1:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
+out=${2:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
+mkdir -p "$out/bin" "$out/lib"
+bins=("$build/clover" "$build/bench/bench_backend")
+for f in "$build"/tests/test_cuda_* "$build"/bench/bench_cuda_*; do
+  [ -x "$f" ] && bins+=("$f")
+done
+for b in "${bins[@]}"; do cp "$b" "$out/bin/"; done
+for b in "${bins[@]}"; do
+  ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | while read -r lib; do
+  case "$(basename "$lib")" in
+    libc.so*|libm.so*|libstdc++.so*|libgcc_s.so*|ld-linux*|libpthread.so*|libdl.so*|librt.so*) ;;
+    *) cp -L "$lib" "$out/lib/" ;;
+  esac
+done
+cp "$(dirname "$0")/gpu-test.sh" "$out/"
+echo "packed ${#bins[@]} binaries and $(ls "$out/lib" | wc -l) libraries into $out"

@@ -1,0 +1,153 @@
+/*
+ * backend_cuda_internal.h: the CUDA backend's two objects, shared by the
+ * backend_cuda*.c files (private to them).
+ *
+ *  cuda_model   one per (model, device): the file's whole tensor data
+ *               section copied to the device once, in the file's types, and
+ *               shared by every session of the model (reference-counted; the
+ *               last session gives it back). A weight's device address is
+ *               its offset in the data section from the device base, so tied
+ *               tensors (output = token_embd) are one copy.
+ *  backend_session  one sequence: its KV caches and GDN rings/states (sized
+ *               for max_context when it is created: that is the admission
+ *               rule, see backend_cuda_session.c), the per-pass scratch for
+ *               max_rows rows, the device descriptors the attention and GDN
+ *               kernels read (cuda_attention.h, cuda_gdn.h), a stream, and
+ *               the captured graph of a one-row decode step.
+ *
+ * A pass only enqueues work on the session's stream: no allocation, no sync
+ * and no host read until its results are copied back at the end; the values
+ * that change between passes (ids, positions, rows) go through pinned host
+ * buffers copied by the pass itself, so the decode step replays as one CUDA
+ * graph (backend_cuda_pass.c).
+ */
+#ifndef CLOVER_CUDA_BACKEND_CUDA_INTERNAL_H
+#define CLOVER_CUDA_BACKEND_CUDA_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend.h"
+#include "cuda/cuda_attention.h"
+#include "cuda/cuda_gdn.h"
+#include "model/model.h"
+
+typedef struct cuda_model {
+    const clover_model *model;
+    int device;
+    int refs;
+    const char *host_base; /* the data section in the mapping */
+    char *dev_base;        /* its device copy */
+    size_t bytes;
+    struct cuda_model *next;
+} cuda_model;
+
+/* backend_cuda_model.c: the model's device copy, uploaded on first use (a
+ * progress bar on a terminal for 64 MiB or more), or an error saying why it
+ * does not fit. Every weight the passes use is checked here first. */
+int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *err);
+void cuda_model_release(cuda_model *cm);
+/* The device address of a bound weight (NULL for an absent optional one). */
+const void *cuda_model_weight(const cuda_model *cm, const model_weight *w);
+/* Bytes of the model's weights on the device (the data section). */
+size_t cuda_model_bytes(const clover_model *m);
+/* Per-token KV bytes and the fixed GDN state bytes of one session. */
+size_t cuda_session_kv_bytes_per_token(const model_hparams *hp, const clover_model *m);
+size_t cuda_session_fixed_state_bytes(const model_hparams *hp, const clover_model *m);
+
+/* One layer's state and its descriptor slot. */
+typedef struct cuda_layer {
+    model_layer_kind kind;
+    float *k_cache, *v_cache; /* [max_context][nkv][hd] */
+    float *ring;              /* [K-1][conv_dim] */
+    float *state;             /* [nv][dk][dv] */
+    cuda_gdn_weights gw;      /* device pointers */
+    int slot;                 /* index into the attention or GDN descriptor arrays */
+} cuda_layer;
+
+/* Device scratch for R = max_rows rows. */
+typedef struct cuda_scratch {
+    int32_t *ids;     /* [R] */
+    int32_t *targets; /* [R] */
+    float *h, *x, *y; /* [R][H] */
+    float *qg;        /* [R][nh][2hd] */
+    float *k, *v;     /* [R][nkv][hd] */
+    float *att;       /* [R][nh][hd] */
+    float *mixed;     /* [R][conv_dim] */
+    float *z, *gout;  /* [R][nv*dv] */
+    float *ga, *gb;   /* [R][nv] */
+    float *rlog;      /* [R][E] router logits */
+    int32_t *ridx;    /* [R][k] */
+    float *rw;        /* [R][k] */
+    float *ge, *ue;   /* [R*k][F] */
+    float *ye;        /* [R*k][H] */
+    float *gs, *us;   /* [R][Fs] */
+    float *ys;        /* [R][H] */
+    float *sg;        /* [R] */
+    float *logits;    /* [R][V] */
+    float *nll;       /* [R] */
+    float *inv_freq;  /* [rot/2] */
+    void *mm_work;    /* cuda_matmul_decode scratch */
+    void *moe_work;   /* cuda_moe_* scratch */
+    void *attn_work;  /* cuda_attn_forward workspace */
+    void *gdn_work;   /* cuda_gdn_mix workspace */
+    size_t mm_work_bytes, moe_work_bytes;
+} cuda_scratch;
+
+struct backend_session {
+    const clover_model *model;
+    const model_hparams *hp;
+    cuda_model *cm;
+    void *stream;
+    size_t max_rows, max_context, n_past;
+    cuda_layer *layers; /* [n_layer] */
+    size_t n_attn, n_gdn;
+    cuda_attn_dims ad;
+    cuda_gdn_dims gd;
+    /* descriptors: device arrays and their pinned host mirrors, one per layer of the kind */
+    cuda_attn_seq *d_aseq, *h_aseq;
+    cuda_gdn_seq *d_gseq, *h_gseq;
+    int32_t *h_ids, *h_targets; /* pinned [R] */
+    float *h_logits;            /* pinned [R][V] */
+    float *h_nll;               /* pinned [R] */
+    void *arena;                /* every device buffer of the session but the KV caches */
+    void *kv;                   /* all KV caches */
+    cuda_scratch sc;
+    bool fp32;                  /* every weight matrix is F32/F16/BF16: FP32 products in chunks too */
+    void *decode_graph;         /* the one-row decode step (last logits), captured on first use */
+    bool graph_failed;          /* capture unavailable: decode runs eagerly */
+};
+
+/* backend_cuda_session.c */
+int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
+                                clover_error *err);
+void backend_cuda_session_free(backend_session *s);
+size_t backend_cuda_session_length(const backend_session *s);
+void backend_cuda_reset(backend_session *s);
+
+/* backend_cuda_state.c */
+size_t backend_cuda_state_bytes(const backend_session *s);
+int backend_cuda_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
+int backend_cuda_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+
+/* backend_cuda_pass.c: enqueues the trunk for n rows (ids already in sc.ids,
+ * the descriptors for position pos written to the pinned mirrors and copied
+ * by this function) and the head for rows [head_r0, n) into sc.logits (no
+ * head when head_r0 == n); hidden, when non-NULL, gets the residual stream
+ * after each layer, [n_layer+1][hidden_rows][H] at row row0 (copied back
+ * synchronously: diagnostics only). 0 or -1 with the reason in err. */
+typedef struct cuda_pass {
+    size_t pos, n, head_r0;
+    float *hidden;
+    size_t hidden_rows, row0;
+    backend_pass_stats *stats;
+} cuda_pass;
+int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
+
+/* Which CUDA device sessions use (0) and whether the model can run there:
+ * 0 or CLOVER_E_UNSUPPORTED with the reason (a type or a shape the kernels
+ * do not take). */
+int cuda_model_check(const clover_model *m, clover_error *err);
+
+#endif

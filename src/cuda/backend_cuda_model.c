@@ -1,0 +1,266 @@
+/*
+ * backend_cuda_model.c: the per-model device object (backend_cuda_internal.h).
+ *
+ * The weights go to the device once per model, as the file's bytes: the
+ * whole tensor data section in one allocation, copied in 256 MiB pieces with
+ * a progress bar on a terminal. One copy of the section (rather than one
+ * allocation per tensor) keeps the offsets, so tied tensors stay one copy
+ * and a weight's device address is base + its file offset. Sessions of the
+ * same model share it through a small reference-counted registry.
+ *
+ * Before anything is copied, cuda_model_check confirms that every weight the
+ * passes use has a type and shape the kernels take, and the size is compared
+ * with the device's free memory, so a model that cannot run says why at
+ * once instead of failing in the middle of an upload or a pass.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_matmul.h"
+#include "cuda/cuda_mem.h"
+#include "cuda/cuda_ops.h"
+#include "quant/quant.h"
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static cuda_model *g_models;
+
+/* Room the runtime, the kernels' workspaces and a session's scratch need besides the weights. */
+#define CUDA_MODEL_MARGIN (512ull << 20)
+#define UPLOAD_PIECE (256ull << 20)
+
+static void section_range(const clover_model *m, const char **base, size_t *bytes) {
+    *base = NULL;
+    *bytes = 0;
+    size_t nt = gguf_tensor_count(m->file);
+    for (size_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+        const char *b = (const char *)t->data - t->offset;
+        if (!*base) *base = b;
+        size_t end = (size_t)(t->offset + t->nbytes);
+        if (end > *bytes) *bytes = end;
+    }
+}
+
+size_t cuda_model_bytes(const clover_model *m) {
+    const char *b;
+    size_t n;
+    section_range(m, &b, &n);
+    return n;
+}
+
+size_t cuda_session_kv_bytes_per_token(const model_hparams *hp, const clover_model *m) {
+    size_t n_attn = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) n_attn += m->layers[l].kind == MODEL_LAYER_ATTENTION;
+    return n_attn * 2 * (size_t)hp->n_head_kv * hp->head_dim * sizeof(float);
+}
+
+size_t cuda_session_fixed_state_bytes(const model_hparams *hp, const clover_model *m) {
+    size_t n_gdn = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) n_gdn += m->layers[l].kind == MODEL_LAYER_GDN;
+    size_t per = ((size_t)(hp->ssm_conv_kernel - 1) * hp->gdn_conv_dim +
+                  (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv) * sizeof(float);
+    return n_gdn * per;
+}
+
+static int check_matrix(const model_weight *w, const char *what, clover_error *err) {
+    if (!w->data) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s is missing", what);
+    if (!cuda_matmul_supported(w->type, (size_t)w->ne[0]))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: %s (%s) has type %s with rows of %llu, which the GPU products do not take",
+                         what, w->name, quant_type_name(w->type), (unsigned long long)w->ne[0]);
+    return CLOVER_OK;
+}
+
+static int check_f32(const model_weight *w, const char *what, clover_error *err) {
+    if (!w->data || w->type != QUANT_F32)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s must be an F32 tensor (it is %s)", what,
+                         w->data ? quant_type_name(w->type) : "missing");
+    return CLOVER_OK;
+}
+
+int cuda_model_check(const clover_model *m, clover_error *err) {
+    const model_hparams *hp = &m->hp;
+    char why[256] = "";
+    if (!cuda_embed_type_ok(m->token_embd.type))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: token_embd has type %s; the embedding lookup takes f32, f16, bf16 or q8_0",
+                         quant_type_name(m->token_embd.type));
+    int rc;
+    if ((rc = check_matrix(&m->output, "the head (output)", err)) || (rc = check_f32(&m->output_norm, "output_norm", err)))
+        return rc;
+    if (hp->n_expert > CUDA_ROUTE_MAX_EXPERT || hp->n_expert_used > CUDA_ROUTE_MAX_K ||
+        hp->n_expert_used > CUDA_MOE_MAX_K)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: %u experts, %u per token; the GPU router takes up to %d experts and %d per token",
+                         hp->n_expert, hp->n_expert_used, CUDA_ROUTE_MAX_EXPERT, CUDA_ROUTE_MAX_K);
+    cuda_attn_dims ad = {(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
+    cuda_gdn_dims gd = {(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
+                        (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
+    bool any_attn = false, any_gdn = false;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        if ((rc = check_f32(&ml->attn_norm, "attn_norm", err)) || (rc = check_f32(&ml->post_norm, "post_attention_norm", err)))
+            return rc;
+        const model_moe_weights *mw = &ml->moe;
+        if ((rc = check_matrix(&mw->gate_inp, "ffn_gate_inp", err)) ||
+            (rc = check_matrix(&mw->gate_exps, "ffn_gate_exps", err)) ||
+            (rc = check_matrix(&mw->up_exps, "ffn_up_exps", err)) ||
+            (rc = check_matrix(&mw->down_exps, "ffn_down_exps", err)))
+            return rc;
+        if (hp->n_ff_shexp &&
+            ((rc = check_matrix(&mw->gate_shexp, "ffn_gate_shexp", err)) ||
+             (rc = check_matrix(&mw->up_shexp, "ffn_up_shexp", err)) ||
+             (rc = check_matrix(&mw->down_shexp, "ffn_down_shexp", err)) ||
+             (rc = check_matrix(&mw->gate_inp_shexp, "ffn_gate_inp_shexp", err))))
+            return rc;
+        if (ml->kind == MODEL_LAYER_ATTENTION) {
+            any_attn = true;
+            const model_attention_weights *w = &ml->attn;
+            if ((rc = check_matrix(&w->q, "attn_q", err)) || (rc = check_matrix(&w->k, "attn_k", err)) ||
+                (rc = check_matrix(&w->v, "attn_v", err)) || (rc = check_matrix(&w->o, "attn_output", err)) ||
+                (rc = check_f32(&w->q_norm, "attn_q_norm", err)) || (rc = check_f32(&w->k_norm, "attn_k_norm", err)))
+                return rc;
+        } else {
+            any_gdn = true;
+            const model_gdn_weights *w = &ml->gdn;
+            if ((rc = check_matrix(&w->qkv, "attn_qkv", err)) || (rc = check_matrix(&w->z, "attn_gate", err)) ||
+                (rc = check_matrix(&w->alpha, "ssm_alpha", err)) || (rc = check_matrix(&w->beta, "ssm_beta", err)) ||
+                (rc = check_matrix(&w->out, "ssm_out", err)) || (rc = check_f32(&w->conv, "ssm_conv1d", err)) ||
+                (rc = check_f32(&w->a, "ssm_a", err)) || (rc = check_f32(&w->dt_bias, "ssm_dt.bias", err)) ||
+                (rc = check_f32(&w->norm, "ssm_norm", err)))
+                return rc;
+        }
+    }
+    if (any_attn && cuda_attn_dims_check(&ad, why, sizeof why))
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: attention: %s", why);
+    if (any_gdn && cuda_gdn_dims_check(&gd, why, sizeof why))
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: Gated DeltaNet: %s", why);
+    return CLOVER_OK;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void draw_bar(int device, size_t done, size_t total, double secs) {
+    enum { CELLS = 30 };
+    double frac = total ? (double)done / (double)total : 1.0;
+    int cells = (int)(frac * CELLS + 0.5);
+    char bar[CELLS + 1];
+    for (int i = 0; i < CELLS; i++) bar[i] = i < cells ? '#' : '.';
+    bar[CELLS] = '\0';
+    fprintf(stderr, "\ruploading weights to GPU %d [%s] %3d%%  %.2f / %.2f GB  %.2f GB/s", device, bar,
+            (int)(frac * 100.0), (double)done * 1e-9, (double)total * 1e-9,
+            secs > 0 ? (double)done / secs * 1e-9 : 0.0);
+    fflush(stderr);
+}
+
+static int upload(cuda_model *cm, clover_error *err) {
+    char why[CUDA_WHY];
+    if (cuda_alloc((void **)&cm->dev_base, cm->bytes, why))
+        return error_set(err, CLOVER_E_NOMEM, "CUDA backend: %zu bytes for the weights: %s", cm->bytes, why);
+    const bool bar = cm->bytes >= (64ull << 20) && isatty(STDERR_FILENO);
+    double t0 = now_s(), last = -1.0;
+    for (size_t off = 0; off < cm->bytes; off += UPLOAD_PIECE) {
+        size_t n = cm->bytes - off < UPLOAD_PIECE ? cm->bytes - off : UPLOAD_PIECE;
+        if (cuda_h2d(cm->dev_base + off, cm->host_base + off, n, why)) {
+            if (bar) fprintf(stderr, "\r\033[K");
+            return error_set(err, CLOVER_E_IO, "CUDA backend: uploading the weights at byte %zu: %s", off, why);
+        }
+        double t = now_s();
+        if (bar && t - last >= 0.1) {
+            draw_bar(cm->device, off + n, cm->bytes, t - t0);
+            last = t;
+        }
+    }
+    if (bar) {
+        draw_bar(cm->device, cm->bytes, cm->bytes, now_s() - t0);
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+    return CLOVER_OK;
+}
+
+int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *err) {
+    *out = NULL;
+    char why[CUDA_WHY];
+    int rc = cuda_model_check(m, err);
+    if (rc) return rc;
+    int n = cuda_device_count(why, sizeof why);
+    if (n <= 0)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: no CUDA device (%s)",
+                         n < 0 ? why : "the runtime reports 0 devices");
+    const int device = 0;
+    if (cuda_use_device(device, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    pthread_mutex_lock(&g_lock);
+    for (cuda_model *c = g_models; c; c = c->next)
+        if (c->model == m && c->device == device) {
+            c->refs++;
+            pthread_mutex_unlock(&g_lock);
+            *out = c;
+            return CLOVER_OK;
+        }
+    cuda_model *cm = mem_calloc(1, sizeof *cm);
+    if (!cm) {
+        pthread_mutex_unlock(&g_lock);
+        return error_set(err, CLOVER_E_NOMEM, "CUDA backend: no memory");
+    }
+    cm->model = m;
+    cm->device = device;
+    cm->refs = 1;
+    section_range(m, &cm->host_base, &cm->bytes);
+    size_t fr = 0, tot = 0;
+    if (cuda_mem_info(&fr, &tot, why)) {
+        rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    } else if (cm->bytes + CUDA_MODEL_MARGIN > fr) {
+        cuda_device_info info;
+        const char *name = cuda_device_query(device, &info, why, sizeof why) ? "?" : info.name;
+        rc = error_set(err, CLOVER_E_NOMEM,
+                       "CUDA backend: the model does not fit: its weights need %.2f GB (+%.2f GB of working room) "
+                       "on GPU %d (%s), which has %.2f GB free of %.2f GB",
+                       (double)cm->bytes * 1e-9, (double)CUDA_MODEL_MARGIN * 1e-9, device, name, (double)fr * 1e-9,
+                       (double)tot * 1e-9);
+    } else {
+        rc = upload(cm, err);
+    }
+    if (rc) {
+        cuda_free(cm->dev_base);
+        mem_free(cm);
+        pthread_mutex_unlock(&g_lock);
+        return rc;
+    }
+    cm->next = g_models;
+    g_models = cm;
+    pthread_mutex_unlock(&g_lock);
+    *out = cm;
+    return CLOVER_OK;
+}
+
+void cuda_model_release(cuda_model *cm) {
+    if (!cm) return;
+    pthread_mutex_lock(&g_lock);
+    if (--cm->refs == 0) {
+        for (cuda_model **p = &g_models; *p; p = &(*p)->next)
+            if (*p == cm) {
+                *p = cm->next;
+                break;
+            }
+        cuda_free(cm->dev_base);
+        mem_free(cm);
+    }
+    pthread_mutex_unlock(&g_lock);
+}
+
+const void *cuda_model_weight(const cuda_model *cm, const model_weight *w) {
+    if (!w->data) return NULL;
+    return cm->dev_base + ((const char *)w->data - cm->host_base);
+}

@@ -1,0 +1,224 @@
+/*
+ * backend_cuda_pass.c: one run of rows through the trunk on the GPU, the
+ * device twin of src/cpu/backend_cpu_pass.c (HF's layer: h += mixer(norm(h));
+ * h += moe(norm(h)); then the final norm and the head), enqueued on the
+ * session's stream with nothing allocated, synchronised or read back inside
+ * (except the diagnostic residual stream, which is never part of a graph).
+ *
+ * Precision, per weight product (cuda_matmul.h), chosen by the weight's type
+ * and the pass's row count only, never by other sequences:
+ *  - a float file (every weight matrix F32, F16 or BF16: s->fp32): f32
+ *    activations and f32 sums always (the decode kernel, in groups of 8 rows
+ *    for larger passes), so it runs in FP32 arithmetic end to end, as the
+ *    CPU does; in a quantised file the float matrices of a chunk go through
+ *    the TF32 GEMM with the rest, except the router (f32 always: its logits
+ *    pick experts, and TF32 flips near-ties: on the q8_0 fixture the state
+ *    after a prompt then differed from the CPU's by 7.2e-2 against 3.0e-2);
+ *  - Q8_0 / K-quant weights: up to 8 rows the CPU's 8-bit activation rounding
+ *    (blocks of 32 / 256, d = max|x| / 127), more rows the TF32 tensor-core
+ *    GEMM (operands rounded to 10-bit mantissas, f32 accumulation).
+ * The MoE routes on the device (cuda_moe_route), the grouped expert products
+ * read each routed expert once for all the rows that use it, and the routed
+ * outputs are summed in ascending expert id as the CPU does.
+ */
+#include <string.h>
+
+#include "base/error.h"
+#include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_matmul.h"
+#include "cuda/cuda_mem.h"
+#include "cuda/cuda_ops.h"
+#include "quant/quant.h"
+
+enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
+
+static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
+
+static int mm_as(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, bool exact,
+                 clover_error *err) {
+    const void *dw = cuda_model_weight(s->cm, w);
+    const size_t n_in = (size_t)w->ne[0], n_out = (size_t)w->ne[1];
+    char why[256] = "";
+    if (n <= D || ((s->fp32 || exact) && is_float(w->type))) {
+        for (size_t r0 = 0; r0 < n; r0 += D) {
+            size_t nr = n - r0 < D ? n - r0 : D;
+            if (cuda_matmul_decode(w->type, dw, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, s->sc.mm_work,
+                                   s->stream, why, sizeof why))
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+        }
+        return CLOVER_OK;
+    }
+    if (cuda_matmul_chunk(w->type, dw, n_out, n_in, x, n, y, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+    return CLOVER_OK;
+}
+
+static int mm(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, clover_error *err) {
+    return mm_as(s, w, x, n, y, false, err);
+}
+
+/* A grouped expert product over the routing in sc.ridx. */
+static int moe_mm(backend_session *s, const model_weight *w, const float *x, int per_slot, size_t n, float *y,
+                  clover_error *err) {
+    const size_t k = s->hp->n_expert_used;
+    cuda_moe_args a = {.type = w->type,
+                       .w = cuda_model_weight(s->cm, w),
+                       .n_expert = s->hp->n_expert,
+                       .n_out = (size_t)w->ne[1],
+                       .n_in = (size_t)w->ne[0],
+                       .ids = s->sc.ridx,
+                       .n_rows = n,
+                       .k = k,
+                       .x = x,
+                       .x_per_slot = per_slot,
+                       .y = y};
+    a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
+    char why[256] = "";
+    if (n <= D || (s->fp32 && is_float(w->type))) {
+        for (size_t r0 = 0; r0 < n; r0 += D) {
+            cuda_moe_args b = a;
+            b.n_rows = n - r0 < D ? n - r0 : D;
+            b.ids = a.ids + r0 * k;
+            b.x = a.x + (per_slot ? r0 * k : r0) * a.n_in;
+            b.y = a.y + r0 * k * a.n_out;
+            if (cuda_moe_decode(&b, s->sc.moe_work, s->stream, why, sizeof why))
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+        }
+        return CLOVER_OK;
+    }
+    if (cuda_moe_chunk(&a, s->sc.moe_work, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+    return CLOVER_OK;
+}
+
+static int op_status(int rc, const char *what, clover_error *err) {
+    if (rc == 0) return CLOVER_OK;
+    return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", what, cuda_ops_last_error());
+}
+
+static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n,
+                           clover_error *err) {
+    const model_attention_weights *w = &ml->attn;
+    cuda_scratch *sc = &s->sc;
+    int rc;
+    if ((rc = mm(s, &w->q, sc->x, n, sc->qg, err)) || (rc = mm(s, &w->k, sc->x, n, sc->k, err)) ||
+        (rc = mm(s, &w->v, sc->x, n, sc->v, err)))
+        return rc;
+    const cuda_attn_seq *seq = s->d_aseq + ly->slot;
+    int e = cuda_attn_prepare(sc->qg, sc->k, sc->v, cuda_model_weight(s->cm, &w->q_norm),
+                              cuda_model_weight(s->cm, &w->k_norm), sc->inv_freq, seq, 1, (int)s->max_rows, &s->ad,
+                              s->stream);
+    if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention prepare: %s", cuda_attn_strerror(e));
+    e = cuda_attn_forward(sc->att, sc->qg, seq, 1, (int)n, (int)s->max_rows, (int)s->max_context, 1, &s->ad,
+                          sc->attn_work, s->stream);
+    if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention: %s", cuda_attn_strerror(e));
+    return mm(s, &w->o, sc->att, n, sc->y, err);
+}
+
+static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, clover_error *err) {
+    const model_gdn_weights *w = &ml->gdn;
+    cuda_scratch *sc = &s->sc;
+    int rc;
+    if ((rc = mm(s, &w->qkv, sc->x, n, sc->mixed, err)) || (rc = mm(s, &w->z, sc->x, n, sc->z, err)) ||
+        (rc = mm(s, &w->alpha, sc->x, n, sc->ga, err)) || (rc = mm(s, &w->beta, sc->x, n, sc->gb, err)))
+        return rc;
+    /* the CPU's choice: the recurrence for one row, the chunked form for more */
+    int e = cuda_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gw, s->d_gseq + ly->slot, 1, (int)n,
+                         (int)s->max_rows, n > 1, &s->gd, sc->gdn_work, s->stream);
+    if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: Gated DeltaNet: %s", cuda_gdn_strerror(e));
+    return mm(s, &w->out, sc->gout, n, sc->y, err);
+}
+
+static int layer_moe(backend_session *s, const model_layer *ml, size_t n, clover_error *err) {
+    const model_moe_weights *w = &ml->moe;
+    const model_hparams *hp = s->hp;
+    cuda_scratch *sc = &s->sc;
+    const size_t k = hp->n_expert_used, F = hp->n_ff_exp, H = hp->n_embd, Fs = hp->n_ff_shexp;
+    int rc;
+    /* the router in FP32 always (when it is a float tensor): its logits choose experts, and a TF32 product
+     * would flip near-ties that the CPU's f32 product resolves the other way */
+    if ((rc = mm_as(s, &w->gate_inp, sc->x, n, sc->rlog, true, err))) return rc;
+    if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing", err)))
+        return rc;
+    if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) || (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
+        return rc;
+    if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
+    if ((rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err))) return rc;
+    if ((rc = op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err)))
+        return rc;
+    if (Fs == 0) return CLOVER_OK;
+    if ((rc = mm(s, &w->gate_shexp, sc->x, n, sc->gs, err)) || (rc = mm(s, &w->up_shexp, sc->x, n, sc->us, err)) ||
+        (rc = mm(s, &w->gate_inp_shexp, sc->x, n, sc->sg, err)))
+        return rc;
+    if ((rc = op_status(cuda_swiglu(sc->gs, sc->gs, sc->us, n * Fs, s->stream), "shared SwiGLU", err))) return rc;
+    if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+    return op_status(cuda_shexp_add(sc->y, sc->ys, sc->sg, n, H, s->stream), "shared expert", err);
+}
+
+static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clover_error *err) {
+    if (!p->hidden) return CLOVER_OK;
+    const size_t H = s->hp->n_embd;
+    char why[CUDA_WHY];
+    if (cuda_stream_sync(s->stream, why) ||
+        cuda_d2h(p->hidden + (slot * p->hidden_rows + p->row0) * H, s->sc.h, p->n * H * sizeof(float), why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: residual stream: %s", why);
+    return CLOVER_OK;
+}
+
+int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err) {
+    const clover_model *m = s->model;
+    const model_hparams *hp = s->hp;
+    cuda_scratch *sc = &s->sc;
+    const size_t n = p->n, H = hp->n_embd;
+    char why[CUDA_WHY];
+    int rc;
+    /* the per-pass facts: ids, then every layer's descriptor (positions, rows) */
+    for (size_t i = 0; i < s->n_attn; i++) {
+        s->h_aseq[i].pos = (int32_t)p->pos;
+        s->h_aseq[i].row0 = 0;
+        s->h_aseq[i].n = (int32_t)n;
+    }
+    for (size_t i = 0; i < s->n_gdn; i++) {
+        s->h_gseq[i].row0 = 0;
+        s->h_gseq[i].n = (int32_t)n;
+    }
+    if (cuda_h2d_async(sc->ids, s->h_ids, n * sizeof(int32_t), s->stream, why) ||
+        (s->n_attn && cuda_h2d_async(s->d_aseq, s->h_aseq, s->n_attn * sizeof(cuda_attn_seq), s->stream, why)) ||
+        (s->n_gdn && cuda_h2d_async(s->d_gseq, s->h_gseq, s->n_gdn * sizeof(cuda_gdn_seq), s->stream, why)))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", why);
+
+    if ((rc = op_status(cuda_embed_rows(sc->h, cuda_model_weight(s->cm, &m->token_embd), m->token_embd.type, sc->ids,
+                                        n, H, s->stream),
+                        "embeddings", err)) ||
+        (rc = hidden_store(s, p, 0, err)))
+        return rc;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        const cuda_layer *ly = &s->layers[l];
+        /* the input norm: of the embeddings for layer 0; later fused with the previous layer's residual add */
+        if (l == 0 &&
+            (rc = op_status(cuda_rms_norm(sc->x, sc->h, cuda_model_weight(s->cm, &ml->attn_norm), n, H, hp->rms_eps,
+                                          s->stream),
+                            "input norm", err)))
+            return rc;
+        rc = ml->kind == MODEL_LAYER_ATTENTION ? layer_attention(s, ml, ly, n, err) : layer_gdn(s, ml, ly, n, err);
+        if (rc) return rc;
+        if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, &ml->post_norm), n, H,
+                                              hp->rms_eps, s->stream),
+                            "residual + post norm", err)) ||
+            (rc = layer_moe(s, ml, n, err)))
+            return rc;
+        /* the residual add, fused with the next layer's input norm (or the final norm: the head normalises
+         * its own rows again from h, so the extra rows' norm here is harmless) */
+        const model_weight *next_norm = l + 1 < hp->n_layer ? &m->layers[l + 1].attn_norm : &m->output_norm;
+        if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H,
+                                              hp->rms_eps, s->stream),
+                            "residual + norm", err)) ||
+            (rc = hidden_store(s, p, l + 1, err)))
+            return rc;
+    }
+    if (p->head_r0 >= n) return CLOVER_OK;
+    /* x already holds the final norm of every row (the last fused add + norm) */
+    const size_t r0 = p->head_r0, nr = n - r0;
+    return mm(s, &m->output, sc->x + r0 * H, nr, sc->logits, err);
+}

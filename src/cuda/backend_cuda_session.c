@@ -1,0 +1,319 @@
+/*
+ * backend_cuda_session.c: creating, resetting and freeing a CUDA session.
+ *
+ * The admission rule: a session takes its whole state when it is created,
+ * the KV caches for max_context positions, every GDN ring and state, and
+ * the scratch for max_rows rows, and only if the device's free memory holds
+ * all of it (plus a margin for the runtime); otherwise the creation fails
+ * with the sizes and what to change. Sessions x context is thereby checked
+ * against free device memory one session at a time, and a pass can never
+ * run out of memory halfway (nothing is allocated after creation, which is
+ * also what lets a decode step be a captured graph with fixed addresses).
+ * A 262144-token context of the 35B-A3B is ~10 GB of KV, so the engine's
+ * callers pass the context they need (--max-context).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+#include "cpu/rope.h"
+#include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_matmul.h"
+#include "cuda/cuda_mem.h"
+#include "quant/quant.h"
+
+#define SESSION_MARGIN (256ull << 20)
+
+static size_t r256(size_t b) { return (b + 255) / 256 * 256; }
+
+typedef struct carver {
+    char *base;
+    size_t off;
+} carver;
+
+static void *carve(carver *c, size_t bytes) {
+    void *p = c->base ? c->base + c->off : NULL;
+    c->off += r256(bytes ? bytes : 1);
+    return p;
+}
+
+static size_t mm_work_of(const model_weight *w, size_t rows) {
+    return w->data ? cuda_matmul_decode_work_bytes(w->type, (size_t)w->ne[0], rows) : 0;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+static bool is_float_type(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
+
+/* True when the file's big matrices (experts, mixer projections, head) are all float types. */
+static bool backend_cuda_model_is_float(const clover_model *m) {
+    if (!is_float_type(m->output.type)) return false;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        const model_moe_weights *e = &ml->moe;
+        if (!is_float_type(e->gate_exps.type) || !is_float_type(e->up_exps.type) || !is_float_type(e->down_exps.type))
+            return false;
+        if (ml->kind == MODEL_LAYER_ATTENTION ? !is_float_type(ml->attn.q.type) || !is_float_type(ml->attn.o.type)
+                                              : !is_float_type(ml->gdn.qkv.type) || !is_float_type(ml->gdn.out.type))
+            return false;
+    }
+    return true;
+}
+
+static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t R, int per_slot) {
+    cuda_moe_args a = {.type = w->type,
+                       .n_expert = hp->n_expert,
+                       .n_out = (size_t)w->ne[1],
+                       .n_in = (size_t)w->ne[0],
+                       .n_rows = R < CUDA_MATMUL_DECODE_MAX_ROWS ? R : CUDA_MATMUL_DECODE_MAX_ROWS,
+                       .k = hp->n_expert_used,
+                       .x_per_slot = per_slot};
+    a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
+    size_t d = cuda_moe_decode_work_bytes(&a);
+    a.n_rows = R;
+    return max_sz(d, cuda_moe_chunk_work_bytes(&a));
+}
+
+/* Lays the arena out (device pointers when base is set); returns its size. */
+static size_t session_layout(backend_session *s, char *base) {
+    const model_hparams *hp = s->hp;
+    const clover_model *m = s->model;
+    const size_t R = s->max_rows, H = hp->n_embd, E = hp->n_expert, V = hp->n_vocab, k = hp->n_expert_used;
+    const size_t nh = hp->n_head, nkv = hp->n_head_kv, hd = hp->head_dim, F = hp->n_ff_exp, Fs = hp->n_ff_shexp;
+    const size_t cd = hp->gdn_conv_dim, nv = hp->gdn_nv, dv = hp->gdn_dv, dk = hp->gdn_dk, K = hp->ssm_conv_kernel;
+    const size_t f = sizeof(float), D = CUDA_MATMUL_DECODE_MAX_ROWS;
+    carver c = {base, 0};
+    cuda_scratch *sc = &s->sc;
+    sc->ids = carve(&c, R * 4);
+    sc->targets = carve(&c, R * 4);
+    sc->h = carve(&c, R * H * f);
+    sc->x = carve(&c, R * H * f);
+    sc->y = carve(&c, R * H * f);
+    sc->qg = carve(&c, R * nh * 2 * hd * f);
+    sc->k = carve(&c, R * nkv * hd * f);
+    sc->v = carve(&c, R * nkv * hd * f);
+    sc->att = carve(&c, R * nh * hd * f);
+    sc->mixed = carve(&c, R * cd * f);
+    sc->z = carve(&c, R * nv * dv * f);
+    sc->gout = carve(&c, R * nv * dv * f);
+    sc->ga = carve(&c, R * nv * f);
+    sc->gb = carve(&c, R * nv * f);
+    sc->rlog = carve(&c, R * E * f);
+    sc->ridx = carve(&c, R * k * 4);
+    sc->rw = carve(&c, R * k * f);
+    sc->ge = carve(&c, R * k * F * f);
+    sc->ue = carve(&c, R * k * F * f);
+    sc->ye = carve(&c, R * k * H * f);
+    sc->gs = carve(&c, R * (Fs ? Fs : 1) * f);
+    sc->us = carve(&c, R * (Fs ? Fs : 1) * f);
+    sc->ys = carve(&c, R * H * f);
+    sc->sg = carve(&c, R * f);
+    sc->logits = carve(&c, R * V * f);
+    sc->nll = carve(&c, R * f);
+    sc->inv_freq = carve(&c, (hp->n_rot / 2 + 1) * f);
+
+    size_t mmw = mm_work_of(&m->output, D), moew = 0;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        const model_layer *ml = &m->layers[l];
+        const model_moe_weights *mw = &ml->moe;
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp, D));
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_shexp, D));
+        mmw = max_sz(mmw, mm_work_of(&mw->up_shexp, D));
+        mmw = max_sz(mmw, mm_work_of(&mw->down_shexp, D));
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp_shexp, D));
+        moew = max_sz(moew, moe_work_of(&mw->gate_exps, hp, R, 0));
+        moew = max_sz(moew, moe_work_of(&mw->up_exps, hp, R, 0));
+        moew = max_sz(moew, moe_work_of(&mw->down_exps, hp, R, 1));
+        if (ml->kind == MODEL_LAYER_ATTENTION) {
+            const model_attention_weights *w = &ml->attn;
+            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->q, D), mm_work_of(&w->k, D)),
+                                     max_sz(mm_work_of(&w->v, D), mm_work_of(&w->o, D))));
+        } else {
+            const model_gdn_weights *w = &ml->gdn;
+            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->qkv, D), mm_work_of(&w->z, D)),
+                                     max_sz(max_sz(mm_work_of(&w->alpha, D), mm_work_of(&w->beta, D)),
+                                            mm_work_of(&w->out, D))));
+        }
+    }
+    sc->mm_work_bytes = mmw;
+    sc->moe_work_bytes = moew;
+    sc->mm_work = carve(&c, mmw);
+    sc->moe_work = carve(&c, moew);
+    sc->attn_work = carve(&c, s->n_attn ? cuda_attn_workspace_bytes(&s->ad, (int)R, (int)R, (int)s->max_context) : 0);
+    sc->gdn_work = carve(&c, s->n_gdn ? cuda_gdn_mix_workspace_bytes(&s->gd, (int)R) : 0);
+    s->d_aseq = carve(&c, (s->n_attn ? s->n_attn : 1) * sizeof(cuda_attn_seq));
+    s->d_gseq = carve(&c, (s->n_gdn ? s->n_gdn : 1) * sizeof(cuda_gdn_seq));
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        cuda_layer *ly = &s->layers[l];
+        if (ly->kind != MODEL_LAYER_GDN) continue;
+        ly->ring = carve(&c, (K - 1) * cd * f);
+        ly->state = carve(&c, nv * dk * dv * f);
+    }
+    return c.off;
+}
+
+void backend_cuda_session_free(backend_session *s) {
+    if (!s) return;
+    if (s->stream) cuda_stream_sync(s->stream, NULL);
+    cuda_graph_destroy(s->decode_graph);
+    cuda_free(s->arena);
+    cuda_free(s->kv);
+    cuda_host_free(s->h_aseq);
+    cuda_host_free(s->h_gseq);
+    cuda_host_free(s->h_ids);
+    cuda_host_free(s->h_targets);
+    cuda_host_free(s->h_logits);
+    cuda_host_free(s->h_nll);
+    cuda_stream_destroy(s->stream);
+    cuda_model_release(s->cm);
+    mem_free(s->layers);
+    mem_free(s);
+}
+
+/* Zeroes the rings and states (a fresh sequence) on the session's stream. */
+static int zero_states(backend_session *s, char *why) {
+    const model_hparams *hp = s->hp;
+    size_t ring = (size_t)(hp->ssm_conv_kernel - 1) * hp->gdn_conv_dim * sizeof(float);
+    size_t st = (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv * sizeof(float);
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        cuda_layer *ly = &s->layers[l];
+        if (ly->kind != MODEL_LAYER_GDN) continue;
+        if ((ring && cuda_memset(ly->ring, 0, ring, s->stream, why)) || cuda_memset(ly->state, 0, st, s->stream, why))
+            return -1;
+    }
+    return cuda_stream_sync(s->stream, why);
+}
+
+int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
+                                clover_error *err) {
+    *out = NULL;
+    if (!model || !cfg) return error_set(err, CLOVER_E_INVALID, "CUDA session: no model or no configuration");
+    const model_hparams *hp = &model->hp;
+    size_t max_rows = cfg->max_rows ? cfg->max_rows : 64;
+    size_t max_ctx = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
+    if (max_ctx == 0 || max_ctx > (size_t)INT32_MAX)
+        return error_set(err, CLOVER_E_INVALID, "CUDA session: a context of %zu tokens, expected 1..%d", max_ctx,
+                         INT32_MAX);
+    if (max_rows > 4096)
+        return error_set(err, CLOVER_E_INVALID, "CUDA session: %zu rows per pass, at most 4096", max_rows);
+    backend_session *s = mem_calloc(1, sizeof *s);
+    if (!s) return error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory");
+    s->model = model;
+    s->hp = hp;
+    s->max_rows = max_rows;
+    s->max_context = max_ctx;
+    s->fp32 = backend_cuda_model_is_float(model);
+    /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
+    s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
+    s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
+    s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
+                            (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
+    char why[CUDA_WHY] = "";
+    int rc = cuda_model_acquire(model, &s->cm, err);
+    if (rc) goto fail;
+    s->layers = mem_calloc(hp->n_layer, sizeof *s->layers);
+    if (!s->layers) {
+        rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory");
+        goto fail;
+    }
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        cuda_layer *ly = &s->layers[l];
+        const model_layer *ml = &model->layers[l];
+        ly->kind = ml->kind;
+        if (ml->kind == MODEL_LAYER_ATTENTION) {
+            ly->slot = (int)s->n_attn++;
+        } else {
+            ly->slot = (int)s->n_gdn++;
+            ly->gw = (cuda_gdn_weights){cuda_model_weight(s->cm, &ml->gdn.conv), cuda_model_weight(s->cm, &ml->gdn.a),
+                                        cuda_model_weight(s->cm, &ml->gdn.dt_bias),
+                                        cuda_model_weight(s->cm, &ml->gdn.norm)};
+        }
+    }
+    /* the admission rule: everything this session will ever hold, against free device memory
+     * (the KV caches first: the attention workspace is sized from the context too) */
+    size_t kv_tok = cuda_session_kv_bytes_per_token(hp, model), kv_bytes = kv_tok * max_ctx;
+    size_t fr = 0, tot = 0;
+    if (cuda_mem_info(&fr, &tot, why)) {
+        rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %s", why);
+        goto fail;
+    }
+    if (kv_bytes + SESSION_MARGIN > fr) {
+        rc = error_set(err, CLOVER_E_NOMEM,
+                       "CUDA session: a context of %zu tokens needs %.2f GB of KV on the GPU (%zu bytes a token) but "
+                       "%.2f GB of %.2f GB are free (the weights and the other sessions hold the rest): ask for a "
+                       "shorter context (--max-context) or fewer sessions",
+                       max_ctx, (double)kv_bytes * 1e-9, kv_tok, (double)fr * 1e-9, (double)tot * 1e-9);
+        goto fail;
+    }
+    size_t arena_bytes = session_layout(s, NULL);
+    if (arena_bytes + kv_bytes + SESSION_MARGIN > fr) {
+        rc = error_set(err, CLOVER_E_NOMEM,
+                       "CUDA session: a context of %zu tokens needs %.2f GB on the GPU (KV %.2f GB at %zu bytes a "
+                       "token, GDN state and scratch %.2f GB) but %.2f GB of %.2f GB are free (the weights and "
+                       "the other sessions hold the rest): ask for a shorter context (--max-context) or fewer "
+                       "sessions",
+                       max_ctx, (double)(arena_bytes + kv_bytes) * 1e-9, (double)kv_bytes * 1e-9, kv_tok,
+                       (double)arena_bytes * 1e-9, (double)fr * 1e-9, (double)tot * 1e-9);
+        goto fail;
+    }
+    if (cuda_stream_create(&s->stream, why) || cuda_alloc(&s->arena, arena_bytes, why) ||
+        (kv_bytes && cuda_alloc(&s->kv, kv_bytes, why)) ||
+        cuda_host_alloc((void **)&s->h_aseq, (s->n_attn ? s->n_attn : 1) * sizeof(cuda_attn_seq), why) ||
+        cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * sizeof(cuda_gdn_seq), why) ||
+        cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
+        cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
+        cuda_host_alloc((void **)&s->h_logits, max_rows * hp->n_vocab * sizeof(float), why) ||
+        cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why)) {
+        rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
+        goto fail;
+    }
+    session_layout(s, s->arena);
+    /* KV caches: one block, layer after layer; descriptors with their fixed pointers */
+    size_t per_layer = max_ctx * (size_t)hp->n_head_kv * hp->head_dim;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        cuda_layer *ly = &s->layers[l];
+        if (ly->kind == MODEL_LAYER_ATTENTION) {
+            ly->k_cache = (float *)s->kv + (size_t)ly->slot * 2 * per_layer;
+            ly->v_cache = ly->k_cache + per_layer;
+            s->h_aseq[ly->slot] = (cuda_attn_seq){.k_cache = ly->k_cache, .v_cache = ly->v_cache};
+        } else {
+            s->h_gseq[ly->slot] = (cuda_gdn_seq){.ring = ly->ring, .state = ly->state};
+        }
+    }
+    if (hp->n_rot) {
+        float inv[512];
+        if (hp->n_rot / 2 > 512) {
+            rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %u rotary dims, at most 1024", hp->n_rot);
+            goto fail;
+        }
+        cpu_rope_inv_freq(inv, hp->n_rot, hp->rope_freq_base);
+        if (cuda_h2d(s->sc.inv_freq, inv, hp->n_rot / 2 * sizeof(float), why)) {
+            rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
+            goto fail;
+        }
+    }
+    if ((s->n_attn && cuda_attn_init() != 0) || (s->n_gdn && cuda_gdn_init() != 0)) {
+        rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: the attention / GDN kernels could not be set up");
+        goto fail;
+    }
+    if (zero_states(s, why)) {
+        rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
+        goto fail;
+    }
+    *out = s;
+    return CLOVER_OK;
+fail:
+    backend_cuda_session_free(s);
+    return rc;
+}
+
+size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_past : 0; }
+
+void backend_cuda_reset(backend_session *s) {
+    if (!s) return;
+    s->n_past = 0;
+    zero_states(s, NULL); /* a failure here resurfaces at the next pass's first call */
+}
+
+int cuda_backend_graph_used(const backend_session *s) { return s && s->decode_graph != NULL; }

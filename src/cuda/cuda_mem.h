@@ -1,0 +1,55 @@
+/*
+ * cuda_mem.h: the runtime calls the C side of the CUDA backend (and the C
+ * tests) need, as plain C: device memory, copies, streams, graphs. Every
+ * function returns 0, or -1 with the runtime's reason in why (one line:
+ * "what: message (cudaErrorName)"). Streams and graphs are opaque void *.
+ */
+#ifndef CLOVER_CUDA_MEM_H
+#define CLOVER_CUDA_MEM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { CUDA_WHY = 256 };
+
+/* Selects device `index` for the calling thread. */
+int cuda_use_device(int index, char *why);
+int cuda_alloc(void **p, size_t bytes, char *why);
+void cuda_free(void *p); /* NULL is fine; errors are ignored (teardown) */
+int cuda_h2d(void *dst, const void *src, size_t bytes, char *why);
+int cuda_d2h(void *dst, const void *src, size_t bytes, char *why);
+int cuda_d2d(void *dst, const void *src, size_t bytes, void *stream, char *why);
+int cuda_h2d_async(void *dst, const void *src, size_t bytes, void *stream, char *why);
+int cuda_d2h_async(void *dst, const void *src, size_t bytes, void *stream, char *why);
+int cuda_memset(void *p, int value, size_t bytes, void *stream, char *why);
+/* Fills n floats with the bit pattern of a quiet NaN (tests' poisoning). */
+int cuda_fill_nan(float *p, size_t n, char *why);
+/* Pinned host memory (fast, asynchronous copies). */
+int cuda_host_alloc(void **p, size_t bytes, char *why);
+void cuda_host_free(void *p);
+
+int cuda_stream_create(void **stream, char *why);
+void cuda_stream_destroy(void *stream);
+int cuda_stream_sync(void *stream, char *why);
+/* Free and total memory of the current device. */
+int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *why);
+
+/* Graph capture of the work a caller enqueues on `stream` between begin and
+ * end, then replay: one launch for a whole decode step. */
+int cuda_graph_begin(void *stream, char *why);
+int cuda_graph_end(void *stream, void **exec, char *why); /* instantiates */
+int cuda_graph_launch(void *exec, void *stream, char *why);
+void cuda_graph_destroy(void *exec);
+
+/* Device-to-device copy bandwidth over a buffer of `bytes`, best of reps,
+ * counted as (bytes read + bytes written) / time, in GB/s. */
+int cuda_copy_bandwidth(size_t bytes, int reps, double *gbps, char *why);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
