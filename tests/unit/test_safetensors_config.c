@@ -52,6 +52,37 @@ static void test_nested_and_defaults(void) {
     hf_config_free(&c);
 }
 
+/* layer_types is authoritative: an irregular pattern is kept as it is (the
+ * GGUF then lists the layers) and a regular one gives its interval, whatever
+ * full_attention_interval says. */
+static void test_layer_patterns(void) {
+    static const struct {
+        const char *types; /* L = linear, F = full */
+        const char *interval_key;
+        uint32_t want_interval;
+    } cases[] = {
+        {"LFLFLL", "", 0}, {"LLFLLF", ",\"full_attention_interval\":4", 3}, {"FFFFFF", "", 1},
+        {"LLLLLL", "", 0}, {"LLLFLL", "", 4}, {"LLLLLF", "", 6},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char j[1024], lt[256] = "";
+        for (int i = 0; i < 6; i++) {
+            strcat(lt, i ? "," : "");
+            strcat(lt, cases[k].types[i] == 'L' ? "\"linear_attention\"" : "\"full_attention\"");
+        }
+        snprintf(j, sizeof j, "{" GEOM ",\"rope_theta\":1e7%s,\"layer_types\":[%s]}", cases[k].interval_key, lt);
+        hf_config c;
+        clover_error err = {0};
+        int rc = parse(&c, j, &err);
+        CHECK_MSG(rc == CLOVER_OK, "%s: %s", cases[k].types, err.message);
+        if (rc) continue;
+        CHECK_MSG(c.full_attention_interval == cases[k].want_interval, "%s: interval %u, expected %u",
+                  cases[k].types, c.full_attention_interval, cases[k].want_interval);
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(c.layer_is_linear[i], cases[k].types[i] == 'L');
+        hf_config_free(&c);
+    }
+}
+
 static void test_flat_with_layer_types_and_rope(void) {
     const char *j = "{" GEOM ",\"head_dim\":8,\"full_attention_interval\":3,"
                     "\"layer_types\":[\"linear_attention\",\"linear_attention\",\"full_attention\","
@@ -107,9 +138,6 @@ static void test_errors(void) {
     expect_fail("{" GEOM ",\"rope_theta\":\"1e7\"}", F, "'rope_theta' is a string, expected a number");
     expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[\"full_attention\"]}", F,
                 "layer_types has 1 entries");
-    expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[\"linear_attention\",\"full_attention\","
-                "\"linear_attention\",\"full_attention\",\"linear_attention\",\"linear_attention\"]}",
-                CLOVER_E_UNSUPPORTED, "layer_types[1]");
     expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[1,2,3,4,5,6]}", F, "layer_types[0] is an integer");
     expect_fail("{" GEOM ",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"rope_theta\":1e7}}", CLOVER_E_UNSUPPORTED,
                 "rope_type 'dynamic'");
@@ -145,6 +173,7 @@ static void test_head_ratios(void) {
 int main(void) {
     RUN(test_nested_and_defaults);
     RUN(test_flat_with_layer_types_and_rope);
+    RUN(test_layer_patterns);
     RUN(test_errors);
     RUN(test_head_ratios);
     return TEST_EXIT();
