@@ -236,9 +236,23 @@ static int parse_rope(const cfg_ctx *c, hf_config *h) {
         return error_set(c->err, CLOVER_E_FORMAT, "%s: partial_rotary_factor %g is outside (0, 1]", c->name,
                          h->partial_rotary_factor);
 
-    /* llama.cpp's default when a checkpoint omits the sections. */
+    /* Without mrope_section: llama.cpp's converter writes 11, 11, 10, 0, but
+     * llama.cpp's rope asserts that the sections add up to at most the
+     * rotary dimensions (and divides by their sum), so a small model with
+     * those sections aborts there. For text the split does not change the
+     * math, so a model with fewer than 32 rotary dimensions gets the same
+     * proportions scaled down to fit (at least one dimension). */
     static const int32_t dflt_sections[4] = {11, 11, 10, 0};
     memcpy(h->rope_sections, dflt_sections, sizeof dflt_sections);
+    int32_t n_rot = (int32_t)((double)h->head_dim * (double)h->partial_rotary_factor);
+    if (n_rot < 32) {
+        h->rope_sections[0] = n_rot * 11 / 32;
+        h->rope_sections[1] = n_rot * 11 / 32;
+        h->rope_sections[2] = n_rot * 10 / 32;
+        int32_t rest = n_rot - h->rope_sections[0] - h->rope_sections[1] - h->rope_sections[2];
+        h->rope_sections[0] += rest > 0 ? rest : 0;
+        if (h->rope_sections[0] == 0) h->rope_sections[0] = 1;
+    }
     json_t *ms = rp ? obj_get(rp, "mrope_section") : NULL;
     if (ms) {
         if (!json_is_array(ms) || json_array_size(ms) > 4)

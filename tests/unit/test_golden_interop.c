@@ -25,7 +25,11 @@ static void file_shape(void) {
         int full = !strcmp(json_string_value(json_array_get(types, i)), "full_attention");
         CHECK_MSG(m->layers[i].kind == (full ? MODEL_LAYER_ATTENTION : MODEL_LAYER_GDN), "layer %u", i);
     }
-    CHECK(m->hp.rope_sections[0] == 11 && m->hp.rope_sections[1] == 11 && m->hp.rope_sections[2] == 10);
+    /* no mrope_section: llama.cpp's 11:11:10 proportions scaled into the 8 rotary dims (llama.cpp's
+     * rope needs 0 < sum <= n_rot) */
+    const uint32_t *sec = m->hp.rope_sections;
+    CHECK_EQ_INT(m->hp.n_rot, 8);
+    CHECK(sec[0] == 4 && sec[1] == 2 && sec[2] == 2 && sec[3] == 0);
 }
 
 int main(void) {

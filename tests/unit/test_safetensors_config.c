@@ -38,7 +38,8 @@ static void test_nested_and_defaults(void) {
     for (int i = 0; i < 6; i++) CHECK_EQ_INT(c.layer_is_linear[i], want[i]);
     CHECK_NEAR(c.rope_theta, 5e6, 1);
     CHECK_NEAR(c.partial_rotary_factor, 0.25, 0);
-    CHECK(c.rope_sections[0] == 11 && c.rope_sections[1] == 11 && c.rope_sections[2] == 10 && c.rope_sections[3] == 0);
+    /* no mrope_section, 4 rotary dims: llama.cpp's 11, 11, 10 scaled to fit them */
+    CHECK(c.rope_sections[0] == 2 && c.rope_sections[1] == 1 && c.rope_sections[2] == 1 && c.rope_sections[3] == 0);
     CHECK(!c.tie_word_embeddings && c.rope_type == NULL);
     CHECK_EQ_INT(hf_config_conv_dim(&c), 2 * 2 * 16 + 6 * 32);
     CHECK(c.bd.present && !strcmp(c.bd.algorithm, "low_confidence"));
@@ -81,6 +82,17 @@ static void test_layer_patterns(void) {
         for (int i = 0; i < 6; i++) CHECK_EQ_INT(c.layer_is_linear[i], cases[k].types[i] == 'L');
         hf_config_free(&c);
     }
+}
+
+/* Without mrope_section a model of >= 32 rotary dims gets llama.cpp's 11, 11, 10, 0. */
+static void test_default_sections(void) {
+    hf_config c;
+    clover_error err = {0};
+    int rc = parse(&c, "{" GEOM ",\"rope_theta\":1e7,\"head_dim\":256}", &err);
+    CHECK_MSG(rc == CLOVER_OK, "%s", err.message);
+    if (rc) return;
+    CHECK(c.rope_sections[0] == 11 && c.rope_sections[1] == 11 && c.rope_sections[2] == 10 && c.rope_sections[3] == 0);
+    hf_config_free(&c);
 }
 
 static void test_flat_with_layer_types_and_rope(void) {
@@ -174,6 +186,7 @@ int main(void) {
     RUN(test_nested_and_defaults);
     RUN(test_flat_with_layer_types_and_rope);
     RUN(test_layer_patterns);
+    RUN(test_default_sections);
     RUN(test_errors);
     RUN(test_head_ratios);
     return TEST_EXIT();

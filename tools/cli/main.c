@@ -15,7 +15,7 @@ static const cli_command commands[] = {
     {"run", "generate an answer to a prompt (text or ids), block diffusion or autoregressive", cmd_run},
     {"chat", "an interactive conversation that reuses the session's committed prefix", cmd_chat},
     {"tokenize", "text to token ids and back, with a model's tokenizer or a tokenizer.json", cmd_tokenize},
-    {"ppl", "score token ids: mean negative log-likelihood and perplexity", cmd_ppl},
+    {"ppl", "perplexity of token ids or of a text file (as llama-perplexity)", cmd_ppl},
     {"serve", "serve the model over HTTP with OpenAI's API (chat, completions, streaming)", cmd_serve},
 };
 
