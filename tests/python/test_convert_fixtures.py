@@ -69,9 +69,8 @@ def geometry_of(src):
     text = cfg.get("text_config", cfg)
     g = {k: text[k] for k in cs.geometry() if k != "full_attention_interval"}
     g["full_attention_interval"] = text.get("full_attention_interval", 4)  # transformers' default pattern
-    kinds = ["linear_attention" if cs.layer_is_linear(g, i) else "full_attention"
-             for i in range(g["num_hidden_layers"])]
-    assert text.get("layer_types", kinds) == kinds
+    if "layer_types" in text:
+        g["layer_types"] = text["layer_types"]  # authoritative, as in transformers
     return g, text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
 
 
