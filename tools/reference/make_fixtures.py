@@ -35,6 +35,7 @@ from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
+import make_quant_fixtures  # noqa: E402
 from clover_ref import machine, tiny_models  # noqa: E402
 from clover_ref.checkpoint import CloverModel, set_deterministic  # noqa: E402
 from clover_ref.coreset import coreset_margin  # noqa: E402
@@ -516,17 +517,23 @@ def ar_fixture(out: str, hf_dir: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--clover", default=os.path.join(REPO, "build", "clover"),
+                    help="the clover binary whose converter writes tiny_clover_quant's quantised files")
     args = ap.parse_args()
+    if not os.path.exists(args.clover):
+        raise SystemExit(f"{args.clover}: no clover binary (build it, or pass --clover): "
+                         "tiny_clover_quant needs its converter")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     set_deterministic()
     os.makedirs(args.out, exist_ok=True)
-    for name in ("tiny_clover", "tiny_ar", "tokenizer"):
+    for name in ("tiny_clover", "tiny_ar", "tokenizer", "tiny_clover_quant"):
         shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
     dirs = build_models(args.out)
     tokenizer_fixture(args.out, dirs["tiny_clover"])
     clover_fixture(args.out, dirs["tiny_clover"])
     ar_fixture(args.out, dirs["tiny_ar"])
+    make_quant_fixtures.quant_fixture(args.out, args.clover)   # needs tiny_clover written
     if os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT):
         machine.record(machine.fingerprint())   # where these bytes are reproducible
     print(f"make_fixtures: wrote {args.out}")
