@@ -107,7 +107,7 @@ static void fixture_quantised(const char *type_name, convert_type type) {
     backend_session *s = test_session(tm.model, 64, 0);
     clover_error err = {0};
     backend_commit_out out = {.all_logits = logits};
-    int rc = s && ref ? backend_cpu.commit(s, ids, n, &out, NULL, &err) : -1;
+    int rc = s && ref ? cpu_solo.commit(s, ids, n, &out, NULL, &err) : -1;
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     if (rc == 0) {
         double e = golden_err("causal", logits, ref, n, V, json_object_get(jc, "loose_rows"));
@@ -128,7 +128,7 @@ static void fixture_quantised(const char *type_name, convert_type type) {
             .record_block_size = (uint32_t)json_integer_value(json_object_get(pc, "record_block_size")),
             .coreset = json_is_true(json_object_get(pc, "coreset")),
             .coreset_top_p = tm.model->record.coreset_top_p};
-        rc = pref && s && rc == 0 ? backend_cpu.preview(s, block, b, &opts, logits, NULL, &err) : -1;
+        rc = pref && s && rc == 0 ? cpu_solo.preview(s, block, b, &opts, logits, NULL, &err) : -1;
         CHECK_MSG(rc == 0, "preview %s: %s", name ? name : "?", err.message);
         if (rc == 0) {
             double e = golden_err(name, logits, pref, b, V, json_object_get(jp, "loose_rows"));
@@ -137,7 +137,7 @@ static void fixture_quantised(const char *type_name, convert_type type) {
         }
         free(block), free(pref);
     }
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
     free(ids), free(ref), free(logits);
     test_model_free(&tm);
 }
@@ -168,9 +168,9 @@ static float *synth_logits(const char *type, const char *dir, size_t *V, uint32_
     backend_session *s = test_session(m, 64, 0);
     backend_commit_out o = {.all_logits = out};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK(s && backend_cpu.commit(s, ids, 40, &o, NULL, &err) == 0);
-    CHECK(s && backend_cpu.preview(s, block, 8, &opts, out + 40 * *V, NULL, &err) == 0);
-    backend_cpu.session_free(s);
+    CHECK(s && cpu_solo.commit(s, ids, 40, &o, NULL, &err) == 0);
+    CHECK(s && cpu_solo.preview(s, block, 8, &opts, out + 40 * *V, NULL, &err) == 0);
+    cpu_solo.session_free(s);
     clover_model_free(m);
     unlink(path);
     return out;
