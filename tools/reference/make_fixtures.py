@@ -35,6 +35,7 @@ from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
+import make_quant_fixtures  # noqa: E402
 from clover_ref import machine, tiny_models  # noqa: E402
 from clover_ref.checkpoint import CloverModel, set_deterministic  # noqa: E402
 from clover_ref.coreset import coreset_margin  # noqa: E402
@@ -550,17 +551,23 @@ def interop_fixture(out: str, hf_dir: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
-    ap.add_argument("--only", action="append", choices=("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer"),
+    ap.add_argument("--only", action="append",
+                    choices=("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer", "tiny_clover_quant"),
                     help="regenerate only this fixture (repeatable); the machine record is then left alone")
+    ap.add_argument("--clover", default=os.path.join(REPO, "build", "clover"),
+                    help="the clover binary whose converter writes tiny_clover_quant's quantised files")
     args = ap.parse_args()
+    if (not args.only or "tiny_clover_quant" in args.only) and not os.path.exists(args.clover):
+        raise SystemExit(f"{args.clover}: no clover binary (build it, or pass --clover): "
+                         "tiny_clover_quant needs its converter")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     set_deterministic()
     os.makedirs(args.out, exist_ok=True)
     only = set(args.only or ())
-    if "tokenizer" in only:
-        only.add("tiny_clover")   # the tokenizer fixture points into tiny_clover/hf
-    for name in ("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer"):
+    if "tokenizer" in only or "tiny_clover_quant" in only:
+        only.add("tiny_clover")   # both point into tiny_clover's files
+    for name in ("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer", "tiny_clover_quant"):
         if not only or name in only:
             shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
     dirs = build_models(args.out, only)
@@ -571,6 +578,8 @@ def main() -> None:
         ar_fixture(args.out, dirs["tiny_ar"])
     if not only or "tiny_interop" in only:
         interop_fixture(args.out, dirs["tiny_interop"])
+    if not only or "tiny_clover_quant" in only:
+        make_quant_fixtures.quant_fixture(args.out, args.clover)   # needs tiny_clover written
     if not only and os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT):
         machine.record(machine.fingerprint())   # where these bytes are reproducible
     print(f"make_fixtures: wrote {args.out}")
