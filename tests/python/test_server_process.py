@@ -96,6 +96,24 @@ def start_server(model, log, *args, timeout=120):
     raise AssertionError("/health never answered")
 
 
+def start_server_tls(model, log, key, cert, *args, timeout=120):
+    """A server with --ssl-key/--ssl-cert: ready once its log says it listens (plain /health cannot ask it)."""
+    cmd = [str(CLOVER), "serve", "-m", str(model), "--port", "0", "--threads", "1", "--ssl-key", str(key),
+           "--ssl-cert", str(cert), *map(str, args)]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = re.search(r"listening on https://[^:]+:(\d+)", log.read_text(errors="replace"))
+        if m:
+            return Server(proc, int(m.group(1)), log)
+        if proc.poll() is not None:
+            raise AssertionError(f"clover serve exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("clover serve did not start listening:\n" + log.read_text(errors="replace"))
+
+
 def stop_server(srv, timeout=60):
     """SIGTERM, then the exit status and the log must be clean. Kills it if it hangs."""
     if srv.proc.poll() is None:
