@@ -282,7 +282,9 @@ def test_left_stream_logs_its_tokens(model, tmp_path):
                   + str(len(body)).encode() + b"\r\n\r\n" + body)
         got = b""
         while got.count(b"data: ") < 20:
-            got += s.recv(65536)
+            b = s.recv(65536)
+            assert b, "the stream ended early:\n" + srv.log_text()
+            got += b
         s.close()
         assert wait_for(lambda: "client left: cancelled" in srv.log_text(), 10)
         assert wait_for(lambda: srv.metrics().get("clover_cancelled_requests_total", 0) >= 1, 10)

@@ -99,7 +99,8 @@ int gate_check_header(const char *buf, size_t n, const gate_options *o, char *wh
     if (vl == 8 && !memcmp(buf + v0, "HTTP/1.1", 8))
         http11 = 1;
     else if (!(vl == 8 && !memcmp(buf + v0, "HTTP/1.0", 8)))
-        return vl > 5 && !memcmp(buf + v0, "HTTP/", 5)
+        return vl == 8 && !memcmp(buf + v0, "HTTP/", 5) && buf[v0 + 5] >= '0' && buf[v0 + 5] <= '9' &&
+                       buf[v0 + 6] == '.' && buf[v0 + 7] >= '0' && buf[v0 + 7] <= '9'
                    ? refuse(why, why_len, 505, "only HTTP/1.0 and HTTP/1.1 are served")
                    : refuse(why, why_len, 400, "the request line is not HTTP (METHOD TARGET HTTP/1.x)");
     i++;

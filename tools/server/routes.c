@@ -72,7 +72,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     stream_ctx *sc = cls;
     job *j = sc->j;
     pthread_mutex_lock(&j->mu);
-    size_t n = byte_buf_take(&j->sse, buf, max);
+    size_t n = byte_buf_avail(&j->sse) ? byte_buf_take(&j->sse, buf, max) : 0;
     ssize_t rc = (ssize_t)n;
     if (!n) {
         if (j->state == JOB_DONE)
