@@ -344,6 +344,52 @@ CLOVER_API int clover_generate(clover_session *s, const int32_t *prompt, size_t 
                                clover_error *err);
 CLOVER_API void clover_generate_result_free(clover_generate_result *r);
 
+/* ---- many requests at once (continuous batching) ----
+ * An engine is one backend object for a model: the weights prepared once,
+ * one pool of threads and one set of pass scratch, shared by every session
+ * made on it (a session made by clover_session_create has an engine of its
+ * own). A request is one generation as a resumable state machine (prompt
+ * chunk -> preview -> pick -> commit -> done); clover_batch_step advances
+ * every given request by one pass, the backend operations of all of them in
+ * one call per kind (commit, preview) and engine, then each request takes
+ * its results (streaming callbacks run inside the step). A long prompt is
+ * committed a chunk (max_rows) per step, between the other requests' passes.
+ * Each request's results are bit-for-bit those of clover_generate alone;
+ * a request that fails fails alone. An engine and its sessions are used by
+ * one thread at a time. */
+typedef struct clover_engine clover_engine;
+typedef struct clover_request clover_request;
+
+/* params: n_threads, max_rows and max_context are the engine's (every
+ * session on it shares them); may be NULL. */
+CLOVER_API int clover_engine_create(clover_engine **out, const clover_model *model,
+                                    const clover_session_params *params, clover_error *err);
+/* After every session made on it is freed. */
+CLOVER_API void clover_engine_free(clover_engine *e);
+/* A session on the engine; params (may be NULL) give its snapshot options. */
+CLOVER_API int clover_engine_session_create(clover_session **out, clover_engine *e,
+                                            const clover_session_params *params, clover_error *err);
+
+/* Validates a request as clover_generate would (the same errors) and makes
+ * it ready to step; nothing runs yet. The prompt is copied; params is
+ * copied, but the arrays and callbacks it points to must stay valid until
+ * the request is freed. A session carries one request at a time. */
+CLOVER_API int clover_request_create(clover_request **out, clover_session *s, const int32_t *prompt, size_t n_prompt,
+                                     const clover_generate_params *params, clover_error *err);
+/* One pass of one request (a batch of one). Returns the request's status. */
+CLOVER_API int clover_request_step(clover_request *rq);
+/* One pass of each request not yet done. Returns how many are still
+ * running (0: all done), or CLOVER_E_INVALID for a bad argument. */
+CLOVER_API int clover_batch_step(clover_request *const *rqs, size_t n);
+CLOVER_API int clover_request_done(const clover_request *rq);
+/* A done request's outcome: its status (0, or the error clover_generate
+ * would have returned, with its message in err) and, on success, its
+ * result (out owns it: clover_generate_result_free). */
+CLOVER_API int clover_request_result(clover_request *rq, clover_generate_result *out, clover_error *err);
+/* Frees the request; one not done is cancelled first (the session is then
+ * left empty, as after a cancelled clover_generate). */
+CLOVER_API void clover_request_free(clover_request *rq);
+
 /* ---- scoring (SPEC.md 5) ----
  * Teacher-forced negative log-likelihood of ids[0..n) on the commit path:
  * row r scores token r+1 (n >= 2). The session starts afresh and ends with

@@ -1,143 +1,235 @@
 /*
- * backend_cpu.c: the CPU backend's passes (backend.h): commit in chunks of
- * max_rows, the read-only preview, the preview diagnostics, and the ops
- * table. Every argument is checked before anything changes, so a failing
- * call leaves the session exactly as it was; after the checks (and the KV
- * reservation, the only allocation a pass may make) nothing can fail.
+ * backend_cpu.c: the CPU backend's per-model object (backend.h): the weight
+ * views bound once per model (the GGUF's mapped tensors, nothing copied),
+ * one thread pool, and one arena of per-pass scratch for max_rows rows,
+ * carved by a single layout function so sizing and carving cannot disagree.
+ * Every session on the backend runs its passes on these (one call at a
+ * time), so a session costs only its state. Also the ops table.
  */
-#include <math.h>
+#include <stdint.h>
 #include <string.h>
 
+#include "base/alloc.h"
 #include "base/error.h"
-#include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
+#include "cpu/rope.h"
+#include "quant/quant.h"
 
-static int check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
-    for (size_t r = 0; r < n; r++)
-        if (ids[r] < 0 || (uint32_t)ids[r] >= n_vocab)
-            return error_set(err, CLOVER_E_INVALID, "%s: token id %d at row %zu is outside the vocabulary 0..%u", what,
-                             (int)ids[r], r, n_vocab - 1);
-    return CLOVER_OK;
+/* The largest rows per pass a backend accepts (scratch grows linearly with it). */
+#define CPU_MAX_ROWS_LIMIT 65536u
+
+static size_t round64(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+typedef struct carver {
+    char *base;
+    size_t off;
+} carver;
+
+static void *carve(carver *c, size_t bytes) {
+    void *p = c->base ? c->base + c->off : NULL;
+    c->off += round64(bytes ? bytes : 1);
+    return p;
 }
 
-static int check_room(const backend_session *s, const char *what, size_t n, clover_error *err) {
-    if (n > s->max_context - s->n_past)
-        return error_set(err, CLOVER_E_INVALID, "%s: %zu rows after %zu committed exceed the session's context of %zu",
-                         what, n, s->n_past, s->max_context);
-    return CLOVER_OK;
-}
+/* Lays out the arena (sizes in bytes, each rounded to 64); assigns pointers when base is set. */
+static size_t backend_layout(backend *be, char *base) {
+    const model_hparams *hp = be->hp;
+    const size_t R = be->max_rows, H = hp->n_embd, L = hp->n_layer, E = hp->n_expert, V = hp->n_vocab;
+    const size_t T = be->n_threads;
+    const size_t nh = hp->n_head, nkv = hp->n_head_kv, hd = hp->head_dim, rot = hp->n_rot;
+    const cpu_gdn_dims *gd = &be->gdn_dims;
+    const size_t cd = cpu_gdn_conv_dim(gd), nv = gd->n_v_heads, dv = gd->v_dim;
+    const size_t f = sizeof(float);
+    carver c = {base, 0};
+    cpu_scratch *sc = &be->sc;
 
-/* The head over a committed chunk: the logits the caller asked for, and the NLL. */
-static void commit_head(backend_session *s, size_t r0, size_t nr, size_t n, const backend_commit_out *out) {
-    const size_t V = s->hp->n_vocab;
-    bool last_chunk = r0 + nr == n;
-    if (out->all_logits || out->nll) {
-        float *lg = out->all_logits ? out->all_logits + r0 * V : s->sc.logits;
-        cpu_head_logits(s, 0, nr, lg);
-        if (out->nll)
-            for (size_t r = 0; r < nr; r++) out->nll[r0 + r] = cpu_head_nll(lg + r * V, V, out->targets[r0 + r]);
-        if (out->last_logits && last_chunk) memcpy(out->last_logits, lg + (nr - 1) * V, V * sizeof(float));
-    } else if (out->last_logits && last_chunk) {
-        cpu_head_logits(s, nr - 1, 1, out->last_logits); /* one row: matmul's vector path */
+    sc->h = carve(&c, R * H * f);
+    sc->x = carve(&c, R * H * f);
+    sc->y = carve(&c, R * H * f);
+    sc->qg = carve(&c, R * nh * 2 * hd * f);
+    sc->k = carve(&c, R * nkv * hd * f);
+    sc->v = carve(&c, R * nkv * hd * f);
+    sc->q = carve(&c, R * nh * hd * f);
+    sc->gate = carve(&c, R * nh * hd * f);
+    sc->att = carve(&c, R * nh * hd * f);
+    sc->cs = carve(&c, rot * f);
+    be->inv_freq = carve(&c, (rot / 2) * f);
+
+    sc->mixed = carve(&c, R * cd * f);
+    sc->z = carve(&c, R * nv * dv * f);
+    sc->gb = carve(&c, R * nv * f);
+    sc->ga = carve(&c, R * nv * f);
+    sc->gout = carve(&c, R * nv * dv * f);
+    size_t gmix = cpu_gdn_mix_scratch_floats(gd, R, T), gblk = gdn_block_scratch_floats(gd, R, T);
+    sc->gdn = carve(&c, (gmix > gblk ? gmix : gblk) * f);
+
+    size_t moe_bytes = 0;
+    for (size_t l = 0; l < L; l++) {
+        size_t m = cpu_moe_scratch_bytes(&be->layers[l].moe_w, R);
+        if (m > moe_bytes) moe_bytes = m;
     }
+    sc->moe = carve(&c, moe_bytes);
+    sc->router = carve(&c, R * E * f);
+    sc->totals = carve(&c, E * sizeof(double));
+    sc->order = carve(&c, E * sizeof(int32_t));
+    sc->allowed = carve(&c, E);
+    sc->logits = carve(&c, R * V * f);
+    sc->counts = carve(&c, V * sizeof(uint32_t));
+    return c.off;
 }
 
-static int backend_cpu_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
-                              backend_pass_stats *stats, clover_error *err) {
-    if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
-    backend_commit_out none = {0};
-    if (!out) out = &none;
-    if (n == 0) {
-        if (out->last_logits) return error_set(err, CLOVER_E_INVALID, "commit: no rows, so there are no last logits");
-        return CLOVER_OK;
+/* Binds one layer's weight views; false when the Clover tensors are missing. */
+static bool layer_bind(cpu_layer_w *ly, const model_layer *ml, const model_hparams *hp) {
+    const model_moe_weights *mw = &ml->moe;
+    const size_t H = hp->n_embd, F = hp->n_ff_exp;
+    ly->kind = ml->kind;
+    ly->moe_w = (cpu_moe_weights){
+        .n_embd = H,
+        .n_ff = F,
+        .n_expert = hp->n_expert,
+        .n_used = hp->n_expert_used,
+        .n_ff_shexp = hp->n_ff_shexp,
+        .router_type = mw->gate_inp.type,
+        .router = mw->gate_inp.data,
+        .gate_type = mw->gate_exps.type,
+        .up_type = mw->up_exps.type,
+        .down_type = mw->down_exps.type,
+        .gate_exps = mw->gate_exps.data,
+        .up_exps = mw->up_exps.data,
+        .down_exps = mw->down_exps.data,
+        .gate_stride = quant_row_bytes(mw->gate_exps.type, H) * F,
+        .up_stride = quant_row_bytes(mw->up_exps.type, H) * F,
+        .down_stride = quant_row_bytes(mw->down_exps.type, F) * H,
+        .sh_gate_type = mw->gate_shexp.type,
+        .sh_up_type = mw->up_shexp.type,
+        .sh_down_type = mw->down_shexp.type,
+        .sh_inp_type = mw->gate_inp_shexp.type,
+        .sh_gate = mw->gate_shexp.data,
+        .sh_up = mw->up_shexp.data,
+        .sh_down = mw->down_shexp.data,
+        .sh_inp = mw->gate_inp_shexp.data,
+    };
+    if (ml->kind != MODEL_LAYER_GDN) return true;
+    const model_gdn_weights *g = &ml->gdn;
+    ly->gdn_w = (cpu_gdn_weights){.conv_w = g->conv.data, .ssm_a = g->a.data, .dt_bias = g->dt_bias.data,
+                                  .norm_w = g->norm.data};
+    ly->block_w = (gdn_block_weights){.conv_w = g->conv.data, .conv_right = g->conv_right.data,
+                                      .ssm_a = g->a.data, .dt_bias = g->dt_bias.data, .norm_w = g->norm.data,
+                                      .logit_scale = g->logit_scale.data, .history_bias = g->history_bias.data,
+                                      .history_c = g->history_c.data};
+    return g->conv_right.data && g->logit_scale.data && g->history_bias.data && g->history_c.data;
+}
+
+void backend_cpu_destroy(backend *be) {
+    if (!be) return;
+    host_pick_ctx_free(&be->pick);
+    mem_free(be->attn_scratch);
+    mem_free(be->arena);
+    mem_free(be->layers);
+    threadpool_free(be->pool);
+    mem_free(be);
+}
+
+static int backend_check_dims(backend *be, clover_error *err) {
+    const model_hparams *hp = be->hp;
+    bool has_gdn = false;
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
+        be->has_attn |= be->model->layers[l].kind == MODEL_LAYER_ATTENTION;
+        has_gdn |= be->model->layers[l].kind == MODEL_LAYER_GDN;
     }
-    const uint32_t V = s->hp->n_vocab;
     int rc;
-    if (!ids) return error_set(err, CLOVER_E_INVALID, "commit: %zu rows but no ids", n);
-    if ((rc = check_ids("commit", ids, n, V, err))) return rc;
-    if ((out->nll != NULL) != (out->targets != NULL))
-        return error_set(err, CLOVER_E_INVALID, "commit: targets and nll must be given together");
-    if (out->targets && (rc = check_ids("commit targets", out->targets, n, V, err))) return rc;
-    if ((rc = check_room(s, "commit", n, err))) return rc;
-    if ((rc = cpu_session_reserve(s, s->n_past + n, err))) return error_prefix(err, "commit");
+    if (be->has_attn && (rc = cpu_attn_dims_check(&be->attn_dims, err))) return rc;
+    if (has_gdn && (rc = cpu_gdn_dims_check(&be->gdn_dims, err))) return rc;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        if ((rc = cpu_moe_weights_check(&be->layers[l].moe_w, err))) return error_prefix(err, "layer %u", l);
+    return CLOVER_OK;
+}
 
-    for (size_t r0 = 0; r0 < n; r0 += s->max_rows) {
-        size_t nr = n - r0 < s->max_rows ? n - r0 : s->max_rows;
-        cpu_pass p = {.mode = CPU_PASS_COMMIT,
-                      .pos = s->n_past,
-                      .hidden = out->hidden,
-                      .hidden_rows = n,
-                      .row0 = r0,
-                      .stats = stats};
-        cpu_pass_run(s, ids + r0, nr, &p);
-        s->n_past += nr;
-        double t0 = timer_now();
-        commit_head(s, r0, nr, n, out);
-        if (stats) stats->head_s += timer_now() - t0;
+/* Everything create() checks that costs no allocation of scratch. */
+static int backend_bind(backend *be, const clover_model *model, const backend_config *cfg, clover_error *err) {
+    const model_hparams *hp = &model->hp;
+    be->model = model;
+    be->hp = hp;
+    be->max_rows = cfg->max_rows ? cfg->max_rows : 64;
+    if (be->max_rows > CPU_MAX_ROWS_LIMIT)
+        return error_set(err, CLOVER_E_INVALID, "cpu backend: max_rows %zu, expected 1..%u", be->max_rows,
+                         CPU_MAX_ROWS_LIMIT);
+    be->max_context = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
+    if (be->max_context == 0) return error_set(err, CLOVER_E_INVALID, "cpu backend: max_context is 0");
+    be->attn_dims = (cpu_attn_dims){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
+                                    .rot = hp->n_rot, .eps = hp->rms_eps};
+    be->gdn_dims = (cpu_gdn_dims){.n_k_heads = hp->gdn_nk, .n_v_heads = hp->gdn_nv, .k_dim = hp->gdn_dk,
+                                  .v_dim = hp->gdn_dv, .conv_k = hp->ssm_conv_kernel, .eps = hp->rms_eps,
+                                  .order = CPU_GDN_TILED};
+    be->layers = mem_calloc(hp->n_layer ? hp->n_layer : 1, sizeof *be->layers);
+    if (!be->layers) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory for %u layers", hp->n_layer);
+    be->can_preview = true;
+    for (uint32_t l = 0; l < hp->n_layer; l++)
+        be->can_preview &= layer_bind(&be->layers[l], &model->layers[l], hp);
+    return backend_check_dims(be, err);
+}
+
+int backend_cpu_probe(const clover_model *model, const backend_config *cfg, clover_error *err) {
+    if (!model) return error_set(err, CLOVER_E_INVALID, "cpu backend: no model");
+    backend_config def = {0};
+    backend be = {0};
+    int rc = backend_bind(&be, model, cfg ? cfg : &def, err);
+    mem_free(be.layers);
+    return rc;
+}
+
+int backend_cpu_create(const clover_model *model, const backend_config *cfg, backend **out, clover_error *err) {
+    if (!out) return error_set(err, CLOVER_E_INVALID, "cpu backend: no output pointer");
+    *out = NULL;
+    if (!model) return error_set(err, CLOVER_E_INVALID, "cpu backend: no model");
+    backend_config def = {0};
+    if (!cfg) cfg = &def;
+    backend *be = mem_calloc(1, sizeof *be);
+    if (!be) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory");
+    int rc = backend_bind(be, model, cfg, err);
+    if (!rc) rc = threadpool_create(&be->pool, cfg->n_threads, err);
+    if (rc) goto fail;
+    be->n_threads = threadpool_size(be->pool);
+    size_t bytes = backend_layout(be, NULL);
+    be->arena = mem_calloc(1, bytes);
+    if (!be->arena) {
+        rc = error_set(err, CLOVER_E_NOMEM, "cpu backend: cannot allocate %zu bytes of scratch (max_rows %zu)", bytes,
+                       be->max_rows);
+        goto fail;
     }
+    backend_layout(be, be->arena);
+    be->pick = (host_pick_ctx){.pool = be->pool, .n_vocab = be->hp->n_vocab, .counts = be->sc.counts,
+                               .n_samp = be->n_threads};
+    if (be->hp->n_rot) cpu_rope_inv_freq(be->inv_freq, be->hp->n_rot, be->hp->rope_freq_base);
+    *out = be;
     return CLOVER_OK;
+fail:
+    backend_cpu_destroy(be);
+    return rc;
 }
 
-static int backend_cpu_preview(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
-                               float *logits, backend_pass_stats *stats, clover_error *err) {
-    if (!s || !block || !opts || !logits)
-        return error_set(err, CLOVER_E_INVALID,
-                         "preview: a session, block ids, options and a logits buffer are required");
-    if (!s->can_preview)
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "preview: the model's GDN layers lack the block-diffusion tensors (ssm_conv1d_right, "
-                         "bd_logit_scale, bd_history_bias, bd_history_c): an autoregressive model has no preview");
-    if (b == 0 || b > s->max_rows)
-        return error_set(err, CLOVER_E_INVALID,
-                         "preview: a block of %zu rows, expected 1..%zu (the session's max_rows)", b, s->max_rows);
-    if (opts->record_block_size == 0)
-        return error_set(err, CLOVER_E_INVALID, "preview: record_block_size is 0 (the history slot needs ln(b/B))");
-    if (opts->coreset && !(opts->coreset_top_p >= 0.0f && opts->coreset_top_p <= 1.0f))
-        return error_set(err, CLOVER_E_INVALID, "preview: coreset_top_p %g, expected 0..1",
-                         (double)opts->coreset_top_p);
-    int rc;
-    if ((rc = check_ids("preview", block, b, s->hp->n_vocab, err))) return rc;
-    if ((rc = check_room(s, "preview", b, err))) return rc;
-    if ((rc = cpu_session_reserve(s, s->n_past + b, err))) return error_prefix(err, "preview");
-
-    cpu_pass p = {.mode = CPU_PASS_PREVIEW,
-                  .pos = s->n_past,
-                  .ln_ratio = gdn_block_ln_ratio(b, opts->record_block_size),
-                  .coreset = opts->coreset,
-                  .top_p = opts->coreset_top_p,
-                  .hidden = s->dbg_hidden,
-                  .hidden_rows = b,
-                  .row0 = 0,
-                  .kept = s->dbg_kept,
-                  .stats = stats};
-    cpu_pass_run(s, block, b, &p);
-    double t0 = timer_now();
-    cpu_head_logits(s, 0, b, logits);
-    if (stats) stats->head_s += timer_now() - t0;
-    s->has_preview = true;
-    s->preview_b = b;
-    return CLOVER_OK;
-}
-
-static int backend_cpu_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err) {
-    if (!s) return error_set(err, CLOVER_E_INVALID, "preview_debug: no session");
-    if (!s->has_preview) return error_set(err, CLOVER_E_INVALID, "preview_debug: no preview has run on this session");
-    const size_t L = s->hp->n_layer;
-    if (hidden) memcpy(hidden, s->dbg_hidden, (L + 1) * s->preview_b * s->hp->n_embd * sizeof(float));
-    if (kept) memcpy(kept, s->dbg_kept, L * s->hp->n_expert);
-    return CLOVER_OK;
-}
+static size_t backend_cpu_max_rows(const backend *be) { return be ? be->max_rows : 0; }
 
 const backend_ops backend_cpu = {
     .name = "cpu",
+    .probe = backend_cpu_probe,
+    .create = backend_cpu_create,
+    .destroy = backend_cpu_destroy,
+    .max_rows = backend_cpu_max_rows,
     .session_create = backend_cpu_session_create,
     .session_free = backend_cpu_session_free,
     .session_length = backend_cpu_session_length,
+    .reset = backend_cpu_reset,
     .commit = backend_cpu_commit,
     .preview = backend_cpu_preview,
+    .resolve = backend_cpu_resolve,
     .preview_debug = backend_cpu_preview_debug,
-    .reset = backend_cpu_reset,
     .state_bytes = backend_cpu_state_bytes,
     .state_export = backend_cpu_state_export,
     .state_import = backend_cpu_state_import,
+    .checkpoint_create = backend_cpu_checkpoint_create,
+    .checkpoint_free = backend_cpu_checkpoint_free,
+    .checkpoint_save = backend_cpu_checkpoint_save,
+    .checkpoint_restore = backend_cpu_checkpoint_restore,
+    .truncate = backend_cpu_truncate,
 };

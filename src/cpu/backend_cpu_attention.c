@@ -13,21 +13,22 @@
 #include "quant/matmul.h"
 
 void cpu_layer_attention(backend_session *s, size_t il, size_t n, size_t pos, cpu_pass_mode mode) {
-    const model_attention_weights *w = &s->model->layers[il].attn;
+    backend *be = s->be;
+    const model_attention_weights *w = &be->model->layers[il].attn;
     cpu_layer *ly = &s->layers[il];
-    cpu_scratch *sc = &s->sc;
-    const cpu_attn_dims *d = &s->attn_dims;
-    const size_t H = s->hp->n_embd, nh = d->n_head, nkv = d->n_head_kv, hd = d->head_dim;
+    cpu_scratch *sc = &be->sc;
+    const cpu_attn_dims *d = &be->attn_dims;
+    const size_t H = be->hp->n_embd, nh = d->n_head, nkv = d->n_head_kv, hd = d->head_dim;
 
     const matmul_item in[3] = {
         {w->q.type, w->q.data, 2 * nh * hd, H, sc->x, n, sc->qg},
         {w->k.type, w->k.data, nkv * hd, H, sc->x, n, sc->k},
         {w->v.type, w->v.data, nkv * hd, H, sc->x, n, sc->v},
     };
-    matmul_batch(s->pool, in, 3);
+    matmul_batch(be->pool, in, 3);
     cpu_attn_prepare(sc->q, sc->gate, ly->k_cache, ly->v_cache, sc->qg, sc->k, sc->v, w->q_norm.data,
-                     w->k_norm.data, s->inv_freq, d, (int64_t)pos, n, sc->cs);
-    cpu_attn_forward_pool(s->pool, sc->att, sc->q, sc->gate, ly->k_cache, ly->v_cache, d, (int64_t)pos, n,
-                          mode == CPU_PASS_COMMIT, s->attn_ctx, s->attn_scratch);
-    matmul(s->pool, w->o.type, w->o.data, H, nh * hd, sc->att, n, sc->y);
+                     w->k_norm.data, be->inv_freq, d, (int64_t)pos, n, sc->cs);
+    cpu_attn_forward_pool(be->pool, sc->att, sc->q, sc->gate, ly->k_cache, ly->v_cache, d, (int64_t)pos, n,
+                          mode == CPU_PASS_COMMIT, be->attn_ctx, be->attn_scratch);
+    matmul(be->pool, w->o.type, w->o.data, H, nh * hd, sc->att, n, sc->y);
 }

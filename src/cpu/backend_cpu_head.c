@@ -14,12 +14,12 @@
 #include "cpu/norm.h"
 #include "quant/matmul.h"
 
-void cpu_head_logits(backend_session *s, size_t r0, size_t nr, float *logits) {
-    const clover_model *m = s->model;
-    const size_t H = s->hp->n_embd;
-    float *x = s->sc.x + r0 * H;
-    cpu_rms_norm(x, s->sc.h + r0 * H, m->output_norm.data, nr, H, s->hp->rms_eps);
-    matmul(s->pool, m->output.type, m->output.data, s->hp->n_vocab, H, x, nr, logits);
+void cpu_head_logits(backend *be, size_t r0, size_t nr, float *logits) {
+    const clover_model *m = be->model;
+    const size_t H = be->hp->n_embd;
+    float *x = be->sc.x + r0 * H;
+    cpu_rms_norm(x, be->sc.h + r0 * H, m->output_norm.data, nr, H, be->hp->rms_eps);
+    matmul(be->pool, m->output.type, m->output.data, be->hp->n_vocab, H, x, nr, logits);
 }
 
 float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target) {

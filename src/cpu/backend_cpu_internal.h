@@ -1,12 +1,16 @@
 /*
- * backend_cpu_internal.h: the CPU backend's session and the steps its passes
- * are made of, shared by the backend_cpu*.c files (private to them).
+ * backend_cpu_internal.h: the CPU backend's per-model object, its sessions
+ * and the steps its passes are made of, shared by the backend_cpu*.c files
+ * (private to them). The backend owns the weight views, the thread pool and
+ * the scratch of a pass; a session owns only its state (KV caches, GDN rings
+ * and states), so sessions are cheap and every pass of every session reuses
+ * one set of buffers.
  *
  * A pass is a run of rows (a commit chunk or a preview block, at most
  * max_rows) through the trunk: embeddings, then per layer the input norm, the
  * mixer (attention or GDN), the residual add, the post norm, the MoE and the
  * residual add, then the final norm and the head. Every buffer a pass touches
- * is sized at session creation for max_rows rows (scratch) except the KV
+ * is sized at backend creation for max_rows rows (scratch) except the KV
  * caches, which grow on demand (doubling, up to max_context) together with
  * the attention scratch that depends on their length; a pass reserves what
  * it needs before it changes anything, so a failed reservation leaves the
@@ -27,6 +31,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "backend_pick.h"
 #include "base/threadpool.h"
 #include "cpu/attention.h"
 #include "cpu/gdn.h"
@@ -36,7 +41,15 @@
 
 typedef enum cpu_pass_mode { CPU_PASS_COMMIT = 0, CPU_PASS_PREVIEW = 1 } cpu_pass_mode;
 
-/* One layer's state and the views of its weights the operators take. */
+/* One layer's weight views as the operators take them (the backend's). */
+typedef struct cpu_layer_w {
+    model_layer_kind kind;
+    cpu_gdn_weights gdn_w;
+    gdn_block_weights block_w;
+    cpu_moe_weights moe_w;
+} cpu_layer_w;
+
+/* One layer's state (the session's). */
 typedef struct cpu_layer {
     model_layer_kind kind;
     /* attention */
@@ -46,10 +59,6 @@ typedef struct cpu_layer {
     /* GDN */
     float *ring;  /* [K-1][conv_dim], the last K-1 pre-conv rows, oldest first */
     float *state; /* [nv][dk][dv], value heads in the file's (tiled) order */
-    cpu_gdn_weights gdn_w;
-    gdn_block_weights block_w;
-    /* every layer */
-    cpu_moe_weights moe_w;
 } cpu_layer;
 
 /* Per-pass scratch, sized for max_rows rows (R). */
@@ -78,47 +87,72 @@ typedef struct cpu_scratch {
     double *totals;    /* [n_expert] */
     int32_t *order;    /* [n_expert] */
     uint8_t *allowed;  /* [n_expert] the coreset of the current layer */
-    /* head */
-    float *logits; /* [R][n_vocab] logits for NLL when the caller keeps none */
+    /* head and pick */
+    float *logits;     /* [R][n_vocab] */
+    uint32_t *counts;  /* [n_vocab] penalty counts of the sequence being picked (zero between picks) */
 } cpu_scratch;
 
-struct backend_session {
+/* The per-model backend: weight views, the pool and every pass's scratch,
+ * shared by the sessions on it (one call at a time). */
+struct backend {
     const clover_model *model;
     const model_hparams *hp;
     threadpool *pool;
     size_t n_threads;
     size_t max_rows, max_context;
-    size_t n_past; /* committed length */
     bool can_preview; /* every GDN layer has its Clover tensors */
     bool has_attn;    /* the model has attention layers (KV caches, attention scratch) */
 
-    cpu_layer *layers; /* [n_layer] */
+    cpu_layer_w *layers; /* [n_layer] */
     cpu_attn_dims attn_dims;
     cpu_gdn_dims gdn_dims;
     float *inv_freq; /* [n_rot/2] */
 
-    void *arena; /* every fixed-size buffer below and in sc */
+    void *arena; /* every fixed-size buffer of sc */
     cpu_scratch sc;
     float *attn_scratch; /* n_threads * cpu_attn_scratch_floats(attn_dims, attn_ctx) */
     size_t attn_ctx;
+    host_pick_ctx pick;  /* the pick on the pool, over sc.logits (backend_pick.h) */
+};
 
+struct backend_session {
+    backend *be;
+    bool owns_be; /* a solo session (backend_cpu_solo.h) frees its backend */
+    const model_hparams *hp;
+    size_t n_past; /* committed length */
+    uint64_t epoch; /* bumped by reset, import, restore: a checkpoint of another epoch is stale */
+    cpu_layer *layers; /* [n_layer] */
+    void *arena;       /* rings, states, preview diagnostics */
     /* the last preview, for preview_debug */
     bool has_preview;
     size_t preview_b;
-    float *dbg_hidden;  /* [n_layer+1][b][n_embd] */
+    float *dbg_hidden;  /* [n_layer+1][max_rows][n_embd] */
     uint8_t *dbg_kept;  /* [n_layer][n_expert] */
 };
 
-/* backend_cpu_session.c: the ops of the session's life. */
-int backend_cpu_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
-                               clover_error *err);
+struct backend_checkpoint {
+    backend_session *s;
+    bool valid;
+    size_t n_past;
+    uint64_t epoch;
+    float *gdn; /* every GDN layer's ring then state, in layer order */
+};
+
+/* backend_cpu.c / backend_cpu_session.c: the ops of the backend's and the session's life. */
+int backend_cpu_probe(const clover_model *model, const backend_config *cfg, clover_error *err);
+int backend_cpu_create(const clover_model *model, const backend_config *cfg, backend **out, clover_error *err);
+void backend_cpu_destroy(backend *be);
+int backend_cpu_session_create(backend *be, backend_session **out, clover_error *err);
 void backend_cpu_session_free(backend_session *s);
 size_t backend_cpu_session_length(const backend_session *s);
 void backend_cpu_reset(backend_session *s);
+/* Bytes of one GDN layer's ring and state (floats). */
+size_t cpu_gdn_state_floats(const backend *be);
 
 /* backend_cpu_session.c: KV rows for positions < need in every attention
- * layer (grows; max_context checked by the caller). 0 or CLOVER_E_NOMEM, and
- * then the committed state is unchanged. */
+ * layer of s, and the backend's attention scratch for them (grows;
+ * max_context checked by the caller). 0 or CLOVER_E_NOMEM, and then the
+ * committed state is unchanged. */
 int cpu_session_reserve(backend_session *s, size_t need, clover_error *err);
 
 /* backend_cpu_attention.c: the attention mixer for n rows of sc.x at
@@ -134,11 +168,11 @@ void cpu_layer_gdn(backend_session *s, size_t il, size_t n, cpu_pass_mode mode, 
 /* backend_cpu_moe.c: the MoE for n rows of sc.x into sc.y. With coreset
  * (preview) the block's coreset is computed into sc.allowed first and the
  * rows route inside it; returns the number of experts kept (0 without). */
-size_t cpu_layer_moe(backend_session *s, size_t il, size_t n, bool coreset, float top_p);
+size_t cpu_layer_moe(backend *be, size_t il, size_t n, bool coreset, float top_p);
 
 /* backend_cpu_head.c: the final norm and the head for rows [r0, r0+nr) of
  * sc.h into logits ([nr][n_vocab]). */
-void cpu_head_logits(backend_session *s, size_t r0, size_t nr, float *logits);
+void cpu_head_logits(backend *be, size_t r0, size_t nr, float *logits);
 /* -log softmax(logits)[target], float64 log-sum-exp of the float32 logits. */
 float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target);
 
@@ -163,5 +197,23 @@ void cpu_pass_run(backend_session *s, const int32_t *ids, size_t n, const cpu_pa
 size_t backend_cpu_state_bytes(const backend_session *s);
 int backend_cpu_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
 int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+
+/* backend_cpu_checkpoint.c */
+int backend_cpu_checkpoint_create(backend_session *s, backend_checkpoint **out, clover_error *err);
+void backend_cpu_checkpoint_free(backend_checkpoint *c);
+int backend_cpu_checkpoint_save(backend_session *s, backend_checkpoint *c, clover_error *err);
+int backend_cpu_checkpoint_restore(backend_session *s, const backend_checkpoint *c, clover_error *err);
+int backend_cpu_truncate(backend_session *s, size_t n, clover_error *err);
+
+/* backend_cpu_commit.c, backend_cpu_preview.c: the batched passes. */
+int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
+int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
+int backend_cpu_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                        backend_pass_stats *stats);
+int backend_cpu_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+
+/* Shared argument checks (backend_cpu_commit.c). */
+int cpu_check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err);
+int cpu_check_room(const backend_session *s, const char *what, size_t n, clover_error *err);
 
 #endif

@@ -12,21 +12,20 @@
 #include "cpu/backend_cpu_internal.h"
 #include "quant/matmul.h"
 
-size_t cpu_layer_moe(backend_session *s, size_t il, size_t n, bool coreset, float top_p) {
-    cpu_layer *ly = &s->layers[il];
-    cpu_scratch *sc = &s->sc;
-    const cpu_moe_weights *w = &ly->moe_w;
+size_t cpu_layer_moe(backend *be, size_t il, size_t n, bool coreset, float top_p) {
+    cpu_scratch *sc = &be->sc;
+    const cpu_moe_weights *w = &be->layers[il].moe_w;
     const size_t E = w->n_expert;
     size_t kept = 0;
     const uint8_t *allowed = NULL;
     if (coreset) {
-        matmul(s->pool, w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router);
+        matmul(be->pool, w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router);
         cpu_moe_coreset(sc->allowed, sc->router, n, E, w->n_used, top_p, sc->totals, sc->order);
         for (size_t e = 0; e < E; e++) kept += sc->allowed[e] != 0;
         allowed = sc->allowed;
     } else {
         memset(sc->allowed, 1, E);
     }
-    cpu_moe_forward(sc->y, sc->x, n, w, allowed, s->pool, sc->moe);
+    cpu_moe_forward(sc->y, sc->x, n, w, allowed, be->pool, sc->moe);
     return kept;
 }

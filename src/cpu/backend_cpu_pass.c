@@ -22,10 +22,11 @@ static void pass_residual_add(float *h, const float *y, size_t count) {
 }
 
 void cpu_pass_run(backend_session *s, const int32_t *ids, size_t n, const cpu_pass *p) {
-    const clover_model *m = s->model;
-    const size_t H = s->hp->n_embd, L = s->hp->n_layer, E = s->hp->n_expert;
-    const float eps = s->hp->rms_eps;
-    cpu_scratch *sc = &s->sc;
+    backend *be = s->be;
+    const clover_model *m = be->model;
+    const size_t H = be->hp->n_embd, L = be->hp->n_layer, E = be->hp->n_expert;
+    const float eps = be->hp->rms_eps;
+    cpu_scratch *sc = &be->sc;
     backend_pass_stats unused = {0};
     backend_pass_stats *st = p->stats ? p->stats : &unused;
 
@@ -50,7 +51,7 @@ void cpu_pass_run(backend_session *s, const int32_t *ids, size_t n, const cpu_pa
 
         cpu_rms_norm(sc->x, sc->h, ml->post_norm.data, n, H, eps);
         t0 = timer_now();
-        size_t kept = cpu_layer_moe(s, l, n, p->coreset, p->top_p);
+        size_t kept = cpu_layer_moe(be, l, n, p->coreset, p->top_p);
         st->moe_s += timer_now() - t0;
         if (p->coreset) {
             st->coreset_kept += kept;

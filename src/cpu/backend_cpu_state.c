@@ -18,11 +18,11 @@
 
 /* Bytes of one attention layer's rows per position, and of one GDN layer's state. */
 static size_t state_kv_row_bytes(const backend_session *s) {
-    return 2 * s->attn_dims.n_head_kv * s->attn_dims.head_dim * sizeof(float);
+    return 2 * s->be->attn_dims.n_head_kv * s->be->attn_dims.head_dim * sizeof(float);
 }
 
 static size_t state_gdn_bytes(const backend_session *s) {
-    const cpu_gdn_dims *d = &s->gdn_dims;
+    const cpu_gdn_dims *d = &s->be->gdn_dims;
     return ((d->conv_k - 1) * cpu_gdn_conv_dim(d) + d->n_v_heads * d->k_dim * d->v_dim) * sizeof(float);
 }
 
@@ -53,7 +53,7 @@ int backend_cpu_state_export(const backend_session *s, void *buf, size_t len, cl
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(n >> (8 * i));
     p += 8;
     const size_t half = state_kv_row_bytes(s) / 2 * s->n_past;
-    const size_t K1 = s->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->gdn_dims);
+    const size_t K1 = s->be->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->be->gdn_dims);
     const size_t ring = K1 * cd * sizeof(float), st = state_gdn_bytes(s) - ring;
     for (uint32_t l = 0; l < s->hp->n_layer; l++) {
         const cpu_layer *ly = &s->layers[l];
@@ -80,10 +80,10 @@ int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, cl
     const unsigned char *p = buf;
     uint64_t n = 0;
     for (int i = 0; i < 8; i++) n |= (uint64_t)p[i] << (8 * i);
-    if (n > s->max_context)
+    if (n > s->be->max_context)
         return error_set(err, CLOVER_E_FORMAT,
                          "state_import: committed length %llu exceeds this session's context of %zu",
-                         (unsigned long long)n, s->max_context);
+                         (unsigned long long)n, s->be->max_context);
     size_t need;
     if (!state_size(s, (size_t)n, &need) || len != need)
         return error_set(err, CLOVER_E_FORMAT,
@@ -93,7 +93,7 @@ int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, cl
     if (rc) return error_prefix(err, "state_import");
     p += 8;
     const size_t half = state_kv_row_bytes(s) / 2 * (size_t)n;
-    const size_t K1 = s->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->gdn_dims);
+    const size_t K1 = s->be->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->be->gdn_dims);
     const size_t ring = K1 * cd * sizeof(float), st = state_gdn_bytes(s) - ring;
     for (uint32_t l = 0; l < s->hp->n_layer; l++) {
         cpu_layer *ly = &s->layers[l];
@@ -110,6 +110,7 @@ int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, cl
         }
     }
     s->n_past = (size_t)n;
+    s->epoch++;
     s->has_preview = false;
     return CLOVER_OK;
 }

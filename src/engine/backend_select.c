@@ -7,7 +7,9 @@
  */
 #include "engine/session.h"
 
+const backend_ops *engine_default_backend(void) { return &backend_cpu; }
+
 int clover_session_create(clover_session **out, const clover_model *model, const clover_session_params *params,
                           clover_error *err) {
-    return engine_session_create(out, model, &backend_cpu, params, err);
+    return engine_session_create(out, model, engine_default_backend(), params, err);
 }

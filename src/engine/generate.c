@@ -141,8 +141,9 @@ static void build_stop_map(clover_session *s, const clover_generate_params *p) {
         s->is_stop[p->stop_ids[i]] = 1;
 }
 
-static int generate_setup(engine_request *rq, clover_generate_result *out, clover_error *err) {
+int engine_request_setup(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
+    clover_generate_result *out = rq->res;
     const clover_generate_params *p = rq->p;
     const clover_model *m = s->model;
     int rc;
@@ -167,11 +168,29 @@ static int generate_setup(engine_request *rq, clover_generate_result *out, clove
     rq->mask_id = m->has_record ? (int32_t)m->record.mask_token_id : -1;
     if (out->mode == CLOVER_MODE_DIFFUSION && (rc = resolve_diffusion(rq, err))) return rc;
     if (!sampler_is_greedy(&rq->sp) && (rc = engine_session_sampler_ready(s, err))) return rc;
+    rq->forbid = mem_alloc((p->n_suppress_ids + 1) * sizeof *rq->forbid);
+    if (!rq->forbid) return error_set(err, CLOVER_E_NOMEM, "generate: no memory for %zu suppressed ids",
+                                      p->n_suppress_ids);
+    rq->n_forbid = 0;
+    if (rq->mask_id >= 0) rq->forbid[rq->n_forbid++] = rq->mask_id;
+    for (size_t i = 0; i < p->n_suppress_ids; i++) rq->forbid[rq->n_forbid++] = p->suppress_ids[i];
+    s->pick = (backend_pick){.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p,
+                             .forbid = rq->forbid, .n_forbid = rq->n_forbid};
     rng_seed(&rq->rng, p->seed);
     build_stop_map(s, p);
     penalty_state_reset(&s->pen);
     out->stats.prompt_tokens = rq->n_prompt;
+    rq->ar = out->mode == CLOVER_MODE_AUTOREGRESSIVE;
+    rq->phase = RQ_PROMPT;
+    rq->prompt_at = SIZE_MAX;
+    rq->snap_at = SIZE_MAX;
     return CLOVER_OK;
+}
+
+void engine_request_release(engine_request *rq) {
+    mem_free(rq->forbid);
+    rq->forbid = NULL;
+    rq->n_forbid = 0;
 }
 
 int clover_generate(clover_session *s, const int32_t *prompt, size_t n_prompt, const clover_generate_params *params,
@@ -182,30 +201,19 @@ int clover_generate(clover_session *s, const int32_t *prompt, size_t n_prompt, c
     memset(out, 0, sizeof *out);
     if (n_prompt && !prompt)
         return error_set(err, CLOVER_E_INVALID, "clover_generate: %zu prompt ids but a NULL array", n_prompt);
+    if (s->active) return error_set(err, CLOVER_E_INVALID, "clover_generate: the session has a request running");
     clover_generate_params def;
     clover_generate_params_init(&def);
     engine_request rq = {.s = s, .prompt = prompt, .n_prompt = n_prompt, .p = params ? params : &def, .res = out};
-    double t0 = timer_now();
-    int rc = generate_setup(&rq, out, err);
+    rq.t_start = timer_now();
+    int rc = engine_request_setup(&rq, err);
     if (rc) { /* a rejected request leaves the session as it was */
+        engine_request_release(&rq);
         clover_generate_result_free(out);
         return rc;
     }
-    rc = out->mode == CLOVER_MODE_DIFFUSION ? engine_generate_diffusion(&rq, err) : engine_generate_ar(&rq, err);
-    if (rc) {
-        engine_session_forget(s);
-        clover_generate_result_free(out);
-        return rc;
-    }
-    if (out->finish == CLOVER_FINISH_CANCELLED) engine_session_forget(s);
-    out->committed_after = s->n_ids;
-    rc = engine_result_text(s->model, out, rq.p->skip_special, err);
-    if (rc) { /* out of memory: a failed request, which leaves nothing to reuse */
-        engine_session_forget(s);
-        clover_generate_result_free(out);
-        return rc;
-    }
-    out->stats.total_s = timer_now() - t0;
-    engine_stats_finish(&out->stats, out->n_generated);
-    return CLOVER_OK;
+    rc = engine_request_run(&rq, err);
+    rc = engine_request_settle(&rq, rc, err);
+    engine_request_release(&rq);
+    return rc;
 }

@@ -1,12 +1,15 @@
 /*
  * generate_ar.c: ordinary next-token decoding (tools/reference
- * generate_autoregressive, DECISIONS 11): the only mode of a model without
- * the block-diffusion record, and `mode=autoregressive` on a Clover model.
- * The same pick and forbidden ids as block diffusion, no penalties (they
- * belong to the record's diffusion loop); the mask id of a Clover model is
- * forbidden too, since it is never an answer token. Every emitted token but
- * the last is committed, so the session ends as prompt + answer[:-1] and a
- * follow-up prompt that extends it reuses everything.
+ * generate_autoregressive, DECISIONS 11) as steps of the request's state
+ * machine: the only mode of a model without the block-diffusion record, and
+ * `mode=autoregressive` on a Clover model. The same pick and forbidden ids
+ * as block diffusion, no penalties (they belong to the record's diffusion
+ * loop); the mask id of a Clover model is forbidden too, since it is never
+ * an answer token. The backend picks each token in the commit of the one
+ * before it (the causal pick of backend.h); only a prompt that was wholly
+ * reused is picked here, from the logits the session kept. Every emitted
+ * token but the last is committed, so the session ends as prompt +
+ * answer[:-1] and a follow-up prompt that extends it reuses everything.
  */
 #include <string.h>
 
@@ -15,43 +18,70 @@
 #include "engine/request.h"
 #include "engine/stats.h"
 
-int engine_generate_ar(engine_request *rq, clover_error *err) {
+/* After the prompt: the first token (picked by the last prompt chunk's
+ * commit, or here from the kept logits) and the parity dump. */
+static int ar_begin(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
-    clover_generate_result *res = rq->res;
-    clover_generate_stats *st = &res->stats;
-    const size_t V = s->n_vocab, max = rq->p->max_tokens;
-    bool cancelled;
-    int rc = request_commit_prompt(rq, true, &cancelled, err);
-    if (rc || cancelled) return rc;
+    clover_generate_stats *st = &rq->res->stats;
+    const size_t V = s->n_vocab;
+    int rc;
     if (rq->p->dump_first_preview) {
         rc = engine_dump_first_preview(rq->p->dump_first_preview, rq->prompt, rq->n_prompt, s->last_logits, 1, V,
                                        err);
         if (rc) return rc;
     }
-    while (res->n_generated < max) {
-        if (request_cancelled(rq)) {
-            res->finish = CLOVER_FINISH_CANCELLED;
-            return CLOVER_OK;
-        }
+    if (!rq->prompt_committed && rq->p->max_tokens > 0) {
         double t = timer_now();
         memcpy(s->row, s->last_logits, V * sizeof *s->row);
         request_forbid(rq, s->row);
-        int32_t id;
-        float conf;
         double u = sampler_draw(&rq->sp, &rq->rng);
-        rc = sampler_pick(&rq->sp, s->row, V, u, s->samp, &id, &conf, err);
+        rc = sampler_pick(&rq->sp, s->row, V, u, s->samp_ready ? &s->samp : NULL, &rq->tok, &rq->tok_conf, err);
         st->pick_s += timer_now() - t;
-        if (rc) return error_prefix(err, "token %zu", res->n_generated);
-        if (!(conf >= 0.0f))
-            return error_set(err, CLOVER_E_INTERNAL, "token %zu: the logits are not finite", res->n_generated);
-        bool ended;
-        if ((rc = request_emit(rq, id, conf, &ended, err))) return rc;
-        if (ended || res->n_generated >= max) break;
-        t = timer_now();
-        rc = engine_session_commit(s, &id, 1, true, &st->commit_ops, err);
-        st->commit_s += timer_now() - t;
-        if (rc) return error_prefix(err, "decoding token %zu", res->n_generated);
-        st->passes++;
+        if (rc) return error_prefix(err, "token 0");
     }
+    rq->phase = RQ_DECODE;
+    return CLOVER_OK;
+}
+
+int engine_ar_plan(engine_request *rq, clover_error *err) {
+    clover_session *s = rq->s;
+    clover_generate_result *res = rq->res;
+    clover_generate_stats *st = &res->stats;
+    const size_t max = rq->p->max_tokens;
+    int rc;
+    if (rq->phase == RQ_BLOCK && (rc = ar_begin(rq, err))) return rc; /* RQ_BLOCK: the prompt just ended */
+    if (rq->phase != RQ_DECODE) return CLOVER_OK;
+    if (res->n_generated >= max) {
+        rq->phase = RQ_DONE;
+        return CLOVER_OK;
+    }
+    if (request_cancelled(rq)) {
+        request_cancel(rq);
+        return CLOVER_OK;
+    }
+    if (!(rq->tok_conf >= 0.0f))
+        return error_set(err, CLOVER_E_INTERNAL, "token %zu: the logits are not finite", res->n_generated);
+    bool ended;
+    if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &ended, err))) return rc;
+    if (ended || res->n_generated >= max) {
+        rq->phase = RQ_DONE;
+        return CLOVER_OK;
+    }
+    rq->tok_commit = rq->tok;
+    rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
+    rc = engine_session_plan_commit(s, &rq->tok_commit, 1, true, &s->pick,
+                                    sampler_is_greedy(&rq->sp) ? NULL : &rq->tok_u, &rq->tok, &rq->tok_conf,
+                                    &st->commit_ops, err);
+    if (rc) return error_prefix(err, "decoding token %zu", res->n_generated);
+    rq->op = RQ_OP_COMMIT;
+    rq->op_timer = &st->commit_s;
+    return CLOVER_OK;
+}
+
+int engine_ar_absorb(engine_request *rq, const backend_pass_stats *ps, clover_error *err) {
+    int rc = engine_session_commit_done(rq->s, ps, err);
+    if (rc) return error_prefix(err, "decoding token %zu", rq->res->n_generated);
+    rq->res->stats.passes++;
+    rq->res->stats.pick_s += ps->pick_s;
     return CLOVER_OK;
 }

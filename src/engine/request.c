@@ -1,8 +1,9 @@
 /*
- * request.c: what both generation loops share: the emission rule of SPEC.md
+ * request.c: what both generation modes share: the emission rule of SPEC.md
  * 3 item 3 (a stop id is kept and counted but not streamed; the callback may
- * cancel), the forbidden ids and the growing result arrays (grown by
- * doubling, at most once per block or token: never inside the per-row work).
+ * cancel), the forbidden ids, the live view and the growing result arrays
+ * (grown by doubling, at most once per block or token: never inside the
+ * per-row work).
  */
 #include "engine/request.h"
 
@@ -18,9 +19,12 @@ bool request_cancelled(const engine_request *rq) {
 }
 
 void request_forbid(const engine_request *rq, float *row) {
-    if (rq->mask_id >= 0) row[rq->mask_id] = -INFINITY;
-    for (size_t i = 0; i < rq->p->n_suppress_ids; i++)
-        row[rq->p->suppress_ids[i]] = -INFINITY; /* validated: 0 <= id < n_vocab */
+    for (size_t i = 0; i < rq->n_forbid; i++) row[rq->forbid[i]] = -INFINITY; /* validated: 0 <= id < n_vocab */
+}
+
+void request_cancel(engine_request *rq) {
+    rq->res->finish = CLOVER_FINISH_CANCELLED;
+    rq->phase = RQ_DONE;
 }
 
 /* Room for one more token in the result (capacity doubles). */
@@ -108,15 +112,3 @@ int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
     return CLOVER_OK;
 }
 
-int request_commit_prompt(engine_request *rq, bool want_logits, bool *cancelled, clover_error *err) {
-    clover_generate_stats *st = &rq->res->stats;
-    size_t reused = 0;
-    double t = timer_now();
-    int rc = engine_session_prepare(rq->s, rq->prompt, rq->n_prompt, want_logits, rq->p, &reused, cancelled, st,
-                                    err);
-    st->prompt_s = timer_now() - t;
-    if (rc) return error_prefix(err, "prompt");
-    st->reused_tokens = reused;
-    if (*cancelled) rq->res->finish = CLOVER_FINISH_CANCELLED;
-    return CLOVER_OK;
-}

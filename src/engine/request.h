@@ -1,9 +1,13 @@
 /*
- * request.h: one generation request as the loops see it (internal): the
- * parameters resolved and validated against the model (generate.c), the
- * random stream, and the growing result. The two loops (generate_diffusion.c,
- * generate_ar.c) share the emission rule through request_emit, so stop ids,
- * the streaming callback and cancellation behave the same in both modes.
+ * request.h: one generation request (internal): the parameters resolved
+ * and validated against the model (generate.c), the random stream, the
+ * growing result, and where it stands: a resumable state machine (prompt
+ * chunk -> block -> pass -> ... -> commit -> done) whose every step plans
+ * one backend operation and absorbs its result, so many requests can share
+ * one backend call (batch.c) and clover_generate is a loop over one. The
+ * two modes (generate_diffusion.c, generate_ar.c) share the emission rule
+ * through request_emit, so stop ids, the streaming callback and
+ * cancellation behave the same in both.
  */
 #ifndef CLOVER_ENGINE_REQUEST_H
 #define CLOVER_ENGINE_REQUEST_H
@@ -18,6 +22,19 @@
 #include "engine/sampler.h"
 #include "engine/session.h"
 
+/* Where a request stands between passes (the resumable state machine). */
+typedef enum request_phase {
+    RQ_PROMPT = 0,   /* committing the prompt's tail, a chunk per pass */
+    RQ_BLOCK,        /* diffusion: a new block of mask rows (pass 0 shown) */
+    RQ_PASS,         /* diffusion: the next denoising pass of the block */
+    RQ_COMMIT_BLOCK, /* diffusion: the resolved block is committed */
+    RQ_DECODE,       /* autoregressive: emit the picked token, commit it */
+    RQ_DONE,
+} request_phase;
+
+/* The backend operation a request planned for its next pass. */
+typedef enum request_op { RQ_OP_NONE = 0, RQ_OP_COMMIT, RQ_OP_PREVIEW } request_op;
+
 typedef struct engine_request {
     clover_session *s;
     const int32_t *prompt;
@@ -26,6 +43,8 @@ typedef struct engine_request {
     sampler_params sp;
     rng_state rng;
     int32_t mask_id;        /* forbidden in every row; -1 without a record */
+    int32_t *forbid;        /* [n_forbid] the mask id and the suppressed ids */
+    size_t n_forbid;
     /* block diffusion */
     float threshold;        /* the record's or the override */
     size_t block;           /* B of this request: the record's or a divisor of it */
@@ -33,23 +52,63 @@ typedef struct engine_request {
     /* the result being built */
     clover_generate_result *res;
     size_t cap_out, cap_blocks;
+
+    /* the state machine */
+    request_phase phase;
+    request_op op;          /* planned for the pass being run */
+    bool ar;                /* autoregressive */
+    size_t prompt_at;       /* next prompt row to commit (SIZE_MAX: the phase has not begun) */
+    size_t snap_at;         /* the snapshot point (SIZE_MAX: none) */
+    bool prompt_committed;  /* a prompt chunk was committed by this request */
+    size_t passes;          /* diffusion: passes on the current block */
+    size_t n_pending;
+    bool first_preview_done;
+    int32_t tok;            /* autoregressive: the token picked for emission */
+    float tok_conf;
+    float tok_u;
+    int32_t tok_commit;     /* autoregressive: the token being committed */
+    double t_start;         /* when the request began */
+    double t_op;            /* when the planned operation began */
+    double *op_timer;       /* the statistic the planned operation's time goes to */
 } engine_request;
 
-/* The two loops. Both fill rq->res (ids, finish, stats) and return a status;
- * the caller forgets the session after a failure or a cancellation. */
-int engine_generate_diffusion(engine_request *rq, clover_error *err);
-int engine_generate_ar(engine_request *rq, clover_error *err);
+/* Sets up a validated request (generate.c): rq->s, prompt, p and res set by
+ * the caller; fills the rest and the result's fixed fields. */
+int engine_request_setup(engine_request *rq, clover_error *err);
+/* Releases what setup allocated (not the result). */
+void engine_request_release(engine_request *rq);
+
+/* Plans the request's next pass: host work up to the point where it needs
+ * the backend, then rq->op says which operation it left in s->cseq /
+ * s->pseq (RQ_OP_NONE: the request is done, phase RQ_DONE). */
+int engine_request_plan(engine_request *rq, clover_error *err);
+/* Takes the results of the planned operation (after the backend ran it,
+ * alone or in a batch, with the call's stats). */
+int engine_request_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+/* Runs the request alone to its end: plan, the backend call, absorb. */
+int engine_request_run(engine_request *rq, clover_error *err);
+/* Settles a finished or failed request (a failed or cancelled one leaves
+ * nothing to reuse), its text and statistics. rc: the request's status. */
+int engine_request_settle(engine_request *rq, int rc, clover_error *err);
+
+/* The phase steps of the two modes (generate_diffusion.c, generate_ar.c). */
+int engine_diffusion_plan(engine_request *rq, clover_error *err);
+int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+int engine_ar_plan(engine_request *rq, clover_error *err);
+int engine_ar_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+
+/* The prompt phase (request.c): plans the next chunk (RQ_OP_COMMIT) or ends
+ * the phase (*done); cancellation ends the request. */
+int request_prompt_plan(engine_request *rq, bool *done, clover_error *err);
+int request_prompt_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+
+/* Ends the request as cancelled (the session is forgotten when it settles). */
+void request_cancel(engine_request *rq);
 
 /* True when the caller's cancel flag is set. */
 bool request_cancelled(const engine_request *rq);
 
-/* Commits the request's prompt (reusing the session's prefix) and records
- * prompt_s and reused_tokens; want_logits keeps the last row's logits
- * (autoregressive decoding). *cancelled: the request was cancelled during
- * the prompt (finish is then set to cancelled). */
-int request_commit_prompt(engine_request *rq, bool want_logits, bool *cancelled, clover_error *err);
-
-/* Sets the mask id and the suppressed ids of row [n_vocab] to -inf. */
+/* Sets the forbidden ids of row [n_vocab] to -inf (the host pick). */
 void request_forbid(const engine_request *rq, float *row);
 
 /* Emits one token: appends it to the result; a stop id (unless ignore_eos)

@@ -34,11 +34,9 @@ static int score_run(clover_session *s, const int32_t *ids, size_t n, double *nl
         for (size_t r = 0; r < m; r++)
             targets[r] = a + r + 1 < n ? ids[a + r + 1] : 0; /* the text's last row: a placeholder */
         if ((rc = engine_session_reserve(s, m, err))) break;
-        backend_commit_out co = {0};
-        co.targets = targets;
-        co.nll = nll;
+        backend_commit_seq co = {.s = s->bs, .ids = ids + a, .n = m, .targets = targets, .nll = nll};
         backend_pass_stats st = {0};
-        rc = s->be->commit(s->bs, ids + a, m, &co, &st, err);
+        rc = backend_commit1(s->be, s->bk, &co, &st, err);
         if (rc) {
             error_prefix(err, "score: rows %zu..%zu", a, a + m - 1);
             break;

@@ -36,23 +36,18 @@ static void session_free_buffers(clover_session *s) {
     mem_free(s->pending);
     mem_free(s->pick_id);
     mem_free(s->pick_conf);
-    mem_free(s->pick_rows);
     mem_free(s->pick_u);
-    mem_free(s->pick_rc);
-    mem_free(s->pick_err);
+    mem_free(s->pen_counts);
     mem_free(s->view_fixed);
     engine_snapshot_free(&s->snap);
     penalty_state_free(&s->pen);
-    if (s->samp)
-        for (size_t i = 0; i < s->n_workers; i++)
-            sampler_scratch_free(&s->samp[i]);
-    mem_free(s->samp);
-    threadpool_free(s->pool);
+    if (s->samp_ready) sampler_scratch_free(&s->samp);
 }
 
 void clover_session_free(clover_session *s) {
     if (!s) return;
     if (s->bs) s->be->session_free(s->bs);
+    if (s->own_bk && s->bk) s->be->destroy(s->bk);
     session_free_buffers(s);
     mem_free(s);
 }
@@ -69,14 +64,11 @@ static int session_alloc(clover_session *s, clover_error *err) {
     s->pending = mem_calloc(b, 1);
     s->pick_id = mem_calloc(b, sizeof *s->pick_id);
     s->pick_conf = mem_calloc(b, sizeof *s->pick_conf);
-    s->pick_rows = mem_calloc(b, sizeof *s->pick_rows);
     s->pick_u = mem_calloc(b, sizeof *s->pick_u);
-    s->pick_rc = mem_calloc(b, sizeof *s->pick_rc);
-    s->pick_err = mem_calloc(b, sizeof *s->pick_err);
+    s->pen_counts = mem_calloc(v, sizeof *s->pen_counts);
     s->view_fixed = mem_calloc(b, 1);
     if (!s->last_logits || !s->row || !s->is_stop || (s->max_block && !s->logits) || !s->block || !s->block_conf ||
-        !s->pending || !s->pick_id || !s->pick_conf || !s->pick_rows || !s->pick_u || !s->pick_rc || !s->pick_err ||
-        !s->view_fixed)
+        !s->pending || !s->pick_id || !s->pick_conf || !s->pick_u || !s->pen_counts || !s->view_fixed)
         return error_set(err, CLOVER_E_NOMEM, "session: no memory for the scratch of a %zu-row block over %zu ids",
                          b, v);
     int rc;
@@ -84,37 +76,27 @@ static int session_alloc(clover_session *s, clover_error *err) {
     return engine_stop_ids_build(s->model, &s->stop_ids, &s->n_stop_ids, err);
 }
 
-/* The pick pool: one task per pending row, so no more threads than rows. */
-static int session_pool(clover_session *s, size_t n_threads, clover_error *err) {
-    size_t n = n_threads ? n_threads : threadpool_cpu_count();
-    if (n > s->max_block) n = s->max_block;
-    if (n > 1) {
-        int rc = threadpool_create(&s->pool, n, err);
-        if (rc) return error_prefix(err, "session: pick threads");
-    }
-    s->n_workers = threadpool_size(s->pool);
-    return CLOVER_OK;
+int engine_session_sampler_ready(clover_session *s, clover_error *err) {
+    if (s->samp_ready) return CLOVER_OK;
+    int rc = sampler_scratch_init(&s->samp, s->n_vocab, err);
+    if (!rc) s->samp_ready = true;
+    return rc;
 }
 
-int engine_session_sampler_ready(clover_session *s, clover_error *err) {
-    if (s->samp) return CLOVER_OK;
-    s->samp = mem_calloc(s->n_workers, sizeof *s->samp);
-    if (!s->samp) return error_set(err, CLOVER_E_NOMEM, "session: no memory for the sampler scratch");
-    for (size_t i = 0; i < s->n_workers; i++) {
-        int rc = sampler_scratch_init(&s->samp[i], s->n_vocab, err);
-        if (rc) {
-            for (size_t j = 0; j < i; j++)
-                sampler_scratch_free(&s->samp[j]);
-            mem_free(s->samp);
-            s->samp = NULL;
-            return rc;
-        }
-    }
-    return CLOVER_OK;
+void engine_backend_config(const clover_model *model, const clover_session_params *params, backend_config *cfg) {
+    size_t rows = params->max_rows ? params->max_rows : SESSION_DEFAULT_ROWS;
+    size_t block = model->has_record ? model->record.block_size : 0;
+    *cfg = (backend_config){.n_threads = params->n_threads, .max_rows = rows < block ? block : rows,
+                            .max_context = params->max_context};
 }
 
 int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,
                           const clover_session_params *params, clover_error *err) {
+    return engine_session_create_on(out, model, be, NULL, params, err);
+}
+
+int engine_session_create_on(clover_session **out, const clover_model *model, const backend_ops *be, backend *bk,
+                             const clover_session_params *params, clover_error *err) {
     clover_error local; /* the codes travel through err: keep one even when the caller gives none */
     if (!err) err = &local;
     if (!out) return error_set(err, CLOVER_E_INVALID, "clover_session_create: out must not be NULL");
@@ -132,17 +114,24 @@ int engine_session_create(clover_session **out, const clover_model *model, const
     s->be = be;
     s->n_vocab = model->hp.n_vocab;
     s->max_block = model->has_record ? model->record.block_size : 0;
-    s->max_rows = params->max_rows ? params->max_rows : SESSION_DEFAULT_ROWS;
-    if (s->max_rows < s->max_block) s->max_rows = s->max_block;
+    backend_config cfg;
+    engine_backend_config(model, params, &cfg);
+    s->max_rows = cfg.max_rows;
     s->snapshot_on = !params->no_snapshot;
     s->snapshot_max_bytes = params->snapshot_max_bytes ? params->snapshot_max_bytes : SESSION_DEFAULT_SNAPSHOT_BYTES;
 
     int rc = session_alloc(s, err);
-    if (!rc) rc = session_pool(s, params->n_threads, err);
+    if (!rc && !bk) {
+        rc = be->create(model, &cfg, &bk, err);
+        if (rc) error_prefix(err, "session on the %s backend", be->name);
+        else s->own_bk = true;
+    }
+    s->bk = bk;
+    if (!rc && be->max_rows(bk) < s->max_rows)
+        rc = error_set(err, CLOVER_E_INVALID, "session: %zu rows per pass, but the %s backend takes %zu", s->max_rows,
+                       be->name, be->max_rows(bk));
     if (!rc) {
-        backend_config cfg = {.n_threads = params->n_threads, .max_rows = s->max_rows,
-                              .max_context = params->max_context};
-        rc = be->session_create(model, &cfg, &s->bs, err);
+        rc = be->session_create(bk, &s->bs, err);
         if (rc) error_prefix(err, "session on the %s backend", be->name);
     }
     if (rc) {
@@ -203,26 +192,43 @@ int engine_session_reserve(clover_session *s, size_t extra, clover_error *err) {
     return CLOVER_OK;
 }
 
-int engine_session_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits, clover_op_seconds *ops,
-                          clover_error *err) {
-    if (n == 0) return CLOVER_OK;
+int engine_session_plan_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits,
+                               const backend_pick *pick, const float *u, int32_t *id, float *conf,
+                               clover_op_seconds *ops, clover_error *err) {
     int rc = engine_session_reserve(s, n, err);
     if (rc) {
         engine_session_forget(s);
         return rc;
     }
-    backend_commit_out out = {0};
-    out.last_logits = want_logits ? s->last_logits : NULL;
-    backend_pass_stats st = {0};
-    rc = s->be->commit(s->bs, ids, n, &out, &st, err);
-    if (rc) {
-        engine_session_forget(s);
-        return rc;
+    backend_commit_seq *q = &s->cseq;
+    memset(q, 0, sizeof *q);
+    q->s = s->bs;
+    q->ids = ids;
+    q->n = n;
+    q->last_logits = want_logits ? s->last_logits : NULL;
+    if (pick) {
+        q->pick = pick;
+        q->n_pick = 1;
+        q->u = u;
+        q->pick_out.id = id;
+        q->pick_out.conf = conf;
     }
-    memcpy(s->ids + s->n_ids, ids, n * sizeof *ids);
-    s->n_ids += n;
-    s->last_valid = want_logits;
-    engine_ops_add(ops, &st);
+    s->last_valid = false; /* until the commit is done */
+    s->commit_ops = ops;
+    return CLOVER_OK;
+}
+
+int engine_session_commit_done(clover_session *s, const backend_pass_stats *st, clover_error *err) {
+    backend_commit_seq *q = &s->cseq;
+    if (q->rc) {
+        *err = q->err;
+        engine_session_forget(s);
+        return q->rc;
+    }
+    memcpy(s->ids + s->n_ids, q->ids, q->n * sizeof *q->ids);
+    s->n_ids += q->n;
+    s->last_valid = q->last_logits != NULL;
+    engine_ops_add(s->commit_ops, st);
     size_t have = s->be->session_length(s->bs);
     if (have != s->n_ids) {
         engine_session_forget(s);
@@ -264,11 +270,11 @@ static size_t session_snapshot_point(const clover_session *s, const int32_t *pro
     return at;
 }
 
-int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
-                           const clover_generate_params *p, size_t *reused, bool *cancelled,
-                           clover_generate_stats *st, clover_error *err) {
+int engine_session_prompt_begin(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
+                                const clover_generate_params *p, size_t *reused, size_t *at,
+                                clover_generate_stats *st, clover_error *err) {
     *reused = 0;
-    *cancelled = false;
+    *at = SIZE_MAX;
     for (size_t i = 0; i < n; i++)
         if (prompt[i] < 0 || (size_t)prompt[i] >= s->n_vocab)
             return error_set(err, CLOVER_E_INVALID, "token %zu is id %d, expected 0..%zu", i, prompt[i],
@@ -286,27 +292,21 @@ int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, b
     if (reuse == 0) engine_session_forget(s);
     if (want_logits && n == 0)
         return error_set(err, CLOVER_E_INVALID, "empty; autoregressive decoding needs at least one token");
-    size_t at = session_snapshot_point(s, prompt, n, reuse, p);
-    for (size_t a = reuse;;) {
-        if (a == at) { /* an optimisation only: a failed snapshot leaves none and the request goes on */
-            double t = timer_now();
-            clover_error local = {0};
-            if (engine_snapshot_take(&s->snap, s->be, s->bs, prompt, at, s->snapshot_max_bytes, &local))
-                engine_snapshot_drop(&s->snap);
-            st->snapshot_s += timer_now() - t;
-        }
-        if (a >= n) break;
-        if (p->cancel && __atomic_load_n(p->cancel, __ATOMIC_RELAXED)) {
-            engine_session_forget(s);
-            *cancelled = true;
-            return CLOVER_OK;
-        }
-        size_t end = n - a < s->max_rows ? n : a + s->max_rows;
-        if (at > a && at < end) end = at; /* stop at the snapshot point */
-        int rc = engine_session_commit(s, prompt + a, end - a, want_logits && end == n, &st->commit_ops, err);
-        if (rc) return rc;
-        a = end;
-    }
+    *at = session_snapshot_point(s, prompt, n, reuse, p);
     *reused = reuse;
     return CLOVER_OK;
+}
+
+size_t engine_prompt_chunk_end(const clover_session *s, size_t a, size_t n, size_t at) {
+    size_t end = n - a < s->max_rows ? n : a + s->max_rows;
+    if (at > a && at < end) end = at; /* stop at the snapshot point */
+    return end;
+}
+
+void engine_session_take_snapshot(clover_session *s, const int32_t *prompt, size_t at, clover_generate_stats *st) {
+    double t = timer_now();
+    clover_error local = {0};
+    if (engine_snapshot_take(&s->snap, s->be, s->bs, prompt, at, s->snapshot_max_bytes, &local))
+        engine_snapshot_drop(&s->snap);
+    st->snapshot_s += timer_now() - t;
 }

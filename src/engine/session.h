@@ -13,7 +13,6 @@
 #include <stdint.h>
 
 #include "backend.h"
-#include "base/threadpool.h"
 #include "clover.h"
 #include "engine/penalties.h"
 #include "engine/sampler.h"
@@ -22,6 +21,9 @@
 struct clover_session {
     const clover_model *model;
     const backend_ops *be;
+    backend *bk;       /* the backend object the session runs on */
+    bool own_bk;       /* created for this session alone (clover_session_create) */
+    bool active;       /* a clover_request is running on it */
     backend_session *bs;
     size_t n_vocab;
     size_t max_rows;  /* rows per backend pass */
@@ -41,30 +43,42 @@ struct clover_session {
     size_t n_stop_ids;
 
     /* per-request scratch */
-    float *logits;      /* [max_block][n_vocab] preview logits; rows are penalised in place */
-    float *row;         /* [n_vocab] autoregressive work row */
+    float *logits;      /* [max_block][n_vocab] the first preview's raw logits (the parity dump) */
+    float *row;         /* [n_vocab] autoregressive work row (a pick from the kept logits) */
     uint8_t *is_stop;   /* [n_vocab] ids that end the answer in this request */
     int32_t *block;     /* [max_block] the block being resolved (mask id on pending rows) */
     float *block_conf;  /* [max_block] confidence of each fixed row */
     uint8_t *pending;   /* [max_block] */
     int32_t *pick_id;   /* [max_block] this pass's pick per row */
     float *pick_conf;   /* [max_block] */
-    size_t *pick_rows;  /* [max_block] the pending rows of a pass, one pick task each */
-    double *pick_u;     /* [max_block] their draws, taken in row order before the tasks run */
-    int *pick_rc;       /* [max_block] each task's status */
-    clover_error *pick_err; /* [max_block] each task's message */
-    uint8_t *view_fixed;    /* [max_block] the fixed flags a clover_pass_view shows */
+    float *pick_u;      /* [max_block] the draws of the pending rows, taken in row order */
+    uint32_t *pen_counts; /* [n_vocab] the counts of pen.seen, in its order (backend_penalties) */
+    uint8_t *view_fixed;  /* [max_block] the fixed flags a clover_pass_view shows */
     penalty_state pen;
-    threadpool *pool;       /* runs a pass's picks (NULL: inline); min(threads, block) threads */
-    size_t n_workers;       /* threadpool_size(pool) */
-    sampler_scratch *samp;  /* [n_workers], allocated by the first sampling request */
+    sampler_scratch samp; /* the host pick from the kept logits (sampled requests) */
+    bool samp_ready;
+
+    /* the backend operation this session's request planned for the next pass */
+    backend_commit_seq cseq;
+    backend_preview_seq pseq;
+    backend_pick pick;
+    backend_penalties pick_pen;
+    clover_op_seconds *commit_ops; /* where the planned commit's operator seconds go */
 };
 
-/* clover_session_create over a given backend (tests pass a fake one). */
+/* The backend public sessions and engines run on (backend_select.c). */
+const backend_ops *engine_default_backend(void);
+
+/* clover_session_create over a given backend (tests pass a fake one);
+ * bk: a backend object to share (NULL: one is created for this session). */
 int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,
                           const clover_session_params *params, clover_error *err);
+int engine_session_create_on(clover_session **out, const clover_model *model, const backend_ops *be, backend *bk,
+                             const clover_session_params *params, clover_error *err);
+/* The backend config a session's parameters ask for. */
+void engine_backend_config(const clover_model *model, const clover_session_params *params, backend_config *cfg);
 
-/* Makes the per-thread sampler scratch ready (sampled requests only). */
+/* Makes the sampler scratch of the host pick ready (sampled requests only). */
 int engine_session_sampler_ready(clover_session *s, clover_error *err);
 
 /* Forgets the committed sequence (backend reset, no ids). */
@@ -73,26 +87,33 @@ void engine_session_forget(clover_session *s);
 /* Room for extra more committed ids. */
 int engine_session_reserve(clover_session *s, size_t extra, clover_error *err);
 
-/* Commits ids[0..n) at the session's end and appends them to the committed
- * ids; with want_logits the last row's logits land in last_logits. Timing
- * by operator goes to ops (may be NULL). On failure the session is forgotten. */
-int engine_session_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits, clover_op_seconds *ops,
-                          clover_error *err);
+/* Plans a commit of ids[0..n) at the session's end into s->cseq (the ids
+ * must stay valid until commit_done); with want_logits the last row's
+ * logits land in last_logits; with pick (may be NULL) the last row's causal
+ * pick goes to *id, *conf (u: its draw, NULL when greedy). Operator seconds
+ * go to ops (may be NULL). On failure the session is forgotten. */
+int engine_session_plan_commit(clover_session *s, const int32_t *ids, size_t n, bool want_logits,
+                               const backend_pick *pick, const float *u, int32_t *id, float *conf,
+                               clover_op_seconds *ops, clover_error *err);
+/* After the backend ran s->cseq (alone or in a batch): appends the ids, or
+ * forgets the session on the sequence's failure (its message into err). */
+int engine_session_commit_done(clover_session *s, const backend_pass_stats *st, clover_error *err);
 
-/* Step 1 of SPEC 3: commits the prompt, reusing the longer of the
- * committed ids and the prompt snapshot's ids that is a prefix of (or equal
- * to) it (the snapshot is imported then); otherwise starts afresh. With
- * want_logits the last prompt row's logits are in last_logits afterwards
- * (recommitting everything when a fully reused prompt left none).
- * *reused gets the reused token count. The tail goes in chunks of max_rows
- * (the backend's own split, so the numbers do not change), cut at the
- * request's snapshot point where the snapshot is taken, with p->cancel
- * (may be NULL) checked before each: *cancelled, and the session
- * forgotten, when it was set. Operator seconds and the snapshot figures go
- * to st. */
-int engine_session_prepare(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
-                           const clover_generate_params *p, size_t *reused, bool *cancelled,
-                           clover_generate_stats *st, clover_error *err);
+/* Step 1 of SPEC 3, its first half: validates the prompt and decides the
+ * reuse: the longer of the committed ids and the prompt snapshot's ids that
+ * is a prefix of (or equal to) it (the snapshot is imported then);
+ * otherwise the sequence starts afresh. With want_logits a fully reused
+ * prompt needs kept logits (else it is recommitted). *reused gets the
+ * reused count, *at the snapshot point (SIZE_MAX: none). The tail is then
+ * committed in chunks by the request (request.c), each ending at
+ * engine_prompt_chunk_end. */
+int engine_session_prompt_begin(clover_session *s, const int32_t *prompt, size_t n, bool want_logits,
+                                const clover_generate_params *p, size_t *reused, size_t *at,
+                                clover_generate_stats *st, clover_error *err);
+/* The end of the prompt chunk starting at a: max_rows at most, cut at the snapshot point. */
+size_t engine_prompt_chunk_end(const clover_session *s, size_t a, size_t n, size_t at);
+/* Takes the prompt snapshot of prompt[0..at) (an optimisation: a failure leaves none). */
+void engine_session_take_snapshot(clover_session *s, const int32_t *prompt, size_t at, clover_generate_stats *st);
 
 /* Adds a pass's operator seconds to ops (stats.c). */
 void engine_ops_add(clover_op_seconds *ops, const backend_pass_stats *st);

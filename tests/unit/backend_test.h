@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "cpu/backend_cpu_solo.h"
 #include "convert/convert.h"
 #include "model/model.h"
 #include "test.h"
@@ -139,7 +139,7 @@ static inline backend_session *test_session(const clover_model *m, size_t max_ro
     backend_config cfg = {.n_threads = n_threads, .max_rows = max_rows, .max_context = 0};
     backend_session *s = NULL;
     clover_error err = {0};
-    int rc = backend_cpu.session_create(m, &cfg, &s, &err);
+    int rc = cpu_solo.session_create(m, &cfg, &s, &err);
     CHECK_MSG(rc == 0, "session_create: %s", err.message);
     return s;
 }

@@ -28,9 +28,9 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     clover_error err = {0};
     backend_pass_stats st = {0};
     backend_commit_out out = {.all_logits = logits, .hidden = hidden};
-    int rc = backend_cpu.commit(s, ids, n, &out, &st, &err);
+    int rc = cpu_solo.commit(s, ids, n, &out, &st, &err);
     CHECK_MSG(rc == 0, "commit: %s", err.message);
-    CHECK_EQ_INT(backend_cpu.session_length(s), n);
+    CHECK_EQ_INT(cpu_solo.session_length(s), n);
     double e = rel_err(logits, ref_logits, n * V);
     printf("     causal logits (%zu rows): rel err %.3g\n", n, e);
     CHECK_MSG(e <= BOUND, "causal logits rel err %.3g", e);
@@ -49,9 +49,9 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     CHECK(st.coreset_layers == 0);
 
     /* the committed state through state_export */
-    size_t bytes = backend_cpu.state_bytes(s);
+    size_t bytes = cpu_solo.state_bytes(s);
     unsigned char *buf = malloc(bytes);
-    rc = backend_cpu.state_export(s, buf, bytes, &err);
+    rc = cpu_solo.state_export(s, buf, bytes, &err);
     CHECK_MSG(rc == 0, "state_export: %s", err.message);
     uint64_t n_exp = 0;
     for (int i = 0; i < 8; i++) n_exp |= (uint64_t)buf[i] << (8 * i);
@@ -102,7 +102,7 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     CHECK_EQ_INT((const unsigned char *)p - buf, bytes);
     free(buf);
 done:
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
     free(ids), free(ref_logits), free(ref_hidden), free(logits), free(hidden);
 }
 
@@ -119,7 +119,7 @@ static void golden_nll(const fixture *fx, const test_model *tm) {
     clover_error err = {0};
     /* rows 0..n-2 score tokens 1..n-1 */
     backend_commit_out out = {.targets = ids + 1, .nll = nll, .all_logits = logits};
-    int rc = backend_cpu.commit(s, ids, n - 1, &out, NULL, &err);
+    int rc = cpu_solo.commit(s, ids, n - 1, &out, NULL, &err);
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     double worst = 0, mean = 0;
     for (size_t r = 0; r + 1 < n; r++) {
@@ -137,7 +137,7 @@ static void golden_nll(const fixture *fx, const test_model *tm) {
     CHECK_MSG(worst <= 2 * BOUND, "per-token NLL off by %.3g of the logit scale", worst);
     CHECK_NEAR(mean, ref_mean, 1e-4 * fmax(1.0, ref_mean));
 done:
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
     free(ids), free(nll), free(logits);
 }
 

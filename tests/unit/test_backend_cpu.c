@@ -33,19 +33,19 @@ static backend_session *commit_in_steps(size_t max_rows, size_t threads, const i
     for (size_t r = 0; r < n; r += step) {
         size_t k = n - r < step ? n - r : step;
         backend_commit_out out = {.all_logits = logits + r * V};
-        int rc = backend_cpu.commit(s, ids + r, k, &out, NULL, &err);
+        int rc = cpu_solo.commit(s, ids + r, k, &out, NULL, &err);
         CHECK_MSG(rc == 0, "commit rows %zu..%zu: %s", r, r + k, err.message);
     }
-    CHECK_EQ_INT(backend_cpu.session_length(s), n);
+    CHECK_EQ_INT(cpu_solo.session_length(s), n);
     return s;
 }
 
 /* The state_export bytes of a session (malloc'd). */
 static unsigned char *export_state(backend_session *s, size_t *bytes) {
-    *bytes = backend_cpu.state_bytes(s);
+    *bytes = cpu_solo.state_bytes(s);
     unsigned char *buf = malloc(*bytes);
     clover_error err = {0};
-    int rc = backend_cpu.state_export(s, buf, *bytes, &err);
+    int rc = cpu_solo.state_export(s, buf, *bytes, &err);
     CHECK_MSG(rc == 0, "state_export: %s", err.message);
     return buf;
 }
@@ -74,7 +74,7 @@ static void chunked_recurrent_and_one_call(void) {
         CHECK(l_ab <= 5e-5 && s_ab <= 5e-5 && l_ac <= 5e-5 && s_ac <= 5e-5);
         free(ea), free(eb), free(ec);
     }
-    backend_cpu.session_free(a), backend_cpu.session_free(b), backend_cpu.session_free(c);
+    cpu_solo.session_free(a), cpu_solo.session_free(b), cpu_solo.session_free(c);
     free(one), free(chunks), free(rows);
 }
 
@@ -85,8 +85,8 @@ static void prefix_then_rest_equals_fresh(void) {
     backend_session *b = test_session(tm.model, 64, 0);
     clover_error err = {0};
     backend_commit_out o1 = {.all_logits = parts}, o2 = {.all_logits = parts + k * V};
-    CHECK(backend_cpu.commit(b, seq, k, &o1, NULL, &err) == 0);
-    CHECK(backend_cpu.commit(b, seq + k, n - k, &o2, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(b, seq, k, &o1, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(b, seq + k, n - k, &o2, NULL, &err) == 0);
     size_t sa, sb;
     unsigned char *ea = export_state(a, &sa), *eb = export_state(b, &sb);
     CHECK(sa == sb);
@@ -94,7 +94,7 @@ static void prefix_then_rest_equals_fresh(void) {
     printf("     prefix of %zu then %zu rows vs one commit: logits %.3g, state %.3g\n", k, n - k, el, es);
     CHECK(el <= 5e-5 && es <= 5e-5);
     free(ea), free(eb);
-    backend_cpu.session_free(a), backend_cpu.session_free(b);
+    cpu_solo.session_free(a), cpu_solo.session_free(b);
     free(fresh), free(parts);
 }
 
@@ -107,31 +107,31 @@ static void preview_changes_nothing(void) {
     float *l1 = malloc(5 * V * 4), *l2 = malloc(5 * V * 4), *pl = malloc(8 * V * 4);
     backend_session *p = test_session(tm.model, 64, 0), *q = test_session(tm.model, 64, 0);
     clover_error err = {0};
-    CHECK(backend_cpu.commit(p, ids, n, NULL, NULL, &err) == 0);
-    CHECK(backend_cpu.commit(q, ids, n, NULL, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(p, ids, n, NULL, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(q, ids, n, NULL, NULL, &err) == 0);
     size_t bytes, after_bytes;
     unsigned char *before = export_state(p, &bytes);
     const int32_t block[8] = {433, 393, 433, 433, 393, 393, 433, 433};
     for (int coreset = 0; coreset < 2; coreset++) {
         backend_preview_opts opts = {.record_block_size = 8, .coreset = coreset, .coreset_top_p = 0.8f};
-        int rc = backend_cpu.preview(p, block, 8, &opts, pl, NULL, &err);
+        int rc = cpu_solo.preview(p, block, 8, &opts, pl, NULL, &err);
         CHECK_MSG(rc == 0, "preview: %s", err.message);
         unsigned char *after = export_state(p, &after_bytes);
         CHECK(after_bytes == bytes && test_hash(after, bytes) == test_hash(before, bytes) &&
               memcmp(after, before, bytes) == 0);
         free(after);
     }
-    CHECK_EQ_INT(backend_cpu.session_length(p), n);
+    CHECK_EQ_INT(cpu_solo.session_length(p), n);
     /* the next commit is exactly what it would have been */
     backend_commit_out o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
-    CHECK(backend_cpu.commit(p, seq, 5, &o1, NULL, &err) == 0);
-    CHECK(backend_cpu.commit(q, seq, 5, &o2, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(p, seq, 5, &o1, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(q, seq, 5, &o2, NULL, &err) == 0);
     CHECK(memcmp(l1, l2, 5 * V * 4) == 0);
     size_t sp, sq;
     unsigned char *ep = export_state(p, &sp), *eq = export_state(q, &sq);
     CHECK(sp == sq && memcmp(ep, eq, sp) == 0);
     free(ep), free(eq), free(before);
-    backend_cpu.session_free(p), backend_cpu.session_free(q);
+    cpu_solo.session_free(p), cpu_solo.session_free(q);
     free(ids), free(l1), free(l2), free(pl);
 }
 
@@ -144,38 +144,38 @@ static void state_roundtrip_and_reset(void) {
     unsigned char *st = export_state(a, &bytes);
     backend_session *b = test_session(tm.model, 8, 1); /* another shape of session: the layout is the same */
     clover_error err = {0};
-    int rc = backend_cpu.state_import(b, st, bytes, &err);
+    int rc = cpu_solo.state_import(b, st, bytes, &err);
     CHECK_MSG(rc == 0, "state_import: %s", err.message);
-    CHECK_EQ_INT(backend_cpu.session_length(b), 60);
+    CHECK_EQ_INT(cpu_solo.session_length(b), 60);
     size_t bytes_b;
     unsigned char *st_b = export_state(b, &bytes_b);
     CHECK(bytes_b == bytes && memcmp(st, st_b, bytes) == 0);
     /* both continue identically: a preview, then a decode step */
     const int32_t block[8] = {433, 393, 433, 433, 393, 393, 433, 433};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK(backend_cpu.preview(a, block, 8, &opts, pa, NULL, &err) == 0);
-    CHECK(backend_cpu.preview(b, block, 8, &opts, pb, NULL, &err) == 0);
+    CHECK(cpu_solo.preview(a, block, 8, &opts, pa, NULL, &err) == 0);
+    CHECK(cpu_solo.preview(b, block, 8, &opts, pb, NULL, &err) == 0);
     CHECK(memcmp(pa, pb, 8 * V * 4) == 0);
     backend_commit_out oa = {.last_logits = lb}, ob = {.last_logits = lc};
-    CHECK(backend_cpu.commit(a, seq + 60, 1, &oa, NULL, &err) == 0);
-    CHECK(backend_cpu.commit(b, seq + 60, 1, &ob, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(a, seq + 60, 1, &oa, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(b, seq + 60, 1, &ob, NULL, &err) == 0);
     CHECK(memcmp(lb, lc, V * 4) == 0);
 
     /* reset: a fresh sequence (zero rings and states), same results as a new session */
-    backend_cpu.reset(b);
-    CHECK_EQ_INT(backend_cpu.session_length(b), 0);
+    cpu_solo.reset(b);
+    CHECK_EQ_INT(cpu_solo.session_length(b), 0);
     size_t n_attn = 0;
     for (size_t l = 0; l < tm.model->hp.n_layer; l++) n_attn += tm.model->layers[l].kind == MODEL_LAYER_ATTENTION;
-    CHECK_EQ_INT(backend_cpu.state_bytes(b), bytes - n_attn * 60 * 2 * tm.model->hp.n_head_kv *
+    CHECK_EQ_INT(cpu_solo.state_bytes(b), bytes - n_attn * 60 * 2 * tm.model->hp.n_head_kv *
                                                          tm.model->hp.head_dim * 4);
-    CHECK(backend_cpu.preview_debug(b, NULL, NULL, &err) == CLOVER_E_INVALID);
+    CHECK(cpu_solo.preview_debug(b, NULL, NULL, &err) == CLOVER_E_INVALID);
     float *lr = malloc(n * V * 4);
     backend_commit_out orr = {.all_logits = lr};
-    CHECK(backend_cpu.commit(b, seq, 60, &orr, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(b, seq, 60, &orr, NULL, &err) == 0);
     backend_session *c = commit_in_steps(8, 1, seq, 60, 60, la);
     CHECK(memcmp(lr, la, 60 * V * 4) == 0);
     free(st), free(st_b), free(lr);
-    backend_cpu.session_free(a), backend_cpu.session_free(b), backend_cpu.session_free(c);
+    cpu_solo.session_free(a), cpu_solo.session_free(b), cpu_solo.session_free(c);
     free(la), free(lb), free(lc), free(pa), free(pb);
 }
 
@@ -186,12 +186,12 @@ static void threads_do_not_change_results(void) {
     const int32_t block[5] = {433, 433, 12, 433, 433};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
     clover_error err = {0};
-    CHECK(backend_cpu.preview(a, block, 5, &opts, p1, NULL, &err) == 0);
-    CHECK(backend_cpu.preview(b, block, 5, &opts, p2, NULL, &err) == 0);
+    CHECK(cpu_solo.preview(a, block, 5, &opts, p1, NULL, &err) == 0);
+    CHECK(cpu_solo.preview(b, block, 5, &opts, p2, NULL, &err) == 0);
     double el = rel_err(l2, l1, n * V), ep = rel_err(p2, p1, 5 * V);
     printf("     1 vs 3 threads: commit logits %.3g, preview logits %.3g\n", el, ep);
     CHECK(el == 0 && ep == 0);
-    backend_cpu.session_free(a), backend_cpu.session_free(b);
+    cpu_solo.session_free(a), cpu_solo.session_free(b);
     free(l1), free(l2), free(p1), free(p2);
 }
 
@@ -205,19 +205,19 @@ static void kv_growth_over_long_commits(void) {
     backend_session *a = test_session(tm.model, 64, 0);
     backend_config cfg = {.max_rows = 50, .max_context = 600};
     backend_session *b = NULL;
-    CHECK(backend_cpu.session_create(tm.model, &cfg, &b, &err) == 0);
+    CHECK(cpu_solo.session_create(tm.model, &cfg, &b, &err) == 0);
     backend_commit_out oa = {.last_logits = la}, ob = {.last_logits = lb};
-    CHECK(backend_cpu.commit(a, ids, n, &oa, NULL, &err) == 0);
-    for (size_t r = 0; r < n; r += 150) CHECK(backend_cpu.commit(b, ids + r, 150, &ob, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(a, ids, n, &oa, NULL, &err) == 0);
+    for (size_t r = 0; r < n; r += 150) CHECK(cpu_solo.commit(b, ids + r, 150, &ob, NULL, &err) == 0);
     double e = rel_err(lb, la, V);
     printf("     600 rows (KV cache grown): last logits, chunks of 64 vs 50: %.3g\n", e);
     CHECK(e <= 5e-5);
     /* b is full now: one more row is refused and nothing changes */
     int32_t one = 5;
-    CHECK_EQ_INT(backend_cpu.commit(b, &one, 1, &ob, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(b, &one, 1, &ob, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "context") != NULL, "%s", err.message);
-    CHECK_EQ_INT(backend_cpu.session_length(b), n);
-    backend_cpu.session_free(a), backend_cpu.session_free(b);
+    CHECK_EQ_INT(cpu_solo.session_length(b), n);
+    cpu_solo.session_free(a), cpu_solo.session_free(b);
     free(ids), free(la), free(lb);
 }
 
@@ -226,71 +226,71 @@ static void refusals_leave_the_session_unchanged(void) {
     backend_config cfg = {.max_rows = 8, .max_context = 40};
     backend_session *s = NULL;
     clover_error err = {0};
-    CHECK(backend_cpu.session_create(tm.model, &cfg, &s, &err) == 0);
+    CHECK(cpu_solo.session_create(tm.model, &cfg, &s, &err) == 0);
     if (!s) return;
-    CHECK(backend_cpu.commit(s, seq, 31, NULL, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(s, seq, 31, NULL, NULL, &err) == 0);
     size_t bytes, after_bytes;
     unsigned char *before = export_state(s, &bytes);
     float *lg = malloc(10 * V * 4), nll[10];
     int32_t bad[3] = {1, (int32_t)V, 2}, neg[2] = {-1, 3};
 
-    CHECK_EQ_INT(backend_cpu.commit(s, bad, 3, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, bad, 3, NULL, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "row 1") != NULL, "%s", err.message);
-    CHECK_EQ_INT(backend_cpu.commit(s, neg, 2, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, neg, 2, NULL, NULL, &err), CLOVER_E_INVALID);
     backend_commit_out half = {.nll = nll};
-    CHECK_EQ_INT(backend_cpu.commit(s, seq, 2, &half, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, seq, 2, &half, NULL, &err), CLOVER_E_INVALID);
     backend_commit_out badt = {.nll = nll, .targets = bad};
-    CHECK_EQ_INT(backend_cpu.commit(s, seq, 3, &badt, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.commit(s, seq, 10, NULL, NULL, &err), CLOVER_E_INVALID); /* 41 > 40 */
-    CHECK_EQ_INT(backend_cpu.commit(s, NULL, 2, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, seq, 3, &badt, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, seq, 10, NULL, NULL, &err), CLOVER_E_INVALID); /* 41 > 40 */
+    CHECK_EQ_INT(cpu_solo.commit(s, NULL, 2, NULL, NULL, &err), CLOVER_E_INVALID);
     backend_commit_out last = {.last_logits = lg};
-    CHECK_EQ_INT(backend_cpu.commit(s, seq, 0, &last, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.commit(s, seq, 0, NULL, NULL, &err), CLOVER_OK);
+    CHECK_EQ_INT(cpu_solo.commit(s, seq, 0, &last, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.commit(s, seq, 0, NULL, NULL, &err), CLOVER_OK);
 
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 0, &opts, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 9, &opts, lg, NULL, &err), CLOVER_E_INVALID); /* > max_rows */
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 0, &opts, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 9, &opts, lg, NULL, &err), CLOVER_E_INVALID); /* > max_rows */
     CHECK_MSG(strstr(err.message, "max_rows") != NULL, "%s", err.message);
-    CHECK_EQ_INT(backend_cpu.preview(s, bad, 3, &opts, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 4, NULL, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 4, &opts, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, bad, 3, &opts, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, NULL, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &opts, NULL, NULL, &err), CLOVER_E_INVALID);
     backend_preview_opts zero_b = opts, nan_p = opts;
     zero_b.record_block_size = 0;
     nan_p.coreset_top_p = NAN;
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 4, &zero_b, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 4, &nan_p, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &zero_b, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &nan_p, lg, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "coreset_top_p") != NULL, "%s", err.message);
     /* 31 committed + 8 rows fit the context of 40 */
-    CHECK_EQ_INT(backend_cpu.preview(s, seq, 8, &opts, lg, NULL, &err), CLOVER_OK);
+    CHECK_EQ_INT(cpu_solo.preview(s, seq, 8, &opts, lg, NULL, &err), CLOVER_OK);
 
     /* state_export into a short buffer; imports of the wrong length or an impossible length */
     unsigned char *buf = malloc(bytes + 16);
-    CHECK_EQ_INT(backend_cpu.state_export(s, buf, bytes - 1, &err), CLOVER_E_INVALID);
-    CHECK(backend_cpu.state_export(s, buf, bytes, &err) == 0);
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, bytes - 4, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_export(s, buf, bytes - 1, &err), CLOVER_E_INVALID);
+    CHECK(cpu_solo.state_export(s, buf, bytes, &err) == 0);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes - 4, &err), CLOVER_E_FORMAT);
     CHECK_MSG(strstr(err.message, "committed length 31") != NULL, "%s", err.message);
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, bytes + 4, &err), CLOVER_E_FORMAT);
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, 7, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes + 4, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, 7, &err), CLOVER_E_FORMAT);
     buf[0] = 41; /* a committed length past the context of 40 */
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
     CHECK_MSG(strstr(err.message, "41") != NULL, "%s", err.message);
     buf[0] = 30; /* a valid length that does not match the bytes */
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
     buf[0] = 31;
     buf[7] = 0x80; /* 2^63 + 31 */
-    CHECK_EQ_INT(backend_cpu.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
 
-    CHECK_EQ_INT(backend_cpu.session_length(s), 31);
+    CHECK_EQ_INT(cpu_solo.session_length(s), 31);
     unsigned char *after = export_state(s, &after_bytes);
     CHECK(after_bytes == bytes && memcmp(before, after, bytes) == 0);
     /* session_create refusals */
     backend_session *t = NULL;
     backend_config huge = {.max_rows = (size_t)1 << 40};
-    CHECK_EQ_INT(backend_cpu.session_create(tm.model, &huge, &t, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.session_create(tm.model, &huge, &t, &err), CLOVER_E_INVALID);
     CHECK(t == NULL);
-    CHECK_EQ_INT(backend_cpu.session_create(NULL, NULL, &t, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.session_create(NULL, NULL, &t, &err), CLOVER_E_INVALID);
     free(before), free(after), free(buf), free(lg);
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
 }
 
 int main(void) {

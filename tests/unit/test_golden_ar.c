@@ -44,7 +44,7 @@ static void greedy_decoding(void) {
         backend_session *s = test_session(tm.model, 16, 0);
         clover_error err = {0};
         backend_commit_out out = {.last_logits = logits};
-        int rc = s ? backend_cpu.commit(s, prompt, np, &out, NULL, &err) : -1;
+        int rc = s ? cpu_solo.commit(s, prompt, np, &out, NULL, &err) : -1;
         CHECK_MSG(rc == 0, "%s: prompt: %s", name, err.message);
         size_t same = 0;
         double worst_conf = 0;
@@ -55,14 +55,14 @@ static void greedy_decoding(void) {
             if (id != want[t]) break;
             same++;
             worst_conf = fmax(worst_conf, fabs(conf - json_real_value(json_array_get(confs, t))));
-            if (t + 1 < nt) rc = backend_cpu.commit(s, &id, 1, &out, NULL, &err); /* decode: one row */
+            if (t + 1 < nt) rc = cpu_solo.commit(s, &id, 1, &out, NULL, &err); /* decode: one row */
         }
         CHECK_EQ_INT(same, nt);
         CHECK_MSG(worst_conf <= 1e-5, "%s: confidence off by %.3g", name, worst_conf);
         /* the prompt plus every emitted token but the last is committed */
-        CHECK_EQ_INT(backend_cpu.session_length(s), json_integer_value(json_object_get(exp, "committed_after")));
+        CHECK_EQ_INT(cpu_solo.session_length(s), json_integer_value(json_object_get(exp, "committed_after")));
         printf("     %s: %zu tokens as the reference, confidences within %.3g\n", name, same, worst_conf);
-        backend_cpu.session_free(s);
+        cpu_solo.session_free(s);
         free(prompt), free(want);
         checked++;
     }
@@ -75,16 +75,16 @@ static void preview_refused(void) {
     if (!s) return;
     const int32_t ids[3] = {401, 84, 82};
     clover_error err = {0};
-    CHECK(backend_cpu.commit(s, ids, 3, NULL, NULL, &err) == 0);
+    CHECK(cpu_solo.commit(s, ids, 3, NULL, NULL, &err) == 0);
     float *logits = malloc(3 * tm.model->hp.n_vocab * sizeof *logits);
     backend_preview_opts opts = {.record_block_size = 8};
-    int rc = backend_cpu.preview(s, ids, 3, &opts, logits, NULL, &err);
+    int rc = cpu_solo.preview(s, ids, 3, &opts, logits, NULL, &err);
     CHECK_EQ_INT(rc, CLOVER_E_UNSUPPORTED);
     CHECK_MSG(strstr(err.message, "ssm_conv1d_right") != NULL, "message: %s", err.message);
-    CHECK_EQ_INT(backend_cpu.session_length(s), 3);
-    CHECK_EQ_INT(backend_cpu.preview_debug(s, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(cpu_solo.session_length(s), 3);
+    CHECK_EQ_INT(cpu_solo.preview_debug(s, NULL, NULL, &err), CLOVER_E_INVALID);
     free(logits);
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
 }
 
 int main(void) {

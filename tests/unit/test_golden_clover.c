@@ -48,12 +48,12 @@ static void preview_cases(void) {
         backend_session *s = test_session(tm.model, 8, 0);
         clover_error err = {0};
         if (!s || !ref_logits || !ref_hidden) goto next;
-        int rc = backend_cpu.commit(s, prefix, np, NULL, NULL, &err);
+        int rc = cpu_solo.commit(s, prefix, np, NULL, NULL, &err);
         CHECK_MSG(rc == 0, "%s: commit: %s", name, err.message);
 
-        size_t bytes = backend_cpu.state_bytes(s);
+        size_t bytes = cpu_solo.state_bytes(s);
         unsigned char *before = malloc(bytes), *after = malloc(bytes);
-        backend_cpu.state_export(s, before, bytes, &err);
+        cpu_solo.state_export(s, before, bytes, &err);
         uint64_t h0 = test_hash(before, bytes);
 
         backend_preview_opts opts = {
@@ -61,15 +61,15 @@ static void preview_cases(void) {
             .coreset = json_is_true(json_object_get(c, "coreset")),
             .coreset_top_p = top_p};
         backend_pass_stats st = {0};
-        rc = backend_cpu.preview(s, block, b, &opts, logits, &st, &err);
+        rc = cpu_solo.preview(s, block, b, &opts, logits, &st, &err);
         CHECK_MSG(rc == 0, "%s: preview: %s", name, err.message);
-        rc = backend_cpu.preview_debug(s, hidden, kept, &err);
+        rc = cpu_solo.preview_debug(s, hidden, kept, &err);
         CHECK_MSG(rc == 0, "%s: preview_debug: %s", name, err.message);
 
         /* nothing committed changed */
-        CHECK_EQ_INT(backend_cpu.session_length(s), np);
-        CHECK_EQ_INT(backend_cpu.state_bytes(s), bytes);
-        backend_cpu.state_export(s, after, bytes, &err);
+        CHECK_EQ_INT(cpu_solo.session_length(s), np);
+        CHECK_EQ_INT(cpu_solo.state_bytes(s), bytes);
+        cpu_solo.state_export(s, after, bytes, &err);
         CHECK_MSG(test_hash(after, bytes) == h0 && memcmp(before, after, bytes) == 0,
                   "%s: the preview changed the committed state", name);
         free(before), free(after);
@@ -107,7 +107,7 @@ static void preview_cases(void) {
             CHECK_EQ_INT(st.coreset_layers, 0);
         }
     next:
-        backend_cpu.session_free(s);
+        cpu_solo.session_free(s);
         free(prefix), free(block), free(ref_logits), free(ref_hidden), free(logits), free(hidden), free(kept);
     }
 }

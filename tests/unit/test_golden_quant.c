@@ -71,7 +71,7 @@ static void fixture_quantised(convert_type type) {
     backend_session *s = test_session(tm.model, 64, 0);
     clover_error err = {0};
     backend_commit_out out = {.all_logits = logits};
-    int rc = s && ref ? backend_cpu.commit(s, ids, n, &out, NULL, &err) : -1;
+    int rc = s && ref ? cpu_solo.commit(s, ids, n, &out, NULL, &err) : -1;
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     row_stats c = compare_rows(logits, ref, n, V);
     double preview_worst = 0;
@@ -85,7 +85,7 @@ static void fixture_quantised(convert_type type) {
             .record_block_size = (uint32_t)json_integer_value(json_object_get(jc, "record_block_size")),
             .coreset = json_is_true(json_object_get(jc, "coreset")),
             .coreset_top_p = tm.model->record.coreset_top_p};
-        rc = pref && s ? backend_cpu.preview(s, block, b, &opts, logits, NULL, &err) : -1;
+        rc = pref && s ? cpu_solo.preview(s, block, b, &opts, logits, NULL, &err) : -1;
         CHECK_MSG(rc == 0, "preview: %s", err.message);
         preview_worst = fmax(preview_worst, rc == 0 ? compare_rows(logits, pref, b, V).worst : 1e9);
         free(block), free(pref);
@@ -95,7 +95,7 @@ static void fixture_quantised(convert_type type) {
     CHECK_MSG(c.median <= 0.25, "median causal row error %.3g (observed 0.11)", c.median);
     CHECK_MSG(c.top1_same >= 20, "top-1 kept in %zu of %zu rows (observed 23)", c.top1_same, c.rows);
     CHECK_MSG(preview_worst <= 0.12, "preview error %.3g (observed 0.059)", preview_worst);
-    backend_cpu.session_free(s);
+    cpu_solo.session_free(s);
     free(ids), free(ref), free(logits);
     test_model_free(&tm);
 }
@@ -126,9 +126,9 @@ static float *synth_logits(const char *type, const char *dir, size_t *V, uint32_
     backend_session *s = test_session(m, 64, 0);
     backend_commit_out o = {.all_logits = out};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK(s && backend_cpu.commit(s, ids, 40, &o, NULL, &err) == 0);
-    CHECK(s && backend_cpu.preview(s, block, 8, &opts, out + 40 * *V, NULL, &err) == 0);
-    backend_cpu.session_free(s);
+    CHECK(s && cpu_solo.commit(s, ids, 40, &o, NULL, &err) == 0);
+    CHECK(s && cpu_solo.preview(s, block, 8, &opts, out + 40 * *V, NULL, &err) == 0);
+    cpu_solo.session_free(s);
     clover_model_free(m);
     unlink(path);
     return out;

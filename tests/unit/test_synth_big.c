@@ -3,8 +3,8 @@
  * writing 19 GB: `synth --sparse` writes the header and tables and extends
  * the file with ftruncate, and the real loader then validates and binds
  * every one of its tensors. Expected values are TRUNK.md's table (section
- * 1.1) and hand-derived sizes, not synth's own constants. Skipped, with a
- * message, where the temp directory's file system cannot take the file.
+ * 1.1) and hand-derived sizes, not synth's own constants. Skipped (exit 77,
+ * "SKIP: ..."), where the temp directory's file system cannot take the file.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,16 +19,13 @@
 #include "test.h"
 
 static char path[128];
-static int skipped;
-
 static void test_full_geometry(void) {
     clover_error err = {0};
     clover_synth_options o = {.preset = "qwen3.5-35b-a3b", .sparse = 1, .seed = 3};
     int rc = clover_synth(path, &o, &err);
     if (rc == CLOVER_E_IO && strstr(err.message, "sparse")) {
-        printf("SKIP test_full_geometry: the file system cannot hold a sparse 21 GB file: %s\n", err.message);
-        skipped = 1;
-        return;
+        unlink(path);
+        TEST_SKIP("the file system of %s cannot hold a sparse 21 GB file: %s", path, err.message);
     }
     CHECK_MSG(rc == CLOVER_OK, "%s", err.message);
     if (rc) return;
@@ -121,11 +118,9 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s", tmp && strlen(tmp) < 64 ? tmp : "/tmp");
     struct statvfs vfs;
     if (statvfs(dir, &vfs) != 0 || (uint64_t)vfs.f_bavail * vfs.f_frsize < (256u << 20)) {
-        printf("SKIP: %s has less than 256 MB free for the header of the sparse 21 GB file\n", dir);
-        return 0;
+        TEST_SKIP("%s has less than 256 MB free for the header of the sparse 21 GB file", dir);
     }
     RUN(test_full_geometry);
     unlink(path);
-    if (skipped) return 0;
     return TEST_EXIT();
 }
