@@ -1,0 +1,324 @@
+/*
+ * bench_cuda_matmul.c: the CUDA weight products (src/cuda/cuda_matmul.h) at
+ * the 35B-A3B model's shapes, each beside its floor: the device-to-device
+ * copy bandwidth measured first in the same run (bytes read + written / s).
+ * A decode product's floor is its weight bytes at that bandwidth; the sweep
+ * rotates over enough weight copies (>= 1 GiB) that L2 (50 MB) holds none.
+ * The peer is llama.cpp's end-to-end decode on the same model and machine
+ * (issue 13: tg128 229 tok/s x 2.69 GB read per token = 616 GB/s effective):
+ * a whole-step figure, so a kernel must be well above it for the step to be.
+ * Chunk GEMMs print TFLOP/s (TF32 mma.sync; the dense bf16 wgmma ceiling of
+ * the H200 is about 790 TFLOP/s measured, TF32 half that).
+ *
+ * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
+ */
+#include <cuda_runtime.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_matmul.h"
+#include "quant/quant.h"
+
+#define CU(call)                                                                                   \
+    do {                                                                                           \
+        cudaError_t e_ = (call);                                                                   \
+        if (e_ != cudaSuccess) {                                                                   \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+
+static const double PEER_GBS = 229.0 * 2.69; /* llama.cpp tg128 on the H200, issue 13 */
+
+static uint64_t rs = 42;
+static uint32_t rnd(void) {
+    rs = rs * 6364136223846793005ull + 1442695040888963407ull;
+    return (uint32_t)(rs >> 33);
+}
+
+/* Device buffer of random bytes with valid f16 scales (the first bytes of
+ * every block get small positive f16 values via a quantised random row). */
+static void *dev_weights(uint32_t type, size_t rows, size_t n_in) {
+    const size_t rb = quant_row_bytes(type, n_in);
+    uint8_t *row = malloc(rb * 64);
+    float *f = malloc(n_in * sizeof(float));
+    for (int r = 0; r < 64; r++) {
+        for (size_t i = 0; i < n_in; i++) f[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-4f;
+        quant_quantize_row(type, f, row + r * rb, n_in);
+    }
+    void *d = NULL;
+    CU(cudaMalloc(&d, rows * rb));
+    for (size_t r = 0; r < rows; r += 64) {
+        const size_t n = rows - r < 64 ? rows - r : 64;
+        CU(cudaMemcpy((uint8_t *)d + r * rb, row, n * rb, cudaMemcpyHostToDevice));
+    }
+    free(row), free(f);
+    return d;
+}
+
+static float *dev_floats(size_t n) {
+    float *h = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) h[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    float *d = NULL;
+    CU(cudaMalloc((void **)&d, n * sizeof(float)));
+    CU(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
+    free(h);
+    return d;
+}
+
+static cudaEvent_t ev0, ev1;
+static double elapsed_s(void) {
+    float ms = 0;
+    CU(cudaEventSynchronize(ev1));
+    CU(cudaEventElapsedTime(&ms, ev0, ev1));
+    return ms / 1000.0;
+}
+
+/* Time of one run of `body` (n launches on stream st) replayed from a CUDA
+ * graph, per launch: what a product costs inside the decode step's graph. */
+typedef void (*launch_fn)(void *ctx, size_t i, cudaStream_t st);
+static double graph_time(launch_fn body, void *ctx, size_t n) {
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    for (size_t i = 0; i < n; i++) body(ctx, i, st);
+    CU(cudaStreamEndCapture(st, &g));
+    CU(cudaGraphInstantiate(&ge, g, 0));
+    CU(cudaGraphLaunch(ge, st));
+    CU(cudaStreamSynchronize(st));
+    const int reps = 3;
+    CU(cudaEventRecord(ev0, st));
+    for (int r = 0; r < reps; r++) CU(cudaGraphLaunch(ge, st));
+    CU(cudaEventRecord(ev1, st));
+    const double t = elapsed_s() / (reps * (double)n);
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(g));
+    CU(cudaStreamDestroy(st));
+    return t;
+}
+
+typedef struct dec_ctx {
+    uint32_t type;
+    const uint8_t *w;
+    size_t mat, n_out, n_in, rows;
+    const float *x;
+    float *y;
+    void *work;
+    cuda_moe_args *moe;
+    size_t ex, n_expert;
+} dec_ctx;
+
+static void dec_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    char why[256];
+    if (cuda_matmul_decode(c->type, c->w + i * c->mat, c->n_out, c->n_in, c->x, c->rows, c->y, c->work, st, why,
+                           sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+
+static void moe_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + i * c->n_expert * c->ex;
+    char why[256];
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+}
+
+static double copy_bandwidth(void) {
+    const size_t bytes = (size_t)1 << 30;
+    void *a, *b;
+    CU(cudaMalloc(&a, bytes));
+    CU(cudaMalloc(&b, bytes));
+    CU(cudaMemset(a, 1, bytes));
+    CU(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CU(cudaEventRecord(ev0, 0));
+    for (int i = 0; i < 10; i++) CU(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CU(cudaEventRecord(ev1, 0));
+    const double gbs = 10.0 * 2.0 * (double)bytes / elapsed_s() / 1e9;
+    CU(cudaFree(a));
+    CU(cudaFree(b));
+    return gbs;
+}
+
+static void fail(const char *why) {
+    fprintf(stderr, "bench_cuda_matmul: %s\n", why);
+    exit(1);
+}
+
+/* Dense decode: n_copies matrices of n_out x n_in, rows activation rows. */
+static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, double bw) {
+    const size_t rb = quant_row_bytes(type, n_in), mat = n_out * rb;
+    const size_t copies = ((size_t)1 << 30) / mat + 1;
+    void *w = dev_weights(type, copies * n_out, n_in);
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    void *work = NULL;
+    CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, rows) + 256));
+    char why[256];
+    for (size_t c = 0; c < copies; c++)
+        if (cuda_matmul_decode(type, (uint8_t *)w + c * mat, n_out, n_in, x, rows, y, work, NULL, why, sizeof why))
+            fail(why);
+    const int reps = 3;
+    CU(cudaEventRecord(ev0, 0));
+    for (int r = 0; r < reps; r++)
+        for (size_t c = 0; c < copies; c++)
+            cuda_matmul_decode(type, (uint8_t *)w + c * mat, n_out, n_in, x, rows, y, work, NULL, why, sizeof why);
+    CU(cudaEventRecord(ev1, 0));
+    const double t = elapsed_s() / (reps * copies), gbs = (double)mat / t / 1e9;
+    dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
+                 .work = work};
+    const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
+    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f GB/s %5.1f%% of "
+           "copy bw %4.2fx peer\n",
+           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw, gg / PEER_GBS);
+    CU(cudaFree(w));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+    CU(cudaFree(work));
+}
+
+/* MoE decode: n_layers stacks of n_expert experts; bytes = the distinct routed experts' weights. */
+static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_t n_in, size_t k, size_t rows,
+                             double bw) {
+    const size_t rb = quant_row_bytes(type, n_in), ex = n_out * rb, layers = 8;
+    void *w = dev_weights(type, layers * n_expert * n_out, n_in);
+    int32_t *ids_h = malloc(rows * k * sizeof(int32_t));
+    size_t distinct = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = (int32_t)(rnd() % n_expert);
+                dup = 0;
+                for (size_t i = 0; i < j; i++) dup |= ids_h[r * k + i] == e;
+            } while (dup);
+            ids_h[r * k + j] = e;
+        }
+    for (size_t s = 0; s < rows * k; s++) {
+        int seen = 0;
+        for (size_t t = 0; t < s; t++) seen |= ids_h[t] == ids_h[s];
+        distinct += !seen;
+    }
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, rows * k * sizeof(int32_t)));
+    CU(cudaMemcpy(ids, ids_h, rows * k * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    CU(cudaMalloc((void **)&y, rows * k * n_out * sizeof(float)));
+    cuda_moe_args a = {.type = type, .expert_stride = ex, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .ids = ids, .n_rows = rows, .k = k, .x = x, .y = y};
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_decode_work_bytes(&a) + 256));
+    char why[256];
+    const int reps = 20;
+    for (int r = -1; r < reps; r++) {
+        if (r == 0) CU(cudaEventRecord(ev0, 0));
+        for (size_t l = 0; l < layers; l++) {
+            a.w = (uint8_t *)w + l * n_expert * ex;
+            if (cuda_moe_decode(&a, work, NULL, why, sizeof why)) fail(why);
+        }
+    }
+    CU(cudaEventRecord(ev1, 0));
+    const double t = elapsed_s() / (reps * layers), gbs = (double)(distinct * ex) / t / 1e9;
+    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert};
+    const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
+    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f "
+           "GB/s %5.1f%% of copy bw\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw);
+    free(ids_h);
+    CU(cudaFree(w));
+    CU(cudaFree(ids));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+    CU(cudaFree(work));
+}
+
+static void bench_chunk(uint32_t type, size_t n_out, size_t n_in, size_t rows) {
+    void *w = dev_weights(type, n_out, n_in);
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
+    char why[256];
+    if (cuda_matmul_chunk(type, w, n_out, n_in, x, rows, y, NULL, why, sizeof why)) fail(why);
+    const int reps = 10;
+    CU(cudaEventRecord(ev0, 0));
+    for (int r = 0; r < reps; r++) cuda_matmul_chunk(type, w, n_out, n_in, x, rows, y, NULL, why, sizeof why);
+    CU(cudaEventRecord(ev1, 0));
+    const double t = elapsed_s() / reps;
+    printf("chunk   %-5s %5zu x %-5zu rows %3zu: %8.1f us  %6.1f TFLOP/s\n", quant_type_name(type), n_out, n_in, rows,
+           t * 1e6, 2.0 * rows * n_out * n_in / t / 1e12);
+    CU(cudaFree(w));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+}
+
+static void bench_moe_chunk(uint32_t type, size_t n_expert, size_t n_out, size_t n_in, size_t k, size_t rows,
+                            double bw) {
+    const size_t rb = quant_row_bytes(type, n_in), ex = n_out * rb;
+    void *w = dev_weights(type, n_expert * n_out, n_in);
+    int32_t *ids_h = malloc(rows * k * sizeof(int32_t));
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < k; j++) ids_h[r * k + j] = (int32_t)((r * 7 + j * 31 + rnd() % 3 * 97) % n_expert);
+    for (size_t r = 0; r < rows; r++) /* make each row's ids distinct */
+        for (size_t j = 0; j < k; j++) ids_h[r * k + j] = (int32_t)((ids_h[r * k] + j * 32) % n_expert);
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, rows * k * sizeof(int32_t)));
+    CU(cudaMemcpy(ids, ids_h, rows * k * sizeof(int32_t), cudaMemcpyHostToDevice));
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    CU(cudaMalloc((void **)&y, rows * k * n_out * sizeof(float)));
+    cuda_moe_args a = {.type = type, .w = w, .expert_stride = ex, .n_expert = n_expert, .n_out = n_out,
+                       .n_in = n_in, .ids = ids, .n_rows = rows, .k = k, .x = x, .y = y};
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
+    char why[256];
+    if (cuda_moe_chunk(&a, work, NULL, why, sizeof why)) fail(why);
+    const int reps = 10;
+    CU(cudaEventRecord(ev0, 0));
+    for (int r = 0; r < reps; r++) cuda_moe_chunk(&a, work, NULL, why, sizeof why);
+    CU(cudaEventRecord(ev1, 0));
+    const double t = elapsed_s() / reps;
+    printf("moe chk %-5s %zux%zu x %zu k=%zu rows %3zu: %8.1f us  %6.1f TFLOP/s  weights %4.0f GB/s (%4.1f%% bw)\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, t * 1e6, 2.0 * rows * k * n_out * n_in / t / 1e12,
+           (double)(n_expert * ex) / t / 1e9, 100.0 * (double)(n_expert * ex) / t / 1e9 / bw);
+    free(ids_h);
+    CU(cudaFree(w));
+    CU(cudaFree(ids));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+    CU(cudaFree(work));
+}
+
+int main(void) {
+    char why[256] = "";
+    if (cuda_device_count(why, sizeof why) <= 0) {
+        printf("SKIP: no CUDA device (%s)\n", why[0] ? why : "the runtime found 0 devices");
+        return 77;
+    }
+    cuda_device_info info;
+    if (cuda_device_query(0, &info, why, sizeof why)) fail(why);
+    CU(cudaEventCreate(&ev0));
+    CU(cudaEventCreate(&ev1));
+    const double bw = copy_bandwidth();
+    printf("device: %s, %d SMs, %.1f GiB; copy bandwidth %.0f GB/s (floor); peer llama.cpp tg %.0f GB/s eff.\n",
+           info.name, info.sm_count, info.total_bytes / 1073741824.0, bw, PEER_GBS);
+    const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_F16, QUANT_BF16, QUANT_F32};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        bench_decode(types[i], 4096, 2048, 1, bw);
+        bench_decode(types[i], 4096, 2048, 8, bw);
+    }
+    bench_decode(QUANT_Q8_0, 248320 / 4, 2048, 1, bw); /* a quarter of the output head */
+    bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 1, bw);
+    bench_moe_decode(QUANT_Q4_K, 256, 2048, 512, 8, 1, bw);
+    bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 8, bw);
+    for (size_t rows = 32; rows <= 512; rows *= 4) {
+        bench_chunk(QUANT_Q8_0, 4096, 2048, rows);
+        bench_chunk(QUANT_Q4_K, 4096, 2048, rows);
+    }
+    bench_chunk(QUANT_F16, 4096, 2048, 512);
+    bench_moe_chunk(QUANT_Q4_K, 256, 512, 2048, 8, 32, bw);
+    bench_moe_chunk(QUANT_Q4_K, 256, 512, 2048, 8, 512, bw);
+    return 0;
+}

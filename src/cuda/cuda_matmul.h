@@ -1,0 +1,112 @@
+/*
+ * cuda_matmul.h: every product with a weight matrix on the GPU, y = x W^T,
+ * with W in its file type (F32, F16, BF16, Q8_0, Q4_K, Q5_K, Q6_K; llama.cpp's
+ * block layouts, the file's bytes uploaded as they are, row stride
+ * quant_row_bytes(type, n_in)). Callable from C; built with CLOVER_HAVE_CUDA.
+ *
+ * Two precisions, chosen by the operation, never by the batch size, so a
+ * row's result does not depend on what else is in the batch:
+ *  - decode (cuda_matmul_decode, cuda_moe_decode; 1..8 rows): Q8_0 and
+ *    K-quant weights take the CPU's integer path exactly: each activation row
+ *    is rounded to 8 bits in blocks (32 values for Q8_0, 256 for the K-quants;
+ *    d = max|x|/127, q = nearbyint(x * (127/max|x|)), NaN/inf -> d = NaN),
+ *    byte for byte what quant_act_quantize_scalar writes, and the integer sums
+ *    are exact, so GPU and CPU (matmul_oracle's integer path) differ only in
+ *    the order of the float scale products. F32/F16/BF16 weights use f32
+ *    activations and f32 sums (CPU differs by summation order only).
+ *  - chunks (cuda_matmul_chunk, cuda_moe_chunk; any row count, meant for
+ *    9..512+): tensor-core GEMM in TF32 (mma.sync m16n8k8): the weights are
+ *    dequantised exactly as dequant_scalar.c does, then both operands are
+ *    rounded to TF32 (10-bit mantissa, round to nearest, unit roundoff
+ *    u = 2^-11) and multiplied with f32 accumulation. Per output:
+ *    |y - y_f32| <= (2u + u^2) * sum_i |w_i x_i| + f32 summation error,
+ *    i.e. about 1e-3 of sum|w x|. Against the CPU's chunk path (f32
+ *    activations, matmul_scalar) that is the whole difference.
+ * Each row's k-order is fixed (no split-K depending on the row count), so a
+ * row's bits do not depend on the other rows in the call.
+ *
+ * Shapes: x [n_rows][n_in] f32, y [n_rows][n_out] f32, W [n_out] rows of n_in.
+ * Experts: W_e = w + e * expert_stride bytes (stacked [n_expert][n_out][n_in]);
+ * routing ids [n_rows][k] int32 in DEVICE memory (top-k ids of each row,
+ * distinct within a row, 0 <= id < n_expert); slot s = r*k + j. MoE input x is
+ * either per row ([n_rows][n_in], shared by the row's k slots: gate/up) or per
+ * slot ([n_rows*k][n_in]: down); output y is per slot [n_rows*k][n_out]
+ * (the weighted sum over j is the caller's).
+ *
+ * Stream and graph rules: every function only enqueues kernels on `stream`
+ * (a cudaStream_t passed as void *; NULL = the legacy default stream); it
+ * allocates nothing, never synchronises, reads nothing back to the host, and
+ * so can be captured into a CUDA graph. Scratch comes from the caller: `work`
+ * of at least the *_work_bytes() size, in device memory, 256-byte aligned.
+ * All pointers (w, x, y, ids, work) are device pointers; w and expert_stride
+ * 16-byte aligned for Q4_K/Q5_K (4 for F32, 2 for the others; cudaMalloc
+ * gives 256), w, x and the stride 16-byte aligned with n_in % 8 == 0 for the
+ * fast float-weight path; y must not overlap
+ * x, w or work. Each routed expert's weights are read once for all rows that
+ * use it (decode: one block per (expert, out-tile) does every row routed to
+ * it; chunk: rows are grouped by expert on the device).
+ *
+ * Return: 0 when enqueued, -1 with a one-line reason in why (unsupported type,
+ * n_in not a multiple of the block, a size out of range, a launch error).
+ */
+#ifndef CLOVER_CUDA_MATMUL_H
+#define CLOVER_CUDA_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    CUDA_MATMUL_DECODE_MAX_ROWS = 8, /* rows of cuda_matmul_decode / cuda_moe_decode */
+    CUDA_MOE_MAX_K = 16,             /* experts per row */
+};
+
+/* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
+int cuda_matmul_supported(uint32_t type, size_t n_in);
+
+/* ---- dense ---- */
+
+/* Scratch for cuda_matmul_decode: the 8-bit copies of the n_rows rows, 0 when
+ * the product makes them in its own shared memory (few rows of short n_in;
+ * float types: always 0). */
+size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
+/* 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS. */
+int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+                       float *y, void *work, void *stream, char *why, size_t why_len);
+/* Any n_rows >= 1 (needs no scratch). */
+int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
+                      void *stream, char *why, size_t why_len);
+
+/* ---- grouped expert products (MoE) ---- */
+
+typedef struct cuda_moe_args {
+    uint32_t type;
+    const void *w;        /* [n_expert][n_out] rows of n_in */
+    size_t expert_stride; /* bytes between experts (n_out * row bytes when packed) */
+    size_t n_expert, n_out, n_in;
+    const int32_t *ids; /* device [n_rows][k] */
+    size_t n_rows, k;
+    const float *x; /* device: [n_rows][n_in], or [n_rows*k][n_in] when x_per_slot */
+    int x_per_slot;
+    float *y; /* device [n_rows*k][n_out] */
+} cuda_moe_args;
+
+/* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;
+ * same precision as cuda_matmul_decode. */
+size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a);
+int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+
+/* Chunk form: any n_rows >= 1; rows are grouped by expert on the device (a
+ * counting pass and tiles of up to 64 slots of one expert), then the TF32
+ * GEMM of cuda_matmul_chunk. */
+size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a);
+int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

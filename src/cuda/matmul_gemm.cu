@@ -1,0 +1,295 @@
+/*
+ * matmul_gemm.cu: the chunk products (any row count; meant for prompts and
+ * commits of 9..512+ rows): dense cuda_matmul_chunk and the grouped expert
+ * form cuda_moe_chunk, one tensor-core kernel for both.
+ *
+ * A thread block computes a 64x64 tile of y (64 activation rows x 64
+ * outputs) with 4 warps of 32x32, through mma.sync m16n8k8 in TF32 with f32
+ * accumulators. Per step of 32 along n_in, the block loads its 64 x rows into
+ * shared memory and dequantises its 64 weight rows' 32 values exactly as
+ * dequant_scalar.c does (mm_load16 + mm_decode16), both rounded to TF32
+ * (cvt.rna); the loads of the next step are in flight during this step's mma.
+ * Rows of 36 words keep the fragment reads free of bank conflicts. Every
+ * output sums its k-steps in the same order whatever the other rows, so a
+ * row's bits do not depend on the chunk. Precision: cuda_matmul.h.
+ *
+ * MoE: a one-block pass on the device counts the slots of each expert,
+ * lays them out grouped by expert (perm) and writes a table of tiles of up
+ * to 64 slots of one expert; the GEMM's grid.y walks that table (blocks past
+ * its end return), so each routed expert's weights are read once per tile of
+ * 64 rows that use it, with no host synchronisation. Slots of an expert land
+ * in perm in any order (atomics); rows are independent, so the result is
+ * deterministic anyway.
+ */
+#include <math.h>
+
+#include "matmul_internal.cuh"
+
+enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
+
+typedef struct gemm_params {
+    const uint8_t *w;
+    size_t row_bytes, expert_stride;
+    int n_out, n_in;
+    const float *x;
+    float *y;
+    int n_rows;            /* dense: rows of x and y */
+    const int32_t *perm;   /* MoE: slots grouped by expert; NULL for dense */
+    const int32_t *tiles;  /* MoE: [n][3] expert, first index into perm, count */
+    const int32_t *ntiles; /* MoE: number of tiles */
+    int k, x_per_slot;
+} gemm_params;
+
+__device__ __forceinline__ uint32_t to_tf32(float f) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(f));
+    return r;
+}
+
+__device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
+    asm(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int T>
+__global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(gemm_params p) {
+    __shared__ uint32_t xs[2][BM][LDS];
+    __shared__ uint32_t ws[2][BN][LDS];
+    __shared__ int xrow[BM], yrow[BM];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int n0 = blockIdx.x * BN;
+    int e = 0, m_count;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.y * BM;
+        m_count = min(BM, p.n_rows - m0);
+        if (tid < BM) xrow[tid] = yrow[tid] = m0 + tid;
+    } else {
+        if ((int)blockIdx.y >= *p.ntiles) return;
+        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        e = t[0];
+        m_count = t[2];
+        if (tid < BM) {
+            const int s = tid < m_count ? p.perm[t[1] + tid] : 0;
+            yrow[tid] = s;
+            xrow[tid] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    __syncthreads();
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    const int g = lane >> 2, tig = lane & 3, wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+    float acc[2][4][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) acc[i][j][c] = 0.0f;
+
+    /* This thread loads row lr, values 16*lh..+15 of each k-step, one step
+     * ahead: the raw loads of step k+1 are issued before the mma of step k,
+     * into registers; shared memory is double-buffered, so one barrier per
+     * step orders both the writes and the reuse. */
+    const int lr = tid >> 1, lh = tid & 1;
+    const bool x_live = lr < m_count, w_live = n0 + lr < p.n_out;
+    const float *xsrc = p.x + (size_t)xrow[lr] * p.n_in;
+    const uint8_t *wsrc = wbase + (size_t)(w_live ? n0 + lr : 0) * p.row_bytes;
+    float xv[16];
+    mm_raw16 raw;
+    auto load = [&](int k0) {
+#pragma unroll
+        for (int i = 0; i < 16; i++) {
+            const int kk = k0 + 16 * lh + i;
+            xv[i] = x_live && kk < p.n_in ? xsrc[kk] : 0.0f;
+        }
+        if (w_live) mm_load16<T>(wsrc, k0 / 16 + lh, p.n_in, &raw);
+    };
+    load(0);
+    int buf = 0;
+    for (int k0 = 0; k0 < p.n_in; k0 += BK, buf ^= 1) {
+        {
+            float v[16];
+            if (w_live)
+                mm_decode16<T>(&raw, k0 / 16 + lh, v);
+            else
+#pragma unroll
+                for (int i = 0; i < 16; i++) v[i] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 16; i++) {
+                xs[buf][lr][16 * lh + i] = to_tf32(xv[i]);
+                ws[buf][lr][16 * lh + i] = to_tf32(v[i]);
+            }
+        }
+        __syncthreads();
+        if (k0 + BK < p.n_in) load(k0 + BK);
+#pragma unroll
+        for (int kk = 0; kk < BK; kk += 8) {
+            uint32_t a[2][4], b[4][2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int r = wm + 16 * i + g;
+                a[i][0] = xs[buf][r][kk + tig];
+                a[i][1] = xs[buf][r + 8][kk + tig];
+                a[i][2] = xs[buf][r][kk + tig + 4];
+                a[i][3] = xs[buf][r + 8][kk + tig + 4];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const int c = wn + 8 * j + g;
+                b[j][0] = ws[buf][c][kk + tig];
+                b[j][1] = ws[buf][c][kk + tig + 4];
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++) mma_tf32(acc[i][j], a[i], b[j]);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) {
+                const int r = wm + 16 * i + g + (c >= 2 ? 8 : 0);
+                const int o = n0 + wn + 8 * j + 2 * tig + (c & 1);
+                if (r < m_count && o < p.n_out) p.y[(size_t)yrow[r] * p.n_out + o] = acc[i][j][c];
+            }
+}
+
+static void gemm_launch(uint32_t type, const gemm_params *p, unsigned grid_y, cudaStream_t st) {
+    const dim3 grid((unsigned)((p->n_out + BN - 1) / BN), grid_y), block(GEMM_THREADS);
+    switch (type) {
+    case MM_F32: gemm_kernel<MM_F32><<<grid, block, 0, st>>>(*p); break;
+    case MM_F16: gemm_kernel<MM_F16><<<grid, block, 0, st>>>(*p); break;
+    case MM_BF16: gemm_kernel<MM_BF16><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q8_0: gemm_kernel<MM_Q8_0><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q4_K: gemm_kernel<MM_Q4_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q5_K: gemm_kernel<MM_Q5_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_Q6_K: gemm_kernel<MM_Q6_K><<<grid, block, 0, st>>>(*p); break;
+    default: break;
+    }
+}
+
+extern "C" int cuda_matmul_supported(uint32_t type, size_t n_in) {
+    return mm_type_ok(type) && n_in > 0 && n_in % mm_block_elems(type) == 0 && n_in <= (1u << 30);
+}
+
+int mm_check_shape(const char *op, uint32_t type, size_t n_out, size_t n_in, char *why, size_t why_len) {
+    if (!mm_type_ok(type)) MM_FAIL("%s: weight type %u is not supported on CUDA", op, (unsigned)type);
+    if (n_in == 0 || n_in % mm_block_elems(type) != 0)
+        MM_FAIL("%s: n_in %zu is not a positive multiple of the type's block of %zu", op, n_in,
+                mm_block_elems(type));
+    if (n_in > (1u << 30) || n_out == 0 || n_out > (1u << 30))
+        MM_FAIL("%s: shape %zu x %zu out of range", op, n_out, n_in);
+    return 0;
+}
+
+int mm_launch_status(const char *op, char *why, size_t why_len) {
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) MM_FAIL("%s: launch failed: %s (%s)", op, cudaGetErrorString(e), cudaGetErrorName(e));
+    return 0;
+}
+
+extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                 size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_matmul_chunk", type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("cuda_matmul_chunk: %zu rows", n_rows);
+    if (!w || !x || !y) MM_FAIL("cuda_matmul_chunk: a NULL pointer");
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_chunk: weights not %zu-byte aligned", mm_align(type));
+    gemm_params p = {};
+    p.w = (const uint8_t *)w;
+    p.row_bytes = mm_row_bytes(type, n_in);
+    p.n_out = (int)n_out;
+    p.n_in = (int)n_in;
+    p.x = x;
+    p.y = y;
+    p.n_rows = (int)n_rows;
+    gemm_launch(type, &p, (unsigned)((n_rows + BM - 1) / BM), (cudaStream_t)stream);
+    return mm_launch_status("cuda_matmul_chunk", why, why_len);
+}
+
+/* ---- grouping the slots by expert ---- */
+
+/* The work buffer of cuda_moe_chunk, in int32 words: counts, cursors
+ * [n_expert], ntiles [1], perm [n_slots], tiles [max_tiles][3]. */
+static size_t moe_max_tiles(const cuda_moe_args *a) {
+    const size_t n_slots = a->n_rows * a->k;
+    return (n_slots + BM - 1) / BM + (a->n_expert < n_slots ? a->n_expert : n_slots);
+}
+
+__global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out, int32_t *counts,
+                                 int32_t *cursor, int32_t *ntiles, int32_t *perm, int32_t *tiles, float *y) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += nt) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert)
+            atomicAdd(&counts[e], 1);
+        else /* a bad id: that slot's outputs are NaN */
+            for (int o = 0; o < n_out; o++) y[(size_t)s * n_out + o] = __int_as_float(0x7fc00000);
+    }
+    __syncthreads();
+    if (tid == 0) { /* a few hundred experts: one thread's prefix sum is a few microseconds */
+        int off = 0, n = 0;
+        for (int e = 0; e < n_expert; e++) {
+            const int c = counts[e];
+            cursor[e] = off;
+            for (int s = 0; s < c; s += BM) {
+                tiles[3 * n] = e;
+                tiles[3 * n + 1] = off + s;
+                tiles[3 * n + 2] = min(BM, c - s);
+                n++;
+            }
+            off += c;
+        }
+        *ntiles = n;
+    }
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += nt) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert) perm[atomicAdd(&cursor[e], 1)] = s;
+    }
+}
+
+extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
+    return mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + a->n_rows * a->k + 3 * moe_max_tiles(a)));
+}
+
+extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_moe_chunk", a->type, a->n_out, a->n_in, why, why_len)) return -1;
+    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_chunk: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
+    if (a->n_rows < 1 || a->n_rows * a->k > (1u << 24)) MM_FAIL("cuda_moe_chunk: %zu rows", a->n_rows);
+    if (a->n_expert < 1 || a->n_expert > (1u << 20)) MM_FAIL("cuda_moe_chunk: %zu experts", a->n_expert);
+    if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
+        MM_FAIL("cuda_moe_chunk: expert stride %zu < an expert's %zu bytes", a->expert_stride,
+                mm_row_bytes(a->type, a->n_in) * a->n_out);
+    if (!a->w || !a->x || !a->y || !a->ids || !work) MM_FAIL("cuda_moe_chunk: a NULL pointer");
+    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
+    const size_t max_tiles = moe_max_tiles(a), n_slots = a->n_rows * a->k;
+    if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
+    cudaStream_t st = (cudaStream_t)stream;
+    int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
+    int32_t *perm = ntiles + 1, *tiles = perm + n_slots;
+    moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, counts, cursor,
+                                         ntiles, perm, tiles, a->y);
+    gemm_params p = {};
+    p.w = (const uint8_t *)a->w;
+    p.row_bytes = mm_row_bytes(a->type, a->n_in);
+    p.expert_stride = a->expert_stride;
+    p.n_out = (int)a->n_out;
+    p.n_in = (int)a->n_in;
+    p.x = a->x;
+    p.y = a->y;
+    p.perm = perm;
+    p.tiles = tiles;
+    p.ntiles = ntiles;
+    p.k = (int)a->k;
+    p.x_per_slot = a->x_per_slot != 0;
+    gemm_launch(a->type, &p, (unsigned)max_tiles, st);
+    return mm_launch_status("cuda_moe_chunk", why, why_len);
+}

@@ -1,0 +1,397 @@
+/*
+ * matmul_mmv.cu: the decode products (1..8 rows): dense cuda_matmul_decode
+ * and the grouped expert form cuda_moe_decode, one kernel for both.
+ *
+ * One warp per output row (8 per thread block); the warp streams the
+ * weight row once and dots it with every activation row that uses it (all
+ * rows for a dense product; for an expert, every slot routed to it), so
+ * weights are read once per step. The 8-bit rows are made inside the
+ * product's own thread block, into shared memory (one launch per product,
+ * and the codes are matmul_act.cu's, byte for byte); only when they would
+ * not fit in 48 KB does a separate quantiser kernel write them to `work`. Q8_0/K-quant weights are dotted with the
+ * 8-bit rows of matmul_act.cu through __dp4a: a lane takes a 16-value (K)
+ * or 8-value (Q8_0) piece of a block, its integer sums are exact, and its
+ * float partial is formed like act_scalar.c's per-block float (x_d * (d *
+ * sum_q - dmin * sum_m), d_w * x_d * isum); only the order in which those
+ * partials are added differs from the CPU. Float weights use f32
+ * activations. Each row's arithmetic is the same whatever the other rows,
+ * so a row's bits do not depend on the batch.
+ *
+ * MoE: grid.y is the slot; the block of slot s runs only when s is the
+ * first slot routed to its expert, and then does every slot routed there.
+ * No host synchronisation: the routing is read on the device.
+ */
+#include <math.h>
+
+#include "matmul_internal.cuh"
+
+enum { MMV_WARPS = 8, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS, MMV_SMEM_MAX = 48 * 1024 };
+
+typedef struct mmv_params {
+    const uint8_t *w;
+    size_t row_bytes, expert_stride;
+    int n_out, n_in;
+    const int32_t *ids; /* NULL: dense, the slots are the rows */
+    int n_slots, k, x_per_slot, n_expert;
+    const void *x;  /* f32 rows, or 8-bit rows (in work) when not fused */
+    size_t x_bytes; /* bytes per row of x as the dot reads it */
+    const float *xf; /* fused: the f32 rows, quantised into shared memory per block */
+    int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
+    int group_cap;   /* slots per group: the rows the shared memory holds when fused, else 8 */
+    float *y;       /* [n_slots][n_out] */
+} mmv_params;
+
+__device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; }
+/* 4 bytes at a 2-byte aligned address (Q8_0 and Q6_K blocks are 34 and 210 bytes). */
+__device__ __forceinline__ int ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+
+/* Partial dot of one lane over its piece of block `b` with NX activation
+ * rows (xr[i] points at row i's 8-bit blocks). Float partial per row in acc. */
+template <int T>
+__device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece, const uint8_t *const *xr, int nx,
+                                          float *acc) {
+    if (T == MM_Q8_0) { /* piece 0..3: values 8*piece..+7 */
+        const uint8_t *blk = wrow + (size_t)b * MM_Q8_0_BYTES;
+        const float dw = mm_f16(blk);
+        const int q0 = ld32a2(blk + 2 + 8 * piece), q1 = ld32a2(blk + 6 + 8 * piece);
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACT32_BYTES;
+            const int s = __dp4a(q0, ld32(xb + 4 + 8 * piece), __dp4a(q1, ld32(xb + 8 + 8 * piece), 0));
+            acc[i] += dw * *(const float *)xb * (float)s;
+        }
+    } else if (T == MM_Q4_K || T == MM_Q5_K) { /* piece 0..15: chunk c = piece/4, l = 8u..8u+7, both nibbles */
+        const int bytes = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES;
+        const uint8_t *blk = wrow + (size_t)b * bytes;
+        const int c = piece >> 2, u = piece & 3;
+        const unsigned dd = (unsigned)ld32(blk);
+        const float d = __half2float(__ushort_as_half((unsigned short)(dd & 0xFFFF)));
+        const float dmin = __half2float(__ushort_as_half((unsigned short)(dd >> 16)));
+        const unsigned s0 = (unsigned)ld32(blk + 4), s1 = (unsigned)ld32(blk + 8), s2 = (unsigned)ld32(blk + 12);
+        int sc0, m0, sc1, m1;
+        mm_k4_scale_min_words(2 * c, s0, s1, s2, &sc0, &m0);
+        mm_k4_scale_min_words(2 * c + 1, s0, s1, s2, &sc1, &m1);
+        const uint8_t *qs = blk + (T == MM_Q4_K ? 16 : 48) + 32 * c + 8 * u;
+        const int v0 = ld32(qs), v1 = ld32(qs + 4);
+        int lo0 = v0 & 0x0F0F0F0F, lo1 = v1 & 0x0F0F0F0F;
+        int hi0 = (v0 >> 4) & 0x0F0F0F0F, hi1 = (v1 >> 4) & 0x0F0F0F0F;
+        if (T == MM_Q5_K) {
+            const uint8_t *qh = blk + 16 + 8 * u;
+            const int h0 = ld32(qh), h1 = ld32(qh + 4);
+            lo0 |= ((h0 >> (2 * c)) & 0x01010101) << 4;
+            lo1 |= ((h1 >> (2 * c)) & 0x01010101) << 4;
+            hi0 |= ((h0 >> (2 * c + 1)) & 0x01010101) << 4;
+            hi1 |= ((h1 >> (2 * c + 1)) & 0x01010101) << 4;
+        }
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACTK_BYTES;
+            const uint8_t *xl = xb + 4 + 64 * c + 8 * u, *xh = xl + 32;
+            const int xl0 = ld32(xl), xl1 = ld32(xl + 4), xh0 = ld32(xh), xh1 = ld32(xh + 4);
+            const int qx_lo = __dp4a(lo0, xl0, __dp4a(lo1, xl1, 0));
+            const int qx_hi = __dp4a(hi0, xh0, __dp4a(hi1, xh1, 0));
+            const int xs_lo = __dp4a(0x01010101, xl0, __dp4a(0x01010101, xl1, 0));
+            const int xs_hi = __dp4a(0x01010101, xh0, __dp4a(0x01010101, xh1, 0));
+            const int sum_q = sc0 * qx_lo + sc1 * qx_hi, sum_m = m0 * xs_lo + m1 * xs_hi;
+            acc[i] += *(const float *)xb * (d * (float)sum_q - dmin * (float)sum_m);
+        }
+    } else { /* Q6_K, piece 0..15: half h = piece/8, l = 4u..4u+3 (u = piece%8) for all four k */
+        const uint8_t *blk = wrow + (size_t)b * MM_Q6_K_BYTES;
+        const int h = piece >> 3, u = piece & 7;
+        const int A = ld32a2(blk + 64 * h + 4 * u), B = ld32a2(blk + 64 * h + 32 + 4 * u);
+        const int H = ld32a2(blk + 128 + 32 * h + 4 * u);
+        int q[4];
+        q[0] = (A & 0x0F0F0F0F) | ((H & 0x03030303) << 4);
+        q[1] = (B & 0x0F0F0F0F) | (((H >> 2) & 0x03030303) << 4);
+        q[2] = ((A >> 4) & 0x0F0F0F0F) | (((H >> 4) & 0x03030303) << 4);
+        q[3] = ((B >> 4) & 0x0F0F0F0F) | (((H >> 6) & 0x03030303) << 4);
+#pragma unroll
+        for (int j = 0; j < 4; j++) q[j] = (int)__vsub4((unsigned)q[j], 0x20202020u); /* codes - 32, as int8 */
+        const int8_t *sc = (const int8_t *)(blk + 192) + 8 * h + (u >> 2);
+        const float dw = mm_f16(blk + 208);
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)b * MM_ACTK_BYTES;
+            const uint8_t *xq = xb + 4 + 128 * h + 4 * u;
+            int isum = 0;
+#pragma unroll
+            for (int j = 0; j < 4; j++) isum += sc[2 * j] * __dp4a(q[j], ld32(xq + 32 * j), 0);
+            acc[i] += dw * *(const float *)xb * (float)isum;
+        }
+    }
+}
+
+/* One warp: the dot of weight row `wrow` with nx rows. */
+template <int T>
+__device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, int vec,
+                                        float *acc) {
+    const int lane = threadIdx.x & 31;
+    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each */
+        const int nb = n_in / 32;
+#pragma unroll 4
+        for (int b = lane >> 2; b < nb; b += 8) mmv_block<T>(wrow, b, lane & 3, xr, nx, acc);
+    } else if (T == MM_Q4_K || T == MM_Q5_K || T == MM_Q6_K) { /* 2 super-blocks per step, 16 lanes each */
+        const int nb = n_in / 256;
+#pragma unroll 4
+        for (int b = lane >> 4; b < nb; b += 2) mmv_block<T>(wrow, b, lane & 15, xr, nx, acc);
+    } else if (vec) { /* float weights, 16-byte loads: lane takes elements 8(lane + 32j) .. +7 */
+#pragma unroll 2
+        for (int e = 8 * lane; e < n_in; e += 256) {
+            float wv[8];
+            if (T == MM_F32) {
+                const float4 a = *(const float4 *)(wrow + 4 * e), b = *(const float4 *)(wrow + 4 * e + 16);
+                wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
+            } else {
+                const uint4 a = *(const uint4 *)(wrow + 2 * e);
+                const unsigned u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    if (T == MM_F16) {
+                        wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xFFFF)));
+                        wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
+                    } else {
+                        wv[2 * i] = mm_bf16_bits(u[i] & 0xFFFF);
+                        wv[2 * i + 1] = mm_bf16_bits(u[i] >> 16);
+                    }
+                }
+            }
+#pragma unroll
+            for (int r = 0; r < MMV_MAX; r++) {
+                if (r >= nx) break;
+                const float4 a = *(const float4 *)(xr[r] + 4 * e), b = *(const float4 *)(xr[r] + 4 * e + 16);
+                float t = acc[r];
+                t = fmaf(wv[0], a.x, t), t = fmaf(wv[1], a.y, t), t = fmaf(wv[2], a.z, t), t = fmaf(wv[3], a.w, t);
+                t = fmaf(wv[4], b.x, t), t = fmaf(wv[5], b.y, t), t = fmaf(wv[6], b.z, t), t = fmaf(wv[7], b.w, t);
+                acc[r] = t;
+            }
+        }
+    } else { /* float weights, f32 activations: lane takes elements lane, lane+32, ... */
+        for (int e = lane; e < n_in; e += 32) {
+            float wv;
+            if (T == MM_F32)
+                wv = ((const float *)wrow)[e];
+            else if (T == MM_F16)
+                wv = __half2float(((const __half *)wrow)[e]);
+            else
+                wv = mm_bf16_bits(((const unsigned short *)wrow)[e]);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) {
+                if (i >= nx) break;
+                acc[i] = fmaf(wv, ((const float *)xr[i])[e], acc[i]);
+            }
+        }
+    }
+}
+
+template <int T, bool FUSE>
+__global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
+    extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int o = blockIdx.x * MMV_WARPS + warp;
+    int slots[MMV_MAX];
+    int ns = 0, e = 0, first = 0;
+    if (p.ids == NULL) { /* dense: the rows */
+        ns = p.n_slots;
+        for (int i = 0; i < MMV_MAX; i++) slots[i] = i;
+    } else {
+        const int s = blockIdx.y;
+        e = p.ids[s];
+        if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN, no memory outside W is read */
+            if (o < p.n_out && lane == 0) p.y[(size_t)s * p.n_out + o] = __int_as_float(0x7fc00000);
+            return;
+        }
+        for (int t = 0; t < s; t++)
+            if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
+        first = s;
+    }
+    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
+    /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
+     * group unless a row routes to the same expert twice). Block-uniform. */
+    int next = first;
+    for (;;) {
+        if (p.ids != NULL) {
+            ns = 0;
+            for (; next < p.n_slots && ns < p.group_cap; next++)
+                if (p.ids[next] == e) slots[ns++] = next;
+            if (ns == 0) break;
+        }
+        const uint8_t *xr[MMV_MAX];
+        if (FUSE) { /* quantise the group's rows into shared memory, a warp per 256 values (or 32) */
+            const int q8 = T == MM_Q8_0, wide = !q8 || p.n_in % 256 == 0, qb = wide ? 256 : 32;
+            const int nb = p.n_in / qb, bb = q8 ? (wide ? 8 : 1) * MM_ACT32_BYTES : MM_ACTK_BYTES;
+            for (int j = warp; j < ns * nb; j += MMV_WARPS) {
+                const int i = j / nb, b = j % nb;
+                const int xs = p.x_per_slot ? slots[i] : slots[i] / p.k;
+                const float *src = p.xf + (size_t)xs * p.n_in + (size_t)b * qb;
+                uint8_t *dst = xsm + (size_t)i * p.x_bytes + (size_t)b * bb;
+                if (!q8)
+                    mm_act_block_k(src, dst, lane);
+                else if (wide)
+                    mm_act_blocks_32x8(src, dst, lane);
+                else
+                    mm_act_block_32(src, dst, lane);
+            }
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) xr[i] = xsm + (size_t)(i < ns ? i : 0) * p.x_bytes;
+            __syncthreads();
+        } else {
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) {
+                const int xs = i < ns ? (p.x_per_slot ? slots[i] : slots[i] / p.k) : 0;
+                xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
+            }
+        }
+        if (o < p.n_out) {
+            float acc[MMV_MAX];
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
+            mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++) {
+                float v = acc[i];
+                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+            }
+        }
+        if (p.ids == NULL) break;
+        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows */
+    }
+}
+
+/* Shared memory of the fused 8-bit rows (up to 8 rows of the group), or
+ * more than MMV_SMEM_MAX when the product should not fuse: the rows do not
+ * fit, or each warp would quantise more than 2 pieces one after the other
+ * (a chain of dependent round trips that costs more than the separate,
+ * fully parallel quantiser launch: measured in run 2, NOTES_matmul.md). */
+static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
+    if (!mm_is_int(type)) return 0;
+    const size_t pieces = n_group * (type == MM_Q8_0 && n_in % 256 ? n_in / 32 : n_in / 256);
+    if (pieces > 2 * MMV_WARPS) return MMV_SMEM_MAX + 1;
+    return mm_act_row_bytes(type, n_in) * n_group;
+}
+
+#define MMV_CASE(TY)                                                                  \
+    case TY:                                                                         \
+        if (smem)                                                                    \
+            mmv_kernel<TY, true><<<grid, block, smem, st>>>(*p);                     \
+        else                                                                         \
+            mmv_kernel<TY, false><<<grid, block, 0, st>>>(*p);                       \
+        break
+
+static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, size_t smem, cudaStream_t st) {
+    const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
+    switch (type) {
+    case MM_F32: mmv_kernel<MM_F32, false><<<grid, block, 0, st>>>(*p); break;
+    case MM_F16: mmv_kernel<MM_F16, false><<<grid, block, 0, st>>>(*p); break;
+    case MM_BF16: mmv_kernel<MM_BF16, false><<<grid, block, 0, st>>>(*p); break;
+        MMV_CASE(MM_Q8_0);
+        MMV_CASE(MM_Q4_K);
+        MMV_CASE(MM_Q5_K);
+        MMV_CASE(MM_Q6_K);
+    default: break;
+    }
+}
+
+/* Where the kernel finds its activation rows: x itself for float types;
+ * fused (smem > 0, returned through *smem): quantised per block from x;
+ * else quantised into work (n_x rows) by the separate kernel first. */
+static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size_t n_in, size_t n_group, void *work,
+                  size_t *smem, cudaStream_t st) {
+    *smem = 0;
+    p->vec = 0;
+    p->group_cap = MMV_MAX;
+    if (!mm_is_int(type)) {
+        p->x_bytes = n_in * sizeof(float);
+        p->x = x;
+        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->expert_stride) & 15) == 0;
+        return;
+    }
+    p->x_bytes = mm_act_row_bytes(type, n_in);
+    const size_t sm = mmv_smem(type, n_in, n_group);
+    if (sm <= MMV_SMEM_MAX) {
+        *smem = sm;
+        p->group_cap = (int)n_group;
+        p->xf = x;
+        p->x = NULL;
+        return;
+    }
+    mm_act_quantize(type, x, n_x, n_in, (uint8_t *)work, st);
+    p->x = work;
+}
+
+extern "C" size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    if (mmv_smem(type, n_in, n_rows) <= MMV_SMEM_MAX) return 0; /* fused: no scratch */
+    return mm_align256(mm_act_row_bytes(type, n_in) * n_rows);
+}
+
+extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_matmul_decode", type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
+    if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
+        MM_FAIL("cuda_matmul_decode: a NULL pointer");
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_decode: weights not %zu-byte aligned", mm_align(type));
+    cudaStream_t st = (cudaStream_t)stream;
+    mmv_params p = {};
+    p.w = (const uint8_t *)w;
+    p.row_bytes = mm_row_bytes(type, n_in);
+    p.n_out = (int)n_out;
+    p.n_in = (int)n_in;
+    p.n_slots = (int)n_rows;
+    p.k = 1;
+    p.x_per_slot = 1;
+    p.n_expert = 1;
+    p.y = y;
+    size_t smem;
+    mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
+    mmv_launch(type, &p, 1, smem, st);
+    return mm_launch_status("cuda_matmul_decode", why, why_len);
+}
+
+/* Slots per group when fused: one per row (a row's experts are distinct;
+ * should a row repeat one, the kernel splits the group at this cap). */
+static size_t moe_group(const cuda_moe_args *a) { return a->n_rows < MMV_MAX ? a->n_rows : MMV_MAX; }
+
+extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
+    const size_t n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    if (mmv_smem(a->type, a->n_in, moe_group(a)) <= MMV_SMEM_MAX) return 0;
+    return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
+}
+
+extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape("cuda_moe_decode", a->type, a->n_out, a->n_in, why, why_len)) return -1;
+    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("cuda_moe_decode: %zu rows (1..%d)", a->n_rows, MMV_MAX);
+    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_decode: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
+    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("cuda_moe_decode: %zu experts", a->n_expert);
+    if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
+        MM_FAIL("cuda_moe_decode: expert stride %zu < an expert's %zu bytes", a->expert_stride,
+                mm_row_bytes(a->type, a->n_in) * a->n_out);
+    if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
+        MM_FAIL("cuda_moe_decode: a NULL pointer");
+    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_decode: weights or expert stride not %zu-byte aligned", mm_align(a->type));
+    cudaStream_t st = (cudaStream_t)stream;
+    const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
+    mmv_params p = {};
+    p.w = (const uint8_t *)a->w;
+    p.row_bytes = mm_row_bytes(a->type, a->n_in);
+    p.expert_stride = a->expert_stride;
+    p.n_out = (int)a->n_out;
+    p.n_in = (int)a->n_in;
+    p.ids = a->ids;
+    p.n_slots = (int)n_slots;
+    p.k = (int)a->k;
+    p.x_per_slot = a->x_per_slot != 0;
+    p.n_expert = (int)a->n_expert;
+    p.y = a->y;
+    size_t smem;
+    mmv_x(&p, a->type, a->x, n_x, a->n_in, moe_group(a), work, &smem, st);
+    mmv_launch(a->type, &p, (unsigned)n_slots, smem, st);
+    return mm_launch_status("cuda_moe_decode", why, why_len);
+}

@@ -1,0 +1,277 @@
+/*
+ * test_cuda_attention.c: the CUDA attention operators (src/cuda/cuda_attention.h)
+ * against the CPU's scalar oracles (cpu_attn_prepare, cpu_attn_forward_scalar)
+ * on seeded random inputs (never zeros), odd shapes (head_dim 33/40/24, group
+ * 1, 3, 8 and 40 > 32 query heads per block, rot 0), several sequences per
+ * pass at different positions, decode rows (1..8) over long caches (many
+ * flash-decoding splits, some empty for a row) and chunks (45..130 rows),
+ * causal and not. Device outputs and the cache rows past the old end are
+ * poisoned with NaN first: written rows must be finite, rows past pos + n must
+ * still be NaN (nothing written out of place).
+ *
+ * Bounds (normalised L2 error, all f32 on both sides):
+ *  - q and k after prepare: 1e-6. Same operations in the same order except
+ *    the sum of squares of the RMSNorm (<= 256 terms, reordered: ~sqrt(256) *
+ *    2^-24 = 1e-6 relative on rsqrt's argument, halved by the sqrt); cos/sin
+ *    are the double values rounded on both. v must be copied bit for bit.
+ *  - the attention output: 5e-6. The logits are 256-term dots reordered
+ *    (typically sqrt(256) * 6e-8 = 1e-6 relative; the logits here are O(1),
+ *    which moves the probabilities by ~1e-6 relative); the weighted sum runs
+ *    over <= 4096 keys in another order and with the online rescaling
+ *    (typically sqrt(4096) * 6e-8 = 4e-6 of the largest term, far less of
+ *    the L2 norm). Measured on the H200: <= 4.8e-7 (src/cuda/NOTES_attention_gdn.md), so
+ *    5e-6 keeps a factor of 10, and it is ~1000x below any real slip (a
+ *    wrong mask row, KV head or scale each gives 1e-2 or more).
+ *  - batch independence: a sequence's rows are bit-identical whether it runs
+ *    alone or with other sequences in the pass.
+ * Without a CUDA device the test prints SKIP and exits 77 after the host-side
+ * argument checks.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/attention.h"
+#include "cpu/rope.h"
+#include "cuda/cuda_attention.h"
+#include "cuda_mixer_test.h"
+
+enum { MAX_SEQ = 4, CACHE_SLACK = 3 };
+
+typedef struct seq_case {
+    int pos, n;
+} seq_case;
+
+typedef struct attn_case {
+    const char *name;
+    cuda_attn_dims d;
+    int n_seq;
+    seq_case s[MAX_SEQ];
+    uint64_t seed;
+} attn_case;
+
+/* the data of one case on the host: inputs, the CPU's results */
+typedef struct attn_data {
+    int n_rows, row0[MAX_SEQ], cap[MAX_SEQ];
+    float *qg, *k, *v, *q_norm, *k_norm, *inv_freq;
+    float *kc0[MAX_SEQ], *vc0[MAX_SEQ]; /* caches before the pass: rows < pos random, the rest NaN */
+    float *ref_q, *ref_gate, *ref_kc[MAX_SEQ], *ref_vc[MAX_SEQ], *ref_out[2]; /* [causal] */
+} attn_data;
+
+static void data_make(attn_data *a, const attn_case *c) {
+    const cuda_attn_dims *d = &c->d;
+    const size_t nh = (size_t)d->n_head, nkv = (size_t)d->n_head_kv, hd = (size_t)d->head_dim;
+    rng_state r;
+    rng_seed(&r, c->seed);
+    a->n_rows = 0;
+    for (int s = 0; s < c->n_seq; s++) {
+        a->row0[s] = a->n_rows;
+        a->n_rows += c->s[s].n;
+        a->cap[s] = c->s[s].pos + c->s[s].n + CACHE_SLACK;
+    }
+    const size_t R = (size_t)a->n_rows;
+    a->qg = malloc(R * nh * 2 * hd * sizeof(float));
+    a->k = malloc(R * nkv * hd * sizeof(float));
+    a->v = malloc(R * nkv * hd * sizeof(float));
+    a->q_norm = malloc(hd * sizeof(float));
+    a->k_norm = malloc(hd * sizeof(float));
+    a->inv_freq = malloc((d->rot / 2 + 1) * sizeof(float));
+    fill_normal(a->qg, R * nh * 2 * hd, &r, 0.0f, 1.0f);
+    fill_normal(a->k, R * nkv * hd, &r, 0.0f, 1.0f);
+    fill_normal(a->v, R * nkv * hd, &r, 0.0f, 1.0f);
+    fill_normal(a->q_norm, hd, &r, 1.0f, 0.2f);
+    fill_normal(a->k_norm, hd, &r, 1.0f, 0.2f);
+    if (d->rot) cpu_rope_inv_freq(a->inv_freq, (size_t)d->rot, 1e7f);
+    for (int s = 0; s < c->n_seq; s++) {
+        size_t rows = (size_t)a->cap[s] * nkv * hd, old = (size_t)c->s[s].pos * nkv * hd;
+        a->kc0[s] = host_nan(rows);
+        a->vc0[s] = host_nan(rows);
+        /* committed keys as prepare leaves them: unit-scale values (normed rows have rms ~ |w|) */
+        fill_normal(a->kc0[s], old, &r, 0.0f, 1.0f);
+        fill_normal(a->vc0[s], old, &r, 0.0f, 1.0f);
+    }
+    /* the CPU oracle, sequence by sequence */
+    cpu_attn_dims cd = {.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .rot = (size_t)d->rot, .eps = d->eps};
+    a->ref_q = malloc(R * nh * hd * sizeof(float));
+    a->ref_gate = malloc(R * nh * hd * sizeof(float));
+    a->ref_out[0] = malloc(R * nh * hd * sizeof(float));
+    a->ref_out[1] = malloc(R * nh * hd * sizeof(float));
+    float *cs = malloc((d->rot + 2) * sizeof(float));
+    size_t max_cap = 0;
+    for (int s = 0; s < c->n_seq; s++) max_cap = (size_t)a->cap[s] > max_cap ? (size_t)a->cap[s] : max_cap;
+    float *scratch = malloc(cpu_attn_scratch_floats(&cd, max_cap) * sizeof(float));
+    for (int s = 0; s < c->n_seq; s++) {
+        size_t rows = (size_t)a->cap[s] * nkv * hd, o = (size_t)a->row0[s];
+        a->ref_kc[s] = malloc(rows * sizeof(float));
+        a->ref_vc[s] = malloc(rows * sizeof(float));
+        memcpy(a->ref_kc[s], a->kc0[s], rows * sizeof(float));
+        memcpy(a->ref_vc[s], a->vc0[s], rows * sizeof(float));
+        if (c->s[s].n == 0) continue;
+        cpu_attn_prepare(a->ref_q + o * nh * hd, a->ref_gate + o * nh * hd, a->ref_kc[s], a->ref_vc[s],
+                         a->qg + o * nh * 2 * hd, a->k + o * nkv * hd, a->v + o * nkv * hd, a->q_norm, a->k_norm,
+                         a->inv_freq, &cd, c->s[s].pos, (size_t)c->s[s].n, cs);
+        for (int causal = 0; causal < 2; causal++)
+            cpu_attn_forward_scalar(a->ref_out[causal] + o * nh * hd, a->ref_q + o * nh * hd,
+                                    a->ref_gate + o * nh * hd, a->ref_kc[s], a->ref_vc[s], &cd, c->s[s].pos,
+                                    (size_t)c->s[s].n, causal != 0, 0, nh, scratch);
+    }
+    free(cs);
+    free(scratch);
+}
+
+static void data_free(attn_data *a, int n_seq) {
+    free(a->qg), free(a->k), free(a->v), free(a->q_norm), free(a->k_norm), free(a->inv_freq);
+    free(a->ref_q), free(a->ref_gate), free(a->ref_out[0]), free(a->ref_out[1]);
+    for (int s = 0; s < n_seq; s++) free(a->kc0[s]), free(a->vc0[s]), free(a->ref_kc[s]), free(a->ref_vc[s]);
+}
+
+/* Runs prepare + forward on the device for the sequences in `only` (mask) of
+ * the case; returns the pass's qg, out and caches on the host (rows of the
+ * left-out sequences are untouched inputs / NaN). */
+typedef struct dev_result {
+    float *qg, *out, *kc[MAX_SEQ], *vc[MAX_SEQ];
+    int rc_prepare, rc_forward;
+} dev_result;
+
+static void dev_run(dev_result *res, const attn_case *c, const attn_data *a, unsigned only, int causal) {
+    const cuda_attn_dims *d = &c->d;
+    const size_t nh = (size_t)d->n_head, nkv = (size_t)d->n_head_kv, hd = (size_t)d->head_dim;
+    const size_t R = (size_t)a->n_rows;
+    float *qg = dev_upload_f(a->qg, R * nh * 2 * hd), *k = dev_upload_f(a->k, R * nkv * hd);
+    float *v = dev_upload_f(a->v, R * nkv * hd), *qn = dev_upload_f(a->q_norm, hd), *kn = dev_upload_f(a->k_norm, hd);
+    float *invf = dev_upload_f(a->inv_freq, (size_t)d->rot / 2 + 1);
+    float *out = dev_poisoned(R * nh * hd);
+    cuda_attn_seq hs[MAX_SEQ];
+    float *kc[MAX_SEQ], *vc[MAX_SEQ];
+    int ns = 0, max_rows = 0, max_kv = 0, n_rows = 0;
+    for (int s = 0; s < c->n_seq; s++) {
+        size_t rows = (size_t)a->cap[s] * nkv * hd;
+        kc[s] = dev_upload_f(a->kc0[s], rows);
+        vc[s] = dev_upload_f(a->vc0[s], rows);
+        if (!(only >> s & 1)) continue;
+        hs[ns++] = (cuda_attn_seq){.k_cache = kc[s], .v_cache = vc[s], .pos = c->s[s].pos, .row0 = a->row0[s],
+                                   .n = c->s[s].n};
+        max_rows = c->s[s].n > max_rows ? c->s[s].n : max_rows;
+        max_kv = c->s[s].pos + c->s[s].n > max_kv ? c->s[s].pos + c->s[s].n : max_kv;
+        n_rows = a->row0[s] + c->s[s].n > n_rows ? a->row0[s] + c->s[s].n : n_rows;
+    }
+    cuda_attn_seq *ds = dev_upload(hs, sizeof(cuda_attn_seq) * (size_t)(ns ? ns : 1));
+    size_t wb = cuda_attn_workspace_bytes(d, n_rows, max_rows, max_kv);
+    float *ws = wb ? dev_poisoned(wb / sizeof(float)) : NULL;
+    res->rc_prepare = cuda_attn_prepare(qg, k, v, qn, kn, invf, ds, ns, max_rows, d, NULL);
+    res->rc_forward = cuda_attn_forward(out, qg, ds, ns, n_rows, max_rows, max_kv, causal, d, ws, NULL);
+    CUDA_OK(cudaDeviceSynchronize());
+    res->qg = malloc(R * nh * 2 * hd * sizeof(float));
+    res->out = malloc(R * nh * hd * sizeof(float));
+    dev_download(res->qg, qg, R * nh * 2 * hd * sizeof(float));
+    dev_download(res->out, out, R * nh * hd * sizeof(float));
+    for (int s = 0; s < c->n_seq; s++) {
+        size_t rows = (size_t)a->cap[s] * nkv * hd;
+        res->kc[s] = malloc(rows * sizeof(float));
+        res->vc[s] = malloc(rows * sizeof(float));
+        dev_download(res->kc[s], kc[s], rows * sizeof(float));
+        dev_download(res->vc[s], vc[s], rows * sizeof(float));
+        cudaFree(kc[s]), cudaFree(vc[s]);
+    }
+    cudaFree(qg), cudaFree(k), cudaFree(v), cudaFree(qn), cudaFree(kn), cudaFree(invf), cudaFree(out);
+    cudaFree(ds), cudaFree(ws);
+}
+
+static void dev_result_free(dev_result *r, int n_seq) {
+    free(r->qg), free(r->out);
+    for (int s = 0; s < n_seq; s++) free(r->kc[s]), free(r->vc[s]);
+}
+
+static void run_case(const attn_case *c) {
+    const cuda_attn_dims *d = &c->d;
+    const size_t nh = (size_t)d->n_head, nkv = (size_t)d->n_head_kv, hd = (size_t)d->head_dim;
+    attn_data a;
+    data_make(&a, c);
+    const size_t R = (size_t)a.n_rows;
+    const unsigned all = (1u << c->n_seq) - 1;
+    for (int causal = 0; causal < 2; causal++) {
+        dev_result g;
+        dev_run(&g, c, &a, all, causal);
+        CHECK_MSG(g.rc_prepare == 0 && g.rc_forward == 0, "%s: prepare %s, forward %s", c->name,
+                  cuda_attn_strerror(g.rc_prepare), cuda_attn_strerror(g.rc_forward));
+        /* q (in place) and the untouched gate */
+        float *gq = malloc(R * nh * hd * sizeof(float));
+        int gate_same = 1;
+        for (size_t rh = 0; rh < R * nh; rh++) {
+            memcpy(gq + rh * hd, g.qg + rh * 2 * hd, hd * sizeof(float));
+            gate_same &= memcmp(g.qg + rh * 2 * hd + hd, a.qg + rh * 2 * hd + hd, hd * sizeof(float)) == 0;
+        }
+        double eq = rel_l2(gq, a.ref_q, R * nh * hd);
+        CHECK_MSG(eq < 1e-6, "%s: q after prepare: rel %g", c->name, eq);
+        CHECK_MSG(gate_same, "%s: prepare changed the gate half of qg", c->name);
+        double ek = 0.0;
+        for (int s = 0; s < c->n_seq; s++) {
+            size_t used = (size_t)(c->s[s].pos + c->s[s].n) * nkv * hd, rows = (size_t)a.cap[s] * nkv * hd;
+            double e = rel_l2(g.kc[s], a.ref_kc[s], used);
+            ek = e > ek ? e : ek;
+            CHECK_MSG(memcmp(g.vc[s], a.ref_vc[s], used * sizeof(float)) == 0, "%s seq %d: v rows differ", c->name,
+                      s);
+            CHECK_MSG(all_nan(g.kc[s] + used, rows - used) && all_nan(g.vc[s] + used, rows - used),
+                      "%s seq %d: cache rows past pos + n were written", c->name, s);
+        }
+        CHECK_MSG(ek < 1e-6, "%s: k cache: rel %g", c->name, ek);
+        size_t bad = count_nonfinite(g.out, R * nh * hd);
+        double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
+        CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
+        CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
+        NOTE("%-28s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, causal ? "causal" : "full", R, eq, ek, eo);
+        /* batch independence: each sequence alone gives its rows bit for bit */
+        if (causal && c->n_seq > 1) {
+            for (int s = 0; s < c->n_seq; s++) {
+                dev_result one;
+                dev_run(&one, c, &a, 1u << s, causal);
+                size_t o = (size_t)a.row0[s] * nh * hd, cnt = (size_t)c->s[s].n * nh * hd;
+                CHECK_MSG(memcmp(one.out + o, g.out + o, cnt * sizeof(float)) == 0,
+                          "%s seq %d: rows differ when it runs alone", c->name, s);
+                dev_result_free(&one, c->n_seq);
+            }
+        }
+        free(gq);
+        dev_result_free(&g, c->n_seq);
+    }
+    data_free(&a, c->n_seq);
+}
+
+static const attn_case CASES[] = {
+    {"odd hd40 g3 rot12, 3 seqs", {6, 2, 40, 12, 1e-6f}, 3, {{5, 3}, {0, 4}, {37, 1}}, 11},
+    {"group 1 hd33 rot0, 45 rows", {4, 4, 33, 0, 1e-6f}, 1, {{100, 45}}, 12},
+    {"group 40 hd24 (2 head ranges)", {40, 1, 24, 8, 1e-6f}, 2, {{70, 2}, {3, 0}}, 13},
+    {"hd64 g4, decode 3 over 2500", {8, 2, 64, 16, 1e-6f}, 2, {{2500, 3}, {31, 1}}, 14},
+    {"real 16/2/256, decode", {16, 2, 256, 64, 1e-6f}, 3, {{4095, 1}, {300, 1}, {17, 8}}, 15},
+    {"real 16/2/256, chunk 130", {16, 2, 256, 64, 1e-6f}, 1, {{100, 130}}, 16},
+};
+
+static void operators_match_cpu(void) {
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+}
+
+/* Host-side checks: bad dims are refused with a message naming the field, and no launch happens. */
+static void bad_dims_refused(void) {
+    char why[200];
+    cuda_attn_dims d = {6, 4, 40, 12, 1e-6f};
+    CHECK(cuda_attn_dims_check(&d, why, sizeof why) == CUDA_ATTN_EINVAL && strstr(why, "multiple") != NULL);
+    d = (cuda_attn_dims){4, 2, 512, 12, 1e-6f};
+    CHECK(cuda_attn_dims_check(&d, why, sizeof why) == CUDA_ATTN_EINVAL && strstr(why, "head_dim") != NULL);
+    d = (cuda_attn_dims){4, 2, 64, 13, 1e-6f};
+    CHECK(cuda_attn_dims_check(&d, why, sizeof why) == CUDA_ATTN_EINVAL && strstr(why, "rotary") != NULL);
+    d = (cuda_attn_dims){16, 2, 256, 64, 1e-6f};
+    CHECK(cuda_attn_dims_check(&d, why, sizeof why) == 0);
+    CHECK(cuda_attn_prepare(NULL, NULL, NULL, NULL, NULL, NULL, NULL, -1, 1, &d, NULL) == CUDA_ATTN_EINVAL);
+    /* the plan: a single decode row over 4096 keys takes many splits, a long chunk few */
+    cuda_attn_plan_t p1 = cuda_attn_plan(&d, 1, 4096), p512 = cuda_attn_plan(&d, 512, 4096);
+    CHECK(p1.n_splits >= 32 && p1.split_len % 32 == 0 && p1.n_splits * p1.split_len >= 4096);
+    CHECK(p512.n_splits <= 2 && p512.n_splits * p512.split_len >= 4096);
+}
+
+int main(void) {
+    RUN(bad_dims_refused);
+    cuda_test_require_device();
+    CUDA_OK((cudaError_t)cuda_attn_init());
+    RUN(operators_match_cpu);
+    return TEST_EXIT();
+}

@@ -1,0 +1,493 @@
+/*
+ * test_cuda_matmul.c: the CUDA weight products (src/cuda/cuda_matmul.h)
+ * against the CPU's scalar oracles, in the style of ggml's test-backend-ops:
+ * seeded random inputs (never zeros), odd shapes, outputs poisoned with NaN
+ * before each run and checked fully written and finite, and a normalised
+ * error ||gpu - ref|| / ||ref|| with a bound per path:
+ *
+ *  - 8-bit activations: the GPU's quantised rows equal quant_act_quantize_scalar's
+ *    byte for byte (a block with an infinity included).
+ *  - decode (Q8_0 / K-quants): the oracle is the CPU's integer path
+ *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
+ *    exact on both sides; only the order and grouping of the f32 scale
+ *    products differ: a few roundings of 2^-24 on partials that can exceed
+ *    the result by the scale/min cancellation of the K-quants (a few times),
+ *    summed over <= 64 partials: bound 1e-5 (measured ~1e-7).
+ *  - decode (F32/F16/BF16): f32 sums against quant_dot_scalar's double sum:
+ *    gamma_n for n <= 600 is 3.6e-5 worst case on sum|w x|; random signs make
+ *    ||err||/||ref|| about sqrt(n) 2^-24: bound 1e-5.
+ *  - chunk GEMM (TF32): against matmul_scalar (f32 dequantised weights, f32
+ *    activations, double sums). Each product carries relative error at most
+ *    2u + u^2 with u = 2^-11 (both operands rounded to nearest TF32), so
+ *    per element |err| <= (2u + u^2 + n 2^-24) sum_i |w_i x_i| (checked for
+ *    every output), and for random-sign data ||err||/||ref|| ~ u sqrt(2/3)
+ *    = 4e-4: bound 1.5e-3.
+ * Rows are independent: a row computed alone equals, bit for bit, the same
+ * row computed among others (decode and chunk).
+ *
+ * With no device the argument checks still run (they need no GPU), then the
+ * test skips (TEST_SKIP: "SKIP: no CUDA device (<reason>)", exit 77; a skip
+ * after a failed check is a failure).
+ */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_matmul.h"
+#include "quant/quant.h"
+#include "test.h"
+
+static const uint32_t TYPES[] = {QUANT_F32, QUANT_F16, QUANT_BF16, QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+enum { N_TYPES = sizeof TYPES / sizeof TYPES[0] };
+
+/* ---- helpers ---- */
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double urand(void) { /* splitmix64 -> [0, 1) */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+/* Nonzero values of varied scale per 32-block, so the 8-bit scales differ. */
+static void fill(float *v, size_t n, double scale) {
+    double s = scale;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 32 == 0) s = scale * (0.25 + 1.75 * urand());
+        double r = (urand() - 0.5) * 2.0 * s;
+        if (r == 0) r = s * 1e-3;
+        v[i] = (float)r;
+    }
+}
+
+static int cuda_ok(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+#define CU(call) CHECK(cuda_ok((call), #call))
+
+static void *dev_upload(const void *h, size_t bytes) {
+    void *d = NULL;
+    CU(cudaMalloc(&d, bytes ? bytes : 1));
+    if (bytes) CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+static float *dev_poisoned(size_t n) { /* 0xFF bytes: every float a NaN */
+    void *d = NULL;
+    CU(cudaMalloc(&d, n * sizeof(float)));
+    CU(cudaMemset(d, 0xFF, n * sizeof(float)));
+    return d;
+}
+static void dev_download(float *h, const float *d, size_t n) {
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
+}
+
+/* Quantised random weights [n_mat * n_out][n_in] of type. */
+static uint8_t *make_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
+    *row_bytes = quant_row_bytes(type, n_in);
+    uint8_t *w = malloc(rows * *row_bytes);
+    float *f = malloc(n_in * sizeof(float));
+    for (size_t o = 0; o < rows; o++) {
+        fill(f, n_in, 0.05);
+        quant_quantize_row(type, f, w + o * *row_bytes, n_in);
+    }
+    free(f);
+    return w;
+}
+
+/* The decode oracle of one dot: the CPU's integer path for Q8_0/K-quants, the scalar f32 dot otherwise. */
+static float decode_ref(uint32_t type, const uint8_t *row, const float *x, size_t n_in) {
+    const size_t xb = quant_act_row_bytes(type, n_in);
+    if (xb == 0) return quant_dot_scalar(type, row, x, n_in);
+    void *xq = malloc(xb);
+    quant_act_quantize_scalar(type, x, xq, n_in);
+    const float r = quant_act_dot_scalar(type, row, xq, n_in);
+    free(xq);
+    return r;
+}
+
+/* sum_i |w_i x_i| in double (the GEMM's per-element bound). */
+static double abs_dot(uint32_t type, const uint8_t *row, const float *x, size_t n_in) {
+    float *w = malloc(n_in * sizeof(float));
+    quant_dequantize_row_scalar(type, row, w, n_in);
+    double s = 0;
+    for (size_t i = 0; i < n_in; i++) s += fabs((double)w[i] * x[i]);
+    free(w);
+    return s;
+}
+
+/* Every value finite, and ||got - ref|| / ||ref|| <= bound. */
+static void check_close(const char *what, uint32_t type, const float *got, const float *ref, size_t n, double bound) {
+    double e2 = 0, r2 = 0;
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(got[i])) bad++;
+        e2 += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        r2 += (double)ref[i] * ref[i];
+    }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(bad == 0, "%s %s: %zu of %zu outputs not finite (unwritten or NaN)", what, quant_type_name(type), bad,
+              n);
+    CHECK_MSG(r2 > 0, "%s %s: the reference is all zeros", what, quant_type_name(type));
+    CHECK_MSG(err <= bound, "%s %s: normalised error %.3g > %.3g", what, quant_type_name(type), err, bound);
+    printf("  %-12s %-5s n=%-6zu err %.3g (bound %.3g)\n", what, quant_type_name(type), n, err, bound);
+}
+
+/* Variant 0: odd where the type allows it (float weights: the unaligned
+ * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
+ * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
+ * separate quantiser kernel and `work`). */
+static size_t n_in_variant(uint32_t type, int variant) {
+    if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return variant ? 520 : 300 + 13;
+    if (type == QUANT_Q8_0) return variant ? 32 * 171 : 32 * 19;
+    return variant ? 256 * 22 : 256 * 3;
+}
+static size_t n_in_for(uint32_t type) { return n_in_variant(type, 0); }
+
+/* ---- argument checks (no device needed) ---- */
+
+static void test_bad_arguments(void) {
+    char why[256];
+    float dummy = 0.0f;
+    why[0] = 0;
+    CHECK(cuda_matmul_decode(QUANT_Q4_0, &dummy, 4, 32, &dummy, 1, &dummy, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "type") != NULL);
+    CHECK(cuda_matmul_chunk(QUANT_Q4_K, &dummy, 4, 100, &dummy, 1, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "multiple") != NULL);
+    CHECK(cuda_matmul_decode(QUANT_Q8_0, &dummy, 4, 32, &dummy, 9, &dummy, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "rows") != NULL);
+    cuda_moe_args a = {.type = QUANT_Q8_0, .w = &dummy, .expert_stride = 34 * 4, .n_expert = 2, .n_out = 4,
+                       .n_in = 32, .ids = (const int32_t *)&dummy, .n_rows = 1, .k = 17, .x = &dummy, .y = &dummy};
+    CHECK(cuda_moe_decode(&a, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "k = 17") != NULL);
+    a.k = 2;
+    a.expert_stride = 10;
+    CHECK(cuda_moe_chunk(&a, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "stride") != NULL);
+    CHECK(cuda_matmul_supported(QUANT_Q6_K, 512) == 1);
+    CHECK(cuda_matmul_supported(QUANT_Q6_K, 500) == 0);
+    CHECK(cuda_matmul_supported(QUANT_Q4_0, 512) == 0);
+}
+
+/* ---- on the device ---- */
+
+/* n_in 160: one warp per 32-block; 512: one warp per 8 blocks (mm_act_blocks_32x8). */
+static void act_quantize_case(size_t n_in) {
+    /* The GPU's 8-bit rows are only visible through the products; check them
+     * through a one-hot weight: with Q8_0 weights of d = 1 and a single code
+     * 1 at position j, the decode dot is exactly x_d * q_j, so every code and
+     * scale the GPU chose shows (the CPU's codes times its d must match). */
+    const size_t n_out = n_in;
+    uint8_t *w = calloc(n_out, 34 * (n_in / 32));
+    for (size_t o = 0; o < n_out; o++) {
+        uint8_t *b = w + o * 34 * (n_in / 32) + 34 * (o / 32);
+        b[0] = 0x00, b[1] = 0x3C; /* f16 1.0 */
+        ((int8_t *)(b + 2))[o % 32] = 1;
+    }
+    float x[512];
+    fill(x, n_in, 3.0);
+    uint8_t xq[36 * 16];
+    quant_act_quantize_scalar(QUANT_Q8_0, x, xq, n_in);
+    void *dw = dev_upload(w, n_out * 34 * (n_in / 32));
+    float *dx = dev_upload(x, n_in * sizeof(float)), *dy = dev_poisoned(n_out);
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(QUANT_Q8_0, n_in, 1)));
+    char why[256] = "";
+    CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
+    float y[512];
+    dev_download(y, dy, n_out);
+    size_t mism = 0;
+    for (size_t o = 0; o < n_out; o++) {
+        float d;
+        memcpy(&d, xq + 36 * (o / 32), 4);
+        const float want = d * (float)((int8_t *)(xq + 36 * (o / 32) + 4))[o % 32];
+        if (memcmp(&want, &y[o], 4) != 0) mism++;
+    }
+    CHECK_MSG(mism == 0, "%zu of %zu 8-bit codes differ from quant_act_quantize_scalar's", mism, n_out);
+    /* An infinity makes its block's d NaN, on both backends, so every dot is NaN. */
+    x[70] = INFINITY;
+    CHECK(isnan(decode_ref(QUANT_Q8_0, w, x, n_in)));
+    CU(cudaMemcpy(dx, x, n_in * sizeof(float), cudaMemcpyHostToDevice));
+    CU(cudaMemset(dy, 0, n_out * sizeof(float)));
+    CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, dx, 1, dy, work, NULL, why, sizeof why) == 0, "%s", why);
+    dev_download(y, dy, n_out);
+    size_t nan = 0;
+    for (size_t o = 0; o < n_out; o++) nan += isnan(y[o]) != 0;
+    CHECK_MSG(nan == n_out, "an infinite activation gave %zu NaN outputs of %zu", nan, n_out);
+    free(w);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
+}
+
+static void test_act_quantize_bytes(void) {
+    act_quantize_case(32 * 5);
+    act_quantize_case(512);
+}
+
+static void test_decode_types(void) {
+    for (int t = 0; t < 2 * N_TYPES; t++) {
+        const uint32_t type = TYPES[t % N_TYPES];
+        const size_t n_in = n_in_variant(type, t / N_TYPES), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
+        size_t rb;
+        uint8_t *w = make_weights(type, n_out, n_in, &rb);
+        float *x = malloc(max_rows * n_in * sizeof(float));
+        fill(x, max_rows * n_in, 2.0);
+        float *ref = malloc(max_rows * n_out * sizeof(float)), *got = malloc(max_rows * n_out * sizeof(float));
+        for (size_t r = 0; r < max_rows; r++)
+            for (size_t o = 0; o < n_out; o++) ref[r * n_out + o] = decode_ref(type, w + o * rb, x + r * n_in, n_in);
+        void *dw = dev_upload(w, n_out * rb);
+        float *dx = dev_upload(x, max_rows * n_in * sizeof(float));
+        void *work = NULL;
+        CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, max_rows) + 256));
+        float *all = malloc(max_rows * n_out * sizeof(float));
+        const size_t rows_list[] = {8, 1, 3};
+        for (size_t ri = 0; ri < 3; ri++) {
+            const size_t nr = rows_list[ri];
+            const size_t r0 = nr == 8 ? 0 : 5 - nr + 1; /* the small batches end at row 5 */
+            float *dy = dev_poisoned(nr * n_out);
+            char why[256] = "";
+            CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy, work, NULL, why, sizeof why) ==
+                          0,
+                      "%s", why);
+            dev_download(got, dy, nr * n_out);
+            char what[48];
+            snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
+            check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
+            if (nr == 8)
+                memcpy(all, got, 8 * n_out * sizeof(float));
+            else /* the same rows alone: the same bits */
+                CHECK_MSG(memcmp(all + r0 * n_out, got, nr * n_out * sizeof(float)) == 0,
+                          "decode %s: rows computed in a batch of %zu differ from a batch of 8", quant_type_name(type),
+                          nr);
+            cudaFree(dy);
+        }
+        free(w), free(x), free(ref), free(got), free(all);
+        cudaFree(dw), cudaFree(dx), cudaFree(work);
+    }
+}
+
+static void test_chunk_types(void) {
+    const double u = 1.0 / 2048;
+    for (int t = 0; t < N_TYPES; t++) {
+        const uint32_t type = TYPES[t];
+        const size_t n_in = n_in_for(type), n_out = 77 + 64, n_rows = 77;
+        size_t rb;
+        uint8_t *w = make_weights(type, n_out, n_in, &rb);
+        float *x = malloc(n_rows * n_in * sizeof(float));
+        fill(x, n_rows * n_in, 2.0);
+        float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out; o++)
+                ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+        void *dw = dev_upload(w, n_out * rb);
+        float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
+        char why[256] = "";
+        CHECK_MSG(cuda_matmul_chunk(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
+        dev_download(got, dy, n_rows * n_out);
+        check_close("chunk x77", type, got, ref, n_rows * n_out, 1.5e-3);
+        size_t over = 0;
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out; o++) {
+                const double a = abs_dot(type, w + o * rb, x + r * n_in, n_in);
+                const double tol = (2 * u + u * u + (double)n_in * 0x1p-24) * a;
+                if (!(fabs((double)got[r * n_out + o] - ref[r * n_out + o]) <= tol)) over++;
+            }
+        CHECK_MSG(over == 0, "chunk %s: %zu outputs beyond the TF32 element bound", quant_type_name(type), over);
+        /* rows 64..76 alone (the second tile) and row 70 alone: the same bits */
+        for (int pass = 0; pass < 2; pass++) {
+            const size_t r0 = pass ? 70 : 64, nr = pass ? 1 : 13;
+            float *dy2 = dev_poisoned(nr * n_out), *sub = malloc(nr * n_out * sizeof(float));
+            CHECK_MSG(cuda_matmul_chunk(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            dev_download(sub, dy2, nr * n_out);
+            CHECK_MSG(memcmp(sub, got + r0 * n_out, nr * n_out * sizeof(float)) == 0,
+                      "chunk %s: %zu rows alone differ from the same rows among 77", quant_type_name(type), nr);
+            free(sub);
+            cudaFree(dy2);
+        }
+        free(w), free(x), free(ref), free(got);
+        cudaFree(dw), cudaFree(dx), cudaFree(dy);
+    }
+}
+
+/* Routing: k distinct experts per row, expert 0 in every row (so in the
+ * chunk form it needs several tiles) and a random rest. */
+static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
+    for (size_t r = 0; r < n_rows; r++) {
+        for (size_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = j == 0 && r % 4 != 3 ? 0 : (int32_t)(urand() * (double)n_expert);
+                dup = 0;
+                for (size_t i = 0; i < j; i++) dup |= ids[r * k + i] == e;
+            } while (dup);
+            ids[r * k + j] = e;
+        }
+    }
+}
+
+static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
+    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
+    const size_t n_x = x_per_slot ? n_slots : n_rows;
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    make_ids(ids, n_rows, k, n_expert);
+    if (bad_id == 2) /* every slot on expert 2 (against the contract): groups split, still exact */
+        for (size_t s = 0; s < n_slots; s++) ids[s] = 2;
+    if (bad_id == 1) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
+    float *ref = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
+    for (size_t s = 0; s < n_slots; s++) {
+        const float *xs = x + (x_per_slot ? s : s / k) * n_in;
+        for (size_t o = 0; o < n_out; o++) {
+            const uint8_t *row = w + ((size_t)ids[s] * n_out + o) * rb;
+            ref[s * n_out + o] = (bad_id == 1 && s == 1) ? 0.0f
+                                 : chunk            ? quant_dot_scalar(type, row, xs, n_in)
+                                                    : decode_ref(type, row, xs, n_in);
+        }
+    }
+    cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    a.w = dev_upload(w, n_expert * n_out * rb);
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    float *dy = dev_poisoned(n_slots * n_out);
+    a.y = dy;
+    const size_t wb = chunk ? cuda_moe_chunk_work_bytes(&a) : cuda_moe_decode_work_bytes(&a);
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    char why[256] = "";
+    const int rc = chunk ? cuda_moe_chunk(&a, work, NULL, why, sizeof why) : cuda_moe_decode(&a, work, NULL, why,
+                                                                                               sizeof why);
+    CHECK_MSG(rc == 0, "%s", why);
+    dev_download(got, dy, n_slots * n_out);
+    if (bad_id == 1) {
+        size_t nan = 0;
+        for (size_t o = 0; o < n_out; o++) {
+            nan += isnan(got[n_out + o]) != 0;
+            got[n_out + o] = 0.0f; /* then compare the other slots */
+        }
+        CHECK_MSG(nan == n_out, "moe %s: a bad expert id gave %zu NaN outputs of %zu", quant_type_name(type), nan,
+                  n_out);
+    }
+    char what[40];
+    snprintf(what, sizeof what, "moe %s x%zu%s", chunk ? "chunk" : "dec", n_rows, x_per_slot ? "s" : "");
+    check_close(what, type, got, ref, n_slots * n_out, chunk ? 1.5e-3 : 1e-5);
+    free(w), free(x), free(ids), free(ref), free(got);
+    cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
+}
+
+static void test_moe_decode(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        moe_case(TYPES[t], 1, 0, 0, 0, 0);
+        moe_case(TYPES[t], 8, 1, 0, 0, 0);
+    }
+    moe_case(QUANT_Q4_K, 5, 0, 0, 1, 0);
+    moe_case(QUANT_Q6_K, 8, 1, 0, 0, 1); /* 8-bit rows in work, not shared memory */
+    moe_case(QUANT_BF16, 8, 0, 0, 0, 1); /* 16-byte float loads */
+    moe_case(QUANT_Q4_K, 3, 1, 0, 2, 0); /* a row repeating its expert */
+    moe_case(QUANT_Q8_0, 3, 0, 1, 2, 0);
+}
+
+static void test_moe_chunk(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        moe_case(TYPES[t], 70, 0, 1, 0, 0); /* expert 0 has ~53 slots; 280 slots in all */
+        moe_case(TYPES[t], 33, 1, 1, 0, 0);
+    }
+    moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
+}
+
+/* The stream and graph rule: every entry point captured into one CUDA graph
+ * (a capture fails on any synchronising or host-reading call) and replayed
+ * gives the bits the direct calls give. */
+static void test_graph_capture(void) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t n_in = 512, n_out = 40, n_expert = 6, k = 2, n_rows = 3, n_chunk = 20;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
+    float *x = malloc(n_chunk * n_in * sizeof(float));
+    fill(x, n_chunk * n_in, 1.0);
+    int32_t ids[20 * 2];
+    make_ids(ids, n_chunk, k, n_expert);
+    cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out,
+                       .n_in = n_in, .n_rows = n_rows, .k = k};
+    a.w = dev_upload(w, n_expert * n_out * rb);
+    a.x = dev_upload(x, n_chunk * n_in * sizeof(float));
+    a.ids = dev_upload(ids, sizeof ids);
+    cuda_moe_args c = a;
+    c.n_rows = n_chunk;
+    float *y[4];
+    const size_t ny[4] = {n_rows * n_out, n_chunk * n_out, n_rows * k * n_out, n_chunk * k * n_out};
+    void *work_d = NULL, *work_c = NULL;
+    CU(cudaMalloc(&work_d, cuda_moe_decode_work_bytes(&a) + cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    CU(cudaMalloc(&work_c, cuda_moe_chunk_work_bytes(&c) + 256));
+    float *direct[4];
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    char why[256] = "";
+    for (int pass = 0; pass < 2; pass++) { /* 0: direct calls, 1: captured and replayed */
+        for (int i = 0; i < 4; i++) y[i] = dev_poisoned(ny[i]);
+        CU(cudaDeviceSynchronize());
+        cudaGraph_t graph = NULL;
+        if (pass) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        a.y = y[2];
+        c.y = y[3];
+        CHECK_MSG(cuda_matmul_decode(type, a.w, n_out, n_in, a.x, n_rows, y[0], work_d, st, why, sizeof why) == 0,
+                  "%s", why);
+        CHECK_MSG(cuda_matmul_chunk(type, a.w, n_out, n_in, a.x, n_chunk, y[1], st, why, sizeof why) == 0, "%s", why);
+        CHECK_MSG(cuda_moe_decode(&a, work_d, st, why, sizeof why) == 0, "%s", why);
+        CHECK_MSG(cuda_moe_chunk(&c, work_c, st, why, sizeof why) == 0, "%s", why);
+        if (pass) {
+            CU(cudaStreamEndCapture(st, &graph));
+            cudaGraphExec_t exec = NULL;
+            CU(cudaGraphInstantiate(&exec, graph, 0));
+            CU(cudaGraphLaunch(exec, st));
+            CU(cudaStreamSynchronize(st));
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+        }
+        CU(cudaStreamSynchronize(st));
+        for (int i = 0; i < 4; i++) {
+            float *h = malloc(ny[i] * sizeof(float));
+            dev_download(h, y[i], ny[i]);
+            if (pass == 0) {
+                direct[i] = h;
+                size_t bad = 0;
+                for (size_t j = 0; j < ny[i]; j++) bad += !isfinite(h[j]);
+                CHECK_MSG(bad == 0, "graph case %d: %zu outputs unwritten", i, bad);
+            } else {
+                CHECK_MSG(memcmp(h, direct[i], ny[i] * sizeof(float)) == 0,
+                          "graph case %d: the replayed graph differs from the direct calls", i);
+                free(h);
+                free(direct[i]);
+            }
+            cudaFree(y[i]);
+        }
+    }
+    cudaStreamDestroy(st);
+    free(w), free(x);
+    cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work_d), cudaFree(work_c);
+}
+
+int main(void) {
+    RUN(test_bad_arguments);
+    char why[256] = "";
+    const int n = cuda_device_count(why, sizeof why);
+    if (n <= 0) TEST_SKIP("no CUDA device (%s)", n == 0 ? "the runtime found 0 devices" : why);
+    RUN(test_act_quantize_bytes);
+    RUN(test_decode_types);
+    RUN(test_chunk_types);
+    RUN(test_moe_decode);
+    RUN(test_moe_chunk);
+    RUN(test_graph_capture);
+    return TEST_EXIT();
+}
