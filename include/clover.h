@@ -307,6 +307,13 @@ typedef struct clover_generate_params {
      * that point; a request that reuses more keeps the earlier snapshot. */
     size_t snapshot_at;
     int no_snapshot; /* non-zero: take none for this request (the session's stays) */
+    /* Lossless block diffusion (a Clover model, mode auto or diffusion):
+     * previews draft each block (with the threshold and penalties above,
+     * their own draws), one verifying commit picks every row causally and
+     * keeps the drafted prefix the trunk agrees with plus its own token at
+     * the first disagreement. The answer is autoregressive decoding's with
+     * the same sampling options and seed, and so is what stays committed. */
+    int lossless;
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
@@ -336,6 +343,9 @@ typedef struct clover_generate_stats {
     double prompt_tok_s;     /* (prompt_tokens - reused_tokens) / prompt_s */
     double gen_tok_s;        /* generated tokens / (total_s - prompt_s) */
     double denoise_tok_s;    /* generated tokens / (preview_s + pick_s + commit_s) */
+    /* lossless mode */
+    size_t accepted_drafts;  /* drafted tokens the verifying commits accepted */
+    size_t recommits;        /* blocks restored to their start and committed again (a rejected tail) */
 } clover_generate_stats;
 
 typedef struct clover_generate_result {
@@ -350,6 +360,10 @@ typedef struct clover_generate_result {
     clover_mode mode;        /* the mode that ran (never AUTO) */
     uint32_t *passes_per_block; /* [n_blocks] (block diffusion) */
     size_t n_blocks;
+    int lossless;                 /* the request ran in lossless mode */
+    uint32_t *accepted_per_block; /* [n_blocks] lossless: tokens the block emitted (its known first row
+                                     and the accepted drafts) */
+    uint32_t *commits_per_block;  /* [n_blocks] lossless: 1 (the verify) or 2 (and the recommit) */
     size_t committed_after;  /* the session's committed length afterwards */
     clover_generate_stats stats;
 } clover_generate_result;

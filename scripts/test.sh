@@ -1,74 +1,132 @@
 #!/usr/bin/env bash
 # test.sh: the whole test suite, from a fresh Debian 12 machine.
 #  1. installs what it needs (scripts/setup.sh --test);
-#  2. builds with warnings as errors and runs every test (ctest);
-#  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer and
-#     runs every test again;
+#  2. builds build/ with warnings as errors and runs every test (ctest);
+#  3. builds build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer
+#     and runs every test again;
 #  4. builds the libFuzzer targets with clang and runs each for a bounded
-#     time (CLOVER_FUZZ_SECONDS, default 60) over its seed corpus.
-# Ends with one summary line: "N passed, M failed".
+#     time (CLOVER_FUZZ_SECONDS, default 60) over its seed corpus;
+#  5. the self-test of the tests (tests/selftest.sh): planted faults that
+#     must turn tests red.
+# scripts/test.sh --quick does 1 and 2 only.
+#
+# Counts are the test frameworks' own (scripts/test_counts.py): each C test
+# binary from ctest (exit 77 is a skip), each pytest case from pytest's
+# result file. Builds, fuzz runs and the self-test are listed on their own
+# lines and are not tests. The last line is
+#   suite: N passed, M failed, K skipped
+# (the release and the sanitizer runs each counted). Under CI=true a skip
+# whose reason is not in tests/skip_allowlist.txt is a failure.
+#
+# CLOVER_PYTHON is passed to cmake explicitly (the .venv made in step 1), so
+# a build/ configured earlier by the README's first command, before .venv
+# existed, runs its Python tests with the test tools.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
 fuzz_seconds=${CLOVER_FUZZ_SECONDS:-60}
+quick=0
+case "${1:-}" in
+  --quick) quick=1 ;;
+  "") ;;
+  *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
+esac
 
 scripts/setup.sh --test || { echo "setup failed"; exit 1; }
+python="$root/.venv/bin/python"
 
 passed=0
 failed=0
-record() { # name status
-  if [ "$2" -eq 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAILED: $1"; fi
-}
+skipped=0
+broken=() # builds, fuzz runs, the self-test that failed: not tests, but the run fails
+t_start=$SECONDS
 
-run_suite() { # build-dir, cmake options...
-  local dir=$1; shift
-  cmake -S . -B "$dir" -DCLOVER_WERROR=ON "$@" >/dev/null &&
-    cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1
-  local st=$?
-  if [ $st -ne 0 ]; then tail -50 "$dir.build.log"; record "build $dir" 1; return; fi
-  record "build $dir" 0
-  (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 900) | tee "$dir.ctest.log"
-  local total fails
-  total=$(grep -Eo 'tests failed out of [0-9]+' "$dir.ctest.log" | grep -Eo '[0-9]+$' || echo 0)
-  fails=$(grep -Eo '[0-9]+ tests failed' "$dir.ctest.log" | grep -Eo '^[0-9]+' || echo 1)
-  [ -z "$total" ] && total=0
-  passed=$((passed + total - fails))
-  failed=$((failed + fails))
+run_suite() { # label, build-dir, cmake options...
+  local label=$1 dir=$2; shift 2
+  local t0=$SECONDS
+  if ! { cmake -S . -B "$dir" -DCLOVER_WERROR=ON -DCLOVER_PYTHON="$python" "$@" >"$dir.configure.log" 2>&1 &&
+         cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1; }; then
+    tail -50 "$dir.configure.log" "$dir.build.log" 2>/dev/null
+    echo "build $dir: FAILED"
+    broken+=("build $dir")
+    return
+  fi
+  echo "build $dir: ok ($((SECONDS - t0)) s)"
+  rm -rf "$dir/pytest-results" "$dir/ctest.xml"
+  t0=$SECONDS
+  (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 900 --output-junit ctest.xml) >"$dir.ctest.log" 2>&1
+  grep -E '^ *[0-9]+/[0-9]+ Test' "$dir.ctest.log" | grep -v ' Passed ' # failures and skips, in ctest's words
+  echo "ctest $dir: $((SECONDS - t0)) s (log: $dir.ctest.log)"
+  local out counts
+  out=$(python3 scripts/test_counts.py "$label" "$dir/ctest.xml" "$dir/pytest-results" tests/skip_allowlist.txt)
+  echo "$out" | grep -v '^counts '
+  counts=$(echo "$out" | grep '^counts ' | tail -1)
+  if [ -z "$counts" ]; then broken+=("counting $dir"); return; fi
+  read -r _ p f s <<<"$counts"
+  if [ "$f" -gt 0 ]; then
+    # the failing tests' own output, for the log reader
+    grep -n -B2 -A40 -E '\*\*\*Failed|\*\*\*Timeout|\*\*\*Exception' "$dir.ctest.log" | head -400
+  fi
+  passed=$((passed + p))
+  failed=$((failed + f))
+  skipped=$((skipped + s))
 }
 
 echo "== release build, warnings as errors"
-run_suite build
-echo "== ASan + UBSan build"
-ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 run_suite build-asan -DCLOVER_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug
+run_suite release build
 
-echo "== fuzzing (${fuzz_seconds}s per target)"
-if CC=clang cmake -S . -B build-fuzz -DCLOVER_FUZZ=ON -DCLOVER_TESTS=OFF -DCLOVER_WERROR=ON >/dev/null &&
-   cmake --build build-fuzz -j"$jobs" >build-fuzz.build.log 2>&1; then
-  for fz in build-fuzz/tests/fuzz/fuzz_*; do
-    [ -x "$fz" ] || continue
-    name=$(basename "$fz")
-    corpus="$root/build-fuzz/corpus/$name"
-    mkdir -p "$corpus"
-    seeds="$root/tests/fuzz/corpus/$name"
-    # A seed generator may sit beside the fuzzer (gen_seeds_NAME) to add valid files.
-    [ -x "build/tests/tools/seeds_$name" ] && "build/tests/tools/seeds_$name" "$corpus" >/dev/null
-    args=("$corpus")
-    [ -d "$seeds" ] && args+=("$seeds")
-    if "$fz" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 \
-         "${args[@]}" >"build-fuzz/$name.log" 2>&1; then
-      echo "fuzz $name: $(grep -E 'stat::number_of_executed_units' "build-fuzz/$name.log" | awk '{print $2}') executions, no finding"
-      record "fuzz $name" 0
-    else
-      tail -40 "build-fuzz/$name.log"
-      record "fuzz $name" 1
-    fi
-  done
-else
-  tail -50 build-fuzz.build.log
-  record "build build-fuzz" 1
+if [ "$quick" -eq 0 ]; then
+  echo "== ASan + UBSan build"
+  # The CUDA backend is compiled once, in the release build.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_suite asan build-asan -DCLOVER_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug -DCLOVER_CUDA=OFF
+
+  echo "== fuzzing (${fuzz_seconds}s per target)"
+  t0=$SECONDS
+  if CC=clang cmake -S . -B build-fuzz -DCLOVER_FUZZ=ON -DCLOVER_TESTS=OFF -DCLOVER_WERROR=ON -DCLOVER_CUDA=OFF \
+       >build-fuzz.configure.log 2>&1 &&
+     cmake --build build-fuzz -j"$jobs" >build-fuzz.build.log 2>&1; then
+    echo "build build-fuzz: ok ($((SECONDS - t0)) s)"
+    for fz in build-fuzz/tests/fuzz/fuzz_*; do
+      [ -x "$fz" ] || continue
+      name=$(basename "$fz")
+      corpus="$root/build-fuzz/corpus/$name"
+      mkdir -p "$corpus"
+      seeds="$root/tests/fuzz/corpus/$name"
+      # A seed generator may sit beside the fuzzer (seeds_NAME) to add valid files.
+      [ -x "build/tests/tools/seeds_$name" ] && "build/tests/tools/seeds_$name" "$corpus" >/dev/null
+      args=("$corpus")
+      [ -d "$seeds" ] && args+=("$seeds")
+      if "$fz" -max_total_time="$fuzz_seconds" -rss_limit_mb=2048 -print_final_stats=1 \
+           "${args[@]}" >"build-fuzz/$name.log" 2>&1; then
+        echo "fuzz $name: $(grep -E 'stat::number_of_executed_units' "build-fuzz/$name.log" | awk '{print $2}') executions, no finding"
+      else
+        tail -40 "build-fuzz/$name.log"
+        echo "fuzz $name: FAILED"
+        broken+=("fuzz $name")
+      fi
+    done
+  else
+    tail -50 build-fuzz.configure.log build-fuzz.build.log 2>/dev/null
+    echo "build build-fuzz: FAILED"
+    broken+=("build build-fuzz")
+  fi
+
+  echo "== self-test of the tests (planted faults must turn tests red)"
+  t0=$SECONDS
+  if tests/selftest.sh build >build.selftest.log 2>&1; then
+    grep -E '^selftest' build.selftest.log
+    echo "selftest: ok ($((SECONDS - t0)) s)"
+  else
+    tail -40 build.selftest.log
+    echo "selftest: FAILED"
+    broken+=("selftest")
+  fi
 fi
 
 echo
-echo "suite: $passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+for b in ${broken[@]+"${broken[@]}"}; do echo "FAILED (not a test): $b"; done
+echo "total time: $((SECONDS - t_start)) s"
+echo "suite: $passed passed, $failed failed, $skipped skipped"
+[ "$failed" -eq 0 ] && [ ${#broken[@]} -eq 0 ]

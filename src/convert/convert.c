@@ -2,13 +2,16 @@
  * convert.c: `clover convert` end to end: read config.json, open the
  * shards, plan every output tensor (which checks every name, dtype and
  * shape before a byte is written), read the tokenizer, declare metadata and
- * tensors to the GGUF writer, stream the data. Any failure frees the writer,
- * which removes the unfinished file.
+ * tensors to the GGUF writer, stream the data, and finally load the file
+ * written with every check a run makes, so the user is never handed a file
+ * clover will not run. Any failure frees the writer, which removes the
+ * unfinished file (a written file that fails to load is removed too).
  */
 #include "convert/convert.h"
 
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "convert/convert_internal.h"
@@ -89,6 +92,16 @@ int convert_run(const convert_options *opt, convert_report *report, clover_error
     if ((rc = gguf_writer_begin(w, opt->output_path, err))) goto done;
     if ((rc = convert_write_tensors(w, &plan, opt, total, err))) goto done;
     if ((rc = gguf_writer_finish(w, err))) goto done;
+    {
+        clover_model *m = NULL;
+        clover_error lerr = {0};
+        if (clover_model_load(&m, opt->output_path, &lerr)) {
+            unlink(opt->output_path);
+            rc = error_set(err, CLOVER_E_UNSUPPORTED, "the file written does not load (removed): %s", lerr.message);
+            goto done;
+        }
+        clover_model_free(m);
+    }
 
     if (report) {
         report->n_tensors = plan.n;
@@ -98,6 +111,7 @@ int convert_run(const convert_options *opt, convert_report *report, clover_error
         report->has_record = cfg.bd.present;
         report->n_layers = cfg.n_layers;
         report->n_vocab = cfg.vocab_size;
+        report->dk_ne_dv = cfg.lin_k_head_dim != cfg.lin_v_head_dim;
     }
 done:
     gguf_writer_free(w);

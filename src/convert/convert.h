@@ -52,6 +52,7 @@ typedef struct convert_report {
     bool has_record;        /* Clover block-diffusion record written */
     uint32_t n_layers;
     uint32_t n_vocab;
+    bool dk_ne_dv;          /* GDN key head dim != value head dim: llama.cpp's loader refuses such a file */
 } convert_report;
 
 /* Converts; on failure no output file is left behind and err names the

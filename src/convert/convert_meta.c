@@ -62,9 +62,15 @@ static int write_hparams(meta_ctx *m, const hf_config *c) {
         (rc = arch_u32(m, "ssm.group_count", c->lin_n_k_heads)) ||
         (rc = arch_u32(m, "ssm.time_step_rank", c->lin_n_v_heads)) ||
         (rc = arch_u32(m, "ssm.inner_size", c->lin_v_head_dim * c->lin_n_v_heads)) ||
-        (rc = arch_u32(m, "full_attention_interval", c->full_attention_interval)) ||
+        (c->full_attention_interval && (rc = arch_u32(m, "full_attention_interval", c->full_attention_interval))) ||
         /* int(head_dim * partial_rotary_factor), as Python truncates */
         (rc = arch_u32(m, "rope.dimension_count", (uint32_t)((double)c->head_dim * (double)c->partial_rotary_factor))))
+        return rc;
+    /* An irregular pattern: one bool per layer, true for Gated DeltaNet, as
+     * llama.cpp's loader reads it (and its own saver writes it). */
+    if (!c->full_attention_interval &&
+        (rc = gguf_writer_set_array(m->w, ARCH ".attention.recurrent_layers", GGUF_VT_BOOL, c->layer_is_linear,
+                                    c->n_layers, m->err)))
         return rc;
     if ((rc = gguf_writer_set_array(m->w, ARCH ".rope.dimension_sections", GGUF_VT_I32, c->rope_sections, 4, m->err)))
         return rc;

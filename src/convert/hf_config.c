@@ -102,7 +102,7 @@ static int cfg_token_id(const cfg_ctx *c, const char *key, int64_t *out) {
         if (json_array_size(v) == 0) return CLOVER_OK;
         v = json_array_get(v, 0);
     }
-    uint32_t id;
+    uint32_t id = 0;
     int rc = val_u32(c, NULL, key, v, &id);
     if (rc) return rc;
     *out = id;
@@ -174,36 +174,43 @@ static int parse_geometry(const cfg_ctx *c, hf_config *h) {
     return CLOVER_OK;
 }
 
+/* layer_types is authoritative (transformers builds its layers from it and
+ * writes it without full_attention_interval); the interval (default 4, as
+ * transformers and llama.cpp assume) only fills in when it is absent. The
+ * pattern is then classified: "regular" when some k puts full attention at
+ * exactly every k-th layer, which the GGUF states as full_attention_interval;
+ * anything else goes out as the per-layer attention.recurrent_layers array. */
 static int parse_layer_types(const cfg_ctx *c, hf_config *h) {
     int rc;
-    if ((rc = cfg_u32(c, "full_attention_interval", false, 4, &h->full_attention_interval))) return rc;
-    if ((rc = positive(c, "full_attention_interval", h->full_attention_interval))) return rc;
+    uint32_t interval;
+    if ((rc = cfg_u32(c, "full_attention_interval", false, 4, &interval))) return rc;
+    if ((rc = positive(c, "full_attention_interval", interval))) return rc;
     h->layer_is_linear = mem_calloc(h->n_layers, 1);
     if (!h->layer_is_linear) return error_set(c->err, CLOVER_E_NOMEM, "%s: out of memory", c->name);
-    for (uint32_t i = 0; i < h->n_layers; i++)
-        h->layer_is_linear[i] = (i + 1) % h->full_attention_interval != 0;
+    for (uint32_t i = 0; i < h->n_layers; i++) h->layer_is_linear[i] = (i + 1) % interval != 0;
     json_t *lt = cfg_find(c, "layer_types");
-    if (!lt) return CLOVER_OK;
-    if (!json_is_array(lt)) return wrong_type(c, NULL, "layer_types", "an array of strings", lt);
-    if (json_array_size(lt) != h->n_layers)
-        return error_set(c->err, CLOVER_E_FORMAT, "%s: layer_types has %zu entries, num_hidden_layers is %u", c->name,
-                         json_array_size(lt), h->n_layers);
-    for (uint32_t i = 0; i < h->n_layers; i++) {
-        json_t *e = json_array_get(lt, i);
-        const char *s = json_string_value(e);
-        int linear;
-        if (s && !strcmp(s, "linear_attention")) linear = 1;
-        else if (s && !strcmp(s, "full_attention")) linear = 0;
-        else
-            return error_set(c->err, CLOVER_E_FORMAT,
-                             "%s: layer_types[%u] is %s%s%s, expected \"linear_attention\" or \"full_attention\"",
-                             c->name, i, s ? "\"" : json_util_kind(e), s ? s : "", s ? "\"" : "");
-        if (linear != h->layer_is_linear[i])
-            return error_set(c->err, CLOVER_E_UNSUPPORTED,
-                             "%s: layer_types[%u] is %s, but a qwen35moe GGUF places full attention at every %u-th "
-                             "layer (full_attention_interval)",
-                             c->name, i, s, h->full_attention_interval);
+    if (lt) {
+        if (!json_is_array(lt)) return wrong_type(c, NULL, "layer_types", "an array of strings", lt);
+        if (json_array_size(lt) != h->n_layers)
+            return error_set(c->err, CLOVER_E_FORMAT, "%s: layer_types has %zu entries, num_hidden_layers is %u",
+                             c->name, json_array_size(lt), h->n_layers);
+        for (uint32_t i = 0; i < h->n_layers; i++) {
+            json_t *e = json_array_get(lt, i);
+            const char *s = json_string_value(e);
+            if (s && !strcmp(s, "linear_attention")) h->layer_is_linear[i] = 1;
+            else if (s && !strcmp(s, "full_attention")) h->layer_is_linear[i] = 0;
+            else
+                return error_set(c->err, CLOVER_E_FORMAT,
+                                 "%s: layer_types[%u] is %s%s%s, expected \"linear_attention\" or \"full_attention\"",
+                                 c->name, i, s ? "\"" : json_util_kind(e), s ? s : "", s ? "\"" : "");
+        }
     }
+    /* The only candidate interval is the first full-attention layer's 1-based index. */
+    h->full_attention_interval = 0;
+    for (uint32_t i = 0; i < h->n_layers && !h->full_attention_interval; i++)
+        if (!h->layer_is_linear[i]) h->full_attention_interval = i + 1;
+    for (uint32_t i = 0; h->full_attention_interval && i < h->n_layers; i++)
+        if (h->layer_is_linear[i] != ((i + 1) % h->full_attention_interval != 0)) h->full_attention_interval = 0;
     return CLOVER_OK;
 }
 
@@ -229,9 +236,23 @@ static int parse_rope(const cfg_ctx *c, hf_config *h) {
         return error_set(c->err, CLOVER_E_FORMAT, "%s: partial_rotary_factor %g is outside (0, 1]", c->name,
                          h->partial_rotary_factor);
 
-    /* llama.cpp's default when a checkpoint omits the sections. */
+    /* Without mrope_section: llama.cpp's converter writes 11, 11, 10, 0, but
+     * llama.cpp's rope asserts that the sections add up to at most the
+     * rotary dimensions (and divides by their sum), so a small model with
+     * those sections aborts there. For text the split does not change the
+     * math, so a model with fewer than 32 rotary dimensions gets the same
+     * proportions scaled down to fit (at least one dimension). */
     static const int32_t dflt_sections[4] = {11, 11, 10, 0};
     memcpy(h->rope_sections, dflt_sections, sizeof dflt_sections);
+    int32_t n_rot = (int32_t)((double)h->head_dim * (double)h->partial_rotary_factor);
+    if (n_rot < 32) {
+        h->rope_sections[0] = n_rot * 11 / 32;
+        h->rope_sections[1] = n_rot * 11 / 32;
+        h->rope_sections[2] = n_rot * 10 / 32;
+        int32_t rest = n_rot - h->rope_sections[0] - h->rope_sections[1] - h->rope_sections[2];
+        h->rope_sections[0] += rest > 0 ? rest : 0;
+        if (h->rope_sections[0] == 0) h->rope_sections[0] = 1;
+    }
     json_t *ms = rp ? obj_get(rp, "mrope_section") : NULL;
     if (ms) {
         if (!json_is_array(ms) || json_array_size(ms) > 4)

@@ -61,7 +61,7 @@ typedef struct hf_config {
     uint32_t shared_ffn;      /* shared_expert_intermediate_size */
     uint32_t ffn;             /* intermediate_size, 0 when absent */
     uint32_t max_positions;   /* max_position_embeddings */
-    uint32_t full_attention_interval;
+    uint32_t full_attention_interval; /* k when full attention is exactly every k-th layer, else 0 */
     float rms_eps;
     float rope_theta;
     float partial_rotary_factor;

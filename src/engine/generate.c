@@ -60,6 +60,8 @@ void clover_generate_result_free(clover_generate_result *r) {
     mem_free(r->ids);
     mem_free(r->confidences);
     mem_free(r->passes_per_block);
+    mem_free(r->accepted_per_block);
+    mem_free(r->commits_per_block);
     free(r->text); /* the tokenizer's buffers are malloc'd */
     memset(r, 0, sizeof *r);
 }
@@ -181,6 +183,18 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
     penalty_state_reset(&s->pen);
     out->stats.prompt_tokens = rq->n_prompt;
     rq->ar = out->mode == CLOVER_MODE_AUTOREGRESSIVE;
+    if (p->lossless) {
+        if (rq->ar)
+            return error_set(err, CLOVER_E_INVALID,
+                             "lossless: needs block diffusion (a Clover model, mode auto or diffusion); "
+                             "autoregressive decoding is already what it reproduces");
+        if (!s->be->checkpoint_create || !s->be->checkpoint_save || !s->be->checkpoint_restore)
+            return error_set(err, CLOVER_E_UNSUPPORTED, "lossless: the %s backend has no state checkpoints",
+                             s->be->name);
+        rq->lossless = true;
+        out->lossless = 1;
+        rng_seed(&rq->draft_rng, p->seed ^ 0x6c6f73736c657373ull); /* "lossless": the drafts' own stream */
+    }
     rq->phase = RQ_PROMPT;
     rq->prompt_at = SIZE_MAX;
     rq->snap_at = SIZE_MAX;

@@ -49,8 +49,9 @@ static void pass_plan(engine_request *rq) {
     const clover_record *rec = &s->model->record;
     const size_t B = rq->block;
     const bool greedy = sampler_is_greedy(&rq->sp) != 0;
+    rng_state *rng = rq->lossless ? &rq->draft_rng : &rq->rng; /* lossless: rng is the verifier's */
     for (size_t r = 0; r < B; r++) /* the draws: one per pending row, in row order */
-        s->pick_u[r] = s->pending[r] ? (float)sampler_draw(&rq->sp, &rq->rng) : 0.0f;
+        s->pick_u[r] = s->pending[r] ? (float)sampler_draw(&rq->sp, rng) : 0.0f;
     for (size_t i = 0; i < s->pen.n_seen; i++) s->pen_counts[i] = s->pen.counts[s->pen.seen[i]];
     s->pick_pen = (backend_penalties){.p = rq->pen.p,
                                       .think_end_id = rq->pen.think_end_id,
@@ -156,6 +157,10 @@ static int block_end(engine_request *rq, clover_error *err) {
     res->stats.blocks++;
     int rc = request_push_block(rq, (uint32_t)rq->passes, err);
     if (rc) return rc;
+    if (rq->lossless) { /* a draft: the verifying commit decides what is emitted (generate_lossless.c) */
+        rq->phase = RQ_VERIFY;
+        return CLOVER_OK;
+    }
     size_t remaining = max - res->n_generated < rq->block ? max - res->n_generated : rq->block, take = remaining;
     bool ended = false;
     for (size_t i = 0; i < remaining && !ended; i++) {

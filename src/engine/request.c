@@ -96,19 +96,29 @@ void request_report_pass(engine_request *rq, size_t passes, size_t n_fixed_now, 
     *cancel = rq->p->on_pass(rq->p->user, &v) != 0;
 }
 
-int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
-    clover_generate_result *r = rq->res;
-    if (r->n_blocks == rq->cap_blocks) {
-        size_t c = rq->cap_blocks ? rq->cap_blocks * 2 : 16, bytes;
-        if (!mem_mul_ok(c, sizeof(uint32_t), &bytes)) return error_set(err, CLOVER_E_NOMEM, "generate: too many blocks");
-        uint32_t *v = mem_alloc(bytes);
-        if (!v) return error_set(err, CLOVER_E_NOMEM, "generate: no memory for %zu block counts", c);
-        if (r->n_blocks) memcpy(v, r->passes_per_block, r->n_blocks * sizeof *v);
-        mem_free(r->passes_per_block);
-        r->passes_per_block = v;
-        rq->cap_blocks = c;
-    }
-    r->passes_per_block[r->n_blocks++] = passes;
+/* Grows one per-block array to c entries, keeping n. */
+static int grow_u32(uint32_t **a, size_t n, size_t c, clover_error *err) {
+    size_t bytes;
+    if (!mem_mul_ok(c, sizeof(uint32_t), &bytes)) return error_set(err, CLOVER_E_NOMEM, "generate: too many blocks");
+    uint32_t *v = mem_alloc(bytes);
+    if (!v) return error_set(err, CLOVER_E_NOMEM, "generate: no memory for %zu block counts", c);
+    if (n) memcpy(v, *a, n * sizeof *v);
+    mem_free(*a);
+    *a = v;
     return CLOVER_OK;
 }
 
+int request_push_block(engine_request *rq, uint32_t passes, clover_error *err) {
+    clover_generate_result *r = rq->res;
+    if (r->n_blocks == rq->cap_blocks) {
+        size_t c = rq->cap_blocks ? rq->cap_blocks * 2 : 16;
+        int rc = grow_u32(&r->passes_per_block, r->n_blocks, c, err);
+        if (!rc && rq->lossless) rc = grow_u32(&r->accepted_per_block, r->n_blocks, c, err);
+        if (!rc && rq->lossless) rc = grow_u32(&r->commits_per_block, r->n_blocks, c, err);
+        if (rc) return rc;
+        rq->cap_blocks = c;
+    }
+    if (rq->lossless) r->accepted_per_block[r->n_blocks] = r->commits_per_block[r->n_blocks] = 0;
+    r->passes_per_block[r->n_blocks++] = passes;
+    return CLOVER_OK;
+}

@@ -29,6 +29,8 @@ typedef enum request_phase {
     RQ_PASS,         /* diffusion: the next denoising pass of the block */
     RQ_COMMIT_BLOCK, /* diffusion: the resolved block is committed */
     RQ_DECODE,       /* autoregressive: emit the picked token, commit it */
+    RQ_VERIFY,       /* lossless: the drafted block's verifying commit */
+    RQ_RECOMMIT,     /* lossless: back to the block start, the accepted prefix committed again */
     RQ_DONE,
 } request_phase;
 
@@ -57,6 +59,11 @@ typedef struct engine_request {
     request_phase phase;
     request_op op;          /* planned for the pass being run */
     bool ar;                /* autoregressive */
+    bool lossless;          /* block diffusion drafts, the causal trunk decides (generate_lossless.c) */
+    rng_state draft_rng;    /* lossless: the drafts' draws (rng stays autoregressive decoding's) */
+    bool lossless_begun;    /* lossless: the first token is known */
+    size_t keep;            /* lossless: block rows that stay committed after the verify */
+    bool lossless_ended;    /* lossless: the answer ended inside the verified block */
     size_t prompt_at;       /* next prompt row to commit (SIZE_MAX: the phase has not begun) */
     size_t snap_at;         /* the snapshot point (SIZE_MAX: none) */
     bool prompt_committed;  /* a prompt chunk was committed by this request */
@@ -96,6 +103,8 @@ int engine_diffusion_plan(engine_request *rq, clover_error *err);
 int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
 int engine_ar_plan(engine_request *rq, clover_error *err);
 int engine_ar_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+int engine_lossless_plan(engine_request *rq, clover_error *err);
+int engine_lossless_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
 
 /* The prompt phase (request.c): plans the next chunk (RQ_OP_COMMIT) or ends
  * the phase (*done); cancellation ends the request. */

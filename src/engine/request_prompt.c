@@ -6,7 +6,7 @@
  * max_rows, cut at the snapshot point (taken when the commit reaches it);
  * the cancel flag is checked before each. An autoregressive request asks
  * the last chunk for the last row's logits (kept for reuse) and its causal
- * pick: the first answer token.
+ * pick: the first answer token (so does a lossless one).
  */
 #include "base/error.h"
 #include "base/timer.h"
@@ -21,7 +21,7 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
     int rc;
     if (rq->prompt_at == SIZE_MAX) { /* the first step: the reuse decision */
         size_t reused;
-        rc = engine_session_prompt_begin(s, rq->prompt, n, rq->ar, rq->p, &reused, &rq->snap_at, st, err);
+        rc = engine_session_prompt_begin(s, rq->prompt, n, rq->ar || rq->lossless, rq->p, &reused, &rq->snap_at, st, err);
         st->prompt_s += timer_now() - t;
         if (rc) return error_prefix(err, "prompt");
         rq->prompt_at = reused;
@@ -42,9 +42,10 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
         return CLOVER_OK;
     }
     const size_t end = engine_prompt_chunk_end(s, a, n, rq->snap_at);
-    const bool last = end == n, pick = rq->ar && last && rq->p->max_tokens > 0;
+    const bool causal = rq->ar || rq->lossless; /* lossless: the first token is autoregressive decoding's */
+    const bool last = end == n, pick = causal && last && rq->p->max_tokens > 0;
     if (pick) rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
-    rc = engine_session_plan_commit(s, rq->prompt + a, end - a, rq->ar && last, pick ? &s->pick : NULL,
+    rc = engine_session_plan_commit(s, rq->prompt + a, end - a, causal && last, pick ? &s->pick : NULL,
                                     pick && !sampler_is_greedy(&rq->sp) ? &rq->tok_u : NULL, &rq->tok,
                                     &rq->tok_conf, &st->commit_ops, err);
     if (rc) return error_prefix(err, "prompt");

@@ -23,6 +23,7 @@ int engine_request_plan(engine_request *rq, clover_error *err) {
         rq->phase = RQ_BLOCK; /* the prompt is in: the first block, or the first token */
     }
     if (rq->phase == RQ_DONE) return CLOVER_OK;
+    if (rq->lossless) return engine_lossless_plan(rq, err);
     return rq->ar ? engine_ar_plan(rq, err) : engine_diffusion_plan(rq, err);
 }
 
@@ -30,6 +31,8 @@ int engine_request_absorb(engine_request *rq, const backend_pass_stats *st, clov
     int rc;
     if (rq->phase == RQ_PROMPT)
         rc = request_prompt_absorb(rq, st, err);
+    else if (rq->lossless)
+        rc = engine_lossless_absorb(rq, st, err);
     else
         rc = rq->ar ? engine_ar_absorb(rq, st, err) : engine_diffusion_absorb(rq, st, err);
     if (rq->op_timer) *rq->op_timer += timer_now() - rq->t_op;

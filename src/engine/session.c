@@ -46,6 +46,7 @@ static void session_free_buffers(clover_session *s) {
 
 void clover_session_free(clover_session *s) {
     if (!s) return;
+    if (s->ckpt) s->be->checkpoint_free(s->ckpt);
     if (s->bs) s->be->session_free(s->bs);
     if (s->own_bk && s->bk) s->be->destroy(s->bk);
     session_free_buffers(s);

@@ -1,7 +1,8 @@
 /*
  * gguf_file.c: opening a GGUF file (a read-only private mapping, so tensor
  * data is paged in on demand and shared with the page cache) or a caller's
- * buffer, and the read-side accessors. Parsing lives in gguf_parse.c; this
+ * buffer, and the read-side accessors (a split model's other shards are
+ * gguf_split.c's). Parsing lives in gguf_parse.c; this
  * file owns the lifetime: whatever was built before a failure is freed here.
  */
 #include <errno.h>
@@ -33,6 +34,8 @@ void gguf_close(gguf_file *f) {
     mem_free(f->tensors);
     gguf_index_free(&f->kv_index);
     gguf_index_free(&f->tensor_index);
+    for (size_t i = 0; i < f->n_shards; i++) gguf_close(f->shards[i]);
+    mem_free(f->shards);
     if (f->map) munmap(f->map, f->map_len);
     mem_free(f->name);
     mem_free(f);
@@ -76,6 +79,16 @@ int gguf_open_memory(gguf_file **out, const void *buf, size_t len, const char *n
 }
 
 int gguf_open(gguf_file **out, const char *path, clover_error *err) {
+    int rc = gguf_open_one(out, path, err);
+    if (rc < 0) return rc;
+    if ((rc = gguf_split_attach(*out, path, err)) < 0) {
+        gguf_close(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
+int gguf_open_one(gguf_file **out, const char *path, clover_error *err) {
     if (!out) return error_set(err, CLOVER_E_INVALID, "gguf_open: out is NULL");
     *out = NULL;
     if (!path) return error_set(err, CLOVER_E_INVALID, "gguf_open: path is NULL");

@@ -63,10 +63,22 @@ struct gguf_file {
     size_t n_tensors, cap_tensors;
     gguf_index kv_index;
     gguf_index tensor_index;
+    /* A split model (gguf-split): the other shards, opened with the first;
+     * their tensors were moved into tensors[] above (names owned here, data
+     * pointing into each shard's own mapping). */
+    gguf_file **shards; /* [n_shards] */
+    size_t n_shards;
 };
 
 /* Parses and validates f->base[0..size) into f (gguf_parse.c). Errors do not
  * yet carry the file name; the caller prefixes it. */
 int gguf_parse(gguf_file *f, clover_error *err);
+
+/* Opens one file, never its shards (gguf_file.c). */
+int gguf_open_one(gguf_file **out, const char *path, clover_error *err);
+/* When f (opened from path) is the first shard of a split model, opens the
+ * others and adds their tensors to f (gguf_split.c); a lone file is left as
+ * it is. */
+int gguf_split_attach(gguf_file *f, const char *path, clover_error *err);
 
 #endif

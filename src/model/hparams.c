@@ -117,12 +117,18 @@ int model_hparams_read(const gguf_file *f, model_hparams *hp, clover_error *err)
         if (kv) {
             const gguf_value *v;
             if ((rc = gguf_get_array(f, key, &v, err))) return rc;
+            /* Any non-negative sizes, as llama.cpp takes them: for text all
+             * three position components are equal, so the split of the
+             * rotary dimensions between them does not change the math (and
+             * llama.cpp's converter writes its default 11, 11, 10, 0 even
+             * into a model with a handful of rotary dimensions). */
             for (uint64_t i = 0; i < v->v.arr.len && i < 4; i++) {
                 uint64_t x;
-                if (!array_u64_at(v, i, &x) || x > hp->n_rot)
+                if (!array_u64_at(v, i, &x) || x > 65536)
                     return error_set(err, CLOVER_E_FORMAT,
-                                     "hyper-parameter %s: element %llu is not a section size in 0..%u", key,
-                                     (unsigned long long)i, hp->n_rot);
+                                     "hyper-parameter %s: element %llu is not a section size (a small non-negative "
+                                     "integer)",
+                                     key, (unsigned long long)i);
                 hp->rope_sections[i] = (uint32_t)x;
             }
         }
@@ -161,10 +167,12 @@ int model_hparams_read(const gguf_file *f, model_hparams *hp, clover_error *err)
     if ((rc = get_u32_req(f, "expert_feed_forward_length", 1, big, &hp->n_ff_exp, err))) return rc;
     if ((rc = get_u32_req(f, "expert_shared_feed_forward_length", 1, big, &hp->n_ff_shexp, err))) return rc;
 
-    /* the layer pattern's interval (checked again by model_layer_kinds_read) */
+    /* the layer pattern's interval (checked again by model_layer_kinds_read);
+     * 4 when neither it nor attention.recurrent_layers is there, as llama.cpp */
     char key[128];
     if (!gguf_kv_find(f, arch_key(key, sizeof key, "attention.recurrent_layers"))) {
-        if ((rc = get_u32_req(f, "full_attention_interval", 1, 65536, &hp->full_attention_interval, err))) return rc;
+        if ((rc = get_u32_opt(f, "full_attention_interval", 4, 1, 65536, &hp->full_attention_interval, err)))
+            return rc;
     }
 
     /* the vocabulary: the embedding's rows (the token list may be shorter) */

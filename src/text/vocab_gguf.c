@@ -13,7 +13,9 @@
  * USER_DEFINED are non-special added tokens (both stored as plain text);
  * UNUSED tokens (the padding rows of an embedding) are no token at all.
  */
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -74,6 +76,19 @@ static int get_id(const tokenizer *t, const gguf_file *f, const char *key, int32
                          (long)t->n_tokens - 1);
     *slot = (int32_t)v;
     return CLOVER_OK;
+}
+
+/* Both parts and the merged text are tokens of the vocabulary. */
+static bool merge_is_known(const tokenizer *t, const char *a, size_t alen, const char *b, size_t blen) {
+    if (tok_vocab_find_text(t, a, alen) < 0 || tok_vocab_find_text(t, b, blen) < 0) return false;
+    char small[512];
+    char *joined = alen + blen <= sizeof small ? small : malloc(alen + blen);
+    if (!joined) return true; /* let tok_add_merge report the memory */
+    memcpy(joined, a, alen);
+    memcpy(joined + alen, b, blen);
+    bool ok = tok_vocab_find_text(t, joined, alen + blen) >= 0;
+    if (joined != small) free(joined);
+    return ok;
 }
 
 static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
@@ -158,7 +173,14 @@ static int load(tokenizer *t, const gguf_file *f, clover_error *err) {
             return error_set(err, CLOVER_E_FORMAT,
                              "%s: tokenizer.ggml.merges[%llu] is \"%.*s\", expected \"left right\"", name,
                              (unsigned long long)i, (int)(len < 64 ? len : 64), s);
-        rc = tok_add_merge(t, s, (size_t)(sp - s), sp + 1, (size_t)(s + len - sp - 1), (uint32_t)i, err);
+        size_t alen = (size_t)(sp - s), blen = (size_t)(s + len - sp - 1);
+        /* llama.cpp takes a merge whose parts or result are not tokens (it
+         * never checks), so a GGUF may carry one: a Hugging Face merge with
+         * a space inside a part, which the converters spell with U+0120,
+         * names a token that does not exist. No symbol of a text can ever
+         * be such a token here, so the merge is dropped, not refused. */
+        if (!merge_is_known(t, s, alen, sp + 1, blen)) continue;
+        rc = tok_add_merge(t, s, alen, sp + 1, blen, (uint32_t)i, err);
         if (rc) return rc;
     }
 

@@ -7,6 +7,7 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 import test_convert_support as cs
+from clover_paths import shared_file
 
 RECORD = dict(algorithm="low_confidence", block_size=32, threshold=0.9, mask_token_id=299, coreset_enabled=True,
               coreset_top_p=0.85, presence_penalty=0.5, frequency_penalty=0.25, repetition_penalty=1.1,
@@ -282,17 +283,12 @@ def test_help_and_usage_errors(tmp_path):
 
 
 def test_real_qwen3_tokenizer_matches_hugging_face(tmp_path):
-    """The 151k-token Qwen3 tokenizer (/work/shared/data or the source tree's copy):
+    """The 151k-token Qwen3 tokenizer (the shared directory's data/qwen3-tokenizer, see clover_paths.py):
     every token string and type against Hugging Face `tokenizers`, merges, special ids."""
     import json
-    import pathlib
     import shutil
     from tokenizers import Tokenizer
-    tdir = next((p for p in (pathlib.Path("/work/shared/data/qwen3-tokenizer"),
-                             cs.SOURCE / "shared" / "data" / "qwen3-tokenizer") if (p / "tokenizer.json").exists()),
-                None)
-    if tdir is None:
-        pytest.skip("the Qwen3 tokenizer data is not available")
+    tdir = shared_file("data/qwen3-tokenizer/tokenizer.json", "Qwen3's tokenizer.json").parent
     V = 151936
     g = cs.geometry(num_hidden_layers=2, vocab_size=V)
     w = cs.hf_weights(g, seed=8)

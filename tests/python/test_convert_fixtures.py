@@ -14,31 +14,32 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 
 import test_convert_support as cs
+from clover_paths import require_command, require_file
 
 
-def fixture_dirs():
-    root = cs.SOURCE / "tests" / "fixtures"
-    if not root.is_dir():
-        return []
-    return sorted(p.parent for p in root.rglob("config.json")
-                  if any(p.parent.glob("*.safetensors")))
+# The fixtures' Hugging Face directories, named here so that a missing one
+# (or one without its weights) is a failure that names it, not an empty
+# parametrisation.
+FIXTURES = ("tiny_clover/hf", "tiny_ar/hf")
+DIRS = [cs.SOURCE / "tests" / "fixtures" / d for d in FIXTURES]
 
 
-DIRS = fixture_dirs()
+def require_fixture(src):
+    require_file(src / "config.json", "fixture config")
+    if not any(src.glob("*.safetensors")):
+        pytest.fail(f"missing fixture weights: {src} has no *.safetensors", pytrace=False)
 
 
-@pytest.mark.skipif(not DIRS, reason="tests/fixtures has no Hugging Face model yet")
 @pytest.mark.parametrize("src", DIRS, ids=[str(d.relative_to(cs.SOURCE / "tests" / "fixtures")) for d in DIRS])
 @pytest.mark.parametrize("qtype", ["f32", "bf16", "q8_0", "q4_k_m"])
 def test_fixture_converts_and_loads(tmp_path, src, qtype):
+    require_fixture(src)
     out = tmp_path / "model.gguf"
     r = cs.run_convert(src, out, "--type", qtype)
     assert r.returncode == 0, r.stderr
     reader = GGUFReader(str(out))
     assert reader.fields["general.architecture"].contents() == "qwen35moe"
-    clover = cs.BUILD / "clover"
-    if not clover.exists():
-        pytest.skip("the clover binary is not built: cannot run `clover info`")
+    clover = require_command("clover")
     info = subprocess.run([str(clover), "info", str(out)], capture_output=True, text=True, timeout=300)
     assert info.returncode == 0, info.stderr
     assert "qwen35moe" in info.stdout
@@ -69,15 +70,14 @@ def geometry_of(src):
     text = cfg.get("text_config", cfg)
     g = {k: text[k] for k in cs.geometry() if k != "full_attention_interval"}
     g["full_attention_interval"] = text.get("full_attention_interval", 4)  # transformers' default pattern
-    kinds = ["linear_attention" if cs.layer_is_linear(g, i) else "full_attention"
-             for i in range(g["num_hidden_layers"])]
-    assert text.get("layer_types", kinds) == kinds
+    if "layer_types" in text:
+        g["layer_types"] = text["layer_types"]  # authoritative, as in transformers
     return g, text.get("tie_word_embeddings", cfg.get("tie_word_embeddings", False))
 
 
-@pytest.mark.skipif(not DIRS, reason="tests/fixtures has no Hugging Face model yet")
 @pytest.mark.parametrize("src", DIRS, ids=[str(d.relative_to(cs.SOURCE / "tests" / "fixtures")) for d in DIRS])
 def test_fixture_values(tmp_path, src):
+    require_fixture(src)
     out = tmp_path / "model.gguf"
     r = cs.run_convert(src, out, "--type", "f32")
     assert r.returncode == 0, r.stderr
@@ -92,25 +92,20 @@ def test_fixture_values(tmp_path, src):
         np.testing.assert_allclose(got, want, rtol=2e-7, atol=0, err_msg=t.name)
 
 
-@pytest.mark.skipif(not DIRS, reason="tests/fixtures has no Hugging Face model yet")
 @pytest.mark.parametrize("src", DIRS, ids=[str(d.relative_to(cs.SOURCE / "tests" / "fixtures")) for d in DIRS])
 def test_fixture_scores_like_the_reference(tmp_path, src):
     """End to end: the f32 conversion, scored by the engine's causal trunk (`clover ppl`),
     gives the PyTorch reference's mean NLL from the fixture's manifest."""
-    manifest = src.parent / "manifest.json"
-    clover = cs.BUILD / "clover"
-    if not manifest.exists() or not clover.exists():
-        pytest.skip("no manifest or no clover binary")
+    require_fixture(src)
+    manifest = require_file(src.parent / "manifest.json", "fixture manifest")
+    clover = require_command("clover")
     nll = json.loads(manifest.read_text()).get("nll")
-    if not nll:
-        pytest.skip("the manifest has no nll case")
+    assert nll, f"{manifest} has no nll case"
     out = tmp_path / "model.gguf"
     r = cs.run_convert(src, out, "--type", "f32")
     assert r.returncode == 0, r.stderr
     p = subprocess.run([str(clover), "ppl", "-m", str(out), "--ids", ",".join(map(str, nll["ids"])), "--json"],
                        capture_output=True, text=True, timeout=300)
-    if p.returncode == 2 and "unknown command" in p.stderr:
-        pytest.skip("this clover has no ppl command yet")
     assert p.returncode == 0, p.stderr
     got = json.loads(p.stdout)
     assert got["tokens"] == len(nll["ids"]) - 1

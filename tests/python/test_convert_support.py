@@ -52,6 +52,9 @@ def geometry(**over):
 
 
 def layer_is_linear(g, i):
+    """layer_types when the geometry has them (transformers' own rule), else the interval."""
+    if g.get("layer_types"):
+        return g["layer_types"][i] == "linear_attention"
     return (i + 1) % g["full_attention_interval"] != 0
 
 

@@ -14,7 +14,7 @@ import subprocess
 import numpy as np
 import pytest
 
-gguf = pytest.importorskip("gguf")
+import gguf  # noqa: E402 (a missing test tool is a failure, not a skip)
 from gguf import GGMLQuantizationType as T  # noqa: E402
 from gguf import quants  # noqa: E402
 from gguf.constants import GGML_QUANT_SIZES  # noqa: E402

@@ -152,6 +152,25 @@ def test_completion_matches_cli(model, client, hf_tok, sampling):
     assert r.usage.prompt_tokens == len(prompt)
 
 
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.9, "top_p": 0.95, "seed": 11}])
+def test_lossless_completion_matches_cli_ar(model, client, hf_tok, sampling):
+    """The "lossless" option gives autoregressive decoding's answer (clover run --ar, same options, seed)."""
+    prompt = hf_tok.encode("Once upon a time, in a land far away", add_special_tokens=False).ids
+    r = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=20, extra_body={"lossless": True},
+                                  **sampling)
+    cli_args = ["--temperature", sampling["temperature"], "--top-p", sampling["top_p"], "--seed",
+                sampling["seed"]] if sampling else []
+    ref = cli_generate(model, prompt, 20, "--ar", *cli_args)
+    ids = ref["ids"][:-1] if ref["finish_reason"] == "stop" else ref["ids"]
+    assert r.choices[0].text == hf_tok.decode(ids, skip_special_tokens=True)
+    assert r.choices[0].finish_reason == ref["finish_reason"]
+    assert r.usage.completion_tokens == len(ref["ids"])
+    lossy = cli_generate(model, prompt, 20, *cli_args)
+    ll = cli_generate(model, prompt, 20, "--lossless", *cli_args)
+    assert ll["ids"] == ref["ids"] and ll["lossless"] and len(ll["accepted_per_block"]) == ll["blocks"]
+    assert lossy["mode"] == ll["mode"] == "diffusion"
+
+
 @pytest.mark.parametrize("thinking", [True, False])
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 1.0, "seed": 5}])
 def test_chat_stream_equals_non_stream(client, thinking, sampling):

@@ -74,7 +74,7 @@ def start_server(model, log, *args, timeout=120):
     deadline = time.time() + timeout
     port = None
     while time.time() < deadline:
-        m = re.search(r"listening on http://[^:]+:(\d+)", log.read_text(errors="replace"))
+        m = re.search(r"listening on https?://[^:]+:(\d+)", log.read_text(errors="replace"))
         if m:
             port = int(m.group(1))
             break
@@ -94,6 +94,24 @@ def start_server(model, log, *args, timeout=120):
         time.sleep(0.05)
     proc.kill()
     raise AssertionError("/health never answered")
+
+
+def start_server_tls(model, log, key, cert, *args, timeout=120):
+    """A server with --ssl-key/--ssl-cert: ready once its log says it listens (plain /health cannot ask it)."""
+    cmd = [str(CLOVER), "serve", "-m", str(model), "--port", "0", "--threads", "1", "--ssl-key", str(key),
+           "--ssl-cert", str(cert), *map(str, args)]
+    with open(log, "wb") as f:
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=f)
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        m = re.search(r"listening on https://[^:]+:(\d+)", log.read_text(errors="replace"))
+        if m:
+            return Server(proc, int(m.group(1)), log)
+        if proc.poll() is not None:
+            raise AssertionError(f"clover serve exited with {proc.returncode}:\n{log.read_text(errors='replace')}")
+        time.sleep(0.05)
+    proc.kill()
+    raise AssertionError("clover serve did not start listening:\n" + log.read_text(errors="replace"))
 
 
 def stop_server(srv, timeout=60):
@@ -169,34 +187,76 @@ def test_port_in_use(model, tmp_path):
         stop_server(srv)
 
 
-def test_shutdown_with_requests_in_flight(model, tmp_path):
-    """SIGTERM while one request streams and one waits: the stream ends with [DONE], the waiting one gets 503,
-    and the server exits cleanly."""
-    srv = start_server(model, tmp_path / "serve.log", "--queue", 4, "--max-batch", 1)
-    body = {"prompt": "Go on:", "max_tokens": 4000, "ignore_eos": True}
+def _send_raw(port, body, stream):
+    data = json.dumps(dict(body, stream=stream)).encode()
+    s = socket.create_connection(("127.0.0.1", port), timeout=60)
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
+    return s
+
+
+def _read_all(s):
+    chunks = []
+    while True:
+        b = s.recv(65536)
+        if not b:
+            return b"".join(chunks)
+        chunks.append(b)
+
+
+def _sse_events(raw):
+    """The JSON events of a chunked SSE response (the framing removed)."""
+    status, body = parse_response(raw)
+    out, rest = [], body
+    data = b""
+    while rest:  # de-chunk
+        size, _, rest = rest.partition(b"\r\n")
+        n = int(size, 16)
+        if n == 0:
+            break
+        data += rest[:n]
+        rest = rest[n + 2:]
+    for line in data.decode().split("\n"):
+        if line.startswith("data: ") and line != "data: [DONE]":
+            out.append(json.loads(line[6:]))
+    return status, out, data
+
+
+@pytest.mark.parametrize("grace,cut", [(60, False), (1, True)])
+def test_shutdown_with_requests_in_flight(model, tmp_path, grace, cut):
+    """SIGTERM while one request streams and two wait (one streamed, one not): the waiting ones get a real 503
+    with a JSON body (not a 200 stream with an error event); the running stream finishes within --grace, or past
+    it is cut with finish_reason "length" and clover.cut "shutdown"; the server exits 0."""
+    srv = start_server(model, tmp_path / "serve.log", "--queue", 4, "--grace", grace, "--max-batch", 1)
+    long = {"prompt": "Go on:", "max_tokens": 4000 if cut else 300, "ignore_eos": True}
     socks = []
     try:
-        for stream, wait in ((True, lambda m: m["clover_busy"] == 1.0), (False, lambda m: m["clover_queue_length"] == 1.0)):
-            data = json.dumps(dict(body, stream=stream)).encode()
-            s = socket.create_connection(("127.0.0.1", srv.port), timeout=60)
-            s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                      b"Content-Length: " + str(len(data)).encode() + b"\r\n\r\n" + data)
-            socks.append(s)
-            assert wait_for(lambda: wait(srv.metrics()))
+        socks.append(_send_raw(srv.port, long, True))
+        assert wait_for(lambda: srv.metrics()["clover_busy"] == 1.0)
+        socks.append(_send_raw(srv.port, long, True))
+        socks.append(_send_raw(srv.port, long, False))
+        assert wait_for(lambda: srv.metrics()["clover_queue_length"] == 2.0)
+        t0 = time.time()
         srv.proc.send_signal(signal.SIGTERM)
-        got = []
-        for s in socks:
-            chunks = []
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                chunks.append(b)
-            got.append(b"".join(chunks))
-        assert b'"finish_reason":"cancelled"' in got[0] and got[0].endswith(b"data: [DONE]\n\n\r\n0\r\n\r\n")
-        status, payload = parse_response(got[1])
-        assert status == 503 and json.loads(payload)["error"]["code"] == "shutting_down"
+        got = [_read_all(s) for s in socks]
+        status, events, data = _sse_events(got[0])
+        assert status == 200 and data.endswith(b"data: [DONE]\n\n")
+        last = [e for e in events if e.get("choices")][-1]
+        assert last["choices"][0]["finish_reason"] == "length"
+        text = "".join(e["choices"][0]["text"] for e in events if e.get("choices"))
+        if cut:
+            assert last["clover"]["cut"] == "shutdown"
+            assert time.time() - t0 < 1 + 10
+        else:
+            assert "cut" not in last["clover"]
+            assert text  # the whole answer
+        for raw in got[1:]:
+            status, payload = parse_response(raw)
+            assert status == 503, raw[:200]
+            assert json.loads(payload)["error"]["code"] == "shutting_down"
     finally:
         for s in socks:
             s.close()
         stop_server(srv)
+    log = srv.log_text()
+    assert log.count(" 503 tokens") == 2, log

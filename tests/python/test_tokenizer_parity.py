@@ -37,12 +37,14 @@ from pathlib import Path
 
 import pytest
 
-tokenizers = pytest.importorskip("tokenizers")
-from tokenizers import Tokenizer  # noqa: E402
+import tokenizers  # noqa: F401 (a missing test tool is a failure, not a skip)
+from tokenizers import Tokenizer
+
+from clover_paths import shared_file
 
 SOURCE = Path(os.environ.get("CLOVER_SOURCE_DIR", Path(__file__).resolve().parents[2]))
 BUILD = Path(os.environ.get("CLOVER_BUILD_DIR", SOURCE / "build"))
-QWEN3_JSON = SOURCE / ".." / "shared" / "data" / "qwen3-tokenizer" / "tokenizer.json"
+QWEN3_JSON = "data/qwen3-tokenizer/tokenizer.json"  # under the shared directory (clover_paths.SHARED)
 QWEN35_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*"
                 r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 N_RANDOM = 3000
@@ -191,10 +193,7 @@ def random_strings(seed, n, specials):
 
 @pytest.fixture(scope="module")
 def qwen3_path():
-    path = QWEN3_JSON.resolve()
-    if not path.exists():
-        pytest.skip(f"Qwen3's tokenizer.json is not at {path} (../shared/data/qwen3-tokenizer relative to the source)")
-    return path
+    return shared_file(QWEN3_JSON, "Qwen3's tokenizer.json")
 
 
 @pytest.fixture(scope="module")
@@ -368,7 +367,7 @@ def test_special_ids(qwen3_path):
 def write_gguf(path, tokenizer_json, pre):
     """tokenizer.ggml.* as llama.cpp's converter writes them (special added
     tokens CONTROL, the others USER_DEFINED, merges as 'a b')."""
-    gguf = pytest.importorskip("gguf")
+    import gguf
     d = json.loads(Path(tokenizer_json).read_text(encoding="utf-8"))
     vocab = d["model"]["vocab"]
     added = {a["id"]: a for a in d["added_tokens"]}

@@ -1,31 +1,38 @@
 /*
- * test_golden_quant.c: quantised models stay close to float32.
+ * test_golden_quant.c: quantised models against independent expected values.
  *
  *  - The tiny Clover fixture converted with --type q8_0 and --type q4_k_m,
- *    against the float32 reference logits. Its rows are 64 wide, so every
- *    Q4_K / Q6_K choice of q4_k_m falls back to Q8_0 (convert_policy.c): the
- *    two files compute the same, and this checks the converter's quantised
- *    output end to end through the backend.
+ *    against tests/fixtures/tiny_clover_quant (tools/reference/
+ *    make_quant_fixtures.py): transformers run on each file's own weights,
+ *    dequantised by llama.cpp's gguf package, with clover's 8-bit
+ *    activation rounding where clover applies it. The rule (src/quant/
+ *    matmul.c; tools/reference/clover_ref/quant.py): with AVX2 on, a
+ *    product with one or two activation rows against Q8_0 / K-quant
+ *    weights rounds each row in blocks of 32 (Q8_0) or 256 (K-quants),
+ *    d = max|x| / 127, codes round-half-even(x * 127 / max|x|); otherwise
+ *    activations stay f32. The fixture holds both sets ("act8", "f32"); the
+ *    test takes the one this process's dispatch uses (ctest also runs it
+ *    with CLOVER_NO_SIMD=1, the other one). Every row is checked at SPEC's
+ *    1e-4 of the logit scale, except rows the fixture lists as loose (a
+ *    router top-k gap below its min_router_gap: checked finite only; today
+ *    there are none). The fixture's rows are 64 wide, so every Q4_K / Q6_K
+ *    choice of q4_k_m falls back to Q8_0 (convert_policy.c): the fixture
+ *    says so (same_tensors_as) and the q4_k_m file is checked against the
+ *    same values.
  *  - A synthetic model 256 wide (clover_synth, the same seed in f32, q8_0
  *    and q4_k_m: the same values, quantised or not), where q4_k_m really
- *    gives Q4_K routed experts: its logits against the f32 file's.
- *
- * The fixture model is sensitive (its router is scaled x2.5 over 8
- * experts): a Q8_0 rounding of 0.4% flips the top-2 experts of some rows
- * (measured: in layer 0, row 6's second expert is 0, ahead of expert 4 by
- * 0.17 in router logit, in f32, and expert 4, ahead by 0.09, in q8_0), and
- * such a row's logits move by tens of percent (observed: the worst
- * causal row 0.58 of the logit scale, while the median row is 0.11 and the
- * preview rows, over the same quantised state, stay within 0.06). So the
- * checks are robust statistics: the median row error, how many rows keep
- * their top-1 token, and the worst preview row. The bounds are the observed
- * values with a margin of about 2x; broken quantisation (a wrong block
- * layout or scale) gives errors of order 1 and random top-1 tokens.
+ *    gives Q4_K routed experts: its logits against the f32 file's, through
+ *    the same engine. This one is a consistency check of clover against
+ *    itself with bounds from observed values (about 2x), not a golden case:
+ *    broken Q4_K (a wrong block layout or scale) gives errors of order 1.
  */
 #include "backend_test.h"
 #include "quant/quant.h"
 
-static fixture fx;
+/* SPEC 1.1: relative error below 1e-4 of the logit scale */
+#define BOUND 1e-4
+
+static fixture fx, fxq;
 
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
@@ -57,51 +64,86 @@ static row_stats compare_rows(const float *x, const float *ref, size_t n, size_t
     return st;
 }
 
-static void fixture_quantised(convert_type type) {
+/* max |x - ref| over the rows not listed in `loose`, over max(1, max|ref|)
+ * of all rows; a loose row must be finite. */
+static double golden_err(const char *what, const float *x, const float *ref, size_t n, size_t V, const json_t *loose) {
+    double scale = 1, worst = 0;
+    for (size_t i = 0; i < n * V; i++) scale = fmax(scale, fabs(ref[i]));
+    for (size_t r = 0; r < n; r++) {
+        bool is_loose = false;
+        size_t li;
+        json_t *jl;
+        json_array_foreach(loose, li, jl) is_loose |= (size_t)json_integer_value(jl) == r;
+        for (size_t v = 0; v < V; v++) {
+            const double d = fabs((double)x[r * V + v] - ref[r * V + v]);
+            if (is_loose)
+                CHECK_MSG(isfinite(x[r * V + v]), "%s: loose row %zu: logit %zu not finite", what, r, v);
+            else if (!(d <= worst))
+                worst = d; /* NaN too */
+        }
+    }
+    return worst / scale;
+}
+
+static void fixture_quantised(const char *type_name, convert_type type) {
+    const char *rule = quant_simd_active() ? "act8" : "f32";
+    json_t *types = json_object_get(fxq.manifest, "types");
+    json_t *jt = json_object_get(types, type_name);
+    CHECK_MSG(jt != NULL, "tiny_clover_quant has no %s entry", type_name);
+    const char *same = json_string_value(json_object_get(jt, "same_tensors_as"));
+    json_t *exp = json_object_get(same ? json_object_get(types, same) : jt, rule);
+    CHECK_MSG(exp != NULL, "tiny_clover_quant: %s has no %s set", type_name, rule);
     test_model tm;
-    if (test_model_convert(&tm, &fx, type)) {
-        test_model_free(&tm);
+    if (!exp || test_model_convert(&tm, &fx, type)) {
+        if (exp) test_model_free(&tm);
         return;
     }
     const size_t V = tm.model->hp.n_vocab;
     size_t n;
-    int32_t *ids = fixture_ids(fixture_get(fx.manifest, "causal", "ids", NULL), &n);
-    float *ref = fixture_f32(&fx, fixture_get(fx.manifest, "causal", "logits", NULL), NULL);
+    int32_t *ids = fixture_ids(json_object_get(fxq.manifest, "causal_ids"), &n);
+    json_t *jc = json_object_get(exp, "causal");
+    float *ref = fixture_f32(&fxq, json_object_get(jc, "logits"), NULL);
     float *logits = malloc(n * V * sizeof *logits);
     backend_session *s = test_session(tm.model, 64, 0);
     clover_error err = {0};
     backend_commit_out out = {.all_logits = logits};
     int rc = s && ref ? cpu_solo.commit(s, ids, n, &out, NULL, &err) : -1;
     CHECK_MSG(rc == 0, "commit: %s", err.message);
-    row_stats c = compare_rows(logits, ref, n, V);
-    double preview_worst = 0;
-    json_t *cases = json_object_get(fx.manifest, "preview"), *jc;
+    if (rc == 0) {
+        double e = golden_err("causal", logits, ref, n, V, json_object_get(jc, "loose_rows"));
+        printf("     %s (%s%s), activations %s: causal %zu rows: rel err %.3g\n", type_name,
+               same ? "the tensors of " : "", same ? same : "its own tensors", rule, n, e);
+        CHECK_MSG(e <= BOUND, "%s causal logits: rel err %.3g (bound %g)", type_name, e, BOUND);
+    }
+    json_t *cases = json_object_get(fxq.manifest, "previews"), *pc;
     size_t ci;
-    json_array_foreach(cases, ci, jc) {
+    json_array_foreach(cases, ci, pc) {
+        const char *name = json_string_value(json_object_get(pc, "name"));
+        json_t *jp = json_object_get(exp, name ? name : "");
         size_t b;
-        int32_t *block = fixture_ids(json_object_get(jc, "block_ids"), &b);
-        float *pref = fixture_f32(&fx, json_object_get(jc, "logits"), NULL);
+        int32_t *block = fixture_ids(json_object_get(pc, "block_ids"), &b);
+        float *pref = jp ? fixture_f32(&fxq, json_object_get(jp, "logits"), NULL) : NULL;
+        CHECK_MSG(pref != NULL, "%s: no expected logits for preview %s", type_name, name ? name : "?");
         backend_preview_opts opts = {
-            .record_block_size = (uint32_t)json_integer_value(json_object_get(jc, "record_block_size")),
-            .coreset = json_is_true(json_object_get(jc, "coreset")),
+            .record_block_size = (uint32_t)json_integer_value(json_object_get(pc, "record_block_size")),
+            .coreset = json_is_true(json_object_get(pc, "coreset")),
             .coreset_top_p = tm.model->record.coreset_top_p};
-        rc = pref && s ? cpu_solo.preview(s, block, b, &opts, logits, NULL, &err) : -1;
-        CHECK_MSG(rc == 0, "preview: %s", err.message);
-        preview_worst = fmax(preview_worst, rc == 0 ? compare_rows(logits, pref, b, V).worst : 1e9);
+        rc = pref && s && rc == 0 ? cpu_solo.preview(s, block, b, &opts, logits, NULL, &err) : -1;
+        CHECK_MSG(rc == 0, "preview %s: %s", name ? name : "?", err.message);
+        if (rc == 0) {
+            double e = golden_err(name, logits, pref, b, V, json_object_get(jp, "loose_rows"));
+            printf("     %s, activations %s: %s (%zu rows): rel err %.3g\n", type_name, rule, name, b, e);
+            CHECK_MSG(e <= BOUND, "%s %s logits: rel err %.3g (bound %g)", type_name, name, e, BOUND);
+        }
         free(block), free(pref);
     }
-    printf("     fixture %s: causal rows: median %.3g, worst %.3g, top-1 kept %zu/%zu; preview rows: worst %.3g\n",
-           convert_type_name(type), c.median, c.worst, c.top1_same, c.rows, preview_worst);
-    CHECK_MSG(c.median <= 0.25, "median causal row error %.3g (observed 0.11)", c.median);
-    CHECK_MSG(c.top1_same >= 20, "top-1 kept in %zu of %zu rows (observed 23)", c.top1_same, c.rows);
-    CHECK_MSG(preview_worst <= 0.12, "preview error %.3g (observed 0.059)", preview_worst);
     cpu_solo.session_free(s);
     free(ids), free(ref), free(logits);
     test_model_free(&tm);
 }
 
-static void fixture_q8_0(void) { fixture_quantised(CONVERT_Q8_0); }
-static void fixture_q4_k_m(void) { fixture_quantised(CONVERT_Q4_K_M); }
+static void fixture_q8_0(void) { fixture_quantised("q8_0", CONVERT_Q8_0); }
+static void fixture_q4_k_m(void) { fixture_quantised("q4_k_m", CONVERT_Q4_K_M); }
 
 /* logits of 40 committed rows, then of an 8-row preview, for a 256-wide synthetic model of type */
 static float *synth_logits(const char *type, const char *dir, size_t *V, uint32_t *expert_type) {
@@ -164,10 +206,11 @@ static void synthetic_q4_k_experts(void) {
 }
 
 int main(void) {
-    if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
+    if (fixture_open(&fx, "tiny_clover") || fixture_open(&fxq, "tiny_clover_quant")) return TEST_EXIT();
     RUN(fixture_q8_0);
     RUN(fixture_q4_k_m);
     RUN(synthetic_q4_k_experts);
     fixture_close(&fx);
+    fixture_close(&fxq);
     return TEST_EXIT();
 }

@@ -251,11 +251,6 @@ static const error_case cases[] = {
      {.drop_key = "qwen35moe.attention.layer_norm_rms_epsilon", NO_TYPE},
      CLOVER_E_FORMAT,
      {"qwen35moe.attention.layer_norm_rms_epsilon", NULL}},
-    {"missing attention interval",
-     false,
-     {.drop_key = "qwen35moe.full_attention_interval", NO_TYPE},
-     CLOVER_E_FORMAT,
-     {"qwen35moe.full_attention_interval", NULL}},
     {"value heads not a multiple of key heads",
      false,
      {.set_key = "qwen35moe.ssm.time_step_rank", .value = {.type = GGUF_VT_U32}, NO_TYPE},
@@ -359,6 +354,30 @@ static void test_tolerated_edits(void) {
     CHECK(rewrite(base_path, path, &e3) == 0);
     CHECK_MSG(clover_model_load(&m, path, &err) == CLOVER_OK, "%s", err.message);
     CHECK(m && m->has_record && m->record.coreset_top_p == 1.0f);
+    clover_model_free(m);
+    m = NULL;
+
+    /* no full_attention_interval (nor recurrent_layers): every 4th layer is attention, as llama.cpp assumes */
+    edit e5 = {.drop_key = "qwen35moe.full_attention_interval", NO_TYPE};
+    CHECK(rewrite(base_path, path, &e5) == 0);
+    CHECK_MSG(clover_model_load(&m, path, &err) == CLOVER_OK, "%s", err.message);
+    CHECK(m && m->hp.full_attention_interval == 4);
+    for (uint32_t i = 0; m && i < m->hp.n_layer; i++)
+        CHECK_EQ_INT(m->layers[i].kind, (i + 1) % 4 == 0 ? MODEL_LAYER_ATTENTION : MODEL_LAYER_GDN);
+    clover_model_free(m);
+    m = NULL;
+
+    /* rope sections larger than the rotary dimensions (llama.cpp's converter
+     * default 11, 11, 10, 0 in a small model): llama.cpp runs such files */
+    static const int32_t sections[4] = {11, 11, 10, 0};
+    edit e6 = {.set_key = "qwen35moe.rope.dimension_sections", NO_TYPE};
+    e6.value.type = GGUF_VT_ARRAY;
+    e6.value.v.arr.type = GGUF_VT_I32;
+    e6.value.v.arr.len = 4;
+    e6.value.v.arr.data = (void *)sections;
+    CHECK(rewrite(base_path, path, &e6) == 0);
+    CHECK_MSG(clover_model_load(&m, path, &err) == CLOVER_OK, "%s", err.message);
+    CHECK(m && m->hp.n_rot < 11 && m->hp.rope_sections[0] == 11 && m->hp.rope_sections[2] == 10);
     clover_model_free(m);
     m = NULL;
 

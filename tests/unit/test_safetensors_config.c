@@ -38,7 +38,8 @@ static void test_nested_and_defaults(void) {
     for (int i = 0; i < 6; i++) CHECK_EQ_INT(c.layer_is_linear[i], want[i]);
     CHECK_NEAR(c.rope_theta, 5e6, 1);
     CHECK_NEAR(c.partial_rotary_factor, 0.25, 0);
-    CHECK(c.rope_sections[0] == 11 && c.rope_sections[1] == 11 && c.rope_sections[2] == 10 && c.rope_sections[3] == 0);
+    /* no mrope_section, 4 rotary dims: llama.cpp's 11, 11, 10 scaled to fit them */
+    CHECK(c.rope_sections[0] == 2 && c.rope_sections[1] == 1 && c.rope_sections[2] == 1 && c.rope_sections[3] == 0);
     CHECK(!c.tie_word_embeddings && c.rope_type == NULL);
     CHECK_EQ_INT(hf_config_conv_dim(&c), 2 * 2 * 16 + 6 * 32);
     CHECK(c.bd.present && !strcmp(c.bd.algorithm, "low_confidence"));
@@ -49,6 +50,48 @@ static void test_nested_and_defaults(void) {
     CHECK_EQ_INT(c.bd.length_penalty_window, 1);
     CHECK_EQ_INT(c.bd.n_stop_token_ids, 3);
     CHECK_EQ_INT(c.bd.stop_token_ids[2], 3);
+    hf_config_free(&c);
+}
+
+/* layer_types is authoritative: an irregular pattern is kept as it is (the
+ * GGUF then lists the layers) and a regular one gives its interval, whatever
+ * full_attention_interval says. */
+static void test_layer_patterns(void) {
+    static const struct {
+        const char *types; /* L = linear, F = full */
+        const char *interval_key;
+        uint32_t want_interval;
+    } cases[] = {
+        {"LFLFLL", "", 0}, {"LLFLLF", ",\"full_attention_interval\":4", 3}, {"FFFFFF", "", 1},
+        {"LLLLLL", "", 0}, {"LLLFLL", "", 4}, {"LLLLLF", "", 6},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char j[1024], lt[256] = "";
+        for (int i = 0; i < 6; i++) {
+            strcat(lt, i ? "," : "");
+            strcat(lt, cases[k].types[i] == 'L' ? "\"linear_attention\"" : "\"full_attention\"");
+        }
+        snprintf(j, sizeof j, "{" GEOM ",\"rope_theta\":1e7%s,\"layer_types\":[%s]}", cases[k].interval_key, lt);
+        hf_config c;
+        clover_error err = {0};
+        int rc = parse(&c, j, &err);
+        CHECK_MSG(rc == CLOVER_OK, "%s: %s", cases[k].types, err.message);
+        if (rc) continue;
+        CHECK_MSG(c.full_attention_interval == cases[k].want_interval, "%s: interval %u, expected %u",
+                  cases[k].types, c.full_attention_interval, cases[k].want_interval);
+        for (int i = 0; i < 6; i++) CHECK_EQ_INT(c.layer_is_linear[i], cases[k].types[i] == 'L');
+        hf_config_free(&c);
+    }
+}
+
+/* Without mrope_section a model of >= 32 rotary dims gets llama.cpp's 11, 11, 10, 0. */
+static void test_default_sections(void) {
+    hf_config c;
+    clover_error err = {0};
+    int rc = parse(&c, "{" GEOM ",\"rope_theta\":1e7,\"head_dim\":256}", &err);
+    CHECK_MSG(rc == CLOVER_OK, "%s", err.message);
+    if (rc) return;
+    CHECK(c.rope_sections[0] == 11 && c.rope_sections[1] == 11 && c.rope_sections[2] == 10 && c.rope_sections[3] == 0);
     hf_config_free(&c);
 }
 
@@ -107,9 +150,6 @@ static void test_errors(void) {
     expect_fail("{" GEOM ",\"rope_theta\":\"1e7\"}", F, "'rope_theta' is a string, expected a number");
     expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[\"full_attention\"]}", F,
                 "layer_types has 1 entries");
-    expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[\"linear_attention\",\"full_attention\","
-                "\"linear_attention\",\"full_attention\",\"linear_attention\",\"linear_attention\"]}",
-                CLOVER_E_UNSUPPORTED, "layer_types[1]");
     expect_fail("{" GEOM ",\"rope_theta\":1e7,\"layer_types\":[1,2,3,4,5,6]}", F, "layer_types[0] is an integer");
     expect_fail("{" GEOM ",\"rope_parameters\":{\"rope_type\":\"dynamic\",\"rope_theta\":1e7}}", CLOVER_E_UNSUPPORTED,
                 "rope_type 'dynamic'");
@@ -145,6 +185,8 @@ static void test_head_ratios(void) {
 int main(void) {
     RUN(test_nested_and_defaults);
     RUN(test_flat_with_layer_types_and_rope);
+    RUN(test_layer_patterns);
+    RUN(test_default_sections);
     RUN(test_errors);
     RUN(test_head_ratios);
     return TEST_EXIT();

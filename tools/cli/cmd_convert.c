@@ -110,6 +110,9 @@ int cmd_convert(int argc, char **argv) {
         fprintf(stderr, "clover convert: skipped %zu vision tensor%s (model.visual.*) and %zu MTP tensor%s (mtp.*)\n",
                 rep.n_vision_skipped, rep.n_vision_skipped == 1 ? "" : "s", rep.n_mtp_skipped,
                 rep.n_mtp_skipped == 1 ? "" : "s");
+    if (rep.dk_ne_dv)
+        fprintf(stderr, "clover convert: note: the linear-attention key and value head dims differ; clover runs this "
+                        "file, llama.cpp's loader cannot\n");
     printf("wrote %s: %s, %u layers, vocab %u, %zu tensors, %.3f GB of tensor data, %s, in %.1f s\n", out,
            rep.has_record ? "Clover block-diffusion model" : "autoregressive model", rep.n_layers, rep.n_vocab,
            rep.n_tensors, (double)rep.n_bytes / 1e9, convert_type_name((convert_type)type), timer_now() - ps.t0);

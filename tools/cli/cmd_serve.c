@@ -4,8 +4,10 @@
  * The signals are blocked in every thread and taken by the main thread with
  * sigwait, so shutting down is ordinary code (no work in a signal handler).
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "clover.h"
@@ -39,15 +41,30 @@ static void serve_usage(FILE *out) {
                  "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
                  "  --snapshot-mib N     largest prompt snapshot a session keeps for reuse across\n"
                  "                       chat turns, in MiB (default 1024; 0: keep none)\n"
+                 "  --request-deadline SECONDS  a request's header and body must arrive within this\n"
+                 "                       time of the connect, however they trickle in (default 10)\n"
+                 "  --max-conn-per-addr N  connections one client address may hold (default 64)\n"
+                 "  --max-connections N  connections in all (default 4096)\n"
+                 "  --http-threads N     threads of the HTTP event loop (default 4)\n"
+                 "  --grace SECONDS      on SIGTERM / SIGINT, how long running requests may finish\n"
+                 "                       before they are cut (default 30)\n"
+                 "  --api-key KEY        require Authorization: Bearer KEY (not on /health)\n"
+                 "  --api-key-file FILE  the same, one key per line (with --api-key: either works)\n"
+                 "  --ssl-key FILE, --ssl-cert FILE  serve HTTPS with this PEM key and certificate\n"
                  "  -h, --help           this text\n"
                  "\n"
                  "Exit codes: 0 stopped by SIGINT / SIGTERM, 1 could not start, 2 usage.\n");
 }
 
+#define SERVE_MAX_KEYS 64
+
 typedef struct serve_args {
     const char *model;
     char name[128];
     server_options o;
+    const char *keys[SERVE_MAX_KEYS];
+    size_t n_keys;
+    const char *key_file, *ssl_key, *ssl_cert;
 } serve_args;
 
 /* 0 ok, 1 --help shown, -1 usage error (already reported). */
@@ -122,11 +139,92 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
             rc = cli_parse_u64("serve", k, v, (uint64_t)1 << 24, &x);
             a->o.snapshot_mib = (size_t)x;
             a->o.snapshot_set = 1;
+        } else if (!strcmp(k, "--request-deadline") || !strcmp(k, "--grace")) {
+            rc = cli_parse_u64("serve", k, v, 86400, &x);
+            if (!rc && x == 0 && k[2] == 'r') {
+                fprintf(stderr, "clover serve: --request-deadline must be at least 1 second\n");
+                rc = -1;
+            }
+            if (k[2] == 'r') {
+                a->o.deadline_s = (unsigned)x;
+            } else {
+                a->o.grace_s = (unsigned)x;
+                a->o.grace_set = 1;
+            }
+        } else if (!strcmp(k, "--max-conn-per-addr") || !strcmp(k, "--max-connections") ||
+                   !strcmp(k, "--http-threads")) {
+            rc = cli_parse_u64("serve", k, v, k[2] == 'h' ? 1024 : 1u << 20, &x);
+            if (!rc && x == 0) {
+                fprintf(stderr, "clover serve: %s must be at least 1\n", k);
+                rc = -1;
+            }
+            *(k[2] == 'h' ? &a->o.http_threads : !strcmp(k, "--max-connections") ? &a->o.max_connections
+                                                                                  : &a->o.per_address) = (size_t)x;
+        } else if (!strcmp(k, "--api-key")) {
+            if (!v[0] || a->n_keys == SERVE_MAX_KEYS) {
+                fprintf(stderr, "clover serve: --api-key must be non-empty (at most %d keys)\n", SERVE_MAX_KEYS);
+                rc = -1;
+            } else {
+                a->keys[a->n_keys++] = v;
+            }
+        } else if (!strcmp(k, "--api-key-file")) {
+            a->key_file = v;
+        } else if (!strcmp(k, "--ssl-key")) {
+            a->ssl_key = v;
+        } else if (!strcmp(k, "--ssl-cert")) {
+            a->ssl_cert = v;
         } else {
             fprintf(stderr, "clover serve: unknown option '%s' (clover serve --help)\n", k);
             return -1;
         }
         if (rc) return -1;
+    }
+    if (!a->ssl_key != !a->ssl_cert) {
+        fprintf(stderr, "clover serve: --ssl-key and --ssl-cert go together\n");
+        return -1;
+    }
+    return 0;
+}
+
+/* A whole small file (PEM, keys), NUL-terminated; NULL with a message on stderr. */
+static char *read_small_file(const char *what, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "clover serve: %s %s: cannot open it (%s)\n", what, path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 20, n = 0;
+    char *buf = malloc(cap + 1);
+    if (buf) n = fread(buf, 1, cap + 1, f);
+    int bad = !buf || ferror(f) || n > cap;
+    fclose(f);
+    if (bad) {
+        fprintf(stderr, "clover serve: %s %s: cannot read it (or it is over 1 MiB)\n", what, path);
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Keys of --api-key-file: one per line, blank lines and '#' comments skipped. Adds to a->keys (pointing into text). */
+static int split_keys(serve_args *a, char *text, const char *path) {
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\r' || line[n - 1] == ' ' || line[n - 1] == '\t'))
+            line[--n] = '\0';
+        while (*line == ' ' || *line == '\t')
+            line++;
+        if (!*line || *line == '#') continue;
+        if (a->n_keys == SERVE_MAX_KEYS) {
+            fprintf(stderr, "clover serve: --api-key-file %s: more than %d keys\n", path, SERVE_MAX_KEYS);
+            return -1;
+        }
+        a->keys[a->n_keys++] = line;
+    }
+    if (!a->n_keys) {
+        fprintf(stderr, "clover serve: --api-key-file %s: no key in it\n", path);
+        return -1;
     }
     return 0;
 }
@@ -161,17 +259,40 @@ int cmd_serve(int argc, char **argv) {
     pthread_sigmask(SIG_BLOCK, &stop, NULL);
     signal(SIGPIPE, SIG_IGN);
 
+    char *key_text = NULL, *tls_key = NULL, *tls_cert = NULL;
+    if (a.key_file && (!(key_text = read_small_file("--api-key-file", a.key_file)) ||
+                       split_keys(&a, key_text, a.key_file))) {
+        free(key_text);
+        return 1;
+    }
+    if (a.ssl_key && (!(tls_key = read_small_file("--ssl-key", a.ssl_key)) ||
+                      !(tls_cert = read_small_file("--ssl-cert", a.ssl_cert)))) {
+        free(key_text);
+        free(tls_key);
+        return 1;
+    }
+    a.o.api_keys = a.keys;
+    a.o.n_api_keys = a.n_keys;
+    a.o.tls_key_pem = tls_key;
+    a.o.tls_cert_pem = tls_cert;
+
     clover_model *m = NULL;
-    if (cli_load_model("serve", a.model, &m)) return 1;
     server *s = NULL;
     char err[512];
-    if (server_start(&s, m, &a.o, err, sizeof err)) {
+    int failed = cli_load_model("serve", a.model, &m) != 0;
+    if (!failed && server_start(&s, m, &a.o, err, sizeof err)) {
         fprintf(stderr, "clover serve: %s\n", err);
+        failed = 1;
+    }
+    free(key_text); /* the server keeps copies */
+    free(tls_key);
+    free(tls_cert);
+    if (failed) {
         clover_model_free(m);
         return 1;
     }
-    fprintf(stderr, "clover serve: listening on http://%s:%u (model %s)\n", a.o.host ? a.o.host : "127.0.0.1",
-            server_port(s), a.name);
+    fprintf(stderr, "clover serve: listening on %s://%s:%u (model %s)\n", a.ssl_key ? "https" : "http",
+            a.o.host ? a.o.host : "127.0.0.1", server_port(s), a.name);
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "clover serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -16,6 +16,7 @@ typedef struct cli_command {
 int cmd_synth(int argc, char **argv);
 int cmd_info(int argc, char **argv);
 int cmd_convert(int, char **);
+int cmd_quantize(int, char **);
 int cmd_run(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
 int cmd_chat(int argc, char **argv);

@@ -23,6 +23,8 @@ const char GEN_OPTS_HELP[] =
     "  --block N                   block diffusion: override the block size (a divisor of\n"
     "                              the record's)\n"
     "  --ar                        autoregressive decoding on a Clover model\n"
+    "  --lossless                  block diffusion drafts, each block verified by the causal\n"
+    "                              trunk: the answer is --ar's (same options and seed)\n"
     "  --ignore-eos                stop ids do not end the answer\n"
     "  --stop LIST                 extra ids that end the answer\n"
     "  --suppress LIST             ids never generated\n"
@@ -106,6 +108,7 @@ void gen_opts_bind(gen_opts *g, const clover_model *m) {
 
 int gen_opts_flag(gen_opts *g, const char *a) {
     if (!strcmp(a, "--ar")) g->p.mode = CLOVER_MODE_AUTOREGRESSIVE;
+    else if (!strcmp(a, "--lossless")) g->p.lossless = 1;
     else if (!strcmp(a, "--no-penalties")) g->no_penalties = 1;
     else if (!strcmp(a, "--ignore-eos")) g->p.ignore_eos = 1;
     else if (!strcmp(a, "--skip-special")) g->p.skip_special = 1;

@@ -10,12 +10,13 @@
 
 static const cli_command commands[] = {
     {"convert", "convert a Hugging Face Qwen3.5-MoE checkpoint directory to GGUF", cmd_convert},
+    {"quantize", "rewrite a GGUF at another type (q8_0, q6_k, q5_k_m, q4_k_m), as llama-quantize", cmd_quantize},
     {"info", "describe a model file: architecture, geometry, record, tensors, tokenizer", cmd_info},
     {"synth", "write a deterministic random model at any geometry (GGUF)", cmd_synth},
     {"run", "generate an answer to a prompt (text or ids), block diffusion or autoregressive", cmd_run},
     {"chat", "an interactive conversation that reuses the session's committed prefix", cmd_chat},
     {"tokenize", "text to token ids and back, with a model's tokenizer or a tokenizer.json", cmd_tokenize},
-    {"ppl", "score token ids: mean negative log-likelihood and perplexity", cmd_ppl},
+    {"ppl", "perplexity of token ids or of a text file (as llama-perplexity)", cmd_ppl},
     {"serve", "serve the model over HTTP with OpenAI's API (chat, completions, streaming)", cmd_serve},
 };
 

@@ -63,6 +63,16 @@ int run_print_json(const clover_generate_result *r, const run_text_info *t) {
         fprintf(stderr, "clover: could not build the JSON output\n");
         return 1;
     }
+    if (r->lossless) {
+        json_t *acc = json_array(), *com = json_array();
+        for (size_t i = 0; i < r->n_blocks; i++) {
+            json_array_append_new(acc, json_integer(r->accepted_per_block[i]));
+            json_array_append_new(com, json_integer(r->commits_per_block[i]));
+        }
+        json_object_set_new(root, "lossless", json_true());
+        json_object_set_new(root, "accepted_per_block", acc);
+        json_object_set_new(root, "commits_per_block", com);
+    }
     add_text(root, r, t);
     char *text = json_dumps(root, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(root);
@@ -90,6 +100,12 @@ void run_print_ids_and_stats(const clover_generate_result *r) {
         printf("%-12s %zu blocks, %zu passes (per block:", "passes", s->blocks, s->passes);
         for (size_t i = 0; i < r->n_blocks; i++) printf(" %u", r->passes_per_block[i]);
         printf(")\n");
+        if (r->lossless) {
+            printf("%-12s %zu drafted tokens accepted, %zu recommits (emitted per block:", "lossless",
+                   s->accepted_drafts, s->recommits);
+            for (size_t i = 0; i < r->n_blocks; i++) printf(" %u", r->accepted_per_block[i]);
+            printf(")\n");
+        }
         printf("%-12s prompt %.4f s (%.1f tok/s), preview %.4f s, pick %.4f s, commit %.4f s, total %.4f s\n", "time",
                s->prompt_s, s->prompt_tok_s, s->preview_s, s->pick_s, s->commit_s, s->total_s);
         printf("%-12s denoise %.1f tok/s, generation %.1f tok/s\n", "rate", s->denoise_tok_s, s->gen_tok_s);
@@ -116,6 +132,11 @@ void run_print_summary(FILE *f, const clover_generate_result *r) {
         fprintf(f, "; %zu block%s, passes per block", r->n_blocks, r->n_blocks == 1 ? "" : "s");
         for (size_t i = 0; i < r->n_blocks; i++) fprintf(f, " %u", r->passes_per_block[i]);
         fprintf(f, " (%.2f tokens per pass)", s->passes ? (double)r->n_generated / (double)s->passes : 0.0);
+        if (r->lossless) {
+            fprintf(f, "; lossless, emitted per block");
+            for (size_t i = 0; i < r->n_blocks; i++) fprintf(f, " %u", r->accepted_per_block[i]);
+            fprintf(f, ", %zu recommits", s->recommits);
+        }
         fprintf(f, "; %.1f tok/s (denoise %.1f tok/s)", s->gen_tok_s, s->denoise_tok_s);
     } else {
         fprintf(f, "; autoregressive, %.1f tok/s", s->gen_tok_s);

@@ -35,6 +35,7 @@ from tokenizers import Tokenizer  # noqa: E402
 from transformers import AutoTokenizer  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
+import make_quant_fixtures  # noqa: E402
 from clover_ref import machine, tiny_models  # noqa: E402
 from clover_ref.checkpoint import CloverModel, set_deterministic  # noqa: E402
 from clover_ref.coreset import coreset_margin  # noqa: E402
@@ -101,10 +102,13 @@ def check(cond: bool, what: str) -> None:
 # --- building the model directories -------------------------------------
 
 
-def build_models(out: str):
+def build_models(out: str, only=None):
     tok = build_tokenizer()
     dirs = {}
-    for name, build in (("tiny_clover", tiny_models.build_clover), ("tiny_ar", tiny_models.build_ar)):
+    for name, build in (("tiny_clover", tiny_models.build_clover), ("tiny_ar", tiny_models.build_ar),
+                        ("tiny_interop", tiny_models.build_interop)):
+        if only and name not in only:
+            continue
         d = os.path.join(out, name, "hf")
         os.makedirs(d)
         build(d)
@@ -513,21 +517,70 @@ def ar_fixture(out: str, hf_dir: str) -> None:
     fx.manifest(man)
 
 
+# --- tiny_interop -------------------------------------------------------------
+
+
+def interop_fixture(out: str, hf_dir: str) -> None:
+    cm = CloverModel(hf_dir)
+    check(cm.record is None, "the interop model has no record")
+    check(list(cm.config.layer_types) == tiny_models.INTEROP_TEXT["layer_types"], "the irregular pattern loads")
+    check(cm.model.lm_head.weight.data_ptr() == cm.model.model.embed_tokens.weight.data_ptr(),
+          "transformers ties the head to the embedding")
+    tok = Tokenizer.from_file(os.path.join(hf_dir, "tokenizer.json"))
+    fx = FixtureDir(os.path.join(out, "tiny_interop"))
+    man = {
+        "format": 1,
+        "description": "Tiny random Qwen3.5-MoE as transformers' save_pretrained writes it: an "
+                       "irregular layer pattern, no mrope_section, tied embeddings. "
+                       "tools/reference/README.md says how.",
+        "model_dir": "hf",
+        "vocab_size": cm.vocab_size,
+        "tokenizer_tokens": tiny_models.N_TOKENS,
+        "num_layers": cm.config.num_hidden_layers,
+        "layer_types": list(cm.config.layer_types),
+        "eos_ids": cm.eos_ids,
+        "stop_ids": cm.stop_ids(),
+    }
+    prompt = tok.encode(chat_prompt("What is a tied embedding?")).ids
+    man["causal"] = causal_fixture(fx, cm, prompt, "causal")
+    man["committed_state"] = state_fixture(fx, cm, prompt, "state")
+    man["nll"] = nll_fixture(cm, tok, "The checkpoint a user saves is the checkpoint the engine runs.")
+    fx.manifest(man)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=DEFAULT_OUT)
+    ap.add_argument("--only", action="append",
+                    choices=("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer", "tiny_clover_quant"),
+                    help="regenerate only this fixture (repeatable); the machine record is then left alone")
+    ap.add_argument("--clover", default=os.path.join(REPO, "build", "clover"),
+                    help="the clover binary whose converter writes tiny_clover_quant's quantised files")
     args = ap.parse_args()
+    if (not args.only or "tiny_clover_quant" in args.only) and not os.path.exists(args.clover):
+        raise SystemExit(f"{args.clover}: no clover binary (build it, or pass --clover): "
+                         "tiny_clover_quant needs its converter")
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
     set_deterministic()
     os.makedirs(args.out, exist_ok=True)
-    for name in ("tiny_clover", "tiny_ar", "tokenizer"):
-        shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
-    dirs = build_models(args.out)
-    tokenizer_fixture(args.out, dirs["tiny_clover"])
-    clover_fixture(args.out, dirs["tiny_clover"])
-    ar_fixture(args.out, dirs["tiny_ar"])
-    if os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT):
+    only = set(args.only or ())
+    if "tokenizer" in only or "tiny_clover_quant" in only:
+        only.add("tiny_clover")   # both point into tiny_clover's files
+    for name in ("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer", "tiny_clover_quant"):
+        if not only or name in only:
+            shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
+    dirs = build_models(args.out, only)
+    if not only or "tiny_clover" in only:
+        tokenizer_fixture(args.out, dirs["tiny_clover"])
+        clover_fixture(args.out, dirs["tiny_clover"])
+    if not only or "tiny_ar" in only:
+        ar_fixture(args.out, dirs["tiny_ar"])
+    if not only or "tiny_interop" in only:
+        interop_fixture(args.out, dirs["tiny_interop"])
+    if not only or "tiny_clover_quant" in only:
+        make_quant_fixtures.quant_fixture(args.out, args.clover)   # needs tiny_clover written
+    if not only and os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT):
         machine.record(machine.fingerprint())   # where these bytes are reproducible
     print(f"make_fixtures: wrote {args.out}")
 

@@ -66,10 +66,18 @@ void job_unref(job *j) {
     free(j);
 }
 
+void job_signal_locked(job *j) {
+    pthread_cond_broadcast(&j->cv);
+    if (j->suspended && j->resume) {
+        j->suspended = 0;
+        j->resume(j->conn);
+    }
+}
+
 int job_append_sse(job *j, const char *data, size_t len) {
     pthread_mutex_lock(&j->mu);
     int rc = byte_buf_append(&j->sse, data, len);
-    pthread_cond_broadcast(&j->cv);
+    job_signal_locked(j);
     pthread_mutex_unlock(&j->mu);
     return rc;
 }

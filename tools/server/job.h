@@ -44,6 +44,14 @@ typedef struct job {
     double t_submit; /* timer: queue wait */
 
     volatile int cancel; /* non-zero: stop at the next pass (client gone, shutdown) */
+    volatile int shutdown_cut; /* set with cancel by a shutdown past its grace: finish "length", cut "shutdown" */
+
+    /* The connection's wake-up (server side, under mu): a connection that
+     * suspended itself to wait sets suspended; the next progress signal
+     * clears it and calls resume(conn). */
+    void (*resume)(void *conn);
+    void *conn;
+    int suspended;
 
     /* progress and result: under mu */
     job_state state;
@@ -56,6 +64,7 @@ typedef struct job {
     size_t content_off, content_len;
     const char *finish_reason; /* "stop", "length" or "cancelled" */
     int client_cancelled;      /* the client left before the end */
+    const char *cut;           /* why a "length" answer was cut short ("shutdown"), or NULL */
     size_t completion_tokens, reused_tokens;
     clover_mode mode;
     double queue_s;
@@ -66,6 +75,9 @@ typedef struct job {
 job *job_create(void);
 void job_ref(job *j);
 void job_unref(job *j);
+
+/* Signals progress (state, stream bytes) to the waiting connection. Call with mu held. */
+void job_signal_locked(job *j);
 
 /* Appends stream bytes (the scheduler) and wakes the connection. 0 or -1 (out of memory). */
 int job_append_sse(job *j, const char *data, size_t len);

@@ -68,7 +68,7 @@ static void set_error(job *j, int status, const char *type, const char *code, co
 static void finish(job *j) {
     pthread_mutex_lock(&j->mu);
     j->state = JOB_DONE;
-    pthread_cond_broadcast(&j->cv);
+    job_signal_locked(j);
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -104,7 +104,10 @@ static void settle(job *j, run_ctx *c, const clover_generate_result *r) {
         j->finish_reason = "stop";
     else if (r->finish == CLOVER_FINISH_LENGTH)
         j->finish_reason = "length";
-    else
+    else if (j->shutdown_cut) { /* OpenAI has no "cancelled": an answer cut short reads as "length" */
+        j->finish_reason = "length";
+        j->cut = "shutdown";
+    } else
         j->finish_reason = "cancelled";
     pthread_mutex_unlock(&j->mu);
 }

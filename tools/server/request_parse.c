@@ -366,6 +366,7 @@ static int parse_options(json_t *root, server_request *r, server_error *e) {
         r->block_size = (uint32_t)x;
     }
     if (get_bool(root, "ignore_eos", &r->ignore_eos, NULL, e)) return -1;
+    if (get_bool(root, "lossless", &r->lossless, NULL, e)) return -1;
     return 0;
 }
 

@@ -83,6 +83,7 @@ typedef struct server_request {
     float threshold;     /* [0, 1] */
     uint32_t block_size; /* >= 1 */
     int ignore_eos;
+    int lossless; /* lossless block diffusion: the answer is autoregressive decoding's */
 } server_request;
 
 typedef struct server_parse_options {

@@ -120,11 +120,11 @@ static int check_length(const server_request *r, const prepare_config *c, job *j
 
 static int check_record(const server_request *r, const prepare_config *c, server_error *e) {
     if (!c->record) {
-        if (r->has_block_size || r->has_threshold)
-            return server_error_set(e, 400, "invalid_request_error", "unsupported_parameter",
-                                    r->has_block_size ? "block_size" : "threshold",
-                                    "%s: this model has no block-diffusion record (it decodes autoregressively)",
-                                    r->has_block_size ? "block_size" : "threshold");
+        if (r->has_block_size || r->has_threshold || r->lossless) {
+            const char *f = r->has_block_size ? "block_size" : r->has_threshold ? "threshold" : "lossless";
+            return server_error_set(e, 400, "invalid_request_error", "unsupported_parameter", f,
+                                    "%s: this model has no block-diffusion record (it decodes autoregressively)", f);
+        }
         return 0;
     }
     if (r->has_block_size && c->record->block_size % r->block_size != 0)
@@ -151,6 +151,7 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     p->top_k = r->has_top_k ? r->top_k : 0;
     p->seed = r->has_seed ? r->seed : fresh & SEED_MASK;
     p->ignore_eos = r->ignore_eos;
+    p->lossless = r->lossless;
     if (r->has_threshold) p->threshold = r->threshold;
     if (r->has_block_size) p->block_size = r->block_size;
     if (r->has_presence_penalty || r->has_frequency_penalty) {

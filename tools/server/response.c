@@ -49,12 +49,14 @@ static double finite_or_zero(double x) { return isfinite(x) ? x : 0.0; }
 
 static json_t *clover_object(const job *j) {
     const clover_generate_stats *s = &j->stats;
-    return json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "mode", mode_name(j->mode), "seed",
+    json_t *o = json_pack("{s:s,s:I,s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:f}", "mode", mode_name(j->mode), "seed",
                      (json_int_t)j->params.seed, "prompt_tokens", (json_int_t)j->n_prompt, "reused_tokens",
                      (json_int_t)j->reused_tokens, "passes", (json_int_t)s->passes, "blocks", (json_int_t)s->blocks,
                      "queue_s", finite_or_zero(j->queue_s), "prompt_s", finite_or_zero(s->prompt_s), "total_s", finite_or_zero(s->total_s),
                      "tokens_per_second", finite_or_zero(s->gen_tok_s), "denoise_tokens_per_second", finite_or_zero(s->denoise_tok_s),
                      "prompt_tokens_per_second", finite_or_zero(s->prompt_tok_s));
+    if (o && j->cut) json_object_set_new(o, "cut", json_string(j->cut));
+    return o;
 }
 
 static json_t *text_value(const char *s, size_t n) { return json_stringn(s ? s : "", s ? n : 0); }

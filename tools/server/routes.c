@@ -1,13 +1,12 @@
 /*
  * routes.c: the endpoints. A generation request is parsed, prepared and
- * queued on the connection's own thread; then either the thread waits for
- * the answer (watching the client's socket, so a client that leaves
- * cancels its generation) or the response is a stream whose reader waits
- * for the scheduler's events the same way.
- *
- * While the connection waits for the model its idle timeout is off: the
- * timeout is for slow clients, not for a slow model; it is back on while
- * bytes are being sent.
+ * queued on an MHD pool thread; then its connection suspends itself until
+ * the scheduler's progress resumes it (job_signal_locked), so no thread is
+ * held while the model works. A non-streaming request answers once its job
+ * is done; a stream starts once its job runs, so a request that never ran
+ * (queued at shutdown: 503, or failed) is answered with its own status and
+ * a JSON error rather than a 200 stream carrying an error event. While a
+ * stream waits for the next tokens its connection is suspended again.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +30,8 @@ enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, i
         return MHD_NO;
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* the next request goes through the gate */
+    if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (status == 405) {
         const char *allow = rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS ? "POST" : "GET, HEAD";
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -56,27 +57,33 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, request_ctx *rc, c
 typedef struct stream_ctx {
     job *j;
     struct MHD_Connection *conn;
-    int fd;
-    unsigned timeout_s;
 } stream_ctx;
+
+static void resume_connection(void *conn) { MHD_resume_connection(conn); }
+
+/* Suspends the connection until the job's next progress (call with j->mu held, then return). */
+static void suspend_locked(job *j, struct MHD_Connection *conn) {
+    j->suspended = 1;
+    MHD_suspend_connection(conn);
+}
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_ctx *sc = cls;
     job *j = sc->j;
     pthread_mutex_lock(&j->mu);
-    if (!byte_buf_avail(&j->sse) && j->state != JOB_DONE) {
-        MHD_set_connection_option(sc->conn, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
-        int present = job_wait_locked(j, sc->fd, 1);
-        MHD_set_connection_option(sc->conn, MHD_CONNECTION_OPTION_TIMEOUT, sc->timeout_s);
-        if (!present) {
-            pthread_mutex_unlock(&j->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
-        }
+    size_t n = byte_buf_avail(&j->sse) ? byte_buf_take(&j->sse, buf, max) : 0;
+    ssize_t rc = (ssize_t)n;
+    if (!n) {
+        if (j->state == JOB_DONE)
+            rc = MHD_CONTENT_READER_END_OF_STREAM;
+        else if (j->client_cancelled || !j->resume)
+            rc = MHD_CONTENT_READER_END_WITH_ERROR;
+        else
+            suspend_locked(j, sc->conn); /* 0 bytes now: called again once resumed */
     }
-    size_t n = byte_buf_take(&j->sse, buf, max);
     pthread_mutex_unlock(&j->mu);
-    return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+    return rc;
 }
 
 static void stream_free(void *cls) {
@@ -90,14 +97,14 @@ static int connection_fd(struct MHD_Connection *conn) {
     return ci ? ci->connect_fd : -1;
 }
 
-static enum MHD_Result start_stream(server *s, struct MHD_Connection *conn, request_ctx *rc) {
+static enum MHD_Result start_stream(struct MHD_Connection *conn, request_ctx *rc) {
     stream_ctx *sc = calloc(1, sizeof *sc);
     if (!sc) {
         rc->job->cancel = 1;
         return MHD_NO;
     }
     job_ref(rc->job);
-    *sc = (stream_ctx){.j = rc->job, .conn = conn, .fd = connection_fd(conn), .timeout_s = s->o.timeout_s};
+    *sc = (stream_ctx){.j = rc->job, .conn = conn};
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
     if (!r) {
         rc->job->cancel = 1;
@@ -106,6 +113,7 @@ static enum MHD_Result start_stream(server *s, struct MHD_Connection *conn, requ
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
     MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ok = MHD_queue_response(conn, 200, r);
     MHD_destroy_response(r);
     if (ok == MHD_YES)
@@ -117,7 +125,29 @@ static enum MHD_Result start_stream(server *s, struct MHD_Connection *conn, requ
 
 /* ---- generation ---- */
 
+/* The job is queued: answer it if it is far enough, else suspend until it is. Called again on each resume. */
+static enum MHD_Result answer_or_wait(struct MHD_Connection *conn, request_ctx *rc) {
+    job *j = rc->job;
+    pthread_mutex_lock(&j->mu);
+    if (j->client_cancelled) {
+        pthread_mutex_unlock(&j->mu);
+        return MHD_NO; /* the client left: its generation is cancelled */
+    }
+    int done = j->state == JOB_DONE, failed = j->failed;
+    if (!done && !(j->stream && j->state == JOB_RUNNING)) {
+        suspend_locked(j, conn);
+        pthread_mutex_unlock(&j->mu);
+        return MHD_YES;
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (j->stream && !(done && failed)) return start_stream(conn, rc);
+    size_t len = 0;
+    char *body = response_job_body(j, &len);
+    return routes_send_body(conn, rc, failed ? j->error.status : 200, body, len, "application/json");
+}
+
 static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_ctx *rc) {
+    if (rc->job) return answer_or_wait(conn, rc); /* resumed */
     server_error e = {0};
     if (rc->too_large) {
         server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
@@ -130,20 +160,32 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
     if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, NULL, &e))
         return routes_send_error(conn, rc, &e);
     byte_buf_free(&rc->body);
-    rc->job = job_create();
-    if (!rc->job) {
+    job *j = job_create();
+    if (!j) {
         server_request_free(&req);
         server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         return routes_send_error(conn, rc, &e);
     }
-    int bad = request_prepare(&req, &s->prepare, server_fresh_value(s), rc->job, &e);
+    int bad = request_prepare(&req, &s->prepare, server_fresh_value(s), j, &e);
     server_request_free(&req);
-    if (bad) return routes_send_error(conn, rc, &e);
-    job *j = rc->job;
-    if (j->stream && response_sse_start(j, &j->sse)) {
+    if (!bad && j->stream && response_sse_start(j, &j->sse)) {
         server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        bad = 1;
+    }
+    j->resume = resume_connection;
+    j->conn = conn;
+    if (!bad && waiter_add(s->waiter, j, connection_fd(conn))) {
+        server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+        bad = 1;
+    }
+    rc->job = j; /* from here on, a resumed call answers (on_completed lets the job go) */
+    if (bad) {
+        j->resume = NULL;
+        rc->job = NULL;
+        job_unref(j);
         return routes_send_error(conn, rc, &e);
     }
+    rc->watched = 1;
     int q = scheduler_submit(s->sched, j);
     if (q == SCHEDULER_FULL) {
         server_error_set(&e, 429, "rate_limit_error", "queue_full", NULL,
@@ -155,14 +197,7 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
         server_error_set(&e, 503, "server_error", "shutting_down", NULL, "the server is shutting down");
         return routes_send_error(conn, rc, &e);
     }
-    if (j->stream) return start_stream(s, conn, rc);
-    pthread_mutex_lock(&j->mu);
-    int present = job_wait_locked(j, connection_fd(conn), 0);
-    pthread_mutex_unlock(&j->mu);
-    if (!present) return MHD_NO; /* the client left: its generation is cancelled */
-    size_t len = 0;
-    char *body = response_job_body(j, &len);
-    return routes_send_body(conn, rc, j->failed ? j->error.status : 200, body, len, "application/json");
+    return answer_or_wait(conn, rc);
 }
 
 /* ---- the rest ---- */

@@ -53,6 +53,7 @@ static void admit(scheduler *s, job *j) {
     j->queue_s = t0 - j->t_submit;
     pthread_mutex_lock(&j->mu);
     j->state = JOB_RUNNING;
+    job_signal_locked(j);
     pthread_mutex_unlock(&j->mu);
     clover_error err = {0};
     clover_session *sess = session_cache_pick(&s->sessions, j->prompt, j->n_prompt, &err);
@@ -221,11 +222,10 @@ size_t scheduler_queue_length(scheduler *s, int *busy) {
 
 size_t scheduler_queue_capacity(const scheduler *s) { return s->cap; }
 
-void scheduler_stop(scheduler *s) {
+void scheduler_close(scheduler *s) {
     if (!s) return;
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
-    for (size_t k = 0; k < s->n_active; k++) s->act_job[k]->cancel = 1;
     job *waiting[64];
     while (s->count) { /* fail the waiting jobs outside the lock, a batch at a time */
         size_t k = 0;
@@ -239,6 +239,24 @@ void scheduler_stop(scheduler *s) {
         pthread_mutex_lock(&s->mu);
     }
     pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+int scheduler_busy(scheduler *s) {
+    pthread_mutex_lock(&s->mu);
+    int busy = s->n_active != 0;
+    pthread_mutex_unlock(&s->mu);
+    return busy;
+}
+
+void scheduler_stop(scheduler *s) {
+    if (!s) return;
+    scheduler_close(s);
+    pthread_mutex_lock(&s->mu);
+    for (size_t k = 0; k < s->n_active; k++) { /* past the grace: the answer so far is the answer */
+        s->act_job[k]->shutdown_cut = 1;
+        s->act_job[k]->cancel = 1;
+    }
     pthread_mutex_unlock(&s->mu);
     if (s->started && !s->joined) {
         pthread_join(s->thread, NULL);

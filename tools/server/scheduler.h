@@ -42,8 +42,12 @@ int scheduler_submit(scheduler *s, job *j);
 size_t scheduler_queue_length(scheduler *s, int *busy);
 size_t scheduler_queue_capacity(const scheduler *s);
 
-/* Stops taking jobs, cancels the running ones, fails the waiting ones (503)
- * and joins the thread. Idempotent. */
+/* Stops taking jobs and fails the waiting ones (503); the running ones go on. */
+void scheduler_close(scheduler *s);
+/* Whether any job is running. */
+int scheduler_busy(scheduler *s);
+/* Closes, cuts the running jobs short (finish "length", cut "shutdown") and
+ * joins the thread. Idempotent. */
 void scheduler_stop(scheduler *s);
 /* Stops if needed and releases everything. */
 void scheduler_free(scheduler *s);

@@ -1,16 +1,20 @@
 /*
- * server.c: the libmicrohttpd daemon, request bodies and the log line.
+ * server.c: the libmicrohttpd daemon, request bodies, keys and the log line.
  *
- * Threading: one thread per connection (MHD_USE_THREAD_PER_CONNECTION),
- * chosen over one polling thread with suspend/resume because a waiting
- * request must notice its client leaving: MHD does not watch a suspended
- * connection's socket, while a connection thread that waits for the model
- * can look at its own socket every 50 ms and cancel the generation (job.c).
- * The threads are cheap next to the model (one request runs at a time;
- * the others wait in the bounded queue), and their number is capped by
- * the connection limit. Slow clients are bounded by --timeout (MHD drops a
- * connection idle that long while sending the request or reading the
- * answer).
+ * Connections: the gate (gate.c) accepts them and hands each to MHD once
+ * its header is in. MHD runs event-driven: an epoll loop in a fixed pool
+ * of threads (--http-threads), so an idle or slow connection costs a
+ * socket and no thread. A request waiting for the model suspends its
+ * connection (routes.c) and the scheduler's progress resumes it; the
+ * waiter (waiter.c) notices a suspended client that leaves. Every answer
+ * closes its connection (Connection: close), so every request's header
+ * passes the gate and its deadline.
+ *
+ * Deadlines: the header must be in within --request-deadline of the
+ * connect (the gate), the body by the same deadline (checked on every
+ * piece, and MHD's idle timeout is shortened to what is left, so neither a
+ * trickle nor a stall extends it). --timeout is MHD's idle timeout for the
+ * rest: a client that stops reading its answer.
  *
  * Bodies: accumulated up to --max-body. A larger body is read and dropped
  * and then answered 413 (answering before it is read would make the kernel
@@ -18,11 +22,14 @@
  * announces or sends far more is cut off at once.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,7 +40,14 @@
 #define DEFAULT_MAX_BODY (8u << 20)
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_SESSIONS 4
-#define SHUTDOWN_GRACE_S 5
+#define DEFAULT_DEADLINE_S 10
+#define DEFAULT_PER_ADDRESS 64
+#define DEFAULT_MAX_CONNECTIONS 4096
+#define DEFAULT_HTTP_THREADS 4
+#define DEFAULT_GRACE_S 30
+#define FLUSH_S 5          /* after the grace: for the cut answers to reach their clients */
+#define MAX_HEADER 16384   /* request line + headers (the gate's limit; MHD gets room for it) */
+#define MAX_URL 8192
 
 uint64_t server_fresh_value(server *s) {
     pthread_mutex_lock(&s->mu);
@@ -70,38 +84,84 @@ static void printable(char *out, size_t cap, const char *in) {
     out[k] = '\0';
 }
 
+static int connection_fd(struct MHD_Connection *conn) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    return ci ? ci->connect_fd : -1;
+}
+
+/* Equal in time independent of where they differ (and of the key's length, beyond its own). */
+static int same_secret(const char *given, size_t gn, const char *key) {
+    size_t kn = strlen(key);
+    unsigned char diff = (unsigned char)(gn != kn);
+    for (size_t i = 0; i < gn; i++)
+        diff |= (unsigned char)(given[i] ^ (kn ? key[i % kn] : 0));
+    return diff == 0;
+}
+
+/* The request carries "Authorization: Bearer KEY" with one of the keys (all are compared). */
+static int authorized(const server *s, struct MHD_Connection *conn) {
+    if (!s->n_keys) return 1;
+    const char *h = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
+    const char *k = h + 7;
+    while (*k == ' ')
+        k++;
+    size_t n = strlen(k);
+    while (n && (k[n - 1] == ' ' || k[n - 1] == '\t'))
+        n--;
+    int ok = 0;
+    for (size_t i = 0; i < s->n_keys; i++)
+        ok |= same_secret(k, n, s->keys[i]);
+    return ok;
+}
+
+/* The first call: the headers are in. */
+static enum MHD_Result on_headers(server *s, struct MHD_Connection *conn, const char *url, const char *method,
+                                  void **con_cls) {
+    request_ctx *rc = calloc(1, sizeof *rc);
+    if (!rc) return MHD_NO;
+    rc->t0 = job_now();
+    rc->route = route_of(url);
+    pthread_mutex_lock(&s->mu);
+    s->active++;
+    pthread_mutex_unlock(&s->mu);
+    printable(rc->method, sizeof rc->method, method);
+    printable(rc->path, sizeof rc->path, url);
+    *con_cls = rc;
+    double accepted = gate_accepted_at(s->gate, connection_fd(conn));
+    rc->deadline = (accepted > 0 ? accepted : rc->t0) + s->o.deadline_s;
+    double left = rc->deadline - rc->t0;
+    /* a body that stalls is dropped at the deadline, not --timeout after its last byte */
+    unsigned idle = left < 1 ? 1u : left < s->o.timeout_s ? (unsigned)left + 1 : s->o.timeout_s;
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle);
+    rc->unauthorized = rc->route != ROUTE_HEALTH && !authorized(s, conn);
+    const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (!rc->unauthorized && cl && strtoull(cl, NULL, 10) > drain_limit(s)) {
+        server_error e;
+        server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
+                         "the request body is %s bytes; this server takes at most %zu (--max-body)", cl,
+                         s->o.max_body);
+        rc->body_seen = (size_t)strtoull(cl, NULL, 10);
+        return routes_send_error(conn, rc, &e);
+    }
+    return MHD_YES;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
                                   const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)version;
     server *s = cls;
     request_ctx *rc = *con_cls;
-    if (!rc) { /* the headers are in */
-        rc = calloc(1, sizeof *rc);
-        if (!rc) return MHD_NO;
-        rc->t0 = job_now();
-        rc->route = route_of(url);
-        pthread_mutex_lock(&s->mu);
-        s->active++;
-        pthread_mutex_unlock(&s->mu);
-        printable(rc->method, sizeof rc->method, method);
-        printable(rc->path, sizeof rc->path, url);
-        *con_cls = rc;
-        const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > drain_limit(s)) {
-            server_error e;
-            server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                             "the request body is %s bytes; this server takes at most %zu (--max-body)", cl,
-                             s->o.max_body);
-            rc->body_seen = (size_t)strtoull(cl, NULL, 10);
-            return routes_send_error(conn, rc, &e);
-        }
-        return MHD_YES;
-    }
+    if (!rc) return on_headers(s, conn, url, method, con_cls);
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
         rc->body_seen += n;
-        if (!rc->too_large && (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS)) {
+        if (job_now() > rc->deadline) {
+            rc->status = 408; /* for the log line: MHD closes the connection */
+            return MHD_NO;
+        }
+        if (!rc->too_large && !rc->unauthorized && (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS)) {
             if (rc->body.n + n > s->o.max_body) {
                 rc->too_large = 1;
                 byte_buf_free(&rc->body);
@@ -111,7 +171,25 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return rc->body_seen > drain_limit(s) ? MHD_NO : MHD_YES;
     }
+    if (!rc->job) MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->o.timeout_s);
+    if (rc->unauthorized) {
+        server_error e;
+        server_error_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                         "%s", "a valid API key is required: send Authorization: Bearer KEY");
+        return routes_send_error(conn, rc, &e);
+    }
     return routes_dispatch(s, conn, rc, method);
+}
+
+/* Waits (bounded) for a cancelled job to stop, so the log line counts the tokens it made. */
+static void wait_for_job_end(job *j) {
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 2;
+    pthread_mutex_lock(&j->mu);
+    while (j->state == JOB_RUNNING && pthread_cond_timedwait(&j->cv, &j->mu, &until) == 0) {
+    }
+    pthread_mutex_unlock(&j->mu);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
@@ -126,18 +204,25 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     job *j = rc->job;
     int left = 0;
     if (j) {
+        if (rc->watched) waiter_remove(s->waiter, j);
         pthread_mutex_lock(&j->mu);
         left = j->client_cancelled;
+        j->resume = NULL; /* the connection is gone: nothing may resume it */
+        j->conn = NULL;
+        j->suspended = 0;
         pthread_mutex_unlock(&j->mu);
     }
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && j) j->cancel = 1; /* nobody will read the rest */
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
         note = status ? " (timed out while reading the answer: cancelled)" : " (timed out)";
         status = 408;
+    } else if (status == 408 && !j) {
+        note = " (the body missed --request-deadline)";
     } else if (left || toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
         status = 499;
         note = j ? " (client left: cancelled)" : " (client left)";
     }
+    if (j && j->cancel) wait_for_job_end(j);
     metrics_count_request(s->mt, rc->route, status);
     size_t prompt = 0, completion = 0;
     if (j) {
@@ -154,6 +239,16 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     pthread_mutex_lock(&s->mu);
     if (--s->active == 0) pthread_cond_broadcast(&s->idle);
     pthread_mutex_unlock(&s->mu);
+}
+
+/* A connection handed over by the gate ended: its address's slot is free again. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_ctx,
+                          enum MHD_ConnectionNotificationCode code) {
+    (void)socket_ctx;
+    server *s = cls;
+    if (code != MHD_CONNECTION_NOTIFY_CLOSED) return;
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    if (ci && ci->client_addr) gate_release(s->gate, ci->client_addr);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -202,6 +297,59 @@ static void options_defaults(server_options *o) {
     if (!o->max_body) o->max_body = DEFAULT_MAX_BODY;
     if (!o->timeout_s) o->timeout_s = DEFAULT_TIMEOUT_S;
     if (!o->n_sessions) o->n_sessions = DEFAULT_SESSIONS;
+    if (!o->deadline_s) o->deadline_s = DEFAULT_DEADLINE_S;
+    if (!o->per_address) o->per_address = DEFAULT_PER_ADDRESS;
+    if (!o->max_connections) o->max_connections = DEFAULT_MAX_CONNECTIONS;
+    if (!o->http_threads) o->http_threads = DEFAULT_HTTP_THREADS;
+    if (!o->grace_set) o->grace_s = DEFAULT_GRACE_S;
+}
+
+/* Connections need descriptors: the soft limit goes up to the hard one, and the total stays below it. */
+static size_t descriptor_room(size_t want) {
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl)) return want;
+    if (rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+        getrlimit(RLIMIT_NOFILE, &rl);
+    }
+    if (rl.rlim_cur == RLIM_INFINITY) return want;
+    size_t room = rl.rlim_cur > 128 ? (size_t)rl.rlim_cur - 128 : 16;
+    return want < room ? want : room;
+}
+
+static int listen_on(const struct sockaddr_storage *addr, int ipv6, char *err, size_t len, const server_options *o) {
+    int fd = socket(ipv6 ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    socklen_t alen = ipv6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+    if (fd < 0 || bind(fd, (const struct sockaddr *)addr, alen) || listen(fd, 1024)) {
+        if (fd >= 0) close(fd);
+        return fail(err, len, "cannot listen on %s port %u (in use, or not an address of this machine?)", o->host,
+                    o->port);
+    }
+    return fd;
+}
+
+static unsigned bound_port(int fd) {
+    struct sockaddr_storage a;
+    socklen_t n = sizeof a;
+    if (getsockname(fd, (struct sockaddr *)&a, &n)) return 0;
+    if (a.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+    return ntohs(((struct sockaddr_in *)&a)->sin_port);
+}
+
+static int copy_keys(server *s, char *err, size_t len) {
+    if (!s->o.n_api_keys) return 0;
+    s->keys = calloc(s->o.n_api_keys, sizeof *s->keys);
+    if (!s->keys) return fail(err, len, "out of memory");
+    for (size_t i = 0; i < s->o.n_api_keys; i++) {
+        s->keys[i] = strdup(s->o.api_keys[i]);
+        if (!s->keys[i]) return fail(err, len, "out of memory");
+        s->n_keys++;
+    }
+    s->o.api_keys = NULL;
+    return 0;
 }
 
 static int start_engine(server *s, char *err, size_t len) {
@@ -243,54 +391,86 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->idle, NULL);
     struct sockaddr_storage addr;
-    int ipv6 = 0;
-    if (resolve(s->o.host, s->o.port, &addr, &ipv6, err, len) || start_engine(s, err, len)) {
+    int ipv6 = 0, tls = s->o.tls_key_pem && s->o.tls_cert_pem;
+    if (copy_keys(s, err, len) || resolve(s->o.host, s->o.port, &addr, &ipv6, err, len) ||
+        start_engine(s, err, len)) {
         server_stop(s);
         return -1;
     }
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                     MHD_USE_ITC | MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0);
-    size_t limit = 2 * s->o.queue + 64;
-    s->daemon = MHD_start_daemon(flags, (uint16_t)s->o.port, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER,
-                                 on_mhd_log, s, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, s->o.timeout_s, MHD_OPTION_CONNECTION_LIMIT,
-                                 (unsigned)(limit > 4000 ? 4000 : limit), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-                                 MHD_OPTION_END);
+    if (waiter_start(&s->waiter)) {
+        fail(err, len, "cannot start the waiter thread");
+        server_stop(s);
+        return -1;
+    }
+    int lfd = listen_on(&addr, ipv6, err, len, &s->o);
+    if (lfd < 0) {
+        server_stop(s);
+        return -1;
+    }
+    s->o.max_connections = descriptor_room(s->o.max_connections);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_USE_NO_LISTEN_SOCKET | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG | (ipv6 ? MHD_USE_IPv6 : 0) | (tls ? MHD_USE_TLS : 0);
+    struct MHD_OptionItem tls_opts[] = {
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)s->o.tls_key_pem},
+        {MHD_OPTION_HTTPS_MEM_CERT, 0, (void *)s->o.tls_cert_pem},
+        {MHD_OPTION_END, 0, NULL}};
+    s->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
+        MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_CONNECTION_TIMEOUT, s->o.timeout_s,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)(4 * MAX_HEADER), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
+        on_connection, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
+    s->o.tls_key_pem = s->o.tls_cert_pem = NULL;
     if (!s->daemon) {
-        fail(err, len, "cannot listen on %s port %u (in use, or not an address of this machine?)", s->o.host,
-             s->o.port);
+        close(lfd);
+        fail(err, len, tls ? "cannot start HTTPS (is the key or the certificate not PEM, or do they not match?)"
+                           : "cannot start the HTTP daemon");
         server_stop(s);
         return -1;
     }
-    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    s->port = di ? di->port : s->o.port;
+    s->port = bound_port(lfd);
+    gate_options go = {.listen_fd = lfd, .per_address = s->o.per_address, .max_connections = s->o.max_connections,
+                       .deadline_s = s->o.deadline_s, .max_header = MAX_HEADER, .max_url = MAX_URL, .tls = tls};
+    if (gate_start(&s->gate, s->daemon, &go, err, len)) {
+        server_stop(s);
+        return -1;
+    }
     *out = s;
     return 0;
 }
 
 unsigned server_port(const server *s) { return s->port; }
 
-/* Lets the answers of the requests ended by scheduler_stop reach their clients (a few seconds at most). */
-static void wait_for_requests(server *s) {
+/* Waits up to seconds for every request to end; 1 when they all have. */
+static int wait_for_requests(server *s, unsigned seconds) {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
-    until.tv_sec += SHUTDOWN_GRACE_S;
+    until.tv_sec += seconds;
     pthread_mutex_lock(&s->mu);
     while (s->active && pthread_cond_timedwait(&s->idle, &s->mu, &until) == 0) {
     }
+    int idle = s->active == 0;
     pthread_mutex_unlock(&s->mu);
+    return idle;
 }
 
 void server_stop(server *s) {
     if (!s) return;
-    if (s->daemon) MHD_quiesce_daemon(s->daemon);
-    scheduler_stop(s->sched);
-    if (s->daemon) {
-        wait_for_requests(s);
-        MHD_stop_daemon(s->daemon);
+    gate_close(s->gate);      /* no new connections */
+    scheduler_close(s->sched); /* the queued ones: 503 */
+    if (s->daemon && !wait_for_requests(s, s->o.grace_s)) {
+        scheduler_stop(s->sched); /* past the grace: cut the running one */
+        wait_for_requests(s, FLUSH_S);
     }
+    scheduler_stop(s->sched); /* every job is done now, so no connection stays suspended */
+    if (s->daemon) MHD_stop_daemon(s->daemon);
+    gate_free(s->gate);
+    waiter_free(s->waiter);
     scheduler_free(s->sched);
     metrics_free(s->mt);
+    for (size_t i = 0; i < s->n_keys; i++)
+        free(s->keys[i]);
+    free(s->keys);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);

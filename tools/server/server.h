@@ -25,6 +25,19 @@ typedef struct server_options {
     size_t context;      /* tokens per session (prompt + answer); 0: the model's training context */
     size_t snapshot_mib; /* with snapshot_set: the largest prompt snapshot kept, MiB (0: none) */
     int snapshot_set;    /* 0: the engine's default (1 GiB) */
+
+    /* connections */
+    unsigned deadline_s;    /* a request's header and body must arrive this soon after the connect; 0: 10 */
+    size_t per_address;     /* connections one client address may hold; 0: 64 */
+    size_t max_connections; /* connections in all; 0: 4096 (bounded by the descriptor limit) */
+    size_t http_threads;    /* MHD's event-loop threads; 0: 4 */
+    unsigned grace_s;       /* shutdown: how long running requests may go on; 0: 30 (grace_set: 0 is 0) */
+    int grace_set;
+
+    /* access */
+    const char *const *api_keys; /* [n_api_keys]: Authorization: Bearer KEY is required (not on /health) */
+    size_t n_api_keys;
+    const char *tls_key_pem, *tls_cert_pem; /* both: HTTPS (PEM text, borrowed until server_start returns) */
 } server_options;
 
 typedef struct server server;
@@ -33,8 +46,9 @@ typedef struct server server;
  * Returns 0, or -1 with one line in err. */
 int server_start(server **out, const clover_model *m, const server_options *o, char *err, size_t err_len);
 unsigned server_port(const server *s);
-/* Stops accepting, ends the running and queued requests, joins every
- * thread and frees the server. */
+/* Stops accepting, answers the queued requests 503, lets the running ones
+ * go on for the grace period (then cuts them: finish "length", cut
+ * "shutdown"), joins every thread and frees the server. */
 void server_stop(server *s);
 
 #endif

@@ -10,11 +10,13 @@
 #include <stdint.h>
 
 #include "byte_buf.h"
+#include "gate.h"
 #include "job.h"
 #include "metrics.h"
 #include "request_prepare.h"
 #include "scheduler.h"
 #include "server.h"
+#include "waiter.h"
 
 struct server {
     struct MHD_Daemon *daemon;
@@ -30,6 +32,10 @@ struct server {
     pthread_cond_t idle; /* signalled when active drops to 0 */
     size_t active;       /* requests between their headers and their end */
     uint64_t rng;        /* SplitMix64 state (under mu): fresh seeds and response ids */
+    gate *gate;
+    waiter *waiter;
+    char **keys; /* [n_keys] copies of the API keys */
+    size_t n_keys;
 };
 
 /* One HTTP request, from its headers to the end of its response. */
@@ -42,7 +48,10 @@ typedef struct request_ctx {
     size_t body_seen; /* bytes received, kept or not */
     int too_large;
     int status;       /* the status answered (0: none yet) */
+    int unauthorized; /* an API key is required and this request has none that matches */
+    double deadline;  /* monotonic: the body must be in by then */
     job *job;         /* a generation request's job (a reference) */
+    int watched;      /* the job is registered with the waiter */
 } request_ctx;
 
 uint64_t server_fresh_value(server *s);

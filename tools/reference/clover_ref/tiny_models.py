@@ -8,6 +8,10 @@ transformers' own `save_pretrained`.
   `block_diffusion` record in config.json.
 * tiny_ar: a plain autoregressive Qwen3.5-MoE. Flat `qwen3_5_moe_text`
   config (`model.` prefix), float32, sharded with an index file.
+* tiny_interop: what a new user's own `save_pretrained` gives and llama.cpp
+  takes: an irregular layer pattern (no full_attention_interval describes
+  it), `rope_parameters` without `mrope_section`, tied embeddings (no
+  `lm_head.weight`), one float32 file.
 
 Weights come from numpy's PCG64 seeded per tensor name (independent of
 module order), scaled so the outputs are not degenerate: peaked but varied
@@ -72,6 +76,22 @@ AR_TEXT = dict(
     pad_token_id=None,
 )
 
+INTEROP_TEXT = dict(
+    vocab_size=VOCAB, hidden_size=32, num_hidden_layers=5,
+    # full attention at layers 1 and 4: no interval k gives this pattern
+    layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention",
+                 "full_attention"],
+    num_attention_heads=2, num_key_value_heads=1, head_dim=16,
+    linear_num_key_heads=1, linear_num_value_heads=2, linear_key_head_dim=16,
+    linear_value_head_dim=16, linear_conv_kernel_dim=4,
+    num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+    shared_expert_intermediate_size=16, rms_norm_eps=1e-6, max_position_embeddings=4096,
+    tie_word_embeddings=True,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.5},
+    bos_token_id=token_id("<|endoftext|>"), eos_token_id=token_id("<|endoftext|>"),
+    pad_token_id=None,
+)
+
 TINY_VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=2,
                    temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
                    num_position_embeddings=16)
@@ -105,6 +125,7 @@ AR_SPECIAL_SCALES = {token_id("<|im_end|>"): 0.97}
 
 SEED_CLOVER = 20240611
 SEED_AR = 20240612
+SEED_INTEROP = 20240613
 
 
 def _rng(seed: int, name: str) -> np.random.Generator:
@@ -244,3 +265,21 @@ def build_ar(out_dir: str, head_gain: float = 4.0, seed: int = SEED_AR) -> None:
     _tie_specials(model.model, model.lm_head, seed, AR_SPECIAL_SCALES)
     model.generation_config = generation_config()
     model.save_pretrained(out_dir, max_shard_size="400KB")
+
+
+def build_interop(out_dir: str, seed: int = SEED_INTEROP) -> None:
+    pin_cpu()
+    cfg = Qwen3_5MoeTextConfig(**INTEROP_TEXT)
+    torch.manual_seed(seed)
+    model = Qwen3_5MoeForCausalLM(cfg)
+    _set_weights(model, seed, "model.", 1.0)
+    assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr(), "tied"
+    model.generation_config = generation_config()
+    model.save_pretrained(out_dir)
+    with open(os.path.join(out_dir, "config.json")) as f:
+        c = json.load(f)
+    # what makes this fixture: transformers wrote none of these
+    assert "full_attention_interval" not in c and "mrope_section" not in c["rope_parameters"], c
+    assert c["tie_word_embeddings"] is True
+    with safe_open(os.path.join(out_dir, "model.safetensors"), "pt") as f:
+        assert "lm_head.weight" not in f.keys()

@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Write tests/fixtures/tiny_clover_quant/: what the reference computes on
+the quantised conversions of tests/fixtures/tiny_clover/hf (clover convert
+--type q8_0 and --type q4_k_m), for tests/unit/test_golden_quant.c.
+
+    python3 tools/reference/make_quant_fixtures.py [--out DIR] [--clover build/clover]
+
+(make_fixtures.py runs this after the float fixtures.) The expected values
+are independent of clover's arithmetic: transformers runs on the file's own
+weights, dequantised by llama.cpp's `gguf` package, with clover's 8-bit
+activation rounding applied where clover applies it (clover_ref/quant.py
+states the rule), so SPEC's 1e-4 bound applies again. Two sets per file:
+`act8` (a CPU with AVX2, the integer path on) and `f32` (CLOVER_NO_SIMD or
+another CPU). Passes: the causal commit of tiny_clover's prompt and its
+three previews (the same ids as tiny_clover/manifest.json).
+
+Rows whose router top-k gap (k-th minus (k+1)-th router logit, over the
+experts the row may use) is below MIN_ROUTER_GAP in some layer could route
+differently under a last-bit difference; they are listed (`loose_rows`),
+and the test checks only that they are finite. Every other row is checked
+at 1e-4 of the logit scale.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from transformers.utils import logging as hf_logging  # noqa: E402
+
+from clover_ref import quant  # noqa: E402
+from clover_ref.checkpoint import CloverModel, set_deterministic  # noqa: E402
+from clover_ref.fixture_io import FixtureDir, finite_or_none  # noqa: E402
+from clover_ref.preview import preview  # noqa: E402
+from clover_ref.session import Session  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(HERE))
+MIN_ROUTER_GAP = 1e-3   # router logits; last-bit differences are ~1e-6 of them
+TYPES = ("q8_0", "q4_k_m")
+RULES = ("act8", "f32")
+
+
+def convert(clover: str, hf_dir: str, qtype: str, path: str) -> None:
+    r = subprocess.run([clover, "convert", hf_dir, "-o", path, "--type", qtype], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"clover convert --type {qtype}: {r.stderr.strip()}")
+
+
+def tensor_digest(path: str) -> str:
+    """sha256 over every tensor's name, type and bytes: two files with the same digest compute the same."""
+    from gguf import GGUFReader
+    h = hashlib.sha256()
+    for t in GGUFReader(path).tensors:
+        h.update(t.name.encode() + b"\0" + t.tensor_type.name.encode() + b"\0")
+        h.update(np.ascontiguousarray(t.data).tobytes())
+    return h.hexdigest()
+
+
+@torch.no_grad()
+def router_gaps(cm, inputs, k: int, allowed_per_layer=None) -> np.ndarray:
+    """[rows]: each row's smallest top-k router gap over the layers."""
+    gaps = None
+    for li, x in inputs:
+        w = cm.model.model.layers[li].mlp.gate.weight
+        logits = torch.nn.functional.linear(x, w).double()
+        if allowed_per_layer is not None:
+            allowed = torch.as_tensor(allowed_per_layer[li], dtype=torch.bool)
+            logits = logits.masked_fill(~allowed[None, :], float("-inf"))
+        top = torch.sort(logits, dim=-1, descending=True).values
+        g = (top[:, k - 1] - top[:, k]).numpy()
+        g = np.where(np.isfinite(g), g, np.inf)   # fewer than k+1 allowed experts: nothing to flip
+        gaps = g if gaps is None else np.minimum(gaps, g)
+    return gaps
+
+
+@torch.no_grad()
+def run_rule(cm, qw, rule, causal_ids, previews):
+    k = cm.config.num_experts_per_tok
+    out = {}
+    with quant.activation_rule(cm, qw, rule):
+        quant.EXPERT_INPUTS.clear()
+        s = Session(cm)
+        logits = s.commit(causal_ids, want_logits=True)
+        gaps = router_gaps(cm, quant.EXPERT_INPUTS, k)
+        out["causal"] = (logits, gaps)
+        for pc in previews:
+            quant.EXPERT_INPUTS.clear()
+            trace = {}
+            top_p = "record" if pc["coreset"] else None
+            lg = preview(cm, s, pc["block_ids"], record_block_size=pc["record_block_size"],
+                         coreset_top_p=top_p, trace=trace)
+            allowed = [lt["allowed"] for lt in trace["layers"]] if pc["coreset"] else None
+            out[pc["name"]] = (lg, router_gaps(cm, quant.EXPERT_INPUTS, k, allowed))
+    return out
+
+
+def quant_fixture(out: str, clover: str) -> None:
+    set_deterministic()
+    src = os.path.join(out, "tiny_clover")
+    hf_dir = os.path.join(src, "hf")
+    with open(os.path.join(src, "manifest.json")) as f:
+        base = json.load(f)
+    causal_ids = base["causal"]["ids"]
+    previews = [{k: p[k] for k in ("name", "block_ids", "record_block_size", "coreset")} for p in base["preview"]]
+    fx = FixtureDir(os.path.join(out, "tiny_clover_quant"))
+    man = {
+        "format": 1,
+        "description": "The reference on tiny_clover's quantised conversions: transformers with the file's "
+                       "own weights dequantised by llama.cpp's gguf package, and clover's 8-bit activation "
+                       "rounding where clover applies it (rule act8) or nowhere (rule f32). Written by "
+                       "tools/reference/make_quant_fixtures.py.",
+        "source": "tiny_clover",
+        "activation_rule": quant.__doc__.split("Activations (", 1)[1].split('`rule="act8"`', 1)[0].strip(),
+        "min_router_gap": MIN_ROUTER_GAP,
+        "causal_ids": causal_ids,
+        "previews": previews,
+        "types": {},
+    }
+    seen = {}   # tensor digest -> type name whose arrays it shares
+    with tempfile.TemporaryDirectory() as tmp:
+        for qtype in TYPES:
+            path = os.path.join(tmp, f"{qtype}.gguf")
+            convert(clover, hf_dir, qtype, path)
+            digest = tensor_digest(path)
+            entry = {"tensor_digest": digest}
+            if digest in seen:
+                entry["same_tensors_as"] = seen[digest]
+                man["types"][qtype] = entry
+                print(f"{qtype}: the same tensors as {seen[digest]}")
+                continue
+            seen[digest] = qtype
+            cm = CloverModel(hf_dir)
+            qw = quant.QuantisedWeights(cm, path)
+            qw.load()
+            entry["tensors"] = {n: t for n, t, _ in qw.report}
+            entry["worst_weight_rel_rms"] = max(r for _, _, r in qw.report)
+            for rule in RULES:
+                res = run_rule(cm, qw, rule, causal_ids, previews)
+                r_entry = {}
+                for case, (lg, gaps) in res.items():
+                    loose = [int(i) for i in np.nonzero(gaps < MIN_ROUTER_GAP)[0]]
+                    r_entry[case] = {"logits": fx.array(f"{qtype}_{rule}_{case}_logits", lg),
+                                     "loose_rows": loose, "min_router_gap": finite_or_none(float(np.min(gaps)))}
+                    print(f"{qtype} {rule} {case}: {len(lg)} rows, smallest router gap {np.min(gaps):.3g}, "
+                          f"loose rows {loose}")
+                entry[rule] = r_entry
+            man["types"][qtype] = entry
+    fx.manifest(man)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures"))
+    ap.add_argument("--clover", default=os.path.join(REPO, "build", "clover"),
+                    help="the clover binary whose converter writes the quantised files")
+    args = ap.parse_args()
+    if not os.path.exists(args.clover):
+        raise SystemExit(f"{args.clover}: no clover binary (build it, or pass --clover)")
+    hf_logging.set_verbosity_error()
+    quant_fixture(args.out, args.clover)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,237 @@
+"""The trainable Clover model: transformers' own Qwen3_5MoeForCausalLM (the
+modules tools/reference runs, so what is trained is what the reference and
+clover compute) plus the four block-diffusion tensors per GDN layer, and one
+differentiable forward that gives both paths of SPEC 2 for a whole batch:
+
+* the causal stream: every row through the ordinary trunk (logits shifted:
+  row r predicts r+1);
+* the preview stream: the same sequence cut into blocks of B rows, block k
+  masked at some rows and previewed over the *clean* prefix 0..kB-1, every
+  block at once: attention sees the clean keys before the block and the whole
+  block (no mask inside it), GDN layers run the block operator (SPEC 2.1) on
+  the clean stream's conv ring and state at the block's start, the MoE routes
+  as the trunk does (the record ships with the coreset off, so training and
+  inference agree). Row r predicts the token AT r.
+
+The clean stream's GDN is a chunked delta rule with chunk = B (so the state at
+every block start falls out) in a WY form solved with one triangular solve
+per chunk; only the chunk-to-chunk carry is a loop (T/B steps).
+tests/test_model.py checks both streams against transformers' forward and
+clover_ref.preview.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
+from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import apply_rotary_pos_emb, l2norm
+
+# Geometries. "small" is the one issue 16 trains on the H200 (about 40M
+# parameters, a third of them the 8192-row embedding and head); "tiny" is the
+# CPU smoke run's and the tests'.
+GEOMETRIES = {
+    "small": dict(hidden_size=384, num_hidden_layers=8, num_attention_heads=6,
+                  num_key_value_heads=2, head_dim=64, linear_num_key_heads=4,
+                  linear_num_value_heads=8, linear_key_head_dim=48, linear_value_head_dim=48,
+                  num_experts=32, num_experts_per_tok=4, moe_intermediate_size=192,
+                  shared_expert_intermediate_size=384, full_attention_interval=4),
+    "tiny": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
+                 linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
+                 num_experts=8, num_experts_per_tok=2, moe_intermediate_size=32,
+                 shared_expert_intermediate_size=48, full_attention_interval=2),
+}
+
+
+def text_config(geometry: str, vocab: int, bos: int, eos: int) -> Qwen3_5MoeTextConfig:
+    g = dict(GEOMETRIES[geometry])
+    every = g.pop("full_attention_interval")
+    n = g["num_hidden_layers"]
+    g["layer_types"] = ["full_attention" if (i + 1) % every == 0 else "linear_attention"
+                        for i in range(n)]
+    return Qwen3_5MoeTextConfig(
+        vocab_size=vocab, linear_conv_kernel_dim=4, rms_norm_eps=1e-6,
+        max_position_embeddings=4096, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 10000000.0,
+                         "partial_rotary_factor": 0.25, "mrope_section": [2, 1, 1] if
+                         g["head_dim"] == 16 else [6, 5, 5], "mrope_interleaved": True},
+        bos_token_id=bos, eos_token_id=eos, pad_token_id=None,
+        attn_implementation="eager", **g)
+
+
+class CloverTrainModel(torch.nn.Module):
+    def __init__(self, cfg: Qwen3_5MoeTextConfig, seed: int = 0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.lm = Qwen3_5MoeForCausalLM(cfg)
+        self.cfg = cfg
+        nk, nv = cfg.linear_num_key_heads, cfg.linear_num_value_heads
+        conv_dim = 2 * nk * cfg.linear_key_head_dim + nv * cfg.linear_value_head_dim
+        k = cfg.linear_conv_kernel_dim
+        self.gdn_layers = [i for i, t in enumerate(cfg.layer_types) if t == "linear_attention"]
+        # Extras start where a preview is a causal-ish read: small right taps,
+        # a history slot that holds about half the mass.
+        self.conv_right = torch.nn.ParameterDict()
+        self.logit_scale = torch.nn.ParameterDict()
+        self.history_bias = torch.nn.ParameterDict()
+        self.history_c = torch.nn.ParameterDict()
+        for li in self.gdn_layers:
+            s = str(li)
+            self.conv_right[s] = torch.nn.Parameter(0.02 * torch.randn(conv_dim, k - 1))
+            self.logit_scale[s] = torch.nn.Parameter(torch.full((nv,), 4.0))
+            self.history_bias[s] = torch.nn.Parameter(torch.full((nv,), 2.0))
+            self.history_c[s] = torch.nn.Parameter(torch.full((nv,), 0.5))
+
+    # ---- Gated DeltaNet ----
+
+    @staticmethod
+    def chunk_delta(q, k, v, beta, g, chunk: int):
+        """Chunked gated delta rule, q/k L2-normed, q already scaled.
+        q,k [N,T,h,dk]; v [N,T,h,dv]; beta,g [N,T,h]; T % chunk == 0.
+        Returns out [N,T,h,dv] and the state at every chunk start [N,T/chunk,h,dk,dv].
+        Per chunk, with G the in-chunk cumulative log decay and S0 the carried state,
+        the deltas d_t = beta_t (v_t - e^{G_t} S0^T k_t - sum_{s<t} e^{G_t-G_s}(k_t.k_s) d_s)
+        solve one unit lower-triangular system; then
+        o_t = e^{G_t} S0^T q_t + sum_{s<=t} e^{G_t-G_s}(q_t.k_s) d_s."""
+        n, t, h, dk = k.shape
+        dv = v.shape[-1]
+        c = chunk
+        m = t // c
+        f = lambda x: x.reshape(n, m, c, h, *x.shape[3:]).transpose(2, 3)  # noqa: E731  [N,m,h,c,..]
+        q, k, v = f(q), f(k), f(v)
+        beta, g = f(beta), f(g)                                        # [N,m,h,c]
+        gc = g.cumsum(-1)
+        diff = gc[..., :, None] - gc[..., None, :]                     # G_t - G_s
+        lower = torch.tril(torch.ones(c, c, dtype=torch.bool, device=q.device))
+        strict = torch.tril(lower, -1)
+        decay = torch.where(lower, diff, diff.new_full((), -math.inf)).exp()  # [N,m,h,c,c]
+        kk = k @ k.transpose(-1, -2)
+        a = torch.where(strict, beta[..., None] * decay * kk, kk.new_zeros(()))
+        eye = torch.eye(c, dtype=q.dtype, device=q.device)
+        qk_dec = (q @ k.transpose(-1, -2)) * decay                     # [N,m,h,c,c] (s<=t)
+        eg = gc.exp()[..., None]                                       # e^{G_t}
+        s = q.new_zeros(n, h, dk, dv)
+        outs, states = [], []
+        for j in range(m):
+            states.append(s)
+            rhs = beta[:, j, ..., None] * (v[:, j] - eg[:, j] * (k[:, j] @ s))
+            d = torch.linalg.solve_triangular(eye + a[:, j], rhs, upper=False, unitriangular=True)
+            outs.append(eg[:, j] * (q[:, j] @ s) + qk_dec[:, j] @ d)
+            last = gc[:, j, :, -1]                                     # G_C  [N,h]
+            wk = (last[..., None] - gc[:, j]).exp()[..., None] * k[:, j]   # e^{G_C-G_s} k_s
+            s = last.exp()[..., None, None] * s + wk.transpose(-1, -2) @ d
+        out = torch.stack(outs, 1).transpose(2, 3).reshape(n, t, h, dv)
+        return out, torch.stack(states, 1)
+
+    def _gdn(self, li, mod, xc, xn, block):
+        """Both streams of one GDN layer. xc, xn: norm_in(h) [N,T,H]."""
+        n, t, _ = xc.shape
+        nk, nv, dk, dv = mod.num_k_heads, mod.num_v_heads, mod.head_k_dim, mod.head_v_dim
+        kk = mod.conv_kernel_size
+        m = t // block
+        rep = nv // nk
+        w = mod.conv1d.weight[:, 0, :]                                 # [C][K]
+        Xc = mod.in_proj_qkv(xc)                                       # [N,T,C]
+        Xn = mod.in_proj_qkv(xn)
+        C = Xc.shape[-1]
+        # causal conv on the clean stream
+        Xcp = torch.cat([Xc.new_zeros(n, kk - 1, C), Xc], 1)           # [N,T+K-1,C]
+        yc = sum(w[:, j] * Xcp[:, j:j + t] for j in range(kk))
+        yc = F.silu(yc)
+        # the block conv: left taps over [ring; block], right taps inside the block
+        idx = (torch.arange(m, device=xc.device) * block)[:, None] + \
+            torch.arange(kk - 1, device=xc.device)[None]               # ring rows in Xcp
+        ring = Xcp[:, idx]                                             # [N,m,K-1,C]
+        Xb = Xn.reshape(n, m, block, C)
+        e = torch.cat([ring, Xb], 2)
+        xpad = torch.cat([Xb, Xb.new_zeros(n, m, kk - 1, C)], 2)
+        wr = self.conv_right[str(li)]
+        yb = sum(w[:, j] * e[:, :, j:j + block] for j in range(kk)) + \
+            sum(wr[:, j - 1] * xpad[:, :, j:j + block] for j in range(1, kk))
+        yn = F.silu(yb).reshape(n, t, C)
+
+        def qkv(y):
+            q, k, v = torch.split(y, [nk * dk, nk * dk, nv * dv], dim=-1)
+            q = l2norm(q.reshape(n, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
+            k = l2norm(k.reshape(n, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
+            return q, k, v.reshape(n, t, nv, dv)
+
+        # clean: the causal recurrence, chunked at the block size
+        q, k, v = qkv(yc)
+        beta = mod.in_proj_b(xc).sigmoid()
+        g = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xc).float() + mod.dt_bias)
+        oc, states = self.chunk_delta(q * dk ** -0.5, k, v, beta, g, block)
+        # noisy: the block operator of SPEC 2.1 (ln(b/B) = 0 at the trained size)
+        q, k, v = qkv(yn)
+        gn = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xn).float() + mod.dt_bias)
+        qb = q.reshape(n, m, block, nv, dk).transpose(2, 3)            # [N,m,h,b,dk]
+        kb = k.reshape(n, m, block, nv, dk).transpose(2, 3)
+        vb = v.reshape(n, m, block, nv, dv).transpose(2, 3)
+        gb = gn.reshape(n, m, block, nv).transpose(2, 3)               # [N,m,h,b]
+        ls = self.logit_scale[str(li)][:, None, None]
+        s_block = ls * (qb @ kb.transpose(-1, -2))                     # [N,m,h,b,b]
+        s_hist = self.history_bias[str(li)][:, None] + self.history_c[str(li)][:, None] * gb
+        p = torch.softmax(torch.cat([s_block, s_hist[..., None]], -1).float(), -1)
+        u = (qb * dk ** -0.5) @ states                                 # S^T q  [N,m,h,b,dv]
+        on = p[..., :block] @ vb + p[..., block:] * u
+        on = on.transpose(2, 3).reshape(n, t, nv, dv)
+
+        def out(o, x):
+            z = mod.in_proj_z(x).reshape(-1, dv)
+            return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(n, t, nv * dv))
+        return out(oc, xc), out(on, xn)
+
+    # ---- gated full attention ----
+
+    @staticmethod
+    def _attn(mod, xc, xn, cos, sin, block):
+        n, t, _ = xc.shape
+
+        def proj(x):
+            shp = (n, t, -1, mod.head_dim)
+            q, gate = torch.chunk(mod.q_proj(x).view(n, t, -1, mod.head_dim * 2), 2, dim=-1)
+            q = mod.q_norm(q.reshape(shp)).transpose(1, 2)
+            k = mod.k_norm(mod.k_proj(x).view(shp)).transpose(1, 2)
+            v = mod.v_proj(x).view(shp).transpose(1, 2)
+            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            return q, k, v, gate.reshape(n, t, -1)
+
+        qc, kc, vc, gc = proj(xc)
+        qn, kn, vn, gn = proj(xn)
+        rep = qc.shape[1] // kc.shape[1]
+        kc, vc, kn, vn = (x.repeat_interleave(rep, 1) for x in (kc, vc, kn, vn))
+        oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True, scale=mod.scaling)
+        blk = torch.arange(t, device=xc.device) // block
+        seen = torch.cat([blk[None, :] < blk[:, None],                 # clean keys before the block
+                          blk[None, :] == blk[:, None]], 1)            # the whole block
+        on = F.scaled_dot_product_attention(qn, torch.cat([kc, kn], 2), torch.cat([vc, vn], 2),
+                                            attn_mask=seen, scale=mod.scaling)
+        f = lambda o, g: mod.o_proj(o.transpose(1, 2).reshape(n, t, -1) * torch.sigmoid(g))  # noqa
+        return f(oc, gc), f(on, gn)
+
+    def forward(self, ids: torch.Tensor, noisy: torch.Tensor | None, block: int):
+        """ids [N,T] (T % block == 0); noisy [N,T] the same with masked rows, or
+        None for the causal stream alone. Returns (causal logits, preview logits)."""
+        m = self.lm.model
+        n, t = ids.shape
+        hc = m.embed_tokens(ids)
+        hn = m.embed_tokens(noisy) if noisy is not None else None
+        pos = torch.arange(t, device=ids.device).view(1, 1, -1).expand(3, n, -1)
+        cos, sin = m.rotary_emb(hc, pos)
+        for li, layer in enumerate(m.layers):
+            xc = layer.input_layernorm(hc)
+            xn = layer.input_layernorm(hn) if hn is not None else xc
+            if layer.block_type == "linear_attention":
+                a, b = self._gdn(li, layer.linear_attn, xc, xn, block)
+            else:
+                a, b = self._attn(layer.self_attn, xc, xn, cos, sin, block)
+            hc = hc + a
+            hc = hc + layer.mlp(layer.post_attention_layernorm(hc))
+            if hn is not None:
+                hn = hn + b
+                hn = hn + layer.mlp(layer.post_attention_layernorm(hn))
+        lc = self.lm.lm_head(m.norm(hc))
+        ln = self.lm.lm_head(m.norm(hn)) if hn is not None else None
+        return lc, ln
