@@ -103,7 +103,8 @@ static void test_q4_k(void) { same_bytes(QUANT_Q4_K, "q4_k"); }
 static void test_q5_k(void) { same_bytes(QUANT_Q5_K, "q5_k"); }
 
 int main(void) {
-    if (!quant_simd_active()) TEST_SKIP("the CPU lacks AVX2, FMA or F16C (or CLOVER_NO_SIMD is set): no fast quantiser to compare");
+    if (!quant_simd_active())
+        TEST_SKIP("the CPU lacks AVX2, FMA or F16C (or CLOVER_NO_SIMD is set): no fast quantiser to compare");
     RUN(test_q4_k);
     RUN(test_q5_k);
     return TEST_EXIT();
