@@ -156,6 +156,11 @@ static const quantize_fn quantizers[N_KERNELS] = {
     quant_quantize_q4_k, quant_quantize_q5_k, quant_quantize_q6_k,
 };
 
+static const quantize_fn quantizers_scalar[N_KERNELS] = {
+    quant_quantize_f32,         quant_quantize_f16,         quant_quantize_bf16, quant_quantize_q8_0,
+    quant_quantize_q4_k_scalar, quant_quantize_q5_k_scalar, quant_quantize_q6_k,
+};
+
 static const kernels kernels_avx2[N_KERNELS] = {
     {quant_dequant_f32_scalar, quant_dot_f32_avx2}, {quant_dequant_f16_avx2, quant_dot_f16_avx2},
     {quant_dequant_bf16_avx2, quant_dot_bf16_avx2}, {quant_dequant_q8_0_avx2, quant_dot_q8_0_avx2},
@@ -223,6 +228,12 @@ void quant_quantize_row(uint32_t type, const float *src, void *dst, size_t n) {
     int k;
     if (!call_ok(type, n, &k)) return;
     quantizers[k](src, dst, n);
+}
+
+void quant_quantize_row_scalar(uint32_t type, const float *src, void *dst, size_t n) {
+    int k;
+    if (!call_ok(type, n, &k)) return;
+    quantizers_scalar[k](src, dst, n);
 }
 
 float quant_dot(uint32_t type, const void *row, const float *x, size_t n) {

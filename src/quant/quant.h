@@ -65,6 +65,7 @@ float quant_dot(uint32_t type, const void *row, const float *x, size_t n);
 
 /* The scalar oracles of the above. */
 void quant_dequantize_row_scalar(uint32_t type, const void *src, float *dst, size_t n);
+void quant_quantize_row_scalar(uint32_t type, const float *src, void *dst, size_t n);
 float quant_dot_scalar(uint32_t type, const void *row, const float *x, size_t n);
 
 /* ---- 8-bit activations: the integer dot products ----

@@ -122,6 +122,13 @@ void quant_quantize_q8_0(const float *src, void *dst, size_t n);
 void quant_quantize_q4_k(const float *src, void *dst, size_t n);
 void quant_quantize_q5_k(const float *src, void *dst, size_t n);
 void quant_quantize_q6_k(const float *src, void *dst, size_t n);
+/* Q4_K/Q5_K without the AVX2 search: the oracle for quantize_avx2.c. */
+void quant_quantize_q4_k_scalar(const float *src, void *dst, size_t n);
+void quant_quantize_q5_k_scalar(const float *src, void *dst, size_t n);
+/* The scale/min search of the 8 sub-blocks of one Q4_K/Q5_K super-block
+ * (quantize_avx2.c): finite values without -0 only; after the CPU check. */
+void quant_fit_k4_avx2(const float *x, int nmax, float rmin, int nstep, uint8_t *L, float *sub_scale,
+                       float *sub_min);
 
 /* 8-bit activations: scalar oracles (act_scalar.c) and AVX2 (act_avx2.c).
  * The quantisers of the two agree bit for bit. The dots take the

@@ -11,6 +11,10 @@
  * sub-block scales are then themselves quantised to 6 or 8 bits under an f16
  * super-scale, and every value is re-rounded against the scale actually
  * stored. Quality matches llama.cpp; bits need not.
+ *
+ * The Q4_K/Q5_K search has an AVX2 twin (quantize_avx2.c) that gives the
+ * same bytes; quant_quantize_row_scalar always takes this file's path, the
+ * oracle the twin is tested against.
  */
 #include <math.h>
 
@@ -126,10 +130,9 @@ static void k4_pack_scale_min(uint8_t *scales, int j, int sc, int m) {
 
 /* The shared part of Q4_K and Q5_K: scales, mins and the values L (0..nmax)
  * of one super-block. Writes d, dmin and scales through the pointers. */
-static void quantize_k4_block(const float *x, int nmax, float rmin, int nstep, uint8_t *d_out, uint8_t *dmin_out,
-                              uint8_t *scales, uint8_t *L) {
-    float sub_scale[8], sub_min[8], w[32];
-    float max_scale = 0, max_min = 0;
+static void fit_k4_scalar(const float *x, int nmax, float rmin, int nstep, uint8_t *L, float *sub_scale,
+                          float *sub_min) {
+    float w[32];
     for (int j = 0; j < 8; j++) {
         const float *xs = x + 32 * j;
         float sum_x2 = 0;
@@ -137,6 +140,33 @@ static void quantize_k4_block(const float *x, int nmax, float rmin, int nstep, u
         const float rms = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++) w[l] = rms + fabsf(xs[l]);
         sub_scale[j] = fit_scale_min(32, nmax, xs, w, L + 32 * j, &sub_min[j], rmin, 0.1f, nstep);
+    }
+}
+
+/* The AVX2 search (quantize_avx2.c) matches the scalar one bit for bit on
+ * finite values other than -0 (where fminf/fmaxf may pick either zero and
+ * min_ps/max_ps pick by position); any other block takes the scalar path. */
+static bool k4_block_plain(const float *x) {
+    for (int i = 0; i < QUANT_QK_K; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        if ((u & 0x7f800000u) == 0x7f800000u || u == 0x80000000u) return false;
+    }
+    return true;
+}
+
+static void quantize_k4_block(const float *x, int nmax, float rmin, int nstep, bool simd, uint8_t *d_out,
+                              uint8_t *dmin_out, uint8_t *scales, uint8_t *L) {
+    float sub_scale[8], sub_min[8];
+    float max_scale = 0, max_min = 0;
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd && k4_block_plain(x))
+        quant_fit_k4_avx2(x, nmax, rmin, nstep, L, sub_scale, sub_min);
+    else
+#endif
+        fit_k4_scalar(x, nmax, rmin, nstep, L, sub_scale, sub_min);
+    (void)simd;
+    for (int j = 0; j < 8; j++) {
         max_scale = fmaxf(max_scale, sub_scale[j]);
         max_min = fmaxf(max_min, sub_min[j]);
     }
@@ -162,21 +192,21 @@ static void quantize_k4_block(const float *x, int nmax, float rmin, int nstep, u
     }
 }
 
-void quant_quantize_q4_k(const float *src, void *dst, size_t n) {
+static void quantize_q4_k(const float *src, void *dst, size_t n, bool simd) {
     block_q4_k *b = dst;
     uint8_t L[QUANT_QK_K];
     for (size_t i = 0; i < n / QUANT_QK_K; i++, b++, src += QUANT_QK_K) {
-        quantize_k4_block(src, 15, -1.0f, 20, b->d, b->dmin, b->scales, L);
+        quantize_k4_block(src, 15, -1.0f, 20, simd, b->d, b->dmin, b->scales, L);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) b->qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
     }
 }
 
-void quant_quantize_q5_k(const float *src, void *dst, size_t n) {
+static void quantize_q5_k(const float *src, void *dst, size_t n, bool simd) {
     block_q5_k *b = dst;
     uint8_t L[QUANT_QK_K];
     for (size_t i = 0; i < n / QUANT_QK_K; i++, b++, src += QUANT_QK_K) {
-        quantize_k4_block(src, 31, -0.5f, 15, b->d, b->dmin, b->scales, L);
+        quantize_k4_block(src, 31, -0.5f, 15, simd, b->d, b->dmin, b->scales, L);
         memset(b->qh, 0, sizeof b->qh);
         for (int c = 0; c < 4; c++) {
             for (int l = 0; l < 32; l++) {
@@ -187,6 +217,11 @@ void quant_quantize_q5_k(const float *src, void *dst, size_t n) {
         }
     }
 }
+
+void quant_quantize_q4_k(const float *src, void *dst, size_t n) { quantize_q4_k(src, dst, n, quant_simd_active()); }
+void quant_quantize_q4_k_scalar(const float *src, void *dst, size_t n) { quantize_q4_k(src, dst, n, false); }
+void quant_quantize_q5_k(const float *src, void *dst, size_t n) { quantize_q5_k(src, dst, n, quant_simd_active()); }
+void quant_quantize_q5_k_scalar(const float *src, void *dst, size_t n) { quantize_q5_k(src, dst, n, false); }
 
 /* Symmetric fit x[i] ~ scale * l[i], l in -nmax..nmax-1, minimising the
  * x^2-weighted squared error over 19 grid spacings around nmax/amax.
