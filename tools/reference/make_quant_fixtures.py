@@ -175,6 +175,13 @@ def k_fixture(out: str, clover: str) -> None:
         base = json.load(f)
     causal_ids = base["causal"]["ids"]
     previews = [{k: p[k] for k in ("name", "block_ids", "record_block_size", "coreset")} for p in base["preview"]]
+    # A two-row preview: every product in it has at most two rows, so under
+    # act8 clover's integer path runs everywhere a quantised weight is (Q4_K
+    # experts, Q8_0 attention/GDN/shared expert, Q6_K output); the 31-, 8-
+    # and 4-row passes keep f32 activations throughout (no expert gets <= 2
+    # rows there: their act8 and f32 sets are the same numbers).
+    previews.append({"name": "preview_b2", "block_ids": previews[-1]["block_ids"][:2],
+                     "record_block_size": 8, "coreset": False})
     fx = FixtureDir(os.path.join(out, "tiny_clover_k"))
     gguf_path = os.path.join(fx.path, "model.gguf")
     with tempfile.TemporaryDirectory() as tmp:
