@@ -12,9 +12,10 @@
  * once at its end.
  *
  * Preview (block diffusion) is issue 14: on this backend it reports
- * CLOVER_E_UNSUPPORTED. The table has contract v1's one-sequence shape
- * (cpu_solo_ops of backend_cpu_solo.h); the engine's batched contract v2 is
- * not wired to it yet (engine/backend_select.c).
+ * CLOVER_E_UNSUPPORTED. This table has contract v1's one-sequence shape
+ * (cpu_solo_ops of backend_cpu_solo.h, for the tests that compare one
+ * sequence with the CPU); the engine runs on backend_cuda_v2.c's batched
+ * table, which calls this commit per sequence.
  */
 #include <math.h>
 #include <string.h>
@@ -68,8 +69,8 @@ static int decode_step(backend_session *s, float *last_logits, clover_error *err
     return CLOVER_OK;
 }
 
-static int backend_cuda_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
-                               backend_pass_stats *stats, clover_error *err) {
+int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
+                     backend_pass_stats *stats, clover_error *err) {
     if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
     backend_commit_out none = {0};
     if (!out) out = &none;
@@ -140,7 +141,7 @@ const cpu_solo_ops cuda_solo = {
     .session_create = backend_cuda_session_create,
     .session_free = backend_cuda_session_free,
     .session_length = backend_cuda_session_length,
-    .commit = backend_cuda_commit,
+    .commit = cuda_solo_commit,
     .preview = backend_cuda_preview,
     .preview_debug = NULL,
     .reset = backend_cuda_reset,

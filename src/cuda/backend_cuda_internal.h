@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "cpu/backend_cpu_solo.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gdn.h"
 #include "model/model.h"
@@ -117,6 +118,8 @@ struct backend_session {
     bool fp32;                  /* every weight matrix is F32/F16/BF16: FP32 products in chunks too */
     void *decode_graph;         /* the one-row decode step (last logits), captured on first use */
     bool graph_failed;          /* capture unavailable: decode runs eagerly */
+    struct backend *be;         /* the v2 backend it was made on (NULL: a cuda_solo session) */
+    uint64_t epoch;             /* bumped by reset, import and restore: tells stale checkpoints */
 };
 
 /* backend_cuda_session.c */
@@ -125,6 +128,12 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
 void backend_cuda_session_free(backend_session *s);
 size_t backend_cuda_session_length(const backend_session *s);
 void backend_cuda_reset(backend_session *s);
+
+/* backend_cuda.c: one sequence's commit (contract v1's shape), which the
+ * batched commit of backend_cuda_v2.c runs per sequence. Every argument is
+ * checked before anything is enqueued. */
+int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
+                     backend_pass_stats *stats, clover_error *err);
 
 /* backend_cuda_state.c */
 size_t backend_cuda_state_bytes(const backend_session *s);

@@ -313,6 +313,7 @@ size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_p
 void backend_cuda_reset(backend_session *s) {
     if (!s) return;
     s->n_past = 0;
+    s->epoch++; /* checkpoints saved before the reset are stale */
     zero_states(s, NULL); /* a failure here resurfaces at the next pass's first call */
 }
 

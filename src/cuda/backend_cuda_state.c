@@ -100,5 +100,6 @@ int backend_cuda_state_import(backend_session *s, const void *buf, size_t len, c
         }
     }
     s->n_past = (size_t)n;
+    s->epoch++; /* checkpoints saved before the import are stale */
     return CLOVER_OK;
 }

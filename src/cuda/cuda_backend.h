@@ -1,6 +1,6 @@
 /*
  * cuda_backend.h: the CUDA backend as the rest of the library sees it (only
- * in builds with CLOVER_HAVE_CUDA): the one-sequence ops table, whether a model can run
+ * in builds with CLOVER_HAVE_CUDA): the v2 ops table, the one-sequence table, whether a model can run
  * on it here, and the device report of `clover info --device`.
  */
 #ifndef CLOVER_CUDA_CUDA_BACKEND_H
@@ -11,8 +11,12 @@
 #include "backend.h"
 #include "cpu/backend_cpu_solo.h"
 
+/* Contract v2's table (backend_cuda_v2.c): what the engine runs on. */
+extern const backend_ops backend_cuda;
+
 /* The passes over one sequence at a time, in contract v1's shape (the
- * table type of backend_cpu_solo.h); the v2 wiring is still to come. */
+ * table type of backend_cpu_solo.h), for tests that compare one sequence
+ * with the CPU's cpu_solo. */
 extern const cpu_solo_ops cuda_solo;
 
 /* 0 when a device is there and the model's types and shapes are ones the

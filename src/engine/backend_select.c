@@ -4,12 +4,18 @@
  * `clover info --device`. Kept apart from session.c so tests can build
  * sessions over a fake backend without linking any real one.
  *
- * The CUDA backend (src/cuda/, built with CLOVER_HAVE_CUDA) implements
- * passes over one sequence at a time (contract v1's shape, cuda_solo in
- * cuda_backend.h); it is not yet wired to the batched contract v2 the
- * engine runs on, so every public session runs on the CPU for now: AUTO
- * takes the CPU, and CUDA asked for explicitly fails with that reason
- * instead of silently running elsewhere.
+ * Choice: CPU runs everything. CUDA (src/cuda/, built with
+ * CLOVER_HAVE_CUDA; backend_cuda of cuda_backend.h) runs commits, scoring
+ * and autoregressive decoding, but not block diffusion's preview yet
+ * (issue 14). The mode is a request's, not a session's, so the session
+ * decides by the model: AUTO takes CUDA when its probe passes (a device is
+ * there, the model's types are ones the kernels take, the weights fit) and
+ * the model has no block-diffusion record (it can only decode
+ * autoregressively), else the CPU, silently (AUTO promises nothing). CUDA
+ * asked for explicitly runs there or fails with the probe's reason; a
+ * block-diffusion request on such a session fails with the preview's
+ * one-line reason (not supported on CUDA yet, issue 14: use --device cpu or
+ * --ar) rather than moving to the CPU behind the caller's back.
  */
 #include <string.h>
 
@@ -37,18 +43,27 @@ int clover_session_create(clover_session **out, const clover_model *model, const
     int device = params ? params->device : CLOVER_DEVICE_AUTO;
     if (device != CLOVER_DEVICE_AUTO && device != CLOVER_DEVICE_CPU && device != CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_INVALID, "clover_session_create: device %d, expected auto, cpu or cuda", device);
+#ifdef CLOVER_HAVE_CUDA
     if (device == CLOVER_DEVICE_CUDA) {
         if (out) *out = NULL;
-#ifdef CLOVER_HAVE_CUDA
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "clover_session_create: the CUDA backend is built in but not yet wired to the engine's "
-                         "batched backend contract (v2); sessions run on the CPU (--device cpu or auto)");
+        if (!model) return error_set(err, CLOVER_E_INVALID, "clover_session_create: model must not be NULL");
+        int rc = backend_cuda.probe(model, NULL, err);
+        if (rc) {
+            error_prefix(err, "clover_session_create: --device cuda");
+            return rc;
+        }
+        return engine_session_create(out, model, &backend_cuda, params, err);
+    }
+    if (device == CLOVER_DEVICE_AUTO && model && !model->has_record && backend_cuda.probe(model, NULL, NULL) == 0)
+        return engine_session_create(out, model, &backend_cuda, params, err);
 #else
+    if (device == CLOVER_DEVICE_CUDA) {
+        if (out) *out = NULL;
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "clover_session_create: this build has no CUDA backend (no CUDA toolkit at configure, or "
                          "-DCLOVER_CUDA=OFF)");
-#endif
     }
+#endif
     return engine_session_create(out, model, engine_default_backend(), params, err);
 }
 

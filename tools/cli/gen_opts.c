@@ -35,8 +35,9 @@ const char GEN_OPTS_HELP[] =
     "  --no-penalties              block diffusion: no penalties (those given above still apply)\n"
     "  --skip-special              leave control tokens (like <|im_start|>) out of the text\n"
     "  --threads N                 CPU threads (default: every CPU)\n"
-    "  --device auto|cpu|cuda      where the model runs (default auto; today every session\n"
-    "                              runs on the CPU: the CUDA backend is not yet on the engine)\n"
+    "  --device auto|cpu|cuda      where the model runs (default auto: CUDA for a model\n"
+    "                              without the Clover record when a GPU fits it, else the CPU;\n"
+    "                              block diffusion is CPU-only for now, use --ar on cuda)\n"
     "  --max-context N             committed tokens at most (default: the model's context)\n"
     "  --dump-first-preview FILE   write the prompt ids and each row's top-10 logits of\n"
     "                              the first pass as JSON (parity probe)\n";
