@@ -17,6 +17,9 @@
 #    fails (SPEC's bound is 1e-4);
 #  - SPEC 2.1's ln(b/B) history term dropped (selftest_golden_clover_no_ln_ratio,
 #    linked with tests/selftest/fault_no_ln_ratio.c): the golden test fails;
+#  - the scalar Q4_K dequantiser with sub-blocks 0 and 1 swapped
+#    (selftest_golden_quant_q4_k_fault, tests/selftest/fault_q4_k_sub_blocks.c,
+#    run with CLOVER_NO_SIMD=1): the 256-wide q4_k_m golden case fails;
 #  - the shared directory missing (CLOVER_SHARED_DIR pointing nowhere) and
 #    the clover binary missing (CLOVER_BUILD_DIR empty): the Python tests
 #    that need them fail (not skip).
@@ -52,7 +55,7 @@ expect() {
   fi
 }
 
-for t in selftest_harness_cases selftest_golden_clover_no_ln_ratio; do
+for t in selftest_harness_cases selftest_golden_clover_no_ln_ratio selftest_golden_quant_q4_k_fault; do
   [ -x "$tools/$t" ] || { echo "selftest: $tools/$t is not built (cmake --build $build)"; exit 1; }
 done
 
@@ -122,6 +125,9 @@ with open(sys.argv[1], "wb") as f:
 EOF
 expect "one fixture logit perturbed by 1e-3 of its scale" red golden "$tmp/src" "$build/tests/test_golden_clover"
 expect "ln(b/B) term dropped" red golden "$root" "$tools/selftest_golden_clover_no_ln_ratio"
+golden_no_simd() { CLOVER_NO_SIMD=1 golden "$@"; }
+expect "Q4_K dequantiser: sub-blocks 0 and 1 swapped (CLOVER_NO_SIMD=1, tiny_clover_k)" red \
+  golden_no_simd "$root" "$tools/selftest_golden_quant_q4_k_fault"
 
 rm -rf "$tmp/src/tests/fixtures/tiny_clover"
 for t in test_golden_clover test_golden_generate test_golden_quant test_backend_cpu test_engine_snapshot test_text_api; do

@@ -570,6 +570,8 @@ def main() -> None:
     for name in ("tiny_clover", "tiny_ar", "tiny_interop", "tokenizer", "tiny_clover_quant"):
         if not only or name in only:
             shutil.rmtree(os.path.join(args.out, name), ignore_errors=True)
+            if name == "tiny_clover_quant":   # its 256-wide K-quant sibling, same script
+                shutil.rmtree(os.path.join(args.out, "tiny_clover_k"), ignore_errors=True)
     dirs = build_models(args.out, only)
     if not only or "tiny_clover" in only:
         tokenizer_fixture(args.out, dirs["tiny_clover"])
@@ -580,6 +582,7 @@ def main() -> None:
         interop_fixture(args.out, dirs["tiny_interop"])
     if not only or "tiny_clover_quant" in only:
         make_quant_fixtures.quant_fixture(args.out, args.clover)   # needs tiny_clover written
+        make_quant_fixtures.k_fixture(args.out, args.clover)
     if not only and os.path.realpath(args.out) == os.path.realpath(DEFAULT_OUT):
         machine.record(machine.fingerprint())   # where these bytes are reproducible
     print(f"make_fixtures: wrote {args.out}")

@@ -14,6 +14,11 @@ states the rule), so SPEC's 1e-4 bound applies again. Two sets per file:
 another CPU). Passes: the causal commit of tiny_clover's prompt and its
 three previews (the same ids as tiny_clover/manifest.json).
 
+tiny_clover is 64 wide, so q4_k_m falls back to Q8_0 there; the K-quant
+path is tests/fixtures/tiny_clover_k/ (k_fixture): a 256-wide model whose
+q4_k_m file has Q4_K experts and token_embd and a Q6_K output, committed as
+the GGUF clover wrote, with the same two sets of expected values.
+
 Rows whose router top-k gap (k-th minus (k+1)-th router logit, over the
 experts the row may use) is below MIN_ROUTER_GAP in some layer could route
 differently under a last-bit difference; they are listed (`loose_rows`),
@@ -158,16 +163,85 @@ def quant_fixture(out: str, clover: str) -> None:
     fx.manifest(man)
 
 
+def k_fixture(out: str, clover: str) -> None:
+    """tests/fixtures/tiny_clover_k/: a 256-wide model (tiny_models.CLOVER_K_TEXT)
+    converted by clover --type q4_k_m, so its experts and token_embd really are
+    Q4_K and output Q6_K (tiny_clover is too narrow for any K-quant). The file
+    itself is committed (model.gguf; the bf16 checkpoint would be ~3 MB), with
+    the reference's logits on its dequantised weights, both rules."""
+    from clover_ref import tiny_models
+    set_deterministic()
+    with open(os.path.join(out, "tiny_clover", "manifest.json")) as f:
+        base = json.load(f)
+    causal_ids = base["causal"]["ids"]
+    previews = [{k: p[k] for k in ("name", "block_ids", "record_block_size", "coreset")} for p in base["preview"]]
+    # A two-row preview: every product in it has at most two rows, so under
+    # act8 clover's integer path runs everywhere a quantised weight is (Q4_K
+    # experts, Q8_0 attention/GDN/shared expert, Q6_K output); the 31-, 8-
+    # and 4-row passes keep f32 activations throughout (no expert gets <= 2
+    # rows there: their act8 and f32 sets are the same numbers).
+    previews.append({"name": "preview_b2", "block_ids": previews[-1]["block_ids"][:2],
+                     "record_block_size": 8, "coreset": False})
+    fx = FixtureDir(os.path.join(out, "tiny_clover_k"))
+    gguf_path = os.path.join(fx.path, "model.gguf")
+    with tempfile.TemporaryDirectory() as tmp:
+        hf_dir = os.path.join(tmp, "hf")
+        tiny_models.build_clover(hf_dir, seed=tiny_models.SEED_CLOVER_K, text=tiny_models.CLOVER_K_TEXT,
+                                 full_attention_interval=2)
+        for fn in ("tokenizer.json", "tokenizer_config.json"):
+            with open(os.path.join(out, "tiny_clover", "hf", fn), "rb") as src, \
+                    open(os.path.join(hf_dir, fn), "wb") as dst:
+                dst.write(src.read())
+        convert(clover, hf_dir, "q4_k_m", gguf_path)
+        cm = CloverModel(hf_dir)
+        qw = quant.QuantisedWeights(cm, gguf_path)
+        qw.load()
+        types = {n: t for n, t, _ in qw.report}
+        for need, t in (("blk.0.ffn_gate_exps.weight", "Q4_K"), ("blk.1.ffn_down_exps.weight", "Q4_K"),
+                        ("token_embd.weight", "Q4_K"), ("output.weight", "Q6_K")):
+            if types.get(need) != t:
+                raise SystemExit(f"tiny_clover_k: {need} is {types.get(need)}, want {t}")
+        man = {
+            "format": 1,
+            "description": "A 256-wide tiny Clover model converted by clover --type q4_k_m (model.gguf), "
+                           "and the reference on it: transformers with the file's own weights dequantised "
+                           "by llama.cpp's gguf package, clover's 8-bit activation rounding where clover "
+                           "applies it (rule act8) or nowhere (rule f32). Written by "
+                           "tools/reference/make_quant_fixtures.py.",
+            "gguf": "model.gguf",
+            "tensor_digest": tensor_digest(gguf_path),
+            "tensors": types,
+            "worst_weight_rel_rms": max(r for _, _, r in qw.report),
+            "min_router_gap": MIN_ROUTER_GAP,
+            "causal_ids": causal_ids,
+            "previews": previews,
+        }
+        for rule in RULES:
+            res = run_rule(cm, qw, rule, causal_ids, previews)
+            r_entry = {}
+            for case, (lg, gaps) in res.items():
+                loose = [int(i) for i in np.nonzero(gaps < MIN_ROUTER_GAP)[0]]
+                r_entry[case] = {"logits": fx.array(f"{rule}_{case}_logits", lg),
+                                 "loose_rows": loose, "min_router_gap": finite_or_none(float(np.min(gaps)))}
+                print(f"tiny_clover_k {rule} {case}: {len(lg)} rows, smallest router gap {np.min(gaps):.3g}, "
+                      f"loose rows {loose}")
+            man[rule] = r_entry
+    fx.manifest(man)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "fixtures"))
     ap.add_argument("--clover", default=os.path.join(REPO, "build", "clover"),
                     help="the clover binary whose converter writes the quantised files")
+    ap.add_argument("--k-only", action="store_true", help="write only tests/fixtures/tiny_clover_k")
     args = ap.parse_args()
     if not os.path.exists(args.clover):
         raise SystemExit(f"{args.clover}: no clover binary (build it, or pass --clover)")
     hf_logging.set_verbosity_error()
-    quant_fixture(args.out, args.clover)
+    if not args.k_only:
+        quant_fixture(args.out, args.clover)
+    k_fixture(args.out, args.clover)
 
 
 if __name__ == "__main__":

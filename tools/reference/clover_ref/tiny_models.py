@@ -92,6 +92,17 @@ INTEROP_TEXT = dict(
     pad_token_id=None,
 )
 
+# tiny_clover_k: 256 wide, so q4_k_m's K-quant rows (256 per block) fit where
+# convert_policy.c puts them: routed experts' gate/up/down (moe_intermediate
+# 256) and token_embd Q4_K, output Q6_K; attention, GDN and the shared expert
+# (intermediate 32: Q8_0 either way) stay Q8_0, norms/router/conv F32. Two
+# layers (one GDN, one gated attention) and four experts keep it small.
+CLOVER_K_TEXT = dict(CLOVER_TEXT, hidden_size=256, num_hidden_layers=2,
+                     layer_types=["linear_attention", "full_attention"],
+                     num_experts=4, num_experts_per_tok=2, moe_intermediate_size=256,
+                     shared_expert_intermediate_size=32)
+SEED_CLOVER_K = 20240614
+
 TINY_VISION = dict(depth=1, hidden_size=16, intermediate_size=32, num_heads=2, patch_size=2,
                    temporal_patch_size=2, spatial_merge_size=2, out_hidden_size=64,
                    num_position_embeddings=16)
@@ -222,10 +233,12 @@ def generation_config() -> GenerationConfig:
 
 
 def build_clover(out_dir: str, head_gain: float = 6.0, seed: int = SEED_CLOVER,
-                 record: dict | None = None) -> None:
+                 record: dict | None = None, text: dict | None = None,
+                 full_attention_interval: int = 3) -> None:
     pin_cpu()   # _tie_specials runs the model: its argmax must not depend on threads
-    text = dict(CLOVER_TEXT)
-    cfg = Qwen3_5MoeConfig(text_config=text, vision_config=dict(TINY_VISION),
+    text = dict(text or CLOVER_TEXT)
+    vision = dict(TINY_VISION, out_hidden_size=text["hidden_size"])
+    cfg = Qwen3_5MoeConfig(text_config=text, vision_config=vision,
                            image_token_id=token_id("<|image_pad|>"),
                            video_token_id=token_id("<|video_pad|>"),
                            vision_start_token_id=token_id("<|vision_start|>"),
@@ -252,7 +265,7 @@ def build_clover(out_dir: str, head_gain: float = 6.0, seed: int = SEED_CLOVER,
     c["block_diffusion"] = dict(record or CLOVER_RECORD)
     # Released configs carry the interval beside the explicit layer_types
     # (transformers reads layer_types and does not write the interval back).
-    c["text_config"]["full_attention_interval"] = 3
+    c["text_config"]["full_attention_interval"] = full_attention_interval
     _dump_json(c, cpath)
 
 
