@@ -219,10 +219,26 @@ static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 /* ---- Q8_0 ---- */
 
 typedef struct q8_tile {
-    __m256i absw[TILE_O * KB_8]; /* |w| (vpsignb(w, w)) */
+    __m256i absw[TILE_O * KB_8]; /* |w| (vpsignb(w, w)), [row * KB_8 + block] */
     __m256i w[TILE_O * KB_8];    /* w, for the sign of x */
-    float d[TILE_O * KB_8];
+    __m256 d[TILE_O * KB_8];     /* the block's scale in every lane */
 } q8_tile;
+
+/* One block of 32 against the 4 tile rows: act_avx2.c's q8_dot32 and the
+ * FMA of (d_w * d_x) into the block parity's accumulator. The scale product
+ * is a vector multiply of two broadcasts: the same IEEE product as the
+ * scalar one decode forms. */
+#define Q8_STEP(acc, blk)                                                                                         \
+    do {                                                                                                          \
+        const __m256i qx = load_256(x[blk].qs);                                                                   \
+        const __m256 dx = _mm256_broadcast_ss(&x[blk].d);                                                         \
+        for (size_t i = 0; i < TILE_O; i++) {                                                                     \
+            const size_t t = i * KB_8 + (blk);                                                                    \
+            const __m256i p = _mm256_maddubs_epi16(tile->absw[t], _mm256_sign_epi8(qx, tile->w[t]));              \
+            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(tile->d[t], dx), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), \
+                                     acc[i]);                                                                     \
+        }                                                                                                         \
+    } while (0)
 
 static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
                          q8_tile *tile, pair_acc *acc, int last) {
@@ -232,7 +248,7 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
             const __m256i qw = load_256(row[b].qs);
             tile->w[i * KB_8 + b] = qw;
             tile->absw[i * KB_8 + b] = _mm256_sign_epi8(qw, qw);
-            tile->d[i * KB_8 + b] = load_f16(row[b].d);
+            tile->d[i * KB_8 + b] = _mm256_set1_ps(load_f16(row[b].d));
         }
     }
     const __m256i ones = _mm256_set1_epi16(1);
@@ -244,29 +260,13 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
             a0[i] = kb0 ? pa[i].a : _mm256_setzero_ps();
             a1[i] = kb0 ? pa[i].b : _mm256_setzero_ps();
         }
-        for (size_t b = 0; b < nkb; b += 2) {
-            /* KB_8 is even and tiles start on even blocks, so b is even here and b + 1 odd */
-            {
-                const __m256i qx = load_256(x[b].qs);
-                const float dx = x[b].d;
-                for (size_t i = 0; i < TILE_O; i++) {
-                    const size_t t = i * KB_8 + b;
-                    const __m256i p = _mm256_maddubs_epi16(tile->absw[t], _mm256_sign_epi8(qx, tile->w[t]));
-                    a0[i] = _mm256_fmadd_ps(_mm256_set1_ps(tile->d[t] * dx),
-                                            _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), a0[i]);
-                }
-            }
-            if (b + 1 < nkb) {
-                const __m256i qx = load_256(x[b + 1].qs);
-                const float dx = x[b + 1].d;
-                for (size_t i = 0; i < TILE_O; i++) {
-                    const size_t t = i * KB_8 + b + 1;
-                    const __m256i p = _mm256_maddubs_epi16(tile->absw[t], _mm256_sign_epi8(qx, tile->w[t]));
-                    a1[i] = _mm256_fmadd_ps(_mm256_set1_ps(tile->d[t] * dx),
-                                            _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), a1[i]);
-                }
-            }
+        /* KB_8 is even and tiles start on even blocks, so block b's parity is global */
+        size_t b = 0;
+        for (; b + 2 <= nkb; b += 2) {
+            Q8_STEP(a0, b);
+            Q8_STEP(a1, b + 1);
         }
+        if (b < nkb) Q8_STEP(a0, b);
         if (!last) {
             for (size_t i = 0; i < TILE_O; i++) pa[i].a = a0[i], pa[i].b = a1[i];
             continue;
