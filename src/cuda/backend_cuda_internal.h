@@ -96,6 +96,7 @@ typedef struct cuda_scratch {
     void *cs_work;       /* cuda_moe_coreset scratch */
     uint8_t *kept;       /* [n_layer][E] the last preview's coreset flags */
     uint32_t *kept_count; /* [1] kept experts summed over the layers */
+    uint8_t *used;       /* [n_layer][E] experts routed to, marked when count_experts (benchmarks' floors) */
     float *plog;         /* [R][V] picked rows, forbidden and penalised */
     int32_t *pk_rows;    /* [2R] head rows, then the picked rows' index into logits */
     double *pk_u;        /* [R] draws */
@@ -135,7 +136,8 @@ struct backend_session {
     float *h_pk_conf, *h_pk_ramp;
     uint32_t *h_pk_counts, *h_kept_count;
     bool has_preview;           /* a preview ran: preview_debug has its kept flags */
-    bool preview_coreset;       /* ... and it used the coreset (else every expert counts as kept) */
+    bool preview_coreset;
+    bool count_experts;         /* CLOVER_CUDA_COUNT_EXPERTS: every pass marks sc.used (a diagnostic) */       /* ... and it used the coreset (else every expert counts as kept) */
     size_t preview_b;
     float *dbg_hidden;          /* host [n_layer+1][R][H] when a preview asked for it (preview_debug) */
     void *arena;                /* every device buffer of the session but the KV caches */

@@ -180,6 +180,8 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
                                err))) {
         return rc;
     }
+    if (s->count_experts && cuda_mark_experts(sc->used + il * hp->n_expert, sc->ridx, n * k, s->stream))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", cuda_preview_last_error());
     if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) || (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
         return rc;
     if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;

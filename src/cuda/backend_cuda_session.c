@@ -118,6 +118,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->cs_work = carve(&c, cuda_moe_coreset_work_bytes(R, k));
     sc->kept = carve(&c, (size_t)hp->n_layer * E);
     sc->kept_count = carve(&c, sizeof(uint32_t));
+    sc->used = carve(&c, (size_t)hp->n_layer * E);
     sc->plog = carve(&c, R * V * f);
     sc->pk_rows = carve(&c, 2 * R * 4);
     sc->pk_u = carve(&c, R * sizeof(double));
@@ -241,6 +242,8 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     s->fp32 = backend_cuda_model_is_float(model);
     /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
+    s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
+    if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
     s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
                             (int)hp->ssm_conv_kernel, hp->rms_eps, 1};

@@ -79,6 +79,10 @@ int cuda_moe_coreset(uint8_t *allowed,        // [E]
 int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
                            size_t n_expert, size_t k, void *stream);
 
+/* used[ids[i]] = 1 for n_slots routing slots (a diagnostic: the experts a
+ * pass reads, for the benchmarks' floors). */
+int cuda_mark_experts(uint8_t *used, const int32_t *ids, size_t n_slots, void *stream);
+
 /* dst[i] = src[rows[i]] for n rows of `width` floats (rows: device int32). */
 int cuda_gather_rows(float *dst, const float *src, const int32_t *rows, size_t n, size_t width, void *stream);
 

@@ -223,3 +223,14 @@ extern "C" int cuda_gather_rows(float *dst, const float *src, const int32_t *row
     k_gather<<<g, 256, 0, (cudaStream_t)stream>>>(dst, src, rows, width);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_gather_rows");
 }
+
+__global__ void k_mark(uint8_t *used, const int32_t *ids, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) used[ids[i]] = 1;
+}
+
+extern "C" int cuda_mark_experts(uint8_t *used, const int32_t *ids, size_t n_slots, void *stream) {
+    if (n_slots == 0) return 0;
+    k_mark<<<(unsigned)((n_slots + 255) / 256), 256, 0, (cudaStream_t)stream>>>(used, ids, n_slots);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_mark_experts");
+}
