@@ -303,13 +303,14 @@ static void resolve_vs_cpu(void) {
         backend_resolve_seq g = {.s = t.s[0], .block = gb, .conf = gc, .b = b,
                                  .opts = {.record_block_size = tm.model->record.block_size, .coreset = true,
                                           .coreset_top_p = tm.model->record.coreset_top_p},
-                                 .pick = &pk, .threshold = 0.3f, .rng = &grng, .fixed_at = gf};
+                                 .pick = &pk, .threshold = sampled ? 0.6f : 1.0f, .rng = &grng, .fixed_at = gf};
         backend_resolve_seq r = g;
         r.s = cs, r.block = cbk, r.conf = ccf, r.rng = &crng, r.fixed_at = cf;
         CHECK(backend_cuda.resolve(t.be, &g, 1, NULL, NULL) == 0);
         CHECK(backend_cpu.resolve(cb, &r, 1, NULL, NULL) == 0);
         CHECK_MSG(g.rc == 0 && r.rc == 0, "resolve: %s / %s", g.err.message, r.err.message);
         CHECK_EQ_INT(g.passes, r.passes);
+        if (!sampled) CHECK_EQ_INT(g.passes, b); /* threshold 1: one row a pass */
         CHECK(grng == crng);
         for (size_t i = 0; i < b; i++) {
             CHECK_MSG(gb[i] == cbk[i] && gf[i] == cf[i], "sampled %d row %zu: cuda %d (pass %d), cpu %d (pass %d)",
