@@ -80,11 +80,13 @@
  * are read once per sequence, not once per call. The concatenated-rows
  * pass that shares one read of each weight must keep each row's kernel
  * and reduction order as alone: on the CPU the dense projections, the
- * shared expert, the routed experts and the head go through matmul, whose
- * result for a row depends on the row count of the product (1-2 rows: the
- * fused dot or the 8-bit integer path; 3+: the tiled f32 kernel), so the
- * shared pass must choose the kernel per sequence (by that sequence's own
- * row count), not per product; attention and the GDN mixer are per
+ * shared expert, the routed experts and the head go through matmul. With
+ * AVX2, against Q8_0 / K-quant weights, a row's result does not depend on
+ * the row count of the product (the 8-bit integer path for any count, the
+ * multi-row kernel bit-identical to the one-row dot: test_gemm); against
+ * float weights (and without AVX2) it does (1-2 rows: the fused dot; 3+:
+ * the tiled f32 kernel), so there the shared pass must choose the kernel
+ * per sequence (by that sequence's own row count), not per product; attention and the GDN mixer are per
  * sequence anyway (their state is), the MoE routing is per row, the
  * coreset per block. A device backend states its own guarantee here.
  *
