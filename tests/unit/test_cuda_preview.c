@@ -13,7 +13,8 @@
  *    preview's raw logits: greedy and sampled, forbidden ids, counts,
  *    frequency / presence / repetition, the length and </think> ramps:
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
- *  - two sequences in one preview call equal each alone, bit for bit;
+ *  - two sequences in one preview call equal each alone, bit for bit; the
+ *    preview trunk replayed from its captured graph equals the eager pass;
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -277,6 +278,62 @@ out:
     v2_close(&t);
 }
 
+/* The preview trunk replayed as a graph (a block shape's first pass captures it) equals the eager pass
+ * (CLOVER_CUDA_NO_GRAPH), bit for bit, across positions, block sizes and pending sets. */
+static void graph_equals_eager(void) {
+    const size_t V = tm.model->hp.n_vocab;
+    v2 t;
+    if (v2_open(&t, 8)) goto out;
+    backend_session *eager = NULL;
+    clover_error err = {0};
+    setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
+    CHECK(backend_cuda.session_create(t.be, &eager, &err) == 0);
+    unsetenv("CLOVER_CUDA_NO_GRAPH");
+    if (!eager) goto out;
+    const int32_t mask = tm.model->record.mask_token_id, more[2] = {13, 14};
+    const int32_t prompt[4] = {21, 22, 23, 24};
+    backend_commit_seq c[2] = {{.s = t.s[0], .ids = prompt, .n = 4}, {.s = eager, .ids = prompt, .n = 4}};
+    CHECK(backend_cuda.commit(t.be, c, 2, NULL) == 0);
+    float *lg = malloc(8 * V * 4), *le = malloc(8 * V * 4);
+    const int32_t fb[1] = {mask};
+    backend_pick pk = {.temperature = 0.0f, .forbid = fb, .n_forbid = 1};
+    size_t same = 0, runs = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t b = 4; b <= 8; b += 4)
+            for (int coreset = 0; coreset < 2; coreset++) {
+                int32_t block[8];
+                uint8_t pending[8];
+                for (size_t i = 0; i < b; i++) block[i] = i % 3 ? mask : (int32_t)(30 + i), pending[i] = i % 3 != 0;
+                backend_preview_opts o = {.record_block_size = tm.model->record.block_size, .coreset = coreset != 0,
+                                          .coreset_top_p = tm.model->record.coreset_top_p};
+                int32_t ig[8], ie[8];
+                float cg[8], ce[8];
+                backend_preview_seq q[2] = {
+                    {.s = t.s[0], .block = block, .b = b, .opts = o, .logits = lg},
+                    {.s = eager, .block = block, .b = b, .opts = o, .logits = le}};
+                CHECK(backend_cuda.preview(t.be, q, 2, NULL) == 0);
+                same += !memcmp(lg, le, b * V * 4);
+                backend_preview_seq p2[2] = {
+                    {.s = t.s[0], .block = block, .b = b, .opts = o, .pending = pending, .pick = &pk,
+                     .pick_out = {.id = ig, .conf = cg}},
+                    {.s = eager, .block = block, .b = b, .opts = o, .pending = pending, .pick = &pk,
+                     .pick_out = {.id = ie, .conf = ce}}};
+                CHECK(backend_cuda.preview(t.be, p2, 2, NULL) == 0);
+                for (size_t i = 0; i < b; i++)
+                    if (pending[i]) CHECK(ig[i] == ie[i] && cg[i] == ce[i]);
+                runs++;
+            }
+        backend_commit_seq m[2] = {{.s = t.s[0], .ids = more, .n = 2}, {.s = eager, .ids = more, .n = 2}};
+        CHECK(backend_cuda.commit(t.be, m, 2, NULL) == 0); /* a new position for the graphs' replays */
+    }
+    CHECK_EQ_INT(same, runs);
+    printf("     %zu previews replayed from graphs equal the eager ones bit for bit\n", runs);
+    free(lg), free(le);
+    backend_cuda.session_free(eager);
+out:
+    v2_close(&t);
+}
+
 static void resolve_vs_cpu(void) {
     const size_t b = 8;
     v2 t;
@@ -371,6 +428,7 @@ int main(void) {
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);
+        RUN(graph_equals_eager);
         RUN(resolve_vs_cpu);
         RUN(generate_cases);
     }
