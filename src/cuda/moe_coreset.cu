@@ -57,13 +57,13 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
         if (lane == 0)
             for (int e = 0; e < E; e++) sum += ex[warp][e]; /* the CPU's order */
         sum = __shfl_sync(0xffffffffu, sum, 0);
-        int32_t *idx = tid_ + (size_t)r * k;
+        int32_t chosen[CUDA_ROUTE_MAX_K]; /* in registers: every lane holds the same ids after the reduction */
         for (int j = 0; j < k; j++) {
             float best = -INFINITY;
             int32_t bi = INT32_MAX;
             for (int e = lane; e < E; e += 32) {
                 bool taken = false;
-                for (int q = 0; q < j; q++) taken |= idx[q] == e;
+                for (int q = 0; q < j; q++) taken |= chosen[q] == e;
                 const float v = row[e];
                 if (!taken && (v > best || (v == best && e < bi))) best = v, bi = e;
             }
@@ -72,11 +72,15 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
                 int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
                 if (ob > best || (ob == best && oi < bi)) best = ob, bi = oi;
             }
-            if (lane == 0) {
-                idx[j] = bi < E ? bi : -1;
-                tp_[(size_t)r * k + j] = bi < E ? ex[warp][bi] / sum : 0.0;
-            }
-            __syncwarp();
+            chosen[j] = bi;
+        }
+        if (lane < k) { /* lane j writes slot j (k <= 16 < 32) */
+            int32_t bi = -1;
+            for (int j = 0; j < k; j++)
+                if (j == lane) bi = chosen[j];
+            const bool ok = bi >= 0 && bi < E;
+            tid_[(size_t)r * k + lane] = ok ? bi : -1;
+            tp_[(size_t)r * k + lane] = ok ? ex[warp][bi] / sum : 0.0;
         }
         __syncwarp();
     }
