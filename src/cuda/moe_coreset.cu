@@ -37,12 +37,20 @@ extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
  * expert for the totals and the ranks, one thread for the walk. */
 __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits,
                                                         int n, int E, int k, float top_p, int32_t *tid_,
-                                                        double *tp_) {
-    __shared__ double ex[CS_WARPS][CUDA_ROUTE_MAX_EXPERT]; /* per warp: e^(l - max) of its row; later the fractions */
-    __shared__ double totals[CUDA_ROUTE_MAX_EXPERT];
+                                                        double *tp_, int staged) {
+    /* dynamic shared memory: ex [CS_WARPS][E] (per warp: e^(l - max) of its row; later the fractions),
+     * totals [E], then, when staged, the rows' top-k probabilities [n*k] and ids [n*k] (else in global
+     * memory: tid_ / tp_), so the per-expert sums read shared memory instead of L2 */
+    extern __shared__ double sm[];
+    double *exb = sm, *totals = sm + (size_t)CS_WARPS * E;
+    if (staged) {
+        tp_ = totals + E;
+        tid_ = (int32_t *)(tp_ + (size_t)n * k);
+    }
     __shared__ int32_t order[CUDA_ROUTE_MAX_EXPERT];
     __shared__ double total_s;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    double *ex_w = exb + (size_t)warp * E;
     /* 1. per row: top-k ids over the raw logits (k rounds of the first maximum: the insertion top-k's result,
      * ties to the lower id), their float64 softmax probabilities */
     for (int r = warp; r < n; r += CS_WARPS) {
@@ -51,11 +59,11 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
         for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
         for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
         const double mx = (double)fm;
-        for (int e = lane; e < E; e += 32) ex[warp][e] = exp((double)row[e] - mx);
+        for (int e = lane; e < E; e += 32) ex_w[e] = exp((double)row[e] - mx);
         __syncwarp();
         double sum = 0.0;
         if (lane == 0)
-            for (int e = 0; e < E; e++) sum += ex[warp][e]; /* the CPU's order */
+            for (int e = 0; e < E; e++) sum += ex_w[e]; /* the CPU's order */
         sum = __shfl_sync(0xffffffffu, sum, 0);
         int32_t chosen[CUDA_ROUTE_MAX_K]; /* in registers: every lane holds the same ids after the reduction */
         for (int j = 0; j < k; j++) {
@@ -80,7 +88,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
                 if (j == lane) bi = chosen[j];
             const bool ok = bi >= 0 && bi < E;
             tid_[(size_t)r * k + lane] = ok ? bi : -1;
-            tp_[(size_t)r * k + lane] = ok ? ex[warp][bi] / sum : 0.0;
+            tp_[(size_t)r * k + lane] = ok ? ex_w[bi] / sum : 0.0;
         }
         __syncwarp();
     }
@@ -107,7 +115,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
         total_s = total < 1e-9 ? 1e-9 : total;
     }
     __syncthreads();
-    for (int e = tid; e < E; e += blockDim.x) ex[0][e] = totals[e] / total_s;
+    for (int e = tid; e < E; e += blockDim.x) exb[e] = totals[e] / total_s;
     __syncthreads();
     /* 4. the walk, as cpu_moe_coreset_from_totals */
     if (tid == 0) {
@@ -118,7 +126,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
             const uint8_t keep = (uint8_t)(i == 0 || before < (double)top_p);
             allowed[e] = keep;
             kept += keep;
-            before += ex[0][e];
+            before += exb[e];
         }
         *kept_count += kept;
     }
@@ -133,8 +141,14 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     if (k > n_expert) k = n_expert;
     double *tp = (double *)work;                    /* [n][k] */
     int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
-    k_coreset<<<1, CS_THREADS, 0, (cudaStream_t)stream>>>(allowed, kept_count, logits, (int)n, (int)n_expert, (int)k,
-                                                          top_p, ti, tp);
+    size_t base = ((size_t)CS_WARPS + 1) * n_expert * sizeof(double), stage = n * k * (sizeof(double) + sizeof(int32_t));
+    const int staged = base + stage <= 40 * 1024; /* the static order[] and the limit of 48 KiB */
+    if (base > 40 * 1024) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", n_expert, base);
+        return -1;
+    }
+    k_coreset<<<1, CS_THREADS, base + (staged ? stage : 0), (cudaStream_t)stream>>>(
+        allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
 }
 
