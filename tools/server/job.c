@@ -10,6 +10,8 @@
  */
 #include "job.h"
 
+#include "tool_calls.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -61,6 +63,12 @@ void job_unref(job *j) {
         free(j->stops[i]);
     byte_buf_free(&j->sse);
     free(j->text);
+    free(j->tool_prefix);
+    for (size_t i = 0; i < j->n_tool_names; i++)
+        free(j->tool_names[i]);
+    free(j->tool_names);
+    tool_calls_free(j->calls, j->n_calls);
+    free(j->tool_content);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

@@ -42,6 +42,14 @@ typedef struct job {
     char *stops[SERVER_MAX_STOPS];
     size_t n_stops;
     double t_submit; /* timer: queue wait */
+    /* tool calls (chat with tools, tool_choice not "none"): the content is parsed for them */
+    int tools_on;
+    char *tool_prefix;  /* the call's opening the prompt forced (required / named), or NULL */
+    char **tool_names;  /* [n_tool_names] the declared functions */
+    size_t n_tool_names;
+    int32_t suppress[1]; /* params.suppress_ids: "<tool_call>" under tool_choice "none" */
+    const int32_t *script; /* test hook (--test-script): emitted ids replaced by these, [n_script] */
+    size_t n_script;
 
     volatile int cancel; /* non-zero: stop at the next pass (client gone, shutdown) */
     volatile int shutdown_cut; /* set with cancel by a shutdown past its grace: finish "length", cut "shutdown" */
@@ -62,7 +70,11 @@ typedef struct job {
     size_t text_len;
     size_t reasoning_off, reasoning_len; /* split: the parts of text (answer_stream) */
     size_t content_off, content_len;
-    const char *finish_reason; /* "stop", "length" or "cancelled" */
+    const char *finish_reason; /* "stop", "length", "tool_calls" or "cancelled" */
+    struct tool_call_out *calls; /* tools_on: the parsed calls, [n_calls] (0: the answer is content) */
+    size_t n_calls;
+    char *tool_content; /* tools_on: the content released (the calls' preamble, or all of it), NUL-terminated */
+    size_t tool_content_len;
     int client_cancelled;      /* the client left before the end */
     const char *cut;           /* why a "length" answer was cut short ("shutdown"), or NULL */
     size_t completion_tokens, reused_tokens;

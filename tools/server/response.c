@@ -6,6 +6,8 @@
  */
 #include "response.h"
 
+#include "tool_calls.h"
+
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -61,12 +63,42 @@ static json_t *clover_object(const job *j) {
 
 static json_t *text_value(const char *s, size_t n) { return json_stringn(s ? s : "", s ? n : 0); }
 
-static json_t *chat_message(const job *j) {
+static json_t *chat_message_parts(const job *j, json_t *content) {
     const char *t = j->text ? j->text : "";
-    json_t *content = text_value(t + j->content_off, j->content_len);
     if (!j->split) return json_pack("{s:s,s:o}", "role", "assistant", "content", content);
     return json_pack("{s:s,s:o,s:o}", "role", "assistant", "content", content, "reasoning_content",
                      text_value(t + j->reasoning_off, j->reasoning_len));
+}
+
+/* The call's id: the response's id and the call's place in it (unique per response). */
+static json_t *call_id(const job *j, size_t k) {
+    const char *dash = strchr(j->id, '-');
+    return json_sprintf("call_%s_%zu", dash ? dash + 1 : j->id, k);
+}
+
+/* tool_calls: [{id, type, function: {name, arguments}}] (streamed: each with its index). */
+static json_t *tool_calls_array(const job *j, int with_index) {
+    json_t *a = json_array();
+    for (size_t k = 0; a && k < j->n_calls; k++) {
+        json_t *c = json_pack("{s:o,s:s,s:{s:s,s:s}}", "id", call_id(j, k), "type", "function", "function", "name",
+                              j->calls[k].name, "arguments", j->calls[k].arguments);
+        if (c && with_index) json_object_set_new(c, "index", json_integer((json_int_t)k));
+        json_array_append_new(a, c);
+    }
+    return a;
+}
+
+static json_t *chat_message(const job *j) {
+    const char *t = j->text ? j->text : "";
+    json_t *content = text_value(t + j->content_off, j->content_len);
+    if (j->tools_on) {
+        json_decref(content);
+        content = j->n_calls && !j->tool_content_len ? json_null()
+                                                     : text_value(j->tool_content, j->tool_content_len);
+    }
+    json_t *m = chat_message_parts(j, content);
+    if (m && j->n_calls) json_object_set_new(m, "tool_calls", tool_calls_array(j, 0));
+    return m;
 }
 
 char *response_job_body(const job *j, size_t *len) {
@@ -127,6 +159,12 @@ int response_sse_end(const job *j, byte_buf *out) {
     if (j->failed) {
         if (sse_put(out, error_object(&j->error))) return -1;
     } else {
+        if (j->n_calls) { /* the calls whole, in one delta, once the answer is parsed */
+            json_t *delta = json_pack("{s:o}", "tool_calls", tool_calls_array(j, 1));
+            if (sse_put(out, chunk(j, json_pack("{s:i,s:o,s:n,s:n}", "index", 0, "delta", delta, "finish_reason",
+                                                "logprobs"))))
+                return -1;
+        }
         json_t *choice = j->endpoint == SERVER_ENDPOINT_CHAT
                              ? json_pack("{s:i,s:{},s:s,s:n}", "index", 0, "delta", "finish_reason", j->finish_reason,
                                          "logprobs")

@@ -157,7 +157,8 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
     }
     server_request req;
     server_endpoint ep = rc->route == ROUTE_CHAT ? SERVER_ENDPOINT_CHAT : SERVER_ENDPOINT_COMPLETION;
-    if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, NULL, &e))
+    server_parse_options po = {.max_n = (uint32_t)(s->o.max_n ? s->o.max_n : 8)};
+    if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, &po, &e))
         return routes_send_error(conn, rc, &e);
     byte_buf_free(&rc->body);
     job *j = job_create();

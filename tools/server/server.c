@@ -359,6 +359,15 @@ static int start_engine(server *s, char *err, size_t len) {
     if (ctx < 2) return fail(err, len, "the context is %zu tokens; give --ctx N (at least 2)", ctx);
     s->prepare = (prepare_config){.model = s->model, .model_id = s->model_id, .context = ctx,
                                   .n_vocab = info.n_vocab, .record = info.record};
+    if (s->o.test_script) {
+        clover_error te = {0};
+        if (clover_tokenize(s->model, s->o.test_script, strlen(s->o.test_script), 1, &s->script, &s->n_script, &te))
+            return fail(err, len, "--test-script: %s", te.message);
+        if (!s->n_script) return fail(err, len, "--test-script: the file is empty");
+        s->prepare.script = s->script;
+        s->prepare.n_script = s->n_script;
+        s->o.test_script = NULL;
+    }
     s->mt = metrics_create();
     if (!s->mt) return fail(err, len, "out of memory");
     scheduler_options so = {.queue_capacity = s->o.queue, .n_sessions = s->o.n_sessions,
@@ -471,6 +480,7 @@ void server_stop(server *s) {
     for (size_t i = 0; i < s->n_keys; i++)
         free(s->keys[i]);
     free(s->keys);
+    clover_free(s->script);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -38,6 +38,13 @@ typedef struct server_options {
     const char *const *api_keys; /* [n_api_keys]: Authorization: Bearer KEY is required (not on /health) */
     size_t n_api_keys;
     const char *tls_key_pem, *tls_cert_pem; /* both: HTTPS (PEM text, borrowed until server_start returns) */
+
+    /* requests */
+    size_t max_n; /* the largest n (choices per request); more gets 400; 0: 8 */
+    /* A test hook: every answer is this text (tokenized once), whatever the
+     * model generates; the engine still runs. Tests use it to drive the tool
+     * call parser end to end. NULL: off (always, outside tests). */
+    const char *test_script;
 } server_options;
 
 typedef struct server server;

@@ -35,6 +35,8 @@ struct server {
     gate *gate;
     waiter *waiter;
     char **keys; /* [n_keys] copies of the API keys */
+    int32_t *script; /* --test-script's ids (clover_free), [n_script] */
+    size_t n_script;
     size_t n_keys;
 };
 
