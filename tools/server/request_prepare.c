@@ -243,11 +243,7 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
     j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking && !j->tool_prefix;
-    if (c->script) { /* the test hook: the scripted answer replaces the model's, whole */
-        j->script = c->script;
-        j->n_script = c->n_script;
-        p->ignore_eos = 1;
-    }
+
     snprintf(j->id, sizeof j->id, "%s-%016llx", r->endpoint == SERVER_ENDPOINT_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)fresh);
     j->created = (long long)time(NULL);

@@ -168,6 +168,7 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
         return routes_send_error(conn, rc, &e);
     }
     int bad = request_prepare(&req, &s->prepare, server_fresh_value(s), j, &e);
+    if (!bad) server_script_next(s, j);
     server_request_free(&req);
     if (!bad && j->stream && response_sse_start(j, &j->sse)) {
         server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");

@@ -352,6 +352,37 @@ static int copy_keys(server *s, char *err, size_t len) {
     return 0;
 }
 
+/* --test-script: the answers, tokenized once. */
+static int load_scripts(server *s, const char *text, char *err, size_t len) {
+    size_t n = 1;
+    for (const char *p = text; *p; p++) n += *p == '\x1e';
+    s->scripts = calloc(n, sizeof *s->scripts);
+    s->script_len = calloc(n, sizeof *s->script_len);
+    if (!s->scripts || !s->script_len) return fail(err, len, "out of memory");
+    const char *at = text;
+    for (size_t k = 0; k < n; k++) {
+        const char *end = strchr(at, '\x1e');
+        if (!end) end = at + strlen(at);
+        clover_error te = {0};
+        if (clover_tokenize(s->model, at, (size_t)(end - at), 1, &s->scripts[k], &s->script_len[k], &te))
+            return fail(err, len, "--test-script: %s", te.message);
+        s->n_scripts = k + 1;
+        if (!s->script_len[k]) return fail(err, len, "--test-script: answer %zu is empty", k);
+        at = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+void server_script_next(server *s, job *j) {
+    if (!s->n_scripts) return;
+    pthread_mutex_lock(&s->mu);
+    size_t k = s->script_next++ % s->n_scripts;
+    pthread_mutex_unlock(&s->mu);
+    j->script = s->scripts[k];
+    j->n_script = s->script_len[k];
+    j->params.ignore_eos = 1;
+}
+
 static int start_engine(server *s, char *err, size_t len) {
     clover_model_info info;
     clover_model_get_info(s->model, &info);
@@ -359,15 +390,8 @@ static int start_engine(server *s, char *err, size_t len) {
     if (ctx < 2) return fail(err, len, "the context is %zu tokens; give --ctx N (at least 2)", ctx);
     s->prepare = (prepare_config){.model = s->model, .model_id = s->model_id, .context = ctx,
                                   .n_vocab = info.n_vocab, .record = info.record};
-    if (s->o.test_script) {
-        clover_error te = {0};
-        if (clover_tokenize(s->model, s->o.test_script, strlen(s->o.test_script), 1, &s->script, &s->n_script, &te))
-            return fail(err, len, "--test-script: %s", te.message);
-        if (!s->n_script) return fail(err, len, "--test-script: the file is empty");
-        s->prepare.script = s->script;
-        s->prepare.n_script = s->n_script;
-        s->o.test_script = NULL;
-    }
+    if (s->o.test_script && load_scripts(s, s->o.test_script, err, len)) return -1;
+    s->o.test_script = NULL;
     s->mt = metrics_create();
     if (!s->mt) return fail(err, len, "out of memory");
     scheduler_options so = {.queue_capacity = s->o.queue, .n_sessions = s->o.n_sessions,
@@ -480,7 +504,10 @@ void server_stop(server *s) {
     for (size_t i = 0; i < s->n_keys; i++)
         free(s->keys[i]);
     free(s->keys);
-    clover_free(s->script);
+    for (size_t k = 0; k < s->n_scripts; k++)
+        clover_free(s->scripts[k]);
+    free(s->scripts);
+    free(s->script_len);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);

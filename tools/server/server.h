@@ -41,9 +41,11 @@ typedef struct server_options {
 
     /* requests */
     size_t max_n; /* the largest n (choices per request); more gets 400; 0: 8 */
-    /* A test hook: every answer is this text (tokenized once), whatever the
-     * model generates; the engine still runs. Tests use it to drive the tool
-     * call parser end to end. NULL: off (always, outside tests). */
+    /* A test hook: answers scripted in advance, whatever the model
+     * generates (the engine still runs, its emitted ids replaced one for
+     * one): the text holds answers separated by the byte 0x1E, given to the
+     * requests in the order they arrive (cycling). Tests use it to drive
+     * the tool call parser end to end. NULL: off (always, outside tests). */
     const char *test_script;
 } server_options;
 

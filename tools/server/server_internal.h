@@ -35,8 +35,10 @@ struct server {
     gate *gate;
     waiter *waiter;
     char **keys; /* [n_keys] copies of the API keys */
-    int32_t *script; /* --test-script's ids (clover_free), [n_script] */
-    size_t n_script;
+    int32_t **scripts; /* --test-script's answers' ids (clover_free each), [n_scripts] */
+    size_t *script_len;
+    size_t n_scripts;
+    size_t script_next; /* under mu */
     size_t n_keys;
 };
 
@@ -57,6 +59,8 @@ typedef struct request_ctx {
 } request_ctx;
 
 uint64_t server_fresh_value(server *s);
+/* The test hook: the next scripted answer for j (nothing when --test-script is off). */
+void server_script_next(server *s, job *j);
 
 /* The last call of a request (the whole body is in): answers it. */
 enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_ctx *rc, const char *method);
