@@ -69,6 +69,12 @@ void job_unref(job *j) {
     free(j->tool_names);
     tool_calls_free(j->calls, j->n_calls);
     free(j->tool_content);
+    for (size_t i = 0; i < j->n_lp; i++) {
+        free(j->lp[i].bytes);
+        for (uint32_t k = 0; k < j->lp[i].n_top; k++)
+            free(j->lp[i].top[k]);
+    }
+    free(j->lp);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

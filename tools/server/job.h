@@ -23,6 +23,17 @@
 
 typedef enum job_state { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 } job_state;
 
+/* One emitted token's log-probability and its alternatives (logprobs asked for). */
+typedef struct token_lp {
+    char *bytes; /* the token's bytes (malloc'd; may end inside a UTF-8 character) */
+    size_t len;
+    float logprob;
+    uint32_t n_top;
+    char *top[CLOVER_MAX_TOP_LOGPROBS]; /* malloc'd */
+    size_t top_len[CLOVER_MAX_TOP_LOGPROBS];
+    float top_lp[CLOVER_MAX_TOP_LOGPROBS];
+} token_lp;
+
 typedef struct job {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* on CLOCK_MONOTONIC: progress (stream bytes, done) */
@@ -32,7 +43,9 @@ typedef struct job {
     server_endpoint endpoint;
     int stream, include_usage;
     int split;            /* chat with thinking on: reasoning_content / content */
-    char id[48];          /* "chatcmpl-..." / "cmpl-..." */
+    char id[48];          /* "chatcmpl-..." / "cmpl-..." (the choices of one request share it) */
+    uint32_t choice;      /* this job's choice index (n > 1: one job per choice, seed + choice) */
+    int grouped;          /* one of n > 1 choices: the stream's usage and [DONE] come after the last (routes.c) */
     long long created;    /* Unix seconds */
     const char *model_id; /* the server's, outlives every job */
     int32_t *prompt;      /* [n_prompt] */
@@ -78,6 +91,13 @@ typedef struct job {
     int client_cancelled;      /* the client left before the end */
     const char *cut;           /* why a "length" answer was cut short ("shutdown"), or NULL */
     size_t completion_tokens, reused_tokens;
+    /* log-probabilities: written by the scheduler thread while running, read after done */
+    int want_logprobs;
+    size_t top_logprobs;
+    token_lp *lp; /* [n_lp] the emitted tokens' (those that reached the text, in order) */
+    size_t n_lp, cap_lp;
+    size_t lp_sent;        /* streaming: entries already sent */
+    size_t lp_offset_base; /* completions' text_offset of the first token (0) */
     clover_mode mode;
     double queue_s;
     clover_generate_stats stats;

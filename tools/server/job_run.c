@@ -17,6 +17,7 @@
 
 typedef struct run_ctx {
     job *j;
+    const clover_model *m;
     clover_text_stream *ts;
     answer_stream as;
     byte_buf ev; /* scratch for one event */
@@ -87,11 +88,54 @@ static int push_text(run_ctx *c, const char *piece, size_t len) {
     return 0;
 }
 
-static int on_token(void *user, int32_t id, float confidence) {
-    (void)confidence;
+/* A token's bytes (malloc'd) for its log-probability entry. */
+static char *token_bytes(const clover_model *m, int32_t id, size_t *len) {
+    char *t = NULL;
+    *len = 0;
+    if (id < 0 || clover_detokenize(m, &id, 1, 0, &t, len, NULL)) return calloc(1, 1);
+    char *copy = malloc(*len + 1);
+    if (copy) memcpy(copy, t, *len + 1);
+    clover_free(t);
+    return copy;
+}
+
+/* Keeps the token's log-probability and alternatives (before its text is pushed, so a streamed delta carries it). */
+static int keep_logprob(run_ctx *c, const clover_token_info *info) {
+    job *j = c->j;
+    if (j->n_lp == j->cap_lp) {
+        size_t cap = j->cap_lp ? 2 * j->cap_lp : 64;
+        token_lp *v = realloc(j->lp, cap * sizeof *v);
+        if (!v) return -1;
+        j->lp = v;
+        j->cap_lp = cap;
+    }
+    token_lp *t = &j->lp[j->n_lp];
+    memset(t, 0, sizeof *t);
+    t->logprob = info->logprob;
+    t->bytes = token_bytes(c->m, info->id, &t->len);
+    if (!t->bytes) return -1;
+    j->n_lp++; /* from here on job_unref frees what it holds */
+    size_t n = info->n_top < CLOVER_MAX_TOP_LOGPROBS ? info->n_top : CLOVER_MAX_TOP_LOGPROBS;
+    for (size_t k = 0; k < n && info->top_ids[k] >= 0; k++) { /* an id of -1: fewer finite ids than asked */
+        t->top[k] = token_bytes(c->m, info->top_ids[k], &t->top_len[k]);
+        if (!t->top[k]) return -1;
+        t->top_lp[k] = info->top_logprobs[k];
+        t->n_top = (uint32_t)k + 1;
+    }
+    return 0;
+}
+
+static int on_token(void *user, const clover_token_info *info) {
     run_ctx *c = user;
+    int32_t id = info->id;
     if (c->failed || c->stop_hit || c->script_done) return 1;
     if (c->j->script) id = c->j->script[c->script_at++]; /* the test hook: the scripted answer instead */
+    if (c->j->want_logprobs && keep_logprob(c, info)) {
+        c->failed = 1;
+        c->err.code = CLOVER_E_NOMEM;
+        strcpy(c->err.message, "out of memory keeping the log-probabilities");
+        return 1;
+    }
     const char *piece = NULL;
     size_t len = 0;
     if (clover_text_stream_push(c->ts, id, &piece, &len, &c->err)) {
@@ -212,6 +256,7 @@ job_runner *job_start(job *j, const clover_model *m, clover_session *s) {
     }
     run_ctx *c = &jr->c;
     c->j = j;
+    c->m = m;
     jr->s = s;
     answer_stream_init(&c->as, j->stops, j->n_stops, j->split);
     int rc = clover_text_stream_create(&c->ts, m, 1, &c->err);
@@ -220,7 +265,8 @@ job_runner *job_start(job *j, const clover_model *m, clover_session *s) {
         strcpy(c->err.message, "out of memory starting the request");
     }
     if (rc == CLOVER_OK) {
-        j->params.on_token = on_token;
+        j->params.on_token = NULL;
+        j->params.on_token_info = on_token;
         j->params.user = c;
         j->params.cancel = &j->cancel;
         rc = clover_request_create(&jr->rq, s, j->prompt, j->n_prompt, &j->params, &c->err);

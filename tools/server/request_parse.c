@@ -429,10 +429,6 @@ static int reject_unsupported(json_t *root, server_error *e) {
     json_t *v;
     if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return unsupported(e, "best_of", "only best_of = 1 is supported");
-    if ((v = field(root, "logprobs")) && !json_is_false(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
-        return unsupported(e, "logprobs", "log probabilities are not supported");
-    if ((v = field(root, "top_logprobs")) && !(json_is_integer(v) && json_integer_value(v) == 0))
-        return unsupported(e, "top_logprobs", "log probabilities are not supported");
     if ((v = field(root, "echo")) && !json_is_false(v)) return unsupported(e, "echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0))
         return unsupported(e, "suffix", "suffix (insertion) is not supported");
@@ -455,6 +451,26 @@ static int parse_options(json_t *root, const server_parse_options *o, server_req
     r->n = 1;
     if (get_int(root, "n", 1, max_n, range, &x, &has, e)) return -1;
     if (has) r->n = (uint32_t)x;
+    /* chat: logprobs true/false and top_logprobs 0..20; completions: logprobs 0..5 (the alternatives) */
+    has = 0;
+    if (r->endpoint == SERVER_ENDPOINT_CHAT) {
+        if (get_bool(root, "logprobs", &r->logprobs, NULL, e)) return -1;
+        if (get_int(root, "top_logprobs", 0, SERVER_MAX_TOP_LOGPROBS, "an integer from 0 to 20", &x, &has, e))
+            return -1;
+        if (has) {
+            r->top_logprobs = (uint32_t)x;
+            if (x > 0 && !r->logprobs)
+                return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "top_logprobs",
+                                        "top_logprobs: needs logprobs: true");
+        }
+    } else {
+        if (field(root, "top_logprobs")) return unsupported(e, "top_logprobs", "completions take logprobs: N");
+        if (get_int(root, "logprobs", 0, 5, "an integer from 0 to 5", &x, &has, e)) return -1;
+        if (has) {
+            r->logprobs = 1;
+            r->top_logprobs = (uint32_t)x;
+        }
+    }
     if (get_bool(root, "stream", &r->stream, NULL, e)) return -1;
     json_t *so = field(root, "stream_options");
     if (so && !json_is_object(so)) return bad_type(e, "stream_options", "an object");

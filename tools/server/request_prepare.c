@@ -226,6 +226,12 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     p->top_k = r->has_top_k ? r->top_k : 0;
     p->seed = r->has_seed ? r->seed : fresh & SEED_MASK;
     p->ignore_eos = r->ignore_eos;
+    if (r->logprobs) {
+        j->want_logprobs = 1;
+        j->top_logprobs = r->top_logprobs;
+        p->logprobs = 1;
+        p->top_logprobs = r->top_logprobs;
+    }
     p->lossless = r->lossless;
     if (r->has_threshold) p->threshold = r->threshold;
     if (r->has_block_size) p->block_size = r->block_size;

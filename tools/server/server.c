@@ -203,16 +203,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     const char *note = "";
     job *j = rc->job;
     int left = 0;
-    if (j) {
-        if (rc->watched) waiter_remove(s->waiter, j);
-        pthread_mutex_lock(&j->mu);
-        left = j->client_cancelled;
-        j->resume = NULL; /* the connection is gone: nothing may resume it */
-        j->conn = NULL;
-        j->suspended = 0;
-        pthread_mutex_unlock(&j->mu);
+    size_t n_jobs = rc->choices ? rc->n_choices : j ? 1 : 0;
+    job **js = rc->choices ? rc->choices : &rc->job;
+    for (size_t i = 0; i < n_jobs; i++) {
+        job *o = js[i];
+        if (rc->watched) waiter_remove(s->waiter, o);
+        pthread_mutex_lock(&o->mu);
+        left |= o->client_cancelled;
+        o->resume = NULL; /* the connection is gone: nothing may resume it */
+        o->conn = NULL;
+        o->suspended = 0;
+        pthread_mutex_unlock(&o->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) o->cancel = 1; /* nobody will read the rest */
     }
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && j) j->cancel = 1; /* nobody will read the rest */
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
         note = status ? " (timed out while reading the answer: cancelled)" : " (timed out)";
         status = 408;
@@ -222,18 +225,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         status = 499;
         note = j ? " (client left: cancelled)" : " (client left)";
     }
-    if (j && j->cancel) wait_for_job_end(j);
+    for (size_t i = 0; i < n_jobs; i++)
+        if (js[i]->cancel) wait_for_job_end(js[i]);
     metrics_count_request(s->mt, rc->route, status);
     size_t prompt = 0, completion = 0;
-    if (j) {
-        pthread_mutex_lock(&j->mu);
-        prompt = j->n_prompt;
-        completion = j->completion_tokens;
-        pthread_mutex_unlock(&j->mu);
+    for (size_t i = 0; i < n_jobs; i++) { /* n > 1: the prompt once, every choice's tokens */
+        pthread_mutex_lock(&js[i]->mu);
+        prompt = js[i]->n_prompt;
+        completion += js[i]->completion_tokens;
+        pthread_mutex_unlock(&js[i]->mu);
     }
     fprintf(stderr, "clover serve: %s %s %d tokens %zu+%zu %.3f s%s\n", rc->method, rc->path, status, prompt,
             completion, job_now() - rc->t0, note);
-    job_unref(j);
+    for (size_t i = 0; i < n_jobs; i++)
+        job_unref(js[i]);
+    free(rc->choices);
     byte_buf_free(&rc->body);
     free(rc);
     pthread_mutex_lock(&s->mu);

@@ -54,7 +54,9 @@ typedef struct request_ctx {
     int status;       /* the status answered (0: none yet) */
     int unauthorized; /* an API key is required and this request has none that matches */
     double deadline;  /* monotonic: the body must be in by then */
-    job *job;         /* a generation request's job (a reference) */
+    job *job;         /* a generation request's job (a reference); with n > 1, choice 0 */
+    job **choices;    /* n > 1: [n_choices] every choice's job (references; choices[0] == job) */
+    size_t n_choices;
     int watched;      /* the job is registered with the waiter */
 } request_ctx;
 
