@@ -154,7 +154,7 @@ static void gate_case(const char *prefix, const char *text, int want_rc, const c
             const char *d;
             size_t dl;
             CHECK(tool_gate_push(&g, text + at, k, &d, &dl) == 0);
-            memcpy(out + on, d, dl);
+            if (dl) memcpy(out + on, d, dl);
             on += dl;
             at += k;
             /* nothing from the first "<tool_call>" on is released early */
@@ -166,7 +166,7 @@ static void gate_case(const char *prefix, const char *text, int want_rc, const c
         const char *d;
         size_t dl;
         int rc = tool_gate_finish(&g, names, 2, &calls, &nc, &d, &dl);
-        memcpy(out + on, d, dl);
+        if (dl) memcpy(out + on, d, dl);
         on += dl;
         out[on] = '\0';
         CHECK_EQ_INT(rc, want_rc);
