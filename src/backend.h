@@ -74,19 +74,22 @@
  * the first one that failed.
  *
  * Batch invariance: a row's results (logits, picks, states) are bit-for-bit
- * the same whatever else is in the call (tests/unit/test_batch.c). CPU
- * today: the sequences of a call run one after another inside the call,
- * each exactly as alone, so every op guarantees it trivially, but weights
- * are read once per sequence, not once per call. The concatenated-rows
- * pass that shares one read of each weight must keep each row's kernel
- * and reduction order as alone: on the CPU the dense projections, the
- * shared expert, the routed experts and the head go through matmul, whose
- * result for a row depends on the row count of the product (1-2 rows: the
- * fused dot or the 8-bit integer path; 3+: the tiled f32 kernel), so the
- * shared pass must choose the kernel per sequence (by that sequence's own
- * row count), not per product; attention and the GDN mixer are per
- * sequence anyway (their state is), the MoE routing is per row, the
- * coreset per block. A device backend states its own guarantee here.
+ * the same whatever else is in the call (tests/unit/test_batch.c). CPU:
+ * the rows of the sequences of a call share passes (as many as fit
+ * max_rows; each sequence split into chunks as alone), and in a pass the
+ * dense projections, the router, the shared expert, every routed expert
+ * and the head read their weights once for the rows of all sequences
+ * (backend_cpu_shared.c). matmul's result for a row depends on the row
+ * count of its product (1-2 rows: the fused dot or the 8-bit integer
+ * path; 3+: the tiled f32 kernel), so each row takes the kernel of its own
+ * sequence's row count in that product (for an expert: its sequence's rows
+ * routed there; for the head: its sequence's head rows), never the
+ * pass's (quant/matmul_group.h); attention and the GDN mixer run per
+ * sequence (their state is), the MoE routing is per row, the coreset per
+ * block. The head runs only for the rows whose logits are used: a
+ * preview's rows still masked (every row when raw logits are asked for),
+ * a commit's picked rows, last row, or every row for NLL / all_logits.
+ * A device backend states its own guarantee here.
  *
  * State layout (export/import; little-endian f32, in this order): u64
  * committed length n; per layer in order: attention: K rows

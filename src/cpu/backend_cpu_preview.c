@@ -38,28 +38,40 @@ static int preview_check(backend *be, backend_session *s, const int32_t *block, 
     return CLOVER_OK;
 }
 
-/* The pass and the head: the block's raw logits in sc.logits. */
-static void preview_pass(backend *be, backend_session *s, const int32_t *block, size_t b,
-                         const backend_preview_opts *opts, backend_pass_stats *stats) {
-    cpu_pass p = {.mode = CPU_PASS_PREVIEW,
-                  .pos = s->n_past,
-                  .ln_ratio = gdn_block_ln_ratio(b, opts->record_block_size),
-                  .coreset = opts->coreset,
-                  .top_p = opts->coreset_top_p,
-                  .hidden = s->dbg_hidden,
-                  .hidden_rows = b,
-                  .row0 = 0,
-                  .kept = s->dbg_kept,
-                  .stats = stats};
-    cpu_pass_run(s, block, b, &p);
-    double t0 = timer_now();
-    cpu_head_logits(be, 0, b, be->sc.logits);
-    if (stats) stats->head_s += timer_now() - t0;
-    s->has_preview = true;
-    s->preview_b = b;
+/* The head rows of one sequence of a pass: rows (block rows, ascending) of
+ * the block at pass row off, appended at sc.head_rows[*nh]. */
+static void head_rows_add(backend *be, size_t off, const size_t *rows, size_t m, size_t *nh) {
+    for (size_t i = 0; i < m; i++) {
+        be->sc.head_rows[*nh + i] = off + rows[i];
+        be->sc.own[*nh + i] = (uint32_t)m;
+    }
+    *nh += m;
 }
 
-static int preview_one(backend *be, backend_preview_seq *q, backend_pass_stats *stats, clover_error *err) {
+/* The pass of one preview sequence (its rows in the shared pass). */
+static cpu_shared_seq preview_seq(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts) {
+    return (cpu_shared_seq){.s = s, .ids = block, .n = b, .pos = s->n_past,
+                            .ln_ratio = gdn_block_ln_ratio(b, opts->record_block_size), .coreset = opts->coreset,
+                            .top_p = opts->coreset_top_p, .hidden = s->dbg_hidden, .hidden_rows = b, .kept = s->dbg_kept};
+}
+
+/* One sequence's pass and the head of rows[0..m) (block rows): their raw
+ * logits in sc.logits, row i for rows[i]. */
+static void preview_pass(backend *be, backend_session *s, const int32_t *block, size_t b,
+                         const backend_preview_opts *opts, const size_t *rows, size_t m, backend_pass_stats *stats) {
+    cpu_shared_seq q = preview_seq(s, block, b, opts);
+    cpu_pass_run_shared(be, &q, 1, CPU_PASS_PREVIEW, stats);
+    s->has_preview = true;
+    s->preview_b = b;
+    if (m == 0) return;
+    double t0 = timer_now();
+    size_t nh = 0;
+    head_rows_add(be, q.off, rows, m, &nh);
+    cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits);
+    if (stats) stats->head_s += timer_now() - t0;
+}
+
+static int preview_args(backend *be, backend_preview_seq *q, clover_error *err) {
     const backend_pick *pick = q->pending ? q->pick : NULL;
     if (q->pending && !q->pick) return error_set(err, CLOVER_E_INVALID, "preview: pending rows but no pick");
     int rc = preview_check(be, q->s, q->block, q->b, &q->opts, pick, err);
@@ -73,38 +85,100 @@ static int preview_one(backend *be, backend_preview_seq *q, backend_pass_stats *
         if (pick->n_top && !q->pick_out.top_id)
             return error_set(err, CLOVER_E_INVALID, "preview: %zu top log-probabilities but no array", pick->n_top);
     }
-    const size_t V = be->hp->n_vocab, b = q->b;
-    preview_pass(be, q->s, q->block, b, &q->opts, stats);
-    if (q->logits) memcpy(q->logits, be->sc.logits, b * V * sizeof(float));
-    if (!pick) return CLOVER_OK;
-    size_t idx[256], n = 0;
+    return CLOVER_OK;
+}
+
+/* The rows whose logits a preview needs, appended to sc.head_rows (pass
+ * rows: the block's start off + the block row): every row when the raw
+ * logits are asked for, else the rows still masked (fixed rows need none). */
+static size_t preview_head_rows(backend *be, const backend_preview_seq *q, size_t off, size_t *nh) {
+    size_t m = 0;
+    for (size_t r = 0; r < q->b; r++)
+        if (q->logits || (q->pending && q->pending[r])) be->sc.head_rows[*nh + m++] = off + r;
+    for (size_t i = 0; i < m; i++) be->sc.own[*nh + i] = (uint32_t)m;
+    *nh += m;
+    return m;
+}
+
+/* The picks of one sequence whose m head rows start at row `at` of
+ * sc.logits (and of sc.head_rows; its block starts at pass row off). */
+static int preview_picks(backend *be, backend_preview_seq *q, size_t off, size_t m, size_t at,
+                         backend_pass_stats *stats, clover_error *err) {
+    const size_t V = be->hp->n_vocab;
+    const size_t *rows = be->sc.head_rows + at;
+    if (q->logits)
+        for (size_t i = 0; i < m; i++)
+            memcpy(q->logits + (rows[i] - off) * V, be->sc.logits + (at + i) * V, V * sizeof(float));
+    if (!q->pending) return CLOVER_OK;
+    size_t idx[256], lidx[256], n = 0;
     float u[256];
-    for (size_t r = 0; r < b; r++) /* b <= max_rows; blocks beyond 256 rows pick in runs */
-        if (q->pending[r]) {
-            idx[n] = r;
-            u[n] = q->u ? q->u[r] : 0.0f;
-            if (++n == 256) {
-                if ((rc = host_pick_rows(&be->pick, pick, be->sc.logits, idx, n, q->u ? u : NULL, q->block, b, &q->pick_out,
-                                        stats, err)))
-                    return error_prefix(err, "preview");
-                n = 0;
-            }
+    for (size_t i = 0; i < m; i++) { /* blocks beyond 256 rows pick in runs */
+        const size_t r = rows[i] - off;
+        if (!q->pending[r]) continue;
+        idx[n] = r;
+        lidx[n] = at + i;
+        u[n] = q->u ? q->u[r] : 0.0f;
+        if (++n == 256) {
+            int rc = host_pick_rows_at(&be->pick, q->pick, be->sc.logits, lidx, idx, n, q->u ? u : NULL, q->block,
+                                       q->b, &q->pick_out, stats, err);
+            if (rc) return error_prefix(err, "preview");
+            n = 0;
         }
-    if (n && (rc = host_pick_rows(&be->pick, pick, be->sc.logits, idx, n, q->u ? u : NULL, q->block, b, &q->pick_out, stats,
-                                 err)))
-        return error_prefix(err, "preview");
+    }
+    if (n) {
+        int rc = host_pick_rows_at(&be->pick, q->pick, be->sc.logits, lidx, idx, n, q->u ? u : NULL, q->block, q->b,
+                                   &q->pick_out, stats, err);
+        if (rc) return error_prefix(err, "preview");
+    }
     return CLOVER_OK;
 }
 
 int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    enum { MAX_SEQS = 256 };
     int first = CLOVER_OK;
+    bool todo[MAX_SEQS];
     for (size_t i = 0; i < n_seqs; i++) {
         backend_preview_seq *q = &seqs[i];
         q->err.code = 0;
         q->err.message[0] = 0;
-        q->rc = be ? preview_one(be, q, stats, &q->err) : error_set(&q->err, CLOVER_E_INVALID, "preview: no backend");
-        if (q->rc && !first) first = q->rc;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: no backend");
+        else if (i >= MAX_SEQS) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: more than %d sequences in a call", MAX_SEQS);
+        else q->rc = preview_args(be, q, &q->err);
+        if (i < MAX_SEQS) todo[i] = q->rc == 0;
     }
+    if (!be) return seqs[0].rc;
+    const size_t R = be->max_rows;
+    cpu_shared_seq pass[MAX_SEQS];
+    size_t who[MAX_SEQS], at[MAX_SEQS], m[MAX_SEQS];
+    for (;;) {
+        size_t np = 0, used = 0;
+        for (size_t i = 0; i < n_seqs && i < MAX_SEQS; i++) { /* the blocks that fit one pass, in call order */
+            if (!todo[i] || used + seqs[i].b > R) continue;
+            pass[np] = preview_seq(seqs[i].s, seqs[i].block, seqs[i].b, &seqs[i].opts);
+            who[np++] = i;
+            used += seqs[i].b;
+            todo[i] = false;
+        }
+        if (np == 0) break;
+        cpu_pass_run_shared(be, pass, np, CPU_PASS_PREVIEW, stats);
+        double t0 = timer_now();
+        size_t nh = 0;
+        for (size_t k = 0; k < np; k++) {
+            backend_preview_seq *q = &seqs[who[k]];
+            q->s->has_preview = true;
+            q->s->preview_b = q->b;
+            at[k] = nh;
+            m[k] = preview_head_rows(be, q, pass[k].off, &nh);
+        }
+        if (nh) cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits);
+        if (stats) stats->head_s += timer_now() - t0;
+        for (size_t k = 0; k < np; k++) {
+            backend_preview_seq *q = &seqs[who[k]];
+            q->rc = preview_picks(be, q, pass[k].off, m[k], at[k], stats, &q->err);
+        }
+    }
+    for (size_t i = 0; i < n_seqs; i++)
+        if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;
 }
 
@@ -143,16 +217,17 @@ static int resolve_one(backend *be, backend_resolve_seq *q, const volatile int *
             q->cancelled = true;
             break;
         }
-        size_t idx[256], n = 0;
+        size_t idx[256], lidx[256], n = 0;
         for (size_t r = 0; r < b; r++) /* the draws: one per pending row, in row order */
             if (pending[r]) {
                 idx[n] = r;
+                lidx[n] = n;
                 u[n] = greedy ? 0.0f : rng_uniform(&rng);
                 n++;
             }
-        preview_pass(be, q->s, q->block, b, &q->opts, stats);
-        if ((rc = host_pick_rows(&be->pick, q->pick, be->sc.logits, idx, n, greedy ? NULL : u, q->block, b, &out, stats,
-                                err)))
+        preview_pass(be, q->s, q->block, b, &q->opts, idx, n, stats); /* the head of the pending rows only */
+        if ((rc = host_pick_rows_at(&be->pick, q->pick, be->sc.logits, lidx, idx, n, greedy ? NULL : u, q->block, b,
+                                    &out, stats, err)))
             return error_prefix(err, "resolve");
         size_t best = b, fixed = 0;
         for (size_t t = 0; t < n; t++) {

@@ -215,3 +215,8 @@ void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
         for (size_t o = 0; o < n_out; o++) y[r * n_out + o] = quant_act_dot_scalar(type, wb + o * row_bytes, xq, n_in);
     }
 }
+
+int matmul_path(uint32_t type, size_t n_in, size_t n_rows) {
+    if (act_path_bytes(type, n_in, n_rows)) return MATMUL_PATH_INT8;
+    return n_rows >= TILED_MIN_ROWS && quant_simd_active() ? MATMUL_PATH_TILED : MATMUL_PATH_DOT;
+}
