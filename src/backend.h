@@ -278,6 +278,11 @@ int backend_commit1(const backend_ops *ops, backend *be, backend_commit_seq *seq
 int backend_preview1(const backend_ops *ops, backend *be, backend_preview_seq *seq, backend_pass_stats *stats,
                      clover_error *err);
 
+/* resolve over ops->preview (backend_resolve.c): the passes of all the
+ * call's blocks in batched previews; what the host backends offer. */
+int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_resolve_seq *seqs, size_t n_seqs,
+                               const volatile int *cancel, backend_pass_stats *stats);
+
 /* The CPU backend (src/cpu/backend_cpu.c). */
 extern const backend_ops backend_cpu;
 

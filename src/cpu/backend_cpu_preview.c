@@ -1,16 +1,16 @@
 /*
  * backend_cpu_preview.c: the batched read-only preview of backend.h, the
  * pick of each block's masked rows on the backend, the block resolve (the
- * LowConfidence loop of SPEC.md 3 run inside the backend) and the preview
- * diagnostics. As with commit, the sequences of a call run one after
- * another, each exactly as alone; every check comes before the pass, and a
- * preview changes no committed state, so a failing sequence changes nothing.
+ * LowConfidence loop of SPEC.md 3 over these previews, backend_resolve.c)
+ * and the preview diagnostics. The blocks of a call share passes (as many
+ * as fit max_rows; cpu_pass_run_shared, one read of each weight, each row
+ * as alone); every check comes before the pass, and a preview changes no
+ * committed state, so a failing sequence changes nothing.
  */
 #include <math.h>
 #include <string.h>
 
 #include "base/error.h"
-#include "base/rng.h"
 #include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
 
@@ -38,37 +38,11 @@ static int preview_check(backend *be, backend_session *s, const int32_t *block, 
     return CLOVER_OK;
 }
 
-/* The head rows of one sequence of a pass: rows (block rows, ascending) of
- * the block at pass row off, appended at sc.head_rows[*nh]. */
-static void head_rows_add(backend *be, size_t off, const size_t *rows, size_t m, size_t *nh) {
-    for (size_t i = 0; i < m; i++) {
-        be->sc.head_rows[*nh + i] = off + rows[i];
-        be->sc.own[*nh + i] = (uint32_t)m;
-    }
-    *nh += m;
-}
-
 /* The pass of one preview sequence (its rows in the shared pass). */
 static cpu_shared_seq preview_seq(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts) {
     return (cpu_shared_seq){.s = s, .ids = block, .n = b, .pos = s->n_past,
                             .ln_ratio = gdn_block_ln_ratio(b, opts->record_block_size), .coreset = opts->coreset,
                             .top_p = opts->coreset_top_p, .hidden = s->dbg_hidden, .hidden_rows = b, .kept = s->dbg_kept};
-}
-
-/* One sequence's pass and the head of rows[0..m) (block rows): their raw
- * logits in sc.logits, row i for rows[i]. */
-static void preview_pass(backend *be, backend_session *s, const int32_t *block, size_t b,
-                         const backend_preview_opts *opts, const size_t *rows, size_t m, backend_pass_stats *stats) {
-    cpu_shared_seq q = preview_seq(s, block, b, opts);
-    cpu_pass_run_shared(be, &q, 1, CPU_PASS_PREVIEW, stats);
-    s->has_preview = true;
-    s->preview_b = b;
-    if (m == 0) return;
-    double t0 = timer_now();
-    size_t nh = 0;
-    head_rows_add(be, q.off, rows, m, &nh);
-    cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits);
-    if (stats) stats->head_s += timer_now() - t0;
 }
 
 static int preview_args(backend *be, backend_preview_seq *q, clover_error *err) {
@@ -182,97 +156,9 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
     return first;
 }
 
-/* ---- resolve: the LowConfidence loop inside the backend ---- */
-
-static int resolve_one(backend *be, backend_resolve_seq *q, const volatile int *cancel, backend_pass_stats *stats,
-                       clover_error *err) {
-    const size_t b = q->b;
-    q->passes = 0;
-    q->cancelled = false;
-    if (!q->block || !q->conf || !q->pick || !q->rng || !q->fixed_at)
-        return error_set(err, CLOVER_E_INVALID, "resolve: block, conf, pick, rng and fixed_at are required");
-    if (b > 256) return error_set(err, CLOVER_E_INVALID, "resolve: a block of %zu rows, at most 256", b);
-    if (!(q->threshold >= 0.0f && q->threshold <= 1.0f))
-        return error_set(err, CLOVER_E_INVALID, "resolve: threshold %g, expected 0..1", (double)q->threshold);
-    int rc = preview_check(be, q->s, q->block, b, &q->opts, q->pick, err);
-    if (rc) return rc;
-    uint8_t pending[256];
-    int32_t id[256];
-    float cf[256], u[256];
-    for (size_t r = 0; r < b; r++) {
-        pending[r] = 1;
-        q->fixed_at[r] = 0;
-        q->conf[r] = 0.0f;
-    }
-    sampler_params sp = {q->pick->temperature, q->pick->top_k, q->pick->top_p};
-    const bool greedy = sampler_is_greedy(&sp) != 0;
-    rng_state rng = {*q->rng};
-    backend_pick_out out = {.id = id, .conf = cf};
-    size_t n_pending = b;
-    while (n_pending > 0) {
-        if (q->passes == b)
-            return error_set(err, CLOVER_E_INTERNAL, "resolve: %zu passes left %zu of %zu rows unresolved", q->passes,
-                             n_pending, b);
-        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
-            q->cancelled = true;
-            break;
-        }
-        size_t idx[256], lidx[256], n = 0;
-        for (size_t r = 0; r < b; r++) /* the draws: one per pending row, in row order */
-            if (pending[r]) {
-                idx[n] = r;
-                lidx[n] = n;
-                u[n] = greedy ? 0.0f : rng_uniform(&rng);
-                n++;
-            }
-        preview_pass(be, q->s, q->block, b, &q->opts, idx, n, stats); /* the head of the pending rows only */
-        if ((rc = host_pick_rows_at(&be->pick, q->pick, be->sc.logits, lidx, idx, n, greedy ? NULL : u, q->block, b,
-                                    &out, stats, err)))
-            return error_prefix(err, "resolve");
-        size_t best = b, fixed = 0;
-        for (size_t t = 0; t < n; t++) {
-            size_t r = idx[t];
-            if (!(cf[r] >= 0.0f))
-                return error_set(err, CLOVER_E_INTERNAL, "resolve, row %zu: the preview's logits are not finite", r);
-            if (best == b || cf[r] > cf[best]) best = r;
-        }
-        q->passes++;
-        for (size_t t = 0; t < n; t++) {
-            size_t r = idx[t];
-            if (cf[r] > q->threshold) {
-                q->block[r] = id[r], q->conf[r] = cf[r], pending[r] = 0, q->fixed_at[r] = (uint8_t)q->passes;
-                fixed++;
-            }
-        }
-        if (fixed == 0) {
-            q->block[best] = id[best], q->conf[best] = cf[best], pending[best] = 0;
-            q->fixed_at[best] = (uint8_t)q->passes;
-            fixed = 1;
-        }
-        n_pending -= fixed;
-        if (q->rec_guess || q->rec_conf)
-            for (size_t r = 0; r < b; r++) {
-                bool was_fixed = !pending[r] && q->fixed_at[r] != q->passes;
-                if (q->rec_guess) q->rec_guess[(q->passes - 1) * b + r] = was_fixed ? q->block[r] : id[r];
-                if (q->rec_conf) q->rec_conf[(q->passes - 1) * b + r] = was_fixed ? q->conf[r] : cf[r];
-            }
-    }
-    *q->rng = rng.s;
-    return CLOVER_OK;
-}
-
 int backend_cpu_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
                         backend_pass_stats *stats) {
-    int first = CLOVER_OK;
-    for (size_t i = 0; i < n_seqs; i++) {
-        backend_resolve_seq *q = &seqs[i];
-        q->err.code = 0;
-        q->err.message[0] = 0;
-        q->rc = be ? resolve_one(be, q, cancel, stats, &q->err)
-                   : error_set(&q->err, CLOVER_E_INVALID, "resolve: no backend");
-        if (q->rc && !first) first = q->rc;
-    }
-    return first;
+    return backend_resolve_by_preview(&backend_cpu, be, seqs, n_seqs, cancel, stats);
 }
 
 int backend_cpu_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err) {
