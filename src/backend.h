@@ -226,7 +226,8 @@ typedef struct backend_resolve_seq {
     float *rec_conf;          /* [b][b] its confidence */
     uint8_t *fixed_at;        /* [b] out: the 1-based pass that fixed each row (0: not fixed) */
     size_t passes;            /* out */
-    bool cancelled;           /* out: the flag stopped it before a pass (the block is partial) */
+    const volatile int *cancel; /* this sequence's own flag (may be NULL), checked with the call's */
+    bool cancelled;           /* out: a flag stopped it before a pass (the block is partial) */
     int rc;
     clover_error err;
 } backend_resolve_seq;

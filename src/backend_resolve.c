@@ -97,7 +97,7 @@ int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_reso
                 st[i].active = false;
                 continue;
             }
-            if (stop) { /* checked before every pass: the block stays partial */
+            if (stop || (q->cancel && __atomic_load_n(q->cancel, __ATOMIC_RELAXED))) { /* before every pass */
                 q->cancelled = true;
                 st[i].active = false;
                 continue;
