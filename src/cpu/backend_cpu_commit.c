@@ -115,7 +115,7 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
         else q->rc = commit_check(be, q, &q->err);
         if (i < MAX_SEQS) done[i] = q->rc || q->n == 0 ? SIZE_MAX : 0;
     }
-    if (!be) return seqs[0].rc;
+    if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
     const size_t R = be->max_rows, V = be->hp->n_vocab;
     cpu_shared_seq pass[MAX_SEQS];
     size_t who[MAX_SEQS];

@@ -120,7 +120,7 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
         else q->rc = preview_args(be, q, &q->err);
         if (i < MAX_SEQS) todo[i] = q->rc == 0;
     }
-    if (!be) return seqs[0].rc;
+    if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
     const size_t R = be->max_rows;
     cpu_shared_seq pass[MAX_SEQS];
     size_t who[MAX_SEQS], at[MAX_SEQS], m[MAX_SEQS];
