@@ -249,3 +249,8 @@ void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
     }
     mem_free(xq);
 }
+
+int matmul_path(uint32_t type, size_t n_in, size_t n_rows) {
+    if (act_path_bytes(type, n_in, n_rows)) return MATMUL_PATH_INT8;
+    return n_rows >= TILED_MIN_ROWS && quant_simd_active() ? MATMUL_PATH_TILED : MATMUL_PATH_DOT;
+}

@@ -62,4 +62,12 @@ void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
  * only by float summation order. */
 void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);
 
+/* The kernel matmul gives each row of a product of n_rows rows: a row's
+ * result depends only on this path (and its own values), never on the other
+ * rows, so products whose rows have the same path can be merged or split
+ * freely (matmul_group.h). MATMUL_PATH_DOT: the fused f32 dot per row;
+ * INT8: the 8-bit rows' integer dot; TILED: the tiled f32 kernel. */
+enum { MATMUL_PATH_DOT = 0, MATMUL_PATH_INT8 = 1, MATMUL_PATH_TILED = 2 };
+int matmul_path(uint32_t type, size_t n_in, size_t n_rows);
+
 #endif
