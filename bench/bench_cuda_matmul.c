@@ -7,6 +7,9 @@
  * The peer is llama.cpp's end-to-end decode on the same model and machine
  * (issue 13: tg128 229 tok/s x 2.69 GB read per token = 616 GB/s effective):
  * a whole-step figure, so a kernel must be well above it for the step to be.
+ * Decode products are timed inside a graph with programmatic dependent
+ * launch (cuda_pdl.cuh) on and off: "graph" is with it (as the decode step
+ * runs), "no PDL" without.
  * Chunk GEMMs print TFLOP/s (TF32 mma.sync; the dense bf16 wgmma ceiling of
  * the H200 is about 790 TFLOP/s measured, TF32 half that).
  *
@@ -19,6 +22,7 @@
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
+#include "cuda/cuda_ops.h"
 #include "quant/quant.h"
 
 #define CU(call)                                                                                   \
@@ -128,6 +132,30 @@ static void moe_body(void *ctx, size_t i, cudaStream_t st) {
     if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
 }
 
+/* The experts' gate and up of one layer: layer i's gate stack, layer i+1's as the up stack. */
+static void glu_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + 2 * i * c->n_expert * c->ex;
+    char why[256];
+    if (cuda_moe_decode_glu(&a, (const uint8_t *)a.w + c->n_expert * c->ex, c->work, st, why, sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+
+/* The same two products unfused: gate, up, then the SwiGLU kernel. */
+static void glu2_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + 2 * i * c->n_expert * c->ex;
+    float *yg = a.y;
+    char why[256];
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+    a.w = (const uint8_t *)a.w + c->n_expert * c->ex;
+    a.y = c->y;
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+    cuda_swiglu(yg, yg, c->y, a.n_rows * a.k * a.n_out, st);
+}
+
 static double copy_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
     void *a, *b;
@@ -171,10 +199,14 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
     const double t = elapsed_s() / (reps * copies), gbs = (double)mat / t / 1e9;
     dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
                  .work = work};
+    cuda_pdl_set(0);
+    const double tn = graph_time(dec_body, &c, copies);
+    cuda_pdl_set(1);
     const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
-    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f GB/s %5.1f%% of "
-           "copy bw %4.2fx peer\n",
-           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw, gg / PEER_GBS);
+    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | no PDL %7.2f us | graph %7.2f us %5.0f "
+           "GB/s %5.1f%% of copy bw %4.2fx peer\n",
+           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tn * 1e6, tg * 1e6, gg, 100 * gg / bw,
+           gg / PEER_GBS);
     CU(cudaFree(w));
     CU(cudaFree(x));
     CU(cudaFree(y));
@@ -224,11 +256,25 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     }
     CU(cudaEventRecord(ev1, 0));
     const double t = elapsed_s() / (reps * layers), gbs = (double)(distinct * ex) / t / 1e9;
-    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert};
+    float *y2 = NULL;
+    CU(cudaMalloc((void **)&y2, rows * k * n_out * sizeof(float)));
+    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert, .y = y2};
+    cuda_pdl_set(0);
+    const double tn = graph_time(moe_body, &c, layers);
+    cuda_pdl_set(1);
     const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
-    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f "
-           "GB/s %5.1f%% of copy bw\n",
-           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw);
+    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | no PDL %7.2f us | "
+           "graph %7.2f us %5.0f GB/s %5.1f%% of copy bw\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tn * 1e6, tg * 1e6, gg,
+           100 * gg / bw);
+    if (!a.x_per_slot) { /* gate + up of a layer (2 x the bytes): fused vs gate, up, SwiGLU */
+        const double t1 = graph_time(glu_body, &c, layers / 2), t2 = graph_time(glu2_body, &c, layers / 2);
+        printf("moe glu %-5s %zux%zu x %zu k=%zu rows %zu: fused %7.2f us %5.0f GB/s %5.1f%% of copy bw | unfused "
+               "(3 launches) %7.2f us\n",
+               quant_type_name(type), n_expert, n_out, n_in, k, rows, t1 * 1e6, 2.0 * distinct * ex / t1 / 1e9,
+               100 * 2.0 * distinct * ex / t1 / 1e9 / bw, t2 * 1e6);
+    }
+    CU(cudaFree(y2));
     free(ids_h);
     CU(cudaFree(w));
     CU(cudaFree(ids));

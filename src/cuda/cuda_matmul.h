@@ -76,6 +76,14 @@ size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 /* 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS. */
 int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                        float *y, void *work, void *stream, char *why, size_t why_len);
+/* Gate and up fused with SwiGLU, for 1..8 rows: y = silu(x Wg^T) * (x Wu^T),
+ * both weights of one type and shape; each product computed exactly as
+ * cuda_matmul_decode computes it and the same SwiGLU expression as
+ * cuda_swiglu, so the bits equal those three calls. Scratch as
+ * cuda_matmul_decode's. */
+int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
+                           const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
+                           size_t why_len);
 /* Any n_rows >= 1 (needs no scratch). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
                       void *stream, char *why, size_t why_len);
@@ -98,6 +106,12 @@ typedef struct cuda_moe_args {
  * same precision as cuda_matmul_decode. */
 size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a);
 int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+/* The experts' gate and up fused with SwiGLU (decode form): `gate` describes
+ * the gate product, w_up the up weights (same type, shape and expert stride);
+ * y[s] = silu(gate_s) * up_s, bit for bit cuda_moe_decode twice then
+ * cuda_swiglu. Scratch: cuda_moe_decode_work_bytes(gate). */
+int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
+                        size_t why_len);
 
 /* Chunk form: any n_rows >= 1; rows are grouped by expert on the device (a
  * counting pass and tiles of up to 64 slots of one expert), then the TF32

@@ -23,6 +23,7 @@
  */
 #include <math.h>
 
+#include "cuda_pdl.cuh"
 #include "matmul_internal.cuh"
 
 enum { MMV_WARPS = 8, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS, MMV_SMEM_MAX = 48 * 1024 };
@@ -38,6 +39,7 @@ typedef struct mmv_params {
     const float *xf; /* fused: the f32 rows, quantised into shared memory per block */
     int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
     int group_cap;   /* slots per group: the rows the shared memory holds when fused, else 8 */
+    const uint8_t *w2; /* GLU: the up weights (w is the gate), same layout; y = silu(x w^T) * (x w2^T) */
     float *y;       /* [n_slots][n_out] */
 } mmv_params;
 
@@ -189,11 +191,27 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
     }
 }
 
-template <int T, bool FUSE>
-__global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
+/* cpu_silu(g) * u, the expression of ops_small.cu's k_swiglu (so the fused
+ * product's bits equal the two products followed by cuda_swiglu). */
+__device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
+
+/* Fused kernels are capped so that 4 blocks fit an SM (3 for the GLU forms
+ * that would spill at 64 registers): a decode product's 256-512 blocks then
+ * run in one wave on 132 SMs. */
+template <int T, bool FUSE, bool GLU>
+__global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 3 : 4) : 1) mmv_kernel(mmv_params p) {
     extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int o = blockIdx.x * MMV_WARPS + warp;
+    const int o0 = blockIdx.x * MMV_WARPS, nrow = p.n_out - o0 < MMV_WARPS ? p.n_out - o0 : MMV_WARPS;
+    /* dense: this block's weight rows are known before the inputs are (cuda_pdl.cuh): start them towards L2
+     * while the previous kernel finishes; then wait for it (a no-op unless launched with PDL) */
+    if (p.ids == NULL) {
+        pdl_prefetch_l2(p.w + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
+        if (GLU) pdl_prefetch_l2(p.w2 + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
+    }
+    pdl_wait();
+    pdl_trigger();
     int slots[MMV_MAX];
     int ns = 0, e = 0, first = 0;
     if (p.ids == NULL) { /* dense: the rows */
@@ -209,8 +227,13 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
         for (int t = 0; t < s; t++)
             if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
         first = s;
+        /* the expert's rows of this block, in flight while the rows are quantised */
+        pdl_prefetch_l2(p.w + (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
+        if (GLU)
+            pdl_prefetch_l2(p.w2 + (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
     }
-    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
+    const size_t woff = (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
+    const uint8_t *wrow = p.w + woff;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
      * group unless a row routes to the same expert twice). Block-uniform. */
     int next = first;
@@ -248,14 +271,22 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
             }
         }
         if (o < p.n_out) {
-            float acc[MMV_MAX];
+            float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
+#pragma unroll
+            for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
             mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
+            if (GLU) mmv_row<T>(p.w2 + woff, p.n_in, xr, ns, p.vec, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 float v = acc[i];
                 for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                if (GLU) {
+                    float u = acc2[i];
+                    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+                    v = mmv_swiglu(v, u);
+                }
                 if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
             }
         }
@@ -276,20 +307,24 @@ static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
     return mm_act_row_bytes(type, n_in) * n_group;
 }
 
-#define MMV_CASE(TY)                                                                  \
-    case TY:                                                                         \
-        if (smem)                                                                    \
-            mmv_kernel<TY, true><<<grid, block, smem, st>>>(*p);                     \
-        else                                                                         \
-            mmv_kernel<TY, false><<<grid, block, 0, st>>>(*p);                       \
+#define MMV_CASE(TY)                                                                \
+    case TY:                                                                       \
+        if (smem)                                                                  \
+            pdl_launch(glu ? mmv_kernel<TY, true, true> : mmv_kernel<TY, true, false>, grid, block, smem, st, *p); \
+        else                                                                       \
+            pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, 0, st, *p); \
         break
+
+#define MMVF_CASE(TY) /* float weights: never fused (f32 rows are read as they are) */ \
+    case TY: pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, 0, st, *p); break
 
 static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, size_t smem, cudaStream_t st) {
     const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
+    const bool glu = p->w2 != NULL;
     switch (type) {
-    case MM_F32: mmv_kernel<MM_F32, false><<<grid, block, 0, st>>>(*p); break;
-    case MM_F16: mmv_kernel<MM_F16, false><<<grid, block, 0, st>>>(*p); break;
-    case MM_BF16: mmv_kernel<MM_BF16, false><<<grid, block, 0, st>>>(*p); break;
+        MMVF_CASE(MM_F32);
+        MMVF_CASE(MM_F16);
+        MMVF_CASE(MM_BF16);
         MMV_CASE(MM_Q8_0);
         MMV_CASE(MM_Q4_K);
         MMV_CASE(MM_Q5_K);
@@ -309,7 +344,7 @@ static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size
     if (!mm_is_int(type)) {
         p->x_bytes = n_in * sizeof(float);
         p->x = x;
-        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->expert_stride) & 15) == 0;
+        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride) & 15) == 0;
         return;
     }
     p->x_bytes = mm_act_row_bytes(type, n_in);
@@ -330,16 +365,18 @@ extern "C" size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size
     return mm_align256(mm_act_row_bytes(type, n_in) * n_rows);
 }
 
-extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
-    if (mm_check_shape("cuda_matmul_decode", type, n_out, n_in, why, why_len)) return -1;
-    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
+static int matmul_decode(const char *op, uint32_t type, const void *w, const void *w2, size_t n_out, size_t n_in,
+                         const float *x, size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, n_rows, MMV_MAX);
     if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
-        MM_FAIL("cuda_matmul_decode: a NULL pointer");
-    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_decode: weights not %zu-byte aligned", mm_align(type));
+        MM_FAIL("%s: a NULL pointer", op);
+    if (((uintptr_t)w | (uintptr_t)w2) & (mm_align(type) - 1))
+        MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
     cudaStream_t st = (cudaStream_t)stream;
     mmv_params p = {};
     p.w = (const uint8_t *)w;
+    p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(type, n_in);
     p.n_out = (int)n_out;
     p.n_in = (int)n_in;
@@ -351,7 +388,20 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     size_t smem;
     mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
     mmv_launch(type, &p, 1, smem, st);
-    return mm_launch_status("cuda_matmul_decode", why, why_len);
+    return mm_launch_status(op, why, why_len);
+}
+
+extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    return matmul_decode("cuda_matmul_decode", type, w, NULL, n_out, n_in, x, n_rows, y, work, stream, why, why_len);
+}
+
+extern "C" int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
+                                      const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
+                                      size_t why_len) {
+    if (!w_up) MM_FAIL("cuda_matmul_decode_glu: a NULL pointer");
+    return matmul_decode("cuda_matmul_decode_glu", type, w_gate, w_up, n_out, n_in, x, n_rows, y, work, stream, why,
+                         why_len);
 }
 
 /* Slots per group when fused: one per row (a row's experts are distinct;
@@ -364,22 +414,24 @@ extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
     return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
 }
 
-extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
-    if (mm_check_shape("cuda_moe_decode", a->type, a->n_out, a->n_in, why, why_len)) return -1;
-    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("cuda_moe_decode: %zu rows (1..%d)", a->n_rows, MMV_MAX);
-    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_decode: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
-    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("cuda_moe_decode: %zu experts", a->n_expert);
+static int moe_decode(const char *op, const cuda_moe_args *a, const void *w2, void *work, void *stream, char *why,
+                      size_t why_len) {
+    if (mm_check_shape(op, a->type, a->n_out, a->n_in, why, why_len)) return -1;
+    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, a->n_rows, MMV_MAX);
+    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("%s: k = %zu (1..%d)", op, a->k, CUDA_MOE_MAX_K);
+    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("%s: %zu experts", op, a->n_expert);
     if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
-        MM_FAIL("cuda_moe_decode: expert stride %zu < an expert's %zu bytes", a->expert_stride,
+        MM_FAIL("%s: expert stride %zu < an expert's %zu bytes", op, a->expert_stride,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
-        MM_FAIL("cuda_moe_decode: a NULL pointer");
-    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
-        MM_FAIL("cuda_moe_decode: weights or expert stride not %zu-byte aligned", mm_align(a->type));
+        MM_FAIL("%s: a NULL pointer", op);
+    if (((uintptr_t)a->w | (uintptr_t)w2 | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("%s: weights or expert stride not %zu-byte aligned", op, mm_align(a->type));
     cudaStream_t st = (cudaStream_t)stream;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
     mmv_params p = {};
     p.w = (const uint8_t *)a->w;
+    p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(a->type, a->n_in);
     p.expert_stride = a->expert_stride;
     p.n_out = (int)a->n_out;
@@ -393,5 +445,15 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
     size_t smem;
     mmv_x(&p, a->type, a->x, n_x, a->n_in, moe_group(a), work, &smem, st);
     mmv_launch(a->type, &p, (unsigned)n_slots, smem, st);
-    return mm_launch_status("cuda_moe_decode", why, why_len);
+    return mm_launch_status(op, why, why_len);
+}
+
+extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    return moe_decode("cuda_moe_decode", a, NULL, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
+                                   size_t why_len) {
+    if (!w_up) MM_FAIL("cuda_moe_decode_glu: a NULL pointer");
+    return moe_decode("cuda_moe_decode_glu", gate, w_up, work, stream, why, why_len);
 }

@@ -22,6 +22,13 @@
  *    per element |err| <= (2u + u^2 + n 2^-24) sum_i |w_i x_i| (checked for
  *    every output), and for random-sign data ||err||/||ref|| ~ u sqrt(2/3)
  *    = 4e-4: bound 1.5e-3.
+ *  - gate + up fused with SwiGLU (decode form): against silu(g) * u of the
+ *    two oracle dots in f32 (cpu_silu's expression). h moves by at most
+ *    |silu'(g)| |dg| |u| + |silu(g)| |du| with |silu'| <= 1.1, plus expf's
+ *    2 ulp: about the products' own normalised error: bound 1e-5. And bit
+ *    for bit the two unfused products followed by cuda_swiglu, with
+ *    programmatic dependent launch on and off (cuda_pdl.cuh) on a
+ *    non-blocking stream.
  * Rows are independent: a row computed alone equals, bit for bit, the same
  * row computed among others (decode and chunk).
  *
@@ -37,6 +44,7 @@
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
+#include "cuda/cuda_ops.h"
 #include "quant/quant.h"
 #include "test.h"
 
@@ -406,6 +414,84 @@ static void test_moe_chunk(void) {
     moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
 }
 
+/* Gate and up fused with SwiGLU, dense (one "expert", every slot its row) or
+ * grouped, on a non-blocking stream (so with PDL unless it is switched off). */
+static void glu_case(uint32_t type, size_t n_rows, int moe, int variant) {
+    const size_t n_expert = moe ? 7 : 1, k = moe ? 3 : 1, n_out = 45, n_in = n_in_variant(type, variant);
+    const size_t n_slots = n_rows * k, ny = n_slots * n_out;
+    size_t rb;
+    uint8_t *wg = make_weights(type, n_expert * n_out, n_in, &rb), *wu = make_weights(type, n_expert * n_out, n_in, &rb);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    int32_t *ids = calloc(n_slots, sizeof(int32_t));
+    if (moe) make_ids(ids, n_rows, k, n_expert);
+    float *ref = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), *h = malloc(ny * sizeof(float));
+    for (size_t s = 0; s < n_slots; s++)
+        for (size_t o = 0; o < n_out; o++) {
+            const size_t row = ((size_t)ids[s] * n_out + o) * rb;
+            const float g = decode_ref(type, wg + row, x + (s / k) * n_in, n_in);
+            const float u = decode_ref(type, wu + row, x + (s / k) * n_in, n_in);
+            ref[s * n_out + o] = (g / (1.0f + expf(-g))) * u;
+        }
+    void *dwg = dev_upload(wg, n_expert * n_out * rb), *dwu = dev_upload(wu, n_expert * n_out * rb);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    int32_t *dids = dev_upload(ids, n_slots * sizeof(int32_t));
+    cuda_moe_args a = {.type = type, .w = dwg, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out,
+                       .n_in = n_in, .ids = dids, .n_rows = n_rows, .k = k, .x = dx};
+    const size_t wb = moe ? cuda_moe_decode_work_bytes(&a) : cuda_matmul_decode_work_bytes(type, n_in, n_rows);
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    float *dy = dev_poisoned(ny), *dg = dev_poisoned(ny), *du = dev_poisoned(ny);
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    char why[256] = "", what[48];
+    snprintf(what, sizeof what, "%s x%zu/%zu", moe ? "moe glu" : "glu", n_rows, n_in);
+    CU(cudaDeviceSynchronize()); /* the poisoning and uploads (legacy stream) before st's work */
+    for (int pass = 0; pass < 3; pass++) { /* 0: fused, PDL on; 1: unfused; 2: fused, PDL off */
+        cuda_pdl_set(pass != 2);
+        int rc;
+        CU(cudaMemsetAsync(dy, 0xFF, ny * sizeof(float), st));
+        if (pass != 1) {
+            a.y = dy;
+            rc = moe ? cuda_moe_decode_glu(&a, dwu, work, st, why, sizeof why)
+                     : cuda_matmul_decode_glu(type, dwg, dwu, n_out, n_in, dx, n_rows, dy, work, st, why, sizeof why);
+        } else {
+            cuda_moe_args b = a;
+            b.y = dg;
+            rc = moe ? cuda_moe_decode(&b, work, st, why, sizeof why)
+                     : cuda_matmul_decode(type, dwg, n_out, n_in, dx, n_rows, dg, work, st, why, sizeof why);
+            b.w = dwu, b.y = du;
+            if (rc == 0)
+                rc = moe ? cuda_moe_decode(&b, work, st, why, sizeof why)
+                         : cuda_matmul_decode(type, dwu, n_out, n_in, dx, n_rows, du, work, st, why, sizeof why);
+            if (rc == 0 && cuda_swiglu(dy, dg, du, ny, st) != 0) rc = -1, snprintf(why, sizeof why, "cuda_swiglu");
+        }
+        CHECK_MSG(rc == 0, "%s: %s", what, why);
+        CU(cudaStreamSynchronize(st));
+        dev_download(pass == 0 ? got : h, dy, ny);
+        if (pass == 0)
+            check_close(what, type, got, ref, ny, 1e-5);
+        else
+            CHECK_MSG(memcmp(got, h, ny * sizeof(float)) == 0, "%s %s: fused differs from %s", what,
+                      quant_type_name(type), pass == 1 ? "gate, up, then cuda_swiglu" : "the same with PDL off");
+    }
+    cuda_pdl_set(1);
+    cudaStreamDestroy(st);
+    free(wg), free(wu), free(x), free(ids), free(ref), free(got), free(h);
+    cudaFree(dwg), cudaFree(dwu), cudaFree(dx), cudaFree(dids), cudaFree(work), cudaFree(dy), cudaFree(dg),
+        cudaFree(du);
+}
+
+static void test_glu(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        glu_case(TYPES[t], 1, 0, 0);
+        glu_case(TYPES[t], 8, 0, 1);
+        glu_case(TYPES[t], 1, 1, 0);
+        glu_case(TYPES[t], 5, 1, 0);
+    }
+    glu_case(QUANT_Q4_K, 8, 1, 1); /* 8-bit rows in work, not shared memory */
+}
+
 /* The stream and graph rule: every entry point captured into one CUDA graph
  * (a capture fails on any synchronising or host-reading call) and replayed
  * gives the bits the direct calls give. */
@@ -488,6 +574,7 @@ int main(void) {
     RUN(test_chunk_types);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_glu);
     RUN(test_graph_capture);
     return TEST_EXIT();
 }
