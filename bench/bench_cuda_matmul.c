@@ -196,16 +196,19 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
         for (size_t c = 0; c < copies; c++)
             cuda_matmul_decode(type, (uint8_t *)w + c * mat, n_out, n_in, x, rows, y, work, NULL, why, sizeof why);
     CU(cudaEventRecord(ev1, 0));
-    const double t = elapsed_s() / (reps * copies), gbs = (double)mat / t / 1e9;
+    const double t = elapsed_s() / (reps * copies);
     dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
                  .work = work};
     cuda_pdl_set(0);
     const double tn = graph_time(dec_body, &c, copies);
     cuda_pdl_set(1);
+    cuda_mmv_stage_set(0);
+    const double tu = graph_time(dec_body, &c, copies);
+    cuda_mmv_stage_set(1);
     const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
-    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | no PDL %7.2f us | graph %7.2f us %5.0f "
+    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %6.2f us | no PDL %6.2f | no stage %6.2f | graph %6.2f us %5.0f "
            "GB/s %5.1f%% of copy bw %4.2fx peer\n",
-           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tn * 1e6, tg * 1e6, gg, 100 * gg / bw,
+           quant_type_name(type), n_out, n_in, rows, t * 1e6, tn * 1e6, tu * 1e6, tg * 1e6, gg, 100 * gg / bw,
            gg / PEER_GBS);
     CU(cudaFree(w));
     CU(cudaFree(x));
@@ -262,11 +265,14 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     cuda_pdl_set(0);
     const double tn = graph_time(moe_body, &c, layers);
     cuda_pdl_set(1);
+    cuda_mmv_stage_set(0);
+    const double tu = graph_time(moe_body, &c, layers);
+    cuda_mmv_stage_set(1);
     const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
-    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | no PDL %7.2f us | "
-           "graph %7.2f us %5.0f GB/s %5.1f%% of copy bw\n",
-           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tn * 1e6, tg * 1e6, gg,
-           100 * gg / bw);
+    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %6.2f us %5.0f GB/s | no PDL %6.2f | no "
+           "stage %6.2f | graph %6.2f us %5.0f GB/s %5.1f%% of copy bw\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tn * 1e6, tu * 1e6,
+           tg * 1e6, gg, 100 * gg / bw);
     if (!a.x_per_slot) { /* gate + up of a layer (2 x the bytes): fused vs gate, up, SwiGLU */
         const double t1 = graph_time(glu_body, &c, layers / 2), t2 = graph_time(glu2_body, &c, layers / 2);
         printf("moe glu %-5s %zux%zu x %zu k=%zu rows %zu: fused %7.2f us %5.0f GB/s %5.1f%% of copy bw | unfused "

@@ -64,6 +64,12 @@ enum {
     CUDA_MOE_MAX_K = 16,             /* experts per row */
 };
 
+/* Decode products copy each thread block's weight rows to shared memory
+ * with cp.async before using them (when aligned and small enough); 0 turns
+ * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
+ * bit for bit (the arithmetic is the same, only where the bytes come from). */
+void cuda_mmv_stage_set(int on);
+
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
 

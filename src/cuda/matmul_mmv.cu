@@ -22,6 +22,8 @@
  * No host synchronisation: the routing is read on the device.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_pdl.cuh"
 #include "matmul_internal.cuh"
@@ -40,6 +42,9 @@ typedef struct mmv_params {
     int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
     int group_cap;   /* slots per group: the rows the shared memory holds when fused, else 8 */
     const uint8_t *w2; /* GLU: the up weights (w is the gate), same layout; y = silu(x w^T) * (x w2^T) */
+    int fused;         /* the 8-bit rows are made in shared memory (FUSE) */
+    int stage;         /* the block's weight rows are copied to shared memory first (cp.async), at x_smem */
+    unsigned x_smem;   /* bytes of shared memory before the staged weights (the fused rows, 16-aligned) */
     float *y;       /* [n_slots][n_out] */
 } mmv_params;
 
@@ -191,6 +196,19 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
     }
 }
 
+/* Copies n bytes (a multiple of 16, both ends 16-byte aligned) from global
+ * to shared memory with cp.async, the block's threads striding 16 bytes: all
+ * of a block's weight bytes are in flight at once, with no registers held,
+ * while the block waits for its inputs and quantises them (a warp walking its
+ * row load by load would pay one memory round trip per step). */
+__device__ __forceinline__ void mmv_stage(uint8_t *dst, const uint8_t *src, size_t n) {
+    for (size_t off = (size_t)threadIdx.x * 16; off < n; off += (size_t)blockDim.x * 16) {
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(dst + off);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src + off) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
 /* cpu_silu(g) * u, the expression of ops_small.cu's k_swiglu (so the fused
  * product's bits equal the two products followed by cuda_swiglu). */
 __device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
@@ -206,9 +224,16 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
     const int o0 = blockIdx.x * MMV_WARPS, nrow = p.n_out - o0 < MMV_WARPS ? p.n_out - o0 : MMV_WARPS;
     /* dense: this block's weight rows are known before the inputs are (cuda_pdl.cuh): start them towards L2
      * while the previous kernel finishes; then wait for it (a no-op unless launched with PDL) */
+    uint8_t *ws = xsm + p.x_smem; /* stage: the block's rows (then the up rows) */
+    const size_t span = (size_t)nrow * p.row_bytes;
     if (p.ids == NULL) {
-        pdl_prefetch_l2(p.w + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
-        if (GLU) pdl_prefetch_l2(p.w2 + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
+        if (p.stage) {
+            mmv_stage(ws, p.w + (size_t)o0 * p.row_bytes, span);
+            if (GLU) mmv_stage(ws + span, p.w2 + (size_t)o0 * p.row_bytes, span);
+        } else {
+            pdl_prefetch_l2(p.w + (size_t)o0 * p.row_bytes, span);
+            if (GLU) pdl_prefetch_l2(p.w2 + (size_t)o0 * p.row_bytes, span);
+        }
     }
     pdl_wait();
     pdl_trigger();
@@ -228,12 +253,19 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
             if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
         first = s;
         /* the expert's rows of this block, in flight while the rows are quantised */
-        pdl_prefetch_l2(p.w + (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
-        if (GLU)
-            pdl_prefetch_l2(p.w2 + (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes, (size_t)nrow * p.row_bytes);
+        const size_t eo = (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes;
+        if (p.stage) {
+            mmv_stage(ws, p.w + eo, span);
+            if (GLU) mmv_stage(ws + span, p.w2 + eo, span);
+        } else {
+            pdl_prefetch_l2(p.w + eo, span);
+            if (GLU) pdl_prefetch_l2(p.w2 + eo, span);
+        }
     }
     const size_t woff = (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
-    const uint8_t *wrow = p.w + woff;
+    const size_t soff = (size_t)(o < p.n_out ? o - o0 : 0) * p.row_bytes;
+    const uint8_t *wrow = p.stage ? ws + soff : p.w + woff;
+    const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + woff;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
      * group unless a row routes to the same expert twice). Block-uniform. */
     int next = first;
@@ -262,7 +294,6 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
             }
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) xr[i] = xsm + (size_t)(i < ns ? i : 0) * p.x_bytes;
-            __syncthreads();
         } else {
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
@@ -270,6 +301,8 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
                 xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
             }
         }
+        if (p.stage) asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies landed */
+        if (FUSE || p.stage) __syncthreads(); /* everyone's copies and rows */
         if (o < p.n_out) {
             float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
@@ -277,7 +310,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
 #pragma unroll
             for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
             mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
-            if (GLU) mmv_row<T>(p.w2 + woff, p.n_in, xr, ns, p.vec, acc2);
+            if (GLU) mmv_row<T>(wrow2, p.n_in, xr, ns, p.vec, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 float v = acc[i];
@@ -291,7 +324,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
             }
         }
         if (p.ids == NULL) break;
-        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows */
+        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows (staged weights stay) */
     }
 }
 
@@ -309,18 +342,45 @@ static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
 
 #define MMV_CASE(TY)                                                                \
     case TY:                                                                       \
-        if (smem)                                                                  \
+        if (p->fused)                                                              \
             pdl_launch(glu ? mmv_kernel<TY, true, true> : mmv_kernel<TY, true, false>, grid, block, smem, st, *p); \
         else                                                                       \
-            pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, 0, st, *p); \
+            pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, smem, st, *p); \
         break
 
 #define MMVF_CASE(TY) /* float weights: never fused (f32 rows are read as they are) */ \
-    case TY: pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, 0, st, *p); break
+    case TY: pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, smem, st, *p); break
 
-static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, size_t smem, cudaStream_t st) {
+/* The staging switch: on unless CLOVER_CUDA_MMV_STAGE=0; cuda_mmv_stage_set
+ * overrides (bench_cuda_matmul times both). */
+static int g_stage = -1;
+static int cuda_mmv_stage_enabled(void) {
+    int v = __atomic_load_n(&g_stage, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_MMV_STAGE");
+        v = !(e && strcmp(e, "0") == 0);
+        __atomic_store_n(&g_stage, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+/* Staging (mmv_stage) when the rows are 16-byte aligned and the block's rows
+ * fit beside the fused 8-bit rows in 48 KB; sets p->stage, p->x_smem and
+ * returns the block's shared memory. */
+static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
+    const size_t rows = p->n_out < MMV_WARPS ? (size_t)p->n_out : MMV_WARPS;
+    const size_t span = rows * p->row_bytes * (p->w2 ? 2 : 1), xs = (x_smem + 15) / 16 * 16;
+    const uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
+    p->stage = cuda_mmv_stage_enabled() && (al & 15) == 0 && xs + span <= MMV_SMEM_MAX;
+    p->x_smem = (unsigned)xs;
+    return p->stage ? xs + span : x_smem;
+}
+
+static void mmv_launch(uint32_t type, mmv_params *p, unsigned grid_y, size_t x_smem, cudaStream_t st) {
     const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
     const bool glu = p->w2 != NULL;
+    const size_t smem = mmv_plan_smem(p, x_smem);
     switch (type) {
         MMVF_CASE(MM_F32);
         MMVF_CASE(MM_F16);
@@ -351,6 +411,7 @@ static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size
     const size_t sm = mmv_smem(type, n_in, n_group);
     if (sm <= MMV_SMEM_MAX) {
         *smem = sm;
+        p->fused = 1;
         p->group_cap = (int)n_group;
         p->xf = x;
         p->x = NULL;

@@ -151,8 +151,11 @@ static void check_close(const char *what, uint32_t type, const float *got, const
 /* Variant 0: odd where the type allows it (float weights: the unaligned
  * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
  * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
- * separate quantiser kernel and `work`). */
+ * separate quantiser kernel and `work`). Variant 2: 2048 wide, where every
+ * type's rows are 16-byte aligned, so the decode products stage their
+ * weight rows in shared memory (checked bit for bit against not staging). */
 static size_t n_in_variant(uint32_t type, int variant) {
+    if (variant == 2) return 2048; /* every row 16-byte aligned: the staged weights (cuda_mmv_stage_set) */
     if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return variant ? 520 : 300 + 13;
     if (type == QUANT_Q8_0) return variant ? 32 * 171 : 32 * 19;
     return variant ? 256 * 22 : 256 * 3;
@@ -239,7 +242,7 @@ static void test_act_quantize_bytes(void) {
 }
 
 static void test_decode_types(void) {
-    for (int t = 0; t < 2 * N_TYPES; t++) {
+    for (int t = 0; t < 3 * N_TYPES; t++) {
         const uint32_t type = TYPES[t % N_TYPES];
         const size_t n_in = n_in_variant(type, t / N_TYPES), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
         size_t rb;
@@ -267,9 +270,16 @@ static void test_decode_types(void) {
             char what[48];
             snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
             check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
-            if (nr == 8)
+            if (nr == 8) {
                 memcpy(all, got, 8 * n_out * sizeof(float));
-            else /* the same rows alone: the same bits */
+                cuda_mmv_stage_set(0); /* the weights read from global memory directly: the same bits */
+                CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx, nr, dy, work, NULL, why, sizeof why) == 0, "%s",
+                          why);
+                cuda_mmv_stage_set(1);
+                dev_download(got, dy, nr * n_out);
+                CHECK_MSG(memcmp(all, got, 8 * n_out * sizeof(float)) == 0,
+                          "decode %s x8/%zu: staged and unstaged weights differ", quant_type_name(type), n_in);
+            } else /* the same rows alone: the same bits */
                 CHECK_MSG(memcmp(all + r0 * n_out, got, nr * n_out * sizeof(float)) == 0,
                           "decode %s: rows computed in a batch of %zu differ from a batch of 8", quant_type_name(type),
                           nr);
@@ -447,8 +457,9 @@ static void glu_case(uint32_t type, size_t n_rows, int moe, int variant) {
     char why[256] = "", what[48];
     snprintf(what, sizeof what, "%s x%zu/%zu", moe ? "moe glu" : "glu", n_rows, n_in);
     CU(cudaDeviceSynchronize()); /* the poisoning and uploads (legacy stream) before st's work */
-    for (int pass = 0; pass < 3; pass++) { /* 0: fused, PDL on; 1: unfused; 2: fused, PDL off */
+    for (int pass = 0; pass < 4; pass++) { /* 0: fused, PDL on; 1: unfused; 2: fused, PDL off; 3: not staged */
         cuda_pdl_set(pass != 2);
+        cuda_mmv_stage_set(pass != 3);
         int rc;
         CU(cudaMemsetAsync(dy, 0xFF, ny * sizeof(float), st));
         if (pass != 1) {
@@ -473,9 +484,13 @@ static void glu_case(uint32_t type, size_t n_rows, int moe, int variant) {
             check_close(what, type, got, ref, ny, 1e-5);
         else
             CHECK_MSG(memcmp(got, h, ny * sizeof(float)) == 0, "%s %s: fused differs from %s", what,
-                      quant_type_name(type), pass == 1 ? "gate, up, then cuda_swiglu" : "the same with PDL off");
+                      quant_type_name(type),
+                      pass == 1   ? "gate, up, then cuda_swiglu"
+                      : pass == 2 ? "the same with PDL off"
+                                  : "the same with the weights not staged");
     }
     cuda_pdl_set(1);
+    cuda_mmv_stage_set(1);
     cudaStreamDestroy(st);
     free(wg), free(wu), free(x), free(ids), free(ref), free(got), free(h);
     cudaFree(dwg), cudaFree(dwu), cudaFree(dx), cudaFree(dids), cudaFree(work), cudaFree(dy), cudaFree(dg),
@@ -488,6 +503,8 @@ static void test_glu(void) {
         glu_case(TYPES[t], 8, 0, 1);
         glu_case(TYPES[t], 1, 1, 0);
         glu_case(TYPES[t], 5, 1, 0);
+        glu_case(TYPES[t], 1, 0, 2); /* staged weights */
+        glu_case(TYPES[t], 3, 1, 2);
     }
     glu_case(QUANT_Q4_K, 8, 1, 1); /* 8-bit rows in work, not shared memory */
 }
