@@ -156,6 +156,58 @@ static void glu2_body(void *ctx, size_t i, cudaStream_t st) {
     cuda_swiglu(yg, yg, c->y, a.n_rows * a.k * a.n_out, st);
 }
 
+/* A GDN layer's input products (qkv, z, alpha, beta: Q8_0, 2048 wide, one row), layer i of the copies. */
+typedef struct multi_ctx {
+    const uint8_t *w;
+    size_t layer_bytes;
+    const float *x;
+    float *y;
+    void *work;
+} multi_ctx;
+static const size_t MULTI_OUT[4] = {8192, 4096, 32, 32};
+
+static void multi_seg(const multi_ctx *c, size_t i, cuda_matmul_seg *seg) {
+    const size_t rb = quant_row_bytes(QUANT_Q8_0, 2048);
+    size_t off = i * c->layer_bytes, yo = 0;
+    for (int j = 0; j < 4; j++) {
+        seg[j] = (cuda_matmul_seg){.w = c->w + off, .n_out = MULTI_OUT[j], .y = c->y + yo};
+        off += MULTI_OUT[j] * rb;
+        yo += MULTI_OUT[j];
+    }
+}
+static void multi_body(void *ctx, size_t i, cudaStream_t st) {
+    cuda_matmul_seg seg[4];
+    multi_seg(ctx, i, seg);
+    char why[256];
+    if (cuda_matmul_decode_multi(QUANT_Q8_0, seg, 4, 2048, ((multi_ctx *)ctx)->x, 1, ((multi_ctx *)ctx)->work, st, why,
+                                 sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+static void multi4_body(void *ctx, size_t i, cudaStream_t st) {
+    cuda_matmul_seg seg[4];
+    multi_seg(ctx, i, seg);
+    char why[256];
+    for (int j = 0; j < 4; j++)
+        if (cuda_matmul_decode(QUANT_Q8_0, seg[j].w, seg[j].n_out, 2048, ((multi_ctx *)ctx)->x, 1, seg[j].y,
+                               ((multi_ctx *)ctx)->work, st, why, sizeof why))
+            fprintf(stderr, "%s\n", why);
+}
+static void bench_multi(double bw) {
+    const size_t rb = quant_row_bytes(QUANT_Q8_0, 2048), rows = 8192 + 4096 + 32 + 32, layers = 8;
+    void *w = dev_weights(QUANT_Q8_0, rows * layers, 2048);
+    multi_ctx c = {.w = w, .layer_bytes = rows * rb, .x = dev_floats(2048)};
+    CU(cudaMalloc((void **)&c.y, rows * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_decode_work_bytes(QUANT_Q8_0, 2048, 1) + 256));
+    const double t1 = graph_time(multi_body, &c, layers), t4 = graph_time(multi4_body, &c, layers);
+    printf("multi   q8_0  qkv+z+alpha+beta (8192+4096+32+32) x 2048 rows 1: one launch %6.2f us %5.0f GB/s %5.1f%% "
+           "of copy bw | 4 launches %6.2f us\n",
+           t1 * 1e6, (double)c.layer_bytes / t1 / 1e9, 100.0 * c.layer_bytes / t1 / 1e9 / bw, t4 * 1e6);
+    CU(cudaFree(w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.work));
+}
+
 static double copy_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
     void *a, *b;
@@ -362,6 +414,7 @@ int main(void) {
         bench_decode(types[i], 4096, 2048, 8, bw);
     }
     bench_decode(QUANT_Q8_0, 248320 / 4, 2048, 1, bw); /* a quarter of the output head */
+    bench_multi(bw);
     bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 1, bw);
     bench_moe_decode(QUANT_Q4_K, 256, 2048, 512, 8, 1, bw);
     bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 8, bw);

@@ -62,6 +62,7 @@ extern "C" {
 enum {
     CUDA_MATMUL_DECODE_MAX_ROWS = 8, /* rows of cuda_matmul_decode / cuda_moe_decode */
     CUDA_MOE_MAX_K = 16,             /* experts per row */
+    CUDA_MATMUL_MAX_SEG = 4,         /* matrices of one cuda_matmul_decode_multi */
 };
 
 /* Decode products copy each thread block's weight rows to shared memory
@@ -90,6 +91,18 @@ int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, 
 int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
                            const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
                            size_t why_len);
+/* Several matrices of one type and n_in on the same rows in one launch (the
+ * q/k/v or qkv/z/alpha/beta of a layer): y_i = x W_i^T, each exactly as
+ * cuda_matmul_decode computes it alone (same blocks, same arithmetic), so
+ * the bits equal n_seg separate calls. 1 <= n_seg <= CUDA_MATMUL_MAX_SEG;
+ * scratch as cuda_matmul_decode's for (type, n_in, n_rows). */
+typedef struct cuda_matmul_seg {
+    const void *w;
+    size_t n_out;
+    float *y; /* [n_rows][n_out] */
+} cuda_matmul_seg;
+int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
+                             size_t n_rows, void *work, void *stream, char *why, size_t why_len);
 /* Any n_rows >= 1 (needs no scratch). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
                       void *stream, char *why, size_t why_len);

@@ -46,6 +46,14 @@ typedef struct mmv_params {
     int stage;         /* the block's weight rows are copied to shared memory first (cp.async), at x_smem */
     unsigned x_smem;   /* bytes of shared memory before the staged weights (the fused rows, 16-aligned) */
     float *y;       /* [n_slots][n_out] */
+    /* n_seg > 1: the launch does several matrices of this type and n_in on the same rows (dense only), blocks
+     * seg_blk0[i] .. seg_blk0[i+1]-1 the i-th; each block then computes exactly what a launch of its own would */
+    int n_seg, n_blocks;
+    int seg_blk0[CUDA_MATMUL_MAX_SEG];
+    int seg_n_out[CUDA_MATMUL_MAX_SEG];
+    int seg_vec[CUDA_MATMUL_MAX_SEG];
+    const uint8_t *seg_w[CUDA_MATMUL_MAX_SEG];
+    float *seg_y[CUDA_MATMUL_MAX_SEG];
 } mmv_params;
 
 __device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; }
@@ -220,18 +228,28 @@ template <int T, bool FUSE, bool GLU>
 __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 3 : 4) : 1) mmv_kernel(mmv_params p) {
     extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int o = blockIdx.x * MMV_WARPS + warp;
-    const int o0 = blockIdx.x * MMV_WARPS, nrow = p.n_out - o0 < MMV_WARPS ? p.n_out - o0 : MMV_WARPS;
+    /* several matrices in one launch (dense only): this block's segment */
+    const uint8_t *W = p.w;
+    int NOUT = p.n_out, BX = blockIdx.x, VEC = p.vec;
+    float *Y = p.y;
+    if (p.n_seg > 1) {
+        int sg = 0;
+        while (sg + 1 < p.n_seg && BX >= p.seg_blk0[sg + 1]) sg++;
+        W = p.seg_w[sg], NOUT = p.seg_n_out[sg], Y = p.seg_y[sg], VEC = p.seg_vec[sg];
+        BX -= p.seg_blk0[sg];
+    }
+    const int o = BX * MMV_WARPS + warp;
+    const int o0 = BX * MMV_WARPS, nrow = NOUT - o0 < MMV_WARPS ? NOUT - o0 : MMV_WARPS;
     /* dense: this block's weight rows are known before the inputs are (cuda_pdl.cuh): start them towards L2
      * while the previous kernel finishes; then wait for it (a no-op unless launched with PDL) */
     uint8_t *ws = xsm + p.x_smem; /* stage: the block's rows (then the up rows) */
     const size_t span = (size_t)nrow * p.row_bytes;
     if (p.ids == NULL) {
         if (p.stage) {
-            mmv_stage(ws, p.w + (size_t)o0 * p.row_bytes, span);
+            mmv_stage(ws, W + (size_t)o0 * p.row_bytes, span);
             if (GLU) mmv_stage(ws + span, p.w2 + (size_t)o0 * p.row_bytes, span);
         } else {
-            pdl_prefetch_l2(p.w + (size_t)o0 * p.row_bytes, span);
+            pdl_prefetch_l2(W + (size_t)o0 * p.row_bytes, span);
             if (GLU) pdl_prefetch_l2(p.w2 + (size_t)o0 * p.row_bytes, span);
         }
     }
@@ -246,7 +264,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         const int s = blockIdx.y;
         e = p.ids[s];
         if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN, no memory outside W is read */
-            if (o < p.n_out && lane == 0) p.y[(size_t)s * p.n_out + o] = __int_as_float(0x7fc00000);
+            if (o < NOUT && lane == 0) Y[(size_t)s * NOUT + o] = __int_as_float(0x7fc00000);
             return;
         }
         for (int t = 0; t < s; t++)
@@ -255,16 +273,16 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         /* the expert's rows of this block, in flight while the rows are quantised */
         const size_t eo = (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes;
         if (p.stage) {
-            mmv_stage(ws, p.w + eo, span);
+            mmv_stage(ws, W + eo, span);
             if (GLU) mmv_stage(ws + span, p.w2 + eo, span);
         } else {
-            pdl_prefetch_l2(p.w + eo, span);
+            pdl_prefetch_l2(W + eo, span);
             if (GLU) pdl_prefetch_l2(p.w2 + eo, span);
         }
     }
-    const size_t woff = (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
-    const size_t soff = (size_t)(o < p.n_out ? o - o0 : 0) * p.row_bytes;
-    const uint8_t *wrow = p.stage ? ws + soff : p.w + woff;
+    const size_t woff = (size_t)e * p.expert_stride + (size_t)(o < NOUT ? o : 0) * p.row_bytes;
+    const size_t soff = (size_t)(o < NOUT ? o - o0 : 0) * p.row_bytes;
+    const uint8_t *wrow = p.stage ? ws + soff : W + woff;
     const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + woff;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
      * group unless a row routes to the same expert twice). Block-uniform. */
@@ -303,16 +321,17 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         }
         if (p.stage) asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies landed */
         if (FUSE || p.stage) __syncthreads(); /* everyone's copies and rows */
-        if (o < p.n_out) {
+        if (o < NOUT) {
             float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
 #pragma unroll
             for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
-            mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
-            if (GLU) mmv_row<T>(wrow2, p.n_in, xr, ns, p.vec, acc2);
+            mmv_row<T>(wrow, p.n_in, xr, ns, VEC, acc);
+            if (GLU) mmv_row<T>(wrow2, p.n_in, xr, ns, VEC, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
+                if (i >= ns) break; /* ns is the same for the whole block: no lane leaves a shuffle */
                 float v = acc[i];
                 for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
                 if (GLU) {
@@ -320,7 +339,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
                     for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
                     v = mmv_swiglu(v, u);
                 }
-                if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+                if (lane == 0) Y[(size_t)slots[i] * NOUT + o] = v;
             }
         }
         if (p.ids == NULL) break;
@@ -371,14 +390,16 @@ extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 :
 static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
     const size_t rows = p->n_out < MMV_WARPS ? (size_t)p->n_out : MMV_WARPS;
     const size_t span = rows * p->row_bytes * (p->w2 ? 2 : 1), xs = (x_smem + 15) / 16 * 16;
-    const uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
+    uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
+    for (int i = 0; i < p->n_seg; i++) al |= (uintptr_t)p->seg_w[i];
     p->stage = cuda_mmv_stage_enabled() && (al & 15) == 0 && xs + span <= MMV_SMEM_MAX;
     p->x_smem = (unsigned)xs;
     return p->stage ? xs + span : x_smem;
 }
 
 static void mmv_launch(uint32_t type, mmv_params *p, unsigned grid_y, size_t x_smem, cudaStream_t st) {
-    const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
+    const unsigned gx = p->n_seg > 1 ? (unsigned)p->n_blocks : (unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS);
+    const dim3 grid(gx, grid_y), block(32 * MMV_WARPS);
     const bool glu = p->w2 != NULL;
     const size_t smem = mmv_plan_smem(p, x_smem);
     switch (type) {
@@ -463,6 +484,50 @@ extern "C" int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const v
     if (!w_up) MM_FAIL("cuda_matmul_decode_glu: a NULL pointer");
     return matmul_decode("cuda_matmul_decode_glu", type, w_gate, w_up, n_out, n_in, x, n_rows, y, work, stream, why,
                          why_len);
+}
+
+extern "C" int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                        const float *x, size_t n_rows, void *work, void *stream, char *why,
+                                        size_t why_len) {
+    const char *op = "cuda_matmul_decode_multi";
+    if (n_seg < 1 || n_seg > CUDA_MATMUL_MAX_SEG) MM_FAIL("%s: %zu matrices (1..%d)", op, n_seg, CUDA_MATMUL_MAX_SEG);
+    if (n_seg == 1)
+        return matmul_decode(op, type, seg[0].w, NULL, seg[0].n_out, n_in, x, n_rows, seg[0].y, work, stream, why,
+                             why_len);
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, n_rows, MMV_MAX);
+    if (!x || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
+        MM_FAIL("%s: a NULL pointer", op);
+    mmv_params p = {};
+    size_t blocks = 0, max_out = 0;
+    for (size_t i = 0; i < n_seg; i++) {
+        if (mm_check_shape(op, type, seg[i].n_out, n_in, why, why_len)) return -1;
+        if (!seg[i].w || !seg[i].y) MM_FAIL("%s: a NULL pointer", op);
+        if ((uintptr_t)seg[i].w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+        p.seg_blk0[i] = (int)blocks;
+        p.seg_n_out[i] = (int)seg[i].n_out;
+        p.seg_w[i] = (const uint8_t *)seg[i].w;
+        p.seg_y[i] = seg[i].y;
+        p.seg_vec[i] = !mm_is_int(type) && n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)seg[i].w) & 15) == 0;
+        blocks += (seg[i].n_out + MMV_WARPS - 1) / MMV_WARPS;
+        if (seg[i].n_out > max_out) max_out = seg[i].n_out;
+    }
+    if (blocks > (1u << 30)) MM_FAIL("%s: %zu output rows in all", op, blocks * MMV_WARPS);
+    cudaStream_t st = (cudaStream_t)stream;
+    p.n_seg = (int)n_seg;
+    p.n_blocks = (int)blocks;
+    p.w = p.seg_w[0];
+    p.y = p.seg_y[0];
+    p.row_bytes = mm_row_bytes(type, n_in);
+    p.n_out = (int)max_out; /* the staging plan: a block's rows are min(8, n_out) at most */
+    p.n_in = (int)n_in;
+    p.n_slots = (int)n_rows;
+    p.k = 1;
+    p.x_per_slot = 1;
+    p.n_expert = 1;
+    size_t smem;
+    mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
+    mmv_launch(type, &p, 1, smem, st);
+    return mm_launch_status(op, why, why_len);
 }
 
 /* Slots per group when fused: one per row (a row's experts are distinct;

@@ -285,7 +285,8 @@ extern "C" int cuda_nll(float *nll, const float *logits, const int32_t *targets,
 /* Per row: its k slots in ascending expert id (HF's index_add_ order, as
  * the CPU's bucketed accumulation), out = 0 then out += y * w, each product
  * and sum rounded separately like the CPU's (no FMA contraction). */
-__global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H) {
+__global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H,
+                          const float *sh, const float *gl) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const size_t r = blockIdx.y;
@@ -300,12 +301,14 @@ __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const
         }
         order[q] = t;
     }
+    const float gate = sh ? 1.0f / (1.0f + expf(-gl[r])) : 0.0f; /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
         float o = 0.0f;
         for (size_t j = 0; j < k; j++) {
             const size_t slot = r * k + (size_t)order[j];
             o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], wts[slot]));
         }
+        if (sh) o = __fadd_rn(o, __fmul_rn(gate, sh[r * H + c])); /* k_shexp_add's expression */
         out[r * H + c] = o;
     }
 }
@@ -314,6 +317,15 @@ extern "C" int cuda_moe_combine(float *out, const float *ye, const int32_t *idx,
                                 size_t H, void *stream) {
     if (n == 0) return 0;
     dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
-    pdl_launch(k_combine, grid, 256, 0, as_stream(stream), out, ye, idx, wts, k, H);
+    pdl_launch(k_combine, grid, 256, 0, as_stream(stream), out, ye, idx, wts, k, H, (const float *)NULL,
+               (const float *)NULL);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine");
+}
+
+extern "C" int cuda_moe_combine_shexp(float *out, const float *ye, const int32_t *idx, const float *wts, size_t n,
+                                      size_t k, size_t H, const float *sh, const float *gate_logit, void *stream) {
+    if (n == 0) return 0;
+    dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
+    pdl_launch(k_combine, grid, 256, 0, as_stream(stream), out, ye, idx, wts, k, H, sh, gate_logit);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine_shexp");
 }

@@ -424,6 +424,59 @@ static void test_moe_chunk(void) {
     moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
 }
 
+/* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
+static void multi_case(uint32_t type, size_t n_rows, int variant) {
+    enum { NS = 3 };
+    const size_t n_out[NS] = {45, 7, 130}, n_in = n_in_variant(type, variant);
+    uint8_t *w[NS];
+    void *dw[NS];
+    float *dy[NS], *ref[NS], *got[NS], *alone = malloc(130 * n_rows * sizeof(float));
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    size_t rb = 0;
+    cuda_matmul_seg seg[NS];
+    for (int i = 0; i < NS; i++) {
+        w[i] = make_weights(type, n_out[i], n_in, &rb);
+        dw[i] = dev_upload(w[i], n_out[i] * rb);
+        dy[i] = dev_poisoned(n_rows * n_out[i]);
+        ref[i] = malloc(n_rows * n_out[i] * sizeof(float));
+        got[i] = malloc(n_rows * n_out[i] * sizeof(float));
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out[i]; o++)
+                ref[i][r * n_out[i] + o] = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
+        seg[i] = (cuda_matmul_seg){.w = dw[i], .n_out = n_out[i], .y = dy[i]};
+    }
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    char why[256] = "", what[48];
+    CHECK_MSG(cuda_matmul_decode_multi(type, seg, NS, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0, "%s", why);
+    snprintf(what, sizeof what, "multi x%zu/%zu", n_rows, n_in);
+    for (int i = 0; i < NS; i++) {
+        dev_download(got[i], dy[i], n_rows * n_out[i]);
+        check_close(what, type, got[i], ref[i], n_rows * n_out[i], 1e-5);
+        CHECK_MSG(cuda_matmul_decode(type, dw[i], n_out[i], n_in, dx, n_rows, dy[i], work, NULL, why, sizeof why) == 0,
+                  "%s", why);
+        dev_download(alone, dy[i], n_rows * n_out[i]);
+        CHECK_MSG(memcmp(alone, got[i], n_rows * n_out[i] * sizeof(float)) == 0,
+                  "%s %s: matrix %d differs from its own launch", what, quant_type_name(type), i);
+    }
+    for (int i = 0; i < NS; i++) free(w[i]), free(ref[i]), free(got[i]), cudaFree(dw[i]), cudaFree(dy[i]);
+    free(x), free(alone), cudaFree(dx), cudaFree(work);
+}
+
+static void test_multi(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        multi_case(TYPES[t], 1, 0);
+        multi_case(TYPES[t], 8, 1);
+        multi_case(TYPES[t], 2, 2);
+    }
+    char why[256] = "";
+    cuda_matmul_seg seg[5] = {{0}};
+    CHECK(cuda_matmul_decode_multi(QUANT_Q8_0, seg, 5, 64, (const float *)seg, 1, NULL, NULL, why, sizeof why) == -1);
+    CHECK_MSG(strstr(why, "5 matrices") != NULL, "%s", why);
+}
+
 /* Gate and up fused with SwiGLU, dense (one "expert", every slot its row) or
  * grouped, on a non-blocking stream (so with PDL unless it is switched off). */
 static void glu_case(uint32_t type, size_t n_rows, int moe, int variant) {
@@ -592,6 +645,7 @@ int main(void) {
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_glu);
+    RUN(test_multi);
     RUN(test_graph_capture);
     return TEST_EXIT();
 }
