@@ -48,6 +48,7 @@ typedef struct mmv_params {
     float *y;       /* [n_slots][n_out] */
     /* n_seg > 1: the launch does several matrices of this type and n_in on the same rows (dense only), blocks
      * seg_blk0[i] .. seg_blk0[i+1]-1 the i-th; each block then computes exactly what a launch of its own would */
+    int rpw; /* output rows per warp (mmv_rpw) */
     int n_seg, n_blocks;
     int seg_blk0[CUDA_MATMUL_MAX_SEG];
     int seg_n_out[CUDA_MATMUL_MAX_SEG];
@@ -221,11 +222,13 @@ __device__ __forceinline__ void mmv_stage(uint8_t *dst, const uint8_t *src, size
  * product's bits equal the two products followed by cuda_swiglu). */
 __device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
 
-/* Fused kernels are capped so that 4 blocks fit an SM (3 for the GLU forms
- * that would spill at 64 registers): a decode product's 256-512 blocks then
- * run in one wave on 132 SMs. */
+/* Fused kernels are capped so that 4 blocks fit an SM (3 for the forms that
+ * would spill at 64 registers): a decode product's 256-512 blocks then run
+ * in one wave on 132 SMs. */
+#define MMV_MIN_BLOCKS(T, FUSE, GLU) \
+    ((FUSE) ? ((GLU) ? ((T) == MM_Q4_K ? 4 : 3) : ((T) == MM_Q5_K || (T) == MM_Q6_K ? 3 : 4)) : 1)
 template <int T, bool FUSE, bool GLU>
-__global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 3 : 4) : 1) mmv_kernel(mmv_params p) {
+__global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) mmv_kernel(mmv_params p) {
     extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     /* several matrices in one launch (dense only): this block's segment */
@@ -238,8 +241,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         W = p.seg_w[sg], NOUT = p.seg_n_out[sg], Y = p.seg_y[sg], VEC = p.seg_vec[sg];
         BX -= p.seg_blk0[sg];
     }
-    const int o = BX * MMV_WARPS + warp;
-    const int o0 = BX * MMV_WARPS, nrow = NOUT - o0 < MMV_WARPS ? NOUT - o0 : MMV_WARPS;
+    /* the block's rows o0 .. o0 + nrow - 1; warp w does rows o0 + w*RPW .. + RPW - 1 */
+    const int RPW = GLU ? 1 : p.rpw, RB = MMV_WARPS * RPW; /* GLU: 1 (registers; its rows are long) */
+    const int o0 = BX * RB, nrow = NOUT - o0 < RB ? NOUT - o0 : RB, ow = o0 + warp * RPW;
     /* dense: this block's weight rows are known before the inputs are (cuda_pdl.cuh): start them towards L2
      * while the previous kernel finishes; then wait for it (a no-op unless launched with PDL) */
     uint8_t *ws = xsm + p.x_smem; /* stage: the block's rows (then the up rows) */
@@ -264,7 +268,8 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         const int s = blockIdx.y;
         e = p.ids[s];
         if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN, no memory outside W is read */
-            if (o < NOUT && lane == 0) Y[(size_t)s * NOUT + o] = __int_as_float(0x7fc00000);
+            for (int j = 0; j < RPW; j++)
+                if (ow + j < NOUT && lane == 0) Y[(size_t)s * NOUT + ow + j] = __int_as_float(0x7fc00000);
             return;
         }
         for (int t = 0; t < s; t++)
@@ -280,10 +285,6 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
             if (GLU) pdl_prefetch_l2(p.w2 + eo, span);
         }
     }
-    const size_t woff = (size_t)e * p.expert_stride + (size_t)(o < NOUT ? o : 0) * p.row_bytes;
-    const size_t soff = (size_t)(o < NOUT ? o - o0 : 0) * p.row_bytes;
-    const uint8_t *wrow = p.stage ? ws + soff : W + woff;
-    const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + woff;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
      * group unless a row routes to the same expert twice). Block-uniform. */
     int next = first;
@@ -321,7 +322,14 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, FUSE ? (GLU && T != MM_Q4_K ? 
         }
         if (p.stage) asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies landed */
         if (FUSE || p.stage) __syncthreads(); /* everyone's copies and rows */
-        if (o < NOUT) {
+#pragma unroll 1
+        for (int j = 0; j < RPW; j++) {
+            const int o = ow + j;
+            if (o >= NOUT) break;
+            const size_t woff = (size_t)e * p.expert_stride + (size_t)o * p.row_bytes;
+            const size_t soff = (size_t)(o - o0) * p.row_bytes;
+            const uint8_t *wrow = p.stage ? ws + soff : W + woff;
+            const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + woff;
             float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
@@ -370,6 +378,12 @@ static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
 #define MMVF_CASE(TY) /* float weights: never fused (f32 rows are read as they are) */ \
     case TY: pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, smem, st, *p); break
 
+/* Output rows per warp: short rows (the experts' down products, 512 wide)
+ * give a warp one step of work per row, so a warp takes 4 of them: 4x fewer
+ * blocks, each paying its fixed part (inputs, quantised rows, barrier) once
+ * for 32 rows. A function of the row length only, so batch-invariant. */
+static int mmv_rpw(size_t row_bytes) { return row_bytes <= 640 ? 4 : 1; }
+
 /* The staging switch: on unless CLOVER_CUDA_MMV_STAGE=0; cuda_mmv_stage_set
  * overrides (bench_cuda_matmul times both). */
 static int g_stage = -1;
@@ -388,7 +402,7 @@ extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 :
  * fit beside the fused 8-bit rows in 48 KB; sets p->stage, p->x_smem and
  * returns the block's shared memory. */
 static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
-    const size_t rows = p->n_out < MMV_WARPS ? (size_t)p->n_out : MMV_WARPS;
+    const size_t rb = (size_t)MMV_WARPS * p->rpw, rows = (size_t)p->n_out < rb ? (size_t)p->n_out : rb;
     const size_t span = rows * p->row_bytes * (p->w2 ? 2 : 1), xs = (x_smem + 15) / 16 * 16;
     uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
     for (int i = 0; i < p->n_seg; i++) al |= (uintptr_t)p->seg_w[i];
@@ -398,7 +412,9 @@ static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
 }
 
 static void mmv_launch(uint32_t type, mmv_params *p, unsigned grid_y, size_t x_smem, cudaStream_t st) {
-    const unsigned gx = p->n_seg > 1 ? (unsigned)p->n_blocks : (unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS);
+    if (p->w2) p->rpw = 1; /* the kernel's GLU form keeps one row a warp */
+    const int rb = MMV_WARPS * p->rpw;
+    const unsigned gx = p->n_seg > 1 ? (unsigned)p->n_blocks : (unsigned)((p->n_out + rb - 1) / rb);
     const dim3 grid(gx, grid_y), block(32 * MMV_WARPS);
     const bool glu = p->w2 != NULL;
     const size_t smem = mmv_plan_smem(p, x_smem);
@@ -460,6 +476,7 @@ static int matmul_decode(const char *op, uint32_t type, const void *w, const voi
     p.w = (const uint8_t *)w;
     p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(type, n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
     p.n_out = (int)n_out;
     p.n_in = (int)n_in;
     p.n_slots = (int)n_rows;
@@ -508,7 +525,8 @@ extern "C" int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *se
         p.seg_w[i] = (const uint8_t *)seg[i].w;
         p.seg_y[i] = seg[i].y;
         p.seg_vec[i] = !mm_is_int(type) && n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)seg[i].w) & 15) == 0;
-        blocks += (seg[i].n_out + MMV_WARPS - 1) / MMV_WARPS;
+        const size_t rb = (size_t)MMV_WARPS * mmv_rpw(mm_row_bytes(type, n_in));
+        blocks += (seg[i].n_out + rb - 1) / rb;
         if (seg[i].n_out > max_out) max_out = seg[i].n_out;
     }
     if (blocks > (1u << 30)) MM_FAIL("%s: %zu output rows in all", op, blocks * MMV_WARPS);
@@ -518,6 +536,7 @@ extern "C" int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *se
     p.w = p.seg_w[0];
     p.y = p.seg_y[0];
     p.row_bytes = mm_row_bytes(type, n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
     p.n_out = (int)max_out; /* the staging plan: a block's rows are min(8, n_out) at most */
     p.n_in = (int)n_in;
     p.n_slots = (int)n_rows;
@@ -559,6 +578,7 @@ static int moe_decode(const char *op, const cuda_moe_args *a, const void *w2, vo
     p.w = (const uint8_t *)a->w;
     p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(a->type, a->n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
     p.expert_stride = a->expert_stride;
     p.n_out = (int)a->n_out;
     p.n_in = (int)a->n_in;
