@@ -162,6 +162,8 @@ def main() -> None:
     t_data = time.time()
     ids_all, real_all = build_rows(a.corpus, tok, a.seed, a.block, a.seq, a.limit)
     rows = ids_all.shape[0]
+    if rows == 0:
+        raise SystemExit(f"train: no exchange fits a row of --seq {a.seq} tokens (block {a.block})")
     print(f"train: {nparam / 1e6:.2f}M parameters, {rows} rows of {a.seq} "
           f"({real_all.sum().item() / 1e6:.2f}M real tokens, "
           f"{real_all.float().mean().item():.2f} of the rows' tokens), built in "
