@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
+#include "parallel/ep_cpu.h"
 
 int cpu_check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
     for (size_t r = 0; r < n; r++)
@@ -122,6 +123,7 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
                       .row0 = r0,
                       .stats = stats};
         cpu_pass_run(s, q->ids + r0, nr, &p);
+        if ((rc = ep_cpu_status(be->ep, err))) return rc; /* a failed simulated rank */
         s->n_past += nr;
         if ((rc = commit_head(be, q, r0, nr, stats, err))) return rc; /* non-finite logits only: a model fault */
     }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cpu/backend_cpu_internal.h"
+#include "parallel/ep_cpu.h"
 #include "quant/matmul.h"
 
 size_t cpu_layer_moe(backend *be, size_t il, size_t n, bool coreset, float top_p) {
@@ -26,6 +27,9 @@ size_t cpu_layer_moe(backend *be, size_t il, size_t n, bool coreset, float top_p
     } else {
         memset(sc->allowed, 1, E);
     }
-    cpu_moe_forward(sc->y, sc->x, n, w, allowed, be->pool, sc->moe);
+    if (be->ep) /* the simulated expert-parallel MoE (parallel/ep_cpu.h), bit-identical */
+        ep_cpu_forward(be->ep, sc->y, sc->x, n, w, allowed, be->pool);
+    else
+        cpu_moe_forward(sc->y, sc->x, n, w, allowed, be->pool, sc->moe);
     return kept;
 }

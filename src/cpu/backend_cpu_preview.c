@@ -13,6 +13,7 @@
 #include "base/rng.h"
 #include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
+#include "parallel/ep_cpu.h"
 
 static int preview_check(backend *be, backend_session *s, const int32_t *block, size_t b,
                          const backend_preview_opts *opts, const backend_pick *pick, clover_error *err) {
@@ -75,6 +76,7 @@ static int preview_one(backend *be, backend_preview_seq *q, backend_pass_stats *
     }
     const size_t V = be->hp->n_vocab, b = q->b;
     preview_pass(be, q->s, q->block, b, &q->opts, stats);
+    if ((rc = ep_cpu_status(be->ep, err))) return rc; /* a failed simulated rank */
     if (q->logits) memcpy(q->logits, be->sc.logits, b * V * sizeof(float));
     if (!pick) return CLOVER_OK;
     size_t idx[256], n = 0;
@@ -151,6 +153,7 @@ static int resolve_one(backend *be, backend_resolve_seq *q, const volatile int *
                 n++;
             }
         preview_pass(be, q->s, q->block, b, &q->opts, stats);
+        if ((rc = ep_cpu_status(be->ep, err))) return error_prefix(err, "resolve");
         if ((rc = host_pick_rows(&be->pick, q->pick, be->sc.logits, idx, n, greedy ? NULL : u, q->block, b, &out, stats,
                                 err)))
             return error_prefix(err, "resolve");
