@@ -260,6 +260,36 @@ CLOVER_API void clover_penalties_from_record(const clover_record *record, clover
  * the request (the token stays in the result, finish "cancelled"). */
 typedef int (*clover_token_fn)(void *user, int32_t id, float confidence);
 
+/* Log-probabilities of the emitted tokens (clover_generate_params.logprobs):
+ * each token's log-probability under the distribution it was picked from,
+ * and the most probable alternatives there. That distribution is the T = 1
+ * softmax of the row's logits after the forbidden ids (the mask id, the
+ * suppressed ids) and, in block diffusion, the record's penalties: before
+ * temperature, top-k and top-p, so a sampled token's log-probability is
+ * log(confidence) of the same pick. The row is: autoregressive, the causal
+ * row before the token; block diffusion, the token's row in the denoising
+ * pass that fixed it; lossless, the verifying commit's causal row. The log
+ * is float64 log-softmax rounded once to float32. Alternatives: the N most
+ * probable ids, probability descending, ties to the lower id (fewer
+ * finite ids than N: id -1, log-probability -inf). */
+#define CLOVER_MAX_TOP_LOGPROBS 20
+
+/* One emitted token as the streaming callback on_token_info sees it. The
+ * arrays are the engine's, valid only during the call. */
+typedef struct clover_token_info {
+    size_t index;             /* 0-based position in the answer (result ids[index]) */
+    int32_t id;
+    float confidence;         /* as on_token's */
+    float logprob;            /* params.logprobs set: the token's log-probability; else 0 */
+    size_t n_top;             /* params.top_logprobs (0 when logprobs are off) */
+    const int32_t *top_ids;   /* [n_top] the alternatives (NULL when n_top is 0) */
+    const float *top_logprobs;/* [n_top] their log-probabilities */
+} clover_token_info;
+
+/* Called like on_token (for every emitted token but a stop id, in order,
+ * after on_token when both are set); non-zero cancels the request. */
+typedef int (*clover_token_info_fn)(void *user, const clover_token_info *info);
+
 /* What one denoising pass left in the block being resolved (block diffusion
  * only), for a live display. The arrays are the engine's and valid only
  * during the call. */
@@ -324,6 +354,13 @@ typedef struct clover_generate_params {
      * the first disagreement. The answer is autoregressive decoding's with
      * the same sampling options and seed, and so is what stays committed. */
     int lossless;
+    /* Log-probabilities (see clover_token_info above; OpenAI's logprobs and
+     * top_logprobs): non-zero logprobs fills the result's logprobs, and
+     * top_logprobs = N (0..CLOVER_MAX_TOP_LOGPROBS; N > 0 turns logprobs on)
+     * its N alternatives per token. The tokens are the same either way. */
+    int logprobs;
+    size_t top_logprobs;
+    clover_token_info_fn on_token_info; /* may be NULL; user is passed to it */
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
@@ -374,6 +411,11 @@ typedef struct clover_generate_result {
     uint32_t *accepted_per_block; /* [n_blocks] lossless: tokens the block emitted (its known first row
                                      and the accepted drafts) */
     uint32_t *commits_per_block;  /* [n_blocks] lossless: 1 (the verify) or 2 (and the recommit) */
+    /* params.logprobs (or top_logprobs) set, else NULL and 0: */
+    float *logprobs;         /* [n_generated] each token's log-probability (a final stop id included) */
+    size_t n_top_logprobs;   /* N = params.top_logprobs */
+    int32_t *top_ids;        /* [n_generated][N] the alternatives (NULL when N is 0) */
+    float *top_logprobs;     /* [n_generated][N] their log-probabilities */
     size_t committed_after;  /* the session's committed length afterwards */
     clover_generate_stats stats;
 } clover_generate_result;

@@ -7,6 +7,8 @@
 # Environment: GPU_TEST_BENCH=0 skips the benchmarks; GPU_TEST_MODEL=FILE
 # adds bench_cuda_backend on that model; GPU_TEST_SYNTH=1 first makes it
 # (clover synth --preset qwen3.5-35b-a3b --no-diffusion, about a minute).
+# GPU_TEST_PREVIEW_MODEL=FILE adds bench_cuda_preview on that Clover file (GPU_TEST_SYNTH=1: made
+# first by clover synth --preset qwen3.5-35b-a3b, with the block-diffusion record).
 # GPU_TEST_ONLY=REGEX runs only the tests whose name matches.
 set -uo pipefail
 pack=${1:?usage: gpu-test.sh PACK_DIR [OUT_DIR]}
@@ -36,7 +38,7 @@ echo "tests: $pass passed, $fail failed, $skip skipped" | tee -a "$out/summary.t
 if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
   for b in "$pack"/bin/bench_cuda_*; do
     [ -x "$b" ] || continue
-    [ "$(basename "$b")" = bench_cuda_backend ] && continue # needs a model: GPU_TEST_MODEL below
+    case "$(basename "$b")" in bench_cuda_backend|bench_cuda_preview) continue ;; esac # need a model: below
     echo "== $(basename "$b")" | tee -a "$out/bench.log"
     timeout 300 "$b" 2>&1 | tee -a "$out/bench.log"
   done
@@ -48,6 +50,14 @@ if [ "${GPU_TEST_BENCH:-1}" != 0 ]; then
     fi
     echo "== bench_cuda_backend $GPU_TEST_MODEL" | tee -a "$out/bench.log"
     timeout 400 "$pack/bin/bench_cuda_backend" "$GPU_TEST_MODEL" ${GPU_TEST_BENCH_ARGS:-} 2>&1 | tee -a "$out/bench.log"
+  fi
+  if [ -n "${GPU_TEST_PREVIEW_MODEL:-}" ]; then
+    if [ "${GPU_TEST_SYNTH:-0}" = 1 ] && [ ! -s "$GPU_TEST_PREVIEW_MODEL" ]; then
+      echo "== clover synth --preset qwen3.5-35b-a3b" | tee -a "$out/bench.log"
+      "$pack/bin/clover" synth --preset qwen3.5-35b-a3b -o "$GPU_TEST_PREVIEW_MODEL" 2>&1 | tail -3 | tee -a "$out/bench.log"
+    fi
+    echo "== bench_cuda_preview $GPU_TEST_PREVIEW_MODEL" | tee -a "$out/bench.log"
+    timeout 400 "$pack/bin/bench_cuda_preview" "$GPU_TEST_PREVIEW_MODEL" 2>&1 | tee -a "$out/bench.log"
   fi
 fi
 [ "$fail" = 0 ]

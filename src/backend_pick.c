@@ -135,11 +135,16 @@ static void pick_task(void *ctx, size_t task, size_t thread) {
     j->rc[task] = sampler_pick(&j->sp, row, V, u, j->ctx->samp ? &j->ctx->samp[thread] : NULL, &o->id[r], &o->conf[r],
                                &e);
     if (j->rc[task] || (!o->logprob && !o->top_id)) return;
+    const size_t k = o->top_id ? j->pk->n_top : 0;
+    host_pick_logprobs(row, V, o->id[r], k, o->logprob ? &o->logprob[r] : NULL, k ? o->top_id + r * k : NULL,
+                       k && o->top_logprob ? o->top_logprob + r * k : NULL);
+}
+
+void host_pick_logprobs(const float *row, size_t V, int32_t id, size_t n_top, float *lp, int32_t *top_id,
+                        float *top_lp) {
     double lse = row_lse(row, V);
-    if (o->logprob) o->logprob[r] = (float)((double)row[o->id[r]] - lse);
-    if (o->top_id && j->pk->n_top)
-        row_top(row, V, j->pk->n_top, lse, o->top_id + r * j->pk->n_top,
-                o->top_logprob ? o->top_logprob + r * j->pk->n_top : NULL);
+    if (lp) *lp = (float)((double)row[id] - lse);
+    if (top_id && n_top) row_top(row, V, n_top, lse, top_id, top_lp);
 }
 
 int host_pick_rows(host_pick_ctx *c, const backend_pick *pk, float *logits, const size_t *rows, size_t n, const float *u,

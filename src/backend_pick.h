@@ -33,4 +33,10 @@ int host_pick_rows(host_pick_ctx *c, const backend_pick *pk, float *logits, cons
                    const float *u, const int32_t *block, size_t b, const backend_pick_out *out,
                    backend_pass_stats *stats, clover_error *err);
 
+/* The log-probability of id and the n_top alternatives over a row already
+ * forbidden and penalised (what host_pick_rows writes for a picked row);
+ * lp, top_id and top_lp may each be NULL. */
+void host_pick_logprobs(const float *row, size_t V, int32_t id, size_t n_top, float *lp, int32_t *top_id,
+                        float *top_lp);
+
 #endif

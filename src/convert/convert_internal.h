@@ -12,6 +12,10 @@
 #include "convert/tensor_map.h"
 #include "gguf/gguf.h"
 
+/* The index of name in names[0..count) ignoring case (names are lower case),
+ * or -1: the --type lookup of both convert and quantize. */
+int convert_name_index(const char *name, const char *const *names, int count);
+
 /* llama.cpp's general.file_type code of a --type. */
 uint32_t convert_file_type(convert_type t);
 /* The quant_type a tensor of this role and row length gets. */

@@ -23,15 +23,19 @@
 
 #include "quant/quant.h"
 
-int convert_type_from_name(const char *name) {
-    static const char *const names[] = {"f32", "bf16", "q8_0", "q4_k_m"};
+int convert_name_index(const char *name, const char *const *names, int count) {
     char low[16];
     size_t n = strlen(name);
     if (n >= sizeof low) return -1;
     for (size_t i = 0; i <= n; i++) low[i] = (char)tolower((unsigned char)name[i]);
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < count; i++)
         if (!strcmp(low, names[i])) return i;
     return -1;
+}
+
+int convert_type_from_name(const char *name) {
+    static const char *const names[] = {"f32", "bf16", "q8_0", "q4_k_m"};
+    return convert_name_index(name, names, 4);
 }
 
 const char *convert_type_name(convert_type t) {

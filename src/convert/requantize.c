@@ -6,7 +6,6 @@
  */
 #include "convert/requantize.h"
 
-#include <ctype.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -21,13 +20,7 @@ enum { CHUNK_BYTES = 8 << 20, TASKS_PER_THREAD = 4 };
 
 int requant_type_from_name(const char *name) {
     static const char *const names[] = {"q8_0", "q6_k", "q5_k_m", "q4_k_m"};
-    char low[16];
-    size_t n = strlen(name);
-    if (n >= sizeof low) return -1;
-    for (size_t i = 0; i <= n; i++) low[i] = (char)tolower((unsigned char)name[i]);
-    for (int i = 0; i < 4; i++)
-        if (!strcmp(low, names[i])) return i;
-    return -1;
+    return convert_name_index(name, names, 4);
 }
 
 const char *requant_type_name(requant_type t) {

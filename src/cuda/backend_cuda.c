@@ -11,8 +11,7 @@
  * waits for the result. Any other commit is enqueued directly and synchronised
  * once at its end.
  *
- * Preview (block diffusion) is issue 14: on this backend it reports
- * CLOVER_E_UNSUPPORTED. This table has contract v1's one-sequence shape
+ * Preview runs backend_cuda_preview.c's pass (raw logits only). This table has contract v1's one-sequence shape
  * (cpu_solo_ops of backend_cpu_solo.h, for the tests that compare one
  * sequence with the CPU); the engine runs on backend_cuda_v2.c's batched
  * table, which calls this commit per sequence.
@@ -131,10 +130,9 @@ int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const bac
 
 static int backend_cuda_preview(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
                                 float *logits, backend_pass_stats *stats, clover_error *err) {
-    (void)s, (void)block, (void)b, (void)opts, (void)logits, (void)stats;
-    return error_set(err, CLOVER_E_UNSUPPORTED,
-                     "preview: the CUDA backend runs commit, scoring and autoregressive decoding only; block-diffusion "
-                     "generation runs on the CPU (--device cpu, or --mode autoregressive on the GPU)");
+    if (!s || !opts) return error_set(err, CLOVER_E_INVALID, "preview: no session or no options");
+    backend_preview_seq q = {.s = s, .block = block, .b = b, .opts = *opts, .logits = logits};
+    return cuda_preview_seq(s, NULL, &q, stats, err); /* no pick: the host pick context is not needed */
 }
 
 const cpu_solo_ops cuda_solo = {
@@ -143,7 +141,7 @@ const cpu_solo_ops cuda_solo = {
     .session_length = backend_cuda_session_length,
     .commit = cuda_solo_commit,
     .preview = backend_cuda_preview,
-    .preview_debug = NULL,
+    .preview_debug = cuda_preview_debug,
     .reset = backend_cuda_reset,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,

@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "backend_pick.h"
 #include "cpu/backend_cpu_solo.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gdn.h"
@@ -89,6 +90,23 @@ typedef struct cuda_scratch {
     float *logits;    /* [R][V] */
     float *nll;       /* [R] */
     float *inv_freq;  /* [rot/2] */
+    /* preview and the device pick */
+    float *xh;           /* [R][H] the head's gathered rows */
+    float *blk_work;     /* [R][conv_dim] the GDN block operator's conv output */
+    void *cs_work;       /* cuda_moe_coreset scratch */
+    uint8_t *kept;       /* [n_layer][E] the last preview's coreset flags */
+    uint32_t *kept_count; /* [1] kept experts summed over the layers */
+    uint8_t *used;       /* [n_layer][E] experts routed to, marked when count_experts (benchmarks' floors) */
+    float *plog;         /* [R][V] picked rows, forbidden and penalised */
+    int32_t *pk_rows;    /* [2R] head rows, then the picked rows' index into logits */
+    double *pk_u;        /* [R] draws */
+    int32_t *pk_id;      /* [R] */
+    float *pk_conf;      /* [R] */
+    float *pk_ramp;      /* [2][R] length and </think> ramps per picked row */
+    int32_t *pk_forbid;  /* [V] */
+    int32_t *pk_cids;    /* [V] counted ids */
+    uint32_t *pk_counts; /* [V] */
+    int32_t *pk_stop;    /* [V] stop ids */
     void *mm_work;    /* cuda_matmul_decode scratch */
     void *moe_work;   /* cuda_moe_* scratch */
     void *attn_work;  /* cuda_attn_forward workspace */
@@ -112,6 +130,16 @@ struct backend_session {
     int32_t *h_ids, *h_targets; /* pinned [R] */
     float *h_logits;            /* pinned [R][V] */
     float *h_nll;               /* pinned [R] */
+    void *h_pick;               /* pinned, carved into the h_pk_* mirrors of sc.pk_* below */
+    int32_t *h_pk_rows, *h_pk_id, *h_pk_forbid, *h_pk_cids, *h_pk_stop;
+    double *h_pk_u;
+    float *h_pk_conf, *h_pk_ramp;
+    uint32_t *h_pk_counts, *h_kept_count;
+    bool has_preview;           /* a preview ran: preview_debug has its kept flags */
+    bool preview_coreset;
+    bool count_experts;         /* CLOVER_CUDA_COUNT_EXPERTS: every pass marks sc.used (a diagnostic) */       /* ... and it used the coreset (else every expert counts as kept) */
+    size_t preview_b;
+    float *dbg_hidden;          /* host [n_layer+1][R][H] when a preview asked for it (preview_debug) */
     void *arena;                /* every device buffer of the session but the KV caches */
     void *kv;                   /* all KV caches */
     cuda_scratch sc;
@@ -151,8 +179,22 @@ typedef struct cuda_pass {
     float *hidden;
     size_t hidden_rows, row0;
     backend_pass_stats *stats;
+    /* preview (SPEC.md 2): no causal mask, the GDN block operator, the coreset */
+    bool preview, coreset;
+    float ln_ratio, top_p;
+    const int32_t *head_rows; /* preview: device list of the rows the head computes (logits row i = head_rows[i]) */
+    size_t n_head_rows;
 } cuda_pass;
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
+
+/* backend_cuda_preview.c: one sequence's preview with its device picks,
+ * one block resolved (passes back to back), the last preview's diagnostics
+ * (backend.h's preview / resolve / preview_debug for one sequence). */
+int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq *q, backend_pass_stats *stats,
+                     clover_error *err);
+int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq *q, const volatile int *cancel,
+                     backend_pass_stats *stats, clover_error *err);
+int cuda_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
 
 /* Which CUDA device sessions use (0) and whether the model can run there:
  * 0 or CLOVER_E_UNSUPPORTED with the reason (a type or a shape the kernels

@@ -20,6 +20,15 @@
  * The MoE routes on the device (cuda_moe_route), the grouped expert products
  * read each routed expert once for all the rows that use it, and the routed
  * outputs are summed in ascending expert id as the CPU does.
+ *
+ * A preview pass (p->preview, SPEC.md 2) differs in three operators only:
+ * attention sees every block row (no causal mask; its K/V rows are written
+ * past the committed length, which no committed read covers), the GDN layers
+ * run the block operator over the committed ring and state without writing
+ * them, and with the coreset on, every layer's MoE first computes the
+ * block's coreset on the device (kept flags in sc.kept, [n_layer][E]) and
+ * routes inside it. Its head runs only for the rows listed (those still
+ * masked), gathered first.
  */
 #include <string.h>
 
@@ -28,6 +37,7 @@
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_preview.h"
 #include "quant/quant.h"
 
 enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
@@ -96,7 +106,7 @@ static int op_status(int rc, const char *what, clover_error *err) {
     return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", what, cuda_ops_last_error());
 }
 
-static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n,
+static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, bool causal,
                            clover_error *err) {
     const model_attention_weights *w = &ml->attn;
     cuda_scratch *sc = &s->sc;
@@ -109,10 +119,30 @@ static int layer_attention(backend_session *s, const model_layer *ml, const cuda
                               cuda_model_weight(s->cm, &w->k_norm), sc->inv_freq, seq, 1, (int)s->max_rows, &s->ad,
                               s->stream);
     if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention prepare: %s", cuda_attn_strerror(e));
-    e = cuda_attn_forward(sc->att, sc->qg, seq, 1, (int)n, (int)s->max_rows, (int)s->max_context, 1, &s->ad,
+    e = cuda_attn_forward(sc->att, sc->qg, seq, 1, (int)n, (int)s->max_rows, (int)s->max_context, causal ? 1 : 0, &s->ad,
                           sc->attn_work, s->stream);
     if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention: %s", cuda_attn_strerror(e));
     return mm(s, &w->o, sc->att, n, sc->y, err);
+}
+
+/* A preview's GDN layer: the block operator over the committed ring and state, read only (no beta). */
+static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n,
+                           const cuda_pass *p, clover_error *err) {
+    const model_gdn_weights *w = &ml->gdn;
+    const cuda_model *cm = s->cm;
+    cuda_scratch *sc = &s->sc;
+    int rc;
+    if ((rc = mm(s, &w->qkv, sc->x, n, sc->mixed, err)) || (rc = mm(s, &w->z, sc->x, n, sc->z, err)) ||
+        (rc = mm(s, &w->alpha, sc->x, n, sc->ga, err)))
+        return rc;
+    cuda_gdn_block_weights bw = {cuda_model_weight(cm, &w->conv),         cuda_model_weight(cm, &w->conv_right),
+                                 cuda_model_weight(cm, &w->a),            cuda_model_weight(cm, &w->dt_bias),
+                                 cuda_model_weight(cm, &w->norm),         cuda_model_weight(cm, &w->logit_scale),
+                                 cuda_model_weight(cm, &w->history_bias), cuda_model_weight(cm, &w->history_c)};
+    if (cuda_gdn_block(sc->gout, sc->mixed, sc->z, sc->ga, ly->ring, ly->state, &bw, &s->gd, (int)n, p->ln_ratio,
+                       sc->blk_work, s->stream))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operator: %s", cuda_preview_last_error());
+    return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
 static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, clover_error *err) {
@@ -129,7 +159,8 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
-static int layer_moe(backend_session *s, const model_layer *ml, size_t n, clover_error *err) {
+static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
+                     clover_error *err) {
     const model_moe_weights *w = &ml->moe;
     const model_hparams *hp = s->hp;
     cuda_scratch *sc = &s->sc;
@@ -138,8 +169,19 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t n, clover
     /* the router in FP32 always (when it is a float tensor): its logits choose experts, and a TF32 product
      * would flip near-ties that the CPU's f32 product resolves the other way */
     if ((rc = mm_as(s, &w->gate_inp, sc->x, n, sc->rlog, true, err))) return rc;
-    if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing", err)))
+    if (p->preview && p->coreset) {
+        /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it */
+        uint8_t *allowed = sc->kept + il * hp->n_expert;
+        if (cuda_moe_coreset(allowed, sc->kept_count, sc->rlog, n, hp->n_expert, k, p->top_p, sc->cs_work,
+                             s->stream) ||
+            cuda_moe_route_allowed(sc->ridx, sc->rw, sc->rlog, allowed, n, hp->n_expert, k, s->stream))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coreset: %s", cuda_preview_last_error());
+    } else if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing",
+                               err))) {
         return rc;
+    }
+    if (s->count_experts && cuda_mark_experts(sc->used + il * hp->n_expert, sc->ridx, n * k, s->stream))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", cuda_preview_last_error());
     if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) || (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
         return rc;
     if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
@@ -201,12 +243,15 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
                                           s->stream),
                             "input norm", err)))
             return rc;
-        rc = ml->kind == MODEL_LAYER_ATTENTION ? layer_attention(s, ml, ly, n, err) : layer_gdn(s, ml, ly, n, err);
+        if (ml->kind == MODEL_LAYER_ATTENTION)
+            rc = layer_attention(s, ml, ly, n, !p->preview, err);
+        else
+            rc = p->preview ? layer_gdn_block(s, ml, ly, n, p, err) : layer_gdn(s, ml, ly, n, err);
         if (rc) return rc;
         if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, &ml->post_norm), n, H,
                                               hp->rms_eps, s->stream),
                             "residual + post norm", err)) ||
-            (rc = layer_moe(s, ml, n, err)))
+            (rc = layer_moe(s, ml, l, n, p, err)))
             return rc;
         /* the residual add, fused with the next layer's input norm (or the final norm: the head normalises
          * its own rows again from h, so the extra rows' norm here is harmless) */
@@ -216,6 +261,12 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
                             "residual + norm", err)) ||
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
+    }
+    if (p->head_rows) { /* a preview's head: only the listed rows (those still masked), gathered */
+        if (!p->n_head_rows) return CLOVER_OK;
+        if (cuda_gather_rows(sc->xh, sc->x, p->head_rows, p->n_head_rows, H, s->stream))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: head rows: %s", cuda_preview_last_error());
+        return mm(s, &m->output, sc->xh, p->n_head_rows, sc->logits, err);
     }
     if (p->head_r0 >= n) return CLOVER_OK;
     /* x already holds the final norm of every row (the last fused add + norm) */

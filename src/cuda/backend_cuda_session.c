@@ -21,6 +21,7 @@
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
+#include "cuda/cuda_preview.h"
 #include "quant/quant.h"
 
 #define SESSION_MARGIN (256ull << 20)
@@ -112,6 +113,22 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->logits = carve(&c, R * V * f);
     sc->nll = carve(&c, R * f);
     sc->inv_freq = carve(&c, (hp->n_rot / 2 + 1) * f);
+    sc->xh = carve(&c, R * H * f);
+    sc->blk_work = carve(&c, s->n_gdn ? cuda_gdn_block_work_floats(&s->gd, (int)R) * f : 0);
+    sc->cs_work = carve(&c, cuda_moe_coreset_work_bytes(R, k));
+    sc->kept = carve(&c, (size_t)hp->n_layer * E);
+    sc->kept_count = carve(&c, sizeof(uint32_t));
+    sc->used = carve(&c, (size_t)hp->n_layer * E);
+    sc->plog = carve(&c, R * V * f);
+    sc->pk_rows = carve(&c, 2 * R * 4);
+    sc->pk_u = carve(&c, R * sizeof(double));
+    sc->pk_id = carve(&c, R * 4);
+    sc->pk_conf = carve(&c, R * f);
+    sc->pk_ramp = carve(&c, 2 * R * f);
+    sc->pk_forbid = carve(&c, V * 4);
+    sc->pk_cids = carve(&c, V * 4);
+    sc->pk_counts = carve(&c, V * 4);
+    sc->pk_stop = carve(&c, V * 4);
 
     size_t mmw = mm_work_of(&m->output, D), moew = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -165,10 +182,29 @@ void backend_cuda_session_free(backend_session *s) {
     cuda_host_free(s->h_targets);
     cuda_host_free(s->h_logits);
     cuda_host_free(s->h_nll);
+    cuda_host_free(s->h_pick);
+    mem_free(s->dbg_hidden);
     cuda_stream_destroy(s->stream);
     cuda_model_release(s->cm);
     mem_free(s->layers);
     mem_free(s);
+}
+
+/* Carves the pinned pick mirrors (host pointers when base is set); returns the bytes. */
+static size_t pick_layout(backend_session *s, char *base) {
+    const size_t R = s->max_rows, V = s->hp->n_vocab;
+    carver c = {base, 0};
+    s->h_pk_rows = carve(&c, 2 * R * 4);
+    s->h_pk_id = carve(&c, R * 4);
+    s->h_pk_u = carve(&c, R * sizeof(double));
+    s->h_pk_conf = carve(&c, R * sizeof(float));
+    s->h_pk_ramp = carve(&c, 2 * R * sizeof(float));
+    s->h_pk_forbid = carve(&c, V * 4);
+    s->h_pk_cids = carve(&c, V * 4);
+    s->h_pk_counts = carve(&c, V * 4);
+    s->h_pk_stop = carve(&c, V * 4);
+    s->h_kept_count = carve(&c, 4);
+    return c.off;
 }
 
 /* Zeroes the rings and states (a fresh sequence) on the session's stream. */
@@ -206,6 +242,8 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     s->fp32 = backend_cuda_model_is_float(model);
     /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
+    s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
+    if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
     s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
                             (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
@@ -264,11 +302,19 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
         cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_logits, max_rows * hp->n_vocab * sizeof(float), why) ||
-        cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why)) {
+        cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why) ||
+        cuda_host_alloc(&s->h_pick, pick_layout(s, NULL), why)) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
         goto fail;
     }
     session_layout(s, s->arena);
+    pick_layout(s, s->h_pick);
+    /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
+    if (getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
+        !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {
+        rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory for the preview's residual stream");
+        goto fail;
+    }
     /* KV caches: one block, layer after layer; descriptors with their fixed pointers */
     size_t per_layer = max_ctx * (size_t)hp->n_head_kv * hp->head_dim;
     for (uint32_t l = 0; l < hp->n_layer; l++) {

@@ -27,8 +27,9 @@
  * uses the one-row head; several picked rows take every row's logits, so
  * their head runs with the chunk's row count.
  *
- * Preview (block diffusion) is issue 14: every sequence gets
- * CLOVER_E_UNSUPPORTED with that reason, and there is no resolve. A
+ * Preview and resolve (block diffusion) run per sequence in
+ * backend_cuda_preview.c: the pass, the coreset and the pick on the device,
+ * 8 bytes a picked row back. A
  * checkpoint is a device copy of the GDN rings and states and the length
  * (KV rows below the length are never rewritten: restoring truncates).
  */
@@ -195,12 +196,36 @@ static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
 }
 
 static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
-    (void)be, (void)stats;
-    for (size_t i = 0; i < n_seqs; i++)
-        seqs[i].rc = error_set(&seqs[i].err, CLOVER_E_UNSUPPORTED,
-                               "preview: block diffusion is not supported on CUDA yet (issue 14); run it with "
-                               "--device cpu, or generate autoregressively (--ar) on CUDA");
-    return n_seqs ? CLOVER_E_UNSUPPORTED : CLOVER_OK;
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        backend_preview_seq *q = &seqs[i];
+        q->err.code = 0;
+        q->err.message[0] = 0;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: no backend");
+        else if (!q->s) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: no session");
+        else if (q->s->be != be)
+            q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: the session belongs to another backend");
+        else q->rc = cuda_preview_seq(q->s, &be->pick, q, stats, &q->err);
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
+}
+
+static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                        backend_pass_stats *stats) {
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        backend_resolve_seq *q = &seqs[i];
+        q->err.code = 0;
+        q->err.message[0] = 0;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: no backend");
+        else if (!q->s) q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: no session");
+        else if (q->s->be != be)
+            q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: the session belongs to another backend");
+        else q->rc = cuda_resolve_seq(q->s, &be->pick, q, cancel, stats, &q->err);
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
 }
 
 static size_t gdn_bytes(const backend_session *s) {
@@ -302,8 +327,8 @@ const backend_ops backend_cuda = {
     .reset = backend_cuda_reset,
     .commit = cuda_commit,
     .preview = cuda_preview,
-    .resolve = NULL,
-    .preview_debug = NULL,
+    .resolve = cuda_resolve,
+    .preview_debug = cuda_preview_debug,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
     .state_import = backend_cuda_state_import,

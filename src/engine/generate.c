@@ -62,6 +62,9 @@ void clover_generate_result_free(clover_generate_result *r) {
     mem_free(r->passes_per_block);
     mem_free(r->accepted_per_block);
     mem_free(r->commits_per_block);
+    mem_free(r->logprobs);
+    mem_free(r->top_ids);
+    mem_free(r->top_logprobs);
     free(r->text); /* the tokenizer's buffers are malloc'd */
     memset(r, 0, sizeof *r);
 }
@@ -164,6 +167,12 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
     if ((rc = check_sampling(p, err))) return rc;
     if ((rc = check_ids("extra stop ids", p->stop_ids, p->n_stop_ids, s->n_vocab, err))) return rc;
     if ((rc = check_ids("suppressed ids", p->suppress_ids, p->n_suppress_ids, s->n_vocab, err))) return rc;
+    if (p->top_logprobs > CLOVER_MAX_TOP_LOGPROBS)
+        return error_set(err, CLOVER_E_INVALID, "top_logprobs %zu: expected 0..%d", p->top_logprobs,
+                         CLOVER_MAX_TOP_LOGPROBS);
+    rq->want_lp = p->logprobs != 0 || p->top_logprobs > 0;
+    rq->n_top = rq->want_lp ? p->top_logprobs : 0;
+    out->n_top_logprobs = rq->n_top;
     rq->sp.temperature = p->temperature;
     rq->sp.top_k = p->top_k;
     rq->sp.top_p = p->top_p;
@@ -177,7 +186,7 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
     if (rq->mask_id >= 0) rq->forbid[rq->n_forbid++] = rq->mask_id;
     for (size_t i = 0; i < p->n_suppress_ids; i++) rq->forbid[rq->n_forbid++] = p->suppress_ids[i];
     s->pick = (backend_pick){.temperature = p->temperature, .top_k = p->top_k, .top_p = p->top_p,
-                             .forbid = rq->forbid, .n_forbid = rq->n_forbid};
+                             .forbid = rq->forbid, .n_forbid = rq->n_forbid, .n_top = rq->n_top};
     rng_seed(&rq->rng, p->seed);
     build_stop_map(s, p);
     penalty_state_reset(&s->pen);

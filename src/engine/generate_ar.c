@@ -36,6 +36,7 @@ static int ar_begin(engine_request *rq, clover_error *err) {
         request_forbid(rq, s->row);
         double u = sampler_draw(&rq->sp, &rq->rng);
         rc = sampler_pick(&rq->sp, s->row, V, u, s->samp_ready ? &s->samp : NULL, &rq->tok, &rq->tok_conf, err);
+        if (!rc) request_lp_host(rq, s->row);
         st->pick_s += timer_now() - t;
         if (rc) return error_prefix(err, "token 0");
     }
@@ -62,7 +63,8 @@ int engine_ar_plan(engine_request *rq, clover_error *err) {
     if (!(rq->tok_conf >= 0.0f))
         return error_set(err, CLOVER_E_INTERNAL, "token %zu: the logits are not finite", res->n_generated);
     bool ended;
-    if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &ended, err))) return rc;
+    const lp_rows tl = request_tok_lp(rq);
+    if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
     if (ended || res->n_generated >= max) {
         rq->phase = RQ_DONE;
         return CLOVER_OK;
@@ -73,6 +75,7 @@ int engine_ar_plan(engine_request *rq, clover_error *err) {
                                     sampler_is_greedy(&rq->sp) ? NULL : &rq->tok_u, &rq->tok, &rq->tok_conf,
                                     &st->commit_ops, err);
     if (rc) return error_prefix(err, "decoding token %zu", res->n_generated);
+    request_lp_commit_out(rq, &tl); /* the next token's, into the slot just emitted from */
     rq->op = RQ_OP_COMMIT;
     rq->op_timer = &st->commit_s;
     return CLOVER_OK;

@@ -74,6 +74,7 @@ static void pass_plan(engine_request *rq) {
     q->pick = &s->pick;
     q->u = greedy ? NULL : s->pick_u;
     q->pick_out = (backend_pick_out){.id = s->pick_id, .conf = s->pick_conf};
+    if (rq->want_lp) lp_rows_out(&s->pick_lp, 0, rq->n_top, &q->pick_out);
     q->logits = !rq->first_preview_done && rq->p->dump_first_preview ? s->logits : NULL;
     rq->op = RQ_OP_PREVIEW;
     rq->op_timer = &rq->res->stats.preview_s;
@@ -133,12 +134,14 @@ static int pass_fix(engine_request *rq, size_t *n_fixed, clover_error *err) {
         if (s->pending[r] && s->pick_conf[r] > rq->threshold) {
             s->block[r] = s->pick_id[r];
             s->block_conf[r] = s->pick_conf[r];
+            if (rq->want_lp) lp_rows_copy(&s->block_lp, r, &s->pick_lp, r, rq->n_top);
             s->pending[r] = 0;
             fixed++;
         }
     if (fixed == 0 && best < B) {
         s->block[best] = s->pick_id[best];
         s->block_conf[best] = s->pick_conf[best];
+        if (rq->want_lp) lp_rows_copy(&s->block_lp, best, &s->pick_lp, best, rq->n_top);
         s->pending[best] = 0;
         fixed = 1;
     }
@@ -164,7 +167,7 @@ static int block_end(engine_request *rq, clover_error *err) {
     size_t remaining = max - res->n_generated < rq->block ? max - res->n_generated : rq->block, take = remaining;
     bool ended = false;
     for (size_t i = 0; i < remaining && !ended; i++) {
-        if ((rc = request_emit(rq, s->block[i], s->block_conf[i], &ended, err))) return rc;
+        if ((rc = request_emit(rq, s->block[i], s->block_conf[i], &s->block_lp, i, &ended, err))) return rc;
         if (ended) take = i + 1;
     }
     penalty_state_commit(&s->pen, s->block, take);

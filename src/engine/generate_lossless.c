@@ -52,6 +52,7 @@ static int lossless_begin(engine_request *rq, clover_error *err) {
         double u = sampler_draw(&rq->sp, &rq->rng);
         rc = sampler_pick(&rq->sp, s->row, s->n_vocab, u, s->samp_ready ? &s->samp : NULL, &rq->tok, &rq->tok_conf,
                           err);
+        if (!rc) request_lp_host(rq, s->row);
         rq->res->stats.pick_s += timer_now() - t;
         if (rc) return error_prefix(err, "token 0");
     }
@@ -78,7 +79,8 @@ static int block_start(engine_request *rq, clover_error *err) {
     if (!(rq->tok_conf >= 0.0f))
         return error_set(err, CLOVER_E_INTERNAL, "token %zu: the logits are not finite", res->n_generated);
     bool ended;
-    if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &ended, err))) return rc;
+    const lp_rows tl = request_tok_lp(rq);
+    if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
     if (ended || res->n_generated >= max) {
         penalty_state_commit(&s->pen, &rq->tok, 1);
         rq->phase = RQ_DONE;
@@ -129,6 +131,7 @@ static int verify_plan(engine_request *rq, clover_error *err) {
     rc = engine_session_plan_commit(s, s->block, B, true, &s->pick, greedy ? NULL : s->pick_u, s->pick_id, s->pick_conf,
                                     &st->commit_ops, err);
     if (rc) return error_prefix(err, "lossless verify");
+    request_lp_commit_out(rq, &s->pick_lp);
     s->cseq.n_pick = B; /* every row: pick i is the token after row i */
     rq->op = RQ_OP_COMMIT;
     rq->op_timer = &st->commit_s;
@@ -148,7 +151,7 @@ static int verify_accept(engine_request *rq, clover_error *err) {
         if (!(s->pick_conf[i] >= 0.0f))
             return error_set(err, CLOVER_E_INTERNAL, "lossless verify, row %zu: the logits are not finite", i);
         if (i + 1 < B && s->pick_id[i] == s->block[i + 1]) {
-            int rc = request_emit(rq, s->block[i + 1], s->pick_conf[i], &ended, err);
+            int rc = request_emit(rq, s->block[i + 1], s->pick_conf[i], &s->pick_lp, i, &ended, err);
             if (rc) return rc;
             emitted++;
             if (ended || res->n_generated >= max) { /* --ar leaves answer[:-1] committed */
@@ -160,6 +163,10 @@ static int verify_accept(engine_request *rq, clover_error *err) {
         }
         rq->tok = s->pick_id[i];
         rq->tok_conf = s->pick_conf[i];
+        if (rq->want_lp) {
+            const lp_rows tl = request_tok_lp(rq);
+            lp_rows_copy(&tl, 0, &s->pick_lp, i, rq->n_top);
+        }
         keep = i + 1;
         break;
     }

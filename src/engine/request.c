@@ -13,6 +13,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
+#include "backend_pick.h"
 
 bool request_cancelled(const engine_request *rq) {
     return rq->p->cancel && __atomic_load_n(rq->p->cancel, __ATOMIC_RELAXED) != 0;
@@ -49,17 +50,36 @@ static int reserve_tokens(engine_request *rq, clover_error *err) {
     mem_free(r->confidences);
     r->ids = ids;
     r->confidences = conf;
+    if (rq->want_lp) {
+        int rc = lp_result_grow(r, r->n_generated, c, err);
+        if (rc) return rc; /* ids and confidences keep their room: growing again is harmless */
+    }
     rq->cap_out = c;
     return CLOVER_OK;
 }
 
-int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover_error *err) {
+lp_rows request_tok_lp(engine_request *rq) { return (lp_rows){&rq->tok_lp_v, rq->tok_top_id, rq->tok_top_lp}; }
+
+void request_lp_commit_out(engine_request *rq, const lp_rows *lp) {
+    if (rq->want_lp) lp_rows_out(lp, 0, rq->n_top, &rq->s->cseq.pick_out);
+}
+
+void request_lp_host(engine_request *rq, const float *row) {
+    if (rq->want_lp)
+        host_pick_logprobs(row, rq->s->n_vocab, rq->tok, rq->n_top, &rq->tok_lp_v, rq->tok_top_id, rq->tok_top_lp);
+}
+
+int request_emit(engine_request *rq, int32_t id, float conf, const lp_rows *lp, size_t lpi, bool *ended,
+                 clover_error *err) {
     clover_generate_result *r = rq->res;
     *ended = false;
     int rc = reserve_tokens(rq, err);
     if (rc) return rc;
+    if (rq->want_lp && !lp) return error_set(err, CLOVER_E_INTERNAL, "generate: token %zu has no log-probabilities",
+                                             r->n_generated);
     r->ids[r->n_generated] = id;
     r->confidences[r->n_generated] = conf;
+    if (rq->want_lp) lp_result_put(r, r->n_generated, lp, lpi);
     r->n_generated++;
     if (rq->s->is_stop[id] && !rq->p->ignore_eos) {
         r->finish = CLOVER_FINISH_STOP;
@@ -69,6 +89,21 @@ int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover
     if (rq->p->on_token && rq->p->on_token(rq->p->user, id, conf) != 0) {
         r->finish = CLOVER_FINISH_CANCELLED;
         *ended = true;
+        return CLOVER_OK;
+    }
+    if (rq->p->on_token_info) {
+        const size_t n = r->n_generated - 1, k = r->n_top_logprobs;
+        const clover_token_info info = {.index = n,
+                                        .id = id,
+                                        .confidence = conf,
+                                        .logprob = rq->want_lp ? r->logprobs[n] : 0.0f,
+                                        .n_top = k,
+                                        .top_ids = k ? r->top_ids + n * k : NULL,
+                                        .top_logprobs = k ? r->top_logprobs + n * k : NULL};
+        if (rq->p->on_token_info(rq->p->user, &info) != 0) {
+            r->finish = CLOVER_FINISH_CANCELLED;
+            *ended = true;
+        }
     }
     return CLOVER_OK;
 }

@@ -18,6 +18,7 @@
 
 #include "base/rng.h"
 #include "clover.h"
+#include "engine/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampler.h"
 #include "engine/session.h"
@@ -73,6 +74,12 @@ typedef struct engine_request {
     int32_t tok;            /* autoregressive: the token picked for emission */
     float tok_conf;
     float tok_u;
+    /* log-probabilities (clover_generate_params.logprobs) */
+    bool want_lp;           /* the result carries them */
+    size_t n_top;           /* alternatives per token */
+    float tok_lp_v;         /* autoregressive / lossless: the picked token's, */
+    int32_t tok_top_id[BACKEND_MAX_TOP]; /* beside tok and tok_conf */
+    float tok_top_lp[BACKEND_MAX_TOP];
     int32_t tok_commit;     /* autoregressive: the token being committed */
     double t_start;         /* when the request began */
     double t_op;            /* when the planned operation began */
@@ -120,10 +127,22 @@ bool request_cancelled(const engine_request *rq);
 /* Sets the forbidden ids of row [n_vocab] to -inf (the host pick). */
 void request_forbid(const engine_request *rq, float *row);
 
-/* Emits one token: appends it to the result; a stop id (unless ignore_eos)
- * ends the answer with finish "stop"; otherwise the callback sees it and may
- * end it with finish "cancelled". *ended tells the loop to stop. */
-int request_emit(engine_request *rq, int32_t id, float conf, bool *ended, clover_error *err);
+/* Emits one token: appends it to the result (with row lpi of lp, its
+ * log-probabilities, when the request wants them; lp may be NULL
+ * otherwise); a stop id (unless ignore_eos) ends the answer with finish
+ * "stop"; otherwise the callbacks see it and may end it with finish
+ * "cancelled". *ended tells the loop to stop. */
+int request_emit(engine_request *rq, int32_t id, float conf, const lp_rows *lp, size_t lpi, bool *ended,
+                 clover_error *err);
+
+/* The autoregressive token's log-probability slot (tok_lp_v, tok_top_*) as rows. */
+lp_rows request_tok_lp(engine_request *rq);
+/* Points the planned commit's picks at lp's rows (from row 0) when the
+ * request wants log-probabilities. */
+void request_lp_commit_out(engine_request *rq, const lp_rows *lp);
+/* The log-probabilities of a host pick (a wholly reused prompt's first
+ * token) from the forbidden row, into the token's slot. */
+void request_lp_host(engine_request *rq, const float *row);
 
 /* Shows the block being resolved to the caller's on_pass (if any) after
  * `passes` passes, n_fixed_now rows fixed by the last one; *cancel when the

@@ -49,6 +49,10 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
                                     pick && !sampler_is_greedy(&rq->sp) ? &rq->tok_u : NULL, &rq->tok,
                                     &rq->tok_conf, &st->commit_ops, err);
     if (rc) return error_prefix(err, "prompt");
+    if (pick) {
+        const lp_rows tl = request_tok_lp(rq);
+        request_lp_commit_out(rq, &tl);
+    }
     rq->op = RQ_OP_COMMIT;
     rq->op_timer = &st->prompt_s;
     return CLOVER_OK;

@@ -39,6 +39,8 @@ static void session_free_buffers(clover_session *s) {
     mem_free(s->pick_u);
     mem_free(s->pen_counts);
     mem_free(s->view_fixed);
+    lp_rows_free(&s->pick_lp);
+    lp_rows_free(&s->block_lp);
     engine_snapshot_free(&s->snap);
     penalty_state_free(&s->pen);
     if (s->samp_ready) sampler_scratch_free(&s->samp);
@@ -73,6 +75,7 @@ static int session_alloc(clover_session *s, clover_error *err) {
         return error_set(err, CLOVER_E_NOMEM, "session: no memory for the scratch of a %zu-row block over %zu ids",
                          b, v);
     int rc;
+    if ((rc = lp_rows_alloc(&s->pick_lp, b, err)) || (rc = lp_rows_alloc(&s->block_lp, b, err))) return rc;
     if ((rc = penalty_state_init(&s->pen, v, err))) return rc;
     return engine_stop_ids_build(s->model, &s->stop_ids, &s->n_stop_ids, err);
 }

@@ -14,6 +14,7 @@
 
 #include "backend.h"
 #include "clover.h"
+#include "engine/logprobs.h"
 #include "engine/penalties.h"
 #include "engine/sampler.h"
 #include "engine/snapshot.h"
@@ -54,6 +55,8 @@ struct clover_session {
     float *pick_u;      /* [max_block] the draws of the pending rows, taken in row order */
     uint32_t *pen_counts; /* [n_vocab] the counts of pen.seen, in its order (backend_penalties) */
     uint8_t *view_fixed;  /* [max_block] the fixed flags a clover_pass_view shows */
+    lp_rows pick_lp;      /* [max_block] this pass's picks' log-probabilities (requests that want them) */
+    lp_rows block_lp;     /* [max_block] those of each fixed row */
     penalty_state pen;
     sampler_scratch samp; /* the host pick from the kept logits (sampled requests) */
     bool samp_ready;

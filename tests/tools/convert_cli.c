@@ -4,5 +4,6 @@
  * model) cannot be built yet. It compiles the very same command source.
  */
 #include "../../tools/cli/cmd_convert.c"
+#include "../../tools/cli/tensor_progress.c"
 
 int main(int argc, char **argv) { return cmd_convert(argc, argv); }

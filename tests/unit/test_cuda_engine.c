@@ -12,8 +12,8 @@
  * middle one with a bad id, fails only that one and leaves its session
  * untouched while the other two match the same commits alone bit for bit;
  * checkpoint, commit, restore and the same commit again give the same
- * logits; truncate on a GDN model is refused; a block-diffusion request on
- * CUDA fails with the one-line "not supported on CUDA yet" reason.
+ * logits; truncate on a GDN model is refused. (Block diffusion on CUDA:
+ * test_cuda_preview.c.)
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
  */
 #include "cuda/cuda_backend.h"
@@ -72,25 +72,6 @@ static void clover_nll(void) {
     clover_session *s = cuda_session(tm_cl.model);
     if (!s) return;
     golden_score(s, json_object_get(fx_cl.manifest, "nll"));
-    clover_session_free(s);
-}
-
-static void clover_diffusion_says_why(void) {
-    clover_session *s = cuda_session(tm_cl.model);
-    if (!s) return;
-    clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.mode = CLOVER_MODE_DIFFUSION;
-    p.max_tokens = 8;
-    const int32_t prompt[3] = {1, 2, 3};
-    clover_generate_result r;
-    clover_error err = {0};
-    int rc = clover_generate(s, prompt, 3, &p, &r, &err);
-    CHECK_EQ_INT(rc, CLOVER_E_UNSUPPORTED);
-    CHECK_MSG(strstr(err.message, "not supported on CUDA yet") != NULL, "message: %s", err.message);
-    CHECK(strchr(err.message, '\n') == NULL);
-    if (!rc) clover_generate_result_free(&r);
-    printf("     diffusion on CUDA: %s\n", err.message);
     clover_session_free(s);
 }
 
@@ -182,7 +163,6 @@ int main(void) {
         RUN(ar_generate_cases);
         RUN(ar_nll);
         RUN(clover_nll);
-        RUN(clover_diffusion_says_why);
         RUN(batch_failure_is_per_sequence);
     }
     test_model_free(&tm_ar);

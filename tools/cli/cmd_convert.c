@@ -12,13 +12,8 @@
 
 #include "base/timer.h"
 #include "commands.h"
+#include "tensor_progress.h"
 #include "convert/convert.h"
-
-typedef struct progress_state {
-    double t0;
-    double last;
-    int drawn;
-} progress_state;
 
 static void convert_usage(FILE *out) {
     fprintf(out,
@@ -35,23 +30,6 @@ static void convert_usage(FILE *out) {
             "  --threads N         quantisation threads (default: every CPU)\n");
 }
 
-static void draw_progress(void *user, const char *tensor, size_t index, size_t count, uint64_t done, uint64_t total) {
-    progress_state *ps = user;
-    double now = timer_now();
-    if (done < total && now - ps->last < 0.1) return;
-    ps->last = now;
-    double frac = total ? (double)done / (double)total : 1.0;
-    int width = 30, fill = (int)(frac * width);
-    char bar[32];
-    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-    bar[width] = '\0';
-    double el = now - ps->t0;
-    fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %-36.36s %.1f GB %.0f MB/s ", bar, frac * 100.0, index + 1, count, tensor,
-            (double)done / 1e9, el > 0 ? (double)done / 1e6 / el : 0.0);
-    fflush(stderr);
-    ps->drawn = 1;
-}
-
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_name = "bf16";
     long threads = 0;
@@ -65,12 +43,7 @@ int cmd_convert(int argc, char **argv) {
         } else if (!strcmp(a, "--type") && i + 1 < argc) {
             type_name = argv[++i];
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            char *end;
-            threads = strtol(argv[++i], &end, 10);
-            if (*end || threads < 1 || threads > 4096) {
-                fprintf(stderr, "clover convert: --threads '%s' is not a thread count (1..4096)\n", argv[i]);
-                return 2;
-            }
+            if (cli_parse_threads("convert", argv[++i], &threads)) return 2;
         } else if (a[0] == '-') {
             fprintf(stderr, "clover convert: unknown option '%s' (clover convert --help)\n", a);
             return 2;
@@ -91,17 +64,18 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
 
-    progress_state ps = {.t0 = timer_now()};
+    cli_tensor_progress ps;
+    cli_tensor_progress_start(&ps);
     convert_options opt = {
         .input_dir = in, .output_path = out, .type = (convert_type)type, .n_threads = (size_t)threads};
     if (isatty(STDERR_FILENO)) {
-        opt.progress = draw_progress;
+        opt.progress = cli_tensor_progress_draw;
         opt.progress_user = &ps;
     }
     convert_report rep;
     clover_error err = {0};
     int rc = convert_run(&opt, &rep, &err);
-    if (ps.drawn) fputc('\n', stderr);
+    cli_tensor_progress_end(&ps);
     if (rc) {
         fprintf(stderr, "clover convert: %s\n", err.message);
         return 1;

@@ -11,12 +11,8 @@
 
 #include "base/timer.h"
 #include "commands.h"
+#include "tensor_progress.h"
 #include "convert/requantize.h"
-
-typedef struct q_progress {
-    double t0, last;
-    int drawn;
-} q_progress;
 
 static void quantize_usage(FILE *out) {
     fprintf(out,
@@ -47,23 +43,6 @@ static void quantize_usage(FILE *out) {
             "Exit codes: 0 done, 1 the input or the writing failed (one error line), 2 usage.\n");
 }
 
-static void draw(void *user, const char *tensor, size_t index, size_t count, uint64_t done, uint64_t total) {
-    q_progress *ps = user;
-    double now = timer_now();
-    if (done < total && now - ps->last < 0.1) return;
-    ps->last = now;
-    double frac = total ? (double)done / (double)total : 1.0;
-    int width = 30, fill = (int)(frac * width);
-    char bar[32];
-    for (int i = 0; i < width; i++) bar[i] = i < fill ? '#' : '.';
-    bar[width] = '\0';
-    double el = now - ps->t0;
-    fprintf(stderr, "\r[%s] %3.0f%% %zu/%zu %-36.36s %.1f GB %.0f MB/s ", bar, frac * 100.0, index + 1, count, tensor,
-            (double)done / 1e9, el > 0 ? (double)done / 1e6 / el : 0.0);
-    fflush(stderr);
-    ps->drawn = 1;
-}
-
 int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_name = NULL;
     int allow = 0;
@@ -78,12 +57,7 @@ int cmd_quantize(int argc, char **argv) {
         } else if (!strcmp(a, "--type") && i + 1 < argc) {
             type_name = argv[++i];
         } else if (!strcmp(a, "--threads") && i + 1 < argc) {
-            char *end;
-            threads = strtol(argv[++i], &end, 10);
-            if (*end || threads < 1 || threads > 4096) {
-                fprintf(stderr, "clover quantize: --threads '%s' is not a thread count (1..4096)\n", argv[i]);
-                return 2;
-            }
+            if (cli_parse_threads("quantize", argv[++i], &threads)) return 2;
         } else if (a[0] == '-') {
             fprintf(stderr, "clover quantize: unknown option or missing value '%s' (clover quantize --help)\n", a);
             return 2;
@@ -106,20 +80,21 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "clover quantize: --type '%s' is not one of q8_0, q6_k, q5_k_m, q4_k_m\n", type_name);
         return 2;
     }
-    q_progress ps = {.t0 = timer_now()};
+    cli_tensor_progress ps;
+    cli_tensor_progress_start(&ps);
     requant_options opt = {.input_path = in,
                            .output_path = out,
                            .type = (requant_type)type,
                            .allow_requantize = allow,
                            .n_threads = (size_t)threads};
     if (isatty(STDERR_FILENO)) {
-        opt.progress = draw;
+        opt.progress = cli_tensor_progress_draw;
         opt.progress_user = &ps;
     }
     requant_report rep;
     clover_error err = {0};
     int rc = requant_run(&opt, &rep, &err);
-    if (ps.drawn) fputc('\n', stderr);
+    cli_tensor_progress_end(&ps);
     if (rc) {
         fprintf(stderr, "clover quantize: %s\n", err.message);
         return 1;

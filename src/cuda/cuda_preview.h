@@ -1,0 +1,93 @@
+/*
+ * cuda_preview.h: the operators a preview pass (SPEC.md 2) has and a commit
+ * has not, on the GPU: the GDN block operator of SPEC 2.1 (gdn_block.cu),
+ * the expert coreset of SPEC 2.2 and the routing inside it (moe_coreset.cu),
+ * and the gather of the rows the head still needs. Device twins of
+ * src/cpu/gdn_block.c and src/cpu/moe_route.c, following their arithmetic
+ * operation by operation (sums reassociated only where said).
+ *
+ * Rules as cuda_ops.h: device pointers, `stream` a cudaStream_t as void *,
+ * enqueue only (no allocation, sync or host read: capturable), 0 or -1 with
+ * the runtime's message in cuda_preview_last_error().
+ */
+#ifndef CLOVER_CUDA_PREVIEW_H
+#define CLOVER_CUDA_PREVIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/cuda_gdn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+const char *cuda_preview_last_error(void);
+
+/* A GDN layer's block-operator weights (device, f32, the file's layout). */
+typedef struct cuda_gdn_block_weights {
+    const float *conv_w;       /* [conv_dim][K] */
+    const float *conv_right;   /* [conv_dim][K-1] (tap 0 multiplies the next row) */
+    const float *ssm_a;        /* [nv], -exp(A_log) */
+    const float *dt_bias;      /* [nv] */
+    const float *norm_w;       /* [dv] */
+    const float *logit_scale;  /* [nv] */
+    const float *history_bias; /* [nv] */
+    const float *history_c;    /* [nv] */
+} cuda_gdn_block_weights;
+
+/* Scratch floats of cuda_gdn_block for b rows: the conv output [b][conv_dim]. */
+size_t cuda_gdn_block_work_floats(const cuda_gdn_dims *d, int b);
+
+/* y = the gated-norm output of the block operator for b rows (out_proj's
+ * input), reading ring and state only (gdn_block_scalar's steps: conv with
+ * left and right taps, q/k L2 norm, scores with the history slot
+ * history_bias + history_c g + ln_ratio, float32 softmax over b + 1 slots,
+ * o = sum_j p v_j + p_hist S^T q dk^-1/2, gated RMSNorm). The dot products
+ * and the softmax run in the oracle's sequential order; the L2 norm's sum
+ * is a warp tree. */
+int cuda_gdn_block(float *y,               // [b][nv][dv]
+                   const float *mixed,     // [b][conv_dim], in_proj_qkv output
+                   const float *z,         // [b][nv*dv], in_proj_z output
+                   const float *a,         // [b][nv], in_proj_a output
+                   const float *ring,      // [K-1][conv_dim], committed (read only)
+                   const float *state,     // [nv][dk][dv], committed (read only)
+                   const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b, float ln_ratio,
+                   float *work,            // cuda_gdn_block_work_floats
+                   void *stream);
+
+/* Scratch bytes of cuda_moe_coreset for n rows. */
+size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
+
+/* allowed[e] = 1 for the experts of the block's coreset (cpu_moe_coreset:
+ * per row the float64 softmax probabilities of its top-k router logits, ties
+ * to the lower id, summed per expert in row order, experts sorted by total
+ * descending then id, kept while the mass before them is < top_p, the first
+ * always), else 0; *kept_count += the kept experts (a device counter). The
+ * float64 sums run in the CPU's order, so equal logits give the same set. */
+int cuda_moe_coreset(uint8_t *allowed,        // [E]
+                     uint32_t *kept_count,    // [1], added to
+                     const float *logits,     // [n][E] router logits
+                     size_t n, size_t n_expert, size_t k, float top_p, void *work, void *stream);
+
+/* cuda_moe_route restricted to allowed experts (cpu_moe_route with
+ * `allowed`): float32 softmax over all experts, top-k among the allowed,
+ * weights renormalised over the chosen. A row with m < k allowed experts
+ * gets its m, then k - m distinct experts outside the set with weight 0
+ * (the grouped products need k distinct ids; 0 * y adds nothing to the
+ * ascending-id sum). n_expert <= CUDA_ROUTE_MAX_EXPERT, k <= CUDA_ROUTE_MAX_K. */
+int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
+                           size_t n_expert, size_t k, void *stream);
+
+/* used[ids[i]] = 1 for n_slots routing slots (a diagnostic: the experts a
+ * pass reads, for the benchmarks' floors). */
+int cuda_mark_experts(uint8_t *used, const int32_t *ids, size_t n_slots, void *stream);
+
+/* dst[i] = src[rows[i]] for n rows of `width` floats (rows: device int32). */
+int cuda_gather_rows(float *dst, const float *src, const int32_t *rows, size_t n, size_t width, void *stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * moe_coreset.cu: the expert coreset of SPEC.md 2.2 computed on the device,
+ * the routing of every block row inside it, and the row gather of the
+ * preview's head (cuda_preview.h). cpu_moe_coreset / cpu_moe_route with
+ * `allowed` (src/cpu/moe_route.c) are the oracles:
+ *  - coreset, one block of 256 threads: a thread per row finds the row's
+ *    top-k logits (insertion, ties to the lower id) and their float64
+ *    softmax probabilities; a thread per expert sums its probabilities over
+ *    the rows in row order (the CPU adds them in that order, so the float64
+ *    totals are the same bits); the rank of each expert in "larger total,
+ *    then lower id" order is counted in parallel; one thread walks the order
+ *    with the mass before each expert, as the CPU does. No host round trip:
+ *    the kept flags feed the routing kernel directly.
+ *  - routing: k_route's arithmetic (ops_small.cu: float32 softmax, the sum a
+ *    block tree) with the experts outside the set excluded from the top-k.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+#include "cuda_ops.h"
+#include "cuda_preview.h"
+
+extern thread_local char g_preview_err[256]; /* gdn_block.cu */
+#define g_err g_preview_err
+
+enum { CS_THREADS = 256 };
+
+extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
+    return n * k * (sizeof(int32_t) + sizeof(double)) + 16;
+}
+
+__global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits,
+                                                        int n, int E, int k, float top_p, int32_t *tid_,
+                                                        double *tp_) {
+    __shared__ double totals[CUDA_ROUTE_MAX_EXPERT];
+    __shared__ int32_t order[CUDA_ROUTE_MAX_EXPERT];
+    const int tid = threadIdx.x;
+    /* 1. per row: top-k ids over the raw logits, their float64 softmax probabilities */
+    for (int r = tid; r < n; r += blockDim.x) {
+        const float *row = logits + (size_t)r * E;
+        double mx = -INFINITY, sum = 0.0;
+        for (int e = 0; e < E; e++)
+            if ((double)row[e] > mx) mx = (double)row[e];
+        for (int e = 0; e < E; e++) sum += exp((double)row[e] - mx);
+        int32_t *idx = tid_ + (size_t)r * k;
+        int count = 0;
+        for (int e = 0; e < E; e++) { /* cpu_moe_topk, allowed = NULL */
+            float v = row[e];
+            if (count == k && !(v > row[idx[k - 1]])) continue;
+            int p = count < k ? count++ : k - 1;
+            while (p > 0 && v > row[idx[p - 1]]) {
+                idx[p] = idx[p - 1];
+                p--;
+            }
+            idx[p] = e;
+        }
+        for (int j = 0; j < count; j++) tp_[(size_t)r * k + j] = exp((double)row[idx[j]] - mx) / sum;
+        for (int j = count; j < k; j++) idx[j] = -1;
+    }
+    __syncthreads();
+    /* 2. totals per expert, rows in ascending order */
+    for (int e = tid; e < E; e += blockDim.x) {
+        double t = 0.0;
+        for (int r = 0; r < n; r++)
+            for (int j = 0; j < k; j++)
+                if (tid_[(size_t)r * k + j] == e) t += tp_[(size_t)r * k + j];
+        totals[e] = t;
+    }
+    __syncthreads();
+    /* 3. each expert's place in "larger total first, then lower id" order */
+    for (int e = tid; e < E; e += blockDim.x) {
+        const double te = totals[e];
+        int rank = 0;
+        for (int a = 0; a < E; a++) rank += totals[a] > te || (totals[a] == te && a < e);
+        order[rank] = e;
+    }
+    __syncthreads();
+    /* 4. the walk, as cpu_moe_coreset_from_totals */
+    if (tid == 0) {
+        double total = 0.0;
+        for (int e = 0; e < E; e++) total += totals[e];
+        if (total < 1e-9) total = 1e-9;
+        double before = 0.0;
+        uint32_t kept = 0;
+        for (int i = 0; i < E; i++) {
+            const int e = order[i];
+            const uint8_t keep = (uint8_t)(i == 0 || before < (double)top_p);
+            allowed[e] = keep;
+            kept += keep;
+            before += totals[e] / total;
+        }
+        *kept_count += kept;
+    }
+}
+
+extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n,
+                                size_t n_expert, size_t k, float top_p, void *work, void *stream) {
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_coreset: %zu experts, at most %d", n_expert, CUDA_ROUTE_MAX_EXPERT);
+        return -1;
+    }
+    if (k > n_expert) k = n_expert;
+    double *tp = (double *)work;                    /* [n][k] */
+    int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
+    k_coreset<<<1, CS_THREADS, 0, (cudaStream_t)stream>>>(allowed, kept_count, logits, (int)n, (int)n_expert, (int)k,
+                                                          top_p, ti, tp);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
+}
+
+__device__ static float block_sum_f(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = v;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float a = 0.0f;
+        for (unsigned w = 0; w < blockDim.x / 32; w++) a += sh[w];
+        sh[0] = a;
+    }
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+__global__ void k_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t E,
+                                size_t k) {
+    __shared__ float p[CUDA_ROUTE_MAX_EXPERT];
+    __shared__ float sh[32];
+    __shared__ float mx_s;
+    const float *row = logits + blockIdx.x * E;
+    float mx = -INFINITY;
+    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
+        p[e] = row[e];
+        mx = fmaxf(mx, row[e]);
+    }
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = mx;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = sh[0];
+        for (unsigned w = 1; w < blockDim.x / 32; w++) m = fmaxf(m, sh[w]);
+        mx_s = m;
+    }
+    __syncthreads();
+    float s = 0.0f;
+    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
+        p[e] = expf(p[e] - mx_s);
+        s += p[e];
+    }
+    s = block_sum_f(s, sh);
+    const float inv = 1.0f / s;
+    for (size_t e = threadIdx.x; e < E; e += blockDim.x) p[e] *= inv;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        int32_t chosen[CUDA_ROUTE_MAX_K];
+        size_t m = 0;
+        for (size_t j = 0; j < k; j++) {
+            float best = -1.0f;
+            int32_t bi = INT32_MAX;
+            for (size_t e = threadIdx.x; e < E; e += 32) {
+                bool taken = !allowed[e];
+                for (size_t q = 0; q < j; q++) taken |= chosen[q] == (int32_t)e;
+                if (!taken && (p[e] > best || (p[e] == best && (int32_t)e < bi))) {
+                    best = p[e];
+                    bi = (int32_t)e;
+                }
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                float ob = __shfl_xor_sync(0xffffffffu, best, o);
+                int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ob > best || (ob == best && oi < bi)) {
+                    best = ob;
+                    bi = oi;
+                }
+            }
+            if (bi == INT32_MAX) break; /* fewer than k allowed */
+            chosen[j] = bi;
+            m = j + 1;
+        }
+        if (threadIdx.x == 0) {
+            float top = 0.0f;
+            for (size_t j = 0; j < m; j++) top += p[chosen[j]]; /* descending order, as the CPU sums */
+            for (size_t j = 0; j < m; j++) {
+                idx[blockIdx.x * k + j] = chosen[j];
+                wts[blockIdx.x * k + j] = p[chosen[j]] / top;
+            }
+            /* padding slots: the lowest ids outside the set, weight 0 */
+            size_t j = m;
+            for (size_t e = 0; e < E && j < k; e++)
+                if (!allowed[e]) {
+                    idx[blockIdx.x * k + j] = (int32_t)e;
+                    wts[blockIdx.x * k + j] = 0.0f;
+                    j++;
+                }
+        }
+    }
+}
+
+extern "C" int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
+                                      size_t n_expert, size_t k, void *stream) {
+    if (n == 0) return 0;
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT || k > CUDA_ROUTE_MAX_K || k > n_expert) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_route_allowed: %zu experts, k %zu", n_expert, k);
+        return -1;
+    }
+    k_route_allowed<<<(unsigned)n, 256, 0, (cudaStream_t)stream>>>(idx, wts, logits, allowed, n_expert, k);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route_allowed");
+}
+
+__global__ void k_gather(float *dst, const float *src, const int32_t *rows, size_t width) {
+    const size_t r = blockIdx.y;
+    const float *s = src + (size_t)rows[r] * width;
+    for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += (size_t)gridDim.x * blockDim.x)
+        dst[r * width + c] = s[c];
+}
+
+extern "C" int cuda_gather_rows(float *dst, const float *src, const int32_t *rows, size_t n, size_t width,
+                                void *stream) {
+    if (n == 0) return 0;
+    dim3 g((unsigned)((width + 255) / 256 < 64 ? (width + 255) / 256 : 64), (unsigned)n);
+    k_gather<<<g, 256, 0, (cudaStream_t)stream>>>(dst, src, rows, width);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_gather_rows");
+}
+
+__global__ void k_mark(uint8_t *used, const int32_t *ids, size_t n) {
+    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (i < n) used[ids[i]] = 1;
+}
+
+extern "C" int cuda_mark_experts(uint8_t *used, const int32_t *ids, size_t n_slots, void *stream) {
+    if (n_slots == 0) return 0;
+    k_mark<<<(unsigned)((n_slots + 255) / 256), 256, 0, (cudaStream_t)stream>>>(used, ids, n_slots);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_mark_experts");
+}

@@ -1,0 +1,380 @@
+/*
+ * test_cuda_preview.c: block diffusion on the CUDA backend (issue 14), on
+ * the tiny Clover fixture converted to F32 (so the backend runs FP32
+ * products and differs from the references by summation order only):
+ *  - the three golden preview cases through cuda_solo: logits and the
+ *    residual stream (CLOVER_CUDA_PREVIEW_HIDDEN) within the fixtures'
+ *    bound 1e-4 of tools/reference, logits against the CPU backend's same
+ *    preview within the same bound, each layer's coreset equal to the
+ *    reference's, the exported state hashed before and after (a preview
+ *    changes nothing), and the commit after a preview bit-for-bit the
+ *    commit without one;
+ *  - the device pick against backend_pick.c (the oracle) over the same
+ *    preview's raw logits: greedy and sampled, forbidden ids, counts,
+ *    frequency / presence / repetition, the length and </think> ramps:
+ *    identical ids, confidences within 2e-6 (float64 sums in another order);
+ *  - two sequences in one preview call equal each alone, bit for bit;
+ *  - resolve vs the CPU backend's resolve: the same block, passes and the
+ *    pass that fixed each row;
+ *  - every generation case of the fixture (greedy and sampled, eleven or
+ *    more) through the public API with device CUDA against the reference:
+ *    tokens, finish, passes per block exactly, confidences within 1e-5.
+ * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend_pick.h"
+#include "cuda/cuda_backend.h"
+#include "cuda_test.h"
+#include "golden_generate.h"
+
+/* The fixtures' bound on logits and hidden states (SPEC 1.1: max|x - ref| <= 1e-4 max(1, max|ref|)). */
+#define BOUND_LOGITS 1e-4
+
+static fixture fx;
+static test_model tm;
+
+static backend_session *cuda_solo_session(size_t max_rows) {
+    backend_config cfg = {.max_rows = max_rows, .max_context = 512};
+    backend_session *s = NULL;
+    clover_error err = {0};
+    int rc = cuda_solo.session_create(tm.model, &cfg, &s, &err);
+    CHECK_MSG(rc == 0, "cuda session: %s", err.message);
+    return s;
+}
+
+static void golden_previews(void) {
+    const model_hparams *hp = &tm.model->hp;
+    const size_t V = hp->n_vocab, H = hp->n_embd, L = hp->n_layer, E = hp->n_expert;
+    const float top_p = tm.model->record.coreset_top_p;
+    json_t *cases = json_object_get(fx.manifest, "preview"), *c;
+    size_t ci;
+    CHECK(json_array_size(cases) == 3);
+    setenv("CLOVER_CUDA_PREVIEW_HIDDEN", "1", 1);
+    json_array_foreach(cases, ci, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        size_t np, b;
+        int32_t *prefix = fixture_ids(json_object_get(c, "prefix_ids"), &np);
+        int32_t *block = fixture_ids(json_object_get(c, "block_ids"), &b);
+        float *ref_logits = fixture_f32(&fx, json_object_get(c, "logits"), NULL);
+        float *ref_hidden = fixture_f32(&fx, json_object_get(c, "hidden_states"), NULL);
+        float *logits = malloc(b * V * sizeof(float)), *cpu_logits = malloc(b * V * sizeof(float));
+        float *hidden = malloc((L + 1) * b * H * sizeof(float));
+        uint8_t *kept = malloc(L * E);
+        backend_session *s = cuda_solo_session(8), *fresh = cuda_solo_session(8), *cs = test_session(tm.model, 8, 0);
+        clover_error err = {0};
+        if (!s || !fresh || !cs || !ref_logits || !ref_hidden) goto next;
+        CHECK(cuda_solo.commit(s, prefix, np, NULL, NULL, &err) == 0);
+        CHECK(cuda_solo.commit(fresh, prefix, np, NULL, NULL, &err) == 0);
+        CHECK(cpu_solo.commit(cs, prefix, np, NULL, NULL, &err) == 0);
+        size_t bytes = cuda_solo.state_bytes(s);
+        unsigned char *before = malloc(bytes), *after = malloc(bytes);
+        CHECK(cuda_solo.state_export(s, before, bytes, &err) == 0);
+        backend_preview_opts opts = {
+            .record_block_size = (uint32_t)json_integer_value(json_object_get(c, "record_block_size")),
+            .coreset = json_is_true(json_object_get(c, "coreset")),
+            .coreset_top_p = top_p};
+        backend_pass_stats st = {0}, cst = {0};
+        for (size_t i = 0; i < b * V; i++) logits[i] = NAN;
+        int rc = cuda_solo.preview(s, block, b, &opts, logits, &st, &err);
+        CHECK_MSG(rc == 0, "%s: preview: %s", name, err.message);
+        rc = cuda_solo.preview_debug(s, hidden, kept, &err);
+        CHECK_MSG(rc == 0, "%s: preview_debug: %s", name, err.message);
+        CHECK(cpu_solo.preview(cs, block, b, &opts, cpu_logits, &cst, &err) == 0);
+        CHECK_EQ_INT(cuda_solo.session_length(s), np);
+        CHECK(cuda_solo.state_export(s, after, bytes, &err) == 0);
+        CHECK_MSG(test_hash(after, bytes) == test_hash(before, bytes) && !memcmp(before, after, bytes),
+                  "%s: the preview changed the committed state", name);
+        free(before), free(after);
+
+        double el = rel_err(logits, ref_logits, b * V), ec = rel_err(logits, cpu_logits, b * V), worst = 0;
+        size_t worst_l = 0;
+        for (size_t l = 0; l <= L; l++) {
+            double e = rel_err(hidden + l * b * H, ref_hidden + l * b * H, b * H);
+            if (!(e <= worst)) worst = e, worst_l = l;
+        }
+        printf("     %s (b %zu, B %u, coreset %d): logits vs reference %.3g, vs CPU %.3g, hidden worst %.3g (slot %zu)\n",
+               name, b, opts.record_block_size, opts.coreset, el, ec, worst, worst_l);
+        CHECK_MSG(el <= BOUND_LOGITS, "%s: logits rel err %.3g vs the reference", name, el);
+        CHECK_MSG(ec <= BOUND_LOGITS, "%s: logits rel err %.3g vs the CPU backend", name, ec);
+        CHECK_MSG(worst <= BOUND_LOGITS, "%s: hidden rel err %.3g at slot %zu", name, worst, worst_l);
+        if (opts.coreset) {
+            json_t *cl = json_object_get(c, "coreset_layers");
+            uint64_t want_kept = 0;
+            for (size_t l = 0; l < L; l++) {
+                json_t *jk = json_object_get(json_array_get(cl, l), "kept"), *e;
+                uint8_t want[1024] = {0};
+                size_t i;
+                json_array_foreach(jk, i, e) want[json_integer_value(e)] = 1;
+                want_kept += json_array_size(jk);
+                for (size_t x = 0; x < E; x++)
+                    CHECK_MSG(kept[l * E + x] == want[x], "%s: layer %zu expert %zu kept %d, reference %d", name, l, x,
+                              kept[l * E + x], want[x]);
+            }
+            CHECK_EQ_INT(st.coreset_layers, L);
+            CHECK_EQ_INT(st.coreset_kept, want_kept);
+            CHECK_EQ_INT(cst.coreset_kept, want_kept);
+        } else {
+            for (size_t x = 0; x < L * E; x++) CHECK(kept[x] == 1);
+        }
+        /* the commit after the preview is the commit without it, bit for bit */
+        float *l1 = malloc(b * V * sizeof(float)), *l2 = malloc(b * V * sizeof(float));
+        backend_commit_out o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
+        CHECK(cuda_solo.commit(s, block, b, &o1, NULL, &err) == 0);
+        CHECK(cuda_solo.commit(fresh, block, b, &o2, NULL, &err) == 0);
+        CHECK_MSG(!memcmp(l1, l2, b * V * sizeof(float)), "%s: the commit after a preview differs", name);
+        free(l1), free(l2);
+    next:
+        if (s) cuda_solo.session_free(s);
+        if (fresh) cuda_solo.session_free(fresh);
+        if (cs) cpu_solo.session_free(cs);
+        free(prefix), free(block), free(ref_logits), free(ref_hidden), free(logits), free(cpu_logits), free(hidden);
+        free(kept);
+    }
+    unsetenv("CLOVER_CUDA_PREVIEW_HIDDEN");
+}
+
+/* The v2 table on one backend, with the host pick context the oracle needs. */
+typedef struct v2 {
+    backend *be;
+    backend_session *s[2];
+} v2;
+
+static int v2_open(v2 *t, size_t max_rows) {
+    memset(t, 0, sizeof *t);
+    backend_config cfg = {.max_rows = max_rows, .max_context = 512};
+    clover_error err = {0};
+    int rc = backend_cuda.create(tm.model, &cfg, &t->be, &err);
+    CHECK_MSG(rc == 0, "create: %s", err.message);
+    for (int i = 0; i < 2 && !rc; i++) rc = backend_cuda.session_create(t->be, &t->s[i], &err);
+    CHECK_MSG(rc == 0, "session: %s", err.message);
+    return rc;
+}
+
+static void v2_close(v2 *t) {
+    for (int i = 0; i < 2; i++)
+        if (t->s[i]) backend_cuda.session_free(t->s[i]);
+    if (t->be) backend_cuda.destroy(t->be);
+}
+
+static void device_pick_vs_oracle(void) {
+    const size_t V = tm.model->hp.n_vocab, b = 8;
+    v2 t;
+    if (v2_open(&t, b)) goto out;
+    const int32_t prompt[6] = {3, 17, 29, 4, 11, 23};
+    clover_error err = {0};
+    backend_commit_seq cq = {.s = t.s[0], .ids = prompt, .n = 6};
+    CHECK(backend_commit1(&backend_cuda, t.be, &cq, NULL, &err) == 0);
+    const int32_t mask = tm.model->record.mask_token_id;
+    int32_t block[8] = {mask, 40, mask, mask, 7, mask, mask, mask};
+    uint8_t pending[8] = {1, 0, 1, 1, 0, 1, 1, 1};
+    float *raw = malloc(b * V * sizeof(float)), *raw2 = malloc(b * V * sizeof(float)), *work = malloc(b * V * 4);
+    backend_preview_opts opts = {.record_block_size = tm.model->record.block_size, .coreset = true,
+                                 .coreset_top_p = tm.model->record.coreset_top_p};
+    backend_preview_seq pq = {.s = t.s[0], .block = block, .b = b, .opts = opts, .logits = raw};
+    CHECK(backend_preview1(&backend_cuda, t.be, &pq, NULL, &err) == 0);
+    pq.logits = raw2;
+    CHECK(backend_preview1(&backend_cuda, t.be, &pq, NULL, &err) == 0);
+    CHECK_MSG(!memcmp(raw, raw2, b * V * sizeof(float)), "two previews of the same block differ");
+
+    const int32_t forbid[3] = {mask, 5, 9}, cids[4] = {12, 40, 7, 3}, stops[2] = {400, 402};
+    const uint32_t counts[4] = {2, 1, 3, 1};
+    backend_penalties pen = {.p = {.presence_penalty = 0.3f, .frequency_penalty = 0.25f, .repetition_penalty = 1.2f,
+                                   .length_penalty = 1.5f, .length_penalty_start = 2, .length_penalty_window = 4,
+                                   .think_end_bias = 2.0f, .think_end_start = 0, .think_end_window = 3},
+                             .think_end_id = 33, .count_ids = cids, .counts = counts, .n_counts = 4,
+                             .response_len = 1, .stop_ids = stops, .n_stop_ids = 2};
+    if ((size_t)stops[1] >= V) pen.n_stop_ids = 0;
+    struct { float t; int32_t k; float p; bool pen; } modes[] = {
+        {0.0f, 0, 1.0f, false}, {0.0f, 0, 1.0f, true}, {0.8f, 0, 1.0f, true}, {1.3f, 20, 0.9f, true}, {0.7f, 3, 0.5f, false}};
+    uint32_t seed = 7;
+    for (size_t mi = 0; mi < sizeof modes / sizeof modes[0]; mi++) {
+        backend_pick pk = {.temperature = modes[mi].t, .top_k = modes[mi].k, .top_p = modes[mi].p, .forbid = forbid,
+                           .n_forbid = 3, .pen = modes[mi].pen ? &pen : NULL};
+        float u[8];
+        rng_state r;
+        rng_seed(&r, seed++);
+        for (size_t i = 0; i < b; i++) u[i] = rng_uniform(&r);
+        const bool greedy = modes[mi].t < 1e-6f;
+        int32_t id[8], hid[8];
+        float cf[8], hcf[8];
+        for (size_t i = 0; i < b; i++) id[i] = hid[i] = -7, cf[i] = hcf[i] = NAN;
+        backend_preview_seq q = {.s = t.s[0], .block = block, .b = b, .opts = opts, .pending = pending, .pick = &pk,
+                                 .u = greedy ? NULL : u, .pick_out = {.id = id, .conf = cf}};
+        int rc = backend_preview1(&backend_cuda, t.be, &q, NULL, &err);
+        CHECK_MSG(rc == 0, "mode %zu: preview: %s", mi, err.message);
+        /* the oracle over the same raw logits */
+        memcpy(work, raw, b * V * sizeof(float));
+        uint32_t *cnt = calloc(V, sizeof *cnt);
+        host_pick_ctx pc = {.n_vocab = V, .counts = cnt, .n_samp = 1};
+        size_t idx[8], n = 0;
+        float uu[8];
+        for (size_t i = 0; i < b; i++)
+            if (pending[i]) idx[n] = i, uu[n++] = u[i];
+        backend_pick_out ho = {.id = hid, .conf = hcf};
+        CHECK(host_pick_check(&pc, &pk, &err) == 0);
+        CHECK(host_pick_rows(&pc, &pk, work, idx, n, greedy ? NULL : uu, block, b, &ho, NULL, &err) == 0);
+        host_pick_ctx_free(&pc);
+        free(cnt);
+        double worst = 0;
+        for (size_t i = 0; i < b; i++) {
+            if (!pending[i]) {
+                CHECK_MSG(id[i] == -7, "mode %zu row %zu: a fixed row was picked", mi, i);
+                continue;
+            }
+            CHECK_MSG(id[i] == hid[i], "mode %zu row %zu: device id %d, oracle %d", mi, i, id[i], hid[i]);
+            double d = fabs((double)cf[i] - (double)hcf[i]);
+            if (!(d <= worst)) worst = d;
+        }
+        CHECK_MSG(worst <= 2e-6, "mode %zu: confidence off by %.3g", mi, worst);
+        printf("     device pick mode %zu (T %.1f, top-k %d, top-p %.2f, penalties %d): ids equal, conf diff %.2g\n", mi,
+               (double)modes[mi].t, modes[mi].k, (double)modes[mi].p, modes[mi].pen, worst);
+    }
+    free(raw), free(raw2), free(work);
+out:
+    v2_close(&t);
+}
+
+static void batched_equals_alone(void) {
+    const size_t V = tm.model->hp.n_vocab, b = 4;
+    v2 t;
+    if (v2_open(&t, 8)) goto out;
+    v2 u;
+    if (v2_open(&u, 8)) {
+        v2_close(&u);
+        goto out;
+    }
+    const int32_t pa[5] = {1, 2, 3, 4, 5}, pb[3] = {9, 8, 7}, mask = tm.model->record.mask_token_id;
+    int32_t ba[4] = {mask, mask, 6, mask}, bb[4] = {mask, 2, mask, mask};
+    clover_error err = {0};
+    backend_commit_seq c[2] = {{.s = t.s[0], .ids = pa, .n = 5}, {.s = t.s[1], .ids = pb, .n = 3}};
+    CHECK(backend_cuda.commit(t.be, c, 2, NULL) == 0);
+    backend_commit_seq c1 = {.s = u.s[0], .ids = pa, .n = 5}, c2 = {.s = u.s[1], .ids = pb, .n = 3};
+    CHECK(backend_commit1(&backend_cuda, u.be, &c1, NULL, &err) == 0);
+    CHECK(backend_commit1(&backend_cuda, u.be, &c2, NULL, &err) == 0);
+    float *la = malloc(b * V * 4), *lb = malloc(b * V * 4), *ra = malloc(b * V * 4), *rb = malloc(b * V * 4);
+    backend_preview_opts opts = {.record_block_size = tm.model->record.block_size, .coreset = true,
+                                 .coreset_top_p = tm.model->record.coreset_top_p};
+    backend_preview_seq q[2] = {{.s = t.s[0], .block = ba, .b = b, .opts = opts, .logits = la},
+                                {.s = t.s[1], .block = bb, .b = b, .opts = opts, .logits = lb}};
+    CHECK(backend_cuda.preview(t.be, q, 2, NULL) == 0);
+    backend_preview_seq qa = {.s = u.s[0], .block = ba, .b = b, .opts = opts, .logits = ra};
+    backend_preview_seq qb = {.s = u.s[1], .block = bb, .b = b, .opts = opts, .logits = rb};
+    CHECK(backend_preview1(&backend_cuda, u.be, &qa, NULL, &err) == 0);
+    CHECK(backend_preview1(&backend_cuda, u.be, &qb, NULL, &err) == 0);
+    CHECK(!memcmp(la, ra, b * V * 4) && !memcmp(lb, rb, b * V * 4));
+    /* a bad sequence fails alone */
+    int32_t bad[4] = {mask, (int32_t)V, mask, mask};
+    q[1].block = bad;
+    CHECK_EQ_INT(backend_cuda.preview(t.be, q, 2, NULL), CLOVER_E_INVALID);
+    CHECK_EQ_INT(q[0].rc, 0);
+    CHECK_EQ_INT(q[1].rc, CLOVER_E_INVALID);
+    CHECK(!memcmp(la, ra, b * V * 4));
+    free(la), free(lb), free(ra), free(rb);
+    v2_close(&u);
+out:
+    v2_close(&t);
+}
+
+static void resolve_vs_cpu(void) {
+    const size_t b = 8;
+    v2 t;
+    backend *cb = NULL;
+    backend_session *cs = NULL;
+    if (v2_open(&t, b)) goto out;
+    backend_config cfg = {.n_threads = 1, .max_rows = b, .max_context = 512};
+    clover_error err = {0};
+    CHECK(backend_cpu.create(tm.model, &cfg, &cb, &err) == 0);
+    CHECK(backend_cpu.session_create(cb, &cs, &err) == 0);
+    const int32_t prompt[7] = {5, 6, 7, 8, 9, 10, 11}, mask = tm.model->record.mask_token_id;
+    backend_commit_seq c = {.s = t.s[0], .ids = prompt, .n = 7}, cc = {.s = cs, .ids = prompt, .n = 7};
+    CHECK(backend_commit1(&backend_cuda, t.be, &c, NULL, &err) == 0);
+    CHECK(backend_commit1(&backend_cpu, cb, &cc, NULL, &err) == 0);
+    const int32_t forbid[1] = {mask};
+    for (int sampled = 0; sampled < 2; sampled++) {
+        backend_pick pk = {.temperature = sampled ? 0.9f : 0.0f, .top_k = sampled ? 40 : 0, .top_p = 1.0f,
+                           .forbid = forbid, .n_forbid = 1};
+        int32_t gb[8], cbk[8];
+        float gc[8], ccf[8];
+        uint8_t gf[8], cf[8];
+        uint64_t grng = 42, crng = 42;
+        for (size_t i = 0; i < b; i++) gb[i] = cbk[i] = mask;
+        backend_resolve_seq g = {.s = t.s[0], .block = gb, .conf = gc, .b = b,
+                                 .opts = {.record_block_size = tm.model->record.block_size, .coreset = true,
+                                          .coreset_top_p = tm.model->record.coreset_top_p},
+                                 .pick = &pk, .threshold = sampled ? 0.6f : 1.0f, .rng = &grng, .fixed_at = gf};
+        backend_resolve_seq r = g;
+        r.s = cs, r.block = cbk, r.conf = ccf, r.rng = &crng, r.fixed_at = cf;
+        CHECK(backend_cuda.resolve(t.be, &g, 1, NULL, NULL) == 0);
+        CHECK(backend_cpu.resolve(cb, &r, 1, NULL, NULL) == 0);
+        CHECK_MSG(g.rc == 0 && r.rc == 0, "resolve: %s / %s", g.err.message, r.err.message);
+        CHECK_EQ_INT(g.passes, r.passes);
+        if (!sampled) CHECK_EQ_INT(g.passes, b); /* threshold 1: one row a pass */
+        CHECK(grng == crng);
+        for (size_t i = 0; i < b; i++) {
+            CHECK_MSG(gb[i] == cbk[i] && gf[i] == cf[i], "sampled %d row %zu: cuda %d (pass %d), cpu %d (pass %d)",
+                      sampled, i, gb[i], gf[i], cbk[i], cf[i]);
+            CHECK(fabsf(gc[i] - ccf[i]) <= 1e-5f);
+        }
+        printf("     resolve (%s): %zu passes, block equal to the CPU's\n", sampled ? "sampled" : "greedy", g.passes);
+        volatile int cancel = 1;
+        CHECK(backend_cuda.resolve(t.be, &g, 1, &cancel, NULL) == 0);
+        CHECK(g.cancelled && g.passes == 0);
+    }
+out:
+    if (cs) backend_cpu.session_free(cs);
+    if (cb) backend_cpu.destroy(cb);
+    v2_close(&t);
+}
+
+static void generate_cases(void) {
+    json_t *cases = json_object_get(fx.manifest, "generate"), *c;
+    size_t i;
+    CHECK(json_array_size(cases) >= 11);
+    clover_session_params sp;
+    clover_session_params_init(&sp);
+    sp.device = CLOVER_DEVICE_CUDA;
+    sp.max_context = 1024;
+    clover_session *s = NULL;
+    clover_error err = {0};
+    int rc = clover_session_create(&s, tm.model, &sp, &err);
+    CHECK_MSG(rc == 0, "cuda session: %s", err.message);
+    if (rc) return;
+    CHECK(!strcmp(clover_session_backend(s), "cuda"));
+    size_t n = 0;
+    json_array_foreach(cases, i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        golden_request g;
+        golden_request_init(&g, tm.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"),
+                            json_object_get(c, "record_overrides"));
+        clover_session_reset(s);
+        clover_generate_result r;
+        rc = clover_generate(s, g.prompt, g.n_prompt, &g.p, &r, &err);
+        CHECK_MSG(rc == 0, "%s: %s", name, err.message);
+        if (!rc) {
+            CHECK_EQ_INT(r.mode, CLOVER_MODE_DIFFUSION);
+            golden_compare(name, &r, json_object_get(c, "expected"));
+            clover_generate_result_free(&r);
+            n++;
+        }
+        golden_request_free(&g);
+    }
+    printf("     %zu generation cases through --device cuda\n", n);
+    clover_session_free(s);
+}
+
+int main(void) {
+    cuda_test_require_device();
+    if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
+    if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
+        RUN(golden_previews);
+        RUN(device_pick_vs_oracle);
+        RUN(batched_equals_alone);
+        RUN(resolve_vs_cpu);
+        RUN(generate_cases);
+    }
+    test_model_free(&tm);
+    fixture_close(&fx);
+    return TEST_EXIT();
+}
