@@ -198,6 +198,12 @@ typedef struct clover_session_params {
 typedef enum clover_device { CLOVER_DEVICE_AUTO = 0, CLOVER_DEVICE_CPU = 1, CLOVER_DEVICE_CUDA = 2 } clover_device;
 /* "auto", "cpu", "cuda" -> clover_device; -1 for any other name. */
 CLOVER_API int clover_device_from_name(const char *name);
+/* --devices LIST ("0,1"): a device group for expert parallelism over NCCL
+ * (docs/MULTI_GPU.md). Checks the list against this host's CUDA devices and
+ * that NCCL loads; a one-line error for a bad list, a missing device, a
+ * missing libnccl.so.2, and (for now) always, as the CUDA backend has no
+ * expert-parallel executor yet. */
+CLOVER_API int clover_devices_check(const char *spec, clover_error *err);
 /* The backend a session runs on: "cpu" or "cuda". */
 CLOVER_API const char *clover_session_backend(const clover_session *s);
 /* A few lines about the devices for `clover info --device`: whether the

@@ -76,9 +76,6 @@ int par_parse_devices(const char *spec, int n_available, int *out, size_t cap, c
         if (n == cap || n >= PAR_MAX_RANKS)
             return error_set(err, CLOVER_E_INVALID, "--devices '%.64s': more than %zu devices", spec,
                              cap < PAR_MAX_RANKS ? cap : (size_t)PAR_MAX_RANKS);
-        if (n_available >= 0 && v >= n_available)
-            return error_set(err, CLOVER_E_INVALID, "--devices '%.64s': device %ld does not exist (this host has "
-                             "%d CUDA device%s)", spec, v, n_available, n_available == 1 ? "" : "s");
         for (size_t i = 0; i < n; i++)
             if (out[i] == (int)v)
                 return error_set(err, CLOVER_E_INVALID, "--devices '%.64s': device %ld is named twice", spec, v);
@@ -86,6 +83,11 @@ int par_parse_devices(const char *spec, int n_available, int *out, size_t cap, c
         if (!*end) break;
         p = end + 1;
     }
+    /* the list is well formed: now whether this host has its devices */
+    for (size_t i = 0; i < n && n_available >= 0; i++)
+        if (out[i] >= n_available)
+            return error_set(err, CLOVER_E_INVALID, "--devices '%.64s': device %d does not exist (this host has "
+                             "%d CUDA device%s)", spec, out[i], n_available, n_available == 1 ? "" : "s");
     return (int)n;
 }
 
