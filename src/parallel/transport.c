@@ -42,6 +42,8 @@ static int par_latched(par_transport *t, int rc, clover_error *err) {
 
 int par_alltoallv(par_transport *t, const void *const *send, void *const *recv, const size_t *counts,
                   clover_error *err) {
+    clover_error local;
+    if (!err) err = &local; /* the broken state keeps the message even when the caller takes none */
     if (t->broken) {
         *err = t->broken_err;
         return t->broken;
@@ -55,6 +57,8 @@ int par_alltoallv(par_transport *t, const void *const *send, void *const *recv, 
 }
 
 int par_allreduce_max_i32(par_transport *t, const int32_t *const *in, int32_t *const *out, clover_error *err) {
+    clover_error local;
+    if (!err) err = &local;
     if (t->broken) {
         *err = t->broken_err;
         return t->broken;
