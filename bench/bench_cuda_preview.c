@@ -11,7 +11,8 @@
  *  - the commit of a B-row block (checkpoint restored between repetitions);
  *  - one whole block resolved (backend resolve, greedy, the record's
  *    threshold) and block-diffusion tokens/s = B / (resolve + commit).
- * The floor of a pass is the bytes it must read: every dense tensor, the
+ * The first case is also timed on a session without graphs (what the
+ * preview's captured trunk saves). The floor of a pass is the bytes it must read: every dense tensor, the
  * head when a row needs logits, the embedding rows, and the experts the
  * pass actually routes to, measured per layer (a second session with
  * CLOVER_CUDA_COUNT_EXPERTS marks them on the device), over the bandwidth.
@@ -61,7 +62,7 @@ static void dense_bytes(const clover_model *m, double *dense, double *head, doub
 typedef struct bench {
     const clover_model *m;
     backend *be;
-    backend_session *s, *cnt; /* timed; counting the experts */
+    backend_session *s, *cnt, *eager; /* timed; counting the experts; timed without graphs */
     double bw, dense, head, emb_row, *exp_bytes;
     uint8_t *used;
     int reps;
@@ -99,8 +100,8 @@ static void report(const bench *B, const char *what, double best_s, double exp_b
 }
 
 /* Times a preview (best of reps) on the timed session, then measures its experts on the counting one. */
-static int preview_case(bench *B, const char *what, const int32_t *block, const uint8_t *pending, size_t b,
-                        bool coreset, int32_t *id, float *conf, double peer_ms) {
+static int preview_case(bench *B, backend_session *timed, const char *what, const int32_t *block,
+                        const uint8_t *pending, size_t b, bool coreset, int32_t *id, float *conf, double peer_ms) {
     const int32_t mask = B->m->record.mask_token_id;
     backend_pick pk = {.temperature = 0.0f, .forbid = &mask, .n_forbid = 1};
     backend_preview_seq q = {.block = block, .b = b, .pending = pending, .pick = &pk,
@@ -111,7 +112,7 @@ static int preview_case(bench *B, const char *what, const int32_t *block, const 
     double best = 1e30;
     backend_pass_stats st = {0};
     for (int r = 0; r < B->reps + 1; r++) { /* the first is a warm-up */
-        q.s = B->s;
+        q.s = timed;
         double t0 = timer_now();
         if (backend_preview1(&backend_cuda, B->be, &q, r ? NULL : &st, &err)) {
             fprintf(stderr, "bench_cuda_preview: %s: %s\n", what, err.message);
@@ -199,6 +200,9 @@ int main(int argc, char **argv) {
     setenv("CLOVER_CUDA_COUNT_EXPERTS", "1", 1);
     if (backend_cuda.session_create(B.be, &B.cnt, &err)) goto fail;
     unsetenv("CLOVER_CUDA_COUNT_EXPERTS");
+    setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
+    if (backend_cuda.session_create(B.be, &B.eager, &err)) goto fail;
+    unsetenv("CLOVER_CUDA_NO_GRAPH");
     printf("model %s: %.2f GB of weights, upload %.1f s; dense %.3f GB, head %.3f GB, block %zu, record B %u, "
            "threshold %.2f, coreset top-p %.2f\n",
            argv[1], (double)cuda_model_bytes(m) * 1e-9, timer_now() - t0, B.dense * 1e-9, B.head * 1e-9, b,
@@ -215,6 +219,8 @@ int main(int argc, char **argv) {
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
     c.s = B.cnt;
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
+    c.s = B.eager;
+    if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
 
     int32_t block[256], id[256];
     float conf[256];
@@ -222,9 +228,11 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < b; i++) block[i] = mask, pending[i] = 1;
     char what[96];
     snprintf(what, sizeof what, "preview %zu rows, first pass, coreset", b);
-    if (preview_case(&B, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;
+    if (preview_case(&B, B.s, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;
+    snprintf(what, sizeof what, "  the same without the graph (diagnostic)");
+    if (preview_case(&B, B.eager, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;
     snprintf(what, sizeof what, "preview %zu rows, first pass, no coreset", b);
-    if (preview_case(&B, what, block, pending, b, false, id, conf, peer_ms)) goto fail2;
+    if (preview_case(&B, B.s, what, block, pending, b, false, id, conf, peer_ms)) goto fail2;
     /* half fixed: the b/2 most confident rows of that greedy first pass, at their picks */
     for (size_t k = 0; k < b / 2; k++) {
         size_t best = b;
@@ -233,9 +241,9 @@ int main(int argc, char **argv) {
         block[best] = id[best], pending[best] = 0;
     }
     snprintf(what, sizeof what, "preview %zu rows, half fixed, coreset", b);
-    if (preview_case(&B, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;
+    if (preview_case(&B, B.s, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;
     snprintf(what, sizeof what, "preview %zu rows, half fixed, no coreset", b);
-    if (preview_case(&B, what, block, pending, b, false, id, conf, peer_ms)) goto fail2;
+    if (preview_case(&B, B.s, what, block, pending, b, false, id, conf, peer_ms)) goto fail2;
 
     /* the block commit, restored between repetitions */
     backend_checkpoint *ck = NULL, *ck2 = NULL;
@@ -296,6 +304,7 @@ int main(int argc, char **argv) {
     backend_cuda.checkpoint_free(ck2);
     backend_cuda.session_free(B.s);
     backend_cuda.session_free(B.cnt);
+    backend_cuda.session_free(B.eager);
     backend_cuda.destroy(B.be);
     clover_model_free(m);
     free(ids), free(B.exp_bytes), free(B.used);

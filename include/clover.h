@@ -185,13 +185,12 @@ typedef struct clover_session_params {
      * memcpy per request, no pass. */
     int no_snapshot;           /* non-zero: keep none */
     size_t snapshot_max_bytes; /* a larger state is not kept; 0: 1 GiB */
-    /* Where the session runs (clover_device): CPU runs everything; CUDA
-     * runs commits, scoring and autoregressive decoding (a block-diffusion
-     * request there fails with CLOVER_E_UNSUPPORTED and the reason, issue
-     * 14), or fails to create with the reason (no device, a type the
-     * kernels do not take, no room); AUTO (0, the default) takes CUDA for a
-     * model without the block-diffusion record when it can, else the CPU
-     * (clover_device_report describes the devices). */
+    /* Where the session runs (clover_device): CPU and CUDA both run
+     * everything (commits, scoring, autoregressive decoding, block
+     * diffusion); CUDA fails to create with the reason (no device, a type
+     * the kernels do not take, no room); AUTO (0, the default) takes CUDA
+     * when it can, else the CPU (clover_device_report describes the
+     * devices). */
     int device;
 } clover_session_params;
 

@@ -114,6 +114,16 @@ typedef struct cuda_scratch {
     size_t mm_work_bytes, moe_work_bytes;
 } cuda_scratch;
 
+/* A captured preview trunk (backend_cuda_preview.c): one per block shape. */
+typedef struct cuda_preview_graph {
+    void *exec;
+    size_t b;
+    bool coreset;
+    float ln_ratio, top_p;
+    uint64_t used; /* the clock at its last replay (the least recent is replaced) */
+} cuda_preview_graph;
+enum { CUDA_PREVIEW_GRAPHS = 4 };
+
 struct backend_session {
     const clover_model *model;
     const model_hparams *hp;
@@ -137,6 +147,9 @@ struct backend_session {
     uint32_t *h_pk_counts, *h_kept_count;
     bool has_preview;           /* a preview ran: preview_debug has its kept flags */
     bool preview_coreset;
+    cuda_preview_graph pgraph[CUDA_PREVIEW_GRAPHS];
+    uint64_t pgraph_clock;
+    bool pgraph_off;            /* capture refused or disabled: previews run eagerly */
     bool count_experts;         /* CLOVER_CUDA_COUNT_EXPERTS: every pass marks sc.used (a diagnostic) */       /* ... and it used the coreset (else every expert counts as kept) */
     size_t preview_b;
     float *dbg_hidden;          /* host [n_layer+1][R][H] when a preview asked for it (preview_debug) */
@@ -186,6 +199,8 @@ typedef struct cuda_pass {
     size_t n_head_rows;
 } cuda_pass;
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
+/* The head for n rows of sc.x listed in rows (device), into sc.logits (a preview's masked rows). */
+int cuda_pass_head_rows(backend_session *s, const int32_t *rows, size_t n, clover_error *err);
 
 /* backend_cuda_preview.c: one sequence's preview with its device picks,
  * one block resolved (passes back to back), the last preview's diagnostics

@@ -28,7 +28,8 @@
  * them, and with the coreset on, every layer's MoE first computes the
  * block's coreset on the device (kept flags in sc.kept, [n_layer][E]) and
  * routes inside it. Its head runs only for the rows listed (those still
- * masked), gathered first.
+ * masked), gathered first (cuda_pass_head_rows; with n_head_rows 0 the pass
+ * is the trunk alone, which backend_cuda_preview.c captures as a graph).
  */
 #include <string.h>
 
@@ -262,14 +263,17 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
     }
-    if (p->head_rows) { /* a preview's head: only the listed rows (those still masked), gathered */
-        if (!p->n_head_rows) return CLOVER_OK;
-        if (cuda_gather_rows(sc->xh, sc->x, p->head_rows, p->n_head_rows, H, s->stream))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: head rows: %s", cuda_preview_last_error());
-        return mm(s, &m->output, sc->xh, p->n_head_rows, sc->logits, err);
-    }
+    if (p->head_rows) return cuda_pass_head_rows(s, p->head_rows, p->n_head_rows, err);
     if (p->head_r0 >= n) return CLOVER_OK;
     /* x already holds the final norm of every row (the last fused add + norm) */
     const size_t r0 = p->head_r0, nr = n - r0;
     return mm(s, &m->output, sc->x + r0 * H, nr, sc->logits, err);
+}
+
+int cuda_pass_head_rows(backend_session *s, const int32_t *rows, size_t n, clover_error *err) {
+    if (!n) return CLOVER_OK;
+    cuda_scratch *sc = &s->sc;
+    if (cuda_gather_rows(sc->xh, sc->x, rows, n, s->hp->n_embd, s->stream))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: head rows: %s", cuda_preview_last_error());
+    return mm(s, &s->model->output, sc->xh, n, sc->logits, err);
 }

@@ -4,7 +4,7 @@
  * LowConfidence loop of SPEC.md 3) and the preview diagnostics.
  *
  * One preview of one sequence, all on the session's stream, one sync at the
- * end: the block's ids and the pick's inputs (forbidden ids, counted ids and
+ * end, the trunk a CUDA graph per block shape (preview_trunk): the block's ids and the pick's inputs (forbidden ids, counted ids and
  * counts, stop ids, the per-row ramps, the draws) go up through pinned
  * mirrors; the trunk runs in preview mode (backend_cuda_pass.c: no causal
  * mask, the GDN block operator over the committed state, the coreset on the
@@ -102,6 +102,59 @@ static bool think_open(const backend_penalties *pen, const int32_t *block, size_
     return true;
 }
 
+/* The preview's trunk (no head) on the stream: a captured graph per block
+ * shape (rows, coreset, ln(b/B), top-p) replayed after its first use, so a
+ * pass is one launch; the per-pass facts (ids, position) are copied by the
+ * graph from the pinned mirrors written here. Eager when graphs are off
+ * (CLOVER_CUDA_NO_GRAPH, a refused capture) or the residual stream is
+ * recorded (its copies synchronise). */
+static int preview_trunk(backend_session *s, const cuda_pass *p, clover_error *err) {
+    char why[CUDA_WHY] = "";
+    if (s->pgraph_off || p->hidden) return cuda_pass_enqueue(s, p, err);
+    cuda_preview_graph *g = NULL, *slot = &s->pgraph[0];
+    for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) {
+        cuda_preview_graph *c = &s->pgraph[i];
+        if (c->exec && c->b == p->n && c->coreset == p->coreset && c->ln_ratio == p->ln_ratio &&
+            (!p->coreset || c->top_p == p->top_p))
+            g = c;
+        if (!c->exec ? slot->exec != NULL : (slot->exec && c->used < slot->used)) slot = c;
+    }
+    if (!g) {
+        if (cuda_graph_begin(s->stream, why) == 0) {
+            int rc = cuda_pass_enqueue(s, p, err);
+            void *exec = NULL;
+            int end = cuda_graph_end(s->stream, &exec, why);
+            if (rc) {
+                cuda_graph_destroy(exec);
+                return rc;
+            }
+            if (end == 0) {
+                cuda_graph_destroy(slot->exec);
+                *slot = (cuda_preview_graph){exec, p->n, p->coreset, p->ln_ratio, p->top_p, 0};
+                g = slot;
+            }
+        }
+        if (!g) { /* capture refused: eager from now on */
+            s->pgraph_off = true;
+            return cuda_pass_enqueue(s, p, err);
+        }
+    }
+    /* what cuda_pass_enqueue writes to the pinned mirrors, for the graph's copies */
+    for (size_t i = 0; i < s->n_attn; i++) {
+        s->h_aseq[i].pos = (int32_t)p->pos;
+        s->h_aseq[i].row0 = 0;
+        s->h_aseq[i].n = (int32_t)p->n;
+    }
+    for (size_t i = 0; i < s->n_gdn; i++) {
+        s->h_gseq[i].row0 = 0;
+        s->h_gseq[i].n = (int32_t)p->n;
+    }
+    g->used = ++s->pgraph_clock;
+    if (cuda_graph_launch(g->exec, s->stream, why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: %s", why);
+    return CLOVER_OK;
+}
+
 /* The pass, and the device pick of the rows in rows[0..n_pick) (block rows) when pick is set.
  * all_logits: the head for every row (the raw logits then come back into s->h_logits). */
 static int preview_run(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
@@ -130,11 +183,11 @@ static int preview_run(backend_session *s, const int32_t *block, size_t b, const
                    .ln_ratio = gdn_block_ln_ratio(b, opts->record_block_size),
                    .top_p = opts->coreset_top_p,
                    .head_rows = sc->pk_rows,
-                   .n_head_rows = n_head,
+                   .n_head_rows = 0, /* the trunk alone: the head follows, for this pass's rows */
                    .hidden = s->dbg_hidden,
                    .hidden_rows = b,
                    .row0 = 0};
-    if ((rc = cuda_pass_enqueue(s, &p, err))) return rc;
+    if ((rc = preview_trunk(s, &p, err)) || (rc = cuda_pass_head_rows(s, sc->pk_rows, n_head, err))) return rc;
     if (dev_pick) {
         const backend_penalties *pen = pick->pen;
         cuda_pick_pen dp = {0};

@@ -57,8 +57,8 @@ size_t cuda_backend_report(const clover_model *m, size_t max_context, char *buf,
             info.cc_major, info.cc_minor, info.sm_count, (double)info.free_bytes * 1e-9,
             (double)info.total_bytes * 1e-9, i == 0 ? " (the CUDA backend's device)" : "");
     }
-    put(&o, "sessions    --device cuda: commit, scoring, autoregressive decoding; auto: CUDA for autoregressive models, "
-            "the CPU for Clover models (block diffusion is not on CUDA yet, issue 14)\n");
+    put(&o, "sessions    --device cuda: commit, scoring, autoregressive decoding, block diffusion (preview, coreset and "
+            "pick on the device); auto: CUDA when the model fits, else the CPU\n");
     if (!m) return o.len;
     const model_hparams *hp = &m->hp;
     size_t w = cuda_model_bytes(m), kv = cuda_session_kv_bytes_per_token(hp, m),

@@ -174,6 +174,7 @@ void backend_cuda_session_free(backend_session *s) {
     if (!s) return;
     if (s->stream) cuda_stream_sync(s->stream, NULL);
     cuda_graph_destroy(s->decode_graph);
+    for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) cuda_graph_destroy(s->pgraph[i].exec);
     cuda_free(s->arena);
     cuda_free(s->kv);
     cuda_host_free(s->h_aseq);
@@ -243,6 +244,7 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
+    s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
     s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,

@@ -64,7 +64,8 @@ size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
  * to the lower id, summed per expert in row order, experts sorted by total
  * descending then id, kept while the mass before them is < top_p, the first
  * always), else 0; *kept_count += the kept experts (a device counter). The
- * float64 sums run in the CPU's order, so equal logits give the same set. */
+ * float64 sums run in the CPU's order (the device exp may differ in the last
+ * ulp), so equal logits give the same set but at float64 ties. */
 int cuda_moe_coreset(uint8_t *allowed,        // [E]
                      uint32_t *kept_count,    // [1], added to
                      const float *logits,     // [n][E] router logits

@@ -3,11 +3,13 @@
  * the routing of every block row inside it, and the row gather of the
  * preview's head (cuda_preview.h). cpu_moe_coreset / cpu_moe_route with
  * `allowed` (src/cpu/moe_route.c) are the oracles:
- *  - coreset, one block of 256 threads: a thread per row finds the row's
- *    top-k logits (insertion, ties to the lower id) and their float64
- *    softmax probabilities; a thread per expert sums its probabilities over
- *    the rows in row order (the CPU adds them in that order, so the float64
- *    totals are the same bits); the rank of each expert in "larger total,
+ *  - coreset, one block of 4 warps: a warp per row finds the row's top-k
+ *    logits (k rounds of the first maximum = the CPU's insertion top-k,
+ *    ties to the lower id) and their float64 softmax probabilities (the sum
+ *    by one lane in expert order); a thread per expert sums its probabilities
+ *    over the rows in row order (every float64 sum in the CPU's order, so
+ *    the totals differ from the CPU's only by the device exp's last-ulp
+ *    rounding, given the same logits); the rank of each expert in "larger total,
  *    then lower id" order is counted in parallel; one thread walks the order
  *    with the mass before each expert, as the CPU does. No host round trip:
  *    the kept flags feed the routing kernel directly.
@@ -24,39 +26,71 @@
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 #define g_err g_preview_err
 
-enum { CS_THREADS = 256 };
+enum { CS_WARPS = 4, CS_THREADS = 32 * CS_WARPS };
 
 extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
     return n * k * (sizeof(int32_t) + sizeof(double)) + 16;
 }
 
+/* One block: a warp per row (its values loaded in parallel; the float64
+ * softmax sum by lane 0 in expert order, as the CPU adds it), a thread per
+ * expert for the totals and the ranks, one thread for the walk. */
 __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits,
                                                         int n, int E, int k, float top_p, int32_t *tid_,
-                                                        double *tp_) {
-    __shared__ double totals[CUDA_ROUTE_MAX_EXPERT];
+                                                        double *tp_, int staged) {
+    /* dynamic shared memory: ex [CS_WARPS][E] (per warp: e^(l - max) of its row; later the fractions),
+     * totals [E], then, when staged, the rows' top-k probabilities [n*k] and ids [n*k] (else in global
+     * memory: tid_ / tp_), so the per-expert sums read shared memory instead of L2 */
+    extern __shared__ double sm[];
+    double *exb = sm, *totals = sm + (size_t)CS_WARPS * E;
+    if (staged) {
+        tp_ = totals + E;
+        tid_ = (int32_t *)(tp_ + (size_t)n * k);
+    }
     __shared__ int32_t order[CUDA_ROUTE_MAX_EXPERT];
-    const int tid = threadIdx.x;
-    /* 1. per row: top-k ids over the raw logits, their float64 softmax probabilities */
-    for (int r = tid; r < n; r += blockDim.x) {
+    __shared__ double total_s;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    double *ex_w = exb + (size_t)warp * E;
+    /* 1. per row: top-k ids over the raw logits (k rounds of the first maximum: the insertion top-k's result,
+     * ties to the lower id), their float64 softmax probabilities */
+    for (int r = warp; r < n; r += CS_WARPS) {
         const float *row = logits + (size_t)r * E;
-        double mx = -INFINITY, sum = 0.0;
-        for (int e = 0; e < E; e++)
-            if ((double)row[e] > mx) mx = (double)row[e];
-        for (int e = 0; e < E; e++) sum += exp((double)row[e] - mx);
-        int32_t *idx = tid_ + (size_t)r * k;
-        int count = 0;
-        for (int e = 0; e < E; e++) { /* cpu_moe_topk, allowed = NULL */
-            float v = row[e];
-            if (count == k && !(v > row[idx[k - 1]])) continue;
-            int p = count < k ? count++ : k - 1;
-            while (p > 0 && v > row[idx[p - 1]]) {
-                idx[p] = idx[p - 1];
-                p--;
+        float fm = -INFINITY;
+        for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
+        for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
+        const double mx = (double)fm;
+        for (int e = lane; e < E; e += 32) ex_w[e] = exp((double)row[e] - mx);
+        __syncwarp();
+        double sum = 0.0;
+        if (lane == 0)
+            for (int e = 0; e < E; e++) sum += ex_w[e]; /* the CPU's order */
+        sum = __shfl_sync(0xffffffffu, sum, 0);
+        int32_t chosen[CUDA_ROUTE_MAX_K]; /* in registers: every lane holds the same ids after the reduction */
+        for (int j = 0; j < k; j++) {
+            float best = -INFINITY;
+            int32_t bi = INT32_MAX;
+            for (int e = lane; e < E; e += 32) {
+                bool taken = false;
+                for (int q = 0; q < j; q++) taken |= chosen[q] == e;
+                const float v = row[e];
+                if (!taken && (v > best || (v == best && e < bi))) best = v, bi = e;
             }
-            idx[p] = e;
+            for (int o = 16; o > 0; o >>= 1) {
+                float ob = __shfl_xor_sync(0xffffffffu, best, o);
+                int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ob > best || (ob == best && oi < bi)) best = ob, bi = oi;
+            }
+            chosen[j] = bi;
         }
-        for (int j = 0; j < count; j++) tp_[(size_t)r * k + j] = exp((double)row[idx[j]] - mx) / sum;
-        for (int j = count; j < k; j++) idx[j] = -1;
+        if (lane < k) { /* lane j writes slot j (k <= 16 < 32) */
+            int32_t bi = -1;
+            for (int j = 0; j < k; j++)
+                if (j == lane) bi = chosen[j];
+            const bool ok = bi >= 0 && bi < E;
+            tid_[(size_t)r * k + lane] = ok ? bi : -1;
+            tp_[(size_t)r * k + lane] = ok ? ex_w[bi] / sum : 0.0;
+        }
+        __syncwarp();
     }
     __syncthreads();
     /* 2. totals per expert, rows in ascending order */
@@ -68,19 +102,23 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
         totals[e] = t;
     }
     __syncthreads();
-    /* 3. each expert's place in "larger total first, then lower id" order */
+    /* 3. each expert's place in "larger total first, then lower id" order; the total in expert order */
     for (int e = tid; e < E; e += blockDim.x) {
         const double te = totals[e];
         int rank = 0;
         for (int a = 0; a < E; a++) rank += totals[a] > te || (totals[a] == te && a < e);
         order[rank] = e;
     }
-    __syncthreads();
-    /* 4. the walk, as cpu_moe_coreset_from_totals */
     if (tid == 0) {
         double total = 0.0;
         for (int e = 0; e < E; e++) total += totals[e];
-        if (total < 1e-9) total = 1e-9;
+        total_s = total < 1e-9 ? 1e-9 : total;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) exb[e] = totals[e] / total_s;
+    __syncthreads();
+    /* 4. the walk, as cpu_moe_coreset_from_totals */
+    if (tid == 0) {
         double before = 0.0;
         uint32_t kept = 0;
         for (int i = 0; i < E; i++) {
@@ -88,7 +126,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
             const uint8_t keep = (uint8_t)(i == 0 || before < (double)top_p);
             allowed[e] = keep;
             kept += keep;
-            before += totals[e] / total;
+            before += exb[e];
         }
         *kept_count += kept;
     }
@@ -103,8 +141,14 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     if (k > n_expert) k = n_expert;
     double *tp = (double *)work;                    /* [n][k] */
     int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
-    k_coreset<<<1, CS_THREADS, 0, (cudaStream_t)stream>>>(allowed, kept_count, logits, (int)n, (int)n_expert, (int)k,
-                                                          top_p, ti, tp);
+    size_t base = ((size_t)CS_WARPS + 1) * n_expert * sizeof(double), stage = n * k * (sizeof(double) + sizeof(int32_t));
+    const int staged = base + stage <= 40 * 1024; /* the static order[] and the limit of 48 KiB */
+    if (base > 40 * 1024) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", n_expert, base);
+        return -1;
+    }
+    k_coreset<<<1, CS_THREADS, base + (staged ? stage : 0), (cudaStream_t)stream>>>(
+        allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
 }
 

@@ -4,18 +4,13 @@
  * `clover info --device`. Kept apart from session.c so tests can build
  * sessions over a fake backend without linking any real one.
  *
- * Choice: CPU runs everything. CUDA (src/cuda/, built with
- * CLOVER_HAVE_CUDA; backend_cuda of cuda_backend.h) runs commits, scoring
- * and autoregressive decoding, but not block diffusion's preview yet
- * (issue 14). The mode is a request's, not a session's, so the session
- * decides by the model: AUTO takes CUDA when its probe passes (a device is
- * there, the model's types are ones the kernels take, the weights fit) and
- * the model has no block-diffusion record (it can only decode
- * autoregressively), else the CPU, silently (AUTO promises nothing). CUDA
- * asked for explicitly runs there or fails with the probe's reason; a
- * block-diffusion request on such a session fails with the preview's
- * one-line reason (not supported on CUDA yet, issue 14: use --device cpu or
- * --ar) rather than moving to the CPU behind the caller's back.
+ * Choice: CPU and CUDA (src/cuda/, built with CLOVER_HAVE_CUDA;
+ * backend_cuda of cuda_backend.h) both run everything: commits, scoring,
+ * autoregressive decoding and block diffusion's preview and resolve. AUTO
+ * takes CUDA when its probe passes (a device is there, the model's types
+ * are ones the kernels take, the weights fit), else the CPU, silently (AUTO
+ * promises nothing). CUDA asked for explicitly runs there or fails with the
+ * probe's reason rather than moving to the CPU behind the caller's back.
  */
 #include <string.h>
 
@@ -54,7 +49,7 @@ int clover_session_create(clover_session **out, const clover_model *model, const
         }
         return engine_session_create(out, model, &backend_cuda, params, err);
     }
-    if (device == CLOVER_DEVICE_AUTO && model && !model->has_record && backend_cuda.probe(model, NULL, NULL) == 0)
+    if (device == CLOVER_DEVICE_AUTO && model && backend_cuda.probe(model, NULL, NULL) == 0)
         return engine_session_create(out, model, &backend_cuda, params, err);
 #else
     if (device == CLOVER_DEVICE_CUDA) {

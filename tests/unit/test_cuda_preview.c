@@ -2,6 +2,8 @@
  * test_cuda_preview.c: block diffusion on the CUDA backend (issue 14), on
  * the tiny Clover fixture converted to F32 (so the backend runs FP32
  * products and differs from the references by summation order only):
+ *  - the coreset and the routing inside it against the CPU's on random
+ *    router logits at the 35B-A3B's shape (256 experts, k 8);
  *  - the three golden preview cases through cuda_solo: logits and the
  *    residual stream (CLOVER_CUDA_PREVIEW_HIDDEN) within the fixtures'
  *    bound 1e-4 of tools/reference, logits against the CPU backend's same
@@ -13,7 +15,8 @@
  *    preview's raw logits: greedy and sampled, forbidden ids, counts,
  *    frequency / presence / repetition, the length and </think> ramps:
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
- *  - two sequences in one preview call equal each alone, bit for bit;
+ *  - two sequences in one preview call equal each alone, bit for bit; the
+ *    preview trunk replayed from its captured graph equals the eager pass;
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -25,6 +28,8 @@
 #include <stdlib.h>
 
 #include "backend_pick.h"
+#include "cpu/moe.h"
+#include "cuda/cuda_preview.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_test.h"
 #include "golden_generate.h"
@@ -42,6 +47,64 @@ static backend_session *cuda_solo_session(size_t max_rows) {
     int rc = cuda_solo.session_create(tm.model, &cfg, &s, &err);
     CHECK_MSG(rc == 0, "cuda session: %s", err.message);
     return s;
+}
+
+/* cuda_moe_coreset and cuda_moe_route_allowed against cpu_moe_coreset / cpu_moe_route on seeded random
+ * router logits at the 35B-A3B's shape (256 experts, k 8): kept sets equal, routed ids equal, weights within
+ * 1e-6 (the softmax sum is a tree on the device); 32 rows (staged in shared memory) and 400 (not). */
+static void coreset_kernel(void) {
+    const size_t E = 256, k = 8, rows_of[2] = {32, 400};
+    const float tops[3] = {0.5f, 0.9f, 1.0f};
+    for (int ri = 0; ri < 2; ri++) {
+        const size_t n = rows_of[ri];
+        float *lg = malloc(n * E * sizeof(float));
+        cuda_test_fill(lg, n * E, 100 + ri, 2.0f);
+        for (size_t i = 0; i < E; i++) lg[3 * E + i] = lg[2 * E + i]; /* two equal rows */
+        float *d_lg = cuda_test_upload(lg, n * E * sizeof(float));
+        void *work = NULL, *d_allowed = NULL, *d_cnt = NULL, *d_idx = NULL, *d_w = NULL;
+        char why[CUDA_WHY];
+        CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(n, k), why) == 0);
+        CHECK(cuda_alloc(&d_allowed, E, why) == 0 && cuda_alloc(&d_cnt, 4, why) == 0);
+        CHECK(cuda_alloc(&d_idx, n * k * 4, why) == 0 && cuda_alloc(&d_w, n * k * 4, why) == 0);
+        for (int ti = 0; ti < 3; ti++) {
+            uint8_t want[256], got[256];
+            double totals[256];
+            int32_t order[256];
+            cpu_moe_coreset(want, lg, n, E, k, tops[ti], totals, order);
+            CHECK(cuda_memset(d_cnt, 0, 4, NULL, why) == 0);
+            CHECK(cuda_moe_coreset(d_allowed, d_cnt, d_lg, n, E, k, tops[ti], work, NULL) == 0);
+            CHECK(cuda_moe_route_allowed(d_idx, d_w, d_lg, d_allowed, n, E, k, NULL) == 0);
+            uint32_t cnt = 0;
+            cuda_test_download(got, d_allowed, E);
+            cuda_test_download(&cnt, d_cnt, 4);
+            size_t kept = 0, bad = 0;
+            for (size_t e = 0; e < E; e++) kept += want[e], bad += want[e] != got[e];
+            CHECK_MSG(bad == 0, "rows %zu top-p %.2f: %zu experts differ from the CPU's coreset", n, (double)tops[ti], bad);
+            CHECK_EQ_INT(cnt, kept);
+            int32_t *idx = malloc(n * k * 4), cidx[16];
+            float *w = malloc(n * k * 4), cw[16], probs[256];
+            cuda_test_download(idx, d_idx, n * k * 4);
+            cuda_test_download(w, d_w, n * k * 4);
+            double worst = 0;
+            size_t bad_ids = 0;
+            for (size_t r = 0; r < n; r++) {
+                size_t m = cpu_moe_route(cidx, cw, lg + r * E, E, k, want, probs);
+                for (size_t j = 0; j < m; j++) {
+                    bad_ids += idx[r * k + j] != cidx[j];
+                    double d = fabs((double)w[r * k + j] - (double)cw[j]);
+                    if (!(d <= worst)) worst = d;
+                }
+                for (size_t j = m; j < k; j++) bad_ids += w[r * k + j] != 0.0f || want[idx[r * k + j]];
+            }
+            CHECK_MSG(bad_ids == 0 && worst <= 1e-6, "rows %zu top-p %.2f: %zu routed ids differ, weights %.3g", n,
+                      (double)tops[ti], bad_ids, worst);
+            printf("     coreset %3zu rows, top-p %.2f: %3zu of %zu experts kept, equal to the CPU's; routing ids equal, "
+                   "weights within %.2g\n", n, (double)tops[ti], kept, E, worst);
+            free(idx), free(w);
+        }
+        cuda_free(work), cuda_free(d_allowed), cuda_free(d_cnt), cuda_free(d_idx), cuda_free(d_w), cuda_free(d_lg);
+        free(lg);
+    }
 }
 
 static void golden_previews(void) {
@@ -277,6 +340,62 @@ out:
     v2_close(&t);
 }
 
+/* The preview trunk replayed as a graph (a block shape's first pass captures it) equals the eager pass
+ * (CLOVER_CUDA_NO_GRAPH), bit for bit, across positions, block sizes and pending sets. */
+static void graph_equals_eager(void) {
+    const size_t V = tm.model->hp.n_vocab;
+    v2 t;
+    if (v2_open(&t, 8)) goto out;
+    backend_session *eager = NULL;
+    clover_error err = {0};
+    setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
+    CHECK(backend_cuda.session_create(t.be, &eager, &err) == 0);
+    unsetenv("CLOVER_CUDA_NO_GRAPH");
+    if (!eager) goto out;
+    const int32_t mask = tm.model->record.mask_token_id, more[2] = {13, 14};
+    const int32_t prompt[4] = {21, 22, 23, 24};
+    backend_commit_seq c[2] = {{.s = t.s[0], .ids = prompt, .n = 4}, {.s = eager, .ids = prompt, .n = 4}};
+    CHECK(backend_cuda.commit(t.be, c, 2, NULL) == 0);
+    float *lg = malloc(8 * V * 4), *le = malloc(8 * V * 4);
+    const int32_t fb[1] = {mask};
+    backend_pick pk = {.temperature = 0.0f, .forbid = fb, .n_forbid = 1};
+    size_t same = 0, runs = 0;
+    for (int round = 0; round < 3; round++) {
+        for (size_t b = 4; b <= 8; b += 4)
+            for (int coreset = 0; coreset < 2; coreset++) {
+                int32_t block[8];
+                uint8_t pending[8];
+                for (size_t i = 0; i < b; i++) block[i] = i % 3 ? mask : (int32_t)(30 + i), pending[i] = i % 3 != 0;
+                backend_preview_opts o = {.record_block_size = tm.model->record.block_size, .coreset = coreset != 0,
+                                          .coreset_top_p = tm.model->record.coreset_top_p};
+                int32_t ig[8], ie[8];
+                float cg[8], ce[8];
+                backend_preview_seq q[2] = {
+                    {.s = t.s[0], .block = block, .b = b, .opts = o, .logits = lg},
+                    {.s = eager, .block = block, .b = b, .opts = o, .logits = le}};
+                CHECK(backend_cuda.preview(t.be, q, 2, NULL) == 0);
+                same += !memcmp(lg, le, b * V * 4);
+                backend_preview_seq p2[2] = {
+                    {.s = t.s[0], .block = block, .b = b, .opts = o, .pending = pending, .pick = &pk,
+                     .pick_out = {.id = ig, .conf = cg}},
+                    {.s = eager, .block = block, .b = b, .opts = o, .pending = pending, .pick = &pk,
+                     .pick_out = {.id = ie, .conf = ce}}};
+                CHECK(backend_cuda.preview(t.be, p2, 2, NULL) == 0);
+                for (size_t i = 0; i < b; i++)
+                    if (pending[i]) CHECK(ig[i] == ie[i] && cg[i] == ce[i]);
+                runs++;
+            }
+        backend_commit_seq m[2] = {{.s = t.s[0], .ids = more, .n = 2}, {.s = eager, .ids = more, .n = 2}};
+        CHECK(backend_cuda.commit(t.be, m, 2, NULL) == 0); /* a new position for the graphs' replays */
+    }
+    CHECK_EQ_INT(same, runs);
+    printf("     %zu previews replayed from graphs equal the eager ones bit for bit\n", runs);
+    free(lg), free(le);
+    backend_cuda.session_free(eager);
+out:
+    v2_close(&t);
+}
+
 static void resolve_vs_cpu(void) {
     const size_t b = 8;
     v2 t;
@@ -368,9 +487,11 @@ int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
+        RUN(coreset_kernel);
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);
+        RUN(graph_equals_eager);
         RUN(resolve_vs_cpu);
         RUN(generate_cases);
     }
