@@ -537,9 +537,25 @@ typedef struct clover_chat_message {
     const char *reasoning_content; /* assistant turns: the reasoning, or NULL (split from content at </think>) */
 } clover_chat_message;
 
+/* A call an earlier assistant turn made (OpenAI's tool_calls), rendered
+ * after that turn's content as <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>. */
+typedef struct clover_chat_tool_call {
+    size_t message;        /* the index of its assistant message */
+    const char *name;      /* the function's name */
+    const char *arguments; /* its arguments, a JSON text written as given */
+} clover_chat_tool_call;
+
 typedef struct clover_chat_options {
     int add_generation_prompt; /* non-zero (default): end with the assistant's opening */
     int enable_thinking;       /* non-zero (default): "<think>\n"; zero: an empty think block */
+    /* Tools (Qwen3's convention): each a JSON text as Jinja's tojson writes
+     * it, listed one a line in a "# Tools" system block before the first
+     * system message's content (default: none). */
+    const char *const *tools;
+    size_t n_tools;
+    /* The assistant turns' calls, in message order (default: none). */
+    const clover_chat_tool_call *tool_calls;
+    size_t n_tool_calls;
 } clover_chat_options;
 
 CLOVER_API void clover_chat_options_init(clover_chat_options *o);

@@ -21,10 +21,23 @@
 #define TOOL_RESPONSE_OPEN "<tool_response>"
 #define TOOL_RESPONSE_CLOSE "</tool_response>"
 
+/* Qwen3's tool instructions (its tokenizer_config.json chat_template, word for word). */
+#define TOOLS_HEAD                                                                                                     \
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function " \
+    "signatures within <tools></tools> XML tags:\n<tools>"
+#define TOOLS_TAIL                                                                                                     \
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "              \
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "                     \
+    "<args-json-object>}\n</tool_call><|im_end|>\n"
+
 void clover_chat_options_init(clover_chat_options *o) {
     if (!o) return;
     o->add_generation_prompt = 1;
     o->enable_thinking = 1;
+    o->tools = NULL;
+    o->n_tools = 0;
+    o->tool_calls = NULL;
+    o->n_tool_calls = 0;
 }
 
 /* ---- white space and substrings ---- */
@@ -142,7 +155,8 @@ static long last_query_index(const clover_chat_message *msgs, size_t n) {
 
 /* An assistant turn: its reasoning (given, or split from the content at
  * </think>) and the content that follows. */
-static void render_assistant(writer *w, const clover_chat_message *m, int keep_reasoning) {
+static void render_assistant(writer *w, const clover_chat_message *m, int keep_reasoning,
+                             const clover_chat_tool_call *calls, size_t n_calls) {
     span content = trimmed(span_of(m->content)), reasoning = {"", 0};
     if (m->reasoning_content) {
         reasoning = span_of(m->reasoning_content);
@@ -170,7 +184,50 @@ static void render_assistant(writer *w, const clover_chat_message *m, int keep_r
         put_str(w, "\n" THINK_CLOSE "\n\n");
     }
     put(w, content);
+    for (size_t k = 0; k < n_calls; k++) {
+        if (k > 0 || content.n) put_str(w, "\n");
+        put_str(w, "<tool_call>\n{\"name\": \"");
+        put_str(w, calls[k].name);
+        put_str(w, "\", \"arguments\": ");
+        put_str(w, calls[k].arguments);
+        put_str(w, "}\n</tool_call>");
+    }
     put_str(w, "<|im_end|>\n");
+}
+
+/* The tools' system block: the first system message's content (if any) follows the header. */
+static void render_tools(writer *w, const clover_chat_options *o, const clover_chat_message *first) {
+    put_str(w, "<|im_start|>system\n");
+    if (role_of(first->role) == ROLE_SYSTEM) {
+        put(w, trimmed(span_of(first->content)));
+        put_str(w, "\n\n");
+    }
+    put_str(w, TOOLS_HEAD);
+    for (size_t i = 0; i < o->n_tools; i++) {
+        put_str(w, "\n");
+        put_str(w, o->tools[i]);
+    }
+    put_str(w, TOOLS_TAIL);
+}
+
+/* The tool options make sense: every call names an assistant message, in order. */
+static int check_tools(const clover_chat_message *msgs, size_t n, const clover_chat_options *o, clover_error *err) {
+    if (o->n_tools && !o->tools) return error_set(err, CLOVER_E_INVALID, "chat template: n_tools without tools");
+    for (size_t i = 0; i < o->n_tools; i++)
+        if (!o->tools[i]) return error_set(err, CLOVER_E_INVALID, "chat template: tool %zu is NULL", i);
+    if (o->n_tool_calls && !o->tool_calls)
+        return error_set(err, CLOVER_E_INVALID, "chat template: n_tool_calls without tool_calls");
+    for (size_t k = 0; k < o->n_tool_calls; k++) {
+        const clover_chat_tool_call *c = &o->tool_calls[k];
+        if (c->message >= n || role_of(msgs[c->message].role) != ROLE_ASSISTANT)
+            return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu names message %zu, not an assistant turn",
+                             k, c->message);
+        if (k && c->message < o->tool_calls[k - 1].message)
+            return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu is out of message order", k);
+        if (!c->name || !c->arguments)
+            return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu has no name or arguments", k);
+    }
+    return 0;
 }
 
 int chat_template_render(const clover_chat_message *msgs, size_t n, const clover_chat_options *opts,
@@ -193,11 +250,19 @@ int chat_template_render(const clover_chat_message *msgs, size_t n, const clover
     long last_query = last_query_index(msgs, n);
     if (last_query < 0)
         return error_set(err, CLOVER_E_INVALID, "chat template: no user message (the conversation needs a query)");
+    int bad = check_tools(msgs, n, opts, err);
+    if (bad) return bad;
     writer w = {out, text_bytes_append(out, "", 0, err), err};
+    if (opts->n_tools) render_tools(&w, opts, &msgs[0]);
+    size_t call = 0;
     for (size_t i = 0; i < n; i++) {
         const clover_chat_message *m = &msgs[i];
+        size_t first_call = call;
+        while (call < opts->n_tool_calls && opts->tool_calls[call].message == i) call++;
         switch (role_of(m->role)) {
         case ROLE_SYSTEM:
+            if (opts->n_tools) break; /* inside the tools' block */
+            /* fall through */
         case ROLE_USER:
             put_str(&w, "<|im_start|>");
             put_str(&w, m->role);
@@ -205,7 +270,9 @@ int chat_template_render(const clover_chat_message *msgs, size_t n, const clover
             put(&w, trimmed(span_of(m->content)));
             put_str(&w, "<|im_end|>\n");
             break;
-        case ROLE_ASSISTANT: render_assistant(&w, m, (long)i > last_query); break;
+        case ROLE_ASSISTANT:
+            render_assistant(&w, m, (long)i > last_query, opts->tool_calls + first_call, call - first_call);
+            break;
         case ROLE_TOOL:
             /* a run of tool results is one user turn */
             if (i == 0 || role_of(msgs[i - 1].role) != ROLE_TOOL) put_str(&w, "<|im_start|>user");

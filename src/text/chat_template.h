@@ -12,7 +12,14 @@
  *    before the content, earlier ones drop it;
  *  - consecutive tool messages share one user turn of <tool_response> blocks;
  *  - the generation prompt opens <think>\n, or an empty think block when
- *    thinking is off.
+ *    thinking is off;
+ *  - tools (TRUNK.md 6 describes Qwen3.5's XML call form, which nobody here
+ *    has read byte for byte; this follows Qwen3's JSON convention from the
+ *    real Qwen3 tokenizer_config.json, which tests render through
+ *    transformers): a system block "# Tools ... <tools>\n{tool}...\n</tools>"
+ *    plus the call instructions, after the system message's content; an
+ *    assistant turn's calls follow its content as
+ *    <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>, one a line.
  * The public entry points (clover_chat_render, clover_answer_split) live in
  * chat_template.c; this header lets the rest of the library render into a
  * buffer it already has.

@@ -232,8 +232,8 @@ def test_openai_errors(client):
         client.chat.completions.create(model="no-such-model", messages=[{"role": "user", "content": "hi"}])
     assert e.value.status_code == 404 and e.value.code == "model_not_found"
     with pytest.raises(openai.BadRequestError) as e:
-        client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "hi"}], n=2)
-    assert e.value.status_code == 400 and e.value.param == "n"
+        client.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "hi"}], n=9)
+    assert e.value.status_code == 400 and e.value.param == "n"  # above --max-n (8)
     with pytest.raises(openai.BadRequestError) as e:
         client.completions.create(model=MODEL_ID, prompt="hi", extra_body={"block_size": 3})
     assert e.value.param == "block_size"

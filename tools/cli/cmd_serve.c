@@ -51,6 +51,8 @@ static void serve_usage(FILE *out) {
                  "  --api-key KEY        require Authorization: Bearer KEY (not on /health)\n"
                  "  --api-key-file FILE  the same, one key per line (with --api-key: either works)\n"
                  "  --ssl-key FILE, --ssl-cert FILE  serve HTTPS with this PEM key and certificate\n"
+                 "  --max-n N            the most choices one request may ask for (n; default 8)\n"
+                 "  --test-script FILE   tests only: every answer is this file's text (the model still runs)\n"
                  "  -h, --help           this text\n"
                  "\n"
                  "Exit codes: 0 stopped by SIGINT / SIGTERM, 1 could not start, 2 usage.\n");
@@ -64,7 +66,7 @@ typedef struct serve_args {
     server_options o;
     const char *keys[SERVE_MAX_KEYS];
     size_t n_keys;
-    const char *key_file, *ssl_key, *ssl_cert;
+    const char *key_file, *ssl_key, *ssl_cert, *script_file;
 } serve_args;
 
 /* 0 ok, 1 --help shown, -1 usage error (already reported). */
@@ -167,6 +169,15 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
             } else {
                 a->keys[a->n_keys++] = v;
             }
+        } else if (!strcmp(k, "--max-n")) {
+            rc = cli_parse_u64("serve", k, v, 128, &x);
+            if (!rc && x == 0) {
+                fprintf(stderr, "clover serve: --max-n must be at least 1\n");
+                rc = -1;
+            }
+            a->o.max_n = (size_t)x;
+        } else if (!strcmp(k, "--test-script")) {
+            a->script_file = v;
         } else if (!strcmp(k, "--api-key-file")) {
             a->key_file = v;
         } else if (!strcmp(k, "--ssl-key")) {
@@ -271,6 +282,14 @@ int cmd_serve(int argc, char **argv) {
         free(tls_key);
         return 1;
     }
+    char *script = NULL;
+    if (a.script_file && !(script = read_small_file("--test-script", a.script_file))) {
+        free(key_text);
+        free(tls_key);
+        free(tls_cert);
+        return 1;
+    }
+    a.o.test_script = script;
     a.o.api_keys = a.keys;
     a.o.n_api_keys = a.n_keys;
     a.o.tls_key_pem = tls_key;
@@ -287,6 +306,7 @@ int cmd_serve(int argc, char **argv) {
     free(key_text); /* the server keeps copies */
     free(tls_key);
     free(tls_cert);
+    free(script); /* tokenized by server_start */
     if (failed) {
         clover_model_free(m);
         return 1;

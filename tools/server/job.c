@@ -10,6 +10,8 @@
  */
 #include "job.h"
 
+#include "tool_calls.h"
+
 #include <errno.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -61,6 +63,18 @@ void job_unref(job *j) {
         free(j->stops[i]);
     byte_buf_free(&j->sse);
     free(j->text);
+    free(j->tool_prefix);
+    for (size_t i = 0; i < j->n_tool_names; i++)
+        free(j->tool_names[i]);
+    free(j->tool_names);
+    tool_calls_free(j->calls, j->n_calls);
+    free(j->tool_content);
+    for (size_t i = 0; i < j->n_lp; i++) {
+        free(j->lp[i].bytes);
+        for (uint32_t k = 0; k < j->lp[i].n_top; k++)
+            free(j->lp[i].top[k]);
+    }
+    free(j->lp);
     pthread_cond_destroy(&j->cv);
     pthread_mutex_destroy(&j->mu);
     free(j);

@@ -23,6 +23,17 @@
 
 typedef enum job_state { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 } job_state;
 
+/* One emitted token's log-probability and its alternatives (logprobs asked for). */
+typedef struct token_lp {
+    char *bytes; /* the token's bytes (malloc'd; may end inside a UTF-8 character) */
+    size_t len;
+    float logprob;
+    uint32_t n_top;
+    char *top[CLOVER_MAX_TOP_LOGPROBS]; /* malloc'd */
+    size_t top_len[CLOVER_MAX_TOP_LOGPROBS];
+    float top_lp[CLOVER_MAX_TOP_LOGPROBS];
+} token_lp;
+
 typedef struct job {
     pthread_mutex_t mu;
     pthread_cond_t cv; /* on CLOCK_MONOTONIC: progress (stream bytes, done) */
@@ -32,7 +43,9 @@ typedef struct job {
     server_endpoint endpoint;
     int stream, include_usage;
     int split;            /* chat with thinking on: reasoning_content / content */
-    char id[48];          /* "chatcmpl-..." / "cmpl-..." */
+    char id[48];          /* "chatcmpl-..." / "cmpl-..." (the choices of one request share it) */
+    uint32_t choice;      /* this job's choice index (n > 1: one job per choice, seed + choice) */
+    int grouped;          /* one of n > 1 choices: the stream's usage and [DONE] come after the last (routes.c) */
     long long created;    /* Unix seconds */
     const char *model_id; /* the server's, outlives every job */
     int32_t *prompt;      /* [n_prompt] */
@@ -42,6 +55,14 @@ typedef struct job {
     char *stops[SERVER_MAX_STOPS];
     size_t n_stops;
     double t_submit; /* timer: queue wait */
+    /* tool calls (chat with tools, tool_choice not "none"): the content is parsed for them */
+    int tools_on;
+    char *tool_prefix;  /* the call's opening the prompt forced (required / named), or NULL */
+    char **tool_names;  /* [n_tool_names] the declared functions */
+    size_t n_tool_names;
+    int32_t suppress[1]; /* params.suppress_ids: "<tool_call>" under tool_choice "none" */
+    const int32_t *script; /* test hook (--test-script): emitted ids replaced by these, [n_script] */
+    size_t n_script;
 
     volatile int cancel; /* non-zero: stop at the next pass (client gone, shutdown) */
     volatile int shutdown_cut; /* set with cancel by a shutdown past its grace: finish "length", cut "shutdown" */
@@ -62,10 +83,21 @@ typedef struct job {
     size_t text_len;
     size_t reasoning_off, reasoning_len; /* split: the parts of text (answer_stream) */
     size_t content_off, content_len;
-    const char *finish_reason; /* "stop", "length" or "cancelled" */
+    const char *finish_reason; /* "stop", "length", "tool_calls" or "cancelled" */
+    struct tool_call_out *calls; /* tools_on: the parsed calls, [n_calls] (0: the answer is content) */
+    size_t n_calls;
+    char *tool_content; /* tools_on: the content released (the calls' preamble, or all of it), NUL-terminated */
+    size_t tool_content_len;
     int client_cancelled;      /* the client left before the end */
     const char *cut;           /* why a "length" answer was cut short ("shutdown"), or NULL */
     size_t completion_tokens, reused_tokens;
+    /* log-probabilities: written by the scheduler thread while running, read after done */
+    int want_logprobs;
+    size_t top_logprobs;
+    token_lp *lp; /* [n_lp] the emitted tokens' (those that reached the text, in order) */
+    size_t n_lp, cap_lp;
+    size_t lp_sent;        /* streaming: entries already sent */
+    size_t lp_offset_base; /* completions' text_offset of the first token (0) */
     clover_mode mode;
     double queue_s;
     clover_generate_stats stats;

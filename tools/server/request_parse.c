@@ -4,13 +4,15 @@
  *
  * Strict about what it uses (types, ranges, the shapes OpenAI documents),
  * lenient about what it does not (unknown fields are ignored, as OpenAI
- * clients send many), and explicit about what it cannot honour (n > 1,
- * logprobs, tools, echo, ...): those are a 400 naming the field rather than
+ * clients send many), and explicit about what it cannot honour (best_of,
+ * echo, logit_bias, ...): those are a 400 naming the field rather than
  * a silently different answer. A JSON null means "not given". jansson
  * rejects invalid UTF-8 and "\u0000" in strings, so every string here is
  * valid UTF-8 without NUL bytes.
  */
 #include "request_parse.h"
+
+#include "tool_calls.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -166,6 +168,138 @@ static int parse_content(json_t *v, const char *param, char **out, server_error 
     return 0;
 }
 
+/* An assistant turn's tool_calls: [{id, type: "function", function: {name, arguments: JSON text}}]. */
+static int parse_message_calls(json_t *m, size_t i, server_message *out, server_error *e) {
+    char where[96];
+    snprintf(where, sizeof where, "messages[%zu].tool_calls", i);
+    json_t *calls = field(m, "tool_calls");
+    if (!calls) return 0;
+    if (!json_is_array(calls)) return bad_type(e, where, "an array of tool calls");
+    if (!json_array_size(calls)) return 0;
+    if (strcmp(out->role, "assistant"))
+        return server_error_set(e, 400, TYPE_INVALID, "invalid_value", where, "%s: only assistant messages make calls",
+                                where);
+    out->tool_calls = calloc(json_array_size(calls), sizeof *out->tool_calls);
+    if (!out->tool_calls) return no_memory(e);
+    size_t k;
+    json_t *c;
+    json_array_foreach(calls, k, c) {
+        snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu]", i, k);
+        json_t *type = json_object_get(c, "type"), *fn = json_object_get(c, "function");
+        if (!json_is_object(c) || !json_is_object(fn))
+            return bad_type(e, where, "an object {\"type\": \"function\", \"function\": {name, arguments}}");
+        if (type && !json_is_null(type) && !(json_is_string(type) && !strcmp(json_string_value(type), "function"))) {
+            snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu].type", i, k);
+            return bad_type(e, where, "\"function\"");
+        }
+        json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
+        snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu].function.name", i, k);
+        if (!json_is_string(name) || !json_string_length(name)) return bad_type(e, where, "a function name");
+        snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu].function.arguments", i, k);
+        if (!json_is_string(args)) return bad_type(e, where, "a string holding a JSON object");
+        json_error_t je;
+        json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), 0, &je);
+        int object = json_is_object(parsed);
+        json_decref(parsed);
+        if (!object) return bad_type(e, where, "a string holding a JSON object");
+        server_tool_call *t = &out->tool_calls[out->n_tool_calls++];
+        t->name = dup_string(json_string_value(name), json_string_length(name));
+        t->arguments = dup_string(json_string_value(args), json_string_length(args));
+        if (!t->name || !t->arguments) return no_memory(e);
+    }
+    return 0;
+}
+
+/* A function name as OpenAI allows it: [A-Za-z0-9_-]{1,64}. */
+static int valid_function_name(const char *s, size_t n) {
+    if (n == 0 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return 0;
+    }
+    return 1;
+}
+
+/* tools: [{type: "function", function: {name, description?, parameters?: object, strict?}}] and tool_choice. */
+static int parse_tools(json_t *root, server_request *r, server_error *e) {
+    json_t *tools = field(root, "tools");
+    char where[96];
+    if (tools) {
+        if (!json_is_array(tools)) return bad_type(e, "tools", "an array of {\"type\": \"function\", \"function\": ...}");
+        size_t n = json_array_size(tools);
+        if (n > SERVER_MAX_TOOLS)
+            return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "tools",
+                                    "tools: expected at most %d tools, got %zu", SERVER_MAX_TOOLS, n);
+        r->tools_json = calloc(n ? n : 1, sizeof *r->tools_json);
+        r->tool_names = calloc(n ? n : 1, sizeof *r->tool_names);
+        if (!r->tools_json || !r->tool_names) return no_memory(e);
+        size_t i;
+        json_t *t;
+        json_array_foreach(tools, i, t) {
+            snprintf(where, sizeof where, "tools[%zu]", i);
+            if (!json_is_object(t)) return bad_type(e, where, "an object {\"type\": \"function\", \"function\": ...}");
+            json_t *type = json_object_get(t, "type"), *fn = json_object_get(t, "function");
+            snprintf(where, sizeof where, "tools[%zu].type", i);
+            if (!json_is_string(type) || strcmp(json_string_value(type), "function"))
+                return bad_type(e, where, "\"function\" (the only kind of tool)");
+            snprintf(where, sizeof where, "tools[%zu].function", i);
+            if (!json_is_object(fn)) return bad_type(e, where, "an object {name, description, parameters}");
+            json_t *name = json_object_get(fn, "name"), *desc = json_object_get(fn, "description"),
+                   *params = json_object_get(fn, "parameters");
+            snprintf(where, sizeof where, "tools[%zu].function.name", i);
+            if (!json_is_string(name)) return bad_type(e, where, "a string of 1 to 64 letters, digits, _ or -");
+            if (!valid_function_name(json_string_value(name), json_string_length(name)))
+                return server_error_set(e, 400, TYPE_INVALID, "invalid_value", where,
+                                        "%s: expected 1 to 64 letters, digits, _ or -, got \"%.64s\"", where,
+                                        json_string_value(name));
+            for (size_t k = 0; k < i; k++)
+                if (!strcmp(r->tool_names[k], json_string_value(name)))
+                    return server_error_set(e, 400, TYPE_INVALID, "invalid_value", where,
+                                            "%s: \"%s\" is declared twice (also tools[%zu])", where,
+                                            json_string_value(name), k);
+            snprintf(where, sizeof where, "tools[%zu].function.description", i);
+            if (desc && !json_is_null(desc) && !json_is_string(desc)) return bad_type(e, where, "a string");
+            snprintf(where, sizeof where, "tools[%zu].function.parameters", i);
+            if (params && !json_is_null(params) && !json_is_object(params))
+                return bad_type(e, where, "a JSON Schema object");
+            r->tool_names[i] = dup_string(json_string_value(name), json_string_length(name));
+            r->tools_json[i] = tool_json_dumps(t);
+            r->n_tools = i + 1;
+            if (!r->tool_names[i] || !r->tools_json[i]) return no_memory(e);
+        }
+    }
+    json_t *tc = field(root, "tool_choice");
+    r->tool_choice = r->n_tools ? SERVER_TOOL_AUTO : SERVER_TOOL_NONE;
+    if (!tc) return 0;
+    static const char *expected = "\"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}";
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (!strcmp(v, "none")) r->tool_choice = SERVER_TOOL_NONE;
+        else if (!strcmp(v, "auto")) r->tool_choice = r->n_tools ? SERVER_TOOL_AUTO : SERVER_TOOL_NONE;
+        else if (!strcmp(v, "required")) r->tool_choice = SERVER_TOOL_REQUIRED;
+        else return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "tool_choice", "tool_choice: expected %s, got \"%.40s\"", expected, v);
+    } else if (json_is_object(tc)) {
+        json_t *fn = json_object_get(tc, "function"), *name = json_is_object(fn) ? json_object_get(fn, "name") : NULL;
+        if (!json_is_string(name)) return bad_type(e, "tool_choice.function.name", "a declared function's name");
+        r->tool_choice_name = dup_string(json_string_value(name), json_string_length(name));
+        if (!r->tool_choice_name) return no_memory(e);
+        r->tool_choice = SERVER_TOOL_NAMED;
+        size_t k = 0;
+        while (k < r->n_tools && strcmp(r->tool_names[k], r->tool_choice_name)) k++;
+        if (k == r->n_tools)
+            return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "tool_choice.function.name",
+                                    "tool_choice.function.name: \"%.64s\" is not among the declared tools",
+                                    r->tool_choice_name);
+    } else {
+        return bad_type(e, "tool_choice", expected);
+    }
+    if ((r->tool_choice == SERVER_TOOL_REQUIRED || r->tool_choice == SERVER_TOOL_NAMED) && !r->n_tools)
+        return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "tool_choice",
+                                "tool_choice: a call is required but no tools are declared");
+    return 0;
+}
+
 static int parse_messages(json_t *root, server_request *r, server_error *e) {
     json_t *msgs = json_object_get(root, "messages");
     if (!msgs || json_is_null(msgs))
@@ -196,10 +330,7 @@ static int parse_messages(json_t *root, server_request *r, server_error *e) {
                                     where, rs);
         out->role = dup_string(rs, strlen(rs));
         if (!out->role) return no_memory(e);
-        snprintf(where, sizeof where, "messages[%zu].tool_calls", i);
-        json_t *calls = json_object_get(m, "tool_calls");
-        if (calls && !json_is_null(calls) && !(json_is_array(calls) && json_array_size(calls) == 0))
-            return unsupported(e, where, "tool calls are not supported by this server");
+        if (parse_message_calls(m, i, out, e)) return -1;
         snprintf(where, sizeof where, "messages[%zu].content", i);
         if (parse_content(json_object_get(m, "content"), where, &out->content, e)) return -1;
         json_t *rc = json_object_get(m, "reasoning_content");
@@ -296,19 +427,11 @@ static int parse_stop(json_t *root, const server_parse_options *o, server_reques
 /* Options OpenAI documents that this server cannot honour: a clear 400, not a different answer. */
 static int reject_unsupported(json_t *root, server_error *e) {
     json_t *v;
-    if ((v = field(root, "n")) && !(json_is_integer(v) && json_integer_value(v) == 1))
-        return unsupported(e, "n", "only n = 1 (one choice per request) is supported");
     if ((v = field(root, "best_of")) && !(json_is_integer(v) && json_integer_value(v) == 1))
         return unsupported(e, "best_of", "only best_of = 1 is supported");
-    if ((v = field(root, "logprobs")) && !json_is_false(v) && !(json_is_integer(v) && json_integer_value(v) == 0))
-        return unsupported(e, "logprobs", "log probabilities are not supported");
-    if ((v = field(root, "top_logprobs")) && !(json_is_integer(v) && json_integer_value(v) == 0))
-        return unsupported(e, "top_logprobs", "log probabilities are not supported");
     if ((v = field(root, "echo")) && !json_is_false(v)) return unsupported(e, "echo", "echo is not supported");
     if ((v = field(root, "suffix")) && !(json_is_string(v) && json_string_length(v) == 0))
         return unsupported(e, "suffix", "suffix (insertion) is not supported");
-    if ((v = field(root, "tools")) && !(json_is_array(v) && json_array_size(v) == 0))
-        return unsupported(e, "tools", "tools are not supported by this server");
     if ((v = field(root, "logit_bias")) && !(json_is_object(v) && json_object_size(v) == 0))
         return unsupported(e, "logit_bias", "logit_bias is not supported");
     if ((v = field(root, "response_format"))) {
@@ -319,9 +442,35 @@ static int reject_unsupported(json_t *root, server_error *e) {
     return 0;
 }
 
-static int parse_options(json_t *root, server_request *r, server_error *e) {
+static int parse_options(json_t *root, const server_parse_options *o, server_request *r, server_error *e) {
     long long x = 0;
     int has = 0;
+    uint32_t max_n = o && o->max_n ? o->max_n : 8;
+    char range[64];
+    snprintf(range, sizeof range, "an integer from 1 to %u (--max-n)", max_n);
+    r->n = 1;
+    if (get_int(root, "n", 1, max_n, range, &x, &has, e)) return -1;
+    if (has) r->n = (uint32_t)x;
+    /* chat: logprobs true/false and top_logprobs 0..20; completions: logprobs 0..5 (the alternatives) */
+    has = 0;
+    if (r->endpoint == SERVER_ENDPOINT_CHAT) {
+        if (get_bool(root, "logprobs", &r->logprobs, NULL, e)) return -1;
+        if (get_int(root, "top_logprobs", 0, SERVER_MAX_TOP_LOGPROBS, "an integer from 0 to 20", &x, &has, e))
+            return -1;
+        if (has) {
+            r->top_logprobs = (uint32_t)x;
+            if (x > 0 && !r->logprobs)
+                return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "top_logprobs",
+                                        "top_logprobs: needs logprobs: true");
+        }
+    } else {
+        if (field(root, "top_logprobs")) return unsupported(e, "top_logprobs", "completions take logprobs: N");
+        if (get_int(root, "logprobs", 0, 5, "an integer from 0 to 5", &x, &has, e)) return -1;
+        if (has) {
+            r->logprobs = 1;
+            r->top_logprobs = (uint32_t)x;
+        }
+    }
     if (get_bool(root, "stream", &r->stream, NULL, e)) return -1;
     json_t *so = field(root, "stream_options");
     if (so && !json_is_object(so)) return bad_type(e, "stream_options", "an object");
@@ -401,7 +550,12 @@ int server_request_parse(server_request *req, server_endpoint endpoint, const ch
     }
     if (reject_unsupported(root, err)) goto done;
     if (endpoint == SERVER_ENDPOINT_CHAT ? parse_messages(root, req, err) : parse_prompt(root, req, err)) goto done;
-    if (parse_stop(root, opts, req, err) || parse_options(root, req, err)) goto done;
+    if (parse_stop(root, opts, req, err) || parse_options(root, opts, req, err)) goto done;
+    if (endpoint == SERVER_ENDPOINT_CHAT && parse_tools(root, req, err)) goto done;
+    if (endpoint == SERVER_ENDPOINT_COMPLETION && field(root, "tools")) {
+        unsupported(err, "tools", "tools belong to /v1/chat/completions");
+        goto done;
+    }
     rc = 0;
 done:
     json_decref(root);
@@ -415,7 +569,19 @@ void server_request_free(server_request *req) {
         free(req->messages[i].role);
         free(req->messages[i].content);
         free(req->messages[i].reasoning_content);
+        for (size_t k = 0; k < req->messages[i].n_tool_calls; k++) {
+            free(req->messages[i].tool_calls[k].name);
+            free(req->messages[i].tool_calls[k].arguments);
+        }
+        free(req->messages[i].tool_calls);
     }
+    for (size_t i = 0; i < req->n_tools; i++) {
+        free(req->tools_json[i]);
+        free(req->tool_names[i]);
+    }
+    free(req->tools_json);
+    free(req->tool_names);
+    free(req->tool_choice_name);
     free(req->messages);
     free(req->model);
     free(req->prompt);

@@ -41,11 +41,26 @@ int server_error_set(server_error *e, int status, const char *type, const char *
 #endif
     ;
 
+typedef struct server_tool_call {
+    char *name;      /* function.name */
+    char *arguments; /* function.arguments: a JSON text, as given */
+} server_tool_call;
+
 typedef struct server_message {
     char *role;              /* "system", "user", "assistant" or "tool" ("developer" becomes "system") */
     char *content;           /* never NULL; text parts joined with "\n" */
     char *reasoning_content; /* assistant turns only; NULL when absent */
+    server_tool_call *tool_calls; /* assistant turns: the calls it made, [n_tool_calls] */
+    size_t n_tool_calls;
 } server_message;
+
+#define SERVER_MAX_TOOLS 128
+typedef enum server_tool_choice {
+    SERVER_TOOL_AUTO = 0,     /* the model may call a declared tool (the default with tools) */
+    SERVER_TOOL_NONE = 1,     /* no call: "<tool_call>" cannot be generated */
+    SERVER_TOOL_REQUIRED = 2, /* a call: the answer opens with "<tool_call>\n{\"name\": \"" */
+    SERVER_TOOL_NAMED = 3,    /* a call of tool_choice_name: its opening up to "arguments" is forced */
+} server_tool_choice;
 
 typedef struct server_request {
     server_endpoint endpoint;
@@ -61,6 +76,17 @@ typedef struct server_request {
     size_t prompt_len;
     int32_t *prompt_ids; /* [n_prompt_ids], each >= 0 (checked against the vocabulary later) */
     size_t n_prompt_ids;
+
+    /* tools (chat): each declared tool as the template renders it (tojson) and its function's name */
+    char **tools_json; /* [n_tools] */
+    char **tool_names; /* [n_tools] */
+    size_t n_tools;
+    server_tool_choice tool_choice;
+    char *tool_choice_name; /* SERVER_TOOL_NAMED */
+
+    uint32_t n;        /* choices: 1..max_n (n) */
+    int logprobs;      /* chat: logprobs true; completions: logprobs >= 0 given */
+    uint32_t top_logprobs; /* chat: top_logprobs; completions: the logprobs integer */
 
     int stream;
     int include_usage; /* stream_options.include_usage */
@@ -86,8 +112,10 @@ typedef struct server_request {
     int lossless; /* lossless block diffusion: the answer is autoregressive decoding's */
 } server_request;
 
+#define SERVER_MAX_TOP_LOGPROBS 20 /* as OpenAI (chat); completions allow 5 */
 typedef struct server_parse_options {
     size_t max_stop_len; /* 0: SERVER_MAX_STOP_LEN */
+    uint32_t max_n;      /* the largest n (--max-n); 0: 8 */
 } server_parse_options;
 
 /* Parses body[0..len) for the endpoint. Returns 0 with req filled (release

@@ -44,6 +44,61 @@ static void snapshot_before_generation_prompt(const prepare_config *c, job *j) {
         j->params.no_snapshot = 1;
 }
 
+/* A forced call's opening (tool_choice required or named): the answer
+ * continues it, and the parser reads it as the answer's start. */
+static char *forced_opening(const server_request *r) {
+    static const char open[] = "<tool_call>\n{\"name\": \"";
+    if (r->tool_choice == SERVER_TOOL_REQUIRED) return strdup(open);
+    if (r->tool_choice != SERVER_TOOL_NAMED) return NULL;
+    size_t n = strlen(open) + strlen(r->tool_choice_name) + 32;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s%s\", \"arguments\": ", open, r->tool_choice_name);
+    return s;
+}
+
+/* The tool side of a chat: what the template renders, what the answer is parsed for. */
+static int chat_tools(const server_request *r, const prepare_config *c, job *j, clover_chat_options *o,
+                      clover_chat_tool_call **calls, server_error *e) {
+    size_t n_calls = 0;
+    for (size_t i = 0; i < r->n_messages; i++)
+        n_calls += r->messages[i].n_tool_calls;
+    *calls = calloc(n_calls ? n_calls : 1, sizeof **calls);
+    if (!*calls) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    size_t k = 0;
+    for (size_t i = 0; i < r->n_messages; i++)
+        for (size_t t = 0; t < r->messages[i].n_tool_calls; t++)
+            (*calls)[k++] = (clover_chat_tool_call){i, r->messages[i].tool_calls[t].name,
+                                                    r->messages[i].tool_calls[t].arguments};
+    o->tool_calls = *calls;
+    o->n_tool_calls = n_calls;
+    o->tools = (const char *const *)r->tools_json;
+    o->n_tools = r->n_tools;
+    if (!r->n_tools) return 0;
+    if (r->tool_choice == SERVER_TOOL_NONE) { /* the call's opening tag cannot be generated */
+        int32_t id = clover_token_id(c->model, "<tool_call>");
+        if (id >= 0) {
+            j->suppress[0] = id;
+            j->params.suppress_ids = j->suppress;
+            j->params.n_suppress_ids = 1;
+        }
+        return 0;
+    }
+    j->tools_on = 1;
+    j->tool_names = calloc(r->n_tools, sizeof *j->tool_names);
+    if (!j->tool_names) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    for (size_t i = 0; i < r->n_tools; i++) {
+        j->tool_names[i] = strdup(r->tool_names[i]);
+        if (!j->tool_names[i]) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        j->n_tool_names = i + 1;
+    }
+    if (r->tool_choice == SERVER_TOOL_REQUIRED || r->tool_choice == SERVER_TOOL_NAMED) {
+        j->tool_prefix = forced_opening(r);
+        if (!j->tool_prefix) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        o->enable_thinking = 0; /* the call opens right after the generation prompt: no reasoning */
+    }
+    return 0;
+}
+
 static int chat_prompt(const server_request *r, const prepare_config *c, job *j, server_error *e) {
     clover_chat_message *msgs = calloc(r->n_messages, sizeof *msgs);
     if (!msgs) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
@@ -54,13 +109,33 @@ static int chat_prompt(const server_request *r, const prepare_config *c, job *j,
     clover_chat_options_init(&o);
     o.add_generation_prompt = 1;
     o.enable_thinking = r->enable_thinking;
+    clover_chat_tool_call *calls = NULL;
+    if (chat_tools(r, c, j, &o, &calls, e)) {
+        free(msgs);
+        free(calls);
+        return -1;
+    }
     char *text = NULL;
     clover_error err = {0};
     int rc = clover_chat_render(c->model, msgs, r->n_messages, &o, &text, &err);
     free(msgs);
+    free(calls);
     if (rc) return engine_error(e, "messages", &err);
-    rc = clover_tokenize(c->model, text, strlen(text), 1, &j->prompt, &j->n_prompt, &err);
-    clover_free(text);
+    if (j->tool_prefix) {
+        size_t n = strlen(text), m = strlen(j->tool_prefix);
+        char *both = malloc(n + m + 1);
+        if (both) {
+            memcpy(both, text, n);
+            memcpy(both + n, j->tool_prefix, m + 1);
+        }
+        clover_free(text);
+        if (!both) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        rc = clover_tokenize(c->model, both, n + m, 1, &j->prompt, &j->n_prompt, &err);
+        free(both);
+    } else {
+        rc = clover_tokenize(c->model, text, strlen(text), 1, &j->prompt, &j->n_prompt, &err);
+        clover_free(text);
+    }
     if (rc) return engine_error(e, "messages", &err);
     snapshot_before_generation_prompt(c, j);
     return 0;
@@ -151,6 +226,12 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     p->top_k = r->has_top_k ? r->top_k : 0;
     p->seed = r->has_seed ? r->seed : fresh & SEED_MASK;
     p->ignore_eos = r->ignore_eos;
+    if (r->logprobs) {
+        j->want_logprobs = 1;
+        j->top_logprobs = r->top_logprobs;
+        p->logprobs = 1;
+        p->top_logprobs = r->top_logprobs;
+    }
     p->lossless = r->lossless;
     if (r->has_threshold) p->threshold = r->threshold;
     if (r->has_block_size) p->block_size = r->block_size;
@@ -167,7 +248,8 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     }
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
-    j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking;
+    j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking && !j->tool_prefix;
+
     snprintf(j->id, sizeof j->id, "%s-%016llx", r->endpoint == SERVER_ENDPOINT_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)fresh);
     j->created = (long long)time(NULL);

@@ -22,6 +22,7 @@ typedef struct prepare_config {
     size_t context;             /* tokens a session may hold: prompt + answer */
     size_t n_vocab;
     const clover_record *record; /* NULL: an autoregressive model */
+
 } prepare_config;
 
 /* Fills the request part of j. fresh is a new random value per request: the

@@ -19,13 +19,21 @@ char *response_error_body(const server_error *e, size_t *len);
 char *response_models_body(const char *model_id, long long created, size_t *len);
 /* A finished job's answer: the completion object, or its error when it failed. */
 char *response_job_body(const job *j, size_t *len);
+/* The same for the n jobs of one request's choices (every one done): their
+ * choices in one object, the usage summed (the prompt counted once), the
+ * first failure's error instead when one failed. */
+char *response_choices_body(job *const *jobs, size_t n, size_t *len);
 
-/* Stream events; each returns 0 or -1 (out of memory). */
+/* Stream events; each returns 0 or -1 (out of memory). A delta or end
+ * chunk carries the log-probabilities collected since the last chunk (and
+ * marks them sent: the scheduler thread alone writes a running job's). */
 int response_sse_start(const job *j, byte_buf *out); /* chat: the role chunk; completions: nothing */
-int response_sse_delta(const job *j, const char *reasoning, size_t reasoning_len, const char *content,
+int response_sse_delta(job *j, const char *reasoning, size_t reasoning_len, const char *content,
                        size_t content_len, byte_buf *out);
 /* The end: the finish chunk (with the statistics), the usage chunk when asked
  * for, then "data: [DONE]"; an error event instead when the job failed. */
-int response_sse_end(const job *j, byte_buf *out);
+int response_sse_end(job *j, byte_buf *out);
+/* n > 1: after every choice's end (a grouped job's end leaves them out): the usage chunk when asked for, then [DONE]. */
+int response_sse_tail(job *const *jobs, size_t n, byte_buf *out);
 
 #endif

@@ -54,9 +54,15 @@ static enum MHD_Result send_json(struct MHD_Connection *conn, request_ctx *rc, c
 
 /* ---- streaming ---- */
 
+/* A stream sends its choices one after another (n > 1: each choice's
+ * chunks whole, in index order; the later ones are generated meanwhile and
+ * wait in their buffers), then the request's tail (usage, [DONE]). */
 typedef struct stream_ctx {
-    job *j;
+    job **jobs; /* [n] references */
+    size_t n, cur;
     struct MHD_Connection *conn;
+    byte_buf tail; /* n > 1: response_sse_tail, once every choice is sent */
+    int tail_made;
 } stream_ctx;
 
 static void resume_connection(void *conn) { MHD_resume_connection(conn); }
@@ -70,26 +76,55 @@ static void suspend_locked(job *j, struct MHD_Connection *conn) {
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
     (void)pos;
     stream_ctx *sc = cls;
-    job *j = sc->j;
-    pthread_mutex_lock(&j->mu);
-    size_t n = byte_buf_avail(&j->sse) ? byte_buf_take(&j->sse, buf, max) : 0;
-    ssize_t rc = (ssize_t)n;
-    if (!n) {
-        if (j->state == JOB_DONE)
-            rc = MHD_CONTENT_READER_END_OF_STREAM;
-        else if (j->client_cancelled || !j->resume)
-            rc = MHD_CONTENT_READER_END_WITH_ERROR;
-        else
-            suspend_locked(j, sc->conn); /* 0 bytes now: called again once resumed */
+    for (;;) {
+        if (sc->cur == sc->n) { /* every choice sent: the tail */
+            if (!sc->tail_made) {
+                sc->tail_made = 1;
+                if (response_sse_tail(sc->jobs, sc->n, &sc->tail)) return MHD_CONTENT_READER_END_WITH_ERROR;
+            }
+            size_t n = byte_buf_avail(&sc->tail) ? byte_buf_take(&sc->tail, buf, max) : 0;
+            return n ? (ssize_t)n : MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        job *j = sc->jobs[sc->cur];
+        pthread_mutex_lock(&j->mu);
+        size_t n = byte_buf_avail(&j->sse) ? byte_buf_take(&j->sse, buf, max) : 0;
+        ssize_t rc = (ssize_t)n;
+        int next = 0;
+        if (!n) {
+            if (j->state == JOB_DONE)
+                next = 1;
+            else if (j->client_cancelled || !j->resume)
+                rc = MHD_CONTENT_READER_END_WITH_ERROR;
+            else
+                suspend_locked(j, sc->conn); /* 0 bytes now: called again once resumed */
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (!next) return rc;
+        if (sc->n == 1) return MHD_CONTENT_READER_END_OF_STREAM; /* its end carried the tail */
+        sc->cur++;
     }
-    pthread_mutex_unlock(&j->mu);
-    return rc;
 }
 
 static void stream_free(void *cls) {
     stream_ctx *sc = cls;
-    job_unref(sc->j);
+    for (size_t i = 0; i < sc->n; i++)
+        job_unref(sc->jobs[i]);
+    free(sc->jobs);
+    byte_buf_free(&sc->tail);
     free(sc);
+}
+
+/* The request's jobs: every choice's, or the one. */
+static job **jobs_of(request_ctx *rc, size_t *n) {
+    *n = rc->choices ? rc->n_choices : 1;
+    return rc->choices ? rc->choices : &rc->job;
+}
+
+static void cancel_all(request_ctx *rc) {
+    size_t n;
+    job **js = jobs_of(rc, &n);
+    for (size_t i = 0; i < n; i++)
+        js[i]->cancel = 1;
 }
 
 static int connection_fd(struct MHD_Connection *conn) {
@@ -98,16 +133,24 @@ static int connection_fd(struct MHD_Connection *conn) {
 }
 
 static enum MHD_Result start_stream(struct MHD_Connection *conn, request_ctx *rc) {
+    size_t n;
+    job **js = jobs_of(rc, &n);
     stream_ctx *sc = calloc(1, sizeof *sc);
-    if (!sc) {
-        rc->job->cancel = 1;
+    job **copy = calloc(n, sizeof *copy);
+    if (!sc || !copy) {
+        free(sc);
+        free(copy);
+        cancel_all(rc);
         return MHD_NO;
     }
-    job_ref(rc->job);
-    *sc = (stream_ctx){.j = rc->job, .conn = conn};
+    for (size_t i = 0; i < n; i++) {
+        job_ref(js[i]);
+        copy[i] = js[i];
+    }
+    *sc = (stream_ctx){.jobs = copy, .n = n, .conn = conn};
     struct MHD_Response *r = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, sc, stream_free);
     if (!r) {
-        rc->job->cancel = 1;
+        cancel_all(rc);
         stream_free(sc);
         return MHD_NO;
     }
@@ -119,7 +162,7 @@ static enum MHD_Result start_stream(struct MHD_Connection *conn, request_ctx *rc
     if (ok == MHD_YES)
         rc->status = 200;
     else
-        rc->job->cancel = 1;
+        cancel_all(rc);
     return ok;
 }
 
@@ -141,9 +184,53 @@ static enum MHD_Result answer_or_wait(struct MHD_Connection *conn, request_ctx *
     }
     pthread_mutex_unlock(&j->mu);
     if (j->stream && !(done && failed)) return start_stream(conn, rc);
-    size_t len = 0;
-    char *body = response_job_body(j, &len);
+    size_t n, len = 0;
+    job **js = jobs_of(rc, &n);
+    for (size_t i = 1; i < n; i++) { /* n > 1: every choice done (waiting on one at a time) */
+        job *o = js[i];
+        pthread_mutex_lock(&o->mu);
+        if (o->client_cancelled) {
+            pthread_mutex_unlock(&o->mu);
+            return MHD_NO;
+        }
+        if (o->state != JOB_DONE) {
+            suspend_locked(o, conn);
+            pthread_mutex_unlock(&o->mu);
+            return MHD_YES;
+        }
+        if (o->failed && !failed) {
+            failed = 1;
+            j = o;
+        }
+        pthread_mutex_unlock(&o->mu);
+    }
+    char *body = response_choices_body(js, n, &len);
     return routes_send_body(conn, rc, failed ? j->error.status : 200, body, len, "application/json");
+}
+
+/* n > 1: the other choices, each its own job (the same prompt and id, seed + index), queued after choice 0. */
+static int more_choices(server *s, const server_request *req, uint64_t fresh, request_ctx *rc, struct MHD_Connection *conn,
+                        server_error *e) {
+    rc->choices = calloc(req->n, sizeof *rc->choices);
+    if (!rc->choices) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    rc->choices[0] = rc->job;
+    rc->n_choices = 1;
+    rc->job->grouped = 1;
+    for (uint32_t k = 1; k < req->n; k++) {
+        job *o = job_create();
+        if (!o) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        rc->choices[rc->n_choices++] = o;
+        if (request_prepare(req, &s->prepare, fresh, o, e)) return -1;
+        server_script_next(s, o);
+        o->params.seed = rc->job->params.seed + k; /* each choice draws its own stream */
+        o->choice = k;
+        o->grouped = 1;
+        if (o->stream && response_sse_start(o, &o->sse))
+            return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        o->resume = resume_connection;
+        o->conn = conn;
+    }
+    return 0;
 }
 
 static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_ctx *rc) {
@@ -157,7 +244,8 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
     }
     server_request req;
     server_endpoint ep = rc->route == ROUTE_CHAT ? SERVER_ENDPOINT_CHAT : SERVER_ENDPOINT_COMPLETION;
-    if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, NULL, &e))
+    server_parse_options po = {.max_n = (uint32_t)(s->o.max_n ? s->o.max_n : 8)};
+    if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, &po, &e))
         return routes_send_error(conn, rc, &e);
     byte_buf_free(&rc->body);
     job *j = job_create();
@@ -166,7 +254,11 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
         server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
         return routes_send_error(conn, rc, &e);
     }
-    int bad = request_prepare(&req, &s->prepare, server_fresh_value(s), j, &e);
+    uint64_t fresh = server_fresh_value(s);
+    int bad = request_prepare(&req, &s->prepare, fresh, j, &e);
+    if (!bad) server_script_next(s, j);
+    rc->job = j;
+    if (!bad && req.n > 1 && more_choices(s, &req, fresh, rc, conn, &e)) bad = 1;
     server_request_free(&req);
     if (!bad && j->stream && response_sse_start(j, &j->sse)) {
         server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
@@ -174,19 +266,35 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
     }
     j->resume = resume_connection;
     j->conn = conn;
-    if (!bad && waiter_add(s->waiter, j, connection_fd(conn))) {
-        server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
-        bad = 1;
-    }
-    rc->job = j; /* from here on, a resumed call answers (on_completed lets the job go) */
+    size_t n_jobs;
+    job **js = jobs_of(rc, &n_jobs);
+    size_t watched = 0;
+    for (; !bad && watched < n_jobs; watched++)
+        if (waiter_add(s->waiter, js[watched], connection_fd(conn))) {
+            server_error_set(&e, 500, "server_error", NULL, NULL, "out of memory");
+            bad = 1;
+            break;
+        }
+    /* from here on, a resumed call answers (on_completed lets the jobs go) */
     if (bad) {
-        j->resume = NULL;
+        for (size_t i = 0; i < n_jobs; i++) {
+            if (i < watched) waiter_remove(s->waiter, js[i]);
+            js[i]->resume = NULL;
+            job_unref(js[i]);
+        }
+        free(rc->choices);
+        rc->choices = NULL;
+        rc->n_choices = 0;
         rc->job = NULL;
-        job_unref(j);
         return routes_send_error(conn, rc, &e);
     }
     rc->watched = 1;
-    int q = scheduler_submit(s->sched, j);
+    int q = SCHEDULER_QUEUED;
+    for (size_t i = 0; q == SCHEDULER_QUEUED && i < n_jobs; i++) {
+        q = scheduler_submit(s->sched, js[i]);
+        if (q != SCHEDULER_QUEUED)
+            for (size_t k = 0; k < i; k++) js[k]->cancel = 1; /* the request is refused whole */
+    }
     if (q == SCHEDULER_FULL) {
         server_error_set(&e, 429, "rate_limit_error", "queue_full", NULL,
                          "the server is busy: %zu requests are already waiting (--queue); retry later",

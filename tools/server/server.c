@@ -203,16 +203,19 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     const char *note = "";
     job *j = rc->job;
     int left = 0;
-    if (j) {
-        if (rc->watched) waiter_remove(s->waiter, j);
-        pthread_mutex_lock(&j->mu);
-        left = j->client_cancelled;
-        j->resume = NULL; /* the connection is gone: nothing may resume it */
-        j->conn = NULL;
-        j->suspended = 0;
-        pthread_mutex_unlock(&j->mu);
+    size_t n_jobs = rc->choices ? rc->n_choices : j ? 1 : 0;
+    job **js = rc->choices ? rc->choices : &rc->job;
+    for (size_t i = 0; i < n_jobs; i++) {
+        job *o = js[i];
+        if (rc->watched) waiter_remove(s->waiter, o);
+        pthread_mutex_lock(&o->mu);
+        left |= o->client_cancelled;
+        o->resume = NULL; /* the connection is gone: nothing may resume it */
+        o->conn = NULL;
+        o->suspended = 0;
+        pthread_mutex_unlock(&o->mu);
+        if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) o->cancel = 1; /* nobody will read the rest */
     }
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && j) j->cancel = 1; /* nobody will read the rest */
     if (toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED) {
         note = status ? " (timed out while reading the answer: cancelled)" : " (timed out)";
         status = 408;
@@ -222,18 +225,21 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         status = 499;
         note = j ? " (client left: cancelled)" : " (client left)";
     }
-    if (j && j->cancel) wait_for_job_end(j);
+    for (size_t i = 0; i < n_jobs; i++)
+        if (js[i]->cancel) wait_for_job_end(js[i]);
     metrics_count_request(s->mt, rc->route, status);
     size_t prompt = 0, completion = 0;
-    if (j) {
-        pthread_mutex_lock(&j->mu);
-        prompt = j->n_prompt;
-        completion = j->completion_tokens;
-        pthread_mutex_unlock(&j->mu);
+    for (size_t i = 0; i < n_jobs; i++) { /* n > 1: the prompt once, every choice's tokens */
+        pthread_mutex_lock(&js[i]->mu);
+        prompt = js[i]->n_prompt;
+        completion += js[i]->completion_tokens;
+        pthread_mutex_unlock(&js[i]->mu);
     }
     fprintf(stderr, "clover serve: %s %s %d tokens %zu+%zu %.3f s%s\n", rc->method, rc->path, status, prompt,
             completion, job_now() - rc->t0, note);
-    job_unref(j);
+    for (size_t i = 0; i < n_jobs; i++)
+        job_unref(js[i]);
+    free(rc->choices);
     byte_buf_free(&rc->body);
     free(rc);
     pthread_mutex_lock(&s->mu);
@@ -352,6 +358,37 @@ static int copy_keys(server *s, char *err, size_t len) {
     return 0;
 }
 
+/* --test-script: the answers, tokenized once. */
+static int load_scripts(server *s, const char *text, char *err, size_t len) {
+    size_t n = 1;
+    for (const char *p = text; *p; p++) n += *p == '\x1e';
+    s->scripts = calloc(n, sizeof *s->scripts);
+    s->script_len = calloc(n, sizeof *s->script_len);
+    if (!s->scripts || !s->script_len) return fail(err, len, "out of memory");
+    const char *at = text;
+    for (size_t k = 0; k < n; k++) {
+        const char *end = strchr(at, '\x1e');
+        if (!end) end = at + strlen(at);
+        clover_error te = {0};
+        if (clover_tokenize(s->model, at, (size_t)(end - at), 1, &s->scripts[k], &s->script_len[k], &te))
+            return fail(err, len, "--test-script: %s", te.message);
+        s->n_scripts = k + 1;
+        if (!s->script_len[k]) return fail(err, len, "--test-script: answer %zu is empty", k);
+        at = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
+void server_script_next(server *s, job *j) {
+    if (!s->n_scripts) return;
+    pthread_mutex_lock(&s->mu);
+    size_t k = s->script_next++ % s->n_scripts;
+    pthread_mutex_unlock(&s->mu);
+    j->script = s->scripts[k];
+    j->n_script = s->script_len[k];
+    j->params.ignore_eos = 1;
+}
+
 static int start_engine(server *s, char *err, size_t len) {
     clover_model_info info;
     clover_model_get_info(s->model, &info);
@@ -359,6 +396,8 @@ static int start_engine(server *s, char *err, size_t len) {
     if (ctx < 2) return fail(err, len, "the context is %zu tokens; give --ctx N (at least 2)", ctx);
     s->prepare = (prepare_config){.model = s->model, .model_id = s->model_id, .context = ctx,
                                   .n_vocab = info.n_vocab, .record = info.record};
+    if (s->o.test_script && load_scripts(s, s->o.test_script, err, len)) return -1;
+    s->o.test_script = NULL;
     s->mt = metrics_create();
     if (!s->mt) return fail(err, len, "out of memory");
     scheduler_options so = {.queue_capacity = s->o.queue, .n_sessions = s->o.n_sessions,
@@ -471,6 +510,10 @@ void server_stop(server *s) {
     for (size_t i = 0; i < s->n_keys; i++)
         free(s->keys[i]);
     free(s->keys);
+    for (size_t k = 0; k < s->n_scripts; k++)
+        clover_free(s->scripts[k]);
+    free(s->scripts);
+    free(s->script_len);
     pthread_cond_destroy(&s->idle);
     pthread_mutex_destroy(&s->mu);
     free(s);

@@ -38,6 +38,15 @@ typedef struct server_options {
     const char *const *api_keys; /* [n_api_keys]: Authorization: Bearer KEY is required (not on /health) */
     size_t n_api_keys;
     const char *tls_key_pem, *tls_cert_pem; /* both: HTTPS (PEM text, borrowed until server_start returns) */
+
+    /* requests */
+    size_t max_n; /* the largest n (choices per request); more gets 400; 0: 8 */
+    /* A test hook: answers scripted in advance, whatever the model
+     * generates (the engine still runs, its emitted ids replaced one for
+     * one): the text holds answers separated by the byte 0x1E, given to the
+     * requests in the order they arrive (cycling). Tests use it to drive
+     * the tool call parser end to end. NULL: off (always, outside tests). */
+    const char *test_script;
 } server_options;
 
 typedef struct server server;

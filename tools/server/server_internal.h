@@ -35,6 +35,10 @@ struct server {
     gate *gate;
     waiter *waiter;
     char **keys; /* [n_keys] copies of the API keys */
+    int32_t **scripts; /* --test-script's answers' ids (clover_free each), [n_scripts] */
+    size_t *script_len;
+    size_t n_scripts;
+    size_t script_next; /* under mu */
     size_t n_keys;
 };
 
@@ -50,11 +54,15 @@ typedef struct request_ctx {
     int status;       /* the status answered (0: none yet) */
     int unauthorized; /* an API key is required and this request has none that matches */
     double deadline;  /* monotonic: the body must be in by then */
-    job *job;         /* a generation request's job (a reference) */
+    job *job;         /* a generation request's job (a reference); with n > 1, choice 0 */
+    job **choices;    /* n > 1: [n_choices] every choice's job (references; choices[0] == job) */
+    size_t n_choices;
     int watched;      /* the job is registered with the waiter */
 } request_ctx;
 
 uint64_t server_fresh_value(server *s);
+/* The test hook: the next scripted answer for j (nothing when --test-script is off). */
+void server_script_next(server *s, job *j);
 
 /* The last call of a request (the whole body is in): answers it. */
 enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_ctx *rc, const char *method);
