@@ -139,7 +139,7 @@ CLOVER_API void clover_model_get_info(const clover_model *m, clover_model_info *
  * no_diffusion, the Clover record and tensors. Written by streaming: memory
  * stays small at any size. */
 typedef struct clover_synth_options {
-    const char *preset;   /* "tiny" (NULL: tiny) or "qwen3.5-35b-a3b" */
+    const char *preset;   /* "tiny" (NULL: tiny), "qwen3.5-35b-a3b", "qwen3.5-122b-a10b", "qwen3.5-397b-a17b" */
     const char *type;     /* "f32", "f16", "bf16", "q8_0", "q4_k_m"; NULL: the preset's (f32 / q4_k_m) */
     uint64_t seed;
     int no_diffusion;     /* nonzero: no record, no Clover tensors (autoregressive) */
@@ -152,6 +152,16 @@ typedef struct clover_synth_options {
 } clover_synth_options;
 
 CLOVER_API int clover_synth(const char *path, const clover_synth_options *opts, clover_error *err);
+
+/* The parameters of the model clover_synth would write for opts, without
+ * writing it: every element of its tensors, the routed experts' share, and
+ * those one token reads (all but the routed experts, plus n_expert_used of
+ * n_expert of those). */
+typedef struct clover_synth_params {
+    uint64_t total, experts, active;
+    size_t n_tensors;
+} clover_synth_params;
+CLOVER_API int clover_synth_count(const clover_synth_options *opts, clover_synth_params *out, clover_error *err);
 
 /* ---- sessions ----
  * A session is one sequence over a model: the committed token ids and the
@@ -187,6 +197,12 @@ typedef struct clover_session_params {
 typedef enum clover_device { CLOVER_DEVICE_AUTO = 0, CLOVER_DEVICE_CPU = 1, CLOVER_DEVICE_CUDA = 2 } clover_device;
 /* "auto", "cpu", "cuda" -> clover_device; -1 for any other name. */
 CLOVER_API int clover_device_from_name(const char *name);
+/* --devices LIST ("0,1"): a device group for expert parallelism over NCCL
+ * (docs/MULTI_GPU.md). Checks the list against this host's CUDA devices and
+ * that NCCL loads; a one-line error for a bad list, a missing device, a
+ * missing libnccl.so.2, and (for now) always, as the CUDA backend has no
+ * expert-parallel executor yet. */
+CLOVER_API int clover_devices_check(const char *spec, clover_error *err);
 /* The backend a session runs on: "cpu" or "cuda". */
 CLOVER_API const char *clover_session_backend(const clover_session *s);
 /* A few lines about the devices for `clover info --device`: whether the

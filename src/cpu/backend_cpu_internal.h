@@ -119,6 +119,7 @@ struct backend {
     float *attn_scratch; /* n_threads * cpu_attn_scratch_floats(attn_dims, attn_ctx) */
     size_t attn_ctx;
     host_pick_ctx pick;  /* the pick on the pool, over sc.logits (backend_pick.h) */
+    struct ep_cpu *ep;   /* CLOVER_SIM_RANKS: the MoE over simulated ranks (parallel/ep_cpu.h), else NULL */
 };
 
 struct backend_session {

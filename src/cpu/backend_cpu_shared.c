@@ -14,6 +14,7 @@
 
 #include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
+#include "parallel/ep_cpu.h"
 #include "cpu/norm.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
@@ -98,6 +99,12 @@ static void shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
         st->coreset_layers++;
         sc->allowed_of[i] = al;
         if (q[i].kept) memcpy(q[i].kept + il * E, al, E);
+    }
+    if (be->ep) { /* the simulated expert-parallel MoE (parallel/ep_cpu.h): each sequence's rows, bit-identical */
+        for (size_t i = 0; i < nq; i++)
+            ep_cpu_forward(be->ep, sc->y + q[i].off * w->n_embd, sc->x + q[i].off * w->n_embd, q[i].n, w,
+                           sc->allowed_of[i], be->pool);
+        return;
     }
     cpu_moe_forward_groups(sc->y, sc->x, n, w, sc->group, sc->allowed_of, be->pool, sc->moe);
 }

@@ -7,6 +7,10 @@
  * its Q4_K tensors (the routed experts) are drawn as Q4_K blocks directly
  * (synth_values_fill_q4_k), so the 19 GB file takes minutes, not hours, and
  * its experts are not the Q4_K rounding of the f32 file of the same seed.
+ * `qwen3.5-122b-a10b` and `qwen3.5-397b-a17b` are the larger siblings (the
+ * multi-GPU geometries, docs/MULTI_GPU.md, which names the public configs
+ * they come from); at q4_k_m they are ~70 GB and ~220 GB, so tests write
+ * them with --sparse.
  */
 #include <string.h>
 #include <strings.h>
@@ -68,6 +72,65 @@ static const synth_geometry preset_35b = {
     .direct_q4_k = true,
 };
 
+/* Qwen3.5-122B-A10B's text config: 48 layers, hidden 3072, 32 / 2 heads of
+ * 256, GDN 16 key / 64 value heads of 128, 256 experts (8 used) of 1024 and
+ * a shared expert of 1024. */
+static const synth_geometry preset_122b = {
+    .name = "clover-qwen3.5-122b-a10b-synthetic",
+    .n_layer = 48,
+    .full_attention_interval = 4,
+    .n_embd = 3072,
+    .n_ctx = 262144,
+    .n_head = 32,
+    .n_head_kv = 2,
+    .head_dim = 256,
+    .n_rot = 64,
+    .rope_freq_base = 1e7f,
+    .rms_eps = 1e-6f,
+    .gdn_nk = 16,
+    .gdn_nv = 64,
+    .gdn_dk = 128,
+    .gdn_dv = 128,
+    .conv_kernel = 4,
+    .n_expert = 256,
+    .n_expert_used = 8,
+    .n_ff_exp = 1024,
+    .n_ff_shexp = 1024,
+    .n_vocab = 248320,
+    .special_base = 248044,
+    .mix = SYNTH_MIX_Q4_K_M,
+    .direct_q4_k = true,
+};
+
+/* Qwen3.5-397B-A17B's: 60 layers, hidden 4096, 32 / 2 heads of 256, GDN 16 /
+ * 64 heads of 128, 512 experts (10 used) of 1024, shared expert 1024. */
+static const synth_geometry preset_397b = {
+    .name = "clover-qwen3.5-397b-a17b-synthetic",
+    .n_layer = 60,
+    .full_attention_interval = 4,
+    .n_embd = 4096,
+    .n_ctx = 262144,
+    .n_head = 32,
+    .n_head_kv = 2,
+    .head_dim = 256,
+    .n_rot = 64,
+    .rope_freq_base = 1e7f,
+    .rms_eps = 1e-6f,
+    .gdn_nk = 16,
+    .gdn_nv = 64,
+    .gdn_dk = 128,
+    .gdn_dv = 128,
+    .conv_kernel = 4,
+    .n_expert = 512,
+    .n_expert_used = 10,
+    .n_ff_exp = 1024,
+    .n_ff_shexp = 1024,
+    .n_vocab = 248320,
+    .special_base = 248044,
+    .mix = SYNTH_MIX_Q4_K_M,
+    .direct_q4_k = true,
+};
+
 static const struct {
     const char *name;
     synth_mix mix;
@@ -97,8 +160,14 @@ int synth_geometry_make(const clover_synth_options *opts, synth_geometry *g, clo
         *g = preset_tiny;
     else if (!strcmp(preset, "qwen3.5-35b-a3b"))
         *g = preset_35b;
+    else if (!strcmp(preset, "qwen3.5-122b-a10b"))
+        *g = preset_122b;
+    else if (!strcmp(preset, "qwen3.5-397b-a17b"))
+        *g = preset_397b;
     else
-        return error_set(err, CLOVER_E_INVALID, "synth: unknown preset '%.64s' (expected tiny or qwen3.5-35b-a3b)",
+        return error_set(err, CLOVER_E_INVALID,
+                         "synth: unknown preset '%.64s' (expected tiny, qwen3.5-35b-a3b, qwen3.5-122b-a10b or "
+                         "qwen3.5-397b-a17b)",
                          preset);
     if (!opts) return CLOVER_OK;
     if (opts->type) {

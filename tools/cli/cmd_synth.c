@@ -23,7 +23,10 @@ static void synth_usage(FILE *out) {
                  "  --preset NAME         tiny (default: 4 layers, hidden 64, a few MB) or\n"
                  "                        qwen3.5-35b-a3b (the full geometry, about 19 GB at q4_k_m;\n"
                  "                        its Q4_K experts are drawn as blocks straight from the\n"
-                 "                        random stream, not quantised from f32, which takes hours)\n"
+                 "                        random stream, not quantised from f32, which takes hours),\n"
+                 "                        qwen3.5-122b-a10b (~70 GB) or qwen3.5-397b-a17b (~220 GB):\n"
+                 "                        the multi-GPU siblings (docs/MULTI_GPU.md); use --sparse\n"
+                 "                        for load tests where the disk cannot hold them\n"
                  "  --type T              f32, f16, bf16, q8_0 or q4_k_m (routed experts q4_K, other\n"
                  "                        matrices q8_0); default f32 for tiny, q4_k_m for the 35B\n"
                  "  --seed N              random seed (default 0)\n"
@@ -110,6 +113,11 @@ int cmd_synth(int argc, char **argv) {
         return 2;
     }
     clover_error err = {0};
+    clover_synth_params pc;
+    if (clover_synth_count(&opts, &pc, &err) != CLOVER_OK) {
+        fprintf(stderr, "clover synth: %s\n", err.message);
+        return 1;
+    }
     if (clover_synth(out, &opts, &err) != CLOVER_OK) {
         fprintf(stderr, "clover synth: %s\n", err.message);
         return 1;
@@ -117,5 +125,7 @@ int cmd_synth(int argc, char **argv) {
     struct stat st;
     if (stat(out, &st) == 0)
         printf("wrote %s (%lld bytes%s)\n", out, (long long)st.st_size, opts.sparse ? ", sparse" : "");
+    printf("parameters: %.3f B total (%.3f B in routed experts), %.3f B active per token\n", pc.total / 1e9,
+           pc.experts / 1e9, pc.active / 1e9);
     return 0;
 }

@@ -38,6 +38,9 @@ const char GEN_OPTS_HELP[] =
     "  --device auto|cpu|cuda      where the model runs (default auto: CUDA for a model\n"
     "                              without the Clover record when a GPU fits it, else the CPU;\n"
     "                              block diffusion is CPU-only for now, use --ar on cuda)\n"
+    "  --devices 0,1,...           a GPU group, experts spread over it through NCCL\n"
+    "                              (docs/MULTI_GPU.md; checked, not yet run: the CUDA\n"
+    "                              backend's expert-parallel executor is not built yet)\n"
     "  --max-context N             committed tokens at most (default: the model's context)\n"
     "  --dump-first-preview FILE   write the prompt ids and each row's top-10 logits of\n"
     "                              the first pass as JSON (parity probe)\n";
@@ -156,6 +159,12 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
         g->device = clover_device_from_name(v);
         if (g->device < 0) {
             fprintf(stderr, "clover %s: --device '%s' is not one of auto, cpu, cuda\n", cmd, v);
+            rc = -1;
+        }
+    } else if (!strcmp(a, "--devices")) {
+        clover_error err = {0};
+        if (clover_devices_check(v, &err) != CLOVER_OK) {
+            fprintf(stderr, "clover %s: %s\n", cmd, err.message);
             rc = -1;
         }
     } else if (!strcmp(a, "--max-context")) {
