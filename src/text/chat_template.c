@@ -170,6 +170,7 @@ static void render_call(writer *w, const clover_chat_tool_call *c) {
     put_str(w, ">\n");
     json_error_t je;
     json_t *args = json_loads(c->arguments, 0, &je);
+    if (!args && !w->rc) w->rc = error_set(w->err, CLOVER_E_NOMEM, "chat template: out of memory"); /* it parsed before */
     const char *key;
     json_t *v;
     json_object_foreach(args, key, v) {
