@@ -192,6 +192,25 @@ int main(int argc, char **argv) {
         line("decode, no graph (diagnostic)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg, "tg128");
         cuda_solo.session_free(e);
     }
+    /* the graph captured without programmatic dependent launch (cuda_pdl.cuh): what PDL saves */
+    {
+        cuda_pdl_set(0);
+        backend_session *e = NULL;
+        if (cuda_solo.session_create(m, &cfg, &e, &err)) goto fail;
+        if (cuda_solo.commit(e, ids, 1, &last, NULL, &err)) goto fail;
+        int32_t next = argmax(lg, V);
+        double ts = 0;
+        for (size_t g = 0; g < gen + 3; g++) { /* 3 warm-up steps: the first captures the graph */
+            if (g == 3) ts = timer_now();
+            if (cuda_solo.commit(e, &next, 1, &last, NULL, &err)) goto fail;
+            next = argmax(lg, V);
+        }
+        double dt = timer_now() - ts;
+        line("decode, graph without PDL (diag.)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg,
+             "tg128");
+        cuda_solo.session_free(e);
+        cuda_pdl_set(1);
+    }
     /* prompts */
     const size_t prompts[2] = {512, 2048};
     for (int pi = 0; pi < 2; pi++) {

@@ -7,6 +7,9 @@
  * The peer is llama.cpp's end-to-end decode on the same model and machine
  * (issue 13: tg128 229 tok/s x 2.69 GB read per token = 616 GB/s effective):
  * a whole-step figure, so a kernel must be well above it for the step to be.
+ * Decode products are timed inside a graph with programmatic dependent
+ * launch (cuda_pdl.cuh) on and off: "graph" is with it (as the decode step
+ * runs), "no PDL" without.
  * Chunk GEMMs print TFLOP/s (TF32 mma.sync; the dense bf16 wgmma ceiling of
  * the H200 is about 790 TFLOP/s measured, TF32 half that).
  *
@@ -19,6 +22,7 @@
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
+#include "cuda/cuda_ops.h"
 #include "quant/quant.h"
 
 #define CU(call)                                                                                   \
@@ -128,6 +132,82 @@ static void moe_body(void *ctx, size_t i, cudaStream_t st) {
     if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
 }
 
+/* The experts' gate and up of one layer: layer i's gate stack, layer i+1's as the up stack. */
+static void glu_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + 2 * i * c->n_expert * c->ex;
+    char why[256];
+    if (cuda_moe_decode_glu(&a, (const uint8_t *)a.w + c->n_expert * c->ex, c->work, st, why, sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+
+/* The same two products unfused: gate, up, then the SwiGLU kernel. */
+static void glu2_body(void *ctx, size_t i, cudaStream_t st) {
+    const dec_ctx *c = ctx;
+    cuda_moe_args a = *c->moe;
+    a.w = c->w + 2 * i * c->n_expert * c->ex;
+    float *yg = a.y;
+    char why[256];
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+    a.w = (const uint8_t *)a.w + c->n_expert * c->ex;
+    a.y = c->y;
+    if (cuda_moe_decode(&a, c->work, st, why, sizeof why)) fprintf(stderr, "%s\n", why);
+    cuda_swiglu(yg, yg, c->y, a.n_rows * a.k * a.n_out, st);
+}
+
+/* A GDN layer's input products (qkv, z, alpha, beta: Q8_0, 2048 wide, one row), layer i of the copies. */
+typedef struct multi_ctx {
+    const uint8_t *w;
+    size_t layer_bytes;
+    const float *x;
+    float *y;
+    void *work;
+} multi_ctx;
+static const size_t MULTI_OUT[4] = {8192, 4096, 32, 32};
+
+static void multi_seg(const multi_ctx *c, size_t i, cuda_matmul_seg *seg) {
+    const size_t rb = quant_row_bytes(QUANT_Q8_0, 2048);
+    size_t off = i * c->layer_bytes, yo = 0;
+    for (int j = 0; j < 4; j++) {
+        seg[j] = (cuda_matmul_seg){.w = c->w + off, .n_out = MULTI_OUT[j], .y = c->y + yo};
+        off += MULTI_OUT[j] * rb;
+        yo += MULTI_OUT[j];
+    }
+}
+static void multi_body(void *ctx, size_t i, cudaStream_t st) {
+    cuda_matmul_seg seg[4];
+    multi_seg(ctx, i, seg);
+    char why[256];
+    if (cuda_matmul_decode_multi(QUANT_Q8_0, seg, 4, 2048, ((multi_ctx *)ctx)->x, 1, ((multi_ctx *)ctx)->work, st, why,
+                                 sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+static void multi4_body(void *ctx, size_t i, cudaStream_t st) {
+    cuda_matmul_seg seg[4];
+    multi_seg(ctx, i, seg);
+    char why[256];
+    for (int j = 0; j < 4; j++)
+        if (cuda_matmul_decode(QUANT_Q8_0, seg[j].w, seg[j].n_out, 2048, ((multi_ctx *)ctx)->x, 1, seg[j].y,
+                               ((multi_ctx *)ctx)->work, st, why, sizeof why))
+            fprintf(stderr, "%s\n", why);
+}
+static void bench_multi(double bw) {
+    const size_t rb = quant_row_bytes(QUANT_Q8_0, 2048), rows = 8192 + 4096 + 32 + 32, layers = 8;
+    void *w = dev_weights(QUANT_Q8_0, rows * layers, 2048);
+    multi_ctx c = {.w = w, .layer_bytes = rows * rb, .x = dev_floats(2048)};
+    CU(cudaMalloc((void **)&c.y, rows * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_decode_work_bytes(QUANT_Q8_0, 2048, 1) + 256));
+    const double t1 = graph_time(multi_body, &c, layers), t4 = graph_time(multi4_body, &c, layers);
+    printf("multi   q8_0  qkv+z+alpha+beta (8192+4096+32+32) x 2048 rows 1: one launch %6.2f us %5.0f GB/s %5.1f%% "
+           "of copy bw | 4 launches %6.2f us\n",
+           t1 * 1e6, (double)c.layer_bytes / t1 / 1e9, 100.0 * c.layer_bytes / t1 / 1e9 / bw, t4 * 1e6);
+    CU(cudaFree(w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.work));
+}
+
 static double copy_bandwidth(void) {
     const size_t bytes = (size_t)1 << 30;
     void *a, *b;
@@ -168,13 +248,20 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
         for (size_t c = 0; c < copies; c++)
             cuda_matmul_decode(type, (uint8_t *)w + c * mat, n_out, n_in, x, rows, y, work, NULL, why, sizeof why);
     CU(cudaEventRecord(ev1, 0));
-    const double t = elapsed_s() / (reps * copies), gbs = (double)mat / t / 1e9;
+    const double t = elapsed_s() / (reps * copies);
     dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
                  .work = work};
+    cuda_pdl_set(0);
+    const double tn = graph_time(dec_body, &c, copies);
+    cuda_pdl_set(1);
+    cuda_mmv_stage_set(0);
+    const double tu = graph_time(dec_body, &c, copies);
+    cuda_mmv_stage_set(1);
     const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
-    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f GB/s %5.1f%% of "
-           "copy bw %4.2fx peer\n",
-           quant_type_name(type), n_out, n_in, rows, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw, gg / PEER_GBS);
+    printf("decode  %-5s %5zu x %-5zu rows %zu: stream %6.2f us | no PDL %6.2f | no stage %6.2f | graph %6.2f us %5.0f "
+           "GB/s %5.1f%% of copy bw %4.2fx peer\n",
+           quant_type_name(type), n_out, n_in, rows, t * 1e6, tn * 1e6, tu * 1e6, tg * 1e6, gg, 100 * gg / bw,
+           gg / PEER_GBS);
     CU(cudaFree(w));
     CU(cudaFree(x));
     CU(cudaFree(y));
@@ -224,11 +311,28 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     }
     CU(cudaEventRecord(ev1, 0));
     const double t = elapsed_s() / (reps * layers), gbs = (double)(distinct * ex) / t / 1e9;
-    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert};
+    float *y2 = NULL;
+    CU(cudaMalloc((void **)&y2, rows * k * n_out * sizeof(float)));
+    dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert, .y = y2};
+    cuda_pdl_set(0);
+    const double tn = graph_time(moe_body, &c, layers);
+    cuda_pdl_set(1);
+    cuda_mmv_stage_set(0);
+    const double tu = graph_time(moe_body, &c, layers);
+    cuda_mmv_stage_set(1);
     const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
-    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %7.2f us %5.0f GB/s | graph %7.2f us %5.0f "
-           "GB/s %5.1f%% of copy bw\n",
-           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tg * 1e6, gg, 100 * gg / bw);
+    printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %6.2f us %5.0f GB/s | no PDL %6.2f | no "
+           "stage %6.2f | graph %6.2f us %5.0f GB/s %5.1f%% of copy bw\n",
+           quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tn * 1e6, tu * 1e6,
+           tg * 1e6, gg, 100 * gg / bw);
+    if (!a.x_per_slot) { /* gate + up of a layer (2 x the bytes): fused vs gate, up, SwiGLU */
+        const double t1 = graph_time(glu_body, &c, layers / 2), t2 = graph_time(glu2_body, &c, layers / 2);
+        printf("moe glu %-5s %zux%zu x %zu k=%zu rows %zu: fused %7.2f us %5.0f GB/s %5.1f%% of copy bw | unfused "
+               "(3 launches) %7.2f us\n",
+               quant_type_name(type), n_expert, n_out, n_in, k, rows, t1 * 1e6, 2.0 * distinct * ex / t1 / 1e9,
+               100 * 2.0 * distinct * ex / t1 / 1e9 / bw, t2 * 1e6);
+    }
+    CU(cudaFree(y2));
     free(ids_h);
     CU(cudaFree(w));
     CU(cudaFree(ids));
@@ -310,6 +414,7 @@ int main(void) {
         bench_decode(types[i], 4096, 2048, 8, bw);
     }
     bench_decode(QUANT_Q8_0, 248320 / 4, 2048, 1, bw); /* a quarter of the output head */
+    bench_multi(bw);
     bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 1, bw);
     bench_moe_decode(QUANT_Q4_K, 256, 2048, 512, 8, 1, bw);
     bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 8, bw);

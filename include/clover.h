@@ -453,8 +453,11 @@ CLOVER_API int clover_request_create(clover_request **out, clover_session *s, co
                                      const clover_generate_params *params, clover_error *err);
 /* One pass of one request (a batch of one). Returns the request's status. */
 CLOVER_API int clover_request_step(clover_request *rq);
-/* One pass of each request not yet done. Returns how many are still
- * running (0: all done), or CLOVER_E_INVALID for a bad argument. */
+/* One pass of each request not yet done (a block-diffusion block on a
+ * backend that resolves whole blocks, as the CPU backend does: all its
+ * passes in one backend call, the live view replayed after it). Returns
+ * how many are still running (0: all done), or CLOVER_E_INVALID for a bad
+ * argument. */
 CLOVER_API int clover_batch_step(clover_request *const *rqs, size_t n);
 CLOVER_API int clover_request_done(const clover_request *rq);
 /* A done request's outcome: its status (0, or the error clover_generate

@@ -83,6 +83,7 @@ typedef struct pick_job {
     penalty_state st;
     bool think_open;
     float *logits;
+    const size_t *lrows; /* each picked row's row of logits */
     const size_t *rows;
     const float *u;
     const backend_pick_out *out;
@@ -123,7 +124,7 @@ static void row_top(const float *row, size_t V, size_t k, double lse, int32_t *i
 static void pick_task(void *ctx, size_t task, size_t thread) {
     const pick_job *j = ctx;
     const size_t V = j->ctx->n_vocab, r = j->rows[task];
-    float *row = j->logits + r * V;
+    float *row = j->logits + j->lrows[task] * V;
     for (size_t i = 0; i < j->pk->n_forbid; i++) row[j->pk->forbid[i]] = -INFINITY;
     if (j->pk->pen) {
         const backend_penalties *pen = j->pk->pen;
@@ -150,9 +151,15 @@ void host_pick_logprobs(const float *row, size_t V, int32_t id, size_t n_top, fl
 int host_pick_rows(host_pick_ctx *c, const backend_pick *pk, float *logits, const size_t *rows, size_t n, const float *u,
                   const int32_t *block, size_t b, const backend_pick_out *out, backend_pass_stats *stats,
                   clover_error *err) {
+    return host_pick_rows_at(c, pk, logits, rows, rows, n, u, block, b, out, stats, err);
+}
+
+int host_pick_rows_at(host_pick_ctx *c, const backend_pick *pk, float *logits, const size_t *lrows, const size_t *rows,
+                      size_t n, const float *u, const int32_t *block, size_t b, const backend_pick_out *out,
+                      backend_pass_stats *stats, clover_error *err) {
     double t0 = timer_now();
     pick_job j = {.ctx = c, .pk = pk, .sp = {pk->temperature, pk->top_k, pk->top_p}, .logits = logits,
-                  .rows = rows, .u = u, .out = out};
+                  .lrows = lrows, .rows = rows, .u = u, .out = out};
     int rcs[256], *rc = n <= 256 ? rcs : mem_calloc(n, sizeof *rc);
     if (!rc) return error_set(err, CLOVER_E_NOMEM, "pick: no memory for %zu rows", n);
     j.rc = rc;

@@ -33,6 +33,13 @@ int host_pick_rows(host_pick_ctx *c, const backend_pick *pk, float *logits, cons
                    const float *u, const int32_t *block, size_t b, const backend_pick_out *out,
                    backend_pass_stats *stats, clover_error *err);
 
+/* The same with the i-th picked row's logits at row lrows[i] of logits
+ * (rows[i] still names its output slot and response position): logits
+ * computed for the picked rows only. */
+int host_pick_rows_at(host_pick_ctx *c, const backend_pick *pk, float *logits, const size_t *lrows, const size_t *rows,
+                      size_t n, const float *u, const int32_t *block, size_t b, const backend_pick_out *out,
+                      backend_pass_stats *stats, clover_error *err);
+
 /* The log-probability of id and the n_top alternatives over a row already
  * forbidden and penalised (what host_pick_rows writes for a picked row);
  * lp, top_id and top_lp may each be NULL. */

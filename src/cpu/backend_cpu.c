@@ -73,6 +73,11 @@ static size_t backend_layout(backend *be, char *base) {
     sc->totals = carve(&c, E * sizeof(double));
     sc->order = carve(&c, E * sizeof(int32_t));
     sc->allowed = carve(&c, E);
+    sc->group = carve(&c, R * sizeof(uint32_t));
+    sc->own = carve(&c, R * sizeof(uint32_t));
+    sc->head_rows = carve(&c, R * sizeof(size_t));
+    sc->allowed_seq = carve(&c, R * E);
+    sc->allowed_of = carve(&c, R * sizeof(uint8_t *));
     sc->logits = carve(&c, R * V * f);
     sc->counts = carve(&c, V * sizeof(uint32_t));
     return c.off;

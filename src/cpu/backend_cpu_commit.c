@@ -1,15 +1,18 @@
 /*
- * backend_cpu_commit.c: the batched commit of backend.h. Each sequence of a
- * call is committed in turn, exactly as it would be alone (chunks of
- * max_rows from its first row, the same kernels), so its results cannot
- * depend on the others; each one's failure is its own. Every argument is
- * checked, and the KV caches reserved, before the sequence's state changes,
- * so a failing sequence leaves its session exactly as it was.
+ * backend_cpu_commit.c: the batched commit of backend.h. Each sequence is
+ * split into chunks of max_rows from its first row, as alone; the next
+ * chunks of several sequences share one pass (cpu_pass_run_shared: one
+ * read of each weight, each row computed as in its sequence's pass alone)
+ * as long as their rows fit the scratch, so its results cannot depend on
+ * the others; each one's failure is its own. Every argument is checked,
+ * and the KV caches reserved, before the sequence's state changes, so a
+ * failing sequence leaves its session exactly as it was.
  *
  * The head runs over the rows whose logits are wanted, with the same row
  * counts as before picks existed: every row of a chunk for all_logits or
  * NLL, else the picked rows, else the last row alone (matmul's one-row
- * path), so logits do not change with what else is asked.
+ * path), so logits do not change with what else is asked; the head rows
+ * of all sequences of a pass share one read of the head.
  */
 #include <string.h>
 
@@ -65,77 +68,106 @@ static int commit_check(backend *be, const backend_commit_seq *q, clover_error *
     return CLOVER_OK;
 }
 
-/* The head of chunk [r0, r0+nr) of n rows: the logits asked for, the NLL, the picks. */
-static int commit_head(backend *be, const backend_commit_seq *q, size_t r0, size_t nr, backend_pass_stats *stats,
-                       clover_error *err) {
-    const size_t V = be->hp->n_vocab, n = q->n, end = r0 + nr, first_pick = n - q->n_pick;
-    const bool last_chunk = end == n;
-    size_t lo; /* head rows [lo, end) */
-    if (q->all_logits || q->nll)
-        lo = r0;
-    else if (q->n_pick && first_pick < end)
-        lo = first_pick > r0 ? first_pick : r0;
-    else if (q->last_logits && last_chunk)
-        lo = end - 1;
-    else
-        return CLOVER_OK;
-    float *lg = q->all_logits ? q->all_logits + lo * V : be->sc.logits;
-    double t0 = timer_now();
-    cpu_head_logits(be, lo - r0, end - lo, lg);
-    if (q->nll)
-        for (size_t r = lo; r < end; r++) q->nll[r] = cpu_head_nll(lg + (r - lo) * V, V, q->targets[r]);
-    if (q->last_logits && last_chunk) memcpy(q->last_logits, lg + (end - 1 - lo) * V, V * sizeof(float));
-    if (stats) stats->head_s += timer_now() - t0;
-    if (!q->n_pick || first_pick >= end) return CLOVER_OK;
-    size_t p0 = first_pick > lo ? first_pick : lo, np = end - p0; /* picked rows of this chunk */
-    float *rows = be->sc.logits;
-    if (lg != be->sc.logits || p0 != lo) memmove(rows, lg + (p0 - lo) * V, np * V * sizeof(float));
-    size_t idx[256];
-    const size_t o = p0 - first_pick; /* out index of the chunk's first picked row */
-    backend_pick_out out = q->pick_out;
-    out.id += o;
-    out.conf += o;
-    if (out.logprob) out.logprob += o;
-    if (out.top_id) out.top_id += o * q->pick->n_top;
-    if (out.top_logprob) out.top_logprob += o * q->pick->n_top;
-    backend_pick pk = *q->pick;
-    pk.pen = NULL; /* no penalties on the causal path */
-    for (size_t a = 0; a < np; a += 256) { /* chunks of the index array */
-        size_t m = np - a < 256 ? np - a : 256;
-        for (size_t i = 0; i < m; i++) idx[i] = a + i;
-        int rc = host_pick_rows(&be->pick, &pk, rows, idx, m, q->u ? q->u + o + a : NULL, NULL, 0, &out, stats, err);
-        if (rc) return error_prefix(err, "commit");
-    }
-    return CLOVER_OK;
+/* The head rows [lo, end) of chunk [r0, r0+nr) of a sequence of n rows
+ * (lo == end: none). */
+static size_t commit_head_lo(const backend_commit_seq *q, size_t r0, size_t nr) {
+    const size_t n = q->n, end = r0 + nr, first_pick = n - q->n_pick;
+    if (q->all_logits || q->nll) return r0;
+    if (q->n_pick && first_pick < end) return first_pick > r0 ? first_pick : r0;
+    if (q->last_logits && end == n) return end - 1;
+    return end;
 }
 
-static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *stats, clover_error *err) {
-    int rc = commit_check(be, q, err);
-    if (rc || q->n == 0) return rc;
-    backend_session *s = q->s;
-    for (size_t r0 = 0; r0 < q->n; r0 += be->max_rows) {
-        size_t nr = q->n - r0 < be->max_rows ? q->n - r0 : be->max_rows;
-        cpu_pass p = {.mode = CPU_PASS_COMMIT,
-                      .pos = s->n_past,
-                      .hidden = q->hidden,
-                      .hidden_rows = q->n,
-                      .row0 = r0,
-                      .stats = stats};
-        cpu_pass_run(s, q->ids + r0, nr, &p);
-        s->n_past += nr;
-        if ((rc = commit_head(be, q, r0, nr, stats, err))) return rc; /* non-finite logits only: a model fault */
+/* What a chunk's head rows give: NLL, the logits asked for, the picks.
+ * lg: the chunk's head rows [lo, end) of logits (rows of the pass's head). */
+static int commit_head_out(backend *be, const backend_commit_seq *q, size_t r0, size_t nr, size_t lo, float *lg,
+                           size_t lg_row0, backend_pass_stats *stats, clover_error *err) {
+    const size_t V = be->hp->n_vocab, n = q->n, end = r0 + nr, first_pick = n - q->n_pick;
+    if (q->nll)
+        for (size_t r = lo; r < end; r++) q->nll[r] = cpu_head_nll(lg + (r - lo) * V, V, q->targets[r]);
+    if (q->all_logits) memcpy(q->all_logits + lo * V, lg, (end - lo) * V * sizeof(float));
+    if (q->last_logits && end == n) memcpy(q->last_logits, lg + (end - 1 - lo) * V, V * sizeof(float));
+    if (!q->n_pick || first_pick >= end) return CLOVER_OK;
+    const size_t p0 = first_pick > lo ? first_pick : lo, np = end - p0; /* picked rows of this chunk */
+    size_t idx[256], lidx[256];
+    backend_pick pk = *q->pick;
+    pk.pen = NULL; /* no penalties on the causal path */
+    for (size_t a = 0; a < np; a += 256) { /* runs of the index arrays */
+        size_t m = np - a < 256 ? np - a : 256;
+        for (size_t i = 0; i < m; i++) idx[i] = p0 - first_pick + a + i, lidx[i] = lg_row0 + (p0 - lo) + a + i;
+        int rc = host_pick_rows_at(&be->pick, &pk, be->sc.logits, lidx, idx, m, q->u ? q->u + (p0 - first_pick) + a : NULL,
+                                   NULL, 0, &q->pick_out, stats, err);
+        if (rc) return error_prefix(err, "commit");
     }
     return CLOVER_OK;
 }
 
 int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    enum { MAX_SEQS = 256 };
+    size_t done[MAX_SEQS]; /* rows committed so far per sequence (SIZE_MAX: finished or failed) */
     for (size_t i = 0; i < n_seqs; i++) {
         backend_commit_seq *q = &seqs[i];
         q->err.code = 0;
         q->err.message[0] = 0;
-        q->rc = be ? commit_one(be, q, stats, &q->err) : error_set(&q->err, CLOVER_E_INVALID, "commit: no backend");
-        if (q->rc && !first) first = q->rc;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "commit: no backend");
+        else if (i >= MAX_SEQS) q->rc = error_set(&q->err, CLOVER_E_INVALID, "commit: more than %d sequences in a call", MAX_SEQS);
+        else q->rc = commit_check(be, q, &q->err);
+        if (i < MAX_SEQS) done[i] = q->rc || q->n == 0 ? SIZE_MAX : 0;
     }
+    if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
+    const size_t R = be->max_rows, V = be->hp->n_vocab;
+    cpu_shared_seq pass[MAX_SEQS];
+    size_t who[MAX_SEQS];
+    for (;;) {
+        size_t np = 0, rows = 0;
+        for (size_t i = 0; i < n_seqs && i < MAX_SEQS; i++) { /* the next chunks that fit one pass, in call order */
+            if (done[i] == SIZE_MAX) continue;
+            backend_commit_seq *q = &seqs[i];
+            const size_t nr = q->n - done[i] < R ? q->n - done[i] : R;
+            if (rows + nr > R) continue;
+            pass[np] = (cpu_shared_seq){.s = q->s, .ids = q->ids + done[i], .n = nr, .pos = q->s->n_past,
+                                        .hidden = q->hidden, .hidden_rows = q->n, .row0 = done[i]};
+            who[np++] = i;
+            rows += nr;
+        }
+        if (np == 0) break;
+        cpu_pass_run_shared(be, pass, np, CPU_PASS_COMMIT, stats);
+        /* the head rows of every sequence of the pass, one read of the head */
+        size_t nh = 0, lo[MAX_SEQS], at[MAX_SEQS];
+        for (size_t k = 0; k < np; k++) {
+            backend_commit_seq *q = &seqs[who[k]];
+            q->s->n_past += pass[k].n;
+            lo[k] = commit_head_lo(q, done[who[k]], pass[k].n);
+            at[k] = nh;
+            const size_t end = done[who[k]] + pass[k].n, m = end - lo[k];
+            for (size_t r = 0; r < m; r++) {
+                be->sc.head_rows[nh + r] = pass[k].off + (lo[k] - done[who[k]]) + r;
+                be->sc.own[nh + r] = (uint32_t)m;
+            }
+            nh += m;
+        }
+        if (nh) {
+            double t0 = timer_now();
+            cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits); /* sc.own now holds the head rows' counts */
+            if (stats) stats->head_s += timer_now() - t0;
+        }
+        for (size_t k = 0; k < np; k++) {
+            const size_t i = who[k];
+            backend_commit_seq *q = &seqs[i];
+            const size_t r0 = done[i], nr = pass[k].n;
+            if (lo[k] < r0 + nr) {
+                int rc = commit_head_out(be, q, r0, nr, lo[k], be->sc.logits + at[k] * V, at[k], stats, &q->err);
+                if (rc) { /* non-finite logits only: a model fault */
+                    q->rc = rc;
+                    done[i] = SIZE_MAX;
+                    continue;
+                }
+            }
+            done[i] = r0 + nr == q->n ? SIZE_MAX : r0 + nr;
+        }
+    }
+    for (size_t i = 0; i < n_seqs; i++)
+        if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;
 }

@@ -1,5 +1,6 @@
 /*
- * backend_cpu_head.c: the final norm, the head, and the NLL of a row.
+ * backend_cpu_head.c: the NLL of a row of the head's logits (the head itself
+ * runs in backend_cpu_shared.c, over the head rows of a whole pass).
  *
  * The head is `output` ({n_embd, n_vocab}, token_embd's rows when the file
  * ties them; the loader checks that both have n_vocab rows). Logits cover
@@ -11,16 +12,6 @@
 #include <math.h>
 
 #include "cpu/backend_cpu_internal.h"
-#include "cpu/norm.h"
-#include "quant/matmul.h"
-
-void cpu_head_logits(backend *be, size_t r0, size_t nr, float *logits) {
-    const clover_model *m = be->model;
-    const size_t H = be->hp->n_embd;
-    float *x = be->sc.x + r0 * H;
-    cpu_rms_norm(x, be->sc.h + r0 * H, m->output_norm.data, nr, H, be->hp->rms_eps);
-    matmul(be->pool, m->output.type, m->output.data, be->hp->n_vocab, H, x, nr, logits);
-}
 
 float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target) {
     double mx = -INFINITY;

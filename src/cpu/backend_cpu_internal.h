@@ -6,8 +6,8 @@
  * and states), so sessions are cheap and every pass of every session reuses
  * one set of buffers.
  *
- * A pass is a run of rows (a commit chunk or a preview block, at most
- * max_rows) through the trunk: embeddings, then per layer the input norm, the
+ * A pass is a run of rows (commit chunks or preview blocks of one or more
+ * sequences, at most max_rows in all) through the trunk: embeddings, then per layer the input norm, the
  * mixer (attention or GDN), the residual add, the post norm, the MoE and the
  * residual add, then the final norm and the head. Every buffer a pass touches
  * is sized at backend creation for max_rows rows (scratch) except the KV
@@ -87,6 +87,12 @@ typedef struct cpu_scratch {
     double *totals;    /* [n_expert] */
     int32_t *order;    /* [n_expert] */
     uint8_t *allowed;  /* [n_expert] the coreset of the current layer */
+    /* a shared pass over several sequences (backend_cpu_shared.c) */
+    uint32_t *group;   /* [R] each row's sequence */
+    uint32_t *own;     /* [R] the rows of each row's sequence in the product at hand */
+    size_t *head_rows; /* [R] rows of sc.h that go through the head */
+    uint8_t *allowed_seq;         /* [R][n_expert] each sequence's coreset */
+    const uint8_t **allowed_of;   /* [R] per sequence: its coreset or NULL */
     /* head and pick */
     float *logits;     /* [R][n_vocab] */
     uint32_t *counts;  /* [n_vocab] penalty counts of the sequence being picked (zero between picks) */
@@ -155,43 +161,35 @@ size_t cpu_gdn_state_floats(const backend *be);
  * committed state is unchanged. */
 int cpu_session_reserve(backend_session *s, size_t need, clover_error *err);
 
-/* backend_cpu_attention.c: the attention mixer for n rows of sc.x at
- * position pos, into sc.y. Commit: causal, the rows' K/V appended at pos.
- * Preview: pos = n_past, K/V written past the committed end, no mask. */
-void cpu_layer_attention(backend_session *s, size_t il, size_t n, size_t pos, cpu_pass_mode mode);
-
-/* backend_cpu_gdn.c: the GDN mixer for n rows of sc.x into sc.y. Commit
- * advances ring and state (recurrent form for one row, chunked otherwise,
- * as transformers does); preview runs the block operator with ln_ratio. */
-void cpu_layer_gdn(backend_session *s, size_t il, size_t n, cpu_pass_mode mode, float ln_ratio);
-
-/* backend_cpu_moe.c: the MoE for n rows of sc.x into sc.y. With coreset
- * (preview) the block's coreset is computed into sc.allowed first and the
- * rows route inside it; returns the number of experts kept (0 without). */
-size_t cpu_layer_moe(backend *be, size_t il, size_t n, bool coreset, float top_p);
-
-/* backend_cpu_head.c: the final norm and the head for rows [r0, r0+nr) of
- * sc.h into logits ([nr][n_vocab]). */
-void cpu_head_logits(backend *be, size_t r0, size_t nr, float *logits);
+/* backend_cpu_head.c */
 /* -log softmax(logits)[target], float64 log-sum-exp of the float32 logits. */
 float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target);
 
-/* backend_cpu_pass.c: embeddings of ids into sc.h, then every layer; the
- * residual stream after each layer (and the embeddings) is copied into
- * hidden[l][row0 + r] (rows of hidden_rows) when hidden is non-NULL, and
- * the coreset flags into kept[l] when kept is non-NULL. */
-typedef struct cpu_pass {
-    cpu_pass_mode mode;
-    size_t pos;          /* absolute position of row 0 */
-    float ln_ratio;      /* preview: ln(b / B) */
-    bool coreset;        /* preview: restrict the MoE */
+/* backend_cpu_shared.c: one pass over the rows of several sequences (all
+ * commits or all previews), with one read of each weight: the dense
+ * projections, the MoE (router, routed and shared experts) run over every
+ * row at once, each row with the kernel of its own sequence's row count
+ * (matmul_group.h), the mixers per sequence on its state; so every row's
+ * result is bit for bit that of cpu_pass_run over its sequence alone. The
+ * rows of all sequences fit the scratch (sum of n <= max_rows); off is
+ * filled with each sequence's first row in sc.h. */
+typedef struct cpu_shared_seq {
+    backend_session *s;
+    const int32_t *ids;
+    size_t n, pos;
+    float ln_ratio;      /* preview */
+    bool coreset;
     float top_p;
-    float *hidden;       /* [n_layer+1][hidden_rows][n_embd] or NULL */
+    float *hidden;       /* [n_layer+1][hidden_rows][n_embd] or NULL: the residual stream at rows row0.. */
     size_t hidden_rows, row0;
-    uint8_t *kept;       /* [n_layer][n_expert] or NULL */
-    backend_pass_stats *stats; /* may be NULL */
-} cpu_pass;
-void cpu_pass_run(backend_session *s, const int32_t *ids, size_t n, const cpu_pass *p);
+    uint8_t *kept;
+    size_t off;          /* out */
+} cpu_shared_seq;
+void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t n_seqs, cpu_pass_mode mode, backend_pass_stats *st);
+/* The final norm and the head over rows sc.head_rows[0..nr) of sc.h into
+ * logits [nr][n_vocab], one read of the head: own[i] is the head-row count
+ * of row i's sequence (its kernel as alone). */
+void cpu_head_logits_shared(backend *be, size_t nr, const uint32_t *own, float *logits);
 
 /* backend_cpu_state.c: the state in backend.h's layout. */
 size_t backend_cpu_state_bytes(const backend_session *s);

@@ -20,9 +20,10 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/moe.h"
 #include "quant/matmul.h"
+#include "quant/matmul_group.h"
 #include "quant/quant.h"
 
-typedef void (*moe_batch_fn)(threadpool *pool, const matmul_item *items, size_t n_items);
+typedef void (*moe_batch_fn)(threadpool *pool, const mm_group_item *items, size_t n_items);
 typedef void (*moe_swiglu_fn)(float *h, const float *gate, const float *up, size_t n);
 
 static int moe_check_matrix(const char *name, uint32_t type, const void *p, size_t rows, size_t n_in, size_t stride,
@@ -84,9 +85,11 @@ typedef struct moe_scratch {
     float *us;       /* [n][Fs] shared expert: up */
     float *ys;       /* [n][H] shared expert output */
     float *sg;       /* [n] shared-expert gate logits */
+    uint32_t *own;   /* [n] grouped: the rows of each row's group */
+    uint32_t *sown;  /* [n*k] grouped: the slots of each slot's group in its expert */
 } moe_scratch;
 
-enum { MOE_SLOTS = 15, MOE_GROUP = 8 /* experts per matmul_batch */ };
+enum { MOE_SLOTS = 17, MOE_GROUP = 8 /* experts per matmul_batch */ };
 
 static size_t moe_round(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -94,11 +97,13 @@ static size_t moe_layout(const cpu_moe_weights *w, size_t n, char *base, moe_scr
     size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp, nk = n * k;
     size_t sizes[MOE_SLOTS] = {n * E * 4,  E * 4,      nk * 4,     nk * 4,     (E + 1) * 4,
                                nk * 4,     nk * 4,     nk * H * 4, nk * F * 4, nk * F * 4,
-                               nk * H * 4, n * Fs * 4, n * Fs * 4, n * H * 4,  n * 4};
+                               nk * H * 4, n * Fs * 4, n * Fs * 4, n * H * 4,  n * 4,
+                               n * 4,      nk * 4};
     void **slots[MOE_SLOTS] = {(void **)&s->logits, (void **)&s->probs, (void **)&s->idx,  (void **)&s->wts,
                                (void **)&s->count,  (void **)&s->rows,  (void **)&s->rw,   (void **)&s->xe,
                                (void **)&s->ge,     (void **)&s->ue,    (void **)&s->ye,   (void **)&s->gs,
-                               (void **)&s->us,     (void **)&s->ys,    (void **)&s->sg};
+                               (void **)&s->us,     (void **)&s->ys,    (void **)&s->sg,   (void **)&s->own,
+                               (void **)&s->sown};
     size_t off = 0;
     for (int i = 0; i < MOE_SLOTS; i++) {
         if (base) *slots[i] = base + off;
@@ -112,30 +117,51 @@ size_t cpu_moe_scratch_bytes(const cpu_moe_weights *w, size_t n) {
     return moe_layout(w, n, NULL, &unused);
 }
 
-static void moe_batch_scalar(threadpool *pool, const matmul_item *items, size_t n_items) {
+/* The oracle runs one group only (own NULL). */
+static void moe_batch_scalar(threadpool *pool, const mm_group_item *items, size_t n_items) {
     (void)pool;
     for (size_t i = 0; i < n_items; i++)
-        matmul_oracle(items[i].type, items[i].w, items[i].n_out, items[i].n_in, items[i].x, items[i].n_rows,
-                      items[i].y);
+        matmul_oracle(items[i].m.type, items[i].m.w, items[i].m.n_out, items[i].m.n_in, items[i].m.x,
+                      items[i].m.n_rows, items[i].m.y);
 }
 
-static matmul_item moe_item(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
-                            float *y) {
-    return (matmul_item){.type = type, .w = w, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows, .y = y};
+/* own: the group row counts of the item's rows (NULL: one group). */
+static mm_group_item moe_item(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+                              float *y, const uint32_t *own) {
+    return (mm_group_item){{.type = type, .w = w, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows, .y = y},
+                           own};
+}
+
+/* own[i] = the length of the run of equal group ids that holds entry i. */
+static void moe_runs(uint32_t *own, const uint32_t *group, const int32_t *rows, size_t n) {
+    for (size_t a = 0; a < n;) {
+        const uint32_t g = group[rows ? (size_t)rows[a] : a];
+        size_t b = a + 1;
+        while (b < n && group[rows ? (size_t)rows[b] : b] == g) b++;
+        for (size_t i = a; i < b; i++) own[i] = (uint32_t)(b - a);
+        a = b;
+    }
 }
 
 static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
-                    threadpool *pool, void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu) {
+                    const uint32_t *group, const uint8_t *const *allowed_of, threadpool *pool, void *scratch,
+                    moe_batch_fn batch, moe_swiglu_fn swiglu) {
     const size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp;
     moe_scratch s;
     moe_layout(w, n, scratch, &s);
+    const uint32_t *own = NULL; /* the rows' group sizes (NULL: one group) */
+    if (group) {
+        moe_runs(s.own, group, NULL, n);
+        own = s.own;
+    }
 
     /* route */
-    const matmul_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits);
+    const mm_group_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits, own);
     batch(pool, &router, 1);
     for (size_t e = 0; e <= E; e++) s.count[e] = 0;
     for (size_t r = 0; r < n; r++) {
-        size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, s.logits + r * E, E, k, allowed, s.probs);
+        const uint8_t *al = group ? allowed_of[group[r]] : allowed;
+        size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, s.logits + r * E, E, k, al, s.probs);
         for (size_t i = m; i < k; i++) s.idx[r * k + i] = -1;
         for (size_t i = 0; i < m; i++) s.count[s.idx[r * k + i] + 1]++;
     }
@@ -153,10 +179,16 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
     /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0) */
     const size_t slots = (size_t)s.count[E - 1];
     for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
+    if (group) /* per expert: the slots of each group (contiguous: slots are in row order) */
+        for (size_t e = 0; e < E; e++) {
+            const size_t a = e ? (size_t)s.count[e - 1] : 0;
+            moe_runs(s.sown + a, group, s.rows + a, (size_t)s.count[e] - a);
+        }
+    const uint32_t *sown = group ? s.sown : NULL;
 
     /* the experts in groups: gate and up of a group in one batch, SwiGLU, then the downs;
      * the shared expert rides with the first group */
-    matmul_item items[2 * MOE_GROUP + 3];
+    mm_group_item items[2 * MOE_GROUP + 3];
     size_t e = 0;
     bool shared_done = Fs == 0;
     while (e < E || !shared_done) {
@@ -167,16 +199,16 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
             if (g == 0) first_slot = a;
             end_slot = a + m;
             items[ni++] = moe_item(w->gate_type, (const char *)w->gate_exps + e * w->gate_stride, F, H, s.xe + a * H, m,
-                                   s.ge + a * F);
+                                   s.ge + a * F, sown ? sown + a : NULL);
             items[ni++] = moe_item(w->up_type, (const char *)w->up_exps + e * w->up_stride, F, H, s.xe + a * H, m,
-                                   s.ue + a * F);
+                                   s.ue + a * F, sown ? sown + a : NULL);
             g++;
         }
         const bool with_shared = !shared_done;
         if (with_shared) {
-            items[ni++] = moe_item(w->sh_gate_type, w->sh_gate, Fs, H, x, n, s.gs);
-            items[ni++] = moe_item(w->sh_up_type, w->sh_up, Fs, H, x, n, s.us);
-            items[ni++] = moe_item(w->sh_inp_type, w->sh_inp, 1, H, x, n, s.sg);
+            items[ni++] = moe_item(w->sh_gate_type, w->sh_gate, Fs, H, x, n, s.gs, own);
+            items[ni++] = moe_item(w->sh_up_type, w->sh_up, Fs, H, x, n, s.us, own);
+            items[ni++] = moe_item(w->sh_inp_type, w->sh_inp, 1, H, x, n, s.sg, own);
         }
         if (ni == 0) break;
         batch(pool, items, ni);
@@ -186,11 +218,11 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
             const size_t a = ee ? (size_t)s.count[ee - 1] : 0, m = (size_t)s.count[ee] - a;
             if (m == 0) continue;
             items[ni++] = moe_item(w->down_type, (const char *)w->down_exps + ee * w->down_stride, H, F, s.ge + a * F,
-                                   m, s.ye + a * H);
+                                   m, s.ye + a * H, sown ? sown + a : NULL);
         }
         if (with_shared) {
             swiglu(s.gs, s.gs, s.us, n * Fs);
-            items[ni++] = moe_item(w->sh_down_type, w->sh_down, H, Fs, s.gs, n, s.ys);
+            items[ni++] = moe_item(w->sh_down_type, w->sh_down, H, Fs, s.gs, n, s.ys, own);
             shared_done = true;
         }
         if (ni) batch(pool, items, ni);
@@ -215,12 +247,17 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
 
 void cpu_moe_forward(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                      threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, allowed, pool, scratch, matmul_batch, cpu_swiglu);
+    moe_run(out, x, n, w, allowed, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu);
+}
+
+void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
+                            const uint8_t *const *allowed_of, threadpool *pool, void *scratch) {
+    moe_run(out, x, n, w, NULL, group, allowed_of, pool, scratch, matmul_grouped_batch, cpu_swiglu);
 }
 
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar);
 }
 
 void cpu_swiglu_scalar(float *h, const float *gate, const float *up, size_t n) {

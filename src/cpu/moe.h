@@ -102,6 +102,15 @@ void cpu_moe_forward(float *out,        // [n][H]
                      const float *x,    // [n][H], post_attention_layernorm output
                      size_t n, const cpu_moe_weights *w, const uint8_t *allowed, threadpool *pool,
                      void *scratch);
+/* The same over the rows of several sequences at once, with one read of
+ * each weight (matmul_group.h): group[r] is row r's sequence (a sequence's
+ * rows contiguous), allowed_of[g] its coreset (NULL: every expert). Each
+ * row's output is bit for bit cpu_moe_forward's over its sequence's rows
+ * alone: every product gives a row the kernel of its own sequence's row
+ * count there (the expert products: its sequence's rows routed to that
+ * expert). The scratch is cpu_moe_scratch_bytes of all n rows. */
+void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
+                            const uint8_t *const *allowed_of, threadpool *pool, void *scratch);
 /* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);

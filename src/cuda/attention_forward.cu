@@ -22,6 +22,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_attention.h"
 
 enum {
@@ -80,6 +81,8 @@ static __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f
 __global__ void __launch_bounds__(FWD_THREADS, 2)
     attn_fwd_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int causal, cuda_attn_dims d,
                     float *part_o, float *part_ml, int grid_splits, int rt) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     /* sh (fixed by the dims) makes the split plan; rt <= sh.rt rows per block
      * (the pass's largest sequence, capped) only sets how many query vectors a
      * block holds: each query's arithmetic is the same either way (a key
@@ -270,6 +273,8 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
 __global__ void __launch_bounds__(COMB_THREADS)
     attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
                         const float *part_o, const float *part_ml, int grid_splits) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
     /* the row's sequence (a pass has few): its plan says how many splits it has */
     int kv = 0, n = 0;
@@ -374,11 +379,11 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     float *part_ml = gs > 1 ? part_o + (size_t)n_rows * d->n_head * gs * d->head_dim : NULL;
     cudaStream_t st = (cudaStream_t)stream;
     dim3 grid((unsigned)gs, (unsigned)tiles, (unsigned)gz);
-    attn_fwd_kernel<<<grid, FWD_THREADS, fwd_smem_bytes(*d), st>>>(out, qg, seqs, causal ? 1 : 0, *d, part_o,
+    pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d), st, out, qg, seqs, causal ? 1 : 0, *d, part_o,
                                                                      part_ml, gs, rt);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || gs <= 1) return (int)e;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
-    attn_combine_kernel<<<cgrid, COMB_THREADS, 0, st>>>(out, qg, seqs, n_seq, *d, part_o, part_ml, gs);
+    pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gs);
     return (int)cudaGetLastError();
 }

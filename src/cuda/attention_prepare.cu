@@ -11,6 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_attention.h"
 
 enum { PREP_THREADS = 128 };
@@ -18,6 +19,8 @@ enum { PREP_THREADS = 128 };
 __global__ void attn_prepare_kernel(float *qg, const float *k, const float *v, const float *q_norm,
                                     const float *k_norm, const float *inv_freq, const cuda_attn_seq *seqs,
                                     cuda_attn_dims d) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const cuda_attn_seq sq = seqs[blockIdx.z];
     const int r = blockIdx.x;
     if (r >= sq.n) return;
@@ -77,7 +80,7 @@ extern "C" int cuda_attn_prepare(float *qg, const float *k, const float *v, cons
         return CUDA_ATTN_EINVAL;
     if (n_seq == 0 || max_rows == 0) return 0;
     dim3 grid((unsigned)max_rows, (unsigned)(d->n_head + d->n_head_kv), (unsigned)n_seq);
-    attn_prepare_kernel<<<grid, PREP_THREADS, 0, (cudaStream_t)stream>>>(qg, k, v, q_norm, k_norm, inv_freq, seqs,
+    pdl_launch(attn_prepare_kernel, grid, PREP_THREADS, 0, (cudaStream_t)stream, qg, k, v, q_norm, k_norm, inv_freq, seqs,
                                                                          *d);
     return (int)cudaGetLastError();
 }

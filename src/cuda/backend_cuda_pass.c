@@ -45,6 +45,15 @@ enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
 
 static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
 
+/* Where a product of n rows takes the decode kernel (8-bit rows or f32 for float weights), as mm_as decides. */
+static bool takes_decode(const backend_session *s, const model_weight *w, size_t n, bool exact) {
+    return n <= D || ((s->fp32 || exact) && is_float(w->type));
+}
+
+static bool same_shape(const model_weight *a, const model_weight *b) {
+    return a->type == b->type && a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1];
+}
+
 static int mm_as(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, bool exact,
                  clover_error *err) {
     const void *dw = cuda_model_weight(s->cm, w);
@@ -68,9 +77,40 @@ static int mm(backend_session *s, const model_weight *w, const float *x, size_t 
     return mm_as(s, w, x, n, y, false, err);
 }
 
-/* A grouped expert product over the routing in sc.ridx. */
-static int moe_mm(backend_session *s, const model_weight *w, const float *x, int per_slot, size_t n, float *y,
-                  clover_error *err) {
+/* Up to CUDA_MATMUL_MAX_SEG products of the same rows x in one launch when all take the decode kernel with one
+ * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
+static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
+                    const float *x, size_t n, clover_error *err) {
+    bool one = nw > 1 && nw <= CUDA_MATMUL_MAX_SEG;
+    for (size_t i = 0; one && i < nw; i++)
+        one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], n, exact[i]);
+    int rc;
+    if (!one) {
+        for (size_t i = 0; i < nw; i++)
+            if ((rc = mm_as(s, w[i], x, n, y[i], exact[i], err))) return rc;
+        return CLOVER_OK;
+    }
+    const size_t n_in = (size_t)w[0]->ne[0];
+    char why[256] = "";
+    for (size_t r0 = 0; r0 < n; r0 += D) {
+        const size_t nr = n - r0 < D ? n - r0 : D;
+        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
+        for (size_t i = 0; i < nw; i++) {
+            seg[i].w = cuda_model_weight(s->cm, w[i]);
+            seg[i].n_out = (size_t)w[i]->ne[1];
+            seg[i].y = y[i] + r0 * seg[i].n_out;
+        }
+        if (cuda_matmul_decode_multi(w[0]->type, seg, nw, n_in, x + r0 * n_in, nr, s->sc.mm_work, s->stream, why,
+                                     sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
+    }
+    return CLOVER_OK;
+}
+
+/* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
+ * SwiGLU (decode form only: the caller checks moe_fuses). */
+static int moe_mm_as(backend_session *s, const model_weight *w, const model_weight *w_up, const float *x,
+                     int per_slot, size_t n, float *y, clover_error *err) {
     const size_t k = s->hp->n_expert_used;
     cuda_moe_args a = {.type = w->type,
                        .w = cuda_model_weight(s->cm, w),
@@ -92,14 +132,27 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
             b.ids = a.ids + r0 * k;
             b.x = a.x + (per_slot ? r0 * k : r0) * a.n_in;
             b.y = a.y + r0 * k * a.n_out;
-            if (cuda_moe_decode(&b, s->sc.moe_work, s->stream, why, sizeof why))
+            if (w_up ? cuda_moe_decode_glu(&b, cuda_model_weight(s->cm, w_up), s->sc.moe_work, s->stream, why,
+                                           sizeof why)
+                     : cuda_moe_decode(&b, s->sc.moe_work, s->stream, why, sizeof why))
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
         }
         return CLOVER_OK;
     }
+    if (w_up) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: no fused chunk form", w->name);
     if (cuda_moe_chunk(&a, s->sc.moe_work, s->stream, why, sizeof why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
     return CLOVER_OK;
+}
+
+static int moe_mm(backend_session *s, const model_weight *w, const float *x, int per_slot, size_t n, float *y,
+                  clover_error *err) {
+    return moe_mm_as(s, w, NULL, x, per_slot, n, y, err);
+}
+
+/* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
+static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u, size_t n) {
+    return same_shape(g, u) && (n <= D || (s->fp32 && is_float(g->type)));
 }
 
 static int op_status(int rc, const char *what, clover_error *err) {
@@ -107,14 +160,37 @@ static int op_status(int rc, const char *what, clover_error *err) {
     return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", what, cuda_ops_last_error());
 }
 
+/* h = silu(x Wg^T) * (x Wu^T): one fused launch per 8 rows where both take the decode kernel (bit for bit the
+ * two products and cuda_swiglu, cuda_matmul.h), else the two products and the SwiGLU kernel. u is scratch of
+ * the up product's size, used only on the unfused path. */
+static int mm_glu(backend_session *s, const model_weight *wg, const model_weight *wu, const float *x, size_t n,
+                  float *h, float *u, clover_error *err) {
+    const size_t n_in = (size_t)wg->ne[0], n_out = (size_t)wg->ne[1];
+    if (!same_shape(wg, wu) || !takes_decode(s, wg, n, false)) {
+        int rc;
+        if ((rc = mm(s, wg, x, n, h, err)) || (rc = mm(s, wu, x, n, u, err))) return rc;
+        return op_status(cuda_swiglu(h, h, u, n * n_out, s->stream), "SwiGLU", err);
+    }
+    const void *dg = cuda_model_weight(s->cm, wg), *du = cuda_model_weight(s->cm, wu);
+    char why[256] = "";
+    for (size_t r0 = 0; r0 < n; r0 += D) {
+        size_t nr = n - r0 < D ? n - r0 : D;
+        if (cuda_matmul_decode_glu(wg->type, dg, du, n_out, n_in, x + r0 * n_in, nr, h + r0 * n_out, s->sc.mm_work,
+                                   s->stream, why, sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s + %s: %s", wg->name, wu->name, why);
+    }
+    return CLOVER_OK;
+}
+
 static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, bool causal,
                            clover_error *err) {
     const model_attention_weights *w = &ml->attn;
     cuda_scratch *sc = &s->sc;
     int rc;
-    if ((rc = mm(s, &w->q, sc->x, n, sc->qg, err)) || (rc = mm(s, &w->k, sc->x, n, sc->k, err)) ||
-        (rc = mm(s, &w->v, sc->x, n, sc->v, err)))
-        return rc;
+    const model_weight *qkv[3] = {&w->q, &w->k, &w->v};
+    const bool ex[3] = {false, false, false};
+    float *const out[3] = {sc->qg, sc->k, sc->v};
+    if ((rc = mm_multi(s, qkv, ex, out, 3, sc->x, n, err))) return rc;
     const cuda_attn_seq *seq = s->d_aseq + ly->slot;
     int e = cuda_attn_prepare(sc->qg, sc->k, sc->v, cuda_model_weight(s->cm, &w->q_norm),
                               cuda_model_weight(s->cm, &w->k_norm), sc->inv_freq, seq, 1, (int)s->max_rows, &s->ad,
@@ -150,9 +226,10 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     const model_gdn_weights *w = &ml->gdn;
     cuda_scratch *sc = &s->sc;
     int rc;
-    if ((rc = mm(s, &w->qkv, sc->x, n, sc->mixed, err)) || (rc = mm(s, &w->z, sc->x, n, sc->z, err)) ||
-        (rc = mm(s, &w->alpha, sc->x, n, sc->ga, err)) || (rc = mm(s, &w->beta, sc->x, n, sc->gb, err)))
-        return rc;
+    const model_weight *in[4] = {&w->qkv, &w->z, &w->alpha, &w->beta};
+    const bool ex[4] = {false, false, false, false};
+    float *const out[4] = {sc->mixed, sc->z, sc->ga, sc->gb};
+    if ((rc = mm_multi(s, in, ex, out, 4, sc->x, n, err))) return rc;
     /* the CPU's choice: the recurrence for one row, the chunked form for more */
     int e = cuda_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gw, s->d_gseq + ly->slot, 1, (int)n,
                          (int)s->max_rows, n > 1, &s->gd, sc->gdn_work, s->stream);
@@ -169,7 +246,10 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     int rc;
     /* the router in FP32 always (when it is a float tensor): its logits choose experts, and a TF32 product
      * would flip near-ties that the CPU's f32 product resolves the other way */
-    if ((rc = mm_as(s, &w->gate_inp, sc->x, n, sc->rlog, true, err))) return rc;
+    const model_weight *rw[2] = {&w->gate_inp, &w->gate_inp_shexp}; /* with the shared expert's gate logit */
+    const bool ex[2] = {true, false};
+    float *const out[2] = {sc->rlog, sc->sg};
+    if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
     if (p->preview && p->coreset) {
         /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it */
         uint8_t *allowed = sc->kept + il * hp->n_expert;
@@ -183,19 +263,22 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     }
     if (s->count_experts && cuda_mark_experts(sc->used + il * hp->n_expert, sc->ridx, n * k, s->stream))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", cuda_preview_last_error());
-    if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) || (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
-        return rc;
-    if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
+    if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
+        if ((rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err))) return rc;
+    } else {
+        if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) ||
+            (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
+            return rc;
+        if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
+    }
     if ((rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err))) return rc;
-    if ((rc = op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err)))
-        return rc;
-    if (Fs == 0) return CLOVER_OK;
-    if ((rc = mm(s, &w->gate_shexp, sc->x, n, sc->gs, err)) || (rc = mm(s, &w->up_shexp, sc->x, n, sc->us, err)) ||
-        (rc = mm(s, &w->gate_inp_shexp, sc->x, n, sc->sg, err)))
-        return rc;
-    if ((rc = op_status(cuda_swiglu(sc->gs, sc->gs, sc->us, n * Fs, s->stream), "shared SwiGLU", err))) return rc;
+    if (Fs == 0)
+        return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
+    if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
     if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
-    return op_status(cuda_shexp_add(sc->y, sc->ys, sc->sg, n, H, s->stream), "shared expert", err);
+    /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
+    return op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
+                     "expert sum + shared expert", err);
 }
 
 static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clover_error *err) {

@@ -374,7 +374,8 @@ int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq 
         if (q->passes == b)
             return error_set(err, CLOVER_E_INTERNAL, "resolve: %zu passes left %zu of %zu rows unresolved", q->passes,
                              n_pending, b);
-        if (cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) {
+        if ((cancel && __atomic_load_n(cancel, __ATOMIC_RELAXED)) ||
+            (q->cancel && __atomic_load_n(q->cancel, __ATOMIC_RELAXED))) { /* the call's flag or the sequence's own */
             q->cancelled = true;
             break;
         }

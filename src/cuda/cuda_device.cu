@@ -6,7 +6,10 @@
 
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "cuda_pdl.cuh"
 
 static void set_why(char *why, size_t n, const char *what, cudaError_t e) {
     if (why && n) snprintf(why, n, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
@@ -54,3 +57,20 @@ extern "C" int cuda_device_query(int index, cuda_device_info *info, char *why, s
     info->free_bytes = fr;
     return 0;
 }
+
+/* Programmatic dependent launch (cuda_pdl.cuh): on unless CLOVER_CUDA_PDL=0;
+ * cuda_pdl_set overrides (the benches time both). Read at launch time, so a
+ * graph keeps what was set when it was captured. */
+static int g_pdl = -1;
+
+int cuda_pdl_enabled(void) {
+    int v = __atomic_load_n(&g_pdl, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_PDL");
+        v = !(e && strcmp(e, "0") == 0);
+        __atomic_store_n(&g_pdl, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
+extern "C" void cuda_pdl_set(int on) { __atomic_store_n(&g_pdl, on ? 1 : 0, __ATOMIC_RELAXED); }

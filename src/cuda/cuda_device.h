@@ -29,6 +29,9 @@ int cuda_device_count(char *why, size_t why_len);
 
 /* Properties and current free memory of device `index`; 0 on success, -1 with why. */
 int cuda_device_query(int index, cuda_device_info *info, char *why, size_t why_len);
+/* Programmatic dependent launch of the decode kernels (src/cuda/cuda_pdl.cuh):
+ * on by default, off with CLOVER_CUDA_PDL=0 or cuda_pdl_set(0). */
+void cuda_pdl_set(int on);
 
 #ifdef __cplusplus
 }

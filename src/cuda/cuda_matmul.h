@@ -62,7 +62,14 @@ extern "C" {
 enum {
     CUDA_MATMUL_DECODE_MAX_ROWS = 8, /* rows of cuda_matmul_decode / cuda_moe_decode */
     CUDA_MOE_MAX_K = 16,             /* experts per row */
+    CUDA_MATMUL_MAX_SEG = 4,         /* matrices of one cuda_matmul_decode_multi */
 };
+
+/* Decode products copy each thread block's weight rows to shared memory
+ * with cp.async before using them (when aligned and small enough); 0 turns
+ * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
+ * bit for bit (the arithmetic is the same, only where the bytes come from). */
+void cuda_mmv_stage_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
@@ -76,6 +83,26 @@ size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 /* 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS. */
 int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                        float *y, void *work, void *stream, char *why, size_t why_len);
+/* Gate and up fused with SwiGLU, for 1..8 rows: y = silu(x Wg^T) * (x Wu^T),
+ * both weights of one type and shape; each product computed exactly as
+ * cuda_matmul_decode computes it and the same SwiGLU expression as
+ * cuda_swiglu, so the bits equal those three calls. Scratch as
+ * cuda_matmul_decode's. */
+int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
+                           const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
+                           size_t why_len);
+/* Several matrices of one type and n_in on the same rows in one launch (the
+ * q/k/v or qkv/z/alpha/beta of a layer): y_i = x W_i^T, each exactly as
+ * cuda_matmul_decode computes it alone (same blocks, same arithmetic), so
+ * the bits equal n_seg separate calls. 1 <= n_seg <= CUDA_MATMUL_MAX_SEG;
+ * scratch as cuda_matmul_decode's for (type, n_in, n_rows). */
+typedef struct cuda_matmul_seg {
+    const void *w;
+    size_t n_out;
+    float *y; /* [n_rows][n_out] */
+} cuda_matmul_seg;
+int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
+                             size_t n_rows, void *work, void *stream, char *why, size_t why_len);
 /* Any n_rows >= 1 (needs no scratch). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
                       void *stream, char *why, size_t why_len);
@@ -98,6 +125,12 @@ typedef struct cuda_moe_args {
  * same precision as cuda_matmul_decode. */
 size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a);
 int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+/* The experts' gate and up fused with SwiGLU (decode form): `gate` describes
+ * the gate product, w_up the up weights (same type, shape and expert stride);
+ * y[s] = silu(gate_s) * up_s, bit for bit cuda_moe_decode twice then
+ * cuda_swiglu. Scratch: cuda_moe_decode_work_bytes(gate). */
+int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
+                        size_t why_len);
 
 /* Chunk form: any n_rows >= 1; rows are grouped by expert on the device (a
  * counting pass and tiles of up to 64 slots of one expert), then the TF32

@@ -79,6 +79,10 @@ int cuda_moe_combine(float *out,           // [n][H]
                      const float *wts,     // [n][k]
                      size_t n, size_t k, size_t H, void *stream);
 
+/* cuda_moe_combine then cuda_shexp_add in one launch, the same bits. */
+int cuda_moe_combine_shexp(float *out, const float *ye, const int32_t *idx, const float *wts, size_t n, size_t k,
+                           size_t H, const float *sh, const float *gate_logit, void *stream);
+
 /* out[r] += sigmoid(gate_logit[r]) * sh[r] (the gated shared expert; the
  * gate logit is the [1][H] ffn_gate_inp_shexp product, computed by matmul). */
 int cuda_shexp_add(float *out,               // [n][H]

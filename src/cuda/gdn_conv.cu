@@ -10,12 +10,15 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_gdn.h"
 
 enum { CONV_THREADS = 128, CONV_ROWS = 32 };
 
 __global__ void gdn_conv_kernel(float *qkv, const float *mixed, const float *conv_w, const cuda_gdn_seq *seqs,
                                 int cd, int K) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const cuda_gdn_seq sq = seqs[blockIdx.z];
     const int c = blockIdx.x * CONV_THREADS + threadIdx.x;
     const int t0 = blockIdx.y * CONV_ROWS;
@@ -51,6 +54,6 @@ extern "C" int cuda_gdn_conv(float *qkv, const float *mixed, const float *conv_w
     const int cd = cuda_gdn_conv_dim(d);
     dim3 grid((unsigned)((cd + CONV_THREADS - 1) / CONV_THREADS), (unsigned)((max_rows + CONV_ROWS - 1) / CONV_ROWS),
               (unsigned)n_seq);
-    gdn_conv_kernel<<<grid, CONV_THREADS, 0, (cudaStream_t)stream>>>(qkv, mixed, conv_w, seqs, cd, d->conv_k);
+    pdl_launch(gdn_conv_kernel, grid, CONV_THREADS, 0, (cudaStream_t)stream, qkv, mixed, conv_w, seqs, cd, d->conv_k);
     return (int)cudaGetLastError();
 }

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdio.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_gdn.h"
 #include "gdn_internal.h"
 
@@ -47,6 +48,8 @@ extern "C" int cuda_gdn_init(void) {
 }
 
 __global__ void gdn_gated_norm_kernel(float *y, const float *o, const float *z, const float *w, int dv, float eps) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const size_t base = (size_t)blockIdx.x * dv;
     __shared__ float red[NORM_THREADS / 32];
     __shared__ float inv_s;
@@ -72,7 +75,7 @@ extern "C" int cuda_gdn_gated_norm(float *y, const float *o, const float *z, con
                                    float eps, void *stream) {
     if (n_vec < 0 || dv < 1) return CUDA_GDN_EINVAL;
     if (n_vec == 0) return 0;
-    gdn_gated_norm_kernel<<<(unsigned)n_vec, NORM_THREADS, 0, (cudaStream_t)stream>>>(y, o, z, w, dv, eps);
+    pdl_launch(gdn_gated_norm_kernel, (unsigned)n_vec, NORM_THREADS, 0, (cudaStream_t)stream, y, o, z, w, dv, eps);
     return (int)cudaGetLastError();
 }
 

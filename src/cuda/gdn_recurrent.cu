@@ -11,6 +11,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_gdn.h"
 
 enum { REC_THREADS = 512 };
@@ -48,6 +49,8 @@ static __device__ void col_dot(float *col, const float *S, const float *x, float
 __global__ void __launch_bounds__(REC_THREADS)
     gdn_recurrent_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                          cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const cuda_gdn_seq sq = seqs[blockIdx.y];
     if (sq.n <= 0) return;
     const int h = blockIdx.x, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim, dv = d.v_dim;
@@ -142,7 +145,7 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
-    gdn_recurrent_kernel<<<grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream>>>(y, qkv, z, b, a,
+    pdl_launch(gdn_recurrent_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
                                                                                                    *w, seqs, *d);
     return (int)cudaGetLastError();
 }

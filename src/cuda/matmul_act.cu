@@ -8,12 +8,15 @@
  * scalar code's two roundings. A block with a NaN or an infinity gets d = NaN
  * and codes 0; an all-zero block d = 0.
  */
+#include "cuda_pdl.cuh"
 #include "matmul_internal.cuh"
 
 /* Blocks of 32 (act_q8_32): warp w of the grid quantises block w. */
 __global__ void act_q8_32_kernel(const float *x, size_t n_x, size_t n_in, uint8_t *xq) {
     const size_t nb = n_in / 32, gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
+    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+    pdl_trigger();
     if (gw >= n_x * nb) return;
     const size_t r = gw / nb, b = gw % nb;
     mm_act_block_32(x + r * n_in + b * 32, xq + r * (nb * MM_ACT32_BYTES) + b * MM_ACT32_BYTES, lane);
@@ -24,6 +27,8 @@ __global__ void act_q8_32_kernel(const float *x, size_t n_x, size_t n_in, uint8_
 __global__ void act_q8_k_kernel(const float *x, size_t n_x, size_t n_in, uint8_t *xq) {
     const size_t nb = n_in / 256, gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x & 31;
+    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+    pdl_trigger();
     if (gw >= n_x * nb) return;
     const size_t r = gw / nb, b = gw % nb;
     mm_act_block_k(x + r * n_in + b * 256, xq + r * (nb * MM_ACTK_BYTES) + b * MM_ACTK_BYTES, lane);
@@ -34,7 +39,7 @@ void mm_act_quantize(uint32_t type, const float *x, size_t n_x, size_t n_in, uin
     const unsigned grid = (unsigned)((blocks + 7) / 8); /* 8 warps per thread block */
     if (blocks == 0) return;
     if (type == MM_Q8_0)
-        act_q8_32_kernel<<<grid, 256, 0, stream>>>(x, n_x, n_in, xq);
+        pdl_launch(act_q8_32_kernel, grid, 256, 0, stream, x, n_x, n_in, xq);
     else
-        act_q8_k_kernel<<<grid, 256, 0, stream>>>(x, n_x, n_in, xq);
+        pdl_launch(act_q8_k_kernel, grid, 256, 0, stream, x, n_x, n_in, xq);
 }

@@ -22,7 +22,10 @@
  * No host synchronisation: the routing is read on the device.
  */
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
+#include "cuda_pdl.cuh"
 #include "matmul_internal.cuh"
 
 enum { MMV_WARPS = 8, MMV_MAX = CUDA_MATMUL_DECODE_MAX_ROWS, MMV_SMEM_MAX = 48 * 1024 };
@@ -38,7 +41,20 @@ typedef struct mmv_params {
     const float *xf; /* fused: the f32 rows, quantised into shared memory per block */
     int vec;         /* float weights: 16-byte loads (aligned rows, n_in % 8 == 0) */
     int group_cap;   /* slots per group: the rows the shared memory holds when fused, else 8 */
+    const uint8_t *w2; /* GLU: the up weights (w is the gate), same layout; y = silu(x w^T) * (x w2^T) */
+    int fused;         /* the 8-bit rows are made in shared memory (FUSE) */
+    int stage;         /* the block's weight rows are copied to shared memory first (cp.async), at x_smem */
+    unsigned x_smem;   /* bytes of shared memory before the staged weights (the fused rows, 16-aligned) */
     float *y;       /* [n_slots][n_out] */
+    /* n_seg > 1: the launch does several matrices of this type and n_in on the same rows (dense only), blocks
+     * seg_blk0[i] .. seg_blk0[i+1]-1 the i-th; each block then computes exactly what a launch of its own would */
+    int rpw; /* output rows per warp (mmv_rpw) */
+    int n_seg, n_blocks;
+    int seg_blk0[CUDA_MATMUL_MAX_SEG];
+    int seg_n_out[CUDA_MATMUL_MAX_SEG];
+    int seg_vec[CUDA_MATMUL_MAX_SEG];
+    const uint8_t *seg_w[CUDA_MATMUL_MAX_SEG];
+    float *seg_y[CUDA_MATMUL_MAX_SEG];
 } mmv_params;
 
 __device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; }
@@ -189,11 +205,60 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
     }
 }
 
-template <int T, bool FUSE>
-__global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
+/* Copies n bytes (a multiple of 16, both ends 16-byte aligned) from global
+ * to shared memory with cp.async, the block's threads striding 16 bytes: all
+ * of a block's weight bytes are in flight at once, with no registers held,
+ * while the block waits for its inputs and quantises them (a warp walking its
+ * row load by load would pay one memory round trip per step). */
+__device__ __forceinline__ void mmv_stage(uint8_t *dst, const uint8_t *src, size_t n) {
+    for (size_t off = (size_t)threadIdx.x * 16; off < n; off += (size_t)blockDim.x * 16) {
+        const unsigned sa = (unsigned)__cvta_generic_to_shared(dst + off);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src + off) : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+/* cpu_silu(g) * u, the expression of ops_small.cu's k_swiglu (so the fused
+ * product's bits equal the two products followed by cuda_swiglu). */
+__device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
+
+/* Fused kernels are capped so that 4 blocks fit an SM (3 for the forms that
+ * would spill at 64 registers): a decode product's 256-512 blocks then run
+ * in one wave on 132 SMs. */
+#define MMV_MIN_BLOCKS(T, FUSE, GLU) \
+    ((FUSE) ? ((GLU) ? ((T) == MM_Q4_K ? 4 : 3) : ((T) == MM_Q5_K || (T) == MM_Q6_K ? 3 : 4)) : 1)
+template <int T, bool FUSE, bool GLU>
+__global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) mmv_kernel(mmv_params p) {
     extern __shared__ __align__(16) uint8_t xsm[]; /* FUSE: the group's 8-bit rows */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int o = blockIdx.x * MMV_WARPS + warp;
+    /* several matrices in one launch (dense only): this block's segment */
+    const uint8_t *W = p.w;
+    int NOUT = p.n_out, BX = blockIdx.x, VEC = p.vec;
+    float *Y = p.y;
+    if (p.n_seg > 1) {
+        int sg = 0;
+        while (sg + 1 < p.n_seg && BX >= p.seg_blk0[sg + 1]) sg++;
+        W = p.seg_w[sg], NOUT = p.seg_n_out[sg], Y = p.seg_y[sg], VEC = p.seg_vec[sg];
+        BX -= p.seg_blk0[sg];
+    }
+    /* the block's rows o0 .. o0 + nrow - 1; warp w does rows o0 + w*RPW .. + RPW - 1 */
+    const int RPW = GLU ? 1 : p.rpw, RB = MMV_WARPS * RPW; /* GLU: 1 (registers; its rows are long) */
+    const int o0 = BX * RB, nrow = NOUT - o0 < RB ? NOUT - o0 : RB, ow = o0 + warp * RPW;
+    /* dense: this block's weight rows are known before the inputs are (cuda_pdl.cuh): start them towards L2
+     * while the previous kernel finishes; then wait for it (a no-op unless launched with PDL) */
+    uint8_t *ws = xsm + p.x_smem; /* stage: the block's rows (then the up rows) */
+    const size_t span = (size_t)nrow * p.row_bytes;
+    if (p.ids == NULL) {
+        if (p.stage) {
+            mmv_stage(ws, W + (size_t)o0 * p.row_bytes, span);
+            if (GLU) mmv_stage(ws + span, p.w2 + (size_t)o0 * p.row_bytes, span);
+        } else {
+            pdl_prefetch_l2(W + (size_t)o0 * p.row_bytes, span);
+            if (GLU) pdl_prefetch_l2(p.w2 + (size_t)o0 * p.row_bytes, span);
+        }
+    }
+    pdl_wait();
+    pdl_trigger();
     int slots[MMV_MAX];
     int ns = 0, e = 0, first = 0;
     if (p.ids == NULL) { /* dense: the rows */
@@ -203,14 +268,23 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
         const int s = blockIdx.y;
         e = p.ids[s];
         if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN, no memory outside W is read */
-            if (o < p.n_out && lane == 0) p.y[(size_t)s * p.n_out + o] = __int_as_float(0x7fc00000);
+            for (int j = 0; j < RPW; j++)
+                if (ow + j < NOUT && lane == 0) Y[(size_t)s * NOUT + ow + j] = __int_as_float(0x7fc00000);
             return;
         }
         for (int t = 0; t < s; t++)
             if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
         first = s;
+        /* the expert's rows of this block, in flight while the rows are quantised */
+        const size_t eo = (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes;
+        if (p.stage) {
+            mmv_stage(ws, W + eo, span);
+            if (GLU) mmv_stage(ws + span, p.w2 + eo, span);
+        } else {
+            pdl_prefetch_l2(W + eo, span);
+            if (GLU) pdl_prefetch_l2(p.w2 + eo, span);
+        }
     }
-    const uint8_t *wrow = p.w + (size_t)e * p.expert_stride + (size_t)(o < p.n_out ? o : 0) * p.row_bytes;
     /* MoE: the slots routed to e, from `first` on, in groups of up to 8 (one
      * group unless a row routes to the same expert twice). Block-uniform. */
     int next = first;
@@ -239,7 +313,6 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
             }
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) xr[i] = xsm + (size_t)(i < ns ? i : 0) * p.x_bytes;
-            __syncthreads();
         } else {
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
@@ -247,20 +320,38 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 1) mmv_kernel(mmv_params p) {
                 xr[i] = (const uint8_t *)p.x + (size_t)xs * p.x_bytes;
             }
         }
-        if (o < p.n_out) {
-            float acc[MMV_MAX];
+        if (p.stage) asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's copies landed */
+        if (FUSE || p.stage) __syncthreads(); /* everyone's copies and rows */
+#pragma unroll 1
+        for (int j = 0; j < RPW; j++) {
+            const int o = ow + j;
+            if (o >= NOUT) break;
+            const size_t woff = (size_t)e * p.expert_stride + (size_t)o * p.row_bytes;
+            const size_t soff = (size_t)(o - o0) * p.row_bytes;
+            const uint8_t *wrow = p.stage ? ws + soff : W + woff;
+            const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + woff;
+            float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
-            mmv_row<T>(wrow, p.n_in, xr, ns, p.vec, acc);
+#pragma unroll
+            for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
+            mmv_row<T>(wrow, p.n_in, xr, ns, VEC, acc);
+            if (GLU) mmv_row<T>(wrow2, p.n_in, xr, ns, VEC, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
+                if (i >= ns) break; /* ns is the same for the whole block: no lane leaves a shuffle */
                 float v = acc[i];
                 for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-                if (i < ns && lane == 0) p.y[(size_t)slots[i] * p.n_out + o] = v;
+                if (GLU) {
+                    float u = acc2[i];
+                    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+                    v = mmv_swiglu(v, u);
+                }
+                if (lane == 0) Y[(size_t)slots[i] * NOUT + o] = v;
             }
         }
         if (p.ids == NULL) break;
-        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows */
+        if (FUSE) __syncthreads(); /* the next group overwrites the shared rows (staged weights stay) */
     }
 }
 
@@ -276,20 +367,61 @@ static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
     return mm_act_row_bytes(type, n_in) * n_group;
 }
 
-#define MMV_CASE(TY)                                                                  \
-    case TY:                                                                         \
-        if (smem)                                                                    \
-            mmv_kernel<TY, true><<<grid, block, smem, st>>>(*p);                     \
-        else                                                                         \
-            mmv_kernel<TY, false><<<grid, block, 0, st>>>(*p);                       \
+#define MMV_CASE(TY)                                                                \
+    case TY:                                                                       \
+        if (p->fused)                                                              \
+            pdl_launch(glu ? mmv_kernel<TY, true, true> : mmv_kernel<TY, true, false>, grid, block, smem, st, *p); \
+        else                                                                       \
+            pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, smem, st, *p); \
         break
 
-static void mmv_launch(uint32_t type, const mmv_params *p, unsigned grid_y, size_t smem, cudaStream_t st) {
-    const dim3 grid((unsigned)((p->n_out + MMV_WARPS - 1) / MMV_WARPS), grid_y), block(32 * MMV_WARPS);
+#define MMVF_CASE(TY) /* float weights: never fused (f32 rows are read as they are) */ \
+    case TY: pdl_launch(glu ? mmv_kernel<TY, false, true> : mmv_kernel<TY, false, false>, grid, block, smem, st, *p); break
+
+/* Output rows per warp: short rows (the experts' down products, 512 wide)
+ * give a warp one step of work per row, so a warp takes 4 of them: 4x fewer
+ * blocks, each paying its fixed part (inputs, quantised rows, barrier) once
+ * for 32 rows. A function of the row length only, so batch-invariant. */
+static int mmv_rpw(size_t row_bytes) { return row_bytes <= 640 ? 4 : 1; }
+
+/* The staging switch: on unless CLOVER_CUDA_MMV_STAGE=0; cuda_mmv_stage_set
+ * overrides (bench_cuda_matmul times both). */
+static int g_stage = -1;
+static int cuda_mmv_stage_enabled(void) {
+    int v = __atomic_load_n(&g_stage, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_MMV_STAGE");
+        v = !(e && strcmp(e, "0") == 0);
+        __atomic_store_n(&g_stage, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+/* Staging (mmv_stage) when the rows are 16-byte aligned and the block's rows
+ * fit beside the fused 8-bit rows in 48 KB; sets p->stage, p->x_smem and
+ * returns the block's shared memory. */
+static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
+    const size_t rb = (size_t)MMV_WARPS * p->rpw, rows = (size_t)p->n_out < rb ? (size_t)p->n_out : rb;
+    const size_t span = rows * p->row_bytes * (p->w2 ? 2 : 1), xs = (x_smem + 15) / 16 * 16;
+    uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
+    for (int i = 0; i < p->n_seg; i++) al |= (uintptr_t)p->seg_w[i];
+    p->stage = cuda_mmv_stage_enabled() && (al & 15) == 0 && xs + span <= MMV_SMEM_MAX;
+    p->x_smem = (unsigned)xs;
+    return p->stage ? xs + span : x_smem;
+}
+
+static void mmv_launch(uint32_t type, mmv_params *p, unsigned grid_y, size_t x_smem, cudaStream_t st) {
+    if (p->w2) p->rpw = 1; /* the kernel's GLU form keeps one row a warp */
+    const int rb = MMV_WARPS * p->rpw;
+    const unsigned gx = p->n_seg > 1 ? (unsigned)p->n_blocks : (unsigned)((p->n_out + rb - 1) / rb);
+    const dim3 grid(gx, grid_y), block(32 * MMV_WARPS);
+    const bool glu = p->w2 != NULL;
+    const size_t smem = mmv_plan_smem(p, x_smem);
     switch (type) {
-    case MM_F32: mmv_kernel<MM_F32, false><<<grid, block, 0, st>>>(*p); break;
-    case MM_F16: mmv_kernel<MM_F16, false><<<grid, block, 0, st>>>(*p); break;
-    case MM_BF16: mmv_kernel<MM_BF16, false><<<grid, block, 0, st>>>(*p); break;
+        MMVF_CASE(MM_F32);
+        MMVF_CASE(MM_F16);
+        MMVF_CASE(MM_BF16);
         MMV_CASE(MM_Q8_0);
         MMV_CASE(MM_Q4_K);
         MMV_CASE(MM_Q5_K);
@@ -309,13 +441,14 @@ static void mmv_x(mmv_params *p, uint32_t type, const float *x, size_t n_x, size
     if (!mm_is_int(type)) {
         p->x_bytes = n_in * sizeof(float);
         p->x = x;
-        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->expert_stride) & 15) == 0;
+        p->vec = n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride) & 15) == 0;
         return;
     }
     p->x_bytes = mm_act_row_bytes(type, n_in);
     const size_t sm = mmv_smem(type, n_in, n_group);
     if (sm <= MMV_SMEM_MAX) {
         *smem = sm;
+        p->fused = 1;
         p->group_cap = (int)n_group;
         p->xf = x;
         p->x = NULL;
@@ -330,17 +463,20 @@ extern "C" size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size
     return mm_align256(mm_act_row_bytes(type, n_in) * n_rows);
 }
 
-extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
-    if (mm_check_shape("cuda_matmul_decode", type, n_out, n_in, why, why_len)) return -1;
-    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("cuda_matmul_decode: %zu rows (1..%d)", n_rows, MMV_MAX);
+static int matmul_decode(const char *op, uint32_t type, const void *w, const void *w2, size_t n_out, size_t n_in,
+                         const float *x, size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, n_rows, MMV_MAX);
     if (!w || !x || !y || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
-        MM_FAIL("cuda_matmul_decode: a NULL pointer");
-    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_decode: weights not %zu-byte aligned", mm_align(type));
+        MM_FAIL("%s: a NULL pointer", op);
+    if (((uintptr_t)w | (uintptr_t)w2) & (mm_align(type) - 1))
+        MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
     cudaStream_t st = (cudaStream_t)stream;
     mmv_params p = {};
     p.w = (const uint8_t *)w;
+    p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(type, n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
     p.n_out = (int)n_out;
     p.n_in = (int)n_in;
     p.n_slots = (int)n_rows;
@@ -351,7 +487,66 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     size_t smem;
     mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
     mmv_launch(type, &p, 1, smem, st);
-    return mm_launch_status("cuda_matmul_decode", why, why_len);
+    return mm_launch_status(op, why, why_len);
+}
+
+extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                  size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    return matmul_decode("cuda_matmul_decode", type, w, NULL, n_out, n_in, x, n_rows, y, work, stream, why, why_len);
+}
+
+extern "C" int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
+                                      const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
+                                      size_t why_len) {
+    if (!w_up) MM_FAIL("cuda_matmul_decode_glu: a NULL pointer");
+    return matmul_decode("cuda_matmul_decode_glu", type, w_gate, w_up, n_out, n_in, x, n_rows, y, work, stream, why,
+                         why_len);
+}
+
+extern "C" int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                        const float *x, size_t n_rows, void *work, void *stream, char *why,
+                                        size_t why_len) {
+    const char *op = "cuda_matmul_decode_multi";
+    if (n_seg < 1 || n_seg > CUDA_MATMUL_MAX_SEG) MM_FAIL("%s: %zu matrices (1..%d)", op, n_seg, CUDA_MATMUL_MAX_SEG);
+    if (n_seg == 1)
+        return matmul_decode(op, type, seg[0].w, NULL, seg[0].n_out, n_in, x, n_rows, seg[0].y, work, stream, why,
+                             why_len);
+    if (n_rows < 1 || n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, n_rows, MMV_MAX);
+    if (!x || (mm_is_int(type) && !work && cuda_matmul_decode_work_bytes(type, n_in, n_rows)))
+        MM_FAIL("%s: a NULL pointer", op);
+    mmv_params p = {};
+    size_t blocks = 0, max_out = 0;
+    for (size_t i = 0; i < n_seg; i++) {
+        if (mm_check_shape(op, type, seg[i].n_out, n_in, why, why_len)) return -1;
+        if (!seg[i].w || !seg[i].y) MM_FAIL("%s: a NULL pointer", op);
+        if ((uintptr_t)seg[i].w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+        p.seg_blk0[i] = (int)blocks;
+        p.seg_n_out[i] = (int)seg[i].n_out;
+        p.seg_w[i] = (const uint8_t *)seg[i].w;
+        p.seg_y[i] = seg[i].y;
+        p.seg_vec[i] = !mm_is_int(type) && n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)seg[i].w) & 15) == 0;
+        const size_t rb = (size_t)MMV_WARPS * mmv_rpw(mm_row_bytes(type, n_in));
+        blocks += (seg[i].n_out + rb - 1) / rb;
+        if (seg[i].n_out > max_out) max_out = seg[i].n_out;
+    }
+    if (blocks > (1u << 30)) MM_FAIL("%s: %zu output rows in all", op, blocks * MMV_WARPS);
+    cudaStream_t st = (cudaStream_t)stream;
+    p.n_seg = (int)n_seg;
+    p.n_blocks = (int)blocks;
+    p.w = p.seg_w[0];
+    p.y = p.seg_y[0];
+    p.row_bytes = mm_row_bytes(type, n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
+    p.n_out = (int)max_out; /* the staging plan: a block's rows are min(8, n_out) at most */
+    p.n_in = (int)n_in;
+    p.n_slots = (int)n_rows;
+    p.k = 1;
+    p.x_per_slot = 1;
+    p.n_expert = 1;
+    size_t smem;
+    mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
+    mmv_launch(type, &p, 1, smem, st);
+    return mm_launch_status(op, why, why_len);
 }
 
 /* Slots per group when fused: one per row (a row's experts are distinct;
@@ -364,23 +559,26 @@ extern "C" size_t cuda_moe_decode_work_bytes(const cuda_moe_args *a) {
     return mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
 }
 
-extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
-    if (mm_check_shape("cuda_moe_decode", a->type, a->n_out, a->n_in, why, why_len)) return -1;
-    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("cuda_moe_decode: %zu rows (1..%d)", a->n_rows, MMV_MAX);
-    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_decode: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
-    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("cuda_moe_decode: %zu experts", a->n_expert);
+static int moe_decode(const char *op, const cuda_moe_args *a, const void *w2, void *work, void *stream, char *why,
+                      size_t why_len) {
+    if (mm_check_shape(op, a->type, a->n_out, a->n_in, why, why_len)) return -1;
+    if (a->n_rows < 1 || a->n_rows > MMV_MAX) MM_FAIL("%s: %zu rows (1..%d)", op, a->n_rows, MMV_MAX);
+    if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("%s: k = %zu (1..%d)", op, a->k, CUDA_MOE_MAX_K);
+    if (a->n_expert < 1 || a->n_expert > (1u << 30)) MM_FAIL("%s: %zu experts", op, a->n_expert);
     if (a->expert_stride < mm_row_bytes(a->type, a->n_in) * a->n_out)
-        MM_FAIL("cuda_moe_decode: expert stride %zu < an expert's %zu bytes", a->expert_stride,
+        MM_FAIL("%s: expert stride %zu < an expert's %zu bytes", op, a->expert_stride,
                 mm_row_bytes(a->type, a->n_in) * a->n_out);
     if (!a->w || !a->x || !a->y || !a->ids || (mm_is_int(a->type) && !work && cuda_moe_decode_work_bytes(a)))
-        MM_FAIL("cuda_moe_decode: a NULL pointer");
-    if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
-        MM_FAIL("cuda_moe_decode: weights or expert stride not %zu-byte aligned", mm_align(a->type));
+        MM_FAIL("%s: a NULL pointer", op);
+    if (((uintptr_t)a->w | (uintptr_t)w2 | a->expert_stride) & (mm_align(a->type) - 1))
+        MM_FAIL("%s: weights or expert stride not %zu-byte aligned", op, mm_align(a->type));
     cudaStream_t st = (cudaStream_t)stream;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
     mmv_params p = {};
     p.w = (const uint8_t *)a->w;
+    p.w2 = (const uint8_t *)w2;
     p.row_bytes = mm_row_bytes(a->type, a->n_in);
+    p.rpw = mmv_rpw(p.row_bytes);
     p.expert_stride = a->expert_stride;
     p.n_out = (int)a->n_out;
     p.n_in = (int)a->n_in;
@@ -393,5 +591,15 @@ extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream,
     size_t smem;
     mmv_x(&p, a->type, a->x, n_x, a->n_in, moe_group(a), work, &smem, st);
     mmv_launch(a->type, &p, (unsigned)n_slots, smem, st);
-    return mm_launch_status("cuda_moe_decode", why, why_len);
+    return mm_launch_status(op, why, why_len);
+}
+
+extern "C" int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    return moe_decode("cuda_moe_decode", a, NULL, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
+                                   size_t why_len) {
+    if (!w_up) MM_FAIL("cuda_moe_decode_glu: a NULL pointer");
+    return moe_decode("cuda_moe_decode_glu", gate, w_up, work, stream, why, why_len);
 }

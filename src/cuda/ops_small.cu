@@ -13,6 +13,7 @@
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "cuda_pdl.cuh"
 
 static thread_local char g_err[256];
 
@@ -31,6 +32,8 @@ __device__ static inline float half_bits(uint16_t h) { return __half2float(__ush
 
 __global__ void k_embed(float *out, const uint8_t *table, uint32_t type, const int32_t *ids, size_t H,
                         size_t row_bytes) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const size_t r = blockIdx.y;
     const uint8_t *row = table + (size_t)ids[r] * row_bytes;
     float *o = out + r * H;
@@ -56,7 +59,7 @@ extern "C" int cuda_embed_rows(float *out, const void *table, uint32_t type, con
     if (n == 0) return 0;
     size_t rb = type == T_F32 ? 4 * n_embd : type == T_Q8_0 ? n_embd / 32 * 34 : 2 * n_embd;
     dim3 grid((unsigned)((n_embd + 255) / 256), (unsigned)n);
-    k_embed<<<grid, 256, 0, as_stream(stream)>>>(out, (const uint8_t *)table, type, ids, n_embd, rb);
+    pdl_launch(k_embed, grid, 256, 0, as_stream(stream), out, (const uint8_t *)table, type, ids, n_embd, rb);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_embed_rows");
 }
 
@@ -76,6 +79,8 @@ __device__ static float block_sum(float v, float *sh) {
 }
 
 __global__ void k_rms_norm(float *y, const float *x, const float *w, size_t n, float eps) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     __shared__ float sh[32];
     const float *xr = x + blockIdx.x * n;
     float *yr = y + blockIdx.x * n;
@@ -89,11 +94,13 @@ __global__ void k_rms_norm(float *y, const float *x, const float *w, size_t n, f
 extern "C" int cuda_rms_norm(float *y, const float *x, const float *w, size_t rows, size_t n, float eps,
                              void *stream) {
     if (rows == 0) return 0;
-    k_rms_norm<<<(unsigned)rows, 256, 0, as_stream(stream)>>>(y, x, w, n, eps);
+    pdl_launch(k_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), y, x, w, n, eps);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_rms_norm");
 }
 
 __global__ void k_add_rms_norm(float *x, float *h, const float *y, const float *w, size_t n, float eps) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     __shared__ float sh[32];
     float *hr = h + blockIdx.x * n;
     const float *yr = y + blockIdx.x * n;
@@ -112,7 +119,7 @@ __global__ void k_add_rms_norm(float *x, float *h, const float *y, const float *
 extern "C" int cuda_add_rms_norm(float *x, float *h, const float *y, const float *w, size_t rows, size_t n, float eps,
                                  void *stream) {
     if (rows == 0) return 0;
-    k_add_rms_norm<<<(unsigned)rows, 256, 0, as_stream(stream)>>>(x, h, y, w, n, eps);
+    pdl_launch(k_add_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), x, h, y, w, n, eps);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm");
 }
 
@@ -133,6 +140,8 @@ extern "C" int cuda_add(float *h, const float *y, size_t count, void *stream) {
 }
 
 __global__ void k_swiglu(float *h, const float *g, const float *u, size_t count) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x) {
         float a = g[i];
         h[i] = (a / (1.0f + expf(-a))) * u[i]; /* cpu_silu(g) * u */
@@ -141,12 +150,14 @@ __global__ void k_swiglu(float *h, const float *g, const float *u, size_t count)
 
 extern "C" int cuda_swiglu(float *h, const float *g, const float *u, size_t count, void *stream) {
     if (count == 0) return 0;
-    k_swiglu<<<grid_for(count), 256, 0, as_stream(stream)>>>(h, g, u, count);
+    pdl_launch(k_swiglu, grid_for(count), 256, 0, as_stream(stream), h, g, u, count);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_swiglu");
 }
 
 /* One block of 256 threads per row; the row's probabilities in shared memory. */
 __global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E, size_t k) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     __shared__ float p[CUDA_ROUTE_MAX_EXPERT];
     __shared__ float sh[32];
     __shared__ float mx_s;
@@ -212,11 +223,13 @@ __global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E,
 extern "C" int cuda_moe_route(int32_t *idx, float *wts, const float *logits, size_t n, size_t n_expert, size_t k,
                               void *stream) {
     if (n == 0) return 0;
-    k_route<<<(unsigned)n, 256, 0, as_stream(stream)>>>(idx, wts, logits, n_expert, k);
+    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, n_expert, k);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route");
 }
 
 __global__ void k_shexp_add(float *out, const float *sh, const float *gl, size_t H) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const size_t r = blockIdx.y;
     const float gate = 1.0f / (1.0f + expf(-gl[r])); /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x)
@@ -227,7 +240,7 @@ extern "C" int cuda_shexp_add(float *out, const float *sh, const float *gate_log
                               void *stream) {
     if (n == 0) return 0;
     dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
-    k_shexp_add<<<grid, 256, 0, as_stream(stream)>>>(out, sh, gate_logit, H);
+    pdl_launch(k_shexp_add, grid, 256, 0, as_stream(stream), out, sh, gate_logit, H);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_shexp_add");
 }
 
@@ -272,7 +285,10 @@ extern "C" int cuda_nll(float *nll, const float *logits, const int32_t *targets,
 /* Per row: its k slots in ascending expert id (HF's index_add_ order, as
  * the CPU's bucketed accumulation), out = 0 then out += y * w, each product
  * and sum rounded separately like the CPU's (no FMA contraction). */
-__global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H) {
+__global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H,
+                          const float *sh, const float *gl) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     const size_t r = blockIdx.y;
     int32_t order[CUDA_ROUTE_MAX_K];
     for (size_t j = 0; j < k; j++) order[j] = (int32_t)j;
@@ -285,12 +301,14 @@ __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const
         }
         order[q] = t;
     }
+    const float gate = sh ? 1.0f / (1.0f + expf(-gl[r])) : 0.0f; /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
         float o = 0.0f;
         for (size_t j = 0; j < k; j++) {
             const size_t slot = r * k + (size_t)order[j];
             o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], wts[slot]));
         }
+        if (sh) o = __fadd_rn(o, __fmul_rn(gate, sh[r * H + c])); /* k_shexp_add's expression */
         out[r * H + c] = o;
     }
 }
@@ -299,6 +317,15 @@ extern "C" int cuda_moe_combine(float *out, const float *ye, const int32_t *idx,
                                 size_t H, void *stream) {
     if (n == 0) return 0;
     dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
-    k_combine<<<grid, 256, 0, as_stream(stream)>>>(out, ye, idx, wts, k, H);
+    pdl_launch(k_combine, grid, 256, 0, as_stream(stream), out, ye, idx, wts, k, H, (const float *)NULL,
+               (const float *)NULL);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine");
+}
+
+extern "C" int cuda_moe_combine_shexp(float *out, const float *ye, const int32_t *idx, const float *wts, size_t n,
+                                      size_t k, size_t H, const float *sh, const float *gate_logit, void *stream) {
+    if (n == 0) return 0;
+    dim3 grid((unsigned)((H + 255) / 256), (unsigned)n);
+    pdl_launch(k_combine, grid, 256, 0, as_stream(stream), out, ye, idx, wts, k, H, sh, gate_logit);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine_shexp");
 }

@@ -5,7 +5,8 @@
  *
  * clover_batch_step plans every running request (host work up to its next
  * backend operation), groups the planned commits and previews by backend
- * object, runs each group in one batched call (backend.h: the sequences'
+ * object, runs each group in one batched call per kind (commit, preview,
+ * resolve: a diffusion block's passes in one call; backend.h: the sequences'
  * results do not depend on each other, and a failure is the sequence's
  * own), then lets each request absorb its results. A request that fails or
  * ends is settled there, exactly as clover_generate settles it.
@@ -132,7 +133,8 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
     /* run: per backend object and kind, one call over every planned sequence */
     backend_commit_seq cs[64];
     backend_preview_seq ps[64];
-    clover_request *cr[64], *pr[64];
+    backend_resolve_seq rs[64];
+    clover_request *cr[64], *pr[64], *rr[64];
     bool *ran = mem_calloc(n ? n : 1, sizeof *ran);
     if (!ran) return CLOVER_E_NOMEM;
     for (size_t i0 = 0; i0 < n; i0++) {
@@ -140,15 +142,19 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
         if (!lead || lead->done || lead->rq.op == RQ_OP_NONE || ran[i0]) continue;
         backend *bk = lead->rq.s->bk;
         const backend_ops *be = lead->rq.s->be;
-        size_t nc = 0, np = 0;
-        backend_pass_stats cst = {0}, pst = {0};
+        size_t nc = 0, np = 0, nr = 0;
+        backend_pass_stats cst = {0}, pst = {0}, rst = {0};
         for (size_t i = i0; i < n; i++) {
             clover_request *r = rqs[i];
             if (!r || r->done || r->rq.op == RQ_OP_NONE || r->rq.s->bk != bk || ran[i]) continue;
-            if ((r->rq.op == RQ_OP_COMMIT && nc == 64) || (r->rq.op == RQ_OP_PREVIEW && np == 64)) continue;
+            if ((r->rq.op == RQ_OP_COMMIT && nc == 64) || (r->rq.op == RQ_OP_PREVIEW && np == 64) ||
+                (r->rq.op == RQ_OP_RESOLVE && nr == 64))
+                continue;
             ran[i] = true;
             if (r->rq.op == RQ_OP_COMMIT)
                 cs[nc] = r->rq.s->cseq, cr[nc++] = r;
+            else if (r->rq.op == RQ_OP_RESOLVE)
+                rs[nr] = r->rq.s->rseq, rr[nr++] = r;
             else
                 ps[np] = r->rq.s->pseq, pr[np++] = r;
         }
@@ -156,7 +162,9 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
         if (nc) be->commit(bk, cs, nc, &cst);
         double t1 = timer_now();
         if (np) be->preview(bk, ps, np, &pst);
-        const double dc = t1 - t, dp = timer_now() - t1; /* a call's whole time is each of its sequences' */
+        double t2 = timer_now();
+        if (nr) be->resolve(bk, rs, nr, NULL, &rst); /* each sequence's own cancel flag is in it */
+        const double dc = t1 - t, dp = t2 - t1, dr = timer_now() - t2; /* a call's whole time is each of its sequences' */
         for (size_t k = 0; k < nc; k++) {
             clover_request *r = cr[k];
             r->rq.s->cseq = cs[k];
@@ -169,6 +177,13 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
             r->rq.s->pseq = ps[k];
             r->rq.t_op = timer_now() - dp;
             int rc = engine_request_absorb(&r->rq, &pst, &r->err);
+            if (rc) request_end(r, rc);
+        }
+        for (size_t k = 0; k < nr; k++) {
+            clover_request *r = rr[k];
+            r->rq.s->rseq = rs[k];
+            r->rq.t_op = timer_now() - dr;
+            int rc = engine_request_absorb(&r->rq, &rst, &r->err);
             if (rc) request_end(r, rc);
         }
     }

@@ -14,6 +14,14 @@
  * The block is emitted in position order once it is resolved (a stop id
  * may be fixed before the rows ahead of it), and committed causally unless
  * the answer ended in it.
+ *
+ * When the backend offers resolve (backend.h), a block's passes run in one
+ * backend operation instead (the same rule, the same draws, the cancel flag
+ * checked before each pass), and the record of every pass is replayed to
+ * the live view and the statistics afterwards, so results, views and
+ * counts are the loop's. The loop stays for what resolve does not return:
+ * log-probabilities, the parity dump's raw logits, lossless drafts (their
+ * row 0 is known).
  */
 #include <math.h>
 #include <string.h>
@@ -43,15 +51,9 @@ static void block_begin(engine_request *rq) {
     if (cancel) request_cancel(rq);
 }
 
-/* The preview of the next pass, with the draws and the penalty counts. */
-static void pass_plan(engine_request *rq) {
+/* The block's penalties for the backend's pick: the counts of the committed response. */
+static void pen_plan(engine_request *rq) {
     clover_session *s = rq->s;
-    const clover_record *rec = &s->model->record;
-    const size_t B = rq->block;
-    const bool greedy = sampler_is_greedy(&rq->sp) != 0;
-    rng_state *rng = rq->lossless ? &rq->draft_rng : &rq->rng; /* lossless: rng is the verifier's */
-    for (size_t r = 0; r < B; r++) /* the draws: one per pending row, in row order */
-        s->pick_u[r] = s->pending[r] ? (float)sampler_draw(&rq->sp, rng) : 0.0f;
     for (size_t i = 0; i < s->pen.n_seen; i++) s->pen_counts[i] = s->pen.counts[s->pen.seen[i]];
     s->pick_pen = (backend_penalties){.p = rq->pen.p,
                                       .think_end_id = rq->pen.think_end_id,
@@ -62,14 +64,51 @@ static void pass_plan(engine_request *rq) {
                                       .stop_ids = s->stop_ids,
                                       .n_stop_ids = s->n_stop_ids};
     s->pick.pen = &s->pick_pen;
+}
+
+static backend_preview_opts preview_opts(const clover_record *rec) {
+    return (backend_preview_opts){.record_block_size = rec->block_size,
+                                  .coreset = rec->coreset_enabled != 0,
+                                  .coreset_top_p = rec->coreset_top_p};
+}
+
+/* Whether this block resolves inside the backend (see the top). */
+static bool resolve_usable(const engine_request *rq) {
+    return rq->s->be->resolve && rq->passes == 0 && !rq->lossless && !rq->want_lp && rq->block <= 255 &&
+           !(rq->p->dump_first_preview && !rq->first_preview_done);
+}
+
+/* The whole block in one backend operation. */
+static void resolve_plan(engine_request *rq) {
+    clover_session *s = rq->s;
+    pen_plan(rq);
+    backend_resolve_seq *q = &s->rseq;
+    memset(q, 0, sizeof *q);
+    memcpy(s->rblock, s->block, rq->block * sizeof *s->rblock); /* every row masked */
+    *q = (backend_resolve_seq){.s = s->bs, .block = s->rblock, .conf = s->block_conf, .b = rq->block,
+                               .opts = preview_opts(&s->model->record), .pick = &s->pick,
+                               .threshold = rq->threshold, .rng = &rq->rng.s, .rec_guess = s->rec_guess,
+                               .rec_conf = s->rec_conf, .fixed_at = s->fixed_at, .cancel = rq->p->cancel};
+    rq->op = RQ_OP_RESOLVE;
+    rq->op_timer = &rq->res->stats.preview_s;
+}
+
+/* The preview of the next pass, with the draws and the penalty counts. */
+static void pass_plan(engine_request *rq) {
+    clover_session *s = rq->s;
+    const clover_record *rec = &s->model->record;
+    const size_t B = rq->block;
+    const bool greedy = sampler_is_greedy(&rq->sp) != 0;
+    rng_state *rng = rq->lossless ? &rq->draft_rng : &rq->rng; /* lossless: rng is the verifier's */
+    for (size_t r = 0; r < B; r++) /* the draws: one per pending row, in row order */
+        s->pick_u[r] = s->pending[r] ? (float)sampler_draw(&rq->sp, rng) : 0.0f;
+    pen_plan(rq);
     backend_preview_seq *q = &s->pseq;
     memset(q, 0, sizeof *q);
     q->s = s->bs;
     q->block = s->block;
     q->b = B;
-    q->opts = (backend_preview_opts){.record_block_size = rec->block_size,
-                                     .coreset = rec->coreset_enabled != 0,
-                                     .coreset_top_p = rec->coreset_top_p};
+    q->opts = preview_opts(rec);
     q->pending = s->pending;
     q->pick = &s->pick;
     q->u = greedy ? NULL : s->pick_u;
@@ -101,7 +140,10 @@ int engine_diffusion_plan(engine_request *rq, clover_error *err) {
                 request_cancel(rq);
                 return CLOVER_OK;
             }
-            pass_plan(rq);
+            if (resolve_usable(rq))
+                resolve_plan(rq);
+            else
+                pass_plan(rq);
             return CLOVER_OK;
         case RQ_COMMIT_BLOCK: {
             int rc = engine_session_plan_commit(s, s->block, rq->block, false, NULL, NULL, NULL, NULL,
@@ -175,10 +217,54 @@ static int block_end(engine_request *rq, clover_error *err) {
     return CLOVER_OK;
 }
 
+/* A block the backend resolved: its record replayed pass by pass to the
+ * live view (as the loop would have shown it), then the block's end. */
+static int resolve_absorb(engine_request *rq, const backend_pass_stats *ps, clover_error *err) {
+    clover_session *s = rq->s;
+    clover_generate_stats *st = &rq->res->stats;
+    const backend_resolve_seq *q = &s->rseq;
+    const size_t B = rq->block;
+    const int32_t mask = (int32_t)s->model->record.mask_token_id;
+    if (q->rc) {
+        *err = q->err;
+        return error_prefix(err, "block diffusion pass");
+    }
+    engine_stats_add_preview(st, ps);
+    st->pick_s += ps->pick_s;
+    st->preview_s -= ps->pick_s; /* the call's time goes to preview_s afterwards */
+    rq->first_preview_done = true;
+    for (size_t p = 1; p <= q->passes; p++) {
+        size_t now = 0, fixed = 0;
+        for (size_t r = 0; r < B; r++) {
+            const bool f = s->fixed_at[r] && s->fixed_at[r] <= p;
+            s->pending[r] = !f;
+            s->block[r] = f ? s->rblock[r] : mask;
+            s->pick_id[r] = s->rec_guess[(p - 1) * B + r];
+            s->pick_conf[r] = s->rec_conf[(p - 1) * B + r];
+            now += s->fixed_at[r] == p;
+            fixed += f;
+        }
+        rq->passes = p;
+        rq->n_pending = B - fixed;
+        bool cancel;
+        request_report_pass(rq, p, now, &cancel);
+        if (cancel) {
+            request_cancel(rq);
+            return CLOVER_OK;
+        }
+    }
+    if (q->cancelled || rq->n_pending) { /* the flag stopped it before a pass */
+        request_cancel(rq);
+        return CLOVER_OK;
+    }
+    return block_end(rq, err);
+}
+
 int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *ps, clover_error *err) {
     clover_session *s = rq->s;
     clover_generate_stats *st = &rq->res->stats;
     int rc;
+    if (rq->op == RQ_OP_RESOLVE) return resolve_absorb(rq, ps, err);
     if (rq->op == RQ_OP_COMMIT) {
         if ((rc = engine_session_commit_done(s, ps, err))) return error_prefix(err, "block commit");
         rq->phase = RQ_BLOCK;

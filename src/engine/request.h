@@ -36,7 +36,7 @@ typedef enum request_phase {
 } request_phase;
 
 /* The backend operation a request planned for its next pass. */
-typedef enum request_op { RQ_OP_NONE = 0, RQ_OP_COMMIT, RQ_OP_PREVIEW } request_op;
+typedef enum request_op { RQ_OP_NONE = 0, RQ_OP_COMMIT, RQ_OP_PREVIEW, RQ_OP_RESOLVE } request_op;
 
 typedef struct engine_request {
     clover_session *s;

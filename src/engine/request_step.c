@@ -51,6 +51,8 @@ int engine_request_run(engine_request *rq, clover_error *err) {
         rq->t_op = timer_now();
         if (rq->op == RQ_OP_COMMIT)
             s->be->commit(s->bk, &s->cseq, 1, &st);
+        else if (rq->op == RQ_OP_RESOLVE)
+            s->be->resolve(s->bk, &s->rseq, 1, NULL, &st);
         else
             s->be->preview(s->bk, &s->pseq, 1, &st);
         if ((rc = engine_request_absorb(rq, &st, err))) return rc;

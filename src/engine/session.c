@@ -39,6 +39,10 @@ static void session_free_buffers(clover_session *s) {
     mem_free(s->pick_u);
     mem_free(s->pen_counts);
     mem_free(s->view_fixed);
+    mem_free(s->rblock);
+    mem_free(s->rec_guess);
+    mem_free(s->rec_conf);
+    mem_free(s->fixed_at);
     lp_rows_free(&s->pick_lp);
     lp_rows_free(&s->block_lp);
     engine_snapshot_free(&s->snap);
@@ -74,6 +78,12 @@ static int session_alloc(clover_session *s, clover_error *err) {
         !s->pending || !s->pick_id || !s->pick_conf || !s->pick_u || !s->pen_counts || !s->view_fixed)
         return error_set(err, CLOVER_E_NOMEM, "session: no memory for the scratch of a %zu-row block over %zu ids",
                          b, v);
+    s->rblock = mem_calloc(b, sizeof *s->rblock);
+    s->rec_guess = mem_calloc(b * b, sizeof *s->rec_guess);
+    s->rec_conf = mem_calloc(b * b, sizeof *s->rec_conf);
+    s->fixed_at = mem_calloc(b, 1);
+    if (!s->rblock || !s->rec_guess || !s->rec_conf || !s->fixed_at)
+        return error_set(err, CLOVER_E_NOMEM, "session: no memory for the record of a %zu-row block", b);
     int rc;
     if ((rc = lp_rows_alloc(&s->pick_lp, b, err)) || (rc = lp_rows_alloc(&s->block_lp, b, err))) return rc;
     if ((rc = penalty_state_init(&s->pen, v, err))) return rc;

@@ -64,6 +64,11 @@ struct clover_session {
     /* the backend operation this session's request planned for the next pass */
     backend_commit_seq cseq;
     backend_preview_seq pseq;
+    backend_resolve_seq rseq; /* a whole block resolved by the backend (generate_diffusion.c) */
+    int32_t *rblock;          /* [max_block] its output ids */
+    int32_t *rec_guess;       /* [max_block][max_block] its record */
+    float *rec_conf;
+    uint8_t *fixed_at;        /* [max_block] */
     backend_pick pick;
     backend_penalties pick_pen;
     clover_op_seconds *commit_ops; /* where the planned commit's operator seconds go */

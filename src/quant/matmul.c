@@ -1,11 +1,15 @@
 /*
  * matmul.c: splits a matrix product over output rows into pool tasks and
- * picks the kernel: the fused dot per output for one or two activation rows
- * (or on a CPU without AVX2), the tiled kernel of matmul_avx2.c for more.
- * With AVX2, one or two rows against Q8_0 or K-quant weights take the
- * integer path instead: the rows are quantised to 8 bits once, here, into
- * a buffer on the caller's stack (quant_act_*), and every task dots its
- * weight rows with them; rows too long for the buffer stay on the f32 dot.
+ * picks the kernel. With AVX2 and Q8_0 or K-quant weights every product
+ * takes the integer path: the activation rows are quantised to 8 bits once,
+ * here (quant_act_*), and the tasks dot their weight rows with them; one or
+ * two rows through the per-row integer dot (the copy on the caller's stack;
+ * rows too long for it stay on the f32 dot), three or more through the tile
+ * kernel of gemm_avx2.c (the copy on the heap), which gives every output
+ * bit for bit what the one-row dot gives, so a row's result never depends on
+ * how many rows share the pass. Float weights (and every type on a CPU
+ * without AVX2) keep f32 activations: the fused dot for one or two rows, the
+ * tiled f32 kernel of matmul_avx2.c for more.
  *
  * A product too small to pay for waking the pool's threads (a few
  * microseconds of work, against tens of microseconds or a scheduler
@@ -21,6 +25,8 @@
 #include <assert.h>
 #include <math.h>
 
+#include "base/alloc.h"
+
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
 
@@ -30,18 +36,26 @@ enum {
     TASKS_PER_THREAD = 8,
     TILE_ROWS = 4,
     TILED_MIN_ROWS = 3,
-    ACT_MAX_ROWS = 2,            /* rows that take the integer path */
-    ACT_STACK_BYTES = 40 * 1024, /* its buffer: 2 rows of 16384 K-quant activations */
+    ACT_MAX_ROWS = 2,            /* rows that take the per-row integer dot */
+    ACT_STACK_BYTES = 40 * 1024, /* their buffer: 2 rows of 16384 K-quant activations */
     INLINE_MAX_MACS = 1 << 17,   /* products below this many multiply-adds skip the pool */
 };
 
-/* Bytes of x's 8-bit copy when matmul takes the integer path for this
- * product (AVX2, Q8_0 or K-quant weights, one or two rows that fit the
- * buffer); 0 when it keeps f32 activations. */
+/* Bytes of one row of x's 8-bit copy when matmul takes the integer path for
+ * this product (AVX2, Q8_0 or K-quant weights; one or two rows only when they
+ * fit the stack buffer); 0 when it keeps f32 activations. */
 static size_t act_path_bytes(uint32_t type, size_t n_in, size_t n_rows) {
     const size_t xq_bytes = quant_act_row_bytes(type, n_in);
-    if (n_rows > ACT_MAX_ROWS || xq_bytes == 0 || xq_bytes * n_rows > ACT_STACK_BYTES || !quant_simd_active()) return 0;
+    if (xq_bytes == 0 || !quant_simd_active()) return 0;
+    if (n_rows <= ACT_MAX_ROWS && xq_bytes * n_rows > ACT_STACK_BYTES) return 0;
     return xq_bytes;
+}
+
+/* Heap bytes a product's 8-bit copy takes (three or more rows), rounded to
+ * whole cache lines; 0 when it needs none. */
+static size_t act_heap_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    if (n_rows <= ACT_MAX_ROWS) return 0;
+    return (act_path_bytes(type, n_in, n_rows) * n_rows + 63) / 64 * 64;
 }
 
 static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
@@ -65,7 +79,9 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
     const matmul_job *j = ctx;
     const size_t o0 = task * j->rows_per_task;
     const size_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-    if (j->xq)
+    if (j->xq && j->n_rows > ACT_MAX_ROWS)
+        matmul_rows_gemm_avx2(j, o0, o1);
+    else if (j->xq)
         matmul_rows_act(j, o0, o1);
     else if (j->n_rows >= TILED_MIN_ROWS && quant_simd_active())
         matmul_rows_tiled_avx2(j, o0, o1);
@@ -76,7 +92,8 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
 /* Fills job for one product split for `threads` threads; returns its task
  * count (0: nothing to run, y already written for the degenerate cases).
  * When the product takes the integer path, x is quantised into xq (after
- * the *xq_used bytes taken so far; the caller makes sure it fits), unless
+ * the *xq_used bytes taken so far; the caller makes sure it fits; xq NULL:
+ * no room was found, the product keeps f32 activations), unless
  * `shared` (a job with the same x, n_in, n_rows and activation format)
  * already holds it. */
 static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, const void *w, size_t n_out, size_t n_in,
@@ -106,7 +123,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         .rows_per_task = per,
     };
     const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
-    if (xq_bytes) {
+    if (xq_bytes && (xq || shared)) {
         if (shared) {
             job->xq = shared->xq;
         } else {
@@ -124,14 +141,21 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
 
 void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
             float *y) {
-    _Alignas(64) uint8_t xq[ACT_STACK_BYTES];
+    _Alignas(64) uint8_t stack[ACT_STACK_BYTES];
+    const size_t heap_bytes = act_heap_bytes(type, n_in, n_rows);
+    /* An allocation failure leaves the product on f32 activations: slower
+     * and differently rounded, but never wrong by more than quant.h's bound. */
+    uint8_t *heap = heap_bytes ? mem_alloc(heap_bytes) : NULL;
+    uint8_t *xq = heap_bytes ? heap : stack;
     size_t used = 0;
     matmul_job job;
-    const size_t tasks =
-        matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq, sizeof xq, &used, NULL);
-    if (tasks == 0) return;
-    if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
-    threadpool_run(pool, tasks, matmul_task, &job);
+    const size_t tasks = matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq,
+                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL);
+    if (tasks) {
+        if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
+        threadpool_run(pool, tasks, matmul_task, &job);
+    }
+    mem_free(heap);
 }
 
 /* ---- several products in one run ---- */
@@ -162,8 +186,10 @@ static void batch_flush(threadpool *pool, batch_job *b, double macs) {
 void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
     assert(n_items <= MATMUL_BATCH_MAX);
     if (n_items > MATMUL_BATCH_MAX) n_items = MATMUL_BATCH_MAX;
-    _Alignas(64) uint8_t xq[2 * ACT_STACK_BYTES];
-    size_t used = 0;
+    _Alignas(64) uint8_t stack[2 * ACT_STACK_BYTES];
+    size_t used = 0, heap_used = 0, heap_bytes = 0;
+    for (size_t i = 0; i < n_items; i++) heap_bytes += act_heap_bytes(items[i].type, items[i].n_in, items[i].n_rows);
+    uint8_t *heap = heap_bytes ? mem_alloc(heap_bytes) : NULL; /* NULL: those items keep f32 (matmul's comment) */
     batch_job b;
     b.n = 0;
     b.first[0] = 0;
@@ -178,19 +204,26 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
                 act_same_format(o->type, it->type))
                 shared = o;
         }
-        const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
-        if (!shared && need > sizeof xq - used) { /* the 8-bit copies are full: run what is ready */
-            batch_flush(pool, &b, macs);
-            used = 0, macs = 0;
+        size_t tasks;
+        if (it->n_rows > ACT_MAX_ROWS) { /* the heap copy holds every item: never a flush */
+            tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
+                                   it->y, heap, heap_bytes, &heap_used, shared);
+        } else {
+            const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
+            if (!shared && need > sizeof stack - used) { /* the 8-bit copies are full: run what is ready */
+                batch_flush(pool, &b, macs);
+                used = 0, macs = 0;
+            }
+            tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
+                                   it->y, stack, sizeof stack, &used, shared);
         }
-        size_t tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                      it->y, xq, sizeof xq, &used, shared);
         if (tasks == 0) continue;
         macs += (double)it->n_out * (double)it->n_in * (double)it->n_rows;
         b.first[b.n + 1] = b.first[b.n] + tasks;
         b.n++;
     }
     batch_flush(pool, &b, macs);
+    mem_free(heap);
 }
 
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y) {
@@ -203,15 +236,21 @@ void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
 
 void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y) {
     const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
-    if (!xq_bytes) {
+    uint8_t *xq = xq_bytes ? mem_alloc(xq_bytes) : NULL;
+    if (!xq) { /* f32 activations (or, as in matmul, no memory for the copy) */
         matmul_scalar(type, w, n_out, n_in, x, n_rows, y);
         return;
     }
-    _Alignas(64) uint8_t xq[ACT_STACK_BYTES];
     const uint8_t *wb = w;
     const size_t row_bytes = quant_row_bytes(type, n_in);
     for (size_t r = 0; r < n_rows; r++) {
         quant_act_quantize_scalar(type, x + r * n_in, xq, n_in);
         for (size_t o = 0; o < n_out; o++) y[r * n_out + o] = quant_act_dot_scalar(type, wb + o * row_bytes, xq, n_in);
     }
+    mem_free(xq);
+}
+
+int matmul_path(uint32_t type, size_t n_in, size_t n_rows) {
+    if (act_path_bytes(type, n_in, n_rows)) return MATMUL_PATH_INT8;
+    return n_rows >= TILED_MIN_ROWS && quant_simd_active() ? MATMUL_PATH_TILED : MATMUL_PATH_DOT;
 }

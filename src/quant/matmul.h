@@ -2,20 +2,21 @@
  * matmul.h: y = x W^T for a quantised weight matrix W and f32 activations,
  * the operation behind every projection of the model.
  *
- * The output rows of W are split into tasks across the thread pool. One or
- * two activation rows (decode) go through the fused dequantise-and-dot of
- * quant_dot, weight row by weight row (a second activation row finds the row
- * still in L1); with AVX2 and Q8_0 or K-quant weights, the rows are first
- * quantised to 8 bits (quant_act_*) and dotted with integer multiply-adds,
- * which adds the activation rounding quant.h bounds. Three or more (prompt processing, block-diffusion previews)
- * use a tiled kernel: a task dequantises a tile of 4 weight rows x 512
- * columns once into a buffer on its own stack (8 KiB, cache resident) and
- * multiplies it with up to 64 activation rows, so the weights are read and
- * decoded once per 64 rows instead of once per row. The tile lives on the
- * stack, so matmul needs no scratch from the caller and allocates nothing
- * (the 8-bit rows too: 40 KiB of the caller's stack). Products of fewer
- * than 2^17 multiply-adds run on the calling thread: waking the pool costs
- * more than they do.
+ * The output rows of W are split into tasks across the thread pool. With
+ * AVX2 and Q8_0 or K-quant weights the activation rows are first quantised
+ * to 8 bits (quant_act_*, which adds the activation rounding quant.h
+ * bounds) and dotted with integer multiply-adds: one or two rows (decode)
+ * weight row by weight row through quant_act_dot's kernel, three or more
+ * (prompt chunks, previews, block commits) through an integer tile kernel
+ * (gemm_avx2.c) that decodes a tile of 4 weight rows once for up to 64
+ * activation rows and gives each output exactly the one-row dot's bits: a
+ * row's result does not depend on the other rows of the product. Float
+ * weights keep f32 activations: the fused quant_dot for one or two rows, a
+ * tiled f32 kernel for more (4 x 512 tiles dequantised on the stack). The
+ * 8-bit copy of one or two rows lives on the caller's stack (40 KiB; longer
+ * rows stay f32), of more rows on the heap (one allocation per call).
+ * Products of fewer than 2^17 multiply-adds run on the calling thread:
+ * waking the pool costs more than they do.
  */
 #ifndef CLOVER_QUANT_MATMUL_H
 #define CLOVER_QUANT_MATMUL_H
@@ -55,10 +56,18 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items);
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);
 /* The oracle of what matmul computes: the scalar integer path
  * (quant_act_quantize_scalar, quant_act_dot_scalar) for exactly the
- * products matmul sends through it (AVX2 active, Q8_0 or K-quant weights,
- * one or two rows of at most 16384), matmul_scalar for the others. So a
+ * products matmul sends through it (AVX2 active, Q8_0 or K-quant weights;
+ * one or two rows only up to 16384 values), matmul_scalar for the others. So a
  * fast operator built on matmul and its scalar twin built on this differ
  * only by float summation order. */
 void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);
+
+/* The kernel matmul gives each row of a product of n_rows rows: a row's
+ * result depends only on this path (and its own values), never on the other
+ * rows, so products whose rows have the same path can be merged or split
+ * freely (matmul_group.h). MATMUL_PATH_DOT: the fused f32 dot per row;
+ * INT8: the 8-bit rows' integer dot; TILED: the tiled f32 kernel. */
+enum { MATMUL_PATH_DOT = 0, MATMUL_PATH_INT8 = 1, MATMUL_PATH_TILED = 2 };
+int matmul_path(uint32_t type, size_t n_in, size_t n_rows);
 
 #endif

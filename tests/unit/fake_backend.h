@@ -5,7 +5,12 @@
  * session is its committed ids. The pick is the host pick every host
  * backend uses (backend_pick.h), over the scripted logits. Batched calls
  * run the sequences one after another, each as alone; a failure (scripted
- * or a full context) is that sequence's own.
+ * or a full context) is that sequence's own. The whole contract: also
+ * checkpoints (the committed length and the session's epoch: a reset makes
+ * every older checkpoint stale), truncation (the ids simply drop: no GDN
+ * state to rewind), and resolve over its own previews
+ * (backend_resolve_by_preview, what the CPU backend offers too); tests that
+ * want the engine's own pass loop take fake_ops_loop (no resolve).
  */
 #ifndef CLOVER_TEST_FAKE_BACKEND_H
 #define CLOVER_TEST_FAKE_BACKEND_H
@@ -31,7 +36,15 @@ struct backend {
 struct backend_session {
     backend *be;
     size_t n;
+    uint64_t epoch; /* bumped by reset */
     int32_t ids[FAKE_CTX];
+};
+
+struct backend_checkpoint {
+    backend_session *s;
+    size_t n;
+    uint64_t epoch;
+    bool valid;
 };
 
 typedef void (*preview_fn)(const int32_t *block, size_t b, size_t pos, int pass, float *logits);
@@ -49,6 +62,8 @@ static struct {
     size_t commit_rows;  /* rows committed so far */
     int commits;
     int resets;
+    int saves, restores;
+    int resolves;        /* resolve calls */
     int32_t blocks_seen[16][MAXV]; /* the block of each preview */
 } fk;
 
@@ -83,7 +98,34 @@ static void fk_free(backend_session *s) { free(s); }
 static size_t fk_length(const backend_session *s) { return s->n; }
 static void fk_reset(backend_session *s) {
     s->n = 0;
+    s->epoch++;
     fk.resets++;
+}
+
+static int fk_ck_create(backend_session *s, backend_checkpoint **out, clover_error *err) {
+    *out = calloc(1, sizeof **out);
+    if (!*out) return error_set(err, CLOVER_E_NOMEM, "fake checkpoint");
+    (*out)->s = s;
+    return 0;
+}
+static void fk_ck_free(backend_checkpoint *c) { free(c); }
+static int fk_ck_save(backend_session *s, backend_checkpoint *c, clover_error *err) {
+    if (c->s != s) return error_set(err, CLOVER_E_INVALID, "fake: the checkpoint belongs to another session");
+    c->n = s->n, c->epoch = s->epoch, c->valid = true;
+    fk.saves++;
+    return 0;
+}
+static int fk_ck_restore(backend_session *s, const backend_checkpoint *c, clover_error *err) {
+    if (c->s != s || !c->valid || c->epoch != s->epoch || c->n > s->n)
+        return error_set(err, CLOVER_E_INVALID, "fake: stale checkpoint");
+    s->n = c->n;
+    fk.restores++;
+    return 0;
+}
+static int fk_truncate(backend_session *s, size_t n, clover_error *err) {
+    if (n > s->n) return error_set(err, CLOVER_E_INVALID, "fake: truncate to %zu of %zu rows", n, s->n);
+    s->n = n;
+    return 0;
 }
 
 static int fk_commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st) {
@@ -149,6 +191,13 @@ static int fk_preview(backend *be, backend_preview_seq *seqs, size_t n, backend_
     return first;
 }
 
+static const backend_ops fake_ops;
+static int fk_resolve(backend *be, backend_resolve_seq *seqs, size_t n, const volatile int *cancel,
+                      backend_pass_stats *st) {
+    fk.resolves++;
+    return backend_resolve_by_preview(&fake_ops, be, seqs, n, cancel, st);
+}
+
 static const backend_ops fake_ops = {
     .name = "fake",
     .probe = fk_probe,
@@ -160,7 +209,13 @@ static const backend_ops fake_ops = {
     .session_length = fk_length,
     .commit = fk_commit,
     .preview = fk_preview,
+    .resolve = fk_resolve,
     .reset = fk_reset,
+    .checkpoint_create = fk_ck_create,
+    .checkpoint_free = fk_ck_free,
+    .checkpoint_save = fk_ck_save,
+    .checkpoint_restore = fk_ck_restore,
+    .truncate = fk_truncate,
 };
 
 #endif

@@ -12,12 +12,17 @@
  * backend: a batched commit and preview with a bad sequence in the middle
  * fail that sequence alone (its state unchanged) and leave the others'
  * logits and states exactly those of running alone.
+ * The batched passes share one read of each weight across their sequences
+ * (backend_cpu_shared.c), each row with its own sequence's kernel: the f32
+ * model exercises the per-row f32 dot next to the tiled kernel, and the
+ * same cases on a Q8_0 copy of tiny_clover the 8-bit integer rows (no
+ * reference values there: batched must equal alone, bit for bit).
  */
 #include "engine/session.h"
 #include "golden_generate.h"
 
 static fixture fxc, fxa;
-static test_model tmc, tma;
+static test_model tmc, tma, tmq;
 
 typedef struct job {
     const char *name;
@@ -144,6 +149,19 @@ static void every_fixture_case_batched(void) {
     free_jobs(jobs, m);
 }
 
+/* The Clover cases on the Q8_0 copy: the integer rows of one-row
+ * sequences share products with the tiled rows of blocks and chunks. */
+static void quantised_cases_batched(void) {
+    job jobs[48];
+    size_t n = load_jobs(jobs, 48, &fxc, &tmq, CLOVER_MODE_AUTO);
+    n += load_jobs(jobs + n, 48 - n, &fxc, &tmq, CLOVER_MODE_AUTOREGRESSIVE);
+    for (size_t i = 0; i < n; i++) jobs[i].expected = NULL; /* the references are the f32 model's */
+    run_alone(jobs, n, &tmq);
+    size_t steps = run_batched(jobs, n, &tmq, 2);
+    printf("     %zu Q8_0 requests in %zu batch steps: each equals its lone run\n", n, steps);
+    free_jobs(jobs, n);
+}
+
 /* Bad input in one request of a batch fails that request alone. */
 static void a_bad_request_fails_alone(void) {
     job jobs[8];
@@ -263,10 +281,12 @@ int main(void) {
     if (test_model_convert(&tmc, &fxc, CONVERT_F32) == 0 && test_model_convert(&tma, &fxa, CONVERT_F32) == 0) {
         RUN(every_fixture_case_batched);
         RUN(a_bad_request_fails_alone);
+        if (test_model_convert(&tmq, &fxc, CONVERT_Q8_0) == 0) RUN(quantised_cases_batched);
         RUN(backend_failure_is_per_sequence);
     }
     test_model_free(&tmc);
     test_model_free(&tma);
+    test_model_free(&tmq);
     fixture_close(&fxc);
     fixture_close(&fxa);
     return TEST_EXIT();

@@ -22,6 +22,13 @@
  *    per element |err| <= (2u + u^2 + n 2^-24) sum_i |w_i x_i| (checked for
  *    every output), and for random-sign data ||err||/||ref|| ~ u sqrt(2/3)
  *    = 4e-4: bound 1.5e-3.
+ *  - gate + up fused with SwiGLU (decode form): against silu(g) * u of the
+ *    two oracle dots in f32 (cpu_silu's expression). h moves by at most
+ *    |silu'(g)| |dg| |u| + |silu(g)| |du| with |silu'| <= 1.1, plus expf's
+ *    2 ulp: about the products' own normalised error: bound 1e-5. And bit
+ *    for bit the two unfused products followed by cuda_swiglu, with
+ *    programmatic dependent launch on and off (cuda_pdl.cuh) on a
+ *    non-blocking stream.
  * Rows are independent: a row computed alone equals, bit for bit, the same
  * row computed among others (decode and chunk).
  *
@@ -37,6 +44,7 @@
 
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
+#include "cuda/cuda_ops.h"
 #include "quant/quant.h"
 #include "test.h"
 
@@ -143,8 +151,11 @@ static void check_close(const char *what, uint32_t type, const float *got, const
 /* Variant 0: odd where the type allows it (float weights: the unaligned
  * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
  * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
- * separate quantiser kernel and `work`). */
+ * separate quantiser kernel and `work`). Variant 2: 2048 wide, where every
+ * type's rows are 16-byte aligned, so the decode products stage their
+ * weight rows in shared memory (checked bit for bit against not staging). */
 static size_t n_in_variant(uint32_t type, int variant) {
+    if (variant == 2) return 2048; /* every row 16-byte aligned: the staged weights (cuda_mmv_stage_set) */
     if (type == QUANT_F32 || type == QUANT_F16 || type == QUANT_BF16) return variant ? 520 : 300 + 13;
     if (type == QUANT_Q8_0) return variant ? 32 * 171 : 32 * 19;
     return variant ? 256 * 22 : 256 * 3;
@@ -231,7 +242,7 @@ static void test_act_quantize_bytes(void) {
 }
 
 static void test_decode_types(void) {
-    for (int t = 0; t < 2 * N_TYPES; t++) {
+    for (int t = 0; t < 3 * N_TYPES; t++) {
         const uint32_t type = TYPES[t % N_TYPES];
         const size_t n_in = n_in_variant(type, t / N_TYPES), n_out = 77, max_rows = CUDA_MATMUL_DECODE_MAX_ROWS;
         size_t rb;
@@ -259,9 +270,16 @@ static void test_decode_types(void) {
             char what[48];
             snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
             check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
-            if (nr == 8)
+            if (nr == 8) {
                 memcpy(all, got, 8 * n_out * sizeof(float));
-            else /* the same rows alone: the same bits */
+                cuda_mmv_stage_set(0); /* the weights read from global memory directly: the same bits */
+                CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx, nr, dy, work, NULL, why, sizeof why) == 0, "%s",
+                          why);
+                cuda_mmv_stage_set(1);
+                dev_download(got, dy, nr * n_out);
+                CHECK_MSG(memcmp(all, got, 8 * n_out * sizeof(float)) == 0,
+                          "decode %s x8/%zu: staged and unstaged weights differ", quant_type_name(type), n_in);
+            } else /* the same rows alone: the same bits */
                 CHECK_MSG(memcmp(all + r0 * n_out, got, nr * n_out * sizeof(float)) == 0,
                           "decode %s: rows computed in a batch of %zu differ from a batch of 8", quant_type_name(type),
                           nr);
@@ -406,6 +424,144 @@ static void test_moe_chunk(void) {
     moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
 }
 
+/* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
+static void multi_case(uint32_t type, size_t n_rows, int variant) {
+    enum { NS = 3 };
+    const size_t n_out[NS] = {45, 7, 130}, n_in = n_in_variant(type, variant);
+    uint8_t *w[NS];
+    void *dw[NS];
+    float *dy[NS], *ref[NS], *got[NS], *alone = malloc(130 * n_rows * sizeof(float));
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    size_t rb = 0;
+    cuda_matmul_seg seg[NS];
+    for (int i = 0; i < NS; i++) {
+        w[i] = make_weights(type, n_out[i], n_in, &rb);
+        dw[i] = dev_upload(w[i], n_out[i] * rb);
+        dy[i] = dev_poisoned(n_rows * n_out[i]);
+        ref[i] = malloc(n_rows * n_out[i] * sizeof(float));
+        got[i] = malloc(n_rows * n_out[i] * sizeof(float));
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out[i]; o++)
+                ref[i][r * n_out[i] + o] = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
+        seg[i] = (cuda_matmul_seg){.w = dw[i], .n_out = n_out[i], .y = dy[i]};
+    }
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    char why[256] = "", what[48];
+    CHECK_MSG(cuda_matmul_decode_multi(type, seg, NS, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0, "%s", why);
+    snprintf(what, sizeof what, "multi x%zu/%zu", n_rows, n_in);
+    for (int i = 0; i < NS; i++) {
+        dev_download(got[i], dy[i], n_rows * n_out[i]);
+        check_close(what, type, got[i], ref[i], n_rows * n_out[i], 1e-5);
+        CHECK_MSG(cuda_matmul_decode(type, dw[i], n_out[i], n_in, dx, n_rows, dy[i], work, NULL, why, sizeof why) == 0,
+                  "%s", why);
+        dev_download(alone, dy[i], n_rows * n_out[i]);
+        CHECK_MSG(memcmp(alone, got[i], n_rows * n_out[i] * sizeof(float)) == 0,
+                  "%s %s: matrix %d differs from its own launch", what, quant_type_name(type), i);
+    }
+    for (int i = 0; i < NS; i++) free(w[i]), free(ref[i]), free(got[i]), cudaFree(dw[i]), cudaFree(dy[i]);
+    free(x), free(alone), cudaFree(dx), cudaFree(work);
+}
+
+static void test_multi(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        multi_case(TYPES[t], 1, 0);
+        multi_case(TYPES[t], 8, 1);
+        multi_case(TYPES[t], 2, 2);
+    }
+    char why[256] = "";
+    cuda_matmul_seg seg[5] = {{0}};
+    CHECK(cuda_matmul_decode_multi(QUANT_Q8_0, seg, 5, 64, (const float *)seg, 1, NULL, NULL, why, sizeof why) == -1);
+    CHECK_MSG(strstr(why, "5 matrices") != NULL, "%s", why);
+}
+
+/* Gate and up fused with SwiGLU, dense (one "expert", every slot its row) or
+ * grouped, on a non-blocking stream (so with PDL unless it is switched off). */
+static void glu_case(uint32_t type, size_t n_rows, int moe, int variant) {
+    const size_t n_expert = moe ? 7 : 1, k = moe ? 3 : 1, n_out = 45, n_in = n_in_variant(type, variant);
+    const size_t n_slots = n_rows * k, ny = n_slots * n_out;
+    size_t rb;
+    uint8_t *wg = make_weights(type, n_expert * n_out, n_in, &rb), *wu = make_weights(type, n_expert * n_out, n_in, &rb);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    int32_t *ids = calloc(n_slots, sizeof(int32_t));
+    if (moe) make_ids(ids, n_rows, k, n_expert);
+    float *ref = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), *h = malloc(ny * sizeof(float));
+    for (size_t s = 0; s < n_slots; s++)
+        for (size_t o = 0; o < n_out; o++) {
+            const size_t row = ((size_t)ids[s] * n_out + o) * rb;
+            const float g = decode_ref(type, wg + row, x + (s / k) * n_in, n_in);
+            const float u = decode_ref(type, wu + row, x + (s / k) * n_in, n_in);
+            ref[s * n_out + o] = (g / (1.0f + expf(-g))) * u;
+        }
+    void *dwg = dev_upload(wg, n_expert * n_out * rb), *dwu = dev_upload(wu, n_expert * n_out * rb);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    int32_t *dids = dev_upload(ids, n_slots * sizeof(int32_t));
+    cuda_moe_args a = {.type = type, .w = dwg, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out,
+                       .n_in = n_in, .ids = dids, .n_rows = n_rows, .k = k, .x = dx};
+    const size_t wb = moe ? cuda_moe_decode_work_bytes(&a) : cuda_matmul_decode_work_bytes(type, n_in, n_rows);
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    float *dy = dev_poisoned(ny), *dg = dev_poisoned(ny), *du = dev_poisoned(ny);
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    char why[256] = "", what[48];
+    snprintf(what, sizeof what, "%s x%zu/%zu", moe ? "moe glu" : "glu", n_rows, n_in);
+    CU(cudaDeviceSynchronize()); /* the poisoning and uploads (legacy stream) before st's work */
+    for (int pass = 0; pass < 4; pass++) { /* 0: fused, PDL on; 1: unfused; 2: fused, PDL off; 3: not staged */
+        cuda_pdl_set(pass != 2);
+        cuda_mmv_stage_set(pass != 3);
+        int rc;
+        CU(cudaMemsetAsync(dy, 0xFF, ny * sizeof(float), st));
+        if (pass != 1) {
+            a.y = dy;
+            rc = moe ? cuda_moe_decode_glu(&a, dwu, work, st, why, sizeof why)
+                     : cuda_matmul_decode_glu(type, dwg, dwu, n_out, n_in, dx, n_rows, dy, work, st, why, sizeof why);
+        } else {
+            cuda_moe_args b = a;
+            b.y = dg;
+            rc = moe ? cuda_moe_decode(&b, work, st, why, sizeof why)
+                     : cuda_matmul_decode(type, dwg, n_out, n_in, dx, n_rows, dg, work, st, why, sizeof why);
+            b.w = dwu, b.y = du;
+            if (rc == 0)
+                rc = moe ? cuda_moe_decode(&b, work, st, why, sizeof why)
+                         : cuda_matmul_decode(type, dwu, n_out, n_in, dx, n_rows, du, work, st, why, sizeof why);
+            if (rc == 0 && cuda_swiglu(dy, dg, du, ny, st) != 0) rc = -1, snprintf(why, sizeof why, "cuda_swiglu");
+        }
+        CHECK_MSG(rc == 0, "%s: %s", what, why);
+        CU(cudaStreamSynchronize(st));
+        dev_download(pass == 0 ? got : h, dy, ny);
+        if (pass == 0)
+            check_close(what, type, got, ref, ny, 1e-5);
+        else
+            CHECK_MSG(memcmp(got, h, ny * sizeof(float)) == 0, "%s %s: fused differs from %s", what,
+                      quant_type_name(type),
+                      pass == 1   ? "gate, up, then cuda_swiglu"
+                      : pass == 2 ? "the same with PDL off"
+                                  : "the same with the weights not staged");
+    }
+    cuda_pdl_set(1);
+    cuda_mmv_stage_set(1);
+    cudaStreamDestroy(st);
+    free(wg), free(wu), free(x), free(ids), free(ref), free(got), free(h);
+    cudaFree(dwg), cudaFree(dwu), cudaFree(dx), cudaFree(dids), cudaFree(work), cudaFree(dy), cudaFree(dg),
+        cudaFree(du);
+}
+
+static void test_glu(void) {
+    for (int t = 0; t < N_TYPES; t++) {
+        glu_case(TYPES[t], 1, 0, 0);
+        glu_case(TYPES[t], 8, 0, 1);
+        glu_case(TYPES[t], 1, 1, 0);
+        glu_case(TYPES[t], 5, 1, 0);
+        glu_case(TYPES[t], 1, 0, 2); /* staged weights */
+        glu_case(TYPES[t], 3, 1, 2);
+    }
+    glu_case(QUANT_Q4_K, 8, 1, 1); /* 8-bit rows in work, not shared memory */
+}
+
 /* The stream and graph rule: every entry point captured into one CUDA graph
  * (a capture fails on any synchronising or host-reading call) and replayed
  * gives the bits the direct calls give. */
@@ -488,6 +644,8 @@ int main(void) {
     RUN(test_chunk_types);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_glu);
+    RUN(test_multi);
     RUN(test_graph_capture);
     return TEST_EXIT();
 }

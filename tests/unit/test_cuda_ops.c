@@ -296,6 +296,23 @@ static void test_combine(void) {
     sync_or_fail();
     cuda_test_download(out, dout, n * H * 4);
     CHECK_NERR(out, ref, n * H, 0.0);
+    /* with the gated shared expert: against the CPU's o + sigmoid(g) * sh (test_shexp's bound, 1e-6: expf), and
+     * bit for bit cuda_moe_combine then cuda_shexp_add */
+    float *sh = malloc(n * H * 4), *g = malloc(n * 4), *ref2 = malloc(n * H * 4), *two = malloc(n * H * 4);
+    cuda_test_fill(sh, n * H, 83, 1.0f);
+    cuda_test_fill(g, n, 84, 2.0f);
+    for (size_t i = 0; i < n; i++)
+        for (size_t c = 0; c < H; c++) ref2[i * H + c] = ref[i * H + c] + cpu_sigmoid(g[i]) * sh[i * H + c];
+    float *dsh = cuda_test_upload(sh, n * H * 4), *dg = cuda_test_upload(g, n * 4), *dout2 = cuda_test_poisoned(n * H);
+    CHECK(cuda_moe_combine_shexp(dout2, dye, di, dw, n, k, H, dsh, dg, NULL) == 0);
+    CHECK(cuda_shexp_add(dout, dsh, dg, n, H, NULL) == 0);
+    sync_or_fail();
+    cuda_test_download(out, dout2, n * H * 4);
+    cuda_test_download(two, dout, n * H * 4);
+    CHECK_NERR(out, ref2, n * H, 1e-6);
+    CHECK_MSG(memcmp(out, two, n * H * 4) == 0, "cuda_moe_combine_shexp differs from combine + shexp_add");
+    cuda_free(dsh), cuda_free(dg), cuda_free(dout2);
+    free(sh), free(g), free(ref2), free(two);
     cuda_free(dye), cuda_free(dw), cuda_free(dout), cuda_free(di);
     free(ye), free(ref), free(out);
 }

@@ -6,7 +6,11 @@
  * ahead of it, ignore_eos, max_tokens cutting the last block, cancellation
  * (flag and callback), prefix reuse, a failing backend, override
  * validation, one SplitMix64 draw per pending row in row order, the
- * autoregressive loop and the parity dump.
+ * autoregressive loop and the parity dump. Every case runs twice: on the
+ * engine's own pass loop (a backend without resolve) and with the blocks
+ * resolved inside the backend (resolve over the fake's previews, the
+ * record replayed to the live view): the same expected values on both.
+ * The fake's checkpoint, restore and truncate are checked directly.
  *
  * Vocabulary: V ids, the mask is V-1, the record's stop id V-2.
  * A row whose scripted token t has logit a and every other id 0 has, with
@@ -28,6 +32,8 @@
 
 static clover_model model;
 static uint32_t stop_ids[1];
+static backend_ops loop_ops;                     /* fake_ops without resolve */
+static const backend_ops *ops_under_test = &fake_ops;
 
 static void setup(size_t V, uint32_t B, float threshold, bool record) {
     memset(&fk, 0, sizeof fk);
@@ -54,7 +60,7 @@ static void setup(size_t V, uint32_t B, float threshold, bool record) {
 static clover_session *open_session(void) {
     clover_session *s = NULL;
     clover_error err;
-    int rc = engine_session_create(&s, &model, &fake_ops, NULL, &err);
+    int rc = engine_session_create(&s, &model, ops_under_test, NULL, &err);
     CHECK_MSG(rc == 0, "%s", err.message);
     return s;
 }
@@ -592,7 +598,50 @@ static void first_preview_dump(void) {
     clover_session_free(s);
 }
 
-int main(void) {
+/* The engine takes resolve when offered (and only then); the fake's
+ * checkpoints and truncation. */
+static void resolve_taken_and_checkpoints(void) {
+    setup(8, 4, 0.5f, true);
+    fk.preview = preview_fallback;
+    clover_session *s = open_session();
+    const int32_t prompt[3] = {5, 4, 3};
+    clover_generate_params p;
+    clover_generate_params_init(&p);
+    p.max_tokens = 4;
+    clover_generate_result r;
+    clover_error err;
+    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    CHECK_EQ_INT(fk.resolves, ops_under_test->resolve ? 1 : 0);
+    CHECK_EQ_INT(fk.previews, 3);
+    clover_generate_result_free(&r);
+    /* with logprobs the loop runs (resolve returns none) */
+    fk.resolves = 0;
+    fk.previews = 0; /* the script is per pass */
+    p.logprobs = 1;
+    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    CHECK_EQ_INT(fk.resolves, 0);
+    CHECK(r.logprobs && fabs(r.logprobs[0] - log(r.confidences[0])) < 1e-5);
+    clover_generate_result_free(&r);
+    backend_session *bs = s->bs;
+    backend_checkpoint *c = NULL;
+    CHECK_EQ_INT(ops_under_test->checkpoint_create(bs, &c, &err), 0);
+    CHECK_EQ_INT(ops_under_test->checkpoint_save(bs, c, &err), 0);
+    const size_t n0 = ops_under_test->session_length(bs);
+    backend_commit_seq q = {.s = bs, .ids = prompt, .n = 3};
+    CHECK_EQ_INT(ops_under_test->commit(s->bk, &q, 1, &(backend_pass_stats){0}), 0);
+    CHECK_EQ_INT(ops_under_test->session_length(bs), n0 + 3);
+    CHECK_EQ_INT(ops_under_test->checkpoint_restore(bs, c, &err), 0);
+    CHECK_EQ_INT(ops_under_test->session_length(bs), n0);
+    CHECK_EQ_INT(ops_under_test->truncate(bs, n0 + 1, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(ops_under_test->truncate(bs, 1, &err), 0);
+    CHECK_EQ_INT(ops_under_test->session_length(bs), 1);
+    ops_under_test->reset(bs); /* a reset makes the checkpoint stale */
+    CHECK_EQ_INT(ops_under_test->checkpoint_restore(bs, c, &err), CLOVER_E_INVALID);
+    ops_under_test->checkpoint_free(c);
+    clover_session_free(s);
+}
+
+static void every_case(void) {
     RUN(threshold_and_fallback);
     RUN(stop_inside_a_block);
     RUN(max_tokens_cuts_the_last_block);
@@ -604,5 +653,17 @@ int main(void) {
     RUN(one_draw_per_pending_row);
     RUN(autoregressive_loop);
     RUN(first_preview_dump);
+    RUN(resolve_taken_and_checkpoints);
+}
+
+int main(void) {
+    loop_ops = fake_ops;
+    loop_ops.resolve = NULL;
+    printf("     the engine's pass loop:\n");
+    ops_under_test = &loop_ops;
+    every_case();
+    printf("     blocks resolved inside the backend:\n");
+    ops_under_test = &fake_ops;
+    every_case();
     return TEST_EXIT();
 }

@@ -6,15 +6,23 @@
  *    make_quant_fixtures.py): transformers run on each file's own weights,
  *    dequantised by llama.cpp's gguf package, with clover's 8-bit
  *    activation rounding where clover applies it. The rule (src/quant/
- *    matmul.c; tools/reference/clover_ref/quant.py): with AVX2 on, a
- *    product with one or two activation rows against Q8_0 / K-quant
- *    weights rounds each row in blocks of 32 (Q8_0) or 256 (K-quants),
+ *    matmul.c; tools/reference/clover_ref/quant.py): with AVX2 on, every
+ *    product against Q8_0 / K-quant weights, whatever its row count,
+ *    rounds each row in blocks of 32 (Q8_0) or 256 (K-quants),
  *    d = max|x| / 127, codes round-half-even(x * 127 / max|x|); otherwise
  *    activations stay f32. The fixture holds both sets ("act8", "f32"); the
  *    test takes the one this process's dispatch uses (ctest also runs it
  *    with CLOVER_NO_SIMD=1, the other one). Every row is checked at SPEC's
- *    1e-4 of the logit scale, except rows the fixture lists as loose (a
- *    router top-k gap below its min_router_gap: checked finite only; today
+ *    1e-4 of the logit scale, or, for an act8 case, at twice its recorded
+ *    act8_spread where that is larger: how far the reference itself moves
+ *    when every rounded input moves by one float32 ulp (the size of a
+ *    summation-order difference), since an input at a rounding boundary
+ *    flips its 8-bit code and these tiny random models magnify that (the
+ *    64-wide q8_0 model's causal logits move by 0.16 of their scale: no
+ *    correct implementation can be held closer; the 256-wide K-quant
+ *    model's previews by 6e-7, its causal pass by 1.2e-3). Rows the
+ *    fixture lists as loose (a router top-k gap below its min_router_gap)
+ *    are checked finite only.
  *    there are none). The fixture's rows are 64 wide, so every Q4_K / Q6_K
  *    choice of q4_k_m falls back to Q8_0 (convert_policy.c): the fixture
  *    says so (same_tensors_as) and the q4_k_m file is checked against the
@@ -23,7 +31,7 @@
  *    --type q4_k_m (committed as model.gguf), so its routed experts and
  *    token_embd really are Q4_K and its output Q6_K (the rest Q8_0 / F32),
  *    against the same kind of expected values made by the same script
- *    (k_fixture): every row at 1e-4, both activation sets. This case
+ *    (k_fixture): every row at the same bounds, both activation sets. This case
  *    replaced a synthetic 256-wide comparison of clover with its own f32
  *    path at observed bounds.
  */
@@ -34,6 +42,13 @@
 #define BOUND 1e-4
 
 static fixture fx, fxq;
+
+/* A case's bound: BOUND, or twice its act8_spread where that is larger (the header says why). */
+static double case_bound(const json_t *jcase) {
+    const json_t *js = json_object_get(jcase, "act8_spread");
+    const double spread = js ? json_number_value(js) : 0.0;
+    return 2 * spread > BOUND ? 2 * spread : BOUND;
+}
 
 /* max |x - ref| over the rows not listed in `loose`, over max(1, max|ref|)
  * of all rows; a loose row must be finite. */
@@ -92,9 +107,10 @@ static void check_golden(const clover_model *model, const char *type_name, const
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     if (rc == 0) {
         double e = golden_err("causal", logits, ref, n, V, json_object_get(jc, "loose_rows"));
-        printf("     %s (%s%s), activations %s: causal %zu rows: rel err %.3g\n", type_name,
-               same ? "the tensors of " : "", same ? same : "its own tensors", rule, n, e);
-        CHECK_MSG(e <= BOUND, "%s causal logits: rel err %.3g (bound %g)", type_name, e, BOUND);
+        const double bound = case_bound(jc);
+        printf("     %s (%s%s), activations %s: causal %zu rows: rel err %.3g (bound %.3g)\n", type_name,
+               same ? "the tensors of " : "", same ? same : "its own tensors", rule, n, e, bound);
+        CHECK_MSG(e <= bound, "%s causal logits: rel err %.3g (bound %g)", type_name, e, bound);
     }
     json_t *cases = json_object_get(fxq.manifest, "previews"), *pc;
     size_t ci;
@@ -113,8 +129,10 @@ static void check_golden(const clover_model *model, const char *type_name, const
         CHECK_MSG(rc == 0, "preview %s: %s", name ? name : "?", err.message);
         if (rc == 0) {
             double e = golden_err(name, logits, pref, b, V, json_object_get(jp, "loose_rows"));
-            printf("     %s, activations %s: %s (%zu rows): rel err %.3g\n", type_name, rule, name, b, e);
-            CHECK_MSG(e <= BOUND, "%s %s logits: rel err %.3g (bound %g)", type_name, name, e, BOUND);
+            const double bound = case_bound(jp);
+            printf("     %s, activations %s: %s (%zu rows): rel err %.3g (bound %.3g)\n", type_name, rule, name, b, e,
+                   bound);
+            CHECK_MSG(e <= bound, "%s %s logits: rel err %.3g (bound %g)", type_name, name, e, bound);
         }
         free(block), free(pref);
     }

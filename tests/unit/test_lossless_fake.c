@@ -46,10 +46,6 @@ static void preview_logits(const int32_t *block, size_t b, size_t pos, int pass,
 }
 
 /* The verifying commit's picks of every row, and a checkpoint. */
-struct backend_checkpoint {
-    size_t n;
-};
-
 static int lf_commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st) {
     if (q->n_pick <= 1) return fk_commit_one(be, q, st);
     backend_commit_seq c = *q;
@@ -81,23 +77,6 @@ static int lf_commit(backend *be, backend_commit_seq *seqs, size_t n, backend_pa
     return first;
 }
 
-static int lf_ck_create(backend_session *s, backend_checkpoint **out, clover_error *err) {
-    (void)s;
-    *out = calloc(1, sizeof **out);
-    return *out ? 0 : error_set(err, CLOVER_E_NOMEM, "fake checkpoint");
-}
-static void lf_ck_free(backend_checkpoint *c) { free(c); }
-static int lf_ck_save(backend_session *s, backend_checkpoint *c, clover_error *err) {
-    (void)err;
-    c->n = s->n;
-    return 0;
-}
-static int lf_ck_restore(backend_session *s, const backend_checkpoint *c, clover_error *err) {
-    if (c->n > s->n) return error_set(err, CLOVER_E_INVALID, "fake: stale checkpoint");
-    s->n = c->n;
-    return 0;
-}
-
 static backend_ops lossless_ops;
 
 static void setup(uint32_t B, float threshold) {
@@ -120,10 +99,6 @@ static void setup(uint32_t B, float threshold) {
     model.record.n_stop_token_ids = 1;
     lossless_ops = fake_ops;
     lossless_ops.commit = lf_commit;
-    lossless_ops.checkpoint_create = lf_ck_create;
-    lossless_ops.checkpoint_free = lf_ck_free;
-    lossless_ops.checkpoint_save = lf_ck_save;
-    lossless_ops.checkpoint_restore = lf_ck_restore;
 }
 
 static size_t full_blocks, cut_blocks, stops_inside, runs;

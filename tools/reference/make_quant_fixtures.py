@@ -109,6 +109,34 @@ def run_rule(cm, qw, rule, causal_ids, previews):
     return out
 
 
+SPREAD_SEEDS = 3
+
+
+def act8_spread(cm, qw, rule, causal_ids, previews, res, loose_of=None) -> dict:
+    """Under act8, {case: the largest change of the logits (relative to the
+    case's logit scale, rows with a small router gap left out, as the test
+    does) when every rounded input moves by one float32 ulp}, over
+    SPREAD_SEEDS draws: what float summation order alone does through the
+    code flips of the 8-bit rounding, so no correct implementation can be
+    held closer than this. {} for the f32 rule."""
+    if rule != "act8":
+        return {}
+    worst = {case: 0.0 for case in res}
+    for seed in range(1, SPREAD_SEEDS + 1):
+        quant.PERTURB = torch.Generator().manual_seed(seed)
+        try:
+            pert = run_rule(cm, qw, rule, causal_ids, previews)
+        finally:
+            quant.PERTURB = None
+        for case, (lg, gaps) in res.items():
+            keep = gaps >= MIN_ROUTER_GAP
+            a, b = np.asarray(lg, dtype=np.float64), np.asarray(pert[case][0], dtype=np.float64)
+            scale = max(1.0, float(np.max(np.abs(a))))
+            d = np.abs(a - b)[keep]
+            worst[case] = max(worst[case], float(d.max()) / scale if d.size else 0.0)
+    return worst
+
+
 def quant_fixture(out: str, clover: str) -> None:
     set_deterministic()
     src = os.path.join(out, "tiny_clover")
@@ -151,13 +179,16 @@ def quant_fixture(out: str, clover: str) -> None:
             entry["worst_weight_rel_rms"] = max(r for _, _, r in qw.report)
             for rule in RULES:
                 res = run_rule(cm, qw, rule, causal_ids, previews)
+                spread = act8_spread(cm, qw, rule, causal_ids, previews, res)
                 r_entry = {}
                 for case, (lg, gaps) in res.items():
                     loose = [int(i) for i in np.nonzero(gaps < MIN_ROUTER_GAP)[0]]
                     r_entry[case] = {"logits": fx.array(f"{qtype}_{rule}_{case}_logits", lg),
                                      "loose_rows": loose, "min_router_gap": finite_or_none(float(np.min(gaps)))}
+                    if spread:
+                        r_entry[case]["act8_spread"] = spread[case]
                     print(f"{qtype} {rule} {case}: {len(lg)} rows, smallest router gap {np.min(gaps):.3g}, "
-                          f"loose rows {loose}")
+                          f"loose rows {loose}" + (f", act8 spread {spread[case]:.3g}" if spread else ""))
                 entry[rule] = r_entry
             man["types"][qtype] = entry
     fx.manifest(man)
@@ -218,13 +249,16 @@ def k_fixture(out: str, clover: str) -> None:
         }
         for rule in RULES:
             res = run_rule(cm, qw, rule, causal_ids, previews)
+            spread = act8_spread(cm, qw, rule, causal_ids, previews, res)
             r_entry = {}
             for case, (lg, gaps) in res.items():
                 loose = [int(i) for i in np.nonzero(gaps < MIN_ROUTER_GAP)[0]]
                 r_entry[case] = {"logits": fx.array(f"{rule}_{case}_logits", lg),
                                  "loose_rows": loose, "min_router_gap": finite_or_none(float(np.min(gaps)))}
+                if spread:
+                    r_entry[case]["act8_spread"] = spread[case]
                 print(f"tiny_clover_k {rule} {case}: {len(lg)} rows, smallest router gap {np.min(gaps):.3g}, "
-                      f"loose rows {loose}")
+                      f"loose rows {loose}" + (f", act8 spread {spread[case]:.3g}" if spread else ""))
             man[rule] = r_entry
     fx.manifest(man)
 

@@ -28,15 +28,17 @@ import torch.nn.functional as F
 from transformers import Qwen3_5MoeForCausalLM, Qwen3_5MoeTextConfig
 from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import apply_rotary_pos_emb, l2norm
 
-# Geometries. "small" is the one issue 16 trains on the H200 (about 40M
-# parameters, a third of them the 8192-row embedding and head); "tiny" is the
-# CPU smoke run's and the tests'.
+# Geometries. "small" is the one issue 16 trains on the H200: about 18M
+# parameters, 36 MB in bf16, so that a checkpoint travels to the device beside
+# the corpus (64 MiB a call) and the Q8_0 GGUF is about 20 MB; small enough that
+# a few minutes of the H200 see it through several epochs of the corpus.
+# "tiny" is the CPU smoke run's and the tests'.
 GEOMETRIES = {
-    "small": dict(hidden_size=384, num_hidden_layers=8, num_attention_heads=6,
+    "small": dict(hidden_size=320, num_hidden_layers=6, num_attention_heads=4,
                   num_key_value_heads=2, head_dim=64, linear_num_key_heads=4,
-                  linear_num_value_heads=8, linear_key_head_dim=48, linear_value_head_dim=48,
-                  num_experts=32, num_experts_per_tok=4, moe_intermediate_size=192,
-                  shared_expert_intermediate_size=384, full_attention_interval=4),
+                  linear_num_value_heads=8, linear_key_head_dim=48, linear_value_head_dim=40,
+                  num_experts=16, num_experts_per_tok=4, moe_intermediate_size=96,
+                  shared_expert_intermediate_size=256, full_attention_interval=3),
     "tiny": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
                  linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
@@ -183,6 +185,52 @@ class CloverTrainModel(torch.nn.Module):
             return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(n, t, nv * dv))
         return out(oc, xc), out(on, xn)
 
+    # ---- sparse MoE ----
+
+    grouped = False        # set by the trainer on CUDA: experts by one grouped GEMM
+
+    def moe(self, mlp, x):
+        """transformers' Qwen3_5MoeSparseMoeBlock without its per-expert host
+        syncs. Routing as the reference: float softmax, top-k, renormalised.
+        grouped=False: a loop over experts (CPU; tests compare it with
+        transformers' module); grouped=True: rows sorted by expert and two
+        torch grouped GEMMs in bf16 (its backward needs bf16 and 16-byte rows),
+        checked against the loop on the device before training."""
+        shp = x.shape
+        x = x.reshape(-1, shp[-1])
+        ex = mlp.experts
+        logits = F.linear(x.float(), mlp.gate.weight.float())
+        top_w, top_i = torch.topk(torch.softmax(logits, -1), mlp.gate.top_k, dim=-1)
+        top_w = (top_w / top_w.sum(-1, keepdim=True)).to(x.dtype)
+        kk = top_i.shape[-1]
+        flat = top_i.reshape(-1)
+        eid, perm = torch.sort(flat, stable=True)
+        tok = perm // kk
+        xs = x[tok]
+        if self.grouped:
+            # group ends from the sorted ids: static shapes, no host sync (compiles)
+            ends = torch.arange(1, ex.num_experts + 1, device=x.device, dtype=eid.dtype)
+            offs = torch.searchsorted(eid, ends).to(torch.int32)
+            bf = torch.bfloat16
+            gu = F.grouped_mm(xs.to(bf), ex.gate_up_proj.to(bf).transpose(-2, -1), offs=offs)
+            gate, up = gu.chunk(2, dim=-1)
+            hmid = F.silu(gate) * up
+            ys = F.grouped_mm(hmid, ex.down_proj.to(bf).transpose(-2, -1), offs=offs).to(x.dtype)
+        else:
+            counts = torch.bincount(eid, minlength=ex.num_experts).tolist()
+            parts, lo = [], 0
+            for e, c in enumerate(counts):
+                if c:
+                    gate, up = F.linear(xs[lo:lo + c], ex.gate_up_proj[e]).chunk(2, dim=-1)
+                    parts.append(F.linear(F.silu(gate) * up, ex.down_proj[e]))
+                lo += c
+            ys = torch.cat(parts, 0)
+        ys = ys * top_w.reshape(-1)[perm, None]
+        out = torch.zeros_like(x).index_add_(0, tok, ys.to(x.dtype))
+        sh = mlp.shared_expert(x)
+        out = out + torch.sigmoid(mlp.shared_expert_gate(x)) * sh
+        return out.reshape(shp)
+
     # ---- gated full attention ----
 
     @staticmethod
@@ -228,10 +276,13 @@ class CloverTrainModel(torch.nn.Module):
             else:
                 a, b = self._attn(layer.self_attn, xc, xn, cos, sin, block)
             hc = hc + a
-            hc = hc + layer.mlp(layer.post_attention_layernorm(hc))
-            if hn is not None:
+            if hn is None:
+                hc = hc + self.moe(layer.mlp, layer.post_attention_layernorm(hc))
+            else:
+                # both streams through the MoE in one call: twice the rows per expert
                 hn = hn + b
-                hn = hn + layer.mlp(layer.post_attention_layernorm(hn))
+                y = self.moe(layer.mlp, layer.post_attention_layernorm(torch.cat([hc, hn], 0)))
+                hc, hn = hc + y[:n], hn + y[n:]
         lc = self.lm.lm_head(m.norm(hc))
         ln = self.lm.lm_head(m.norm(hn)) if hn is not None else None
         return lc, ln

@@ -32,7 +32,7 @@ smoke)
     "$PY" "$HERE/tokenizer.py" --corpus "$out/corpus" --out "$out/tok" --vocab 1024
     OMP_NUM_THREADS=1 "$PY" "$HERE/train.py" --corpus "$out/corpus" --tok "$out/tok" \
         --ckpt "$out/ckpt" --geometry tiny --steps 8 --causal-steps 4 --ramp 2 --batch 2 \
-        --seq 32 --block 16 --log-every 2 --eval-prompts 1 --eval-tokens 16 --lr 3e-3 --warmup 2
+        --seq 128 --block 16 --log-every 2 --eval-prompts 1 --eval-tokens 16 --lr 3e-3 --warmup 2
     "$PY" "$HERE/export_ckpt.py" --tok "$out/tok" --ckpt "$out/ckpt" --out "$out/hf" \
         --geometry tiny --block 16
     "$ROOT/build/clover" convert "$out/hf" -o "$out/smoke.gguf" --type f32

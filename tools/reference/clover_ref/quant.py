@@ -11,16 +11,16 @@ against the float weights (a mapping error would be of order 1, a
 quantisation error is bounded by the type's step).
 
 Activations (clover's src/quant/matmul.c, the "integer path"): on a CPU
-with AVX2+FMA+F16C and CLOVER_NO_SIMD unset, a matrix product with one or
-two activation rows against Q8_0 or K-quant weights rounds each activation
-row to 8 bits first, in blocks of 32 (Q8_0) or 256 (Q4_K, Q5_K, Q6_K)
-values: d = max|x| / 127 (float32), code = round-half-even(x * (127 /
-max|x|)) in float32, value = d * code. Products with three or more rows,
-and every product on other CPUs, keep float32 activations. In the passes
-the fixtures record (a 31-row commit, 8- and 4-row previews) the only such
-products are the routed experts' gate and up projections of an expert that
-receives one or two rows. `rule="act8"` applies the rounding there (and to
-any quantised Linear given at most two rows); `rule="f32"` never does.
+with AVX2+FMA+F16C and CLOVER_NO_SIMD unset, every matrix product against
+Q8_0 or K-quant weights rounds each activation row to 8 bits first, in
+blocks of 32 (Q8_0) or 256 (Q4_K, Q5_K, Q6_K) values: d = max|x| / 127
+(float32), code = round-half-even(x * (127 / max|x|)) in float32, value =
+d * code; any row count (three or more rows go through the integer tile
+kernel, gemm_avx2.c, one or two through the per-row dot, whose stack buffer
+leaves rows beyond 40 KiB of 8-bit blocks on float32). Every product on
+other CPUs, and every product against float weights, keeps float32
+activations. `rule="act8"` applies the rounding to every quantised Linear
+and expert product; `rule="f32"` never does.
 """
 from __future__ import annotations
 
@@ -33,15 +33,26 @@ from gguf import GGUFReader
 from gguf.quants import dequantize
 from transformers.models.qwen3_5_moe import modeling_qwen3_5_moe as qm
 
-ACT_MAX_ROWS = 2                 # matmul.c: rows that take the integer path
-ACT_STACK_BYTES = 40 * 1024      # matmul.c: its buffer
+ACT_MAX_ROWS = 2                 # matmul.c: rows that take the per-row integer dot
+ACT_STACK_BYTES = 40 * 1024      # matmul.c: their buffer (more rows: the heap, no limit)
 ACT_BLOCK = {QT.Q8_0: 32, QT.Q4_K: 256, QT.Q5_K: 256, QT.Q6_K: 256}
 ACT_BLOCK_BYTES = {32: 4 + 32, 256: 4 + 256 + 2 * 16}   # act_q8_32 / act_q8_k
+
+
+# When set (a torch.Generator), act_round first moves every input by one
+# float32 ulp up or down at random: the size of the summation-order
+# differences between two correct implementations, to measure how far
+# those alone move the logits through the 8-bit rounding's code flips
+# (make_quant_fixtures.py's act8 spread).
+PERTURB = None
 
 
 def act_round(x: torch.Tensor, block: int) -> torch.Tensor:
     """x [m][n] float32 -> its 8-bit rounding (the module docstring's rule)."""
     m, n = x.shape
+    if PERTURB is not None:
+        sign = torch.randint(0, 2, x.shape, generator=PERTURB).to(torch.float32) * 2 - 1
+        x = x * (1 + sign * torch.tensor(2.0 ** -23, dtype=torch.float32))
     xb = x.reshape(m, n // block, block)
     amax = xb.abs().amax(dim=-1, keepdim=True)
     safe = torch.where(amax > 0, amax, torch.ones_like(amax))
@@ -52,8 +63,8 @@ def act_round(x: torch.Tensor, block: int) -> torch.Tensor:
 
 
 def act_applies(block: int, n_in: int, n_rows: int) -> bool:
-    return (block > 0 and n_rows <= ACT_MAX_ROWS and n_in % block == 0
-            and n_in // block * ACT_BLOCK_BYTES[block] * n_rows <= ACT_STACK_BYTES)
+    return (block > 0 and n_in % block == 0
+            and (n_rows > ACT_MAX_ROWS or n_in // block * ACT_BLOCK_BYTES[block] * n_rows <= ACT_STACK_BYTES))
 
 
 def _tiled_index(nk: int, nv: int, hs: int) -> np.ndarray:
@@ -201,7 +212,7 @@ def activation_rule(cm, qw: QuantisedWeights, rule: str):
 def _experts_forward_act8(self, hidden_states, top_k_index, top_k_weights):
     """transformers' eager Qwen3_5MoeExperts.forward, with each expert's rows
     rounded to 8 bits before the gate/up (and down) products when clover's
-    rule applies to that product (one or two rows, a type with an integer path)."""
+    rule applies to that product (a type with an integer path)."""
     bg, bu, bd = getattr(self, "_clover_act", (0, 0, 0))
     EXPERT_INPUTS.append((getattr(self, "_clover_layer", -1), hidden_states.detach().clone()))
     final_hidden_states = torch.zeros_like(hidden_states)

@@ -1,0 +1,59 @@
+/*
+ * cuda_pdl.cuh: programmatic dependent launch (Hopper, sm_90) for the
+ * kernels of a decode step. A decode step is a chain of ~1,000 small
+ * dependent kernels; launched plainly, each one starts only after the one
+ * before it has finished and flushed, so every kernel pays its launch and
+ * ramp (a few microseconds) on the critical path. A kernel launched with
+ * pdl_launch may start while its predecessor is still running: it does
+ * what needs nothing from the predecessor (prefetch its constant weights
+ * into L2), then pdl_wait() blocks until every predecessor grid has
+ * completed and its writes are visible.
+ *
+ * The rule every kernel launched with pdl_launch keeps: before pdl_wait()
+ * it reads only constant data (weights) and writes nothing. Kernels call
+ * pdl_trigger() after their wait so that their own dependants may start
+ * early; since a dependant always waits for full completion, where the
+ * trigger sits only changes timing, never results. Launched plainly (or
+ * with PDL off), pdl_wait and pdl_trigger are no-ops.
+ *
+ * PDL is used only on non-default streams (the backend's stream and the
+ * graphs captured from it); CLOVER_CUDA_PDL=0 in the environment turns it
+ * off (for A/B timing and as a safety switch).
+ */
+#ifndef CLOVER_CUDA_PDL_CUH
+#define CLOVER_CUDA_PDL_CUH
+
+#include <cuda_runtime.h>
+
+__device__ __forceinline__ void pdl_wait(void) { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger(void) { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+/* Prefetches bytes [p, p + n) into L2, the block's threads striding 128-byte lines. */
+__device__ __forceinline__ void pdl_prefetch_l2(const void *p, size_t n) {
+    const char *c = (const char *)p;
+    for (size_t off = (size_t)threadIdx.x * 128; off < n; off += (size_t)blockDim.x * 128)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(c + off));
+}
+
+/* 1 unless CLOVER_CUDA_PDL=0 (read once; defined in cuda_device.cu). */
+int cuda_pdl_enabled(void);
+
+/* kern<<<grid, block, smem, st>>>(args...), with programmatic stream
+ * serialisation when st is not the legacy default stream and PDL is on. A
+ * failed launch is left for cudaGetLastError, as <<<>>> leaves it. */
+template <typename... P, typename... A>
+static inline void pdl_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = st != NULL && cuda_pdl_enabled() ? 1 : 0;
+    (void)cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
+}
+
+#endif
