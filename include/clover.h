@@ -541,7 +541,9 @@ typedef struct clover_chat_message {
 } clover_chat_message;
 
 /* A call an earlier assistant turn made (OpenAI's tool_calls), rendered
- * after that turn's content as <tool_call>\n{"name": NAME, "arguments": ARGS}\n</tool_call>. */
+ * after that turn's content in Qwen3.5's XML-function form:
+ * <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n...</function>\n</tool_call>.
+ * arguments must be a JSON object (CLOVER_E_INVALID otherwise). */
 typedef struct clover_chat_tool_call {
     size_t message;        /* the index of its assistant message */
     const char *name;      /* the function's name */
@@ -551,9 +553,10 @@ typedef struct clover_chat_tool_call {
 typedef struct clover_chat_options {
     int add_generation_prompt; /* non-zero (default): end with the assistant's opening */
     int enable_thinking;       /* non-zero (default): "<think>\n"; zero: an empty think block */
-    /* Tools (Qwen3's convention): each a JSON text as Jinja's tojson writes
-     * it, listed one a line in a "# Tools" system block before the first
-     * system message's content (default: none). */
+    /* Tools (Qwen3.5's XML-function calling): each a JSON text as Jinja's
+     * tojson writes it, listed one a line in a "# Tools" system block, with
+     * the call instructions, before the first system message's content
+     * (default: none). */
     const char *const *tools;
     size_t n_tools;
     /* The assistant turns' calls, in message order (default: none). */

@@ -11,6 +11,8 @@
  */
 #include "text/chat_template.h"
 
+#include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -21,14 +23,19 @@
 #define TOOL_RESPONSE_OPEN "<tool_response>"
 #define TOOL_RESPONSE_CLOSE "</tool_response>"
 
-/* Qwen3's tool instructions (its tokenizer_config.json chat_template, word for word). */
-#define TOOLS_HEAD                                                                                                     \
-    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function " \
-    "signatures within <tools></tools> XML tags:\n<tools>"
+/* Qwen3.5's tool block (TRUNK.md 6). The exact Qwen3.5 chat_template.jinja
+ * was not available here: the instructions are those of third-party copies
+ * of Qwen3.5's and Qwen3.6's chat_template.jinja, word for word. */
+#define TOOLS_HEAD "# Tools\n\nYou have access to the following functions:\n\n<tools>"
 #define TOOLS_TAIL                                                                                                     \
-    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "              \
-    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "                     \
-    "<args-json-object>}\n</tool_call><|im_end|>\n"
+    "\n</tools>\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"            \
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"         \
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"    \
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified "  \
+    "format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n"       \
+    "- Required parameters MUST be specified\n- You may provide optional reasoning for your function call in "         \
+    "natural language BEFORE the function call, but NOT after\n- If there is no function call available, answer the " \
+    "question like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>"
 
 void clover_chat_options_init(clover_chat_options *o) {
     if (!o) return;
@@ -153,6 +160,37 @@ static long last_query_index(const clover_chat_message *msgs, size_t n) {
     return -1;
 }
 
+/* One call: <tool_call>\n<function=NAME>\n, then per argument
+ * <parameter=K>\nV\n</parameter>\n (a string verbatim, another value as
+ * tojson writes it), then </function>\n</tool_call>. The arguments were
+ * checked to be a JSON object (check_tools); jansson keeps their order. */
+static void render_call(writer *w, const clover_chat_tool_call *c) {
+    put_str(w, "<tool_call>\n<function=");
+    put_str(w, c->name);
+    put_str(w, ">\n");
+    json_error_t je;
+    json_t *args = json_loads(c->arguments, 0, &je);
+    if (!args && !w->rc) w->rc = error_set(w->err, CLOVER_E_NOMEM, "chat template: out of memory"); /* it parsed before */
+    const char *key;
+    json_t *v;
+    json_object_foreach(args, key, v) {
+        put_str(w, "<parameter=");
+        put_str(w, key);
+        put_str(w, ">\n");
+        if (json_is_string(v)) {
+            put(w, (span){json_string_value(v), json_string_length(v)});
+        } else {
+            char *t = json_dumps(v, JSON_ENCODE_ANY | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(17));
+            if (!t && !w->rc) w->rc = error_set(w->err, CLOVER_E_NOMEM, "chat template: out of memory");
+            put_str(w, t);
+            free(t);
+        }
+        put_str(w, "\n</parameter>\n");
+    }
+    json_decref(args);
+    put_str(w, "</function>\n</tool_call>");
+}
+
 /* An assistant turn: its reasoning (given, or split from the content at
  * </think>) and the content that follows. */
 static void render_assistant(writer *w, const clover_chat_message *m, int keep_reasoning,
@@ -185,29 +223,27 @@ static void render_assistant(writer *w, const clover_chat_message *m, int keep_r
     }
     put(w, content);
     for (size_t k = 0; k < n_calls; k++) {
-        if (k > 0 || content.n) put_str(w, "\n");
-        put_str(w, "<tool_call>\n{\"name\": \"");
-        put_str(w, calls[k].name);
-        put_str(w, "\", \"arguments\": ");
-        put_str(w, calls[k].arguments);
-        put_str(w, "}\n</tool_call>");
+        put_str(w, k ? "\n" : content.n ? "\n\n" : "");
+        render_call(w, &calls[k]);
     }
     put_str(w, "<|im_end|>\n");
 }
 
-/* The tools' system block: the first system message's content (if any) follows the header. */
+/* The tools' system block; the first system message's content (if any)
+ * follows the instructions after a blank line. */
 static void render_tools(writer *w, const clover_chat_options *o, const clover_chat_message *first) {
-    put_str(w, "<|im_start|>system\n");
-    if (role_of(first->role) == ROLE_SYSTEM) {
-        put(w, trimmed(span_of(first->content)));
-        put_str(w, "\n\n");
-    }
-    put_str(w, TOOLS_HEAD);
+    put_str(w, "<|im_start|>system\n" TOOLS_HEAD);
     for (size_t i = 0; i < o->n_tools; i++) {
         put_str(w, "\n");
         put_str(w, o->tools[i]);
     }
     put_str(w, TOOLS_TAIL);
+    if (role_of(first->role) == ROLE_SYSTEM) {
+        span c = trimmed(span_of(first->content));
+        if (c.n) put_str(w, "\n\n");
+        put(w, c);
+    }
+    put_str(w, "<|im_end|>\n");
 }
 
 /* The tool options make sense: every call names an assistant message, in order. */
@@ -226,6 +262,12 @@ static int check_tools(const clover_chat_message *msgs, size_t n, const clover_c
             return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu is out of message order", k);
         if (!c->name || !c->arguments)
             return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu has no name or arguments", k);
+        json_error_t je;
+        json_t *args = json_loads(c->arguments, 0, &je);
+        int object = json_is_object(args);
+        json_decref(args);
+        if (!object)
+            return error_set(err, CLOVER_E_INVALID, "chat template: tool call %zu: arguments are not a JSON object", k);
     }
     return 0;
 }

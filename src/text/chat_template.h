@@ -13,13 +13,18 @@
  *  - consecutive tool messages share one user turn of <tool_response> blocks;
  *  - the generation prompt opens <think>\n, or an empty think block when
  *    thinking is off;
- *  - tools (TRUNK.md 6 describes Qwen3.5's XML call form, which nobody here
- *    has read byte for byte; this follows Qwen3's JSON convention from the
- *    real Qwen3 tokenizer_config.json, which tests render through
- *    transformers): a system block "# Tools ... <tools>\n{tool}...\n</tools>"
- *    plus the call instructions, after the system message's content; an
- *    assistant turn's calls follow its content as
- *    <tool_call>\n{"name": "N", "arguments": ARGS}\n</tool_call>, one a line.
+ *  - tools (TRUNK.md 6, Qwen3.5's XML-function calling; the exact Qwen3.5
+ *    chat_template.jinja was not available here, the instruction text is
+ *    that of third-party copies of Qwen3.5's / Qwen3.6's): a system block
+ *    "# Tools\n\nYou have access to the following functions:\n\n<tools>"
+ *    + "\n{tool}" per tool + "\n</tools>" + the call instructions, then
+ *    "\n\n" and the system message's content (when not empty); an
+ *    assistant turn's calls follow its content ("\n\n" before the first
+ *    when there is content, "\n" before the others) as
+ *    <tool_call>\n<function=N>\n<parameter=K>\nV\n</parameter>\n...</function>\n</tool_call>,
+ *    V a string verbatim or another value as tojson writes it (the Jinja
+ *    writes a scalar with |string, Python's str: True, None; JSON's
+ *    true/null are kept here, as TRUNK.md 6 has it).
  * The public entry points (clover_chat_render, clover_answer_split) live in
  * chat_template.c; this header lets the rest of the library render into a
  * buffer it already has.

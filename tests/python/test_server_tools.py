@@ -8,10 +8,12 @@ by the next id of a scripted answer, so the whole text path (think split,
 tool-call parser, streaming deltas, finish reason) runs on known text. The
 forced tool_choice test runs on the real model without a script. Expected
 values: the calls and contents are written here by hand; the prompts the
-server renders are checked through their token counts, against Qwen3's
-template written out here and Hugging Face `tokenizers` on the fixture's
-tokenizer.json (the template itself is checked byte for byte in
-test_server_tools.c against transformers)."""
+server renders are checked through their token counts, against Qwen3.5's
+XML-function template written out here by hand from TRUNK.md 6 (the exact
+Qwen3.5 chat_template.jinja was not available; the instruction text is that
+of third-party copies of Qwen3.5's / 3.6's) and Hugging Face `tokenizers` on
+the fixture's tokenizer.json (the template is checked byte for byte in
+test_server_tools.c against hand-written prompts)."""
 
 import json
 
@@ -25,16 +27,17 @@ MODEL_ID = "tiny_clover"
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "The weather of a city.",
     "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
-CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+CALL = "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+BROKEN = "See: <tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</function>\n</tool_call>"
 SCRIPT = [
     "I should ask.\n</think>\n\n" + CALL,            # 1: the call (plain)
     "Done.\n</think>\n\nIt is sunny in Paris.",        # 2: the answer (plain)
     "I should ask.\n</think>\n\n" + CALL,            # 3: the call (streamed)
     "Done.\n</think>\n\nIt is sunny in Paris.",        # 4: the answer (streamed)
-    "Hm.\n</think>\n\nSee: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>",  # 5, 6
-    "Hm.\n</think>\n\nSee: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>",
+    "Hm.\n</think>\n\n" + BROKEN,                   # 5: no </parameter> (plain)
+    "Hm.\n</think>\n\n" + BROKEN,                   # 6: the same, streamed
 ]
-MALFORMED_CONTENT = "See: <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>"
+MALFORMED_CONTENT = BROKEN
 
 
 @pytest.fixture(scope="module")
@@ -74,14 +77,24 @@ def hf_tok():
     return Tokenizer.from_file(str(ss.FIXTURES / "tiny_clover" / "hf" / "tokenizer.json"))
 
 
+INSTRUCTIONS = (
+    "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n"
+    "<tool_call>\n<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n"
+    "- Function calls MUST follow the specified format: an inner <function=...></function> block must be nested "
+    "within <tool_call></tool_call> XML tags\n"
+    "- Required parameters MUST be specified\n"
+    "- You may provide optional reasoning for your function call in natural language BEFORE the function call, "
+    "but NOT after\n"
+    "- If there is no function call available, answer the question like normal with your current knowledge and "
+    "do not tell the user about function calls\n</IMPORTANT>")
+
+
 def tools_block(tools):
-    """Qwen3's tools system block (its chat template's text; tojson is Python's json.dumps)."""
-    return ("<|im_start|>system\n# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-            "You are provided with function signatures within <tools></tools> XML tags:\n<tools>"
-            + "".join("\n" + json.dumps(t) for t in tools)
-            + "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
-              "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
-              "<args-json-object>}\n</tool_call><|im_end|>\n")
+    """Qwen3.5's tools system block, no system message (TRUNK.md 6; tojson is Python's json.dumps)."""
+    return ("<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>"
+            + "".join("\n" + json.dumps(t) for t in tools) + "\n</tools>" + INSTRUCTIONS + "<|im_end|>\n")
 
 
 def count(tok, text):
@@ -124,7 +137,7 @@ def test_round_trip_plain_and_streamed(scripted, hf_tok):
     tc = ch.message.tool_calls[0]
     assert tc.type == "function" and tc.function.name == "get_weather" and tc.id.startswith("call_")
     assert json.loads(tc.function.arguments) == {"city": "Paris"}
-    assert tc.function.arguments == '{"city": "Paris"}'  # tojson's form, as the template renders it back
+    assert tc.function.arguments == '{"city": "Paris"}'  # the parameters as a JSON object (json.dumps' form)
     assert r1.usage.prompt_tokens == count(hf_tok, tools_block([WEATHER]) + "<|im_start|>user\nWeather in Paris?"
                                            "<|im_end|>\n<|im_start|>assistant\n<think>\n")
     # 2: the tool's result, then the answer
@@ -162,9 +175,8 @@ def test_malformed_call_is_content(scripted):
 
 
 @pytest.mark.parametrize("choice, opening", [
-    ({"type": "function", "function": {"name": "get_weather"}},
-     '<tool_call>\n{"name": "get_weather", "arguments": '),
-    ("required", '<tool_call>\n{"name": "'),
+    ({"type": "function", "function": {"name": "get_weather"}}, "<tool_call>\n<function=get_weather>\n"),
+    ("required", "<tool_call>\n<function="),
 ])
 def test_forced_call_opening(plain, hf_tok, choice, opening):
     """The real (random) model continues a forced opening: the prompt ends with it (thinking closed), and the

@@ -1,12 +1,13 @@
 /*
  * test_server_tools.c: tool calls in the server, without a model.
- *  - Rendering: the conversations of tests/fixtures/tool_chat/cases.json go
- *    through the server's request parser (tools re-written as tojson does)
- *    and clover_chat_render; the text must equal what transformers'
- *    apply_chat_template wrote with Qwen3's real template
- *    (tools/reference/make_tool_chats.py).
- *  - Parsing: hand-written answers, well-formed and malformed, against
- *    hand-written expected calls.
+ *  - Rendering: conversations go through the server's request parser
+ *    (tools re-written as tojson does) and clover_chat_render; the text must
+ *    equal, byte for byte, the expected prompts hand-written from TRUNK.md 6
+ *    (Qwen3.5's XML-function calling) and the instruction text of
+ *    third-party copies of Qwen3.5's / 3.6's chat_template.jinja (the exact
+ *    Qwen3.5 file was not available, so transformers cannot render them).
+ *  - Parsing: hand-written Qwen3.5 answers, well-formed and malformed,
+ *    against hand-written expected calls (arguments typed by the schemas).
  *  - The gate: answers cut into random pieces; the released deltas must
  *    concatenate to the parse's content, whatever the cuts.
  *  - Bad requests: a 400 naming the field.
@@ -49,45 +50,135 @@ static char *render(const server_request *r) {
     return text;
 }
 
-static void test_fixture_renderings(void) {
-    char path[1024];
-    json_error_t je;
-    json_t *root = json_load_file(test_source_path("tests/fixtures/tool_chat/cases.json", path, sizeof path), 0, &je);
-    CHECK_MSG(root != NULL, "%s: %s", path, je.text);
-    json_t *cases = json_object_get(root, "cases");
-    CHECK(json_array_size(cases) >= 5);
-    size_t i;
-    json_t *c;
-    json_array_foreach(cases, i, c) {
-        json_t *body = json_pack("{s:O,s:O,s:b}", "messages", json_object_get(c, "messages"), "tools",
-                                 json_object_get(c, "tools"), "enable_thinking", 0);
-        char *text = json_dumps(body, JSON_COMPACT);
+/* ---- the renderings, hand-written from TRUNK.md 6 (Qwen3.5's XML-function
+ * calling) and the instruction text of third-party copies of Qwen3.5's /
+ * Qwen3.6's chat_template.jinja (the exact Qwen3.5 file was not available
+ * here, so no transformers rendering can be the reference) ---- */
+
+/* The tools as the client sends them (compact) and as tojson writes them. */
+#define WEATHER                                                                                                        \
+    "{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"The weather of a city, now.\","   \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"},\"unit\":{\"type\":"          \
+    "\"string\",\"enum\":[\"celsius\",\"fahrenheit\"]}},\"required\":[\"city\"]}}}"
+#define WEATHER_TOJSON                                                                                                 \
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"The weather of a city, "    \
+    "now.\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"unit\": "    \
+    "{\"type\": \"string\", \"enum\": [\"celsius\", \"fahrenheit\"]}}, \"required\": [\"city\"]}}}"
+#define CLOCK                                                                                                          \
+    "{\"type\":\"function\",\"function\":{\"name\":\"local_time\",\"description\":\"L'heure locale \xe2\x80\x94 24 h\"," \
+    "\"parameters\":{\"type\":\"object\",\"properties\":{\"zone\":{\"type\":\"string\"},\"offset\":{\"type\":"        \
+    "\"integer\"},\"dst\":{\"type\":\"boolean\"}}}}}"
+#define CLOCK_TOJSON                                                                                                   \
+    "{\"type\": \"function\", \"function\": {\"name\": \"local_time\", \"description\": \"L'heure locale \xe2\x80\x94 " \
+    "24 h\", \"parameters\": {\"type\": \"object\", \"properties\": {\"zone\": {\"type\": \"string\"}, \"offset\": "  \
+    "{\"type\": \"integer\"}, \"dst\": {\"type\": \"boolean\"}}}}}"
+
+#define TOOLS_OPEN "<|im_start|>system\n# Tools\n\nYou have access to the following functions:\n\n<tools>"
+#define INSTRUCTIONS                                                                                                   \
+    "\n\nIf you choose to call a function ONLY reply in the following format with NO suffix:\n\n<tool_call>\n"        \
+    "<function=example_function_name>\n<parameter=example_parameter_1>\nvalue_1\n</parameter>\n"                      \
+    "<parameter=example_parameter_2>\nThis is the value for the second parameter\nthat can span\nmultiple lines\n"    \
+    "</parameter>\n</function>\n</tool_call>\n\n<IMPORTANT>\nReminder:\n- Function calls MUST follow the specified "  \
+    "format: an inner <function=...></function> block must be nested within <tool_call></tool_call> XML tags\n- "     \
+    "Required parameters MUST be specified\n- You may provide optional reasoning for your function call in natural "  \
+    "language BEFORE the function call, but NOT after\n- If there is no function call available, answer the question " \
+    "like normal with your current knowledge and do not tell the user about function calls\n</IMPORTANT>"
+#define NO_THINK "<|im_start|>assistant\n<think>\n\n</think>\n\n"
+#define CALL(id, name, args)                                                                                           \
+    "{\"id\":\"" id "\",\"type\":\"function\",\"function\":{\"name\":\"" name "\",\"arguments\":\"" args "\"}}"
+
+typedef struct render_case {
+    const char *name, *body, *want;
+} render_case;
+
+static const render_case render_cases[] = {
+    {"tools_with_system",
+     "{\"tools\":[" WEATHER "," CLOCK "],\"messages\":[{\"role\":\"system\",\"content\":\" Be brief.\\n\"},"
+     "{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]}",
+     TOOLS_OPEN "\n" WEATHER_TOJSON "\n" CLOCK_TOJSON "\n</tools>" INSTRUCTIONS "\n\nBe brief.<|im_end|>\n"
+                "<|im_start|>user\nWeather in Paris?<|im_end|>\n" NO_THINK},
+    {"tools_without_system",
+     "{\"tools\":[" WEATHER "],\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]}",
+     TOOLS_OPEN "\n" WEATHER_TOJSON "\n</tools>" INSTRUCTIONS "<|im_end|>\n"
+                "<|im_start|>user\nWeather in Paris?<|im_end|>\n" NO_THINK},
+    {"tools_with_blank_system", /* an empty system content adds nothing after the instructions */
+     "{\"tools\":[" WEATHER "],\"messages\":[{\"role\":\"system\",\"content\":\"  \"},"
+     "{\"role\":\"user\",\"content\":\"Hi\"}]}",
+     TOOLS_OPEN "\n" WEATHER_TOJSON "\n</tools>" INSTRUCTIONS "<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n" NO_THINK},
+    {"round_trip",
+     "{\"tools\":[" WEATHER "],\"messages\":[{\"role\":\"user\",\"content\":\"Weather in Paris?\"},"
+     "{\"role\":\"assistant\",\"content\":\"\",\"reasoning_content\":\"I should ask the tool.\",\"tool_calls\":["
+     CALL("call_1", "get_weather", "{\\\"city\\\": \\\"Paris\\\"}") "]},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"call_1\",\"content\":\"{\\\"sky\\\": \\\"sunny\\\", \\\"c\\\": 21}\"}]}",
+     TOOLS_OPEN "\n" WEATHER_TOJSON "\n</tools>" INSTRUCTIONS "<|im_end|>\n"
+                "<|im_start|>user\nWeather in Paris?<|im_end|>\n"
+                "<|im_start|>assistant\n<think>\nI should ask the tool.\n</think>\n\n"
+                "<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n</function>\n</tool_call>"
+                "<|im_end|>\n<|im_start|>user\n<tool_response>\n{\"sky\": \"sunny\", \"c\": 21}\n</tool_response>"
+                "<|im_end|>\n" NO_THINK},
+    {"two_calls_earlier_turn",
+     "{\"tools\":[" WEATHER "," CLOCK "],\"messages\":[{\"role\":\"system\",\"content\":\"You help.\"},"
+     "{\"role\":\"user\",\"content\":\"Weather and time in Oslo?\"},"
+     "{\"role\":\"assistant\",\"content\":\"Checking both.\",\"tool_calls\":["
+     CALL("a", "get_weather", "{\\\"city\\\":\\\"Oslo\\\",\\\"unit\\\":\\\"celsius\\\"}") ","
+     CALL("b", "local_time", "{\\\"zone\\\":\\\"Europe/Oslo\\\",\\\"offset\\\":1,\\\"dst\\\":false}") "]},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"a\",\"content\":\"rain, 9 C\"},"
+     "{\"role\":\"tool\",\"tool_call_id\":\"b\",\"content\":\"14:05\"},"
+     "{\"role\":\"assistant\",\"content\":\"Rain, 9 C; it is 14:05.\"},"
+     "{\"role\":\"user\",\"content\":\"Thanks! And Rome?\"}]}",
+     TOOLS_OPEN "\n" WEATHER_TOJSON "\n" CLOCK_TOJSON "\n</tools>" INSTRUCTIONS "\n\nYou help.<|im_end|>\n"
+                "<|im_start|>user\nWeather and time in Oslo?<|im_end|>\n"
+                "<|im_start|>assistant\nChecking both.\n\n"
+                "<tool_call>\n<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+                "<parameter=unit>\ncelsius\n</parameter>\n</function>\n</tool_call>\n"
+                "<tool_call>\n<function=local_time>\n<parameter=zone>\nEurope/Oslo\n</parameter>\n"
+                "<parameter=offset>\n1\n</parameter>\n<parameter=dst>\nfalse\n</parameter>\n</function>\n</tool_call>"
+                "<|im_end|>\n<|im_start|>user\n<tool_response>\nrain, 9 C\n</tool_response>\n"
+                "<tool_response>\n14:05\n</tool_response><|im_end|>\n"
+                "<|im_start|>assistant\nRain, 9 C; it is 14:05.<|im_end|>\n"
+                "<|im_start|>user\nThanks! And Rome?<|im_end|>\n" NO_THINK},
+    {"calls_after_reasoning_with_content", /* no arguments; a multi-line string; a nested value as tojson writes it */
+     "{\"tools\":[" CLOCK "],\"messages\":[{\"role\":\"user\",\"content\":\"Time?\"},"
+     "{\"role\":\"assistant\",\"content\":\"One moment.\",\"reasoning_content\":\"Use local_time.\",\"tool_calls\":["
+     CALL("c", "local_time", "{}") ","
+     CALL("d", "local_time", "{\\\"zone\\\":\\\"line 1\\\\nline 2\\\",\\\"extra\\\":{\\\"a\\\":[1,null],\\\"b\\\":\\\"\xc3\xa9\\\"}}")
+     "]},{\"role\":\"tool\",\"tool_call_id\":\"c\",\"content\":\"09:00\"}]}",
+     TOOLS_OPEN "\n" CLOCK_TOJSON "\n</tools>" INSTRUCTIONS "<|im_end|>\n<|im_start|>user\nTime?<|im_end|>\n"
+                "<|im_start|>assistant\n<think>\nUse local_time.\n</think>\n\nOne moment.\n\n"
+                "<tool_call>\n<function=local_time>\n</function>\n</tool_call>\n"
+                "<tool_call>\n<function=local_time>\n<parameter=zone>\nline 1\nline 2\n</parameter>\n"
+                "<parameter=extra>\n{\"a\": [1, null], \"b\": \"\xc3\xa9\"}\n</parameter>\n</function>\n</tool_call>"
+                "<|im_end|>\n<|im_start|>user\n<tool_response>\n09:00\n</tool_response><|im_end|>\n" NO_THINK},
+};
+
+static void test_renderings(void) {
+    for (size_t i = 0; i < sizeof render_cases / sizeof render_cases[0]; i++) {
+        const render_case *c = &render_cases[i];
+        /* thinking off, as a forced call renders; the think rules are test_chat_template's */
+        char body[8192];
+        snprintf(body, sizeof body, "{\"chat_template_kwargs\":{\"enable_thinking\":false},%s", c->body + 1);
         server_request r;
         server_error e = {0};
-        int rc = server_request_parse(&r, SERVER_ENDPOINT_CHAT, text, strlen(text), NULL, &e);
-        CHECK_MSG(rc == 0, "case %zu: %s", i, e.message);
-        if (!rc) {
-            char *got = render(&r);
-            const char *want = json_string_value(json_object_get(c, "text"));
-            CHECK_MSG(got && want && !strcmp(got, want), "case %s:\n[%s]\nexpected:\n[%s]",
-                      json_string_value(json_object_get(c, "name")), got ? got : "(null)", want);
-            clover_free(got);
-            server_request_free(&r);
-        }
-        free(text);
-        json_decref(body);
+        int rc = server_request_parse(&r, SERVER_ENDPOINT_CHAT, body, strlen(body), NULL, &e);
+        CHECK_MSG(rc == 0, "case %s: %s", c->name, e.message);
+        if (rc) continue;
+        char *got = render(&r);
+        CHECK_MSG(got && !strcmp(got, c->want), "case %s:\n[%s]\nexpected:\n[%s]", c->name, got ? got : "(null)",
+                  c->want);
+        clover_free(got);
+        server_request_free(&r);
     }
-    json_decref(root);
 }
 
 static char *names[] = {"get_weather", "local_time"};
+static char *schemas[] = {WEATHER, CLOCK};
 
 /* Parses and checks the result: rc, and for rc 1 the calls ("name|args" each) and the content length. */
 static void parse_is(const char *text, int want_rc, const char *const *want_calls, size_t want_n,
                      size_t want_content) {
     tool_call_out *calls = NULL;
     size_t n = 0, content = 0;
-    int rc = tool_calls_parse(text, strlen(text), names, 2, &calls, &n, &content);
+    int rc = tool_calls_parse(text, strlen(text), names, schemas, 2, &calls, &n, &content);
     CHECK_MSG(rc == want_rc, "[%s]: rc %d, expected %d", text, rc, want_rc);
     if (rc == 1 && want_rc == 1) {
         CHECK_EQ_INT(n, want_n);
@@ -101,36 +192,52 @@ static void parse_is(const char *text, int want_rc, const char *const *want_call
     tool_calls_free(calls, n);
 }
 
+#define P(k, v) "<parameter=" k ">\n" v "\n</parameter>\n"
+
 static void test_parse(void) {
     const char *one[] = {"get_weather|{\"city\": \"Paris\"}"};
-    parse_is("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", 1, one, 1,
-             0);
-    /* compact JSON from the model comes back in tojson's form; content before it, trimmed */
-    parse_is("Let me look.\n\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":\"Paris\"}}</tool_call>\n", 1,
-             one, 1, 12);
+    parse_is("<tool_call>\n<function=get_weather>\n" P("city", "Paris") "</function>\n</tool_call>", 1, one, 1, 0);
+    /* no newlines inside the tags; content before it, trimmed */
+    parse_is("Let me look.\n\n<tool_call><function=get_weather><parameter=city>Paris</parameter></function>"
+             "</tool_call>\n",
+             1, one, 1, 12);
     const char *two[] = {"get_weather|{\"city\": \"Oslo\", \"unit\": \"celsius\"}", "local_time|{}"};
-    parse_is("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Oslo\", \"unit\": \"celsius\"}}\n"
-             "</tool_call>\n<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}}\n</tool_call>",
+    parse_is("<tool_call>\n<function=get_weather>\n" P("city", "Oslo") P("unit", "celsius") "</function>\n</tool_call>\n"
+             "<tool_call>\n<function=local_time>\n</function>\n</tool_call>",
              1, two, 2, 0);
-    const char *nested[] = {"local_time|{\"zone\": \"é\\\"</x>\", \"list\": [1, {\"a\": null}]}"};
-    parse_is("<tool_call>{\"name\": \"local_time\", \"arguments\": {\"zone\": \"é\\\"</x>\", \"list\": [1, {\"a\": null}]}}"
-             "</tool_call>",
-             1, nested, 1, 0);
+    /* declared types: a string stays a string even when it reads as JSON; others are JSON when they parse */
+    const char *typed[] = {"local_time|{\"zone\": \"42\", \"offset\": -3, \"dst\": true}"};
+    parse_is("<tool_call>\n<function=local_time>\n" P("zone", "42") P("offset", "-3") P("dst", "true")
+             "</function>\n</tool_call>",
+             1, typed, 1, 0);
+    const char *quoted[] = {"get_weather|{\"city\": \"\\\"Paris\\\"\"}"};
+    parse_is("<tool_call>\n<function=get_weather>\n" P("city", "\"Paris\"") "</function>\n</tool_call>", 1, quoted, 1,
+             0);
+    /* undeclared parameters: JSON when it parses, else the text; a multi-line string; a value "not an int" */
+    const char *loose[] = {"local_time|{\"extra\": {\"a\": [1, null]}, \"note\": \"not json \xc3\xa9\", "
+                           "\"zone\": \"line 1\\nline 2\\n\", \"offset\": \"soon\"}"};
+    parse_is("<tool_call>\n<function=local_time>\n" P("extra", "{\"a\": [1,null]}") P("note", "not json \xc3\xa9")
+                 P("zone", "line 1\nline 2\n") P("offset", "soon") "</function>\n</tool_call>",
+             1, loose, 1, 0);
     parse_is("Just an answer.", 0, NULL, 0, 0);
     parse_is("", 0, NULL, 0, 0);
     /* malformed: plain content */
-    parse_is("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": }\n</tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>\n{\"name\": \"unknown_fn\", \"arguments\": {}}\n</tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>\n{\"name\": \"local_time\", \"arguments\": \"{}\"}\n</tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}, \"x\": 1}\n</tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}}\n", -1, NULL, 0, 0); /* not closed */
-    parse_is("<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}}\n</tool_call> and then text", -1, NULL, 0, 0);
-    parse_is("<tool_call><tool_call>{\"name\": \"local_time\", \"arguments\": {}}</tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>[1, 2]</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=unknown_fn>\n</function>\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=>\n</function>\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=local_time>\n</tool_call>", -1, NULL, 0, 0); /* no </function> */
+    parse_is("<tool_call>\n<function=local_time>\n<parameter=zone>\nUTC\n</function>\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=local_time>\n" P("zone", "UTC") P("zone", "CET") "</function>\n</tool_call>", -1,
+             NULL, 0, 0); /* a parameter twice */
+    parse_is("<tool_call>\n<function=local_time>\nsome words\n</function>\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=local_time>\n</function>\ntrailing\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=local_time>\n</function>\n", -1, NULL, 0, 0); /* not closed */
+    parse_is("<tool_call>\n<function=local_time>\n</function>\n</tool_call> and then text", -1, NULL, 0, 0);
+    parse_is("<tool_call><tool_call><function=local_time></function></tool_call>", -1, NULL, 0, 0);
     parse_is("<tool_call></tool_call>", -1, NULL, 0, 0);
-    parse_is("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>\n"
-             "<tool_call>\n{\"name\": \"get_weather\"",
-             -1, NULL, 0, 0);
+    /* Qwen3's JSON form is not Qwen3.5's: content */
+    parse_is("<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}}\n</tool_call>", -1, NULL, 0, 0);
+    parse_is("<tool_call>\n<function=local_time>\n</function>\n</tool_call>\n<tool_call>\n<function=local_", -1, NULL,
+             0, 0);
 }
 
 static uint64_t rng = 0x9E3779B97F4A7C15ull;
@@ -165,7 +272,7 @@ static void gate_case(const char *prefix, const char *text, int want_rc, const c
         size_t nc = 0;
         const char *d;
         size_t dl;
-        int rc = tool_gate_finish(&g, names, 2, &calls, &nc, &d, &dl);
+        int rc = tool_gate_finish(&g, names, schemas, 2, &calls, &nc, &d, &dl);
         if (dl) memcpy(out + on, d, dl);
         on += dl;
         out[on] = '\0';
@@ -178,13 +285,13 @@ static void gate_case(const char *prefix, const char *text, int want_rc, const c
 
 static void test_gate(void) {
     gate_case(NULL, "Plain text, <tool no call>  \n", 0, "Plain text, <tool no call>  \n");
-    gate_case(NULL, "Checking.\n<tool_call>\n{\"name\": \"local_time\", \"arguments\": {}}\n</tool_call>", 1,
-              "Checking.");
-    gate_case(NULL, "Checking.\n<tool_call>\n{\"name\": broken</tool_call>", -1,
-              "Checking.\n<tool_call>\n{\"name\": broken</tool_call>");
-    /* a forced opening: the answer continues it */
-    gate_case("<tool_call>\n{\"name\": \"", "local_time\", \"arguments\": {\"zone\": \"UTC\"}}\n</tool_call>", 1, "");
-    gate_case("<tool_call>\n{\"name\": \"", "gibberish", -1, "<tool_call>\n{\"name\": \"gibberish");
+    gate_case(NULL, "Checking.\n<tool_call>\n<function=local_time>\n</function>\n</tool_call>", 1, "Checking.");
+    gate_case(NULL, "Checking.\n<tool_call>\n<function=broken</tool_call>", -1,
+              "Checking.\n<tool_call>\n<function=broken</tool_call>");
+    /* the forced openings: required leaves the name to the model, a named choice writes the tag */
+    gate_case("<tool_call>\n<function=", "local_time>\n" P("zone", "UTC") "</function>\n</tool_call>", 1, "");
+    gate_case("<tool_call>\n<function=local_time>\n", P("offset", "2") "</function>\n</tool_call>", 1, "");
+    gate_case("<tool_call>\n<function=", "gibberish", -1, "<tool_call>\n<function=gibberish");
 }
 
 /* A body that must be refused 400 naming param. */
@@ -237,7 +344,7 @@ static void test_bad_requests(void) {
 }
 
 int main(void) {
-    RUN(test_fixture_renderings);
+    RUN(test_renderings);
     RUN(test_parse);
     RUN(test_gate);
     RUN(test_bad_requests);

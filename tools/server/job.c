@@ -64,9 +64,12 @@ void job_unref(job *j) {
     byte_buf_free(&j->sse);
     free(j->text);
     free(j->tool_prefix);
-    for (size_t i = 0; i < j->n_tool_names; i++)
+    for (size_t i = 0; i < j->n_tool_names; i++) {
         free(j->tool_names[i]);
+        if (j->tool_schemas) free(j->tool_schemas[i]);
+    }
     free(j->tool_names);
+    free(j->tool_schemas);
     tool_calls_free(j->calls, j->n_calls);
     free(j->tool_content);
     for (size_t i = 0; i < j->n_lp; i++) {

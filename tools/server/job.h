@@ -59,6 +59,7 @@ typedef struct job {
     int tools_on;
     char *tool_prefix;  /* the call's opening the prompt forced (required / named), or NULL */
     char **tool_names;  /* [n_tool_names] the declared functions */
+    char **tool_schemas; /* [n_tool_names] each one's tool, a JSON text (its parameters' types) */
     size_t n_tool_names;
     int32_t suppress[1]; /* params.suppress_ids: "<tool_call>" under tool_choice "none" */
     const int32_t *script; /* test hook (--test-script): emitted ids replaced by these, [n_script] */

@@ -56,7 +56,7 @@ static int tools_finish(run_ctx *c) {
     const char *rest = NULL;
     size_t rest_len = 0, n_calls = 0;
     struct tool_call_out *calls = NULL;
-    int rc = tool_gate_finish(&c->gate, j->tool_names, j->n_tool_names, &calls, &n_calls, &rest, &rest_len);
+    int rc = tool_gate_finish(&c->gate, j->tool_names, j->tool_schemas, j->n_tool_names, &calls, &n_calls, &rest, &rest_len);
     if (rc == -2 || emit_parts(c, NULL, 0, rest, rest_len)) {
         tool_calls_free(calls, n_calls);
         return -1;

@@ -58,8 +58,8 @@ typedef struct server_message {
 typedef enum server_tool_choice {
     SERVER_TOOL_AUTO = 0,     /* the model may call a declared tool (the default with tools) */
     SERVER_TOOL_NONE = 1,     /* no call: "<tool_call>" cannot be generated */
-    SERVER_TOOL_REQUIRED = 2, /* a call: the answer opens with "<tool_call>\n{\"name\": \"" */
-    SERVER_TOOL_NAMED = 3,    /* a call of tool_choice_name: its opening up to "arguments" is forced */
+    SERVER_TOOL_REQUIRED = 2, /* a call: the answer opens with "<tool_call>\n<function=" */
+    SERVER_TOOL_NAMED = 3,    /* a call of tool_choice_name: "<tool_call>\n<function=NAME>\n" is forced */
 } server_tool_choice;
 
 typedef struct server_request {

@@ -45,14 +45,15 @@ static void snapshot_before_generation_prompt(const prepare_config *c, job *j) {
 }
 
 /* A forced call's opening (tool_choice required or named): the answer
- * continues it, and the parser reads it as the answer's start. */
+ * continues it, and the parser reads it as the answer's start. Required
+ * leaves the function's name to the model; named writes its whole tag. */
 static char *forced_opening(const server_request *r) {
-    static const char open[] = "<tool_call>\n{\"name\": \"";
+    static const char open[] = "<tool_call>\n<function=";
     if (r->tool_choice == SERVER_TOOL_REQUIRED) return strdup(open);
     if (r->tool_choice != SERVER_TOOL_NAMED) return NULL;
-    size_t n = strlen(open) + strlen(r->tool_choice_name) + 32;
+    size_t n = strlen(open) + strlen(r->tool_choice_name) + 4;
     char *s = malloc(n);
-    if (s) snprintf(s, n, "%s%s\", \"arguments\": ", open, r->tool_choice_name);
+    if (s) snprintf(s, n, "%s%s>\n", open, r->tool_choice_name);
     return s;
 }
 
@@ -85,11 +86,14 @@ static int chat_tools(const server_request *r, const prepare_config *c, job *j, 
     }
     j->tools_on = 1;
     j->tool_names = calloc(r->n_tools, sizeof *j->tool_names);
-    if (!j->tool_names) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+    j->tool_schemas = calloc(r->n_tools, sizeof *j->tool_schemas);
+    if (!j->tool_names || !j->tool_schemas) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     for (size_t i = 0; i < r->n_tools; i++) {
         j->tool_names[i] = strdup(r->tool_names[i]);
-        if (!j->tool_names[i]) return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        j->tool_schemas[i] = strdup(r->tools_json[i]);
         j->n_tool_names = i + 1;
+        if (!j->tool_names[i] || !j->tool_schemas[i])
+            return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
     }
     if (r->tool_choice == SERVER_TOOL_REQUIRED || r->tool_choice == SERVER_TOOL_NAMED) {
         j->tool_prefix = forced_opening(r);

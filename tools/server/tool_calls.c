@@ -7,6 +7,13 @@
  * the client wrote). Reals are the exception (jansson prints %.17g, Python
  * the shortest repr), so a real in a tool's schema may render differently
  * from transformers.
+ *
+ * The parser follows Qwen3.5's XML-function form (TRUNK.md 6). A parameter's
+ * value is the text between "<parameter=K>\n" and "\n</parameter>"; it is
+ * kept as a string when the tool's schema declares K a string, else it is
+ * read as JSON when it parses as JSON (42, true, [1], {"a": 1}) and kept as
+ * a string when it does not, which inverts the template (strings verbatim,
+ * other values as JSON).
  */
 #include "tool_calls.h"
 
@@ -35,30 +42,121 @@ static const char *find(const char *s, size_t n, const char *needle) {
     return NULL;
 }
 
-static int declared(const char *name, char *const *names, size_t n) {
+static int declared(const char *name, size_t len, char *const *names, size_t n) {
     for (size_t i = 0; i < n; i++)
-        if (!strcmp(names[i], name)) return 1;
-    return 0;
+        if (strlen(names[i]) == len && !memcmp(names[i], name, len)) return (int)i;
+    return -1;
 }
 
-/* One block's JSON: {"name": declared string, "arguments": object}. 0, -1 (malformed) or -2. */
-static int parse_block(const char *s, size_t n, char *const *names, size_t n_names, tool_call_out *out) {
-    json_error_t e;
-    json_t *o = json_loadb(s, n, 0, &e);
-    int rc = -1;
-    json_t *name = json_object_get(o, "name"), *args = json_object_get(o, "arguments");
-    if (json_is_object(o) && json_is_string(name) && json_is_object(args) && json_object_size(o) == 2 &&
-        declared(json_string_value(name), names, n_names)) {
-        out->name = strdup(json_string_value(name));
-        out->arguments = tool_json_dumps(args);
-        rc = out->name && out->arguments ? 0 : -2;
+static char *copy(const char *s, size_t n) {
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, s, n);
+        d[n] = '\0';
     }
-    json_decref(o);
+    return d;
+}
+
+/* A cursor over one block's body. */
+typedef struct cur {
+    const char *p, *end;
+} cur;
+
+static void skip_space(cur *c) {
+    while (c->p < c->end && is_space(*c->p)) c->p++;
+}
+
+static int eat(cur *c, const char *lit) {
+    size_t m = strlen(lit);
+    if ((size_t)(c->end - c->p) < m || memcmp(c->p, lit, m)) return 0;
+    c->p += m;
+    return 1;
+}
+
+/* "<TAG=" already eaten: the name up to ">", one line, no tag inside; NULL if none. */
+static const char *tag_name(cur *c, size_t *len) {
+    const char *s = c->p;
+    while (c->p < c->end && *c->p != '>' && *c->p != '<' && *c->p != '\n') c->p++;
+    if (c->p == c->end || *c->p != '>' || c->p == s) return NULL;
+    *len = (size_t)(c->p - s);
+    c->p++;
+    return s;
+}
+
+/* Whether the declared type of parameter key (schema: the tool's tojson
+ * text) admits a string: then the value is kept as written. */
+static int string_typed(const char *schema, const char *key) {
+    if (!schema) return 0;
+    json_error_t e;
+    json_t *t = json_loads(schema, 0, &e);
+    json_t *props = json_object_get(json_object_get(json_object_get(t, "function"), "parameters"), "properties");
+    json_t *type = json_object_get(json_object_get(props, key), "type");
+    int yes = json_is_string(type) && !strcmp(json_string_value(type), "string");
+    size_t i;
+    json_t *v;
+    if (json_is_array(type)) /* ["string", "null"] */
+        json_array_foreach(type, i, v) yes |= json_is_string(v) && !strcmp(json_string_value(v), "string");
+    json_decref(t);
+    return yes;
+}
+
+/* One block's body: <function=NAME> (<parameter=K>\nV\n</parameter>)* </function>,
+ * white space between the tags. 0, -1 (malformed) or -2. */
+static int parse_block(const char *s, size_t n, char *const *names, char *const *schemas, size_t n_names,
+                       tool_call_out *out) {
+    cur c = {s, s + n};
+    size_t len;
+    skip_space(&c);
+    if (!eat(&c, "<function=")) return -1;
+    const char *name = tag_name(&c, &len);
+    int fn = name ? declared(name, len, names, n_names) : -1;
+    if (fn < 0) return -1;
+    json_t *args = json_object();
+    if (!args) return -2;
+    int rc = -1;
+    for (;;) {
+        skip_space(&c);
+        if (!eat(&c, "<parameter=")) break;
+        const char *key = tag_name(&c, &len);
+        if (!key) goto done;
+        char *k = copy(key, len);
+        if (!k) {
+            rc = -2;
+            goto done;
+        }
+        eat(&c, "\n");
+        const char *close = find(c.p, (size_t)(c.end - c.p), "</parameter>");
+        if (!close || json_object_get(args, k)) { /* not closed, or given twice */
+            free(k);
+            goto done;
+        }
+        size_t vlen = (size_t)(close - c.p);
+        if (vlen && c.p[vlen - 1] == '\n') vlen--;
+        json_t *v = NULL;
+        json_error_t e;
+        if (!string_typed(schemas ? schemas[fn] : NULL, k)) v = json_loadb(c.p, vlen, JSON_DECODE_ANY, &e);
+        if (!v) v = json_stringn(c.p, vlen); /* a string, or a value that is not JSON */
+        int bad = !v || json_object_set_new(args, k, v);
+        free(k);
+        if (bad) {
+            rc = v ? -2 : -1; /* json_stringn fails on invalid UTF-8: not a call */
+            goto done;
+        }
+        c.p = close + strlen("</parameter>");
+    }
+    if (!eat(&c, "</function>")) goto done;
+    skip_space(&c);
+    if (c.p != c.end) goto done;
+    out->name = copy(name, strlen(names[fn]));
+    out->arguments = tool_json_dumps(args);
+    rc = out->name && out->arguments ? 0 : -2;
+done:
+    json_decref(args);
     return rc;
 }
 
-int tool_calls_parse(const char *text, size_t len, char *const *names, size_t n_names, tool_call_out **calls,
-                     size_t *n_calls, size_t *content_len) {
+int tool_calls_parse(const char *text, size_t len, char *const *names, char *const *schemas, size_t n_names,
+                     tool_call_out **calls, size_t *n_calls, size_t *content_len) {
     *calls = NULL;
     *n_calls = 0;
     *content_len = len;
@@ -85,7 +183,7 @@ int tool_calls_parse(const char *text, size_t len, char *const *names, size_t n_
             v = w;
         }
         memset(&v[n], 0, sizeof v[n]);
-        int b = parse_block(body, (size_t)(close - body), names, n_names, &v[n]);
+        int b = parse_block(body, (size_t)(close - body), names, schemas, n_names, &v[n]);
         n++;
         if (b) {
             rc = b;
@@ -169,10 +267,10 @@ int tool_gate_push(tool_gate *g, const char *s, size_t n, const char **out, size
     return 0;
 }
 
-int tool_gate_finish(tool_gate *g, char *const *names, size_t n_names, tool_call_out **calls, size_t *n_calls,
-                     const char **out, size_t *out_len) {
+int tool_gate_finish(tool_gate *g, char *const *names, char *const *schemas, size_t n_names, tool_call_out **calls,
+                     size_t *n_calls, const char **out, size_t *out_len) {
     size_t content_len = g->len;
-    int rc = tool_calls_parse(g->text, g->len, names, n_names, calls, n_calls, &content_len);
+    int rc = tool_calls_parse(g->text, g->len, names, schemas, n_names, calls, n_calls, &content_len);
     release_to(g, rc == 1 ? content_len : g->len, out, out_len);
     return rc;
 }

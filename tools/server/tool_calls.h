@@ -1,5 +1,6 @@
 /*
- * tool_calls.h: OpenAI tool calls over Qwen3's <tool_call> convention, with
+ * tool_calls.h: OpenAI tool calls over Qwen3.5's XML-function <tool_call>
+ * form (TRUNK.md 6), with
  * no model and no I/O (unit-tested in tests/unit/test_server_tools.c).
  *
  * - tool_json_dumps writes a JSON value as Python's json.dumps does by
@@ -7,9 +8,11 @@
  *   what the chat template's tojson writes: a tool is rendered into the
  *   prompt, and a parsed call's arguments are given back, in that form.
  * - tool_calls_parse reads an answer's content: text, then one or more
- *   <tool_call>\n{"name": NAME, "arguments": {...}}\n</tool_call> blocks
- *   separated only by white space. A block that is not such a JSON object,
- *   names a function the request did not declare, or has text after it,
+ *   <tool_call>\n<function=NAME>\n<parameter=K>\nV\n</parameter>\n...
+ *   </function>\n</tool_call> blocks (zero or more parameters) separated
+ *   only by white space. The parameters become the OpenAI arguments object
+ *   (a JSON text). A block that is not of that form, names a function the
+ *   request did not declare, repeats a parameter, or has text after it,
  *   makes the whole answer plain content (a malformed call is never an
  *   error).
  * - tool_gate releases streamed content deltas, holding back everything
@@ -39,9 +42,12 @@ void tool_calls_free(tool_call_out *calls, size_t n);
 /* 1: calls found (*calls, *n_calls; *content_len = the text before the first
  * block, trailing white space dropped); 0: no "<tool_call>" in the text;
  * -1: malformed (the text is plain content); -2: out of memory. names: the
- * declared functions. */
-int tool_calls_parse(const char *text, size_t len, char *const *names, size_t n_names, tool_call_out **calls,
-                     size_t *n_calls, size_t *content_len);
+ * declared functions; schemas: NULL, or each one's tool as a JSON text
+ * ({"type": "function", "function": {..., "parameters": {...}}}) or NULL,
+ * where a parameter's declared "type" decides whether its value stays a
+ * string. */
+int tool_calls_parse(const char *text, size_t len, char *const *names, char *const *schemas, size_t n_names,
+                     tool_call_out **calls, size_t *n_calls, size_t *content_len);
 
 typedef struct tool_gate {
     char *text; /* the content so far (a forced opening first) */
@@ -58,7 +64,7 @@ int tool_gate_push(tool_gate *g, const char *s, size_t n, const char **out, size
 /* The end: parses the text. Returns tool_calls_parse's value; *out, *out_len:
  * the content still to release (up to content_len when calls were found,
  * else the rest of the text). */
-int tool_gate_finish(tool_gate *g, char *const *names, size_t n_names, tool_call_out **calls, size_t *n_calls,
-                     const char **out, size_t *out_len);
+int tool_gate_finish(tool_gate *g, char *const *names, char *const *schemas, size_t n_names, tool_call_out **calls,
+                     size_t *n_calls, const char **out, size_t *out_len);
 
 #endif
