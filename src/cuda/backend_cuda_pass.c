@@ -254,9 +254,11 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
         /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it */
         uint8_t *allowed = sc->kept + il * hp->n_expert;
         if (cuda_moe_coreset(allowed, sc->kept_count, sc->rlog, n, hp->n_expert, k, p->top_p, sc->cs_work,
-                             s->stream) ||
-            cuda_moe_route_allowed(sc->ridx, sc->rw, sc->rlog, allowed, n, hp->n_expert, k, s->stream))
+                             s->stream))
             return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coreset: %s", cuda_preview_last_error());
+        if ((rc = op_status(cuda_moe_route_allowed(sc->ridx, sc->rw, sc->rlog, allowed, n, hp->n_expert, k, s->stream),
+                            "routing inside the coreset", err)))
+            return rc;
     } else if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing",
                                err))) {
         return rc;

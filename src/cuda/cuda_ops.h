@@ -71,6 +71,15 @@ int cuda_moe_route(int32_t *idx,         // [n][k] expert ids, descending probab
                    const float *logits,  // [n][n_expert]
                    size_t n, size_t n_expert, size_t k, void *stream);
 
+/* cuda_moe_route restricted to allowed experts (cpu_moe_route with
+ * `allowed`; the same kernel): float32 softmax over all experts, top-k among the allowed,
+ * weights renormalised over the chosen. A row with m < k allowed experts
+ * gets its m, then k - m distinct experts outside the set with weight 0
+ * (the grouped products need k distinct ids; 0 * y adds nothing to the
+ * ascending-id sum). n_expert <= CUDA_ROUTE_MAX_EXPERT, k <= CUDA_ROUTE_MAX_K. */
+int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
+                           size_t n_expert, size_t k, void *stream);
+
 /* out[r] = sum over the row's k slots, in ascending expert id (the CPU's
  * order), of wts[r][j] * ye[r*k + j]: the routed experts' weighted sum. */
 int cuda_moe_combine(float *out,           // [n][H]

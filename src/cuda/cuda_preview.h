@@ -71,14 +71,8 @@ int cuda_moe_coreset(uint8_t *allowed,        // [E]
                      const float *logits,     // [n][E] router logits
                      size_t n, size_t n_expert, size_t k, float top_p, void *work, void *stream);
 
-/* cuda_moe_route restricted to allowed experts (cpu_moe_route with
- * `allowed`): float32 softmax over all experts, top-k among the allowed,
- * weights renormalised over the chosen. A row with m < k allowed experts
- * gets its m, then k - m distinct experts outside the set with weight 0
- * (the grouped products need k distinct ids; 0 * y adds nothing to the
- * ascending-id sum). n_expert <= CUDA_ROUTE_MAX_EXPERT, k <= CUDA_ROUTE_MAX_K. */
-int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
-                           size_t n_expert, size_t k, void *stream);
+/* (cuda_moe_route_allowed, the routing inside the coreset, is in cuda_ops.h
+ * beside cuda_moe_route: one kernel for both.) */
 
 /* used[ids[i]] = 1 for n_slots routing slots (a diagnostic: the experts a
  * pass reads, for the benchmarks' floors). */

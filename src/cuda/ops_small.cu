@@ -154,8 +154,11 @@ extern "C" int cuda_swiglu(float *h, const float *g, const float *u, size_t coun
     return CUDA_LAUNCH_STATUS(g_err, "cuda_swiglu");
 }
 
-/* One block of 256 threads per row; the row's probabilities in shared memory. */
-__global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E, size_t k) {
+/* One block of 256 threads per row; the row's probabilities in shared memory.
+ * allowed (NULL: every expert) restricts the top-k to a preview's coreset
+ * (cpu_moe_route with allowed): the softmax stays over all experts, fewer than
+ * k allowed leave padding slots of the lowest ids outside the set, weight 0. */
+__global__ void k_route(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t E, size_t k) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     __shared__ float p[CUDA_ROUTE_MAX_EXPERT];
@@ -188,12 +191,12 @@ __global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E,
     /* top-k: k rounds of a first-maximum search by one warp (k, E small) */
     if (threadIdx.x < 32) {
         int32_t chosen[CUDA_ROUTE_MAX_K];
-        float top = 0.0f;
+        size_t m = 0;
         for (size_t j = 0; j < k; j++) {
             float best = -1.0f;
             int32_t bi = INT32_MAX;
             for (size_t e = threadIdx.x; e < E; e += 32) {
-                bool taken = false;
+                bool taken = allowed && !allowed[e];
                 for (size_t q = 0; q < j; q++) taken |= chosen[q] == (int32_t)e;
                 if (!taken && (p[e] > best || (p[e] == best && (int32_t)e < bi))) {
                     best = p[e];
@@ -208,14 +211,24 @@ __global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E,
                     bi = oi;
                 }
             }
+            if (bi == INT32_MAX) break; /* fewer than k allowed */
             chosen[j] = bi;
+            m = j + 1;
         }
         if (threadIdx.x == 0) {
-            for (size_t j = 0; j < k; j++) top += p[chosen[j]]; /* descending order, as the CPU sums */
-            for (size_t j = 0; j < k; j++) {
+            float top = 0.0f;
+            for (size_t j = 0; j < m; j++) top += p[chosen[j]]; /* descending order, as the CPU sums */
+            for (size_t j = 0; j < m; j++) {
                 idx[blockIdx.x * k + j] = chosen[j];
                 wts[blockIdx.x * k + j] = p[chosen[j]] / top;
             }
+            size_t j = m; /* padding slots (allowed only) */
+            for (size_t e = 0; allowed && e < E && j < k; e++)
+                if (!allowed[e]) {
+                    idx[blockIdx.x * k + j] = (int32_t)e;
+                    wts[blockIdx.x * k + j] = 0.0f;
+                    j++;
+                }
         }
     }
 }
@@ -223,8 +236,19 @@ __global__ void k_route(int32_t *idx, float *wts, const float *logits, size_t E,
 extern "C" int cuda_moe_route(int32_t *idx, float *wts, const float *logits, size_t n, size_t n_expert, size_t k,
                               void *stream) {
     if (n == 0) return 0;
-    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, n_expert, k);
+    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, (const uint8_t *)NULL, n_expert, k);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route");
+}
+
+extern "C" int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n,
+                                      size_t n_expert, size_t k, void *stream) {
+    if (n == 0) return 0;
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT || k > CUDA_ROUTE_MAX_K || k > n_expert) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_route_allowed: %zu experts, k %zu", n_expert, k);
+        return -1;
+    }
+    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, allowed, n_expert, k);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route_allowed");
 }
 
 __global__ void k_shexp_add(float *out, const float *sh, const float *gl, size_t H) {

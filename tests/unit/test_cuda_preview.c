@@ -29,6 +29,7 @@
 
 #include "backend_pick.h"
 #include "cpu/moe.h"
+#include "cuda/cuda_ops.h"
 #include "cuda/cuda_preview.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_test.h"
