@@ -26,6 +26,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "quant/quant_avx2_inline.h"
 #include "quant/quant_internal.h"
 
 /* Weights are streamed once per product: asking for the lines ~1 KiB ahead
@@ -35,22 +36,11 @@
  * the end of the tensor is harmless. */
 enum { PREFETCH_BYTES = 1024 };
 
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline int hsum_epi32_128(__m128i v) {
     v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
     v = _mm_add_epi32(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
     return _mm_cvtsi128_si32(v);
 }
-
-static inline float load_f16(const uint8_t *p) { return _cvtsh_ss(quant_load_u16(p)); }
-
-static inline __m256i load_256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
 /* ---- the quantiser ---- */
 
@@ -131,20 +121,6 @@ float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n) {
 }
 
 /* ---- Q4_K / Q5_K ---- */
-
-/* A shuffle mask that broadcasts 16-bit element j of each 128-bit lane. */
-static inline __m256i pick16(int j) { return _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))); }
-
-/* The 8 six-bit scales (low 128 bits) and mins (high 128 bits) of a block as
- * int16 (quant_k4_scale_min's packing, unpacked 4 bytes at a time). */
-static inline __m256i k4_scales_mins(const uint8_t *scales) {
-    uint32_t u[3];
-    memcpy(u, scales, sizeof u);
-    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-    const uint64_t sc = (uint64_t)(u[0] & low6) | (uint64_t)((u[2] & low4) | (((u[0] >> 6) & low2) << 4)) << 32;
-    const uint64_t m = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4)) << 32;
-    return _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)m, (long long)sc));
-}
 
 /* Chunk c of a block: sub-blocks 2c (low nibbles, plus bit 2c of h for
  * Q5_K) and 2c+1 (high nibbles, bit 2c+1), times their scales, as 8 int32. */

@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "quant/matmul_internal.h"
+#include "quant/quant_avx2_inline.h"
 #include "quant/quant_internal.h"
 
 enum {
@@ -35,17 +36,6 @@ enum {
     KB_8 = 64,          /* Q8_0 blocks (of 32) per tile: even, so block parity is global */
     X_BLOCK = 64,       /* activation rows per pass over a tile */
 };
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float load_f16(const uint8_t *p) { return _cvtsh_ss(quant_load_u16(p)); }
-static inline __m256i load_256(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
-static inline __m256i pick16(int j) { return _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))); }
 
 /* Accumulators of one (activation row, weight row) pair kept between column
  * tiles: Q8_0's two (even and odd blocks), the K-quants' sum and min sum. */
@@ -62,15 +52,6 @@ typedef struct k4_tile { /* one decoded block of one weight row */
     float d, dmin;
     float pad[2];
 } k4_tile;
-
-static inline __m256i k4_scales_mins(const uint8_t *scales) {
-    uint32_t u[3];
-    memcpy(u, scales, sizeof u);
-    const uint32_t low6 = 0x3f3f3f3fu, low4 = 0x0f0f0f0fu, low2 = 0x03030303u;
-    const uint64_t sc = (uint64_t)(u[0] & low6) | (uint64_t)((u[2] & low4) | (((u[0] >> 6) & low2) << 4)) << 32;
-    const uint64_t m = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4)) << 32;
-    return _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)m, (long long)sc));
-}
 
 static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, k4_tile *t) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);

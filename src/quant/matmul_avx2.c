@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "quant/matmul_internal.h"
+#include "quant/quant_avx2_inline.h"
 #include "quant/quant.h"
 
 enum {
@@ -22,13 +23,6 @@ enum {
     X_GROUP = 3,     /* activation rows per kernel call */
     X_BLOCK = 64,    /* activation rows per dequantised tile */
 };
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 static inline float load_f32(const float *p) {
     float v;

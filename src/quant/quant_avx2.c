@@ -23,16 +23,8 @@
  */
 #include <immintrin.h>
 
+#include "quant/quant_avx2_inline.h"
 #include "quant/quant_internal.h"
-
-static inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-static inline float load_f16(const uint8_t *p) { return _cvtsh_ss(quant_load_u16(p)); }
 
 static inline __m128i load_128(const void *p) { return _mm_loadu_si128((const __m128i *)p); }
 
