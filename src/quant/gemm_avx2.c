@@ -261,11 +261,11 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 
 void matmul_rows_gemm_avx2(const matmul_job *j, size_t o0, size_t o1) {
     _Alignas(64) pair_acc acc[X_BLOCK * TILE_O];
-    union {
+    _Alignas(64) union {
         k4_tile k4[TILE_O * KB_K];
         q6_tile q6[TILE_O * KB_K];
         q8_tile q8;
-    } _Alignas(64) tile;
+    } tile;
     const int q8 = j->type == QUANT_Q8_0;
     const size_t be = q8 ? QUANT_QK8_0 : QUANT_QK_K, kb = q8 ? KB_8 : KB_K;
     const size_t nb = j->n_in / be;
