@@ -4,12 +4,24 @@
  * with that path goes to matmul_batch, the others (per-row paths over 3+
  * rows: several one-row sequences of a decode batch) to the multi-row
  * per-row kernel below, all of whose tasks share one run of the pool.
+ *
+ * One exception to "matmul when it gives the same path": a run of 3 to
+ * GEMM_SMALL_MAX_ROWS rows against Q8_0 on the 8-bit path (a decode batch of
+ * one-row sequences: every dense projection and the head) takes
+ * gemm_small.h's kernel instead of gemm_avx2.c's tile kernel. Both give
+ * every output the one-row dot's bits, so the choice cannot change a
+ * result; the small kernel keeps a weight block in registers for 4 rows
+ * instead of reloading a decoded tile per row, ~1.3x the multiply-adds per
+ * CPU-second at 8 rows (bench/RESULTS.md). Runs of the per-row kernels that
+ * read the same x share one 8-bit copy of it (the GDN and attention input
+ * projections: 4 and 3 products of one x).
  */
 #include "quant/matmul_group.h"
 
 #include <string.h>
 
 #include "base/alloc.h"
+#include "quant/gemm_small.h"
 #include "quant/quant.h"
 
 enum { EACH_TASKS_PER_THREAD = 8, EACH_TILE = 4, EACH_INLINE_MACS = 1 << 17 };
@@ -24,6 +36,7 @@ typedef struct each_job {
     const uint8_t *xq; /* INT8: the rows in 8 bits */
     size_t xq_bytes;
     quant_act_dot_fn act_dot;
+    int small; /* Q8_0 on the 8-bit path, 3..GEMM_SMALL_MAX_ROWS rows: gemm_small.h's kernel */
     size_t per, first_task;
 } each_job;
 
@@ -39,6 +52,10 @@ static void each_task(void *ctx, size_t task, size_t thread) {
     while (i + 1 < s->n && task >= s->jobs[i + 1].first_task) i++;
     const each_job *j = &s->jobs[i];
     const size_t o0 = (task - j->first_task) * j->per, o1 = o0 + j->per < j->n_out ? o0 + j->per : j->n_out;
+    if (j->small) {
+        gemm_small_q8_0_avx2(j->w, j->row_bytes, o0, o1, j->n_in, j->xq, j->xq_bytes, j->n_rows, j->y, j->n_out);
+        return;
+    }
     for (size_t o = o0; o < o1; o++) { /* the weight row stays in L1 across the rows */
         const uint8_t *row = j->w + o * j->row_bytes;
         if (j->xq)
@@ -73,14 +90,16 @@ void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n
             size_t b = a + 1;
             while (b < m->n_rows && row_path(&items[i], b) == path) b++;
             const matmul_item run = {m->type, m->w, m->n_out, m->n_in, m->x + a * m->n_in, b - a, m->y + a * m->n_out};
-            if (matmul_path(m->type, m->n_in, b - a) == path) {
+            const int small = path == MATMUL_PATH_INT8 && m->type == QUANT_Q8_0 && b - a >= GEMM_SMALL_MIN_ROWS &&
+                              b - a <= GEMM_SMALL_MAX_ROWS && quant_simd_active();
+            if (matmul_path(m->type, m->n_in, b - a) == path && !small) {
                 if (direct) direct[nd++] = run;
                 else matmul(pool, run.type, run.w, run.n_out, run.n_in, run.x, run.n_rows, run.y);
             } else if (each) {
                 const size_t xqb = path == MATMUL_PATH_INT8 ? quant_act_row_bytes(m->type, m->n_in) : 0;
                 each[ne++] = (each_job){.type = m->type, .w = m->w, .row_bytes = quant_row_bytes(m->type, m->n_in),
                                         .n_out = m->n_out, .n_in = m->n_in, .n_rows = b - a, .x = run.x, .y = run.y,
-                                        .xq_bytes = xqb};
+                                        .xq_bytes = xqb, .small = small};
                 xq_total += (xqb * (b - a) + 63) / 64 * 64;
             } else { /* no plan memory: one row at a time is each row's own path */
                 for (size_t r = a; r < b; r++)
@@ -103,7 +122,15 @@ void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n
                     matmul(pool, j->type, j->w, j->n_out, j->n_in, j->x + r * j->n_in, 1, j->y + r * j->n_out);
                 j->n_out = 0;
             }
-            if (j->xq_bytes && xq) {
+            const each_job *same = NULL; /* an earlier run with these very rows in this format */
+            for (size_t k = 0; k < e && !same && j->xq_bytes && xq; k++)
+                if (each[k].xq && each[k].x == j->x && each[k].n_in == j->n_in && each[k].n_rows == j->n_rows &&
+                    (each[k].type == QUANT_Q8_0) == (j->type == QUANT_Q8_0))
+                    same = &each[k];
+            if (same) {
+                j->xq = same->xq;
+                j->act_dot = quant_act_dot_kernel(j->type);
+            } else if (j->xq_bytes && xq) {
                 uint8_t *dst = xq + off;
                 for (size_t r = 0; r < j->n_rows; r++)
                     quant_act_quantize(j->type, j->x + r * j->n_in, dst + r * j->xq_bytes, j->n_in);

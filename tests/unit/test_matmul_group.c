@@ -10,13 +10,23 @@
  * (checked: at least one case per type whose kernel depends on the row
  * count where the pass's row count would have given other bits; for types
  * with one kernel at every count, the whole pass equals the groups exactly).
+ *
+ * The decode batches' Q8_0 kernel (gemm_small.h) is also checked on its
+ * own: every row count 1..GEMM_SMALL_MAX_ROWS + 1, an odd number of blocks
+ * (the tail block goes to the even accumulator), output ranges that start
+ * and end off a multiple of 4, extreme codes (-128, 127, 0); each output
+ * equal bit for bit to the one-row decode dot and, independently, within a
+ * float-order tolerance of the scalar integer dot (act_scalar.c).
  */
+#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/rng.h"
 #include "base/threadpool.h"
 #include "quant/matmul.h"
+#include "quant/gemm_small.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -129,7 +139,67 @@ static void batch_of_items(void) {
     mem_free(wq), mem_free(wf), mem_free(src), mem_free(x);
 }
 
+/* gemm_small.h's kernel against the one-row dot and the scalar dot. */
+static void small_kernel_equals_dot(void) {
+    if (!quant_simd_active()) {
+        printf("     no AVX2 on this CPU: gemm_small is never called here, nothing to check\n");
+        return;
+    }
+    enum { NI = 32 * 67, NO = 23, MR = GEMM_SMALL_MAX_ROWS + 1 };
+    rng_state r;
+    rng_seed(&r, 13);
+    const size_t rb = quant_row_bytes(QUANT_Q8_0, NI), xb = quant_act_row_bytes(QUANT_Q8_0, NI);
+    uint8_t *w = mem_alloc(NO * rb), *xq = mem_alloc(MR * xb);
+    float *src = mem_alloc(NI * sizeof(float)), *y = mem_alloc(MR * NO * sizeof(float));
+    for (size_t o = 0; o < NO; o++) {
+        for (size_t k = 0; k < NI; k++) src[k] = rng_normal(&r) * 0.05f;
+        quant_quantize_row(QUANT_Q8_0, src, w + o * rb, NI);
+    }
+    /* extreme weight codes in row 5 (bytes 2.. of each 34-byte block are the codes) */
+    for (size_t b = 0; b < NI / 32; b++) {
+        int8_t *qs = (int8_t *)(w + 5 * rb + b * 34 + 2);
+        qs[0] = -128, qs[1] = 127, qs[2] = 0, qs[3] = -127;
+    }
+    for (size_t i = 0; i < MR; i++) {
+        for (size_t k = 0; k < NI; k++) src[k] = rng_normal(&r) * (float)(i + 1);
+        src[0] = i % 2 ? 1e3f : -1e3f; /* a block whose other codes are tiny */
+        quant_act_quantize(QUANT_Q8_0, src, xq + i * xb, NI);
+    }
+    const quant_act_dot_fn dot = quant_act_dot_kernel(QUANT_Q8_0);
+    size_t bad_bits = 0, bad_scalar = 0, checked = 0;
+    double worst = 0;
+    for (size_t m = 1; m <= MR; m++) {
+        const size_t o0 = m % 3, o1 = NO - m % 2;
+        for (size_t i = 0; i < MR * NO; i++) y[i] = -7.0f;
+        gemm_small_q8_0_avx2(w, rb, o0, o1, NI, xq, xb, m, y, NO);
+        for (size_t i = 0; i < m; i++)
+            for (size_t o = 0; o < NO; o++) {
+                const float got = y[i * NO + o];
+                if (o < o0 || o >= o1) {
+                    bad_bits += got != -7.0f; /* outside the range: untouched */
+                    continue;
+                }
+                const float want = dot(w + o * rb, xq + i * xb, NI);
+                bad_bits += memcmp(&got, &want, sizeof got) != 0;
+                const double ref = quant_act_dot_scalar(QUANT_Q8_0, w + o * rb, xq + i * xb, NI);
+                const double err = fabs((double)got - ref) / (fabs(ref) + 1e-3);
+                if (err > worst) worst = err;
+                bad_scalar += err > 1e-5;
+                checked++;
+            }
+        for (size_t i = m * NO; i < MR * NO; i++) bad_bits += y[i] != -7.0f; /* rows past m: untouched */
+    }
+    CHECK_MSG(bad_bits == 0, "gemm_small: %zu outputs differ from the one-row dot (or were written outside the range)",
+              bad_bits);
+    CHECK_MSG(bad_scalar == 0, "gemm_small: %zu outputs off the scalar dot by more than 1e-5 (worst %.3g)", bad_scalar,
+              worst);
+    printf("     gemm_small q8_0: %zu outputs, rows 1..%d, equal to the one-row dot; worst vs scalar %.2g\n", checked,
+           (int)MR, worst);
+    mem_free(w), mem_free(xq), mem_free(src), mem_free(y);
+}
+
 int main(void) {
+    RUN(small_kernel_equals_dot);
     RUN(grouped_equals_alone);
     RUN(batch_of_items);
     return TEST_EXIT();
