@@ -35,6 +35,7 @@ enum clover_status {
     CLOVER_E_NOMEM = -5,       /* an allocation failed */
     CLOVER_E_CANCELLED = -6,   /* the caller cancelled */
     CLOVER_E_INTERNAL = -7,    /* a broken invariant: a bug in clover */
+    CLOVER_E_DEVICE = -8,      /* the device (GPU) failed; the engine moves the session to the CPU */
 };
 
 typedef struct clover_error {
