@@ -64,7 +64,7 @@ void fo_note_failure(backend *fb, const clover_error *why, bool lost) {
         log_line(LOG_WARN, "the %s backend failed (%s); dropped for the rest of the process: its sessions run on the %s backend",
                  dev, why->message, to);
     } else {
-        log_line(LOG_INFO, "the %s backend failed (%s); the session moved to the %s backend", dev, why->message, to);
+        log_line(LOG_WARN, "the %s backend failed (%s); the session moved to the %s backend", dev, why->message, to);
     }
 }
 
@@ -81,10 +81,10 @@ int fo_fallback_ready(backend *fb, clover_error *err) {
     return CLOVER_OK;
 }
 
-int fo_device_failed(backend *fb, backend_session *s, const clover_error *why, clover_error *err) {
+int fo_device_failed(backend *fb, backend_session *s, const clover_error *why, bool count, clover_error *err) {
     bool lost = false;
     int rc = fo_session_move(s, &lost, err);
-    fo_note_failure(fb, why, lost || rc != CLOVER_OK);
+    if (count) fo_note_failure(fb, why, lost || rc != CLOVER_OK);
     if (rc) error_prefix(err, "%s; then", why->message);
     return rc;
 }
@@ -290,7 +290,10 @@ static int fo_call(backend *fb, const fo_kind *k, void *seqs, size_t n, const vo
         }
     }
     run_group(fb, k, FO_PRIMARY, seqs, n, want, tmp, map, cancel, st);
-    /* The device's failures move; the rest (and those already there) run on the fallback. */
+    /* The device's failures move (one failure of the device however many
+     * sequences the call had); the rest (and those already there) run on
+     * the fallback. */
+    bool counted = false;
     for (size_t i = 0; i < n; i++) {
         void *q = SEQ_AT(k, seqs, i);
         backend_session *s = SEQ_S(k, q);
@@ -298,7 +301,9 @@ static int fo_call(backend *fb, const fo_kind *k, void *seqs, size_t n, const vo
             want[i] = 0;
             if (SEQ_RC(k, q) == CLOVER_OK || !failover_is_device_error(SEQ_RC(k, q))) continue;
             clover_error why = *SEQ_ERR(k, q);
-            if (fo_device_failed(fb, s, &why, &e)) {
+            bool count = !counted;
+            counted = true;
+            if (fo_device_failed(fb, s, &why, count, &e)) {
                 seq_fail(k, q, &e);
                 continue;
             }

@@ -20,7 +20,7 @@
  * A device that fails twice, or whose state is lost, is dropped for the
  * rest of the process with one log line (warning): its sessions move at
  * their next call and new sessions start on the fallback; a failure that
- * does not drop it logs at info level. A failure at load (creating the
+ * does not drop it logs one warning too (the sessions it moved). A failure at load (creating the
  * device backend) starts every session on the fallback, dropped too.
  * Fault injection (fault_inject.h) is consulted before every device call,
  * here and nowhere else.

@@ -57,9 +57,10 @@ struct backend_session {
 
 /* Makes the fallback backend object (once). */
 int fo_fallback_ready(backend *fb, clover_error *err);
-/* After the device failed s (why: its error): moves s to the fallback and
- * counts the failure (dropping the device when due, with its log line). */
-int fo_device_failed(backend *fb, backend_session *s, const clover_error *why, clover_error *err);
+/* After the device failed s (why: its error): moves s to the fallback and,
+ * with count, counts the failure (dropping the device when due, with its
+ * log line; a call failing several sequences is one failure). */
+int fo_device_failed(backend *fb, backend_session *s, const clover_error *why, bool count, clover_error *err);
 /* Moves s to the fallback (export, else replay); *lost: the replay was needed. */
 int fo_session_move(backend_session *s, bool *lost, clover_error *err);
 /* Appends a successful commit of ids[0..n) to the log. */

@@ -247,7 +247,7 @@ int fo_checkpoint_save(backend_session *s, backend_checkpoint *c, clover_error *
     if (!rc) rc = ops->checkpoint_save(s->in, c->in, err);
     if (rc && s->on == FO_PRIMARY && failover_is_device_error(rc)) { /* the device failed here: move, save there */
         clover_error why = *err;
-        if ((rc = fo_device_failed(s->fb, s, &why, err))) return rc;
+        if ((rc = fo_device_failed(s->fb, s, &why, true, err))) return rc;
         return fo_checkpoint_save(s, c, err);
     }
     if (rc) return rc;

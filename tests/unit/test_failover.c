@@ -11,8 +11,8 @@
  * committed ids recommitted), the request completes with the tokens of the
  * reference (the manifest, where it has them) and bit for bit the tokens,
  * confidences and passes of the uninjected run; the session did move, and
- * exactly one "dropped" warning is logged where the device is gone (none
- * where it failed once). Bad plans are one-line errors.
+ * exactly one warning is logged: "dropped" where the device is gone,
+ * "moved" where it failed once. Bad plans are one-line errors.
  */
 #include "engine/session.h"
 #include "golden_generate.h"
@@ -21,12 +21,13 @@
 
 static fixture fx;
 static test_model tm;
-static size_t n_warn_dropped, n_warn_other;
+static size_t n_warn_dropped, n_warn_moved, n_warn_other;
 
 static void count_log(int level, const char *line, void *user) {
     (void)user;
     if (level != 1) return; /* warnings */
     if (strstr(line, "dropped for the rest of the process")) n_warn_dropped++;
+    else if (strstr(line, "the session moved to the cpu backend")) n_warn_moved++;
     else n_warn_other++;
 }
 
@@ -118,7 +119,7 @@ static void cases_under_faults(run_kind kind, bool golden, size_t max_cases) {
                          : kind == RUN_AR      ? "autoregressive"
                                                : "resolve",
                          spec);
-                size_t w0 = n_warn_dropped, o0 = n_warn_other;
+                size_t w0 = n_warn_dropped, m0 = n_warn_moved, o0 = n_warn_other;
                 clover_generate_result r;
                 if (run_one(spec, c, kind, &r, &moved)) continue;
                 runs++;
@@ -128,6 +129,8 @@ static void cases_under_faults(run_kind kind, bool golden, size_t max_cases) {
                 size_t want = dead || p == 0 ? 1 : 0;
                 CHECK_MSG(n_warn_dropped - w0 == want, "%s: %zu 'dropped' warnings, expected %zu", what,
                           n_warn_dropped - w0, want);
+                CHECK_MSG(n_warn_moved - m0 == 1 - want, "%s: %zu 'moved' warnings, expected %zu", what,
+                          n_warn_moved - m0, 1 - want);
                 CHECK_MSG(n_warn_other == o0, "%s: another warning was logged", what);
                 clover_generate_result_free(&r);
             }
