@@ -150,6 +150,11 @@ typedef struct clover_synth_options {
     /* geometry overrides, 0: the preset's */
     uint32_t n_layer, n_embd, n_expert, n_ff_exp;
     uint32_t n_threads;   /* threads generating and quantising; 0: one per CPU (the bytes do not depend on it) */
+    /* Skewed routing, as trained models show (0: none): in each MoE layer the
+     * router row of the expert of rank r (a random order per layer, from the
+     * seed) is scaled by 1 + route_skew / (1 + r), so a few experts win the
+     * top-k far more often than the rest; 0..64. */
+    float route_skew;
 } clover_synth_options;
 
 CLOVER_API int clover_synth(const char *path, const clover_synth_options *opts, clover_error *err);
