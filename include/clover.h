@@ -169,6 +169,39 @@ typedef struct clover_synth_params {
 } clover_synth_params;
 CLOVER_API int clover_synth_count(const clover_synth_options *opts, clover_synth_params *out, clover_error *err);
 
+/* ---- device check (clover check) ----
+ * Commits the same ids on a device backend and on a plain CPU backend (the
+ * reference: CLOVER_SIM_RANKS does not apply to it) and compares them after
+ * every commit call: the prompt in calls of at most 64 rows, then n_blocks
+ * blocks (the record's block size; 8 without a record) of ids drawn from
+ * seed. Errors are normalised, ||device - cpu|| / ||cpu||, the largest over
+ * the commit calls: per layer the residual stream after it (every row) and
+ * its state (KV rows, or the conv ring and S), and every row's logits. */
+typedef struct clover_check_params {
+    int device;             /* CLOVER_DEVICE_CPU or CLOVER_DEVICE_CUDA */
+    const int32_t *prompt;  /* [n_prompt], n_prompt >= 1 */
+    size_t n_prompt;
+    size_t n_blocks;
+    uint64_t seed;
+    size_t device_rows;     /* rows per pass on the device (0: 64; 1: every row alone) */
+    size_t n_threads;       /* CPU threads (0: every CPU) */
+} clover_check_params;
+
+typedef struct clover_check_result {
+    const char *device;     /* the device backend's name */
+    size_t n_layer, n_commits, n_rows;
+    double *hidden_err;     /* [n_layer] */
+    double *state_err;      /* [n_layer] */
+    int *layer_kind;        /* [n_layer] 0: Gated DeltaNet, 1: full attention */
+    double logits_err;
+    double logits_max_abs;  /* the largest |device - cpu| of a logit */
+    size_t argmax_equal;    /* rows whose largest logit is the same id on both */
+} clover_check_result;
+
+CLOVER_API int clover_device_check(const clover_model *m, const clover_check_params *p, clover_check_result *r,
+                                   clover_error *err);
+CLOVER_API void clover_check_result_free(clover_check_result *r);
+
 /* ---- sessions ----
  * A session is one sequence over a model: the committed token ids and the
  * backend's state for them (KV rows, GDN conv rings and states). A request

@@ -197,7 +197,7 @@ int backend_cpu_create(const clover_model *model, const backend_config *cfg, bac
     if (!be) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory");
     int rc = backend_bind(be, model, cfg, err);
     if (!rc) rc = threadpool_create(&be->pool, cfg->n_threads, err);
-    if (!rc) rc = ep_cpu_from_env(&be->ep, err);
+    if (!rc && !cfg->plain) rc = ep_cpu_from_env(&be->ep, err);
     if (rc) goto fail;
     be->n_threads = threadpool_size(be->pool);
     size_t bytes = backend_layout(be, NULL);
