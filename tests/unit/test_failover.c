@@ -148,6 +148,54 @@ static void diffusion_pass_loop(void) { cases_under_faults(RUN_LOGPROBS, true, 1
 static void lossless(void) { cases_under_faults(RUN_LOSSLESS, false, 1, 2); }
 static void autoregressive(void) { cases_under_faults(RUN_AR, true, 1, SIZE_MAX); }
 
+/* Request 2 shares request 1's first 28 prompt ids, then differs: the
+ * prompt snapshot (taken at 24) is imported, so a device that dies in request 2 is rebuilt from
+ * that imported state plus the commits since. */
+static void after_a_snapshot(void) {
+    json_t *c = json_array_get(json_object_get(fx.manifest, "generate"), 0);
+    golden_request g;
+    golden_request_init(&g, tm.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"), NULL);
+    g.p.max_tokens = 8;
+    g.p.snapshot_at = 24;
+    const size_t n2 = 28 + 5;
+    int32_t *p2 = malloc(n2 * sizeof *p2);
+    memcpy(p2, g.prompt, 28 * sizeof *p2);
+    for (size_t i = 0; i < 5; i++) p2[28 + i] = (int32_t)(97 + i); /* "abcde" */
+    clover_generate_result ref1, ref2, r1, r2;
+    clover_error err = {0};
+    clover_session *s = new_session(NULL);
+    int rc = !s || clover_generate(s, g.prompt, g.n_prompt, &g.p, &ref1, &err) ||
+             clover_generate(s, p2, n2, &g.p, &ref2, &err);
+    CHECK_MSG(rc == 0, "uninjected: %s", err.message);
+    clover_session_free(s);
+    if (!rc) {
+        CHECK_MSG(ref2.stats.snapshot_reused == 24, "the snapshot gave %zu ids, expected 24",
+                  ref2.stats.snapshot_reused);
+        char spec[32];
+        snprintf(spec, sizeof spec, "preview:%zu:dead", ref1.n_blocks + 1); /* request 2's first resolve */
+        size_t w0 = n_warn_dropped;
+        s = new_session(spec);
+        rc = !s || clover_generate(s, g.prompt, g.n_prompt, &g.p, &r1, &err);
+        bool moved_early = s && failover_session_moved(s->bs);
+        rc = rc || clover_generate(s, p2, n2, &g.p, &r2, &err);
+        CHECK_MSG(rc == 0, "under %s: %s", spec, err.message);
+        if (!rc) {
+            CHECK_MSG(!moved_early && failover_session_moved(s->bs), "the fault did not fire in request 2");
+            CHECK(r2.stats.snapshot_reused == 24 && n_warn_dropped - w0 == 1);
+            same_run("request 1 (snapshot)", &ref1, &r1);
+            same_run("request 2 (snapshot)", &ref2, &r2);
+            clover_generate_result_free(&r1);
+            clover_generate_result_free(&r2);
+        }
+        clover_session_free(s);
+        unsetenv("CLOVER_FAULT_INJECT");
+        clover_generate_result_free(&ref1);
+        clover_generate_result_free(&ref2);
+    }
+    free(p2);
+    golden_request_free(&g);
+}
+
 static void bad_plans(void) {
     const char *bad[] = {"commit", "commit:0", "preview:x", "load:2", "nothing:1", "commit:3:sometimes", "call:-1"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
@@ -181,6 +229,7 @@ int main(void) {
         RUN(diffusion_resolve);
         RUN(diffusion_pass_loop);
         RUN(lossless);
+        RUN(after_a_snapshot);
     }
     test_model_free(&tm);
     fixture_close(&fx);
