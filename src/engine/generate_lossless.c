@@ -22,8 +22,6 @@
  * state at the block start is checkpointed before the verify and, when a
  * tail was rejected (or the answer ended inside the block), restored and
  * the kept rows committed again. A fully accepted block costs one commit.
- * The verify covers the drafts up to the first unsure one (verify_rows),
- * which makes a wholly accepted verify, with no recommit, the common case.
  * The cheaper alternative (keep the per-row GDN states of the verify and
  * pick the one at the accepted end) would need a per-row state output in
  * the contract; the recommit costs a commit of the kept rows, which is
@@ -115,30 +113,12 @@ static int block_start(engine_request *rq, clover_error *err) {
     return CLOVER_OK;
 }
 
-/* Rows the verify commits: the known row and the drafts up to and with
- * the first one the previews fixed below VERIFY_CONF. A draft below one
- * half is more likely wrong than right, and the rows after it were drafted
- * given it, so verifying past it mostly buys rejected rows: on the CPU,
- * where a pass costs about its rows, each one is paid for, and a tail that
- * would be rejected also costs a recommit. Any prefix is exact: the pick
- * after the last verified row is the next token as it is after a whole
- * block, and a verified prefix that is wholly accepted stays committed with
- * no recommit. (Measured on the demo model: bench/RESULTS.md.) */
-#define VERIFY_CONF 0.5f
-
-static size_t verify_rows(const engine_request *rq) {
-    const clover_session *s = rq->s;
-    for (size_t r = 1; r < rq->block; r++)
-        if (!(s->block_conf[r] >= VERIFY_CONF)) return r + 1;
-    return rq->block;
-}
-
-/* The verifying commit: the checkpoint, then the verified rows with every
- * row's causal pick, drawn from a copy of the request's stream. */
+/* The verifying commit: the checkpoint, then the block with every row's
+ * causal pick, drawn from a copy of the request's stream. */
 static int verify_plan(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
     clover_generate_stats *st = &rq->res->stats;
-    const size_t B = rq->verify_n = verify_rows(rq);
+    const size_t B = rq->block;
     int rc = s->be->checkpoint_save(s->bs, s->ckpt, err);
     if (rc) {
         engine_session_forget(s);
@@ -163,7 +143,7 @@ static int verify_plan(engine_request *rq, clover_error *err) {
 static int verify_accept(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
     clover_generate_result *res = rq->res;
-    const size_t B = rq->verify_n, max = rq->p->max_tokens;
+    const size_t B = rq->block, max = rq->p->max_tokens;
     size_t used = 0, emitted = 1, keep = B;
     bool ended = false;
     for (size_t i = 0; i < B; i++) {
@@ -210,7 +190,7 @@ static int recommit_plan(engine_request *rq, clover_error *err) {
         engine_session_forget(s);
         return error_prefix(err, "lossless restore");
     }
-    s->n_ids -= rq->verify_n;
+    s->n_ids -= rq->block;
     st->recommits++;
     rc = engine_session_plan_commit(s, s->block, rq->keep, true, NULL, NULL, NULL, NULL, &st->commit_ops, err);
     if (rc) return error_prefix(err, "lossless recommit");

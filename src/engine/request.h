@@ -64,7 +64,6 @@ typedef struct engine_request {
     rng_state draft_rng;    /* lossless: the drafts' draws (rng stays autoregressive decoding's) */
     bool lossless_begun;    /* lossless: the first token is known */
     size_t keep;            /* lossless: block rows that stay committed after the verify */
-    size_t verify_n;        /* lossless: block rows the verify commits (generate_lossless.c, verify_rows) */
     bool lossless_ended;    /* lossless: the answer ended inside the verified block */
     size_t prompt_at;       /* next prompt row to commit (SIZE_MAX: the phase has not begun) */
     size_t snap_at;         /* the snapshot point (SIZE_MAX: none) */
