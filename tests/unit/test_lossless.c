@@ -3,15 +3,18 @@
  * against autoregressive decoding (--ar, itself golden-tested against the
  * reference on tiny_ar) with the same options and seed: every generation
  * fixture prompt of tiny_clover (their options, greedy and sampled), and
- * the tiny synthetic model over many seeds of random prompts, thresholds
- * and block sizes, greedy and sampled. Per run: the same tokens, finish,
- * committed ids, confidences within 1e-4, and the committed state (KV rows,
- * GDN rings and states, exported) within a relative 1e-4 of the state --ar
- * left after committing the same tokens row by row. The verify commits a
- * block in one chunk where --ar commits one row at a time, so the state
- * differs in the last bits; a flipped pick would show as a token mismatch,
- * which fails here (none is expected at these margins: the worst
- * differences are printed).
+ * the tiny synthetic model, f32 and Q8_0, over many seeds of random
+ * prompts, thresholds and block sizes, greedy and sampled. Per run: the
+ * same tokens, finish, committed ids, confidences within 1e-4, and the
+ * committed state (KV rows, GDN rings and states, exported) within a
+ * relative 1e-4 of the state --ar left after committing the same tokens
+ * row by row. The verify commits a block in one chunk where --ar commits
+ * one row at a time, so the state differs in the last bits. On f32 weights
+ * and the golden fixtures every token must be identical; with 8-bit
+ * activations (Q8_0) the drift can be amplified by a rounding step, so the
+ * flip rule (rule below) allows a first difference only at a near-tie of
+ * --ar's pick (top-2 gap, or a sampled draw near a bucket edge, within the
+ * stated bound); its oracle is tested on its own (flip_rule_oracle).
  */
 #include "backend_test.h"
 #include "base/rng.h"
@@ -319,7 +322,7 @@ static void synthetic_seeds(void) { synthetic_seeds_of("f32", &STRICT); }
 
 /* 8-bit activations: the flip rule (see rule). */
 static void synthetic_seeds_q8_0(void) {
-    const rule q8 = {0.1, 0.5};
+    const rule q8 = {0.1, 1e-2};
     synthetic_seeds_of("q8_0", &q8);
 }
 
