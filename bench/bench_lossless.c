@@ -220,6 +220,7 @@ int main(int argc, char **argv) {
         usage();
         return 2;
     }
+    setvbuf(stdout, NULL, _IOLBF, 0); /* a run cut by a timeout keeps the lines it printed */
     size_t threads = 0, gen = 64, n_prompts = 0, n_th = 1;
     float th[MAX_TH] = {-1.0f}, temp = 0.0f;
     uint64_t seed = 1;

@@ -15,7 +15,8 @@
 # On the device: bench/device-runs/lossless-gpu.sh DIR   (writes $OUT/lossless-*.txt when $OUT is set)
 # Every command is under timeout; about 15-25 s of work on an H200 (the demo
 # model is 18M parameters: each pass is launch-bound, ~1-3 ms).
-# Tested on the dev VM's CPU path with DEVICE=cpu (bench/RESULTS.md).
+# Tested on the dev VM's CPU path: DEVICE=cpu TIMEOUT=600 N_PROMPTS=2 (the 2 loaded cores
+# there need minutes; bench/RESULTS.md).
 set -uo pipefail
 D=${1:?usage: lossless-gpu.sh DIR (bin/bench_lossless, lib/, demo-step1000.gguf, heldout_prompts.json)}
 B=$D/bin/bench_lossless
@@ -32,11 +33,11 @@ echo "start $(date -u +%T)"
 command -v nvidia-smi > /dev/null && timeout 10 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 COMMON=(--prompts "$PR" --n-prompts "${N_PROMPTS:-6}" --chat --no-think --stop-at-eos --gen 96)
 echo "== bench_lossless --device $DEV $(date -u +%T)"
-timeout 60 "$B" "$M" --device "$DEV" "${COMMON[@]}" --threshold -1,0.5,0.3,0.1 2>&1 | tee "$O/lossless-$DEV.txt"
+timeout "${TIMEOUT:-60}" "$B" "$M" --device "$DEV" "${COMMON[@]}" --threshold -1,0.5,0.3,0.1 2>&1 | tee "$O/lossless-$DEV.txt"
 r=${PIPESTATUS[0]}; echo "rc $r"; [ "$r" = 0 ] || rc=1
 if [ "$DEV" != cpu ] && [ "${CPU_TOO:-1}" = 1 ]; then
   echo "== bench_lossless --device cpu $(date -u +%T)"
-  timeout 45 "$B" "$M" --device cpu "${COMMON[@]}" --threshold 0.3,0.1 2>&1 | tee "$O/lossless-cpu.txt"
+  timeout "${TIMEOUT_CPU:-45}" "$B" "$M" --device cpu "${COMMON[@]}" --threshold 0.3,0.1 2>&1 | tee "$O/lossless-cpu.txt"
   r=${PIPESTATUS[0]}; echo "rc $r"; [ "$r" = 0 ] || rc=1
 fi
 echo "end $(date -u +%T) rc $rc"
