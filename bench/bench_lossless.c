@@ -32,7 +32,9 @@
  * log-probabilities drift by up to ~2e-2 (measured, bench/RESULTS.md). A
  * prompt whose lossless answer first differs from --ar's at a token where
  * --ar's top-2 log-probability gap is at most --bound (default 0.1) is a
- * near-tie flip, reported as such; any other difference fails (exit 1).
+ * near-tie flip, reported as such; any other greedy difference fails
+ * (exit 1). A sampled difference is printed but not classified (the draws
+ * are the library's; tests/unit/test_lossless.c checks them).
  */
 #include <jansson.h>
 #include <math.h>
@@ -317,7 +319,7 @@ int main(int argc, char **argv) {
     p.top_logprobs = 0;
     for (size_t k = 0; !rc && k < n_th; k++) {
         tally t_lossy = {0}, t_ll = {0};
-        size_t same = 0, flips = 0;
+        size_t same = 0, flips = 0, sampled_diff = 0;
         char name[40];
         p.threshold = th[k];
         p.mode = CLOVER_MODE_AUTO;
@@ -334,6 +336,11 @@ int main(int argc, char **argv) {
                 const size_t at = first_difference(&r, &ar[i]);
                 if (at == SIZE_MAX) {
                     same++;
+                } else if (temp >= 1e-6f) { /* sampled: the draw's distance to a bucket edge is not known here */
+                    printf("  prompt %zu: lossless differs from --ar at token %zu (sampled: whether the draw sat at a "
+                           "bucket edge is test_lossless's check, not measured here)\n",
+                           i, at);
+                    sampled_diff++;
                 } else { /* a flip is allowed only where --ar's top-2 margin is within the bound */
                     const double mg = margin(&ar[i], at);
                     printf("  prompt %zu: lossless differs from --ar at token %zu, where --ar's top-2 margin is %.3g "
@@ -353,11 +360,15 @@ int main(int argc, char **argv) {
         const double ar_s = t_ar.gen_s > 0 ? (double)t_ar.tokens / t_ar.gen_s : 0.0;
         const double ll_s = t_ll.gen_s > 0 ? (double)t_ll.tokens / t_ll.gen_s : 0.0;
         const double lo_s = t_lossy.gen_s > 0 ? (double)t_lossy.tokens / t_lossy.gen_s : 0.0;
-        printf("  lossless == --ar: %s (%zu of %zu prompts; %zu flipped within the margin bound); lossless / --ar "
+        printf("  lossless == --ar: %s (%zu of %zu prompts; %zu flipped within the margin bound%s); lossless / --ar "
                "speed %.2fx (floor 1.00x), lossy / --ar %.2fx (the peer)\n",
-               same == ps.count ? "yes" : same + flips == ps.count ? "yes up to near-ties" : "NO", same, ps.count,
-               flips, ar_s > 0 ? ll_s / ar_s : 0.0, ar_s > 0 ? lo_s / ar_s : 0.0);
-        if (same + flips != ps.count) rc = 1;
+               same == ps.count                          ? "yes"
+               : same + flips == ps.count                ? "yes up to near-ties"
+               : same + flips + sampled_diff == ps.count ? "not shown (sampled)"
+                                                         : "NO",
+               same, ps.count, flips, sampled_diff ? ", the others sampled" : "", ar_s > 0 ? ll_s / ar_s : 0.0,
+               ar_s > 0 ? lo_s / ar_s : 0.0);
+        if (same + flips + sampled_diff != ps.count) rc = 1;
     }
     for (size_t i = 0; i < n_ar; i++) clover_generate_result_free(&ar[i]);
     free(ar);
