@@ -211,6 +211,16 @@ static int parse_thresholds(const char *v, float *th, size_t *n) {
     }
 }
 
+static void free_all(char **texts, size_t n_texts, prompt_set *ps, clover_session *s, clover_model *m) {
+    for (size_t i = 0; ps->ids && i < ps->count; i++) clover_free(ps->ids[i]);
+    free(ps->ids);
+    free(ps->n);
+    for (size_t i = 0; i < n_texts; i++) free(texts[i]);
+    free(texts);
+    clover_session_free(s);
+    clover_model_free(m);
+}
+
 static void usage(void) {
     fprintf(stderr, "usage: bench_lossless MODEL [--threads T] [--gen G] [--threshold X[,Y...]] [--temperature T] "
                     "[--seed N] [--prompt TEXT | --prompts FILE.json] [--n-prompts K] [--chat] [--no-think] "
@@ -270,25 +280,28 @@ int main(int argc, char **argv) {
     }
     char **texts = NULL;
     size_t n_texts = 0;
-    if (read_texts(file, text, n_prompts, &texts, &n_texts)) return 1;
     clover_model *m = NULL;
     clover_session *s = NULL;
+    prompt_set ps = {0};
     clover_error err = {0};
+    if (read_texts(file, text, n_prompts, &texts, &n_texts)) {
+        free_all(texts, n_texts, &ps, s, m);
+        return 1;
+    }
     if (clover_model_load(&m, argv[1], &err)) {
         fprintf(stderr, "bench_lossless: %s\n", err.message);
+        free_all(texts, n_texts, &ps, s, m);
         return 1;
     }
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = threads;
     sp.device = device;
-    if (clover_session_create(&s, m, &sp, &err)) {
-        fprintf(stderr, "bench_lossless: %s\n", err.message);
-        clover_model_free(m);
+    if (clover_session_create(&s, m, &sp, &err) || tokenize_all(m, texts, n_texts, chat, think, &ps)) {
+        if (err.message[0]) fprintf(stderr, "bench_lossless: %s\n", err.message);
+        free_all(texts, n_texts, &ps, s, m);
         return 1;
     }
-    prompt_set ps = {0};
-    if (tokenize_all(m, texts, n_texts, chat, think, &ps)) return 1;
     size_t n_tok = 0;
     for (size_t i = 0; i < ps.count; i++) n_tok += ps.n[i];
     const char *dev = device == CLOVER_DEVICE_CUDA ? "cuda" : device == CLOVER_DEVICE_CPU ? "cpu" : "auto";
@@ -372,12 +385,6 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < n_ar; i++) clover_generate_result_free(&ar[i]);
     free(ar);
-    for (size_t i = 0; i < ps.count; i++) clover_free(ps.ids[i]);
-    free(ps.ids);
-    free(ps.n);
-    for (size_t i = 0; i < n_texts; i++) free(texts[i]);
-    free(texts);
-    clover_session_free(s);
-    clover_model_free(m);
+    free_all(texts, n_texts, &ps, s, m);
     return rc;
 }
