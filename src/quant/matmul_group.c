@@ -11,10 +11,12 @@
  * gemm_small.h's kernel instead of gemm_avx2.c's tile kernel. Both give
  * every output the one-row dot's bits, so the choice cannot change a
  * result; the small kernel keeps a weight block in registers for 4 rows
- * instead of reloading a decoded tile per row, ~1.3x the multiply-adds per
- * CPU-second at 8 rows (bench/RESULTS.md). Runs of the per-row kernels that
- * read the same x share one 8-bit copy of it (the GDN and attention input
- * projections: 4 and 3 products of one x).
+ * instead of reloading a decoded tile per row (bench_gemm_small: 1.04-1.3x
+ * the tile kernel at 8 rows in cache; a decode batch of 8 on the 35B
+ * geometry: 15-22% less CPU per token, bench/RESULTS.md). Runs of the
+ * per-row kernels that read the same x share one 8-bit copy of it, as
+ * matmul_batch's items do (the GDN and attention input projections: 4 and
+ * 3 products of one x).
  */
 #include "quant/matmul_group.h"
 
