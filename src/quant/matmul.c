@@ -5,9 +5,9 @@
  * here (quant_act_*), and the tasks dot their weight rows with them; one or
  * two rows through the per-row integer dot (the copy on the caller's stack;
  * rows too long for it stay on the f32 dot), three or more through the tile
- * kernel of gemm_avx2.c (the copy on the heap), which gives every output
- * bit for bit what the one-row dot gives, so a row's result never depends on
- * how many rows share the pass. Float weights (and every type on a CPU
+ * kernel of gemm_avx2.c (the copy on the heap; Q8_0's planar, as that
+ * kernel reads it), which gives every output bit for bit what the one-row
+ * dot gives, so a row's result never depends on how many rows share the pass. Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
