@@ -35,6 +35,7 @@ enum clover_status {
     CLOVER_E_NOMEM = -5,       /* an allocation failed */
     CLOVER_E_CANCELLED = -6,   /* the caller cancelled */
     CLOVER_E_INTERNAL = -7,    /* a broken invariant: a bug in clover */
+    CLOVER_E_DEVICE = -8,      /* the device (GPU) failed; the engine moves the session to the CPU */
 };
 
 typedef struct clover_error {
@@ -149,6 +150,11 @@ typedef struct clover_synth_options {
     /* geometry overrides, 0: the preset's */
     uint32_t n_layer, n_embd, n_expert, n_ff_exp;
     uint32_t n_threads;   /* threads generating and quantising; 0: one per CPU (the bytes do not depend on it) */
+    /* Skewed routing, as trained models show (0: none): in each MoE layer the
+     * router row of the expert of rank r (a random order per layer, from the
+     * seed) is scaled by 1 + route_skew / (1 + r), so a few experts win the
+     * top-k far more often than the rest; 0..64. */
+    float route_skew;
 } clover_synth_options;
 
 CLOVER_API int clover_synth(const char *path, const clover_synth_options *opts, clover_error *err);
@@ -162,6 +168,39 @@ typedef struct clover_synth_params {
     size_t n_tensors;
 } clover_synth_params;
 CLOVER_API int clover_synth_count(const clover_synth_options *opts, clover_synth_params *out, clover_error *err);
+
+/* ---- device check (clover check) ----
+ * Commits the same ids on a device backend and on a plain CPU backend (the
+ * reference: CLOVER_SIM_RANKS does not apply to it) and compares them after
+ * every commit call: the prompt in calls of at most 64 rows, then n_blocks
+ * blocks (the record's block size; 8 without a record) of ids drawn from
+ * seed. Errors are normalised, ||device - cpu|| / ||cpu||, the largest over
+ * the commit calls: per layer the residual stream after it (every row) and
+ * its state (KV rows, or the conv ring and S), and every row's logits. */
+typedef struct clover_check_params {
+    int device;             /* CLOVER_DEVICE_CPU or CLOVER_DEVICE_CUDA */
+    const int32_t *prompt;  /* [n_prompt], n_prompt >= 1 */
+    size_t n_prompt;
+    size_t n_blocks;
+    uint64_t seed;
+    size_t device_rows;     /* rows per pass on the device (0: 64; 1: every row alone) */
+    size_t n_threads;       /* CPU threads (0: every CPU) */
+} clover_check_params;
+
+typedef struct clover_check_result {
+    const char *device;     /* the device backend's name */
+    size_t n_layer, n_commits, n_rows;
+    double *hidden_err;     /* [n_layer] */
+    double *state_err;      /* [n_layer] */
+    int *layer_kind;        /* [n_layer] 0: Gated DeltaNet, 1: full attention */
+    double logits_err;
+    double logits_max_abs;  /* the largest |device - cpu| of a logit */
+    size_t argmax_equal;    /* rows whose largest logit is the same id on both */
+} clover_check_result;
+
+CLOVER_API int clover_device_check(const clover_model *m, const clover_check_params *p, clover_check_result *r,
+                                   clover_error *err);
+CLOVER_API void clover_check_result_free(clover_check_result *r);
 
 /* ---- sessions ----
  * A session is one sequence over a model: the committed token ids and the

@@ -8,7 +8,7 @@ set -euo pipefail
 build=${1:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
 mkdir -p "$out/bin" "$out/lib"
-bins=("$build/clover" "$build/bench/bench_backend")
+bins=("$build/clover" "$build/bench/bench_backend" "$build/bench/bench_lossless")
 for f in "$build"/tests/test_cuda_* "$build"/bench/bench_cuda_*; do
   [ -x "$f" ] && bins+=("$f")
 done

@@ -127,6 +127,7 @@ typedef struct backend_config {
     size_t n_threads;   /* CPU threads; 0: every online CPU */
     size_t max_rows;    /* rows of one pass (a commit chunk, the largest block); scratch is sized for it; 0: 64 */
     size_t max_context; /* per session; 0: the model's training context (KV grows on demand up to it) */
+    bool plain;         /* CPU: ignore the diagnostic environment (CLOVER_SIM_RANKS): a reference (clover check) */
 } backend_config;
 
 /* Per-call timing by operator family, seconds (accumulated by the backend

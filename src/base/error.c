@@ -57,6 +57,7 @@ const char *clover_status_name(int code) {
     case CLOVER_E_NOMEM: return "out of memory";
     case CLOVER_E_CANCELLED: return "cancelled";
     case CLOVER_E_INTERNAL: return "internal error";
+    case CLOVER_E_DEVICE: return "device failure";
     default: return "unknown status";
     }
 }

@@ -171,8 +171,10 @@ static int backend_bind(backend *be, const clover_model *model, const backend_co
     be->layers = mem_calloc(hp->n_layer ? hp->n_layer : 1, sizeof *be->layers);
     if (!be->layers) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory for %u layers", hp->n_layer);
     be->can_preview = true;
-    for (uint32_t l = 0; l < hp->n_layer; l++)
+    for (uint32_t l = 0; l < hp->n_layer; l++) {
         be->can_preview &= layer_bind(&be->layers[l], &model->layers[l], hp);
+        be->layers[l].moe_w.layer = l;
+    }
     return backend_check_dims(be, err);
 }
 
@@ -195,7 +197,7 @@ int backend_cpu_create(const clover_model *model, const backend_config *cfg, bac
     if (!be) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory");
     int rc = backend_bind(be, model, cfg, err);
     if (!rc) rc = threadpool_create(&be->pool, cfg->n_threads, err);
-    if (!rc) rc = ep_cpu_from_env(&be->ep, err);
+    if (!rc && !cfg->plain) rc = ep_cpu_from_env(&be->ep, err);
     if (rc) goto fail;
     be->n_threads = threadpool_size(be->pool);
     size_t bytes = backend_layout(be, NULL);

@@ -19,6 +19,7 @@
 #include "cpu/act.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/moe.h"
+#include "offload/route_trace.h"
 #include "quant/matmul.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
@@ -177,6 +178,7 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
         }
     }
     /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0) */
+    if (route_trace_enabled()) route_trace_record(w->layer, E, k, n, s.count);
     const size_t slots = (size_t)s.count[E - 1];
     for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
     if (group) /* per expert: the slots of each group (contiguous: slots are in row order) */

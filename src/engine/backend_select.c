@@ -11,12 +11,20 @@
  * are ones the kernels take, the weights fit), else the CPU, silently (AUTO
  * promises nothing). CUDA asked for explicitly runs there or fails with the
  * probe's reason rather than moving to the CPU behind the caller's back.
+ *
+ * A device backend runs inside the failover (offload/failover.h): a device
+ * that fails mid-request moves its sessions to the CPU, and one dropped
+ * earlier in the process is not used again. CLOVER_FAULT_INJECT (a
+ * diagnostic) puts the CPU backend itself in the failover, as the device,
+ * so the failover is tested where there is no GPU.
  */
 #include <string.h>
 
 #include "base/error.h"
 #include "engine/session.h"
 #include "model/model.h"
+#include "offload/failover.h"
+#include "offload/fault_inject.h"
 #ifdef CLOVER_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -31,7 +39,45 @@ int clover_device_from_name(const char *name) {
     return -1;
 }
 
-const char *clover_session_backend(const clover_session *s) { return s && s->be ? s->be->name : "none"; }
+const char *clover_session_backend(const clover_session *s) {
+    if (!s || !s->be) return "none";
+    return s->be == &backend_failover ? failover_session_backend(s->bs) : s->be->name;
+}
+
+int engine_backend_open(const clover_model *model, const backend_config *cfg, const backend_ops *chosen,
+                        const backend_ops **ops, backend **bk, clover_error *err) {
+    fault_plan plan;
+    int rc = fault_plan_from_env(&plan, err);
+    if (rc) return rc;
+    if (chosen != &backend_cpu && failover_dropped(chosen)) chosen = &backend_cpu;
+    if (chosen == &backend_cpu && !plan.armed) {
+        *ops = chosen;
+        return chosen->create(model, cfg, bk, err);
+    }
+    *ops = &backend_failover;
+    return failover_create(model, cfg, chosen, &backend_cpu, bk, err);
+}
+
+/* A session on its own backend object, opened as engine_backend_open says. */
+static int session_on(clover_session **out, const clover_model *model, const backend_ops *chosen,
+                      const clover_session_params *params, clover_error *err) {
+    clover_session_params def;
+    clover_session_params_init(&def);
+    if (!out || !model) return engine_session_create(out, model, chosen, params, err); /* its own messages */
+    backend_config cfg;
+    engine_backend_config(model, params ? params : &def, &cfg);
+    const backend_ops *ops;
+    backend *bk = NULL;
+    int rc = engine_backend_open(model, &cfg, chosen, &ops, &bk, err);
+    if (rc) return error_prefix(err, "session on the %s backend", chosen->name);
+    rc = engine_session_create_on(out, model, ops, bk, params, err);
+    if (rc) {
+        ops->destroy(bk);
+        return rc;
+    }
+    (*out)->own_bk = true;
+    return CLOVER_OK;
+}
 
 int clover_session_create(clover_session **out, const clover_model *model, const clover_session_params *params,
                           clover_error *err) {
@@ -47,10 +93,10 @@ int clover_session_create(clover_session **out, const clover_model *model, const
             error_prefix(err, "clover_session_create: --device cuda");
             return rc;
         }
-        return engine_session_create(out, model, &backend_cuda, params, err);
+        return session_on(out, model, &backend_cuda, params, err);
     }
     if (device == CLOVER_DEVICE_AUTO && model && backend_cuda.probe(model, NULL, NULL) == 0)
-        return engine_session_create(out, model, &backend_cuda, params, err);
+        return session_on(out, model, &backend_cuda, params, err);
 #else
     if (device == CLOVER_DEVICE_CUDA) {
         if (out) *out = NULL;
@@ -59,7 +105,7 @@ int clover_session_create(clover_session **out, const clover_model *model, const
                          "-DCLOVER_CUDA=OFF)");
     }
 #endif
-    return engine_session_create(out, model, engine_default_backend(), params, err);
+    return session_on(out, model, engine_default_backend(), params, err);
 }
 
 size_t clover_device_report(const clover_model *model, size_t max_context, char *buf, size_t n) {

@@ -46,10 +46,9 @@ int clover_engine_create(clover_engine **out, const clover_model *model, const c
     if (!e) return error_set(err, CLOVER_E_NOMEM, "clover_engine_create: no memory");
     if (params) e->params = *params;
     e->model = model;
-    e->be = engine_default_backend();
     backend_config cfg;
     engine_backend_config(model, &e->params, &cfg);
-    int rc = e->be->create(model, &cfg, &e->bk, err);
+    int rc = engine_backend_open(model, &cfg, engine_default_backend(), &e->be, &e->bk, err);
     if (rc) {
         mem_free(e);
         return error_prefix(err, "engine on the %s backend", engine_default_backend()->name);

@@ -78,6 +78,12 @@ struct clover_session {
 /* The backend public sessions and engines run on (backend_select.c). */
 const backend_ops *engine_default_backend(void);
 
+/* The backend object sessions run on when `chosen` is asked for
+ * (backend_select.c): chosen itself, or the failover over it (a device
+ * backend, or CLOVER_FAULT_INJECT set); *ops gets the ops to call it with. */
+int engine_backend_open(const clover_model *model, const backend_config *cfg, const backend_ops *chosen,
+                        const backend_ops **ops, backend **bk, clover_error *err);
+
 /* clover_session_create over a given backend (tests pass a fake one);
  * bk: a backend object to share (NULL: one is created for this session). */
 int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,

@@ -42,6 +42,7 @@ typedef struct synth_geometry {
      * (synth_values_fill_q4_k) instead of quantising f32 values: the 35B
      * preset's 32 billion expert values would take hours to quantise. */
     bool direct_q4_k;
+    float route_skew; /* clover_synth_options.route_skew */
 } synth_geometry;
 
 /* synth_geometry.c: preset + options (overrides, type) -> geometry. */
@@ -93,6 +94,7 @@ typedef struct synth_tensor {
     synth_init init;
     float a, b;
     bool direct; /* type Q4_K, init NORMAL: blocks drawn directly (synth_values_fill_q4_k) */
+    float skew;  /* > 0: a router whose rows are scaled by synth_values_skew_rows */
 } synth_tensor;
 /* *out is allocated (mem_free). */
 int synth_plan_make(const synth_geometry *g, bool diffusion, synth_tensor **out, size_t *n, clover_error *err);
@@ -108,6 +110,11 @@ void synth_values_fill(const synth_tensor *t, rng_state *r, float *dst, size_t n
  * sub-block's min set so that its mean is ~0, and d chosen so the values'
  * standard deviation is a (see synth_values.c). Writes n / 256 * 144 bytes. */
 void synth_values_fill_q4_k(const synth_tensor *t, rng_state *r, void *dst, size_t n);
+
+/* Skewed routing: scales rows [r0, r0 + k) of the router t (values [k][ne0])
+ * by 1 + t->skew / (1 + rank), the row's rank in an order drawn from (seed,
+ * name) alone, so every chunk agrees on it. */
+void synth_values_skew_rows(const synth_tensor *t, uint64_t seed, uint64_t r0, size_t k, float *dst);
 
 /* synth_stream.c: writes every planned tensor's bytes after gguf_writer_begin,
  * generated and quantised on n_threads threads (0: one per CPU). */

@@ -185,6 +185,9 @@ int synth_geometry_make(const clover_synth_options *opts, synth_geometry *g, clo
     if ((rc = override(&g->n_expert, opts->n_expert, 1, 4096, "experts", err))) return rc;
     if ((rc = override(&g->n_ff_exp, opts->n_ff_exp, 1, 65536, "expert width", err))) return rc;
     if (opts->n_ff_exp) g->n_ff_shexp = opts->n_ff_exp;
+    if (!(opts->route_skew >= 0.0f && opts->route_skew <= 64.0f))
+        return error_set(err, CLOVER_E_INVALID, "synth: route skew %g, expected 0..64", (double)opts->route_skew);
+    g->route_skew = opts->route_skew;
     if (g->n_expert_used > g->n_expert) g->n_expert_used = g->n_expert;
     return CLOVER_OK;
 }

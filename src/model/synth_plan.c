@@ -84,6 +84,7 @@ static void add_moe(plan *p, int il, float out_gain) {
     uint64_t E = g->n_embd, X = g->n_expert, I = g->n_ff_exp, S = g->n_ff_shexp;
     float in = 1.0f / sqrtf((float)E);
     NORMAL(p, SYNTH_ROLE_ROUTER, in, E, X, 0, "blk.%d.ffn_gate_inp.weight", il);
+    p->t[p->n - 1].skew = g->route_skew;
     NORMAL(p, SYNTH_ROLE_EXPERT, in, E, I, X, "blk.%d.ffn_gate_exps.weight", il);
     NORMAL(p, SYNTH_ROLE_EXPERT, in, E, I, X, "blk.%d.ffn_up_exps.weight", il);
     NORMAL(p, SYNTH_ROLE_EXPERT, out_gain / sqrtf((float)I), I, E, X, "blk.%d.ffn_down_exps.weight", il);

@@ -45,6 +45,7 @@ static void chunk_task(void *ctx, size_t task, size_t thread) {
         return;
     }
     synth_values_fill(j->t, &r, j->scratch[thread], k * j->ne0);
+    if (j->t->skew > 0.0f) synth_values_skew_rows(j->t, j->seed, r0, k, j->scratch[thread]);
     quant_quantize_row(j->t->type, j->scratch[thread], out, k * j->ne0);
 }
 

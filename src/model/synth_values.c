@@ -101,3 +101,23 @@ void synth_values_fill_q4_k(const synth_tensor *t, rng_state *r, void *dst, size
         }
     }
 }
+
+void synth_values_skew_rows(const synth_tensor *t, uint64_t seed, uint64_t r0, size_t k, float *dst) {
+    enum { MAX_EXPERTS = 4096 }; /* the synth's limit on --experts */
+    const uint64_t X = t->ne[1] < MAX_EXPERTS ? t->ne[1] : MAX_EXPERTS, ne0 = t->ne[0];
+    uint32_t rank_of[MAX_EXPERTS], order[MAX_EXPERTS];
+    rng_state r;
+    synth_values_seed(&r, seed, t->name, UINT64_MAX); /* a stream no chunk of values uses */
+    for (uint64_t a = 0; a < X; a++) order[a] = (uint32_t)a;
+    for (uint64_t a = X; a > 1; a--) { /* Fisher-Yates: order[rank] = expert */
+        uint64_t b = rng_next(&r) % a;
+        uint32_t tmp = order[a - 1];
+        order[a - 1] = order[b];
+        order[b] = tmp;
+    }
+    for (uint64_t a = 0; a < X; a++) rank_of[order[a]] = (uint32_t)a;
+    for (size_t i = 0; i < k && r0 + i < X; i++) {
+        float s = 1.0f + t->skew / (float)(1 + rank_of[r0 + i]);
+        for (uint64_t c = 0; c < ne0; c++) dst[i * ne0 + c] *= s;
+    }
+}

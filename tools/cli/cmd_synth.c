@@ -35,6 +35,10 @@ static void synth_usage(FILE *out) {
                  "  --hidden N            override the hidden size\n"
                  "  --experts N           override the routed expert count\n"
                  "  --expert-ff N         override the expert and shared-expert width\n"
+                 "  --route-skew S        skewed routing, as trained models show (default 0: none):\n"
+                 "                        per MoE layer the router row of the expert of rank r (a\n"
+                 "                        random order per layer, from the seed) is scaled by\n"
+                 "                        1 + S / (1 + r), so a few experts win most rows; 0..64\n"
                  "  --threads N           threads generating and quantising (default: one per CPU;\n"
                  "                        the file does not depend on it)\n"
                  "  --sparse              write the header and tables, then extend the file to its full\n"
@@ -90,6 +94,15 @@ int cmd_synth(int argc, char **argv) {
             opts.type = val;
         } else if (!strcmp(a, "--seed")) {
             if (parse_u64(a, val, UINT64_MAX, &opts.seed)) return 2;
+        } else if (!strcmp(a, "--route-skew")) {
+            char *end;
+            errno = 0;
+            double v = strtod(val, &end);
+            if (errno || *end || end == val || !(v >= 0.0 && v <= 64.0)) {
+                fprintf(stderr, "clover synth: --route-skew needs a number from 0 to 64, not '%s'\n", val);
+                return 2;
+            }
+            opts.route_skew = (float)v;
         } else if (!strcmp(a, "--layers") || !strcmp(a, "--hidden") || !strcmp(a, "--experts") ||
                    !strcmp(a, "--expert-ff") || !strcmp(a, "--threads")) {
             if (parse_u64(a, val, UINT32_MAX, &x)) return 2;

@@ -22,5 +22,6 @@ int cmd_ppl(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_check(int argc, char **argv);
 
 #endif

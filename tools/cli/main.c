@@ -18,6 +18,7 @@ static const cli_command commands[] = {
     {"tokenize", "text to token ids and back, with a model's tokenizer or a tokenizer.json", cmd_tokenize},
     {"ppl", "perplexity of token ids or of a text file (as llama-perplexity)", cmd_ppl},
     {"serve", "serve the model over HTTP with OpenAI's API (chat, completions, streaming)", cmd_serve},
+    {"check", "compare a device backend with the CPU backend on the same commits, layer by layer", cmd_check},
 };
 
 static void print_usage(FILE *out) {

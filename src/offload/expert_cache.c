@@ -1,0 +1,125 @@
+/*
+ * expert_cache.c: the expert cache's bookkeeping (expert_cache.h). The
+ * victim is found by a scan of the slots: a few thousand at 8-16 GiB of
+ * 35B-A3B experts (1.7 MiB each), microseconds next to the copy of the
+ * expert a miss costs over the host link, and it lets every policy skip
+ * the slots the current step uses without a second structure.
+ */
+#include "offload/expert_cache.h"
+
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/error.h"
+
+static const char *const policy_names[EXPERT_N_POLICIES] = {"lru", "lfu", "admit", "opt"};
+
+const char *expert_policy_name(expert_policy p) { return p < EXPERT_N_POLICIES ? policy_names[p] : "?"; }
+
+int expert_policy_from_name(const char *name) {
+    for (int p = 0; name && p < EXPERT_N_POLICIES; p++)
+        if (!strcmp(name, policy_names[p])) return p;
+    return -1;
+}
+
+int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, uint32_t n_expert, uint64_t slot_bytes,
+                      uint64_t budget, clover_error *err) {
+    memset(c, 0, sizeof *c);
+    if (policy >= EXPERT_N_POLICIES) return error_set(err, CLOVER_E_INVALID, "expert cache: policy %d", (int)policy);
+    if (!n_layer || !n_expert || !slot_bytes || (uint64_t)n_layer * n_expert > ((uint64_t)1 << 24))
+        return error_set(err, CLOVER_E_INVALID, "expert cache: %u layers x %u experts of %llu bytes", n_layer, n_expert,
+                         (unsigned long long)slot_bytes);
+    size_t keys = (size_t)n_layer * n_expert;
+    uint64_t slots = budget / slot_bytes;
+    if (slots > keys) slots = keys; /* more slots than experts hold nothing more */
+    *c = (expert_cache){.policy = policy, .n_layer = n_layer, .n_expert = n_expert, .slot_bytes = slot_bytes,
+                        .budget = budget, .n_slots = (size_t)slots};
+    size_t s = c->n_slots ? c->n_slots : 1;
+    c->slot_of = mem_alloc(keys * sizeof *c->slot_of);
+    c->freq = mem_calloc(keys, sizeof *c->freq);
+    c->key_of = mem_calloc(s, sizeof *c->key_of);
+    c->last = mem_calloc(s, sizeof *c->last);
+    c->next = mem_calloc(s, sizeof *c->next);
+    c->touched = mem_calloc(s, sizeof *c->touched);
+    if (!c->slot_of || !c->freq || !c->key_of || !c->last || !c->next || !c->touched) {
+        expert_cache_free(c);
+        return error_set(err, CLOVER_E_NOMEM, "expert cache: no memory for %zu experts", keys);
+    }
+    for (size_t k = 0; k < keys; k++) c->slot_of[k] = -1;
+    c->step = 1; /* touched = 0: never */
+    return CLOVER_OK;
+}
+
+void expert_cache_free(expert_cache *c) {
+    mem_free(c->slot_of);
+    mem_free(c->freq);
+    mem_free(c->key_of);
+    mem_free(c->last);
+    mem_free(c->next);
+    mem_free(c->touched);
+    memset(c, 0, sizeof *c);
+}
+
+void expert_cache_step(expert_cache *c) { c->step++; }
+
+/* Whether slot a is a better victim than slot b under the policy. */
+static bool worse(const expert_cache *c, size_t a, size_t b) {
+    switch (c->policy) {
+    case EXPERT_LFU: {
+        uint64_t fa = c->freq[c->key_of[a]], fb = c->freq[c->key_of[b]];
+        if (fa != fb) return fa < fb;
+        return c->last[a] < c->last[b];
+    }
+    case EXPERT_OPT: return c->next[a] > c->next[b];
+    default: return c->last[a] < c->last[b];
+    }
+}
+
+/* The victim among the slots this step has not touched; -1: none. */
+static int32_t victim(const expert_cache *c) {
+    int32_t best = -1;
+    for (size_t s = 0; s < c->n_slots; s++)
+        if (c->touched[s] != c->step && (best < 0 || worse(c, s, (size_t)best))) best = (int32_t)s;
+    return best;
+}
+
+int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64_t next_use, expert_access *out,
+                        clover_error *err) {
+    if (layer >= c->n_layer || expert >= c->n_expert)
+        return error_set(err, CLOVER_E_INVALID, "expert cache: layer %u expert %u, the cache holds %u x %u", layer,
+                         expert, c->n_layer, c->n_expert);
+    const uint32_t key = layer * c->n_expert + expert;
+    const uint64_t now = c->clock++;
+    c->freq[key]++;
+    *out = (expert_access){.slot = -1, .evicted = -1};
+    int32_t s = c->slot_of[key];
+    if (s >= 0) {
+        c->hits++;
+        out->hit = true;
+    } else {
+        c->misses++;
+        if (c->n_filled < c->n_slots) {
+            s = (int32_t)c->n_filled++;
+        } else {
+            s = victim(c);
+            bool admit = s >= 0;
+            if (admit && c->policy == EXPERT_ADMIT) admit = c->freq[key] > c->freq[c->key_of[s]];
+            if (admit && c->policy == EXPERT_OPT) admit = next_use < c->next[s];
+            if (!admit) {
+                c->bypasses++;
+                return CLOVER_OK;
+            }
+            out->evicted = c->key_of[s];
+            c->slot_of[c->key_of[s]] = -1;
+            c->evictions++;
+        }
+        c->slot_of[key] = s;
+        c->key_of[s] = key;
+        out->admitted = true;
+    }
+    out->slot = s;
+    c->last[s] = now;
+    c->next[s] = next_use;
+    c->touched[s] = c->step;
+    return CLOVER_OK;
+}

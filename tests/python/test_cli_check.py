@@ -1,0 +1,79 @@
+"""`clover check --device X`: a device backend against the CPU backend.
+
+No GPU on CI, so the device is the CPU backend itself: alone it must agree
+to the bit (every printed error 0); through CLOVER_SIM_RANKS its MoE runs
+over simulated ranks, which docs/MULTI_GPU.md promises bit-identical (0
+again), and a planted rank failure there fails the device's commit, not
+the reference's (the reference ignores the variable); with --rows 1 its
+commits run row by row (the recurrent GDN form, one-row products), so the
+errors are small but not zero, and --tol below them makes it exit 1. The
+layer kinds printed must be the model's own (from `clover info`).
+`--device cuda` without a CUDA build or device is one line and exit 1."""
+
+import os
+import re
+import subprocess
+
+import test_server_process as ss
+
+
+def check(*args, env=None):
+    e = {k: v for k, v in os.environ.items() if not k.startswith("CLOVER_SIM_")}
+    e.update(env or {})
+    return subprocess.run([str(ss.CLOVER), "check", *map(str, args)], capture_output=True, text=True, timeout=300,
+                          env=e)
+
+
+def table(out):
+    rows = [line.split() for line in out.splitlines() if re.match(r"^\d+\s+(gdn|attention)\s", line)]
+    m = re.search(r"^logits (\S+) \(largest difference (\S+)\); the same top id in (\d+) of (\d+) rows", out, re.M)
+    assert rows and m, out
+    return rows, float(m.group(1)), int(m.group(3)), int(m.group(4))
+
+
+def pattern():
+    r = subprocess.run([str(ss.CLOVER), "info"], capture_output=True, text=True, timeout=60)
+    return re.search(r"^layer pattern\s+(\S+)", r.stdout, re.M).group(1)
+
+
+def test_cpu_against_itself_is_exact():
+    for env in (None, {"CLOVER_SIM_RANKS": "3"}):
+        r = check("--device", "cpu", "--blocks", 2, env=env)
+        assert r.returncode == 0, r.stderr
+        rows, logits, same, n = table(r.stdout)
+        assert "".join("A" if k == "attention" else "G" for _, k, _, _ in rows) == pattern()
+        assert all(float(h) == 0 and float(s) == 0 for _, _, h, s in rows), r.stdout
+        assert logits == 0 and same == n, r.stdout
+        assert "3 commits" in r.stdout and r.stdout.rstrip().endswith("within the tolerance 0.001"), r.stdout
+
+
+def test_the_device_runs_through_the_simulated_ranks():
+    r = check("--device", "cpu", env={"CLOVER_SIM_RANKS": "2", "CLOVER_SIM_FAULT": "error:1:0"})
+    assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+    assert "on the cpu backend" in r.stderr and "rank 1 of 2 failed" in r.stderr, r.stderr
+
+
+def test_row_by_row_differs_a_little():
+    r = check("--device", "cpu", "--rows", 1, "--blocks", 3)
+    assert r.returncode == 0, r.stderr
+    rows, logits, same, n = table(r.stdout)
+    errs = [float(x) for _, _, h, s in rows for x in (h, s)] + [logits]
+    assert all(0 < e < 1e-5 for e in errs), r.stdout
+    assert same == n
+    r = check("--device", "cpu", "--rows", 1, "--tol", "1e-12")
+    assert r.returncode == 1 and "differs: the largest error" in r.stdout, r.stdout
+
+
+def test_cuda_without_a_device_is_one_line():
+    r = check("--device", "cuda")
+    if r.returncode == 0:  # a CUDA build on a machine with a GPU: a real check
+        assert "device cuda against cpu" in r.stdout
+        return
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cuda" in r.stderr, r.stderr
+    assert r.stdout == ""
+
+
+def test_usage_errors():
+    for args in (("--device", "auto"), ("--blocks", 2), ("--device", "cpu", "--rows", "x")):
+        r = check(*args)
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, (args, r.stderr)
