@@ -231,6 +231,11 @@ typedef struct clover_session_params {
      * when it can, else the CPU (clover_device_report describes the
      * devices). */
     int device;
+    /* Partial offload (--gpu-layers N, docs/OFFLOAD.md): the first N layers
+     * on the device, the rest and the head on the CPU, in one pass. 0: off.
+     * Needs device CUDA; refused with the reason while the CUDA backend has
+     * no layer range (the split itself is tested CPU + CPU). */
+    uint32_t gpu_layers;
 } clover_session_params;
 
 typedef enum clover_device { CLOVER_DEVICE_AUTO = 0, CLOVER_DEVICE_CPU = 1, CLOVER_DEVICE_CUDA = 2 } clover_device;

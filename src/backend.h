@@ -128,6 +128,15 @@ typedef struct backend_config {
     size_t max_rows;    /* rows of one pass (a commit chunk, the largest block); scratch is sized for it; 0: 64 */
     size_t max_context; /* per session; 0: the model's training context (KV grows on demand up to it) */
     bool plain;         /* CPU: ignore the diagnostic environment (CLOVER_SIM_RANKS): a reference (clover check) */
+    /* The layers this backend runs, [layer_begin, layer_end) (layer_end 0:
+     * to the last): a part of a split pass (offload/split.h). A backend
+     * starting past layer 0 takes each row's residual stream entering
+     * layer_begin (in_hidden) instead of embedding the ids; one ending
+     * before the last layer hands on the residual after layer_end - 1
+     * (out_hidden) and runs no head (no logits, NLL or picks). Its state,
+     * exported and imported, holds only its layers (u64 n, then those
+     * layers in order). A backend that cannot run a range says so at probe. */
+    uint32_t layer_begin, layer_end;
 } backend_config;
 
 /* Per-call timing by operator family, seconds (accumulated by the backend
@@ -183,6 +192,8 @@ typedef struct backend_commit_seq {
     float *nll;              /* [n] -log softmax(logits_r)[targets[r]] */
     float *hidden;           /* [n_layer+1][n][n_embd] residual stream (row 0: embeddings,
                                 row l+1: after layer l): locates a mismatch */
+    const float *in_hidden;  /* [n][n_embd] a layer range starting past 0: the rows entering it */
+    float *out_hidden;       /* [n][n_embd] a layer range ending before the last: the rows leaving it */
     /* causal picks of rows [n - n_pick, n): out row i is row n - n_pick + i;
      * pick->pen is ignored (no penalties on the causal path) */
     const backend_pick *pick; /* NULL: none */
@@ -211,6 +222,8 @@ typedef struct backend_preview_seq {
                                  took them); NULL when greedy */
     backend_pick_out pick_out; /* [b] rows */
     float *logits;            /* [b][n_vocab] the raw logits (before forbidding and penalties), or NULL */
+    const float *in_hidden;   /* [b][n_embd] as commit's (a layer range) */
+    float *out_hidden;        /* [b][n_embd] */
     int rc;
     clover_error err;
 } backend_preview_seq;

@@ -162,6 +162,11 @@ static int backend_bind(backend *be, const clover_model *model, const backend_co
         return error_set(err, CLOVER_E_INVALID, "cpu backend: max_rows %zu, expected 1..%u", be->max_rows,
                          CPU_MAX_ROWS_LIMIT);
     be->max_context = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
+    be->layer_lo = cfg->layer_begin;
+    be->layer_hi = cfg->layer_end ? cfg->layer_end : hp->n_layer;
+    if (be->layer_lo >= be->layer_hi || be->layer_hi > hp->n_layer)
+        return error_set(err, CLOVER_E_INVALID, "cpu backend: layers %u..%u of a %u-layer model", be->layer_lo,
+                         be->layer_hi, hp->n_layer);
     if (be->max_context == 0) return error_set(err, CLOVER_E_INVALID, "cpu backend: max_context is 0");
     be->attn_dims = (cpu_attn_dims){.n_head = hp->n_head, .n_head_kv = hp->n_head_kv, .head_dim = hp->head_dim,
                                     .rot = hp->n_rot, .eps = hp->rms_eps};

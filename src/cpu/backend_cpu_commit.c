@@ -64,6 +64,15 @@ static int commit_check(backend *be, const backend_commit_seq *q, clover_error *
         if (q->pick->n_top && !q->pick_out.top_id)
             return error_set(err, CLOVER_E_INVALID, "commit: %zu top log-probabilities but no array", q->pick->n_top);
     }
+    if (be->layer_lo > 0 && !q->in_hidden)
+        return error_set(err, CLOVER_E_INVALID, "commit: this backend starts at layer %u: in_hidden is required",
+                         be->layer_lo);
+    if (be->layer_hi < be->hp->n_layer &&
+        (!q->out_hidden || q->last_logits || q->all_logits || q->nll || q->n_pick))
+        return error_set(err, CLOVER_E_INVALID,
+                         "commit: this backend ends before layer %u: out_hidden is required, and no logits, NLL or "
+                         "picks",
+                         be->layer_hi);
     if ((rc = cpu_check_room(s, "commit", q->n, err))) return rc;
     if ((rc = cpu_session_reserve(s, s->n_past + q->n, err))) return error_prefix(err, "commit");
     return CLOVER_OK;
@@ -127,8 +136,11 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
             backend_commit_seq *q = &seqs[i];
             const size_t nr = q->n - done[i] < R ? q->n - done[i] : R;
             if (rows + nr > R) continue;
+            const size_t H = be->hp->n_embd;
             pass[np] = (cpu_shared_seq){.s = q->s, .ids = q->ids + done[i], .n = nr, .pos = q->s->n_past,
-                                        .hidden = q->hidden, .hidden_rows = q->n, .row0 = done[i]};
+                                        .hidden = q->hidden, .hidden_rows = q->n, .row0 = done[i],
+                                        .in_h = q->in_hidden ? q->in_hidden + done[i] * H : NULL,
+                                        .out_h = q->out_hidden ? q->out_hidden + done[i] * H : NULL};
             who[np++] = i;
             rows += nr;
         }

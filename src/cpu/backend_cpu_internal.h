@@ -106,6 +106,7 @@ struct backend {
     threadpool *pool;
     size_t n_threads;
     size_t max_rows, max_context;
+    uint32_t layer_lo, layer_hi; /* the layers this backend runs (backend_config's range) */
     bool can_preview; /* every GDN layer has its Clover tensors */
     bool has_attn;    /* the model has attention layers (KV caches, attention scratch) */
 
@@ -184,6 +185,8 @@ typedef struct cpu_shared_seq {
     float *hidden;       /* [n_layer+1][hidden_rows][n_embd] or NULL: the residual stream at rows row0.. */
     size_t hidden_rows, row0;
     uint8_t *kept;
+    const float *in_h;   /* [n][n_embd] the rows entering layer_lo (layer_lo > 0) */
+    float *out_h;        /* [n][n_embd] the rows leaving layer_hi - 1 (layer_hi < n_layer) */
     size_t off;          /* out */
 } cpu_shared_seq;
 void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t n_seqs, cpu_pass_mode mode, backend_pass_stats *st);

@@ -49,6 +49,13 @@ static cpu_shared_seq preview_seq(backend_session *s, const int32_t *block, size
 static int preview_args(backend *be, backend_preview_seq *q, clover_error *err) {
     const backend_pick *pick = q->pending ? q->pick : NULL;
     if (q->pending && !q->pick) return error_set(err, CLOVER_E_INVALID, "preview: pending rows but no pick");
+    if (be->layer_lo > 0 && !q->in_hidden)
+        return error_set(err, CLOVER_E_INVALID, "preview: this backend starts at layer %u: in_hidden is required",
+                         be->layer_lo);
+    if (be->layer_hi < be->hp->n_layer && (!q->out_hidden || q->pending || q->logits))
+        return error_set(err, CLOVER_E_INVALID,
+                         "preview: this backend ends before layer %u: out_hidden is required, and no picks or logits",
+                         be->layer_hi);
     int rc = preview_check(be, q->s, q->block, q->b, &q->opts, pick, err);
     if (rc) return rc;
     if (pick) {
@@ -130,6 +137,8 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
         for (size_t i = 0; i < n_seqs && i < MAX_SEQS; i++) { /* the blocks that fit one pass, in call order */
             if (!todo[i] || used + seqs[i].b > R) continue;
             pass[np] = preview_seq(seqs[i].s, seqs[i].block, seqs[i].b, &seqs[i].opts);
+            pass[np].in_h = seqs[i].in_hidden;
+            pass[np].out_h = seqs[i].out_hidden;
             who[np++] = i;
             used += seqs[i].b;
             todo[i] = false;

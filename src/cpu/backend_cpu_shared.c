@@ -134,14 +134,19 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
     }
     if (n == 0) return;
 
-    const size_t row_bytes = quant_row_bytes(m->token_embd.type, H);
-    for (size_t i = 0; i < nq; i++)
+    const size_t row_bytes = quant_row_bytes(m->token_embd.type, H), lo = be->layer_lo, hi = be->layer_hi;
+    for (size_t i = 0; i < nq; i++) {
+        if (lo > 0) { /* a later part of a split pass: the rows as the part before left them */
+            memcpy(sc->h + q[i].off * H, q[i].in_h, q[i].n * H * sizeof *sc->h);
+            continue;
+        }
         for (size_t r = 0; r < q[i].n; r++)
             quant_dequantize_row(m->token_embd.type, (const char *)m->token_embd.data + (size_t)q[i].ids[r] * row_bytes,
                                  sc->h + (q[i].off + r) * H, H);
-    shared_hidden_store(q, nq, 0, sc->h, H);
+    }
+    shared_hidden_store(q, nq, lo, sc->h, H);
 
-    for (size_t l = 0; l < L; l++) {
+    for (size_t l = lo; l < hi; l++) {
         const model_layer *ml = &m->layers[l];
         cpu_rms_norm(sc->x, sc->h, ml->attn_norm.data, n, H, eps);
         double t0 = timer_now();
@@ -160,6 +165,8 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
         for (size_t i = 0; i < n * H; i++) sc->h[i] = sc->h[i] + sc->y[i];
         shared_hidden_store(q, nq, l + 1, sc->h, H);
     }
+    if (hi < L)
+        for (size_t i = 0; i < nq; i++) memcpy(q[i].out_h, sc->h + q[i].off * H, q[i].n * H * sizeof *sc->h);
 }
 
 void cpu_head_logits_shared(backend *be, size_t nr, const uint32_t *own, float *logits) {

@@ -1,7 +1,7 @@
 /*
  * backend_cpu_state.c: the session's state as host bytes in backend.h's
  * layout (u64 committed length; per layer K rows then V rows, or the conv
- * ring then S), so states move between backends and processes. The layout
+ * ring then S; the backend's own layers only when it runs a range), so states move between backends and processes. The layout
  * is little-endian f32; the length is written byte by byte and the floats
  * copied as they are, which is that layout on the little-endian hosts the
  * backend builds for (checked at compile time).
@@ -30,7 +30,7 @@ static size_t state_gdn_bytes(const backend_session *s) {
 static bool state_size(const backend_session *s, size_t n, size_t *out) {
     size_t total = 8, kv;
     if (!mem_mul_ok(n, state_kv_row_bytes(s), &kv)) return false;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++)
+    for (uint32_t l = s->be->layer_lo; l < s->be->layer_hi; l++)
         if (!mem_add_ok(total, s->layers[l].kind == MODEL_LAYER_ATTENTION ? kv : state_gdn_bytes(s), &total))
             return false;
     *out = total;
@@ -55,7 +55,7 @@ int backend_cpu_state_export(const backend_session *s, void *buf, size_t len, cl
     const size_t half = state_kv_row_bytes(s) / 2 * s->n_past;
     const size_t K1 = s->be->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->be->gdn_dims);
     const size_t ring = K1 * cd * sizeof(float), st = state_gdn_bytes(s) - ring;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+    for (uint32_t l = s->be->layer_lo; l < s->be->layer_hi; l++) {
         const cpu_layer *ly = &s->layers[l];
         if (ly->kind == MODEL_LAYER_ATTENTION) {
             if (half) {
@@ -95,7 +95,7 @@ int backend_cpu_state_import(backend_session *s, const void *buf, size_t len, cl
     const size_t half = state_kv_row_bytes(s) / 2 * (size_t)n;
     const size_t K1 = s->be->gdn_dims.conv_k - 1, cd = cpu_gdn_conv_dim(&s->be->gdn_dims);
     const size_t ring = K1 * cd * sizeof(float), st = state_gdn_bytes(s) - ring;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+    for (uint32_t l = s->be->layer_lo; l < s->be->layer_hi; l++) {
         cpu_layer *ly = &s->layers[l];
         if (ly->kind == MODEL_LAYER_ATTENTION) {
             if (half) {

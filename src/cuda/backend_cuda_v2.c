@@ -68,8 +68,11 @@ static size_t ring_bytes(const model_hparams *hp) {
 static size_t st_bytes(const model_hparams *hp) { return (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv * sizeof(float); }
 
 static int cuda_probe(const clover_model *model, const backend_config *cfg, clover_error *err) {
-    (void)cfg;
     if (!model) return error_set(err, CLOVER_E_INVALID, "CUDA backend: no model");
+    if (cfg && (cfg->layer_begin || (cfg->layer_end && cfg->layer_end != model->hp.n_layer)))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: a layer range (--gpu-layers) is not implemented yet: the whole model runs "
+                         "on the device or none of it");
     int rc = cuda_backend_usable(model, err);
     if (rc) return rc;
     char why[CUDA_WHY] = "";

@@ -25,6 +25,7 @@
 #include "model/model.h"
 #include "offload/failover.h"
 #include "offload/fault_inject.h"
+#include "offload/split.h"
 #ifdef CLOVER_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -79,9 +80,41 @@ static int session_on(clover_session **out, const clover_model *model, const bac
     return CLOVER_OK;
 }
 
+/* --gpu-layers: the device's first layers, the CPU's the rest (offload/split.h). */
+static int session_split(clover_session **out, const clover_model *model, const backend_ops *dev,
+                         const clover_session_params *params, clover_error *err) {
+    if (!out || !model) return engine_session_create(out, model, dev, params, err);
+    *out = NULL;
+    backend_config cfg;
+    engine_backend_config(model, params, &cfg);
+    backend *bk = NULL;
+    int rc = split_create(model, &cfg, dev, &backend_cpu, params->gpu_layers, &bk, err);
+    if (rc) return error_prefix(err, "clover_session_create: --gpu-layers %u", params->gpu_layers);
+    rc = engine_session_create_on(out, model, &backend_split, bk, params, err);
+    if (rc) {
+        backend_split.destroy(bk);
+        return rc;
+    }
+    (*out)->own_bk = true;
+    return CLOVER_OK;
+}
+
 int clover_session_create(clover_session **out, const clover_model *model, const clover_session_params *params,
                           clover_error *err) {
     int device = params ? params->device : CLOVER_DEVICE_AUTO;
+    if (params && params->gpu_layers) {
+#ifdef CLOVER_HAVE_CUDA
+        if (device == CLOVER_DEVICE_CPU)
+            return error_set(err, CLOVER_E_INVALID, "clover_session_create: --gpu-layers needs the CUDA device, not cpu");
+        return session_split(out, model, &backend_cuda, params, err);
+#else
+        (void)session_split;
+        if (out) *out = NULL;
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "clover_session_create: --gpu-layers: this build has no CUDA backend (no CUDA toolkit at "
+                         "configure, or -DCLOVER_CUDA=OFF)");
+#endif
+    }
     if (device != CLOVER_DEVICE_AUTO && device != CLOVER_DEVICE_CPU && device != CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_INVALID, "clover_session_create: device %d, expected auto, cpu or cuda", device);
 #ifdef CLOVER_HAVE_CUDA

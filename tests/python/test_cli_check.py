@@ -77,3 +77,10 @@ def test_usage_errors():
     for args in (("--device", "auto"), ("--blocks", 2), ("--device", "cpu", "--rows", "x")):
         r = check(*args)
         assert r.returncode == 2 and r.stderr.count("\n") == 1, (args, r.stderr)
+
+
+def test_gpu_layers_is_refused_in_one_line():
+    """The split pass is tested CPU + CPU (test_split); the CUDA backend has no layer range yet."""
+    r = subprocess.run([str(ss.CLOVER), "run", "--gpu-layers", "2", "-p", "hi", "--max-tokens", "4"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--gpu-layers" in r.stderr, r.stderr

@@ -180,6 +180,7 @@ int cmd_run(int argc, char **argv) {
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)o.g.threads;
     sp.device = o.g.device;
+    sp.gpu_layers = (uint32_t)o.g.gpu_layers;
     sp.max_context = (size_t)o.g.max_context;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err)) {

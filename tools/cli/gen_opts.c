@@ -38,6 +38,9 @@ const char GEN_OPTS_HELP[] =
     "  --device auto|cpu|cuda      where the model runs (default auto: CUDA for a model\n"
     "                              without the Clover record when a GPU fits it, else the CPU;\n"
     "                              block diffusion is CPU-only for now, use --ar on cuda)\n"
+    "  --gpu-layers N              the first N layers on the GPU, the rest on the CPU, in one\n"
+    "                              pass (docs/OFFLOAD.md; the CUDA backend's layer range is\n"
+    "                              not built yet, so it is refused with that reason)\n"
     "  --devices 0,1,...           a GPU group, experts spread over it through NCCL\n"
     "                              (docs/MULTI_GPU.md; checked, not yet run: the CUDA\n"
     "                              backend's expert-parallel executor is not built yet)\n"
@@ -161,6 +164,8 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
             fprintf(stderr, "clover %s: --device '%s' is not one of auto, cpu, cuda\n", cmd, v);
             rc = -1;
         }
+    } else if (!strcmp(a, "--gpu-layers")) {
+        rc = cli_parse_u64(cmd, a, v, 4096, &g->gpu_layers);
     } else if (!strcmp(a, "--devices")) {
         clover_error err = {0};
         if (clover_devices_check(v, &err) != CLOVER_OK) {

@@ -21,6 +21,7 @@ typedef struct gen_opts {
     size_t n_stop, n_suppress;
     uint64_t threads; /* session threads; 0: every CPU */
     int device;       /* clover_device (--device auto|cpu|cuda) */
+    uint64_t gpu_layers; /* --gpu-layers N */
     uint64_t max_context; /* --max-context; 0: the model's */
 } gen_opts;
 
