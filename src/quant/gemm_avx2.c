@@ -18,7 +18,8 @@
  *
  * Tiles: TILE_O = 4 weight rows x KB blocks (2048 values of K-quants, 2048
  * of Q8_0: ~18 KiB decoded, L1) are decoded, then the activation rows run
- * against them one by one with the 4 rows' accumulators in registers.
+ * against them one by one with the 4 rows' accumulators in registers (Q8_0:
+ * three activation rows against two weight rows at a time, its own comment).
  * Activation rows are taken X_BLOCK = 64 at a time, so for n_in beyond one
  * tile the accumulators of the block wait in a small array (16 KiB) while
  * the next columns are decoded; the float sum over blocks stays in k order.
@@ -199,27 +200,69 @@ static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 
 /* ---- Q8_0 ---- */
 
+/* The activation rows of a Q8_0 product arrive planar (matmul.c,
+ * gemm_q8_stage): every row's codes as aligned 32-byte blocks, then every
+ * row's scales as floats. So a code load never splits a cache line, and
+ * eight consecutive blocks' scales are one vector load.
+ *
+ * Per (weight row, activation row, block) decode performs vpsignb,
+ * vpmaddubsw, vpmaddwd, a convert, the scalar product d_w * d_x and an FMA.
+ * Here the products d_w * d_x of a tile (the same IEEE products, eight per
+ * vmulps) are formed once per activation row into `prod`, and an FMA takes
+ * its product with a broadcast load: five vector operations a pair, and the
+ * tile's vectors of two weight rows are loaded once for three activation
+ * rows (6 accumulators in registers). Decode's two accumulators (even and
+ * odd blocks) are two independent chains, so each is run to the end of the
+ * tile on its own, in block order: the same operations in the same order. */
+enum { Q8_XR = 3, Q8_WR = 2 };
+
 typedef struct q8_tile {
     __m256i absw[TILE_O * KB_8]; /* |w| (vpsignb(w, w)), [row * KB_8 + block] */
     __m256i w[TILE_O * KB_8];    /* w, for the sign of x */
-    __m256 d[TILE_O * KB_8];     /* the block's scale in every lane */
+    float d[TILE_O * KB_8];      /* the blocks' scales */
+    float prod[Q8_XR * TILE_O * KB_8]; /* d_w * d_x: [x row][weight row][block] */
 } q8_tile;
 
-/* One block of 32 against the 4 tile rows: act_avx2.c's q8_dot32 and the
- * FMA of (d_w * d_x) into the block parity's accumulator. The scale product
- * is a vector multiply of two broadcasts: the same IEEE product as the
- * scalar one decode forms. */
-#define Q8_STEP(acc, blk)                                                                                         \
-    do {                                                                                                          \
-        const __m256i qx = load_256(x[blk].qs);                                                                   \
-        const __m256 dx = _mm256_broadcast_ss(&x[blk].d);                                                         \
-        for (size_t i = 0; i < TILE_O; i++) {                                                                     \
-            const size_t t = i * KB_8 + (blk);                                                                    \
-            const __m256i p = _mm256_maddubs_epi16(tile->absw[t], _mm256_sign_epi8(qx, tile->w[t]));              \
-            acc[i] = _mm256_fmadd_ps(_mm256_mul_ps(tile->d[t], dx), _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones)), \
-                                     acc[i]);                                                                     \
-        }                                                                                                         \
-    } while (0)
+/* Codes and scales of planar row r, block 0 (gemm_q8_stage's layout). */
+static inline const int8_t *q8_codes(const matmul_job *j, size_t r) {
+    return (const int8_t *)j->xq + r * (j->n_in / QUANT_QK8_0) * QUANT_QK8_0;
+}
+static inline const float *q8_scales(const matmul_job *j, size_t r) {
+    const size_t nb = j->n_in / QUANT_QK8_0;
+    return (const float *)(const void *)(j->xq + j->n_rows * nb * QUANT_QK8_0) + r * nb;
+}
+
+/* One parity chain of weight rows i0, i0 + 1 against the nx (<= 3) rows of
+ * xs: blocks p, p + 2, ... < nkb, accumulated into acc[x][w]. */
+static inline __attribute__((always_inline)) void q8_chain(const q8_tile *tile, size_t i0, const int8_t *const xs[Q8_XR], size_t nx, size_t p,
+                            size_t nkb, __m256 acc[Q8_XR][Q8_WR]) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 a00 = acc[0][0], a01 = acc[0][1], a10 = acc[1][0], a11 = acc[1][1], a20 = acc[2][0], a21 = acc[2][1];
+    const __m256i *aw0 = tile->absw + i0 * KB_8, *aw1 = aw0 + KB_8, *w0 = tile->w + i0 * KB_8, *w1 = w0 + KB_8;
+    const float *pr0 = tile->prod + i0 * KB_8, *pr1 = pr0 + KB_8;
+#define Q8_PAIR(accv, aw, wv, qx, pr)                                                              \
+    accv = _mm256_fmadd_ps(                                                                        \
+        _mm256_broadcast_ss(pr),                                                                   \
+        _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(aw, _mm256_sign_epi8(qx, wv)), ones)), accv)
+    for (size_t b = p; b < nkb; b += 2) {
+        const __m256i u0 = aw0[b], v0 = w0[b], u1 = aw1[b], v1 = w1[b];
+        const __m256i x0 = _mm256_load_si256((const __m256i *)(const void *)(xs[0] + 32 * b));
+        Q8_PAIR(a00, u0, v0, x0, pr0 + b);
+        Q8_PAIR(a01, u1, v1, x0, pr1 + b);
+        if (nx > 1) {
+            const __m256i x1 = _mm256_load_si256((const __m256i *)(const void *)(xs[1] + 32 * b));
+            Q8_PAIR(a10, u0, v0, x1, pr0 + TILE_O * KB_8 + b);
+            Q8_PAIR(a11, u1, v1, x1, pr1 + TILE_O * KB_8 + b);
+        }
+        if (nx > 2) {
+            const __m256i x2 = _mm256_load_si256((const __m256i *)(const void *)(xs[2] + 32 * b));
+            Q8_PAIR(a20, u0, v0, x2, pr0 + 2 * TILE_O * KB_8 + b);
+            Q8_PAIR(a21, u1, v1, x2, pr1 + 2 * TILE_O * KB_8 + b);
+        }
+    }
+#undef Q8_PAIR
+    acc[0][0] = a00, acc[0][1] = a01, acc[1][0] = a10, acc[1][1] = a11, acc[2][0] = a20, acc[2][1] = a21;
+}
 
 static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
                          q8_tile *tile, pair_acc *acc, int last) {
@@ -229,31 +272,52 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
             const __m256i qw = load_256(row[b].qs);
             tile->w[i * KB_8 + b] = qw;
             tile->absw[i * KB_8 + b] = _mm256_sign_epi8(qw, qw);
-            tile->d[i * KB_8 + b] = _mm256_set1_ps(load_f16(row[b].d));
+            tile->d[i * KB_8 + b] = load_f16(row[b].d);
         }
     }
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (size_t r = xb; r < xe; r++) {
-        const act_q8_32 *x = (const act_q8_32 *)(const void *)(j->xq + r * j->xq_bytes) + kb0;
-        pair_acc *pa = acc + (r - xb) * TILE_O;
-        __m256 a0[TILE_O], a1[TILE_O]; /* even and odd blocks, as act_avx2.c's acc0 / acc1 */
-        for (size_t i = 0; i < TILE_O; i++) {
-            a0[i] = kb0 ? pa[i].a : _mm256_setzero_ps();
-            a1[i] = kb0 ? pa[i].b : _mm256_setzero_ps();
+    for (size_t r0 = xb; r0 < xe; r0 += Q8_XR) {
+        const size_t nx = xe - r0 < Q8_XR ? xe - r0 : Q8_XR;
+        const int8_t *xs[Q8_XR];
+        for (size_t x = 0; x < Q8_XR; x++) xs[x] = q8_codes(j, r0 + (x < nx ? x : 0)) + 32 * kb0;
+        for (size_t x = 0; x < nx; x++) { /* prod[x][i][b] = d_w[i][b] * d_x[b] */
+            const float *dx = q8_scales(j, r0 + x) + kb0;
+            float *pr = tile->prod + x * TILE_O * KB_8;
+            size_t b = 0;
+            for (; b + 8 <= nkb; b += 8) {
+                const __m256 vx = _mm256_loadu_ps(dx + b);
+                for (size_t i = 0; i < TILE_O; i++)
+                    _mm256_storeu_ps(pr + i * KB_8 + b, _mm256_mul_ps(_mm256_loadu_ps(tile->d + i * KB_8 + b), vx));
+            }
+            for (; b < nkb; b++)
+                for (size_t i = 0; i < TILE_O; i++) pr[i * KB_8 + b] = tile->d[i * KB_8 + b] * dx[b];
         }
-        /* KB_8 is even and tiles start on even blocks, so block b's parity is global */
-        size_t b = 0;
-        for (; b + 2 <= nkb; b += 2) {
-            Q8_STEP(a0, b);
-            Q8_STEP(a1, b + 1);
+        for (size_t i0 = 0; i0 < TILE_O; i0 += Q8_WR) {
+            for (size_t p = 0; p < 2; p++) { /* the even blocks' chain (decode's acc0), then the odd (acc1) */
+                __m256 a[Q8_XR][Q8_WR];
+                for (size_t x = 0; x < Q8_XR; x++)
+                    for (size_t w = 0; w < Q8_WR; w++) {
+                        const pair_acc *pa = &acc[(r0 + (x < nx ? x : 0) - xb) * TILE_O + i0 + w];
+                        a[x][w] = kb0 ? (p ? pa->b : pa->a) : _mm256_setzero_ps();
+                    }
+                switch (nx) { /* a constant nx: the branches leave the loop */
+                case 1: q8_chain(tile, i0, xs, 1, p, nkb, a); break;
+                case 2: q8_chain(tile, i0, xs, 2, p, nkb, a); break;
+                default: q8_chain(tile, i0, xs, Q8_XR, p, nkb, a); break;
+                }
+                for (size_t x = 0; x < nx; x++)
+                    for (size_t w = 0; w < Q8_WR; w++) {
+                        pair_acc *pa = &acc[(r0 + x - xb) * TILE_O + i0 + w];
+                        if (p) pa->b = a[x][w];
+                        else pa->a = a[x][w];
+                    }
+            }
         }
-        if (b < nkb) Q8_STEP(a0, b);
-        if (!last) {
-            for (size_t i = 0; i < TILE_O; i++) pa[i].a = a0[i], pa[i].b = a1[i];
-            continue;
+        if (!last) continue;
+        for (size_t x = 0; x < nx; x++) {
+            float *yr = j->y + (r0 + x) * j->n_out + o;
+            const pair_acc *pa = &acc[(r0 + x - xb) * TILE_O];
+            for (size_t i = 0; i < nr; i++) yr[i] = hsum_ps(_mm256_add_ps(pa[i].a, pa[i].b));
         }
-        float *yr = j->y + r * j->n_out + o;
-        for (size_t i = 0; i < nr; i++) yr[i] = hsum_ps(_mm256_add_ps(a0[i], a1[i]));
     }
 }
 

@@ -5,9 +5,9 @@
  * here (quant_act_*), and the tasks dot their weight rows with them; one or
  * two rows through the per-row integer dot (the copy on the caller's stack;
  * rows too long for it stay on the f32 dot), three or more through the tile
- * kernel of gemm_avx2.c (the copy on the heap), which gives every output
- * bit for bit what the one-row dot gives, so a row's result never depends on
- * how many rows share the pass. Float weights (and every type on a CPU
+ * kernel of gemm_avx2.c (the copy on the heap; Q8_0's planar, as that
+ * kernel reads it), which gives every output bit for bit what the one-row
+ * dot gives, so a row's result never depends on how many rows share the pass. Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
@@ -24,11 +24,13 @@
 
 #include <assert.h>
 #include <math.h>
+#include <string.h>
 
 #include "base/alloc.h"
 
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
+#include "quant/quant_internal.h"
 
 /* From 3 activation rows on, the tiled kernel wins; for 1 or 2 the fused dot
  * does (with 2, the second row finds the weight row still in L1). */
@@ -56,6 +58,27 @@ static size_t act_path_bytes(uint32_t type, size_t n_in, size_t n_rows) {
 static size_t act_heap_bytes(uint32_t type, size_t n_in, size_t n_rows) {
     if (n_rows <= ACT_MAX_ROWS) return 0;
     return (act_path_bytes(type, n_in, n_rows) * n_rows + 63) / 64 * 64;
+}
+
+/* A Q8_0 product of three or more rows takes its 8-bit rows planar (the
+ * tile kernel's layout, gemm_avx2.c): every row's codes as 32-byte blocks,
+ * then every row's scales as floats; the same bytes as quant_act_quantize's
+ * blocks (quantised by it, a chunk at a time), only moved. dst is 64-byte
+ * aligned (matmul_prepare's offsets into a mem_alloc buffer). */
+static void gemm_q8_stage(const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+    enum { CHUNK = 64 };
+    const size_t nb = n_in / QUANT_QK8_0;
+    float *d = (float *)(void *)(dst + n_rows * nb * QUANT_QK8_0);
+    act_q8_32 chunk[CHUNK];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t c0 = 0; c0 < nb; c0 += CHUNK) {
+            const size_t n = nb - c0 < CHUNK ? nb - c0 : CHUNK;
+            quant_act_quantize(QUANT_Q8_0, x + r * n_in + c0 * QUANT_QK8_0, chunk, n * QUANT_QK8_0);
+            for (size_t k = 0; k < n; k++) {
+                memcpy(dst + (r * nb + c0 + k) * QUANT_QK8_0, chunk[k].qs, QUANT_QK8_0);
+                d[r * nb + c0 + k] = chunk[k].d;
+            }
+        }
 }
 
 static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
@@ -129,7 +152,10 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         } else {
             assert(xq_bytes * n_rows <= xq_cap - *xq_used);
             uint8_t *dst = xq + *xq_used;
-            for (size_t r = 0; r < n_rows; r++) quant_act_quantize(type, x + r * n_in, dst + r * xq_bytes, n_in);
+            if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
+                gemm_q8_stage(x, n_rows, n_in, dst);
+            else
+                for (size_t r = 0; r < n_rows; r++) quant_act_quantize(type, x + r * n_in, dst + r * xq_bytes, n_in);
             *xq_used += (xq_bytes * n_rows + 63) / 64 * 64;
             job->xq = dst;
         }
