@@ -53,6 +53,24 @@ static void test_completion_prompts(void) {
     server_request_free(&r);
 }
 
+/* Regression (found by fuzz_server_request): logprobs options must not leak into the length cap. */
+static void test_logprobs_leave_max_tokens_unset(void) {
+    server_request r;
+    server_error e;
+    const char *a = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"logprobs\":true,\"top_logprobs\":3}";
+    CHECK(server_request_parse(&r, SERVER_ENDPOINT_CHAT, a, strlen(a), NULL, &e) == 0);
+    CHECK(r.logprobs && r.top_logprobs == 3 && !r.has_max_tokens);
+    server_request_free(&r);
+    const char *b = "{\"messages\":[{\"role\":\"user\",\"content\":\"q\"}],\"top_logprobs\":0}";
+    CHECK(server_request_parse(&r, SERVER_ENDPOINT_CHAT, b, strlen(b), NULL, &e) == 0);
+    CHECK(r.top_logprobs == 0 && !r.has_max_tokens);
+    server_request_free(&r);
+    const char *c = "{\"prompt\":\"x\",\"logprobs\":2}";
+    CHECK(server_request_parse(&r, SERVER_ENDPOINT_COMPLETION, c, strlen(c), NULL, &e) == 0);
+    CHECK(r.logprobs && r.top_logprobs == 2 && !r.has_max_tokens);
+    server_request_free(&r);
+}
+
 typedef struct bad_case {
     server_endpoint ep;
     const char *body;
@@ -146,6 +164,7 @@ static void test_bad_requests(void) {
 int main(void) {
     RUN(test_full_chat_request);
     RUN(test_completion_prompts);
+    RUN(test_logprobs_leave_max_tokens_unset);
     RUN(test_bad_requests);
     return TEST_EXIT();
 }

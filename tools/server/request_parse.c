@@ -478,6 +478,7 @@ static int parse_options(json_t *root, const server_parse_options *o, server_req
         return bad_type(e, "stream_options.include_usage", "true or false");
 
     const char *mt_range = "an integer from 1 to 1073741824";
+    has = 0; /* get_int only sets it: left from (top_)logprobs, it made their value the length cap */
     if (get_int(root, "max_tokens", 1, SERVER_MAX_TOKENS_CAP, mt_range, &x, &has, e)) return -1;
     if (get_int(root, "max_completion_tokens", 1, SERVER_MAX_TOKENS_CAP, mt_range, &x, &has, e)) return -1;
     r->has_max_tokens = has;
