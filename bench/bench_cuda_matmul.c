@@ -105,6 +105,24 @@ static double graph_time(launch_fn body, void *ctx, size_t n) {
     return t;
 }
 
+/* The graph time of body in the three launch settings the decode rows print:
+ * without PDL, without cp.async staging, and with both (the default). */
+typedef struct graph_variants {
+    double no_pdl, no_stage, both;
+} graph_variants;
+
+static graph_variants graph_time_variants(launch_fn body, void *ctx, size_t n) {
+    graph_variants v;
+    cuda_pdl_set(0);
+    v.no_pdl = graph_time(body, ctx, n);
+    cuda_pdl_set(1);
+    cuda_mmv_stage_set(0);
+    v.no_stage = graph_time(body, ctx, n);
+    cuda_mmv_stage_set(1);
+    v.both = graph_time(body, ctx, n);
+    return v;
+}
+
 typedef struct dec_ctx {
     uint32_t type;
     const uint8_t *w;
@@ -251,13 +269,8 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
     const double t = elapsed_s() / (reps * copies);
     dec_ctx c = {.type = type, .w = w, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows, .x = x, .y = y,
                  .work = work};
-    cuda_pdl_set(0);
-    const double tn = graph_time(dec_body, &c, copies);
-    cuda_pdl_set(1);
-    cuda_mmv_stage_set(0);
-    const double tu = graph_time(dec_body, &c, copies);
-    cuda_mmv_stage_set(1);
-    const double tg = graph_time(dec_body, &c, copies), gg = (double)mat / tg / 1e9;
+    const graph_variants v = graph_time_variants(dec_body, &c, copies);
+    const double tn = v.no_pdl, tu = v.no_stage, tg = v.both, gg = (double)mat / tg / 1e9;
     printf("decode  %-5s %5zu x %-5zu rows %zu: stream %6.2f us | no PDL %6.2f | no stage %6.2f | graph %6.2f us %5.0f "
            "GB/s %5.1f%% of copy bw %4.2fx peer\n",
            quant_type_name(type), n_out, n_in, rows, t * 1e6, tn * 1e6, tu * 1e6, tg * 1e6, gg, 100 * gg / bw,
@@ -314,13 +327,8 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     float *y2 = NULL;
     CU(cudaMalloc((void **)&y2, rows * k * n_out * sizeof(float)));
     dec_ctx c = {.w = w, .work = work, .moe = &a, .ex = ex, .n_expert = n_expert, .y = y2};
-    cuda_pdl_set(0);
-    const double tn = graph_time(moe_body, &c, layers);
-    cuda_pdl_set(1);
-    cuda_mmv_stage_set(0);
-    const double tu = graph_time(moe_body, &c, layers);
-    cuda_mmv_stage_set(1);
-    const double tg = graph_time(moe_body, &c, layers), gg = (double)(distinct * ex) / tg / 1e9;
+    const graph_variants v = graph_time_variants(moe_body, &c, layers);
+    const double tn = v.no_pdl, tu = v.no_stage, tg = v.both, gg = (double)(distinct * ex) / tg / 1e9;
     printf("moe dec %-5s %zux%zu x %zu k=%zu rows %zu (%zu experts): stream %6.2f us %5.0f GB/s | no PDL %6.2f | no "
            "stage %6.2f | graph %6.2f us %5.0f GB/s %5.1f%% of copy bw\n",
            quant_type_name(type), n_expert, n_out, n_in, k, rows, distinct, t * 1e6, gbs, tn * 1e6, tu * 1e6,
