@@ -228,7 +228,9 @@ def test_shutdown_with_requests_in_flight(model, tmp_path, grace, cut):
     with a JSON body (not a 200 stream with an error event); the running stream finishes within --grace, or past
     it is cut with finish_reason "length" and clover.cut "shutdown"; the server exits 0."""
     srv = start_server(model, tmp_path / "serve.log", "--queue", 4, "--grace", grace, "--max-batch", 1)
-    long = {"prompt": "Go on:", "max_tokens": 4000 if cut else 300, "ignore_eos": True}
+    # The running request must outlast the two sends and the queue poll (300 tokens took 0.13 s on the dev VM, so a
+    # loaded CI machine saw it finish first and the queue never reach 2); 2,000 take ~2 s there, well inside grace.
+    long = {"prompt": "Go on:", "max_tokens": 4000 if cut else 2000, "ignore_eos": True}
     socks = []
     try:
         socks.append(_send_raw(srv.port, long, True))
