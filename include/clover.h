@@ -213,7 +213,7 @@ typedef struct clover_session clover_session;
 
 typedef struct clover_session_params {
     size_t n_threads;   /* backend threads; 0: every online CPU */
-    size_t max_rows;    /* rows per pass (prompt chunk, largest block); 0: 64; raised to the block size */
+    size_t max_rows;    /* rows per pass (prompt chunk, largest block); 0: 512 on the CPU, 64 on a device; raised to the block size */
     size_t max_context; /* committed tokens at most; 0: the model's training context */
     /* Prompt snapshot: after a request commits its prompt the session keeps a
      * host copy of its state at one point of that prompt (the request's

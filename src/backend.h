@@ -128,6 +128,7 @@ typedef struct backend_config {
     size_t max_rows;    /* rows of one pass (a commit chunk, the largest block); scratch is sized for it; 0: 64 */
     size_t max_context; /* per session; 0: the model's training context (KV grows on demand up to it) */
     bool plain;         /* CPU: ignore the diagnostic environment (CLOVER_SIM_RANKS): a reference (clover check) */
+    size_t head_window; /* CPU: head rows per window of logits scratch; 0: 64 (tests vary it: a window changes no bit) */
     /* The layers this backend runs, [layer_begin, layer_end) (layer_end 0:
      * to the last): a part of a split pass (offload/split.h). A backend
      * starting past layer 0 takes each row's residual stream entering
@@ -251,6 +252,13 @@ typedef struct backend_resolve_seq {
 
 typedef struct backend_ops {
     const char *name;
+    /* Rows per pass a session takes when its parameters give none (0: 64).
+     * The CPU's is 512: a prompt chunk that long reads each routed expert
+     * once for ~16 rows instead of ~2, the integer GEMM instead of the
+     * per-row dot (a 512-token prompt on the 35B-A3B synthetic file, dev VM:
+     * 16.2 tok/s against 13.3 at 64, bench/RESULTS.md), and its logits
+     * scratch stays 64 rows. Device backends keep 64. */
+    size_t default_rows;
     /* Whether create() would take this model with cfg; CLOVER_OK or the
      * reason (CLOVER_E_UNSUPPORTED: a tensor type, a geometry, no device). */
     int (*probe)(const clover_model *model, const backend_config *cfg, clover_error *err);

@@ -79,7 +79,7 @@ static size_t backend_layout(backend *be, char *base) {
     sc->head_rows = carve(&c, R * sizeof(size_t));
     sc->allowed_seq = carve(&c, R * E);
     sc->allowed_of = carve(&c, R * sizeof(uint8_t *));
-    sc->logits = carve(&c, R * V * f);
+    sc->logits = carve(&c, be->logit_rows * V * f);
     sc->counts = carve(&c, V * sizeof(uint32_t));
     return c.off;
 }
@@ -161,6 +161,8 @@ static int backend_bind(backend *be, const clover_model *model, const backend_co
     if (be->max_rows > CPU_MAX_ROWS_LIMIT)
         return error_set(err, CLOVER_E_INVALID, "cpu backend: max_rows %zu, expected 1..%u", be->max_rows,
                          CPU_MAX_ROWS_LIMIT);
+    const size_t window = cfg->head_window ? cfg->head_window : CPU_LOGIT_ROWS;
+    be->logit_rows = be->max_rows < window ? be->max_rows : window;
     be->max_context = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
     be->layer_lo = cfg->layer_begin;
     be->layer_hi = cfg->layer_end ? cfg->layer_end : hp->n_layer;
@@ -227,6 +229,7 @@ static size_t backend_cpu_max_rows(const backend *be) { return be ? be->max_rows
 
 const backend_ops backend_cpu = {
     .name = "cpu",
+    .default_rows = 512,
     .probe = backend_cpu_probe,
     .create = backend_cpu_create,
     .destroy = backend_cpu_destroy,

@@ -88,17 +88,18 @@ static size_t commit_head_lo(const backend_commit_seq *q, size_t r0, size_t nr) 
     return end;
 }
 
-/* What a chunk's head rows give: NLL, the logits asked for, the picks.
- * lg: the chunk's head rows [lo, end) of logits (rows of the pass's head). */
-static int commit_head_out(backend *be, const backend_commit_seq *q, size_t r0, size_t nr, size_t lo, float *lg,
+/* What head rows [lo, end) of a sequence give (a window's share of a
+ * chunk's head rows): NLL, the logits asked for, the picks. lg: their
+ * logits, row lo at row lg_row0 of sc.logits. */
+static int commit_head_out(backend *be, const backend_commit_seq *q, size_t lo, size_t end, float *lg,
                            size_t lg_row0, backend_pass_stats *stats, clover_error *err) {
-    const size_t V = be->hp->n_vocab, n = q->n, end = r0 + nr, first_pick = n - q->n_pick;
+    const size_t V = be->hp->n_vocab, n = q->n, first_pick = n - q->n_pick;
     if (q->nll)
         for (size_t r = lo; r < end; r++) q->nll[r] = cpu_head_nll(lg + (r - lo) * V, V, q->targets[r]);
     if (q->all_logits) memcpy(q->all_logits + lo * V, lg, (end - lo) * V * sizeof(float));
     if (q->last_logits && end == n) memcpy(q->last_logits, lg + (end - 1 - lo) * V, V * sizeof(float));
     if (!q->n_pick || first_pick >= end) return CLOVER_OK;
-    const size_t p0 = first_pick > lo ? first_pick : lo, np = end - p0; /* picked rows of this chunk */
+    const size_t p0 = first_pick > lo ? first_pick : lo, np = end - p0; /* picked rows of this window */
     size_t idx[256], lidx[256];
     backend_pick pk = *q->pick;
     pk.pen = NULL; /* no penalties on the causal path */
@@ -167,24 +168,25 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
             }
             nh += m;
         }
-        if (nh) {
+        for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) { /* the head rows window by window */
+            const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
             double t0 = timer_now();
-            cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits); /* sc.own now holds the head rows' counts */
+            cpu_head_logits_shared(be, g0, g1 - g0);
             if (stats) stats->head_s += timer_now() - t0;
+            for (size_t k = 0; k < np; k++) { /* each sequence's head rows inside [g0, g1) */
+                backend_commit_seq *q = &seqs[who[k]];
+                const size_t m = done[who[k]] + pass[k].n - lo[k], a = at[k] > g0 ? at[k] : g0;
+                const size_t b = at[k] + m < g1 ? at[k] + m : g1;
+                if (q->rc || a >= b) continue;
+                int rc = commit_head_out(be, q, lo[k] + (a - at[k]), lo[k] + (b - at[k]), be->sc.logits + (a - g0) * V,
+                                         a - g0, stats, &q->err);
+                if (rc) q->rc = rc; /* non-finite logits only: a model fault */
+            }
         }
         for (size_t k = 0; k < np; k++) {
             const size_t i = who[k];
-            backend_commit_seq *q = &seqs[i];
-            const size_t r0 = done[i], nr = pass[k].n;
-            if (lo[k] < r0 + nr) {
-                int rc = commit_head_out(be, q, r0, nr, lo[k], be->sc.logits + at[k] * V, at[k], stats, &q->err);
-                if (rc) { /* non-finite logits only: a model fault */
-                    q->rc = rc;
-                    done[i] = SIZE_MAX;
-                    continue;
-                }
-            }
-            done[i] = r0 + nr == q->n ? SIZE_MAX : r0 + nr;
+            const size_t end = done[i] + pass[k].n;
+            done[i] = seqs[i].rc || end == seqs[i].n ? SIZE_MAX : end;
         }
     }
     for (size_t i = 0; i < n_seqs; i++)

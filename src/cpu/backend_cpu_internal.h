@@ -94,9 +94,17 @@ typedef struct cpu_scratch {
     uint8_t *allowed_seq;         /* [R][n_expert] each sequence's coreset */
     const uint8_t **allowed_of;   /* [R] per sequence: its coreset or NULL */
     /* head and pick */
-    float *logits;     /* [R][n_vocab] */
+    float *logits;     /* [logit_rows][n_vocab]: one window of head rows (cpu_head_logits_shared) */
     uint32_t *counts;  /* [n_vocab] penalty counts of the sequence being picked (zero between picks) */
 } cpu_scratch;
+
+/* Rows of logits the scratch holds. A pass's head rows beyond it run in
+ * windows (cpu_head_logits_shared), so max_rows (the prompt chunk) does not
+ * size a [max_rows][n_vocab] buffer: 512-row chunks would need 508 MB of
+ * logits for a 248k vocabulary, of which a prompt chunk uses one row. 64 is
+ * also the tile kernel's activation block (gemm_avx2.c X_BLOCK), so a window
+ * reads the head no more often than one 64-row product does. */
+enum { CPU_LOGIT_ROWS = 64 };
 
 /* The per-model backend: weight views, the pool and every pass's scratch,
  * shared by the sessions on it (one call at a time). */
@@ -106,6 +114,7 @@ struct backend {
     threadpool *pool;
     size_t n_threads;
     size_t max_rows, max_context;
+    size_t logit_rows; /* rows of sc.logits: min(max_rows, head_window or CPU_LOGIT_ROWS) */
     uint32_t layer_lo, layer_hi; /* the layers this backend runs (backend_config's range) */
     bool can_preview; /* every GDN layer has its Clover tensors */
     bool has_attn;    /* the model has attention layers (KV caches, attention scratch) */
@@ -134,7 +143,8 @@ struct backend_session {
     /* the last preview, for preview_debug */
     bool has_preview;
     size_t preview_b;
-    float *dbg_hidden;  /* [n_layer+1][max_rows][n_embd] */
+    float *dbg_hidden;  /* [n_layer+1][b][n_embd] of the last preview; room for dbg_rows rows (grown by a preview) */
+    size_t dbg_rows;
     uint8_t *dbg_kept;  /* [n_layer][n_expert] */
 };
 
@@ -162,6 +172,8 @@ size_t cpu_gdn_state_floats(const backend *be);
  * max_context checked by the caller). 0 or CLOVER_E_NOMEM, and then the
  * committed state is unchanged. */
 int cpu_session_reserve(backend_session *s, size_t need, clover_error *err);
+/* Room in dbg_hidden for a preview of b rows (grown before the pass, so a failure changes nothing). */
+int cpu_session_preview_room(backend_session *s, size_t b, clover_error *err);
 
 /* backend_cpu_head.c */
 /* -log softmax(logits)[target], float64 log-sum-exp of the float32 logits. */
@@ -190,10 +202,13 @@ typedef struct cpu_shared_seq {
     size_t off;          /* out */
 } cpu_shared_seq;
 void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t n_seqs, cpu_pass_mode mode, backend_pass_stats *st);
-/* The final norm and the head over rows sc.head_rows[0..nr) of sc.h into
- * logits [nr][n_vocab], one read of the head: own[i] is the head-row count
- * of row i's sequence (its kernel as alone). */
-void cpu_head_logits_shared(backend *be, size_t nr, const uint32_t *own, float *logits);
+/* The final norm and the head over rows sc.head_rows[g0..g0+nr) of sc.h
+ * into sc.logits [nr][n_vocab] (nr <= logit_rows), one read of the head:
+ * sc.own[g0 + i] is the head-row count of row i's sequence (its kernel as
+ * alone). A pass with more head rows than logit_rows runs the head window
+ * by window; each row keeps its sequence's count, so the window it falls
+ * in changes no bit of its logits. */
+void cpu_head_logits_shared(backend *be, size_t g0, size_t nr);
 
 /* backend_cpu_state.c: the state in backend.h's layout. */
 size_t backend_cpu_state_bytes(const backend_session *s);

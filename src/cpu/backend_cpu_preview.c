@@ -36,6 +36,7 @@ static int preview_check(backend *be, backend_session *s, const int32_t *block, 
     if (pick && (rc = host_pick_check(&be->pick, pick, err))) return error_prefix(err, "preview");
     if ((rc = cpu_check_room(s, "preview", b, err))) return rc;
     if ((rc = cpu_session_reserve(s, s->n_past + b, err))) return error_prefix(err, "preview");
+    if ((rc = cpu_session_preview_room(s, b, err))) return error_prefix(err, "preview");
     return CLOVER_OK;
 }
 
@@ -82,23 +83,24 @@ static size_t preview_head_rows(backend *be, const backend_preview_seq *q, size_
     return m;
 }
 
-/* The picks of one sequence whose m head rows start at row `at` of
- * sc.logits (and of sc.head_rows; its block starts at pass row off). */
-static int preview_picks(backend *be, backend_preview_seq *q, size_t off, size_t m, size_t at,
+/* The picks of one sequence's head rows a..b of the pass (entries of
+ * sc.head_rows; its block starts at pass row off) whose logits are in the
+ * window that starts at head row g0 (row a at row a - g0 of sc.logits). */
+static int preview_picks(backend *be, backend_preview_seq *q, size_t off, size_t a, size_t b, size_t g0,
                          backend_pass_stats *stats, clover_error *err) {
     const size_t V = be->hp->n_vocab;
-    const size_t *rows = be->sc.head_rows + at;
+    const size_t *rows = be->sc.head_rows;
     if (q->logits)
-        for (size_t i = 0; i < m; i++)
-            memcpy(q->logits + (rows[i] - off) * V, be->sc.logits + (at + i) * V, V * sizeof(float));
+        for (size_t i = a; i < b; i++)
+            memcpy(q->logits + (rows[i] - off) * V, be->sc.logits + (i - g0) * V, V * sizeof(float));
     if (!q->pending) return CLOVER_OK;
     size_t idx[256], lidx[256], n = 0;
     float u[256];
-    for (size_t i = 0; i < m; i++) { /* blocks beyond 256 rows pick in runs */
+    for (size_t i = a; i < b; i++) { /* blocks beyond 256 rows pick in runs */
         const size_t r = rows[i] - off;
         if (!q->pending[r]) continue;
         idx[n] = r;
-        lidx[n] = at + i;
+        lidx[n] = i - g0;
         u[n] = q->u ? q->u[r] : 0.0f;
         if (++n == 256) {
             int rc = host_pick_rows_at(&be->pick, q->pick, be->sc.logits, lidx, idx, n, q->u ? u : NULL, q->block,
@@ -158,11 +160,18 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
             at[k] = nh;
             m[k] = preview_head_rows(be, q, pass[k].off, &nh);
         }
-        if (nh) cpu_head_logits_shared(be, nh, be->sc.own, be->sc.logits);
         if (stats) stats->head_s += timer_now() - t0;
-        for (size_t k = 0; k < np; k++) {
-            backend_preview_seq *q = &seqs[who[k]];
-            q->rc = preview_picks(be, q, pass[k].off, m[k], at[k], stats, &q->err);
+        for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) { /* the head rows window by window */
+            const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
+            t0 = timer_now();
+            cpu_head_logits_shared(be, g0, g1 - g0);
+            if (stats) stats->head_s += timer_now() - t0;
+            for (size_t k = 0; k < np; k++) { /* each block's head rows inside [g0, g1) */
+                backend_preview_seq *q = &seqs[who[k]];
+                const size_t a = at[k] > g0 ? at[k] : g0, b = at[k] + m[k] < g1 ? at[k] + m[k] : g1;
+                if (q->rc || a >= b) continue;
+                q->rc = preview_picks(be, q, pass[k].off, a, b, g0, stats, &q->err);
+            }
         }
     }
     for (size_t i = 0; i < n_seqs; i++)

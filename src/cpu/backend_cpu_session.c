@@ -33,6 +33,7 @@ void backend_cpu_session_free(backend_session *s) {
         }
     }
     mem_free(s->arena);
+    mem_free(s->dbg_hidden);
     mem_free(s->layers);
     if (s->owns_be) backend_cpu_destroy(s->be);
     mem_free(s);
@@ -53,16 +54,14 @@ int backend_cpu_session_create(backend *be, backend_session **out, clover_error 
     size_t n_gdn = 0;
     for (size_t l = 0; l < L; l++) n_gdn += be->layers[l].kind == MODEL_LAYER_GDN;
     const size_t gdn_floats = cpu_gdn_state_floats(be);
-    const size_t hidden = (L + 1) * be->max_rows * hp->n_embd * f, kept = L * hp->n_expert;
-    const size_t bytes = n_gdn * gdn_floats * f + hidden + kept + 64;
+    const size_t kept = L * hp->n_expert;
+    const size_t bytes = n_gdn * gdn_floats * f + kept + 64;
     s->arena = mem_calloc(1, bytes);
     if (!s->layers || !s->arena) {
         rc = error_set(err, CLOVER_E_NOMEM, "cpu session: cannot allocate %zu bytes of state", bytes);
         goto fail;
     }
     float *p = s->arena;
-    s->dbg_hidden = p;
-    p += (L + 1) * be->max_rows * hp->n_embd;
     const size_t ring = (be->gdn_dims.conv_k - 1) * cpu_gdn_conv_dim(&be->gdn_dims);
     for (size_t l = 0; l < L; l++) {
         cpu_layer *ly = &s->layers[l];
@@ -96,6 +95,22 @@ void backend_cpu_reset(backend_session *s) {
     s->n_past = 0;
     s->epoch++;
     s->has_preview = false;
+}
+
+int cpu_session_preview_room(backend_session *s, size_t b, clover_error *err) {
+    if (b <= s->dbg_rows) return CLOVER_OK;
+    size_t floats, bytes;
+    if (!mem_mul_ok((size_t)(s->hp->n_layer + 1) * s->hp->n_embd, b, &floats) ||
+        !mem_mul_ok(floats, sizeof(float), &bytes))
+        return error_set(err, CLOVER_E_NOMEM, "cpu session: preview diagnostics for %zu rows overflow", b);
+    float *h = mem_alloc(bytes);
+    if (!h) return error_set(err, CLOVER_E_NOMEM, "cpu session: cannot allocate %zu bytes for a %zu-row preview", bytes, b);
+    if (s->has_preview) /* the last preview's rows stay readable (preview_debug): [n_layer+1][preview_b][n_embd] */
+        memcpy(h, s->dbg_hidden, (s->hp->n_layer + 1) * s->preview_b * s->hp->n_embd * sizeof(float));
+    mem_free(s->dbg_hidden);
+    s->dbg_hidden = h;
+    s->dbg_rows = b;
+    return CLOVER_OK;
 }
 
 int cpu_session_reserve(backend_session *s, size_t need, clover_error *err) {

@@ -169,11 +169,11 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
         for (size_t i = 0; i < nq; i++) memcpy(q[i].out_h, sc->h + q[i].off * H, q[i].n * H * sizeof *sc->h);
 }
 
-void cpu_head_logits_shared(backend *be, size_t nr, const uint32_t *own, float *logits) {
+void cpu_head_logits_shared(backend *be, size_t g0, size_t nr) {
     const clover_model *m = be->model;
     const size_t H = be->hp->n_embd;
     cpu_scratch *sc = &be->sc;
-    for (size_t i = 0; i < nr; i++) /* rows ascend, so row i of x never overwrites a later source */
-        cpu_rms_norm(sc->x + i * H, sc->h + sc->head_rows[i] * H, m->output_norm.data, 1, H, be->hp->rms_eps);
-    matmul_grouped(be->pool, m->output.type, m->output.data, be->hp->n_vocab, H, sc->x, nr, logits, own);
+    for (size_t i = 0; i < nr; i++) /* sc.x and sc.h are separate buffers: rows of h stay intact */
+        cpu_rms_norm(sc->x + i * H, sc->h + sc->head_rows[g0 + i] * H, m->output_norm.data, 1, H, be->hp->rms_eps);
+    matmul_grouped(be->pool, m->output.type, m->output.data, be->hp->n_vocab, H, sc->x, nr, sc->logits, sc->own + g0);
 }

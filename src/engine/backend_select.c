@@ -66,7 +66,7 @@ static int session_on(clover_session **out, const clover_model *model, const bac
     clover_session_params_init(&def);
     if (!out || !model) return engine_session_create(out, model, chosen, params, err); /* its own messages */
     backend_config cfg;
-    engine_backend_config(model, params ? params : &def, &cfg);
+    engine_backend_config(model, params ? params : &def, chosen, &cfg);
     const backend_ops *ops;
     backend *bk = NULL;
     int rc = engine_backend_open(model, &cfg, chosen, &ops, &bk, err);
@@ -86,7 +86,7 @@ static int session_split(clover_session **out, const clover_model *model, const 
     if (!out || !model) return engine_session_create(out, model, dev, params, err);
     *out = NULL;
     backend_config cfg;
-    engine_backend_config(model, params, &cfg);
+    engine_backend_config(model, params, dev, &cfg);
     backend *bk = NULL;
     int rc = split_create(model, &cfg, dev, &backend_cpu, params->gpu_layers, &bk, err);
     if (rc) return error_prefix(err, "clover_session_create: --gpu-layers %u", params->gpu_layers);

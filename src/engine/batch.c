@@ -47,7 +47,7 @@ int clover_engine_create(clover_engine **out, const clover_model *model, const c
     if (params) e->params = *params;
     e->model = model;
     backend_config cfg;
-    engine_backend_config(model, &e->params, &cfg);
+    engine_backend_config(model, &e->params, engine_default_backend(), &cfg);
     int rc = engine_backend_open(model, &cfg, engine_default_backend(), &e->be, &e->bk, err);
     if (rc) {
         mem_free(e);

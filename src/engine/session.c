@@ -17,6 +17,7 @@
 #include "engine/stop_ids.h"
 #include "model/model.h"
 
+/* Rows per pass when neither the caller nor the backend (backend_ops.default_rows) says. */
 #define SESSION_DEFAULT_ROWS 64
 #define SESSION_DEFAULT_SNAPSHOT_BYTES ((size_t)1 << 30)
 
@@ -97,8 +98,9 @@ int engine_session_sampler_ready(clover_session *s, clover_error *err) {
     return rc;
 }
 
-void engine_backend_config(const clover_model *model, const clover_session_params *params, backend_config *cfg) {
-    size_t rows = params->max_rows ? params->max_rows : SESSION_DEFAULT_ROWS;
+void engine_backend_config(const clover_model *model, const clover_session_params *params, const backend_ops *ops,
+                           backend_config *cfg) {
+    size_t rows = params->max_rows ? params->max_rows : ops && ops->default_rows ? ops->default_rows : SESSION_DEFAULT_ROWS;
     size_t block = model->has_record ? model->record.block_size : 0;
     *cfg = (backend_config){.n_threads = params->n_threads, .max_rows = rows < block ? block : rows,
                             .max_context = params->max_context};
@@ -129,7 +131,7 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
     s->n_vocab = model->hp.n_vocab;
     s->max_block = model->has_record ? model->record.block_size : 0;
     backend_config cfg;
-    engine_backend_config(model, params, &cfg);
+    engine_backend_config(model, params, be, &cfg);
     s->max_rows = cfg.max_rows;
     s->snapshot_on = !params->no_snapshot;
     s->snapshot_max_bytes = params->snapshot_max_bytes ? params->snapshot_max_bytes : SESSION_DEFAULT_SNAPSHOT_BYTES;

@@ -90,8 +90,10 @@ int engine_session_create(clover_session **out, const clover_model *model, const
                           const clover_session_params *params, clover_error *err);
 int engine_session_create_on(clover_session **out, const clover_model *model, const backend_ops *be, backend *bk,
                              const clover_session_params *params, clover_error *err);
-/* The backend config a session's parameters ask for. */
-void engine_backend_config(const clover_model *model, const clover_session_params *params, backend_config *cfg);
+/* The backend config a session's parameters ask for on backend ops (whose
+ * default_rows is the rows per pass when the parameters give none). */
+void engine_backend_config(const clover_model *model, const clover_session_params *params, const backend_ops *ops,
+                           backend_config *cfg);
 
 /* Makes the sampler scratch of the host pick ready (sampled requests only). */
 int engine_session_sampler_ready(clover_session *s, clover_error *err);

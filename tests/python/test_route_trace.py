@@ -21,7 +21,7 @@ import test_server_process as ss
 BENCH = ss.BUILD / "bench" / "bench_expert_cache"
 SKEW = 8.0
 EXPERTS, USED, LAYERS = 64, 2, 4
-PROMPT, CHUNK = 256, 64  # random ids: four 64-row prompt passes (the default rows per pass)
+PROMPT, CHUNK = 256, 256  # random ids: one 256-row prompt pass (the CPU backend takes up to 512 rows a pass)
 
 
 def synth(path, skew, threads=2):
@@ -94,7 +94,7 @@ def traces(files):
 
 def test_trace_matches_the_run(traces):
     for recs in traces.values():
-        # the prompt (four passes of 64 rows) then one pass per decoded token but the last
+        # the prompt (one pass of 256 rows) then one pass per decoded token but the last
         prompt_recs = LAYERS * PROMPT // CHUNK
         assert len(recs) == prompt_recs + LAYERS * 39
         for i, (layer, rows, uses) in enumerate(recs):

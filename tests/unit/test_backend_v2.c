@@ -225,6 +225,85 @@ static void resolve_equals_the_engine(void) {
     backend_cpu.session_free(s);
 }
 
+/* The head runs over a pass's head rows in windows of logits scratch: a
+ * backend with 16-row windows (a 150-row commit: 10 windows; three 40-row
+ * preview blocks: blocks straddle windows) gives every output bit for bit
+ * what one window over all rows gives (the code before windows existed). */
+static void head_windows_change_no_bit(void) {
+    const size_t V = tm.model->hp.n_vocab, n = 150, B = 40, NB = 3;
+    const clover_record *rec = &tm.model->record;
+    backend *bw[2] = {NULL, NULL};
+    clover_error err = {0};
+    for (int k = 0; k < 2; k++) {
+        backend_config cfg = {.n_threads = 2, .max_rows = 160, .head_window = k ? 160 : 16};
+        CHECK_MSG(backend_cpu.create(tm.model, &cfg, &bw[k], &err) == 0, "%s", err.message);
+    }
+    if (!bw[0] || !bw[1]) goto out;
+    int32_t ids[150], pid[2][150], top[2][150 * 3], block[3][40], bid[2][3][40], bout[2][3][40];
+    float *lg[2] = {malloc(n * V * 4), malloc(n * V * 4)}, *plg[2] = {malloc(NB * B * V * 4), malloc(NB * B * V * 4)};
+    float nll[2][150], conf[2][150], lp[2][150], top_lp[2][150 * 3], bconf[2][3][40], u[3][40];
+    uint8_t pending[3][40];
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)((i * 53 + 7) % 400);
+    for (size_t j = 0; j < NB; j++)
+        for (size_t r = 0; r < B; r++) {
+            pending[j][r] = (r + j) % 4 != 0;
+            block[j][r] = pending[j][r] ? (int32_t)rec->mask_token_id : (int32_t)((r * 31 + j) % 400);
+            u[j][r] = (float)((r * 7 + j) % 11) / 11.0f;
+        }
+    const int32_t forbid[1] = {(int32_t)rec->mask_token_id};
+    backend_pick greedy = {.temperature = 0.0f, .forbid = forbid, .n_forbid = 1, .n_top = 3};
+    backend_pick greedy_p = {.temperature = 0.0f, .forbid = forbid, .n_forbid = 1};
+    backend_pick sampled = {.temperature = 0.7f, .top_k = 30, .top_p = 0.95f, .forbid = forbid, .n_forbid = 1};
+    for (int k = 0; k < 2; k++) {
+        backend_session *s[3] = {NULL, NULL, NULL};
+        for (size_t j = 0; j < NB; j++) CHECK(backend_cpu.session_create(bw[k], &s[j], &err) == 0);
+        if (!s[0] || !s[1] || !s[2]) continue;
+        backend_commit_seq q = {.s = s[0], .ids = ids, .n = n, .all_logits = lg[k], .targets = ids, .nll = nll[k],
+                                .pick = &greedy, .n_pick = n - 5,
+                                .pick_out = {.id = pid[k], .conf = conf[k], .logprob = lp[k], .top_id = top[k],
+                                             .top_logprob = top_lp[k]}};
+        CHECK(backend_cpu.commit(bw[k], &q, 1, NULL) == 0);
+        for (size_t j = 1; j < NB; j++) /* the other blocks preview after prompts of other lengths */
+            CHECK(backend_cpu.commit(bw[k], &(backend_commit_seq){.s = s[j], .ids = ids + j, .n = 10 * j}, 1, NULL) == 0);
+        backend_preview_seq pv[3];
+        for (size_t j = 0; j < NB; j++) {
+            memcpy(bid[k][j], block[j], sizeof block[j]);
+            memcpy(bout[k][j], block[j], sizeof block[j]);
+            pv[j] = (backend_preview_seq){.s = s[j], .block = bid[k][j], .b = B,
+                                          .opts = {.record_block_size = rec->block_size},
+                                          .pending = pending[j], .pick = j == 1 ? &greedy_p : &sampled, .u = u[j],
+                                          .pick_out = {.id = bout[k][j], .conf = bconf[k][j]}, .logits = plg[k] + j * B * V};
+        }
+        CHECK(backend_cpu.preview(bw[k], pv, NB, NULL) == 0);
+        for (size_t j = 0; j < NB; j++) {
+            CHECK_MSG(pv[j].rc == 0, "block %zu: %s", j, pv[j].err.message);
+            backend_cpu.session_free(s[j]);
+        }
+    }
+    CHECK(memcmp(lg[0], lg[1], n * V * 4) == 0);
+    CHECK(memcmp(nll[0], nll[1], sizeof nll[0]) == 0);
+    CHECK(memcmp(pid[0], pid[1], (n - 5) * sizeof pid[0][0]) == 0);
+    CHECK(memcmp(conf[0], conf[1], (n - 5) * sizeof conf[0][0]) == 0);
+    CHECK(memcmp(lp[0], lp[1], (n - 5) * sizeof lp[0][0]) == 0);
+    CHECK(memcmp(top[0], top[1], (n - 5) * 3 * sizeof top[0][0]) == 0);
+    CHECK(memcmp(top_lp[0], top_lp[1], (n - 5) * 3 * sizeof top_lp[0][0]) == 0);
+    CHECK(memcmp(plg[0], plg[1], NB * B * V * 4) == 0);
+    CHECK(memcmp(bout[0], bout[1], sizeof bout[0]) == 0);
+    size_t changed = 0; /* the picks wrote every pending row, and the blocks were really picked */
+    for (size_t j = 0; j < NB; j++)
+        for (size_t r = 0; r < B; r++) {
+            if (!pending[j][r]) continue;
+            CHECK(memcmp(&bconf[0][j][r], &bconf[1][j][r], sizeof(float)) == 0);
+            changed += bout[0][j][r] != (int32_t)rec->mask_token_id;
+        }
+    CHECK(changed > 0);
+    for (size_t i = 0; i < n - 5; i++) CHECK(pid[0][i] != forbid[0]);
+    free(lg[0]), free(lg[1]), free(plg[0]), free(plg[1]);
+out:
+    for (int k = 0; k < 2; k++)
+        if (bw[k]) backend_cpu.destroy(bw[k]);
+}
+
 int main(void) {
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
@@ -237,6 +316,7 @@ int main(void) {
             RUN(preview_pick_matches_the_oracle);
             RUN(checkpoint_restore_and_truncate);
             RUN(resolve_equals_the_engine);
+            RUN(head_windows_change_no_bit);
             backend_cpu.destroy(be);
         }
     }

@@ -27,7 +27,7 @@ static clover_session *session_on(uint32_t n_front) {
         rc = engine_session_create(&s, tm.model, &backend_cpu, &sp, &err);
     } else {
         backend_config cfg;
-        engine_backend_config(tm.model, &sp, &cfg);
+        engine_backend_config(tm.model, &sp, &backend_split, &cfg);
         backend *bk = NULL;
         rc = split_create(tm.model, &cfg, &backend_cpu, &backend_cpu, n_front, &bk, &err);
         if (!rc) rc = engine_session_create_on(&s, tm.model, &backend_split, bk, &sp, &err);
