@@ -64,81 +64,48 @@ static volatile float sink;
 
 #define ATTR __attribute__((target("avx2,fma"), noinline))
 
-/* mode 0: the shipped pair; 1: integer work only; 2: no vpsignb. */
+/* The pair variants: the shipped one; the integer work only (pr unused);
+ * no vpsignb (v unused). */
 #define PAIR_F(acc, u, v, xx, pr)                                                                               \
     acc = _mm256_fmadd_ps(_mm256_broadcast_ss(pr),                                                              \
                           _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(xx, v)), \
                                                                ones)),                                          \
                           acc)
-#define PAIR_I(acc, u, v, xx) acc = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(xx, v)), ones), acc)
-#define PAIR_N(acc, u, xx, pr)                                                                                  \
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(pr), _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, xx), ones)), acc)
+#define PAIR_I(acc, u, v, xx, pr) \
+    ((void)(pr), acc = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(u, _mm256_sign_epi8(xx, v)), ones), acc))
+#define PAIR_N(acc, u, v, xx, pr)                                                                               \
+    ((void)(v), acc = _mm256_fmadd_ps(_mm256_broadcast_ss(pr),                                                  \
+                                      _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(u, xx), ones)), acc))
+#define LANE0_PS(s) _mm256_cvtss_f32(s)
+#define LANE0_EPI32(s) ((float)_mm256_extract_epi32(s, 0))
 
-ATTR static void loop_pair(const loop_data *d, int reps) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int r = 0; r < reps; r++)
-        for (int i0 = 0; i0 < 4; i0 += 2)
-            for (int p = 0; p < 2; p++) {
-                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-                for (int b = p; b < NB; b += 2) {
-                    const __m256i u0 = d->absw[i0][b], v0 = d->w[i0][b], u1 = d->absw[i0 + 1][b], v1 = d->w[i0 + 1][b];
-                    const __m256i x0 = d->x[0][b], x1 = d->x[1][b], x2 = d->x[2][b];
-                    PAIR_F(a00, u0, v0, x0, &d->prod[0][i0][b]);
-                    PAIR_F(a01, u1, v1, x0, &d->prod[0][i0 + 1][b]);
-                    PAIR_F(a10, u0, v0, x1, &d->prod[1][i0][b]);
-                    PAIR_F(a11, u1, v1, x1, &d->prod[1][i0 + 1][b]);
-                    PAIR_F(a20, u0, v0, x2, &d->prod[2][i0][b]);
-                    PAIR_F(a21, u1, v1, x2, &d->prod[2][i0 + 1][b]);
-                }
-                const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a00, a01), _mm256_add_ps(a10, a11)),
-                                               _mm256_add_ps(a20, a21));
-                sink += _mm256_cvtss_f32(s);
-            }
-}
+/* The kernel's loop nest (gemm_avx2.c q8_chain): three activation rows against two weight rows, each
+ * accumulator one parity chain, over L1-resident data. */
+#define DEFINE_LOOP(name, T, ZERO, PAIR, ADD, LANE0)                                                          \
+    ATTR static void name(const loop_data *d, int reps) {                                                     \
+        const __m256i ones = _mm256_set1_epi16(1);                                                            \
+        for (int r = 0; r < reps; r++)                                                                        \
+            for (int i0 = 0; i0 < 4; i0 += 2)                                                                 \
+                for (int p = 0; p < 2; p++) {                                                                 \
+                    T a00 = ZERO, a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;                      \
+                    for (int b = p; b < NB; b += 2) {                                                         \
+                        const __m256i u0 = d->absw[i0][b], v0 = d->w[i0][b];                                  \
+                        const __m256i u1 = d->absw[i0 + 1][b], v1 = d->w[i0 + 1][b];                          \
+                        const __m256i x0 = d->x[0][b], x1 = d->x[1][b], x2 = d->x[2][b];                      \
+                        PAIR(a00, u0, v0, x0, &d->prod[0][i0][b]);                                            \
+                        PAIR(a01, u1, v1, x0, &d->prod[0][i0 + 1][b]);                                        \
+                        PAIR(a10, u0, v0, x1, &d->prod[1][i0][b]);                                            \
+                        PAIR(a11, u1, v1, x1, &d->prod[1][i0 + 1][b]);                                        \
+                        PAIR(a20, u0, v0, x2, &d->prod[2][i0][b]);                                            \
+                        PAIR(a21, u1, v1, x2, &d->prod[2][i0 + 1][b]);                                        \
+                    }                                                                                         \
+                    sink += LANE0(ADD(ADD(ADD(a00, a01), ADD(a10, a11)), ADD(a20, a21)));                     \
+                }                                                                                             \
+    }
 
-ATTR static void loop_int(const loop_data *d, int reps) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int r = 0; r < reps; r++)
-        for (int i0 = 0; i0 < 4; i0 += 2)
-            for (int p = 0; p < 2; p++) {
-                __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-                for (int b = p; b < NB; b += 2) {
-                    const __m256i u0 = d->absw[i0][b], v0 = d->w[i0][b], u1 = d->absw[i0 + 1][b], v1 = d->w[i0 + 1][b];
-                    const __m256i x0 = d->x[0][b], x1 = d->x[1][b], x2 = d->x[2][b];
-                    PAIR_I(a00, u0, v0, x0);
-                    PAIR_I(a01, u1, v1, x0);
-                    PAIR_I(a10, u0, v0, x1);
-                    PAIR_I(a11, u1, v1, x1);
-                    PAIR_I(a20, u0, v0, x2);
-                    PAIR_I(a21, u1, v1, x2);
-                }
-                const __m256i s = _mm256_add_epi32(_mm256_add_epi32(_mm256_add_epi32(a00, a01), _mm256_add_epi32(a10, a11)),
-                                                   _mm256_add_epi32(a20, a21));
-                sink += (float)_mm256_extract_epi32(s, 0);
-            }
-}
-
-ATTR static void loop_nosign(const loop_data *d, int reps) {
-    const __m256i ones = _mm256_set1_epi16(1);
-    for (int r = 0; r < reps; r++)
-        for (int i0 = 0; i0 < 4; i0 += 2)
-            for (int p = 0; p < 2; p++) {
-                __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00;
-                for (int b = p; b < NB; b += 2) {
-                    const __m256i u0 = d->absw[i0][b], u1 = d->absw[i0 + 1][b];
-                    const __m256i x0 = d->x[0][b], x1 = d->x[1][b], x2 = d->x[2][b];
-                    PAIR_N(a00, u0, x0, &d->prod[0][i0][b]);
-                    PAIR_N(a01, u1, x0, &d->prod[0][i0 + 1][b]);
-                    PAIR_N(a10, u0, x1, &d->prod[1][i0][b]);
-                    PAIR_N(a11, u1, x1, &d->prod[1][i0 + 1][b]);
-                    PAIR_N(a20, u0, x2, &d->prod[2][i0][b]);
-                    PAIR_N(a21, u1, x2, &d->prod[2][i0 + 1][b]);
-                }
-                const __m256 s = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a00, a01), _mm256_add_ps(a10, a11)),
-                                               _mm256_add_ps(a20, a21));
-                sink += _mm256_cvtss_f32(s);
-            }
-}
+DEFINE_LOOP(loop_pair, __m256, _mm256_setzero_ps(), PAIR_F, _mm256_add_ps, LANE0_PS)
+DEFINE_LOOP(loop_int, __m256i, _mm256_setzero_si256(), PAIR_I, _mm256_add_epi32, LANE0_EPI32)
+DEFINE_LOOP(loop_nosign, __m256, _mm256_setzero_ps(), PAIR_N, _mm256_add_ps, LANE0_PS)
 
 static void report(const char *name, double seconds, double pairs, double mhz) {
     const double ns = seconds / pairs * 1e9;
