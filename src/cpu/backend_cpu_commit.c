@@ -17,7 +17,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
 #include "parallel/ep_cpu.h"
 
@@ -113,6 +112,24 @@ static int commit_head_out(backend *be, const backend_commit_seq *q, size_t lo, 
     return CLOVER_OK;
 }
 
+/* A window's share of the head rows of one sequence of a commit pass (cpu_head_windows). */
+typedef struct commit_heads {
+    backend *be;
+    backend_commit_seq *seqs;
+    const size_t *who, *lo, *at;
+    backend_pass_stats *stats;
+} commit_heads;
+
+static void commit_head_part(void *ctx, size_t k, size_t a, size_t b, size_t g0) {
+    const commit_heads *c = ctx;
+    backend_commit_seq *q = &c->seqs[c->who[k]];
+    if (q->rc) return; /* failed in an earlier window */
+    const size_t V = c->be->hp->n_vocab, first = c->lo[k] + (a - c->at[k]);
+    int rc = commit_head_out(c->be, q, first, first + (b - a), c->be->sc.logits + (a - g0) * V, a - g0, c->stats,
+                             &q->err);
+    if (rc) q->rc = rc; /* non-finite logits only: a model fault */
+}
+
 int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
     enum { MAX_SEQS = 256 };
@@ -127,7 +144,7 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
         if (i < MAX_SEQS) done[i] = q->rc || q->n == 0 ? SIZE_MAX : 0;
     }
     if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
-    const size_t R = be->max_rows, V = be->hp->n_vocab;
+    const size_t R = be->max_rows;
     cpu_shared_seq pass[MAX_SEQS];
     size_t who[MAX_SEQS];
     for (;;) {
@@ -155,7 +172,7 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
             continue;
         }
         /* the head rows of every sequence of the pass, one read of the head */
-        size_t nh = 0, lo[MAX_SEQS], at[MAX_SEQS];
+        size_t nh = 0, lo[MAX_SEQS], at[MAX_SEQS], mh[MAX_SEQS];
         for (size_t k = 0; k < np; k++) {
             backend_commit_seq *q = &seqs[who[k]];
             q->s->n_past += pass[k].n;
@@ -166,23 +183,11 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
                 be->sc.head_rows[nh + r] = pass[k].off + (lo[k] - done[who[k]]) + r;
                 be->sc.own[nh + r] = (uint32_t)m;
             }
+            mh[k] = m;
             nh += m;
         }
-        for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) { /* the head rows window by window */
-            const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
-            double t0 = timer_now();
-            cpu_head_logits_shared(be, g0, g1 - g0);
-            if (stats) stats->head_s += timer_now() - t0;
-            for (size_t k = 0; k < np; k++) { /* each sequence's head rows inside [g0, g1) */
-                backend_commit_seq *q = &seqs[who[k]];
-                const size_t m = done[who[k]] + pass[k].n - lo[k], a = at[k] > g0 ? at[k] : g0;
-                const size_t b = at[k] + m < g1 ? at[k] + m : g1;
-                if (q->rc || a >= b) continue;
-                int rc = commit_head_out(be, q, lo[k] + (a - at[k]), lo[k] + (b - at[k]), be->sc.logits + (a - g0) * V,
-                                         a - g0, stats, &q->err);
-                if (rc) q->rc = rc; /* non-finite logits only: a model fault */
-            }
-        }
+        commit_heads ch = {be, seqs, who, lo, at, stats};
+        cpu_head_windows(be, nh, at, mh, np, commit_head_part, &ch, stats);
         for (size_t k = 0; k < np; k++) {
             const size_t i = who[k];
             const size_t end = done[i] + pass[k].n;

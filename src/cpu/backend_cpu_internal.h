@@ -202,13 +202,16 @@ typedef struct cpu_shared_seq {
     size_t off;          /* out */
 } cpu_shared_seq;
 void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t n_seqs, cpu_pass_mode mode, backend_pass_stats *st);
-/* The final norm and the head over rows sc.head_rows[g0..g0+nr) of sc.h
- * into sc.logits [nr][n_vocab] (nr <= logit_rows), one read of the head:
- * sc.own[g0 + i] is the head-row count of row i's sequence (its kernel as
- * alone). A pass with more head rows than logit_rows runs the head window
- * by window; each row keeps its sequence's count, so the window it falls
- * in changes no bit of its logits. */
-void cpu_head_logits_shared(backend *be, size_t g0, size_t nr);
+/* The final norm and the head over a pass's nh head rows (sc.head_rows of
+ * sc.h; sc.own[i] the head-row count of row i's sequence, its kernel as
+ * alone), window by window of logit_rows, one read of the head a window.
+ * Sequence k owns head rows [at[k], at[k] + m[k]); for each window [g0, g1)
+ * each(ctx, k, a, b, g0) gets the part [a, b) of k's rows inside it, whose
+ * logits are rows a - g0.. of sc.logits. A row keeps its sequence's count
+ * whatever window it falls in, so windows change no bit of its logits. */
+typedef void (*cpu_head_part_fn)(void *ctx, size_t k, size_t a, size_t b, size_t g0);
+void cpu_head_windows(backend *be, size_t nh, const size_t *at, const size_t *m, size_t n_seqs, cpu_head_part_fn each,
+                      void *ctx, backend_pass_stats *stats);
 
 /* backend_cpu_state.c: the state in backend.h's layout. */
 size_t backend_cpu_state_bytes(const backend_session *s);

@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
 #include "parallel/ep_cpu.h"
 
@@ -117,6 +116,21 @@ static int preview_picks(backend *be, backend_preview_seq *q, size_t off, size_t
     return CLOVER_OK;
 }
 
+/* A window's share of the head rows of one block of a preview pass (cpu_head_windows). */
+typedef struct preview_heads {
+    backend *be;
+    backend_preview_seq *seqs;
+    const size_t *who;
+    const cpu_shared_seq *pass;
+    backend_pass_stats *stats;
+} preview_heads;
+
+static void preview_head_part(void *ctx, size_t k, size_t a, size_t b, size_t g0) {
+    const preview_heads *c = ctx;
+    backend_preview_seq *q = &c->seqs[c->who[k]];
+    if (!q->rc) q->rc = preview_picks(c->be, q, c->pass[k].off, a, b, g0, c->stats, &q->err);
+}
+
 int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     enum { MAX_SEQS = 256 };
     int first = CLOVER_OK;
@@ -151,7 +165,6 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
             for (size_t k = 0; k < np; k++) seqs[who[k]].rc = ep_cpu_status(be->ep, &seqs[who[k]].err);
             continue;
         }
-        double t0 = timer_now();
         size_t nh = 0;
         for (size_t k = 0; k < np; k++) {
             backend_preview_seq *q = &seqs[who[k]];
@@ -160,19 +173,8 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
             at[k] = nh;
             m[k] = preview_head_rows(be, q, pass[k].off, &nh);
         }
-        if (stats) stats->head_s += timer_now() - t0;
-        for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) { /* the head rows window by window */
-            const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
-            t0 = timer_now();
-            cpu_head_logits_shared(be, g0, g1 - g0);
-            if (stats) stats->head_s += timer_now() - t0;
-            for (size_t k = 0; k < np; k++) { /* each block's head rows inside [g0, g1) */
-                backend_preview_seq *q = &seqs[who[k]];
-                const size_t a = at[k] > g0 ? at[k] : g0, b = at[k] + m[k] < g1 ? at[k] + m[k] : g1;
-                if (q->rc || a >= b) continue;
-                q->rc = preview_picks(be, q, pass[k].off, a, b, g0, stats, &q->err);
-            }
-        }
+        preview_heads ph = {be, seqs, who, pass, stats};
+        cpu_head_windows(be, nh, at, m, np, preview_head_part, &ph, stats);
     }
     for (size_t i = 0; i < n_seqs; i++)
         if (seqs[i].rc && !first) first = seqs[i].rc;

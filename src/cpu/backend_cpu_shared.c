@@ -169,11 +169,26 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
         for (size_t i = 0; i < nq; i++) memcpy(q[i].out_h, sc->h + q[i].off * H, q[i].n * H * sizeof *sc->h);
 }
 
-void cpu_head_logits_shared(backend *be, size_t g0, size_t nr) {
+/* The head over head rows [g0, g0 + nr) into sc.logits. */
+static void head_logits(backend *be, size_t g0, size_t nr) {
     const clover_model *m = be->model;
     const size_t H = be->hp->n_embd;
     cpu_scratch *sc = &be->sc;
     for (size_t i = 0; i < nr; i++) /* sc.x and sc.h are separate buffers: rows of h stay intact */
         cpu_rms_norm(sc->x + i * H, sc->h + sc->head_rows[g0 + i] * H, m->output_norm.data, 1, H, be->hp->rms_eps);
     matmul_grouped(be->pool, m->output.type, m->output.data, be->hp->n_vocab, H, sc->x, nr, sc->logits, sc->own + g0);
+}
+
+void cpu_head_windows(backend *be, size_t nh, const size_t *at, const size_t *m, size_t n_seqs, cpu_head_part_fn each,
+                      void *ctx, backend_pass_stats *stats) {
+    for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) {
+        const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
+        const double t0 = timer_now();
+        head_logits(be, g0, g1 - g0);
+        if (stats) stats->head_s += timer_now() - t0;
+        for (size_t k = 0; k < n_seqs; k++) {
+            const size_t a = at[k] > g0 ? at[k] : g0, b = at[k] + m[k] < g1 ? at[k] + m[k] : g1;
+            if (a < b) each(ctx, k, a, b, g0);
+        }
+    }
 }
