@@ -7,7 +7,7 @@
 #ifndef CLOVER_CPU_BACKEND_CPU_SOLO_H
 #define CLOVER_CPU_BACKEND_CPU_SOLO_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 typedef struct backend_commit_out {
     float *last_logits;      /* [n_vocab] or NULL */

@@ -28,8 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "backend_pick.h"
+#include "backend/backend.h"
+#include "backend/pick.h"
 #include "cpu/backend_cpu_solo.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gdn.h"
@@ -170,7 +170,7 @@ void backend_cuda_session_free(backend_session *s);
 size_t backend_cuda_session_length(const backend_session *s);
 void backend_cuda_reset(backend_session *s);
 
-/* backend_cuda.c: one sequence's commit (contract v1's shape), which the
+/* backend_cuda_commit.c: one sequence's commit (contract v1's shape), which the
  * batched commit of backend_cuda_v2.c runs per sequence. Every argument is
  * checked before anything is enqueued. */
 int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,

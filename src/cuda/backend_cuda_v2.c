@@ -11,7 +11,7 @@
  *            memory (the admission rule), so a pass never runs out of memory.
  *
  * Commit runs each sequence of a call in turn with the one-sequence device
- * pass (backend_cuda.c: the captured decode graph for a one-row step, else
+ * pass (backend_cuda_commit.c: the captured decode graph for a one-row step, else
  * chunks of max_rows from the sequence's first row), so a row's result is
  * exactly what it is alone: the batch invariance this backend guarantees is
  * the trivial one, and the weights are read once per sequence, not once per
@@ -21,7 +21,7 @@
  * others run as if it had not been there.
  *
  * Causal picks copy the logits of the picked rows back and pick on the host
- * (backend_pick.c, the contract's oracle), so picks are bit-for-bit the
+ * (backend/pick.c, the contract's oracle), so picks are bit-for-bit the
  * CPU's given the same logits; picking on the device, so that only a few
  * bytes per row come back, is the next step. One picked row (a decode step)
  * uses the one-row head; several picked rows take every row's logits, so
@@ -35,13 +35,13 @@
  */
 #include <string.h>
 
-#include "backend_pick.h"
+#include "backend/pick.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_mem.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 /* Room the runtime and a session's scratch need beyond the weights, for probe's "fits". */
 #define PROBE_MARGIN (512ull << 20)

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "cpu/backend_cpu_solo.h"
 
 /* Contract v2's table (backend_cuda_v2.c): what the engine runs on. */

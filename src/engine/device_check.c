@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/rng.h"

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "clover.h"
 #include "engine/logprobs.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/snapshot.h"
 
 struct clover_session {

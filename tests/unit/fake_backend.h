@@ -3,7 +3,7 @@
  * scripts by hand (preview_fn, next_fn), so expected tokens, pass counts
  * and confidences follow from the SPEC text alone. It holds no tensors: a
  * session is its committed ids. The pick is the host pick every host
- * backend uses (backend_pick.h), over the scripted logits. Batched calls
+ * backend uses (backend/pick.h), over the scripted logits. Batched calls
  * run the sequences one after another, each as alone; a failure (scripted
  * or a full context) is that sequence's own. The whole contract: also
  * checkpoints (the committed length and the session's epoch: a reset makes
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_pick.h"
+#include "backend/backend.h"
+#include "backend/pick.h"
 #include "base/error.h"
 #include "model/model.h"
 

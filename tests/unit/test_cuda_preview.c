@@ -11,7 +11,7 @@
  *    reference's, the exported state hashed before and after (a preview
  *    changes nothing), and the commit after a preview bit-for-bit the
  *    commit without one;
- *  - the device pick against backend_pick.c (the oracle) over the same
+ *  - the device pick against backend/pick.c (the oracle) over the same
  *    preview's raw logits: greedy and sampled, forbidden ids, counts,
  *    frequency / presence / repetition, the length and </think> ramps:
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
@@ -27,7 +27,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend_pick.h"
+#include "backend/pick.h"
 #include "cpu/moe.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_preview.h"

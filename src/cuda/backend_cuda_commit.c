@@ -1,5 +1,5 @@
 /*
- * backend_cuda.c: the CUDA backend's passes (backend.h): commit in chunks of
+ * backend_cuda_commit.c: the CUDA backend's passes (backend.h): commit in chunks of
  * max_rows with the logits and NLL the caller asks for, and the ops table.
  * Every argument is checked before anything is enqueued, so a failing call
  * leaves the session as it was.

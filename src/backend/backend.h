@@ -55,15 +55,15 @@
  *      added to every stop id, the </think> ramp to think_end_id while
  *      </think> is open (think_end_id >= 0, not counted, and not among the
  *      block's fixed rows), both ramps at the row's 1-based response
- *      position response_len + r + 1 (engine/penalties.c is the oracle);
+ *      position response_len + r + 1 (backend/penalties.c is the oracle);
  *   3. greedy below T = 1e-6 (the first maximum), else temperature, top-k,
- *      top-p and the row's draw u (engine/sampler.c is the oracle, bit for
+ *      top-p and the row's draw u (backend/sampler.c is the oracle, bit for
  *      bit); the confidence is the T = 1 softmax probability of the picked
  *      id over the row after steps 1-2; logprob = its log-softmax over that
  *      row (float64, rounded once to float32); the top-N are the N most
  *      probable ids of that same distribution, probability descending,
  *      ties to the lower id (fewer finite ids: id -1, logprob -inf).
- *      backend_pick.c is the host implementation and the device's oracle.
+ *      backend/pick.c is the host implementation and the device's oracle.
  *   A row with no finite logit left fails its sequence (CLOVER_E_INVALID).
  *
  * Failures are per sequence: every sequence gets rc and err. A failing
@@ -79,7 +79,7 @@
  * max_rows; each sequence split into chunks as alone), and in a pass the
  * dense projections, the router, the shared expert, every routed expert
  * and the head read their weights once for the rows of all sequences
- * (backend_cpu_shared.c). With AVX2 against Q8_0 / K-quant weights a
+ * (backend_cpu_pass.c). With AVX2 against Q8_0 / K-quant weights a
  * row's result does not depend on the row count of its product (the 8-bit
  * integer path at any count, the multi-row kernel bit-identical to the
  * one-row dot: test_gemm); against float weights (and without AVX2) it
@@ -304,7 +304,7 @@ int backend_commit1(const backend_ops *ops, backend *be, backend_commit_seq *seq
 int backend_preview1(const backend_ops *ops, backend *be, backend_preview_seq *seq, backend_pass_stats *stats,
                      clover_error *err);
 
-/* resolve over ops->preview (backend_resolve.c): the passes of all the
+/* resolve over ops->preview (backend/resolve.c): the passes of all the
  * call's blocks in batched previews; what the host backends offer. */
 int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_resolve_seq *seqs, size_t n_seqs,
                                const volatile int *cancel, backend_pass_stats *stats);
