@@ -295,6 +295,10 @@ typedef struct backend_ops {
     int (*checkpoint_save)(backend_session *s, backend_checkpoint *c, clover_error *err);
     int (*checkpoint_restore)(backend_session *s, const backend_checkpoint *c, clover_error *err);
     int (*truncate)(backend_session *s, size_t n, clover_error *err);
+
+    /* Optional (NULL: none): a few lines about the devices for `clover info
+     * --device` and what model needs there (clover_device_report's text). */
+    size_t (*report)(const clover_model *model, size_t max_context, char *buf, size_t n);
 } backend_ops;
 
 /* Single-sequence conveniences over the batched calls (backend.c): the
@@ -311,5 +315,10 @@ int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_reso
 
 /* The CPU backend (src/cpu/backend_cpu.c). */
 extern const backend_ops backend_cpu;
+#ifdef CLOVER_HAVE_CUDA
+/* The CUDA backend (src/cuda/backend_cuda_v2.c), in builds that have it. Pick
+ * one through backend/registry.h, which resolves --device. */
+extern const backend_ops backend_cuda;
+#endif
 
 #endif

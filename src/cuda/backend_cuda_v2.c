@@ -321,6 +321,7 @@ static int cuda_truncate(backend_session *s, size_t n, clover_error *err) {
 const backend_ops backend_cuda = {
     .name = "cuda",
     .probe = cuda_probe,
+    .report = cuda_backend_report,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .max_rows = cuda_max_rows,

@@ -64,6 +64,7 @@ static struct {
     int resets;
     int saves, restores;
     int resolves;        /* resolve calls */
+    size_t most_commit_seqs, most_preview_seqs; /* the most sequences one call carried */
     int32_t blocks_seen[16][MAXV]; /* the block of each preview */
 } fk;
 
@@ -151,6 +152,7 @@ static int fk_commit_one(backend *be, backend_commit_seq *q, backend_pass_stats 
 
 static int fk_commit(backend *be, backend_commit_seq *seqs, size_t n, backend_pass_stats *st) {
     int first = 0;
+    if (n > fk.most_commit_seqs) fk.most_commit_seqs = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].rc = fk_commit_one(be, &seqs[i], st);
         if (seqs[i].rc && !first) first = seqs[i].rc;
@@ -184,6 +186,7 @@ static int fk_preview_one(backend *be, backend_preview_seq *q, backend_pass_stat
 
 static int fk_preview(backend *be, backend_preview_seq *seqs, size_t n, backend_pass_stats *st) {
     int first = 0;
+    if (n > fk.most_preview_seqs) fk.most_preview_seqs = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].rc = fk_preview_one(be, &seqs[i], st);
         if (seqs[i].rc && !first) first = seqs[i].rc;

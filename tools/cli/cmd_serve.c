@@ -33,9 +33,9 @@ static void serve_usage(FILE *out) {
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
                  "  --threads N          CPU threads of the model (default: every CPU)\n"
-                 "  --device D           auto (default: CUDA for a model without the Clover record\n"
-                 "                       when a GPU fits it, else the CPU), cpu or cuda (no block\n"
-                 "                       diffusion on cuda yet)\n"
+                 "  --device D           auto (default: CUDA when a GPU is there and the model fits\n"
+                 "                       it, else the CPU; the choice is printed), cpu or cuda (no\n"
+                 "                       usable GPU: refused at start, exit 1)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --max-batch N        requests generating at once (default 8)\n"
                  "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
@@ -313,6 +313,8 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "clover serve: listening on %s://%s:%u (model %s)\n", a.ssl_key ? "https" : "http",
             a.o.host ? a.o.host : "127.0.0.1", server_port(s), a.name);
+    const char *why = NULL, *dev = server_device(s, &why);
+    fprintf(stderr, "clover serve: on the %s backend (%s)\n", dev, why);
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "clover serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

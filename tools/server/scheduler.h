@@ -41,6 +41,8 @@ int scheduler_submit(scheduler *s, job *j);
 /* Waiting jobs, and whether any is running. */
 size_t scheduler_queue_length(scheduler *s, int *busy);
 size_t scheduler_queue_capacity(const scheduler *s);
+/* The engine the sessions run on (its backend names the device). */
+clover_engine *scheduler_engine(scheduler *s);
 
 /* Stops taking jobs and fails the waiting ones (503); the running ones go on. */
 void scheduler_close(scheduler *s);

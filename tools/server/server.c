@@ -416,6 +416,7 @@ static int start_engine(server *s, char *err, size_t len) {
     so.session.max_context = ctx + (info.record ? info.record->block_size : 1);
     clover_error e = {0};
     if (scheduler_create(&s->sched, s->model, &so, s->mt, &e)) return fail(err, len, "%s", e.message);
+    metrics_set_device(s->mt, clover_engine_backend(scheduler_engine(s->sched)));
     return 0;
 }
 
@@ -482,6 +483,12 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
 }
 
 unsigned server_port(const server *s) { return s->port; }
+
+const char *server_device(const server *s, const char **why) {
+    clover_engine *e = scheduler_engine(s->sched);
+    if (why) *why = clover_engine_device_reason(e);
+    return clover_engine_backend(e);
+}
 
 /* Waits up to seconds for every request to end; 1 when they all have. */
 static int wait_for_requests(server *s, unsigned seconds) {

@@ -55,6 +55,8 @@ typedef struct server server;
  * Returns 0, or -1 with one line in err. */
 int server_start(server **out, const clover_model *m, const server_options *o, char *err, size_t err_len);
 unsigned server_port(const server *s);
+/* The backend the model runs on ("cpu", "cuda") and why it was chosen (one line). */
+const char *server_device(const server *s, const char **why);
 /* Stops accepting, answers the queued requests 503, lets the running ones
  * go on for the grace period (then cuts them: finish "length", cut
  * "shutdown"), joins every thread and frees the server. */
