@@ -134,7 +134,6 @@ struct backend {
 
 struct backend_session {
     backend *be;
-    bool owns_be; /* a solo session (backend_cpu_solo.h) frees its backend */
     const model_hparams *hp;
     size_t n_past; /* committed length */
     uint64_t epoch; /* bumped by reset, import, restore: a checkpoint of another epoch is stale */

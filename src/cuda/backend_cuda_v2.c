@@ -165,9 +165,9 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
         mem_free(tmp);
         return error_set(err, CLOVER_E_NOMEM, "commit: no memory for %zu picked rows", np);
     }
-    backend_commit_out o = {.last_logits = last, .all_logits = all, .targets = q->targets, .nll = q->nll,
-                            .hidden = q->hidden};
-    rc = cuda_solo_commit(s, q->ids, q->n, &o, stats, err);
+    cuda_commit_out o = {.last_logits = last, .all_logits = all, .targets = q->targets, .nll = q->nll,
+                         .hidden = q->hidden};
+    rc = cuda_commit_rows(s, q->ids, q->n, &o, stats, err);
     if (!rc && np) {
         memcpy(rows, all ? all + (q->n - np) * V : last, np * V * sizeof(float));
         backend_pick pk = *q->pick;
