@@ -82,9 +82,10 @@ int safe_output_check_inputs(const char *out, const char *const *inputs, size_t 
         if (!inputs[i] || stat(inputs[i], &si) != 0) continue;
         if (same_file(&so, &si) || (S_ISDIR(si.st_mode) && S_ISREG(so.st_mode) && dir_holds(inputs[i], &so)))
             return error_set(err, CLOVER_E_INVALID,
-                             "%s is also an input (%s); writing it would destroy what is being read: choose another "
+                             "%s is also an input%s%s%s; writing it would destroy what is being read: choose another "
                              "output file",
-                             out, inputs[i]);
+                             out, strcmp(out, inputs[i]) ? " (" : "", strcmp(out, inputs[i]) ? inputs[i] : "",
+                             strcmp(out, inputs[i]) ? ")" : "");
     }
     return CLOVER_OK;
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "base/timer.h"
+#include "cli_cancel.h"
 #include "commands.h"
 #include "tensor_progress.h"
 #include "convert/convert.h"
@@ -64,6 +65,7 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
 
+    cli_cancel_install_writer();
     cli_tensor_progress ps;
     cli_tensor_progress_start(&ps);
     convert_options opt = {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/timer.h"
+#include "cli_cancel.h"
 #include "commands.h"
 #include "tensor_progress.h"
 #include "convert/requantize.h"
@@ -80,6 +81,7 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "clover quantize: --type '%s' is not one of q8_0, q6_k, q5_k_m, q4_k_m\n", type_name);
         return 2;
     }
+    cli_cancel_install_writer();
     cli_tensor_progress ps;
     cli_tensor_progress_start(&ps);
     requant_options opt = {.input_path = in,

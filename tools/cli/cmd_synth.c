@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "clover.h"
+#include "cli_cancel.h"
 #include "commands.h"
 
 static void synth_usage(FILE *out) {
@@ -125,6 +126,7 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "clover synth: no output file (-o FILE)\n");
         return 2;
     }
+    cli_cancel_install_writer();
     clover_error err = {0};
     clover_synth_params pc;
     if (clover_synth_count(&opts, &pc, &err) != CLOVER_OK) {
