@@ -216,16 +216,25 @@ void cli_opts_print(FILE *out, const cli_opt_table *t) {
     for (size_t i = 0; i < t->n; i++) {
         const cli_opt *o = &t->opts[i];
         if (!o->help) continue;
-        char names[96];
+        char names[128];
         int len = 0;
-        for (const char *p = o->aliases; p && *p;) { /* the one-letter aliases first, as llama.cpp lists them */
-            const char *e = strchr(p, ' ');
-            int w = e ? (int)(e - p) : (int)strlen(p);
-            if (p[1] != '-') len += snprintf(names + len, sizeof names - (size_t)len, "%.*s, ", w, p);
-            p = e ? e + 1 : NULL;
+        for (int pass = 0; pass < 3; pass++) { /* the one-letter aliases, the name, the other aliases */
+            if (pass == 1) {
+                len += snprintf(names + len, sizeof names - (size_t)len, "%s%s", len ? ", " : "", o->name);
+                continue;
+            }
+            for (const char *p = o->aliases; p && *p;) {
+                const char *e = strchr(p, ' ');
+                int w = e ? (int)(e - p) : (int)strlen(p);
+                if ((p[1] != '-') == (pass == 0) && len < (int)sizeof names)
+                    len += snprintf(names + len, sizeof names - (size_t)len, "%s%.*s", len ? ", " : "", w, p);
+                p = e ? e + 1 : NULL;
+            }
         }
-        len += snprintf(names + len, sizeof names - (size_t)len, "%s%s%s", o->name, o->arg ? " " : "",
-                        o->arg ? o->arg : "");
-        fprintf(out, "  %-26s  %s\n", names, o->help);
+        if (o->arg && len < (int)sizeof names) snprintf(names + len, sizeof names - (size_t)len, " %s", o->arg);
+        if (strlen(names) > 26)
+            fprintf(out, "  %s\n  %-26s  %s\n", names, "", o->help);
+        else
+            fprintf(out, "  %-26s  %s\n", names, o->help);
     }
 }
