@@ -162,9 +162,9 @@ def model(tmp_path_factory):
 
 
 @pytest.mark.parametrize("args,code,message", [
-    (["--port", "70000"], 2, "--port needs a number up to 65535"),
-    (["--queue", "0"], 2, "--queue must be at least 1"),
-    (["--max-body", "10"], 2, "--max-body must be at least 64"),
+    (["--port", "70000"], 2, "--port 70000 is out of range: expected 0 to 65535"),
+    (["--queue", "0"], 2, "--queue 0 is out of range: expected 1 to"),
+    (["--max-body", "10"], 2, "--max-body 10 is out of range: expected 64 to"),
     (["--frobnicate", "1"], 2, "unknown option '--frobnicate'"),
     (["-m", "/nonexistent/model.gguf"], 1, "/nonexistent/model.gguf"),
     (["--host", "no-such-host.invalid"], 1, "--host no-such-host.invalid: cannot resolve it"),
