@@ -193,8 +193,8 @@ static void settle(job *j, run_ctx *c, const clover_generate_result *r) {
         j->finish_reason = "stop";
     else if (r->finish == CLOVER_FINISH_LENGTH)
         j->finish_reason = "length";
-    else if (j->shutdown_cut) { /* OpenAI has no "cancelled": an answer cut short reads as "length" */
-        j->finish_reason = "length";
+    else if (j->shutdown_cut) { /* as vLLM says of an aborted request; clover.cut says why */
+        j->finish_reason = "abort";
         j->cut = "shutdown";
     } else
         j->finish_reason = "cancelled";

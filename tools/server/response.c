@@ -29,10 +29,17 @@ static json_t *error_object(const server_error *e) {
 
 char *response_error_body(const server_error *e, size_t *len) { return dump(error_object(e), len); }
 
+static json_t *model_object(const char *model_id, long long created) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", model_id, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "clover");
+}
+
 char *response_models_body(const char *model_id, long long created, size_t *len) {
-    return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model_id, "object",
-                          "model", "created", (json_int_t)created, "owned_by", "clover"),
-                len);
+    return dump(json_pack("{s:s,s:[o]}", "object", "list", "data", model_object(model_id, created)), len);
+}
+
+char *response_model_body(const char *model_id, long long created, size_t *len) {
+    return dump(model_object(model_id, created), len);
 }
 
 static const char *mode_name(clover_mode m) {
