@@ -27,6 +27,7 @@ typedef enum job_state { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 } job_sta
 typedef struct token_lp {
     char *bytes; /* the token's bytes (malloc'd; may end inside a UTF-8 character) */
     size_t len;
+    size_t text_at; /* the offset in the answer's text where this token's text starts */
     float logprob;
     uint32_t n_top;
     char *top[CLOVER_MAX_TOP_LOGPROBS]; /* malloc'd */

@@ -344,7 +344,8 @@ enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_
                                  "this server has no model '%.100s'; it serves '%s'", rc->model_asked, s->model_id);
                 return routes_send_error(conn, rc, &e);
             }
-            return send_json(conn, rc, response_model_body(s->model_id, s->started, &len), len);
+            char *body = response_model_body(s->model_id, s->started, &len);
+            return send_json(conn, rc, body, len);
         }
         if (is_get) {
             char *body = response_models_body(s->model_id, s->started, &len);
