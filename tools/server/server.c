@@ -363,7 +363,7 @@ static size_t descriptor_room(size_t want) {
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur == RLIM_INFINITY) return want;
-    size_t room = rl.rlim_cur > 128 ? (size_t)rl.rlim_cur - 128 : 16;
+    size_t room = rl.rlim_cur > 256 ? (size_t)rl.rlim_cur - 256 : 16; /* 64 of it: MHD's slack over the total */
     return want < room ? want : room;
 }
 
@@ -503,7 +503,8 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_CONNECTION_TIMEOUT, s->o.timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        /* room over the gate's total: MHD counts a connection until its cleanup, a moment after the gate's release */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections + 64u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(4 * MAX_HEADER), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
         on_connection, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     s->o.tls_key_pem = s->o.tls_cert_pem = NULL;
