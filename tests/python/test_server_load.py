@@ -54,7 +54,7 @@ GEN = {"prompt": "Hello", "max_tokens": 2, "ignore_eos": True}
 
 
 def test_256_clients_from_one_address(model, tmp_path):
-    srv = ss.start_server(model, tmp_path / "serve.log", "--api-key", KEY, "--queue", 1024, "--max-batch", 16)
+    srv = ss.start_server(model, tmp_path / "serve.log", "--api-key", KEY)  # the default limits
     failures, done = [], []
     lock = threading.Lock()
     start = threading.Barrier(256)

@@ -29,7 +29,7 @@ static void serve_usage(FILE *out) {
                  "  --port N             port (default 8080; 0: any free port, printed at start)\n"
                  "  --model-name NAME    the model's name in the API (default: the file's name\n"
                  "                       without .gguf, or clover-tiny for the built-in model)\n"
-                 "  --queue N            requests that may wait for the model; more get 429 (default 64)\n"
+                 "  --queue N            requests that may wait for the model; more get 429 (default 256)\n"
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
                  "  --threads N          CPU threads of the model (default: every CPU)\n"

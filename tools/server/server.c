@@ -41,7 +41,7 @@
 
 #include "server_internal.h"
 
-#define DEFAULT_QUEUE 64
+#define DEFAULT_QUEUE 256 /* a queued request costs memory only: 256 concurrent clients of one proxy all wait */
 #define DEFAULT_MAX_BODY (8u << 20)
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_SESSIONS 4
