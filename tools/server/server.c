@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "server_internal.h"
+#include "webui.h"
 
 #define DEFAULT_QUEUE 64
 #define DEFAULT_MAX_BODY (8u << 20)
@@ -134,7 +135,7 @@ static enum MHD_Result on_headers(server *s, struct MHD_Connection *conn, const 
     /* a body that stalls is dropped at the deadline, not --timeout after its last byte */
     unsigned idle = left < 1 ? 1u : left < s->o.timeout_s ? (unsigned)left + 1 : s->o.timeout_s;
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle);
-    rc->unauthorized = rc->route != ROUTE_HEALTH && !authorized(s, conn);
+    rc->unauthorized = rc->route != ROUTE_HEALTH && !(!s->o.no_webui && webui_find(url)) && !authorized(s, conn);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (!rc->unauthorized && cl && strtoull(cl, NULL, 10) > drain_limit(s)) {
         server_error e;
