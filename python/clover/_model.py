@@ -9,7 +9,7 @@ generate() is one clover_generate call (ctypes drops the GIL for its length).
 stream() steps a clover_request pass by pass and yields the text the engine
 emitted in between, so a consumer that stops iterating cancels the request.
 Both decode with the engine's own text rules (result text / incremental text
-stream, control tokens left out), which is why "".join(stream()) ==
+stream, the same skip_special), which is why "".join(stream()) ==
 generate() for the same seed; test_python_api.py checks it.
 """
 from __future__ import annotations
@@ -56,6 +56,7 @@ class Stats:
     prompt_tok_s: float = 0.0
     gen_tok_s: float = 0.0
     ids: List[int] = field(default_factory=list)
+    confidences: List[float] = field(default_factory=list)
 
 
 def _stats_of(r: L.clover_generate_result, finish: Optional[str] = None) -> Stats:
@@ -66,7 +67,8 @@ def _stats_of(r: L.clover_generate_result, finish: Optional[str] = None) -> Stat
                  passes=s.passes, blocks=s.blocks,
                  passes_per_block=[r.passes_per_block[i] for i in range(r.n_blocks)],
                  prompt_s=s.prompt_s, total_s=s.total_s, prompt_tok_s=s.prompt_tok_s, gen_tok_s=s.gen_tok_s,
-                 ids=[r.ids[i] for i in range(r.n_generated)])
+                 ids=[r.ids[i] for i in range(r.n_generated)],
+                 confidences=[r.confidences[i] for i in range(r.n_generated)])
 
 
 def _ids_array(ids: Sequence[int]):
@@ -163,7 +165,8 @@ class Session:
 
     # -- requests --
     def _params(self, max_tokens: int, temperature: float, top_k: int, top_p: float, seed: int, mode: str,
-                threshold: Optional[float], ignore_eos: bool, keep: list) -> L.clover_generate_params:
+                threshold: Optional[float], ignore_eos: bool, skip_special: bool,
+                snapshot_at: int) -> L.clover_generate_params:
         if mode not in _MODES:
             raise Error(-1, f"unknown mode '{mode}' (expected diffusion, ar, lossless or auto)")
         if max_tokens < 0:
@@ -180,7 +183,8 @@ class Session:
         p.top_p = top_p
         p.seed = seed
         p.ignore_eos = 1 if ignore_eos else 0
-        p.skip_special = 1
+        p.skip_special = 1 if skip_special else 0
+        p.snapshot_at = snapshot_at
         if threshold is not None:
             p.threshold = threshold
         return p
@@ -193,20 +197,21 @@ class Session:
     def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                  threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
-                 ignore_eos: bool = False) -> str:
-        """The answer to prompt (text, or token ids), control tokens left out.
+                 ignore_eos: bool = False, skip_special: bool = False, _snapshot_at: int = 0) -> str:
+        """The answer to prompt (text, or token ids) (control tokens kept unless skip_special).
 
         mode: "diffusion" (block diffusion; the default "auto" picks it on a model
         with the Clover record), "ar" (next-token decoding) or "lossless" (block
         diffusion drafts, autoregressive answer). temperature 0 is greedy;
         top_k 0 and top_p 1 are off; threshold overrides the record's. stop:
-        strings that end the answer (left out of it). Statistics: last_stats."""
+        strings that end the answer (left out of it). skip_special: leave control
+        tokens out of the text (the ids keep them). Statistics: last_stats."""
         if stop:
             return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                        top_p=top_p, seed=seed, mode=mode, threshold=threshold, stop=stop,
-                                       ignore_eos=ignore_eos))
-        keep: list = []
-        p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, keep)
+                                       ignore_eos=ignore_eos, skip_special=skip_special, _snapshot_at=_snapshot_at))
+        p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
+                         _snapshot_at)
         ids = self._prompt_ids(prompt)
         arr = _ids_array(ids)
         r = L.clover_generate_result()
@@ -225,17 +230,18 @@ class Session:
     def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
-               ignore_eos: bool = False) -> Iterator[str]:
+               ignore_eos: bool = False, skip_special: bool = False, _snapshot_at: int = 0) -> Iterator[str]:
         """The answer of generate() with the same arguments, as pieces of text while the engine makes them.
 
         Leaving the loop early cancels the request (the session is then emptied)."""
-        keep: list = []
-        p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, keep)
+        p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
+                         _snapshot_at)
         ids = self._prompt_ids(prompt)
         lib = L.lib()
         err = L.clover_error()
         ts = ctypes.c_void_p()
-        _check(lib.clover_text_stream_create(ctypes.byref(ts), self.model._h, 1, ctypes.byref(err)), err)
+        _check(lib.clover_text_stream_create(ctypes.byref(ts), self.model._h, 1 if skip_special else 0,
+                                            ctypes.byref(err)), err)
         pieces: List[str] = []
         stops = _StopText(stop or [])
         failure: List[Error] = []
@@ -303,7 +309,12 @@ class Session:
         for the next turn; on the same session that turn reuses what this one committed. Keyword arguments
         are generate()'s."""
         prompt = self.model.render_chat(messages, thinking=thinking)
-        answer = self.generate(self.model.tokenize(prompt, special=True), **kw)
+        # The prompt snapshot goes where the generation prompt starts: the next
+        # turn renders this answer differently (no reasoning, no opening), so
+        # the ids up to here are what it can reuse.
+        base = len(self.model.tokenize(self.model.render_chat(messages, add_generation_prompt=False), special=True))
+        kw.setdefault("skip_special", True)
+        answer = self.generate(self.model.tokenize(prompt, special=True), _snapshot_at=base, **kw)
         parts = L.clover_answer_parts()
         raw = answer.encode()
         L.lib().clover_answer_split(raw, len(raw), 1 if thinking else 0, ctypes.byref(parts))
