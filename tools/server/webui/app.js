@@ -95,7 +95,8 @@ function resetDenoise() {
 
 // A readable glyph for a token's text in a small cell.
 function glyph(t) {
-  return t.replace(/\n/g, "\u21b5").replace(/\t/g, "\u2192").replace(/ /g, "\u00b7");
+  return t.replace(/\n/g, "\u21b5").replace(/\t/g, "\u2192").replace(/ /g, "\u00b7")
+          .replace(/[\x00-\x1f\x7f]/g, (c) => "^" + String.fromCharCode((c.charCodeAt(0) + 64) & 127));
 }
 
 function onPass(p) {
