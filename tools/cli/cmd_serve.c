@@ -47,7 +47,8 @@ static void serve_usage(FILE *out) {
     fprintf(out, "usage: clover serve [-m MODEL] [options]\n"
                  "\n"
                  "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
-                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
+                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus),\n"
+                 "and a chat page at GET / with a live view of the denoising passes.\n"
                  "Up to --max-batch requests generate at once (one batched pass per step);\n"
                  "the others wait in a bounded queue.\n"
                  "\n"
@@ -80,6 +81,7 @@ static void serve_usage(FILE *out) {
                  "  --api-key KEY        require Authorization: Bearer KEY (not on /health)\n"
                  "  --api-key-file FILE  the same, one key per line (with --api-key: either works)\n"
                  "  --ssl-key FILE, --ssl-cert FILE  serve HTTPS with this PEM key and certificate\n"
+                 "  --no-webui           no chat page at GET / (the API alone)\n"
                  "  --max-n N            the most choices one request may ask for (n; default 8)\n"
                  "  --test-script FILE   tests only: every answer is this file's text (the model still runs)\n"
                  "  -h, --help           this text\n"
@@ -110,6 +112,10 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
             serve_usage(stdout);
             return 1;
+        }
+        if (!strcmp(k, "--no-webui")) { /* the one option without a value */
+            a->o.no_webui = 1;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (k[0] != '-') {

@@ -43,6 +43,7 @@ typedef struct job {
     /* the request: written before submission, read-only afterwards */
     server_endpoint endpoint;
     int stream, include_usage;
+    int want_passes;      /* stream_options.clover_passes: pass events (webui.h) */
     int split;            /* chat with thinking on: reasoning_content / content */
     char id[48];          /* "chatcmpl-..." / "cmpl-..." (the choices of one request share it) */
     uint32_t choice;      /* this job's choice index (n > 1: one job per choice, seed + choice) */

@@ -14,6 +14,7 @@
 #include "answer_stream.h"
 #include "response.h"
 #include "tool_calls.h"
+#include "webui.h"
 
 typedef struct run_ctx {
     job *j;
@@ -150,6 +151,19 @@ static int on_token(void *user, const clover_token_info *info) {
     return c->stop_hit || c->script_done || c->j->cancel;
 }
 
+/* stream_options.clover_passes: each denoising pass as an event (tools/server/webui/pass_event.c). */
+static int on_pass(void *user, const clover_pass_view *v) {
+    run_ctx *c = user;
+    if (c->failed) return 1;
+    if (webui_pass_event(c->j, c->m, v)) {
+        c->failed = 1;
+        c->err.code = CLOVER_E_NOMEM;
+        strcpy(c->err.message, "out of memory streaming a pass event");
+        return 1;
+    }
+    return c->j->cancel;
+}
+
 static void set_error(job *j, int status, const char *type, const char *code, const char *message) {
     server_error_set(&j->error, status, type, code, NULL, "%s", message);
     j->failed = 1;
@@ -271,6 +285,7 @@ job_runner *job_start(job *j, const clover_model *m, clover_session *s) {
         j->params.on_token = NULL;
         j->params.on_token_info = on_token;
         j->params.user = c;
+        if (j->want_passes) j->params.on_pass = on_pass;
         j->params.cancel = &j->cancel;
         rc = clover_request_create(&jr->rq, s, j->prompt, j->n_prompt, &j->params, &c->err);
     }

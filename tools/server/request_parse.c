@@ -494,6 +494,8 @@ static int parse_options(json_t *root, const server_parse_options *o, server_req
     if (so && !json_is_object(so)) return bad_type(e, "stream_options", "an object");
     if (so && get_bool(so, "include_usage", &r->include_usage, NULL, e))
         return bad_type(e, "stream_options.include_usage", "true or false");
+    if (so && get_bool(so, "clover_passes", &r->include_passes, NULL, e))
+        return bad_type(e, "stream_options.clover_passes", "true or false");
 
     const char *mt_range = "an integer from 1 to 1073741824";
     has = 0; /* get_int only sets it: left from (top_)logprobs, it made their value the length cap */

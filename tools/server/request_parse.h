@@ -90,6 +90,7 @@ typedef struct server_request {
 
     int stream;
     int include_usage; /* stream_options.include_usage */
+    int include_passes; /* stream_options.clover_passes: denoising pass events (tools/server/webui) */
 
     int has_max_tokens;
     uint64_t max_tokens; /* 1..SERVER_MAX_TOKENS_CAP (max_completion_tokens wins over max_tokens) */

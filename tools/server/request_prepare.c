@@ -252,6 +252,7 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     }
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
+    j->want_passes = r->stream && r->include_passes;
     j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking && !j->tool_prefix;
 
     snprintf(j->id, sizeof j->id, "%s-%016llx", r->endpoint == SERVER_ENDPOINT_CHAT ? "chatcmpl" : "cmpl",

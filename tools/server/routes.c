@@ -13,6 +13,7 @@
 
 #include "response.h"
 #include "server_internal.h"
+#include "webui.h"
 
 enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, int status, char *body, size_t len,
                                  const char *content_type) {
@@ -359,6 +360,12 @@ enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_
         if (is_get) return metrics_page(s, conn, rc);
         break;
     default:
+        if (is_get && !s->o.no_webui) { /* the chat page (tools/server/webui) */
+            const webui_asset *a = webui_find(rc->path);
+            char *copy = a ? malloc(a->len + 1) : NULL;
+            if (copy) memcpy(copy, a->data, a->len);
+            if (a) return routes_send_body(conn, rc, 200, copy, a->len, a->content_type);
+        }
         server_error_set(&e, 404, "invalid_request_error", "unknown_url", NULL, "unknown route %s %s", rc->method,
                          rc->path);
         return routes_send_error(conn, rc, &e);

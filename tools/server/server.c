@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "server_internal.h"
+#include "webui.h"
 
 #define DEFAULT_QUEUE 256 /* a queued request costs memory only: 256 concurrent clients of one proxy all wait */
 #define DEFAULT_MAX_BODY (8u << 20)
@@ -161,7 +162,7 @@ static enum MHD_Result on_headers(server *s, struct MHD_Connection *conn, const 
     double left = rc->deadline - rc->t0;
     /* MHD's idle timeout only after the deadline: the body watch answers a late body first */
     MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(left > 0 ? left : 0) + 3u);
-    rc->unauthorized = rc->route != ROUTE_HEALTH && !authorized(s, conn);
+    rc->unauthorized = rc->route != ROUTE_HEALTH && !(!s->o.no_webui && webui_find(url)) && !authorized(s, conn);
     rc->not_json = (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS) && !strcmp(method, "POST") &&
                    !json_content_type(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
                                                                    MHD_HTTP_HEADER_CONTENT_TYPE));

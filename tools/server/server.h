@@ -47,6 +47,8 @@ typedef struct server_options {
      * requests in the order they arrive (cycling). Tests use it to drive
      * the tool call parser end to end. NULL: off (always, outside tests). */
     const char *test_script;
+
+    int no_webui; /* --no-webui: no chat page at GET / (tools/server/webui) */
 } server_options;
 
 typedef struct server server;
