@@ -1,0 +1,326 @@
+/*
+ * matmul_igemm.cu: the integer chunk products (2+ rows) for Q8_0 / Q4_K /
+ * Q5_K / Q6_K weights, on the tensor cores (mma.sync s8, m16n8k32; Q6_K's
+ * scales cover 16 values, so m16n8k16 there), dense and grouped-expert.
+ *
+ * Why integer: the activations are rounded to 8 bits in blocks exactly as the
+ * decode products and the CPU's integer path round them (the same device
+ * quantiser code, matmul_internal.cuh), the integer sums are exact, and every
+ * output applies the block scales and adds the per-block terms in one fixed
+ * float order, the CPU scalar oracle's (src/quant/act_scalar.c):
+ *   sum = 0; for each block b in order: sum += term_b, with
+ *   Q8_0:        term = (d_w * x_d) * (float)isum
+ *   Q4_K, Q5_K:  term = x_d * (d * (float)sum_q - dmin * (float)sum_m)
+ *   Q6_K:        term = (d_w * x_d) * (float)isum
+ * with IEEE roundings and no contraction (__f*_rn). matmul_mmv.cu follows the
+ * same order, so a row's bits are the same at 1 row or 512, whatever its
+ * neighbours, and equal quant_act_dot_scalar's.
+ *
+ * Layout: a thread block (4 warps) computes 32 outputs x up to 32 rows (BR,
+ * 16 or 8 when n_in is long). It quantises its rows once into shared memory
+ * (the whole n_in), while the first weight chunks are already in flight; the
+ * weights stream through a 4-stage cp.async ring of 256-value chunks (the raw
+ * blocks, copied as they are; a 16-byte piece that is unaligned or crosses
+ * the tensor's ends is copied byte by byte). Warp w does the 16 outputs of
+ * m-tile w&1 for the row tiles w>>1 and (w>>1)+2. Dense grids put the row
+ * tiles on x, so the blocks that share weight rows run together and the
+ * re-reads hit L2. MoE: the tiles of matmul_gemm.cu's grouping pass (up to
+ * BR slots of one expert each) on grid.y.
+ */
+#include "matmul_internal.cuh"
+#include "matmul_igemm.cuh"
+
+enum { IG_BO = 32, IG_THREADS = 128, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
+
+__device__ __forceinline__ int ig_ld32(const uint8_t *p) { return *(const int *)p; }
+__device__ __forceinline__ int ig_ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+__device__ __forceinline__ float ig_f16(const uint8_t *p) { return __half2float(*(const __half *)p); }
+
+__device__ __forceinline__ void mma_s8_k32(int *c, int a0, int a1, int a2, int a3, int b0, int b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_s8_k16(int *c, int a0, int a1, int b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* Bytes of one 256-value chunk of a weight row. */
+template <int T>
+__host__ __device__ constexpr int ig_chunk_bytes() {
+    return T == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : T == MM_Q4_K ? MM_Q4_K_BYTES : T == MM_Q5_K ? MM_Q5_K_BYTES : MM_Q6_K_BYTES;
+}
+
+/* Copies chunk c of the block's weight rows into stage buffer dst (row r at
+ * dst + r*sbp + (src & 15), src the chunk's first byte). */
+template <int T>
+__device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t *wbase, int n0, int c, uint8_t *dst) {
+    constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1;
+    const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
+    const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
+    for (int idx = threadIdx.x; idx < IG_BO * PPR; idx += IG_THREADS) {
+        const int r = idx / PPR, pc = idx % PPR, o = n0 + r;
+        if (o >= p.n_out) continue;
+        const uint8_t *src = wbase + (size_t)o * p.row_bytes + (size_t)c * CB;
+        const uint8_t *lo = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15), *q = lo + 16 * pc;
+        if (q >= src + cb) continue;
+        uint8_t *d = dst + r * p.sbp + 16 * pc;
+        if (q >= p.w_lo && q + 16 <= p.w_end) {
+            const unsigned sa = (unsigned)__cvta_generic_to_shared(d);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(q) : "memory");
+        } else {
+            for (int i = 0; i < 16; i++)
+                if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+        }
+    }
+}
+
+template <int T>
+__global__ void __launch_bounds__(IG_THREADS) igemm_kernel(ig_params p) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    uint8_t *act = sm, *stages = sm + p.br * p.act_stride;
+    int *xrow = (int *)(stages + IG_STAGES * IG_BO * p.sbp), *yrow = xrow + p.br;
+    int n0, m_count, e = 0;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.x * p.br;
+        n0 = blockIdx.y * IG_BO;
+        m_count = min(p.br, p.n_rows - m0);
+        for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
+    } else {
+        if ((int)blockIdx.y >= *p.ntiles) return;
+        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        n0 = blockIdx.x * IG_BO;
+        e = t[0];
+        m_count = t[2];
+        for (int i = tid; i < p.br; i += IG_THREADS) {
+            const int s = i < m_count ? p.perm[t[1] + i] : 0;
+            yrow[i] = s;
+            xrow[i] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    constexpr int CB = ig_chunk_bytes<T>();
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
+    /* the first chunks in flight before anything else */
+#pragma unroll
+    for (int s = 0; s < IG_STAGES - 1; s++) {
+        if (s < nchunks) ig_copy_chunk<T>(p, wbase, n0, s, stages + s * IG_BO * p.sbp);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    __syncthreads(); /* xrow */
+    /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
+    {
+        const int q8 = T == MM_Q8_0, wide = !q8 || p.n_in % 256 == 0, qb = wide ? 256 : 32;
+        const int nb = p.n_in / qb, bb = q8 ? (wide ? 8 : 1) * MM_ACT32_BYTES : MM_ACTK_BYTES;
+        for (int j = warp; j < m_count * nb; j += IG_THREADS / 32) {
+            const int i = j / nb, b = j % nb;
+            const float *src = p.x + (size_t)xrow[i] * p.n_in + (size_t)b * qb;
+            uint8_t *dst = act + i * p.act_stride + b * bb;
+            if (!q8)
+                mm_act_block_k(src, dst, lane);
+            else if (wide)
+                mm_act_blocks_32x8(src, dst, lane);
+            else
+                mm_act_block_32(src, dst, lane);
+        }
+    }
+    const int mt = warp & 1, nt0 = warp >> 1;
+    const bool live0 = 8 * nt0 < m_count, live1 = 8 * (nt0 + 2) < m_count;
+    float acc[2][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 4; j++) acc[i][j] = 0.0f;
+    /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1) */
+    const uint8_t *xb[2], *xc0[2], *xc1[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int nt = nt0 + 2 * i;
+        xb[i] = act + (8 * nt + g) * p.act_stride;
+        xc0[i] = act + (8 * nt + 2 * tig) * p.act_stride;
+        xc1[i] = xc0[i] + p.act_stride;
+    }
+    const int r0 = 16 * mt + g, r1 = r0 + 8;
+    const uint8_t *wrow0 = wbase + (size_t)(n0 + r0) * p.row_bytes, *wrow1 = wbase + (size_t)(n0 + r1) * p.row_bytes;
+
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
+        if (c + IG_STAGES - 1 < nchunks)
+            ig_copy_chunk<T>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * IG_BO * p.sbp);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const uint8_t *stg = stages + (c % IG_STAGES) * IG_BO * p.sbp;
+        const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
+        const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
+        if (T == MM_Q8_0) {
+            const int nbk = min(8, p.n_in / 32 - 8 * c);
+            for (int blk = 0; blk < nbk; blk++) {
+                const uint8_t *b0 = w0 + blk * MM_Q8_0_BYTES, *b1 = w1 + blk * MM_Q8_0_BYTES;
+                const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
+                const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
+                const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
+                const int xo = (8 * c + blk) * MM_ACT32_BYTES;
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    if (!(i ? live1 : live0)) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[i] + xo + 4 + 4 * tig), ig_ld32(xb[i] + xo + 20 + 4 * tig));
+                    const float xd0 = *(const float *)(xc0[i] + xo), xd1 = *(const float *)(xc1[i] + xo);
+                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+                }
+            }
+        } else if (T == MM_Q4_K || T == MM_Q5_K) {
+            const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
+            const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
+            const int qo = T == MM_Q4_K ? 16 : 48, xo = c * MM_ACTK_BYTES;
+            int sq[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}}, smn[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+            int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
+            if (T == MM_Q5_K) {
+                h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+                h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int cq = j >> 1, sh = 4 * (j & 1);
+                int a0 = (ig_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a1 = (ig_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a2 = (ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a3 = (ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                if (T == MM_Q5_K) {
+                    a0 |= ((h0a >> j) & 0x01010101) << 4;
+                    a1 |= ((h1a >> j) & 0x01010101) << 4;
+                    a2 |= ((h0b >> j) & 0x01010101) << 4;
+                    a3 |= ((h1b >> j) & 0x01010101) << 4;
+                }
+                int sc0, m0, sc1, m1;
+                mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
+                mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    if (!(i ? live1 : live0)) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[i] + xo + 4 + 32 * j + 4 * tig),
+                               ig_ld32(xb[i] + xo + 20 + 32 * j + 4 * tig));
+                    const int16_t *bs0 = (const int16_t *)(xc0[i] + xo + 4 + 256), *bs1 = (const int16_t *)(xc1[i] + xo + 4 + 256);
+                    const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
+                    sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
+                    smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
+                }
+            }
+            const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                if (!(i ? live1 : live0)) continue;
+                const float xd0 = *(const float *)(xc0[i] + xo), xd1 = *(const float *)(xc1[i] + xo);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+                    const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+                    acc[i][q] = __fadd_rn(acc[i][q], t);
+                }
+            }
+        } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
+            const int xo = c * MM_ACTK_BYTES;
+            int is[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+#pragma unroll
+            for (int G = 0; G < 16; G++) {
+                const int h = G >> 3, k = (G >> 1) & 3, l = 16 * (G & 1) + 4 * tig;
+                const int qlo = 64 * h + (k & 1 ? 32 : 0) + l, qhi = 128 + 32 * h + l, lsh = k & 2 ? 4 : 0;
+                int a0 = ((ig_ld32a2(w0 + qlo) >> lsh) & 0x0F0F0F0F) | (((ig_ld32a2(w0 + qhi) >> (2 * k)) & 0x03030303) << 4);
+                int a1 = ((ig_ld32a2(w1 + qlo) >> lsh) & 0x0F0F0F0F) | (((ig_ld32a2(w1 + qhi) >> (2 * k)) & 0x03030303) << 4);
+                a0 = (int)__vsub4((unsigned)a0, 0x20202020u);
+                a1 = (int)__vsub4((unsigned)a1, 0x20202020u);
+                const int sc0 = ((const int8_t *)w0)[192 + G], sc1 = ((const int8_t *)w1)[192 + G];
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    if (!(i ? live1 : live0)) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k16(cc, a0, a1, ig_ld32(xb[i] + xo + 4 + 16 * G + 4 * tig));
+                    is[i][0] += sc0 * cc[0], is[i][1] += sc0 * cc[1], is[i][2] += sc1 * cc[2], is[i][3] += sc1 * cc[3];
+                }
+            }
+            const float d0 = ig_f16(w0 + 208), d1 = ig_f16(w1 + 208);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                if (!(i ? live1 : live0)) continue;
+                const float xd0 = *(const float *)(xc0[i] + xo), xd1 = *(const float *)(xc1[i] + xo);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float d = q < 2 ? d0 : d1, xd = q & 1 ? xd1 : xd0;
+                    acc[i][q] = __fadd_rn(acc[i][q], __fmul_rn(__fmul_rn(d, xd), (float)is[i][q]));
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        if (!(i ? live1 : live0)) continue;
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + 2 * i) + 2 * tig + (q & 1);
+            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = acc[i][q];
+        }
+    }
+}
+
+/* Shared-memory row stride of the 8-bit rows and of a weight chunk: 16-byte
+ * multiples whose word count is 4 mod 8, so that the 8 rows a fragment load
+ * touches fall in distinct banks. */
+static int ig_pad(size_t bytes) {
+    size_t s = (bytes + 15) / 16 * 16;
+    while ((s / 4) % 8 != 4) s += 16;
+    return (int)s;
+}
+
+static size_t ig_smem(const ig_params *p) {
+    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * IG_BO * p->sbp + 2 * sizeof(int) * p->br;
+}
+
+int ig_plan(uint32_t type, size_t n_in, int max_rows, ig_params *p) {
+    if (!mm_is_int(type)) return 0;
+    int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
+    p->sbp = ig_pad((size_t)cb + 16);
+    p->act_stride = ig_pad(mm_act_row_bytes(type, n_in));
+    int br = max_rows > 16 ? 32 : max_rows > 8 ? 16 : 8; /* the smallest tile that holds the rows */
+    for (; br >= 8; br /= 2) {
+        p->br = br;
+        if (ig_smem(p) <= IG_SMEM_MAX) return 1;
+    }
+    return 0;
+}
+
+template <int T>
+static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
+    static int attr_set = 0;
+    const size_t smem = ig_smem(p);
+    if (!attr_set) {
+        cudaFuncSetAttribute(igemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        attr_set = 1;
+    }
+    igemm_kernel<T><<<grid, IG_THREADS, smem, st>>>(*p);
+}
+
+void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {
+    const dim3 grid(grid_x, grid_y);
+    switch (type) {
+    case MM_Q8_0: ig_launch_t<MM_Q8_0>(p, grid, st); break;
+    case MM_Q4_K: ig_launch_t<MM_Q4_K>(p, grid, st); break;
+    case MM_Q5_K: ig_launch_t<MM_Q5_K>(p, grid, st); break;
+    case MM_Q6_K: ig_launch_t<MM_Q6_K>(p, grid, st); break;
+    default: break;
+    }
+}
+
+unsigned ig_out_tiles(size_t n_out) { return (unsigned)((n_out + IG_BO - 1) / IG_BO); }
