@@ -11,9 +11,10 @@
  * not fit in 48 KB does a separate quantiser kernel write them to `work`. Q8_0/K-quant weights are dotted with the
  * 8-bit rows of matmul_act.cu through __dp4a: a lane takes a 16-value (K)
  * or 8-value (Q8_0) piece of a block, the block's lanes add their exact
- * integer sums, the block's term is formed and the terms are added in block
- * order exactly as act_scalar.c does (matmul_igemm.cu states the order), so
- * the result equals the CPU's integer path and the chunk GEMM bit for bit.
+ * integer sums, the block's term is formed as act_scalar.c forms it, and
+ * the terms are added in the canonical order that matmul_igemm.cu states
+ * (interleaved partials, then a fixed tree), so decode and chunk products
+ * give a row the same bits at any row count.
  * Float weights use f32
  * activations. Each row's arithmetic is the same whatever the other rows,
  * so a row's bits do not depend on the batch.
@@ -69,9 +70,9 @@ __device__ __forceinline__ int ld32a2(const uint8_t *p) {
 /* The term of block `b` for each of the NX activation rows (xr[i] points at
  * row i's 8-bit blocks), in every lane of the block's lane group (4 lanes for
  * Q8_0, 16 for the K-quants): each lane dots its piece, the group adds the
- * exact integer sums, and the term is formed in act_scalar.c's float order
- * (matmul_igemm.cu states it): (d_w * x_d) * isum, or
- * x_d * (d * sum_q - dmin * sum_m). Every lane of the warp must call it. */
+ * exact integer sums, and the term is formed as act_scalar.c forms it:
+ * (d_w * x_d) * isum, or x_d * (d * sum_q - dmin * sum_m). Every lane of the
+ * warp must call it (shuffles). */
 template <int T>
 __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece, const uint8_t *const *xr, int nx,
                                           float *term) {
@@ -158,20 +159,24 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
     }
 }
 
-/* Adds the terms of blocks b0 .. b0 + nv - 1 (held by lane groups of G lanes,
- * group j has block b0 + j) to acc in block order: every lane ends with the
- * same sum, act_scalar.c's sequential one. */
-template <int G>
-__device__ __forceinline__ void mmv_add_terms(const float *term, int nx, int nv, float *acc) {
-#pragma unroll
-    for (int j = 0; j < 32 / G; j++) {
-        if (j >= nv) break;
-#pragma unroll
-        for (int i = 0; i < MMV_MAX; i++) {
-            if (i >= nx) break;
-            acc[i] = __fadd_rn(acc[i], __shfl_sync(0xffffffffu, term[i], G * j));
-        }
-    }
+/* The warp's sum of its lanes' partials. Integer types: the canonical tree of
+ * the block-term partials (matmul_igemm.cu): Q8_0's 8 lane groups hold
+ * partials p0..p7, and xor 4, 8, 16 give ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7))
+ * in every lane (float addition commutes exactly); the K-quants' 2 groups
+ * give p0+p1. Float types: any fixed tree. */
+template <int T>
+__device__ __forceinline__ float mmv_reduce(float v) {
+    const bool q = mm_int_t(T);
+    /* float types: 16, 8, 4, 2, 1 (plain adds); Q8_0: 4, 8, 16; K-quants: 16 (__fadd_rn) */
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 8);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 4);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 2);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    if (T == MM_Q8_0) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
+    if (T == MM_Q8_0) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
+    if (q) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
+    return v;
 }
 
 /* One warp: the dot of weight row `wrow` with nx rows. */
@@ -179,14 +184,16 @@ template <int T>
 __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, int vec,
                                         float *acc) {
     const int lane = threadIdx.x & 31;
-    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each; a lane past the end repeats block b0 */
+    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each: lane group j adds the terms of blocks j, j+8, ... */
         const int nb = n_in / 32;
-#pragma unroll 2
-        for (int b0 = 0; b0 < nb; b0 += 8) {
+#pragma unroll 4
+        for (int b0 = 0; b0 < nb; b0 += 8) { /* every lane calls mmv_block (shuffles); past the end adds nothing */
             const int b = b0 + (lane >> 2);
             float term[MMV_MAX];
             mmv_block<T>(wrow, b < nb ? b : b0, lane & 3, xr, nx, term);
-            mmv_add_terms<4>(term, nx, nb - b0, acc);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++)
+                if (i < nx && b < nb) acc[i] = __fadd_rn(acc[i], term[i]);
         }
     } else if (T == MM_Q4_K || T == MM_Q5_K || T == MM_Q6_K) { /* 2 super-blocks per step, 16 lanes each */
         const int nb = n_in / 256;
@@ -195,7 +202,9 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
             const int b = b0 + (lane >> 4);
             float term[MMV_MAX];
             mmv_block<T>(wrow, b < nb ? b : b0, lane & 15, xr, nx, term);
-            mmv_add_terms<16>(term, nx, nb - b0, acc);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++)
+                if (i < nx && b < nb) acc[i] = __fadd_rn(acc[i], term[i]);
         }
     } else if (vec) { /* float weights, 16-byte loads: lane takes elements 8(lane + 32j) .. +7 */
 #pragma unroll 2
@@ -381,13 +390,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) 
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 if (i >= ns) break; /* ns is the same for the whole block: no lane leaves a shuffle */
-                float v = acc[i]; /* integer types: every lane already holds the whole sum (mmv_add_terms) */
-                if (!mm_int_t(T))
-                    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                float v = mmv_reduce<T>(acc[i]);
                 if (GLU) {
-                    float u = acc2[i];
-                    if (!mm_int_t(T))
-                        for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+                    float u = mmv_reduce<T>(acc2[i]);
                     v = mmv_swiglu(v, u);
                 }
                 if (lane == 0) Y[(size_t)slots[i] * NOUT + o] = v;
