@@ -127,7 +127,7 @@ typedef struct backend_config {
     size_t n_threads;   /* CPU threads; 0: every online CPU */
     size_t max_rows;    /* rows of one pass (a commit chunk, the largest block); scratch is sized for it; 0: 64 */
     size_t max_context; /* per session; 0: the model's training context (KV grows on demand up to it) */
-    bool plain;         /* CPU: ignore the diagnostic environment (CLOVER_SIM_RANKS): a reference (clover check) */
+    bool plain;         /* CPU: a reference (clover check): its opener installs no diagnostic MoE (CLOVER_SIM_RANKS) */
     size_t head_window; /* CPU: head rows per window of logits scratch; 0: 64 (tests vary it: a window changes no bit) */
     /* The layers this backend runs, [layer_begin, layer_end) (layer_end 0:
      * to the last): a part of a split pass (offload/split.h). A backend

@@ -33,10 +33,7 @@ RANK = {
 FORBIDDEN_PAIRS = {("cpu", "cuda"), ("cuda", "cpu")}
 
 # (directory, included directory): why it is still there
-KNOWN = {
-    ("cpu", "parallel"): "the CPU backend's simulated expert parallelism (CLOVER_SIM_RANKS) is read in "
-                         "backend_cpu.c; to invert: a MoE hook the parallel layer installs",
-}
+KNOWN = {}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/[^"]+"', re.M)
 
