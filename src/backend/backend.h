@@ -316,7 +316,7 @@ int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_reso
 /* The CPU backend (src/cpu/backend_cpu.c). */
 extern const backend_ops backend_cpu;
 #ifdef CLOVER_HAVE_CUDA
-/* The CUDA backend (src/cuda/backend_cuda_v2.c), in builds that have it. Pick
+/* The CUDA backend (src/cuda/backend_cuda.c), in builds that have it. Pick
  * one through backend/registry.h, which resolves --device. */
 extern const backend_ops backend_cuda;
 #endif
