@@ -127,7 +127,7 @@ typedef struct backend_config {
     size_t n_threads;   /* CPU threads; 0: every online CPU */
     size_t max_rows;    /* rows of one pass (a commit chunk, the largest block); scratch is sized for it; 0: 64 */
     size_t max_context; /* per session; 0: the model's training context (KV grows on demand up to it) */
-    bool plain;         /* CPU: ignore the diagnostic environment (CLOVER_SIM_RANKS): a reference (clover check) */
+    bool plain;         /* CPU: a reference (clover check): its opener installs no diagnostic MoE (CLOVER_SIM_RANKS) */
     size_t head_window; /* CPU: head rows per window of logits scratch; 0: 64 (tests vary it: a window changes no bit) */
     /* The layers this backend runs, [layer_begin, layer_end) (layer_end 0:
      * to the last): a part of a split pass (offload/split.h). A backend
@@ -316,7 +316,7 @@ int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_reso
 /* The CPU backend (src/cpu/backend_cpu.c). */
 extern const backend_ops backend_cpu;
 #ifdef CLOVER_HAVE_CUDA
-/* The CUDA backend (src/cuda/backend_cuda_v2.c), in builds that have it. Pick
+/* The CUDA backend (src/cuda/backend_cuda.c), in builds that have it. Pick
  * one through backend/registry.h, which resolves --device. */
 extern const backend_ops backend_cuda;
 #endif

@@ -37,6 +37,7 @@
 #include "cpu/gdn.h"
 #include "cpu/gdn_block.h"
 #include "cpu/moe.h"
+#include "cpu/moe_hook.h"
 #include "model/model.h"
 
 typedef enum cpu_pass_mode { CPU_PASS_COMMIT = 0, CPU_PASS_PREVIEW = 1 } cpu_pass_mode;
@@ -129,7 +130,7 @@ struct backend {
     float *attn_scratch; /* n_threads * cpu_attn_scratch_floats(attn_dims, attn_ctx) */
     size_t attn_ctx;
     host_pick_ctx pick;  /* the pick on the pool, over sc.logits (backend/pick.h) */
-    struct ep_cpu *ep;   /* CLOVER_SIM_RANKS: the MoE over simulated ranks (parallel/ep_cpu.h), else NULL */
+    cpu_moe_hook moe_hook; /* another MoE for every layer (moe_hook.h: CLOVER_SIM_RANKS); ctx NULL: none */
 };
 
 struct backend_session {

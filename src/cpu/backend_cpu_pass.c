@@ -14,7 +14,6 @@
 
 #include "base/timer.h"
 #include "cpu/backend_cpu_internal.h"
-#include "parallel/ep_cpu.h"
 #include "cpu/norm.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
@@ -100,9 +99,9 @@ static void shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
         sc->allowed_of[i] = al;
         if (q[i].kept) memcpy(q[i].kept + il * E, al, E);
     }
-    if (be->ep) { /* the simulated expert-parallel MoE (parallel/ep_cpu.h): each sequence's rows, bit-identical */
+    if (be->moe_hook.ctx) { /* another MoE (moe_hook.h: the simulated expert parallelism): each sequence's rows, bit-identical */
         for (size_t i = 0; i < nq; i++)
-            ep_cpu_forward(be->ep, sc->y + q[i].off * w->n_embd, sc->x + q[i].off * w->n_embd, q[i].n, w,
+            be->moe_hook.forward(be->moe_hook.ctx, sc->y + q[i].off * w->n_embd, sc->x + q[i].off * w->n_embd, q[i].n, w,
                            sc->allowed_of[i], be->pool);
         return;
     }

@@ -11,7 +11,7 @@
  * waits for the result. Any other commit is enqueued directly and synchronised
  * once at its end.
  *
- * The batched commit of backend.h (backend_cuda_v2.c) runs this per
+ * The batched commit of backend.h (backend_cuda.c) runs this per
  * sequence and picks on top of it.
  */
 #include <math.h>

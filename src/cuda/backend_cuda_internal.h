@@ -170,7 +170,7 @@ size_t backend_cuda_session_length(const backend_session *s);
 void backend_cuda_reset(backend_session *s);
 
 /* backend_cuda_commit.c: one sequence's rows through the trunk (no picks),
- * which the batched commit of backend_cuda_v2.c runs per sequence. Every
+ * which the batched commit of backend_cuda.c runs per sequence. Every
  * argument is checked before anything is enqueued. */
 typedef struct cuda_commit_out {
     float *last_logits;      /* [n_vocab] or NULL */

@@ -10,7 +10,7 @@
 
 #include "backend/backend.h"
 
-/* Contract v2's table (backend_cuda_v2.c): what the engine runs on. */
+/* Contract v2's table (backend_cuda.c): what the engine runs on. */
 extern const backend_ops backend_cuda;
 
 /* 0 when a device is there and the model's types and shapes are ones the

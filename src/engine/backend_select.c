@@ -25,6 +25,7 @@
 #include "offload/failover.h"
 #include "offload/fault_inject.h"
 #include "offload/split.h"
+#include "parallel/ep_cpu.h"
 
 int clover_device_from_name(const char *name) { /* the registry's names (backend_device_name) */
     if (!name) return -1;
@@ -47,7 +48,12 @@ int engine_backend_open(const clover_model *model, const backend_config *cfg, co
     if (chosen != &backend_cpu && failover_dropped(chosen)) chosen = &backend_cpu;
     if (chosen == &backend_cpu && !plan.armed) {
         *ops = chosen;
-        return chosen->create(model, cfg, bk, err);
+        rc = chosen->create(model, cfg, bk, err);
+        if (!rc && !cfg->plain && (rc = ep_cpu_attach(*bk, err))) { /* CLOVER_SIM_RANKS, a diagnostic */
+            chosen->destroy(*bk);
+            *bk = NULL;
+        }
+        return rc;
     }
     *ops = &backend_failover;
     return failover_create(model, cfg, chosen, &backend_cpu, bk, err);

@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "model/model.h"
+#include "parallel/ep_cpu.h"
 
 enum { CHECK_CHUNK = 64, CHECK_BLOCK_NO_RECORD = 8 };
 
@@ -46,6 +47,7 @@ static int side_open(side *sd, const backend_ops *ops, const clover_model *m, co
     sd->ops = ops;
     int rc = ops->probe ? ops->probe(m, cfg, err) : CLOVER_OK;
     if (!rc) rc = ops->create(m, cfg, &sd->be, err);
+    if (!rc && ops == &backend_cpu && !cfg->plain) rc = ep_cpu_attach(sd->be, err); /* CLOVER_SIM_RANKS */
     if (!rc) rc = ops->session_create(sd->be, &sd->s, err);
     if (rc) return error_prefix(err, "%s backend", ops->name);
     const size_t V = m->hp.n_vocab, H = m->hp.n_embd, L = m->hp.n_layer;

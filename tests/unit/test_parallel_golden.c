@@ -18,6 +18,20 @@
 #include <time.h>
 
 #include "backend_test.h"
+#include "parallel/ep_cpu.h"
+
+/* A CPU sequence with the simulated expert parallelism of the environment
+ * installed, as the engine opens its CPU backends (ep_cpu.h). */
+static tseq *sim_session(const clover_model *m, size_t max_rows, size_t n_threads) {
+    tseq *s = test_session(m, max_rows, n_threads);
+    clover_error err = {0};
+    if (s && ep_cpu_attach(s->be, &err)) {
+        CHECK_MSG(0, "CLOVER_SIM_RANKS: %s", err.message);
+        seq_free(s);
+        return NULL;
+    }
+    return s;
+}
 
 typedef struct run_out {
     float *prompt_logits;   /* [n_prompt][V] */
@@ -45,7 +59,7 @@ static void run_scenario(const clover_model *m, run_out *o, const char *what) {
     o->decode_logits = malloc(N_DECODE * V * sizeof(float));
     o->preview_logits = malloc(2 * BLOCK * V * sizeof(float));
     o->kept = malloc(2 * L * E);
-    tseq *s = test_session(m, BLOCK, 2);
+    tseq *s = sim_session(m, BLOCK, 2);
     if (!s) return;
     clover_error err = {0};
     int32_t ids[N_PROMPT];
@@ -181,7 +195,7 @@ static void failures(void) {
     /* a rank that fails: rank 1 of 2 after 5 collectives (3 a layer: in layer 2) */
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "error:1:5", 1);
-    tseq *s = test_session(m, 8, 2);
+    tseq *s = sim_session(m, 8, 2);
     if (s) {
         int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
         CHECK(rc != 0);
@@ -196,7 +210,7 @@ static void failures(void) {
     setenv("CLOVER_SIM_RANKS", "3", 1);
     setenv("CLOVER_SIM_FAULT", "stall:2:0", 1);
     setenv("CLOVER_SIM_TIMEOUT_MS", "300", 1);
-    s = test_session(m, 8, 2);
+    s = sim_session(m, 8, 2);
     if (s) {
         double t0 = now_s();
         int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
@@ -209,21 +223,28 @@ static void failures(void) {
     }
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_TIMEOUT_MS");
-    /* bad settings: the backend is not created, one line names the variable */
+    /* bad settings: nothing is installed, one line names the variable */
+    backend_config cfg = {.n_threads = 1, .max_rows = 8};
+    tseq *b = NULL;
+    CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == 0);
     const char *bad_ranks[] = {"0", "65", "two", "2x"};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; b && i < 4; i++) {
         setenv("CLOVER_SIM_RANKS", bad_ranks[i], 1);
-        backend_config cfg = {.n_threads = 1, .max_rows = 8};
-        tseq *b = NULL;
-        CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+        CHECK(ep_cpu_attach(b->be, &err) == CLOVER_E_INVALID);
         CHECK_MSG(strstr(err.message, "CLOVER_SIM_RANKS") != NULL, "%s", err.message);
     }
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "explode:1", 1);
-    backend_config cfg = {.n_threads = 1, .max_rows = 8};
-    tseq *b = NULL;
-    CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+    if (b) CHECK(ep_cpu_attach(b->be, &err) == CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "CLOVER_SIM_FAULT") != NULL, "%s", err.message);
+    /* ... and the public path refuses to open the session */
+    clover_session *cs = NULL;
+    clover_session_params sp;
+    clover_session_params_init(&sp);
+    sp.device = CLOVER_DEVICE_CPU;
+    CHECK(clover_session_create(&cs, m, &sp, &err) == CLOVER_E_INVALID && !cs);
+    CHECK_MSG(strstr(err.message, "CLOVER_SIM_FAULT") != NULL, "%s", err.message);
+    seq_free(b);
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_RANKS");
     clover_model_free(m);

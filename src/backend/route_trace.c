@@ -4,7 +4,7 @@
  * process that dies keeps what it routed). A file that cannot be opened is
  * one warning and no trace.
  */
-#include "offload/route_trace.h"
+#include "backend/route_trace.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /*
- * backend_cuda_v2.c: the CUDA backend on contract v2 (backend.h), the table
+ * backend_cuda.c: the CUDA backend on contract v2 (backend.h), the table
  * the engine runs on (backend_cuda).
  *
  *  backend   one per (model, device): holds a reference to the model's

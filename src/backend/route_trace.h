@@ -13,8 +13,8 @@
  * backend records it (cpu/moe.c); a device backend records the same lines
  * from the routing it copies back.
  */
-#ifndef CLOVER_OFFLOAD_ROUTE_TRACE_H
-#define CLOVER_OFFLOAD_ROUTE_TRACE_H
+#ifndef CLOVER_BACKEND_ROUTE_TRACE_H
+#define CLOVER_BACKEND_ROUTE_TRACE_H
 
 #include <stdbool.h>
 #include <stddef.h>
