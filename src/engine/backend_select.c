@@ -89,7 +89,7 @@ static int session_split(clover_session **out, const clover_model *model, const 
     engine_backend_config(model, params, dev, &cfg);
     backend *bk = NULL;
     int rc = split_create(model, &cfg, dev, &backend_cpu, params->gpu_layers, &bk, err);
-    if (rc) return error_prefix(err, "clover_session_create: --gpu-layers %u", params->gpu_layers);
+    if (rc) return error_prefix(err, "--gpu-layers %u", params->gpu_layers);
     rc = engine_session_create_on(out, model, &backend_split, bk, params, err);
     if (rc) {
         backend_split.destroy(bk);
@@ -105,13 +105,13 @@ int clover_session_create(clover_session **out, const clover_model *model, const
     if (params && params->gpu_layers) {
 #ifdef CLOVER_HAVE_CUDA
         if (device == CLOVER_DEVICE_CPU)
-            return error_set(err, CLOVER_E_INVALID, "clover_session_create: --gpu-layers needs the CUDA device, not cpu");
+            return error_set(err, CLOVER_E_INVALID, "--gpu-layers needs the CUDA device, not cpu");
         return session_split(out, model, &backend_cuda, params, err);
 #else
         (void)session_split;
         if (out) *out = NULL;
         return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "clover_session_create: --gpu-layers: this build has no CUDA backend (no CUDA toolkit at "
+                         "--gpu-layers: this build has no CUDA backend (no CUDA toolkit at "
                          "configure, or -DCLOVER_CUDA=OFF)");
 #endif
     }
@@ -123,7 +123,7 @@ int clover_session_create(clover_session **out, const clover_model *model, const
         if (!model) return error_set(err, CLOVER_E_INVALID, "clover_session_create: model must not be NULL");
         int rc = backend_cuda.probe(model, NULL, err);
         if (rc) {
-            error_prefix(err, "clover_session_create: --device cuda");
+            error_prefix(err, "--device cuda");
             return rc;
         }
         return session_on(out, model, &backend_cuda, params, err);
@@ -134,7 +134,7 @@ int clover_session_create(clover_session **out, const clover_model *model, const
     if (device == CLOVER_DEVICE_CUDA) {
         if (out) *out = NULL;
         return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "clover_session_create: this build has no CUDA backend (no CUDA toolkit at configure, or "
+                         "--device cuda: this build has no CUDA backend (no CUDA toolkit at configure, or "
                          "-DCLOVER_CUDA=OFF)");
     }
 #endif

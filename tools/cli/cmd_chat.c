@@ -232,7 +232,7 @@ static void chat_loop(chat *c) {
     size_t cap = 0;
     for (;;) {
         if (interactive) {
-            fputs(c->terminal ? "\033[1m> \033[0m" : "> ", stdout);
+            fputs(c->terminal && !cli_term_plain() ? "\033[1m> \033[0m" : "> ", stdout);
             fflush(stdout);
         }
         int ready = interactive ? wait_for_line() : 1;
