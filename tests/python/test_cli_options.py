@@ -152,3 +152,30 @@ def test_ctrl_c_exits_130_with_summary():
     out, err = p.communicate(timeout=120)
     assert p.returncode == 130, err
     assert err.startswith("[cancelled, "), err
+
+
+@pytest.mark.parametrize("env,plain", [({"TERM": "xterm-256color"}, False), ({"TERM": "xterm-256color", "NO_COLOR": "1"}, True),
+                                       ({"TERM": "dumb"}, True)])
+def test_no_color_and_dumb_terminals(env, plain):
+    """On a terminal (a pty) the answer is drawn with escape sequences, unless
+    NO_COLOR is set or TERM is dumb: then the bytes are plain text."""
+    import os
+    import pty
+    master, slave = pty.openpty()
+    e = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "TERM")}
+    e.update(env)
+    p = subprocess.Popen([str(CLOVER), "run", "-p", "hi", "-n", "40"], stdin=subprocess.DEVNULL, stdout=slave,
+                         stderr=subprocess.DEVNULL, env=e)
+    os.close(slave)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(master)
+    assert p.wait(timeout=60) == 0
+    assert (b"\x1b[" in out) != plain, out[:200]

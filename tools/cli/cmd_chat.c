@@ -14,6 +14,7 @@
 
 #include "answer_out.h"
 #include "chat_conv.h"
+#include "chat_input.h"
 #include "cli_args.h"
 #include "cli_cancel.h"
 #include "commands.h"
@@ -212,57 +213,27 @@ static int chat_command(chat *c, const char *line) {
     return 0;
 }
 
-/* Waits for a line typed on the terminal, watching the cancel flag (not
- * relying on the read being interrupted: a runtime may restart it):
- * 1 a line is ready, 0 Ctrl-C, -1 an error. */
-static int wait_for_line(void) {
-    for (;;) {
-        if (cli_cancel_flag) return 0;
-        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-        int r = poll(&p, 1, 100);
-        if (r > 0) return 1;
-        if (r < 0 && errno != EINTR) return -1;
-    }
-}
-
 /* The conversation loop; returns when the input ends or /quit. */
 static void chat_loop(chat *c) {
-    const int interactive = isatty(STDIN_FILENO);
-    char *line = NULL;
-    size_t cap = 0;
+    chat_input *in = chat_input_open(isatty(STDIN_FILENO), c->terminal && !cli_term_plain());
+    if (!in) {
+        fprintf(stderr, "clover chat: out of memory\n");
+        return;
+    }
     for (;;) {
-        if (interactive) {
-            fputs(c->terminal ? "\033[1m> \033[0m" : "> ", stdout);
-            fflush(stdout);
-        }
-        int ready = interactive ? wait_for_line() : 1;
-        if (ready == 0) { /* Ctrl-C at the prompt: a fresh prompt */
-            cli_cancel_flag = 0;
-            fputc('\n', stdout);
-            continue;
-        }
-        if (ready < 0) break;
-        errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (errno == EINTR && cli_cancel_flag) { /* Ctrl-C at the prompt: a fresh prompt */
-                clearerr(stdin);
-                cli_cancel_flag = 0;
-                fputs(interactive ? "\n" : "", stdout);
-                continue;
-            }
-            if (interactive) fputc('\n', stdout);
-            break;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-        if (n == 0) continue;
+        const char *line = NULL;
+        int rc = chat_input_read(in, &line);
+        if (rc < 0) continue; /* Ctrl-C at the prompt */
+        if (rc == 0) break;
+        if (!line[0]) continue;
+        chat_input_remember(in, line);
         if (line[0] == '/') {
             if (chat_command(c, line)) break;
             continue;
         }
         chat_turn(c, line);
     }
-    free(line);
+    chat_input_close(in);
 }
 
 int cmd_chat(int argc, char **argv) {
