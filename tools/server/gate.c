@@ -34,7 +34,7 @@
 
 #define GATE_BUCKETS 4096
 #define GATE_LINGER_S 1.0
-#define GATE_MAX_UNCOUNTED 1024 /* refused at the accept and lingering; more are closed at once */
+#define GATE_MAX_UNCOUNTED 128 /* refused at the accept and lingering (within the descriptors server.c keeps spare) */
 
 typedef struct addr_key {
     unsigned char a[16];
