@@ -496,9 +496,15 @@ typedef struct clover_engine clover_engine;
 typedef struct clover_request clover_request;
 
 /* params: n_threads, max_rows and max_context are the engine's (every
- * session on it shares them); may be NULL. */
+ * session on it shares them), device picks its backend as sessions pick
+ * theirs (CUDA asked for and not usable here: CLOVER_E_UNSUPPORTED naming
+ * CUDA); may be NULL (auto). gpu_layers is refused (CLOVER_E_UNSUPPORTED). */
 CLOVER_API int clover_engine_create(clover_engine **out, const clover_model *model,
                                     const clover_session_params *params, clover_error *err);
+/* The backend the engine runs on ("cpu", "cuda"), and one line saying why
+ * ("asked for", "auto: no CUDA device found (...)"); for logs and /metrics. */
+CLOVER_API const char *clover_engine_backend(const clover_engine *e);
+CLOVER_API const char *clover_engine_device_reason(const clover_engine *e);
 /* After every session made on it is freed. */
 CLOVER_API void clover_engine_free(clover_engine *e);
 /* A session on the engine; params (may be NULL) give its snapshot options. */

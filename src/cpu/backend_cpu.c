@@ -217,7 +217,7 @@ int backend_cpu_create(const clover_model *model, const backend_config *cfg, bac
     backend_layout(be, be->arena);
     be->pick = (host_pick_ctx){.pool = be->pool, .n_vocab = be->hp->n_vocab, .counts = be->sc.counts,
                                .n_samp = be->n_threads};
-    if (be->hp->n_rot) cpu_rope_inv_freq(be->inv_freq, be->hp->n_rot, be->hp->rope_freq_base);
+    if (be->hp->n_rot) rope_inv_freq(be->inv_freq, be->hp->n_rot, be->hp->rope_freq_base);
     *out = be;
     return CLOVER_OK;
 fail:

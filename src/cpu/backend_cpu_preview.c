@@ -1,7 +1,7 @@
 /*
  * backend_cpu_preview.c: the batched read-only preview of backend.h, the
  * pick of each block's masked rows on the backend, the block resolve (the
- * LowConfidence loop of SPEC.md 3 over these previews, backend_resolve.c)
+ * LowConfidence loop of SPEC.md 3 over these previews, backend/resolve.c)
  * and the preview diagnostics. The blocks of a call share passes (as many
  * as fit max_rows; cpu_pass_run_shared, one read of each weight, each row
  * as alone); every check comes before the pass, and a preview changes no

@@ -17,7 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "cpu/rope.h"
+#include "model/rope_table.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
@@ -335,7 +335,7 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
             rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %u rotary dims, at most 1024", hp->n_rot);
             goto fail;
         }
-        cpu_rope_inv_freq(inv, hp->n_rot, hp->rope_freq_base);
+        rope_inv_freq(inv, hp->n_rot, hp->rope_freq_base);
         if (cuda_h2d(s->sc.inv_freq, inv, hp->n_rot / 2 * sizeof(float), why)) {
             rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
             goto fail;

@@ -11,7 +11,7 @@
  *            memory (the admission rule), so a pass never runs out of memory.
  *
  * Commit runs each sequence of a call in turn with the one-sequence device
- * pass (backend_cuda.c: the captured decode graph for a one-row step, else
+ * pass (backend_cuda_commit.c: the captured decode graph for a one-row step, else
  * chunks of max_rows from the sequence's first row), so a row's result is
  * exactly what it is alone: the batch invariance this backend guarantees is
  * the trivial one, and the weights are read once per sequence, not once per
@@ -21,7 +21,7 @@
  * others run as if it had not been there.
  *
  * Causal picks copy the logits of the picked rows back and pick on the host
- * (backend_pick.c, the contract's oracle), so picks are bit-for-bit the
+ * (backend/pick.c, the contract's oracle), so picks are bit-for-bit the
  * CPU's given the same logits; picking on the device, so that only a few
  * bytes per row come back, is the next step. One picked row (a decode step)
  * uses the one-row head; several picked rows take every row's logits, so
@@ -35,13 +35,13 @@
  */
 #include <string.h>
 
-#include "backend_pick.h"
+#include "backend/pick.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_mem.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 /* Room the runtime and a session's scratch need beyond the weights, for probe's "fits". */
 #define PROBE_MARGIN (512ull << 20)
@@ -165,9 +165,9 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
         mem_free(tmp);
         return error_set(err, CLOVER_E_NOMEM, "commit: no memory for %zu picked rows", np);
     }
-    backend_commit_out o = {.last_logits = last, .all_logits = all, .targets = q->targets, .nll = q->nll,
-                            .hidden = q->hidden};
-    rc = cuda_solo_commit(s, q->ids, q->n, &o, stats, err);
+    cuda_commit_out o = {.last_logits = last, .all_logits = all, .targets = q->targets, .nll = q->nll,
+                         .hidden = q->hidden};
+    rc = cuda_commit_rows(s, q->ids, q->n, &o, stats, err);
     if (!rc && np) {
         memcpy(rows, all ? all + (q->n - np) * V : last, np * V * sizeof(float));
         backend_pick pk = *q->pick;
@@ -321,6 +321,7 @@ static int cuda_truncate(backend_session *s, size_t n, clover_error *err) {
 const backend_ops backend_cuda = {
     .name = "cuda",
     .probe = cuda_probe,
+    .report = cuda_backend_report,
     .create = cuda_create,
     .destroy = cuda_destroy,
     .max_rows = cuda_max_rows,

@@ -13,7 +13,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
-#include "backend_pick.h"
+#include "backend/pick.h"
 
 bool request_cancelled(const engine_request *rq) {
     return rq->p->cancel && __atomic_load_n(rq->p->cancel, __ATOMIC_RELAXED) != 0;

@@ -19,8 +19,8 @@
 #include "base/rng.h"
 #include "clover.h"
 #include "engine/logprobs.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/session.h"
 
 /* Where a request stands between passes (the resumable state machine). */

@@ -20,6 +20,9 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
     *done = false;
     int rc;
     if (rq->prompt_at == SIZE_MAX) { /* the first step: the reuse decision */
+        if (s->max_context && n > s->max_context) /* refused before any of it is processed */
+            return error_set(err, CLOVER_E_INVALID, "the prompt is %zu tokens, more than the context of %zu tokens",
+                             n, s->max_context);
         size_t reused;
         rc = engine_session_prompt_begin(s, rq->prompt, n, rq->ar || rq->lossless, rq->p, &reused, &rq->snap_at, st, err);
         st->prompt_s += timer_now() - t;

@@ -133,6 +133,7 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
     backend_config cfg;
     engine_backend_config(model, params, be, &cfg);
     s->max_rows = cfg.max_rows;
+    s->max_context = cfg.max_context ? cfg.max_context : model->hp.n_ctx_train;
     s->snapshot_on = !params->no_snapshot;
     s->snapshot_max_bytes = params->snapshot_max_bytes ? params->snapshot_max_bytes : SESSION_DEFAULT_SNAPSHOT_BYTES;
 

@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "clover.h"
 #include "engine/logprobs.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/snapshot.h"
 
 struct clover_session {
@@ -29,6 +29,7 @@ struct clover_session {
     size_t n_vocab;
     size_t max_rows;  /* rows per backend pass */
     size_t max_block; /* the record's block size (0: no record) */
+    size_t max_context; /* committed ids at most (the backend's context): checked before a prompt, ends an answer */
 
     int32_t *ids; /* [cap_ids] committed ids; the backend holds exactly n_ids rows */
     size_t n_ids, cap_ids;
@@ -75,14 +76,16 @@ struct clover_session {
     backend_checkpoint *ckpt; /* lossless mode: the state at the block start (made on first use) */
 };
 
-/* The backend public sessions and engines run on (backend_select.c). */
-const backend_ops *engine_default_backend(void);
-
 /* The backend object sessions run on when `chosen` is asked for
  * (backend_select.c): chosen itself, or the failover over it (a device
  * backend, or CLOVER_FAULT_INJECT set); *ops gets the ops to call it with. */
 int engine_backend_open(const clover_model *model, const backend_config *cfg, const backend_ops *chosen,
                         const backend_ops **ops, backend **bk, clover_error *err);
+
+/* clover_engine_create over a given backend (batch.c; tests pass a fake
+ * one); why: the choice's reason (NULL: "asked for"). */
+int engine_create_on(clover_engine **out, const clover_model *model, const backend_ops *ops,
+                     const clover_session_params *params, const char *why, clover_error *err);
 
 /* clover_session_create over a given backend (tests pass a fake one);
  * bk: a backend object to share (NULL: one is created for this session). */

@@ -155,7 +155,9 @@ def test_trickled_body_is_cut_at_the_deadline(model, tmp_path):
 
 
 def test_per_address_limit(model, tmp_path):
-    srv = ss.start_server(model, tmp_path / "serve.log", "--max-conn-per-addr", 4)
+    """The share applies under pressure only (half of --max-connections in use): 4 held from one address out of 8 in
+    all is pressure, so that address's 5th is refused 429 (JSON, Retry-After) while another address is served."""
+    srv = ss.start_server(model, tmp_path / "serve.log", "--max-conn-per-addr", 4, "--max-connections", 8)
     held = []
     try:
         held = [connect_from("127.0.0.5", srv.port) for _ in range(4)]
@@ -163,9 +165,11 @@ def test_per_address_limit(model, tmp_path):
             s.send(b"GET /health HTTP/1.1\r\n")
         time.sleep(0.3)
         extra = connect_from("127.0.0.5", srv.port)
-        status, err = json_error(recv_all(extra))
+        raw = recv_all(extra)
+        status, err = json_error(raw)
         extra.close()
         assert status == 429 and err["code"] == "too_many_connections"
+        assert b"\r\nretry-after: 1\r\n" in raw.lower()
         other = connect_from("127.0.0.6", srv.port)
         other.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
         assert recv_all(other).startswith(b"HTTP/1.1 200")

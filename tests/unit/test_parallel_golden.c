@@ -45,19 +45,19 @@ static void run_scenario(const clover_model *m, run_out *o, const char *what) {
     o->decode_logits = malloc(N_DECODE * V * sizeof(float));
     o->preview_logits = malloc(2 * BLOCK * V * sizeof(float));
     o->kept = malloc(2 * L * E);
-    backend_session *s = test_session(m, BLOCK, 2);
+    tseq *s = test_session(m, BLOCK, 2);
     if (!s) return;
     clover_error err = {0};
     int32_t ids[N_PROMPT];
     for (size_t i = 0; i < N_PROMPT; i++) ids[i] = (int32_t)((i * 37 + 11) % 256);
-    backend_commit_out co = {.all_logits = o->prompt_logits};
-    int rc = cpu_solo.commit(s, ids, N_PROMPT, &co, NULL, &err);
+    backend_commit_seq co = {.all_logits = o->prompt_logits};
+    int rc = seq_commit(s, ids, N_PROMPT, &co, NULL, &err);
     CHECK_MSG(rc == 0, "%s: commit: %s", what, err.message);
     int32_t next = argmax(o->prompt_logits + (N_PROMPT - 1) * V, V);
     for (size_t t = 0; t < N_DECODE && !rc; t++) {
         o->tokens[t] = next;
-        backend_commit_out d = {.last_logits = o->decode_logits + t * V};
-        rc = cpu_solo.commit(s, &next, 1, &d, NULL, &err);
+        backend_commit_seq d = {.last_logits = o->decode_logits + t * V};
+        rc = seq_commit(s, &next, 1, &d, NULL, &err);
         CHECK_MSG(rc == 0, "%s: decode: %s", what, err.message);
         next = argmax(o->decode_logits + t * V, V);
     }
@@ -66,13 +66,13 @@ static void run_scenario(const clover_model *m, run_out *o, const char *what) {
     for (int c = 0; c < 2 && !rc; c++) {
         backend_preview_opts opts = {.record_block_size = BLOCK, .coreset = c == 0,
                                      .coreset_top_p = m->record.coreset_top_p};
-        rc = cpu_solo.preview(s, block, BLOCK, &opts, o->preview_logits + (size_t)c * BLOCK * V, NULL, &err);
+        rc = seq_preview(s, block, BLOCK, &opts, o->preview_logits + (size_t)c * BLOCK * V, NULL, &err);
         CHECK_MSG(rc == 0, "%s: preview: %s", what, err.message);
-        if (!rc) rc = cpu_solo.preview_debug(s, NULL, o->kept + (size_t)c * L * E, &err);
+        if (!rc) rc = seq_preview_debug(s, NULL, o->kept + (size_t)c * L * E, &err);
         CHECK_MSG(rc == 0, "%s: preview_debug: %s", what, err.message);
     }
     o->ok = rc == 0;
-    cpu_solo.session_free(s);
+    seq_free(s);
 }
 
 static void run_free(run_out *o) {
@@ -181,16 +181,16 @@ static void failures(void) {
     /* a rank that fails: rank 1 of 2 after 5 collectives (3 a layer: in layer 2) */
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "error:1:5", 1);
-    backend_session *s = test_session(m, 8, 2);
+    tseq *s = test_session(m, 8, 2);
     if (s) {
-        int rc = cpu_solo.commit(s, ids, 4, NULL, NULL, &err);
+        int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
         CHECK(rc != 0);
         CHECK_MSG(strstr(err.message, "expert-parallel MoE") && strstr(err.message, "rank 1 of 2 failed"), "%s",
                   err.message);
         CHECK(strchr(err.message, '\n') == NULL);
         /* the group stays broken: the next call fails the same way, it does not hang or crash */
-        CHECK(cpu_solo.commit(s, ids, 1, NULL, NULL, &err) != 0);
-        cpu_solo.session_free(s);
+        CHECK(seq_commit(s, ids, 1, NULL, NULL, &err) != 0);
+        seq_free(s);
     }
     /* a rank that goes silent: the 300 ms deadline, not a hang */
     setenv("CLOVER_SIM_RANKS", "3", 1);
@@ -199,13 +199,13 @@ static void failures(void) {
     s = test_session(m, 8, 2);
     if (s) {
         double t0 = now_s();
-        int rc = cpu_solo.commit(s, ids, 4, NULL, NULL, &err);
+        int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
         double dt = now_s() - t0;
         CHECK(rc != 0);
         CHECK_MSG(strstr(err.message, "rank 2 of 3 did not finish") && strstr(err.message, "300 ms"), "%s",
                   err.message);
         CHECK_MSG(dt < 10.0, "the failure took %.1f s", dt);
-        cpu_solo.session_free(s);
+        seq_free(s);
     }
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_TIMEOUT_MS");
@@ -214,15 +214,15 @@ static void failures(void) {
     for (size_t i = 0; i < 4; i++) {
         setenv("CLOVER_SIM_RANKS", bad_ranks[i], 1);
         backend_config cfg = {.n_threads = 1, .max_rows = 8};
-        backend_session *b = NULL;
-        CHECK(cpu_solo.session_create(m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+        tseq *b = NULL;
+        CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
         CHECK_MSG(strstr(err.message, "CLOVER_SIM_RANKS") != NULL, "%s", err.message);
     }
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "explode:1", 1);
     backend_config cfg = {.n_threads = 1, .max_rows = 8};
-    backend_session *b = NULL;
-    CHECK(cpu_solo.session_create(m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+    tseq *b = NULL;
+    CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
     CHECK_MSG(strstr(err.message, "CLOVER_SIM_FAULT") != NULL, "%s", err.message);
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_RANKS");

@@ -15,7 +15,7 @@ typedef struct server_options {
     const char *host;    /* address to bind; NULL: 127.0.0.1 */
     unsigned port;       /* 0: any free port (server_port tells which) */
     const char *model_id; /* the name clients use; NULL: "clover" */
-    size_t queue;        /* requests that may wait for the model; 0: 64 */
+    size_t queue;        /* requests that may wait for the model; 0: 256 */
     size_t max_body;     /* request body cap in bytes; 0: 8 MiB */
     unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
     size_t n_threads;    /* engine CPU threads; 0: every CPU */
@@ -57,6 +57,8 @@ typedef struct server server;
  * Returns 0, or -1 with one line in err. */
 int server_start(server **out, const clover_model *m, const server_options *o, char *err, size_t err_len);
 unsigned server_port(const server *s);
+/* The backend the model runs on ("cpu", "cuda") and why it was chosen (one line). */
+const char *server_device(const server *s, const char **why);
 /* Stops accepting, answers the queued requests 503, lets the running ones
  * go on for the grace period (then cuts them: finish "length", cut
  * "shutdown"), joins every thread and frees the server. */

@@ -1,6 +1,6 @@
 /*
- * backend_cuda.c: the CUDA backend's passes (backend.h): commit in chunks of
- * max_rows with the logits and NLL the caller asks for, and the ops table.
+ * backend_cuda_commit.c: one sequence's committed rows on the GPU, in chunks
+ * of max_rows, with the logits and NLL the caller asks for.
  * Every argument is checked before anything is enqueued, so a failing call
  * leaves the session as it was.
  *
@@ -11,10 +11,8 @@
  * waits for the result. Any other commit is enqueued directly and synchronised
  * once at its end.
  *
- * Preview runs backend_cuda_preview.c's pass (raw logits only). This table has contract v1's one-sequence shape
- * (cpu_solo_ops of backend_cpu_solo.h, for the tests that compare one
- * sequence with the CPU); the engine runs on backend_cuda_v2.c's batched
- * table, which calls this commit per sequence.
+ * The batched commit of backend.h (backend_cuda_v2.c) runs this per
+ * sequence and picks on top of it.
  */
 #include <math.h>
 #include <string.h>
@@ -24,7 +22,6 @@
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_backend.h"
-#include "cpu/backend_cpu_solo.h"
 
 static int check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
     for (size_t r = 0; r < n; r++)
@@ -68,10 +65,10 @@ static int decode_step(backend_session *s, float *last_logits, clover_error *err
     return CLOVER_OK;
 }
 
-int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
+int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err) {
     if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
-    backend_commit_out none = {0};
+    cuda_commit_out none = {0};
     if (!out) out = &none;
     if (n == 0) {
         if (out->last_logits) return error_set(err, CLOVER_E_INVALID, "commit: no rows, so there are no last logits");
@@ -127,23 +124,3 @@ int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const bac
     }
     return CLOVER_OK;
 }
-
-static int backend_cuda_preview(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
-                                float *logits, backend_pass_stats *stats, clover_error *err) {
-    if (!s || !opts) return error_set(err, CLOVER_E_INVALID, "preview: no session or no options");
-    backend_preview_seq q = {.s = s, .block = block, .b = b, .opts = *opts, .logits = logits};
-    return cuda_preview_seq(s, NULL, &q, stats, err); /* no pick: the host pick context is not needed */
-}
-
-const cpu_solo_ops cuda_solo = {
-    .session_create = backend_cuda_session_create,
-    .session_free = backend_cuda_session_free,
-    .session_length = backend_cuda_session_length,
-    .commit = cuda_solo_commit,
-    .preview = backend_cuda_preview,
-    .preview_debug = cuda_preview_debug,
-    .reset = backend_cuda_reset,
-    .state_bytes = backend_cuda_state_bytes,
-    .state_export = backend_cuda_state_export,
-    .state_import = backend_cuda_state_import,
-};

@@ -1,13 +1,13 @@
 /*
- * backend_pick.h: backend.h's pick over rows of logits in host memory
- * (backend_pick.c), shared by the host backends (CPU, the tests' fake).
+ * pick.h: backend.h's pick over rows of logits in host memory
+ * (backend/pick.c), shared by the host backends (CPU, the tests' fake).
  */
 #ifndef CLOVER_BACKEND_PICK_H
 #define CLOVER_BACKEND_PICK_H
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/threadpool.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 typedef struct host_pick_ctx {
     threadpool *pool;       /* may be NULL (inline) */

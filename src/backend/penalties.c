@@ -4,7 +4,7 @@
  * FLT_EVAL_METHOD 0, no contraction under -std=c11), so the results agree
  * bit for bit.
  */
-#include "engine/penalties.h"
+#include "backend/penalties.h"
 
 #include <math.h>
 #include <string.h>

@@ -9,8 +9,8 @@
  * the </think> ramp), so the reference's float32 numpy steps and this code
  * produce the same bits.
  */
-#ifndef CLOVER_ENGINE_PENALTIES_H
-#define CLOVER_ENGINE_PENALTIES_H
+#ifndef CLOVER_BACKEND_PENALTIES_H
+#define CLOVER_BACKEND_PENALTIES_H
 
 #include <stdbool.h>
 #include <stddef.h>

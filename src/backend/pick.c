@@ -1,5 +1,5 @@
 /*
- * backend_pick.c: the pick of backend.h over host rows of logits, for the
+ * pick.c: the pick of backend.h over host rows of logits, for the
  * backends whose logits are in host memory (the CPU backend, the tests'
  * fake backend): forbidden ids, SPEC.md 3.1's penalties and 3.2's sampling,
  * one pool task per row (rows are independent: a task writes only its row
@@ -7,8 +7,8 @@
  * device backend implements the same arithmetic in its kernels; this file
  * is then its oracle.
  *
- * The arithmetic is the engine's own oracle code (engine/penalties.c,
- * engine/sampler.c), called on a penalty state made from the caller's
+ * The arithmetic is the engine's own oracle code (backend/penalties.c,
+ * backend/sampler.c), called on a penalty state made from the caller's
  * sparse counts (scattered into the context's counts for the call and cleared after),
  * so the backend's pick is the reference's bit for bit. The
  * log-probabilities are float64 log-softmax over the forbidden and
@@ -20,8 +20,8 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
-#include "backend_pick.h"
-#include "engine/penalties.h"
+#include "backend/pick.h"
+#include "backend/penalties.h"
 
 int host_pick_check(host_pick_ctx *c, const backend_pick *pk, clover_error *err) {
     const size_t V = c->n_vocab;

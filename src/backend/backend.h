@@ -55,15 +55,15 @@
  *      added to every stop id, the </think> ramp to think_end_id while
  *      </think> is open (think_end_id >= 0, not counted, and not among the
  *      block's fixed rows), both ramps at the row's 1-based response
- *      position response_len + r + 1 (engine/penalties.c is the oracle);
+ *      position response_len + r + 1 (backend/penalties.c is the oracle);
  *   3. greedy below T = 1e-6 (the first maximum), else temperature, top-k,
- *      top-p and the row's draw u (engine/sampler.c is the oracle, bit for
+ *      top-p and the row's draw u (backend/sampler.c is the oracle, bit for
  *      bit); the confidence is the T = 1 softmax probability of the picked
  *      id over the row after steps 1-2; logprob = its log-softmax over that
  *      row (float64, rounded once to float32); the top-N are the N most
  *      probable ids of that same distribution, probability descending,
  *      ties to the lower id (fewer finite ids: id -1, logprob -inf).
- *      backend_pick.c is the host implementation and the device's oracle.
+ *      backend/pick.c is the host implementation and the device's oracle.
  *   A row with no finite logit left fails its sequence (CLOVER_E_INVALID).
  *
  * Failures are per sequence: every sequence gets rc and err. A failing
@@ -79,7 +79,7 @@
  * max_rows; each sequence split into chunks as alone), and in a pass the
  * dense projections, the router, the shared expert, every routed expert
  * and the head read their weights once for the rows of all sequences
- * (backend_cpu_shared.c). With AVX2 against Q8_0 / K-quant weights a
+ * (backend_cpu_pass.c). With AVX2 against Q8_0 / K-quant weights a
  * row's result does not depend on the row count of its product (the 8-bit
  * integer path at any count, the multi-row kernel bit-identical to the
  * one-row dot: test_gemm); against float weights (and without AVX2) it
@@ -295,6 +295,10 @@ typedef struct backend_ops {
     int (*checkpoint_save)(backend_session *s, backend_checkpoint *c, clover_error *err);
     int (*checkpoint_restore)(backend_session *s, const backend_checkpoint *c, clover_error *err);
     int (*truncate)(backend_session *s, size_t n, clover_error *err);
+
+    /* Optional (NULL: none): a few lines about the devices for `clover info
+     * --device` and what model needs there (clover_device_report's text). */
+    size_t (*report)(const clover_model *model, size_t max_context, char *buf, size_t n);
 } backend_ops;
 
 /* Single-sequence conveniences over the batched calls (backend.c): the
@@ -304,12 +308,17 @@ int backend_commit1(const backend_ops *ops, backend *be, backend_commit_seq *seq
 int backend_preview1(const backend_ops *ops, backend *be, backend_preview_seq *seq, backend_pass_stats *stats,
                      clover_error *err);
 
-/* resolve over ops->preview (backend_resolve.c): the passes of all the
+/* resolve over ops->preview (backend/resolve.c): the passes of all the
  * call's blocks in batched previews; what the host backends offer. */
 int backend_resolve_by_preview(const backend_ops *ops, backend *be, backend_resolve_seq *seqs, size_t n_seqs,
                                const volatile int *cancel, backend_pass_stats *stats);
 
 /* The CPU backend (src/cpu/backend_cpu.c). */
 extern const backend_ops backend_cpu;
+#ifdef CLOVER_HAVE_CUDA
+/* The CUDA backend (src/cuda/backend_cuda_v2.c), in builds that have it. Pick
+ * one through backend/registry.h, which resolves --device. */
+extern const backend_ops backend_cuda;
+#endif
 
 #endif

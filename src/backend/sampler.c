@@ -11,7 +11,7 @@
  * holds less than top_p, or the draw lands in the tail: a chance of about
  * 1e-7), the pick is redone over every candidate with the same draw.
  */
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 #include <math.h>
 #include <stdbool.h>

@@ -17,8 +17,8 @@
  * them, the row is redone over every candidate, so the result is the full
  * sort's. Scratch is sized once for the vocabulary: no allocation per row.
  */
-#ifndef CLOVER_ENGINE_SAMPLER_H
-#define CLOVER_ENGINE_SAMPLER_H
+#ifndef CLOVER_BACKEND_SAMPLER_H
+#define CLOVER_BACKEND_SAMPLER_H
 
 #include <stddef.h>
 #include <stdint.h>

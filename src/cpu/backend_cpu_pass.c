@@ -1,5 +1,5 @@
 /*
- * backend_cpu_shared.c: one pass over the rows of several sequences with
+ * backend_cpu_pass.c: one pass over the rows of several sequences with
  * one read of each weight (backend_cpu_internal.h, cpu_pass_run_shared).
  * The layer is backend_cpu_pass.c's, step for step; what changes is where
  * the rows live: the sequences' rows are stacked in the scratch (ordered

@@ -1,5 +1,5 @@
 /*
- * backend_resolve.c: backend.h's block resolve over a backend's own
+ * resolve.c: backend.h's block resolve over a backend's own
  * batched preview, for the host backends (the CPU backend, the tests' fake
  * backend): each pass previews the still-unresolved blocks of every
  * sequence of the call in one preview call (so the CPU backend shares its
@@ -13,11 +13,11 @@
  */
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/rng.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 
 enum { RESOLVE_MAX_ROWS = 255 }; /* fixed_at holds the pass number in a byte */
 

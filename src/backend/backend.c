@@ -2,7 +2,7 @@
  * backend.c: the single-sequence conveniences of backend.h: one sequence
  * through the batched call, its outcome returned as the call's.
  */
-#include "backend.h"
+#include "backend/backend.h"
 
 #include <string.h>
 
