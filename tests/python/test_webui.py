@@ -137,7 +137,7 @@ def test_pass_events(server):
         assert bp[-1]["n_fixed"] == bp[-1]["block_size"] or b == blocks[-1]
     status, _, data = server.request("POST", "/v1/chat/completions",
                                      dict(base, stream_options={"clover_passes": "yes"}),
-                                     {"Authorization": f"Bearer {KEY}"})
+                                     {"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"})
     assert status == 400 and b"clover_passes" in data
 
 

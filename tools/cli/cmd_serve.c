@@ -41,6 +41,7 @@ static const cli_opt serve_opts[] = {
     {"--ssl-cert", NULL, CLI_STR, 0, 0, "FILE", NULL},
     {"--max-n", NULL, CLI_UINT, 1, 128, "N", NULL},
     {"--test-script", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--no-webui", NULL, CLI_FLAG, 0, 0, NULL, NULL},
 };
 
 static void serve_usage(FILE *out) {
