@@ -8,7 +8,9 @@ tokenize / generate / stream (joined == generate) / score, and
 command (same prompt ids, options and seed).
 
 The wheel's CMake tree is kept in BUILD/python-wheel, so a second run only
-relinks; CI (a clean clone) pays one compile of the library and the command.
+relinks; CI (a clean clone) pays one compile of the library and the command,
+made without optimisation (build type None: half the compile time of the
+Release build `pip install .` makes; the packaging is the same).
 Build isolation is off (scikit-build-core comes from tests/requirements.txt),
 so the test needs no network."""
 import json
@@ -46,7 +48,7 @@ def wheel_env(tmp_path_factory):
     env = dict(os.environ, CMAKE_BUILD_PARALLEL_LEVEL=jobs)
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-q",
                         "-w", str(tmp), str(SOURCE), f"-Cbuild-dir={BUILD / 'python-wheel'}",
-                        "-Ccmake.define.CLOVER_CUDA=OFF"], capture_output=True, text=True, env=env, timeout=900)
+                        "-Ccmake.define.CLOVER_CUDA=OFF", "-Ccmake.build-type=None"], capture_output=True, text=True, env=env, timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     wheels = list(tmp.glob("clover-*.whl"))
     assert len(wheels) == 1, wheels
