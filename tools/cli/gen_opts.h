@@ -23,6 +23,7 @@ typedef struct gen_opts {
     int device;       /* clover_device (--device auto|cpu|cuda) */
     uint64_t gpu_layers; /* --gpu-layers N */
     uint64_t max_context; /* --max-context; 0: the model's */
+    char *json_schema; /* owned: --json-schema FILE's text, or --grammar json's schema */
 } gen_opts;
 
 /* The help lines of these options (for a usage text). */
