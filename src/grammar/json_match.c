@@ -267,7 +267,7 @@ static int object_step(const js_schema *sc, jm_state *s, uint32_t fi, int c) {
                     f->st = O_COLON;
                     return R_OK;
                 }
-            return R_REJECT;
+            /* else an escaped quote inside a name (canonical names never end in a lone backslash) */
         }
         uint64_t keep = 0;
         for (uint32_t i = 0; i < n->n_props; i++)

@@ -194,10 +194,23 @@ static int any_node(compiler *c, uint32_t *out) {
 
 static int compile_value(compiler *c, json_t *v, int depth, uint32_t *out);
 
+/* A user's name for a one-line message: at most n-1 bytes, control
+ * characters as '?', never cut inside a UTF-8 character. */
+static void clean_name(char *dst, size_t n, const char *src) {
+    size_t i = 0;
+    for (; src[i] && i + 1 < n; i++) dst[i] = (unsigned char)src[i] < 0x20 || src[i] == 0x7f ? '?' : src[i];
+    if (src[i]) /* cut: drop a partial character at the end */
+        while (i > 0 && ((unsigned char)dst[i - 1] & 0xC0) == 0x80) i--;
+    if (src[i] && i > 0 && (unsigned char)dst[i - 1] >= 0xC0) i--;
+    dst[i] = 0;
+}
+
 /* Appends "/seg" to the path for the duration of a child's compile. */
 static size_t path_push(compiler *c, const char *seg) {
     size_t at = strlen(c->path);
-    snprintf(c->path + at, sizeof c->path - at, "/%s", seg);
+    char clean[96];
+    clean_name(clean, sizeof clean, seg);
+    snprintf(c->path + at, sizeof c->path - at, "/%s", clean);
     return at;
 }
 
@@ -262,8 +275,9 @@ static int compile_object(compiler *c, json_t *o, int depth, uint32_t *out) {
         memmove(enc, enc + 1, el - 2); /* without the quotes */
         pv[i].key = enc;
         pv[i].key_len = (uint32_t)(el - 2);
-        char seg[80];
-        snprintf(seg, sizeof seg, "properties/%.60s", key);
+        char seg[80], name[64];
+        clean_name(name, sizeof name, key);
+        snprintf(seg, sizeof seg, "properties/%s", name);
         size_t at = path_push(c, seg);
         rc = compile_value(c, sub, depth + 1, &pv[i].node);
         c->path[at] = 0;
@@ -282,9 +296,11 @@ static int compile_object(compiler *c, json_t *o, int depth, uint32_t *out) {
             k++;
         }
         if (k >= np) {
+            char clean[64];
+            clean_name(clean, sizeof clean, json_string_value(name));
             rc = error_set(c->err, CLOVER_E_INVALID,
-                           "json schema: required property '%.60s' at %s is not declared in 'properties'",
-                           json_string_value(name), c->path[0] ? c->path : "/");
+                           "json schema: required property '%s' at %s is not declared in 'properties'", clean,
+                           c->path[0] ? c->path : "/");
             break;
         }
         pv[k].required = true;
@@ -400,8 +416,9 @@ static int compile_type(compiler *c, json_t *o, const char *type, int depth, uin
         static const char *const nl[] = {"null"};
         return literal_node(c, nl, 1, out);
     }
-    char w[80];
-    snprintf(w, sizeof w, "type '%.40s'", type);
+    char w[80], name[44];
+    clean_name(name, sizeof name, type);
+    snprintf(w, sizeof w, "type '%s'", name);
     return fail(c, " is not a JSON schema type", w);
 }
 
@@ -432,8 +449,9 @@ static int compile_enum(compiler *c, json_t *o, uint32_t *out) {
     json_object_foreach(o, key, val) {
         if (!strcmp(key, "enum") || !strcmp(key, "const") || !strcmp(key, "type") || in_list(key, annotations))
             continue;
-        char w[80];
-        snprintf(w, sizeof w, "'%.40s' beside %s", key, en ? "'enum'" : "'const'");
+        char w[80], name[44];
+        clean_name(name, sizeof name, key);
+        snprintf(w, sizeof w, "'%s' beside %s", name, en ? "'enum'" : "'const'");
         return fail(c, " is not supported", w);
     }
     int rc = new_node(c, JS_LITERAL, out);
@@ -460,8 +478,9 @@ static int compile_value(compiler *c, json_t *v, int depth, uint32_t *out) {
     json_object_foreach(v, key, val) {
         if (in_list(key, honoured) || in_list(key, annotations)) continue;
         if (!strcmp(key, "uniqueItems") && json_is_false(val)) continue;
-        char w[80];
-        snprintf(w, sizeof w, "'%.60s'", key);
+        char w[80], name[64];
+        clean_name(name, sizeof name, key);
+        snprintf(w, sizeof w, "'%s'", name);
         return fail(c, " is not supported", w);
     }
     if (json_object_get(v, "enum") || json_object_get(v, "const")) return compile_enum(c, v, out);
@@ -473,8 +492,9 @@ static int compile_value(compiler *c, json_t *v, int depth, uint32_t *out) {
             return fail(c, " together with 'oneOf' is not supported", "'anyOf'");
         json_object_foreach(v, key, val) {
             if (!strcmp(key, which) || in_list(key, annotations)) continue;
-            char w[80];
-            snprintf(w, sizeof w, "'%.40s' beside '%s'", key, which);
+            char w[80], name[44];
+            clean_name(name, sizeof name, key);
+            snprintf(w, sizeof w, "'%s' beside '%s'", name, which);
             return fail(c, " is not supported", w);
         }
         size_t n = json_is_array(any) ? json_array_size(any) : 0;
@@ -545,7 +565,11 @@ int js_schema_compile(const char *text, size_t len, js_schema **out, clover_erro
     if (!text) return error_set(err, CLOVER_E_INVALID, "json schema: no schema text");
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-    if (!root) return error_set(err, CLOVER_E_INVALID, "json schema: not valid JSON (line %d: %s)", je.line, je.text);
+    if (!root) {
+        char why[96];
+        clean_name(why, sizeof why, je.text);
+        return error_set(err, CLOVER_E_INVALID, "json schema: not valid JSON (line %d: %s)", je.line, why);
+    }
     js_schema *sc = calloc(1, sizeof *sc);
     if (!sc) {
         json_decref(root);
