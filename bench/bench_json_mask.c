@@ -4,7 +4,10 @@
  * computed from scratch at each byte of a document (structural positions,
  * string content, numbers), and the same masks from the cache.
  *
- *   bench_json_mask [tokenizer.json]
+ *   bench_json_mask [tokenizer.json] [--check]
+ *
+ * --check also compares every mask with feeding each token's bytes alone
+ * (test_json_schema's oracle, on the real vocabulary) and counts mismatches.
  *
  * Default tokenizer: $CLOVER_SOURCE_DIR/../shared/data/qwen3-tokenizer/tokenizer.json,
  * else ../shared/data/qwen3-tokenizer/tokenizer.json from the working directory.
@@ -33,7 +36,9 @@ int main(int argc, char **argv) {
     const char *src = getenv("CLOVER_SOURCE_DIR");
     snprintf(def, sizeof def, "%s../shared/data/qwen3-tokenizer/tokenizer.json", src ? src : "");
     if (src) snprintf(def, sizeof def, "%s/../shared/data/qwen3-tokenizer/tokenizer.json", src);
-    const char *path = argc > 1 ? argv[1] : def;
+    const char *path = argc > 1 && strcmp(argv[1], "--check") ? argv[1] : def;
+    const int check = !strcmp(argv[argc - 1], "--check");
+    size_t mismatches = 0;
     clover_error err = {0};
     tokenizer *t = NULL;
     if (tokenizer_load_json(&t, path, &err)) {
@@ -66,7 +71,19 @@ int main(int argc, char **argv) {
         double d = timer_now() - a;
         cold_s += d;
         if (d > cold_max) cold_max = d;
-        tm_mask(warm, &s, &acc);
+        const uint64_t *m = tm_mask(warm, &s, &acc);
+        for (size_t id = 0; check && id < V; id++) {
+            size_t len = 0;
+            const char *b = tokenizer_token_bytes(t, (int32_t)id, &len);
+            const tokenizer_kind k = tokenizer_token_kind(t, (int32_t)id);
+            bool want = false;
+            if (b && len && (k == TOKENIZER_KIND_NORMAL || k == TOKENIZER_KIND_ADDED)) {
+                jm_state x;
+                jm_copy(&x, &s);
+                want = jm_feed_bytes(sc, &x, b, len);
+            }
+            mismatches += want != (bool)((m[id >> 6] >> (id & 63)) & 1);
+        }
         a = timer_now();
         tm_mask(warm, &s, &acc);
         warm_s += timer_now() - a;
@@ -82,6 +99,7 @@ int main(int argc, char **argv) {
     printf("mask from scratch: %.3f ms mean, %.3f ms max over %zu states (%.0f trie edges a mask)\n",
            cold_s * 1e3 / (double)(n + 1), cold_max * 1e3, n + 1, (double)visited / (double)computed);
     printf("mask from the cache: %.4f ms mean\n", warm_s * 1e3 / (double)(n + 1));
+    if (check) printf("masks against per-token feeding: %zu mismatches\n", mismatches);
     tm_cache_free(fresh);
     tm_cache_free(warm);
     tm_vocab_free(v);

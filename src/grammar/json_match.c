@@ -410,3 +410,22 @@ bool jm_accepts(const js_schema *sc, const jm_state *s) {
     jm_copy(&t, s);
     return jm_feed(sc, &t, JM_END);
 }
+
+bool jm_string_content(const js_schema *sc, const jm_state *s, uint32_t *room) {
+    if (s->depth == 0) return false;
+    const jm_frame *f = &s->f[s->depth - 1];
+    if (f->node == JM_ROOT || sc->nodes[f->node].kind != JS_STRING || f->st != S_CHAR) return false;
+    const js_node *n = &sc->nodes[f->node];
+    *room = n->max_len == UINT32_MAX ? UINT32_MAX : n->max_len - f->n;
+    return true;
+}
+
+uint32_t jm_string_chars(const void *bytes, size_t n) {
+    /* the string frame's own rules, fed from a fresh frame without bounds */
+    static const js_node unbounded = {.kind = JS_STRING, .max_len = UINT32_MAX};
+    jm_frame f = {0};
+    const unsigned char *b = bytes;
+    for (size_t i = 0; i < n; i++)
+        if (b[i] == '"' || string_step(&unbounded, &f, b[i]) != R_OK) return 0;
+    return f.st == S_CHAR ? f.n : 0;
+}

@@ -49,6 +49,14 @@ bool jm_feed(const js_schema *sc, jm_state *s, int c);
 bool jm_feed_bytes(const js_schema *sc, jm_state *s, const void *bytes, size_t n);
 /* Whether the document may end here (s unchanged). */
 bool jm_accepts(const js_schema *sc, const jm_state *s);
+/* Whether s is inside a string at a character boundary (no escape or UTF-8
+ * sequence open); *room: characters it may still take (UINT32_MAX: no
+ * bound). There a token made only of whole string characters (no quote) is
+ * allowed exactly when it has at most *room of them (token_mask.c's fast path). */
+bool jm_string_content(const js_schema *sc, const jm_state *s, uint32_t *room);
+/* Characters of a token made only of whole JSON string characters (valid
+ * UTF-8, complete escapes, no quote, no control character), else 0. */
+uint32_t jm_string_chars(const void *bytes, size_t n);
 /* Bytes of s that define it (the header and the frames in use). */
 static inline size_t jm_state_size(const jm_state *s) {
     return offsetof(jm_state, f) + (size_t)s->depth * sizeof(jm_frame);

@@ -22,6 +22,8 @@ struct tm_vocab {
     int32_t *tok;          /* [n_nodes] first token ending here, -1: none */
     int32_t *dup;          /* [n_vocab] next token with the same bytes, -1: none */
     uint8_t *in_trie;      /* [n_vocab] */
+    uint32_t *str_chars;   /* [n_vocab] characters of a token of whole string characters, else 0 */
+    uint32_t impure_root;  /* a second trie of the other tokens: all a string-content mask must walk */
 };
 
 typedef struct tm_entry {
@@ -76,7 +78,28 @@ void tm_vocab_free(tm_vocab *v) {
     free(v->tok);
     free(v->dup);
     free(v->in_trie);
+    free(v->str_chars);
     free(v);
+}
+
+/* Adds token id (bytes b) under root; tokens with the same bytes chain through dup. */
+static int insert(tm_vocab *v, uint32_t root, const unsigned char *b, size_t len, int32_t id, int32_t *dup,
+                  clover_error *err) {
+    uint32_t node = root;
+    for (size_t i = 0; i < len; i++) {
+        uint32_t ch = v->child[node];
+        while (ch != TM_NONE && v->byte[ch] != b[i]) ch = v->sib[ch];
+        if (ch == TM_NONE) {
+            int rc = new_trie_node(v, b[i], &ch, err);
+            if (rc) return rc;
+            v->sib[ch] = v->child[node];
+            v->child[node] = ch;
+        }
+        node = ch;
+    }
+    dup[id] = v->tok[node];
+    v->tok[node] = id;
+    return CLOVER_OK;
 }
 
 int tm_vocab_build(const tokenizer *t, size_t n_vocab, tm_vocab **out, clover_error *err) {
@@ -87,10 +110,11 @@ int tm_vocab_build(const tokenizer *t, size_t n_vocab, tm_vocab **out, clover_er
     v->n_vocab = n_vocab;
     v->dup = malloc((n_vocab ? n_vocab : 1) * sizeof *v->dup);
     v->in_trie = calloc(n_vocab ? n_vocab : 1, 1);
+    v->str_chars = calloc(n_vocab ? n_vocab : 1, sizeof *v->str_chars);
     uint32_t root;
-    int rc = !v->dup || !v->in_trie ? error_set(err, CLOVER_E_NOMEM, "grammar: no memory") : CLOVER_OK;
-    if (!rc) rc = new_trie_node(v, 0, &root, err);
-    (void)root; /* node 0 */
+    int rc = !v->dup || !v->in_trie || !v->str_chars ? error_set(err, CLOVER_E_NOMEM, "grammar: no memory") : CLOVER_OK;
+    if (!rc) rc = new_trie_node(v, 0, &root, err);                 /* node 0: every token */
+    if (!rc) rc = new_trie_node(v, 0, &v->impure_root, err);       /* node 1: those not of whole string characters */
     const size_t n_tok = (size_t)tokenizer_n_tokens(t);
     for (size_t id = 0; !rc && id < n_vocab; id++) {
         v->dup[id] = -1;
@@ -100,20 +124,9 @@ int tm_vocab_build(const tokenizer *t, size_t n_vocab, tm_vocab **out, clover_er
         size_t len = 0;
         const unsigned char *b = (const unsigned char *)tokenizer_token_bytes(t, (int32_t)id, &len);
         if (!b || len == 0) continue;
-        uint32_t node = 0;
-        for (size_t i = 0; !rc && i < len; i++) {
-            uint32_t ch = v->child[node];
-            while (ch != TM_NONE && v->byte[ch] != b[i]) ch = v->sib[ch];
-            if (ch == TM_NONE) {
-                if ((rc = new_trie_node(v, b[i], &ch, err))) break;
-                v->sib[ch] = v->child[node];
-                v->child[node] = ch;
-            }
-            node = ch;
-        }
-        if (rc) break;
-        v->dup[id] = v->tok[node];
-        v->tok[node] = (int32_t)id;
+        v->str_chars[id] = jm_string_chars(b, len);
+        if ((rc = insert(v, 0, b, len, (int32_t)id, v->dup, err))) break;
+        if (!v->str_chars[id] && (rc = insert(v, v->impure_root, b, len, (int32_t)id, v->dup, err /* the same bytes: the same chain */))) break;
         v->in_trie[id] = 1;
         if (len > v->max_len) v->max_len = len;
     }
@@ -223,7 +236,15 @@ const uint64_t *tm_mask(tm_cache *c, const jm_state *s, bool *accepts) {
         }
     memset(c->scratch, 0, c->words * sizeof *c->scratch);
     jm_copy(&c->st[0], s);
-    walk(c, 0, 0, c->scratch);
+    uint32_t room;
+    if (jm_string_content(c->sc, s, &room)) { /* inside a string: most tokens decided by their length alone */
+        const tm_vocab *v = c->v;
+        for (size_t t = 0; t < v->n_vocab; t++)
+            if (v->str_chars[t] && v->str_chars[t] <= room) c->scratch[t >> 6] |= 1ull << (t & 63);
+        walk(c, v->impure_root, 0, c->scratch);
+    } else {
+        walk(c, 0, 0, c->scratch);
+    }
     c->computed++;
     *accepts = jm_accepts(c->sc, s);
     if (c->count >= c->max_entries) {

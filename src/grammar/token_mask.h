@@ -9,6 +9,11 @@
  * rejected, so inside a closed context (after '{' of a schema object) it
  * visits a handful of nodes, and inside free string content the whole trie.
  *
+ * Inside a string (the top frame at a character boundary) a token made only
+ * of whole string characters is allowed exactly when its length fits, so
+ * only the other tokens (quotes, escapes or UTF-8 sequences cut by the
+ * token's end) are walked, in a second trie of just those.
+ *
  * Masks are cached per state: a generation revisits few distinct states,
  * and states that differ only in counts too far from their bounds to matter
  * for one token (a string's length against its maxLength, say) share a key.
