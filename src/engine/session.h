@@ -74,6 +74,7 @@ struct clover_session {
     backend_penalties pick_pen;
     clover_op_seconds *commit_ops; /* where the planned commit's operator seconds go */
     backend_checkpoint *ckpt; /* lossless mode: the state at the block start (made on first use) */
+    struct tm_vocab *gvocab;  /* structured output: the token trie (engine/structured.h), made on first use */
 };
 
 /* The backend object sessions run on when `chosen` is asked for

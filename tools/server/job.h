@@ -59,6 +59,7 @@ typedef struct job {
     double t_submit; /* timer: queue wait */
     /* tool calls (chat with tools, tool_choice not "none"): the content is parsed for them */
     int tools_on;
+    char *json_schema;  /* response_format's schema (params.json_schema points at it), or NULL */
     char *tool_prefix;  /* the call's opening the prompt forced (required / named), or NULL */
     char **tool_names;  /* [n_tool_names] the declared functions */
     char **tool_schemas; /* [n_tool_names] each one's tool, a JSON text (its parameters' types) */

@@ -13,6 +13,7 @@
 #include "request_parse.h"
 
 #include "json_wide.h"
+#include "response_format.h"
 #include "tool_calls.h"
 
 #include <jansson.h>
@@ -452,11 +453,6 @@ static int reject_unsupported(json_t *root, server_error *e) {
         return unsupported(e, "suffix", "suffix (insertion) is not supported");
     if ((v = field(root, "logit_bias")) && !(json_is_object(v) && json_object_size(v) == 0))
         return unsupported(e, "logit_bias", "logit_bias is not supported");
-    if ((v = field(root, "response_format"))) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return unsupported(e, "response_format", "only {\"type\": \"text\"} is supported");
-    }
     return 0;
 }
 
@@ -580,6 +576,11 @@ int server_request_parse(server_request *req, server_endpoint endpoint, const ch
         unsupported(err, "tools", "tools belong to /v1/chat/completions");
         goto done;
     }
+    if (response_format_parse(root, &req->json_schema, err)) goto done; /* structured output */
+    if (req->json_schema && req->n_tools && req->tool_choice != SERVER_TOOL_NONE) {
+        unsupported(err, "response_format", "a JSON schema together with tools is not supported");
+        goto done;
+    }
     rc = 0;
 done:
     json_decref(root);
@@ -606,6 +607,7 @@ void server_request_free(server_request *req) {
     free(req->tools_json);
     free(req->tool_names);
     free(req->tool_choice_name);
+    free(req->json_schema);
     free(req->messages);
     free(req->model);
     free(req->prompt);
