@@ -111,6 +111,32 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0):
     return loss_c, loss_p, loss_d, loss_e
 
 
+def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, entropy: float):
+    """Forward + backward of one step's batch in `accum` micro-batches (each
+    view of the preview split alike); returns the losses averaged over them."""
+    n = ids.shape[0]
+    mb = n // accum
+    if n % accum:
+        raise SystemExit(f"train: --batch {n} does not split into {accum} micro-batches")
+    r = noisy.shape[0] // n if noisy is not None else 0
+    tot = None
+    for i in range(accum):
+        sl = slice(i * mb, (i + 1) * mb)
+        nz = mk = None
+        if noisy is not None:
+            nz = noisy.view(r, n, -1)[:, sl].reshape(r * mb, -1)
+            mk = masked.view(r, n, -1)[:, sl].reshape(r * mb, -1)
+        with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
+            lc, ln = fwd(ids[sl], nz, a.block)
+        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy)
+        loss = parts[0] + parts[1] + a.distill * parts[2] + entropy * parts[3]
+        (loss / accum).backward()
+        del lc, ln, loss
+        parts = [x.detach() / accum for x in parts]
+        tot = parts if tot is None else [t + x for t, x in zip(tot, parts)]
+    return tot
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     src = ap.add_mutually_exclusive_group(required=True)
@@ -139,6 +165,8 @@ def main() -> None:
     ap.add_argument("--think-p", type=float, default=0.2, help="--pack: exchanges with thinking on")
     ap.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--accum", type=int, default=1,
+                    help="micro-batches a step (doubled by itself on out-of-memory)")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
@@ -214,6 +242,7 @@ def main() -> None:
     start_step, t0, last_save = step, time.time(), time.time()
     ntok = 0
     warm = a.warmup if start_step == 0 else a.rewarmup
+    accum = a.accum
     while step < a.steps:
         lr = a.lr * min(1.0, (step - start_step + 1) / warm, (step + 1) / a.warmup) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
@@ -234,14 +263,22 @@ def main() -> None:
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
                                    a.complementary) if diffusion else (None, None)
-        with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
-            lc, ln = fwd(ids, noisy, a.block)
-        loss_c, loss_p, loss_d, loss_e = losses(lc, ln, ids, real, masked,
-                                                a.distill if diffusion else 0,
-                                                a.entropy if sharpen else 0)
-        loss = loss_c + loss_p + a.distill * loss_d + (a.entropy * loss_e if sharpen else 0)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        while True:
+            try:
+                opt.zero_grad(set_to_none=True)
+                loss_c, loss_p, loss_d, loss_e = accumulate(
+                    fwd, a, ids, real, noisy, masked, accum, a.distill if diffusion else 0,
+                    a.entropy if sharpen else 0)
+                break
+            except torch.OutOfMemoryError:
+                # same batch, same step, in more micro-batches: the schedule is unchanged
+                if accum >= a.batch or accum >= 32:
+                    raise
+                accum *= 2
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.empty_cache()
+                print(f"train: out of memory at step {step}: micro-batches of "
+                      f"{a.batch // accum} ({accum} a step) from now on", flush=True)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
