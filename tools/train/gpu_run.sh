@@ -2,10 +2,10 @@
 # Issue 26: one command per GPU call, resumable (tools/train/PLAN.md has the plan).
 #
 #   bash tools/train/gpu_run.sh train    on the device, via the `run` tool with carry [".gpu-train"]:
-#                                        resumes the fixed schedule below from the newest checkpoint
-#                                        (.gpu-train/ckpt, else the committed tools/train/checkpoint,
-#                                        else step 0), trains until ~8.3 minutes have passed, writes
-#                                        $OUT/ckpt (3 files <= 16 MiB, 8-bit) and $OUT/train.log
+#                                        resumes the fixed schedule below from tools/train/checkpoint
+#                                        (what take_back.sh put there; else step 0), trains until 540 s
+#                                        after the call started, writes $OUT/ckpt (3 files <= 16 MiB,
+#                                        8-bit weights) and $OUT/train.log
 #   bash tools/train/gpu_run.sh check    on the device: the grouped-GEMM MoE against the loop, the
 #                                        complementary-view forward against two plain ones, and the
 #                                        stream's batch rate (about 1 minute)
@@ -26,13 +26,13 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 PACK=.gpu-train/corpus
 GEOM=demo
-STEPS=3000; CAUSAL=1100; SHARPEN=2600
+STEPS=1800; CAUSAL=800; SHARPEN=1650
 SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SHARPEN --entropy 0.05
        --batch 256 --seq 512 --block 32 --lr 1.5e-3 --warmup 100 --rewarmup 30
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
        --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26)
 init=""
-for d in .gpu-train/ckpt tools/train/checkpoint; do
+for d in tools/train/checkpoint .gpu-train/ckpt; do
     if [ -f "$d/state.json" ]; then init=$d; break; fi
 done
 if [ ! -f $PACK/SOURCES.json ] && [ "$PHASE" != smoke ]; then
@@ -46,6 +46,10 @@ train)
       echo "gpu_run: resuming from ${init:-scratch}"; } 2>&1 | tee "$L"
     timeout 60 $PY tools/train/check_cuda.py 2>&1 | tee -a "$L" ||
         { echo "gpu_run: grouped MoE failed its check: the loop MoE" | tee -a "$L"; export CLOVER_TRAIN_LOOP_MOE=1; }
+    if [ -z "$init" ]; then    # the first call: the complementary views through the grouped MoE
+        timeout 90 $PY -m pytest -q -x -p no:cacheprovider tools/train/tests/test_issue26.py -k cuda 2>&1 | tee -a "$L" ||
+            { echo "gpu_run: the two-view CUDA check failed: stopping" | tee -a "$L"; exit 1; }
+    fi
     extra=()
     [ "${COMPILE:-0}" = 1 ] && extra+=(--compile)
     # stop training at ~540 s after this script started (the call's limit is 600 s;
