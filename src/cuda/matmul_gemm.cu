@@ -1,7 +1,10 @@
 /*
  * matmul_gemm.cu: the chunk products (any row count; meant for prompts and
- * commits of 9..512+ rows): dense cuda_matmul_chunk and the grouped expert
- * form cuda_moe_chunk, one tensor-core kernel for both.
+ * commits of 9..512+ rows): dense cuda_matmul_chunk(_ws) and the grouped
+ * expert form cuda_moe_chunk. Q8_0/K-quant weights go to the integer GEMM
+ * of matmul_igemm.cu (unless a row is too long for its shared memory); the
+ * float types (and that fallback) take the TF32 kernel below, one
+ * tensor-core kernel for dense and MoE.
  *
  * A thread block computes a 64x64 tile of y (64 activation rows x 64
  * outputs) with 4 warps of 32x32, through mma.sync m16n8k8 in TF32 with f32

@@ -21,16 +21,24 @@
  * decode or chunk. Against the CPU's sequential sum (act_scalar.c) only the
  * grouping of the sums of the terms differs: <= 1e-5 relative, tested.
  *
- * Layout: a thread block (4 warps) computes 32 outputs x up to 32 rows (BR,
- * 16 or 8 when n_in is long). It quantises its rows once into shared memory
- * (the whole n_in), while the first weight chunks are already in flight; the
- * weights stream through a 4-stage cp.async ring of 256-value chunks (the raw
- * blocks, copied as they are; a 16-byte piece that is unaligned or crosses
- * the tensor's ends is copied byte by byte). Warp w does the 16 outputs of
- * m-tile w&1 for the row tiles w>>1 and (w>>1)+2. Dense grids put the row
- * tiles on x, so the blocks that share weight rows run together and the
- * re-reads hit L2. MoE: the tiles of matmul_gemm.cu's grouping pass (up to
- * BR slots of one expert each) on grid.y.
+ * Layout: a thread block (8 warps) computes 16 outputs x up to BR rows (32,
+ * or 16/8 for few rows or long n_in). The rows come rounded to 8 bits once
+ * per product (ig_quantize, chunk-major 304-byte pieces in the caller's
+ * scratch: cuda_matmul_chunk_ws, cuda_moe_chunk), or without scratch each
+ * block rounds its rows into its own shared memory (cuda_matmul_chunk: the
+ * same bytes, slower). The weights (and the rows' chunk) stream through a
+ * 4-stage cp.async ring of 256-value chunks, the raw blocks copied as they
+ * are (a 16-byte piece that is unaligned or crosses the tensor's ends is
+ * copied byte by byte). Warp w takes the 8 rows of tile w&3 and half of the
+ * canonical partials (w>>2: Q8_0 blocks 0-3 or 4-7 of each chunk, K-quants
+ * the even or odd super-blocks); the halves meet in the tree's last addition
+ * through shared memory. WIDE (MoE tiles of <= 8 slots, when the slots per
+ * expert are few, as in a 32-row preview): 128 outputs a block, each warp one
+ * m-tile with every partial. Dense grids put the row tiles on x, so the
+ * blocks that share weight rows run together and the re-reads hit L2. MoE:
+ * the tiles of matmul_gemm.cu's grouping pass (up to BR slots of one expert
+ * each) on grid.y, each routed expert's rows read once per tile.
+ * Measured (H200, NOTES_matmul.md): issue-bound, not yet at the bandwidth.
  */
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
