@@ -190,6 +190,11 @@ static void test_bad_arguments(void) {
     a.expert_stride = 10;
     CHECK(cuda_moe_chunk(&a, &dummy, NULL, why, sizeof why) == -1);
     CHECK(strstr(why, "stride") != NULL);
+    /* the scratch form: 8-bit rows for the integer types only, and refused without its scratch */
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_Q8_0, 2048, 32) >= 32 * 2048);
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_F16, 2048, 32) == 0);
+    CHECK(cuda_matmul_chunk_ws(QUANT_Q4_K, &dummy, 4, 256, &dummy, 2, &dummy, NULL, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "NULL") != NULL);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 512) == 1);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 500) == 0);
     CHECK(cuda_matmul_supported(QUANT_Q4_0, 512) == 0);
