@@ -1,7 +1,10 @@
 /*
  * matmul_gemm.cu: the chunk products (any row count; meant for prompts and
- * commits of 9..512+ rows): dense cuda_matmul_chunk and the grouped expert
- * form cuda_moe_chunk, one tensor-core kernel for both.
+ * commits of 9..512+ rows): dense cuda_matmul_chunk(_ws) and the grouped
+ * expert form cuda_moe_chunk. Q8_0/K-quant weights go to the integer GEMM
+ * of matmul_igemm.cu (unless a row is too long for its shared memory); the
+ * float types (and that fallback) take the TF32 kernel below, one
+ * tensor-core kernel for dense and MoE.
  *
  * A thread block computes a 64x64 tile of y (64 activation rows x 64
  * outputs) with 4 warps of 32x32, through mma.sync m16n8k8 in TF32 with f32
@@ -213,7 +216,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
             q.x = x;
             q.y = y;
             q.n_rows = (int)n_rows;
-            const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br), ot = ig_out_tiles(n_out);
+            const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br), ot = ig_out_tiles(&q, n_out);
             if (ot > 65535) MM_FAIL("%s: %zu outputs", op, n_out);
             if (work) {
                 q.xq = (const uint8_t *)work;
@@ -266,6 +269,8 @@ static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
 /* Slots per tile: the integer GEMM's rows per tile, else the TF32 GEMM's BM. */
 static size_t moe_tile(const cuda_moe_args *a, ig_params *q) {
     const size_t n_slots = a->n_rows * a->k;
+    /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
+    q->wide = n_slots <= 4 * a->n_expert;
     if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q)) return (size_t)q->br;
     return BM;
 }
@@ -332,7 +337,7 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
                                          cursor, ntiles, perm, tiles, a->y);
     if (tile != BM) { /* the integer path (matmul_igemm.cu) */
-        const unsigned ot = ig_out_tiles(a->n_out);
+        const unsigned ot = ig_out_tiles(&q, a->n_out);
         if (ot > 65535) MM_FAIL("cuda_moe_chunk: %zu outputs", a->n_out);
         q.w = q.w_lo = (const uint8_t *)a->w;
         q.row_bytes = mm_row_bytes(a->type, a->n_in);

@@ -21,21 +21,29 @@
  * decode or chunk. Against the CPU's sequential sum (act_scalar.c) only the
  * grouping of the sums of the terms differs: <= 1e-5 relative, tested.
  *
- * Layout: a thread block (4 warps) computes 32 outputs x up to 32 rows (BR,
- * 16 or 8 when n_in is long). It quantises its rows once into shared memory
- * (the whole n_in), while the first weight chunks are already in flight; the
- * weights stream through a 4-stage cp.async ring of 256-value chunks (the raw
- * blocks, copied as they are; a 16-byte piece that is unaligned or crosses
- * the tensor's ends is copied byte by byte). Warp w does the 16 outputs of
- * m-tile w&1 for the row tiles w>>1 and (w>>1)+2. Dense grids put the row
- * tiles on x, so the blocks that share weight rows run together and the
- * re-reads hit L2. MoE: the tiles of matmul_gemm.cu's grouping pass (up to
- * BR slots of one expert each) on grid.y.
+ * Layout: a thread block (8 warps) computes 16 outputs x up to BR rows (32,
+ * or 16/8 for few rows or long n_in). The rows come rounded to 8 bits once
+ * per product (ig_quantize, chunk-major 304-byte pieces in the caller's
+ * scratch: cuda_matmul_chunk_ws, cuda_moe_chunk), or without scratch each
+ * block rounds its rows into its own shared memory (cuda_matmul_chunk: the
+ * same bytes, slower). The weights (and the rows' chunk) stream through a
+ * 4-stage cp.async ring of 256-value chunks, the raw blocks copied as they
+ * are (a 16-byte piece that is unaligned or crosses the tensor's ends is
+ * copied byte by byte). Warp w takes the 8 rows of tile w&3 and half of the
+ * canonical partials (w>>2: Q8_0 blocks 0-3 or 4-7 of each chunk, K-quants
+ * the even or odd super-blocks); the halves meet in the tree's last addition
+ * through shared memory. WIDE (MoE tiles of <= 8 slots, when the slots per
+ * expert are few, as in a 32-row preview): 128 outputs a block, each warp one
+ * m-tile with every partial. Dense grids put the row tiles on x, so the
+ * blocks that share weight rows run together and the re-reads hit L2. MoE:
+ * the tiles of matmul_gemm.cu's grouping pass (up to BR slots of one expert
+ * each) on grid.y, each routed expert's rows read once per tile.
+ * Measured (H200, NOTES_matmul.md): issue-bound, not yet at the bandwidth.
  */
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 
-enum { IG_BO = 32, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
+enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
 
 __device__ __forceinline__ int ig_ld32(const uint8_t *p) { return *(const int *)p; }
 __device__ __forceinline__ int ig_ld32a2(const uint8_t *p) {
@@ -65,12 +73,12 @@ __host__ __device__ constexpr int ig_chunk_bytes() {
 
 /* Copies chunk c of the block's weight rows into stage buffer dst (row r at
  * dst + r*sbp + (src & 15), src the chunk's first byte). */
-template <int T, bool PREQ>
+template <int T, bool PREQ, int BO>
 __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t *wbase, int n0, int c, uint8_t *dst,
                                               const int *xrow, int m_count) {
     if (PREQ) { /* the chunk's 8-bit rows: IG_ACS bytes each, 16-byte aligned (ig_quantize_kernel's layout) */
         constexpr int PA = IG_ACS / 16;
-        uint8_t *da = dst + IG_BO * p.sbp;
+        uint8_t *da = dst + BO * p.sbp;
         for (int idx = threadIdx.x; idx < m_count * PA; idx += IG_THREADS) {
             const int i = idx / PA, pc = idx % PA;
             const uint8_t *src = p.xq + ((size_t)c * p.xq_rows + xrow[i]) * IG_ACS + 16 * pc;
@@ -81,7 +89,7 @@ __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t 
     constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1;
     const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
     const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
-    for (int idx = threadIdx.x; idx < IG_BO * PPR; idx += IG_THREADS) {
+    for (int idx = threadIdx.x; idx < BO * PPR; idx += IG_THREADS) {
         const int r = idx / PPR, pc = idx % PPR, o = n0 + r;
         if (o >= p.n_out) continue;
         const uint8_t *src = wbase + (size_t)o * p.row_bytes + (size_t)c * CB;
@@ -98,24 +106,26 @@ __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t 
     }
 }
 
-template <int T, bool PREQ>
+/* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
+template <int T, bool PREQ, bool WIDE>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
+    constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
-    const int sts = IG_BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
+    const int sts = BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
     int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
-        n0 = blockIdx.y * IG_BO;
+        n0 = blockIdx.y * BO;
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
         if ((int)blockIdx.y >= *p.ntiles) return;
         const int32_t *t = p.tiles + 3 * blockIdx.y;
-        n0 = blockIdx.x * IG_BO;
+        n0 = blockIdx.x * BO;
         e = t[0];
         m_count = t[2];
         for (int i = tid; i < p.br; i += IG_THREADS) {
@@ -131,7 +141,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     /* the first chunks in flight before anything else */
 #pragma unroll
     for (int s = 0; s < IG_STAGES - 1; s++) {
-        if (s < nchunks) ig_copy_chunk<T, PREQ>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        if (s < nchunks) ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
@@ -150,12 +160,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
                 mm_act_block_32(src, dst, lane);
         }
     }
-    /* warp w: the 16 outputs of m-tile w&1, the 8 rows of tile w>>1 (NW warps: row tiles w>>1, +NW/2, ...) */
-    constexpr int NT = IG_THREADS / 32 >= 8 ? 1 : 2, NS = IG_THREADS / 64;
-    const int mt = warp & 1, nt0 = warp >> 1;
+    /* warp w: the block's 16 outputs for the 8 rows of tile w&3, and half of the canonical order's partials
+     * (kh = w>>2): Q8_0 blocks 4kh..4kh+3 of each chunk (partials p_{4kh..4kh+3}), K-quants the chunks of
+     * parity kh (partial p_kh); the two halves meet at the end in the tree's last addition */
+    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
+    const int mt = WIDE ? warp : 0, nt0 = WIDE ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
     bool live[NT];
-    constexpr int P = T == MM_Q8_0 ? 8 : 2; /* interleaved partials of the canonical order */
-    float acc[NT][P][4];
+    float acc[NT][PL][4];
     /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1), as
      * offsets from the rows' base (PREQ: the stage's chunk; else the whole rows) */
     int xb[NT], xc0[NT], xc1[NT];
@@ -168,7 +179,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
         xc0[i] = (8 * nt + 2 * tig) * astr;
         xc1[i] = xc0[i] + astr;
 #pragma unroll
-        for (int j = 0; j < P; j++)
+        for (int j = 0; j < PL; j++)
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
     }
@@ -179,17 +190,18 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
         if (c + IG_STAGES - 1 < nchunks)
-            ig_copy_chunk<T, PREQ>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts,
+            ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts,
                                    xrow, m_count);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = stages + (c % IG_STAGES) * sts;
-        const uint8_t *ab = PREQ ? stg + IG_BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
+        const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
         const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
         if (T == MM_Q8_0) {
             const int nbk = min(8, p.n_in / 32 - 8 * c);
 #pragma unroll
-            for (int blk = 0; blk < 8; blk++) {
+            for (int bl = 0; bl < (WIDE ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
+                const int blk = (WIDE ? 0 : 4 * kh) + bl;
                 if (blk >= nbk) break;
                 const uint8_t *b0 = w0 + blk * MM_Q8_0_BYTES, *b1 = w1 + blk * MM_Q8_0_BYTES;
                 const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
@@ -203,13 +215,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
                     mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 4 * tig),
                                ig_ld32(ab + xb[i] + xo + 20 + 4 * tig));
                     const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
-                    /* block 8c + blk: partial blk */
-                    acc[i][blk][0] = __fadd_rn(acc[i][blk][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
-                    acc[i][blk][1] = __fadd_rn(acc[i][blk][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
-                    acc[i][blk][2] = __fadd_rn(acc[i][blk][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
-                    acc[i][blk][3] = __fadd_rn(acc[i][blk][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+                    acc[i][bl][0] = __fadd_rn(acc[i][bl][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                    acc[i][bl][1] = __fadd_rn(acc[i][bl][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                    acc[i][bl][2] = __fadd_rn(acc[i][bl][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                    acc[i][bl][3] = __fadd_rn(acc[i][bl][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
                 }
             }
+        } else if (!WIDE && (c & 1) != kh) { /* the other half's super-block */
         } else if (T == MM_Q4_K || T == MM_Q5_K) {
             const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
             const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
@@ -262,8 +274,8 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
                 for (int q = 0; q < 4; q++) {
                     const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
                     const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
-                    if (c & 1) /* super-block c: partial c mod 2 */
-                        acc[i][1 % P][q] = __fadd_rn(acc[i][1 % P][q], t);
+                    if (WIDE && (c & 1)) /* super-block c: partial c mod 2 (= kh unless WIDE) */
+                        acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
                     else
                         acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
                 }
@@ -301,8 +313,8 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
                 for (int q = 0; q < 4; q++) {
                     const float d = q < 2 ? d0 : d1, xd = q & 1 ? xd1 : xd0;
                     const float t = __fmul_rn(__fmul_rn(d, xd), (float)is[i][q]);
-                    if (c & 1)
-                        acc[i][1 % P][q] = __fadd_rn(acc[i][1 % P][q], t);
+                    if (WIDE && (c & 1))
+                        acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
                     else
                         acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
                 }
@@ -310,19 +322,45 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-#pragma unroll
-    for (int i = 0; i < NT; i++) {
-        if (!live[i]) continue;
+    if (WIDE) { /* every partial in this thread: the whole tree */
 #pragma unroll
         for (int q = 0; q < 4; q++) {
-            const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
-            float v;
-            if (P == 8)
-                v = __fadd_rn(__fadd_rn(__fadd_rn(acc[i][0][q], acc[i][1 % P][q]), __fadd_rn(acc[i][2 % P][q], acc[i][3 % P][q])),
-                              __fadd_rn(__fadd_rn(acc[i][4 % P][q], acc[i][5 % P][q]), __fadd_rn(acc[i][6 % P][q], acc[i][7 % P][q])));
-            else
-                v = __fadd_rn(acc[i][0][q], acc[i][1 % P][q]);
-            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+            const int o = n0 + (q < 2 ? r0 : r1), r = 2 * tig + (q & 1);
+            const float v =
+                PL == 8 ? __fadd_rn(__fadd_rn(__fadd_rn(acc[0][0][q], acc[0][1 % PL][q]),
+                                              __fadd_rn(acc[0][2 % PL][q], acc[0][3 % PL][q])),
+                                    __fadd_rn(__fadd_rn(acc[0][4 % PL][q], acc[0][5 % PL][q]),
+                                              __fadd_rn(acc[0][6 % PL][q], acc[0][7 % PL][q])))
+                        : __fadd_rn(acc[0][0][q], acc[0][1 % PL][q]);
+            if (live[0] && o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+        }
+        return;
+    }
+    __syncthreads(); /* the stages are free: the halves meet there */
+    float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
+    float L[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            L[i][q] = PL >= 4 ? __fadd_rn(__fadd_rn(acc[i][0][q], acc[i][1 % PL][q]),
+                                          __fadd_rn(acc[i][2 % PL][q], acc[i][3 % PL][q]))
+                              : acc[i][0][q];
+    if (kh == 1)
+#pragma unroll
+        for (int q = 0; q < 4; q++) red[(nt0 * 32 + lane) * 4 + q] = L[0][q];
+    __syncthreads();
+    if (kh == 0) {
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
+                /* Q8_0: ((p0+p1)+(p2+p3)) + ((p4+p5)+(p6+p7)); K-quants: p0 + p1 */
+                const float v = __fadd_rn(L[i][q], red[(nt0 * 32 + lane) * 4 + q]);
+                if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+            }
         }
     }
 }
@@ -354,12 +392,14 @@ static int ig_pad(size_t bytes) {
 
 static size_t ig_smem(const ig_params *p) {
     if (p->xq)
-        return (size_t)IG_STAGES * ((size_t)IG_BO * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
-    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * IG_BO * p->sbp + 2 * sizeof(int) * p->br;
+        return (size_t)IG_STAGES * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
+    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * p->bo * p->sbp + 2 * sizeof(int) * p->br;
 }
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
+    p->bo = p->wide ? 8 * IG_BO : IG_BO;
+    if (p->wide) max_rows = 8;
     int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
     p->sbp = ig_pad((size_t)cb + 16);
     p->act_stride = ig_pad(mm_act_row_bytes(type, n_in));
@@ -381,23 +421,25 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
     if (warps) ig_quantize_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>(type, x, (int)n_rows, (int)n_in, xq);
 }
 
-template <int T, bool PREQ>
+template <int T, bool PREQ, bool WIDE>
 static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
     static int attr_set = 0;
     const size_t smem = ig_smem(p);
     if (!attr_set) {
-        cudaFuncSetAttribute(igemm_kernel<T, PREQ>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
         attr_set = 1;
     }
-    igemm_kernel<T, PREQ><<<grid, IG_THREADS, smem, st>>>(*p);
+    igemm_kernel<T, PREQ, WIDE><<<grid, IG_THREADS, smem, st>>>(*p);
 }
 
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
-    if (p->xq)
-        ig_launch_t<T, true>(p, grid, st);
+    if (p->xq && p->wide)
+        ig_launch_t<T, true, true>(p, grid, st);
+    else if (p->xq)
+        ig_launch_t<T, true, false>(p, grid, st);
     else
-        ig_launch_t<T, false>(p, grid, st);
+        ig_launch_t<T, false, false>(p, grid, st);
 }
 
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {
@@ -411,4 +453,4 @@ void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid
     }
 }
 
-unsigned ig_out_tiles(size_t n_out) { return (unsigned)((n_out + IG_BO - 1) / IG_BO); }
+unsigned ig_out_tiles(const ig_params *p, size_t n_out) { return (unsigned)((n_out + p->bo - 1) / p->bo); }

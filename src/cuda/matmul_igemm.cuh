@@ -26,6 +26,8 @@ typedef struct ig_params {
     int sbp;        /* shared-memory bytes per weight row of a chunk */
     const uint8_t *xq; /* the rows already in 8 bits, chunk-major (ig_quantize); NULL: quantised in the block */
     int xq_rows;       /* rows of xq */
+    int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
+    int bo;            /* outputs per block (ig_plan) */
 } ig_params;
 
 /* Bytes of an 8-bit chunk of a row in the chunk-major layout (288 or 292 used, 16-byte aligned). */
@@ -40,6 +42,6 @@ size_t ig_xq_bytes(size_t n_in, size_t n_rows);
 void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st);
 /* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
-unsigned ig_out_tiles(size_t n_out);
+unsigned ig_out_tiles(const ig_params *p, size_t n_out);
 
 #endif

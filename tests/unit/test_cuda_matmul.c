@@ -190,6 +190,11 @@ static void test_bad_arguments(void) {
     a.expert_stride = 10;
     CHECK(cuda_moe_chunk(&a, &dummy, NULL, why, sizeof why) == -1);
     CHECK(strstr(why, "stride") != NULL);
+    /* the scratch form: 8-bit rows for the integer types only, and refused without its scratch */
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_Q8_0, 2048, 32) >= 32 * 2048);
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_F16, 2048, 32) == 0);
+    CHECK(cuda_matmul_chunk_ws(QUANT_Q4_K, &dummy, 4, 256, &dummy, 2, &dummy, NULL, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "NULL") != NULL);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 512) == 1);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 500) == 0);
     CHECK(cuda_matmul_supported(QUANT_Q4_0, 512) == 0);
@@ -500,6 +505,20 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
         CHECK_MSG(nan == n_out, "moe %s: a bad expert id gave %zu NaN outputs of %zu", quant_type_name(type), nan,
                   n_out);
     }
+    if (chunk && is_int_type(type) && n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS && bad_id != 1) {
+        /* the decode form on the same slots: the same bits (one canonical order for both kernels) */
+        float *dy2 = dev_poisoned(n_slots * n_out), *got2 = malloc(n_slots * n_out * sizeof(float));
+        void *work2 = NULL;
+        CU(cudaMalloc(&work2, cuda_moe_decode_work_bytes(&a) + 256));
+        a.y = dy2;
+        CHECK_MSG(cuda_moe_decode(&a, work2, NULL, why, sizeof why) == 0, "%s", why);
+        a.y = dy;
+        dev_download(got2, dy2, n_slots * n_out);
+        CHECK_MSG(memcmp(got, got2, n_slots * n_out * sizeof(float)) == 0,
+                  "moe %s x%zu: the chunk and decode forms differ", quant_type_name(type), n_rows);
+        free(got2);
+        cudaFree(dy2), cudaFree(work2);
+    }
     char what[40];
     snprintf(what, sizeof what, "moe %s x%zu%s", chunk ? "chunk" : "dec", n_rows, x_per_slot ? "s" : "");
     if (is_int_type(type))
@@ -528,6 +547,11 @@ static void test_moe_chunk(void) {
         moe_case(TYPES[t], 33, 1, 1, 0, 0);
     }
     moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
+    for (int t = 3; t < N_TYPES; t++) {   /* few slots per expert: the wide tiles of <= 8 slots, = the decode form */
+        moe_case(TYPES[t], 8, 0, 1, 0, 0);
+        moe_case(TYPES[t], 5, 1, 1, 0, 2);
+    }
+    moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
 }
 
 /* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
