@@ -410,9 +410,20 @@ typedef struct clover_generate_params {
     int logprobs;
     size_t top_logprobs;
     clover_token_info_fn on_token_info; /* may be NULL; user is passed to it */
+    /* Structured output: NULL (default) free text; else a JSON schema (text)
+     * the answer must satisfy: one JSON document, then a stop id. Every mode
+     * honours it (block diffusion resolves each block left to right under
+     * it; picks run on the host). {"type": "object"} asks for any JSON
+     * object. A construct the compiler cannot honour is CLOVER_E_INVALID
+     * naming it (clover_json_schema_check says so beforehand). */
+    const char *json_schema;
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
+
+/* Whether clover_generate_params.json_schema can be honoured: CLOVER_OK, or
+ * CLOVER_E_INVALID with a message naming the construct and where it is. */
+CLOVER_API int clover_json_schema_check(const char *schema, clover_error *err);
 
 /* Seconds by operator family, summed over passes. */
 typedef struct clover_op_seconds {

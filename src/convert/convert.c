@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "convert/convert_internal.h"
 #include "convert/hf_checkpoint.h"
 #include "quant/quant.h"
@@ -67,8 +68,10 @@ int convert_run(const convert_options *opt, convert_report *report, clover_error
     memset(&plan, 0, sizeof plan);
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", opt->input_dir);
-    int rc = hf_config_load(&cfg, path, err);
+    const char *inputs[] = {opt->input_dir};
+    int rc = safe_output_check_inputs(opt->output_path, inputs, 1, err);
     if (rc) return rc;
+    if ((rc = hf_config_load(&cfg, path, err))) return rc;
     if ((rc = check_record(&cfg, path, err))) goto done;
     if ((rc = hf_checkpoint_open(&ck, opt->input_dir, err))) goto done;
     if ((rc = tensor_map_plan(&plan, &ck, &cfg, err))) goto done;
@@ -89,19 +92,10 @@ int convert_run(const convert_options *opt, convert_report *report, clover_error
         if ((rc = gguf_writer_add_tensor(w, t->name, t->n_dims, t->ne, t->type, err))) goto done;
         total += (uint64_t)quant_row_bytes(t->type, (size_t)t->ne[0]) * conv_tensor_rows(t);
     }
+    gguf_writer_set_verify(w, convert_verify_loads, NULL);
     if ((rc = gguf_writer_begin(w, opt->output_path, err))) goto done;
     if ((rc = convert_write_tensors(w, &plan, opt, total, err))) goto done;
     if ((rc = gguf_writer_finish(w, err))) goto done;
-    {
-        clover_model *m = NULL;
-        clover_error lerr = {0};
-        if (clover_model_load(&m, opt->output_path, &lerr)) {
-            unlink(opt->output_path);
-            rc = error_set(err, CLOVER_E_UNSUPPORTED, "the file written does not load (removed): %s", lerr.message);
-            goto done;
-        }
-        clover_model_free(m);
-    }
 
     if (report) {
         report->n_tensors = plan.n;

@@ -29,4 +29,8 @@ int convert_write_metadata(gguf_writer *w, const hf_config *cfg, const hf_vocab 
 int convert_write_tensors(gguf_writer *w, const conv_plan *plan, const convert_options *opt, uint64_t total_bytes,
                           clover_error *err);
 
+/* The gguf_writer verify callback of convert and quantize: the finished
+ * temporary must load as a model, else it is refused (and removed). */
+int convert_verify_loads(const char *tmp_path, void *user, clover_error *err);
+
 #endif

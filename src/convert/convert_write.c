@@ -109,3 +109,13 @@ done:
     threadpool_free(pool);
     return rc;
 }
+
+int convert_verify_loads(const char *tmp_path, void *user, clover_error *err) {
+    (void)user;
+    clover_model *m = NULL;
+    clover_error lerr = {0};
+    if (clover_model_load(&m, tmp_path, &lerr) != CLOVER_OK)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "the file written does not load (not kept): %s", lerr.message);
+    clover_model_free(m);
+    return CLOVER_OK;
+}

@@ -11,6 +11,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "base/threadpool.h"
 #include "convert/convert_internal.h"
 #include "gguf/gguf.h"
@@ -175,8 +176,10 @@ int requant_run(const requant_options *opt, requant_report *report, clover_error
     gguf_file *f = NULL;
     gguf_writer *w = NULL;
     uint32_t *types = NULL;
-    int rc = gguf_open(&f, opt->input_path, err);
+    const char *inputs[] = {opt->input_path};
+    int rc = safe_output_check_inputs(opt->output_path, inputs, 1, err);
     if (rc) return rc;
+    if ((rc = gguf_open(&f, opt->input_path, err))) return rc;
     size_t n = gguf_tensor_count(f), n_quant = 0;
     uint64_t total = 0, in_bytes = 0;
     types = mem_calloc(n ? n : 1, sizeof *types);
@@ -206,19 +209,10 @@ int requant_run(const requant_options *opt, requant_report *report, clover_error
         in_bytes += t->nbytes;
         if ((rc = gguf_writer_add_tensor(w, t->name.str, t->n_dims, t->ne, types[i], err))) goto done;
     }
+    gguf_writer_set_verify(w, convert_verify_loads, NULL);
     if ((rc = copy_metadata(w, f, opt->type, err)) || (rc = gguf_writer_begin(w, opt->output_path, err)) ||
         (rc = write_tensors(w, f, types, opt, total, err)) || (rc = gguf_writer_finish(w, err)))
         goto done;
-    {
-        clover_model *m = NULL;
-        clover_error lerr = {0};
-        if (clover_model_load(&m, opt->output_path, &lerr)) {
-            unlink(opt->output_path);
-            rc = error_set(err, CLOVER_E_UNSUPPORTED, "the file written does not load (removed): %s", lerr.message);
-            goto done;
-        }
-        clover_model_free(m);
-    }
     if (report) {
         report->n_tensors = n;
         report->n_quantised = n_quant;

@@ -197,8 +197,7 @@ int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *er
     if (rc) return rc;
     int n = cuda_device_count(why, sizeof why);
     if (n <= 0)
-        return error_set(err, CLOVER_E_UNSUPPORTED, "%s",
-                         n < 0 ? why : "no CUDA device found (the CUDA runtime reports 0 devices)");
+        return error_set(err, CLOVER_E_UNSUPPORTED, "%s", n < 0 ? why : "no CUDA device found");
     const int device = 0;
     if (cuda_use_device(device, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
     pthread_mutex_lock(&g_lock);

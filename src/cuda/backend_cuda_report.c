@@ -16,8 +16,7 @@ int cuda_backend_usable(const clover_model *m, clover_error *err) {
     char why[256] = "";
     int n = cuda_device_count(why, sizeof why);
     if (n <= 0)
-        return error_set(err, CLOVER_E_UNSUPPORTED, "%s",
-                         n < 0 ? why : "no CUDA device found (the CUDA runtime reports 0 devices)");
+        return error_set(err, CLOVER_E_UNSUPPORTED, "%s", n < 0 ? why : "no CUDA device found");
     return cuda_model_check(m, err);
 }
 

@@ -20,7 +20,10 @@ extern "C" int cuda_device_count(char *why, size_t why_len) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
-        set_why(why, why_len, "no usable CUDA device", e);
+        if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) /* no GPU, or no NVIDIA driver for one */
+            snprintf(why, why_len, "no CUDA device found");
+        else
+            set_why(why, why_len, "no usable CUDA device", e);
         return -1;
     }
     return n;

@@ -89,7 +89,7 @@ static int session_split(clover_session **out, const clover_model *model, const 
     engine_backend_config(model, params, dev, &cfg);
     backend *bk = NULL;
     int rc = split_create(model, &cfg, dev, &backend_cpu, params->gpu_layers, &bk, err);
-    if (rc) return error_prefix(err, "clover_session_create: --gpu-layers %u", params->gpu_layers);
+    if (rc) return error_prefix(err, "--gpu-layers %u", params->gpu_layers);
     rc = engine_session_create_on(out, model, &backend_split, bk, params, err);
     if (rc) {
         backend_split.destroy(bk);

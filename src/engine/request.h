@@ -81,6 +81,7 @@ typedef struct engine_request {
     int32_t tok_top_id[BACKEND_MAX_TOP]; /* beside tok and tok_conf */
     float tok_top_lp[BACKEND_MAX_TOP];
     int32_t tok_commit;     /* autoregressive: the token being committed */
+    struct engine_grammar *gm; /* structured output (structured.h); NULL: free text */
     double t_start;         /* when the request began */
     double t_op;            /* when the planned operation began */
     double *op_timer;       /* the statistic the planned operation's time goes to */

@@ -70,13 +70,13 @@ int clover_score_tokens(clover_session *s, const int32_t *ids, size_t n, double 
                         clover_error *err) {
     clover_error local; /* the codes travel through err: keep one even when the caller gives none */
     if (!err) err = &local;
-    if (!s || !out) return error_set(err, CLOVER_E_INVALID, "clover_score: session and out must not be NULL");
+    if (!s || !out) return error_set(err, CLOVER_E_INVALID, "scoring: session and out must not be NULL");
     memset(out, 0, sizeof *out);
-    if (n < 2) return error_set(err, CLOVER_E_INVALID, "clover_score: %zu tokens; scoring needs at least 2", n);
-    if (!ids) return error_set(err, CLOVER_E_INVALID, "clover_score: NULL ids");
+    if (n < 2) return error_set(err, CLOVER_E_INVALID, "scoring needs at least 2 tokens, got %zu", n);
+    if (!ids) return error_set(err, CLOVER_E_INVALID, "scoring: no ids");
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (size_t)ids[i] >= s->n_vocab)
-            return error_set(err, CLOVER_E_INVALID, "clover_score: token %zu is id %d, expected 0..%zu", i, ids[i],
+            return error_set(err, CLOVER_E_INVALID, "scoring: token %zu is id %d, expected 0..%zu", i, ids[i],
                              s->n_vocab - 1);
     return score_run(s, ids, n, nll, out, err);
 }

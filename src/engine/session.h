@@ -29,6 +29,7 @@ struct clover_session {
     size_t n_vocab;
     size_t max_rows;  /* rows per backend pass */
     size_t max_block; /* the record's block size (0: no record) */
+    size_t max_context; /* committed ids at most (the backend's context): checked before a prompt, ends an answer */
 
     int32_t *ids; /* [cap_ids] committed ids; the backend holds exactly n_ids rows */
     size_t n_ids, cap_ids;
@@ -73,6 +74,7 @@ struct clover_session {
     backend_penalties pick_pen;
     clover_op_seconds *commit_ops; /* where the planned commit's operator seconds go */
     backend_checkpoint *ckpt; /* lossless mode: the state at the block start (made on first use) */
+    struct tm_vocab *gvocab;  /* structured output: the token trie (engine/structured.h), made on first use */
 };
 
 /* The backend object sessions run on when `chosen` is asked for

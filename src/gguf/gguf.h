@@ -166,12 +166,24 @@ int gguf_writer_set_value(gguf_writer *w, const char *key, const gguf_value *v, 
 int gguf_writer_add_tensor(gguf_writer *w, const char *name, uint32_t n_dims, const uint64_t *ne, uint32_t type,
                            clover_error *err);
 
-/* Writes header, metadata and tensor infos to path (nothing may be added after). */
+/* Writes header, metadata and tensor infos (nothing may be added after). The
+ * bytes go to a temporary file next to path, renamed over path by
+ * gguf_writer_finish (base/safe_output.h): path is never partly written. */
 int gguf_writer_begin(gguf_writer *w, const char *path, clover_error *err);
 /* Appends n bytes of tensor data: the declared tensors' bytes in order, in any
  * number of pieces; alignment padding between tensors is written for you. */
 int gguf_writer_write(gguf_writer *w, const void *data, size_t n, clover_error *err);
-/* Checks every declared byte was written, flushes, closes. */
+/* Checks every declared byte was written, flushes, fsyncs, closes, runs the
+ * verify callback (if set) on the temporary, then renames it over path. */
 int gguf_writer_finish(gguf_writer *w, clover_error *err);
+/* Instead of writing the tensor data: the file is extended to its full size
+ * (the data reads as zeros, a valid block of every type, and takes no disk
+ * blocks), then finished as above. Only before any gguf_writer_write. */
+int gguf_writer_finish_sparse(gguf_writer *w, clover_error *err);
+/* Called by gguf_writer_finish on the complete temporary file before it is
+ * renamed into place (a converter loads it back): non-zero refuses it, and
+ * the temporary is removed, the target untouched. */
+typedef int (*gguf_writer_verify_fn)(const char *tmp_path, void *user, clover_error *err);
+void gguf_writer_set_verify(gguf_writer *w, gguf_writer_verify_fn fn, void *user);
 
 #endif

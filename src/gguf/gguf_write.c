@@ -4,17 +4,21 @@
  * the caller streams the tensor bytes in declaration order; the writer
  * tracks which tensor the next byte belongs to and inserts the alignment
  * padding itself, so a 20 GB model never sits in memory. Like llama.cpp,
- * every tensor (the last included) is padded to the alignment. A writer
- * freed before gguf_writer_finish succeeded removes its partial file.
+ * every tensor (the last included) is padded to the alignment. The bytes go
+ * to a temporary next to the target (base/safe_output.h), renamed into place
+ * by gguf_writer_finish; a writer freed before that removes the temporary,
+ * so the target is never left half written.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "gguf/gguf_internal.h"
 #include "quant/quant.h"
 
@@ -39,9 +43,13 @@ struct gguf_writer {
     uint32_t alignment;
     enum writer_state state;
     FILE *fp;
-    char *path;
-    bool remove_unfinished; /* a regular file we created: removed unless finished */
+    char *path;          /* the target, as the caller named it (for messages) */
+    safe_output out;     /* the temporary being written */
+    bool out_open;
+    gguf_writer_verify_fn verify;
+    void *verify_user;
     uint64_t pos;         /* bytes written to the file */
+    uint64_t data_start;  /* where the data section begins */
     size_t cur;           /* tensor receiving the next byte */
     uint64_t cur_written; /* bytes of it written so far */
 };
@@ -54,8 +62,11 @@ gguf_writer *gguf_writer_create(void) {
 
 void gguf_writer_free(gguf_writer *w) {
     if (!w) return;
-    if (w->fp) fclose(w->fp);
-    if (w->path && w->remove_unfinished && w->state != WRITER_FINISHED) remove(w->path);
+    if (w->fp) {
+        fclose(w->fp);
+        w->out.fd = -1; /* fclose closed it */
+    }
+    if (w->out_open) safe_output_abort(&w->out); /* unfinished: the temporary goes */
     for (size_t i = 0; i < w->n_kv; i++) {
         mem_free(w->kvs[i].key.str);
         gguf_value_free(&w->kvs[i].value);
@@ -309,15 +320,19 @@ int gguf_writer_begin(gguf_writer *w, const char *path, clover_error *err) {
     w->path = mem_alloc(strlen(path) + 1);
     if (!w->path) return error_set(err, CLOVER_E_NOMEM, "%s: out of memory", path);
     memcpy(w->path, path, strlen(path) + 1);
-    w->fp = fopen(path, "wb");
-    if (!w->fp) {
-        rc = error_set(err, CLOVER_E_IO, "%s: cannot create: %s", path, strerror(errno));
+    if ((rc = safe_output_open(&w->out, path, err)) < 0) {
         mem_free(w->path);
-        w->path = NULL; /* nothing of ours to remove */
+        w->path = NULL;
         return rc;
     }
-    struct stat st;
-    w->remove_unfinished = fstat(fileno(w->fp), &st) == 0 && S_ISREG(st.st_mode); /* never a device */
+    w->out_open = true;
+    w->fp = fdopen(w->out.fd, "wb");
+    if (!w->fp) {
+        rc = error_set(err, CLOVER_E_IO, "%s: cannot create: %s", path, strerror(errno));
+        safe_output_abort(&w->out);
+        w->out_open = false;
+        return rc;
+    }
     w->state = WRITER_STREAMING;
     setvbuf(w->fp, NULL, _IOFBF, 1 << 20);
     if ((rc = write_u32(w, GGUF_MAGIC, err)) < 0 || (rc = write_u32(w, GGUF_VERSION, err)) < 0 ||
@@ -334,6 +349,7 @@ int gguf_writer_begin(gguf_writer *w, const char *path, clover_error *err) {
         if ((rc = write_u32(w, t->type, err)) < 0 || (rc = write_u64(w, t->offset, err)) < 0) return rc;
     }
     if ((rc = write_zeros(w, align_up(w->pos, w->alignment) - w->pos, err)) < 0) return rc;
+    w->data_start = w->pos;
     return advance(w, err);
 }
 
@@ -361,29 +377,76 @@ int gguf_writer_write(gguf_writer *w, const void *data, size_t n, clover_error *
     return CLOVER_OK;
 }
 
-int gguf_writer_finish(gguf_writer *w, clover_error *err) {
-    if (!w) return error_set(err, CLOVER_E_INVALID, "gguf_writer_finish: writer is NULL");
+void gguf_writer_set_verify(gguf_writer *w, gguf_writer_verify_fn fn, void *user) {
+    if (!w) return;
+    w->verify = fn;
+    w->verify_user = user;
+}
+
+static int check_streaming(const gguf_writer *w, const char *fn, clover_error *err) {
+    if (!w) return error_set(err, CLOVER_E_INVALID, "%s: writer is NULL", fn);
     if (w->state != WRITER_STREAMING)
-        return error_set(err, CLOVER_E_INVALID, "gguf_writer_finish: %s", w->state == WRITER_COLLECTING ? "gguf_writer_begin was not called"
-                                                                           : w->state == WRITER_FAILED   ? "an earlier write failed"
-                                                                                                         : "already finished");
+        return error_set(err, CLOVER_E_INVALID, "%s: %s", fn, w->state == WRITER_COLLECTING ? "gguf_writer_begin was not called"
+                                                           : w->state == WRITER_FAILED   ? "an earlier write failed"
+                                                                                         : "already finished");
+    return CLOVER_OK;
+}
+
+/* Flushes, fsyncs and closes the stream, verifies the temporary, renames it. */
+static int finish_file(gguf_writer *w, clover_error *err) {
+    FILE *fp = w->fp;
+    w->fp = NULL;
+    w->state = WRITER_FAILED; /* until the rename is done */
+    int bad = fflush(fp) != 0 || ferror(fp);
+    int e = errno;
+    if (!bad && w->out.tmp && fsync(fileno(fp)) != 0) {
+        bad = 1;
+        e = errno;
+    }
+    int closed = fclose(fp);
+    w->out.fd = -1; /* fclose closed it */
+    if (bad) return error_set(err, CLOVER_E_IO, "%s: write failed: %s", w->path, strerror(e));
+    if (closed != 0) return error_set(err, CLOVER_E_IO, "%s: close failed: %s", w->path, strerror(errno));
+    int rc;
+    if (w->verify && (rc = w->verify(safe_output_writing_path(&w->out), w->verify_user, err)) != CLOVER_OK) return rc;
+    w->out_open = false;
+    if ((rc = safe_output_commit(&w->out, err)) != CLOVER_OK) return rc;
+    w->state = WRITER_FINISHED;
+    return CLOVER_OK;
+}
+
+int gguf_writer_finish(gguf_writer *w, clover_error *err) {
+    int rc = check_streaming(w, "gguf_writer_finish", err);
+    if (rc < 0) return rc;
     if (w->cur < w->n_tensors) {
         const writer_tensor *t = &w->tensors[w->cur];
         return error_set(err, CLOVER_E_INVALID, "%s: tensor %s has %" PRIu64 " of its %" PRIu64 " bytes (and %zu tensors after it are missing)",
                          w->path, t->name.str, w->cur_written, t->nbytes, w->n_tensors - w->cur - 1);
     }
-    FILE *fp = w->fp;
-    w->fp = NULL;
-    if (fflush(fp) != 0 || ferror(fp)) {
-        int e = errno;
-        fclose(fp);
-        w->state = WRITER_FAILED;
-        return error_set(err, CLOVER_E_IO, "%s: write failed: %s", w->path, strerror(e));
+    return finish_file(w, err);
+}
+
+int gguf_writer_finish_sparse(gguf_writer *w, clover_error *err) {
+    int rc = check_streaming(w, "gguf_writer_finish_sparse", err);
+    if (rc < 0) return rc;
+    if (w->pos != w->data_start)
+        return error_set(err, CLOVER_E_INVALID, "gguf_writer_finish_sparse: tensor data was already written");
+    uint64_t data = 0; /* the data section: every tensor padded (begin checked it does not overflow) */
+    if (w->n_tensors) {
+        const writer_tensor *t = &w->tensors[w->n_tensors - 1];
+        data = t->offset + align_up(t->nbytes, w->alignment);
     }
-    if (fclose(fp) != 0) {
+    if (fflush(w->fp) != 0) {
         w->state = WRITER_FAILED;
-        return error_set(err, CLOVER_E_IO, "%s: close failed: %s", w->path, strerror(errno));
+        return error_set(err, CLOVER_E_IO, "%s: write failed: %s", w->path, strerror(errno));
     }
-    w->state = WRITER_FINISHED;
-    return CLOVER_OK;
+    uint64_t total = w->data_start + data;
+    if (ftruncate(fileno(w->fp), (off_t)total) != 0) {
+        w->state = WRITER_FAILED;
+        return error_set(err, CLOVER_E_IO, "%s: cannot extend the sparse file to %" PRIu64 " bytes: %s", w->path, total,
+                         strerror(errno));
+    }
+    w->cur = w->n_tensors;
+    w->cur_written = 0;
+    return finish_file(w, err);
 }

@@ -5,12 +5,10 @@
  * their bytes are generated and quantised a group of row chunks at a time
  * (synth_stream.c), so the 19 GB geometry streams through a few megabytes.
  *
- * Sparse files (opts->sparse): the writer writes the header and tables at
- * gguf_writer_begin; we keep a descriptor on that file, free the writer
- * (which flushes it, then removes the unfinished file's name), copy the
- * header out of the still-open file into a fresh file at the same path and
- * extend it with ftruncate to the size the data section would have. The data
+ * Sparse files (opts->sparse): the writer writes the header and tables,
+ * then gguf_writer_finish_sparse extends the file to its full size. The data
  * reads as zeros, a valid block of every type, and takes no disk blocks.
+ * Either way the file appears under its name only when complete.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -109,62 +107,6 @@ static int set_record(gguf_writer *w, const synth_geometry *g, clover_error *err
     return rc;
 }
 
-static uint64_t tensor_bytes(const synth_tensor *t) {
-    return quant_row_bytes(t->type, (size_t)t->ne[0]) * synth_tensor_rows(t);
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n) {
-    while (n) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR) continue;
-        if (k <= 0) return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
-/* See the top of the file. Consumes the writer (*wp = NULL). */
-static int write_sparse(gguf_writer **wp, const char *path, const synth_tensor *plan, size_t n, clover_error *err) {
-    int rc = gguf_writer_begin(*wp, path, err);
-    if (rc) return rc;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    gguf_writer_free(*wp); /* flushes the header, removes the name */
-    *wp = NULL;
-    if (fd < 0) return error_set(err, CLOVER_E_IO, "%s: cannot reopen: %s", path, strerror(errno));
-    struct stat st;
-    uint8_t *head = NULL;
-    if (fstat(fd, &st) != 0 || st.st_size <= 0 || st.st_size % GGUF_DEFAULT_ALIGNMENT != 0 ||
-        !(head = mem_alloc((size_t)st.st_size)) || pread(fd, head, (size_t)st.st_size, 0) != st.st_size) {
-        close(fd);
-        mem_free(head);
-        return error_set(err, CLOVER_E_IO, "%s: cannot read back the header", path);
-    }
-    close(fd);
-    uint64_t total = (uint64_t)st.st_size;
-    for (size_t i = 0; i < n; i++)
-        total +=
-            (tensor_bytes(&plan[i]) + GGUF_DEFAULT_ALIGNMENT - 1) / GGUF_DEFAULT_ALIGNMENT * GGUF_DEFAULT_ALIGNMENT;
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        mem_free(head);
-        return error_set(err, CLOVER_E_IO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    bool ok = write_all(fd, head, (size_t)st.st_size) == 0 && ftruncate(fd, (off_t)total) == 0;
-    int e = errno;
-    mem_free(head);
-    if (close(fd) != 0 && ok) {
-        ok = false;
-        e = errno;
-    }
-    if (!ok) {
-        unlink(path);
-        return error_set(err, CLOVER_E_IO, "%s: cannot write the sparse file (%llu bytes): %s", path,
-                         (unsigned long long)total, strerror(e));
-    }
-    return CLOVER_OK;
-}
-
 int clover_synth(const char *path, const clover_synth_options *opts, clover_error *err) {
     if (!path) return error_set(err, CLOVER_E_INVALID, "clover_synth: path is NULL");
     synth_geometry g;
@@ -189,7 +131,7 @@ int clover_synth(const char *path, const clover_synth_options *opts, clover_erro
         rc = gguf_writer_add_tensor(w, plan[i].name, plan[i].n_dims, plan[i].ne, plan[i].type, err);
     if (rc) goto done;
     if (opts && opts->sparse) {
-        rc = write_sparse(&w, path, plan, n, err);
+        if (!(rc = gguf_writer_begin(w, path, err))) rc = gguf_writer_finish_sparse(w, err);
     } else if (!(rc = gguf_writer_begin(w, path, err)) &&
                !(rc = synth_stream_tensors(w, plan, n, seed, opts ? opts->n_threads : 0, err))) {
         rc = gguf_writer_finish(w, err);

@@ -35,7 +35,7 @@ SOURCE = Path(os.environ.get("CLOVER_SOURCE_DIR", Path(__file__).resolve().paren
 BUILD = Path(os.environ.get("CLOVER_BUILD_DIR", "build"))
 CLOVER = BUILD / "clover"
 FIXTURES = SOURCE / "tests" / "fixtures"
-PROMPT = b"\x1b[1m> \x1b[0m"  # the chat prompt on a terminal
+PROMPT = b"\x1b[1m>\x1b[0m "  # the chat prompt on a terminal
 MASK = "\u2591".encode()      # a masked row in the block display
 
 

@@ -206,7 +206,7 @@ def test_help(cmd):
     (["run", "--ids", "1", "--threshold", "2"], 2, "--threshold"),
     (["run", "--ids", "1", "--max-tokens"], 2, "needs a value"),
     (["run", "--ids", "1", "--bogus", "1"], 2, "unknown option"),
-    (["run", "--ids", "1", "--block", "3"], 1, "divisor"),
+    (["run", "--ids", "1", "--block", "3"], 2, "does not divide the model's block size 32"),
     (["run", "--ids", "99999"], 1, "prompt"),
     (["run", "-m", "/nonexistent.gguf", "--ids", "1"], 1, "/nonexistent.gguf"),
     (["run", "--ids", "1", "--dump-first-preview", "/nonexistent-dir/x.json"], 1, "/nonexistent-dir/x.json"),

@@ -5,5 +5,7 @@
  */
 #include "../../tools/cli/cmd_convert.c"
 #include "../../tools/cli/tensor_progress.c"
+#include "../../tools/cli/cli_cancel.c"
+#include "../../tools/cli/cli_opts.c"
 
 int main(int argc, char **argv) { return cmd_convert(argc, argv); }

@@ -43,7 +43,7 @@ int answer_out_init(answer_out *a, const clover_model *m, FILE *out, int termina
     a->reasoning = reasoning;
     int rc = clover_text_stream_create(&a->stream, m, skip_special, err);
     if (rc) return rc;
-    if (terminal) a->vis = visual_create(m, out, blocks); /* NULL: plain text */
+    if (terminal && !cli_term_plain()) a->vis = visual_create(m, out, blocks); /* NULL: plain text */
     return CLOVER_OK;
 }
 

@@ -16,4 +16,10 @@ extern volatile int cli_cancel_flag;
  * interrupted. */
 void cli_cancel_install(int second_kills);
 
+/* For the commands that write a file (convert, quantize, synth): SIGINT,
+ * SIGTERM and SIGHUP remove the temporary being written (the target is
+ * never touched before the final rename), then end the process by that
+ * signal as its default action would. */
+void cli_cancel_install_writer(void);
+
 #endif

@@ -14,11 +14,21 @@
 
 #include "answer_out.h"
 #include "chat_conv.h"
+#include "chat_input.h"
 #include "cli_args.h"
 #include "cli_cancel.h"
 #include "commands.h"
 #include "gen_opts.h"
 #include "run_report.h"
+
+static const cli_opt chat_table[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", "GGUF model (default: the model built into this binary)"},
+    {"--system", NULL, CLI_STR, 0, 0, "TEXT", "a system message at the start of the conversation"},
+    {"--think", NULL, CLI_FLAG, 0, 0, NULL, "thinking on at the start (default)"},
+    {"--no-think", NULL, CLI_FLAG, 0, 0, NULL, "thinking off at the start"},
+    {"--no-visual", NULL, CLI_FLAG, 0, 0, NULL, "no block display, only the text"},
+};
+static const cli_opt_table chat_tables[] = {{chat_table, sizeof chat_table / sizeof chat_table[0]}};
 
 static void chat_usage(FILE *out) {
     fprintf(out, "usage: clover chat [-m MODEL] [options]\n"
@@ -37,16 +47,12 @@ static void chat_usage(FILE *out) {
                  "  /quit                       leave (so does Ctrl-D)\n"
                  "Ctrl-C stops an answer and returns to the prompt.\n"
                  "\n"
-                 "options:\n"
-                 "  -m, --model FILE            GGUF model (default: the model built into this binary)\n"
-                 "  --system TEXT               a system message at the start of the conversation\n"
-                 "  --think, --no-think         thinking on (default) or off at the start\n"
-                 "  --no-visual                 no block display, only the text\n"
-                 "%s"
-                 "  -h, --help                  this text\n"
+                 "options:\n");
+    cli_opts_print(out, &chat_tables[0]);
+    cli_opts_print(out, &GEN_OPTS_TABLE);
+    fprintf(out, "  -h, --help                  this text\n"
                  "\n"
-                 "Exit codes: 0 done, 1 the model failed to load (one error line), 2 usage.\n",
-            GEN_OPTS_HELP);
+                 "Exit codes: 0 done, 1 the model failed to load (one error line), 2 usage.\n");
 }
 
 typedef struct chat_options {
@@ -58,6 +64,10 @@ typedef struct chat_options {
 /* 0 ok, 1 --help shown, -1 usage error (reported). */
 static int chat_parse(int argc, char **argv, chat_options *o) {
     gen_opts_init(&o->g);
+    cli_opt_table tables[] = {chat_tables[0], GEN_OPTS_TABLE};
+    int nrc = cli_opts_normalize("chat", tables, 2, &argc, &argv);
+    if (nrc > 0) chat_usage(stdout);
+    if (nrc) return nrc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -158,12 +168,13 @@ static void chat_turn(chat *c, const char *line) {
     answer_out_finish(&out);
     answer_out_free(&out);
     if (rc) {
-        fprintf(stderr, "clover chat: %s\n", err.message);
+        run_print_error("chat", &err, "the conversation fills the context: /reset starts a new one");
         c->conv.n = before; /* as if the turn had not been asked */
         c->conv.turns = turns;
         return;
     }
     if (r.finish == CLOVER_FINISH_CANCELLED) fprintf(stderr, "[cancelled]\n");
+    run_note_context_full("chat", &r, p.max_tokens, "/reset starts a new conversation");
     if (chat_conv_add_answer(&c->conv, r.ids, r.n_generated, r.finish == CLOVER_FINISH_STOP, &err))
         fprintf(stderr, "clover chat: %s\n", err.message);
     cli_cancel_flag = 0;
@@ -202,57 +213,27 @@ static int chat_command(chat *c, const char *line) {
     return 0;
 }
 
-/* Waits for a line typed on the terminal, watching the cancel flag (not
- * relying on the read being interrupted: a runtime may restart it):
- * 1 a line is ready, 0 Ctrl-C, -1 an error. */
-static int wait_for_line(void) {
-    for (;;) {
-        if (cli_cancel_flag) return 0;
-        struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
-        int r = poll(&p, 1, 100);
-        if (r > 0) return 1;
-        if (r < 0 && errno != EINTR) return -1;
-    }
-}
-
 /* The conversation loop; returns when the input ends or /quit. */
 static void chat_loop(chat *c) {
-    const int interactive = isatty(STDIN_FILENO);
-    char *line = NULL;
-    size_t cap = 0;
+    chat_input *in = chat_input_open(isatty(STDIN_FILENO), c->terminal && !cli_term_plain());
+    if (!in) {
+        fprintf(stderr, "clover chat: out of memory\n");
+        return;
+    }
     for (;;) {
-        if (interactive) {
-            fputs(c->terminal ? "\033[1m> \033[0m" : "> ", stdout);
-            fflush(stdout);
-        }
-        int ready = interactive ? wait_for_line() : 1;
-        if (ready == 0) { /* Ctrl-C at the prompt: a fresh prompt */
-            cli_cancel_flag = 0;
-            fputc('\n', stdout);
-            continue;
-        }
-        if (ready < 0) break;
-        errno = 0;
-        ssize_t n = getline(&line, &cap, stdin);
-        if (n < 0) {
-            if (errno == EINTR && cli_cancel_flag) { /* Ctrl-C at the prompt: a fresh prompt */
-                clearerr(stdin);
-                cli_cancel_flag = 0;
-                fputs(interactive ? "\n" : "", stdout);
-                continue;
-            }
-            if (interactive) fputc('\n', stdout);
-            break;
-        }
-        while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-        if (n == 0) continue;
+        const char *line = NULL;
+        int rc = chat_input_read(in, &line);
+        if (rc < 0) continue; /* Ctrl-C at the prompt */
+        if (rc == 0) break;
+        if (!line[0]) continue;
+        chat_input_remember(in, line);
         if (line[0] == '/') {
             if (chat_command(c, line)) break;
             continue;
         }
         chat_turn(c, line);
     }
-    free(line);
+    chat_input_close(in);
 }
 
 int cmd_chat(int argc, char **argv) {
@@ -269,7 +250,8 @@ int cmd_chat(int argc, char **argv) {
     clover_error err = {0};
     int code = 1;
     if (cli_load_model("chat", o.model, &m)) goto done;
-    gen_opts_bind(&o.g, m);
+    if ((code = gen_opts_bind(&o.g, "chat", m)) != 0) goto done;
+    code = 1;
     int32_t *probe = NULL;
     size_t n_probe = 0;
     if (clover_tokenize(m, "", 0, 0, &probe, &n_probe, &err)) { /* chat needs the model's tokenizer */
@@ -282,6 +264,7 @@ int cmd_chat(int argc, char **argv) {
     sp.n_threads = (size_t)o.g.threads;
     sp.device = o.g.device;
     sp.max_context = (size_t)o.g.max_context;
+    sp.max_rows = (size_t)o.g.batch_size;
     if (clover_session_create(&c.s, m, &sp, &err)) {
         fprintf(stderr, "clover chat: %s\n", err.message);
         goto done;

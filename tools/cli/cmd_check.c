@@ -9,8 +9,20 @@
 
 #include "cli_args.h"
 #include "clover.h"
+#include "cli_opts.h"
 #include "commands.h"
 
+static const cli_opt check_opts[] = {
+    {"--device", NULL, CLI_STR, 0, 0, "D", NULL},
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", NULL},
+    {"--prompt", "-p", CLI_STR, 0, 0, "TEXT", NULL},
+    {"--ids", NULL, CLI_STR, 0, 0, "LIST", NULL},
+    {"--blocks", NULL, CLI_UINT, 0, 4096, "N", NULL},
+    {"--seed", "-s", CLI_UINT, 0, 0, "N", NULL},
+    {"--rows", NULL, CLI_UINT, 0, 4096, "N", NULL},
+    {"--threads", "-t", CLI_UINT, 0, 1024, "N", NULL},
+    {"--tol", NULL, CLI_FLOAT, 0, 1e30, "X", NULL},
+};
 static void check_usage(FILE *out) {
     fprintf(out, "usage: clover check --device cpu|cuda [-m MODEL] [options]\n"
                  "\n"
@@ -27,9 +39,9 @@ static void check_usage(FILE *out) {
                  "  --ids 1,2,3        the prompt as token ids instead\n"
                  "  --blocks N         blocks committed after the prompt (default 2; the record's block\n"
                  "                     size, 8 without a record), their ids drawn from --seed\n"
-                 "  --seed N           (default 0)\n"
+                 "  -s, --seed N       (default 0)\n"
                  "  --rows N           rows per pass on the device (default 64)\n"
-                 "  --threads N        CPU threads (default: every CPU)\n"
+                 "  -t, --threads N    CPU threads (default: every CPU)\n"
                  "  --tol X            exit 1 when an error is above X (default 1e-3)\n"
                  "  -h, --help         this text\n");
 }
@@ -39,6 +51,13 @@ int cmd_check(int argc, char **argv) {
     int device = -1;
     uint64_t blocks = 2, seed = 0, rows = 0, threads = 0;
     float tol = 1e-3f;
+    {
+        const cli_opt_table tables[] = {{check_opts, sizeof check_opts / sizeof check_opts[0]}};
+        int nrc = cli_opts_normalize("check", tables, 1, &argc, &argv);
+        if (nrc > 0) check_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

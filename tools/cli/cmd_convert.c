@@ -11,10 +11,17 @@
 #include <unistd.h>
 
 #include "base/timer.h"
+#include "cli_cancel.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "tensor_progress.h"
 #include "convert/convert.h"
 
+static const cli_opt convert_opts[] = {
+    {"--output", "-o", CLI_STR, 0, 0, "FILE", NULL},
+    {"--type", NULL, CLI_STR, 0, 0, "T", NULL},
+    {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
+};
 static void convert_usage(FILE *out) {
     fprintf(out,
             "usage: clover convert DIR -o OUT.gguf [--type f32|bf16|q8_0|q4_k_m] [--threads N]\n"
@@ -27,12 +34,19 @@ static void convert_usage(FILE *out) {
             "  --type T            f32, bf16 (default), q8_0 or q4_k_m\n"
             "                      (q4_k_m: routed experts and token_embd Q4_K, output Q6_K, other\n"
             "                      matrices Q8_0; norms, vectors, conv taps and routers stay F32)\n"
-            "  --threads N         quantisation threads (default: every CPU)\n");
+            "  -t, --threads N     quantisation threads (default: every CPU)\n");
 }
 
 int cmd_convert(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_name = "bf16";
     long threads = 0;
+    {
+        const cli_opt_table tables[] = {{convert_opts, sizeof convert_opts / sizeof convert_opts[0]}};
+        int nrc = cli_opts_normalize("convert", tables, 1, &argc, &argv);
+        if (nrc > 0) convert_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -64,6 +78,7 @@ int cmd_convert(int argc, char **argv) {
         return 2;
     }
 
+    cli_cancel_install_writer();
     cli_tensor_progress ps;
     cli_tensor_progress_start(&ps);
     convert_options opt = {

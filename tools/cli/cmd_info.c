@@ -8,13 +8,18 @@
 #include <string.h>
 
 #include "clover.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "default_model.h"
 
 #define LABEL "%-16s"
 
+static const cli_opt info_opts[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", NULL},
+    {"--device", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+};
 static void info_usage(FILE *out) {
-    fprintf(out, "usage: clover info [FILE] [--device]\n"
+    fprintf(out, "usage: clover info [FILE | -m FILE] [--device]\n"
                  "\n"
                  "Loads a GGUF model and describes it: architecture, geometry, layer pattern,\n"
                  "the block-diffusion record (or autoregressive), tensors by type, parameters and\n"
@@ -122,6 +127,13 @@ static void print_info(const clover_model_info *in) {
 int cmd_info(int argc, char **argv) {
     const char *path = NULL;
     int device = 0;
+    {
+        const cli_opt_table tables[] = {{info_opts, sizeof info_opts / sizeof info_opts[0]}};
+        int nrc = cli_opts_normalize("info", tables, 1, &argc, &argv);
+        if (nrc > 0) info_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             info_usage(stdout);
@@ -131,6 +143,7 @@ int cmd_info(int argc, char **argv) {
             device = 1;
             continue;
         }
+        if (!strcmp(argv[i], "--model")) i++; /* -m FILE: the same as FILE (the parser gave it a value) */
         if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "clover info: unknown option '%s' (clover info --help)\n", argv[i]);
             return 2;

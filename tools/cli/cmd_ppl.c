@@ -9,11 +9,21 @@
 
 #include "clover.h"
 #include "cli_args.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "ppl_file.h"
 
+static const cli_opt ppl_opts[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", NULL},
+    {"--ids", NULL, CLI_STR, 0, 0, "LIST", NULL},
+    {"--file", "-f", CLI_STR, 0, 0, "FILE", NULL},
+    {"--ctx-size", "-c --ctx", CLI_UINT, 4, 1 << 20, "N", NULL},
+    {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
+    {"--device", NULL, CLI_STR, 0, 0, "D", NULL},
+    {"--json", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+};
 static void ppl_usage(FILE *out) {
-    fprintf(out, "usage: clover ppl [-m MODEL] (--ids 1,2,3 | -f FILE [--ctx N]) [options]\n"
+    fprintf(out, "usage: clover ppl [-m MODEL] (--ids 1,2,3 | -f FILE [-c N]) [options]\n"
                  "\n"
                  "--ids: scores a sequence of token ids with the causal trunk (row r predicts token\n"
                  "r+1) and prints the mean negative log-likelihood (nats per token) and the perplexity.\n"
@@ -28,8 +38,8 @@ static void ppl_usage(FILE *out) {
                  "  -m, --model FILE   GGUF model (default: the model built into this binary)\n"
                  "  --ids LIST         comma-separated token ids, at least 2\n"
                  "  -f, --file FILE    a UTF-8 text file\n"
-                 "  --ctx N            -f's window, even, 4..1048576 (default 512, as llama-perplexity)\n"
-                 "  --threads N        CPU threads (default: every CPU)\n"
+                 "  -c, --ctx-size N   -f's window, even, 4..1048576 (default 512, as llama-perplexity)\n"
+                 "  -t, --threads N    CPU threads (default: every CPU)\n"
                  "  --device D         auto (default: CUDA for a model without the Clover record\n"
                  "                     when a GPU fits it, else the CPU), cpu or cuda\n"
                  "  --json             print {\"tokens\", \"mean_nll\", \"perplexity\", \"seconds\"} (-f adds\n"
@@ -110,6 +120,13 @@ int cmd_ppl(int argc, char **argv) {
     uint64_t threads = 0, ctx = 512;
     const char *file = NULL;
     int json = 0, device = CLOVER_DEVICE_AUTO;
+    {
+        const cli_opt_table tables[] = {{ppl_opts, sizeof ppl_opts / sizeof ppl_opts[0]}};
+        int nrc = cli_opts_normalize("ppl", tables, 1, &argc, &argv);
+        if (nrc > 0) ppl_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -136,10 +153,10 @@ int cmd_ppl(int argc, char **argv) {
             bad = cli_parse_ids("ppl", a, v, &ids, &n) != 0;
         } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
             file = v;
-        } else if (!strcmp(a, "--ctx")) {
+        } else if (!strcmp(a, "--ctx-size")) {
             bad = cli_parse_u64("ppl", a, v, 1u << 20, &ctx) != 0;
             if (!bad && (ctx < 4 || ctx % 2)) {
-                fprintf(stderr, "clover ppl: --ctx %llu is not an even window of at least 4 tokens\n",
+                fprintf(stderr, "clover ppl: --ctx-size %llu is not an even window of at least 4 tokens\n",
                         (unsigned long long)ctx);
                 bad = 1;
             }

@@ -10,10 +10,17 @@
 #include <unistd.h>
 
 #include "base/timer.h"
+#include "cli_cancel.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "tensor_progress.h"
 #include "convert/requantize.h"
 
+static const cli_opt quantize_opts[] = {
+    {"--type", NULL, CLI_STR, 0, 0, "T", NULL},
+    {"--allow-requantize", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+    {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
+};
 static void quantize_usage(FILE *out) {
     fprintf(out,
             "usage: clover quantize IN.gguf OUT.gguf --type q8_0|q6_k|q5_k_m|q4_k_m [options]\n"
@@ -37,7 +44,7 @@ static void quantize_usage(FILE *out) {
             "  --type T             the output type (required)\n"
             "  --allow-requantize   accept an input whose tensors are already quantised (each is\n"
             "                       dequantised to f32 first, which compounds the rounding)\n"
-            "  --threads N          quantisation threads (default: every CPU)\n"
+            "  -t, --threads N      quantisation threads (default: every CPU)\n"
             "  -h, --help           this text\n"
             "\n"
             "Exit codes: 0 done, 1 the input or the writing failed (one error line), 2 usage.\n");
@@ -47,6 +54,13 @@ int cmd_quantize(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *type_name = NULL;
     int allow = 0;
     long threads = 0;
+    {
+        const cli_opt_table tables[] = {{quantize_opts, sizeof quantize_opts / sizeof quantize_opts[0]}};
+        int nrc = cli_opts_normalize("quantize", tables, 1, &argc, &argv);
+        if (nrc > 0) quantize_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -80,6 +94,7 @@ int cmd_quantize(int argc, char **argv) {
         fprintf(stderr, "clover quantize: --type '%s' is not one of q8_0, q6_k, q5_k_m, q4_k_m\n", type_name);
         return 2;
     }
+    cli_cancel_install_writer();
     cli_tensor_progress ps;
     cli_tensor_progress_start(&ps);
     requant_options opt = {.input_path = in,

@@ -19,44 +19,48 @@
 #include "run_report.h"
 #include "run_text.h"
 
+static const cli_opt run_table[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", "GGUF model (default: the model built into this binary)"},
+    {"--prompt", "-p", CLI_STR, 0, 0, "TEXT", "the prompt text"},
+    {"--file", "-f", CLI_STR, 0, 0, "FILE", "the prompt text from a file"},
+    {"--chat", NULL, CLI_FLAG, 0, 0, NULL, "the prompt is a user message in the chat template (default)"},
+    {"--raw", NULL, CLI_FLAG, 0, 0, NULL, "the prompt is plain text, tokenized as it is (special tokens matched)"},
+    {"--system", NULL, CLI_STR, 0, 0, "TEXT", "chat: a system message before the prompt"},
+    {"--think", NULL, CLI_FLAG, 0, 0, NULL, "chat: the answer opens a think block (default)"},
+    {"--no-think", NULL, CLI_FLAG, 0, 0, NULL, "chat: an empty think block (no reasoning)"},
+    {"--ids", NULL, CLI_STR, 0, 0, "LIST", "the prompt as comma-separated token ids"},
+    {"--json", NULL, CLI_FLAG, 0, 0, NULL, "print one JSON object with every field of the result"},
+    {"--no-visual", NULL, CLI_FLAG, 0, 0, NULL, "no block display on a terminal, only the text"},
+};
+static const cli_opt_table run_tables[] = {{run_table, sizeof run_table / sizeof run_table[0]}, {0}};
+
 static void run_usage(FILE *out) {
-    fprintf(out, "usage: clover run [-m MODEL] [-p PROMPT | --ids 1,2,3] [options]\n"
+    fprintf(out, "usage: clover run [-m MODEL] [-p PROMPT | -f FILE | --ids 1,2,3] [options]\n"
                  "\n"
                  "Generates an answer. A Clover model runs block diffusion (the record's\n"
                  "LowConfidence loop); a model without the record, or --ar, decodes token by token.\n"
-                 "The prompt is text (-p, or stdin when -p is absent and stdin is not a terminal),\n"
-                 "by default one user message in the model's chat template; the answer is printed\n"
-                 "as it is generated and a summary follows on stderr. On a terminal each block is\n"
-                 "drawn while it is denoised: masked rows as a dim shade, fixed rows coloured by\n"
-                 "confidence (green sure, red unsure). With --ids the prompt is token ids, and the\n"
-                 "generated ids and every statistic are printed instead.\n"
+                 "The prompt is text (-p, -f, or stdin when neither is given and stdin is not a\n"
+                 "terminal), by default one user message in the model's chat template; the answer\n"
+                 "is printed as it is generated and a summary follows on stderr. On a terminal each\n"
+                 "block is drawn while it is denoised: masked rows as a dim shade, fixed rows\n"
+                 "coloured by confidence (green sure, red unsure; NO_COLOR or TERM=dumb: no colour).\n"
+                 "With --ids the prompt is token ids, and the generated ids and every statistic are\n"
+                 "printed instead. llama.cpp's names work too (-n, -c, -t, -s, --temp, -ngl, -b).\n"
                  "\n"
-                 "prompt:\n"
-                 "  -m, --model FILE            GGUF model (default: the model built into this binary)\n"
-                 "  -p, --prompt TEXT           the prompt text\n"
-                 "  --chat                      the prompt is a user message in the chat template (default)\n"
-                 "  --raw                       the prompt is plain text, tokenized as it is (special\n"
-                 "                              tokens written in it, like <|im_start|>, are matched)\n"
-                 "  --system TEXT               chat: a system message before the prompt\n"
-                 "  --think, --no-think         chat: the answer opens a think block (default), or an\n"
-                 "                              empty one (no reasoning)\n"
-                 "  --ids LIST                  the prompt as comma-separated token ids\n"
-                 "generation:\n"
-                 "%s"
-                 "output:\n"
-                 "  --json                      print one JSON object with every field (with text: also\n"
-                 "                              the text, the prompt ids, and in chat mode the answer\n"
-                 "                              split into reasoning and content)\n"
-                 "  --no-visual                 no block display on a terminal, only the text\n"
-                 "  -h, --help                  this text\n"
+                 "prompt and output:\n");
+    cli_opts_print(out, &run_tables[0]);
+    fprintf(out, "generation:\n");
+    cli_opts_print(out, &GEN_OPTS_TABLE);
+    fprintf(out, "  -h, --help                  this text\n"
                  "\n"
-                 "Ctrl-C stops the answer (a second one ends clover).\n"
-                 "Exit codes: 0 done, 1 the model or the request failed (one error line), 2 usage.\n",
-            GEN_OPTS_HELP);
+                 "An answer that fills the context ends with finish \"length\" (exit 0).\n"
+                 "Ctrl-C stops the answer and prints its summary (exit 130; a second Ctrl-C ends clover).\n"
+                 "Exit codes: 0 done, 1 the model or the request failed (one error line), 2 usage,\n"
+                 "130 interrupted.\n");
 }
 
 typedef struct run_options {
-    const char *model, *prompt, *system;
+    const char *model, *prompt, *system, *file;
     int32_t *ids;
     size_t n_ids;
     int json, raw, no_think, no_visual;
@@ -86,6 +90,8 @@ static int run_valued(const char *a, const char *v, run_options *o) {
         o->model = v;
     } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
         o->prompt = v;
+    } else if (!strcmp(a, "--file")) {
+        o->file = v;
     } else if (!strcmp(a, "--system")) {
         o->system = v;
     } else if (!strcmp(a, "--ids")) {
@@ -100,6 +106,10 @@ static int run_valued(const char *a, const char *v, run_options *o) {
 /* 0 ok, 1 --help shown, -1 usage error (already reported). */
 static int run_parse(int argc, char **argv, run_options *o) {
     gen_opts_init(&o->g);
+    cli_opt_table tables[] = {run_tables[0], GEN_OPTS_TABLE};
+    int nrc = cli_opts_normalize("run", tables, 2, &argc, &argv);
+    if (nrc > 0) run_usage(stdout);
+    if (nrc) return nrc;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -121,8 +131,12 @@ static int run_parse(int argc, char **argv, run_options *o) {
         if (rc == 1) fprintf(stderr, "clover run: unknown option '%s' (clover run --help)\n", a);
         if (rc) return -1;
     }
-    if (o->ids && o->prompt) {
-        fprintf(stderr, "clover run: give the prompt once: -p TEXT or --ids LIST\n");
+    if ((o->ids != NULL) + (o->prompt != NULL) + (o->file != NULL) > 1) {
+        fprintf(stderr, "clover run: give the prompt once: -p TEXT, -f FILE or --ids LIST\n");
+        return -1;
+    }
+    if (o->prompt && !o->prompt[0]) {
+        fprintf(stderr, "clover run: the prompt is empty (-p \"\")\n");
         return -1;
     }
     if (o->system && o->raw) {
@@ -141,6 +155,12 @@ static int run_prompt_text(const run_options *o, char **owned, const char **text
         *text = o->prompt;
         *len = strlen(o->prompt);
         return 0;
+    }
+    if (o->file) {
+        if (cli_read_file("run", o->file, owned, len)) return -1;
+        *text = *owned;
+        if (!*len) fprintf(stderr, "clover run: %s is empty\n", o->file);
+        return *len ? 0 : -2;
     }
     if (isatty(STDIN_FILENO)) return 1;
     if (cli_read_stdin("run", owned, len)) return -1;
@@ -175,13 +195,15 @@ int cmd_run(int argc, char **argv) {
     clover_error err = {0};
     int code = 1;
     if (cli_load_model("run", o.model, &m)) goto done;
-    gen_opts_bind(&o.g, m);
+    if ((code = gen_opts_bind(&o.g, "run", m)) != 0) goto done;
+    code = 1;
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)o.g.threads;
     sp.device = o.g.device;
     sp.gpu_layers = (uint32_t)o.g.gpu_layers;
     sp.max_context = (size_t)o.g.max_context;
+    sp.max_rows = (size_t)o.g.batch_size;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err)) {
         fprintf(stderr, "clover run: %s\n", err.message);
@@ -192,7 +214,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if (clover_generate(s, o.ids, o.n_ids, &o.g.p, &r, &err)) {
-        fprintf(stderr, "clover run: %s\n", err.message);
+        run_print_error("run", &err, "shorten the prompt, or raise -c/--ctx-size");
         goto done;
     }
     code = o.json ? run_print_json(&r, NULL) : (run_print_ids_and_stats(&r), 0);

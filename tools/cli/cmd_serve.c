@@ -12,14 +12,44 @@
 
 #include "clover.h"
 #include "cli_args.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "server.h"
+
+static const cli_opt serve_opts[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", NULL},
+    {"--host", NULL, CLI_STR, 0, 0, "ADDR", NULL},
+    {"--port", NULL, CLI_UINT, 0, 65535, "N", NULL},
+    {"--model-name", NULL, CLI_STR, 0, 0, "NAME", NULL},
+    {"--queue", NULL, CLI_UINT, 1, 1 << 20, "N", NULL},
+    {"--max-body", NULL, CLI_UINT, 64, 1099511627776.0, "BYTES", NULL},
+    {"--timeout", NULL, CLI_UINT, 1, 86400, "SECONDS", NULL},
+    {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
+    {"--device", NULL, CLI_STR, 0, 0, "D", NULL},
+    {"--sessions", NULL, CLI_UINT, 1, 1 << 20, "N", NULL},
+    {"--max-batch", NULL, CLI_UINT, 1, 256, "N", NULL},
+    {"--ctx-size", "-c --ctx", CLI_UINT, 2, 4294967296.0, "N", NULL},
+    {"--snapshot-mib", NULL, CLI_UINT, 0, 1 << 24, "N", NULL},
+    {"--request-deadline", NULL, CLI_UINT, 1, 86400, "SECONDS", NULL},
+    {"--grace", NULL, CLI_UINT, 0, 86400, "SECONDS", NULL},
+    {"--max-conn-per-addr", NULL, CLI_UINT, 1, 1 << 20, "N", NULL},
+    {"--max-connections", NULL, CLI_UINT, 1, 1 << 20, "N", NULL},
+    {"--http-threads", NULL, CLI_UINT, 1, 1024, "N", NULL},
+    {"--api-key", NULL, CLI_STR, 0, 0, "KEY", NULL},
+    {"--api-key-file", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--ssl-key", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--ssl-cert", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--max-n", NULL, CLI_UINT, 1, 128, "N", NULL},
+    {"--test-script", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--no-webui", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+};
 
 static void serve_usage(FILE *out) {
     fprintf(out, "usage: clover serve [-m MODEL] [options]\n"
                  "\n"
                  "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
-                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
+                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus),\n"
+                 "and a chat page at GET / with a live view of the denoising passes.\n"
                  "Up to --max-batch requests generate at once (one batched pass per step);\n"
                  "the others wait in a bounded queue.\n"
                  "\n"
@@ -29,21 +59,22 @@ static void serve_usage(FILE *out) {
                  "  --port N             port (default 8080; 0: any free port, printed at start)\n"
                  "  --model-name NAME    the model's name in the API (default: the file's name\n"
                  "                       without .gguf, or clover-tiny for the built-in model)\n"
-                 "  --queue N            requests that may wait for the model; more get 429 (default 64)\n"
+                 "  --queue N            requests that may wait for the model; more get 429 (default 256)\n"
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
-                 "  --threads N          CPU threads of the model (default: every CPU)\n"
+                 "  -t, --threads N      CPU threads of the model (default: every CPU)\n"
                  "  --device D           auto (default: CUDA when a GPU is there and the model fits\n"
                  "                       it, else the CPU; the choice is printed), cpu or cuda (no\n"
                  "                       usable GPU: refused at start, exit 1)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --max-batch N        requests generating at once (default 8)\n"
-                 "  --ctx N              tokens per conversation, prompt + answer (default: the model's)\n"
+                 "  -c, --ctx-size N     tokens per conversation, prompt + answer (default: the model's)\n"
                  "  --snapshot-mib N     largest prompt snapshot a session keeps for reuse across\n"
                  "                       chat turns, in MiB (default 1024; 0: keep none)\n"
                  "  --request-deadline SECONDS  a request's header and body must arrive within this\n"
                  "                       time of the connect, however they trickle in (default 10)\n"
-                 "  --max-conn-per-addr N  connections one client address may hold (default 64)\n"
+                 "  --max-conn-per-addr N  connections one client address may hold while over half\n"
+                 "                       of --max-connections are in use (default 64)\n"
                  "  --max-connections N  connections in all (default 4096)\n"
                  "  --http-threads N     threads of the HTTP event loop (default 4)\n"
                  "  --grace SECONDS      on SIGTERM / SIGINT, how long running requests may finish\n"
@@ -51,6 +82,7 @@ static void serve_usage(FILE *out) {
                  "  --api-key KEY        require Authorization: Bearer KEY (not on /health)\n"
                  "  --api-key-file FILE  the same, one key per line (with --api-key: either works)\n"
                  "  --ssl-key FILE, --ssl-cert FILE  serve HTTPS with this PEM key and certificate\n"
+                 "  --no-webui           no chat page at GET / (the API alone)\n"
                  "  --max-n N            the most choices one request may ask for (n; default 8)\n"
                  "  --test-script FILE   tests only: every answer is this file's text (the model still runs)\n"
                  "  -h, --help           this text\n"
@@ -72,11 +104,19 @@ typedef struct serve_args {
 /* 0 ok, 1 --help shown, -1 usage error (already reported). */
 static int serve_parse(int argc, char **argv, serve_args *a) {
     a->o.port = 8080;
+    const cli_opt_table tables[] = {{serve_opts, sizeof serve_opts / sizeof serve_opts[0]}};
+    int nrc = cli_opts_normalize("serve", tables, 1, &argc, &argv);
+    if (nrc > 0) serve_usage(stdout);
+    if (nrc) return nrc;
     for (int i = 1; i < argc; i++) {
         const char *k = argv[i];
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
             serve_usage(stdout);
             return 1;
+        }
+        if (!strcmp(k, "--no-webui")) { /* the one option without a value */
+            a->o.no_webui = 1;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (k[0] != '-') {
@@ -130,10 +170,10 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
                 rc = -1;
             }
             a->o.device = d;
-        } else if (!strcmp(k, "--ctx")) {
+        } else if (!strcmp(k, "--ctx-size")) {
             rc = cli_parse_u64("serve", k, v, (uint64_t)1 << 32, &x);
             if (!rc && x < 2) {
-                fprintf(stderr, "clover serve: --ctx must be at least 2 tokens\n");
+                fprintf(stderr, "clover serve: --ctx-size must be at least 2 tokens\n");
                 rc = -1;
             }
             a->o.context = (size_t)x;

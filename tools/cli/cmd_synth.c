@@ -9,8 +9,24 @@
 #include <sys/stat.h>
 
 #include "clover.h"
+#include "cli_cancel.h"
+#include "cli_opts.h"
 #include "commands.h"
 
+static const cli_opt synth_opts[] = {
+    {"--output", "-o", CLI_STR, 0, 0, "FILE", NULL},
+    {"--preset", NULL, CLI_STR, 0, 0, "NAME", NULL},
+    {"--type", NULL, CLI_STR, 0, 0, "T", NULL},
+    {"--seed", "-s", CLI_UINT, 0, 0, "N", NULL},
+    {"--no-diffusion", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+    {"--layers", NULL, CLI_UINT, 1, 4294967295.0, "N", NULL},
+    {"--hidden", NULL, CLI_UINT, 1, 4294967295.0, "N", NULL},
+    {"--experts", NULL, CLI_UINT, 1, 4294967295.0, "N", NULL},
+    {"--expert-ff", NULL, CLI_UINT, 1, 4294967295.0, "N", NULL},
+    {"--route-skew", NULL, CLI_FLOAT, 0, 64, "S", NULL},
+    {"--threads", "-t", CLI_UINT, 1, 4294967295.0, "N", NULL},
+    {"--sparse", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+};
 static void synth_usage(FILE *out) {
     fprintf(out, "usage: clover synth -o FILE [options]\n"
                  "\n"
@@ -29,7 +45,7 @@ static void synth_usage(FILE *out) {
                  "                        for load tests where the disk cannot hold them\n"
                  "  --type T              f32, f16, bf16, q8_0 or q4_k_m (routed experts q4_K, other\n"
                  "                        matrices q8_0); default f32 for tiny, q4_k_m for the 35B\n"
-                 "  --seed N              random seed (default 0)\n"
+                 "  -s, --seed N          random seed (default 0)\n"
                  "  --no-diffusion        no Clover record or tensors: an autoregressive model\n"
                  "  --layers N            override the layer count\n"
                  "  --hidden N            override the hidden size\n"
@@ -39,7 +55,7 @@ static void synth_usage(FILE *out) {
                  "                        per MoE layer the router row of the expert of rank r (a\n"
                  "                        random order per layer, from the seed) is scaled by\n"
                  "                        1 + S / (1 + r), so a few experts win most rows; 0..64\n"
-                 "  --threads N           threads generating and quantising (default: one per CPU;\n"
+                 "  -t, --threads N       threads generating and quantising (default: one per CPU;\n"
                  "                        the file does not depend on it)\n"
                  "  --sparse              write the header and tables, then extend the file to its full\n"
                  "                        size without writing the data (all zeros, no disk blocks):\n"
@@ -64,6 +80,13 @@ int cmd_synth(int argc, char **argv) {
     clover_synth_options opts;
     memset(&opts, 0, sizeof opts);
     const char *out = NULL;
+    {
+        const cli_opt_table tables[] = {{synth_opts, sizeof synth_opts / sizeof synth_opts[0]}};
+        int nrc = cli_opts_normalize("synth", tables, 1, &argc, &argv);
+        if (nrc > 0) synth_usage(stdout);
+        if (nrc > 0) return 0;
+        if (nrc < 0) return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -125,14 +148,15 @@ int cmd_synth(int argc, char **argv) {
         fprintf(stderr, "clover synth: no output file (-o FILE)\n");
         return 2;
     }
+    cli_cancel_install_writer();
     clover_error err = {0};
     clover_synth_params pc;
-    if (clover_synth_count(&opts, &pc, &err) != CLOVER_OK) {
-        fprintf(stderr, "clover synth: %s\n", err.message);
-        return 1;
+    if (clover_synth_count(&opts, &pc, &err) != CLOVER_OK) { /* the options do not make a model: usage */
+        fprintf(stderr, "clover synth: %s\n", strncmp(err.message, "synth: ", 7) ? err.message : err.message + 7);
+        return 2;
     }
     if (clover_synth(out, &opts, &err) != CLOVER_OK) {
-        fprintf(stderr, "clover synth: %s\n", err.message);
+        fprintf(stderr, "clover synth: %s\n", strncmp(err.message, "synth: ", 7) ? err.message : err.message + 7);
         return 1;
     }
     struct stat st;

@@ -14,10 +14,18 @@
 
 #include "cli_args.h"
 #include "clover.h"
+#include "cli_opts.h"
 #include "commands.h"
 #include "prompt_text.h"
 #include "text/tokenizer.h"
 
+static const cli_opt tokenize_opts[] = {
+    {"--model", "-m", CLI_STR, 0, 0, "FILE", NULL},
+    {"--tokenizer", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--decode", NULL, CLI_STR, 0, 0, "LIST", NULL},
+    {"--no-special", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+    {"--json", NULL, CLI_FLAG, 0, 0, NULL, NULL},
+};
 static void tokenize_usage(FILE *out) {
     fprintf(out, "usage: clover tokenize [-m MODEL | --tokenizer tokenizer.json] [--json] [--no-special] [TEXT]\n"
                  "       clover tokenize [-m MODEL | --tokenizer tokenizer.json] [--json] [--no-special] --decode LIST\n"
@@ -158,6 +166,13 @@ typedef struct tokenize_options {
 
 /* 0 ok, 1 --help shown, -1 usage error (reported). */
 static int tokenize_parse(int argc, char **argv, tokenize_options *o) {
+    {
+        const cli_opt_table tables[] = {{tokenize_opts, sizeof tokenize_opts / sizeof tokenize_opts[0]}};
+        int nrc = cli_opts_normalize("tokenize", tables, 1, &argc, &argv);
+        if (nrc > 0) tokenize_usage(stdout);
+        if (nrc > 0) return 1;
+        if (nrc < 0) return -1;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {

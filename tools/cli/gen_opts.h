@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "clover.h"
+#include "cli_opts.h"
 
 typedef struct gen_opts {
     clover_generate_params p;
@@ -22,11 +23,16 @@ typedef struct gen_opts {
     uint64_t threads; /* session threads; 0: every CPU */
     int device;       /* clover_device (--device auto|cpu|cuda) */
     uint64_t gpu_layers; /* --gpu-layers N */
-    uint64_t max_context; /* --max-context; 0: the model's */
+    uint64_t max_context; /* --ctx-size; 0: the model's */
+    uint64_t batch_size;  /* -b: rows per pass (prompt chunk); 0: the engine's */
+    const char *diffusion_only; /* the first block-diffusion option given (said once if the model is AR) */
+    int min_p_given;
+    char *json_schema; /* owned: --json-schema FILE's text, or --grammar json's schema */
 } gen_opts;
 
-/* The help lines of these options (for a usage text). */
-extern const char GEN_OPTS_HELP[];
+/* The options of this file, for cli_opts_normalize. */
+extern const cli_opt_table GEN_OPTS_TABLE;
+
 
 void gen_opts_init(gen_opts *g);
 void gen_opts_free(gen_opts *g);
@@ -38,7 +44,10 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *opt, const char *v
 /* Points p at the id lists. */
 void gen_opts_finish(gen_opts *g);
 /* Once the model is loaded: the penalties override (when any penalty
- * option was given), the record's values with the given ones replaced. */
-void gen_opts_bind(gen_opts *g, const clover_model *m);
+ * option was given), the record's values with the given ones replaced;
+ * a note on stderr (once) for options that do not apply to this model; a
+ * --block that does not divide the record's is a usage error: 2 (reported),
+ * else 0. */
+int gen_opts_bind(gen_opts *g, const char *cmd, const clover_model *m);
 
 #endif

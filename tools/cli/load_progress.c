@@ -7,6 +7,7 @@
  * clean line.
  */
 #include "load_progress.h"
+#include "visual.h"
 
 #include <fcntl.h>
 #include <stdint.h>
@@ -39,7 +40,7 @@ static void draw(const char *name, uint64_t done, uint64_t total, double seconds
 }
 
 void cli_prefetch_model(const char *path) {
-    if (!path || !isatty(STDERR_FILENO)) return;
+    if (!path || !isatty(STDERR_FILENO) || cli_term_plain()) return;
     int fd = open(path, O_RDONLY);
     if (fd < 0) return;
     struct stat st;

@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "clover.h"
+#include "cli_opts.h"
 #include "commands.h"
+#include "version.h"
 
 static const cli_command commands[] = {
     {"convert", "convert a Hugging Face Qwen3.5-MoE checkpoint directory to GGUF", cmd_convert},
@@ -18,6 +20,7 @@ static const cli_command commands[] = {
     {"tokenize", "text to token ids and back, with a model's tokenizer or a tokenizer.json", cmd_tokenize},
     {"ppl", "perplexity of token ids or of a text file (as llama-perplexity)", cmd_ppl},
     {"serve", "serve the model over HTTP with OpenAI's API (chat, completions, streaming)", cmd_serve},
+    {"bench", "time a model's passes on a device beside their memory floors", cmd_bench},
     {"check", "compare a device backend with the CPU backend on the same commits, layer by layer", cmd_check},
 };
 
@@ -27,7 +30,7 @@ static void print_usage(FILE *out) {
     fprintf(out, "usage: clover COMMAND [options]   (clover COMMAND --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
-    fprintf(out, "  %-10s %s\n", "version", "print the version");
+    fprintf(out, "  %-10s %s\n", "version", "the version, the commit and the backends built in (also --version)");
 }
 
 int main(int argc, char **argv) {
@@ -40,12 +43,18 @@ int main(int argc, char **argv) {
         print_usage(stdout);
         return 0;
     }
-    if (!strcmp(name, "version") || !strcmp(name, "--version")) {
-        printf("clover %s\n", clover_version());
+    if (!strcmp(name, "version") || !strcmp(name, "--version") || !strcmp(name, "-V")) {
+        cli_print_version(stdout);
         return 0;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "clover: unknown command '%s' (clover --help lists them)\n", name);
+    enum { N = sizeof commands / sizeof commands[0] };
+    cli_opt names[N];
+    for (size_t i = 0; i < N; i++) names[i] = (cli_opt){.name = commands[i].name};
+    const cli_opt_table t = {names, N};
+    const char *near = cli_opts_nearest(&t, 1, name);
+    fprintf(stderr, "clover: unknown command '%s'%s%s%s (clover --help lists them)\n", name, near ? " (did you mean " : "",
+            near ? near : "", near ? "?)" : "");
     return 2;
 }

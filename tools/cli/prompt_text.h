@@ -15,6 +15,8 @@
 /* All of stdin (malloc'd, NUL-terminated). 0, or -1 after a one-line error
  * naming cmd. */
 int cli_read_stdin(const char *cmd, char **text, size_t *len);
+/* All of a file, the same way. */
+int cli_read_file(const char *cmd, const char *path, char **text, size_t *len);
 
 /* The chat template over msgs (generation prompt added, thinking on or
  * off), tokenized. *ids is the library's (clover_free). */

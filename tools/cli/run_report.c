@@ -5,6 +5,8 @@
  */
 #include "run_report.h"
 
+#include <string.h>
+
 #include <jansson.h>
 #include <stdlib.h>
 
@@ -143,4 +145,18 @@ void run_print_summary(FILE *f, const clover_generate_result *r) {
     }
     fprintf(f, "; prompt %zu tokens (%zu reused) in %.3f s; total %.3f s]\n", s->prompt_tokens, s->reused_tokens,
             s->prompt_s, s->total_s);
+}
+
+void run_print_error(const char *cmd, const clover_error *err, const char *hint) {
+    if (strstr(err->message, "more than the context"))
+        fprintf(stderr, "clover %s: %s; %s\n", cmd, err->message, hint);
+    else
+        fprintf(stderr, "clover %s: %s\n", cmd, err->message);
+}
+
+int run_note_context_full(const char *cmd, const clover_generate_result *r, size_t max_tokens, const char *hint) {
+    if (r->finish != CLOVER_FINISH_LENGTH || r->n_generated >= max_tokens) return 0;
+    fprintf(stderr, "clover %s: the answer stopped at the end of the context (%zu tokens held); %s\n", cmd,
+            r->committed_after, hint);
+    return 1;
 }

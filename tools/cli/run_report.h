@@ -31,4 +31,13 @@ void run_print_ids_and_stats(const clover_generate_result *r);
  * block, rates, prompt and reuse. */
 void run_print_summary(FILE *f, const clover_generate_result *r);
 
+/* A failed request as one line on stderr, "clover CMD: message", with what
+ * to do when the prompt does not fit the context (hint: the option or the
+ * command that makes room). */
+void run_print_error(const char *cmd, const clover_error *err, const char *hint);
+
+/* 1 when the answer stopped because the context is full (finish "length"
+ * before max_tokens), after a note on stderr saying so and what to do. */
+int run_note_context_full(const char *cmd, const clover_generate_result *r, size_t max_tokens, const char *hint);
+
 #endif

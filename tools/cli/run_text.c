@@ -57,14 +57,16 @@ int run_text(const clover_model *m, clover_session *s, const run_text_request *t
     int code = 0;
     if (!t->json) answer_out_finish(&out);
     if (rc) {
-        fprintf(stderr, "clover run: %s\n", err.message);
+        run_print_error("run", &err, "shorten the prompt, or raise -c/--ctx-size");
         code = 1;
     } else if (t->json) {
         run_text_info info = {.prompt_ids = ids, .n_prompt = n, .chat = t->chat, .thinking = t->chat && t->thinking};
         code = run_print_json(&r, &info);
     } else {
         run_print_summary(stderr, &r);
+        run_note_context_full("run", &r, p->max_tokens, "-c/--ctx-size gives a longer one");
     }
+    if (!rc && r.finish == CLOVER_FINISH_CANCELLED) code = 130; /* Ctrl-C, as a shell counts it */
     clover_generate_result_free(&r); /* also after a failure (then empty) */
     answer_out_free(&out);
     clover_free(ids);

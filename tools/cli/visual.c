@@ -231,3 +231,8 @@ void visual_show_pass(visual *v, const clover_pass_view *pv) {
     v->rows = v->sim_rows;
     if (pre) v->col = 0; /* erasing leaves the cursor at the start of the new row */
 }
+
+int cli_term_plain(void) {
+    const char *nc = getenv("NO_COLOR"), *term = getenv("TERM");
+    return (nc && *nc) || (term && !strcmp(term, "dumb"));
+}

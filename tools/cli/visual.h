@@ -20,6 +20,11 @@
 
 typedef struct visual visual;
 
+/* 1 when the terminal gets plain text only: NO_COLOR is set (no-color.org)
+ * or TERM is "dumb" (no cursor movement). Then there is no block
+ * display, no colour and no redrawn progress line. */
+int cli_term_plain(void);
+
 /* A display on out (a terminal). show_blocks: draw the block previews.
  * NULL when out of memory (the caller then prints plain text). */
 visual *visual_create(const clover_model *m, FILE *out, int show_blocks);

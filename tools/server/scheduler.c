@@ -203,23 +203,27 @@ nomem:
     return CLOVER_E_NOMEM;
 }
 
-int scheduler_submit(scheduler *s, job *j) {
+int scheduler_submit_all(scheduler *s, job **js, size_t n) {
     pthread_mutex_lock(&s->mu);
     int rc = SCHEDULER_QUEUED;
     if (s->stopping) {
         rc = SCHEDULER_STOPPING;
-    } else if (s->count == s->cap) {
+    } else if (n > s->cap - s->count) {
         rc = SCHEDULER_FULL;
     } else {
-        job_ref(j);
-        j->t_submit = job_now();
-        s->ring[(s->head + s->count) % s->cap] = j;
-        s->count++;
+        for (size_t i = 0; i < n; i++) {
+            job_ref(js[i]);
+            js[i]->t_submit = job_now();
+            s->ring[(s->head + s->count) % s->cap] = js[i];
+            s->count++;
+        }
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
+
+int scheduler_submit(scheduler *s, job *j) { return scheduler_submit_all(s, &j, 1); }
 
 size_t scheduler_queue_length(scheduler *s, int *busy) {
     pthread_mutex_lock(&s->mu);

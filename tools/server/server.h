@@ -15,7 +15,7 @@ typedef struct server_options {
     const char *host;    /* address to bind; NULL: 127.0.0.1 */
     unsigned port;       /* 0: any free port (server_port tells which) */
     const char *model_id; /* the name clients use; NULL: "clover" */
-    size_t queue;        /* requests that may wait for the model; 0: 64 */
+    size_t queue;        /* requests that may wait for the model; 0: 256 */
     size_t max_body;     /* request body cap in bytes; 0: 8 MiB */
     unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
     size_t n_threads;    /* engine CPU threads; 0: every CPU */
@@ -47,6 +47,8 @@ typedef struct server_options {
      * requests in the order they arrive (cycling). Tests use it to drive
      * the tool call parser end to end. NULL: off (always, outside tests). */
     const char *test_script;
+
+    int no_webui; /* --no-webui: no chat page at GET / (tools/server/webui) */
 } server_options;
 
 typedef struct server server;
