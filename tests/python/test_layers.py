@@ -3,7 +3,7 @@
 layer and those below it, cpu/ and cuda/ never include each other, and no
 source file sits in src/ itself.
 
-    base -> gguf, quant -> model, text, convert -> backend -> cpu, cuda
+    base -> gguf, quant -> model, text, convert, grammar -> backend -> cpu, cuda
          -> offload, parallel -> engine          (include/clover.h: anyone)
 
 The expected value is this table, written by hand from the architecture
@@ -23,7 +23,7 @@ SRC = SOURCE / "src"
 RANK = {
     "base": 0,
     "gguf": 1, "quant": 1,
-    "model": 2, "text": 2, "convert": 2,
+    "model": 2, "text": 2, "convert": 2, "grammar": 2,
     "backend": 3,
     "cpu": 4, "cuda": 4,
     "offload": 5, "parallel": 5,

@@ -91,3 +91,26 @@ def test_auto_says_why(model, tmp_path):
         assert srv.metrics().get(f'clover_device{{device="{dev.group(1)}"}}') == 1
     finally:
         ss.stop_server(srv)
+
+
+def test_device_memory_full_is_a_503(model, tmp_path, monkeypatch):
+    """Admission by device memory: with a device that holds one session (CLOVER_FAULT_INJECT=full:2, the CPU
+    standing in for the device inside the failover), a second concurrent request finds no session and no idle one
+    to reuse, and is answered 503 with a JSON error naming the device's memory; once the first ends, a request
+    is served on the session it left."""
+    monkeypatch.setenv("CLOVER_FAULT_INJECT", "full:2")
+    srv = ss.start_server(model, tmp_path / "full.log", "--device", "cpu", "--max-batch", 2, "--sessions", 1)
+    monkeypatch.delenv("CLOVER_FAULT_INJECT")
+    try:
+        long = ss._send_raw(srv.port, {"prompt": "Go on:", "max_tokens": 4000, "ignore_eos": True}, True)
+        assert ss.wait_for(lambda: srv.metrics()["clover_busy"] == 1.0)
+        status, body = srv.post_json("/v1/completions", {"prompt": "Hello", "max_tokens": 4})
+        assert status == 503, body
+        assert body["error"]["code"] == "device_memory_full" and body["error"]["type"] == "server_error", body
+        assert "memory" in body["error"]["message"] and "\n" not in body["error"]["message"], body
+        long.close()
+        assert ss.wait_for(lambda: srv.metrics()["clover_busy"] == 0.0, timeout=120)
+        status, body = srv.post_json("/v1/completions", {"prompt": "Hello", "max_tokens": 4})
+        assert status == 200 and body["choices"][0]["text"] is not None, body
+    finally:
+        ss.stop_server(srv)
