@@ -179,3 +179,37 @@ def test_no_color_and_dumb_terminals(env, plain):
     os.close(master)
     assert p.wait(timeout=60) == 0
     assert (b"\x1b[" in out) != plain, out[:200]
+
+
+@pytest.mark.parametrize("mode", [["--ar"], []])
+def test_prefill_progress_on_a_terminal_changes_nothing(mode):
+    """A 2,600-token prompt with stderr on a terminal shows the prompt's
+    progress; the answer and the reported statistics are those of the same
+    run with stderr on a pipe (no progress)."""
+    import os
+    import pty
+    ids = ",".join(str(1 + i % 200) for i in range(2600))
+    args = [str(CLOVER), "run", *mode, "--ids", ids, "-n", "8", "--json", "--ignore-eos"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm")
+    env.pop("NO_COLOR", None)
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    out, _ = p.communicate(timeout=300)
+    os.close(master)
+    assert p.returncode == 0, err
+    assert b"prompt: 512 of 2600 tokens" in err and b"prompt: 2560 of 2600 tokens" in err, err[-300:]
+    a, b = json.loads(plain.stdout), json.loads(out)
+    assert a["ids"] == b["ids"] and a["confidences"] == b["confidences"]
+    assert b["stats"]["prompt_tokens"] == 2600 and b["stats"]["reused_tokens"] == 0
