@@ -222,6 +222,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     code = o.json ? run_print_json(&r, NULL) : (run_print_ids_and_stats(&r), 0);
+    run_note_context_full("run", &r, o.g.p.max_tokens, "-c/--ctx-size gives a longer one");
     if (!code && r.finish == CLOVER_FINISH_CANCELLED) code = 130; /* Ctrl-C, as a shell counts it */
 done:
     clover_generate_result_free(&r);

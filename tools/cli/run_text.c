@@ -63,6 +63,7 @@ int run_text(const clover_model *m, clover_session *s, const run_text_request *t
     } else if (t->json) {
         run_text_info info = {.prompt_ids = ids, .n_prompt = n, .chat = t->chat, .thinking = t->chat && t->thinking};
         code = run_print_json(&r, &info);
+        run_note_context_full("run", &r, p->max_tokens, "-c/--ctx-size gives a longer one");
     } else {
         run_print_summary(stderr, &r);
         run_note_context_full("run", &r, p->max_tokens, "-c/--ctx-size gives a longer one");
