@@ -16,6 +16,9 @@ import clover_paths as cp
 CLOVER = cp.BUILD / "clover"
 
 
+PROMPT = b">\x1b[0m "  # the end of the bold prompt
+
+
 def read_until(fd, needle, timeout=30.0):
     out = b""
     end = time.time() + timeout
@@ -48,12 +51,12 @@ def chat():
 
 def test_left_arrow_edits_and_up_recalls(chat):
     p, fd = chat
-    assert b"> " in read_until(fd, b"> ")
+    assert PROMPT in read_until(fd, PROMPT)
     os.write(fd, b"/stts\x1b[D\x1b[Da\r")  # "/stts", Left Left, "a": "/stats"
     out = read_until(fd, b"no answer yet")
     assert b"no answer yet" in out, out
     assert b"unknown command" not in out
-    read_until(fd, b"> ", timeout=5)
+    read_until(fd, PROMPT, timeout=5)
     os.write(fd, b"\x1b[A\r")  # Up: "/stats" again
     out = read_until(fd, b"no answer yet")
     assert b"no answer yet" in out, out

@@ -118,15 +118,23 @@ def test_prompt_longer_than_context_refused_up_front():
 
 
 def test_full_default_context_ends_as_length():
-    """The issue's case on the 4,096-token default context (autoregressive:
-    block diffusion takes ~45 s for it on the dev VM), then block diffusion on
-    a 512-token one."""
-    r = clover("run", "--ar", "-p", "hi", "--max-tokens", 5000, "--ignore-eos", "--no-visual", timeout=300)
+    """The issue's case on the 4,096-token default context: --max-tokens 5000
+    --ignore-eos ends as length, exit 0, with its summary. A 4,000-token
+    prompt brings the end of the context near (committing a prompt is cheap;
+    decoding 4,000 tokens would cost CI a minute under ASan), in both modes."""
+    ids = ",".join(str(1 + i % 200) for i in range(4000))
+    r = clover("run", "--ar", "--ids", ids, "--max-tokens", 5000, "--ignore-eos", "--json", timeout=300)
     assert r.returncode == 0, r.stderr
-    assert r.stderr.startswith("[length, ") and "end of the context" in r.stderr, r.stderr[-400:]
-    r = answer("-p", "hi", "--max-tokens", 5000, "--ignore-eos", "-c", 512)
-    # 32-row blocks: the last block that fits ends at or before 512, the next would pass it
-    assert r["finish_reason"] == "length" and r["committed_after"] <= 512 < r["committed_after"] + 32 + 32, r["committed_after"]
+    j = json.loads(r.stdout)
+    # 4,000 prompt ids + 96 committed answer tokens fill 4,096; the 97th is emitted, never committed
+    assert j["finish_reason"] == "length" and j["committed_after"] == 4096 and len(j["ids"]) == 97, r.stderr
+    assert "end of the context (4096 tokens held)" in r.stderr
+    r = clover("run", "--ids", ids, "--max-tokens", 5000, "--ignore-eos", "--json", timeout=300)
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout)
+    # 32-row blocks: 3 fit after 4,000 (4,096 committed), a 4th would not
+    assert j["finish_reason"] == "length" and j["blocks"] == 3 and len(j["ids"]) == 96, r.stderr
+    assert j["committed_after"] == 4096 and "end of the context" in r.stderr
 
 
 def test_chat_suggests_reset():
@@ -179,3 +187,37 @@ def test_no_color_and_dumb_terminals(env, plain):
     os.close(master)
     assert p.wait(timeout=60) == 0
     assert (b"\x1b[" in out) != plain, out[:200]
+
+
+@pytest.mark.parametrize("mode", [["--ar"]])
+def test_prefill_progress_on_a_terminal_changes_nothing(mode):
+    """A 2,600-token prompt with stderr on a terminal shows the prompt's
+    progress; the answer and the reported statistics are those of the same
+    run with stderr on a pipe (no progress)."""
+    import os
+    import pty
+    ids = ",".join(str(1 + i % 200) for i in range(2600))
+    args = [str(CLOVER), "run", *mode, "--ids", ids, "-n", "8", "--json", "--ignore-eos"]
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert plain.returncode == 0, plain.stderr
+    master, slave = pty.openpty()
+    env = dict(os.environ, TERM="xterm")
+    env.pop("NO_COLOR", None)
+    p = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=slave, env=env)
+    os.close(slave)
+    err = b""
+    while True:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        err += chunk
+    out, _ = p.communicate(timeout=300)
+    os.close(master)
+    assert p.returncode == 0, err
+    assert b"prompt: 512 of 2600 tokens" in err and b"prompt: 2560 of 2600 tokens" in err, err[-300:]
+    a, b = json.loads(plain.stdout), json.loads(out)
+    assert a["ids"] == b["ids"] and a["confidences"] == b["confidences"]
+    assert b["stats"]["prompt_tokens"] == 2600 and b["stats"]["reused_tokens"] == 0

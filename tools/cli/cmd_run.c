@@ -14,7 +14,9 @@
 #include "clover.h"
 #include "cli_args.h"
 #include "commands.h"
+#include "cli_cancel.h"
 #include "gen_opts.h"
+#include "prefill.h"
 #include "prompt_text.h"
 #include "run_report.h"
 #include "run_text.h"
@@ -178,7 +180,7 @@ int cmd_run(int argc, char **argv) {
     }
     char *stdin_text = NULL;
     run_text_request t = {.system = o.system, .chat = !o.raw, .thinking = !o.no_think, .json = o.json,
-                          .visual = !o.no_visual};
+                          .visual = !o.no_visual, .chunk = (size_t)o.g.batch_size};
     if (!o.ids) {
         int trc = run_prompt_text(&o, &stdin_text, &t.prompt, &t.prompt_len);
         if (trc) {
@@ -213,11 +215,15 @@ int cmd_run(int argc, char **argv) {
         code = run_text(m, s, &t, &o.g.p);
         goto done;
     }
-    if (clover_generate(s, o.ids, o.n_ids, &o.g.p, &r, &err)) {
+    cli_cancel_install(1);
+    o.g.p.cancel = &cli_cancel_flag;
+    if (cli_generate(s, o.ids, o.n_ids, &o.g.p, (size_t)o.g.batch_size, &r, &err)) {
         run_print_error("run", &err, "shorten the prompt, or raise -c/--ctx-size");
         goto done;
     }
     code = o.json ? run_print_json(&r, NULL) : (run_print_ids_and_stats(&r), 0);
+    run_note_context_full("run", &r, o.g.p.max_tokens, "-c/--ctx-size gives a longer one");
+    if (!code && r.finish == CLOVER_FINISH_CANCELLED) code = 130; /* Ctrl-C, as a shell counts it */
 done:
     clover_generate_result_free(&r);
     clover_session_free(s);

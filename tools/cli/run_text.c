@@ -11,6 +11,7 @@
 
 #include "answer_out.h"
 #include "cli_cancel.h"
+#include "prefill.h"
 #include "prompt_text.h"
 #include "run_report.h"
 
@@ -53,7 +54,7 @@ int run_text(const clover_model *m, clover_session *s, const run_text_request *t
     cli_cancel_install(1);
     p->cancel = &cli_cancel_flag;
     clover_generate_result r;
-    int rc = clover_generate(s, ids, n, p, &r, &err);
+    int rc = cli_generate(s, ids, n, p, t->chunk, &r, &err);
     int code = 0;
     if (!t->json) answer_out_finish(&out);
     if (rc) {
@@ -62,6 +63,7 @@ int run_text(const clover_model *m, clover_session *s, const run_text_request *t
     } else if (t->json) {
         run_text_info info = {.prompt_ids = ids, .n_prompt = n, .chat = t->chat, .thinking = t->chat && t->thinking};
         code = run_print_json(&r, &info);
+        run_note_context_full("run", &r, p->max_tokens, "-c/--ctx-size gives a longer one");
     } else {
         run_print_summary(stderr, &r);
         run_note_context_full("run", &r, p->max_tokens, "-c/--ctx-size gives a longer one");

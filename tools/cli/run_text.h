@@ -19,6 +19,7 @@ typedef struct run_text_request {
     int thinking;       /* chat: the answer opens <think> */
     int json;           /* one JSON object instead of streamed text */
     int visual;         /* draw the blocks when stdout is a terminal */
+    size_t chunk;       /* the session's prompt rows per pass (-b), 0: the default */
 } run_text_request;
 
 /* Runs the request on s with the generation parameters p (its callbacks are
