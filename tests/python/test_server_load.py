@@ -1,7 +1,7 @@
 """`clover serve` under load from one address (127.0.0.1, loopback only), with --api-key, bounded in time.
 
-- 256 concurrent clients from one address, 3 requests each (a short generation, then the model list, then another
-  generation), every one on a fresh connection: all 768 answered 200, zero refused or broken. One address is every
+- 256 concurrent clients from one address, 3 requests each (a short generation, the model list, the model), every
+  one on a fresh connection: all 768 answered 200, zero refused or broken. One address is every
   client behind a reverse proxy; the per-address share only applies when the server is short of connections.
 - 300 stalled and 100 trickling connections from the same address as a real client: the real client (with its
   key) gets the answer to an 8-token request within 2 s, and the bad sockets were still held (unanswered) then.
@@ -63,7 +63,7 @@ def test_256_clients_from_one_address(model, tmp_path):
         try:
             start.wait(timeout=60)
             for method, path, body in (("POST", "/v1/completions", GEN), ("GET", "/v1/models", None),
-                                       ("POST", "/v1/completions", GEN)):
+                                       ("GET", "/v1/models/tiny_clover", None)):
                 status, payload = exchange(srv.port, method, path, body)
                 if status != 200:
                     raise AssertionError(f"{method} {path}: {status} {payload[:200]!r}")
@@ -86,7 +86,8 @@ def test_256_clients_from_one_address(model, tmp_path):
     finally:
         ss.stop_server(srv)
     log = srv.log_text()
-    assert log.count("POST /v1/completions 200 tokens ") == 512 and log.count("GET /v1/models 200 tokens ") == 256
+    assert log.count("POST /v1/completions 200 tokens ") == 256 and log.count("GET /v1/models 200 tokens ") == 256
+    assert log.count("GET /v1/models/tiny_clover 200 tokens ") == 256
 
 
 def test_real_client_beside_400_bad_sockets_from_its_address(model, tmp_path):

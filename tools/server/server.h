@@ -27,8 +27,8 @@ typedef struct server_options {
     int snapshot_set;    /* 0: the engine's default (1 GiB) */
 
     /* connections */
-    unsigned deadline_s;    /* a request's header and body must arrive this soon after the connect; 0: 10 */
-    size_t per_address;     /* connections one client address may hold; 0: 64 */
+    unsigned deadline_s;    /* the header must arrive this soon after the connect, the body by then plus its length at 128 KiB/s; 0: 10 */
+    size_t per_address;     /* connections one client address may hold while over half of max_connections are in use; 0: 64 */
     size_t max_connections; /* connections in all; 0: 4096 (bounded by the descriptor limit) */
     size_t http_threads;    /* MHD's event-loop threads; 0: 4 */
     unsigned grace_s;       /* shutdown: how long running requests may go on; 0: 30 (grace_set: 0 is 0) */
