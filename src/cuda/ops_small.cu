@@ -78,6 +78,89 @@ __device__ static float block_sum(float v, float *sh) {
     return sh[0];
 }
 
+/* The norms of a row of n <= 4 * NORM_THREADS * VPT floats, n % 4 == 0 and
+ * 16-byte aligned rows (the model's hidden sizes): each thread loads its VPT
+ * float4 of the row (and of w) at once into registers, before any store, so
+ * the loads overlap and the row is read once; then one block sum. The same
+ * arithmetic per element as k_rms_norm / k_add_rms_norm (v = h + y rounded
+ * once, (v * inv) * w); only the order of the sum of squares differs, the
+ * reassociation the tests' bound covers. ADD: h += y and out = norm(h);
+ * otherwise out = norm(h) and h is only read (out may equal h: every element
+ * is read by the thread that writes it, before it writes). */
+enum { NORM_THREADS = 256 };
+
+template <int VPT, bool ADD>
+__global__ void __launch_bounds__(NORM_THREADS)
+    k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    __shared__ float sh[32];
+    const size_t n4 = n / 4;
+    float4 *hr = (float4 *)(h + blockIdx.x * n);
+    const float4 *yr = (const float4 *)(y + (ADD ? blockIdx.x * n : 0));
+    float4 *orow = (float4 *)(out + blockIdx.x * n);
+    const float4 *w4 = (const float4 *)w;
+    float4 v[VPT], wv[VPT];
+#pragma unroll
+    for (int u = 0; u < VPT; u++) {
+        const size_t i = threadIdx.x + (size_t)u * NORM_THREADS;
+        float4 z = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        v[u] = z;
+        wv[u] = z;
+        if (i < n4) {
+            v[u] = hr[i];
+            wv[u] = w4[i];
+            if (ADD) {
+                const float4 b = yr[i];
+                v[u].x = v[u].x + b.x, v[u].y = v[u].y + b.y, v[u].z = v[u].z + b.z, v[u].w = v[u].w + b.w;
+            }
+        }
+    }
+    float ss = 0.0f;
+#pragma unroll
+    for (int u = 0; u < VPT; u++) {
+        const size_t i = threadIdx.x + (size_t)u * NORM_THREADS;
+        if (ADD && i < n4) hr[i] = v[u];
+        ss += v[u].x * v[u].x;
+        ss += v[u].y * v[u].y;
+        ss += v[u].z * v[u].z;
+        ss += v[u].w * v[u].w;
+    }
+    ss = block_sum(ss, sh);
+    const float inv = 1.0f / sqrtf(ss / (float)n + eps);
+#pragma unroll
+    for (int u = 0; u < VPT; u++) {
+        const size_t i = threadIdx.x + (size_t)u * NORM_THREADS;
+        if (i < n4) {
+            float4 o;
+            o.x = (v[u].x * inv) * wv[u].x;
+            o.y = (v[u].y * inv) * wv[u].y;
+            o.z = (v[u].z * inv) * wv[u].z;
+            o.w = (v[u].w * inv) * wv[u].w;
+            orow[i] = o;
+        }
+    }
+}
+
+static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* Launches k_norm_vec when the row fits it; false: the caller takes the general kernel. */
+template <bool ADD>
+static bool norm_vec_launch(float *out, float *h, const float *y, const float *w, size_t rows, size_t n, float eps,
+                            cudaStream_t st) {
+    if (n == 0 || n % 4 != 0 || n > 4 * NORM_THREADS * 4 || !aligned16(out) || !aligned16(h) || !aligned16(w) ||
+        (ADD && !aligned16(y)))
+        return false;
+    const size_t n4 = n / 4;
+    if (n4 <= NORM_THREADS)
+        pdl_launch(k_norm_vec<1, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+    else if (n4 <= 2 * NORM_THREADS)
+        pdl_launch(k_norm_vec<2, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+    else
+        pdl_launch(k_norm_vec<4, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+    return true;
+}
+
 __global__ void k_rms_norm(float *y, const float *x, const float *w, size_t n, float eps) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
@@ -94,7 +177,8 @@ __global__ void k_rms_norm(float *y, const float *x, const float *w, size_t n, f
 extern "C" int cuda_rms_norm(float *y, const float *x, const float *w, size_t rows, size_t n, float eps,
                              void *stream) {
     if (rows == 0) return 0;
-    pdl_launch(k_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), y, x, w, n, eps);
+    if (!norm_vec_launch<false>(y, (float *)x, NULL, w, rows, n, eps, as_stream(stream)))
+        pdl_launch(k_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), y, x, w, n, eps);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_rms_norm");
 }
 
@@ -119,7 +203,8 @@ __global__ void k_add_rms_norm(float *x, float *h, const float *y, const float *
 extern "C" int cuda_add_rms_norm(float *x, float *h, const float *y, const float *w, size_t rows, size_t n, float eps,
                                  void *stream) {
     if (rows == 0) return 0;
-    pdl_launch(k_add_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), x, h, y, w, n, eps);
+    if (!norm_vec_launch<true>(x, h, y, w, rows, n, eps, as_stream(stream)))
+        pdl_launch(k_add_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), x, h, y, w, n, eps);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm");
 }
 
@@ -154,89 +239,143 @@ extern "C" int cuda_swiglu(float *h, const float *g, const float *u, size_t coun
     return CUDA_LAUNCH_STATUS(g_err, "cuda_swiglu");
 }
 
-/* One block of 256 threads per row; the row's probabilities in shared memory.
+/* One warp per row (ROUTE_ROWS rows per block), the row's logits in
+ * registers: lane l holds experts l, l + 32, ... (NPER of them, NPER * 32 >=
+ * E). Softmax as cpu_moe_route (max, e^(x - max), sum, times 1 / sum; the
+ * max and sum by warp shuffles), then k rounds of a warp arg-max on
+ * (probability descending, id ascending), which is cpu_moe_topk's order:
+ * each lane keeps a bit mask of its candidates and clears the winner's bit.
+ * A row holding a NaN or an inf logit, or only -inf, has every probability
+ * NaN (the sum is NaN), and the CPU then takes the first k candidates in id
+ * order with NaN weights: a NaN probability ranks as 0 here, so all tie and
+ * the lowest ids win, the same picks.
  * allowed (NULL: every expert) restricts the top-k to a preview's coreset
  * (cpu_moe_route with allowed): the softmax stays over all experts, fewer than
  * k allowed leave padding slots of the lowest ids outside the set, weight 0. */
-__global__ void k_route(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t E, size_t k) {
+enum { ROUTE_ROWS = 4 };
+
+template <int NPER>
+__global__ void __launch_bounds__(ROUTE_ROWS * 32)
+    k_route(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n, size_t E, size_t k) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
-    __shared__ float p[CUDA_ROUTE_MAX_EXPERT];
-    __shared__ float sh[32];
-    __shared__ float mx_s;
-    const float *row = logits + blockIdx.x * E;
+    const unsigned lane = threadIdx.x & 31;
+    const size_t r = (size_t)blockIdx.x * ROUTE_ROWS + threadIdx.x / 32;
+    if (r >= n) return; /* a whole warp: the shuffles below see full warps */
+    const float *row = logits + r * E;
+    float p[NPER];
+    uint32_t cand = 0; /* bit i: expert lane + 32 i is a candidate not yet chosen */
     float mx = -INFINITY;
-    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
-        p[e] = row[e];
-        mx = fmaxf(mx, row[e]);
+#pragma unroll
+    for (int i = 0; i < NPER; i++) {
+        const size_t e = lane + 32 * (size_t)i;
+        p[i] = e < E ? row[e] : -INFINITY;
+        if (e < E && (!allowed || allowed[e])) cand |= 1u << i;
+        mx = fmaxf(mx, p[i]); /* fmaxf drops NaN, as the CPU's `>` does */
     }
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = mx;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        float m = sh[0];
-        for (unsigned w = 1; w < blockDim.x / 32; w++) m = fmaxf(m, sh[w]);
-        mx_s = m;
-    }
-    __syncthreads();
     float s = 0.0f;
-    for (size_t e = threadIdx.x; e < E; e += blockDim.x) {
-        p[e] = expf(p[e] - mx_s);
-        s += p[e];
+#pragma unroll
+    for (int i = 0; i < NPER; i++) {
+        const size_t e = lane + 32 * (size_t)i;
+        p[i] = e < E ? expf(p[i] - mx) : 0.0f;
+        s += p[i];
     }
-    s = block_sum(s, sh);
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
     const float inv = 1.0f / s;
-    for (size_t e = threadIdx.x; e < E; e += blockDim.x) p[e] *= inv;
-    __syncthreads();
-    /* top-k: k rounds of a first-maximum search by one warp (k, E small) */
-    if (threadIdx.x < 32) {
-        int32_t chosen[CUDA_ROUTE_MAX_K];
-        size_t m = 0;
-        for (size_t j = 0; j < k; j++) {
-            float best = -1.0f;
-            int32_t bi = INT32_MAX;
-            for (size_t e = threadIdx.x; e < E; e += 32) {
-                bool taken = allowed && !allowed[e];
-                for (size_t q = 0; q < j; q++) taken |= chosen[q] == (int32_t)e;
-                if (!taken && (p[e] > best || (p[e] == best && (int32_t)e < bi))) {
-                    best = p[e];
-                    bi = (int32_t)e;
-                }
+#pragma unroll
+    for (int i = 0; i < NPER; i++) p[i] *= inv;
+
+    int32_t my_id = -1; /* lane j < m: the j-th pick and its probability */
+    float my_p = 0.0f;
+    size_t m = 0;
+    for (size_t j = 0; j < k; j++) {
+        float best = -INFINITY; /* probabilities are >= 0 (NaN ranks as 0): -inf is "none" */
+        int32_t bi = INT32_MAX;
+#pragma unroll
+        for (int i = 0; i < NPER; i++) {
+            const float key = isnan(p[i]) ? 0.0f : p[i];
+            if ((cand >> i & 1u) && key > best) { /* strict: the lower id (earlier i) keeps a tie */
+                best = key;
+                bi = (int32_t)(lane + 32 * i);
             }
-            for (int o = 16; o > 0; o >>= 1) {
-                float ob = __shfl_xor_sync(0xffffffffu, best, o);
-                int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (ob > best || (ob == best && oi < bi)) {
-                    best = ob;
-                    bi = oi;
-                }
-            }
-            if (bi == INT32_MAX) break; /* fewer than k allowed */
-            chosen[j] = bi;
-            m = j + 1;
         }
-        if (threadIdx.x == 0) {
-            float top = 0.0f;
-            for (size_t j = 0; j < m; j++) top += p[chosen[j]]; /* descending order, as the CPU sums */
-            for (size_t j = 0; j < m; j++) {
-                idx[blockIdx.x * k + j] = chosen[j];
-                wts[blockIdx.x * k + j] = p[chosen[j]] / top;
+        for (int o = 16; o > 0; o >>= 1) {
+            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+            const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ob > best || (ob == best && oi < bi)) {
+                best = ob;
+                bi = oi;
             }
-            size_t j = m; /* padding slots (allowed only) */
-            for (size_t e = 0; allowed && e < E && j < k; e++)
-                if (!allowed[e]) {
-                    idx[blockIdx.x * k + j] = (int32_t)e;
-                    wts[blockIdx.x * k + j] = 0.0f;
-                    j++;
+        }
+        if (bi == INT32_MAX) break; /* fewer than k candidates (uniform over the warp) */
+        float wp = 0.0f;
+        if ((unsigned)bi % 32 == lane) {
+#pragma unroll
+            for (int i = 0; i < NPER; i++)
+                if ((int32_t)(lane + 32 * i) == bi) {
+                    wp = p[i];
+                    cand &= ~(1u << i);
                 }
+        }
+        wp = __shfl_sync(0xffffffffu, wp, (unsigned)bi % 32);
+        if (lane == j) {
+            my_id = bi;
+            my_p = wp;
+        }
+        m = j + 1;
+    }
+    float top = 0.0f;
+    for (size_t j = 0; j < m; j++) top += __shfl_sync(0xffffffffu, my_p, (unsigned)j); /* descending, as the CPU */
+    if (lane < m) {
+        idx[r * k + lane] = my_id;
+        wts[r * k + lane] = my_p / top;
+    }
+    if (allowed && m < k) { /* padding slots: the lowest ids outside the set, in order, weight 0 */
+        size_t j = m;
+        for (size_t base = 0; base < E && j < k; base += 32) {
+            const size_t e = base + lane;
+            const bool out = e < E && !allowed[e];
+            const unsigned mask = __ballot_sync(0xffffffffu, out);
+            const size_t slot = j + (size_t)__popc(mask & ((1u << lane) - 1u));
+            if (out && slot < k) {
+                idx[r * k + slot] = (int32_t)e;
+                wts[r * k + slot] = 0.0f;
+            }
+            j += (size_t)__popc(mask);
         }
     }
+}
+
+/* The smallest NPER of k_route holding E experts (E <= CUDA_ROUTE_MAX_EXPERT = 32 * 32). */
+static int route_launch(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n, size_t E,
+                        size_t k, cudaStream_t st) {
+    const unsigned grid = (unsigned)((n + ROUTE_ROWS - 1) / ROUTE_ROWS);
+    const unsigned threads = ROUTE_ROWS * 32;
+    const size_t per = (E + 31) / 32;
+    if (per <= 1)
+        pdl_launch(k_route<1>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else if (per <= 2)
+        pdl_launch(k_route<2>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else if (per <= 4)
+        pdl_launch(k_route<4>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else if (per <= 8)
+        pdl_launch(k_route<8>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else if (per <= 16)
+        pdl_launch(k_route<16>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else
+        pdl_launch(k_route<32>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    return 0;
 }
 
 extern "C" int cuda_moe_route(int32_t *idx, float *wts, const float *logits, size_t n, size_t n_expert, size_t k,
                               void *stream) {
     if (n == 0) return 0;
-    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, (const uint8_t *)NULL, n_expert, k);
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT || k > CUDA_ROUTE_MAX_K) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_route: %zu experts, k %zu", n_expert, k);
+        return -1;
+    }
+    route_launch(idx, wts, logits, (const uint8_t *)NULL, n, n_expert, k, as_stream(stream));
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route");
 }
 
@@ -247,7 +386,7 @@ extern "C" int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *log
         snprintf(g_err, sizeof g_err, "cuda_moe_route_allowed: %zu experts, k %zu", n_expert, k);
         return -1;
     }
-    pdl_launch(k_route, (unsigned)n, 256, 0, as_stream(stream), idx, wts, logits, allowed, n_expert, k);
+    route_launch(idx, wts, logits, allowed, n, n_expert, k, as_stream(stream));
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_route_allowed");
 }
 
@@ -308,29 +447,34 @@ extern "C" int cuda_nll(float *nll, const float *logits, const int32_t *targets,
 
 /* Per row: its k slots in ascending expert id (HF's index_add_ order, as
  * the CPU's bucketed accumulation), out = 0 then out += y * w, each product
- * and sum rounded separately like the CPU's (no FMA contraction). */
+ * and sum rounded separately like the CPU's (no FMA contraction). The order
+ * is a stable sort of the k ids (equal ids keep slot order): thread t < k
+ * loads slot t once and places it at its rank, so no thread walks a chain of
+ * dependent global loads. */
 __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H,
                           const float *sh, const float *gl) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const size_t r = blockIdx.y;
-    int32_t order[CUDA_ROUTE_MAX_K];
-    for (size_t j = 0; j < k; j++) order[j] = (int32_t)j;
-    for (size_t j = 1; j < k; j++) { /* insertion sort of k <= 16 slots by expert id */
-        int32_t t = order[j];
-        size_t q = j;
-        while (q > 0 && idx[r * k + order[q - 1]] > idx[r * k + t]) {
-            order[q] = order[q - 1];
-            q--;
-        }
-        order[q] = t;
+    __shared__ int32_t id_s[CUDA_ROUTE_MAX_K];
+    __shared__ int32_t order[CUDA_ROUTE_MAX_K];
+    __shared__ float w_s[CUDA_ROUTE_MAX_K];
+    if (threadIdx.x < k) id_s[threadIdx.x] = idx[r * k + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x < k) {
+        const size_t t = threadIdx.x;
+        size_t rank = 0;
+        for (size_t q = 0; q < k; q++) rank += id_s[q] < id_s[t] || (id_s[q] == id_s[t] && q < t);
+        order[rank] = (int32_t)t;
+        w_s[rank] = wts[r * k + t];
     }
+    __syncthreads();
     const float gate = sh ? 1.0f / (1.0f + expf(-gl[r])) : 0.0f; /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
         float o = 0.0f;
         for (size_t j = 0; j < k; j++) {
             const size_t slot = r * k + (size_t)order[j];
-            o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], wts[slot]));
+            o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], w_s[j]));
         }
         if (sh) o = __fadd_rn(o, __fmul_rn(gate, sh[r * H + c])); /* k_shexp_add's expression */
         out[r * H + c] = o;

@@ -59,8 +59,7 @@ static void test_embed(void) {
  * most ~n u for either order (u = 2^-24) and ~sqrt(n) u typically; 1/sqrt
  * halves it. n = 1027: a bound of 1e-5 sits between the typical 2e-6 and
  * the worst-case 6e-5, and the elementwise steps are identical. */
-static void test_rms_norm(void) {
-    const size_t rows = 5, n = 1027;
+static void norm_case(size_t rows, size_t n) {
     float *x = malloc(rows * n * 4), *w = malloc(n * 4), *ref = malloc(rows * n * 4), *out = malloc(rows * n * 4);
     cuda_test_fill(x, rows * n, 21, 3.0f);
     cuda_test_fill(w, n, 22, 1.0f);
@@ -96,6 +95,16 @@ static void test_rms_norm(void) {
     free(x), free(w), free(ref), free(out);
 }
 
+/* n = 1027 and 4100: the general kernel; 516, 2048 (the 35B's hidden size)
+ * and 4096: the float4 register kernel at each of its widths (516: threads
+ * past the row's end). The bound grows as sqrt(n) typically: 1e-5 still sits
+ * well above the typical ~3e-6 at n = 4100. */
+static void test_rms_norm(void) {
+    const size_t ns[] = {1027, 516, 2048, 4096, 4100};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) norm_case(5, ns[i]);
+    norm_case(1, 2048); /* a decode row */
+}
+
 /* Residual add: one IEEE addition per element, bound 0. SwiGLU: the GPU's
  * expf is within 2 ulp of glibc's, then one division and one product
  * (correctly rounded): a few ulp per element, bound 1e-6. */
@@ -122,29 +131,74 @@ static void test_add_swiglu(void) {
     free(a), free(b), free(ref), free(out);
 }
 
-/* Routing: the chosen ids must be the CPU's exactly (random logits, so the
- * probability gaps dwarf the few-ulp differences of expf and the summation
- * order); the weights agree to a few ulp (bound 1e-6). E = 37 and 256 (the
- * 35B's), k = 5 and 8. */
-static void test_route(void) {
-    const size_t shapes[2][3] = {{9, 37, 5}, {8, 256, 8}};
-    for (size_t s = 0; s < 2; s++) {
-        const size_t n = shapes[s][0], E = shapes[s][1], k = shapes[s][2];
-        float *lg = malloc(n * E * 4), *probs = malloc(E * 4), *rw = malloc(n * k * 4), *ow = malloc(n * k * 4);
-        int32_t *ri = malloc(n * k * 4), *oi = malloc(n * k * 4);
-        cuda_test_fill(lg, n * E, 41 + s, 2.0f);
-        for (size_t r = 0; r < n; r++) cpu_moe_route(ri + r * k, rw + r * k, lg + r * E, E, k, NULL, probs);
-        float *dl = cuda_test_upload(lg, n * E * 4), *dw = cuda_test_poisoned(n * k);
-        int32_t *di = (int32_t *)cuda_test_poisoned(n * k);
-        CHECK(cuda_moe_route(di, dw, dl, n, E, k, NULL) == 0);
-        sync_or_fail();
-        cuda_test_download(oi, di, n * k * 4);
-        cuda_test_download(ow, dw, n * k * 4);
-        CHECK(memcmp(oi, ri, n * k * 4) == 0);
-        CHECK_NERR(ow, rw, n * k, 1e-6);
-        cuda_free(dl), cuda_free(dw), cuda_free(di);
-        free(lg), free(probs), free(rw), free(ow), free(ri), free(oi);
+/* One routing case against cpu_moe_route (allowed may be NULL): the ids must
+ * be the CPU's exactly (random logits, so the probability gaps dwarf the
+ * few-ulp differences of expf and the summation order; ties are exact
+ * equalities of equal logits, so both take the lower id); the weights agree
+ * to a few ulp (bound 1e-6), NaN exactly where the CPU's are. A row with
+ * m < k allowed experts: the CPU gives m, the device pads with the lowest ids
+ * outside the set at weight 0 (cuda_ops.h). */
+static void route_case(const float *lg, const uint8_t *allowed, size_t n, size_t E, size_t k, const char *what) {
+    float *probs = malloc(E * 4), *rw = malloc(n * k * 4), *ow = malloc(n * k * 4);
+    int32_t *ri = malloc(n * k * 4), *oi = malloc(n * k * 4);
+    for (size_t r = 0; r < n; r++) {
+        size_t m = cpu_moe_route(ri + r * k, rw + r * k, lg + r * E, E, k, allowed, probs);
+        CHECK(m == k || allowed); /* every shape here has k <= E */
+        for (size_t j = m, e = 0; allowed && j < k && e < E; e++) /* the padding cuda_ops.h documents */
+            if (!allowed[e]) ri[r * k + j] = (int32_t)e, rw[r * k + j] = 0.0f, j++;
     }
+    float *dl = cuda_test_upload(lg, n * E * 4), *dw = cuda_test_poisoned(n * k);
+    int32_t *di = (int32_t *)cuda_test_poisoned(n * k);
+    uint8_t *da = allowed ? cuda_test_upload(allowed, E) : NULL;
+    CHECK(allowed ? cuda_moe_route_allowed(di, dw, dl, da, n, E, k, NULL) == 0 : cuda_moe_route(di, dw, dl, n, E, k, NULL) == 0);
+    sync_or_fail();
+    cuda_test_download(oi, di, n * k * 4);
+    cuda_test_download(ow, dw, n * k * 4);
+    for (size_t i = 0; i < n * k; i++) {
+        CHECK_MSG(oi[i] == ri[i], "%s E %zu k %zu row %zu slot %zu: device id %d, CPU %d", what, E, k, i / k, i % k,
+                  oi[i], ri[i]);
+        CHECK_MSG(isnan(ow[i]) == isnan(rw[i]), "%s row %zu slot %zu: weight %g, CPU %g", what, i / k, i % k,
+                  (double)ow[i], (double)rw[i]);
+        if (isnan(ow[i]) && isnan(rw[i])) ow[i] = rw[i] = 0.125f;
+    }
+    CHECK_NERR(ow, rw, n * k, 1e-6);
+    cuda_free(dl), cuda_free(dw), cuda_free(di);
+    if (da) cuda_free(da);
+    free(probs), free(rw), free(ow), free(ri), free(oi);
+}
+
+/* E = 5, 33, 37, 256 (the 35B's), 1000 and 1024: every register width of the
+ * kernel, rows past a block's 4; ties, -inf, NaN and inf rows; the coreset form. */
+static void test_route(void) {
+    const size_t shapes[6][3] = {{3, 5, 5}, {6, 33, 4}, {9, 37, 5}, {8, 256, 8}, {5, 1000, 16}, {2, 1024, 8}};
+    for (size_t s = 0; s < 6; s++) {
+        const size_t n = shapes[s][0], E = shapes[s][1], k = shapes[s][2];
+        float *lg = malloc(n * E * 4);
+        cuda_test_fill(lg, n * E, 41 + s, 2.0f);
+        route_case(lg, NULL, n, E, k, "random");
+        /* ties: logits on a grid of 0.5, so the top-k crosses runs of equal probabilities */
+        for (size_t i = 0; i < n * E; i++) lg[i] = roundf(lg[i]) * 0.5f;
+        route_case(lg, NULL, n, E, k, "ties");
+        free(lg);
+    }
+    /* special rows, E = 256, k = 8: all equal (ids 0..7); a NaN, a +inf, all -inf (every probability NaN on
+     * the CPU: its first k ids, NaN weights); 3 finite logits (3 picks, then 0-probability ties: lowest ids) */
+    const size_t n = 6, E = 256, k = 8;
+    float *lg = malloc(n * E * 4);
+    cuda_test_fill(lg, n * E, 49, 2.0f);
+    for (size_t e = 0; e < E; e++) lg[0 * E + e] = 1.5f;
+    lg[1 * E + 77] = NAN;
+    lg[2 * E + 200] = INFINITY;
+    for (size_t e = 0; e < E; e++) lg[3 * E + e] = -INFINITY;
+    for (size_t e = 0; e < E; e++) lg[4 * E + e] = (e == 9 || e == 100 || e == 255) ? (float)e * 0.01f : -INFINITY;
+    route_case(lg, NULL, n, E, k, "special");
+    /* the coreset form: 40 allowed (k of them or more per row), then 5 allowed (padding), on the same rows */
+    uint8_t *allowed = malloc(E);
+    for (size_t e = 0; e < E; e++) allowed[e] = (uint8_t)(e % 7 == 3 || e == 0);
+    route_case(lg, allowed, n, E, k, "allowed");
+    for (size_t e = 0; e < E; e++) allowed[e] = (uint8_t)(e == 1 || e == 2 || e == 100 || e == 254 || e == 255);
+    route_case(lg, allowed, n, E, k, "allowed, padded");
+    free(allowed), free(lg);
 }
 
 /* Gated shared expert: out + sigmoid(g) * sh, sigmoid's expf within 2 ulp: bound 1e-6. */
@@ -258,8 +312,9 @@ static void test_pick(void) {
     free(lg3), free(lg16);
 }
 
-/* The routed experts' sum: ascending expert id, one rounding per product and
- * per sum, exactly as the CPU's loop: bound 0. */
+/* The routed experts' sum: ascending expert id (equal ids in slot order, a
+ * stable sort), one rounding per product and per sum, exactly as the CPU's
+ * loop: bound 0. */
 static void test_combine(void) {
     const size_t n = 5, k = 8, H = 300;
     int32_t idx[40];
@@ -271,6 +326,8 @@ static void test_combine(void) {
             idx[i * k + j] = (int32_t)((i * 31 + (k - j) * 7) % 64);
             wts[i * k + j] = rng_uniform(&r);
         }
+    idx[1 * k + 3] = idx[1 * k + 5]; /* a repeated id: the stable order (slot 3 first) decides the rounding */
+    idx[2 * k + 0] = idx[2 * k + 7];
     float *ye = malloc(n * k * H * 4), *ref = malloc(n * H * 4), *out = malloc(n * H * 4);
     cuda_test_fill(ye, n * k * H, 82, 1.0f);
     for (size_t i = 0; i < n; i++) {
