@@ -69,11 +69,11 @@ static __host__ __device__ int attn_split(int kv, int n, const cuda_attn_dims &d
     return kv > 0 ? (kv + len - 1) / len : 1;
 }
 
-static size_t fwd_smem_bytes(const cuda_attn_dims &d) {
+/* the dynamic shared memory of a block holding rt rows (nq = rt * gp query vectors) */
+static size_t fwd_smem_bytes(const cuda_attn_dims &d, int rt) {
     fwd_shape s = fwd_shape_of(d);
-    size_t hd = (size_t)d.head_dim;
-    return sizeof(float) * ((size_t)s.nq * hd + KEY_TILE * (hd + 1) + KEY_TILE * hd + (size_t)s.nq * KEY_TILE +
-                            3 * (size_t)s.nq);
+    size_t hd = (size_t)d.head_dim, nq = (size_t)rt * (size_t)s.gp;
+    return sizeof(float) * (nq * hd + KEY_TILE * (hd + 1) + KEY_TILE * hd + nq * KEY_TILE + 3 * nq);
 }
 
 static __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -358,9 +358,9 @@ extern "C" size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows,
 }
 
 extern "C" int cuda_attn_init(void) {
-    cuda_attn_dims big = {MAX_NQ, 1, CUDA_ATTN_MAX_HEAD_DIM, 0, 0.0f};
+    cuda_attn_dims big = {MAX_NQ, 1, CUDA_ATTN_MAX_HEAD_DIM, 0, 0.0f}; /* gp 32, rt 1: nq = MAX_NQ */
     return (int)cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)fwd_smem_bytes(big));
+                                     (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
 }
 
 extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, int n_rows,
@@ -369,6 +369,11 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     if (cuda_attn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_rows < 0 || max_rows < 0 || max_kv < 0)
         return CUDA_ATTN_EINVAL;
     if (n_seq == 0 || n_rows == 0 || max_rows == 0) return 0;
+    /* every sequence's n <= n_rows (their sum): a caller sizing max_rows for its
+     * longest chunk (the backend's decode passes) would otherwise launch
+     * max_rows / rt row tiles that all exit, tens of microseconds of empty
+     * blocks for one decode row. rt never changes a query's arithmetic. */
+    if (max_rows > n_rows) max_rows = n_rows;
     fwd_shape sh = fwd_shape_of(*d);
     int gs = grid_splits_of(*d, max_kv);
     long long gz = (long long)n_seq * d->n_head_kv * sh.hr;
@@ -379,7 +384,7 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     float *part_ml = gs > 1 ? part_o + (size_t)n_rows * d->n_head * gs * d->head_dim : NULL;
     cudaStream_t st = (cudaStream_t)stream;
     dim3 grid((unsigned)gs, (unsigned)tiles, (unsigned)gz);
-    pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d), st, out, qg, seqs, causal ? 1 : 0, *d, part_o,
+    pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d, rt), st, out, qg, seqs, causal ? 1 : 0, *d, part_o,
                                                                      part_ml, gs, rt);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess || gs <= 1) return (int)e;

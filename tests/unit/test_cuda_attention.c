@@ -133,7 +133,10 @@ typedef struct dev_result {
     int rc_prepare, rc_forward;
 } dev_result;
 
-static void dev_run(dev_result *res, const attn_case *c, const attn_data *a, unsigned only, int causal) {
+/* slack: max_rows and max_kv passed larger than the pass needs, as the
+ * backend passes its largest chunk and its context size on every decode row
+ * (more split and row-tile blocks, which must find nothing to do). */
+static void dev_run(dev_result *res, const attn_case *c, const attn_data *a, unsigned only, int causal, int slack) {
     const cuda_attn_dims *d = &c->d;
     const size_t nh = (size_t)d->n_head, nkv = (size_t)d->n_head_kv, hd = (size_t)d->head_dim;
     const size_t R = (size_t)a->n_rows;
@@ -155,6 +158,7 @@ static void dev_run(dev_result *res, const attn_case *c, const attn_data *a, uns
         max_kv = c->s[s].pos + c->s[s].n > max_kv ? c->s[s].pos + c->s[s].n : max_kv;
         n_rows = a->row0[s] + c->s[s].n > n_rows ? a->row0[s] + c->s[s].n : n_rows;
     }
+    if (slack) max_rows += 509, max_kv += 8000;
     cuda_attn_seq *ds = dev_upload(hs, sizeof(cuda_attn_seq) * (size_t)(ns ? ns : 1));
     size_t wb = cuda_attn_workspace_bytes(d, n_rows, max_rows, max_kv);
     float *ws = wb ? dev_poisoned(wb / sizeof(float)) : NULL;
@@ -191,7 +195,7 @@ static void run_case(const attn_case *c) {
     const unsigned all = (1u << c->n_seq) - 1;
     for (int causal = 0; causal < 2; causal++) {
         dev_result g;
-        dev_run(&g, c, &a, all, causal);
+        dev_run(&g, c, &a, all, causal, 0);
         CHECK_MSG(g.rc_prepare == 0 && g.rc_forward == 0, "%s: prepare %s, forward %s", c->name,
                   cuda_attn_strerror(g.rc_prepare), cuda_attn_strerror(g.rc_forward));
         /* q (in place) and the untouched gate */
@@ -224,13 +228,22 @@ static void run_case(const attn_case *c) {
         if (causal && c->n_seq > 1) {
             for (int s = 0; s < c->n_seq; s++) {
                 dev_result one;
-                dev_run(&one, c, &a, 1u << s, causal);
+                dev_run(&one, c, &a, 1u << s, causal, 0);
                 size_t o = (size_t)a.row0[s] * nh * hd, cnt = (size_t)c->s[s].n * nh * hd;
                 CHECK_MSG(memcmp(one.out + o, g.out + o, cnt * sizeof(float)) == 0,
                           "%s seq %d: rows differ when it runs alone", c->name, s);
                 dev_result_free(&one, c->n_seq);
             }
         }
+        /* the backend's oversized max_rows / max_kv: the same bits */
+        dev_result big;
+        dev_run(&big, c, &a, all, causal, 1);
+        CHECK_MSG(big.rc_prepare == 0 && big.rc_forward == 0, "%s (slack): prepare %s, forward %s", c->name,
+                  cuda_attn_strerror(big.rc_prepare), cuda_attn_strerror(big.rc_forward));
+        CHECK_MSG(memcmp(big.out, g.out, R * nh * hd * sizeof(float)) == 0,
+                  "%s (%s): output differs with max_rows / max_kv larger than the pass", c->name,
+                  causal ? "causal" : "full");
+        dev_result_free(&big, c->n_seq);
         free(gq);
         dev_result_free(&g, c->n_seq);
     }
@@ -244,6 +257,10 @@ static const attn_case CASES[] = {
     {"hd64 g4, decode 3 over 2500", {8, 2, 64, 16, 1e-6f}, 2, {{2500, 3}, {31, 1}}, 14},
     {"real 16/2/256, decode", {16, 2, 256, 64, 1e-6f}, 3, {{4095, 1}, {300, 1}, {17, 8}}, 15},
     {"real 16/2/256, chunk 130", {16, 2, 256, 64, 1e-6f}, 1, {{100, 130}}, 16},
+    /* one decode row over 1, 28, 1000 and 4096 keys (1 split; 1 split of 32; 32 splits, the last partial;
+     * 128 splits), the 35B's dims and an odd head dim */
+    {"real 16/2/256, kv 1/28/1000/4096", {16, 2, 256, 64, 1e-6f}, 4, {{0, 1}, {27, 1}, {999, 1}, {4095, 1}}, 17},
+    {"hd40 g3, kv 1/28/1000/4096", {6, 2, 40, 12, 1e-6f}, 4, {{4095, 1}, {999, 1}, {27, 1}, {0, 1}}, 18},
 };
 
 static void operators_match_cpu(void) {
