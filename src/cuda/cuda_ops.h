@@ -63,8 +63,10 @@ int cuda_swiglu(float *h, const float *g, const float *u, size_t count, void *st
 
 /* Per row: softmax of the router logits in float32 (max, e^(x-max), sum,
  * times 1/sum), top-k by probability (ties: lower id first), weights
- * renormalised over the chosen: cpu_moe_route with allowed = NULL.
- * k <= CUDA_ROUTE_MAX_K, n_expert <= CUDA_ROUTE_MAX_EXPERT. */
+ * renormalised over the chosen: cpu_moe_route with allowed = NULL (a row
+ * with a NaN or inf logit, or only -inf: every probability is NaN, and the
+ * picks are ids 0..k-1 with NaN weights, as the CPU's).
+ * k <= CUDA_ROUTE_MAX_K, n_expert <= CUDA_ROUTE_MAX_EXPERT (else -1, no launch). */
 enum { CUDA_ROUTE_MAX_K = 16, CUDA_ROUTE_MAX_EXPERT = 1024 };
 int cuda_moe_route(int32_t *idx,         // [n][k] expert ids, descending probability
                    float *wts,           // [n][k]
@@ -81,7 +83,8 @@ int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const 
                            size_t n_expert, size_t k, void *stream);
 
 /* out[r] = sum over the row's k slots, in ascending expert id (the CPU's
- * order), of wts[r][j] * ye[r*k + j]: the routed experts' weighted sum. */
+ * order; equal ids in slot order), of wts[r][j] * ye[r*k + j]: the routed
+ * experts' weighted sum. k <= CUDA_ROUTE_MAX_K. */
 int cuda_moe_combine(float *out,           // [n][H]
                      const float *ye,      // [n*k][H] per-slot expert outputs
                      const int32_t *idx,   // [n][k]
