@@ -172,7 +172,8 @@ done:
 static int check_shards(const char *out, const char *in, clover_error *err) {
     const char *m = strstr(in, "-00001-of-");
     unsigned n = 0;
-    if (!m || sscanf(m + 10, "%5u", &n) != 1 || n < 2 || n > 99999 || strcmp(m + 15, ".gguf") != 0) return CLOVER_OK;
+    if (!m || strlen(m) != 20 || strcmp(m + 15, ".gguf") != 0 || sscanf(m + 10, "%5u", &n) != 1 || n < 2)
+        return CLOVER_OK; /* "-00001-of-" 5 digits ".gguf": 20 characters */
     size_t len = strlen(in);
     char *path = mem_alloc(len + 1);
     if (!path) return error_set(err, CLOVER_E_NOMEM, "quantize: out of memory");
