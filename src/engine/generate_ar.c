@@ -65,7 +65,7 @@ int engine_ar_plan(engine_request *rq, clover_error *err) {
     bool ended;
     const lp_rows tl = request_tok_lp(rq);
     if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
-    if (ended || res->n_generated >= max || s->n_ids >= s->max_context) { /* a full context ends as "length" */
+    if (ended || res->n_generated >= max || (s->max_context && s->n_ids >= s->max_context)) { /* a full context ends as "length" */
         rq->phase = RQ_DONE;
         return CLOVER_OK;
     }

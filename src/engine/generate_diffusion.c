@@ -125,7 +125,7 @@ int engine_diffusion_plan(engine_request *rq, clover_error *err) {
     for (;;) {
         switch (rq->phase) {
         case RQ_BLOCK: /* a block that no longer fits the context ends the answer as "length" */
-            if (res->n_generated >= rq->p->max_tokens || s->n_ids + rq->block > s->max_context) {
+            if (res->n_generated >= rq->p->max_tokens || (s->max_context && s->n_ids + rq->block > s->max_context)) {
                 rq->phase = RQ_DONE;
                 return CLOVER_OK;
             }

@@ -81,7 +81,7 @@ static int block_start(engine_request *rq, clover_error *err) {
     bool ended;
     const lp_rows tl = request_tok_lp(rq);
     if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
-    if (ended || res->n_generated >= max || s->n_ids + rq->block > s->max_context) { /* full: "length" */
+    if (ended || res->n_generated >= max || (s->max_context && s->n_ids + rq->block > s->max_context)) { /* full: "length" */
         penalty_state_commit(&s->pen, &rq->tok, 1);
         rq->phase = RQ_DONE;
         return CLOVER_OK;
