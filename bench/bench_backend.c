@@ -41,13 +41,14 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "cpu/backend_cpu_solo.h"
 #include "base/alloc.h"
 #include "base/rng.h"
 #include "base/threadpool.h"
 #include "base/timer.h"
 #include "model/model.h"
 #include "quant/quant.h"
+
+#include "../tests/unit/backend_seq.h" /* one sequence per call of the batched contract */
 
 enum { MAX_REPS = 64 };
 
@@ -461,8 +462,8 @@ int main(int argc, char **argv) {
     memset(figs, 0, sizeof figs);
 
     backend_config cfg = {.n_threads = o.threads, .max_rows = o.rows, .max_context = 0};
-    backend_session *s = NULL;
-    if (cpu_solo.session_create(m, &cfg, &s, &err) != CLOVER_OK) {
+    tseq *s = NULL;
+    if (seq_create(&backend_cpu, m, &cfg, &s, &err) != CLOVER_OK) {
         fprintf(stderr, "bench_backend: %s\n", err.message);
         return 1;
     }
@@ -479,11 +480,11 @@ int main(int argc, char **argv) {
     figure *fp = &figs[n_figs++];
     for (int rep = 0; rep < prompt_reps; rep++) {
         for (size_t i = 0; i < o.prompt; i++) ids[i] = (int32_t)(rng_next(&r) % id_limit);
-        cpu_solo.reset(s);
+        seq_reset(s);
         backend_pass_stats st = {0};
-        backend_commit_out out = {.last_logits = logits};
+        backend_commit_seq out = {.last_logits = logits};
         const probe p0 = probe_now();
-        if (cpu_solo.commit(s, ids, o.prompt, &out, &st, &err)) goto fail;
+        if (seq_commit(s, ids, o.prompt, &out, &st, &err)) goto fail;
         figure_add(fp, p0, &st);
         argmax(logits, V, &finite);
     }
@@ -512,9 +513,9 @@ int main(int argc, char **argv) {
     int32_t next = (int32_t)argmax(logits, V, &finite);
     for (size_t g = 0; g < o.gen; g++) {
         backend_pass_stats st = {0};
-        backend_commit_out out = {.last_logits = logits};
+        backend_commit_seq out = {.last_logits = logits};
         const probe p0 = probe_now();
-        if (cpu_solo.commit(s, &next, 1, &out, &st, &err)) goto fail;
+        if (seq_commit(s, &next, 1, &out, &st, &err)) goto fail;
         figure_add(fg, p0, &st);
         next = (int32_t)argmax(logits, V, &finite);
     }
@@ -522,7 +523,7 @@ int main(int argc, char **argv) {
         fg->flops = 2.0 * (macs_tok + mb.macs_head);
         figure_done(fg, "generation (1 row + head)", 1.0, "tok/s", pass_bytes(&mb, L, NULL, 0, 1, 1));
         printf("%-28s (state read and written a token besides the weights: %.3f GB)\n\n", "",
-               (double)cpu_solo.state_bytes(s) / 1e9);
+               (double)seq_state_bytes(s) / 1e9);
     }
 
     /* previews of a block of mask rows, then block commits */
@@ -556,10 +557,10 @@ int main(int argc, char **argv) {
             for (int rep = 0; rep < o.reps; rep++) {
                 backend_pass_stats st = {0};
                 const probe p0 = probe_now();
-                if (cpu_solo.preview(s, block, B, &po, logits, &st, &err)) goto fail;
+                if (seq_preview(s, block, B, &po, logits, &st, &err)) goto fail;
                 figure_add(k < 2 ? &fv[k] : &fu, p0, &st);
                 argmax(logits, V, &finite);
-                if (kinds[k].kept_sum && cpu_solo.preview_debug(s, NULL, kept, &err) == 0)
+                if (kinds[k].kept_sum && seq_preview_debug(s, NULL, kept, &err) == 0)
                     for (size_t l = 0; l < L; l++) {
                         size_t c = 0;
                         for (size_t e = 0; e < E; e++) c += kept[l * E + e] != 0;
@@ -593,14 +594,14 @@ int main(int argc, char **argv) {
             .record_block_size = m->record.block_size, .coreset = true, .coreset_top_p = 1.0f - 1e-6f};
         for (int rep = 0; rep < o.reps; rep++) {
             for (size_t i = 0; i < B; i++) block[i] = (int32_t)(rng_next(&r) % id_limit);
-            if (cpu_solo.preview(s, block, B, &pu, logits, NULL, &err) ||
-                cpu_solo.preview_debug(s, NULL, kept, &err))
+            if (seq_preview(s, block, B, &pu, logits, NULL, &err) ||
+                seq_preview_debug(s, NULL, kept, &err))
                 goto fail;
             for (size_t l = 0; l < L; l++)
                 for (size_t e = 0; e < E; e++) kept_commit[l] += (kept[l * E + e] != 0) / (double)o.reps;
             backend_pass_stats st = {0};
             const probe p0 = probe_now();
-            if (cpu_solo.commit(s, block, B, NULL, &st, &err)) goto fail;
+            if (seq_commit(s, block, B, NULL, &st, &err)) goto fail;
             figure_add(fc, p0, &st);
         }
         double sum_commit = 0;
@@ -626,7 +627,7 @@ int main(int argc, char **argv) {
     printf("\nlogits finite throughout: %s; load average after: %s\n", finite ? "yes" : "NO",
            load_average(la, sizeof la));
     threadpool_free(pool);
-    cpu_solo.session_free(s);
+    seq_free(s);
     mem_free(logits), mem_free(ids), mem_free(mb.layer);
     clover_model_free(m);
     return finite ? 0 : 1;

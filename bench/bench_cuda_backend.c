@@ -29,7 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/rng.h"
 #include "base/timer.h"
 #include "cuda/backend_cuda_internal.h"
@@ -37,6 +37,8 @@
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_mem.h"
 #include "model/model.h"
+
+#include "../tests/unit/backend_seq.h" /* one sequence per call of the batched contract */
 
 static double wb(const model_weight *w) { return w->data ? (double)w->nbytes : 0.0; }
 
@@ -135,8 +137,8 @@ int main(int argc, char **argv) {
     count(m, &b);
     const size_t V = m->hp.n_vocab;
     backend_config cfg = {.max_rows = rows, .max_context = 8192};
-    backend_session *s = NULL;
-    if (cuda_solo.session_create(m, &cfg, &s, &err)) {
+    tseq *s = NULL;
+    if (seq_create(&backend_cuda, m, &cfg, &s, &err)) {
         fprintf(stderr, "bench_cuda_backend: %s\n", err.message);
         return 1;
     }
@@ -151,64 +153,64 @@ int main(int argc, char **argv) {
     rng_state r;
     rng_seed(&r, 7);
     for (size_t i = 0; i < NP; i++) ids[i] = (int32_t)(rng_next(&r) % V);
-    backend_commit_out last = {.last_logits = lg};
+    backend_commit_seq last = {.last_logits = lg};
 
     /* decode from an empty cache (one token of prompt), then at a 4,096-token context */
     for (int at = 0; at < 2; at++) {
-        cuda_solo.reset(s);
+        seq_reset(s);
         size_t np = at ? NP : 1;
-        if (cuda_solo.commit(s, ids, np, &last, NULL, &err)) goto fail;
+        if (seq_commit(s, ids, np, &last, NULL, &err)) goto fail;
         int32_t next = argmax(lg, V);
         for (int w = 0; w < 3; w++) { /* warm-up (the first captures the graph) */
-            if (cuda_solo.commit(s, &next, 1, &last, NULL, &err)) goto fail;
+            if (seq_commit(s, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double ts = timer_now();
         for (size_t g = 0; g < gen; g++) {
-            if (cuda_solo.commit(s, &next, 1, &last, NULL, &err)) goto fail;
+            if (seq_commit(s, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double dt = timer_now() - ts;
         line(at ? "decode at a 4096-token context" : "decode from an empty cache", (double)gen / dt, "tok/s",
              decode_bytes / (bw * 1e9), peer_tg, "tg128");
-        printf("%-34s (decode steps %s)\n", "", cuda_backend_graph_used(s) ? "replay one CUDA graph" : "run kernel by kernel");
+        printf("%-34s (decode steps %s)\n", "", cuda_backend_graph_used(s->s) ? "replay one CUDA graph" : "run kernel by kernel");
         if (at) printf("%-34s (KV read per step at 4096 tokens: %.3f GB, not in the floor)\n", "",
                        (double)cuda_session_kv_bytes_per_token(&m->hp, m) * NP * 1e-9);
     }
     /* the same decode steps kernel by kernel (no graph): what the graph saves */
     {
         setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
-        backend_session *e = NULL;
-        if (cuda_solo.session_create(m, &cfg, &e, &err)) goto fail;
+        tseq *e = NULL;
+        if (seq_create(&backend_cuda, m, &cfg, &e, &err)) goto fail;
         unsetenv("CLOVER_CUDA_NO_GRAPH");
-        if (cuda_solo.commit(e, ids, 1, &last, NULL, &err)) goto fail;
+        if (seq_commit(e, ids, 1, &last, NULL, &err)) goto fail;
         int32_t next = argmax(lg, V);
         double ts = timer_now();
         for (size_t g = 0; g < gen; g++) {
-            if (cuda_solo.commit(e, &next, 1, &last, NULL, &err)) goto fail;
+            if (seq_commit(e, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double dt = timer_now() - ts;
         line("decode, no graph (diagnostic)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg, "tg128");
-        cuda_solo.session_free(e);
+        seq_free(e);
     }
     /* the graph captured without programmatic dependent launch (cuda_pdl.cuh): what PDL saves */
     {
         cuda_pdl_set(0);
-        backend_session *e = NULL;
-        if (cuda_solo.session_create(m, &cfg, &e, &err)) goto fail;
-        if (cuda_solo.commit(e, ids, 1, &last, NULL, &err)) goto fail;
+        tseq *e = NULL;
+        if (seq_create(&backend_cuda, m, &cfg, &e, &err)) goto fail;
+        if (seq_commit(e, ids, 1, &last, NULL, &err)) goto fail;
         int32_t next = argmax(lg, V);
         double ts = 0;
         for (size_t g = 0; g < gen + 3; g++) { /* 3 warm-up steps: the first captures the graph */
             if (g == 3) ts = timer_now();
-            if (cuda_solo.commit(e, &next, 1, &last, NULL, &err)) goto fail;
+            if (seq_commit(e, &next, 1, &last, NULL, &err)) goto fail;
             next = argmax(lg, V);
         }
         double dt = timer_now() - ts;
         line("decode, graph without PDL (diag.)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg,
              "tg128");
-        cuda_solo.session_free(e);
+        seq_free(e);
         cuda_pdl_set(1);
     }
     /* prompts */
@@ -217,9 +219,9 @@ int main(int argc, char **argv) {
         size_t P = prompts[pi];
         double best = 1e30;
         for (int rep = 0; rep < 3; rep++) {
-            cuda_solo.reset(s);
+            seq_reset(s);
             double ts = timer_now();
-            if (cuda_solo.commit(s, ids, P, &last, NULL, &err)) goto fail;
+            if (seq_commit(s, ids, P, &last, NULL, &err)) goto fail;
             double dt = timer_now() - ts;
             if (dt < best) best = dt;
         }
@@ -231,19 +233,19 @@ int main(int argc, char **argv) {
     }
     /* a 32-row chunk commit after a 512-token prompt */
     {
-        cuda_solo.reset(s);
-        if (cuda_solo.commit(s, ids, 512, NULL, NULL, &err)) goto fail;
+        seq_reset(s);
+        if (seq_commit(s, ids, 512, NULL, NULL, &err)) goto fail;
         double best = 1e30;
         for (int rep = 0; rep < 8; rep++) {
             double ts = timer_now();
-            if (cuda_solo.commit(s, ids + 1024 + 32 * rep, 32, NULL, NULL, &err)) goto fail;
+            if (seq_commit(s, ids + 1024 + 32 * rep, 32, NULL, NULL, &err)) goto fail;
             double dt = timer_now() - ts;
             if (dt < best) best = dt;
         }
         line("32-row chunk commit (after 512)", 32.0 / best, "tok/s", (chunk_bytes(&b, 32) - b.head) / (bw * 1e9) / 32.0,
              peer_pp32, "pp32");
     }
-    cuda_solo.session_free(s);
+    seq_free(s);
     clover_model_free(m);
     free(ids), free(lg);
     return 0;

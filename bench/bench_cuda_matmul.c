@@ -349,20 +349,40 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
     CU(cudaFree(work));
 }
 
-static void bench_chunk(uint32_t type, size_t n_out, size_t n_in, size_t rows) {
-    void *w = dev_weights(type, n_out, n_in);
+/* CLOVER_BENCH_QUICK=1: only the chunk products, each launched twice (for ncu). */
+static int g_quick;
+
+/* Chunk products, the weights rotated among enough copies (>= 256 MB in all)
+ * that each launch reads them from memory, not from the 50 MB L2. */
+static void bench_chunk(uint32_t type, size_t n_out, size_t n_in, size_t rows, double bw, int ws) {
+    enum { MAXW = 32 };
+    const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
+    size_t nw = (256u << 20) / wbytes + 1;
+    if (nw > MAXW) nw = MAXW;
+    if (g_quick) nw = 1; /* under ncu: one launch after the first */
+    void *w[MAXW];
+    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
     float *x = dev_floats(rows * n_in), *y = NULL;
     CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
+    void *work = NULL;
+    if (ws) CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, rows) + 256));
+#define CHUNK(W)                                                                                                   \
+    (ws ? cuda_matmul_chunk_ws(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why)                    \
+        : cuda_matmul_chunk(type, (W), n_out, n_in, x, rows, y, NULL, why, sizeof why))
     char why[256];
-    if (cuda_matmul_chunk(type, w, n_out, n_in, x, rows, y, NULL, why, sizeof why)) fail(why);
-    const int reps = 10;
+    for (size_t i = 0; i < nw; i++)
+        if (CHUNK(w[i])) fail(why);
+    const int reps = g_quick ? 1 : 4 * (int)nw;
     CU(cudaEventRecord(ev0, 0));
-    for (int r = 0; r < reps; r++) cuda_matmul_chunk(type, w, n_out, n_in, x, rows, y, NULL, why, sizeof why);
+    for (int r = 0; r < reps; r++) CHUNK(w[r % nw]);
+#undef CHUNK
     CU(cudaEventRecord(ev1, 0));
-    const double t = elapsed_s() / reps;
-    printf("chunk   %-5s %5zu x %-5zu rows %3zu: %8.1f us  %6.1f TFLOP/s\n", quant_type_name(type), n_out, n_in, rows,
-           t * 1e6, 2.0 * rows * n_out * n_in / t / 1e12);
-    CU(cudaFree(w));
+    const double t = elapsed_s() / reps, gbs = (double)wbytes / t / 1e9;
+    printf("chunk%s %-5s %5zu x %-5zu rows %3zu: %8.2f us  %6.1f TFLOP/s  weights %5.0f GB/s (%5.1f%% of copy bw)\n",
+           ws ? "ws" : "  ", quant_type_name(type), n_out, n_in, rows, t * 1e6, 2.0 * rows * n_out * n_in / t / 1e12, gbs,
+           100.0 * gbs / bw);
+    for (size_t i = 0; i < nw; i++) CU(cudaFree(w[i]));
+    if (work) CU(cudaFree(work));
     CU(cudaFree(x));
     CU(cudaFree(y));
 }
@@ -387,7 +407,7 @@ static void bench_moe_chunk(uint32_t type, size_t n_expert, size_t n_out, size_t
     CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
     char why[256];
     if (cuda_moe_chunk(&a, work, NULL, why, sizeof why)) fail(why);
-    const int reps = 10;
+    const int reps = g_quick ? 1 : 10;
     CU(cudaEventRecord(ev0, 0));
     for (int r = 0; r < reps; r++) cuda_moe_chunk(&a, work, NULL, why, sizeof why);
     CU(cudaEventRecord(ev1, 0));
@@ -416,21 +436,31 @@ int main(void) {
     const double bw = copy_bandwidth();
     printf("device: %s, %d SMs, %.1f GiB; copy bandwidth %.0f GB/s (floor); peer llama.cpp tg %.0f GB/s eff.\n",
            info.name, info.sm_count, info.total_bytes / 1073741824.0, bw, PEER_GBS);
+    const char *qe = getenv("CLOVER_BENCH_QUICK");
+    g_quick = qe && strcmp(qe, "1") == 0;
     const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_F16, QUANT_BF16, QUANT_F32};
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    for (size_t i = 0; i < sizeof types / sizeof types[0] && !g_quick; i++) {
         bench_decode(types[i], 4096, 2048, 1, bw);
         bench_decode(types[i], 4096, 2048, 8, bw);
     }
-    bench_decode(QUANT_Q8_0, 248320 / 4, 2048, 1, bw); /* a quarter of the output head */
-    bench_multi(bw);
-    bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 1, bw);
-    bench_moe_decode(QUANT_Q4_K, 256, 2048, 512, 8, 1, bw);
-    bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 8, bw);
-    for (size_t rows = 32; rows <= 512; rows *= 4) {
-        bench_chunk(QUANT_Q8_0, 4096, 2048, rows);
-        bench_chunk(QUANT_Q4_K, 4096, 2048, rows);
+    if (!g_quick) {
+        bench_decode(QUANT_Q8_0, 248320 / 4, 2048, 1, bw); /* a quarter of the output head */
+        bench_multi(bw);
+        bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 1, bw);
+        bench_moe_decode(QUANT_Q4_K, 256, 2048, 512, 8, 1, bw);
+        bench_moe_decode(QUANT_Q4_K, 256, 512, 2048, 8, 8, bw);
     }
-    bench_chunk(QUANT_F16, 4096, 2048, 512);
+    const size_t chunk_rows[] = {2, 8, 32, 128, 512};
+    for (size_t i = 0; i < sizeof chunk_rows / sizeof chunk_rows[0]; i++) {
+        bench_chunk(QUANT_Q8_0, 4096, 2048, chunk_rows[i], bw, 1);
+        bench_chunk(QUANT_Q4_K, 4096, 2048, chunk_rows[i], bw, 1);
+    }
+    bench_chunk(QUANT_Q8_0, 4096, 2048, 32, bw, 0); /* no scratch: rows made in each block */
+    bench_chunk(QUANT_Q5_K, 4096, 2048, 32, bw, 1);
+    bench_chunk(QUANT_Q6_K, 4096, 2048, 32, bw, 1);
+    bench_chunk(QUANT_Q8_0, 2048, 4096, 32, bw, 1);
+    bench_chunk(QUANT_Q8_0, 12288, 2048, 32, bw, 1);
+    bench_chunk(QUANT_F16, 4096, 2048, 512, bw, 0);
     bench_moe_chunk(QUANT_Q4_K, 256, 512, 2048, 8, 32, bw);
     bench_moe_chunk(QUANT_Q4_K, 256, 512, 2048, 8, 512, bw);
     return 0;

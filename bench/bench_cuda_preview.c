@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/rng.h"
 #include "base/timer.h"
 #include "cuda/backend_cuda_internal.h"

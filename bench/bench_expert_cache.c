@@ -1,6 +1,6 @@
 /*
  * bench_expert_cache.c: replays a routing trace (CLOVER_ROUTE_TRACE,
- * offload/route_trace.h) against expert caches of several byte budgets and
+ * backend/route_trace.h) against expert caches of several byte budgets and
  * prints the hit rate of each policy of offload/expert_cache.h beside its
  * ceiling (Belady's optimum) and the peer's static choice (llama.cpp's
  * --n-cpu-moe keeps whole layers' experts resident: the experts of as many

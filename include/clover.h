@@ -410,9 +410,20 @@ typedef struct clover_generate_params {
     int logprobs;
     size_t top_logprobs;
     clover_token_info_fn on_token_info; /* may be NULL; user is passed to it */
+    /* Structured output: NULL (default) free text; else a JSON schema (text)
+     * the answer must satisfy: one JSON document, then a stop id. Every mode
+     * honours it (block diffusion resolves each block left to right under
+     * it; picks run on the host). {"type": "object"} asks for any JSON
+     * object. A construct the compiler cannot honour is CLOVER_E_INVALID
+     * naming it (clover_json_schema_check says so beforehand). */
+    const char *json_schema;
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
+
+/* Whether clover_generate_params.json_schema can be honoured: CLOVER_OK, or
+ * CLOVER_E_INVALID with a message naming the construct and where it is. */
+CLOVER_API int clover_json_schema_check(const char *schema, clover_error *err);
 
 /* Seconds by operator family, summed over passes. */
 typedef struct clover_op_seconds {
@@ -496,9 +507,15 @@ typedef struct clover_engine clover_engine;
 typedef struct clover_request clover_request;
 
 /* params: n_threads, max_rows and max_context are the engine's (every
- * session on it shares them); may be NULL. */
+ * session on it shares them), device picks its backend as sessions pick
+ * theirs (CUDA asked for and not usable here: CLOVER_E_UNSUPPORTED naming
+ * CUDA); may be NULL (auto). gpu_layers is refused (CLOVER_E_UNSUPPORTED). */
 CLOVER_API int clover_engine_create(clover_engine **out, const clover_model *model,
                                     const clover_session_params *params, clover_error *err);
+/* The backend the engine runs on ("cpu", "cuda"), and one line saying why
+ * ("asked for", "auto: no CUDA device found (...)"); for logs and /metrics. */
+CLOVER_API const char *clover_engine_backend(const clover_engine *e);
+CLOVER_API const char *clover_engine_device_reason(const clover_engine *e);
 /* After every session made on it is freed. */
 CLOVER_API void clover_engine_free(clover_engine *e);
 /* A session on the engine; params (may be NULL) give its snapshot options. */

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # gpu-pack.sh BUILD_DIR OUT_DIR: copies what scripts/gpu-test.sh runs on the GPU
 # machine (which builds nothing and may lack the libraries clover links):
-# the CUDA test and bench binaries, clover and bench_backend, and every shared
+# the CUDA test and bench binaries, clover, bench_backend, bench_lossless and
+# bench_batch, and every shared
 # library they need that is not the C/C++ runtime (set LD_LIBRARY_PATH=OUT_DIR/lib
 # there; gpu-test.sh does).
 set -euo pipefail
 build=${1:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
 out=${2:?usage: gpu-pack.sh BUILD_DIR OUT_DIR}
 mkdir -p "$out/bin" "$out/lib"
-bins=("$build/clover" "$build/bench/bench_backend" "$build/bench/bench_lossless")
+bins=("$build/clover" "$build/bench/bench_backend" "$build/bench/bench_lossless" "$build/bench/bench_batch")
 for f in "$build"/tests/test_cuda_* "$build"/bench/bench_cuda_*; do
   [ -x "$f" ] && bins+=("$f")
 done

@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(build-essential cmake pkg-config clang libclang-rt-14-dev
-          libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libedit-dev python3 python3-venv)
+          libjansson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libedit-dev python3 python3-venv chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -49,7 +49,7 @@ void cpu_attn_prepare(float *q, float *gate, float *k_cache, float *v_cache, con
         cpu_rms_norm(qr, qr, q_norm, nh, hd, d->eps);
         cpu_rms_norm(kr, kr, k_norm, nkv, hd, d->eps);
         if (half) {
-            cpu_rope_cos_sin(cos_t, sin_t, inv_freq, half, pos + (int64_t)r);
+            rope_cos_sin(cos_t, sin_t, inv_freq, half, pos + (int64_t)r);
             cpu_rope_apply(qr, nh, hd, d->rot, cos_t, sin_t);
             cpu_rope_apply(kr, nkv, hd, d->rot, cos_t, sin_t);
         }

@@ -58,7 +58,7 @@ void cpu_attn_prepare(float *q,             // [n][n_head][hd], out: normed, rot
                       const float *v,       // [n][n_head_kv][hd], v_proj output
                       const float *q_norm,  // [hd], stored 1 + w
                       const float *k_norm,  // [hd], stored 1 + w
-                      const float *inv_freq,  // [rot/2], cpu_rope_inv_freq
+                      const float *inv_freq,  // [rot/2], rope_inv_freq
                       const cpu_attn_dims *d, int64_t pos, size_t n,
                       float *cs);           // scratch [rot]
 

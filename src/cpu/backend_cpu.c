@@ -13,7 +13,6 @@
 #include "base/error.h"
 #include "cpu/backend_cpu_internal.h"
 #include "cpu/rope.h"
-#include "parallel/ep_cpu.h"
 #include "quant/quant.h"
 
 /* The largest rows per pass a backend accepts (scratch grows linearly with it). */
@@ -129,7 +128,7 @@ static bool layer_bind(cpu_layer_w *ly, const model_layer *ml, const model_hpara
 void backend_cpu_destroy(backend *be) {
     if (!be) return;
     host_pick_ctx_free(&be->pick);
-    ep_cpu_free(be->ep);
+    if (be->moe_hook.ctx) be->moe_hook.free_ctx(be->moe_hook.ctx);
     mem_free(be->attn_scratch);
     mem_free(be->arena);
     mem_free(be->layers);
@@ -194,6 +193,11 @@ int backend_cpu_probe(const clover_model *model, const backend_config *cfg, clov
     return rc;
 }
 
+void backend_cpu_set_moe_hook(backend *be, const cpu_moe_hook *hook) {
+    if (be->moe_hook.ctx) be->moe_hook.free_ctx(be->moe_hook.ctx);
+    be->moe_hook = hook ? *hook : (cpu_moe_hook){0};
+}
+
 int backend_cpu_create(const clover_model *model, const backend_config *cfg, backend **out, clover_error *err) {
     if (!out) return error_set(err, CLOVER_E_INVALID, "cpu backend: no output pointer");
     *out = NULL;
@@ -204,7 +208,6 @@ int backend_cpu_create(const clover_model *model, const backend_config *cfg, bac
     if (!be) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory");
     int rc = backend_bind(be, model, cfg, err);
     if (!rc) rc = threadpool_create(&be->pool, cfg->n_threads, err);
-    if (!rc && !cfg->plain) rc = ep_cpu_from_env(&be->ep, err);
     if (rc) goto fail;
     be->n_threads = threadpool_size(be->pool);
     size_t bytes = backend_layout(be, NULL);
@@ -217,7 +220,7 @@ int backend_cpu_create(const clover_model *model, const backend_config *cfg, bac
     backend_layout(be, be->arena);
     be->pick = (host_pick_ctx){.pool = be->pool, .n_vocab = be->hp->n_vocab, .counts = be->sc.counts,
                                .n_samp = be->n_threads};
-    if (be->hp->n_rot) cpu_rope_inv_freq(be->inv_freq, be->hp->n_rot, be->hp->rope_freq_base);
+    if (be->hp->n_rot) rope_inv_freq(be->inv_freq, be->hp->n_rot, be->hp->rope_freq_base);
     *out = be;
     return CLOVER_OK;
 fail:

@@ -18,7 +18,6 @@
 
 #include "base/error.h"
 #include "cpu/backend_cpu_internal.h"
-#include "parallel/ep_cpu.h"
 
 int cpu_check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
     for (size_t r = 0; r < n; r++)
@@ -164,9 +163,9 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
         }
         if (np == 0) break;
         cpu_pass_run_shared(be, pass, np, CPU_PASS_COMMIT, stats);
-        if (ep_cpu_status(be->ep, NULL)) { /* a failed simulated rank: every sequence of the pass fails */
+        if (be->moe_hook.ctx && be->moe_hook.status(be->moe_hook.ctx, NULL)) { /* a failed simulated rank: every sequence of the pass fails */
             for (size_t k = 0; k < np; k++) {
-                seqs[who[k]].rc = ep_cpu_status(be->ep, &seqs[who[k]].err);
+                seqs[who[k]].rc = be->moe_hook.status(be->moe_hook.ctx, &seqs[who[k]].err);
                 done[who[k]] = SIZE_MAX;
             }
             continue;

@@ -1,6 +1,6 @@
 /*
  * backend_cpu_head.c: the NLL of a row of the head's logits (the head itself
- * runs in backend_cpu_shared.c, over the head rows of a whole pass).
+ * runs in backend_cpu_pass.c, over the head rows of a whole pass).
  *
  * The head is `output` ({n_embd, n_vocab}, token_embd's rows when the file
  * ties them; the loader checks that both have n_vocab rows). Logits cover

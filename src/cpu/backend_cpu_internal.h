@@ -30,13 +30,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "backend_pick.h"
+#include "backend/backend.h"
+#include "backend/pick.h"
 #include "base/threadpool.h"
 #include "cpu/attention.h"
 #include "cpu/gdn.h"
 #include "cpu/gdn_block.h"
 #include "cpu/moe.h"
+#include "cpu/moe_hook.h"
 #include "model/model.h"
 
 typedef enum cpu_pass_mode { CPU_PASS_COMMIT = 0, CPU_PASS_PREVIEW = 1 } cpu_pass_mode;
@@ -87,7 +88,7 @@ typedef struct cpu_scratch {
     double *totals;    /* [n_expert] */
     int32_t *order;    /* [n_expert] */
     uint8_t *allowed;  /* [n_expert] the coreset of the current layer */
-    /* a shared pass over several sequences (backend_cpu_shared.c) */
+    /* a shared pass over several sequences (backend_cpu_pass.c) */
     uint32_t *group;   /* [R] each row's sequence */
     uint32_t *own;     /* [R] the rows of each row's sequence in the product at hand */
     size_t *head_rows; /* [R] rows of sc.h that go through the head */
@@ -128,13 +129,12 @@ struct backend {
     cpu_scratch sc;
     float *attn_scratch; /* n_threads * cpu_attn_scratch_floats(attn_dims, attn_ctx) */
     size_t attn_ctx;
-    host_pick_ctx pick;  /* the pick on the pool, over sc.logits (backend_pick.h) */
-    struct ep_cpu *ep;   /* CLOVER_SIM_RANKS: the MoE over simulated ranks (parallel/ep_cpu.h), else NULL */
+    host_pick_ctx pick;  /* the pick on the pool, over sc.logits (backend/pick.h) */
+    cpu_moe_hook moe_hook; /* another MoE for every layer (moe_hook.h: CLOVER_SIM_RANKS); ctx NULL: none */
 };
 
 struct backend_session {
     backend *be;
-    bool owns_be; /* a solo session (backend_cpu_solo.h) frees its backend */
     const model_hparams *hp;
     size_t n_past; /* committed length */
     uint64_t epoch; /* bumped by reset, import, restore: a checkpoint of another epoch is stale */
@@ -179,7 +179,7 @@ int cpu_session_preview_room(backend_session *s, size_t b, clover_error *err);
 /* -log softmax(logits)[target], float64 log-sum-exp of the float32 logits. */
 float cpu_head_nll(const float *logits, size_t n_vocab, int32_t target);
 
-/* backend_cpu_shared.c: one pass over the rows of several sequences (all
+/* backend_cpu_pass.c: one pass over the rows of several sequences (all
  * commits or all previews), with one read of each weight: the dense
  * projections, the MoE (router, routed and shared experts) run over every
  * row at once, each row with the kernel of its own sequence's row count

@@ -1,7 +1,7 @@
 /*
  * backend_cpu_preview.c: the batched read-only preview of backend.h, the
  * pick of each block's masked rows on the backend, the block resolve (the
- * LowConfidence loop of SPEC.md 3 over these previews, backend_resolve.c)
+ * LowConfidence loop of SPEC.md 3 over these previews, backend/resolve.c)
  * and the preview diagnostics. The blocks of a call share passes (as many
  * as fit max_rows; cpu_pass_run_shared, one read of each weight, each row
  * as alone); every check comes before the pass, and a preview changes no
@@ -12,7 +12,6 @@
 
 #include "base/error.h"
 #include "cpu/backend_cpu_internal.h"
-#include "parallel/ep_cpu.h"
 
 static int preview_check(backend *be, backend_session *s, const int32_t *block, size_t b,
                          const backend_preview_opts *opts, const backend_pick *pick, clover_error *err) {
@@ -161,8 +160,8 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
         }
         if (np == 0) break;
         cpu_pass_run_shared(be, pass, np, CPU_PASS_PREVIEW, stats);
-        if (ep_cpu_status(be->ep, NULL)) { /* a failed simulated rank: every block of the pass fails */
-            for (size_t k = 0; k < np; k++) seqs[who[k]].rc = ep_cpu_status(be->ep, &seqs[who[k]].err);
+        if (be->moe_hook.ctx && be->moe_hook.status(be->moe_hook.ctx, NULL)) { /* a failed simulated rank: every block of the pass fails */
+            for (size_t k = 0; k < np; k++) seqs[who[k]].rc = be->moe_hook.status(be->moe_hook.ctx, &seqs[who[k]].err);
             continue;
         }
         size_t nh = 0;

@@ -35,7 +35,6 @@ void backend_cpu_session_free(backend_session *s) {
     mem_free(s->arena);
     mem_free(s->dbg_hidden);
     mem_free(s->layers);
-    if (s->owns_be) backend_cpu_destroy(s->be);
     mem_free(s);
 }
 

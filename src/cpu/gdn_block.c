@@ -15,11 +15,6 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/norm.h"
 
-float gdn_block_ln_ratio(size_t b, uint32_t block_size) {
-    assert(b >= 1 && block_size >= 1);
-    return (float)log((double)b / (double)block_size);
-}
-
 /* Per-thread temporaries of one head: scores / probabilities [b + 1], q scaled [dk], u [dv]. */
 static size_t block_tmp_floats(const cpu_gdn_dims *d, size_t b) {
     size_t n = b + 1 + d->k_dim + d->v_dim;

@@ -33,6 +33,7 @@
 
 #include "base/threadpool.h"
 #include "cpu/gdn.h"
+#include "model/gdn_ratio.h"
 
 /* A GDN layer's small weights the block operator reads, in the file's order. */
 typedef struct gdn_block_weights {
@@ -46,8 +47,7 @@ typedef struct gdn_block_weights {
     const float *history_c;    /* [nv] */
 } gdn_block_weights;
 
-/* ln(b / B) as the reference rounds it: in double, then to float32. */
-float gdn_block_ln_ratio(size_t b, uint32_t block_size);
+/* ln(b / B): gdn_block_ln_ratio of model/gdn_ratio.h. */
 
 /* Floats of scratch for a block of up to b rows on n_threads threads (either form). */
 size_t gdn_block_scratch_floats(const cpu_gdn_dims *d, size_t b, size_t n_threads);

@@ -19,7 +19,7 @@
 #include "cpu/act.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/moe.h"
-#include "offload/route_trace.h"
+#include "backend/route_trace.h"
 #include "quant/matmul.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"

@@ -84,7 +84,7 @@ typedef struct cpu_moe_weights {
     const void *sh_up;   /* ffn_up_shexp [Fs][H] */
     const void *sh_down; /* ffn_down_shexp [H][Fs] */
     const void *sh_inp;  /* ffn_gate_inp_shexp [H]: the shared expert's scalar gate */
-    uint32_t layer;      /* the layer, for the routing trace (offload/route_trace.h) */
+    uint32_t layer;      /* the layer, for the routing trace (backend/route_trace.h) */
 } cpu_moe_weights;
 
 /* Checks the block once (at model binding): 1 <= n_used <= n_expert, every

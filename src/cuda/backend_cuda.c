@@ -1,149 +1,344 @@
 /*
- * backend_cuda.c: the CUDA backend's passes (backend.h): commit in chunks of
- * max_rows with the logits and NLL the caller asks for, and the ops table.
- * Every argument is checked before anything is enqueued, so a failing call
- * leaves the session as it was.
+ * backend_cuda.c: the CUDA backend on contract v2 (backend.h), the table
+ * the engine runs on (backend_cuda).
  *
- * A one-row commit that wants only the last logits (an autoregressive decode
- * step) is captured once as a CUDA graph, the whole step from the id's copy
- * to the logits' copy back, and replayed: the host only writes the id and
- * the positions into pinned buffers the graph copies from, launches, and
- * waits for the result. Any other commit is enqueued directly and synchronised
- * once at its end.
+ *  backend   one per (model, device): holds a reference to the model's
+ *            device weights (cuda_model, uploaded once when the backend is
+ *            created and shared by its sessions), the configuration every
+ *            session is made with, and the host pick context.
+ *  sessions  backend_cuda_session.c's, unchanged: each takes its whole
+ *            state and its scratch when it is created, against free device
+ *            memory (the admission rule), so a pass never runs out of memory.
  *
- * Preview runs backend_cuda_preview.c's pass (raw logits only). This table has contract v1's one-sequence shape
- * (cpu_solo_ops of backend_cpu_solo.h, for the tests that compare one
- * sequence with the CPU); the engine runs on backend_cuda_v2.c's batched
- * table, which calls this commit per sequence.
+ * Commit runs each sequence of a call in turn with the one-sequence device
+ * pass (backend_cuda_commit.c: the captured decode graph for a one-row step, else
+ * chunks of max_rows from the sequence's first row), so a row's result is
+ * exactly what it is alone: the batch invariance this backend guarantees is
+ * the trivial one, and the weights are read once per sequence, not once per
+ * call (sharing one read is the next step, with the batch-invariant kernels
+ * that needs). Every argument of a sequence is checked before its pass is
+ * enqueued, so a failing sequence leaves its session as it was and the
+ * others run as if it had not been there.
+ *
+ * Causal picks copy the logits of the picked rows back and pick on the host
+ * (backend/pick.c, the contract's oracle), so picks are bit-for-bit the
+ * CPU's given the same logits; picking on the device, so that only a few
+ * bytes per row come back, is the next step. One picked row (a decode step)
+ * uses the one-row head; several picked rows take every row's logits, so
+ * their head runs with the chunk's row count.
+ *
+ * Preview and resolve (block diffusion) run per sequence in
+ * backend_cuda_preview.c: the pass, the coreset and the pick on the device,
+ * 8 bytes a picked row back. A
+ * checkpoint is a device copy of the GDN rings and states and the length
+ * (KV rows below the length are never rewritten: restoring truncates).
  */
-#include <math.h>
 #include <string.h>
 
+#include "backend/pick.h"
+#include "base/alloc.h"
 #include "base/error.h"
 #include "cuda/backend_cuda_internal.h"
-#include "cuda/cuda_mem.h"
-#include "cuda/cuda_ops.h"
 #include "cuda/cuda_backend.h"
-#include "cpu/backend_cpu_solo.h"
+#include "cuda/cuda_mem.h"
+#include "backend/sampler.h"
 
-static int check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err) {
-    for (size_t r = 0; r < n; r++)
-        if (ids[r] < 0 || (uint32_t)ids[r] >= n_vocab)
-            return error_set(err, CLOVER_E_INVALID, "%s: token id %d at row %zu is outside the vocabulary 0..%u", what,
-                             (int)ids[r], r, n_vocab - 1);
-    return CLOVER_OK;
+/* Room the runtime and a session's scratch need beyond the weights, for probe's "fits". */
+#define PROBE_MARGIN (512ull << 20)
+
+struct backend {
+    const clover_model *model;
+    backend_config cfg; /* max_rows and max_context after defaults */
+    cuda_model *cm;
+    host_pick_ctx pick;
+    uint32_t *counts; /* [n_vocab] the pick's penalty counts (unused on the causal path, but required) */
+};
+
+struct backend_checkpoint {
+    backend_session *s;
+    void *dev;   /* every GDN layer's ring then state, in layer order */
+    size_t n_past;
+    uint64_t epoch;
+    bool valid;
+};
+
+static size_t ring_bytes(const model_hparams *hp) {
+    return (size_t)(hp->ssm_conv_kernel - 1) * hp->gdn_conv_dim * sizeof(float);
 }
+static size_t st_bytes(const model_hparams *hp) { return (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv * sizeof(float); }
 
-/* The decode step as a graph: captured on first use, replayed after. */
-static int decode_step(backend_session *s, float *last_logits, clover_error *err) {
-    const size_t V = s->hp->n_vocab;
+static int cuda_probe(const clover_model *model, const backend_config *cfg, clover_error *err) {
+    if (!model) return error_set(err, CLOVER_E_INVALID, "CUDA backend: no model");
+    if (cfg && (cfg->layer_begin || (cfg->layer_end && cfg->layer_end != model->hp.n_layer)))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: a layer range (--gpu-layers) is not implemented yet: the whole model runs "
+                         "on the device or none of it");
+    int rc = cuda_backend_usable(model, err);
+    if (rc) return rc;
     char why[CUDA_WHY] = "";
-    cuda_pass p = {.pos = s->n_past, .n = 1, .head_r0 = 0};
-    if (!s->decode_graph && !s->graph_failed) {
-        if (cuda_graph_begin(s->stream, why) == 0) {
-            int rc = cuda_pass_enqueue(s, &p, err);
-            int copy = rc ? 0 : cuda_d2h_async(s->h_logits, s->sc.logits, V * sizeof(float), s->stream, why);
-            void *exec = NULL;
-            int end = cuda_graph_end(s->stream, &exec, why);
-            if (rc) return rc;
-            if (copy) return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
-            if (end == 0) s->decode_graph = exec;
-        }
-        if (!s->decode_graph) s->graph_failed = true; /* capture refused: run eagerly from now on */
-    }
-    if (s->decode_graph) {
-        /* the graph copies ids and descriptors from the pinned mirrors, which the host fills here */
-        for (size_t i = 0; i < s->n_attn; i++) s->h_aseq[i].pos = (int32_t)s->n_past, s->h_aseq[i].n = 1;
-        for (size_t i = 0; i < s->n_gdn; i++) s->h_gseq[i].n = 1;
-        if (cuda_graph_launch(s->decode_graph, s->stream, why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
-    } else {
-        int rc = cuda_pass_enqueue(s, &p, err);
-        if (rc) return rc;
-        if (cuda_d2h_async(s->h_logits, s->sc.logits, V * sizeof(float), s->stream, why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
-    }
-    if (cuda_stream_sync(s->stream, why)) return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
-    memcpy(last_logits, s->h_logits, V * sizeof(float));
+    size_t fr = 0, tot = 0, w = cuda_model_bytes(model);
+    if (cuda_mem_info(&fr, &tot, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    if (w + PROBE_MARGIN > tot)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CUDA backend: the model's weights (%.2f GiB) do not fit the device's %.2f GiB", w / 1073741824.0,
+                         tot / 1073741824.0);
     return CLOVER_OK;
 }
 
-int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
-                     backend_pass_stats *stats, clover_error *err) {
+static void cuda_destroy(backend *be) {
+    if (!be) return;
+    host_pick_ctx_free(&be->pick);
+    mem_free(be->counts);
+    if (be->cm) cuda_model_release(be->cm);
+    mem_free(be);
+}
+
+static int cuda_create(const clover_model *model, const backend_config *cfg, backend **out, clover_error *err) {
+    if (!out) return error_set(err, CLOVER_E_INVALID, "CUDA backend: no output pointer");
+    *out = NULL;
+    int rc = cuda_probe(model, cfg, err);
+    if (rc) return rc;
+    backend *be = mem_calloc(1, sizeof *be);
+    if (!be) return error_set(err, CLOVER_E_NOMEM, "CUDA backend: out of memory");
+    be->model = model;
+    if (cfg) be->cfg = *cfg;
+    if (!be->cfg.max_rows) be->cfg.max_rows = 64;
+    if (!be->cfg.max_context) be->cfg.max_context = model->hp.n_ctx_train;
+    be->counts = mem_calloc(model->hp.n_vocab, sizeof *be->counts);
+    if (!be->counts) {
+        cuda_destroy(be);
+        return error_set(err, CLOVER_E_NOMEM, "CUDA backend: out of memory");
+    }
+    be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
+    if ((rc = cuda_model_acquire(model, &be->cm, err))) { /* the weights go up once, here */
+        cuda_destroy(be);
+        return rc;
+    }
+    *out = be;
+    return CLOVER_OK;
+}
+
+static size_t cuda_max_rows(const backend *be) { return be ? be->cfg.max_rows : 0; }
+
+static int cuda_session_create(backend *be, backend_session **out, clover_error *err) {
+    if (!be || !out) return error_set(err, CLOVER_E_INVALID, "CUDA session: no backend or no output pointer");
+    int rc = backend_cuda_session_create(be->model, &be->cfg, out, err);
+    if (!rc) (*out)->be = be;
+    return rc;
+}
+
+/* Everything a sequence's picks need, checked before its pass (backend_cpu_commit.c's rules). */
+static int pick_check(backend *be, const backend_commit_seq *q, clover_error *err) {
+    if (!q->n_pick) return CLOVER_OK;
+    if (q->n_pick > q->n) return error_set(err, CLOVER_E_INVALID, "commit: %zu picks of %zu rows", q->n_pick, q->n);
+    if (!q->pick) return error_set(err, CLOVER_E_INVALID, "commit: %zu picks but no pick parameters", q->n_pick);
+    if (!q->pick_out.id || !q->pick_out.conf)
+        return error_set(err, CLOVER_E_INVALID, "commit: picks need id and conf arrays");
+    if (host_pick_check(&be->pick, q->pick, err)) return error_prefix(err, "commit");
+    sampler_params sp = {q->pick->temperature, q->pick->top_k, q->pick->top_p};
+    if (!sampler_is_greedy(&sp) && !q->u)
+        return error_set(err, CLOVER_E_INVALID, "commit: sampled picks need their draws");
+    if (q->pick->n_top && !q->pick_out.top_id)
+        return error_set(err, CLOVER_E_INVALID, "commit: %zu top log-probabilities but no array", q->pick->n_top);
+    return CLOVER_OK;
+}
+
+static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *stats, clover_error *err) {
+    backend_session *s = q->s;
     if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
-    backend_commit_out none = {0};
-    if (!out) out = &none;
-    if (n == 0) {
-        if (out->last_logits) return error_set(err, CLOVER_E_INVALID, "commit: no rows, so there are no last logits");
+    if (s->be != be) return error_set(err, CLOVER_E_INVALID, "commit: the session belongs to another backend");
+    if (q->n == 0) {
+        if (q->last_logits || q->n_pick)
+            return error_set(err, CLOVER_E_INVALID, "commit: no rows, so there are no last logits and no picks");
         return CLOVER_OK;
     }
-    const uint32_t V = s->hp->n_vocab;
-    int rc;
-    if (!ids) return error_set(err, CLOVER_E_INVALID, "commit: %zu rows but no ids", n);
-    if ((rc = check_ids("commit", ids, n, V, err))) return rc;
-    if ((out->nll != NULL) != (out->targets != NULL))
-        return error_set(err, CLOVER_E_INVALID, "commit: targets and nll must be given together");
-    if (out->targets && (rc = check_ids("commit targets", out->targets, n, V, err))) return rc;
-    if (n > s->max_context - s->n_past)
-        return error_set(err, CLOVER_E_INVALID, "commit: %zu rows after %zu committed exceed the session's context of %zu",
-                         n, s->n_past, s->max_context);
-    /* stats: per-family times would need events between the kernels, so this
-     * backend leaves them at zero (bench_backend times whole passes) */
-    (void)stats;
-    char why[CUDA_WHY] = "";
-    if (n == 1 && out->last_logits && !out->all_logits && !out->nll && !out->hidden) {
-        s->h_ids[0] = ids[0];
-        if ((rc = decode_step(s, out->last_logits, err))) return rc;
-        s->n_past += 1;
-        return CLOVER_OK;
+    int rc = pick_check(be, q, err);
+    if (rc) return rc;
+    const size_t V = s->hp->n_vocab, np = q->n_pick;
+    /* the picked rows' logits: the last row's alone for one pick, else every row's */
+    float *tmp = NULL, *last = q->last_logits, *all = q->all_logits;
+    if (np == 1 && !all && !last) last = tmp = mem_alloc(V * sizeof(float));
+    else if (np > 1 && !all) all = tmp = mem_alloc(q->n * V * sizeof(float));
+    if (np && !all && !last) return error_set(err, CLOVER_E_NOMEM, "commit: no memory for the picked rows' logits");
+    float *rows = np ? mem_alloc(np * V * sizeof(float)) : NULL; /* picking rewrites them: a copy */
+    if (np && !rows) {
+        mem_free(tmp);
+        return error_set(err, CLOVER_E_NOMEM, "commit: no memory for %zu picked rows", np);
     }
-    for (size_t r0 = 0; r0 < n; r0 += s->max_rows) {
-        const size_t nr = n - r0 < s->max_rows ? n - r0 : s->max_rows;
-        const bool last_chunk = r0 + nr == n, every = out->all_logits || out->nll;
-        memcpy(s->h_ids, ids + r0, nr * sizeof(int32_t));
-        cuda_pass p = {.pos = s->n_past,
-                       .n = nr,
-                       .head_r0 = every ? 0 : (out->last_logits && last_chunk) ? nr - 1 : nr,
-                       .hidden = out->hidden,
-                       .hidden_rows = n,
-                       .row0 = r0};
-        if ((rc = cuda_pass_enqueue(s, &p, err))) return rc;
-        const size_t hr = nr - p.head_r0; /* rows of logits computed */
-        if (out->nll) {
-            memcpy(s->h_targets, out->targets + r0, nr * sizeof(int32_t));
-            if (cuda_h2d_async(s->sc.targets, s->h_targets, nr * sizeof(int32_t), s->stream, why) ||
-                cuda_nll(s->sc.nll, s->sc.logits, s->sc.targets, nr, V, s->stream) ||
-                cuda_d2h_async(s->h_nll, s->sc.nll, nr * sizeof(float), s->stream, why))
-                return error_set(err, CLOVER_E_INTERNAL, "commit: NLL: %s%s", why, cuda_ops_last_error());
+    cuda_commit_out o = {.last_logits = last, .all_logits = all, .targets = q->targets, .nll = q->nll,
+                         .hidden = q->hidden};
+    rc = cuda_commit_rows(s, q->ids, q->n, &o, stats, err);
+    if (!rc && np) {
+        memcpy(rows, all ? all + (q->n - np) * V : last, np * V * sizeof(float));
+        backend_pick pk = *q->pick;
+        pk.pen = NULL; /* no penalties on the causal path */
+        size_t idx[256];
+        for (size_t a = 0; a < np && !rc; a += 256) {
+            size_t m = np - a < 256 ? np - a : 256;
+            for (size_t i = 0; i < m; i++) idx[i] = a + i;
+            rc = host_pick_rows(&be->pick, &pk, rows, idx, m, q->u ? q->u + a : NULL, NULL, 0, &q->pick_out, stats,
+                                err); /* fails only on non-finite logits: a model fault, after the commit */
+            if (rc) error_prefix(err, "commit");
         }
-        if (hr && (out->all_logits || out->last_logits) &&
-            cuda_d2h_async(s->h_logits, s->sc.logits, hr * V * sizeof(float), s->stream, why))
-            return error_set(err, CLOVER_E_INTERNAL, "commit: logits: %s", why);
-        if (cuda_stream_sync(s->stream, why)) return error_set(err, CLOVER_E_INTERNAL, "commit: %s", why);
-        s->n_past += nr;
-        if (out->nll) memcpy(out->nll + r0, s->h_nll, nr * sizeof(float));
-        if (out->all_logits) memcpy(out->all_logits + r0 * V, s->h_logits, nr * V * sizeof(float));
-        if (out->last_logits && last_chunk) memcpy(out->last_logits, s->h_logits + (hr - 1) * V, V * sizeof(float));
     }
+    mem_free(rows);
+    mem_free(tmp);
+    return rc;
+}
+
+static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        backend_commit_seq *q = &seqs[i];
+        q->err.code = 0;
+        q->err.message[0] = 0;
+        q->rc = be ? commit_one(be, q, stats, &q->err) : error_set(&q->err, CLOVER_E_INVALID, "commit: no backend");
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
+}
+
+static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        backend_preview_seq *q = &seqs[i];
+        q->err.code = 0;
+        q->err.message[0] = 0;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: no backend");
+        else if (!q->s) q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: no session");
+        else if (q->s->be != be)
+            q->rc = error_set(&q->err, CLOVER_E_INVALID, "preview: the session belongs to another backend");
+        else q->rc = cuda_preview_seq(q->s, &be->pick, q, stats, &q->err);
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
+}
+
+static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                        backend_pass_stats *stats) {
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n_seqs; i++) {
+        backend_resolve_seq *q = &seqs[i];
+        q->err.code = 0;
+        q->err.message[0] = 0;
+        if (!be) q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: no backend");
+        else if (!q->s) q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: no session");
+        else if (q->s->be != be)
+            q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: the session belongs to another backend");
+        else q->rc = cuda_resolve_seq(q->s, &be->pick, q, cancel, stats, &q->err);
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
+}
+
+static size_t gdn_bytes(const backend_session *s) {
+    size_t n = 0;
+    for (uint32_t l = 0; l < s->hp->n_layer; l++)
+        if (s->layers[l].kind == MODEL_LAYER_GDN) n += ring_bytes(s->hp) + st_bytes(s->hp);
+    return n;
+}
+
+static int cuda_checkpoint_create(backend_session *s, backend_checkpoint **out, clover_error *err) {
+    if (!s || !out) return error_set(err, CLOVER_E_INVALID, "checkpoint: no session or no output pointer");
+    *out = NULL;
+    backend_checkpoint *c = mem_calloc(1, sizeof *c);
+    if (!c) return error_set(err, CLOVER_E_NOMEM, "checkpoint: no memory");
+    char why[CUDA_WHY] = "";
+    size_t bytes = gdn_bytes(s);
+    if (bytes && cuda_alloc(&c->dev, bytes, why)) {
+        mem_free(c);
+        return error_set(err, CLOVER_E_NOMEM, "checkpoint: %zu bytes of device memory: %s", bytes, why);
+    }
+    c->s = s;
+    *out = c;
     return CLOVER_OK;
 }
 
-static int backend_cuda_preview(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
-                                float *logits, backend_pass_stats *stats, clover_error *err) {
-    if (!s || !opts) return error_set(err, CLOVER_E_INVALID, "preview: no session or no options");
-    backend_preview_seq q = {.s = s, .block = block, .b = b, .opts = *opts, .logits = logits};
-    return cuda_preview_seq(s, NULL, &q, stats, err); /* no pick: the host pick context is not needed */
+static void cuda_checkpoint_free(backend_checkpoint *c) {
+    if (!c) return;
+    cuda_free(c->dev);
+    mem_free(c);
 }
 
-const cpu_solo_ops cuda_solo = {
-    .session_create = backend_cuda_session_create,
+/* Copies every GDN ring and state to (save) or from (restore) the checkpoint, on the session's stream. */
+static int gdn_copy(backend_session *s, const backend_checkpoint *c, bool save, char *why) {
+    const size_t ring = ring_bytes(s->hp), st = st_bytes(s->hp);
+    char *p = c->dev;
+    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+        cuda_layer *ly = &s->layers[l];
+        if (ly->kind != MODEL_LAYER_GDN) continue;
+        if (ring && (save ? cuda_d2d(p, ly->ring, ring, s->stream, why) : cuda_d2d(ly->ring, p, ring, s->stream, why)))
+            return -1;
+        if (save ? cuda_d2d(p + ring, ly->state, st, s->stream, why) : cuda_d2d(ly->state, p + ring, st, s->stream, why))
+            return -1;
+        p += ring + st;
+    }
+    return cuda_stream_sync(s->stream, why);
+}
+
+static int cuda_checkpoint_save(backend_session *s, backend_checkpoint *c, clover_error *err) {
+    if (!s || !c || c->s != s) return error_set(err, CLOVER_E_INVALID, "checkpoint_save: not this session's checkpoint");
+    char why[CUDA_WHY] = "";
+    c->valid = false;
+    if (gdn_copy(s, c, true, why)) return error_set(err, CLOVER_E_INTERNAL, "checkpoint_save: %s", why);
+    c->n_past = s->n_past;
+    c->epoch = s->epoch;
+    c->valid = true;
+    return CLOVER_OK;
+}
+
+static int cuda_checkpoint_restore(backend_session *s, const backend_checkpoint *c, clover_error *err) {
+    if (!s || !c || c->s != s)
+        return error_set(err, CLOVER_E_INVALID, "checkpoint_restore: not this session's checkpoint");
+    if (!c->valid || c->epoch != s->epoch || c->n_past > s->n_past)
+        return error_set(err, CLOVER_E_INVALID,
+                         "checkpoint_restore: the checkpoint (length %zu) is stale: the session was reset, imported "
+                         "or restored since it was saved",
+                         c->n_past);
+    char why[CUDA_WHY] = "";
+    if (gdn_copy(s, c, false, why)) {
+        backend_cuda_reset(s); /* half-restored GDN states would be wrong: start over, loudly */
+        return error_set(err, CLOVER_E_INTERNAL, "checkpoint_restore: %s (the session was reset)", why);
+    }
+    s->n_past = c->n_past; /* the KV rows below it are the checkpoint's: commits only append */
+    s->epoch++;
+    ((backend_checkpoint *)c)->epoch = s->epoch; /* the checkpoint stays valid for another restore */
+    return CLOVER_OK;
+}
+
+static int cuda_truncate(backend_session *s, size_t n, clover_error *err) {
+    if (!s) return error_set(err, CLOVER_E_INVALID, "truncate: no session");
+    if (n > s->n_past)
+        return error_set(err, CLOVER_E_INVALID, "truncate: to %zu rows, but the session holds %zu", n, s->n_past);
+    if (n == s->n_past) return CLOVER_OK;
+    if (s->n_gdn)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "truncate: the model's GDN states cannot be rewound; restore a checkpoint instead");
+    s->n_past = n; /* attention layers just forget the KV rows past n */
+    return CLOVER_OK;
+}
+
+const backend_ops backend_cuda = {
+    .name = "cuda",
+    .probe = cuda_probe,
+    .report = cuda_backend_report,
+    .create = cuda_create,
+    .destroy = cuda_destroy,
+    .max_rows = cuda_max_rows,
+    .session_create = cuda_session_create,
     .session_free = backend_cuda_session_free,
     .session_length = backend_cuda_session_length,
-    .commit = cuda_solo_commit,
-    .preview = backend_cuda_preview,
-    .preview_debug = cuda_preview_debug,
     .reset = backend_cuda_reset,
+    .commit = cuda_commit,
+    .preview = cuda_preview,
+    .resolve = cuda_resolve,
+    .preview_debug = cuda_preview_debug,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
     .state_import = backend_cuda_state_import,
+    .checkpoint_create = cuda_checkpoint_create,
+    .checkpoint_free = cuda_checkpoint_free,
+    .checkpoint_save = cuda_checkpoint_save,
+    .checkpoint_restore = cuda_checkpoint_restore,
+    .truncate = cuda_truncate,
 };

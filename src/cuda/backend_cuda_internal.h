@@ -28,9 +28,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
-#include "backend_pick.h"
-#include "cpu/backend_cpu_solo.h"
+#include "backend/backend.h"
+#include "backend/pick.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gdn.h"
 #include "model/model.h"
@@ -159,7 +158,7 @@ struct backend_session {
     bool fp32;                  /* every weight matrix is F32/F16/BF16: FP32 products in chunks too */
     void *decode_graph;         /* the one-row decode step (last logits), captured on first use */
     bool graph_failed;          /* capture unavailable: decode runs eagerly */
-    struct backend *be;         /* the v2 backend it was made on (NULL: a cuda_solo session) */
+    struct backend *be;         /* the backend it was made on */
     uint64_t epoch;             /* bumped by reset, import and restore: tells stale checkpoints */
 };
 
@@ -170,10 +169,17 @@ void backend_cuda_session_free(backend_session *s);
 size_t backend_cuda_session_length(const backend_session *s);
 void backend_cuda_reset(backend_session *s);
 
-/* backend_cuda.c: one sequence's commit (contract v1's shape), which the
- * batched commit of backend_cuda_v2.c runs per sequence. Every argument is
- * checked before anything is enqueued. */
-int cuda_solo_commit(backend_session *s, const int32_t *ids, size_t n, const backend_commit_out *out,
+/* backend_cuda_commit.c: one sequence's rows through the trunk (no picks),
+ * which the batched commit of backend_cuda.c runs per sequence. Every
+ * argument is checked before anything is enqueued. */
+typedef struct cuda_commit_out {
+    float *last_logits;      /* [n_vocab] or NULL */
+    float *all_logits;       /* [n][n_vocab] or NULL */
+    const int32_t *targets;  /* [n] or NULL: with nll */
+    float *nll;              /* [n] or NULL */
+    float *hidden;           /* [n_layer+1][n][n_embd] or NULL */
+} cuda_commit_out;
+int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err);
 
 /* backend_cuda_state.c */

@@ -68,7 +68,12 @@ static int mm_as(backend_session *s, const model_weight *w, const float *x, size
         }
         return CLOVER_OK;
     }
-    if (cuda_matmul_chunk(w->type, dw, n_out, n_in, x, n, y, s->stream, why, sizeof why))
+    /* the chunk form with its 8-bit rows in mm_work when they fit (sized for R rows), else without scratch */
+    const size_t cw = cuda_matmul_chunk_work_bytes(w->type, n_in, n);
+    if (cw && cw <= s->sc.mm_work_bytes ? cuda_matmul_chunk_ws(w->type, dw, n_out, n_in, x, n, y, s->sc.mm_work,
+                                                                s->stream, why, sizeof why)
+                                        : cuda_matmul_chunk(w->type, dw, n_out, n_in, x, n, y, s->stream, why,
+                                                            sizeof why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
     return CLOVER_OK;
 }

@@ -14,7 +14,7 @@
  * and the coreset's kept count. Rows the device pick hands back (id -2, a
  * near-flat sampled row whose head is wider than the device sorts) and
  * requests for log-probabilities or top-N are picked on the host by
- * backend_pick.c from the raw logits, the contract's oracle.
+ * backend/pick.c from the raw logits, the contract's oracle.
  *
  * Read only: the K/V rows of the block are written past the committed
  * length (never read by a commit, overwritten by the next one), the GDN
@@ -28,18 +28,18 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend_pick.h"
+#include "backend/pick.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/rng.h"
 #include "base/timer.h"
-#include "cpu/gdn_block.h"
+#include "model/gdn_ratio.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_pick_rows.h"
 #include "cuda/cuda_preview.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "quant/quant.h"
 
 static bool f32_weight(const model_weight *w) { return w->data && w->type == QUANT_F32; }

@@ -17,7 +17,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
-#include "cpu/rope.h"
+#include "model/rope_table.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
@@ -39,8 +39,12 @@ static void *carve(carver *c, size_t bytes) {
     return p;
 }
 
-static size_t mm_work_of(const model_weight *w, size_t rows) {
-    return w->data ? cuda_matmul_decode_work_bytes(w->type, (size_t)w->ne[0], rows) : 0;
+/* Scratch of a product: the decode form's at `rows`, and the chunk form's 8-bit rows at `chunk_rows`. */
+static size_t mm_work_of(const model_weight *w, size_t rows, size_t chunk_rows) {
+    if (!w->data) return 0;
+    const size_t d = cuda_matmul_decode_work_bytes(w->type, (size_t)w->ne[0], rows);
+    const size_t c = cuda_matmul_chunk_work_bytes(w->type, (size_t)w->ne[0], chunk_rows);
+    return d > c ? d : c;
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
@@ -130,27 +134,27 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->pk_counts = carve(&c, V * 4);
     sc->pk_stop = carve(&c, V * 4);
 
-    size_t mmw = mm_work_of(&m->output, D), moew = 0;
+    size_t mmw = mm_work_of(&m->output, D, R), moew = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *ml = &m->layers[l];
         const model_moe_weights *mw = &ml->moe;
-        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp, D));
-        mmw = max_sz(mmw, mm_work_of(&mw->gate_shexp, D));
-        mmw = max_sz(mmw, mm_work_of(&mw->up_shexp, D));
-        mmw = max_sz(mmw, mm_work_of(&mw->down_shexp, D));
-        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp_shexp, D));
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp, D, R));
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_shexp, D, R));
+        mmw = max_sz(mmw, mm_work_of(&mw->up_shexp, D, R));
+        mmw = max_sz(mmw, mm_work_of(&mw->down_shexp, D, R));
+        mmw = max_sz(mmw, mm_work_of(&mw->gate_inp_shexp, D, R));
         moew = max_sz(moew, moe_work_of(&mw->gate_exps, hp, R, 0));
         moew = max_sz(moew, moe_work_of(&mw->up_exps, hp, R, 0));
         moew = max_sz(moew, moe_work_of(&mw->down_exps, hp, R, 1));
         if (ml->kind == MODEL_LAYER_ATTENTION) {
             const model_attention_weights *w = &ml->attn;
-            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->q, D), mm_work_of(&w->k, D)),
-                                     max_sz(mm_work_of(&w->v, D), mm_work_of(&w->o, D))));
+            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->q, D, R), mm_work_of(&w->k, D, R)),
+                                     max_sz(mm_work_of(&w->v, D, R), mm_work_of(&w->o, D, R))));
         } else {
             const model_gdn_weights *w = &ml->gdn;
-            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->qkv, D), mm_work_of(&w->z, D)),
-                                     max_sz(max_sz(mm_work_of(&w->alpha, D), mm_work_of(&w->beta, D)),
-                                            mm_work_of(&w->out, D))));
+            mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->qkv, D, R), mm_work_of(&w->z, D, R)),
+                                     max_sz(max_sz(mm_work_of(&w->alpha, D, R), mm_work_of(&w->beta, D, R)),
+                                            mm_work_of(&w->out, D, R))));
         }
     }
     sc->mm_work_bytes = mmw;
@@ -335,7 +339,7 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
             rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %u rotary dims, at most 1024", hp->n_rot);
             goto fail;
         }
-        cpu_rope_inv_freq(inv, hp->n_rot, hp->rope_freq_base);
+        rope_inv_freq(inv, hp->n_rot, hp->rope_freq_base);
         if (cuda_h2d(s->sc.inv_freq, inv, hp->n_rot / 2 * sizeof(float), why)) {
             rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
             goto fail;

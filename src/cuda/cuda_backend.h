@@ -1,6 +1,6 @@
 /*
  * cuda_backend.h: the CUDA backend as the rest of the library sees it (only
- * in builds with CLOVER_HAVE_CUDA): the v2 ops table, the one-sequence table, whether a model can run
+ * in builds with CLOVER_HAVE_CUDA): the ops table, whether a model can run
  * on it here, and the device report of `clover info --device`.
  */
 #ifndef CLOVER_CUDA_CUDA_BACKEND_H
@@ -8,16 +8,10 @@
 
 #include <stddef.h>
 
-#include "backend.h"
-#include "cpu/backend_cpu_solo.h"
+#include "backend/backend.h"
 
-/* Contract v2's table (backend_cuda_v2.c): what the engine runs on. */
+/* Contract v2's table (backend_cuda.c): what the engine runs on. */
 extern const backend_ops backend_cuda;
-
-/* The passes over one sequence at a time, in contract v1's shape (the
- * table type of backend_cpu_solo.h), for tests that compare one sequence
- * with the CPU's cpu_solo. */
-extern const cpu_solo_ops cuda_solo;
 
 /* 0 when a device is there and the model's types and shapes are ones the
  * kernels take; else CLOVER_E_UNSUPPORTED and the reason. Uploads nothing. */

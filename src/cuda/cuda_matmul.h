@@ -15,7 +15,15 @@
  *    the order of the float scale products. F32/F16/BF16 weights use f32
  *    activations and f32 sums (CPU differs by summation order only).
  *  - chunks (cuda_matmul_chunk, cuda_moe_chunk; any row count, meant for
- *    9..512+): tensor-core GEMM in TF32 (mma.sync m16n8k8): the weights are
+ *    9..512+), Q8_0 and K-quant weights: the same integer path on the
+ *    tensor cores (mma.sync s8, matmul_igemm.cu). Every integer product,
+ *    decode or chunk, adds its per-block terms in one float order, that of
+ *    act_scalar.c (sum = 0; sum += term_b for b in order; terms
+ *    (d_w * x_d) * isum or x_d * (d * sum_q - dmin * sum_m), IEEE, no
+ *    contraction), so a row's bits are the same for any row count, any
+ *    neighbours, either kernel, and equal quant_act_dot_scalar's.
+ *  - chunks of float weights (F32/F16/BF16): tensor-core GEMM in TF32
+ *    (mma.sync m16n8k8): the weights are
  *    dequantised exactly as dequant_scalar.c does, then both operands are
  *    rounded to TF32 (10-bit mantissa, round to nearest, unit roundoff
  *    u = 2^-11) and multiplied with f32 accumulation. Per output:
@@ -103,9 +111,16 @@ typedef struct cuda_matmul_seg {
 } cuda_matmul_seg;
 int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                              size_t n_rows, void *work, void *stream, char *why, size_t why_len);
-/* Any n_rows >= 1 (needs no scratch). */
+/* Any n_rows >= 1 (needs no scratch; the integer path then rounds each tile's rows in its own shared memory, which
+ * costs each of its blocks an L2 read of the f32 rows: use cuda_matmul_chunk_ws where scratch exists). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
                       void *stream, char *why, size_t why_len);
+/* The same product, bit for bit, with scratch: the rows are rounded to 8 bits once, into work (at least
+ * cuda_matmul_chunk_work_bytes(type, n_in, n_rows) bytes, 256-byte aligned; 0 for float types, then work may be
+ * NULL), and every block copies the chunks it needs from there. The faster form. */
+size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
+int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+                         float *y, void *work, void *stream, char *why, size_t why_len);
 
 /* ---- grouped expert products (MoE) ---- */
 
@@ -133,8 +148,9 @@ int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work,
                         size_t why_len);
 
 /* Chunk form: any n_rows >= 1; rows are grouped by expert on the device (a
- * counting pass and tiles of up to 64 slots of one expert), then the TF32
- * GEMM of cuda_matmul_chunk. */
+ * counting pass and tiles of up to 32 slots of one expert for the integer
+ * path, 64 for the TF32 one), the rows rounded to 8 bits once into work, then
+ * the GEMM of cuda_matmul_chunk, each routed expert read once per tile. */
 size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a);
 int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
 

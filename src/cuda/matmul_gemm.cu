@@ -1,7 +1,10 @@
 /*
  * matmul_gemm.cu: the chunk products (any row count; meant for prompts and
- * commits of 9..512+ rows): dense cuda_matmul_chunk and the grouped expert
- * form cuda_moe_chunk, one tensor-core kernel for both.
+ * commits of 9..512+ rows): dense cuda_matmul_chunk(_ws) and the grouped
+ * expert form cuda_moe_chunk. Q8_0/K-quant weights go to the integer GEMM
+ * of matmul_igemm.cu (unless a row is too long for its shared memory); the
+ * float types (and that fallback) take the TF32 kernel below, one
+ * tensor-core kernel for dense and MoE.
  *
  * A thread block computes a 64x64 tile of y (64 activation rows x 64
  * outputs) with 4 warps of 32x32, through mma.sync m16n8k8 in TF32 with f32
@@ -24,6 +27,7 @@
 #include <math.h>
 
 #include "matmul_internal.cuh"
+#include "matmul_igemm.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -193,12 +197,36 @@ int mm_launch_status(const char *op, char *why, size_t why_len) {
     return 0;
 }
 
-extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                                 size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
-    if (mm_check_shape("cuda_matmul_chunk", type, n_out, n_in, why, why_len)) return -1;
-    if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("cuda_matmul_chunk: %zu rows", n_rows);
-    if (!w || !x || !y) MM_FAIL("cuda_matmul_chunk: a NULL pointer");
-    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("cuda_matmul_chunk: weights not %zu-byte aligned", mm_align(type));
+/* The dense chunk product; work (NULL or cuda_matmul_chunk_work_bytes) holds the 8-bit rows of the integer path. */
+static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
+    if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("%s: %zu rows", op, n_rows);
+    if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+    cudaStream_t st = (cudaStream_t)stream;
+    {
+        ig_params q = {};
+        if (ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, work != NULL, &q)) { /* integer (matmul_igemm.cu) */
+            q.w = q.w_lo = (const uint8_t *)w;
+            q.row_bytes = mm_row_bytes(type, n_in);
+            q.w_end = q.w + n_out * q.row_bytes;
+            q.n_out = (int)n_out;
+            q.n_in = (int)n_in;
+            q.x = x;
+            q.y = y;
+            q.n_rows = (int)n_rows;
+            const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br), ot = ig_out_tiles(&q, n_out);
+            if (ot > 65535) MM_FAIL("%s: %zu outputs", op, n_out);
+            if (work) {
+                q.xq = (const uint8_t *)work;
+                q.xq_rows = (int)n_rows;
+                ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
+            }
+            ig_launch(type, &q, rt, ot, st);
+            return mm_launch_status(op, why, why_len);
+        }
+    }
     gemm_params p = {};
     p.w = (const uint8_t *)w;
     p.row_bytes = mm_row_bytes(type, n_in);
@@ -207,20 +235,47 @@ extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, siz
     p.x = x;
     p.y = y;
     p.n_rows = (int)n_rows;
-    gemm_launch(type, &p, (unsigned)((n_rows + BM - 1) / BM), (cudaStream_t)stream);
-    return mm_launch_status("cuda_matmul_chunk", why, why_len);
+    gemm_launch(type, &p, (unsigned)((n_rows + BM - 1) / BM), st);
+    return mm_launch_status(op, why, why_len);
+}
+
+extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                 size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
+    return matmul_chunk("cuda_matmul_chunk", type, w, n_out, n_in, x, n_rows, y, NULL, stream, why, why_len);
+}
+
+extern "C" size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows) {
+    ig_params q = {};
+    if (n_in == 0 || n_rows == 0 || !ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, 1, &q)) return 0;
+    return ig_xq_bytes(n_in, n_rows);
+}
+
+extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                    size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+    const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+    if (wb && !work) MM_FAIL("cuda_matmul_chunk_ws: a NULL pointer");
+    return matmul_chunk("cuda_matmul_chunk_ws", type, w, n_out, n_in, x, n_rows, y, wb ? work : NULL, stream, why,
+                        why_len);
 }
 
 /* ---- grouping the slots by expert ---- */
 
 /* The work buffer of cuda_moe_chunk, in int32 words: counts, cursors
  * [n_expert], ntiles [1], perm [n_slots], tiles [max_tiles][3]. */
-static size_t moe_max_tiles(const cuda_moe_args *a) {
+static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
     const size_t n_slots = a->n_rows * a->k;
-    return (n_slots + BM - 1) / BM + (a->n_expert < n_slots ? a->n_expert : n_slots);
+    return (n_slots + tile - 1) / tile + (a->n_expert < n_slots ? a->n_expert : n_slots);
+}
+/* Slots per tile: the integer GEMM's rows per tile, else the TF32 GEMM's BM. */
+static size_t moe_tile(const cuda_moe_args *a, ig_params *q) {
+    const size_t n_slots = a->n_rows * a->k;
+    /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
+    q->wide = n_slots <= 4 * a->n_expert;
+    if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q)) return (size_t)q->br;
+    return BM;
 }
 
-__global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out, int32_t *counts,
+__global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out, int tile, int32_t *counts,
                                  int32_t *cursor, int32_t *ntiles, int32_t *perm, int32_t *tiles, float *y) {
     const int tid = threadIdx.x, nt = blockDim.x;
     for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
@@ -238,10 +293,10 @@ __global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, 
         for (int e = 0; e < n_expert; e++) {
             const int c = counts[e];
             cursor[e] = off;
-            for (int s = 0; s < c; s += BM) {
+            for (int s = 0; s < c; s += tile) {
                 tiles[3 * n] = e;
                 tiles[3 * n + 1] = off + s;
-                tiles[3 * n + 2] = min(BM, c - s);
+                tiles[3 * n + 2] = min(tile, c - s);
                 n++;
             }
             off += c;
@@ -256,7 +311,10 @@ __global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, 
 }
 
 extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
-    return mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + a->n_rows * a->k + 3 * moe_max_tiles(a)));
+    ig_params q = {};
+    const size_t tile = moe_tile(a, &q), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    return mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + a->n_rows * a->k + 3 * moe_max_tiles(a, tile))) +
+           (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
 
 extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
@@ -270,13 +328,40 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     if (!a->w || !a->x || !a->y || !a->ids || !work) MM_FAIL("cuda_moe_chunk: a NULL pointer");
     if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
-    const size_t max_tiles = moe_max_tiles(a), n_slots = a->n_rows * a->k;
+    ig_params q = {};
+    const size_t tile = moe_tile(a, &q), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
     int32_t *perm = ntiles + 1, *tiles = perm + n_slots;
-    moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, counts, cursor,
-                                         ntiles, perm, tiles, a->y);
+    moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
+                                         cursor, ntiles, perm, tiles, a->y);
+    if (tile != BM) { /* the integer path (matmul_igemm.cu) */
+        const unsigned ot = ig_out_tiles(&q, a->n_out);
+        if (ot > 65535) MM_FAIL("cuda_moe_chunk: %zu outputs", a->n_out);
+        q.w = q.w_lo = (const uint8_t *)a->w;
+        q.row_bytes = mm_row_bytes(a->type, a->n_in);
+        q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
+        q.expert_stride = a->expert_stride;
+        q.n_out = (int)a->n_out;
+        q.n_in = (int)a->n_in;
+        q.x = a->x;
+        q.y = a->y;
+        q.perm = perm;
+        q.tiles = tiles;
+        q.ntiles = ntiles;
+        q.k = (int)a->k;
+        q.x_per_slot = a->x_per_slot != 0;
+        /* the 8-bit rows after the grouping words (cuda_moe_chunk_work_bytes) */
+        const size_t n_x = a->x_per_slot ? n_slots : a->n_rows;
+        uint8_t *xq = (uint8_t *)work +
+                      mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + n_slots + 3 * max_tiles));
+        q.xq = xq;
+        q.xq_rows = (int)n_x;
+        ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
+        ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+        return mm_launch_status("cuda_moe_chunk", why, why_len);
+    }
     gemm_params p = {};
     p.w = (const uint8_t *)a->w;
     p.row_bytes = mm_row_bytes(a->type, a->n_in);

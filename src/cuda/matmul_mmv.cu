@@ -10,10 +10,12 @@
  * and the codes are matmul_act.cu's, byte for byte); only when they would
  * not fit in 48 KB does a separate quantiser kernel write them to `work`. Q8_0/K-quant weights are dotted with the
  * 8-bit rows of matmul_act.cu through __dp4a: a lane takes a 16-value (K)
- * or 8-value (Q8_0) piece of a block, its integer sums are exact, and its
- * float partial is formed like act_scalar.c's per-block float (x_d * (d *
- * sum_q - dmin * sum_m), d_w * x_d * isum); only the order in which those
- * partials are added differs from the CPU. Float weights use f32
+ * or 8-value (Q8_0) piece of a block, the block's lanes add their exact
+ * integer sums, the block's term is formed as act_scalar.c forms it, and
+ * the terms are added in the canonical order that matmul_igemm.cu states
+ * (interleaved partials, then a fixed tree), so decode and chunk products
+ * give a row the same bits at any row count.
+ * Float weights use f32
  * activations. Each row's arithmetic is the same whatever the other rows,
  * so a row's bits do not depend on the batch.
  *
@@ -57,6 +59,7 @@ typedef struct mmv_params {
     float *seg_y[CUDA_MATMUL_MAX_SEG];
 } mmv_params;
 
+__host__ __device__ constexpr bool mm_int_t(int t) { return t == MM_Q8_0 || t == MM_Q4_K || t == MM_Q5_K || t == MM_Q6_K; }
 __device__ __forceinline__ int ld32(const uint8_t *p) { return *(const int *)p; }
 /* 4 bytes at a 2-byte aligned address (Q8_0 and Q6_K blocks are 34 and 210 bytes). */
 __device__ __forceinline__ int ld32a2(const uint8_t *p) {
@@ -64,11 +67,15 @@ __device__ __forceinline__ int ld32a2(const uint8_t *p) {
     return (int)(h[0] | ((unsigned)h[1] << 16));
 }
 
-/* Partial dot of one lane over its piece of block `b` with NX activation
- * rows (xr[i] points at row i's 8-bit blocks). Float partial per row in acc. */
+/* The term of block `b` for each of the NX activation rows (xr[i] points at
+ * row i's 8-bit blocks), in every lane of the block's lane group (4 lanes for
+ * Q8_0, 16 for the K-quants): each lane dots its piece, the group adds the
+ * exact integer sums, and the term is formed as act_scalar.c forms it:
+ * (d_w * x_d) * isum, or x_d * (d * sum_q - dmin * sum_m). Every lane of the
+ * warp must call it (shuffles). */
 template <int T>
 __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece, const uint8_t *const *xr, int nx,
-                                          float *acc) {
+                                          float *term) {
     if (T == MM_Q8_0) { /* piece 0..3: values 8*piece..+7 */
         const uint8_t *blk = wrow + (size_t)b * MM_Q8_0_BYTES;
         const float dw = mm_f16(blk);
@@ -77,8 +84,10 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
         for (int i = 0; i < MMV_MAX; i++) {
             if (i >= nx) break;
             const uint8_t *xb = xr[i] + (size_t)b * MM_ACT32_BYTES;
-            const int s = __dp4a(q0, ld32(xb + 4 + 8 * piece), __dp4a(q1, ld32(xb + 8 + 8 * piece), 0));
-            acc[i] += dw * *(const float *)xb * (float)s;
+            int s = __dp4a(q0, ld32(xb + 4 + 8 * piece), __dp4a(q1, ld32(xb + 8 + 8 * piece), 0));
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            term[i] = __fmul_rn(__fmul_rn(dw, *(const float *)xb), (float)s);
         }
     } else if (T == MM_Q4_K || T == MM_Q5_K) { /* piece 0..15: chunk c = piece/4, l = 8u..8u+7, both nibbles */
         const int bytes = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES;
@@ -113,8 +122,13 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
             const int qx_hi = __dp4a(hi0, xh0, __dp4a(hi1, xh1, 0));
             const int xs_lo = __dp4a(0x01010101, xl0, __dp4a(0x01010101, xl1, 0));
             const int xs_hi = __dp4a(0x01010101, xh0, __dp4a(0x01010101, xh1, 0));
-            const int sum_q = sc0 * qx_lo + sc1 * qx_hi, sum_m = m0 * xs_lo + m1 * xs_hi;
-            acc[i] += *(const float *)xb * (d * (float)sum_q - dmin * (float)sum_m);
+            int sum_q = sc0 * qx_lo + sc1 * qx_hi, sum_m = m0 * xs_lo + m1 * xs_hi;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) {
+                sum_q += __shfl_xor_sync(0xffffffffu, sum_q, o);
+                sum_m += __shfl_xor_sync(0xffffffffu, sum_m, o);
+            }
+            term[i] = __fmul_rn(*(const float *)xb, __fsub_rn(__fmul_rn(d, (float)sum_q), __fmul_rn(dmin, (float)sum_m)));
         }
     } else { /* Q6_K, piece 0..15: half h = piece/8, l = 4u..4u+3 (u = piece%8) for all four k */
         const uint8_t *blk = wrow + (size_t)b * MM_Q6_K_BYTES;
@@ -138,9 +152,31 @@ __device__ __forceinline__ void mmv_block(const uint8_t *wrow, int b, int piece,
             int isum = 0;
 #pragma unroll
             for (int j = 0; j < 4; j++) isum += sc[2 * j] * __dp4a(q[j], ld32(xq + 32 * j), 0);
-            acc[i] += dw * *(const float *)xb * (float)isum;
+#pragma unroll
+            for (int o = 1; o < 16; o <<= 1) isum += __shfl_xor_sync(0xffffffffu, isum, o);
+            term[i] = __fmul_rn(__fmul_rn(dw, *(const float *)xb), (float)isum);
         }
     }
+}
+
+/* The warp's sum of its lanes' partials. Integer types: the canonical tree of
+ * the block-term partials (matmul_igemm.cu): Q8_0's 8 lane groups hold
+ * partials p0..p7, and xor 4, 8, 16 give ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7))
+ * in every lane (float addition commutes exactly); the K-quants' 2 groups
+ * give p0+p1. Float types: any fixed tree. */
+template <int T>
+__device__ __forceinline__ float mmv_reduce(float v) {
+    const bool q = mm_int_t(T);
+    /* float types: 16, 8, 4, 2, 1 (plain adds); Q8_0: 4, 8, 16; K-quants: 16 (__fadd_rn) */
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 16);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 8);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 4);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 2);
+    if (!q) v += __shfl_xor_sync(0xffffffffu, v, 1);
+    if (T == MM_Q8_0) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
+    if (T == MM_Q8_0) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 8));
+    if (q) v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 16));
+    return v;
 }
 
 /* One warp: the dot of weight row `wrow` with nx rows. */
@@ -148,14 +184,28 @@ template <int T>
 __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, int vec,
                                         float *acc) {
     const int lane = threadIdx.x & 31;
-    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each */
+    if (T == MM_Q8_0) { /* 8 blocks per warp step, 4 lanes each: lane group j adds the terms of blocks j, j+8, ... */
         const int nb = n_in / 32;
 #pragma unroll 4
-        for (int b = lane >> 2; b < nb; b += 8) mmv_block<T>(wrow, b, lane & 3, xr, nx, acc);
+        for (int b0 = 0; b0 < nb; b0 += 8) { /* every lane calls mmv_block (shuffles); past the end adds nothing */
+            const int b = b0 + (lane >> 2);
+            float term[MMV_MAX];
+            mmv_block<T>(wrow, b < nb ? b : b0, lane & 3, xr, nx, term);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++)
+                if (i < nx && b < nb) acc[i] = __fadd_rn(acc[i], term[i]);
+        }
     } else if (T == MM_Q4_K || T == MM_Q5_K || T == MM_Q6_K) { /* 2 super-blocks per step, 16 lanes each */
         const int nb = n_in / 256;
-#pragma unroll 4
-        for (int b = lane >> 4; b < nb; b += 2) mmv_block<T>(wrow, b, lane & 15, xr, nx, acc);
+#pragma unroll 2
+        for (int b0 = 0; b0 < nb; b0 += 2) {
+            const int b = b0 + (lane >> 4);
+            float term[MMV_MAX];
+            mmv_block<T>(wrow, b < nb ? b : b0, lane & 15, xr, nx, term);
+#pragma unroll
+            for (int i = 0; i < MMV_MAX; i++)
+                if (i < nx && b < nb) acc[i] = __fadd_rn(acc[i], term[i]);
+        }
     } else if (vec) { /* float weights, 16-byte loads: lane takes elements 8(lane + 32j) .. +7 */
 #pragma unroll 2
         for (int e = 8 * lane; e < n_in; e += 256) {
@@ -340,11 +390,9 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) 
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 if (i >= ns) break; /* ns is the same for the whole block: no lane leaves a shuffle */
-                float v = acc[i];
-                for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+                float v = mmv_reduce<T>(acc[i]);
                 if (GLU) {
-                    float u = acc2[i];
-                    for (int off = 16; off > 0; off >>= 1) u += __shfl_xor_sync(0xffffffffu, u, off);
+                    float u = mmv_reduce<T>(acc2[i]);
                     v = mmv_swiglu(v, u);
                 }
                 if (lane == 0) Y[(size_t)slots[i] * NOUT + o] = v;

@@ -3,7 +3,7 @@
  * the routing of every block row inside it, and the row gather of the
  * preview's head (cuda_preview.h). cpu_moe_coreset / cpu_moe_route with
  * `allowed` (src/cpu/moe_route.c) are the oracles:
- *  - coreset, one block of 4 warps: a warp per row finds the row's top-k
+ *  - coreset, one block of 8 warps: a warp per row finds the row's top-k
  *    logits (k rounds of the first maximum = the CPU's insertion top-k,
  *    ties to the lower id) and their float64 softmax probabilities (the sum
  *    by one lane in expert order); a thread per expert sums its probabilities
@@ -26,7 +26,10 @@
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 #define g_err g_preview_err
 
-enum { CS_WARPS = 4, CS_THREADS = 32 * CS_WARPS };
+/* 8 warps: a warp per row of a 32-row block in four rounds (was 4 warps, 8 rounds: 210 us a layer on the
+ * H200, the preview's serialising launch); the per-warp rows of e^(l - max) in dynamic shared memory, opted
+ * in past 48 KiB for large expert counts. */
+enum { CS_WARPS = 8, CS_THREADS = 32 * CS_WARPS, CS_SMEM_MAX = 200 * 1024 };
 
 extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
     return n * k * (sizeof(int32_t) + sizeof(double)) + 16;
@@ -142,10 +145,15 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     double *tp = (double *)work;                    /* [n][k] */
     int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
     size_t base = ((size_t)CS_WARPS + 1) * n_expert * sizeof(double), stage = n * k * (sizeof(double) + sizeof(int32_t));
-    const int staged = base + stage <= 40 * 1024; /* the static order[] and the limit of 48 KiB */
-    if (base > 40 * 1024) {
+    const int staged = base + stage <= CS_SMEM_MAX; /* beside the static order[] (4 KiB) */
+    if (base > CS_SMEM_MAX) {
         snprintf(g_err, sizeof g_err, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", n_expert, base);
         return -1;
+    }
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_coreset, cudaFuncAttributeMaxDynamicSharedMemorySize, CS_SMEM_MAX);
+        attr_set = 1;
     }
     k_coreset<<<1, CS_THREADS, base + (staged ? stage : 0), (cudaStream_t)stream>>>(
         allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged);

@@ -1,16 +1,14 @@
 /*
- * backend_select.c: which backend a public session runs on
- * (clover_session_params.device), and the device report of
+ * backend_select.c: a public session on the backend its device setting
+ * (clover_session_params.device) resolves to, and the device report of
  * `clover info --device`. Kept apart from session.c so tests can build
  * sessions over a fake backend without linking any real one.
  *
- * Choice: CPU and CUDA (src/cuda/, built with CLOVER_HAVE_CUDA;
- * backend_cuda of cuda_backend.h) both run everything: commits, scoring,
- * autoregressive decoding and block diffusion's preview and resolve. AUTO
- * takes CUDA when its probe passes (a device is there, the model's types
- * are ones the kernels take, the weights fit), else the CPU, silently (AUTO
- * promises nothing). CUDA asked for explicitly runs there or fails with the
- * probe's reason rather than moving to the CPU behind the caller's back.
+ * The choice itself is the registry's (backend/registry.h), the same for
+ * sessions and engines: CPU and CUDA both run everything; AUTO takes CUDA
+ * when its probe passes, else the CPU; CUDA asked for explicitly runs there
+ * or fails with one line naming CUDA, never moving to the CPU behind the
+ * caller's back.
  *
  * A device backend runs inside the failover (offload/failover.h): a device
  * that fails mid-request moves its sessions to the CPU, and one dropped
@@ -20,19 +18,16 @@
  */
 #include <string.h>
 
+#include "backend/registry.h"
 #include "base/error.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "offload/failover.h"
 #include "offload/fault_inject.h"
 #include "offload/split.h"
-#ifdef CLOVER_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "parallel/ep_cpu.h"
 
-const backend_ops *engine_default_backend(void) { return &backend_cpu; }
-
-int clover_device_from_name(const char *name) {
+int clover_device_from_name(const char *name) { /* the registry's names (backend_device_name) */
     if (!name) return -1;
     if (!strcmp(name, "auto")) return CLOVER_DEVICE_AUTO;
     if (!strcmp(name, "cpu")) return CLOVER_DEVICE_CPU;
@@ -53,7 +48,12 @@ int engine_backend_open(const clover_model *model, const backend_config *cfg, co
     if (chosen != &backend_cpu && failover_dropped(chosen)) chosen = &backend_cpu;
     if (chosen == &backend_cpu && !plan.armed) {
         *ops = chosen;
-        return chosen->create(model, cfg, bk, err);
+        rc = chosen->create(model, cfg, bk, err);
+        if (!rc && !cfg->plain && (rc = ep_cpu_attach(*bk, err))) { /* CLOVER_SIM_RANKS, a diagnostic */
+            chosen->destroy(*bk);
+            *bk = NULL;
+        }
+        return rc;
     }
     *ops = &backend_failover;
     return failover_create(model, cfg, chosen, &backend_cpu, bk, err);
@@ -101,56 +101,27 @@ static int session_split(clover_session **out, const clover_model *model, const 
 
 int clover_session_create(clover_session **out, const clover_model *model, const clover_session_params *params,
                           clover_error *err) {
+    clover_error local;
+    if (!err) err = &local;
     int device = params ? params->device : CLOVER_DEVICE_AUTO;
+    if (out) *out = NULL;
+    if (!out || !model) return engine_session_create(out, model, &backend_cpu, params, err); /* its own messages */
     if (params && params->gpu_layers) {
-#ifdef CLOVER_HAVE_CUDA
+        const backend_ops *cuda = backend_registry_cuda();
         if (device == CLOVER_DEVICE_CPU)
-            return error_set(err, CLOVER_E_INVALID, "--gpu-layers needs the CUDA device, not cpu");
-        return session_split(out, model, &backend_cuda, params, err);
-#else
-        (void)session_split;
-        if (out) *out = NULL;
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "--gpu-layers: this build has no CUDA backend (no CUDA toolkit at "
-                         "configure, or -DCLOVER_CUDA=OFF)");
-#endif
+            return error_set(err, CLOVER_E_INVALID, "--gpu-layers needs the CUDA device, not --device cpu");
+        if (!cuda)
+            return error_set(err, CLOVER_E_UNSUPPORTED,
+                             "--gpu-layers: this build has no CUDA backend (built without a CUDA toolkit, or with "
+                             "-DCLOVER_CUDA=OFF)");
+        return session_split(out, model, cuda, params, err);
     }
-    if (device != CLOVER_DEVICE_AUTO && device != CLOVER_DEVICE_CPU && device != CLOVER_DEVICE_CUDA)
-        return error_set(err, CLOVER_E_INVALID, "clover_session_create: device %d, expected auto, cpu or cuda", device);
-#ifdef CLOVER_HAVE_CUDA
-    if (device == CLOVER_DEVICE_CUDA) {
-        if (out) *out = NULL;
-        if (!model) return error_set(err, CLOVER_E_INVALID, "clover_session_create: model must not be NULL");
-        int rc = backend_cuda.probe(model, NULL, err);
-        if (rc) {
-            error_prefix(err, "--device cuda");
-            return rc;
-        }
-        return session_on(out, model, &backend_cuda, params, err);
-    }
-    if (device == CLOVER_DEVICE_AUTO && model && backend_cuda.probe(model, NULL, NULL) == 0)
-        return session_on(out, model, &backend_cuda, params, err);
-#else
-    if (device == CLOVER_DEVICE_CUDA) {
-        if (out) *out = NULL;
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "--device cuda: this build has no CUDA backend (no CUDA toolkit at configure, or "
-                         "-DCLOVER_CUDA=OFF)");
-    }
-#endif
-    return session_on(out, model, engine_default_backend(), params, err);
+    backend_choice ch;
+    int rc = backend_registry_resolve(device, model, NULL, &ch, err);
+    if (rc) return rc;
+    return session_on(out, model, ch.ops, params, err);
 }
 
 size_t clover_device_report(const clover_model *model, size_t max_context, char *buf, size_t n) {
-#ifdef CLOVER_HAVE_CUDA
-    return cuda_backend_report(model, max_context, buf, n);
-#else
-    (void)model, (void)max_context;
-    const char *t = "backend     cpu only (built without CUDA)\n";
-    if (buf && n) {
-        strncpy(buf, t, n - 1);
-        buf[n - 1] = '\0';
-    }
-    return strlen(t);
-#endif
+    return backend_registry_report(model, max_context, buf, n);
 }

@@ -11,10 +11,12 @@
  * own), then lets each request absorb its results. A request that fails or
  * ends is settled there, exactly as clover_generate settles it.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "backend/registry.h"
 #include "base/timer.h"
 #include "engine/request.h"
 
@@ -23,6 +25,8 @@ struct clover_engine {
     const backend_ops *be;
     backend *bk;
     clover_session_params params;
+    const char *device; /* the backend it runs on: "cpu", "cuda" */
+    char why[1100];     /* why that one (the registry's words) */
 };
 
 struct clover_request {
@@ -35,6 +39,39 @@ struct clover_request {
     clover_error err;
 };
 
+/* An engine on a given backend (ops): clover_engine_create after the
+ * registry's choice, and the tests' fake backends. */
+int engine_create_on(clover_engine **out, const clover_model *model, const backend_ops *ops,
+                     const clover_session_params *params, const char *why, clover_error *err) {
+    clover_error local;
+    if (!err) err = &local;
+    if (!out) return error_set(err, CLOVER_E_INVALID, "clover_engine_create: out must not be NULL");
+    *out = NULL;
+    if (!model || !ops) return error_set(err, CLOVER_E_INVALID, "clover_engine_create: model must not be NULL");
+    if (params && params->gpu_layers)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "--gpu-layers: an engine runs the whole model on one device (cpu or cuda), not split");
+    clover_engine *e = mem_calloc(1, sizeof *e);
+    if (!e) return error_set(err, CLOVER_E_NOMEM, "clover_engine_create: no memory");
+    if (params) e->params = *params;
+    e->model = model;
+    backend_config cfg;
+    engine_backend_config(model, &e->params, ops, &cfg);
+    int rc = engine_backend_open(model, &cfg, ops, &e->be, &e->bk, err);
+    if (rc) {
+        mem_free(e);
+        return error_prefix(err, "engine on the %s backend", ops->name);
+    }
+    e->device = ops->name;
+    snprintf(e->why, sizeof e->why, "%s", why ? why : "asked for");
+    if (e->be == &backend_cpu && ops != &backend_cpu) { /* the device was dropped earlier in this process */
+        e->device = backend_cpu.name;
+        snprintf(e->why, sizeof e->why, "the %s device failed earlier in this process", ops->name);
+    }
+    *out = e;
+    return CLOVER_OK;
+}
+
 int clover_engine_create(clover_engine **out, const clover_model *model, const clover_session_params *params,
                          clover_error *err) {
     clover_error local;
@@ -42,20 +79,15 @@ int clover_engine_create(clover_engine **out, const clover_model *model, const c
     if (!out) return error_set(err, CLOVER_E_INVALID, "clover_engine_create: out must not be NULL");
     *out = NULL;
     if (!model) return error_set(err, CLOVER_E_INVALID, "clover_engine_create: model must not be NULL");
-    clover_engine *e = mem_calloc(1, sizeof *e);
-    if (!e) return error_set(err, CLOVER_E_NOMEM, "clover_engine_create: no memory");
-    if (params) e->params = *params;
-    e->model = model;
-    backend_config cfg;
-    engine_backend_config(model, &e->params, engine_default_backend(), &cfg);
-    int rc = engine_backend_open(model, &cfg, engine_default_backend(), &e->be, &e->bk, err);
-    if (rc) {
-        mem_free(e);
-        return error_prefix(err, "engine on the %s backend", engine_default_backend()->name);
-    }
-    *out = e;
-    return CLOVER_OK;
+    backend_choice ch;
+    int rc = backend_registry_resolve(params ? params->device : CLOVER_DEVICE_AUTO, model, NULL, &ch, err);
+    if (rc) return rc;
+    return engine_create_on(out, model, ch.ops, params, ch.why, err);
 }
+
+const char *clover_engine_backend(const clover_engine *e) { return e ? e->device : "none"; }
+
+const char *clover_engine_device_reason(const clover_engine *e) { return e ? e->why : ""; }
 
 void clover_engine_free(clover_engine *e) {
     if (!e) return;

@@ -9,14 +9,12 @@
 #include <math.h>
 #include <string.h>
 
-#include "backend.h"
+#include "backend/registry.h"
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/rng.h"
 #include "model/model.h"
-#ifdef CLOVER_HAVE_CUDA
-#include "cuda/cuda_backend.h"
-#endif
+#include "parallel/ep_cpu.h"
 
 enum { CHECK_CHUNK = 64, CHECK_BLOCK_NO_RECORD = 8 };
 
@@ -49,6 +47,7 @@ static int side_open(side *sd, const backend_ops *ops, const clover_model *m, co
     sd->ops = ops;
     int rc = ops->probe ? ops->probe(m, cfg, err) : CLOVER_OK;
     if (!rc) rc = ops->create(m, cfg, &sd->be, err);
+    if (!rc && ops == &backend_cpu && !cfg->plain) rc = ep_cpu_attach(sd->be, err); /* CLOVER_SIM_RANKS */
     if (!rc) rc = ops->session_create(sd->be, &sd->s, err);
     if (rc) return error_prefix(err, "%s backend", ops->name);
     const size_t V = m->hp.n_vocab, H = m->hp.n_embd, L = m->hp.n_layer;
@@ -148,17 +147,12 @@ int clover_device_check(const clover_model *m, const clover_check_params *p, clo
     if (!r) return error_set(err, CLOVER_E_INVALID, "check: no result");
     memset(r, 0, sizeof *r);
     if (!m || !p || !p->prompt || !p->n_prompt) return error_set(err, CLOVER_E_INVALID, "check: a model and a prompt are needed");
-    const backend_ops *dev = NULL;
-    if (p->device == CLOVER_DEVICE_CPU) dev = &backend_cpu;
-#ifdef CLOVER_HAVE_CUDA
-    if (p->device == CLOVER_DEVICE_CUDA) dev = &backend_cuda;
-#else
-    if (p->device == CLOVER_DEVICE_CUDA)
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "check: --device cuda: this build has no CUDA backend (no CUDA toolkit at configure, or "
-                         "-DCLOVER_CUDA=OFF)");
-#endif
-    if (!dev) return error_set(err, CLOVER_E_INVALID, "check: device %d, expected cpu or cuda", p->device);
+    if (p->device != CLOVER_DEVICE_CPU && p->device != CLOVER_DEVICE_CUDA)
+        return error_set(err, CLOVER_E_INVALID, "check: device %d, expected cpu or cuda", p->device);
+    backend_choice ch;
+    int rc0 = backend_registry_resolve(p->device, m, NULL, &ch, err);
+    if (rc0) return error_prefix(err, "check");
+    const backend_ops *dev = ch.ops;
     for (size_t i = 0; i < p->n_prompt; i++)
         if (p->prompt[i] < 0 || (uint32_t)p->prompt[i] >= m->hp.n_vocab)
             return error_set(err, CLOVER_E_INVALID, "check: prompt id %d at %zu is outside the vocabulary of %u",

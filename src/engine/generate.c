@@ -15,6 +15,7 @@
 #include "engine/request.h"
 #include "engine/result_text.h"
 #include "engine/stats.h"
+#include "engine/structured.h"
 #include "model/model.h"
 
 #define GENERATE_DEFAULT_MAX_TOKENS 256
@@ -204,6 +205,7 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
         out->lossless = 1;
         rng_seed(&rq->draft_rng, p->seed ^ 0x6c6f73736c657373ull); /* "lossless": the drafts' own stream */
     }
+    if ((rc = engine_grammar_setup(rq, err))) return rc;
     rq->phase = RQ_PROMPT;
     rq->prompt_at = SIZE_MAX;
     rq->snap_at = SIZE_MAX;
@@ -211,6 +213,7 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
 }
 
 void engine_request_release(engine_request *rq) {
+    engine_grammar_release(rq);
     mem_free(rq->forbid);
     rq->forbid = NULL;
     rq->n_forbid = 0;

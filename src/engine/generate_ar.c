@@ -17,6 +17,7 @@
 #include "base/timer.h"
 #include "engine/request.h"
 #include "engine/stats.h"
+#include "engine/structured.h"
 
 /* After the prompt: the first token (picked by the last prompt chunk's
  * commit, or here from the kept logits) and the parity dump. */
@@ -30,7 +31,9 @@ static int ar_begin(engine_request *rq, clover_error *err) {
                                        err);
         if (rc) return rc;
     }
-    if (!rq->prompt_committed && rq->p->max_tokens > 0) {
+    if (rq->gm && rq->p->max_tokens > 0) { /* under a grammar the host picks (structured.h) */
+        if ((rc = engine_grammar_ar_pick(rq, (float)sampler_draw(&rq->sp, &rq->rng), err))) return rc;
+    } else if (!rq->prompt_committed && rq->p->max_tokens > 0) {
         double t = timer_now();
         memcpy(s->row, s->last_logits, V * sizeof *s->row);
         request_forbid(rq, s->row);
@@ -65,13 +68,14 @@ int engine_ar_plan(engine_request *rq, clover_error *err) {
     bool ended;
     const lp_rows tl = request_tok_lp(rq);
     if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
-    if (ended || res->n_generated >= max || (s->max_context && s->n_ids >= s->max_context)) { /* a full context ends as "length" */
+    /* a full context ends as "length" (max_context 0: no limit known, as the tests' fake models) */
+    if (ended || res->n_generated >= max || (s->max_context && s->n_ids >= s->max_context)) {
         rq->phase = RQ_DONE;
         return CLOVER_OK;
     }
     rq->tok_commit = rq->tok;
     rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
-    rc = engine_session_plan_commit(s, &rq->tok_commit, 1, true, &s->pick,
+    rc = engine_session_plan_commit(s, &rq->tok_commit, 1, true, rq->gm ? NULL : &s->pick,
                                     sampler_is_greedy(&rq->sp) ? NULL : &rq->tok_u, &rq->tok, &rq->tok_conf,
                                     &st->commit_ops, err);
     if (rc) return error_prefix(err, "decoding token %zu", res->n_generated);
@@ -86,5 +90,5 @@ int engine_ar_absorb(engine_request *rq, const backend_pass_stats *ps, clover_er
     if (rc) return error_prefix(err, "decoding token %zu", rq->res->n_generated);
     rq->res->stats.passes++;
     rq->res->stats.pick_s += ps->pick_s;
-    return CLOVER_OK;
+    return rq->gm ? engine_grammar_ar_pick(rq, rq->tok_u, err) : CLOVER_OK; /* under a grammar the host picks */
 }

@@ -30,6 +30,7 @@
 #include "base/timer.h"
 #include "engine/request.h"
 #include "engine/stats.h"
+#include "engine/structured.h"
 #include "model/model.h"
 
 /* A new block: every row masked, shown to on_pass at pass 0. */
@@ -74,7 +75,7 @@ static backend_preview_opts preview_opts(const clover_record *rec) {
 
 /* Whether this block resolves inside the backend (see the top). */
 static bool resolve_usable(const engine_request *rq) {
-    return rq->s->be->resolve && rq->passes == 0 && !rq->lossless && !rq->want_lp && rq->block <= 255 &&
+    return rq->s->be->resolve && rq->passes == 0 && !rq->lossless && !rq->want_lp && !rq->gm && rq->block <= 255 &&
            !(rq->p->dump_first_preview && !rq->first_preview_done);
 }
 
@@ -115,6 +116,10 @@ static void pass_plan(engine_request *rq) {
     q->pick_out = (backend_pick_out){.id = s->pick_id, .conf = s->pick_conf};
     if (rq->want_lp) lp_rows_out(&s->pick_lp, 0, rq->n_top, &q->pick_out);
     q->logits = !rq->first_preview_done && rq->p->dump_first_preview ? s->logits : NULL;
+    if (rq->gm) { /* under a grammar: raw logits, picked on the host (structured.h) */
+        q->pending = NULL;
+        q->logits = s->logits;
+    }
     rq->op = RQ_OP_PREVIEW;
     rq->op_timer = &rq->res->stats.preview_s;
 }
@@ -286,7 +291,7 @@ int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *ps, cl
     rq->passes++;
     double t = timer_now();
     size_t n_fixed = 0;
-    rc = pass_fix(rq, &n_fixed, err);
+    rc = rq->gm ? engine_grammar_pass(rq, &n_fixed, err) : pass_fix(rq, &n_fixed, err);
     st->pick_s += timer_now() - t;
     if (rc) return rc;
     bool cancel;

@@ -38,6 +38,7 @@
 #include "engine/request.h"
 #include "model/model.h"
 #include "engine/stats.h"
+#include "engine/structured.h"
 
 /* The first token from the kept logits when the prompt was wholly reused
  * (as generate_ar.c's ar_begin), and the checkpoint made once. */
@@ -45,7 +46,9 @@ static int lossless_begin(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
     int rc;
     if (!s->ckpt && (rc = s->be->checkpoint_create(s->bs, &s->ckpt, err))) return error_prefix(err, "lossless");
-    if (!rq->prompt_committed && rq->p->max_tokens > 0) {
+    if (rq->gm && rq->p->max_tokens > 0) { /* under a grammar the host picks (structured.h) */
+        if ((rc = engine_grammar_ar_pick(rq, (float)sampler_draw(&rq->sp, &rq->rng), err))) return rc;
+    } else if (!rq->prompt_committed && rq->p->max_tokens > 0) {
         double t = timer_now();
         memcpy(s->row, s->last_logits, s->n_vocab * sizeof *s->row);
         request_forbid(rq, s->row);
@@ -81,7 +84,8 @@ static int block_start(engine_request *rq, clover_error *err) {
     bool ended;
     const lp_rows tl = request_tok_lp(rq);
     if ((rc = request_emit(rq, rq->tok, rq->tok_conf, &tl, 0, &ended, err))) return rc;
-    if (ended || res->n_generated >= max || (s->max_context && s->n_ids + rq->block > s->max_context)) { /* full: "length" */
+    /* a full context: "length" (max_context 0: no limit known) */
+    if (ended || res->n_generated >= max || (s->max_context && s->n_ids + rq->block > s->max_context)) {
         penalty_state_commit(&s->pen, &rq->tok, 1);
         rq->phase = RQ_DONE;
         return CLOVER_OK;
@@ -128,6 +132,14 @@ static int verify_plan(engine_request *rq, clover_error *err) {
     for (size_t i = 0; i < B; i++) s->pick_u[i] = (float)sampler_draw(&rq->sp, &r);
     s->pick.pen = NULL; /* the causal path has no penalties (ignored by commit anyway) */
     const bool greedy = sampler_is_greedy(&rq->sp) != 0;
+    if (rq->gm) { /* under a grammar: every row's logits, picked on the host (structured.h) */
+        rc = engine_session_plan_commit(s, s->block, B, true, NULL, NULL, NULL, NULL, &st->commit_ops, err);
+        if (rc) return error_prefix(err, "lossless verify");
+        s->cseq.all_logits = s->logits;
+        rq->op = RQ_OP_COMMIT;
+        rq->op_timer = &st->commit_s;
+        return CLOVER_OK;
+    }
     rc = engine_session_plan_commit(s, s->block, B, true, &s->pick, greedy ? NULL : s->pick_u, s->pick_id, s->pick_conf,
                                     &st->commit_ops, err);
     if (rc) return error_prefix(err, "lossless verify");
@@ -221,6 +233,7 @@ int engine_lossless_absorb(engine_request *rq, const backend_pass_stats *ps, clo
     if (rq->op == RQ_OP_PREVIEW) return engine_diffusion_absorb(rq, ps, err); /* a draft pass; RQ_VERIFY when resolved */
     int rc = engine_session_commit_done(s, ps, err);
     if (rc) return error_prefix(err, rq->phase == RQ_VERIFY ? "lossless verify" : "lossless recommit");
+    if (rq->phase == RQ_VERIFY && rq->gm && (rc = engine_grammar_verify(rq, err))) return rc;
     if (rq->phase == RQ_VERIFY) return verify_accept(rq, err);
     rq->phase = rq->lossless_ended ? RQ_DONE : RQ_BLOCK; /* after RQ_RECOMMIT */
     return CLOVER_OK;

@@ -1,7 +1,7 @@
 /*
  * logprobs.c: buffers and copies of emitted tokens' log-probabilities
  * (logprobs.h). Nothing here computes one: the backend's pick does
- * (backend_pick.c on the host), so the engine's figures are the backend's.
+ * (backend/pick.c on the host), so the engine's figures are the backend's.
  */
 #include "engine/logprobs.h"
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "clover.h"
 
 /* Rows of log-probabilities: lp[row], top_id/top_lp[row * n_top + j]. */

@@ -13,7 +13,8 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/timer.h"
-#include "backend_pick.h"
+#include "backend/pick.h"
+#include "engine/structured.h"
 
 bool request_cancelled(const engine_request *rq) {
     return rq->p->cancel && __atomic_load_n(rq->p->cancel, __ATOMIC_RELAXED) != 0;
@@ -77,6 +78,7 @@ int request_emit(engine_request *rq, int32_t id, float conf, const lp_rows *lp, 
     if (rc) return rc;
     if (rq->want_lp && !lp) return error_set(err, CLOVER_E_INTERNAL, "generate: token %zu has no log-probabilities",
                                              r->n_generated);
+    if (rq->gm && (rc = engine_grammar_emitted(rq, id, err))) return rc;
     r->ids[r->n_generated] = id;
     r->confidences[r->n_generated] = conf;
     if (rq->want_lp) lp_result_put(r, r->n_generated, lp, lpi);

@@ -19,8 +19,8 @@
 #include "base/rng.h"
 #include "clover.h"
 #include "engine/logprobs.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/session.h"
 
 /* Where a request stands between passes (the resumable state machine). */
@@ -81,6 +81,7 @@ typedef struct engine_request {
     int32_t tok_top_id[BACKEND_MAX_TOP]; /* beside tok and tok_conf */
     float tok_top_lp[BACKEND_MAX_TOP];
     int32_t tok_commit;     /* autoregressive: the token being committed */
+    struct engine_grammar *gm; /* structured output (structured.h); NULL: free text */
     double t_start;         /* when the request began */
     double t_op;            /* when the planned operation began */
     double *op_timer;       /* the statistic the planned operation's time goes to */

@@ -46,7 +46,7 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
     }
     const size_t end = engine_prompt_chunk_end(s, a, n, rq->snap_at);
     const bool causal = rq->ar || rq->lossless; /* lossless: the first token is autoregressive decoding's */
-    const bool last = end == n, pick = causal && last && rq->p->max_tokens > 0;
+    const bool last = end == n, pick = causal && last && rq->p->max_tokens > 0 && !rq->gm; /* a grammar picks on the host */
     if (pick) rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
     rc = engine_session_plan_commit(s, rq->prompt + a, end - a, causal && last, pick ? &s->pick : NULL,
                                     pick && !sampler_is_greedy(&rq->sp) ? &rq->tok_u : NULL, &rq->tok,

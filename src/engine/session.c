@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "base/timer.h"
 #include "engine/session.h"
+#include "engine/structured.h"
 #include "engine/stop_ids.h"
 #include "model/model.h"
 
@@ -54,6 +55,7 @@ static void session_free_buffers(clover_session *s) {
 void clover_session_free(clover_session *s) {
     if (!s) return;
     if (s->ckpt) s->be->checkpoint_free(s->ckpt);
+    engine_grammar_vocab_free(s->gvocab);
     if (s->bs) s->be->session_free(s->bs);
     if (s->own_bk && s->bk) s->be->destroy(s->bk);
     session_free_buffers(s);

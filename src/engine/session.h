@@ -12,11 +12,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "clover.h"
 #include "engine/logprobs.h"
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/snapshot.h"
 
 struct clover_session {
@@ -74,16 +74,19 @@ struct clover_session {
     backend_penalties pick_pen;
     clover_op_seconds *commit_ops; /* where the planned commit's operator seconds go */
     backend_checkpoint *ckpt; /* lossless mode: the state at the block start (made on first use) */
+    struct tm_vocab *gvocab;  /* structured output: the token trie (engine/structured.h), made on first use */
 };
-
-/* The backend public sessions and engines run on (backend_select.c). */
-const backend_ops *engine_default_backend(void);
 
 /* The backend object sessions run on when `chosen` is asked for
  * (backend_select.c): chosen itself, or the failover over it (a device
  * backend, or CLOVER_FAULT_INJECT set); *ops gets the ops to call it with. */
 int engine_backend_open(const clover_model *model, const backend_config *cfg, const backend_ops *chosen,
                         const backend_ops **ops, backend **bk, clover_error *err);
+
+/* clover_engine_create over a given backend (batch.c; tests pass a fake
+ * one); why: the choice's reason (NULL: "asked for"). */
+int engine_create_on(clover_engine **out, const clover_model *model, const backend_ops *ops,
+                     const clover_session_params *params, const char *why, clover_error *err);
 
 /* clover_session_create over a given backend (tests pass a fake one);
  * bk: a backend object to share (NULL: one is created for this session). */

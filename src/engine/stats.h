@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "clover.h"
 
 /* Adds a preview pass: its operator seconds and coreset counts. */

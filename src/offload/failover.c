@@ -186,7 +186,7 @@ static const fo_kind kind_resolve = {sizeof(backend_resolve_seq), offsetof(backe
                                      offsetof(backend_resolve_seq, rc), offsetof(backend_resolve_seq, err),
                                      FAULT_PREVIEW, run_resolve};
 
-enum { RESOLVE_ROWS = 255 }; /* the most rows a resolve takes (backend_resolve.c) */
+enum { RESOLVE_ROWS = 255 }; /* the most rows a resolve takes (backend/resolve.c) */
 
 /* A resolve's inputs that its passes overwrite, kept to run it again. */
 typedef struct resolve_keep {

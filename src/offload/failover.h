@@ -30,7 +30,7 @@
 
 #include <stdbool.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 
 extern const backend_ops backend_failover;
 

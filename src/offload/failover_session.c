@@ -135,6 +135,8 @@ int fo_session_create(backend *fb, backend_session **out, clover_error *err) {
     if (s->on == FO_PRIMARY) {
         if (fault_state_lost(&fb->fault))
             rc = error_set(&why, CLOVER_E_DEVICE, "session_create: injected fault: the device is gone");
+        else if (fault_full(&fb->fault, &why))
+            rc = why.code; /* not a device failure: the caller's to answer (the server: 503) */
         else
             rc = fb->ops[FO_PRIMARY]->session_create(fb->be[FO_PRIMARY], &s->in, &why);
         if (rc && failover_is_device_error(rc)) {

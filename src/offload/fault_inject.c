@@ -10,14 +10,14 @@
 
 #include "base/error.h"
 
-static const char *const kind_names[] = {"load", "commit", "preview", "call"};
+static const char *const kind_names[] = {"load", "commit", "preview", "call", "full"};
 
 int fault_plan_parse(fault_plan *p, const char *text, clover_error *err) {
     memset(p, 0, sizeof *p);
     if (!text || !*text) return CLOVER_OK;
     const char *colon = strchr(text, ':');
     int kind = -1;
-    for (int k = 0; colon && k < 4; k++)
+    for (int k = 0; colon && k < 5; k++)
         if (strlen(kind_names[k]) == (size_t)(colon - text) && !strncmp(text, kind_names[k], (size_t)(colon - text)))
             kind = k;
     char *end = NULL;
@@ -33,10 +33,11 @@ int fault_plan_parse(fault_plan *p, const char *text, clover_error *err) {
         else if (strcmp(end, ":once")) ok = false;
     }
     if (ok && kind == FAULT_LOAD && n != 1) ok = false;
+    if (ok && kind == FAULT_FULL && *end) ok = false; /* no mode */
     if (!ok)
         return error_set(err, CLOVER_E_INVALID,
                          "CLOVER_FAULT_INJECT='%s': expected KIND:N[:once|:dead] with KIND load (N = 1), commit, "
-                         "preview or call and N >= 1",
+                         "preview or call and N >= 1, or full:N",
                          text);
     *p = (fault_plan){.armed = true, .kind = kind, .n = (size_t)n, .dead = dead};
     return CLOVER_OK;
@@ -57,6 +58,13 @@ bool fault_hit(fault_plan *p, int op, clover_error *err) {
     p->fired = true;
     error_set(err, CLOVER_E_DEVICE, "injected fault: %s call %zu failed (CLOVER_FAULT_INJECT)", kind_names[p->kind],
               p->n);
+    return true;
+}
+
+bool fault_full(fault_plan *p, clover_error *err) {
+    if (!p->armed || p->kind != FAULT_FULL || ++p->count < p->n) return false;
+    error_set(err, CLOVER_E_NOMEM,
+              "the device's memory holds no further session (injected: CLOVER_FAULT_INJECT full:%zu)", p->n);
     return true;
 }
 

@@ -7,6 +7,10 @@
  *         commit   commit calls (prompt chunks, block commits, scoring)
  *         preview  preview and resolve calls
  *         call     any of commit, preview, resolve, counted together
+ *         full     session creations: from the N-th on, the device refuses
+ *                  them as out of memory (CLOVER_E_NOMEM, not a device
+ *                  failure): a device whose memory holds N-1 sessions, for
+ *                  the server's admission (no MODE)
  *   MODE  once     only that call fails; the state can still be exported
  *         dead     that call and every later one fail, and the state is
  *                  lost (export fails too): the device is gone
@@ -21,7 +25,7 @@
 
 #include "clover.h"
 
-enum { FAULT_LOAD = 0, FAULT_COMMIT = 1, FAULT_PREVIEW = 2, FAULT_CALL = 3 };
+enum { FAULT_LOAD = 0, FAULT_COMMIT = 1, FAULT_PREVIEW = 2, FAULT_CALL = 3, FAULT_FULL = 4 };
 
 typedef struct fault_plan {
     bool armed;   /* a plan was given */
@@ -42,6 +46,10 @@ int fault_plan_from_env(fault_plan *p, clover_error *err);
 /* Whether the call about to be made (op: FAULT_LOAD, FAULT_COMMIT or
  * FAULT_PREVIEW) fails; a failing call fills err with the reason. */
 bool fault_hit(fault_plan *p, int op, clover_error *err);
+
+/* Whether the session creation about to be made is refused (kind full);
+ * err gets CLOVER_E_NOMEM and the reason. */
+bool fault_full(fault_plan *p, clover_error *err);
 
 /* Whether the device's state is gone (a dead plan that fired). */
 bool fault_state_lost(const fault_plan *p);

@@ -15,7 +15,7 @@
 #ifndef CLOVER_OFFLOAD_SPLIT_H
 #define CLOVER_OFFLOAD_SPLIT_H
 
-#include "backend.h"
+#include "backend/backend.h"
 
 extern const backend_ops backend_split;
 

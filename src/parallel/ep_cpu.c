@@ -1,6 +1,6 @@
 /*
  * ep_cpu.c: the CPU backend's test hook for the simulated expert-parallel
- * MoE (ep_cpu.h): the environment parsed once at backend creation, the
+ * MoE (ep_cpu.h): the environment parsed once when the backend is opened, the
  * group and the MoE owned here, a failure latched for the pass's caller.
  */
 #include <errno.h>
@@ -10,14 +10,15 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "cpu/moe_hook.h"
 #include "parallel/ep_cpu.h"
 
-struct ep_cpu {
+typedef struct ep_cpu {
     par_transport *t;
     ep_moe *ep;
     int failed;
     clover_error err;
-};
+} ep_cpu;
 
 static int env_uint(const char *name, unsigned long lo, unsigned long hi, unsigned long *out, clover_error *err) {
     const char *v = getenv(name);
@@ -47,7 +48,9 @@ static int env_fault(par_config *cfg, clover_error *err) {
     return CLOVER_OK;
 }
 
-int ep_cpu_from_env(ep_cpu **out, clover_error *err) {
+static void ep_cpu_free(void *ctx);
+
+static int ep_cpu_from_env(ep_cpu **out, clover_error *err) {
     *out = NULL;
     unsigned long ranks = 0, timeout = 30000;
     int rc = env_uint("CLOVER_SIM_RANKS", 1, PAR_MAX_RANKS, &ranks, err);
@@ -65,15 +68,17 @@ int ep_cpu_from_env(ep_cpu **out, clover_error *err) {
     return CLOVER_OK;
 }
 
-void ep_cpu_free(ep_cpu *c) {
+static void ep_cpu_free(void *ctx) {
+    ep_cpu *c = ctx;
     if (!c) return;
     ep_moe_free(c->ep);
     par_close(c->t);
     mem_free(c);
 }
 
-void ep_cpu_forward(ep_cpu *c, float *out, const float *x, size_t n, const cpu_moe_weights *w,
-                    const uint8_t *allowed, threadpool *pool) {
+static void ep_cpu_forward(void *ctx, float *out, const float *x, size_t n, const cpu_moe_weights *w,
+                           const uint8_t *allowed, threadpool *pool) {
+    ep_cpu *c = ctx;
     int rc = c->failed ? c->failed : ep_moe_forward(c->ep, out, x, n, w, allowed, pool, &c->err);
     if (rc) {
         c->failed = rc;
@@ -81,7 +86,17 @@ void ep_cpu_forward(ep_cpu *c, float *out, const float *x, size_t n, const cpu_m
     }
 }
 
-int ep_cpu_status(const ep_cpu *c, clover_error *err) {
+static int ep_cpu_status(const void *ctx, clover_error *err) {
+    const ep_cpu *c = ctx;
     if (!c || !c->failed) return CLOVER_OK;
     return error_set(err, c->failed, "expert-parallel MoE: %s", c->err.message);
+}
+
+int ep_cpu_attach(backend *cpu_be, clover_error *err) {
+    ep_cpu *c = NULL;
+    int rc = ep_cpu_from_env(&c, err);
+    if (rc || !c) return rc;
+    cpu_moe_hook h = {.ctx = c, .forward = ep_cpu_forward, .status = ep_cpu_status, .free_ctx = ep_cpu_free};
+    backend_cpu_set_moe_hook(cpu_be, &h);
+    return CLOVER_OK;
 }

@@ -6,7 +6,9 @@
  * of each collective (default 30000); CLOVER_SIM_FAULT=error:R:K or
  * stall:R:K plants a fault on rank R after K collectives. A failure inside a
  * pass is latched (the MoE's output is zeroed) and the pass's caller turns
- * it into the request's error; the group stays broken after it.
+ * it into the request's error; the group stays broken after it. It reaches
+ * the CPU backend through cpu/moe_hook.h: parallel/ sits above cpu/, so the
+ * CPU backend never names it.
  * (--devices is the CUDA backend's option; the simulation is the CPU's.)
  */
 #ifndef CLOVER_PARALLEL_EP_CPU_H
@@ -14,15 +16,14 @@
 
 #include "parallel/ep_moe.h"
 
-typedef struct ep_cpu ep_cpu;
+#include "backend/backend.h"
 
-/* *out = NULL when CLOVER_SIM_RANKS is unset or empty; an error for a bad value. */
-int ep_cpu_from_env(ep_cpu **out, clover_error *err);
-void ep_cpu_free(ep_cpu *c);
-/* cpu_moe_forward's arguments; on failure out is zeroed and the error latched. */
-void ep_cpu_forward(ep_cpu *c, float *out, const float *x, size_t n, const cpu_moe_weights *w,
-                    const uint8_t *allowed, threadpool *pool);
-/* CLOVER_OK, or the latched failure (message prefixed with "expert-parallel MoE"). */
-int ep_cpu_status(const ep_cpu *c, clover_error *err);
+/* Reads CLOVER_SIM_RANKS (and the two variables above) and, when it is set,
+ * installs the simulated expert-parallel MoE on cpu_be, a backend object of
+ * backend_cpu (cpu/moe_hook.h), which then owns it. CLOVER_OK also when the
+ * variable is unset or empty (nothing installed); CLOVER_E_INVALID with one
+ * line naming the variable for a bad value. Callers: whoever opens a CPU
+ * backend that is not a plain reference (engine, clover check, tests). */
+int ep_cpu_attach(backend *cpu_be, clover_error *err);
 
 #endif

@@ -102,4 +102,4 @@ def test_ppl_file_errors(files, tmp_path):
     r = clover("ppl", "-m", files["synth_ar_f32"], "-f", tmp_path / "absent.txt")
     assert r.returncode == 1 and "cannot read" in r.stderr
     r = clover("ppl", "-f", short, "--ctx", "7")
-    assert r.returncode == 2 and "--ctx 7" in r.stderr
+    assert r.returncode == 2 and "--ctx-size 7" in r.stderr  # the option's one name (--ctx is its alias)

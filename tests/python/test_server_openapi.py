@@ -1,7 +1,8 @@
 """docs/openapi.json against `clover serve`: schemathesis (PyPI) generates requests from the description,
 property-based, for a bounded number of examples, and checks every answer: no 5xx, a status the description
 lists, a body of the declared content type (so every error is JSON) and schema (so every error is
-{error: {message, type, param, code}}). The server runs with a small context so that no generation is long;
+{error: {message, type, param, code}}), and that a request the description calls invalid is refused (so the
+description types no field more loosely than the server reads it). The server runs with a small context so that no generation is long;
 about 10 s of CI. Requests the description allows but the server refuses for reasons it cannot state (the
 prompt against the context, an unknown model name) are not counted as failures: the checks below are the ones
 about server errors and error bodies."""
@@ -26,7 +27,8 @@ def model(tmp_path_factory):
 
 def test_description_names_every_route():
     spec = json.loads(SPEC.read_text())
-    assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/completions", "/v1/models", "/health", "/metrics"}
+    assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}",
+                                  "/health", "/metrics"}
 
 
 def test_schemathesis(model, tmp_path):
@@ -38,7 +40,8 @@ def test_schemathesis(model, tmp_path):
     try:
         r = subprocess.run([sys.executable, "-m", "schemathesis.cli", "run", str(SPEC), "-u", srv.base_url,
                             "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,"
-                            "response_schema_conformance", "--max-examples", "25", "--request-timeout", "30",
+                            "response_schema_conformance,negative_data_rejection", "--max-examples", "25",
+                            "--request-timeout", "30",
                             "--generation-deterministic", "--no-color"],
                            capture_output=True, text=True, timeout=240)
         assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]

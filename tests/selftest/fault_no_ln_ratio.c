@@ -5,14 +5,14 @@
  * ratio reported as 0 = ln(B/B) whatever b is). The golden preview case
  * with b < B (preview_b4) must then fail.
  *
- * How: this file compiles gdn_block.c itself with its ln-ratio function
+ * How: this file compiles model/gdn_ratio.c itself with its ln-ratio function
  * renamed, then defines the faulty one under the real name. The test
  * executable's own objects thus define every symbol of the archive's
- * gdn_block.o, which the linker therefore never pulls in: no duplicate,
+ * gdn_ratio.o, which the linker therefore never pulls in: no duplicate,
  * and nothing in src/ knows about faults.
  */
 #define gdn_block_ln_ratio gdn_block_ln_ratio_unfaulted
-#include "cpu/gdn_block.c"
+#include "model/gdn_ratio.c"
 #undef gdn_block_ln_ratio
 
 float gdn_block_ln_ratio(size_t b, uint32_t block_size);

@@ -21,7 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cpu/backend_cpu_solo.h"
+#include "backend_seq.h"
 #include "convert/convert.h"
 #include "model/model.h"
 #include "test.h"
@@ -135,11 +135,11 @@ static inline void test_model_free(test_model *tm) {
     if (tm->tmpdir[0]) rmdir(tm->tmpdir);
 }
 
-static inline backend_session *test_session(const clover_model *m, size_t max_rows, size_t n_threads) {
+static inline tseq *test_session(const clover_model *m, size_t max_rows, size_t n_threads) {
     backend_config cfg = {.n_threads = n_threads, .max_rows = max_rows, .max_context = 0};
-    backend_session *s = NULL;
+    tseq *s = NULL;
     clover_error err = {0};
-    int rc = cpu_solo.session_create(m, &cfg, &s, &err);
+    int rc = seq_create(&backend_cpu, m, &cfg, &s, &err);
     CHECK_MSG(rc == 0, "session_create: %s", err.message);
     return s;
 }

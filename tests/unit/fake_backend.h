@@ -3,7 +3,7 @@
  * scripts by hand (preview_fn, next_fn), so expected tokens, pass counts
  * and confidences follow from the SPEC text alone. It holds no tensors: a
  * session is its committed ids. The pick is the host pick every host
- * backend uses (backend_pick.h), over the scripted logits. Batched calls
+ * backend uses (backend/pick.h), over the scripted logits. Batched calls
  * run the sequences one after another, each as alone; a failure (scripted
  * or a full context) is that sequence's own. The whole contract: also
  * checkpoints (the committed length and the session's epoch: a reset makes
@@ -18,8 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "backend_pick.h"
+#include "backend/backend.h"
+#include "backend/pick.h"
 #include "base/error.h"
 #include "model/model.h"
 
@@ -64,6 +64,7 @@ static struct {
     int resets;
     int saves, restores;
     int resolves;        /* resolve calls */
+    size_t most_commit_seqs, most_preview_seqs; /* the most sequences one call carried */
     int32_t blocks_seen[16][MAXV]; /* the block of each preview */
 } fk;
 
@@ -151,6 +152,7 @@ static int fk_commit_one(backend *be, backend_commit_seq *q, backend_pass_stats 
 
 static int fk_commit(backend *be, backend_commit_seq *seqs, size_t n, backend_pass_stats *st) {
     int first = 0;
+    if (n > fk.most_commit_seqs) fk.most_commit_seqs = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].rc = fk_commit_one(be, &seqs[i], st);
         if (seqs[i].rc && !first) first = seqs[i].rc;
@@ -184,6 +186,7 @@ static int fk_preview_one(backend *be, backend_preview_seq *q, backend_pass_stat
 
 static int fk_preview(backend *be, backend_preview_seq *seqs, size_t n, backend_pass_stats *st) {
     int first = 0;
+    if (n > fk.most_preview_seqs) fk.most_preview_seqs = n;
     for (size_t i = 0; i < n; i++) {
         seqs[i].rc = fk_preview_one(be, &seqs[i], st);
         if (seqs[i].rc && !first) first = seqs[i].rc;

@@ -22,15 +22,15 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     float *ref_logits = fixture_f32(fx, fixture_get(fx->manifest, "causal", "logits", NULL), NULL);
     float *ref_hidden = fixture_f32(fx, fixture_get(fx->manifest, "causal", "hidden_states", NULL), NULL);
     float *logits = malloc(n * V * sizeof *logits), *hidden = malloc((L + 1) * n * H * sizeof *hidden);
-    backend_session *s = test_session(tm->model, 64, 0);
+    tseq *s = test_session(tm->model, 64, 0);
     if (!s || !ref_logits || !ref_hidden) goto done;
 
     clover_error err = {0};
     backend_pass_stats st = {0};
-    backend_commit_out out = {.all_logits = logits, .hidden = hidden};
-    int rc = cpu_solo.commit(s, ids, n, &out, &st, &err);
+    backend_commit_seq out = {.all_logits = logits, .hidden = hidden};
+    int rc = seq_commit(s, ids, n, &out, &st, &err);
     CHECK_MSG(rc == 0, "commit: %s", err.message);
-    CHECK_EQ_INT(cpu_solo.session_length(s), n);
+    CHECK_EQ_INT(seq_length(s), n);
     double e = rel_err(logits, ref_logits, n * V);
     printf("     causal logits (%zu rows): rel err %.3g\n", n, e);
     CHECK_MSG(e <= BOUND, "causal logits rel err %.3g", e);
@@ -49,9 +49,9 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     CHECK(st.coreset_layers == 0);
 
     /* the committed state through state_export */
-    size_t bytes = cpu_solo.state_bytes(s);
+    size_t bytes = seq_state_bytes(s);
     unsigned char *buf = malloc(bytes);
-    rc = cpu_solo.state_export(s, buf, bytes, &err);
+    rc = seq_state_export(s, buf, bytes, &err);
     CHECK_MSG(rc == 0, "state_export: %s", err.message);
     uint64_t n_exp = 0;
     for (int i = 0; i < 8; i++) n_exp |= (uint64_t)buf[i] << (8 * i);
@@ -102,7 +102,7 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     CHECK_EQ_INT((const unsigned char *)p - buf, bytes);
     free(buf);
 done:
-    cpu_solo.session_free(s);
+    seq_free(s);
     free(ids), free(ref_logits), free(ref_hidden), free(logits), free(hidden);
 }
 
@@ -114,12 +114,12 @@ static void golden_nll(const fixture *fx, const test_model *tm) {
     json_t *ref = json_object_get(jn, "per_token_nll");
     CHECK_EQ_INT(json_array_size(ref), n - 1);
     float *nll = malloc(n * sizeof *nll), *logits = malloc(n * V * sizeof *logits);
-    backend_session *s = test_session(tm->model, 64, 0);
+    tseq *s = test_session(tm->model, 64, 0);
     if (!s) goto done;
     clover_error err = {0};
     /* rows 0..n-2 score tokens 1..n-1 */
-    backend_commit_out out = {.targets = ids + 1, .nll = nll, .all_logits = logits};
-    int rc = cpu_solo.commit(s, ids, n - 1, &out, NULL, &err);
+    backend_commit_seq out = {.targets = ids + 1, .nll = nll, .all_logits = logits};
+    int rc = seq_commit(s, ids, n - 1, &out, NULL, &err);
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     double worst = 0, mean = 0;
     for (size_t r = 0; r + 1 < n; r++) {
@@ -137,7 +137,7 @@ static void golden_nll(const fixture *fx, const test_model *tm) {
     CHECK_MSG(worst <= 2 * BOUND, "per-token NLL off by %.3g of the logit scale", worst);
     CHECK_NEAR(mean, ref_mean, 1e-4 * fmax(1.0, ref_mean));
 done:
-    cpu_solo.session_free(s);
+    seq_free(s);
     free(ids), free(nll), free(logits);
 }
 

@@ -24,28 +24,28 @@ static int32_t *seq; /* 79 ids: the causal prompt, then the NLL text */
 static size_t n_seq;
 
 /* A session of max_rows that commits ids in calls of `step` rows, keeping every row's logits. */
-static backend_session *commit_in_steps(size_t max_rows, size_t threads, const int32_t *ids, size_t n, size_t step,
+static tseq *commit_in_steps(size_t max_rows, size_t threads, const int32_t *ids, size_t n, size_t step,
                                         float *logits) {
     const size_t V = tm.model->hp.n_vocab;
-    backend_session *s = test_session(tm.model, max_rows, threads);
+    tseq *s = test_session(tm.model, max_rows, threads);
     if (!s) return NULL;
     clover_error err = {0};
     for (size_t r = 0; r < n; r += step) {
         size_t k = n - r < step ? n - r : step;
-        backend_commit_out out = {.all_logits = logits + r * V};
-        int rc = cpu_solo.commit(s, ids + r, k, &out, NULL, &err);
+        backend_commit_seq out = {.all_logits = logits + r * V};
+        int rc = seq_commit(s, ids + r, k, &out, NULL, &err);
         CHECK_MSG(rc == 0, "commit rows %zu..%zu: %s", r, r + k, err.message);
     }
-    CHECK_EQ_INT(cpu_solo.session_length(s), n);
+    CHECK_EQ_INT(seq_length(s), n);
     return s;
 }
 
 /* The state_export bytes of a session (malloc'd). */
-static unsigned char *export_state(backend_session *s, size_t *bytes) {
-    *bytes = cpu_solo.state_bytes(s);
+static unsigned char *export_state(tseq *s, size_t *bytes) {
+    *bytes = seq_state_bytes(s);
     unsigned char *buf = malloc(*bytes);
     clover_error err = {0};
-    int rc = cpu_solo.state_export(s, buf, *bytes, &err);
+    int rc = seq_state_export(s, buf, *bytes, &err);
     CHECK_MSG(rc == 0, "state_export: %s", err.message);
     return buf;
 }
@@ -59,9 +59,9 @@ static double state_err(const unsigned char *a, const unsigned char *b, size_t b
 static void chunked_recurrent_and_one_call(void) {
     const size_t V = tm.model->hp.n_vocab, n = n_seq;
     float *one = malloc(n * V * 4), *chunks = malloc(n * V * 4), *rows = malloc(n * V * 4);
-    backend_session *a = commit_in_steps(128, 0, seq, n, n, one);     /* chunked form, 64 + 15 */
-    backend_session *b = commit_in_steps(16, 0, seq, n, n, chunks);   /* backend chunks of 16 */
-    backend_session *c = commit_in_steps(64, 0, seq, n, 1, rows);     /* recurrent form, vector matmul */
+    tseq *a = commit_in_steps(128, 0, seq, n, n, one);     /* chunked form, 64 + 15 */
+    tseq *b = commit_in_steps(16, 0, seq, n, n, chunks);   /* backend chunks of 16 */
+    tseq *c = commit_in_steps(64, 0, seq, n, 1, rows);     /* recurrent form, vector matmul */
     if (a && b && c) {
         size_t sa, sb, sc;
         unsigned char *ea = export_state(a, &sa), *eb = export_state(b, &sb), *ec = export_state(c, &sc);
@@ -74,19 +74,19 @@ static void chunked_recurrent_and_one_call(void) {
         CHECK(l_ab <= 5e-5 && s_ab <= 5e-5 && l_ac <= 5e-5 && s_ac <= 5e-5);
         free(ea), free(eb), free(ec);
     }
-    cpu_solo.session_free(a), cpu_solo.session_free(b), cpu_solo.session_free(c);
+    seq_free(a), seq_free(b), seq_free(c);
     free(one), free(chunks), free(rows);
 }
 
 static void prefix_then_rest_equals_fresh(void) {
     const size_t V = tm.model->hp.n_vocab, n = n_seq, k = 40;
     float *fresh = malloc(n * V * 4), *parts = malloc(n * V * 4);
-    backend_session *a = commit_in_steps(64, 0, seq, n, n, fresh);
-    backend_session *b = test_session(tm.model, 64, 0);
+    tseq *a = commit_in_steps(64, 0, seq, n, n, fresh);
+    tseq *b = test_session(tm.model, 64, 0);
     clover_error err = {0};
-    backend_commit_out o1 = {.all_logits = parts}, o2 = {.all_logits = parts + k * V};
-    CHECK(cpu_solo.commit(b, seq, k, &o1, NULL, &err) == 0);
-    CHECK(cpu_solo.commit(b, seq + k, n - k, &o2, NULL, &err) == 0);
+    backend_commit_seq o1 = {.all_logits = parts}, o2 = {.all_logits = parts + k * V};
+    CHECK(seq_commit(b, seq, k, &o1, NULL, &err) == 0);
+    CHECK(seq_commit(b, seq + k, n - k, &o2, NULL, &err) == 0);
     size_t sa, sb;
     unsigned char *ea = export_state(a, &sa), *eb = export_state(b, &sb);
     CHECK(sa == sb);
@@ -94,7 +94,7 @@ static void prefix_then_rest_equals_fresh(void) {
     printf("     prefix of %zu then %zu rows vs one commit: logits %.3g, state %.3g\n", k, n - k, el, es);
     CHECK(el <= 5e-5 && es <= 5e-5);
     free(ea), free(eb);
-    cpu_solo.session_free(a), cpu_solo.session_free(b);
+    seq_free(a), seq_free(b);
     free(fresh), free(parts);
 }
 
@@ -105,33 +105,33 @@ static void preview_changes_nothing(void) {
     int32_t *ids = malloc(n * sizeof *ids);
     for (size_t i = 0; i < n; i++) ids[i] = seq[i % n_seq];
     float *l1 = malloc(5 * V * 4), *l2 = malloc(5 * V * 4), *pl = malloc(8 * V * 4);
-    backend_session *p = test_session(tm.model, 64, 0), *q = test_session(tm.model, 64, 0);
+    tseq *p = test_session(tm.model, 64, 0), *q = test_session(tm.model, 64, 0);
     clover_error err = {0};
-    CHECK(cpu_solo.commit(p, ids, n, NULL, NULL, &err) == 0);
-    CHECK(cpu_solo.commit(q, ids, n, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(p, ids, n, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(q, ids, n, NULL, NULL, &err) == 0);
     size_t bytes, after_bytes;
     unsigned char *before = export_state(p, &bytes);
     const int32_t block[8] = {433, 393, 433, 433, 393, 393, 433, 433};
     for (int coreset = 0; coreset < 2; coreset++) {
         backend_preview_opts opts = {.record_block_size = 8, .coreset = coreset, .coreset_top_p = 0.8f};
-        int rc = cpu_solo.preview(p, block, 8, &opts, pl, NULL, &err);
+        int rc = seq_preview(p, block, 8, &opts, pl, NULL, &err);
         CHECK_MSG(rc == 0, "preview: %s", err.message);
         unsigned char *after = export_state(p, &after_bytes);
         CHECK(after_bytes == bytes && test_hash(after, bytes) == test_hash(before, bytes) &&
               memcmp(after, before, bytes) == 0);
         free(after);
     }
-    CHECK_EQ_INT(cpu_solo.session_length(p), n);
+    CHECK_EQ_INT(seq_length(p), n);
     /* the next commit is exactly what it would have been */
-    backend_commit_out o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
-    CHECK(cpu_solo.commit(p, seq, 5, &o1, NULL, &err) == 0);
-    CHECK(cpu_solo.commit(q, seq, 5, &o2, NULL, &err) == 0);
+    backend_commit_seq o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
+    CHECK(seq_commit(p, seq, 5, &o1, NULL, &err) == 0);
+    CHECK(seq_commit(q, seq, 5, &o2, NULL, &err) == 0);
     CHECK(memcmp(l1, l2, 5 * V * 4) == 0);
     size_t sp, sq;
     unsigned char *ep = export_state(p, &sp), *eq = export_state(q, &sq);
     CHECK(sp == sq && memcmp(ep, eq, sp) == 0);
     free(ep), free(eq), free(before);
-    cpu_solo.session_free(p), cpu_solo.session_free(q);
+    seq_free(p), seq_free(q);
     free(ids), free(l1), free(l2), free(pl);
 }
 
@@ -139,59 +139,59 @@ static void state_roundtrip_and_reset(void) {
     const size_t V = tm.model->hp.n_vocab, n = n_seq;
     float *la = malloc(n * V * 4), *lb = malloc(V * 4), *lc = malloc(V * 4);
     float *pa = malloc(8 * V * 4), *pb = malloc(8 * V * 4);
-    backend_session *a = commit_in_steps(64, 0, seq, 60, 60, la);
+    tseq *a = commit_in_steps(64, 0, seq, 60, 60, la);
     size_t bytes;
     unsigned char *st = export_state(a, &bytes);
-    backend_session *b = test_session(tm.model, 8, 1); /* another shape of session: the layout is the same */
+    tseq *b = test_session(tm.model, 8, 1); /* another shape of session: the layout is the same */
     clover_error err = {0};
-    int rc = cpu_solo.state_import(b, st, bytes, &err);
+    int rc = seq_state_import(b, st, bytes, &err);
     CHECK_MSG(rc == 0, "state_import: %s", err.message);
-    CHECK_EQ_INT(cpu_solo.session_length(b), 60);
+    CHECK_EQ_INT(seq_length(b), 60);
     size_t bytes_b;
     unsigned char *st_b = export_state(b, &bytes_b);
     CHECK(bytes_b == bytes && memcmp(st, st_b, bytes) == 0);
     /* both continue identically: a preview, then a decode step */
     const int32_t block[8] = {433, 393, 433, 433, 393, 393, 433, 433};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK(cpu_solo.preview(a, block, 8, &opts, pa, NULL, &err) == 0);
-    CHECK(cpu_solo.preview(b, block, 8, &opts, pb, NULL, &err) == 0);
+    CHECK(seq_preview(a, block, 8, &opts, pa, NULL, &err) == 0);
+    CHECK(seq_preview(b, block, 8, &opts, pb, NULL, &err) == 0);
     CHECK(memcmp(pa, pb, 8 * V * 4) == 0);
-    backend_commit_out oa = {.last_logits = lb}, ob = {.last_logits = lc};
-    CHECK(cpu_solo.commit(a, seq + 60, 1, &oa, NULL, &err) == 0);
-    CHECK(cpu_solo.commit(b, seq + 60, 1, &ob, NULL, &err) == 0);
+    backend_commit_seq oa = {.last_logits = lb}, ob = {.last_logits = lc};
+    CHECK(seq_commit(a, seq + 60, 1, &oa, NULL, &err) == 0);
+    CHECK(seq_commit(b, seq + 60, 1, &ob, NULL, &err) == 0);
     CHECK(memcmp(lb, lc, V * 4) == 0);
 
     /* reset: a fresh sequence (zero rings and states), same results as a new session */
-    cpu_solo.reset(b);
-    CHECK_EQ_INT(cpu_solo.session_length(b), 0);
+    seq_reset(b);
+    CHECK_EQ_INT(seq_length(b), 0);
     size_t n_attn = 0;
     for (size_t l = 0; l < tm.model->hp.n_layer; l++) n_attn += tm.model->layers[l].kind == MODEL_LAYER_ATTENTION;
-    CHECK_EQ_INT(cpu_solo.state_bytes(b), bytes - n_attn * 60 * 2 * tm.model->hp.n_head_kv *
+    CHECK_EQ_INT(seq_state_bytes(b), bytes - n_attn * 60 * 2 * tm.model->hp.n_head_kv *
                                                          tm.model->hp.head_dim * 4);
-    CHECK(cpu_solo.preview_debug(b, NULL, NULL, &err) == CLOVER_E_INVALID);
+    CHECK(seq_preview_debug(b, NULL, NULL, &err) == CLOVER_E_INVALID);
     float *lr = malloc(n * V * 4);
-    backend_commit_out orr = {.all_logits = lr};
-    CHECK(cpu_solo.commit(b, seq, 60, &orr, NULL, &err) == 0);
-    backend_session *c = commit_in_steps(8, 1, seq, 60, 60, la);
+    backend_commit_seq orr = {.all_logits = lr};
+    CHECK(seq_commit(b, seq, 60, &orr, NULL, &err) == 0);
+    tseq *c = commit_in_steps(8, 1, seq, 60, 60, la);
     CHECK(memcmp(lr, la, 60 * V * 4) == 0);
     free(st), free(st_b), free(lr);
-    cpu_solo.session_free(a), cpu_solo.session_free(b), cpu_solo.session_free(c);
+    seq_free(a), seq_free(b), seq_free(c);
     free(la), free(lb), free(lc), free(pa), free(pb);
 }
 
 static void threads_do_not_change_results(void) {
     const size_t V = tm.model->hp.n_vocab, n = n_seq;
     float *l1 = malloc(n * V * 4), *l2 = malloc(n * V * 4), *p1 = malloc(8 * V * 4), *p2 = malloc(8 * V * 4);
-    backend_session *a = commit_in_steps(32, 1, seq, n, n, l1), *b = commit_in_steps(32, 3, seq, n, n, l2);
+    tseq *a = commit_in_steps(32, 1, seq, n, n, l1), *b = commit_in_steps(32, 3, seq, n, n, l2);
     const int32_t block[5] = {433, 433, 12, 433, 433};
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
     clover_error err = {0};
-    CHECK(cpu_solo.preview(a, block, 5, &opts, p1, NULL, &err) == 0);
-    CHECK(cpu_solo.preview(b, block, 5, &opts, p2, NULL, &err) == 0);
+    CHECK(seq_preview(a, block, 5, &opts, p1, NULL, &err) == 0);
+    CHECK(seq_preview(b, block, 5, &opts, p2, NULL, &err) == 0);
     double el = rel_err(l2, l1, n * V), ep = rel_err(p2, p1, 5 * V);
     printf("     1 vs 3 threads: commit logits %.3g, preview logits %.3g\n", el, ep);
     CHECK(el == 0 && ep == 0);
-    cpu_solo.session_free(a), cpu_solo.session_free(b);
+    seq_free(a), seq_free(b);
     free(l1), free(l2), free(p1), free(p2);
 }
 
@@ -202,95 +202,95 @@ static void kv_growth_over_long_commits(void) {
     float *la = malloc(V * 4), *lb = malloc(V * 4);
     clover_error err = {0};
     /* a: the default context, the cache doubles 256 -> 512 -> 1024; b: max_context 600, capped growth */
-    backend_session *a = test_session(tm.model, 64, 0);
+    tseq *a = test_session(tm.model, 64, 0);
     backend_config cfg = {.max_rows = 50, .max_context = 600};
-    backend_session *b = NULL;
-    CHECK(cpu_solo.session_create(tm.model, &cfg, &b, &err) == 0);
-    backend_commit_out oa = {.last_logits = la}, ob = {.last_logits = lb};
-    CHECK(cpu_solo.commit(a, ids, n, &oa, NULL, &err) == 0);
-    for (size_t r = 0; r < n; r += 150) CHECK(cpu_solo.commit(b, ids + r, 150, &ob, NULL, &err) == 0);
+    tseq *b = NULL;
+    CHECK(seq_create(&backend_cpu, tm.model, &cfg, &b, &err) == 0);
+    backend_commit_seq oa = {.last_logits = la}, ob = {.last_logits = lb};
+    CHECK(seq_commit(a, ids, n, &oa, NULL, &err) == 0);
+    for (size_t r = 0; r < n; r += 150) CHECK(seq_commit(b, ids + r, 150, &ob, NULL, &err) == 0);
     double e = rel_err(lb, la, V);
     printf("     600 rows (KV cache grown): last logits, chunks of 64 vs 50: %.3g\n", e);
     CHECK(e <= 5e-5);
     /* b is full now: one more row is refused and nothing changes */
     int32_t one = 5;
-    CHECK_EQ_INT(cpu_solo.commit(b, &one, 1, &ob, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_commit(b, &one, 1, &ob, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "context") != NULL, "%s", err.message);
-    CHECK_EQ_INT(cpu_solo.session_length(b), n);
-    cpu_solo.session_free(a), cpu_solo.session_free(b);
+    CHECK_EQ_INT(seq_length(b), n);
+    seq_free(a), seq_free(b);
     free(ids), free(la), free(lb);
 }
 
 static void refusals_leave_the_session_unchanged(void) {
     const size_t V = tm.model->hp.n_vocab;
     backend_config cfg = {.max_rows = 8, .max_context = 40};
-    backend_session *s = NULL;
+    tseq *s = NULL;
     clover_error err = {0};
-    CHECK(cpu_solo.session_create(tm.model, &cfg, &s, &err) == 0);
+    CHECK(seq_create(&backend_cpu, tm.model, &cfg, &s, &err) == 0);
     if (!s) return;
-    CHECK(cpu_solo.commit(s, seq, 31, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(s, seq, 31, NULL, NULL, &err) == 0);
     size_t bytes, after_bytes;
     unsigned char *before = export_state(s, &bytes);
     float *lg = malloc(10 * V * 4), nll[10];
     int32_t bad[3] = {1, (int32_t)V, 2}, neg[2] = {-1, 3};
 
-    CHECK_EQ_INT(cpu_solo.commit(s, bad, 3, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_commit(s, bad, 3, NULL, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "row 1") != NULL, "%s", err.message);
-    CHECK_EQ_INT(cpu_solo.commit(s, neg, 2, NULL, NULL, &err), CLOVER_E_INVALID);
-    backend_commit_out half = {.nll = nll};
-    CHECK_EQ_INT(cpu_solo.commit(s, seq, 2, &half, NULL, &err), CLOVER_E_INVALID);
-    backend_commit_out badt = {.nll = nll, .targets = bad};
-    CHECK_EQ_INT(cpu_solo.commit(s, seq, 3, &badt, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.commit(s, seq, 10, NULL, NULL, &err), CLOVER_E_INVALID); /* 41 > 40 */
-    CHECK_EQ_INT(cpu_solo.commit(s, NULL, 2, NULL, NULL, &err), CLOVER_E_INVALID);
-    backend_commit_out last = {.last_logits = lg};
-    CHECK_EQ_INT(cpu_solo.commit(s, seq, 0, &last, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.commit(s, seq, 0, NULL, NULL, &err), CLOVER_OK);
+    CHECK_EQ_INT(seq_commit(s, neg, 2, NULL, NULL, &err), CLOVER_E_INVALID);
+    backend_commit_seq half = {.nll = nll};
+    CHECK_EQ_INT(seq_commit(s, seq, 2, &half, NULL, &err), CLOVER_E_INVALID);
+    backend_commit_seq badt = {.nll = nll, .targets = bad};
+    CHECK_EQ_INT(seq_commit(s, seq, 3, &badt, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_commit(s, seq, 10, NULL, NULL, &err), CLOVER_E_INVALID); /* 41 > 40 */
+    CHECK_EQ_INT(seq_commit(s, NULL, 2, NULL, NULL, &err), CLOVER_E_INVALID);
+    backend_commit_seq last = {.last_logits = lg};
+    CHECK_EQ_INT(seq_commit(s, seq, 0, &last, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_commit(s, seq, 0, NULL, NULL, &err), CLOVER_OK);
 
     backend_preview_opts opts = {.record_block_size = 8, .coreset = true, .coreset_top_p = 0.8f};
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 0, &opts, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 9, &opts, lg, NULL, &err), CLOVER_E_INVALID); /* > max_rows */
+    CHECK_EQ_INT(seq_preview(s, seq, 0, &opts, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, seq, 9, &opts, lg, NULL, &err), CLOVER_E_INVALID); /* > max_rows */
     CHECK_MSG(strstr(err.message, "max_rows") != NULL, "%s", err.message);
-    CHECK_EQ_INT(cpu_solo.preview(s, bad, 3, &opts, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, NULL, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &opts, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, bad, 3, &opts, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, seq, 4, NULL, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, seq, 4, &opts, NULL, NULL, &err), CLOVER_E_INVALID);
     backend_preview_opts zero_b = opts, nan_p = opts;
     zero_b.record_block_size = 0;
     nan_p.coreset_top_p = NAN;
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &zero_b, lg, NULL, &err), CLOVER_E_INVALID);
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 4, &nan_p, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, seq, 4, &zero_b, lg, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_preview(s, seq, 4, &nan_p, lg, NULL, &err), CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "coreset_top_p") != NULL, "%s", err.message);
     /* 31 committed + 8 rows fit the context of 40 */
-    CHECK_EQ_INT(cpu_solo.preview(s, seq, 8, &opts, lg, NULL, &err), CLOVER_OK);
+    CHECK_EQ_INT(seq_preview(s, seq, 8, &opts, lg, NULL, &err), CLOVER_OK);
 
     /* state_export into a short buffer; imports of the wrong length or an impossible length */
     unsigned char *buf = malloc(bytes + 16);
-    CHECK_EQ_INT(cpu_solo.state_export(s, buf, bytes - 1, &err), CLOVER_E_INVALID);
-    CHECK(cpu_solo.state_export(s, buf, bytes, &err) == 0);
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes - 4, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_export(s, buf, bytes - 1, &err), CLOVER_E_INVALID);
+    CHECK(seq_state_export(s, buf, bytes, &err) == 0);
+    CHECK_EQ_INT(seq_state_import(s, buf, bytes - 4, &err), CLOVER_E_FORMAT);
     CHECK_MSG(strstr(err.message, "committed length 31") != NULL, "%s", err.message);
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes + 4, &err), CLOVER_E_FORMAT);
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, 7, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_import(s, buf, bytes + 4, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_import(s, buf, 7, &err), CLOVER_E_FORMAT);
     buf[0] = 41; /* a committed length past the context of 40 */
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
     CHECK_MSG(strstr(err.message, "41") != NULL, "%s", err.message);
     buf[0] = 30; /* a valid length that does not match the bytes */
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
     buf[0] = 31;
     buf[7] = 0x80; /* 2^63 + 31 */
-    CHECK_EQ_INT(cpu_solo.state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
+    CHECK_EQ_INT(seq_state_import(s, buf, bytes, &err), CLOVER_E_FORMAT);
 
-    CHECK_EQ_INT(cpu_solo.session_length(s), 31);
+    CHECK_EQ_INT(seq_length(s), 31);
     unsigned char *after = export_state(s, &after_bytes);
     CHECK(after_bytes == bytes && memcmp(before, after, bytes) == 0);
     /* session_create refusals */
-    backend_session *t = NULL;
+    tseq *t = NULL;
     backend_config huge = {.max_rows = (size_t)1 << 40};
-    CHECK_EQ_INT(cpu_solo.session_create(tm.model, &huge, &t, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_create(&backend_cpu, tm.model, &huge, &t, &err), CLOVER_E_INVALID);
     CHECK(t == NULL);
-    CHECK_EQ_INT(cpu_solo.session_create(NULL, NULL, &t, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_create(&backend_cpu, NULL, NULL, &t, &err), CLOVER_E_INVALID);
     free(before), free(after), free(buf), free(lg);
-    cpu_solo.session_free(s);
+    seq_free(s);
 }
 
 int main(void) {

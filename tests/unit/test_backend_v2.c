@@ -16,8 +16,8 @@
  */
 #include <math.h>
 
-#include "engine/penalties.h"
-#include "engine/sampler.h"
+#include "backend/penalties.h"
+#include "backend/sampler.h"
 #include "engine/session.h"
 #include "golden_generate.h"
 

@@ -13,7 +13,7 @@
  * fail that sequence alone (its state unchanged) and leave the others'
  * logits and states exactly those of running alone.
  * The batched passes share one read of each weight across their sequences
- * (backend_cpu_shared.c), each row with its own sequence's kernel: the f32
+ * (backend_cpu_pass.c), each row with its own sequence's kernel: the f32
  * model exercises the per-row f32 dot next to the tiled kernel, and the
  * same cases on a Q8_0 copy of tiny_clover the 8-bit integer rows (no
  * reference values there: batched must equal alone, bit for bit).

@@ -56,7 +56,7 @@ static void attention_matches_torch(void) {
     size_t runs[2] = {(size_t)dims[4], (size_t)dims[5]}, n_all = runs[0] + runs[1];
     size_t nh = d.n_head, nkv = d.n_head_kv, hd = d.head_dim;
     float inv[64], cs[128];
-    cpu_rope_inv_freq(inv, d.rot, theta[0]);
+    rope_inv_freq(inv, d.rot, theta[0]);
     for (int fast = 0; fast < 2; fast++) {
         if (fast && !cpu_simd_supported()) break;
         float *kc = calloc(n_all * nkv * hd, 4), *vc = calloc(n_all * nkv * hd, 4);

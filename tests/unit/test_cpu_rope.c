@@ -23,7 +23,7 @@ static const float torch_inv_freq_1e7_64[32] = {
 
 static void inv_freq_bit_exact_for_the_model(void) {
     float f[32];
-    cpu_rope_inv_freq(f, 64, 1e7f);
+    rope_inv_freq(f, 64, 1e7f);
     for (int i = 0; i < 32; i++) CHECK_MSG(f[i] == torch_inv_freq_1e7_64[i], "i=%d: %a vs %a", i, f[i], torch_inv_freq_1e7_64[i]);
 }
 
@@ -49,7 +49,7 @@ static void inv_freq_matches_torch(void) {
         if (!theta || !rot || !want) break;
         CHECK_EQ_INT(half, (size_t)rot[0] / 2);
         float got[256];
-        cpu_rope_inv_freq(got, (size_t)rot[0], theta[0]);
+        rope_inv_freq(got, (size_t)rot[0], theta[0]);
         int off_by_one = 0;
         for (size_t i = 0; i < half; i++) {
             long u = ops_ulps(got[i], want[i]);
@@ -75,10 +75,10 @@ static void cos_sin_match_torch(void) {
     const float *cw = ops_f32(&v, "cs_cos", &ncs), *sw = ops_f32(&v, "cs_sin", NULL);
     if (pos && cw && sw) {
         float inv[32], c[32], s[32];
-        cpu_rope_inv_freq(inv, 64, 1e7f);
+        rope_inv_freq(inv, 64, 1e7f);
         CHECK_EQ_INT(ncs, np * 64);
         for (size_t p = 0; p < np; p++) {
-            cpu_rope_cos_sin(c, s, inv, 32, pos[p]);
+            rope_cos_sin(c, s, inv, 32, pos[p]);
             for (int i = 0; i < 64; i++) { /* torch's table is cat(f, f) */
                 float wc = cw[p * 64 + i], ws = sw[p * 64 + i];
                 CHECK_MSG(ops_ulps(c[i % 32], wc) <= 1 || fabsf(c[i % 32] - wc) < 6e-8f, "cos pos %d i %d: %a vs %a",
@@ -107,9 +107,9 @@ static void apply_matches_torch(void) {
         float *qs = malloc(nq * 4), *ks = malloc(nk * 4);
         memcpy(qs, q, nq * 4);
         memcpy(ks, k, nk * 4);
-        cpu_rope_inv_freq(inv, rot, 1e4f);
+        rope_inv_freq(inv, rot, 1e4f);
         for (size_t p = 0; p < np; p++) {
-            cpu_rope_cos_sin(c, s, inv, rot / 2, pos[p]);
+            rope_cos_sin(c, s, inv, rot / 2, pos[p]);
             cpu_rope_apply_scalar(qs + p * nhq * hd, nhq, hd, rot, c, s);
             cpu_rope_apply(ks + p * nhk * hd, nhk, hd, rot, c, s);
         }
@@ -130,9 +130,9 @@ static void rotation_hand_case(void) {
     cpu_rope_apply_scalar(x, 1, 4, 2, c, s);
     CHECK(x[0] == -2.0f && x[1] == 1.0f && x[2] == 5.0f && x[3] == 7.0f);
     float inv[1], cc[1], ss[1];
-    cpu_rope_inv_freq(inv, 2, 1e7f);
+    rope_inv_freq(inv, 2, 1e7f);
     CHECK(inv[0] == 1.0f);
-    cpu_rope_cos_sin(cc, ss, inv, 1, 0);
+    rope_cos_sin(cc, ss, inv, 1, 0);
     CHECK(cc[0] == 1.0f && ss[0] == 0.0f);
 }
 
@@ -149,8 +149,8 @@ static void apply_avx2_matches_scalar(void) {
     for (size_t ri = 0; ri < sizeof rots / sizeof *rots; ri++) {
         size_t rot = rots[ri], hd = rot + 6, nh = 3;
         float inv[64], c[64], s[64], a[3 * 134], b[3 * 134];
-        cpu_rope_inv_freq(inv, rot, 1e7f);
-        cpu_rope_cos_sin(c, s, inv, rot / 2, 123457);
+        rope_inv_freq(inv, rot, 1e7f);
+        rope_cos_sin(c, s, inv, rot / 2, 123457);
         ops_fill(a, nh * hd, &r, 1.0f);
         memcpy(b, a, sizeof a);
         cpu_rope_apply_scalar(a, nh, hd, rot, c, s);

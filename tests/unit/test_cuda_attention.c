@@ -81,7 +81,7 @@ static void data_make(attn_data *a, const attn_case *c) {
     fill_normal(a->v, R * nkv * hd, &r, 0.0f, 1.0f);
     fill_normal(a->q_norm, hd, &r, 1.0f, 0.2f);
     fill_normal(a->k_norm, hd, &r, 1.0f, 0.2f);
-    if (d->rot) cpu_rope_inv_freq(a->inv_freq, (size_t)d->rot, 1e7f);
+    if (d->rot) rope_inv_freq(a->inv_freq, (size_t)d->rot, 1e7f);
     for (int s = 0; s < c->n_seq; s++) {
         size_t rows = (size_t)a->cap[s] * nkv * hd, old = (size_t)c->s[s].pos * nkv * hd;
         a->kc0[s] = host_nan(rows);

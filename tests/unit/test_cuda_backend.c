@@ -31,21 +31,21 @@
 static fixture fx;
 static test_model tm32, tmq8;
 
-static backend_session *mk(const cpu_solo_ops *be, const clover_model *m, size_t rows, size_t ctx) {
+static tseq *mk(const backend_ops *be, const clover_model *m, size_t rows, size_t ctx) {
     backend_config cfg = {.n_threads = 0, .max_rows = rows, .max_context = ctx};
-    backend_session *s = NULL;
+    tseq *s = NULL;
     clover_error err = {0};
-    int rc = be->session_create(m, &cfg, &s, &err);
-    CHECK_MSG(rc == 0, "%s session_create: %s", be == &cuda_solo ? "cuda" : "cpu", err.message);
+    int rc = seq_create(be, m, &cfg, &s, &err);
+    CHECK_MSG(rc == 0, "%s session_create: %s", be == &backend_cuda ? "cuda" : "cpu", err.message);
     return s;
 }
 
-static unsigned char *export_state(const cpu_solo_ops *be, backend_session *s, size_t *bytes) {
-    *bytes = be->state_bytes(s);
+static unsigned char *export_state(const backend_ops *be, tseq *s, size_t *bytes) {
+    *bytes = seq_state_bytes(s);
     unsigned char *buf = malloc(*bytes);
     clover_error err = {0};
-    int rc = be->state_export(s, buf, *bytes, &err);
-    CHECK_MSG(rc == 0, "%s state_export: %s", be == &cuda_solo ? "cuda" : "cpu", err.message);
+    int rc = seq_state_export(s, buf, *bytes, &err);
+    CHECK_MSG(rc == 0, "%s state_export: %s", be == &backend_cuda ? "cuda" : "cpu", err.message);
     return buf;
 }
 
@@ -59,19 +59,19 @@ static void golden_causal(void) {
     float *ref_hidden = fixture_f32(&fx, fixture_get(fx.manifest, "causal", "hidden_states", NULL), NULL);
     float *logits = malloc(n * V * 4), *hidden = malloc((L + 1) * n * H * 4);
     for (size_t i = 0; i < n * V; i++) logits[i] = NAN; /* poisoned: every row must be written */
-    backend_session *s = mk(&cuda_solo, tm32.model, 64, 0);
+    tseq *s = mk(&backend_cuda, tm32.model, 64, 0);
     if (!s || !ref_logits || !ref_hidden) goto done;
     clover_error err = {0};
-    backend_commit_out out = {.all_logits = logits, .hidden = hidden};
-    int rc = cuda_solo.commit(s, ids, n, &out, NULL, &err);
+    backend_commit_seq out = {.all_logits = logits, .hidden = hidden};
+    int rc = seq_commit(s, ids, n, &out, NULL, &err);
     CHECK_MSG(rc == 0, "commit: %s", err.message);
-    CHECK_EQ_INT(cuda_solo.session_length(s), n);
+    CHECK_EQ_INT(seq_length(s), n);
     double e = rel_err(logits, ref_logits, n * V), eh = rel_err(hidden, ref_hidden, (L + 1) * n * H);
     printf("     causal logits (%zu rows): rel err %.3g; hidden states %.3g (bound %.0e)\n", n, e, eh, F32_BOUND);
     CHECK_MSG(e <= F32_BOUND, "causal logits rel err %.3g", e);
     CHECK_MSG(eh <= F32_BOUND, "hidden states rel err %.3g", eh);
 done:
-    cuda_solo.session_free(s);
+    seq_free(s);
     free(ids), free(ref_logits), free(ref_hidden), free(logits), free(hidden);
 }
 
@@ -82,13 +82,13 @@ static void prompt_then_decode(const test_model *tm, size_t rows, double prompt_
     enum { NP = 37, NT = 12 };
     int32_t prompt[NP];
     for (size_t i = 0; i < NP; i++) prompt[i] = (int32_t)((i * 131 + 7) % (V - 16));
-    backend_session *g = mk(&cuda_solo, tm->model, rows, 256), *c = mk(&cpu_solo, tm->model, rows, 256);
+    tseq *g = mk(&backend_cuda, tm->model, rows, 256), *c = mk(&backend_cpu, tm->model, rows, 256);
     float *lg = malloc(V * 4), *lc = malloc(V * 4);
     if (!g || !c) goto done;
     clover_error err = {0};
-    backend_commit_out og = {.last_logits = lg}, oc = {.last_logits = lc};
-    CHECK(cuda_solo.commit(g, prompt, NP, &og, NULL, &err) == 0);
-    CHECK(cpu_solo.commit(c, prompt, NP, &oc, NULL, &err) == 0);
+    backend_commit_seq og = {.last_logits = lg}, oc = {.last_logits = lc};
+    CHECK(seq_commit(g, prompt, NP, &og, NULL, &err) == 0);
+    CHECK(seq_commit(c, prompt, NP, &oc, NULL, &err) == 0);
     double ep = rel_err(lg, lc, V), worst = 0;
     printf("     %s: prompt of %d rows in chunks of %zu: last logits rel err %.3g (bound %.1e)\n", what, NP, rows, ep,
            prompt_bound);
@@ -96,8 +96,8 @@ static void prompt_then_decode(const test_model *tm, size_t rows, double prompt_
     for (size_t t = 0; t < NT; t++) {
         int32_t id = (int32_t)((t * 17 + 3) % (V - 16));
         for (size_t i = 0; i < V; i++) lg[i] = NAN;
-        CHECK(cuda_solo.commit(g, &id, 1, &og, NULL, &err) == 0);
-        CHECK(cpu_solo.commit(c, &id, 1, &oc, NULL, &err) == 0);
+        CHECK(seq_commit(g, &id, 1, &og, NULL, &err) == 0);
+        CHECK(seq_commit(c, &id, 1, &oc, NULL, &err) == 0);
         double e = rel_err(lg, lc, V);
         if (!(e <= worst)) worst = e;
     }
@@ -105,7 +105,7 @@ static void prompt_then_decode(const test_model *tm, size_t rows, double prompt_
     printf("     %s: %d decode steps: worst logits rel err %.3g\n", what, NT, worst);
     CHECK_MSG(worst <= prompt_bound, "%s decode logits rel err %.3g", what, worst);
     size_t bg, bc;
-    unsigned char *sg = export_state(&cuda_solo, g, &bg), *sc = export_state(&cpu_solo, c, &bc);
+    unsigned char *sg = export_state(&backend_cuda, g, &bg), *sc = export_state(&backend_cpu, c, &bc);
     CHECK_EQ_INT(bg, bc);
     if (bg == bc && bg > 8) {
         CHECK(memcmp(sg, sc, 8) == 0);
@@ -115,7 +115,7 @@ static void prompt_then_decode(const test_model *tm, size_t rows, double prompt_
     }
     free(sg), free(sc);
 done:
-    cuda_solo.session_free(g), cpu_solo.session_free(c);
+    seq_free(g), seq_free(c);
     free(lg), free(lc);
 }
 
@@ -133,24 +133,24 @@ static void decode_q8_small_rows(void) { prompt_then_decode(&tmq8, 2, 1e-3, "q8_
 /* The captured decode graph gives the same bits as the same step enqueued directly. */
 static void graph_equals_eager(void) {
     const size_t V = tm32.model->hp.n_vocab;
-    backend_session *a = mk(&cuda_solo, tm32.model, 16, 128), *b = mk(&cuda_solo, tm32.model, 16, 128);
+    tseq *a = mk(&backend_cuda, tm32.model, 16, 128), *b = mk(&backend_cuda, tm32.model, 16, 128);
     float *la = malloc(V * 4), *lb = malloc(V * 4);
     if (!a || !b) goto done;
     clover_error err = {0};
     int32_t p[5] = {3, 9, 27, 81, 243 % (int32_t)V};
-    CHECK(cuda_solo.commit(a, p, 5, NULL, NULL, &err) == 0);
-    CHECK(cuda_solo.commit(b, p, 5, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(a, p, 5, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(b, p, 5, NULL, NULL, &err) == 0);
     size_t same = 0;
     for (int t = 0; t < 6; t++) {
         int32_t id = (int32_t)((t * 29 + 1) % (int)V);
-        backend_commit_out oa = {.last_logits = la}, ob = {.all_logits = lb}; /* b: not the graph path */
-        CHECK(cuda_solo.commit(a, &id, 1, &oa, NULL, &err) == 0);
-        CHECK(cuda_solo.commit(b, &id, 1, &ob, NULL, &err) == 0);
+        backend_commit_seq oa = {.last_logits = la}, ob = {.all_logits = lb}; /* b: not the graph path */
+        CHECK(seq_commit(a, &id, 1, &oa, NULL, &err) == 0);
+        CHECK(seq_commit(b, &id, 1, &ob, NULL, &err) == 0);
         same += memcmp(la, lb, V * 4) == 0;
     }
     CHECK_EQ_INT(same, 6);
 done:
-    cuda_solo.session_free(a), cuda_solo.session_free(b);
+    seq_free(a), seq_free(b);
     free(la), free(lb);
 }
 
@@ -159,72 +159,72 @@ static void nll_matches_cpu(void) {
     size_t n;
     int32_t *ids = fixture_ids(fixture_get(fx.manifest, "causal", "ids", NULL), &n);
     float *ng = malloc(n * 4), *nc = malloc(n * 4);
-    backend_session *g = mk(&cuda_solo, tm32.model, 16, 0), *c = mk(&cpu_solo, tm32.model, 16, 0);
+    tseq *g = mk(&backend_cuda, tm32.model, 16, 0), *c = mk(&backend_cpu, tm32.model, 16, 0);
     if (g && c) {
         clover_error err = {0};
-        backend_commit_out og = {.targets = ids + 1, .nll = ng}, oc = {.targets = ids + 1, .nll = nc};
-        CHECK(cuda_solo.commit(g, ids, n - 1, &og, NULL, &err) == 0);
-        CHECK(cpu_solo.commit(c, ids, n - 1, &oc, NULL, &err) == 0);
+        backend_commit_seq og = {.targets = ids + 1, .nll = ng}, oc = {.targets = ids + 1, .nll = nc};
+        CHECK(seq_commit(g, ids, n - 1, &og, NULL, &err) == 0);
+        CHECK(seq_commit(c, ids, n - 1, &oc, NULL, &err) == 0);
         double e = rel_err(ng, nc, n - 1);
         printf("     NLL of %zu rows: rel err %.3g\n", n - 1, e);
         CHECK(e <= F32_BOUND);
     }
-    cuda_solo.session_free(g), cpu_solo.session_free(c);
+    seq_free(g), seq_free(c);
     free(ids), free(ng), free(nc);
 }
 
 /* A state moves between the backends both ways. */
 static void state_roundtrip(void) {
     const size_t V = tm32.model->hp.n_vocab;
-    backend_session *c = mk(&cpu_solo, tm32.model, 16, 128), *g = mk(&cuda_solo, tm32.model, 16, 128);
+    tseq *c = mk(&backend_cpu, tm32.model, 16, 128), *g = mk(&backend_cuda, tm32.model, 16, 128);
     float *lc = malloc(V * 4), *lg = malloc(V * 4);
     if (c && g) {
         clover_error err = {0};
         int32_t p[20];
         for (int i = 0; i < 20; i++) p[i] = (i * 7 + 1) % (int)V;
-        CHECK(cpu_solo.commit(c, p, 20, NULL, NULL, &err) == 0);
+        CHECK(seq_commit(c, p, 20, NULL, NULL, &err) == 0);
         size_t bytes;
-        unsigned char *st = export_state(&cpu_solo, c, &bytes);
-        CHECK_MSG(cuda_solo.state_import(g, st, bytes, &err) == 0, "import: %s", err.message);
-        CHECK_EQ_INT(cuda_solo.session_length(g), 20);
+        unsigned char *st = export_state(&backend_cpu, c, &bytes);
+        CHECK_MSG(seq_state_import(g, st, bytes, &err) == 0, "import: %s", err.message);
+        CHECK_EQ_INT(seq_length(g), 20);
         size_t b2;
-        unsigned char *back = export_state(&cuda_solo, g, &b2);
+        unsigned char *back = export_state(&backend_cuda, g, &b2);
         CHECK(b2 == bytes && memcmp(back, st, bytes) == 0); /* copies: bit-exact */
         int32_t id = 5;
-        backend_commit_out oc = {.last_logits = lc}, og = {.last_logits = lg};
-        CHECK(cpu_solo.commit(c, &id, 1, &oc, NULL, &err) == 0);
-        CHECK(cuda_solo.commit(g, &id, 1, &og, NULL, &err) == 0);
+        backend_commit_seq oc = {.last_logits = lc}, og = {.last_logits = lg};
+        CHECK(seq_commit(c, &id, 1, &oc, NULL, &err) == 0);
+        CHECK(seq_commit(g, &id, 1, &og, NULL, &err) == 0);
         CHECK(rel_err(lg, lc, V) <= F32_BOUND);
         /* a truncated state is refused, and says why */
-        CHECK(cuda_solo.state_import(g, st, bytes - 4, &err) == CLOVER_E_FORMAT);
+        CHECK(seq_state_import(g, st, bytes - 4, &err) == CLOVER_E_FORMAT);
         CHECK(strstr(err.message, "state_import") != NULL);
         free(st), free(back);
     }
-    cpu_solo.session_free(c), cuda_solo.session_free(g);
+    seq_free(c), seq_free(g);
     free(lc), free(lg);
 }
 
 /* Bad input: clear errors, the session unchanged; the admission rule. */
 static void errors(void) {
-    backend_session *g = mk(&cuda_solo, tm32.model, 16, 64);
+    tseq *g = mk(&backend_cuda, tm32.model, 16, 64);
     if (!g) return;
     clover_error err = {0};
     int32_t bad = (int32_t)tm32.model->hp.n_vocab;
-    CHECK(cuda_solo.commit(g, &bad, 1, NULL, NULL, &err) == CLOVER_E_INVALID);
+    CHECK(seq_commit(g, &bad, 1, NULL, NULL, &err) == CLOVER_E_INVALID);
     CHECK(strstr(err.message, "outside the vocabulary") != NULL);
     int32_t many[65] = {0};
-    CHECK(cuda_solo.commit(g, many, 65, NULL, NULL, &err) == CLOVER_E_INVALID);
+    CHECK(seq_commit(g, many, 65, NULL, NULL, &err) == CLOVER_E_INVALID);
     CHECK(strstr(err.message, "context") != NULL);
-    CHECK_EQ_INT(cuda_solo.session_length(g), 0);
+    CHECK_EQ_INT(seq_length(g), 0);
     backend_preview_opts po = {.record_block_size = 8};
     float lg[1];
-    CHECK(cuda_solo.preview(g, many, 4, &po, lg, NULL, &err) == CLOVER_E_UNSUPPORTED);
+    CHECK(seq_preview(g, many, 4, &po, lg, NULL, &err) == CLOVER_E_UNSUPPORTED);
     printf("     preview: %s\n", err.message);
-    cuda_solo.session_free(g);
+    seq_free(g);
     /* a context no device holds: the session is refused with the sizes */
     backend_config cfg = {.max_rows = 16, .max_context = (size_t)INT32_MAX};
-    backend_session *s = NULL;
-    int rc = cuda_solo.session_create(tm32.model, &cfg, &s, &err);
+    tseq *s = NULL;
+    int rc = seq_create(&backend_cuda, tm32.model, &cfg, &s, &err);
     CHECK(rc == CLOVER_E_NOMEM && s == NULL);
     printf("     admission: %s\n", err.message);
     CHECK(strstr(err.message, "free") != NULL);

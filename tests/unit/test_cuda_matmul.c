@@ -7,7 +7,11 @@
  *
  *  - 8-bit activations: the GPU's quantised rows equal quant_act_quantize_scalar's
  *    byte for byte (a block with an infinity included).
- *  - decode (Q8_0 / K-quants): the oracle is the CPU's integer path
+ *  - integer path (Q8_0 / K-quants), decode and chunk alike: one canonical
+ *    float order of the per-block terms (matmul_igemm.cu), so a row's bits
+ *    are the same at every row count 1..64, whatever the neighbours, decode
+ *    or chunk (test_row_invariance, bit for bit).
+ *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
  *    products differ: a few roundings of 2^-24 on partials that can exceed
@@ -16,7 +20,7 @@
  *  - decode (F32/F16/BF16): f32 sums against quant_dot_scalar's double sum:
  *    gamma_n for n <= 600 is 3.6e-5 worst case on sum|w x|; random signs make
  *    ||err||/||ref|| about sqrt(n) 2^-24: bound 1e-5.
- *  - chunk GEMM (TF32): against matmul_scalar (f32 dequantised weights, f32
+ *  - chunk GEMM of float weights (TF32): against matmul_scalar (f32 dequantised weights, f32
  *    activations, double sums). Each product carries relative error at most
  *    2u + u^2 with u = 2^-11 (both operands rounded to nearest TF32), so
  *    per element |err| <= (2u + u^2 + n 2^-24) sum_i |w_i x_i| (checked for
@@ -148,6 +152,10 @@ static void check_close(const char *what, uint32_t type, const float *got, const
     printf("  %-12s %-5s n=%-6zu err %.3g (bound %.3g)\n", what, quant_type_name(type), n, err, bound);
 }
 
+static int is_int_type(uint32_t t) {
+    return t == QUANT_Q8_0 || t == QUANT_Q4_K || t == QUANT_Q5_K || t == QUANT_Q6_K;
+}
+
 /* Variant 0: odd where the type allows it (float weights: the unaligned
  * scalar path). Variant 1: float weights n_in % 8 == 0 (the 16-byte path);
  * 8-bit paths long enough that 8 rows overflow 48 KB of shared memory (the
@@ -182,6 +190,11 @@ static void test_bad_arguments(void) {
     a.expert_stride = 10;
     CHECK(cuda_moe_chunk(&a, &dummy, NULL, why, sizeof why) == -1);
     CHECK(strstr(why, "stride") != NULL);
+    /* the scratch form: 8-bit rows for the integer types only, and refused without its scratch */
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_Q8_0, 2048, 32) >= 32 * 2048);
+    CHECK(cuda_matmul_chunk_work_bytes(QUANT_F16, 2048, 32) == 0);
+    CHECK(cuda_matmul_chunk_ws(QUANT_Q4_K, &dummy, 4, 256, &dummy, 2, &dummy, NULL, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "NULL") != NULL);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 512) == 1);
     CHECK(cuda_matmul_supported(QUANT_Q6_K, 500) == 0);
     CHECK(cuda_matmul_supported(QUANT_Q4_0, 512) == 0);
@@ -269,7 +282,10 @@ static void test_decode_types(void) {
             dev_download(got, dy, nr * n_out);
             char what[48];
             snprintf(what, sizeof what, "decode x%zu/%zu", nr, n_in);
-            check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
+            if (is_int_type(type))
+                check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
+            else
+                check_close(what, type, got, ref + r0 * n_out, nr * n_out, 1e-5);
             if (nr == 8) {
                 memcpy(all, got, 8 * n_out * sizeof(float));
                 cuda_mmv_stage_set(0); /* the weights read from global memory directly: the same bits */
@@ -300,23 +316,42 @@ static void test_chunk_types(void) {
         float *x = malloc(n_rows * n_in * sizeof(float));
         fill(x, n_rows * n_in, 2.0);
         float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+        const int ity = is_int_type(type);
         for (size_t r = 0; r < n_rows; r++)
             for (size_t o = 0; o < n_out; o++)
-                ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+                ref[r * n_out + o] = ity ? decode_ref(type, w + o * rb, x + r * n_in, n_in)
+                                         : quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
         void *dw = dev_upload(w, n_out * rb);
         float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
         char why[256] = "";
         CHECK_MSG(cuda_matmul_chunk(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
         dev_download(got, dy, n_rows * n_out);
-        check_close("chunk x77", type, got, ref, n_rows * n_out, 1.5e-3);
+        if (ity)
+            check_close("chunk x77", type, got, ref, n_rows * n_out, 1e-5);
+        else
+            check_close("chunk x77", type, got, ref, n_rows * n_out, 1.5e-3);
         size_t over = 0;
-        for (size_t r = 0; r < n_rows; r++)
+        for (size_t r = 0; r < n_rows && !ity; r++)
             for (size_t o = 0; o < n_out; o++) {
                 const double a = abs_dot(type, w + o * rb, x + r * n_in, n_in);
                 const double tol = (2 * u + u * u + (double)n_in * 0x1p-24) * a;
                 if (!(fabs((double)got[r * n_out + o] - ref[r * n_out + o]) <= tol)) over++;
             }
         CHECK_MSG(over == 0, "chunk %s: %zu outputs beyond the TF32 element bound", quant_type_name(type), over);
+        { /* with scratch (the 8-bit rows made once): the same bits */
+            void *cw = NULL;
+            const size_t cwb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+            CHECK(ity ? cwb > 0 : cwb == 0);
+            CU(cudaMalloc(&cw, cwb + 256));
+            float *dy3 = dev_poisoned(n_rows * n_out), *got3 = malloc(n_rows * n_out * sizeof(float));
+            CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy3, cw, NULL, why, sizeof why) == 0, "%s",
+                      why);
+            dev_download(got3, dy3, n_rows * n_out);
+            CHECK_MSG(memcmp(got3, got, n_rows * n_out * sizeof(float)) == 0,
+                      "chunk %s: cuda_matmul_chunk_ws differs from cuda_matmul_chunk", quant_type_name(type));
+            free(got3);
+            cudaFree(dy3), cudaFree(cw);
+        }
         /* rows 64..76 alone (the second tile) and row 70 alone: the same bits */
         for (int pass = 0; pass < 2; pass++) {
             const size_t r0 = pass ? 70 : 64, nr = pass ? 1 : 13;
@@ -332,6 +367,79 @@ static void test_chunk_types(void) {
         free(w), free(x), free(ref), free(got);
         cudaFree(dw), cudaFree(dx), cudaFree(dy);
     }
+}
+
+/* The integer path at every row count 1..64 and with varied neighbours:
+ * rows r0 .. r0 + n - 1 of a 72-row x (r0 = 7n mod 8), one launch each
+ * (decode for n <= 8, chunk without and with scratch for every n, so the
+ * three meet at 1..8), each row bit for bit the same row computed alone by
+ * the 1-row decode product (itself within 1e-5 of the CPU integer oracle);
+ * row 5 carries an infinity (its outputs NaN, its neighbours untouched). Also 2048 wide
+ * (every type 16-byte aligned; 8 Q8_0 blocks a chunk) and 4096 wide for
+ * Q8_0 (the 8-bit rows of 32 rows in shared memory). */
+static void invariance_case(uint32_t type, size_t n_in) {
+    const size_t n_out = 45, n_x = 72;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_out, n_in, &rb);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    x[5 * n_in + n_in / 2] = INFINITY;
+    float *ref = malloc(n_x * n_out * sizeof(float)), *got = malloc(64 * n_out * sizeof(float));
+    float *cpu = malloc(n_x * n_out * sizeof(float));
+    for (size_t r = 0; r < n_x; r++)
+        for (size_t o = 0; o < n_out; o++) cpu[r * n_out + o] = decode_ref(type, w + o * rb, x + r * n_in, n_in);
+    void *dw = dev_upload(w, n_out * rb);
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(64 * n_out);
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, 8) + 256));
+    size_t bad = 0, nan_rows = 0;
+    char why[256] = "";
+    /* the reference bits: each row alone through the decode product, close to the CPU's (row 5: NaN on both) */
+    for (size_t r = 0; r < n_x; r++) {
+        CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx + r * n_in, 1, dy, work, NULL, why, sizeof why) == 0,
+                  "%s", why);
+        dev_download(ref + r * n_out, dy, n_out);
+    }
+    for (size_t o = 0; o < n_out; o++) CHECK(isnan(ref[5 * n_out + o]) && isnan(cpu[5 * n_out + o]));
+    check_close("rows alone", type, ref, cpu, 5 * n_out, 1e-5);
+    check_close("rows alone", type, ref + 6 * n_out, cpu + 6 * n_out, (n_x - 6) * n_out, 1e-5);
+    void *cwork = NULL; /* cuda_matmul_chunk_ws's 8-bit rows */
+    CU(cudaMalloc(&cwork, cuda_matmul_chunk_work_bytes(type, n_in, 64) + 256));
+    for (int chunk = 0; chunk < 3; chunk++)
+        for (size_t n = 1; n <= (chunk ? 64 : 8); n++) {
+            const size_t r0 = (7 * n) % 8;
+            CU(cudaMemset(dy, 0xFF, 64 * n_out * sizeof(float)));
+            const float *xs = dx + r0 * n_in;
+            const int rc = chunk == 2   ? cuda_matmul_chunk_ws(type, dw, n_out, n_in, xs, n, dy, cwork, NULL, why,
+                                                               sizeof why)
+                           : chunk == 1 ? cuda_matmul_chunk(type, dw, n_out, n_in, xs, n, dy, NULL, why, sizeof why)
+                                        : cuda_matmul_decode(type, dw, n_out, n_in, xs, n, dy, work, NULL, why,
+                                                             sizeof why);
+            CHECK_MSG(rc == 0, "%s", why);
+            dev_download(got, dy, n * n_out);
+            for (size_t i = 0; i < n * n_out; i++) {
+                const float g = got[i], r = ref[r0 * n_out + i];
+                if (isnan(g) && isnan(r)) continue;
+                if (memcmp(&g, &r, sizeof g) != 0) bad++;
+            }
+            if (r0 <= 5 && 5 < r0 + n) nan_rows += isnan(got[(5 - r0) * n_out]) != 0;
+        }
+    CHECK_MSG(bad == 0, "%s n_in %zu: %zu outputs over row counts 1..64 differ from the same rows alone",
+              quant_type_name(type), n_in, bad);
+    CHECK(nan_rows > 0);
+    printf("  rows 1..64   %-5s n_in=%-5zu decode, chunk, chunk_ws: every row bit-identical to itself alone\n",
+           quant_type_name(type), n_in);
+    free(w), free(x), free(ref), free(got), free(cpu);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work), cudaFree(cwork);
+}
+
+static void test_row_invariance(void) {
+    static const uint32_t T[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    for (int t = 0; t < 4; t++) {
+        invariance_case(T[t], n_in_for(T[t]));
+        invariance_case(T[t], 2048);
+    }
+    invariance_case(QUANT_Q8_0, 4096);
 }
 
 /* Routing: k distinct experts per row, expert 0 in every row (so in the
@@ -368,9 +476,9 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
         const float *xs = x + (x_per_slot ? s : s / k) * n_in;
         for (size_t o = 0; o < n_out; o++) {
             const uint8_t *row = w + ((size_t)ids[s] * n_out + o) * rb;
-            ref[s * n_out + o] = (bad_id == 1 && s == 1) ? 0.0f
-                                 : chunk            ? quant_dot_scalar(type, row, xs, n_in)
-                                                    : decode_ref(type, row, xs, n_in);
+            ref[s * n_out + o] = (bad_id == 1 && s == 1)      ? 0.0f
+                                 : chunk && !is_int_type(type) ? quant_dot_scalar(type, row, xs, n_in)
+                                                               : decode_ref(type, row, xs, n_in);
         }
     }
     cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
@@ -397,9 +505,26 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
         CHECK_MSG(nan == n_out, "moe %s: a bad expert id gave %zu NaN outputs of %zu", quant_type_name(type), nan,
                   n_out);
     }
+    if (chunk && is_int_type(type) && n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS && bad_id != 1) {
+        /* the decode form on the same slots: the same bits (one canonical order for both kernels) */
+        float *dy2 = dev_poisoned(n_slots * n_out), *got2 = malloc(n_slots * n_out * sizeof(float));
+        void *work2 = NULL;
+        CU(cudaMalloc(&work2, cuda_moe_decode_work_bytes(&a) + 256));
+        a.y = dy2;
+        CHECK_MSG(cuda_moe_decode(&a, work2, NULL, why, sizeof why) == 0, "%s", why);
+        a.y = dy;
+        dev_download(got2, dy2, n_slots * n_out);
+        CHECK_MSG(memcmp(got, got2, n_slots * n_out * sizeof(float)) == 0,
+                  "moe %s x%zu: the chunk and decode forms differ", quant_type_name(type), n_rows);
+        free(got2);
+        cudaFree(dy2), cudaFree(work2);
+    }
     char what[40];
     snprintf(what, sizeof what, "moe %s x%zu%s", chunk ? "chunk" : "dec", n_rows, x_per_slot ? "s" : "");
-    check_close(what, type, got, ref, n_slots * n_out, chunk ? 1.5e-3 : 1e-5);
+    if (is_int_type(type))
+        check_close(what, type, got, ref, n_slots * n_out, 1e-5);
+    else
+        check_close(what, type, got, ref, n_slots * n_out, chunk ? 1.5e-3 : 1e-5);
     free(w), free(x), free(ids), free(ref), free(got);
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
 }
@@ -422,6 +547,11 @@ static void test_moe_chunk(void) {
         moe_case(TYPES[t], 33, 1, 1, 0, 0);
     }
     moe_case(QUANT_Q8_0, 90, 0, 1, 1, 0); /* expert 0: 68 slots, two tiles */
+    for (int t = 3; t < N_TYPES; t++) {   /* few slots per expert: the wide tiles of <= 8 slots, = the decode form */
+        moe_case(TYPES[t], 8, 0, 1, 0, 0);
+        moe_case(TYPES[t], 5, 1, 1, 0, 2);
+    }
+    moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
 }
 
 /* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
@@ -642,6 +772,7 @@ int main(void) {
     RUN(test_act_quantize_bytes);
     RUN(test_decode_types);
     RUN(test_chunk_types);
+    RUN(test_row_invariance);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_glu);

@@ -15,7 +15,7 @@
 #include "cpu/norm.h"
 #include "cuda/cuda_ops.h"
 #include "cuda_test.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 #include "quant/quant.h"
 
 

@@ -4,14 +4,14 @@
  * products and differs from the references by summation order only):
  *  - the coreset and the routing inside it against the CPU's on random
  *    router logits at the 35B-A3B's shape (256 experts, k 8);
- *  - the three golden preview cases through cuda_solo: logits and the
+ *  - the three golden preview cases, one sequence per call (backend_seq.h): logits and the
  *    residual stream (CLOVER_CUDA_PREVIEW_HIDDEN) within the fixtures'
  *    bound 1e-4 of tools/reference, logits against the CPU backend's same
  *    preview within the same bound, each layer's coreset equal to the
  *    reference's, the exported state hashed before and after (a preview
  *    changes nothing), and the commit after a preview bit-for-bit the
  *    commit without one;
- *  - the device pick against backend_pick.c (the oracle) over the same
+ *  - the device pick against backend/pick.c (the oracle) over the same
  *    preview's raw logits: greedy and sampled, forbidden ids, counts,
  *    frequency / presence / repetition, the length and </think> ramps:
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
@@ -27,7 +27,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "backend_pick.h"
+#include "backend/pick.h"
 #include "cpu/moe.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_preview.h"
@@ -41,11 +41,11 @@
 static fixture fx;
 static test_model tm;
 
-static backend_session *cuda_solo_session(size_t max_rows) {
+static tseq *cuda_seq(size_t max_rows) {
     backend_config cfg = {.max_rows = max_rows, .max_context = 512};
-    backend_session *s = NULL;
+    tseq *s = NULL;
     clover_error err = {0};
-    int rc = cuda_solo.session_create(tm.model, &cfg, &s, &err);
+    int rc = seq_create(&backend_cuda, tm.model, &cfg, &s, &err);
     CHECK_MSG(rc == 0, "cuda session: %s", err.message);
     return s;
 }
@@ -126,28 +126,28 @@ static void golden_previews(void) {
         float *logits = malloc(b * V * sizeof(float)), *cpu_logits = malloc(b * V * sizeof(float));
         float *hidden = malloc((L + 1) * b * H * sizeof(float));
         uint8_t *kept = malloc(L * E);
-        backend_session *s = cuda_solo_session(8), *fresh = cuda_solo_session(8), *cs = test_session(tm.model, 8, 0);
+        tseq *s = cuda_seq(8), *fresh = cuda_seq(8), *cs = test_session(tm.model, 8, 0);
         clover_error err = {0};
         if (!s || !fresh || !cs || !ref_logits || !ref_hidden) goto next;
-        CHECK(cuda_solo.commit(s, prefix, np, NULL, NULL, &err) == 0);
-        CHECK(cuda_solo.commit(fresh, prefix, np, NULL, NULL, &err) == 0);
-        CHECK(cpu_solo.commit(cs, prefix, np, NULL, NULL, &err) == 0);
-        size_t bytes = cuda_solo.state_bytes(s);
+        CHECK(seq_commit(s, prefix, np, NULL, NULL, &err) == 0);
+        CHECK(seq_commit(fresh, prefix, np, NULL, NULL, &err) == 0);
+        CHECK(seq_commit(cs, prefix, np, NULL, NULL, &err) == 0);
+        size_t bytes = seq_state_bytes(s);
         unsigned char *before = malloc(bytes), *after = malloc(bytes);
-        CHECK(cuda_solo.state_export(s, before, bytes, &err) == 0);
+        CHECK(seq_state_export(s, before, bytes, &err) == 0);
         backend_preview_opts opts = {
             .record_block_size = (uint32_t)json_integer_value(json_object_get(c, "record_block_size")),
             .coreset = json_is_true(json_object_get(c, "coreset")),
             .coreset_top_p = top_p};
         backend_pass_stats st = {0}, cst = {0};
         for (size_t i = 0; i < b * V; i++) logits[i] = NAN;
-        int rc = cuda_solo.preview(s, block, b, &opts, logits, &st, &err);
+        int rc = seq_preview(s, block, b, &opts, logits, &st, &err);
         CHECK_MSG(rc == 0, "%s: preview: %s", name, err.message);
-        rc = cuda_solo.preview_debug(s, hidden, kept, &err);
+        rc = seq_preview_debug(s, hidden, kept, &err);
         CHECK_MSG(rc == 0, "%s: preview_debug: %s", name, err.message);
-        CHECK(cpu_solo.preview(cs, block, b, &opts, cpu_logits, &cst, &err) == 0);
-        CHECK_EQ_INT(cuda_solo.session_length(s), np);
-        CHECK(cuda_solo.state_export(s, after, bytes, &err) == 0);
+        CHECK(seq_preview(cs, block, b, &opts, cpu_logits, &cst, &err) == 0);
+        CHECK_EQ_INT(seq_length(s), np);
+        CHECK(seq_state_export(s, after, bytes, &err) == 0);
         CHECK_MSG(test_hash(after, bytes) == test_hash(before, bytes) && !memcmp(before, after, bytes),
                   "%s: the preview changed the committed state", name);
         free(before), free(after);
@@ -184,15 +184,15 @@ static void golden_previews(void) {
         }
         /* the commit after the preview is the commit without it, bit for bit */
         float *l1 = malloc(b * V * sizeof(float)), *l2 = malloc(b * V * sizeof(float));
-        backend_commit_out o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
-        CHECK(cuda_solo.commit(s, block, b, &o1, NULL, &err) == 0);
-        CHECK(cuda_solo.commit(fresh, block, b, &o2, NULL, &err) == 0);
+        backend_commit_seq o1 = {.all_logits = l1}, o2 = {.all_logits = l2};
+        CHECK(seq_commit(s, block, b, &o1, NULL, &err) == 0);
+        CHECK(seq_commit(fresh, block, b, &o2, NULL, &err) == 0);
         CHECK_MSG(!memcmp(l1, l2, b * V * sizeof(float)), "%s: the commit after a preview differs", name);
         free(l1), free(l2);
     next:
-        if (s) cuda_solo.session_free(s);
-        if (fresh) cuda_solo.session_free(fresh);
-        if (cs) cpu_solo.session_free(cs);
+        if (s) seq_free(s);
+        if (fresh) seq_free(fresh);
+        if (cs) seq_free(cs);
         free(prefix), free(block), free(ref_logits), free(ref_hidden), free(logits), free(cpu_logits), free(hidden);
         free(kept);
     }

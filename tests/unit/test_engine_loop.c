@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
+#include "backend/backend.h"
 #include "base/error.h"
 #include "engine/session.h"
 #include "model/model.h"

@@ -197,7 +197,8 @@ static void after_a_snapshot(void) {
 }
 
 static void bad_plans(void) {
-    const char *bad[] = {"commit", "commit:0", "preview:x", "load:2", "nothing:1", "commit:3:sometimes", "call:-1"};
+    const char *bad[] = {"commit", "commit:0", "preview:x", "load:2", "nothing:1", "commit:3:sometimes", "call:-1",
+                         "full:2:dead", "full:0"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fault_plan p;
         clover_error err = {0};
@@ -212,6 +213,11 @@ static void bad_plans(void) {
     CHECK(!fault_hit(&p, FAULT_LOAD, &err) && !fault_hit(&p, FAULT_COMMIT, &err) && fault_hit(&p, FAULT_PREVIEW, &err));
     CHECK(err.code == CLOVER_E_DEVICE && fault_hit(&p, FAULT_COMMIT, &err) && fault_state_lost(&p));
     CHECK(fault_plan_parse(&p, "", &err) == 0 && !p.armed && !fault_hit(&p, FAULT_COMMIT, &err));
+    /* full:3: two sessions fit, the third and later are refused as out of memory; calls never fail */
+    CHECK(fault_plan_parse(&p, "full:3", &err) == 0 && p.armed && p.kind == FAULT_FULL && p.n == 3);
+    CHECK(!fault_hit(&p, FAULT_COMMIT, &err) && !fault_hit(&p, FAULT_PREVIEW, &err) && !fault_hit(&p, FAULT_LOAD, &err));
+    CHECK(!fault_full(&p, &err) && !fault_full(&p, &err) && fault_full(&p, &err) && fault_full(&p, &err));
+    CHECK(err.code == CLOVER_E_NOMEM && strstr(err.message, "memory") && !fault_state_lost(&p));
     /* through the public API: the session is refused with the message */
     setenv("CLOVER_FAULT_INJECT", "preview:two", 1);
     clover_session *s = NULL;

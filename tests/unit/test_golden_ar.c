@@ -41,10 +41,10 @@ static void greedy_decoding(void) {
         json_t *exp = json_object_get(c, "expected");
         int32_t *want = fixture_ids(json_object_get(exp, "tokens"), &nt);
         json_t *confs = json_object_get(exp, "confidences");
-        backend_session *s = test_session(tm.model, 16, 0);
+        tseq *s = test_session(tm.model, 16, 0);
         clover_error err = {0};
-        backend_commit_out out = {.last_logits = logits};
-        int rc = s ? cpu_solo.commit(s, prompt, np, &out, NULL, &err) : -1;
+        backend_commit_seq out = {.last_logits = logits};
+        int rc = s ? seq_commit(s, prompt, np, &out, NULL, &err) : -1;
         CHECK_MSG(rc == 0, "%s: prompt: %s", name, err.message);
         size_t same = 0;
         double worst_conf = 0;
@@ -55,14 +55,14 @@ static void greedy_decoding(void) {
             if (id != want[t]) break;
             same++;
             worst_conf = fmax(worst_conf, fabs(conf - json_real_value(json_array_get(confs, t))));
-            if (t + 1 < nt) rc = cpu_solo.commit(s, &id, 1, &out, NULL, &err); /* decode: one row */
+            if (t + 1 < nt) rc = seq_commit(s, &id, 1, &out, NULL, &err); /* decode: one row */
         }
         CHECK_EQ_INT(same, nt);
         CHECK_MSG(worst_conf <= 1e-5, "%s: confidence off by %.3g", name, worst_conf);
         /* the prompt plus every emitted token but the last is committed */
-        CHECK_EQ_INT(cpu_solo.session_length(s), json_integer_value(json_object_get(exp, "committed_after")));
+        CHECK_EQ_INT(seq_length(s), json_integer_value(json_object_get(exp, "committed_after")));
         printf("     %s: %zu tokens as the reference, confidences within %.3g\n", name, same, worst_conf);
-        cpu_solo.session_free(s);
+        seq_free(s);
         free(prompt), free(want);
         checked++;
     }
@@ -71,20 +71,20 @@ static void greedy_decoding(void) {
 }
 
 static void preview_refused(void) {
-    backend_session *s = test_session(tm.model, 8, 1);
+    tseq *s = test_session(tm.model, 8, 1);
     if (!s) return;
     const int32_t ids[3] = {401, 84, 82};
     clover_error err = {0};
-    CHECK(cpu_solo.commit(s, ids, 3, NULL, NULL, &err) == 0);
+    CHECK(seq_commit(s, ids, 3, NULL, NULL, &err) == 0);
     float *logits = malloc(3 * tm.model->hp.n_vocab * sizeof *logits);
     backend_preview_opts opts = {.record_block_size = 8};
-    int rc = cpu_solo.preview(s, ids, 3, &opts, logits, NULL, &err);
+    int rc = seq_preview(s, ids, 3, &opts, logits, NULL, &err);
     CHECK_EQ_INT(rc, CLOVER_E_UNSUPPORTED);
     CHECK_MSG(strstr(err.message, "ssm_conv1d_right") != NULL, "message: %s", err.message);
-    CHECK_EQ_INT(cpu_solo.session_length(s), 3);
-    CHECK_EQ_INT(cpu_solo.preview_debug(s, NULL, NULL, &err), CLOVER_E_INVALID);
+    CHECK_EQ_INT(seq_length(s), 3);
+    CHECK_EQ_INT(seq_preview_debug(s, NULL, NULL, &err), CLOVER_E_INVALID);
     free(logits);
-    cpu_solo.session_free(s);
+    seq_free(s);
 }
 
 int main(void) {

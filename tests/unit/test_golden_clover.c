@@ -45,15 +45,15 @@ static void preview_cases(void) {
         float *ref_hidden = fixture_f32(&fx, json_object_get(c, "hidden_states"), NULL);
         float *logits = malloc(b * V * sizeof *logits), *hidden = malloc((L + 1) * b * H * sizeof *hidden);
         uint8_t *kept = malloc(L * E);
-        backend_session *s = test_session(tm.model, 8, 0);
+        tseq *s = test_session(tm.model, 8, 0);
         clover_error err = {0};
         if (!s || !ref_logits || !ref_hidden) goto next;
-        int rc = cpu_solo.commit(s, prefix, np, NULL, NULL, &err);
+        int rc = seq_commit(s, prefix, np, NULL, NULL, &err);
         CHECK_MSG(rc == 0, "%s: commit: %s", name, err.message);
 
-        size_t bytes = cpu_solo.state_bytes(s);
+        size_t bytes = seq_state_bytes(s);
         unsigned char *before = malloc(bytes), *after = malloc(bytes);
-        cpu_solo.state_export(s, before, bytes, &err);
+        seq_state_export(s, before, bytes, &err);
         uint64_t h0 = test_hash(before, bytes);
 
         backend_preview_opts opts = {
@@ -61,15 +61,15 @@ static void preview_cases(void) {
             .coreset = json_is_true(json_object_get(c, "coreset")),
             .coreset_top_p = top_p};
         backend_pass_stats st = {0};
-        rc = cpu_solo.preview(s, block, b, &opts, logits, &st, &err);
+        rc = seq_preview(s, block, b, &opts, logits, &st, &err);
         CHECK_MSG(rc == 0, "%s: preview: %s", name, err.message);
-        rc = cpu_solo.preview_debug(s, hidden, kept, &err);
+        rc = seq_preview_debug(s, hidden, kept, &err);
         CHECK_MSG(rc == 0, "%s: preview_debug: %s", name, err.message);
 
         /* nothing committed changed */
-        CHECK_EQ_INT(cpu_solo.session_length(s), np);
-        CHECK_EQ_INT(cpu_solo.state_bytes(s), bytes);
-        cpu_solo.state_export(s, after, bytes, &err);
+        CHECK_EQ_INT(seq_length(s), np);
+        CHECK_EQ_INT(seq_state_bytes(s), bytes);
+        seq_state_export(s, after, bytes, &err);
         CHECK_MSG(test_hash(after, bytes) == h0 && memcmp(before, after, bytes) == 0,
                   "%s: the preview changed the committed state", name);
         free(before), free(after);
@@ -107,7 +107,7 @@ static void preview_cases(void) {
             CHECK_EQ_INT(st.coreset_layers, 0);
         }
     next:
-        cpu_solo.session_free(s);
+        seq_free(s);
         free(prefix), free(block), free(ref_logits), free(ref_hidden), free(logits), free(hidden), free(kept);
     }
 }

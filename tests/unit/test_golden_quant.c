@@ -100,10 +100,10 @@ static void check_golden(const clover_model *model, const char *type_name, const
     json_t *jc = json_object_get(exp, "causal");
     float *ref = fixture_f32(&fxq, json_object_get(jc, "logits"), NULL);
     float *logits = malloc(n * V * sizeof *logits);
-    backend_session *s = test_session(model, 64, 0);
+    tseq *s = test_session(model, 64, 0);
     clover_error err = {0};
-    backend_commit_out out = {.all_logits = logits};
-    int rc = s && ref ? cpu_solo.commit(s, ids, n, &out, NULL, &err) : -1;
+    backend_commit_seq out = {.all_logits = logits};
+    int rc = s && ref ? seq_commit(s, ids, n, &out, NULL, &err) : -1;
     CHECK_MSG(rc == 0, "commit: %s", err.message);
     if (rc == 0) {
         double e = golden_err("causal", logits, ref, n, V, json_object_get(jc, "loose_rows"));
@@ -125,7 +125,7 @@ static void check_golden(const clover_model *model, const char *type_name, const
             .record_block_size = (uint32_t)json_integer_value(json_object_get(pc, "record_block_size")),
             .coreset = json_is_true(json_object_get(pc, "coreset")),
             .coreset_top_p = model->record.coreset_top_p};
-        rc = pref && s && rc == 0 ? cpu_solo.preview(s, block, b, &opts, logits, NULL, &err) : -1;
+        rc = pref && s && rc == 0 ? seq_preview(s, block, b, &opts, logits, NULL, &err) : -1;
         CHECK_MSG(rc == 0, "preview %s: %s", name ? name : "?", err.message);
         if (rc == 0) {
             double e = golden_err(name, logits, pref, b, V, json_object_get(jp, "loose_rows"));
@@ -136,7 +136,7 @@ static void check_golden(const clover_model *model, const char *type_name, const
         }
         free(block), free(pref);
     }
-    cpu_solo.session_free(s);
+    seq_free(s);
     free(ids), free(ref), free(logits);
 }
 

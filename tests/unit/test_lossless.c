@@ -18,7 +18,7 @@
  */
 #include "backend_test.h"
 #include "base/rng.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 #include "engine/session.h"
 #include "golden_generate.h"
 

@@ -18,6 +18,20 @@
 #include <time.h>
 
 #include "backend_test.h"
+#include "parallel/ep_cpu.h"
+
+/* A CPU sequence with the simulated expert parallelism of the environment
+ * installed, as the engine opens its CPU backends (ep_cpu.h). */
+static tseq *sim_session(const clover_model *m, size_t max_rows, size_t n_threads) {
+    tseq *s = test_session(m, max_rows, n_threads);
+    clover_error err = {0};
+    if (s && ep_cpu_attach(s->be, &err)) {
+        CHECK_MSG(0, "CLOVER_SIM_RANKS: %s", err.message);
+        seq_free(s);
+        return NULL;
+    }
+    return s;
+}
 
 typedef struct run_out {
     float *prompt_logits;   /* [n_prompt][V] */
@@ -45,19 +59,19 @@ static void run_scenario(const clover_model *m, run_out *o, const char *what) {
     o->decode_logits = malloc(N_DECODE * V * sizeof(float));
     o->preview_logits = malloc(2 * BLOCK * V * sizeof(float));
     o->kept = malloc(2 * L * E);
-    backend_session *s = test_session(m, BLOCK, 2);
+    tseq *s = sim_session(m, BLOCK, 2);
     if (!s) return;
     clover_error err = {0};
     int32_t ids[N_PROMPT];
     for (size_t i = 0; i < N_PROMPT; i++) ids[i] = (int32_t)((i * 37 + 11) % 256);
-    backend_commit_out co = {.all_logits = o->prompt_logits};
-    int rc = cpu_solo.commit(s, ids, N_PROMPT, &co, NULL, &err);
+    backend_commit_seq co = {.all_logits = o->prompt_logits};
+    int rc = seq_commit(s, ids, N_PROMPT, &co, NULL, &err);
     CHECK_MSG(rc == 0, "%s: commit: %s", what, err.message);
     int32_t next = argmax(o->prompt_logits + (N_PROMPT - 1) * V, V);
     for (size_t t = 0; t < N_DECODE && !rc; t++) {
         o->tokens[t] = next;
-        backend_commit_out d = {.last_logits = o->decode_logits + t * V};
-        rc = cpu_solo.commit(s, &next, 1, &d, NULL, &err);
+        backend_commit_seq d = {.last_logits = o->decode_logits + t * V};
+        rc = seq_commit(s, &next, 1, &d, NULL, &err);
         CHECK_MSG(rc == 0, "%s: decode: %s", what, err.message);
         next = argmax(o->decode_logits + t * V, V);
     }
@@ -66,13 +80,13 @@ static void run_scenario(const clover_model *m, run_out *o, const char *what) {
     for (int c = 0; c < 2 && !rc; c++) {
         backend_preview_opts opts = {.record_block_size = BLOCK, .coreset = c == 0,
                                      .coreset_top_p = m->record.coreset_top_p};
-        rc = cpu_solo.preview(s, block, BLOCK, &opts, o->preview_logits + (size_t)c * BLOCK * V, NULL, &err);
+        rc = seq_preview(s, block, BLOCK, &opts, o->preview_logits + (size_t)c * BLOCK * V, NULL, &err);
         CHECK_MSG(rc == 0, "%s: preview: %s", what, err.message);
-        if (!rc) rc = cpu_solo.preview_debug(s, NULL, o->kept + (size_t)c * L * E, &err);
+        if (!rc) rc = seq_preview_debug(s, NULL, o->kept + (size_t)c * L * E, &err);
         CHECK_MSG(rc == 0, "%s: preview_debug: %s", what, err.message);
     }
     o->ok = rc == 0;
-    cpu_solo.session_free(s);
+    seq_free(s);
 }
 
 static void run_free(run_out *o) {
@@ -181,49 +195,56 @@ static void failures(void) {
     /* a rank that fails: rank 1 of 2 after 5 collectives (3 a layer: in layer 2) */
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "error:1:5", 1);
-    backend_session *s = test_session(m, 8, 2);
+    tseq *s = sim_session(m, 8, 2);
     if (s) {
-        int rc = cpu_solo.commit(s, ids, 4, NULL, NULL, &err);
+        int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
         CHECK(rc != 0);
         CHECK_MSG(strstr(err.message, "expert-parallel MoE") && strstr(err.message, "rank 1 of 2 failed"), "%s",
                   err.message);
         CHECK(strchr(err.message, '\n') == NULL);
         /* the group stays broken: the next call fails the same way, it does not hang or crash */
-        CHECK(cpu_solo.commit(s, ids, 1, NULL, NULL, &err) != 0);
-        cpu_solo.session_free(s);
+        CHECK(seq_commit(s, ids, 1, NULL, NULL, &err) != 0);
+        seq_free(s);
     }
     /* a rank that goes silent: the 300 ms deadline, not a hang */
     setenv("CLOVER_SIM_RANKS", "3", 1);
     setenv("CLOVER_SIM_FAULT", "stall:2:0", 1);
     setenv("CLOVER_SIM_TIMEOUT_MS", "300", 1);
-    s = test_session(m, 8, 2);
+    s = sim_session(m, 8, 2);
     if (s) {
         double t0 = now_s();
-        int rc = cpu_solo.commit(s, ids, 4, NULL, NULL, &err);
+        int rc = seq_commit(s, ids, 4, NULL, NULL, &err);
         double dt = now_s() - t0;
         CHECK(rc != 0);
         CHECK_MSG(strstr(err.message, "rank 2 of 3 did not finish") && strstr(err.message, "300 ms"), "%s",
                   err.message);
         CHECK_MSG(dt < 10.0, "the failure took %.1f s", dt);
-        cpu_solo.session_free(s);
+        seq_free(s);
     }
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_TIMEOUT_MS");
-    /* bad settings: the backend is not created, one line names the variable */
+    /* bad settings: nothing is installed, one line names the variable */
+    backend_config cfg = {.n_threads = 1, .max_rows = 8};
+    tseq *b = NULL;
+    CHECK(seq_create(&backend_cpu, m, &cfg, &b, &err) == 0);
     const char *bad_ranks[] = {"0", "65", "two", "2x"};
-    for (size_t i = 0; i < 4; i++) {
+    for (size_t i = 0; b && i < 4; i++) {
         setenv("CLOVER_SIM_RANKS", bad_ranks[i], 1);
-        backend_config cfg = {.n_threads = 1, .max_rows = 8};
-        backend_session *b = NULL;
-        CHECK(cpu_solo.session_create(m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+        CHECK(ep_cpu_attach(b->be, &err) == CLOVER_E_INVALID);
         CHECK_MSG(strstr(err.message, "CLOVER_SIM_RANKS") != NULL, "%s", err.message);
     }
     setenv("CLOVER_SIM_RANKS", "2", 1);
     setenv("CLOVER_SIM_FAULT", "explode:1", 1);
-    backend_config cfg = {.n_threads = 1, .max_rows = 8};
-    backend_session *b = NULL;
-    CHECK(cpu_solo.session_create(m, &cfg, &b, &err) == CLOVER_E_INVALID && !b);
+    if (b) CHECK(ep_cpu_attach(b->be, &err) == CLOVER_E_INVALID);
     CHECK_MSG(strstr(err.message, "CLOVER_SIM_FAULT") != NULL, "%s", err.message);
+    /* ... and the public path refuses to open the session */
+    clover_session *cs = NULL;
+    clover_session_params sp;
+    clover_session_params_init(&sp);
+    sp.device = CLOVER_DEVICE_CPU;
+    CHECK(clover_session_create(&cs, m, &sp, &err) == CLOVER_E_INVALID && !cs);
+    CHECK_MSG(strstr(err.message, "CLOVER_SIM_FAULT") != NULL, "%s", err.message);
+    seq_free(b);
     unsetenv("CLOVER_SIM_FAULT");
     unsetenv("CLOVER_SIM_RANKS");
     clover_model_free(m);

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "engine/penalties.h"
+#include "backend/penalties.h"
 #include "test.h"
 
 static penalty_config seed_config(void) {

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "base/rng.h"
-#include "engine/sampler.h"
+#include "backend/sampler.h"
 #include "test.h"
 
 static sampler_scratch sc;

@@ -77,9 +77,21 @@ static void test_limits(void) {
     CHECK_EQ_INT(check(buf, n + 304), 431);
 }
 
+/* More header lines than max_fields: 431 at the line past the limit, whatever their size. */
+static void test_field_count(void) {
+    static const gate_options o = {.max_header = 1024, .max_url = 64, .max_fields = 3, .deadline_s = 1};
+    char why[160];
+    const char *three = "GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\n\r\n";
+    const char *four = "GET / HTTP/1.1\r\nHost: x\r\nA: 1\r\nB: 2\r\nC: 3\r\n";
+    CHECK_EQ_INT(gate_check_header(three, strlen(three), &o, why, sizeof why), 0);
+    CHECK_EQ_INT(gate_check_header(four, strlen(four), &o, why, sizeof why), 431);
+    CHECK(strstr(why, "3 header lines") != NULL);
+}
+
 int main(void) {
     RUN(test_prefixes_of_good_requests);
     RUN(test_bad_heads);
     RUN(test_limits);
+    RUN(test_field_count);
     return TEST_EXIT();
 }

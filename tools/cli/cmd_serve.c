@@ -41,13 +41,15 @@ static const cli_opt serve_opts[] = {
     {"--ssl-cert", NULL, CLI_STR, 0, 0, "FILE", NULL},
     {"--max-n", NULL, CLI_UINT, 1, 128, "N", NULL},
     {"--test-script", NULL, CLI_STR, 0, 0, "FILE", NULL},
+    {"--no-webui", NULL, CLI_FLAG, 0, 0, NULL, NULL},
 };
 
 static void serve_usage(FILE *out) {
     fprintf(out, "usage: clover serve [-m MODEL] [options]\n"
                  "\n"
                  "Serves the model over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
-                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus).\n"
+                 "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (Prometheus),\n"
+                 "and a chat page at GET / with a live view of the denoising passes.\n"
                  "Up to --max-batch requests generate at once (one batched pass per step);\n"
                  "the others wait in a bounded queue.\n"
                  "\n"
@@ -57,20 +59,23 @@ static void serve_usage(FILE *out) {
                  "  --port N             port (default 8080; 0: any free port, printed at start)\n"
                  "  --model-name NAME    the model's name in the API (default: the file's name\n"
                  "                       without .gguf, or clover-tiny for the built-in model)\n"
-                 "  --queue N            requests that may wait for the model; more get 429 (default 64)\n"
+                 "  --queue N            requests that may wait for the model; more get 429 (default 256)\n"
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
                  "  -t, --threads N      CPU threads of the model (default: every CPU)\n"
-                 "  --device D           auto (default: CUDA for a model without the Clover record\n"
-                 "                       when a GPU fits it, else the CPU), cpu or cuda\n"
+                 "  --device D           auto (default: CUDA when a GPU is there and the model fits\n"
+                 "                       it, else the CPU; the choice is printed), cpu or cuda (no\n"
+                 "                       usable GPU: refused at start, exit 1)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --max-batch N        requests generating at once (default 8)\n"
                  "  -c, --ctx-size N     tokens per conversation, prompt + answer (default: the model's)\n"
                  "  --snapshot-mib N     largest prompt snapshot a session keeps for reuse across\n"
                  "                       chat turns, in MiB (default 1024; 0: keep none)\n"
-                 "  --request-deadline SECONDS  a request's header and body must arrive within this\n"
-                 "                       time of the connect, however they trickle in (default 10)\n"
-                 "  --max-conn-per-addr N  connections one client address may hold (default 64)\n"
+                 "  --request-deadline SECONDS  a request's header must arrive within this time of the\n"
+                 "                       connect, its body by then plus its length at 128 KiB/s,\n"
+                 "                       however they trickle in (default 10)\n"
+                 "  --max-conn-per-addr N  connections one client address may hold while over half\n"
+                 "                       of --max-connections are in use (default 64)\n"
                  "  --max-connections N  connections in all (default 4096)\n"
                  "  --http-threads N     threads of the HTTP event loop (default 4)\n"
                  "  --grace SECONDS      on SIGTERM / SIGINT, how long running requests may finish\n"
@@ -78,6 +83,7 @@ static void serve_usage(FILE *out) {
                  "  --api-key KEY        require Authorization: Bearer KEY (not on /health)\n"
                  "  --api-key-file FILE  the same, one key per line (with --api-key: either works)\n"
                  "  --ssl-key FILE, --ssl-cert FILE  serve HTTPS with this PEM key and certificate\n"
+                 "  --no-webui           no chat page at GET / (the API alone)\n"
                  "  --max-n N            the most choices one request may ask for (n; default 8)\n"
                  "  --test-script FILE   tests only: every answer is this file's text (the model still runs)\n"
                  "  -h, --help           this text\n"
@@ -108,6 +114,10 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
         if (!strcmp(k, "-h") || !strcmp(k, "--help")) {
             serve_usage(stdout);
             return 1;
+        }
+        if (!strcmp(k, "--no-webui")) { /* the one option without a value */
+            a->o.no_webui = 1;
+            continue;
         }
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (k[0] != '-') {
@@ -344,6 +354,8 @@ int cmd_serve(int argc, char **argv) {
     }
     fprintf(stderr, "clover serve: listening on %s://%s:%u (model %s)\n", a.ssl_key ? "https" : "http",
             a.o.host ? a.o.host : "127.0.0.1", server_port(s), a.name);
+    const char *why = NULL, *dev = server_device(s, &why);
+    fprintf(stderr, "clover serve: on the %s backend (%s)\n", dev, why);
     int sig = 0;
     sigwait(&stop, &sig);
     fprintf(stderr, "clover serve: %s received, stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");

@@ -47,6 +47,8 @@ static const cli_opt gen_table[] = {
     {"--ctx-size", "-c --max-context --ctx", CLI_UINT, 0, 2147483647.0, "N", "context: prompt + answer tokens at most (default: the model's)"},
     {"--batch-size", "-b", CLI_UINT, 1, 65536, "N", "prompt rows per pass (default 512 on the CPU, 64 on a GPU)"},
     {"--dump-first-preview", NULL, CLI_STR, 0, 0, "FILE", "write the first pass's prompt ids and top-10 logits as JSON"},
+    {"--json-schema", NULL, CLI_STR, 0, 0, "FILE", "structured output: one JSON document valid under this JSON schema (docs/STRUCTURED_OUTPUT.md)"},
+    {"--grammar", NULL, CLI_STR, 0, 0, "json", "structured output: the answer is any JSON object"},
 };
 const cli_opt_table GEN_OPTS_TABLE = {gen_table, sizeof gen_table / sizeof gen_table[0]};
 
@@ -56,6 +58,7 @@ void gen_opts_init(gen_opts *g) {
 }
 
 void gen_opts_free(gen_opts *g) {
+    free(g->json_schema);
     free(g->stop);
     free(g->suppress);
     memset(g, 0, sizeof *g);
@@ -138,9 +141,55 @@ int gen_opts_flag(gen_opts *g, const char *a) {
     return 1;
 }
 
+/* --json-schema FILE / --grammar json (structured output): the schema
+ * text, checked here so a bad one is a one-line error before the model loads. */
+static int structured_valued(gen_opts *g, const char *cmd, const char *a, const char *v) {
+    char *text = NULL;
+    if (!strcmp(a, "--grammar")) {
+        if (strcmp(v, "json") != 0) {
+            fprintf(stderr, "clover %s: --grammar '%s': only 'json' (any JSON object) is supported; "
+                            "use --json-schema FILE for a schema\n", cmd, v);
+            return -1;
+        }
+        text = strdup("{\"type\": \"object\"}");
+    } else {
+        FILE *f = fopen(v, "rb");
+        long n = -1;
+        if (f && fseek(f, 0, SEEK_END) == 0) n = ftell(f);
+        if (!f || n < 0 || n > (1l << 20) || fseek(f, 0, SEEK_SET) != 0) {
+            fprintf(stderr, "clover %s: --json-schema %s: %s\n", cmd, v,
+                    !f ? "cannot open the file" : "cannot read it (or it is over 1 MiB)");
+            if (f) fclose(f);
+            return -1;
+        }
+        text = malloc((size_t)n + 1);
+        if (text && fread(text, 1, (size_t)n, f) != (size_t)n) {
+            free(text);
+            text = NULL;
+        }
+        fclose(f);
+        if (text) text[n] = 0;
+    }
+    if (!text) {
+        fprintf(stderr, "clover %s: %s %s: cannot read it\n", cmd, a, v);
+        return -1;
+    }
+    clover_error err = {0};
+    if (clover_json_schema_check(text, &err) != CLOVER_OK) {
+        fprintf(stderr, "clover %s: %s %s: %s\n", cmd, a, v, err.message);
+        free(text);
+        return -1;
+    }
+    free(g->json_schema);
+    g->json_schema = text;
+    g->p.json_schema = text;
+    return 0;
+}
+
 int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) {
     uint64_t x = 0;
     int rc = 0;
+    if (!strcmp(a, "--json-schema") || !strcmp(a, "--grammar")) return structured_valued(g, cmd, a, v);
     if (!strcmp(a, "--stop")) {
         free(g->stop);
         rc = cli_parse_ids(cmd, a, v, &g->stop, &g->n_stop);

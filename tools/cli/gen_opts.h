@@ -27,6 +27,7 @@ typedef struct gen_opts {
     uint64_t batch_size;  /* -b: rows per pass (prompt chunk); 0: the engine's */
     const char *diffusion_only; /* the first block-diffusion option given (said once if the model is AR) */
     int min_p_given;
+    char *json_schema; /* owned: --json-schema FILE's text, or --grammar json's schema */
 } gen_opts;
 
 /* The options of this file, for cli_opts_normalize. */

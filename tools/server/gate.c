@@ -34,6 +34,7 @@
 
 #define GATE_BUCKETS 4096
 #define GATE_LINGER_S 1.0
+#define GATE_MAX_UNCOUNTED 128 /* refused at the accept and lingering (within the descriptors server.c keeps spare) */
 
 typedef struct addr_key {
     unsigned char a[16];
@@ -50,6 +51,7 @@ typedef struct held {
     int fd;
     double deadline;
     int closing; /* answered: draining until EOF or the deadline */
+    int counted; /* holds a slot in the address table (refused at the accept: not) */
     struct sockaddr_storage addr;
     socklen_t addr_len;
     struct held *prev, *next;
@@ -71,6 +73,7 @@ struct gate {
     size_t total;
 
     held_list waiting, closing; /* the gate thread's own */
+    size_t uncounted;           /* of closing: refused at the accept */
     char *scratch;              /* [max_header + 1] */
     double *accepted;           /* [n_fds] by socket */
     size_t n_fds;
@@ -102,7 +105,8 @@ static size_t bucket_of(const addr_key *k) {
     return (size_t)(h % GATE_BUCKETS);
 }
 
-/* Takes a slot for the address: 0, or 1 when its limit or the total is reached. */
+/* Takes a slot for the address: 0, or 503 when the total is reached, 429 when the address is over its share
+ * under pressure (more than half the total in use). */
 static int slot_take(gate *g, const struct sockaddr *sa) {
     addr_key k = key_of(sa);
     size_t b = bucket_of(&k);
@@ -110,7 +114,10 @@ static int slot_take(gate *g, const struct sockaddr *sa) {
     addr_slot *s = g->buckets[b];
     while (s && memcmp(&s->k, &k, sizeof k))
         s = s->next;
-    int full = g->total >= g->o.max_connections || (s && g->o.per_address && s->n >= g->o.per_address);
+    int pressure = 2 * g->total >= g->o.max_connections;
+    int full = g->total >= g->o.max_connections                                      ? 503
+               : pressure && s && g->o.per_address && s->n >= g->o.per_address ? 429
+                                                                                 : 0;
     if (!full && !s) {
         s = calloc(1, sizeof *s);
         if (s) {
@@ -118,7 +125,7 @@ static int slot_take(gate *g, const struct sockaddr *sa) {
             s->next = g->buckets[b];
             g->buckets[b] = s;
         } else {
-            full = 1;
+            full = 503;
         }
     }
     if (!full) {
@@ -180,7 +187,10 @@ static void drop(gate *g, held *h) {
     list_remove(h->closing ? &g->closing : &g->waiting, h);
     epoll_ctl(g->ep, EPOLL_CTL_DEL, h->fd, NULL);
     close(h->fd);
-    gate_release(g, (struct sockaddr *)&h->addr);
+    if (h->counted)
+        gate_release(g, (struct sockaddr *)&h->addr);
+    else
+        g->uncounted--;
     free(h);
 }
 
@@ -199,8 +209,7 @@ static const char *reason_phrase(int status) {
     }
 }
 
-/* Writes a whole JSON error response (best effort: the socket is non-blocking). */
-static void send_error(int fd, int status, const char *type, const char *code, const char *message) {
+void gate_send_error(int fd, int status, const char *type, const char *code, const char *message) {
     server_error e;
     server_error_set(&e, status, type, code, NULL, "%s", message);
     size_t blen = 0;
@@ -209,8 +218,9 @@ static void send_error(int fd, int status, const char *type, const char *code, c
     char head[256];
     int hl = snprintf(head, sizeof head,
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                      "Connection: close\r\n\r\n",
-                      status, reason_phrase(status), blen);
+                      "%sConnection: close\r\n\r\n",
+                      status, reason_phrase(status), blen,
+                      status == 429 || status == 503 ? "Retry-After: 1\r\n" : "");
     if (hl > 0 && (size_t)hl < sizeof head && send(fd, head, (size_t)hl, MSG_DONTWAIT | MSG_NOSIGNAL) == hl)
         (void)!send(fd, body, blen, MSG_DONTWAIT | MSG_NOSIGNAL);
     free(body);
@@ -228,7 +238,7 @@ static int drain(gate *g, int fd) {
 
 /* Answers and moves the connection to the closing list. */
 static void refuse(gate *g, held *h, int status, const char *type, const char *code, const char *message) {
-    send_error(h->fd, status, type, code, message);
+    gate_send_error(h->fd, status, type, code, message);
     shutdown(h->fd, SHUT_WR);
     list_remove(&g->waiting, h);
     h->closing = 1;
@@ -291,13 +301,25 @@ static void accept_all(gate *g) {
         h->addr = addr;
         h->addr_len = len;
         int full = slot_take(g, (struct sockaddr *)&addr);
-        if (full) { /* answered as a held one would be, but it never counted: closed without a release */
-            send_error(fd, 429, "rate_limit_error", "too_many_connections",
-                       "too many connections from this address (--max-conn-per-addr) or in all");
-            close(fd);
-            free(h);
+        if (full) { /* answered and lingering like a held one, but holding no slot */
+            const char *type = full == 429 ? "rate_limit_error" : "server_error";
+            const char *why = full == 429 ? "too many connections from this address while the server is busy "
+                                            "(--max-conn-per-addr); retry later"
+                                          : "the server holds all the connections it takes (--max-connections); "
+                                            "retry later";
+            struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.ptr = h};
+            if (g->uncounted >= GATE_MAX_UNCOUNTED || epoll_ctl(g->ep, EPOLL_CTL_ADD, fd, &ev)) {
+                gate_send_error(fd, full, type, "too_many_connections", why); /* a flood of refusals: no lingering */
+                close(fd);
+                free(h);
+                continue;
+            }
+            g->uncounted++;
+            list_push(&g->waiting, h);
+            refuse(g, h, full, type, "too_many_connections", why);
             continue;
         }
+        h->counted = 1;
         double t = now_s();
         if ((size_t)fd < g->n_fds) g->accepted[fd] = t;
         h->deadline = t + g->o.deadline_s;

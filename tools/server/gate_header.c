@@ -106,6 +106,7 @@ int gate_check_header(const char *buf, size_t n, const gate_options *o, char *wh
     i++;
     /* header lines, up to the empty line */
     header_facts f = {0};
+    size_t fields = 0;
     for (;;) {
         size_t l0 = i;
         while (i < n && buf[i] != '\n')
@@ -119,6 +120,11 @@ int gate_check_header(const char *buf, size_t n, const gate_options *o, char *wh
         size_t le = i > l0 && buf[i - 1] == '\r' ? i - 1 : i;
         i++;
         if (le == l0) break; /* the end of the header */
+        if (o->max_fields && ++fields > o->max_fields) {
+            char r[96];
+            snprintf(r, sizeof r, "the request has more than %zu header lines", o->max_fields);
+            return refuse(why, why_len, 431, r);
+        }
         int rc = header_line(buf + l0, buf + le, &f, why, why_len);
         if (rc) return rc;
     }

@@ -64,6 +64,7 @@ void job_unref(job *j) {
     byte_buf_free(&j->sse);
     free(j->text);
     free(j->tool_prefix);
+    free(j->json_schema);
     for (size_t i = 0; i < j->n_tool_names; i++) {
         free(j->tool_names[i]);
         if (j->tool_schemas) free(j->tool_schemas[i]);

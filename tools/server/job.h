@@ -27,6 +27,7 @@ typedef enum job_state { JOB_QUEUED = 0, JOB_RUNNING = 1, JOB_DONE = 2 } job_sta
 typedef struct token_lp {
     char *bytes; /* the token's bytes (malloc'd; may end inside a UTF-8 character) */
     size_t len;
+    size_t text_at; /* the offset in the answer's text where this token's text starts */
     float logprob;
     uint32_t n_top;
     char *top[CLOVER_MAX_TOP_LOGPROBS]; /* malloc'd */
@@ -42,6 +43,7 @@ typedef struct job {
     /* the request: written before submission, read-only afterwards */
     server_endpoint endpoint;
     int stream, include_usage;
+    int want_passes;      /* stream_options.clover_passes: pass events (webui.h) */
     int split;            /* chat with thinking on: reasoning_content / content */
     char id[48];          /* "chatcmpl-..." / "cmpl-..." (the choices of one request share it) */
     uint32_t choice;      /* this job's choice index (n > 1: one job per choice, seed + choice) */
@@ -57,6 +59,7 @@ typedef struct job {
     double t_submit; /* timer: queue wait */
     /* tool calls (chat with tools, tool_choice not "none"): the content is parsed for them */
     int tools_on;
+    char *json_schema;  /* response_format's schema (params.json_schema points at it), or NULL */
     char *tool_prefix;  /* the call's opening the prompt forced (required / named), or NULL */
     char **tool_names;  /* [n_tool_names] the declared functions */
     char **tool_schemas; /* [n_tool_names] each one's tool, a JSON text (its parameters' types) */
@@ -66,7 +69,7 @@ typedef struct job {
     size_t n_script;
 
     volatile int cancel; /* non-zero: stop at the next pass (client gone, shutdown) */
-    volatile int shutdown_cut; /* set with cancel by a shutdown past its grace: finish "length", cut "shutdown" */
+    volatile int shutdown_cut; /* set with cancel by a shutdown past its grace: finish "abort", cut "shutdown" */
 
     /* The connection's wake-up (server side, under mu): a connection that
      * suspended itself to wait sets suspended; the next progress signal
@@ -84,7 +87,7 @@ typedef struct job {
     size_t text_len;
     size_t reasoning_off, reasoning_len; /* split: the parts of text (answer_stream) */
     size_t content_off, content_len;
-    const char *finish_reason; /* "stop", "length", "tool_calls" or "cancelled" */
+    const char *finish_reason; /* "stop", "length", "tool_calls", "abort" (a shutdown cut) or "cancelled" */
     struct tool_call_out *calls; /* tools_on: the parsed calls, [n_calls] (0: the answer is content) */
     size_t n_calls;
     char *tool_content; /* tools_on: the content released (the calls' preamble, or all of it), NUL-terminated */

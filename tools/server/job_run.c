@@ -14,6 +14,7 @@
 #include "answer_stream.h"
 #include "response.h"
 #include "tool_calls.h"
+#include "webui.h"
 
 typedef struct run_ctx {
     job *j;
@@ -25,6 +26,7 @@ typedef struct run_ctx {
     int failed; /* out of memory or a text error: ends the generation */
     tool_gate gate; /* j->tools_on: the content on its way out */
     size_t script_at; /* the test hook: script ids used */
+    size_t pushed;    /* answer bytes pushed so far: the text offset of the next token */
     int script_done;
     clover_error err;
 } run_ctx;
@@ -78,6 +80,7 @@ static int tools_finish(run_ctx *c) {
 }
 
 static int push_text(run_ctx *c, const char *piece, size_t len) {
+    c->pushed += len;
     if (answer_stream_push(&c->as, piece, len) || emit(c)) {
         c->failed = 1;
         c->err.code = CLOVER_E_NOMEM;
@@ -100,7 +103,7 @@ static char *token_bytes(const clover_model *m, int32_t id, size_t *len) {
 }
 
 /* Keeps the token's log-probability and alternatives (before its text is pushed, so a streamed delta carries it). */
-static int keep_logprob(run_ctx *c, const clover_token_info *info) {
+static int keep_logprob(run_ctx *c, const clover_token_info *info, int32_t id) {
     job *j = c->j;
     if (j->n_lp == j->cap_lp) {
         size_t cap = j->cap_lp ? 2 * j->cap_lp : 64;
@@ -112,7 +115,8 @@ static int keep_logprob(run_ctx *c, const clover_token_info *info) {
     token_lp *t = &j->lp[j->n_lp];
     memset(t, 0, sizeof *t);
     t->logprob = info->logprob;
-    t->bytes = token_bytes(c->m, info->id, &t->len);
+    t->text_at = c->pushed; /* where its text starts: a special token shows none, so it reads where the next starts */
+    t->bytes = token_bytes(c->m, id, &t->len); /* id: the scripted one under --test-script */
     if (!t->bytes) return -1;
     j->n_lp++; /* from here on job_unref frees what it holds */
     size_t n = info->n_top < CLOVER_MAX_TOP_LOGPROBS ? info->n_top : CLOVER_MAX_TOP_LOGPROBS;
@@ -130,7 +134,7 @@ static int on_token(void *user, const clover_token_info *info) {
     int32_t id = info->id;
     if (c->failed || c->stop_hit || c->script_done) return 1;
     if (c->j->script) id = c->j->script[c->script_at++]; /* the test hook: the scripted answer instead */
-    if (c->j->want_logprobs && keep_logprob(c, info)) {
+    if (c->j->want_logprobs && keep_logprob(c, info, id)) {
         c->failed = 1;
         c->err.code = CLOVER_E_NOMEM;
         strcpy(c->err.message, "out of memory keeping the log-probabilities");
@@ -145,6 +149,19 @@ static int on_token(void *user, const clover_token_info *info) {
     if (len && push_text(c, piece, len)) return 1;
     if (c->j->script && c->script_at == c->j->n_script) c->script_done = 1;
     return c->stop_hit || c->script_done || c->j->cancel;
+}
+
+/* stream_options.clover_passes: each denoising pass as an event (tools/server/webui/pass_event.c). */
+static int on_pass(void *user, const clover_pass_view *v) {
+    run_ctx *c = user;
+    if (c->failed) return 1;
+    if (webui_pass_event(c->j, c->m, v)) {
+        c->failed = 1;
+        c->err.code = CLOVER_E_NOMEM;
+        strcpy(c->err.message, "out of memory streaming a pass event");
+        return 1;
+    }
+    return c->j->cancel;
 }
 
 static void set_error(job *j, int status, const char *type, const char *code, const char *message) {
@@ -193,8 +210,8 @@ static void settle(job *j, run_ctx *c, const clover_generate_result *r) {
         j->finish_reason = "stop";
     else if (r->finish == CLOVER_FINISH_LENGTH)
         j->finish_reason = "length";
-    else if (j->shutdown_cut) { /* OpenAI has no "cancelled": an answer cut short reads as "length" */
-        j->finish_reason = "length";
+    else if (j->shutdown_cut) { /* as vLLM says of an aborted request; clover.cut says why */
+        j->finish_reason = "abort";
         j->cut = "shutdown";
     } else
         j->finish_reason = "cancelled";
@@ -268,6 +285,7 @@ job_runner *job_start(job *j, const clover_model *m, clover_session *s) {
         j->params.on_token = NULL;
         j->params.on_token_info = on_token;
         j->params.user = c;
+        if (j->want_passes) j->params.on_pass = on_pass;
         j->params.cancel = &j->cancel;
         rc = clover_request_create(&jr->rq, s, j->prompt, j->n_prompt, &j->params, &c->err);
     }

@@ -21,6 +21,7 @@ struct metrics {
     unsigned long long requests[ROUTE_COUNT][METRICS_MAX_STATUSES];
     unsigned long long prompt_tokens, reused_tokens, completion_tokens, passes, generations, cancelled;
     double busy_s;
+    char device[16]; /* the engine's backend */
 };
 
 const char *metrics_route_name(server_route r) {
@@ -94,6 +95,12 @@ static int put_counter(byte_buf *b, const char *name, const char *help, const ch
     return put(b, "# HELP %s %s\n# TYPE %s %s\n%s %.17g\n", name, help, name, type, name, v);
 }
 
+void metrics_set_device(metrics *m, const char *device) {
+    pthread_mutex_lock(&m->mu);
+    snprintf(m->device, sizeof m->device, "%s", device ? device : "");
+    pthread_mutex_unlock(&m->mu);
+}
+
 char *metrics_render(metrics *m, size_t queue_length, size_t queue_capacity, int busy, size_t *len) {
     byte_buf b = {0};
     int rc = 0;
@@ -118,6 +125,9 @@ char *metrics_render(metrics *m, size_t queue_length, size_t queue_capacity, int
     rc |= put_counter(&b, "clover_cancelled_requests_total",
                       "Generations stopped or dropped because the client left (or the server stopped).", "counter",
                       (double)m->cancelled);
+    if (m->device[0])
+        rc |= put(&b, "# HELP clover_device The backend the model runs on (cpu, cuda).\n# TYPE clover_device gauge\n"
+                      "clover_device{device=\"%s\"} 1\n", m->device);
     pthread_mutex_unlock(&m->mu);
     rc |= put_counter(&b, "clover_queue_length", "Requests waiting for the model.", "gauge", (double)queue_length);
     rc |= put_counter(&b, "clover_queue_capacity", "Requests that may wait before 429.", "gauge",

@@ -35,6 +35,9 @@ void metrics_count_generation(metrics *m, size_t prompt_tokens, size_t reused_to
 /* A queued request whose client left before it ran. */
 void metrics_count_cancelled(metrics *m);
 
+/* The backend the model runs on ("cpu", "cuda"), shown as clover_device{device="..."} 1. */
+void metrics_set_device(metrics *m, const char *device);
+
 /* The exposition text (malloc'd, NUL-terminated) or NULL when out of memory. */
 char *metrics_render(metrics *m, size_t queue_length, size_t queue_capacity, int busy, size_t *len);
 

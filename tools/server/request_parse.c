@@ -12,6 +12,8 @@
  */
 #include "request_parse.h"
 
+#include "json_wide.h"
+#include "response_format.h"
 #include "tool_calls.h"
 
 #include <jansson.h>
@@ -119,11 +121,23 @@ static int get_int(json_t *obj, const char *key, long long lo, long long hi, con
     return 0;
 }
 
+/* A C string of the JSON string s[0..n): a "\u0000" in it (JSON allows it) becomes U+FFFD, the character for
+ * one that cannot be shown, so that no text is silently cut at the NUL. */
 static char *dup_string(const char *s, size_t n) {
-    char *p = malloc(n + 1);
+    size_t nuls = 0;
+    for (size_t i = 0; i < n; i++)
+        nuls += s[i] == '\0';
+    char *p = malloc(n + 2 * nuls + 1), *q = p;
     if (!p) return NULL;
-    memcpy(p, s, n);
-    p[n] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        if (s[i]) {
+            *q++ = s[i];
+        } else {
+            memcpy(q, "\xEF\xBF\xBD", 3);
+            q += 3;
+        }
+    }
+    *q = '\0';
     return p;
 }
 
@@ -163,9 +177,9 @@ static int parse_content(json_t *v, const char *param, char **out, server_error 
         memcpy(p, json_string_value(text), json_string_length(text));
         p += json_string_length(text);
     }
-    *p = '\0';
-    *out = s;
-    return 0;
+    *out = dup_string(s, (size_t)(p - s)); /* NULs as in a string */
+    free(s);
+    return *out ? 0 : no_memory(e);
 }
 
 /* An assistant turn's tool_calls: [{id, type: "function", function: {name, arguments: JSON text}}]. */
@@ -198,7 +212,9 @@ static int parse_message_calls(json_t *m, size_t i, server_message *out, server_
         snprintf(where, sizeof where, "messages[%zu].tool_calls[%zu].function.arguments", i, k);
         if (!json_is_string(args)) return bad_type(e, where, "a string holding a JSON object");
         json_error_t je;
-        json_t *parsed = json_loadb(json_string_value(args), json_string_length(args), 0, &je);
+        uint64_t wide;
+        int has_wide;
+        json_t *parsed = json_wide_load(json_string_value(args), json_string_length(args), &wide, &has_wide, &je);
         int object = json_is_object(parsed);
         json_decref(parsed);
         if (!object) return bad_type(e, where, "a string holding a JSON object");
@@ -384,8 +400,9 @@ static int parse_prompt(json_t *root, server_request *r, server_error *e) {
         if (json_string_length(p) == 0)
             return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "prompt", "prompt: is empty");
         r->prompt = dup_string(json_string_value(p), json_string_length(p));
-        r->prompt_len = json_string_length(p);
-        return r->prompt ? 0 : no_memory(e);
+        if (!r->prompt) return no_memory(e);
+        r->prompt_len = strlen(r->prompt);
+        return 0;
     }
     if (!json_is_array(p)) return bad_type(e, "prompt", expected);
     if (json_array_size(p) == 0)
@@ -413,13 +430,15 @@ static int parse_stop(json_t *root, const server_parse_options *o, server_reques
         else
             snprintf(where, sizeof where, "stop");
         if (!json_is_string(v)) return bad_type(e, where, "a string");
-        size_t len = json_string_length(v);
-        if (len == 0 || len > max_len)
+        char *stop = dup_string(json_string_value(v), json_string_length(v));
+        if (!stop) return no_memory(e);
+        size_t len = strlen(stop);
+        if (len == 0 || len > max_len) {
+            free(stop);
             return server_error_set(e, 400, TYPE_INVALID, "invalid_value", where,
-                                    "%s: expected 1 to %zu bytes, got %zu", where, max_len, len);
-        r->stops[r->n_stops] = dup_string(json_string_value(v), len);
-        if (!r->stops[r->n_stops]) return no_memory(e);
-        r->n_stops++;
+                                    "%s: expected 1 to %zu bytes of UTF-8, got %zu", where, max_len, len);
+        }
+        r->stops[r->n_stops++] = stop;
     }
     return 0;
 }
@@ -434,11 +453,6 @@ static int reject_unsupported(json_t *root, server_error *e) {
         return unsupported(e, "suffix", "suffix (insertion) is not supported");
     if ((v = field(root, "logit_bias")) && !(json_is_object(v) && json_object_size(v) == 0))
         return unsupported(e, "logit_bias", "logit_bias is not supported");
-    if ((v = field(root, "response_format"))) {
-        json_t *t = json_is_object(v) ? json_object_get(v, "type") : NULL;
-        if (!json_is_string(t) || strcmp(json_string_value(t), "text") != 0)
-            return unsupported(e, "response_format", "only {\"type\": \"text\"} is supported");
-    }
     return 0;
 }
 
@@ -476,6 +490,8 @@ static int parse_options(json_t *root, const server_parse_options *o, server_req
     if (so && !json_is_object(so)) return bad_type(e, "stream_options", "an object");
     if (so && get_bool(so, "include_usage", &r->include_usage, NULL, e))
         return bad_type(e, "stream_options.include_usage", "true or false");
+    if (so && get_bool(so, "clover_passes", &r->include_passes, NULL, e))
+        return bad_type(e, "stream_options.clover_passes", "true or false");
 
     const char *mt_range = "an integer from 1 to 1073741824";
     has = 0; /* get_int only sets it: left from (top_)logprobs, it made their value the length cap */
@@ -526,7 +542,9 @@ int server_request_parse(server_request *req, server_endpoint endpoint, const ch
     req->endpoint = endpoint;
     req->enable_thinking = 1;
     json_error_t jerr;
-    json_t *root = body ? json_loadb(body, len, 0, &jerr) : NULL;
+    uint64_t wide_seed = 0;
+    int has_wide_seed = 0;
+    json_t *root = body ? json_wide_load(body, len, &wide_seed, &has_wide_seed, &jerr) : NULL;
     if (!root) {
         return server_error_set(err, 400, TYPE_INVALID, "invalid_json", NULL,
                                 "the body is not valid JSON: %s (line %d, column %d)",
@@ -552,9 +570,15 @@ int server_request_parse(server_request *req, server_endpoint endpoint, const ch
     if (reject_unsupported(root, err)) goto done;
     if (endpoint == SERVER_ENDPOINT_CHAT ? parse_messages(root, req, err) : parse_prompt(root, req, err)) goto done;
     if (parse_stop(root, opts, req, err) || parse_options(root, opts, req, err)) goto done;
+    if (has_wide_seed) req->seed = wide_seed; /* past int64: json_wide.h */
     if (endpoint == SERVER_ENDPOINT_CHAT && parse_tools(root, req, err)) goto done;
     if (endpoint == SERVER_ENDPOINT_COMPLETION && field(root, "tools")) {
         unsupported(err, "tools", "tools belong to /v1/chat/completions");
+        goto done;
+    }
+    if (response_format_parse(root, &req->json_schema, err)) goto done; /* structured output */
+    if (req->json_schema && req->n_tools && req->tool_choice != SERVER_TOOL_NONE) {
+        unsupported(err, "response_format", "a JSON schema together with tools is not supported");
         goto done;
     }
     rc = 0;
@@ -583,6 +607,7 @@ void server_request_free(server_request *req) {
     free(req->tools_json);
     free(req->tool_names);
     free(req->tool_choice_name);
+    free(req->json_schema);
     free(req->messages);
     free(req->model);
     free(req->prompt);

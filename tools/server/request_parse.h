@@ -90,6 +90,7 @@ typedef struct server_request {
 
     int stream;
     int include_usage; /* stream_options.include_usage */
+    int include_passes; /* stream_options.clover_passes: denoising pass events (tools/server/webui) */
 
     int has_max_tokens;
     uint64_t max_tokens; /* 1..SERVER_MAX_TOKENS_CAP (max_completion_tokens wins over max_tokens) */
@@ -110,6 +111,7 @@ typedef struct server_request {
     uint32_t block_size; /* >= 1 */
     int ignore_eos;
     int lossless; /* lossless block diffusion: the answer is autoregressive decoding's */
+    char *json_schema; /* response_format (response_format.h): the schema text, or NULL for free text */
 } server_request;
 
 #define SERVER_MAX_TOP_LOGPROBS 20 /* as OpenAI (chat); completions allow 5 */

@@ -237,6 +237,11 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
         p->top_logprobs = r->top_logprobs;
     }
     p->lossless = r->lossless;
+    if (r->json_schema) { /* structured output: the whole answer is the document */
+        if (!(j->json_schema = strdup(r->json_schema)))
+            return server_error_set(e, 500, "server_error", NULL, NULL, "out of memory");
+        p->json_schema = j->json_schema;
+    }
     if (r->has_threshold) p->threshold = r->threshold;
     if (r->has_block_size) p->block_size = r->block_size;
     if (r->has_presence_penalty || r->has_frequency_penalty) {
@@ -252,7 +257,8 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
     }
     j->stream = r->stream;
     j->include_usage = r->stream && r->include_usage;
-    j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking && !j->tool_prefix;
+    j->want_passes = r->stream && r->include_passes;
+    j->split = r->endpoint == SERVER_ENDPOINT_CHAT && r->enable_thinking && !j->tool_prefix && !r->json_schema;
 
     snprintf(j->id, sizeof j->id, "%s-%016llx", r->endpoint == SERVER_ENDPOINT_CHAT ? "chatcmpl" : "cmpl",
              (unsigned long long)fresh);

@@ -29,10 +29,17 @@ static json_t *error_object(const server_error *e) {
 
 char *response_error_body(const server_error *e, size_t *len) { return dump(error_object(e), len); }
 
+static json_t *model_object(const char *model_id, long long created) {
+    return json_pack("{s:s,s:s,s:I,s:s}", "id", model_id, "object", "model", "created", (json_int_t)created,
+                     "owned_by", "clover");
+}
+
 char *response_models_body(const char *model_id, long long created, size_t *len) {
-    return dump(json_pack("{s:s,s:[{s:s,s:s,s:I,s:s}]}", "object", "list", "data", "id", model_id, "object",
-                          "model", "created", (json_int_t)created, "owned_by", "clover"),
-                len);
+    return dump(json_pack("{s:s,s:[o]}", "object", "list", "data", model_object(model_id, created)), len);
+}
+
+char *response_model_body(const char *model_id, long long created, size_t *len) {
+    return dump(model_object(model_id, created), len);
 }
 
 static const char *mode_name(clover_mode m) {
@@ -163,8 +170,6 @@ static json_t *chat_logprobs(const job *j, size_t from, size_t to) {
 /* completions: {tokens, token_logprobs, top_logprobs: [{token: logprob}], text_offset} over [from, to). */
 static json_t *completion_logprobs(const job *j, size_t from, size_t to) {
     json_t *tokens = json_array(), *lps = json_array(), *tops = json_array(), *offs = json_array();
-    size_t off = j->lp_offset_base;
-    for (size_t i = 0; i < from; i++) off += j->lp[i].len;
     for (size_t i = from; i < to; i++) {
         const token_lp *t = &j->lp[i];
         json_array_append_new(tokens, token_string(t->bytes, t->len));
@@ -177,8 +182,8 @@ static json_t *completion_logprobs(const job *j, size_t from, size_t to) {
             json_decref(key);
         }
         json_array_append_new(tops, top);
-        json_array_append_new(offs, json_integer((json_int_t)off));
-        off += t->len;
+        /* an offset into the returned text (a special token's bytes are not in it) */
+        json_array_append_new(offs, json_integer((json_int_t)(j->lp_offset_base + t->text_at)));
     }
     return json_pack("{s:o,s:o,s:o,s:o}", "tokens", tokens, "token_logprobs", lps, "top_logprobs", tops,
                      "text_offset", offs);

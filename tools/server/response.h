@@ -17,6 +17,8 @@
 /* Each returns a body (NUL-terminated, *len set) or NULL when out of memory. */
 char *response_error_body(const server_error *e, size_t *len);
 char *response_models_body(const char *model_id, long long created, size_t *len);
+/* GET /v1/models/{id}: the one model object. */
+char *response_model_body(const char *model_id, long long created, size_t *len);
 /* A finished job's answer: the completion object, or its error when it failed. */
 char *response_job_body(const job *j, size_t *len);
 /* The same for the n jobs of one request's choices (every one done): their

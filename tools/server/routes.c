@@ -13,6 +13,7 @@
 
 #include "response.h"
 #include "server_internal.h"
+#include "webui.h"
 
 enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, int status, char *body, size_t len,
                                  const char *content_type) {
@@ -32,6 +33,7 @@ enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, i
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close"); /* the next request goes through the gate */
     if (status == 401) MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (status == 429 || status == 503) MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
     if (status == 405) {
         const char *allow = rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS ? "POST" : "GET, HEAD";
         MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
@@ -46,6 +48,13 @@ enum MHD_Result routes_send_error(struct MHD_Connection *conn, request_ctx *rc, 
     size_t len = 0;
     char *body = response_error_body(e, &len);
     return routes_send_body(conn, rc, e->status, body, len, "application/json");
+}
+
+enum MHD_Result routes_send_unsupported(struct MHD_Connection *conn, request_ctx *rc) {
+    server_error e;
+    server_error_set(&e, 415, "invalid_request_error", "unsupported_media_type", NULL, "%s",
+                     "the body must be JSON, sent with Content-Type: application/json");
+    return routes_send_error(conn, rc, &e);
 }
 
 static enum MHD_Result send_json(struct MHD_Connection *conn, request_ctx *rc, char *body, size_t len) {
@@ -236,6 +245,7 @@ static int more_choices(server *s, const server_request *req, uint64_t fresh, re
 static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_ctx *rc) {
     if (rc->job) return answer_or_wait(conn, rc); /* resumed */
     server_error e = {0};
+    if (rc->not_json) return routes_send_unsupported(conn, rc);
     if (rc->too_large) {
         server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
                          "the request body is %zu bytes or more; this server takes at most %zu (--max-body)",
@@ -248,6 +258,13 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
     if (server_request_parse(&req, ep, rc->body.v ? rc->body.v : "", rc->body.n, &po, &e))
         return routes_send_error(conn, rc, &e);
     byte_buf_free(&rc->body);
+    if (req.n > scheduler_queue_capacity(s->sched)) { /* the choices queue as one: more than fit would wait forever */
+        server_error_set(&e, 400, "invalid_request_error", "n_too_large", "n",
+                         "n is %u, but this server queues at most %zu requests at once (--queue); ask for fewer",
+                         (unsigned)req.n, scheduler_queue_capacity(s->sched));
+        server_request_free(&req);
+        return routes_send_error(conn, rc, &e);
+    }
     job *j = job_create();
     if (!j) {
         server_request_free(&req);
@@ -289,12 +306,7 @@ static enum MHD_Result generate(server *s, struct MHD_Connection *conn, request_
         return routes_send_error(conn, rc, &e);
     }
     rc->watched = 1;
-    int q = SCHEDULER_QUEUED;
-    for (size_t i = 0; q == SCHEDULER_QUEUED && i < n_jobs; i++) {
-        q = scheduler_submit(s->sched, js[i]);
-        if (q != SCHEDULER_QUEUED)
-            for (size_t k = 0; k < i; k++) js[k]->cancel = 1; /* the request is refused whole */
-    }
+    int q = scheduler_submit_all(s->sched, js, n_jobs); /* n choices: queued together or not at all */
     if (q == SCHEDULER_FULL) {
         server_error_set(&e, 429, "rate_limit_error", "queue_full", NULL,
                          "the server is busy: %zu requests are already waiting (--queue); retry later",
@@ -327,6 +339,15 @@ enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_
         if (is_post) return generate(s, conn, rc);
         break;
     case ROUTE_MODELS:
+        if (is_get && rc->model_asked) {
+            if (strcmp(rc->model_asked, s->model_id)) {
+                server_error_set(&e, 404, "invalid_request_error", "model_not_found", "model",
+                                 "this server has no model '%.100s'; it serves '%s'", rc->model_asked, s->model_id);
+                return routes_send_error(conn, rc, &e);
+            }
+            char *body = response_model_body(s->model_id, s->started, &len);
+            return send_json(conn, rc, body, len);
+        }
         if (is_get) {
             char *body = response_models_body(s->model_id, s->started, &len);
             return send_json(conn, rc, body, len);
@@ -339,6 +360,12 @@ enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_
         if (is_get) return metrics_page(s, conn, rc);
         break;
     default:
+        if (is_get && !s->o.no_webui) { /* the chat page (tools/server/webui) */
+            const webui_asset *a = webui_find(rc->path);
+            char *copy = a ? malloc(a->len + 1) : NULL;
+            if (copy) memcpy(copy, a->data, a->len);
+            if (a) return routes_send_body(conn, rc, 200, copy, a->len, a->content_type);
+        }
         server_error_set(&e, 404, "invalid_request_error", "unknown_url", NULL, "unknown route %s %s", rc->method,
                          rc->path);
         return routes_send_error(conn, rc, &e);

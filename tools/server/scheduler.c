@@ -13,6 +13,7 @@
 #include "scheduler.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,6 +58,14 @@ static void admit(scheduler *s, job *j) {
     pthread_mutex_unlock(&j->mu);
     clover_error err = {0};
     clover_session *sess = session_cache_pick(&s->sessions, j->prompt, j->n_prompt, &err);
+    if (!sess && err.code == CLOVER_E_NOMEM) { /* admission: the device holds no further session now */
+        char msg[sizeof err.message + 96];
+        snprintf(msg, sizeof msg, "the %s device's memory is full (%s); retry when a running request ends",
+                 clover_engine_backend(s->sessions.engine), err.message);
+        job_fail(j, 503, "server_error", "device_memory_full", msg);
+        job_unref(j);
+        return;
+    }
     if (!sess) {
         job_fail(j, 500, "server_error", NULL, err.message);
         job_unref(j);
@@ -194,23 +203,27 @@ nomem:
     return CLOVER_E_NOMEM;
 }
 
-int scheduler_submit(scheduler *s, job *j) {
+int scheduler_submit_all(scheduler *s, job **js, size_t n) {
     pthread_mutex_lock(&s->mu);
     int rc = SCHEDULER_QUEUED;
     if (s->stopping) {
         rc = SCHEDULER_STOPPING;
-    } else if (s->count == s->cap) {
+    } else if (n > s->cap - s->count) {
         rc = SCHEDULER_FULL;
     } else {
-        job_ref(j);
-        j->t_submit = job_now();
-        s->ring[(s->head + s->count) % s->cap] = j;
-        s->count++;
+        for (size_t i = 0; i < n; i++) {
+            job_ref(js[i]);
+            js[i]->t_submit = job_now();
+            s->ring[(s->head + s->count) % s->cap] = js[i];
+            s->count++;
+        }
         pthread_cond_signal(&s->cv);
     }
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
+
+int scheduler_submit(scheduler *s, job *j) { return scheduler_submit_all(s, &j, 1); }
 
 size_t scheduler_queue_length(scheduler *s, int *busy) {
     pthread_mutex_lock(&s->mu);
@@ -221,6 +234,8 @@ size_t scheduler_queue_length(scheduler *s, int *busy) {
 }
 
 size_t scheduler_queue_capacity(const scheduler *s) { return s->cap; }
+
+clover_engine *scheduler_engine(scheduler *s) { return s->sessions.engine; }
 
 void scheduler_close(scheduler *s) {
     if (!s) return;

@@ -37,10 +37,14 @@ int scheduler_create(scheduler **out, const clover_model *m, const scheduler_opt
 enum { SCHEDULER_QUEUED = 0, SCHEDULER_FULL = 1, SCHEDULER_STOPPING = 2 };
 /* Queues j (taking a reference of its own) or says why not. */
 int scheduler_submit(scheduler *s, job *j);
+/* Queues all n jobs, or none of them (FULL when the queue has room for fewer). */
+int scheduler_submit_all(scheduler *s, job **js, size_t n);
 
 /* Waiting jobs, and whether any is running. */
 size_t scheduler_queue_length(scheduler *s, int *busy);
 size_t scheduler_queue_capacity(const scheduler *s);
+/* The engine the sessions run on (its backend names the device). */
+clover_engine *scheduler_engine(scheduler *s);
 
 /* Stops taking jobs and fails the waiting ones (503); the running ones go on. */
 void scheduler_close(scheduler *s);

@@ -11,10 +11,15 @@
  * passes the gate and its deadline.
  *
  * Deadlines: the header must be in within --request-deadline of the
- * connect (the gate), the body by the same deadline (checked on every
- * piece, and MHD's idle timeout is shortened to what is left, so neither a
- * trickle nor a stall extends it). --timeout is MHD's idle timeout for the
- * rest: a client that stops reading its answer.
+ * connect (the gate), the body by the same deadline plus its length at a
+ * byte-rate floor (BODY_RATE_FLOOR), so neither a trickle nor a stall
+ * extends it; the body watch (body_watch.c) answers a late body with a JSON
+ * 408. --timeout is MHD's idle timeout for the rest: a client that stops
+ * reading its answer.
+ *
+ * Expect: 100-continue: a request that will be refused whatever its body
+ * (no key, too large, not JSON) is answered at once, so MHD never sends the
+ * 100 that would invite the body.
  *
  * Bodies: accumulated up to --max-body. A larger body is read and dropped
  * and then answered 413 (answering before it is read would make the kernel
@@ -35,8 +40,9 @@
 #include <unistd.h>
 
 #include "server_internal.h"
+#include "webui.h"
 
-#define DEFAULT_QUEUE 64
+#define DEFAULT_QUEUE 256 /* a queued request costs memory only: 256 concurrent clients of one proxy all wait */
 #define DEFAULT_MAX_BODY (8u << 20)
 #define DEFAULT_TIMEOUT_S 30
 #define DEFAULT_SESSIONS 4
@@ -48,6 +54,8 @@
 #define FLUSH_S 5          /* after the grace: for the cut answers to reach their clients */
 #define MAX_HEADER 16384   /* request line + headers (the gate's limit; MHD gets room for it) */
 #define MAX_URL 8192
+#define BODY_RATE_FLOOR (128u << 10) /* bytes/s: a body gets --request-deadline plus its length at this rate */
+#define MAX_FIELDS 256   /* header lines: MHD keeps each one in its connection's pool */
 
 uint64_t server_fresh_value(server *s) {
     pthread_mutex_lock(&s->mu);
@@ -73,6 +81,7 @@ static server_route route_of(const char *url) {
                  {"/metrics", ROUTE_METRICS}};
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++)
         if (!strcmp(url, table[i].path)) return table[i].route;
+    if (!strncmp(url, "/v1/models/", 11) && url[11]) return ROUTE_MODELS; /* one model: routes.c reads the id */
     return ROUTE_OTHER;
 }
 
@@ -115,6 +124,23 @@ static int authorized(const server *s, struct MHD_Connection *conn) {
     return ok;
 }
 
+/* Content-Type names JSON: application/json, any case, parameters allowed. */
+static int json_content_type(const char *ct) {
+    if (!ct) return 0;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    if (strncasecmp(ct, "application/json", 16)) return 0;
+    ct += 16;
+    while (*ct == ' ' || *ct == '\t')
+        ct++;
+    return *ct == '\0' || *ct == ';';
+}
+
+static int expects_continue(struct MHD_Connection *conn) {
+    const char *x = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    return x && !strcasecmp(x, "100-continue");
+}
+
 /* The first call: the headers are in. */
 static enum MHD_Result on_headers(server *s, struct MHD_Connection *conn, const char *url, const char *method,
                                   void **con_cls) {
@@ -127,22 +153,32 @@ static enum MHD_Result on_headers(server *s, struct MHD_Connection *conn, const 
     pthread_mutex_unlock(&s->mu);
     printable(rc->method, sizeof rc->method, method);
     printable(rc->path, sizeof rc->path, url);
+    if (rc->route == ROUTE_MODELS && url[10] == '/') rc->model_asked = strdup(url + 11);
     *con_cls = rc;
-    double accepted = gate_accepted_at(s->gate, connection_fd(conn));
-    rc->deadline = (accepted > 0 ? accepted : rc->t0) + s->o.deadline_s;
-    double left = rc->deadline - rc->t0;
-    /* a body that stalls is dropped at the deadline, not --timeout after its last byte */
-    unsigned idle = left < 1 ? 1u : left < s->o.timeout_s ? (unsigned)left + 1 : s->o.timeout_s;
-    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, idle);
-    rc->unauthorized = rc->route != ROUTE_HEALTH && !authorized(s, conn);
     const char *cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (!rc->unauthorized && cl && strtoull(cl, NULL, 10) > drain_limit(s)) {
-        server_error e;
+    unsigned long long length = cl ? strtoull(cl, NULL, 10) : 0;
+    double accepted = gate_accepted_at(s->gate, connection_fd(conn));
+    rc->deadline = (accepted > 0 ? accepted : rc->t0) + s->o.deadline_s + (double)length / BODY_RATE_FLOOR;
+    double left = rc->deadline - rc->t0;
+    /* MHD's idle timeout only after the deadline: the body watch answers a late body first */
+    MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, (unsigned)(left > 0 ? left : 0) + 3u);
+    rc->unauthorized = rc->route != ROUTE_HEALTH && !(!s->o.no_webui && webui_find(url)) && !authorized(s, conn);
+    rc->not_json = (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS) && !strcmp(method, "POST") &&
+                   !json_content_type(MHD_lookup_connection_value(conn, MHD_HEADER_KIND,
+                                                                   MHD_HTTP_HEADER_CONTENT_TYPE));
+    server_error e;
+    if (!rc->unauthorized && length > (expects_continue(conn) ? s->o.max_body : drain_limit(s))) {
         server_error_set(&e, 413, "invalid_request_error", "request_too_large", NULL,
-                         "the request body is %s bytes; this server takes at most %zu (--max-body)", cl,
+                         "the request body is %llu bytes; this server takes at most %zu (--max-body)", length,
                          s->o.max_body);
-        rc->body_seen = (size_t)strtoull(cl, NULL, 10);
+        rc->body_seen = (size_t)length;
         return routes_send_error(conn, rc, &e);
+    }
+    if (expects_continue(conn) && (rc->unauthorized || rc->not_json)) /* refused whatever the body says */
+        return rc->unauthorized ? server_send_unauthorized(conn, rc) : routes_send_unsupported(conn, rc);
+    if (length) {
+        atomic_store(&rc->body_state, BODY_READING);
+        if (body_watch_add(s->bw, &rc->body_state, connection_fd(conn), rc->deadline, s->tls)) return MHD_NO;
     }
     return MHD_YES;
 }
@@ -153,15 +189,13 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     server *s = cls;
     request_ctx *rc = *con_cls;
     if (!rc) return on_headers(s, conn, url, method, con_cls);
+    if (atomic_load(&rc->body_state) == BODY_CUT) return MHD_NO; /* answered 408 by the body watch */
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
         rc->body_seen += n;
-        if (job_now() > rc->deadline) {
-            rc->status = 408; /* for the log line: MHD closes the connection */
-            return MHD_NO;
-        }
-        if (!rc->too_large && !rc->unauthorized && (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS)) {
+        if (!rc->too_large && !rc->unauthorized && !rc->not_json &&
+            (rc->route == ROUTE_CHAT || rc->route == ROUTE_COMPLETIONS)) {
             if (rc->body.n + n > s->o.max_body) {
                 rc->too_large = 1;
                 byte_buf_free(&rc->body);
@@ -171,14 +205,21 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         }
         return rc->body_seen > drain_limit(s) ? MHD_NO : MHD_YES;
     }
+    int reading = BODY_READING;
+    if (atomic_compare_exchange_strong(&rc->body_state, &reading, BODY_DONE))
+        body_watch_remove(s->bw, &rc->body_state); /* the body is in: the watch lets it go */
+    else if (reading == BODY_CUT)
+        return MHD_NO;
     if (!rc->job) MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, s->o.timeout_s);
-    if (rc->unauthorized) {
-        server_error e;
-        server_error_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
-                         "%s", "a valid API key is required: send Authorization: Bearer KEY");
-        return routes_send_error(conn, rc, &e);
-    }
+    if (rc->unauthorized) return server_send_unauthorized(conn, rc);
     return routes_dispatch(s, conn, rc, method);
+}
+
+enum MHD_Result server_send_unauthorized(struct MHD_Connection *conn, request_ctx *rc) {
+    server_error e;
+    server_error_set(&e, 401, "invalid_request_error", "invalid_api_key", NULL,
+                     "%s", "a valid API key is required: send Authorization: Bearer KEY");
+    return routes_send_error(conn, rc, &e);
 }
 
 /* Waits (bounded) for a cancelled job to stop, so the log line counts the tokens it made. */
@@ -199,6 +240,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     request_ctx *rc = *con_cls;
     if (!rc) return;
     *con_cls = NULL;
+    if (atomic_load(&rc->body_state) == BODY_READING) body_watch_remove(s->bw, &rc->body_state); /* left mid-body */
+    if (atomic_load(&rc->body_state) == BODY_CUT) rc->status = 408;
     int status = rc->status;
     const char *note = "";
     job *j = rc->job;
@@ -240,6 +283,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     for (size_t i = 0; i < n_jobs; i++)
         job_unref(js[i]);
     free(rc->choices);
+    free(rc->model_asked);
     byte_buf_free(&rc->body);
     free(rc);
     pthread_mutex_lock(&s->mu);
@@ -320,7 +364,7 @@ static size_t descriptor_room(size_t want) {
         getrlimit(RLIMIT_NOFILE, &rl);
     }
     if (rl.rlim_cur == RLIM_INFINITY) return want;
-    size_t room = rl.rlim_cur > 128 ? (size_t)rl.rlim_cur - 128 : 16;
+    size_t room = rl.rlim_cur > 256 ? (size_t)rl.rlim_cur - 256 : 16; /* 64 of it: MHD's slack over the total */
     return want < room ? want : room;
 }
 
@@ -416,6 +460,7 @@ static int start_engine(server *s, char *err, size_t len) {
     so.session.max_context = ctx + (info.record ? info.record->block_size : 1);
     clover_error e = {0};
     if (scheduler_create(&s->sched, s->model, &so, s->mt, &e)) return fail(err, len, "%s", e.message);
+    metrics_set_device(s->mt, clover_engine_backend(scheduler_engine(s->sched)));
     return 0;
 }
 
@@ -434,13 +479,14 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
     pthread_cond_init(&s->idle, NULL);
     struct sockaddr_storage addr;
     int ipv6 = 0, tls = s->o.tls_key_pem && s->o.tls_cert_pem;
+    s->tls = tls;
     if (copy_keys(s, err, len) || resolve(s->o.host, s->o.port, &addr, &ipv6, err, len) ||
         start_engine(s, err, len)) {
         server_stop(s);
         return -1;
     }
-    if (waiter_start(&s->waiter)) {
-        fail(err, len, "cannot start the waiter thread");
+    if (waiter_start(&s->waiter) || body_watch_start(&s->bw)) {
+        fail(err, len, "cannot start the waiter threads");
         server_stop(s);
         return -1;
     }
@@ -459,7 +505,8 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
     s->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, s, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, s,
         MHD_OPTION_THREAD_POOL_SIZE, (unsigned)s->o.http_threads, MHD_OPTION_CONNECTION_TIMEOUT, s->o.timeout_s,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        /* room over the gate's total: MHD counts a connection until its cleanup, a moment after the gate's release */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->o.max_connections + 64u, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)(4 * MAX_HEADER), MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION,
         on_connection, s, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     s->o.tls_key_pem = s->o.tls_cert_pem = NULL;
@@ -472,7 +519,8 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
     }
     s->port = bound_port(lfd);
     gate_options go = {.listen_fd = lfd, .per_address = s->o.per_address, .max_connections = s->o.max_connections,
-                       .deadline_s = s->o.deadline_s, .max_header = MAX_HEADER, .max_url = MAX_URL, .tls = tls};
+                       .deadline_s = s->o.deadline_s, .max_header = MAX_HEADER, .max_url = MAX_URL,
+                       .max_fields = MAX_FIELDS, .tls = tls};
     if (gate_start(&s->gate, s->daemon, &go, err, len)) {
         server_stop(s);
         return -1;
@@ -482,6 +530,12 @@ int server_start(server **out, const clover_model *m, const server_options *o, c
 }
 
 unsigned server_port(const server *s) { return s->port; }
+
+const char *server_device(const server *s, const char **why) {
+    clover_engine *e = scheduler_engine(s->sched);
+    if (why) *why = clover_engine_device_reason(e);
+    return clover_engine_backend(e);
+}
 
 /* Waits up to seconds for every request to end; 1 when they all have. */
 static int wait_for_requests(server *s, unsigned seconds) {
@@ -508,6 +562,7 @@ void server_stop(server *s) {
     if (s->daemon) MHD_stop_daemon(s->daemon);
     gate_free(s->gate);
     waiter_free(s->waiter);
+    body_watch_free(s->bw);
     scheduler_free(s->sched);
     metrics_free(s->mt);
     for (size_t i = 0; i < s->n_keys; i++)

@@ -15,7 +15,7 @@ typedef struct server_options {
     const char *host;    /* address to bind; NULL: 127.0.0.1 */
     unsigned port;       /* 0: any free port (server_port tells which) */
     const char *model_id; /* the name clients use; NULL: "clover" */
-    size_t queue;        /* requests that may wait for the model; 0: 64 */
+    size_t queue;        /* requests that may wait for the model; 0: 256 */
     size_t max_body;     /* request body cap in bytes; 0: 8 MiB */
     unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
     size_t n_threads;    /* engine CPU threads; 0: every CPU */
@@ -27,8 +27,8 @@ typedef struct server_options {
     int snapshot_set;    /* 0: the engine's default (1 GiB) */
 
     /* connections */
-    unsigned deadline_s;    /* a request's header and body must arrive this soon after the connect; 0: 10 */
-    size_t per_address;     /* connections one client address may hold; 0: 64 */
+    unsigned deadline_s;    /* the header must arrive this soon after the connect, the body by then plus its length at 128 KiB/s; 0: 10 */
+    size_t per_address;     /* connections one client address may hold while over half of max_connections are in use; 0: 64 */
     size_t max_connections; /* connections in all; 0: 4096 (bounded by the descriptor limit) */
     size_t http_threads;    /* MHD's event-loop threads; 0: 4 */
     unsigned grace_s;       /* shutdown: how long running requests may go on; 0: 30 (grace_set: 0 is 0) */
@@ -47,6 +47,8 @@ typedef struct server_options {
      * requests in the order they arrive (cycling). Tests use it to drive
      * the tool call parser end to end. NULL: off (always, outside tests). */
     const char *test_script;
+
+    int no_webui; /* --no-webui: no chat page at GET / (tools/server/webui) */
 } server_options;
 
 typedef struct server server;
@@ -55,6 +57,8 @@ typedef struct server server;
  * Returns 0, or -1 with one line in err. */
 int server_start(server **out, const clover_model *m, const server_options *o, char *err, size_t err_len);
 unsigned server_port(const server *s);
+/* The backend the model runs on ("cpu", "cuda") and why it was chosen (one line). */
+const char *server_device(const server *s, const char **why);
 /* Stops accepting, answers the queued requests 503, lets the running ones
  * go on for the grace period (then cuts them: finish "length", cut
  * "shutdown"), joins every thread and frees the server. */

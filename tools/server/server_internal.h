@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "body_watch.h"
 #include "byte_buf.h"
 #include "gate.h"
 #include "job.h"
@@ -34,6 +35,8 @@ struct server {
     uint64_t rng;        /* SplitMix64 state (under mu): fresh seeds and response ids */
     gate *gate;
     waiter *waiter;
+    body_watch *bw;
+    int tls;
     char **keys; /* [n_keys] copies of the API keys */
     int32_t **scripts; /* --test-script's answers' ids (clover_free each), [n_scripts] */
     size_t *script_len;
@@ -53,6 +56,9 @@ typedef struct request_ctx {
     int too_large;
     int status;       /* the status answered (0: none yet) */
     int unauthorized; /* an API key is required and this request has none that matches */
+    char *model_asked; /* GET /v1/models/{id}: the id (malloc'd), else NULL */
+    int not_json;     /* a generation request whose Content-Type is not application/json: 415 */
+    atomic_int body_state; /* BODY_*: the body's race between its end and its deadline (body_watch.h) */
     double deadline;  /* monotonic: the body must be in by then */
     job *job;         /* a generation request's job (a reference); with n > 1, choice 0 */
     job **choices;    /* n > 1: [n_choices] every choice's job (references; choices[0] == job) */
@@ -71,5 +77,8 @@ enum MHD_Result routes_dispatch(server *s, struct MHD_Connection *conn, request_
 enum MHD_Result routes_send_body(struct MHD_Connection *conn, request_ctx *rc, int status, char *body, size_t len,
                                  const char *content_type);
 enum MHD_Result routes_send_error(struct MHD_Connection *conn, request_ctx *rc, const server_error *e);
+/* The 401 (no or a wrong API key) and the 415 (a generation body that is not declared JSON). */
+enum MHD_Result server_send_unauthorized(struct MHD_Connection *conn, request_ctx *rc);
+enum MHD_Result routes_send_unsupported(struct MHD_Connection *conn, request_ctx *rc);
 
 #endif

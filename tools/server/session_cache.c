@@ -74,9 +74,17 @@ clover_session *session_cache_pick(session_cache *c, const int32_t *prompt, size
     if (best < c->n) return use(c, best);
     if (empty < c->n) return use(c, empty);
     if (c->n < c->cap) {
-        if (clover_engine_session_create(&c->sessions[c->n], c->engine, &c->params, err)) return NULL;
-        c->n++;
-        return use(c, c->n - 1);
+        clover_error e2 = {0};
+        if (!clover_engine_session_create(&c->sessions[c->n], c->engine, &c->params, &e2)) {
+            c->n++;
+            return use(c, c->n - 1);
+        }
+        /* admission by device memory: no room for another session (CLOVER_E_NOMEM): an idle one makes
+         * room (its kept prefix is lost), else the caller answers 503 */
+        if (e2.code != CLOVER_E_NOMEM || lru == c->n) {
+            if (err) *err = e2;
+            return NULL;
+        }
     }
     if (lru == c->n) {
         if (err) {

@@ -25,8 +25,15 @@ import torch.nn.functional as F
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def heldout(n: int | None = None) -> list[dict]:
-    with open(os.path.join(HERE, "heldout_prompts.json")) as f:
+def heldout(n: int | None = None, path: str | None = None) -> list[dict]:
+    """The held-out prompts: issue 16's heldout_prompts.json, or a text file of
+    one prompt a line (issue 26's heldout.txt; '#' lines are comments)."""
+    path = path or os.path.join(HERE, "heldout_prompts.json")
+    if path.endswith(".txt"):
+        with open(path, encoding="utf-8") as f:
+            ps = [{"prompt": ln.strip()} for ln in f if ln.strip() and not ln.startswith("#")]
+        return ps[:n]
+    with open(path) as f:
         return json.load(f)["prompts"][:n]
 
 
@@ -126,11 +133,11 @@ def answer_nll(model, prompts: list[list[int]], answers: list[list[int]], block:
 
 
 def evaluate(model, tok, block: int, thresholds, nprompts: int, max_tokens: int,
-             with_nll: bool = True) -> dict:
+             with_nll: bool = True, heldout_path: str | None = None) -> dict:
     mask_id = tok.token_to_id("<|mask|>")
     pad = tok.token_to_id("<|endoftext|>")
     stops = {tok.token_to_id("<|im_end|>"), pad}
-    ps = heldout(nprompts)
+    ps = heldout(nprompts, heldout_path)
     prompts = [tok.encode(chat_prompt(p["prompt"])).ids for p in ps]
     res = {}
     ar = ar_nll = None

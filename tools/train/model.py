@@ -39,6 +39,15 @@ GEOMETRIES = {
                   linear_num_value_heads=8, linear_key_head_dim=48, linear_value_head_dim=40,
                   num_experts=16, num_experts_per_tok=4, moe_intermediate_size=96,
                   shared_expert_intermediate_size=256, full_attention_interval=3),
+    # "demo" is issue 26's default-model candidate: the Qwen3.5 layout (attention
+    # every 4th layer), 27.6M parameters, 55 MB in bf16 / 29 MB as 8-bit
+    # checkpoint shards (train.py --ckpt-int8): small enough to carry to the
+    # device beside the 5 MiB source pack within a call's 64 MiB.
+    "demo": dict(hidden_size=384, num_hidden_layers=8, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=64, linear_num_key_heads=4,
+                 linear_num_value_heads=8, linear_key_head_dim=64, linear_value_head_dim=48,
+                 num_experts=16, num_experts_per_tok=4, moe_intermediate_size=96,
+                 shared_expert_intermediate_size=256, full_attention_interval=4),
     "tiny": dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4,
                  num_key_value_heads=2, head_dim=16, linear_num_key_heads=2,
                  linear_num_value_heads=4, linear_key_head_dim=16, linear_value_head_dim=8,
@@ -128,8 +137,12 @@ class CloverTrainModel(torch.nn.Module):
         return out, torch.stack(states, 1)
 
     def _gdn(self, li, mod, xc, xn, block):
-        """Both streams of one GDN layer. xc, xn: norm_in(h) [N,T,H]."""
+        """Both streams of one GDN layer. xc: norm_in(h) [N,T,H]; xn [rN,T,H]: r
+        noisy views of the same rows (complementary masks), each previewed over
+        the clean stream's ring and states."""
         n, t, _ = xc.shape
+        nn_ = xn.shape[0]
+        r = nn_ // n
         nk, nv, dk, dv = mod.num_k_heads, mod.num_v_heads, mod.head_k_dim, mod.head_v_dim
         kk = mod.conv_kernel_size
         m = t // block
@@ -146,15 +159,18 @@ class CloverTrainModel(torch.nn.Module):
         idx = (torch.arange(m, device=xc.device) * block)[:, None] + \
             torch.arange(kk - 1, device=xc.device)[None]               # ring rows in Xcp
         ring = Xcp[:, idx]                                             # [N,m,K-1,C]
-        Xb = Xn.reshape(n, m, block, C)
+        if r > 1:
+            ring = ring.repeat(r, 1, 1, 1)
+        Xb = Xn.reshape(nn_, m, block, C)
         e = torch.cat([ring, Xb], 2)
-        xpad = torch.cat([Xb, Xb.new_zeros(n, m, kk - 1, C)], 2)
+        xpad = torch.cat([Xb, Xb.new_zeros(nn_, m, kk - 1, C)], 2)
         wr = self.conv_right[str(li)]
         yb = sum(w[:, j] * e[:, :, j:j + block] for j in range(kk)) + \
             sum(wr[:, j - 1] * xpad[:, :, j:j + block] for j in range(1, kk))
-        yn = F.silu(yb).reshape(n, t, C)
+        yn = F.silu(yb).reshape(nn_, t, C)
 
         def qkv(y):
+            n = y.shape[0]
             q, k, v = torch.split(y, [nk * dk, nk * dk, nv * dv], dim=-1)
             q = l2norm(q.reshape(n, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
             k = l2norm(k.reshape(n, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
@@ -168,21 +184,23 @@ class CloverTrainModel(torch.nn.Module):
         # noisy: the block operator of SPEC 2.1 (ln(b/B) = 0 at the trained size)
         q, k, v = qkv(yn)
         gn = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xn).float() + mod.dt_bias)
-        qb = q.reshape(n, m, block, nv, dk).transpose(2, 3)            # [N,m,h,b,dk]
-        kb = k.reshape(n, m, block, nv, dk).transpose(2, 3)
-        vb = v.reshape(n, m, block, nv, dv).transpose(2, 3)
-        gb = gn.reshape(n, m, block, nv).transpose(2, 3)               # [N,m,h,b]
+        qb = q.reshape(nn_, m, block, nv, dk).transpose(2, 3)          # [rN,m,h,b,dk]
+        kb = k.reshape(nn_, m, block, nv, dk).transpose(2, 3)
+        vb = v.reshape(nn_, m, block, nv, dv).transpose(2, 3)
+        gb = gn.reshape(nn_, m, block, nv).transpose(2, 3)             # [rN,m,h,b]
+        if r > 1:
+            states = states.repeat(r, 1, 1, 1, 1)
         ls = self.logit_scale[str(li)][:, None, None]
         s_block = ls * (qb @ kb.transpose(-1, -2))                     # [N,m,h,b,b]
         s_hist = self.history_bias[str(li)][:, None] + self.history_c[str(li)][:, None] * gb
         p = torch.softmax(torch.cat([s_block, s_hist[..., None]], -1).float(), -1)
         u = (qb * dk ** -0.5) @ states                                 # S^T q  [N,m,h,b,dv]
         on = p[..., :block] @ vb + p[..., block:] * u
-        on = on.transpose(2, 3).reshape(n, t, nv, dv)
+        on = on.transpose(2, 3).reshape(nn_, t, nv, dv)
 
         def out(o, x):
             z = mod.in_proj_z(x).reshape(-1, dv)
-            return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(n, t, nv * dv))
+            return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(x.shape[0], t, nv * dv))
         return out(oc, xc), out(on, xn)
 
     # ---- sparse MoE ----
@@ -236,14 +254,17 @@ class CloverTrainModel(torch.nn.Module):
     @staticmethod
     def _attn(mod, xc, xn, cos, sin, block):
         n, t, _ = xc.shape
+        r = xn.shape[0] // n
 
         def proj(x):
+            n = x.shape[0]
             shp = (n, t, -1, mod.head_dim)
             q, gate = torch.chunk(mod.q_proj(x).view(n, t, -1, mod.head_dim * 2), 2, dim=-1)
             q = mod.q_norm(q.reshape(shp)).transpose(1, 2)
             k = mod.k_norm(mod.k_proj(x).view(shp)).transpose(1, 2)
             v = mod.v_proj(x).view(shp).transpose(1, 2)
-            q, k = apply_rotary_pos_emb(q, k, cos, sin)
+            q, k = apply_rotary_pos_emb(q, k, cos if cos.shape[0] == n else cos.repeat(r, 1, 1),
+                                        sin if sin.shape[0] == n else sin.repeat(r, 1, 1))
             return q, k, v, gate.reshape(n, t, -1)
 
         qc, kc, vc, gc = proj(xc)
@@ -254,14 +275,18 @@ class CloverTrainModel(torch.nn.Module):
         blk = torch.arange(t, device=xc.device) // block
         seen = torch.cat([blk[None, :] < blk[:, None],                 # clean keys before the block
                           blk[None, :] == blk[:, None]], 1)            # the whole block
+        if r > 1:
+            kc, vc = kc.repeat(r, 1, 1, 1), vc.repeat(r, 1, 1, 1)
         on = F.scaled_dot_product_attention(qn, torch.cat([kc, kn], 2), torch.cat([vc, vn], 2),
                                             attn_mask=seen, scale=mod.scaling)
-        f = lambda o, g: mod.o_proj(o.transpose(1, 2).reshape(n, t, -1) * torch.sigmoid(g))  # noqa
+        f = lambda o, g: mod.o_proj(o.transpose(1, 2).reshape(o.shape[0], t, -1) *  # noqa: E731
+                                    torch.sigmoid(g))
         return f(oc, gc), f(on, gn)
 
     def forward(self, ids: torch.Tensor, noisy: torch.Tensor | None, block: int):
-        """ids [N,T] (T % block == 0); noisy [N,T] the same with masked rows, or
-        None for the causal stream alone. Returns (causal logits, preview logits)."""
+        """ids [N,T] (T % block == 0); noisy [rN,T]: r views of the same rows with
+        masked rows (r = 2: complementary masks), or None for the causal stream
+        alone. Returns (causal logits [N,T,V], preview logits [rN,T,V])."""
         m = self.lm.model
         n, t = ids.shape
         hc = m.embed_tokens(ids)

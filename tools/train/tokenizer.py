@@ -1,5 +1,7 @@
 """The trained model's tokenizer: a byte-level BPE trained with Hugging Face
-`tokenizers` on the corpus, in the exact shape of Qwen3.5's (the fixture
+`tokenizers` on the corpus (issue 16: train.jsonl.gz) or, with --pack, on the
+generator's mix of issue 26 (gen.py over fetch_corpus.py's pack: chat
+exchanges and prose, seed fixed; the result is committed in tools/train/tok/), in the exact shape of Qwen3.5's (the fixture
 tokenizer's recipe in tools/reference/clover_ref/tiny_tokenizer.py: NFC, the
 qwen35 split regex, ByteLevel, Qwen3.5's 33 added tokens in their order, then
 `<|mask|>`), only larger: 8192 ids in all.
@@ -8,6 +10,7 @@ The added tokens are cut out of the training text first, so no merge is
 spent on their pieces. Single threaded, so one corpus gives one file.
 
     python3 tools/train/tokenizer.py --corpus /tmp/clover-corpus --out DIR
+    python3 tools/train/tokenizer.py --pack .gpu-train/corpus --out tools/train/tok
 """
 from __future__ import annotations
 
@@ -43,7 +46,26 @@ def strip_added(text: str) -> str:
     return text
 
 
-def train(corpus_dir: str, vocab: int = VOCAB, limit: int | None = None) -> Tokenizer:
+def gen_texts(pack: str, chars: int, seed: int = 26):
+    """The generator's mix as training text: 3/4 exchanges, 1/4 prose."""
+    import random
+    sys.path.insert(0, HERE)
+    from gen import Gen, load_corpus
+    g = Gen(load_corpus(pack))
+    r = random.Random(seed)
+    n = 0
+    while n < chars:
+        if r.random() < 0.25:
+            t = g.prose_doc(r)
+        else:
+            p, c = g.sample(r)
+            t = p + c
+        n += len(t)
+        yield t
+
+
+def train(corpus_dir: str | None, vocab: int = VOCAB, limit: int | None = None,
+          texts=None) -> Tokenizer:
     os.environ.setdefault("RAYON_NUM_THREADS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     tok = Tokenizer(models.BPE(unk_token=None, byte_fallback=False, fuse_unk=False))
@@ -59,8 +81,9 @@ def train(corpus_dir: str, vocab: int = VOCAB, limit: int | None = None) -> Toke
     trainer = trainers.BpeTrainer(vocab_size=bpe, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
                                   special_tokens=[])
-    tok.train_from_iterator((strip_added(s["text"]) for s in corpus_texts(corpus_dir, limit)),
-                            trainer)
+    if texts is None:
+        texts = (s["text"] for s in corpus_texts(corpus_dir, limit))
+    tok.train_from_iterator((strip_added(t) for t in texts), trainer)
     if tok.get_vocab_size() != bpe:
         # a small corpus (the CPU smoke run) has fewer merges than asked for
         print(f"tokenizer: {tok.get_vocab_size()} BPE symbols (asked {bpe})", file=sys.stderr)
@@ -73,13 +96,17 @@ def train(corpus_dir: str, vocab: int = VOCAB, limit: int | None = None) -> Toke
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpus", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="issue 16's corpus folder (train.jsonl.gz)")
+    src.add_argument("--pack", help="fetch_corpus.py's pack: train on gen.py's mix")
+    ap.add_argument("--chars", type=int, default=40_000_000, help="--pack: characters of text")
     ap.add_argument("--out", required=True)
     ap.add_argument("--vocab", type=int, default=VOCAB)
     ap.add_argument("--limit", type=int, default=None)
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
-    tok = train(a.corpus, a.vocab, a.limit)
+    texts = gen_texts(a.pack, a.chars) if a.pack else None
+    tok = train(a.corpus, a.vocab, a.limit, texts)
     write_tokenizer(tok, a.out)
     print(f"tokenizer: {tok.get_vocab_size()} ids -> {a.out}/tokenizer.json")
 

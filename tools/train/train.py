@@ -42,134 +42,194 @@ sys.path.insert(0, os.path.join(HERE, "..", "reference"))
 from data import build_rows  # noqa: E402
 from model import GEOMETRIES, CloverTrainModel, text_config  # noqa: E402
 
-SHARD_BYTES = 16 * 10**6
+import ckpt as ckpt_io  # noqa: E402
 
 
-def save_ckpt(model, path: str, step: int, log: list) -> None:
-    """Shards written under temporary names, then renamed, state.json last."""
-    from safetensors.torch import save_file
-    os.makedirs(path, exist_ok=True)
-    sd = {k: v.detach().to(torch.bfloat16).cpu().contiguous() for k, v in model.state_dict().items()}
-    shards, cur, size = [], {}, 0
-    for k in sorted(sd):
-        nb = sd[k].numel() * 2
-        if cur and size + nb > SHARD_BYTES:
-            shards.append(cur)
-            cur, size = {}, 0
-        cur[k], size = sd[k], size + nb
-    shards.append(cur)
-    names = [f"weights-{i:03d}.safetensors" for i in range(len(shards))]
-    for n, s in zip(names, shards):
-        save_file(s, os.path.join(path, n + ".tmp"))
-    for n in names:
-        os.replace(os.path.join(path, n + ".tmp"), os.path.join(path, n))
-    for n in os.listdir(path):
-        if n.startswith("weights-") and n not in names:
-            os.remove(os.path.join(path, n))
-    with open(os.path.join(path, "state.json.tmp"), "w") as f:
-        json.dump({"step": step, "shards": names, "log": log}, f, indent=1)
-    os.replace(os.path.join(path, "state.json.tmp"), os.path.join(path, "state.json"))
+def save_ckpt(model, path: str, step: int, log: list, int8: bool = False) -> None:
+    ckpt_io.save(model, path, step, log, int8)
 
 
 def load_ckpt(model, path: str):
-    from safetensors.torch import load_file
-    if not os.path.exists(os.path.join(path, "state.json")):
-        return 0, []
-    with open(os.path.join(path, "state.json")) as f:
-        st = json.load(f)
-    sd = {}
-    for n in st.get("shards") or sorted(x for x in os.listdir(path) if x.startswith("weights-")):
-        sd.update(load_file(os.path.join(path, n)))
-    model.load_state_dict({k: v.float() for k, v in sd.items()})
-    return st["step"], st["log"]
+    step, log, _ = ckpt_io.load(model, path)
+    return step, log
 
 
-def mask_batch(ids, block, r_max, mask_id, gen):
-    """Each block of each row masked at its own ratio in U(0.05, r_max)."""
+def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: float = 0.05,
+               complementary: bool = False):
+    """Each block of each row masked at its own ratio in U(r_min, r_max), or
+    fully masked (as inference starts every block) with probability full_p.
+    complementary: a second view masks exactly the rows the first left clean
+    (every token supervised once in views m and 1-m; Fast-dLLM v2). Returns
+    (noisy [rN,T], masked [rN,T]), r = 1 or 2."""
     n, t = ids.shape
     m = t // block
-    ratio = 0.05 + (r_max - 0.05) * torch.rand(n, m, 1, generator=gen, device=ids.device)
+    ratio = r_min + (r_max - r_min) * torch.rand(n, m, 1, generator=gen, device=ids.device)
+    if full_p > 0:
+        full = torch.rand(n, m, 1, generator=gen, device=ids.device) < full_p
+        ratio = torch.where(full, torch.ones_like(ratio) * 1.01, ratio)
     u = torch.rand(n, m, block, generator=gen, device=ids.device)
     masked = (u < ratio).reshape(n, t)
+    if complementary:
+        masked = torch.cat([masked, ~masked], 0)
+        ids = ids.repeat(2, 1)
     return torch.where(masked, torch.full_like(ids, mask_id), ids), masked
 
 
-def losses(lc, ln, ids, real, masked, distill: float):
-    """Causal CE on real targets; preview CE on masked rows (pads included:
-    the rows after an answer must resolve fast at inference too); the
-    distillation KL on masked real rows that have a causal prediction."""
-    v = lc.shape[-1]
+def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0):
+    """Causal CE on real targets; preview CE on masked rows of every view (pads
+    included: the rows after an answer must resolve fast at inference too); the
+    distillation KL on masked real rows that have a causal prediction; with
+    entropy > 0 (the sharpening pass) the mean entropy of the preview on masked
+    rows, returned as the fourth term (its weight applied by the caller)."""
+    n = ids.shape[0]
     tgt_ok = real[:, 1:]
     loss_c = F.cross_entropy(lc[:, :-1][tgt_ok].float(), ids[:, 1:][tgt_ok])
+    z = loss_c.new_zeros(())
     if ln is None:
-        z = loss_c.new_zeros(())
-        return loss_c, z, z
+        return loss_c, z, z, z
+    r = ln.shape[0] // n
+    ids_r = ids.repeat(r, 1) if r > 1 else ids
     lnm = ln[masked].float()
-    loss_p = F.cross_entropy(lnm, ids[masked])
-    loss_d = loss_c.new_zeros(())
+    loss_p = F.cross_entropy(lnm, ids_r[masked])
+    loss_e = z
+    if entropy > 0:
+        lp = F.log_softmax(lnm, -1)
+        loss_e = -(lp.exp() * lp).sum(-1).mean()
+    del lnm
+    loss_d = z
     if distill > 0:
-        mk = masked & real
-        mk[:, 0] = False
-        teacher = F.softmax(lc.detach()[:, :-1][mk[:, 1:]].float(), -1)
-        student = F.log_softmax(ln[mk].float(), -1)
-        loss_d = F.kl_div(student, teacher, reduction="batchmean")
-    del v
-    return loss_c, loss_p, loss_d
+        parts, cnt = [], 0
+        teach_all = lc.detach()[:, :-1]
+        for v in range(r):
+            mk = masked[v * n:(v + 1) * n] & real
+            mk[:, 0] = False
+            teacher = F.softmax(teach_all[mk[:, 1:]].float(), -1)
+            student = F.log_softmax(ln[v * n:(v + 1) * n][mk].float(), -1)
+            parts.append(F.kl_div(student, teacher, reduction="sum"))
+            cnt += int(mk.sum())
+        loss_d = sum(parts) / max(cnt, 1)
+    return loss_c, loss_p, loss_d, loss_e
+
+
+def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, entropy: float):
+    """Forward + backward of one step's batch in `accum` micro-batches (each
+    view of the preview split alike); returns the losses averaged over them."""
+    n = ids.shape[0]
+    mb = n // accum
+    if n % accum:
+        raise SystemExit(f"train: --batch {n} does not split into {accum} micro-batches")
+    r = noisy.shape[0] // n if noisy is not None else 0
+    tot = None
+    for i in range(accum):
+        sl = slice(i * mb, (i + 1) * mb)
+        nz = mk = None
+        if noisy is not None:
+            nz = noisy.view(r, n, -1)[:, sl].reshape(r * mb, -1)
+            mk = masked.view(r, n, -1)[:, sl].reshape(r * mb, -1)
+        with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
+            lc, ln = fwd(ids[sl], nz, a.block)
+        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy)
+        loss = parts[0] + parts[1] + a.distill * parts[2] + entropy * parts[3]
+        (loss / accum).backward()
+        del lc, ln, loss
+        parts = [x.detach() / accum for x in parts]
+        tot = parts if tot is None else [t + x for t, x in zip(tot, parts)]
+    return tot
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--corpus", required=True)
-    ap.add_argument("--tok", required=True)
-    ap.add_argument("--ckpt", required=True)
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--corpus", help="issue 16: a corpus.py folder (train.jsonl.gz), rows built up front")
+    src.add_argument("--pack", help="issue 26: a fetch_corpus.py pack; batches streamed from gen.py")
+    ap.add_argument("--tok", required=True, help="folder with tokenizer.json")
+    ap.add_argument("--ckpt", required=True, help="checkpoint folder written (and resumed from)")
+    ap.add_argument("--init-from", default=None,
+                    help="resume from this checkpoint folder when --ckpt has none yet")
+    ap.add_argument("--ckpt-int8", action="store_true", help="8-bit weight shards (ckpt.py)")
     ap.add_argument("--geometry", default="small", choices=sorted(GEOMETRIES))
-    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--steps", type=int, default=3000, help="the schedule's total steps")
     ap.add_argument("--causal-steps", type=int, default=600)
     ap.add_argument("--ramp", type=int, default=800)
+    ap.add_argument("--r-min", type=float, default=0.05)
+    ap.add_argument("--full-p", type=float, default=0.0,
+                    help="probability that a block is fully masked (as inference starts it)")
+    ap.add_argument("--complementary", action="store_true",
+                    help="a second preview view with the complementary mask 1-m")
     ap.add_argument("--distill", type=float, default=0.5)
+    ap.add_argument("--sharpen-from", type=int, default=None,
+                    help="from this step on, add --entropy x the preview's entropy on masked rows")
+    ap.add_argument("--entropy", type=float, default=0.0)
+    ap.add_argument("--prose-p", type=float, default=0.3, help="--pack: prose rows, causal phase")
+    ap.add_argument("--prose-p-diff", type=float, default=0.05, help="--pack: prose rows, after it")
+    ap.add_argument("--think-p", type=float, default=0.2, help="--pack: exchanges with thinking on")
+    ap.add_argument("--workers", type=int, default=max(1, min(8, (os.cpu_count() or 2) - 2)))
     ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--accum", type=int, default=1,
+                    help="micro-batches a step (doubled by itself on out-of-memory)")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
+    ap.add_argument("--rewarmup", type=int, default=30, help="warm-up steps after a resume")
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bfloat16 (GPU)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the forward")
-    ap.add_argument("--limit", type=int, default=None, help="use the first N corpus samples")
-    ap.add_argument("--stop-after-min", type=float, default=9.0)
+    ap.add_argument("--limit", type=int, default=None, help="--corpus: the first N samples")
+    ap.add_argument("--stop-after-min", type=float, default=9.0,
+                    help="stop (and save) once this much wall time has passed since start")
     ap.add_argument("--max-steps-run", type=int, default=None, help="stop this run after N steps")
-    ap.add_argument("--save-every-s", type=float, default=60.0)
+    ap.add_argument("--save-every-s", type=float, default=120.0)
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--eval-every", type=int, default=500)
     ap.add_argument("--eval-prompts", type=int, default=20)
     ap.add_argument("--eval-tokens", type=int, default=96)
+    ap.add_argument("--heldout", default=None, help="held-out prompts (.json or .txt)")
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.9, 0.7, 0.5])
     a = ap.parse_args()
     if a.seq % a.block:
         raise SystemExit(f"train: --seq {a.seq} is not a multiple of --block {a.block}")
     from tokenizers import Tokenizer
-    tok = Tokenizer.from_file(os.path.join(a.tok, "tokenizer.json"))
+    tok_path = os.path.join(a.tok, "tokenizer.json")
+    tok = Tokenizer.from_file(tok_path)
     vocab = tok.get_vocab_size()
     mask_id, eot = tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+    if mask_id is None:
+        raise SystemExit(f"train: {tok_path} has no <|mask|> token")
+    stream = None
+    if a.pack:
+        # the workers start (spawned) before CUDA is touched
+        from stream import Stream
+        stream = Stream(a.pack, tok_path, seed=a.seed, batch=a.batch, seq=a.seq, block=a.block,
+                        prose_p=a.prose_p, think_p=a.think_p, workers=a.workers,
+                        prose_p_diff=a.prose_p_diff, causal_steps=a.causal_steps)
     cfg = text_config(a.geometry, vocab, eot, tok.token_to_id("<|im_end|>"))
-    a.every = GEOMETRIES[a.geometry]["full_attention_interval"]
     model = CloverTrainModel(cfg, seed=a.seed)
-    step, log = load_ckpt(model, a.ckpt)
+    step, log, _ = ckpt_io.load(model, a.ckpt)
+    if step == 0 and a.init_from:
+        step, log, _ = ckpt_io.load(model, a.init_from)
     model.to(a.device).train()
     model.grouped = a.device.startswith("cuda") and not os.environ.get("CLOVER_TRAIN_LOOP_MOE")
     nparam = sum(p.numel() for p in model.parameters())
     t_data = time.time()
-    ids_all, real_all = build_rows(a.corpus, tok, a.seed, a.block, a.seq, a.limit)
-    rows = ids_all.shape[0]
-    if rows == 0:
-        raise SystemExit(f"train: no exchange fits a row of --seq {a.seq} tokens (block {a.block})")
-    print(f"train: {nparam / 1e6:.2f}M parameters, {rows} rows of {a.seq} "
-          f"({real_all.sum().item() / 1e6:.2f}M real tokens, "
-          f"{real_all.float().mean().item():.2f} of the rows' tokens), built in "
-          f"{time.time() - t_data:.1f} s, from step {step}, on {a.device}"
-          f"{' bf16' if a.bf16 else ''}{' compiled' if a.compile else ''}", flush=True)
-    ids_all, real_all = ids_all.to(a.device), real_all.to(a.device)
+    if stream is None:
+        ids_all, real_all = build_rows(a.corpus, tok, a.seed, a.block, a.seq, a.limit)
+        rows = ids_all.shape[0]
+        if rows == 0:
+            raise SystemExit(f"train: no exchange fits a row of --seq {a.seq} tokens (block {a.block})")
+        what = (f"{rows} rows of {a.seq} ({real_all.sum().item() / 1e6:.2f}M real tokens, "
+                f"{real_all.float().mean().item():.2f} of the rows' tokens)")
+        ids_all, real_all = ids_all.to(a.device), real_all.to(a.device)
+        order = torch.randperm(rows, generator=torch.Generator().manual_seed(a.seed)).to(a.device)
+    else:
+        what = f"batches of {a.batch} x {a.seq} streamed from {a.pack} by {a.workers} workers"
+        stream.get(step)   # the first batch: workers loaded
+        stream.want = step
+    print(f"train: {nparam / 1e6:.2f}M parameters, {what}, ready in "
+          f"{time.time() - t_data:.1f} s, from step {step} of {a.steps}, on {a.device}"
+          f"{' bf16' if a.bf16 else ''}{' compiled' if a.compile else ''}"
+          f"{' int8-ckpt' if a.ckpt_int8 else ''}", flush=True)
     # The optimizer restarts with each run (weights-only checkpoints); a short
     # re-warmup keeps the restart gentle.
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
@@ -179,35 +239,56 @@ def main() -> None:
                             lr=a.lr, betas=(0.9, 0.95), fused=a.device.startswith("cuda"))
     fwd = torch.compile(model) if a.compile else model
     gen = torch.Generator(device=a.device).manual_seed(a.seed + step)
-    order = torch.randperm(rows, generator=torch.Generator().manual_seed(a.seed)).to(a.device)
     start_step, t0, last_save = step, time.time(), time.time()
     ntok = 0
+    warm = a.warmup if start_step == 0 else a.rewarmup
+    accum = a.accum
     while step < a.steps:
-        lr = a.lr * min(1.0, (step - start_step + 1) / a.warmup, (step + 1) / a.warmup) * \
+        lr = a.lr * min(1.0, (step - start_step + 1) / warm, (step + 1) / a.warmup) * \
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
         for g in opt.param_groups:
             g["lr"] = lr
-        epoch, off = divmod(step * a.batch, rows)
-        sel = order[(off + torch.arange(a.batch, device=a.device)) % rows]
-        ids, real = ids_all[sel], real_all[sel]
+        if stream is None:
+            epoch, off = divmod(step * a.batch, rows)
+            sel = order[(off + torch.arange(a.batch, device=a.device)) % rows]
+            ids, real = ids_all[sel], real_all[sel]
+            ep = round(epoch + off / rows, 2)
+        else:
+            ids_np, real_np = stream.get(step)
+            ids = torch.from_numpy(ids_np).to(a.device, torch.long, non_blocking=True)
+            real = torch.from_numpy(real_np).to(a.device, non_blocking=True)
+            ep = None
         diffusion = step >= a.causal_steps
+        sharpen = a.sharpen_from is not None and step >= a.sharpen_from
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
-        noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen) if diffusion else (None, None)
-        with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
-            lc, ln = fwd(ids, noisy, a.block)
-        loss_c, loss_p, loss_d = losses(lc, ln, ids, real, masked, a.distill if diffusion else 0)
-        loss = loss_c + loss_p + a.distill * loss_d
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
+                                   a.complementary) if diffusion else (None, None)
+        while True:
+            try:
+                opt.zero_grad(set_to_none=True)
+                loss_c, loss_p, loss_d, loss_e = accumulate(
+                    fwd, a, ids, real, noisy, masked, accum, a.distill if diffusion else 0,
+                    a.entropy if sharpen else 0)
+                break
+            except torch.OutOfMemoryError:
+                # same batch, same step, in more micro-batches: the schedule is unchanged
+                if accum >= a.batch or accum >= 32:
+                    raise
+                accum *= 2
+                opt.zero_grad(set_to_none=True)
+                torch.cuda.empty_cache()
+                print(f"train: out of memory at step {step}: micro-batches of "
+                      f"{a.batch // accum} ({accum} a step) from now on", flush=True)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         step += 1
         ntok += a.batch * a.seq
         if step % a.log_every == 0 or step == a.steps:
             now = time.time()
-            rec = {"step": step, "epoch": round(epoch + off / rows, 2),
+            rec = {"step": step, "epoch": ep,
                    "causal": round(loss_c.item(), 4), "preview": round(loss_p.item(), 4),
-                   "distill": round(loss_d.item(), 4), "r_max": round(r_max, 3) if diffusion else 0,
+                   "distill": round(loss_d.item(), 4), "entropy": round(loss_e.item(), 4),
+                   "r_max": round(r_max, 3) if diffusion else 0,
                    "lr": round(lr, 6), "tok_per_s": round(ntok / max(now - t0, 1e-9)),
                    "wall_s": round(now - START, 1)}
             t0, ntok = time.time(), 0
@@ -222,7 +303,8 @@ def main() -> None:
             model.eval()
             with torch.no_grad(), torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16,
                                                  enabled=a.bf16):
-                res = evaluate(model, tok, a.block, a.thresholds, a.eval_prompts, a.eval_tokens)
+                res = evaluate(model, tok, a.block, a.thresholds, a.eval_prompts, a.eval_tokens,
+                               heldout_path=a.heldout)
             model.train()
             log.append({"step": step, "eval": res})
             print(f"eval step {step}: AR answers' NLL {res['ar']['nll']:.3f}; " + ", ".join(
@@ -232,12 +314,14 @@ def main() -> None:
                 print(f"  {k}: {v['samples'][0]!r}", flush=True)
             t0, ntok = time.time(), 0
         if done or out_of_time or time.time() - last_save > a.save_every_s:
-            save_ckpt(model, a.ckpt, step, log)
+            save_ckpt(model, a.ckpt, step, log, a.ckpt_int8)
             last_save = time.time()
             print(f"train: checkpoint at step {step} in {a.ckpt} ({time.time() - START:.0f} s)",
                   flush=True)
         if done or out_of_time:
             break
+    if stream is not None:
+        stream.close()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,456 @@
+/*
+ * matmul_igemm.cu: the integer chunk products (2+ rows) for Q8_0 / Q4_K /
+ * Q5_K / Q6_K weights, on the tensor cores (mma.sync s8, m16n8k32; Q6_K's
+ * scales cover 16 values, so m16n8k16 there), dense and grouped-expert.
+ *
+ * Why integer: the activations are rounded to 8 bits in blocks exactly as the
+ * decode products and the CPU's integer path round them (the same device
+ * quantiser code, matmul_internal.cuh), the integer sums are exact, and every
+ * output applies the block scales and adds the per-block terms in one fixed
+ * float order, the canonical order of every integer product on the GPU:
+ *   term_b as act_scalar.c forms it, IEEE roundings, no contraction (__f*_rn):
+ *     Q8_0:        (d_w * x_d) * (float)isum
+ *     Q4_K, Q5_K:  x_d * (d * (float)sum_q - dmin * (float)sum_m)
+ *     Q6_K:        (d_w * x_d) * (float)isum
+ *   P interleaved partials, p_j = 0 + term_j + term_{j+P} + ... in block
+ *   order (P = 8 for Q8_0's 32-value blocks, 2 for the K-quants' 256), then
+ *   Q8_0: ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)); K: p0 + p1.
+ * That is the decode kernel's natural lane layout (matmul_mmv.cu: 8 lane
+ * groups of 4 over Q8_0 blocks, 2 of 16 over super-blocks, then a butterfly),
+ * so a row's bits are the same at 1 row or 512, whatever its neighbours,
+ * decode or chunk. Against the CPU's sequential sum (act_scalar.c) only the
+ * grouping of the sums of the terms differs: <= 1e-5 relative, tested.
+ *
+ * Layout: a thread block (8 warps) computes 16 outputs x up to BR rows (32,
+ * or 16/8 for few rows or long n_in). The rows come rounded to 8 bits once
+ * per product (ig_quantize, chunk-major 304-byte pieces in the caller's
+ * scratch: cuda_matmul_chunk_ws, cuda_moe_chunk), or without scratch each
+ * block rounds its rows into its own shared memory (cuda_matmul_chunk: the
+ * same bytes, slower). The weights (and the rows' chunk) stream through a
+ * 4-stage cp.async ring of 256-value chunks, the raw blocks copied as they
+ * are (a 16-byte piece that is unaligned or crosses the tensor's ends is
+ * copied byte by byte). Warp w takes the 8 rows of tile w&3 and half of the
+ * canonical partials (w>>2: Q8_0 blocks 0-3 or 4-7 of each chunk, K-quants
+ * the even or odd super-blocks); the halves meet in the tree's last addition
+ * through shared memory. WIDE (MoE tiles of <= 8 slots, when the slots per
+ * expert are few, as in a 32-row preview): 128 outputs a block, each warp one
+ * m-tile with every partial. Dense grids put the row tiles on x, so the
+ * blocks that share weight rows run together and the re-reads hit L2. MoE:
+ * the tiles of matmul_gemm.cu's grouping pass (up to BR slots of one expert
+ * each) on grid.y, each routed expert's rows read once per tile.
+ * Measured (H200, NOTES_matmul.md): issue-bound, not yet at the bandwidth.
+ */
+#include "matmul_internal.cuh"
+#include "matmul_igemm.cuh"
+
+enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
+
+__device__ __forceinline__ int ig_ld32(const uint8_t *p) { return *(const int *)p; }
+__device__ __forceinline__ int ig_ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+__device__ __forceinline__ float ig_f16(const uint8_t *p) { return __half2float(*(const __half *)p); }
+
+__device__ __forceinline__ void mma_s8_k32(int *c, int a0, int a1, int a2, int a3, int b0, int b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void mma_s8_k16(int *c, int a0, int a1, int b0) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, {%0,%1,%2,%3};"
+                 : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+                 : "r"(a0), "r"(a1), "r"(b0));
+}
+
+/* Bytes of one 256-value chunk of a weight row. */
+template <int T>
+__host__ __device__ constexpr int ig_chunk_bytes() {
+    return T == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : T == MM_Q4_K ? MM_Q4_K_BYTES : T == MM_Q5_K ? MM_Q5_K_BYTES : MM_Q6_K_BYTES;
+}
+
+/* Copies chunk c of the block's weight rows into stage buffer dst (row r at
+ * dst + r*sbp + (src & 15), src the chunk's first byte). */
+template <int T, bool PREQ, int BO>
+__device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t *wbase, int n0, int c, uint8_t *dst,
+                                              const int *xrow, int m_count) {
+    if (PREQ) { /* the chunk's 8-bit rows: IG_ACS bytes each, 16-byte aligned (ig_quantize_kernel's layout) */
+        constexpr int PA = IG_ACS / 16;
+        uint8_t *da = dst + BO * p.sbp;
+        for (int idx = threadIdx.x; idx < m_count * PA; idx += IG_THREADS) {
+            const int i = idx / PA, pc = idx % PA;
+            const uint8_t *src = p.xq + ((size_t)c * p.xq_rows + xrow[i]) * IG_ACS + 16 * pc;
+            const unsigned sa = (unsigned)__cvta_generic_to_shared(da + i * IG_ACS + 16 * pc);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src) : "memory");
+        }
+    }
+    constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1;
+    const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
+    const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
+    for (int idx = threadIdx.x; idx < BO * PPR; idx += IG_THREADS) {
+        const int r = idx / PPR, pc = idx % PPR, o = n0 + r;
+        if (o >= p.n_out) continue;
+        const uint8_t *src = wbase + (size_t)o * p.row_bytes + (size_t)c * CB;
+        const uint8_t *lo = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15), *q = lo + 16 * pc;
+        if (q >= src + cb) continue;
+        uint8_t *d = dst + r * p.sbp + 16 * pc;
+        if (q >= p.w_lo && q + 16 <= p.w_end) {
+            const unsigned sa = (unsigned)__cvta_generic_to_shared(d);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(q) : "memory");
+        } else {
+            for (int i = 0; i < 16; i++)
+                if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+        }
+    }
+}
+
+/* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
+template <int T, bool PREQ, bool WIDE>
+__global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
+    constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
+    const int sts = BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
+    uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
+    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
+    int n0, m_count, e = 0;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.x * p.br;
+        n0 = blockIdx.y * BO;
+        m_count = min(p.br, p.n_rows - m0);
+        for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
+    } else {
+        if ((int)blockIdx.y >= *p.ntiles) return;
+        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        n0 = blockIdx.x * BO;
+        e = t[0];
+        m_count = t[2];
+        for (int i = tid; i < p.br; i += IG_THREADS) {
+            const int s = i < m_count ? p.perm[t[1] + i] : 0;
+            yrow[i] = s;
+            xrow[i] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    constexpr int CB = ig_chunk_bytes<T>();
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
+    __syncthreads(); /* xrow */
+    /* the first chunks in flight before anything else */
+#pragma unroll
+    for (int s = 0; s < IG_STAGES - 1; s++) {
+        if (s < nchunks) ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
+    if (!PREQ) {
+        const int q8 = T == MM_Q8_0, wide = !q8 || p.n_in % 256 == 0, qb = wide ? 256 : 32;
+        const int nb = p.n_in / qb, bb = q8 ? (wide ? 8 : 1) * MM_ACT32_BYTES : MM_ACTK_BYTES;
+        for (int j = warp; j < m_count * nb; j += IG_THREADS / 32) {
+            const int i = j / nb, b = j % nb;
+            const float *src = p.x + (size_t)xrow[i] * p.n_in + (size_t)b * qb;
+            uint8_t *dst = act + i * p.act_stride + b * bb;
+            if (!q8)
+                mm_act_block_k(src, dst, lane);
+            else if (wide)
+                mm_act_blocks_32x8(src, dst, lane);
+            else
+                mm_act_block_32(src, dst, lane);
+        }
+    }
+    /* warp w: the block's 16 outputs for the 8 rows of tile w&3, and half of the canonical order's partials
+     * (kh = w>>2): Q8_0 blocks 4kh..4kh+3 of each chunk (partials p_{4kh..4kh+3}), K-quants the chunks of
+     * parity kh (partial p_kh); the two halves meet at the end in the tree's last addition */
+    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
+    const int mt = WIDE ? warp : 0, nt0 = WIDE ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
+    bool live[NT];
+    float acc[NT][PL][4];
+    /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1), as
+     * offsets from the rows' base (PREQ: the stage's chunk; else the whole rows) */
+    int xb[NT], xc0[NT], xc1[NT];
+    const int astr = PREQ ? IG_ACS : p.act_stride;
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        const int nt = nt0 + NS * i;
+        live[i] = 8 * nt < m_count;
+        xb[i] = (8 * nt + g) * astr;
+        xc0[i] = (8 * nt + 2 * tig) * astr;
+        xc1[i] = xc0[i] + astr;
+#pragma unroll
+        for (int j = 0; j < PL; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+    }
+    const int r0 = 16 * mt + g, r1 = r0 + 8;
+    const uint8_t *wrow0 = wbase + (size_t)(n0 + r0) * p.row_bytes, *wrow1 = wbase + (size_t)(n0 + r1) * p.row_bytes;
+
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
+        if (c + IG_STAGES - 1 < nchunks)
+            ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts,
+                                   xrow, m_count);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const uint8_t *stg = stages + (c % IG_STAGES) * sts;
+        const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
+        const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
+        const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
+        if (T == MM_Q8_0) {
+            const int nbk = min(8, p.n_in / 32 - 8 * c);
+#pragma unroll
+            for (int bl = 0; bl < (WIDE ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
+                const int blk = (WIDE ? 0 : 4 * kh) + bl;
+                if (blk >= nbk) break;
+                const uint8_t *b0 = w0 + blk * MM_Q8_0_BYTES, *b1 = w1 + blk * MM_Q8_0_BYTES;
+                const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
+                const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
+                const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
+                const int xo = ((PREQ ? 0 : 8 * c) + blk) * MM_ACT32_BYTES;
+#pragma unroll
+                for (int i = 0; i < NT; i++) {
+                    if (!live[i]) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 4 * tig),
+                               ig_ld32(ab + xb[i] + xo + 20 + 4 * tig));
+                    const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
+                    acc[i][bl][0] = __fadd_rn(acc[i][bl][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                    acc[i][bl][1] = __fadd_rn(acc[i][bl][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                    acc[i][bl][2] = __fadd_rn(acc[i][bl][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                    acc[i][bl][3] = __fadd_rn(acc[i][bl][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+                }
+            }
+        } else if (!WIDE && (c & 1) != kh) { /* the other half's super-block */
+        } else if (T == MM_Q4_K || T == MM_Q5_K) {
+            const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
+            const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
+            const int qo = T == MM_Q4_K ? 16 : 48, xo = PREQ ? 0 : c * MM_ACTK_BYTES;
+            int sq[NT][4], smn[NT][4];
+#pragma unroll
+            for (int i = 0; i < NT; i++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
+            int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
+            if (T == MM_Q5_K) {
+                h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+                h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int cq = j >> 1, sh = 4 * (j & 1);
+                int a0 = (ig_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a1 = (ig_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a2 = (ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                int a3 = (ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                if (T == MM_Q5_K) {
+                    a0 |= ((h0a >> j) & 0x01010101) << 4;
+                    a1 |= ((h1a >> j) & 0x01010101) << 4;
+                    a2 |= ((h0b >> j) & 0x01010101) << 4;
+                    a3 |= ((h1b >> j) & 0x01010101) << 4;
+                }
+                int sc0, m0, sc1, m1;
+                mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
+                mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
+#pragma unroll
+                for (int i = 0; i < NT; i++) {
+                    if (!live[i]) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 32 * j + 4 * tig),
+                               ig_ld32(ab + xb[i] + xo + 20 + 32 * j + 4 * tig));
+                    const int16_t *bs0 = (const int16_t *)(ab + xc0[i] + xo + 4 + 256);
+                    const int16_t *bs1 = (const int16_t *)(ab + xc1[i] + xo + 4 + 256);
+                    const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
+                    sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
+                    smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
+                }
+            }
+            const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+                    const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+                    if (WIDE && (c & 1)) /* super-block c: partial c mod 2 (= kh unless WIDE) */
+                        acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
+                    else
+                        acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+                }
+            }
+        } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
+            const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
+            int is[NT][4];
+#pragma unroll
+            for (int i = 0; i < NT; i++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) is[i][q] = 0;
+#pragma unroll
+            for (int G = 0; G < 16; G++) {
+                const int h = G >> 3, k = (G >> 1) & 3, l = 16 * (G & 1) + 4 * tig;
+                const int qlo = 64 * h + (k & 1 ? 32 : 0) + l, qhi = 128 + 32 * h + l, lsh = k & 2 ? 4 : 0;
+                int a0 = ((ig_ld32a2(w0 + qlo) >> lsh) & 0x0F0F0F0F) | (((ig_ld32a2(w0 + qhi) >> (2 * k)) & 0x03030303) << 4);
+                int a1 = ((ig_ld32a2(w1 + qlo) >> lsh) & 0x0F0F0F0F) | (((ig_ld32a2(w1 + qhi) >> (2 * k)) & 0x03030303) << 4);
+                a0 = (int)__vsub4((unsigned)a0, 0x20202020u);
+                a1 = (int)__vsub4((unsigned)a1, 0x20202020u);
+                const int sc0 = ((const int8_t *)w0)[192 + G], sc1 = ((const int8_t *)w1)[192 + G];
+#pragma unroll
+                for (int i = 0; i < NT; i++) {
+                    if (!live[i]) continue;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k16(cc, a0, a1, ig_ld32(ab + xb[i] + xo + 4 + 16 * G + 4 * tig));
+                    is[i][0] += sc0 * cc[0], is[i][1] += sc0 * cc[1], is[i][2] += sc1 * cc[2], is[i][3] += sc1 * cc[3];
+                }
+            }
+            const float d0 = ig_f16(w0 + 208), d1 = ig_f16(w1 + 208);
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float d = q < 2 ? d0 : d1, xd = q & 1 ? xd1 : xd0;
+                    const float t = __fmul_rn(__fmul_rn(d, xd), (float)is[i][q]);
+                    if (WIDE && (c & 1))
+                        acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
+                    else
+                        acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    if (WIDE) { /* every partial in this thread: the whole tree */
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int o = n0 + (q < 2 ? r0 : r1), r = 2 * tig + (q & 1);
+            const float v =
+                PL == 8 ? __fadd_rn(__fadd_rn(__fadd_rn(acc[0][0][q], acc[0][1 % PL][q]),
+                                              __fadd_rn(acc[0][2 % PL][q], acc[0][3 % PL][q])),
+                                    __fadd_rn(__fadd_rn(acc[0][4 % PL][q], acc[0][5 % PL][q]),
+                                              __fadd_rn(acc[0][6 % PL][q], acc[0][7 % PL][q])))
+                        : __fadd_rn(acc[0][0][q], acc[0][1 % PL][q]);
+            if (live[0] && o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+        }
+        return;
+    }
+    __syncthreads(); /* the stages are free: the halves meet there */
+    float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
+    float L[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++)
+            L[i][q] = PL >= 4 ? __fadd_rn(__fadd_rn(acc[i][0][q], acc[i][1 % PL][q]),
+                                          __fadd_rn(acc[i][2 % PL][q], acc[i][3 % PL][q]))
+                              : acc[i][0][q];
+    if (kh == 1)
+#pragma unroll
+        for (int q = 0; q < 4; q++) red[(nt0 * 32 + lane) * 4 + q] = L[0][q];
+    __syncthreads();
+    if (kh == 0) {
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
+                /* Q8_0: ((p0+p1)+(p2+p3)) + ((p4+p5)+(p6+p7)); K-quants: p0 + p1 */
+                const float v = __fadd_rn(L[i][q], red[(nt0 * 32 + lane) * 4 + q]);
+                if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+            }
+        }
+    }
+}
+
+/* The chunk-major 8-bit rows of PREQ: chunk c of row r at xq + (c * n_rows + r) * IG_ACS, written byte for byte
+ * as matmul_act.cu writes them (a warp per 32-value block for Q8_0, per 256 for the K-quants). */
+__global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, int n_in, uint8_t *xq) {
+    const int lane = threadIdx.x & 31;
+    const size_t gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int q8 = type == MM_Q8_0, qb = q8 ? 32 : 256, nb = n_in / qb;
+    if (gw >= (size_t)n_rows * nb) return;
+    const int r = (int)(gw / nb), b = (int)(gw % nb), c = b * qb / IG_CHUNK;
+    uint8_t *dst = xq + ((size_t)c * n_rows + r) * IG_ACS;
+    const float *src = x + (size_t)r * n_in + (size_t)b * qb;
+    if (q8)
+        mm_act_block_32(src, dst + (b % 8) * MM_ACT32_BYTES, lane);
+    else
+        mm_act_block_k(src, dst, lane);
+}
+
+/* Shared-memory row stride of the 8-bit rows and of a weight chunk: 16-byte
+ * multiples whose word count is 4 mod 8, so that the 8 rows a fragment load
+ * touches fall in distinct banks. */
+static int ig_pad(size_t bytes) {
+    size_t s = (bytes + 15) / 16 * 16;
+    while ((s / 4) % 8 != 4) s += 16;
+    return (int)s;
+}
+
+static size_t ig_smem(const ig_params *p) {
+    if (p->xq)
+        return (size_t)IG_STAGES * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
+    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * p->bo * p->sbp + 2 * sizeof(int) * p->br;
+}
+
+int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
+    if (!mm_is_int(type)) return 0;
+    p->bo = p->wide ? 8 * IG_BO : IG_BO;
+    if (p->wide) max_rows = 8;
+    int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
+    p->sbp = ig_pad((size_t)cb + 16);
+    p->act_stride = ig_pad(mm_act_row_bytes(type, n_in));
+    p->xq = preq ? (const uint8_t *)16 : NULL; /* a placeholder for ig_smem; the caller sets it */
+    int br = max_rows > 16 ? 32 : max_rows > 8 ? 16 : 8; /* the smallest tile that holds the rows */
+    for (; br >= 8; br /= 2) {
+        p->br = br;
+        if (ig_smem(p) <= IG_SMEM_MAX) return 1;
+    }
+    return 0;
+}
+
+size_t ig_xq_bytes(size_t n_in, size_t n_rows) {
+    return mm_align256((n_in + IG_CHUNK - 1) / IG_CHUNK * n_rows * IG_ACS);
+}
+
+void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st) {
+    const size_t warps = n_rows * (n_in / (type == MM_Q8_0 ? 32 : 256));
+    if (warps) ig_quantize_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>(type, x, (int)n_rows, (int)n_in, xq);
+}
+
+template <int T, bool PREQ, bool WIDE>
+static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
+    static int attr_set = 0;
+    const size_t smem = ig_smem(p);
+    if (!attr_set) {
+        cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        attr_set = 1;
+    }
+    igemm_kernel<T, PREQ, WIDE><<<grid, IG_THREADS, smem, st>>>(*p);
+}
+
+template <int T>
+static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
+    if (p->xq && p->wide)
+        ig_launch_t<T, true, true>(p, grid, st);
+    else if (p->xq)
+        ig_launch_t<T, true, false>(p, grid, st);
+    else
+        ig_launch_t<T, false, false>(p, grid, st);
+}
+
+void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {
+    const dim3 grid(grid_x, grid_y);
+    switch (type) {
+    case MM_Q8_0: ig_launch_p<MM_Q8_0>(p, grid, st); break;
+    case MM_Q4_K: ig_launch_p<MM_Q4_K>(p, grid, st); break;
+    case MM_Q5_K: ig_launch_p<MM_Q5_K>(p, grid, st); break;
+    case MM_Q6_K: ig_launch_p<MM_Q6_K>(p, grid, st); break;
+    default: break;
+    }
+}
+
+unsigned ig_out_tiles(const ig_params *p, size_t n_out) { return (unsigned)((n_out + p->bo - 1) / p->bo); }

@@ -1,0 +1,47 @@
+/*
+ * matmul_igemm.cuh: the integer chunk GEMM of matmul_igemm.cu as
+ * matmul_gemm.cu launches it (dense and grouped-expert). CUDA C++, included
+ * only by src/cuda/matmul_*.cu.
+ */
+#ifndef CLOVER_CUDA_MATMUL_IGEMM_CUH
+#define CLOVER_CUDA_MATMUL_IGEMM_CUH
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ig_params {
+    const uint8_t *w, *w_lo, *w_end; /* the weights; the tensor's bytes are [w_lo, w_end) */
+    size_t row_bytes, expert_stride;
+    int n_out, n_in;
+    const float *x;
+    float *y;
+    int n_rows;            /* dense: rows of x and y */
+    const int32_t *perm;   /* MoE: slots grouped by expert; NULL for dense */
+    const int32_t *tiles;  /* MoE: [n][3] expert, first index into perm, count (<= br) */
+    const int32_t *ntiles; /* MoE: number of tiles */
+    int k, x_per_slot;
+    int br;         /* rows per tile: 32, 16 or 8 */
+    int act_stride; /* shared-memory bytes per 8-bit row */
+    int sbp;        /* shared-memory bytes per weight row of a chunk */
+    const uint8_t *xq; /* the rows already in 8 bits, chunk-major (ig_quantize); NULL: quantised in the block */
+    int xq_rows;       /* rows of xq */
+    int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
+    int bo;            /* outputs per block (ig_plan) */
+} ig_params;
+
+/* Bytes of an 8-bit chunk of a row in the chunk-major layout (288 or 292 used, 16-byte aligned). */
+enum { IG_ACS = 304 };
+
+/* Fills br/act_stride/sbp for (type, n_in) and rows of up to max_rows per
+ * tile (preq: the rows come quantised, ig_quantize); 1 when the integer GEMM takes it, 0 when not (float types, or a row
+ * too long for shared memory: the caller keeps the TF32 GEMM). */
+int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p);
+/* The chunk-major 8-bit rows: bytes for n_rows rows, and the kernel that writes them. */
+size_t ig_xq_bytes(size_t n_in, size_t n_rows);
+void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st);
+/* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
+void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
+unsigned ig_out_tiles(const ig_params *p, size_t n_out);
+
+#endif

@@ -1,0 +1,287 @@
+"""The Python package (python/clover) against independent answers:
+
+ * its ctypes structures against the C compiler's layout of include/clover.h
+   (a small C program prints every size and offset);
+ * generate() on the golden fixtures (tests/fixtures/*/manifest.json, the
+   PyTorch reference): token ids, confidences, passes per block, the score's
+   mean NLL and a two-request prefix reuse on one Session;
+ * generate() against the `clover` command's answer for the same prompt ids,
+   options and seed (`clover run --json`), ids and text, and tokenize() against
+   `clover tokenize`;
+ * stream() joined equals generate() (same seed, sampling on), stop strings,
+   errors as clover.Error with the engine's message, the GIL released during a
+   request, and `python -m clover run`.
+
+Runs on the build tree: CLOVER_LIBRARY / CLOVER_BINARY / CLOVER_DEFAULT_MODEL
+point the package at BUILD's libclover.so, clover and the tiny model."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from clover_paths import BUILD, SOURCE, require_command, require_file
+
+FIXTURES = SOURCE / "tests" / "fixtures"
+sys.path.insert(0, str(SOURCE / "python"))
+
+
+@pytest.fixture(scope="module")
+def clover():
+    os.environ["CLOVER_LIBRARY"] = str(require_file(BUILD / "libclover.so", "the shared library (cmake --build)"))
+    os.environ["CLOVER_BINARY"] = str(require_command("clover"))
+    os.environ["CLOVER_DEFAULT_MODEL"] = str(require_file(BUILD / "models" / "clover-tiny.gguf", "the tiny model"))
+    import clover as mod
+    return mod
+
+
+def cli(*args):
+    r = subprocess.run([str(require_command("clover")), *map(str, args)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def manifest(name):
+    return json.loads((FIXTURES / name / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    d = tmp_path_factory.mktemp("models")
+    out = {}
+    for name in ("tiny_clover", "tiny_ar"):
+        out[name] = d / f"{name}.gguf"
+        cli("convert", FIXTURES / name / "hf", "-o", out[name], "--type", "f32", "--threads", "1")
+    return out
+
+
+# ---- layout ----
+
+LAYOUT_C = r"""
+#include <stddef.h>
+#include <stdio.h>
+#include "clover.h"
+#define S(T) printf("%s size %zu\n", #T, sizeof(T));
+#define F(T, f) printf("%s.%s %zu\n", #T, #f, offsetof(T, f));
+int main(void) {
+@BODY@
+    return 0;
+}
+"""
+
+
+def test_ctypes_structures_match_the_header(clover, tmp_path):
+    from clover import _lib as L
+    cc = shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        pytest.fail("no C compiler (cc) to check the structure layout with")
+    lines = []
+    for st in L.STRUCTS:
+        lines.append(f"S({st.__name__})")
+        for name, *_ in st._fields_:
+            lines.append(f"F({st.__name__}, {'pass' if name == 'pass_' else name})")
+    (tmp_path / "layout.c").write_text(LAYOUT_C.replace("@BODY@", "\n".join(lines)))
+    subprocess.run([cc, "-std=c11", "-I", str(SOURCE / "include"), "-o", str(tmp_path / "layout"),
+                    str(tmp_path / "layout.c")], check=True, timeout=120)
+    got = subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout
+    c_side = dict(line.rsplit(" ", 1) for line in got.splitlines())
+    import ctypes
+    checked = 0
+    for st in L.STRUCTS:
+        assert int(c_side[f"{st.__name__} size"]) == ctypes.sizeof(st), st.__name__
+        for name, *_ in st._fields_:
+            key = f"{st.__name__}.{'pass' if name == 'pass_' else name}"
+            assert int(c_side[key]) == getattr(st, name).offset, key
+            checked += 1
+    assert checked > 150
+
+
+# ---- the golden fixtures ----
+
+def fixture_case(m, name):
+    return next(c for c in m["generate"] if c["name"] == name)
+
+
+def generate_case(model, c, session=None):
+    o = c["options"]
+    target = session or model
+    text = target.generate(c["prompt_ids"], max_tokens=o["max_tokens"], temperature=o["temperature"],
+                           top_k=o["top_k"], top_p=o["top_p"], seed=o["seed"], threshold=o["threshold"],
+                           ignore_eos=o["ignore_eos"])
+    return text, target.last_stats
+
+
+def check(stats, exp):
+    assert stats.ids == exp["tokens"]
+    assert stats.finish_reason == exp["finish_reason"]
+    assert stats.prompt_tokens == exp["prompt_tokens"]
+    assert max(abs(a - b) for a, b in zip(stats.confidences, exp["confidences"])) <= 1e-5
+    if "passes_per_block" in exp:
+        assert stats.passes_per_block == exp["passes_per_block"]
+
+
+DIFFUSION_CASES = [c["name"] for c in manifest("tiny_clover")["generate"]
+                   if not c["record_overrides"] and not c["options"]["suppress"] and c["options"]["block_size"] is None]
+
+
+@pytest.mark.parametrize("name", DIFFUSION_CASES)
+def test_generate_block_diffusion_matches_the_reference(clover, models, name):
+    m = clover.Model(models["tiny_clover"], threads=2)
+    text, stats = generate_case(m, fixture_case(manifest("tiny_clover"), name))
+    assert stats.mode == "diffusion"
+    check(stats, fixture_case(manifest("tiny_clover"), name)["expected"])
+
+
+def test_generate_autoregressive_matches_the_reference(clover, models):
+    m = clover.Model(models["tiny_ar"], threads=2)
+    for c in manifest("tiny_ar")["generate"]:
+        if c["options"]["suppress"] or c["options"]["block_size"] is not None:
+            continue
+        _, stats = generate_case(m, c)
+        assert stats.mode == "ar"
+        check(stats, c["expected"])
+
+
+def test_score_matches_the_reference_nll(clover, models):
+    m = clover.Model(models["tiny_clover"], threads=2)
+    nll = manifest("tiny_clover")["nll"]
+    assert abs(m.score(nll["ids"]) - nll["mean_nll"]) <= 1e-4
+
+
+def test_session_reuses_the_prefix_as_the_reference(clover, models):
+    m = clover.Model(models["tiny_clover"], threads=2)
+    man = manifest("tiny_clover")
+    pr = man["prefix_reuse"]
+    s = m.session()
+    generate_case(m, fixture_case(man, pr["first"]), session=s)
+    _, stats = generate_case(m, {"prompt_ids": pr["second_prompt_ids"], "options": pr["options"]}, session=s)
+    check(stats, pr["expected"])
+    assert stats.reused_tokens == pr["expected"]["reused_tokens"]
+    s.close()
+
+
+# ---- the CLI's answers ----
+
+@pytest.mark.parametrize("opts", [dict(seed=5, temperature=0.7, top_k=0, top_p=1.0),
+                                  dict(seed=11, temperature=1.0, top_k=20, top_p=0.9)])
+def test_generate_equals_the_command_line(clover, opts):
+    got = json.loads(cli("run", "-p", "Tell me about rivers", "--max-tokens", 40, "--json", "--threads", 2,
+                         "--seed", opts["seed"], "--temperature", opts["temperature"], "--top-k", opts["top_k"],
+                         "--top-p", opts["top_p"]))
+    m = clover.Model(threads=2)
+    text = m.generate(got["prompt_ids"], max_tokens=40, **opts)
+    assert m.last_stats.ids == got["ids"]
+    assert text == got["text"]
+    assert m.last_stats.passes_per_block == got["passes_per_block"]
+
+
+def test_tokenize_equals_the_command_line(clover):
+    m = clover.Model(threads=1)
+    for text in ["Hello world", "<|im_start|>user\nhé ü 🙂<|im_end|>", "  spaces\t\ttabs\n\n"]:
+        want = [int(x) for x in cli("tokenize", text).strip().split(",")]
+        assert m.tokenize(text, special=True) == want
+        assert m.detokenize(want) == text
+        plain = [int(x) for x in cli("tokenize", "--no-special", text).strip().split(",")]
+        assert m.tokenize(text) == plain
+
+
+# ---- streaming, stops, chat, errors, threads ----
+
+def test_stream_joined_equals_generate(clover):
+    m = clover.Model(threads=2)
+    kw = dict(max_tokens=70, temperature=0.9, top_k=30, top_p=0.95, seed=1234, ignore_eos=True)
+    text = m.generate("Once upon a time", **kw)
+    ids = m.last_stats.ids
+    pieces = list(m.stream("Once upon a time", **kw))
+    assert "".join(pieces) == text
+    assert m.last_stats.ids == ids
+    assert len(pieces) >= 2  # 70 tokens over blocks of 32: at least one piece per block
+    ar = m.generate("Once upon a time", mode="ar", **kw)
+    assert "".join(m.stream("Once upon a time", mode="ar", **kw)) == ar
+
+
+def test_stop_strings_cut_the_answer(clover):
+    m = clover.Model(threads=2)
+    kw = dict(max_tokens=60, temperature=1.0, seed=3, ignore_eos=True)
+    full = m.generate("abc", **kw)
+    stop = full[10:12]
+    assert len(stop) == 2
+    cut = m.generate("abc", stop=[stop], **kw)
+    assert cut == full[:full.index(stop)]
+    assert "".join(m.stream("abc", stop=[stop], **kw)) == cut
+    assert m.last_stats.finish_reason == "stop"
+
+
+def test_chat_renders_the_template_and_reuses_the_session(clover):
+    m = clover.Model(threads=2)
+    msgs = [{"role": "user", "content": "Hi"}]
+    rendered = m.render_chat(msgs)
+    assert rendered == "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"
+    reply = m.chat(msgs, max_tokens=8, ignore_eos=True)
+    assert reply["role"] == "assistant" and set(reply) == {"role", "content", "reasoning_content"}
+    first_prompt = m.last_stats.prompt_tokens
+    m.chat(msgs + [reply, {"role": "user", "content": "More"}], max_tokens=8, ignore_eos=True)
+    # the first turn's prompt up to its generation prompt (the snapshot), at least
+    base = len(m.tokenize(m.render_chat(msgs, add_generation_prompt=False), special=True))
+    assert first_prompt > base and m.last_stats.reused_tokens >= base
+
+
+def test_errors_carry_the_engine_message(clover, tmp_path):
+    with pytest.raises(clover.Error) as e:
+        clover.Model(tmp_path / "missing.gguf")
+    assert "missing.gguf" in str(e.value) and e.value.code < 0
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 20)
+    with pytest.raises(clover.Error):
+        clover.Model(bad)
+    m = clover.Model(threads=1)
+    with pytest.raises(clover.Error, match=r"threshold"):
+        m.generate("x", threshold=3.0)
+    with pytest.raises(clover.Error, match=r"mode"):
+        m.generate("x", mode="sideways")
+    with pytest.raises(clover.Error):
+        m.score([1])
+    assert m.generate("x", max_tokens=4) is not None  # the model still works afterwards
+
+
+def test_the_gil_is_released_during_a_request(clover):
+    m = clover.Model(threads=1)
+    ticks = [0]
+    seen = {}
+    done = threading.Event()
+
+    def work():
+        seen["before"] = ticks[0]
+        m.generate("go", max_tokens=200, ignore_eos=True)
+        seen["after"] = ticks[0]
+        done.set()
+
+    t = threading.Thread(target=work)
+    t.start()
+    while not done.is_set():
+        ticks[0] += 1
+    t.join()
+    assert seen["after"] > seen["before"]  # this thread ran while the engine worked
+
+
+def test_info_describes_the_model(clover):
+    m = clover.Model(threads=1)
+    i = m.info
+    assert i["architecture"] == "qwen35moe" and i["name"] == "clover-tiny"
+    assert i["record"]["block_size"] == 32 and i["backend"] == "cpu"
+    assert re.fullmatch(r"[GA]+", i["layer_kinds"]) and len(i["layer_kinds"]) == i["n_layer"]
+
+
+def test_python_m_clover_runs_the_command(clover):
+    env = dict(os.environ, PYTHONPATH=str(SOURCE / "python"))
+    args = ["run", "-p", "Hi", "--max-tokens", "12", "--seed", "2", "--temperature", "0.5", "--json"]
+    r = subprocess.run([sys.executable, "-m", "clover", *args], capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["ids"] == json.loads(cli(*args))["ids"]
+    r = subprocess.run([sys.executable, "-m", "clover", "run", "--no-such-option"], capture_output=True, text=True,
+                       env=env, timeout=60)
+    assert r.returncode == 2 and "no-such-option" in r.stderr
