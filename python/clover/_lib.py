@@ -106,7 +106,7 @@ class clover_generate_params(Structure):
         ("on_token", TOKEN_FN), ("on_pass", PASS_FN), ("user", c_void_p), ("skip_special", c_int),
         ("cancel", POINTER(c_int)), ("dump_first_preview", c_char_p), ("snapshot_at", c_size_t),
         ("no_snapshot", c_int), ("lossless", c_int), ("logprobs", c_int), ("top_logprobs", c_size_t),
-        ("on_token_info", TOKEN_INFO_FN),
+        ("on_token_info", TOKEN_INFO_FN), ("json_schema", c_char_p),
     ]
 
 

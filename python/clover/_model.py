@@ -15,6 +15,7 @@ generate() for the same seed; test_python_api.py checks it.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import threading
 from dataclasses import dataclass, field
@@ -166,7 +167,7 @@ class Session:
     # -- requests --
     def _params(self, max_tokens: int, temperature: float, top_k: int, top_p: float, seed: int, mode: str,
                 threshold: Optional[float], ignore_eos: bool, skip_special: bool,
-                snapshot_at: int) -> L.clover_generate_params:
+                snapshot_at: int, json_schema: Any = None) -> L.clover_generate_params:
         if mode not in _MODES:
             raise Error(-1, f"unknown mode '{mode}' (expected diffusion, ar, lossless or auto)")
         if max_tokens < 0:
@@ -187,6 +188,10 @@ class Session:
         p.snapshot_at = snapshot_at
         if threshold is not None:
             p.threshold = threshold
+        if json_schema is not None:
+            # ctypes keeps the bytes alive as long as p (its _objects)
+            text = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)
+            p.json_schema = text.encode("utf-8")
         return p
 
     def _prompt_ids(self, prompt: Union[str, Sequence[int]]) -> List[int]:
@@ -197,7 +202,8 @@ class Session:
     def generate(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 0.0,
                  top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                  threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
-                 ignore_eos: bool = False, skip_special: bool = False, _snapshot_at: int = 0) -> str:
+                 ignore_eos: bool = False, skip_special: bool = False, json_schema: Any = None,
+                 _snapshot_at: int = 0) -> str:
         """The answer to prompt (text, or token ids) (control tokens kept unless skip_special).
 
         mode: "diffusion" (block diffusion; the default "auto" picks it on a model
@@ -205,13 +211,17 @@ class Session:
         diffusion drafts, autoregressive answer). temperature 0 is greedy;
         top_k 0 and top_p 1 are off; threshold overrides the record's. stop:
         strings that end the answer (left out of it). skip_special: leave control
-        tokens out of the text (the ids keep them). Statistics: last_stats."""
+        tokens out of the text (the ids keep them). json_schema: a JSON schema
+        (dict or its text) the answer must satisfy, one JSON document (see
+        docs/STRUCTURED_OUTPUT.md); {"type": "object"} asks for any object.
+        Statistics: last_stats."""
         if stop:
             return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                        top_p=top_p, seed=seed, mode=mode, threshold=threshold, stop=stop,
-                                       ignore_eos=ignore_eos, skip_special=skip_special, _snapshot_at=_snapshot_at))
+                                       ignore_eos=ignore_eos, skip_special=skip_special, json_schema=json_schema,
+                                       _snapshot_at=_snapshot_at))
         p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
-                         _snapshot_at)
+                         _snapshot_at, json_schema)
         ids = self._prompt_ids(prompt)
         arr = _ids_array(ids)
         r = L.clover_generate_result()
@@ -230,12 +240,13 @@ class Session:
     def stream(self, prompt: Union[str, Sequence[int]], max_tokens: int = 256, temperature: float = 0.0,
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
-               ignore_eos: bool = False, skip_special: bool = False, _snapshot_at: int = 0) -> Iterator[str]:
+               ignore_eos: bool = False, skip_special: bool = False, json_schema: Any = None,
+               _snapshot_at: int = 0) -> Iterator[str]:
         """The answer of generate() with the same arguments, as pieces of text while the engine makes them.
 
         Leaving the loop early cancels the request (the session is then emptied)."""
         p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
-                         _snapshot_at)
+                         _snapshot_at, json_schema)
         ids = self._prompt_ids(prompt)
         lib = L.lib()
         err = L.clover_error()

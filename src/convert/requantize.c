@@ -6,6 +6,7 @@
  */
 #include "convert/requantize.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -165,6 +166,30 @@ done:
     return rc;
 }
 
+/* The other shards of a split set (llama.cpp's NAME-00001-of-0000N.gguf)
+ * are inputs too: an output onto one of them is refused like one onto the
+ * first. */
+static int check_shards(const char *out, const char *in, clover_error *err) {
+    const char *m = strstr(in, "-00001-of-");
+    unsigned n = 0;
+    if (!m || strlen(m) != 20 || strcmp(m + 15, ".gguf") != 0 || sscanf(m + 10, "%5u", &n) != 1 || n < 2)
+        return CLOVER_OK; /* "-00001-of-" 5 digits ".gguf": 20 characters */
+    size_t len = strlen(in);
+    char *path = mem_alloc(len + 1);
+    if (!path) return error_set(err, CLOVER_E_NOMEM, "quantize: out of memory");
+    int rc = CLOVER_OK;
+    for (unsigned k = 2; k <= n && rc == CLOVER_OK; k++) {
+        memcpy(path, in, len + 1);
+        char digits[6];
+        snprintf(digits, sizeof digits, "%05u", k);
+        memcpy(path + (m - in) + 1, digits, 5);
+        const char *inputs[] = {path};
+        rc = safe_output_check_inputs(out, inputs, 1, err);
+    }
+    mem_free(path);
+    return rc;
+}
+
 int requant_run(const requant_options *opt, requant_report *report, clover_error *err) {
     clover_error local;
     if (!err) err = &local;
@@ -178,6 +203,7 @@ int requant_run(const requant_options *opt, requant_report *report, clover_error
     uint32_t *types = NULL;
     const char *inputs[] = {opt->input_path};
     int rc = safe_output_check_inputs(opt->output_path, inputs, 1, err);
+    if (!rc) rc = check_shards(opt->output_path, opt->input_path, err);
     if (rc) return rc;
     if ((rc = gguf_open(&f, opt->input_path, err))) return rc;
     size_t n = gguf_tensor_count(f), n_quant = 0;

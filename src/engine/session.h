@@ -29,7 +29,7 @@ struct clover_session {
     size_t n_vocab;
     size_t max_rows;  /* rows per backend pass */
     size_t max_block; /* the record's block size (0: no record) */
-    size_t max_context; /* committed ids at most (the backend's context): checked before a prompt, ends an answer */
+    size_t max_context; /* committed ids at most (the backend's context; 0: no limit known): checked before a prompt, ends an answer */
 
     int32_t *ids; /* [cap_ids] committed ids; the backend holds exactly n_ids rows */
     size_t n_ids, cap_ids;

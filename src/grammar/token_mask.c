@@ -24,6 +24,7 @@ struct tm_vocab {
     uint8_t *in_trie;      /* [n_vocab] */
     uint32_t *str_chars;   /* [n_vocab] characters of a token of whole string characters, else 0 */
     uint32_t impure_root;  /* a second trie of the other tokens: all a string-content mask must walk */
+    uint32_t root_child[2][256]; /* building: the two roots' children by byte (a sibling scan there is 256 long) */
 };
 
 typedef struct tm_entry {
@@ -87,13 +88,16 @@ static int insert(tm_vocab *v, uint32_t root, const unsigned char *b, size_t len
                   clover_error *err) {
     uint32_t node = root;
     for (size_t i = 0; i < len; i++) {
-        uint32_t ch = v->child[node];
-        while (ch != TM_NONE && v->byte[ch] != b[i]) ch = v->sib[ch];
+        uint32_t *direct = i == 0 ? &v->root_child[root != 0][b[0]] : NULL;
+        uint32_t ch = direct ? *direct : v->child[node];
+        if (!direct)
+            while (ch != TM_NONE && v->byte[ch] != b[i]) ch = v->sib[ch];
         if (ch == TM_NONE) {
             int rc = new_trie_node(v, b[i], &ch, err);
             if (rc) return rc;
             v->sib[ch] = v->child[node];
             v->child[node] = ch;
+            if (direct) *direct = ch;
         }
         node = ch;
     }
@@ -108,6 +112,7 @@ int tm_vocab_build(const tokenizer *t, size_t n_vocab, tm_vocab **out, clover_er
     tm_vocab *v = calloc(1, sizeof *v);
     if (!v) return error_set(err, CLOVER_E_NOMEM, "grammar: no memory");
     v->n_vocab = n_vocab;
+    memset(v->root_child, 0xFF, sizeof v->root_child); /* TM_NONE */
     v->dup = malloc((n_vocab ? n_vocab : 1) * sizeof *v->dup);
     v->in_trie = calloc(n_vocab ? n_vocab : 1, 1);
     v->str_chars = calloc(n_vocab ? n_vocab : 1, sizeof *v->str_chars);

@@ -133,3 +133,14 @@ def test_convert_into_its_own_checkpoint_refused(tmp_path):
     r = cs.run_convert(src, src / "model.gguf")  # a new file beside the checkpoint is fine
     assert r.returncode == 0, r.stderr
     assert temporaries(src) == []
+
+
+def test_quantize_onto_another_shard_refused(tmp_path):
+    """A split set's other shards are inputs too (refused before the input
+    is even opened, so the shards' contents do not matter here)."""
+    first, second = tmp_path / "m-00001-of-00002.gguf", tmp_path / "m-00002-of-00002.gguf"
+    first.write_bytes(b"GGUF first")
+    second.write_bytes(b"GGUF second")
+    r = clover("quantize", first, second, "--type", "q8_0")
+    assert r.returncode == 1 and "is also an input" in r.stderr, r.stderr
+    assert second.read_bytes() == b"GGUF second" and temporaries(tmp_path) == []

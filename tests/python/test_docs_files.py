@@ -2,7 +2,8 @@
 a path written in them (docs/..., tests/..., scripts/..., bench/...,
 src/..., tools/..., include/..., and the top-level LICENSE) must be in the
 source tree, and user docs carry no issue numbers and do not send readers
-to SPEC.md or TRUNK.md (team documents outside the repository)."""
+to SPEC.md or TRUNK.md (team documents outside the repository); the
+developer documents may."""
 import re
 
 import pytest
@@ -10,6 +11,8 @@ import pytest
 import clover_paths as cp
 
 DOCS = [cp.SOURCE / "README.md"] + sorted((cp.SOURCE / "docs").glob("*.md"))
+DEVELOPER_DOCS = {"DEVELOPING.md", "BACKENDS.md"}  # for people changing clover: may name the team's documents
+USER_DOCS = [d for d in DOCS if d.name not in DEVELOPER_DOCS]
 PATH = re.compile(r"(?<![\w./-])((?:docs|tests|scripts|bench|src|tools|include)/[\w./-]*[\w-]|LICENSE\b)")
 
 
@@ -32,7 +35,7 @@ def test_named_files_exist(doc):
     assert not missing, f"{doc.name} names files that do not exist: {missing}"
 
 
-@pytest.mark.parametrize("doc", DOCS, ids=lambda p: p.name)
+@pytest.mark.parametrize("doc", USER_DOCS, ids=lambda p: p.name)
 def test_no_team_references(doc):
     text = doc.read_text()
     assert not re.search(r"\bissues? \d+|\(issue|SPEC\.md|TRUNK\.md", text, re.I), doc.name

@@ -216,6 +216,24 @@ def test_stop_strings_cut_the_answer(clover):
     assert m.last_stats.finish_reason == "stop"
 
 
+def test_json_schema_answers_validate(clover):
+    # The tiny model's answer under a schema is a JSON document the schema
+    # accepts, by the jsonschema package (independent of the engine's grammar);
+    # a schema the compiler refuses is clover.Error naming the construct.
+    jsonschema = pytest.importorskip("jsonschema")
+    m = clover.Model(threads=2)
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                               "n": {"type": "integer"}},
+              "required": ["name", "n"], "additionalProperties": False}
+    for mode in ("diffusion", "ar"):
+        text = m.generate("abc", max_tokens=96, mode=mode, temperature=1.0, seed=5, json_schema=schema)
+        jsonschema.validate(json.loads(text), schema)
+        assert "".join(m.stream("abc", max_tokens=96, mode=mode, temperature=1.0, seed=5,
+                                json_schema=json.dumps(schema))) == text
+    with pytest.raises(clover.Error, match="patternProperties"):
+        m.generate("abc", max_tokens=8, json_schema={"type": "object", "patternProperties": {"a": {}}})
+
+
 def test_chat_renders_the_template_and_reuses_the_session(clover):
     m = clover.Model(threads=2)
     msgs = [{"role": "user", "content": "Hi"}]

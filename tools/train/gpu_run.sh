@@ -15,7 +15,9 @@
 # number of calls continue one curve: causal [0, CAUSAL), block diffusion
 # [CAUSAL, SHARPEN), block diffusion + entropy sharpening [SHARPEN, STEPS).
 # Environment overrides: MINUTES (training wall time; default: until 540 s after
-# the script started), BUDGET_S (540), COMPILE=1 (torch.compile; untested on the device).
+# the script started), BUDGET_S (540), COMPILE=1 (torch.compile; untested on the device),
+# TRAIN_EXTRA (arguments appended to train.py's: a CPU dry run of this script uses
+# TRAIN_EXTRA="--geometry tiny --batch 2 --seq 64 --eval-prompts 1 --eval-tokens 4").
 set -o pipefail
 T0=$(date +%s)
 cd "$(dirname "$0")/../.."
@@ -61,7 +63,7 @@ train)
         ${init:+--init-from "$init"} --ckpt-int8 --bf16 "${SCHED[@]}" "${extra[@]}" \
         --stop-after-min "$MIN" --save-every-s 120 --log-every 20 --eval-every 100000 \
         --eval-prompts 20 --eval-tokens 96 --thresholds 0.9 0.5 --heldout tools/train/heldout.txt \
-        2>&1 | tee -a "$L"
+        ${TRAIN_EXTRA:-} 2>&1 | tee -a "$L"
     rc=$?
     ls -la "$OUT/ckpt" 2>&1 | tee -a "$L"
     exit $rc ;;

@@ -117,6 +117,20 @@ class Stream:
             self.pool = ctx.Pool(workers, _init, (pack, tok_path, cfg))
         self.ahead, self.q, self.next, self.want = ahead, deque(), None, None
 
+    def prefetch(self, step: int) -> None:
+        """Starts making batches step, step+1, ... and waits for the first one
+        (the workers have loaded the pack); the next get() must ask for step."""
+        if self.pool is None:
+            return
+        if self.want != step:
+            self.q.clear()
+            self.next = step
+        while len(self.q) < self.ahead:
+            self.q.append(self.pool.apply_async(make_batch, (self.next,)))
+            self.next += 1
+        self.want = step
+        self.q[0].get()
+
     def get(self, step: int):
         if self.pool is None:
             return make_batch(step)

@@ -224,8 +224,7 @@ def main() -> None:
         order = torch.randperm(rows, generator=torch.Generator().manual_seed(a.seed)).to(a.device)
     else:
         what = f"batches of {a.batch} x {a.seq} streamed from {a.pack} by {a.workers} workers"
-        stream.get(step)   # the first batch: workers loaded
-        stream.want = step
+        stream.prefetch(step)   # the first batch made: the workers have loaded the pack
     print(f"train: {nparam / 1e6:.2f}M parameters, {what}, ready in "
           f"{time.time() - t_data:.1f} s, from step {step} of {a.steps}, on {a.device}"
           f"{' bf16' if a.bf16 else ''}{' compiled' if a.compile else ''}"
