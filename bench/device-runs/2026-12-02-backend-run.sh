@@ -17,6 +17,7 @@
 #          each, the ratio, and whether every answer is identical. The bar
 #          (issue 25): concurrent >= 8x sequential for the --no-diffusion file
 #          (AR), >= 4x for block diffusion, answers identical.
+#          SERVE_N / SERVE_TOKENS override the 16 requests and 128 tokens.
 #   batch  bench_batch --device cuda at 1, 2, 4, 8, 16, 32 requests (prompt 64,
 #          gen 128), both modes, on the Clover 35B-A3B file.
 set -uo pipefail
@@ -101,7 +102,7 @@ case " $STEPS " in *" serve "*)
     done
     if [ -z "$port" ]; then say "serve $kind: did not start: $(tail -2 "$log")"; kill $pid 2>/dev/null; continue; fi
     grep 'on the .* backend' "$log" | tee -a "$S"
-    r=$(timeout 500 python3 /tmp/serve_load.py "$port" 16 128 "$O/serve-$kind.json" 2>&1)
+    r=$(timeout 500 python3 /tmp/serve_load.py "$port" "${SERVE_N:-16}" "${SERVE_TOKENS:-128}" "$O/serve-$kind.json" 2>&1)
     say "serve $kind (bar ${bar}x): $r"
     curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null | grep '^clover_device' | tee -a "$S"
     kill -TERM $pid; wait $pid 2>/dev/null

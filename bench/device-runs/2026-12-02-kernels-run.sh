@@ -26,8 +26,10 @@ if has t; then
   done
 fi
 if has m; then
-  timeout 240 compute-sanitizer --tool memcheck "$D/bin/test_cuda_matmul" > "$O/memcheck.log" 2>&1
-  echo "memcheck test_cuda_matmul rc=$? $(grep -E 'ERROR SUMMARY' "$O/memcheck.log")" | tee -a "$S"
+  for t in ${MEMCHECK:-test_cuda_matmul}; do  # MEMCHECK: the tests to run under memcheck
+    timeout 240 compute-sanitizer --tool memcheck "$D/bin/$t" > "$O/memcheck-$t.log" 2>&1
+    echo "memcheck $t rc=$? $(grep -E 'ERROR SUMMARY' "$O/memcheck-$t.log")" | tee -a "$S"
+  done
 fi
 if has b; then
   timeout 150 "$D/bin/bench_cuda_matmul" > "$O/bench_matmul.log" 2>&1
