@@ -33,7 +33,7 @@ def model(tmp_path_factory):
 def test_description_names_every_route():
     spec = json.loads(SPEC.read_text())
     assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}",
-                                  "/health", "/metrics"}
+                                  "/health", "/metrics", "/", "/index.html", "/app.css", "/app.js"}
 
 
 # Request fields of OpenAI's API reference (chat and legacy completions), and vLLM's and llama-server's extras.
