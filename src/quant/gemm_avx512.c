@@ -2,8 +2,7 @@
  * gemm_avx512.c: the integer multi-row kernel of gemm_avx2.c (three or more
  * 8-bit activation rows against Q8_0 / Q4_K / Q5_K / Q6_K weights) on
  * AVX-512 VNNI: the same tiles, decoded into 512-bit vectors, with
- * vpdpbusd (Q8_0) and vpmaddubsw + vpdpwssd (K-quants) doing the integer
- * work of two 32-byte vectors in one or two instructions.
+ * vpdpbusd doing the integer work of 64 bytes in one instruction.
  *
  * Why it is bit-identical to the AVX2 level and to the one-row decode dot
  * (act_avx2.c): decode forms, per weight block, 8 int32 lanes (lane k sums
@@ -21,10 +20,12 @@
  *    unsigned (x + 128, an XOR of the sign bit) and each lane starts from
  *    -128 * (sum of its 4 weight codes), computed once per tile: lane =
  *    sum (x + 128) w - 128 sum w = sum x w, exactly decode's lane.
- *  - K-quants: a 512-bit vector holds two sub-blocks (32 bytes each) that
- *    decode takes in two 256-bit steps; vpmaddubsw then vpdpwssd against
- *    the sub-blocks' int16 scales gives 16 lanes, and adding the high half
- *    to the low gives decode's 8 lanes of the block. The float work (the
+ *  - K-quants: vpdpbusd forms each 4-byte product sum of decode's lanes
+ *    unscaled, vpackssdw pairs those of two sub-blocks, and vpmaddwd /
+ *    vpdpwssd apply the sub-block scales (the layout comment below says
+ *    how codes and activations are permuted so that each pair shares its
+ *    lane); adding the high half to the low gives decode's 8 lanes of the
+ *    block. The float work (the
  *    d * d_x and dmin * d_x products, the FMAs, the min sums, the final
  *    horizontal sums) is decode's, at 256 and 128 bits, in the same order.
  * test_quant_avx512 checks every type, rows 1..64, odd shapes, bit for bit
@@ -46,6 +47,7 @@ enum {
     KB_8 = 64,   /* Q8_0 blocks (of 32) per tile: even, so block parity is global */
     X_BLOCK = 64, /* activation rows per pass over a tile */
     Q8_XR = 4,   /* Q8_0 activation rows per register block (4 x 4 accumulators) */
+    K_XR = 2,    /* K-quant activation rows per register block */
 };
 
 /* Accumulators of one (activation row, weight row) pair kept between column
@@ -73,157 +75,216 @@ static inline __m256i fold_512(__m512i s) {
     return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
 }
 
+/* ---- K-quants: the layout ----
+ *
+ * A block's 256 codes are 64 dwords, dword 8s + k holding bytes 4k..4k+3 of
+ * sub-block s (Q4_K / Q5_K: the 32 values of scale s; Q6_K: the 32-byte
+ * group s, whose dwords k < 4 take scale 2s and k >= 4 scale 2s + 1), the
+ * same for the activation codes. Decode's lane k is
+ * L[k] = sum_s scale(s, k) * P[s][k], P[s][k] the 4-byte dot of dword 8s + k.
+ *
+ * vpdpbusd gives the 16 P of a 512-bit vector in one instruction; |P| <=
+ * 4 * 63 * 127 < 2^15, so vpackssdw packs two such vectors into int16
+ * without saturating, and vpmaddwd / vpdpwssd then apply two scales per
+ * int32 lane. For that, each int32 lane after the pack must hold P[s][k]
+ * and P[s'][k] of the same k: the codes and the activations are permuted
+ * (vpermt2d, once per block and row) into four vectors A1 B1 A2 B2 such
+ * that vpackssdw(A1, B1) holds in int32 lane i the pair (P[0][i], P[1][i])
+ * for i < 8 and (P[2][i-8], P[3][i-8]) above; vpackssdw(A2, B2) the same
+ * for sub-blocks 4..7. With the scale pairs arranged alike, lane i of the
+ * sum is the part of L[i mod 8] of four sub-blocks, and adding the high
+ * half to the low gives decode's 8 lanes, exactly (integer sums). Per
+ * block and row pair: 4 vpdpbusd, 2 vpackssdw, vpmaddwd, vpdpwssd, the
+ * fold (the AVX2 level: 8 vpmaddubsw, 8 vpmaddwd, 7 vpaddd).
+ * A1 takes dwords {0,8,1,9,4,12,5,13} of each 16 of sub-blocks (0,1) and
+ * (2,3); B1 the same + 2 (derived by enumerating the 64 dwords; the
+ * tests check every output against the AVX2 kernel bit for bit). */
+static inline __m512i kperm_idx(int b) {
+    return _mm512_setr_epi32(0 + b, 8 + b, 1 + b, 9 + b, 4 + b, 12 + b, 5 + b, 13 + b, 16 + b, 24 + b, 17 + b, 25 + b,
+                             20 + b, 28 + b, 21 + b, 29 + b);
+}
+
+/* v[c] = dwords 16c..16c+15 of a block (sub-blocks 2c, 2c+1) -> A1 B1 A2 B2. */
+static inline void kperm(const __m512i v[4], __m512i out[4], __m512i ia, __m512i ib) {
+    out[0] = _mm512_permutex2var_epi32(v[0], ia, v[1]);
+    out[1] = _mm512_permutex2var_epi32(v[0], ib, v[1]);
+    out[2] = _mm512_permutex2var_epi32(v[2], ia, v[3]);
+    out[3] = _mm512_permutex2var_epi32(v[2], ib, v[3]);
+}
+
+typedef struct kq_tile { /* one decoded block of one weight row, K-quants */
+    __m512i codes[4];    /* A1 B1 A2 B2 */
+    __m512i sc[2];       /* the int16 scale pairs of vpackssdw(A1, B1) and (A2, B2) */
+    __m256i sc16n;       /* Q6_K: the 16 scales times -32 (the bias term) */
+    __m128i mins;        /* Q4_K / Q5_K: the 8 mins as int16 */
+    float d, dmin;
+} kq_tile;
+
+/* scale(s, k) -> the two scale vectors (pair (s, s + 1) per int32 lane, as
+ * laid out above); sc8: Q4_K/Q5_K's 8 scales (q6 = 0) or Q6_K's 16. */
+static void kq_scales(const int16_t *sc, int q6, kq_tile *t) {
+    _Alignas(64) int16_t s16[2][32];
+    for (int pk = 0; pk < 2; pk++)
+        for (int i = 0; i < 16; i++) {
+            const int s = 4 * pk + 2 * (i / 8), k = i % 8;
+            s16[pk][2 * i] = q6 ? sc[2 * s + (k >= 4)] : sc[s];
+            s16[pk][2 * i + 1] = q6 ? sc[2 * (s + 1) + (k >= 4)] : sc[s + 1];
+        }
+    t->sc[0] = _mm512_loadu_si512(s16[0]);
+    t->sc[1] = _mm512_loadu_si512(s16[1]);
+}
+
+/* Decode's 8 lanes of one block against the permuted activation vectors. */
+static inline __m256i kq_isum(const kq_tile *t, const __m512i xp[4]) {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i p1 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[0], xp[0]), _mm512_dpbusd_epi32(z, t->codes[1], xp[1]));
+    const __m512i p2 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[2], xp[2]), _mm512_dpbusd_epi32(z, t->codes[3], xp[3]));
+    return fold_512(_mm512_dpwssd_epi32(_mm512_madd_epi16(p1, t->sc[0]), p2, t->sc[1]));
+}
+
 /* ---- Q4_K / Q5_K ---- */
 
-typedef struct k4_tile { /* one decoded block of one weight row */
-    __m512i codes[4];    /* chunk c: sub-block 2c (low nibbles) then 2c+1 (high) */
-    __m512i sc[4];       /* their scales as int16: 16 lanes of sc[2c], 16 of sc[2c+1] */
-    __m128i mins;        /* the 8 mins as int16 */
-    float d, dmin;
-} k4_tile;
-
-static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, k4_tile *t) {
+static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_tile *t, __m512i ia, __m512i ib) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     t->d = load_f16(blk);
     t->dmin = load_f16(blk + 2);
     const __m256i sm = k4_scales_mins(blk + 4);
     t->mins = _mm256_extracti128_si256(sm, 1);
-    const __m256i scales = _mm256_broadcastsi128_si256(_mm256_castsi256_si128(sm));
+    _Alignas(32) int16_t scm[16];
+    _mm256_store_si256((__m256i *)scm, sm);
+    kq_scales(scm, 0, t);
     const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
+    __m512i v[4];
     for (int c = 0; c < 4; c++) {
-        const __m256i v = load_256(blk + qs_off + 32 * c);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+        const __m256i q = load_256(blk + qs_off + 32 * c);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (qh_off >= 0) {
             const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
             lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
             hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
         }
-        t->codes[c] = join_256(lo, hi);
-        t->sc[c] = join_256(_mm256_shuffle_epi8(scales, pick16(2 * c)), _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
+        v[c] = join_256(lo, hi); /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+    }
+    kperm(v, t->codes, ia, ib);
+}
+
+/* Activation rows r0 .. r0 + nx (nx <= K_XR, a constant at each call)
+ * against the decoded tile of 4 weight rows: each weight block's vectors are
+ * loaded once for the nx rows. q6: Q6_K (the bias term, no mins). */
+static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, const kq_tile *tile, size_t r0,
+                                                          const int nx, size_t kb0, size_t nkb, size_t xb,
+                                                          pair_acc *acc, int last, size_t o, size_t nr, const int q6) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
+    const act_q8_k *x[K_XR];
+    __m256 a[K_XR][TILE_O];
+    __m128 m[K_XR][TILE_O];
+    for (int xx = 0; xx < nx; xx++) {
+        x[xx] = (const act_q8_k *)(const void *)(j->xq + (r0 + xx) * j->xq_bytes) + kb0;
+        const pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
+        for (int i = 0; i < TILE_O; i++) {
+            a[xx][i] = kb0 ? pa[i].k.a : _mm256_setzero_ps();
+            m[xx][i] = kb0 && !q6 ? pa[i].k.m : _mm_setzero_ps();
+        }
+    }
+    for (size_t b = 0; b < nkb; b++) {
+        __m512i xp[K_XR][4];
+        __m128i bs[K_XR];
+        __m256i bsums[K_XR];
+        for (int xx = 0; xx < nx; xx++) {
+            const act_q8_k *xb_ = x[xx] + b;
+            if (q6)
+                bsums[xx] = load_256(xb_->bsums);
+            else
+                bs[xx] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb_->bsums),
+                                        _mm_loadu_si128((const __m128i *)(xb_->bsums + 8)));
+            __m512i xv[4];
+            for (int c = 0; c < 4; c++) xv[c] = _mm512_loadu_si512(xb_->qs + 64 * c);
+            kperm(xv, xp[xx], ia, ib);
+        }
+        for (int i = 0; i < TILE_O; i++) {
+            const kq_tile *t = &tile[i * KB_K + b];
+            for (int xx = 0; xx < nx; xx++) {
+                const float dx = x[xx][b].d;
+                if (q6) {
+                    const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(t->sc16n, bsums[xx]), kq_isum(t, xp[xx]));
+                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(t->d * dx), _mm256_cvtepi32_ps(isum), a[xx][i]);
+                } else {
+                    const float d = dx * t->d, dmin = dx * t->dmin;
+                    m[xx][i] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(t->mins, bs[xx])), m[xx][i]);
+                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(kq_isum(t, xp[xx])), a[xx][i]);
+                }
+            }
+        }
+    }
+    for (int xx = 0; xx < nx; xx++) {
+        pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
+        if (!last) {
+            for (int i = 0; i < TILE_O; i++) pa[i].k.a = a[xx][i], pa[i].k.m = m[xx][i];
+            continue;
+        }
+        float *yr = j->y + (r0 + xx) * j->n_out + o;
+        for (size_t i = 0; i < nr; i++) {
+            if (q6) {
+                yr[i] = hsum_ps(a[xx][i]);
+                continue;
+            }
+            __m128 m4s = _mm_add_ps(m[xx][i], _mm_movehl_ps(m[xx][i], m[xx][i]));
+            m4s = _mm_add_ss(m4s, _mm_movehdup_ps(m4s));
+            yr[i] = hsum_ps(a[xx][i]) - _mm_cvtss_f32(m4s);
+        }
     }
 }
 
-/* Decode's 8 lanes of one block: sum over sub-blocks of scale * (codes . x). */
-static inline __m256i k4_isum(const k4_tile *t, const __m512i xv[4]) {
-    __m512i s = _mm512_madd_epi16(_mm512_maddubs_epi16(t->codes[0], xv[0]), t->sc[0]);
-    for (int c = 1; c < 4; c++) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(t->codes[c], xv[c]), t->sc[c]);
-    return fold_512(s);
+static void kq_tile_rows_x(const matmul_job *j, const kq_tile *tile, size_t o, size_t nr, size_t kb0, size_t nkb,
+                           size_t xb, size_t xe, pair_acc *acc, int last, const int q6) {
+    size_t r = xb;
+    for (; r + K_XR <= xe; r += K_XR) kq_rows(j, tile, r, K_XR, kb0, nkb, xb, acc, last, o, nr, q6);
+    if (r < xe) kq_rows(j, tile, r, 1, kb0, nkb, xb, acc, last, o, nr, q6);
 }
 
 static void k4_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
-                         k4_tile *tile, pair_acc *acc, int last, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+                         kq_tile *tile, pair_acc *acc, int last, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     for (size_t i = 0; i < TILE_O; i++) {
         const uint8_t *row = j->w + (o + (i < nr ? i : 0)) * j->row_bytes + kb0 * bsz;
-        for (size_t b = 0; b < nkb; b++) k4_decode(row + b * bsz, qs_off, qh_off, &tile[i * KB_K + b]);
+        for (size_t b = 0; b < nkb; b++) k4_decode(row + b * bsz, qs_off, qh_off, &tile[i * KB_K + b], ia, ib);
     }
-    for (size_t r = xb; r < xe; r++) {
-        const act_q8_k *x = (const act_q8_k *)(const void *)(j->xq + r * j->xq_bytes) + kb0;
-        pair_acc *pa = acc + (r - xb) * TILE_O;
-        __m256 a[TILE_O];
-        __m128 m[TILE_O];
-        for (size_t i = 0; i < TILE_O; i++) {
-            a[i] = kb0 ? pa[i].k.a : _mm256_setzero_ps();
-            m[i] = kb0 ? pa[i].k.m : _mm_setzero_ps();
-        }
-        for (size_t b = 0; b < nkb; b++, x++) {
-            const float dx = x->d;
-            const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums),
-                                              _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
-            __m512i xv[4];
-            for (int c = 0; c < 4; c++) xv[c] = _mm512_loadu_si512(x->qs + 64 * c);
-            for (size_t i = 0; i < TILE_O; i++) {
-                const k4_tile *t = &tile[i * KB_K + b];
-                const float d = dx * t->d, dmin = dx * t->dmin;
-                m[i] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(t->mins, bs)), m[i]);
-                a[i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(k4_isum(t, xv)), a[i]);
-            }
-        }
-        if (!last) {
-            for (size_t i = 0; i < TILE_O; i++) pa[i].k.a = a[i], pa[i].k.m = m[i];
-            continue;
-        }
-        float *yr = j->y + r * j->n_out + o;
-        for (size_t i = 0; i < nr; i++) {
-            __m128 m4s = _mm_add_ps(m[i], _mm_movehl_ps(m[i], m[i]));
-            m4s = _mm_add_ss(m4s, _mm_movehdup_ps(m4s));
-            yr[i] = hsum_ps(a[i]) - _mm_cvtss_f32(m4s);
-        }
-    }
+    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 0);
 }
 
 /* ---- Q6_K ---- */
 
-typedef struct q6_tile {
-    __m512i codes[4]; /* groups 2p and 2p+1 (gemm_avx2.c's [4h + k] order): codes 0..63 */
-    __m512i sc[4];    /* their scales as act_avx2.c shuffles them */
-    __m256i sc16n;    /* the 16 scales times -32 as int16: the bias term's madd gives -(madd << 5) */
-    float d;
-    float pad[7];
-} q6_tile;
-
-static void q6_decode(const block_q6_k *b, q6_tile *t) {
+static void q6_decode(const block_q6_k *b, kq_tile *t, __m512i ia, __m512i ib) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    const __m256i pick[4] = {_mm256_setr_m128i(_mm256_castsi256_si128(pick16(0)), _mm256_castsi256_si128(pick16(1))),
-                             _mm256_setr_m128i(_mm256_castsi256_si128(pick16(2)), _mm256_castsi256_si128(pick16(3))),
-                             _mm256_setr_m128i(_mm256_castsi256_si128(pick16(4)), _mm256_castsi256_si128(pick16(5))),
-                             _mm256_setr_m128i(_mm256_castsi256_si128(pick16(6)), _mm256_castsi256_si128(pick16(7)))};
     t->d = load_f16(b->d);
+    _Alignas(32) int16_t sc[16];
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    _mm256_store_si256((__m256i *)sc, sc16);
+    kq_scales(sc, 1, t);
     /* |scale| <= 128, so -32 * scale fits int16; madd's products are then exactly -32 times decode's */
     t->sc16n = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-    __m256i codes[8], sc[8];
+    __m256i codes[8];
     for (int h = 0; h < 2; h++) {
-        const __m256i sch =
-            _mm256_broadcastsi128_si256(h ? _mm256_extracti128_si256(sc16, 1) : _mm256_castsi256_si128(sc16));
         const __m256i a = load_256(b->ql + 64 * h), c = load_256(b->ql + 64 * h + 32), hb = load_256(b->qh + 32 * h);
         codes[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
         codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
         codes[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(hb, m2));
         codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
                                            _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
-        for (int k = 0; k < 4; k++) sc[4 * h + k] = _mm256_shuffle_epi8(sch, pick[k]);
     }
-    for (int p = 0; p < 4; p++) {
-        t->codes[p] = join_256(codes[2 * p], codes[2 * p + 1]);
-        t->sc[p] = join_256(sc[2 * p], sc[2 * p + 1]);
-    }
-}
-
-/* Decode's 8 lanes of one block: the bias, then the 8 groups (x at 32 g). */
-static inline __m256i q6_isum(const q6_tile *t, __m256i bsums, const __m512i xv[4]) {
-    __m512i s = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_madd_epi16(t->sc16n, bsums), 0);
-    for (int p = 0; p < 4; p++) s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(t->codes[p], xv[p]), t->sc[p]);
-    return fold_512(s);
+    __m512i v[4];
+    for (int p = 0; p < 4; p++) v[p] = join_256(codes[2 * p], codes[2 * p + 1]); /* groups 2p, 2p + 1 */
+    kperm(v, t->codes, ia, ib);
 }
 
 static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
-                         q6_tile *tile, pair_acc *acc, int last) {
+                         kq_tile *tile, pair_acc *acc, int last) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     for (size_t i = 0; i < TILE_O; i++) {
         const block_q6_k *row = (const block_q6_k *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
-        for (size_t b = 0; b < nkb; b++) q6_decode(row + b, &tile[i * KB_K + b]);
+        for (size_t b = 0; b < nkb; b++) q6_decode(row + b, &tile[i * KB_K + b], ia, ib);
     }
-    for (size_t r = xb; r < xe; r++) {
-        const act_q8_k *x = (const act_q8_k *)(const void *)(j->xq + r * j->xq_bytes) + kb0;
-        pair_acc *pa = acc + (r - xb) * TILE_O;
-        __m256 a[TILE_O];
-        for (size_t i = 0; i < TILE_O; i++) a[i] = kb0 ? pa[i].k.a : _mm256_setzero_ps();
-        for (size_t b = 0; b < nkb; b++, x++) {
-            const float dx = x->d;
-            const __m256i bsums = load_256(x->bsums);
-            __m512i xv[4];
-            for (int p = 0; p < 4; p++) xv[p] = _mm512_loadu_si512(x->qs + 64 * p);
-            for (size_t i = 0; i < TILE_O; i++) {
-                const q6_tile *t = &tile[i * KB_K + b];
-                a[i] = _mm256_fmadd_ps(_mm256_set1_ps(t->d * dx), _mm256_cvtepi32_ps(q6_isum(t, bsums, xv)), a[i]);
-            }
-        }
-        if (!last) {
-            for (size_t i = 0; i < TILE_O; i++) pa[i].k.a = a[i];
-            continue;
-        }
-        float *yr = j->y + r * j->n_out + o;
-        for (size_t i = 0; i < nr; i++) yr[i] = hsum_ps(a[i]);
-    }
+    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 1);
 }
 
 /* ---- Q8_0 ---- */
@@ -336,8 +397,7 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1) {
     _Alignas(64) pair_acc acc[X_BLOCK * TILE_O];
     _Alignas(64) union {
-        k4_tile k4[TILE_O * KB_K];
-        q6_tile q6[TILE_O * KB_K];
+        kq_tile kq[TILE_O * KB_K];
         q8_tile q8;
     } tile;
     const int q8 = j->type == QUANT_Q8_0;
@@ -353,14 +413,14 @@ void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1) {
                 switch (j->type) {
                 case QUANT_Q8_0: q8_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.q8, acc, last); break;
                 case QUANT_Q4_K:
-                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.k4, acc, last, offsetof(block_q4_k, qs), -1,
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q4_k, qs), -1,
                                  sizeof(block_q4_k));
                     break;
                 case QUANT_Q5_K:
-                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.k4, acc, last, offsetof(block_q5_k, qs),
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q5_k, qs),
                                  (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
                     break;
-                case QUANT_Q6_K: q6_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.q6, acc, last); break;
+                case QUANT_Q6_K: q6_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last); break;
                 default: break;
                 }
             }

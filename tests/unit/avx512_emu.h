@@ -101,6 +101,27 @@ static inline __m256i emu_dpbusd_256(__m256i src, __m256i a, __m256i b) {
 static inline emu_m512i emu_dpbusd_epi32(emu_m512i src, emu_m512i a, emu_m512i b) {
     return (emu_m512i){emu_dpbusd_256(src.lo, a.lo, b.lo), emu_dpbusd_256(src.hi, a.hi, b.hi)};
 }
+/* vpermt2d: dword i = (idx[i] & 16 ? b : a)[idx[i] & 15]. */
+static inline emu_m512i emu_permutex2var_epi32(emu_m512i a, emu_m512i idx, emu_m512i b) {
+    int32_t src[32], ix[16], r[16];
+    _mm256_storeu_si256((__m256i *)src, a.lo);
+    _mm256_storeu_si256((__m256i *)(src + 8), a.hi);
+    _mm256_storeu_si256((__m256i *)(src + 16), b.lo);
+    _mm256_storeu_si256((__m256i *)(src + 24), b.hi);
+    _mm256_storeu_si256((__m256i *)ix, idx.lo);
+    _mm256_storeu_si256((__m256i *)(ix + 8), idx.hi);
+    for (int i = 0; i < 16; i++) r[i] = src[ix[i] & 31];
+    return (emu_m512i){_mm256_loadu_si256((const __m256i *)r), _mm256_loadu_si256((const __m256i *)(r + 8))};
+}
+/* vpackssdw works within 128-bit lanes: per half as AVX2. */
+static inline emu_m512i emu_packs_epi32(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_packs_epi32(a.lo, b.lo), _mm256_packs_epi32(a.hi, b.hi)};
+}
+static inline emu_m512i emu_setr_epi32(int e0, int e1, int e2, int e3, int e4, int e5, int e6, int e7, int e8, int e9,
+                                       int e10, int e11, int e12, int e13, int e14, int e15) {
+    return (emu_m512i){_mm256_setr_epi32(e0, e1, e2, e3, e4, e5, e6, e7),
+                       _mm256_setr_epi32(e8, e9, e10, e11, e12, e13, e14, e15)};
+}
 static inline emu_m512 emu_cvtepi32_ps(emu_m512i a) { return (emu_m512){_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
 static inline emu_m512 emu_mul_ps(emu_m512 a, emu_m512 b) {
     return (emu_m512){_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)};
@@ -139,6 +160,10 @@ static inline emu_m512 emu_mask3_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c, un
 #define _mm512_dpwssd_epi32 emu_dpwssd_epi32
 #define _mm512_dpbusd_epi32 emu_dpbusd_epi32
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#define _mm512_permutex2var_epi32 emu_permutex2var_epi32
+#define _mm512_packs_epi32 emu_packs_epi32
+#undef _mm512_setr_epi32 /* a macro in gcc's header */
+#define _mm512_setr_epi32 emu_setr_epi32
 #define _mm512_mul_ps emu_mul_ps
 #define _mm512_fmadd_ps emu_fmadd_ps
 #define _mm512_mask3_fmadd_ps emu_mask3_fmadd_ps
