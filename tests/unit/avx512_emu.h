@@ -83,6 +83,9 @@ static inline __m256i emu_dpwssd_256(__m256i src, __m256i a, __m256i b) {
 static inline emu_m512i emu_dpwssd_epi32(emu_m512i src, emu_m512i a, emu_m512i b) {
     return (emu_m512i){emu_dpwssd_256(src.lo, a.lo, b.lo), emu_dpwssd_256(src.hi, a.hi, b.hi)};
 }
+/* (Some intrinsics are macros in gcc's or clang's header: each is undefined
+ * before it is renamed below.) */
+
 /* vpdpbusd: dword j += sum over k < 4 of ZeroExtend(a.byte[4j+k]) * SignExtend(b.byte[4j+k]). */
 static inline __m256i emu_dpbusd_256(__m256i src, __m256i a, __m256i b) {
     int32_t s[8], r[8];
@@ -139,33 +142,59 @@ static inline emu_m512 emu_mask3_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c, un
     return (emu_m512){emu_mask3_256(a.lo, b.lo, c.lo, k & 0xFF), emu_mask3_256(a.hi, b.hi, c.hi, (k >> 8) & 0xFF)};
 }
 
+#undef _mm512_inserti64x4
 #define _mm512_inserti64x4 emu_inserti64x4
+#undef _mm512_castsi256_si512
 #define _mm512_castsi256_si512 emu_castsi256_si512
+#undef _mm512_castsi512_si256
 #define _mm512_castsi512_si256 emu_castsi512_si256
+#undef _mm512_extracti64x4_epi64
 #define _mm512_extracti64x4_epi64 emu_extracti64x4_epi64
+#undef _mm512_castpd_ps
 #define _mm512_castpd_ps emu_castpd_ps
+#undef _mm512_castps_pd
 #define _mm512_castps_pd emu_castps_pd
+#undef _mm512_insertf64x4
 #define _mm512_insertf64x4 emu_insertf64x4
+#undef _mm512_castps256_ps512
 #define _mm512_castps256_ps512 emu_castps256_ps512
+#undef _mm512_castps512_ps256
 #define _mm512_castps512_ps256 emu_castps512_ps256
+#undef _mm512_extractf64x4_pd
 #define _mm512_extractf64x4_pd emu_extractf64x4_pd
+#undef _mm512_setzero_si512
 #define _mm512_setzero_si512 emu_setzero_si512
+#undef _mm512_setzero_ps
 #define _mm512_setzero_ps emu_setzero_ps
+#undef _mm512_set1_epi8
 #define _mm512_set1_epi8 emu_set1_epi8
+#undef _mm512_loadu_si512
 #define _mm512_loadu_si512 emu_loadu_si512
+#undef _mm512_xor_si512
 #define _mm512_xor_si512 emu_xor_si512
+#undef _mm512_sub_epi32
 #define _mm512_sub_epi32 emu_sub_epi32
+#undef _mm512_maddubs_epi16
 #define _mm512_maddubs_epi16 emu_maddubs_epi16
+#undef _mm512_madd_epi16
 #define _mm512_madd_epi16 emu_madd_epi16
+#undef _mm512_dpwssd_epi32
 #define _mm512_dpwssd_epi32 emu_dpwssd_epi32
+#undef _mm512_dpbusd_epi32
 #define _mm512_dpbusd_epi32 emu_dpbusd_epi32
+#undef _mm512_cvtepi32_ps
 #define _mm512_cvtepi32_ps emu_cvtepi32_ps
+#undef _mm512_permutex2var_epi32
 #define _mm512_permutex2var_epi32 emu_permutex2var_epi32
+#undef _mm512_packs_epi32
 #define _mm512_packs_epi32 emu_packs_epi32
-#undef _mm512_setr_epi32 /* a macro in gcc's header */
+#undef _mm512_setr_epi32
 #define _mm512_setr_epi32 emu_setr_epi32
+#undef _mm512_mul_ps
 #define _mm512_mul_ps emu_mul_ps
+#undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps emu_fmadd_ps
+#undef _mm512_mask3_fmadd_ps
 #define _mm512_mask3_fmadd_ps emu_mask3_fmadd_ps
 
 #endif
