@@ -7,7 +7,7 @@
  *  3. the scalar oracle (quant_act_dot_scalar: exact integer sums, its own
  *     float order) within 2e-6 * sum |w x|;
  * for Q8_0 / Q4_K / Q5_K / Q6_K, activation rows 1..64 and past the
- * kernels' 64-row blocks, column counts that cross their tiles (an odd
+ * kernels' 64-row blocks (gl_all says where), column counts that cross their tiles (an odd
  * Q8_0 block count among them), output counts that leave partial 4-row
  * tiles, an output range split at a tile boundary, quantised-normal and raw
  * random weights (every code; f16 scales small and finite), an all-zero
@@ -120,28 +120,29 @@ out:
     return bad;
 }
 
-/* Every type and shape; rows 1..64 on the small shapes, a spread past 64 on the large. */
+/* Every type and shape: rows 1..64 each on the smallest shapes with 13
+ * outputs (three whole 4-row tiles and a partial one), a spread of row
+ * counts past 64 elsewhere; quick: the spread only. */
 static void gl_all(gemm_kernel_fn kernel, int quick) {
     static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     static const size_t outs[] = {1, 5, 13};
-    static const size_t big_rows[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 63, 64, 65, 130};
+    static const size_t spread[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 63, 64, 65, 130};
     rng_state r;
     rng_seed(&r, 3030);
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const uint32_t type = types[t];
         const size_t q8_ins[] = {32, 96, 2080, 4128}, k_ins[] = {256, 768, 2304};
         const size_t *ins = type == QUANT_Q8_0 ? q8_ins : k_ins;
-        const size_t n_ins = type == QUANT_Q8_0 ? 4 : 3;
+        const size_t n_ins = type == QUANT_Q8_0 ? 4 : 3, small_in = type == QUANT_Q8_0 ? 96 : 256;
         int bad = 0, cases = 0;
         for (size_t a = 0; a < n_ins; a++)
             for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
-                const int small = ins[a] <= 768;
-                if (small && !quick)
+                if (!quick && ins[a] <= small_in && outs[o] == 13)
                     for (size_t rows = 1; rows <= 64; rows++, cases++)
-                        bad += gl_case(kernel, &r, type, outs[o], ins[a], rows, (int)((rows + o) & 1));
+                        bad += gl_case(kernel, &r, type, outs[o], ins[a], rows, (int)(rows & 1));
                 else
-                    for (size_t k = 0; k < sizeof big_rows / sizeof big_rows[0]; k++, cases++)
-                        bad += gl_case(kernel, &r, type, outs[o], ins[a], big_rows[k], (int)((k + o) & 1));
+                    for (size_t k = 0; k < sizeof spread / sizeof spread[0]; k++, cases++)
+                        bad += gl_case(kernel, &r, type, outs[o], ins[a], spread[k], (int)((k + o) & 1));
             }
         CHECK_MSG(bad == 0, "%s: %d outputs differ (AVX2 kernel, one-row dot or scalar oracle) in %d cases",
                   quant_type_name(type), bad, cases);
