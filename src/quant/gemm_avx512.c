@@ -8,7 +8,7 @@
  * (act_avx2.c): decode forms, per weight block, 8 int32 lanes (lane k sums
  * the products of bytes 4k..4k+3 of each 32-byte vector, times its scale)
  * and then does float work on those 8 lanes. Integer sums are exact (no
- * 16-bit lane of vpmaddubsw can saturate: act_avx2.c's header; the 32-bit
+ * int16 step saturates: |4-byte sum| <= 4 * 63 * 127 < 2^15; the 32-bit
  * sums stay far below 2^31), so any instruction sequence that gives each
  * lane the same set of integer terms gives the same lane values. Here:
  *  - Q8_0: a 512-bit vector holds blocks 2q (low half) and 2q+1 (high):
@@ -25,11 +25,17 @@
  *    vpdpwssd apply the sub-block scales (the layout comment below says
  *    how codes and activations are permuted so that each pair shares its
  *    lane); adding the high half to the low gives decode's 8 lanes of the
- *    block. The float work (the
- *    d * d_x and dmin * d_x products, the FMAs, the min sums, the final
- *    horizontal sums) is decode's, at 256 and 128 bits, in the same order.
+ *    block. The float work (the d * d_x and dmin * d_x products, the FMAs,
+ *    the min sums, the final horizontal sums) is decode's, at 256 and 128
+ *    bits, in the same order.
  * test_quant_avx512 checks every type, rows 1..64, odd shapes, bit for bit
- * against the AVX2 kernel and the one-row dot.
+ * against the AVX2 kernel and the one-row dot (test_gemm_avx512_emu the same
+ * source on emulated intrinsics, on any AVX2 CPU).
+ *
+ * Why not AMX: tdpbusd sums a whole 64-byte tile row into one int32, but
+ * decode applies its float scale to each 4-byte lane separately, so AMX
+ * cannot give decode's bits; it would need decode itself to change its
+ * arithmetic (one integer sum per block), a numerics change of its own.
  *
  * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (this file
  * only); called only when quant_avx512_active().
