@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Issue 30's device run: the AVX-512 VNNI level of the multi-row integer
 # products on the H200 machine's HOST CPU (no GPU used). One call, ~40 s.
+# NOT RUN YET (2026-12-03 02:28 UTC): the session's device time (172 s) was
+# below the 4-minute floor under which no machine is started. Note: $OUT
+# brings back at most 8 files; this script leaves more (one log per test):
+# tar the logs into one file before running it.
 # PACK is a folder with pack.tgz (scripts/gpu-pack.sh's bin/ + lib/, plus
 # test_quant_avx512, test_gemm_avx512_emu, test_gemm, test_matmul*,
 # test_quant_act and bench_gemm_levels copied into bin/). Outputs to $OUT.
