@@ -42,17 +42,33 @@ def test_version_names_the_backends():
     if commit != "unknown":  # configured outside git
         r = subprocess.run(["git", "-C", str(SOURCE), "cat-file", "-t", commit], capture_output=True, text=True)
         assert r.stdout.strip() == "commit", f"--version names commit {commit}, which git does not know"
-    backends = re.search(r"^backends: (.*)$", out, re.M).group(1).split(", ")
-    assert backends[0] == "cpu (avx2)"
+    backends = re.findall(r"\w+ \([^)]*\)", re.search(r"^backends: (.*)$", out, re.M).group(1))
+    assert backends[0] == "cpu (avx2, avx512-vnni)"
     compiler = cache("CMAKE_CUDA_COMPILER")
     cuda = cache("CLOVER_CUDA").upper() in ("ON", "TRUE", "1") and compiler != "" and "NOTFOUND" not in compiler
     if cuda:
         assert any(re.fullmatch(r"cuda \(sm_\w+\)", b) for b in backends[1:]), backends
     else:
-        assert backends == ["cpu (avx2)"] and "built without CUDA" in out, out
+        assert backends == ["cpu (avx2, avx512-vnni)"] and "built without CUDA" in out, out
     flags = set(re.search(r"^flags\s*:(.*)$", open("/proc/cpuinfo").read(), re.M).group(1).split())
     has = {"avx2", "fma"} <= flags
     assert ("this CPU: avx2 + fma" in out) == has and ("no avx2" in out) == (not has), out
+    # the AVX-512 VNNI level: the kernel's own flags (/proc/cpuinfo lists them only when the OS saves ZMM state)
+    wide = has and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
+    assert (" + avx512 vnni " in out) == wide, out
+    level = "avx512-vnni" if wide else "avx2" if has else "scalar"
+    assert f"(the {level} kernels run)" in out, out
+
+
+def test_version_says_which_kernels_the_switches_leave():
+    clover = require_command("clover")
+    for env, level in (({"CLOVER_NO_AVX512": "1"}, "avx2"), ({"CLOVER_NO_SIMD": "1"}, "scalar")):
+        r = subprocess.run([str(clover), "--version"], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, **env})
+        flags = set(re.search(r"^flags\s*:(.*)$", open("/proc/cpuinfo").read(), re.M).group(1).split())
+        if level == "avx2" and not {"avx2", "fma"} <= flags:
+            level = "scalar"
+        assert r.returncode == 0 and f"(the {level} kernels run)" in r.stdout, (env, r.stdout)
 
 
 def test_cmake_install_gives_command_header_and_library(tmp_path):

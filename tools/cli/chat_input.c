@@ -159,6 +159,11 @@ int chat_input_read(chat_input *in, const char **line) {
             fputc('\n', stdout); /* as for Ctrl-D at the prompt */
             return 0;
         }
+        /* The terminal into libedit's mode before el_gets draws the prompt:
+         * el_gets itself prints the prompt first and switches the mode at
+         * its first read, so a key pressed as soon as the prompt shows could
+         * meet the cooked terminal (a Ctrl-D there becomes a NUL). */
+        el_set(in->el, EL_PREP_TERM, 1);
         int n = 0;
         const char *s = el_gets(in->el, &n);
         if (!s) {
