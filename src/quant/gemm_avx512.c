@@ -198,6 +198,8 @@ static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, c
         __m256i bsums[K_XR];
         for (int xx = 0; xx < nx; xx++) {
             const act_q8_k *xb_ = x[xx] + b;
+            bs[xx] = _mm_setzero_si128(); /* one of the two is used: set both for gcc's -Wmaybe-uninitialized */
+            bsums[xx] = _mm256_setzero_si256();
             if (q6)
                 bsums[xx] = load_256(xb_->bsums);
             else
