@@ -290,29 +290,36 @@ static void bench_decode(uint32_t type, size_t n_out, size_t n_in, size_t rows, 
     CU(cudaFree(work));
 }
 
+/* Each row's k distinct expert ids (random, or the fixed 31 j + 5 of a
+ * preview's coreset); returns how many distinct experts all rows touch. */
+static size_t pick_expert_ids(int32_t *ids, size_t rows, size_t k, size_t n_expert, int fixed) {
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = fixed ? (int32_t)(31 * j + 5) : (int32_t)(rnd() % n_expert);
+                dup = 0;
+                for (size_t i = 0; i < j; i++) dup |= ids[r * k + i] == e;
+            } while (dup);
+            ids[r * k + j] = e;
+        }
+    size_t distinct = 0;
+    for (size_t s = 0; s < rows * k; s++) {
+        int seen = 0;
+        for (size_t t = 0; t < s; t++) seen |= ids[t] == ids[s];
+        distinct += !seen;
+    }
+    return distinct;
+}
+
 /* MoE decode: n_layers stacks of n_expert experts; bytes = the distinct routed experts' weights. */
 static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_t n_in, size_t k, size_t rows,
                              double bw) {
     const size_t rb = quant_row_bytes(type, n_in), ex = n_out * rb, layers = 8;
     void *w = dev_weights(type, layers * n_expert * n_out, n_in);
     int32_t *ids_h = malloc(rows * k * sizeof(int32_t));
-    size_t distinct = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < k; j++) {
-            int32_t e;
-            int dup;
-            do {
-                e = (int32_t)(rnd() % n_expert);
-                dup = 0;
-                for (size_t i = 0; i < j; i++) dup |= ids_h[r * k + i] == e;
-            } while (dup);
-            ids_h[r * k + j] = e;
-        }
-    for (size_t s = 0; s < rows * k; s++) {
-        int seen = 0;
-        for (size_t t = 0; t < s; t++) seen |= ids_h[t] == ids_h[s];
-        distinct += !seen;
-    }
+    const size_t distinct = pick_expert_ids(ids_h, rows, k, n_expert, 0);
     int32_t *ids = NULL;
     CU(cudaMalloc((void **)&ids, rows * k * sizeof(int32_t)));
     CU(cudaMemcpy(ids, ids_h, rows * k * sizeof(int32_t), cudaMemcpyHostToDevice));
@@ -529,23 +536,7 @@ static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slo
     const uint32_t type = QUANT_Q4_K;
     const size_t ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
     int32_t ids_h[LY_ROWS * LY_K];
-    size_t distinct = 0;
-    for (size_t r = 0; r < rows; r++)
-        for (size_t j = 0; j < LY_K; j++) {
-            int32_t e;
-            int dup;
-            do {
-                e = preview ? (int32_t)(31 * j + 5) : (int32_t)(rnd() % LY_E);
-                dup = 0;
-                for (size_t q = 0; q < j; q++) dup |= ids_h[r * LY_K + q] == e;
-            } while (dup);
-            ids_h[r * LY_K + j] = e;
-        }
-    for (size_t s2 = 0; s2 < rows * LY_K; s2++) {
-        int seen = 0;
-        for (size_t t2 = 0; t2 < s2; t2++) seen |= ids_h[t2] == ids_h[s2];
-        distinct += !seen;
-    }
+    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
     layer_ctx c = {.op = 2, .type = type, .mat = LY_E * ex};
     c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
     int32_t *ids = NULL;
