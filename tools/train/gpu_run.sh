@@ -2,8 +2,8 @@
 # Issue 26: one command per GPU call, resumable (tools/train/PLAN.md has the plan).
 #
 #   bash tools/train/gpu_run.sh train    on the device, via the `run` tool with carry [".gpu-train"]:
-#                                        resumes the fixed schedule below from tools/train/checkpoint
-#                                        (what take_back.sh put there; else step 0), trains until 540 s
+#                                        resumes the fixed schedule below from .gpu-train/ckpt
+#                                        (what take_back.sh or ckpt_git.sh restore put there; else step 0), trains until 540 s
 #                                        after the call started, writes $OUT/ckpt (3 files <= 16 MiB,
 #                                        8-bit weights) and $OUT/train.log
 #   bash tools/train/gpu_run.sh check    on the device: the grouped-GEMM MoE against the loop, the
@@ -34,7 +34,7 @@ SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SH
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
        --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26)
 init=""
-for d in tools/train/checkpoint .gpu-train/ckpt; do
+for d in .gpu-train/ckpt; do
     if [ -f "$d/state.json" ]; then init=$d; break; fi
 done
 if [ ! -f $PACK/SOURCES.json ] && [ "$PHASE" != smoke ]; then
@@ -54,6 +54,12 @@ train)
     fi
     extra=()
     [ "${COMPILE:-0}" = 1 ] && extra+=(--compile)
+    # block diffusion (three streams) ran out of memory at 256 rows on the H200 and
+    # went on in 2 micro-batches (h200-26-call2.log): start a resumed call there
+    # rather than spend the first step on the out-of-memory retry
+    if [ -n "$init" ] && [ "$($PY -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$init/state.json")" -ge $CAUSAL ]; then
+        extra+=(--accum 2)
+    fi
     # stop training at ~540 s after this script started (the call's limit is 600 s;
     # the held-out evaluation and the last save take ~30-45 s after the stop)
     left=$(( ${BUDGET_S:-540} - ($(date +%s) - T0) ))
