@@ -32,7 +32,7 @@ save)
     unset GIT_INDEX_FILE
     prev=$(git log --format=%H --grep='^train-ckpt: step' -1 HEAD || true)
     c=$(git commit-tree "$tree" ${prev:+-p "$prev"} -m "train-ckpt: step $step (issue 26; tools/train/ckpt_git.sh restore)")
-    git merge -q -s ours --no-ff -m "train (issue 26): the step $step checkpoint joins this branch's history; its files do not change (tools/train/ckpt_git.sh restore)" "$c"
+    git merge -q -s ours --no-ff --allow-unrelated-histories -m "train (issue 26): the step $step checkpoint joins this branch's history; its files do not change (tools/train/ckpt_git.sh restore)" "$c"
     echo "ckpt_git: step $step saved as $c, merged into $(git rev-parse --abbrev-ref HEAD)" ;;
 restore)
     c=$(git log --format=%H --grep='^train-ckpt: step' -1 "${2:-HEAD}")
