@@ -14,6 +14,9 @@ for f in "$build"/tests/test_cuda_* "$build"/bench/bench_cuda_*; do
   [ -x "$f" ] && bins+=("$f")
 done
 for b in "${bins[@]}"; do cp "$b" "$out/bin/"; done
+# clover itself without its built-in default model (30 MB, models/): the device
+# runs name their models, and a call sends 64 MiB at most (the pack included)
+[ -x "$build/clover_stage0" ] && cp "$build/clover_stage0" "$out/bin/clover"
 for b in "${bins[@]}"; do
   ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do
