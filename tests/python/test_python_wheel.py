@@ -66,9 +66,11 @@ def wheel_env(tmp_path_factory):
 def test_the_installed_package_works(wheel_env):
     py, env, tmp = wheel_env
     cli = require_command("clover")
+    # the build's command on its embedded default model (ctest's CLOVER_DEFAULT_MODEL removed), the model
+    # the wheel carries too: the demo model, or the tiny one in a checkout without models/
     want = json.loads(subprocess.run([str(cli), "run", "-p", "Hello", "--max-tokens", "40", "--temperature", "0.7",
                                       "--seed", "5", "--json", "--threads", "2"], capture_output=True, text=True,
-                                     check=True, timeout=300).stdout)
+                                     check=True, timeout=300, env=env).stdout)
     r = subprocess.run([str(py), "-c", CHECK, json.dumps(want["prompt_ids"])], capture_output=True, text=True,
                        env=env, cwd=tmp, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -76,7 +78,7 @@ def test_the_installed_package_works(wheel_env):
     assert got["lib"].startswith(str(tmp / "venv"))  # the wheel's library, not the build tree's
     assert got["ids"] == want["ids"] and got["text"] == want["text"]
     assert got["stream"] == got["text"]
-    tok = subprocess.run([str(cli), "tokenize", "Hello world"], capture_output=True, text=True, check=True)
+    tok = subprocess.run([str(cli), "tokenize", "Hello world"], capture_output=True, text=True, check=True, env=env)
     assert got["tokens"] == [int(x) for x in tok.stdout.strip().split(",")]
     assert 0 < got["score"] < 20 and got["version"] == "0.1.0"
 
