@@ -81,6 +81,12 @@ def test_the_installed_package_works(wheel_env):
     tok = subprocess.run([str(cli), "tokenize", "Hello world"], capture_output=True, text=True, check=True, env=env)
     assert got["tokens"] == [int(x) for x in tok.stdout.strip().split(",")]
     assert 0 < got["score"] < 20 and got["version"] == "0.1.0"
+    # `python -m clover` without -m: the same default model as the build's command (the package's file,
+    # which its command gets through CLOVER_DEFAULT_MODEL); every line of `info` but the file's name
+    info = [subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+            for cmd in ([str(py), "-m", "clover", "info"], [str(cli), "info"])]
+    assert info[0].returncode == 0, info[0].stderr
+    assert info[0].stdout.splitlines()[1:] == info[1].stdout.splitlines()[1:]
 
 
 def test_python_m_clover_serve(wheel_env):
