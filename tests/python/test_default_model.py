@@ -15,7 +15,7 @@ import subprocess
 import gguf
 import pytest
 
-from clover_paths import SOURCE, require_command
+from clover_paths import BUILD, SOURCE, require_command
 
 DEMO = SOURCE / "models" / "clover-demo-q8_0.gguf"
 
@@ -69,3 +69,19 @@ def test_version_names_the_default(clover):
     r = clover("--version")
     assert r.returncode == 0, r.stderr
     assert f"default model: {DEMO.name}, the trained demo model, embedded" in r.stdout
+
+
+@pytest.mark.parametrize("kind", ["missing", "truncated"])
+def test_a_bad_clover_default_model_is_a_one_line_error(tmp_path, kind):
+    """$CLOVER_DEFAULT_MODEL naming a file that is not there, or not a whole GGUF: the command's one-line
+    load error, naming the file and the variable (any build: no demo model needed)."""
+    exe = require_command("clover")
+    p = tmp_path / "model.gguf"
+    if kind == "truncated":
+        tiny = BUILD / "models" / "clover-tiny.gguf"
+        p.write_bytes(tiny.read_bytes()[:4096])
+    for cmd in (["run", "-p", "Hi", "--max-tokens", "4"], ["info"], ["tokenize", "Hi"]):
+        r = subprocess.run([str(exe), *cmd], capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, CLOVER_DEFAULT_MODEL=str(p)))
+        assert r.returncode == 1, (cmd, r.stdout, r.stderr)
+        assert len(r.stderr.splitlines()) == 1 and str(p) in r.stderr and "CLOVER_DEFAULT_MODEL" in r.stderr, r.stderr

@@ -85,7 +85,7 @@ int cli_load_model(const char *cmd, const char *path, clover_model **out) {
         size_t len;
         const void *bytes = default_model_bytes(&len);
         if (!bytes) {
-            fprintf(stderr, "clover %s: this build has no embedded default model; give -m FILE\n", cmd);
+            fprintf(stderr, "clover %s: this build has no embedded default model; give -m FILE or set CLOVER_DEFAULT_MODEL\n", cmd);
             return -1;
         }
         char label[256];

@@ -165,7 +165,7 @@ int cmd_info(int argc, char **argv) {
         size_t len;
         const void *bytes = default_model_bytes(&len);
         if (!bytes) {
-            fprintf(stderr, "clover info: this build has no embedded default model; give a FILE\n");
+            fprintf(stderr, "clover info: this build has no embedded default model; give a FILE or set CLOVER_DEFAULT_MODEL\n");
             return 1;
         }
         char label[256];
