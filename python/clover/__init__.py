@@ -1,7 +1,7 @@
 """clover: Python bindings for the clover inference engine (block-diffusion Qwen3.5-MoE models).
 
     import clover
-    m = clover.Model()                      # the tiny default model; or Model("model.gguf")
+    m = clover.Model()                      # the built-in demo model; or Model("model.gguf")
     print(m.generate("Hello", max_tokens=32, seed=1))
     for piece in m.stream("Hello"): print(piece, end="")
     m.chat([{"role": "user", "content": "Hi"}])

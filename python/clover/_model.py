@@ -347,8 +347,8 @@ class Session:
 class Model:
     """A loaded model (GGUF) and a default session.
 
-    path None loads the tiny default model the package carries (the one
-    embedded in the `clover` command: random weights, for trying the API).
+    path None loads the default model the package carries (the one
+    embedded in the `clover` command: the small trained demo model).
     device "auto" takes CUDA when the build has it and a device answers, else
     the CPU; threads None uses every CPU; context None the model's training
     context."""
@@ -494,11 +494,13 @@ class Model:
 
 
 def default_model_path() -> str:
-    """The tiny default model: $CLOVER_DEFAULT_MODEL, else the copy installed in the package."""
+    """The default model: $CLOVER_DEFAULT_MODEL, else the copy installed in the package (the model the
+    package's `clover` command embeds: the trained demo model, or the tiny random one in a build whose
+    source tree lacked models/clover-demo-q8_0.gguf)."""
     env = os.environ.get("CLOVER_DEFAULT_MODEL")
     if env:
         return env
-    p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "clover-tiny.gguf")
+    p = os.path.join(os.path.dirname(os.path.abspath(__file__)), "default-model.gguf")
     if not os.path.exists(p):
         raise Error(-2, f"the default model is not installed ({p}); pass a path or set CLOVER_DEFAULT_MODEL")
     return p

@@ -31,7 +31,7 @@ import json, sys
 import clover
 m = clover.Model(threads=2)
 ids = json.loads(sys.argv[1])
-kw = dict(max_tokens=40, temperature=0.7, seed=5)
+kw = dict(max_tokens=24, temperature=0.7, seed=5)  # one block: the default model at -O0 (build type None)
 text = m.generate(ids, **kw)
 out = {"ids": m.last_stats.ids, "text": text, "stream": "".join(m.stream(ids, **kw)),
        "tokens": m.tokenize("Hello world"), "score": m.score("Hello world, the sea is calm"),
@@ -66,9 +66,11 @@ def wheel_env(tmp_path_factory):
 def test_the_installed_package_works(wheel_env):
     py, env, tmp = wheel_env
     cli = require_command("clover")
-    want = json.loads(subprocess.run([str(cli), "run", "-p", "Hello", "--max-tokens", "40", "--temperature", "0.7",
+    # the build's command on its embedded default model (ctest's CLOVER_DEFAULT_MODEL removed), the model
+    # the wheel carries too: the demo model, or the tiny one in a checkout without models/
+    want = json.loads(subprocess.run([str(cli), "run", "-p", "Hello", "--max-tokens", "24", "--temperature", "0.7",
                                       "--seed", "5", "--json", "--threads", "2"], capture_output=True, text=True,
-                                     check=True, timeout=300).stdout)
+                                     check=True, timeout=300, env=env).stdout)
     r = subprocess.run([str(py), "-c", CHECK, json.dumps(want["prompt_ids"])], capture_output=True, text=True,
                        env=env, cwd=tmp, timeout=300)
     assert r.returncode == 0, r.stderr
@@ -76,9 +78,15 @@ def test_the_installed_package_works(wheel_env):
     assert got["lib"].startswith(str(tmp / "venv"))  # the wheel's library, not the build tree's
     assert got["ids"] == want["ids"] and got["text"] == want["text"]
     assert got["stream"] == got["text"]
-    tok = subprocess.run([str(cli), "tokenize", "Hello world"], capture_output=True, text=True, check=True)
+    tok = subprocess.run([str(cli), "tokenize", "Hello world"], capture_output=True, text=True, check=True, env=env)
     assert got["tokens"] == [int(x) for x in tok.stdout.strip().split(",")]
     assert 0 < got["score"] < 20 and got["version"] == "0.1.0"
+    # `python -m clover` without -m: the same default model as the build's command (the package's file,
+    # which its command gets through CLOVER_DEFAULT_MODEL); every line of `info` but the file's name
+    info = [subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp, timeout=300)
+            for cmd in ([str(py), "-m", "clover", "info"], [str(cli), "info"])]
+    assert info[0].returncode == 0, info[0].stderr
+    assert info[0].stdout.splitlines()[1:] == info[1].stdout.splitlines()[1:]
 
 
 def test_python_m_clover_serve(wheel_env):

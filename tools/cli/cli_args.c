@@ -76,6 +76,8 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out)
 int cli_load_model(const char *cmd, const char *path, clover_model **out) {
     clover_error err = {0};
     int rc;
+    const char *env = path ? NULL : default_model_env();
+    if (env) path = env;
     if (path) {
         cli_prefetch_model(path);
         rc = clover_model_load(out, path, &err);
@@ -83,13 +85,16 @@ int cli_load_model(const char *cmd, const char *path, clover_model **out) {
         size_t len;
         const void *bytes = default_model_bytes(&len);
         if (!bytes) {
-            fprintf(stderr, "clover %s: this build has no embedded default model; give -m FILE\n", cmd);
+            fprintf(stderr, "clover %s: this build has no embedded default model; give -m FILE or set CLOVER_DEFAULT_MODEL\n", cmd);
             return -1;
         }
-        rc = clover_model_load_memory(out, bytes, len, "(embedded default model)", &err);
+        char label[256];
+        snprintf(label, sizeof label, "(embedded default model: %s)", default_model_name());
+        rc = clover_model_load_memory(out, bytes, len, label, &err);
     }
     if (rc != CLOVER_OK) {
-        fprintf(stderr, "clover %s: %s\n", cmd, err.message);
+        fprintf(stderr, "clover %s: %s%s\n", cmd, err.message,
+                env ? " (the file CLOVER_DEFAULT_MODEL names; unset it for the built-in model)" : "");
         return -1;
     }
     return 0;

@@ -16,7 +16,8 @@ int cli_parse_ids(const char *cmd, const char *opt, const char *s, int32_t **ids
 int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t max, uint64_t *out);
 int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out);
 
-/* Loads path, or the embedded default model when path is NULL. Returns 0,
+/* Loads path, or when path is NULL the default model ($CLOVER_DEFAULT_MODEL,
+ * else the embedded one: default_model.h). Returns 0,
  * or prints the one-line error and returns -1. */
 int cli_load_model(const char *cmd, const char *path, clover_model **out);
 

@@ -102,6 +102,7 @@ typedef struct weight_bytes {
 static int count_bytes(const char *path, weight_bytes *w) {
     gguf_file *f = NULL;
     int rc;
+    if (!path) path = default_model_env();
     if (path) {
         rc = gguf_open(&f, path, NULL);
     } else {

@@ -1,5 +1,10 @@
-/* default_model_embedded.c: the bytes placed by default_model_blob.S (.incbin). */
+/* default_model_embedded.c: the bytes placed by default_model_blob.S (.incbin),
+ * and their name, which CMake passes as CLOVER_DEFAULT_MODEL_NAME. */
 #include "default_model.h"
+
+#ifndef CLOVER_DEFAULT_MODEL_NAME
+#define CLOVER_DEFAULT_MODEL_NAME "unnamed"
+#endif
 
 extern const unsigned char clover_default_model_start[];
 extern const unsigned char clover_default_model_end[];
@@ -8,3 +13,5 @@ const void *default_model_bytes(size_t *len) {
     *len = (size_t)(clover_default_model_end - clover_default_model_start);
     return clover_default_model_start;
 }
+
+const char *default_model_name(void) { return CLOVER_DEFAULT_MODEL_NAME; }

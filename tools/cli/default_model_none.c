@@ -5,3 +5,5 @@ const void *default_model_bytes(size_t *len) {
     *len = 0;
     return NULL;
 }
+
+const char *default_model_name(void) { return NULL; }

@@ -3,14 +3,17 @@
  * version, the commit it was built from, and which backends this binary
  * carries (a CPU build and a CUDA build are different programs, and an
  * x86 build carries the AVX2 and AVX-512 VNNI kernels), with which of them
- * this machine's CPU runs (quant/simd_level.h decides, once per process). The commit and the
- * CUDA architecture come from CMake (CLOVER_GIT_COMMIT, CLOVER_CUDA_ARCH).
+ * this machine's CPU runs (quant/simd_level.h decides, once per process), and which
+ * default model it carries (the trained demo model, or the tiny random one a checkout
+ * without models/ falls back to: default_model.h). The commit and the CUDA
+ * architecture come from CMake (CLOVER_GIT_COMMIT, CLOVER_CUDA_ARCH).
  */
 #include "version.h"
 
 #include <stdio.h>
 
 #include "clover.h"
+#include "default_model.h"
 #include "quant/simd_level.h"
 
 #ifndef CLOVER_GIT_COMMIT
@@ -33,4 +36,14 @@ void cli_print_version(FILE *out) {
 #ifndef CLOVER_CUDA_ARCH
     fprintf(out, "built without CUDA (configure with a CUDA toolkit for the GPU backend)\n");
 #endif
+    size_t len = 0;
+    const char *name = default_model_name();
+    if (name) {
+        default_model_bytes(&len);
+        fprintf(out, "default model: %s, embedded (%.1f MB)\n", name, (double)len / 1e6);
+    } else {
+        fprintf(out, "default model: none embedded (stage-0 build)\n");
+    }
+    const char *env = default_model_env();
+    if (env) fprintf(out, "CLOVER_DEFAULT_MODEL=%s replaces it when no -m is given\n", env);
 }
