@@ -9,8 +9,12 @@ capital of France), asserted on the answer's text and not on its exact words,
 since the model file is replaced by better-trained ones. Greedy decoding, so
 the answers are deterministic. A checkout without the model file builds the
 tiny model in instead (CMakeLists.txt): these tests then skip, saying so."""
+import json
 import os
+import re
 import subprocess
+import time
+import urllib.request
 
 import gguf
 import pytest
@@ -63,6 +67,33 @@ def test_info_names_the_demo_geometry(clover):
     assert f["vocabulary"] == str(len(reader.fields["tokenizer.ggml.tokens"].data))
     # the embedded bytes are the file's, and the label says which default this is
     assert f["file"] == f"(embedded default model: {DEMO.name}, the trained demo model) ({DEMO.stat().st_size} bytes)"
+
+
+def test_serve_names_the_default_after_its_file(tmp_path):
+    """`clover serve` without -m: the API's model id is the embedded file's name without .gguf (it said
+    clover-tiny whatever was built in); with $CLOVER_DEFAULT_MODEL, that file's name."""
+    if not DEMO.exists():
+        pytest.skip(f"{DEMO} is absent: this build embeds the tiny random model instead")
+    exe = require_command("clover")
+    env = {k: v for k, v in os.environ.items() if k != "CLOVER_DEFAULT_MODEL"}
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as f:
+        proc = subprocess.Popen([str(exe), "serve", "--port", "0", "--threads", "1"],
+                                stdout=subprocess.DEVNULL, stderr=f, env=env)
+    try:
+        port = None
+        deadline = time.time() + 120
+        while port is None and time.time() < deadline and proc.poll() is None:
+            m = re.search(r"listening on http://[^:]+:(\d+)", log.read_text(errors="replace"))
+            port = int(m.group(1)) if m else None
+            time.sleep(0.05)
+        assert port, log.read_text(errors="replace")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30) as r:
+            ids = [m["id"] for m in json.load(r)["data"]]
+        assert ids == [DEMO.stem], ids
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
 
 
 def test_version_names_the_default(clover):

@@ -14,6 +14,7 @@
 #include "cli_args.h"
 #include "cli_opts.h"
 #include "commands.h"
+#include "default_model.h"
 #include "server.h"
 
 static const cli_opt serve_opts[] = {
@@ -58,7 +59,7 @@ static void serve_usage(FILE *out) {
                  "  --host ADDR          address to listen on (default 127.0.0.1)\n"
                  "  --port N             port (default 8080; 0: any free port, printed at start)\n"
                  "  --model-name NAME    the model's name in the API (default: the file's name\n"
-                 "                       without .gguf, or clover-tiny for the built-in model)\n"
+                 "                       without .gguf, the built-in model's too: clover-demo-q8_0)\n"
                  "  --queue N            requests that may wait for the model; more get 429 (default 256)\n"
                  "  --max-body BYTES     largest request body; larger gets 413 (default 8388608)\n"
                  "  --timeout SECONDS    drop a client idle this long while sending or reading (default 30)\n"
@@ -296,10 +297,17 @@ int cmd_serve(int argc, char **argv) {
     int prc = serve_parse(argc, argv, &a);
     if (prc) return prc > 0 ? 0 : 2;
     if (!a.name[0]) {
-        if (a.model)
-            name_from_path(a.model, a.name, sizeof a.name);
-        else
-            snprintf(a.name, sizeof a.name, "clover-tiny");
+        /* the file that will be loaded: -m, else $CLOVER_DEFAULT_MODEL, else the
+         * embedded one, whose words begin with its file's name ("clover-demo-q8_0.gguf, ...") */
+        const char *src = a.model ? a.model : default_model_env();
+        if (src) {
+            name_from_path(src, a.name, sizeof a.name);
+        } else {
+            const char *d = default_model_name();
+            const char *g = d ? strstr(d, ".gguf") : NULL;
+            if (g) snprintf(a.name, sizeof a.name, "%.*s", (int)(g - d), d);
+            else snprintf(a.name, sizeof a.name, "clover");
+        }
     }
     a.o.model_id = a.name;
 
