@@ -45,6 +45,7 @@ def test_did_you_mean(cmd, typo, near):
     (["run", "-p", "hi", "-n", "x"], "--max-tokens needs a whole number"),
     (["run", "-p", "hi", "-s", "0x-1"], "--seed needs a whole number"),  # strtoull took the sign (fuzz_cli_opts)
     (["run", "-p", "hi", "-s", "0x"], "--seed needs a whole number"),
+    (["run", "-p", "hi", "-s", "0x0x1"], "--seed needs a whole number"),  # strtoull took a second 0x (fuzz_cli_opts)
     (["run", "-p", "hi", "--ar=1"], "--ar takes no value"),
     (["run", "-p", ""], "the prompt is empty"),
     (["run", "-p"], "needs a value"),

@@ -97,9 +97,12 @@ static int check_value(const char *cmd, const cli_opt *o, const char *v) {
         char *end;
         errno = 0;
         int hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
-        /* strtoull would skip blanks and take a sign after "0x" ("0x-1" is 2^64 - 1): a digit must follow */
-        int digit = hex ? isxdigit((unsigned char)v[2]) : *v >= '0' && *v <= '9';
-        unsigned long long x = digit ? strtoull(hex ? v + 2 : v, &end, hex ? 16 : 10) : 0;
+        /* digits only: strtoull would skip blanks, take a sign ("0x-1" is 2^64 - 1) and, in base
+         * 16, a second prefix ("0x0x1" is 1) */
+        const char *d = hex ? v + 2 : v;
+        size_t nd = strspn(d, hex ? "0123456789abcdefABCDEF" : "0123456789");
+        int digit = nd > 0 && !d[nd];
+        unsigned long long x = digit ? strtoull(d, &end, hex ? 16 : 10) : 0;
         if (!digit || errno || *end) {
             fprintf(stderr, "clover %s: %s needs a whole number, not '%s'\n", cmd, o->name, v);
             return -1;
