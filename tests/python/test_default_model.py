@@ -11,15 +11,14 @@ the answers are deterministic. A checkout without the model file builds the
 tiny model in instead (CMakeLists.txt): these tests then skip, saying so."""
 import json
 import os
-import re
 import subprocess
-import time
 import urllib.request
 
 import gguf
 import pytest
 
 from clover_paths import BUILD, SOURCE, require_command
+from serve_port import listening_port
 
 DEMO = SOURCE / "models" / "clover-demo-q8_0.gguf"
 
@@ -81,13 +80,7 @@ def test_serve_names_the_default_after_its_file(tmp_path):
         proc = subprocess.Popen([str(exe), "serve", "--port", "0", "--threads", "1"],
                                 stdout=subprocess.DEVNULL, stderr=f, env=env)
     try:
-        port = None
-        deadline = time.time() + 120
-        while port is None and time.time() < deadline and proc.poll() is None:
-            m = re.search(r"listening on http://[^:]+:(\d+)", log.read_text(errors="replace"))
-            port = int(m.group(1)) if m else None
-            time.sleep(0.05)
-        assert port, log.read_text(errors="replace")
+        port = listening_port(proc, log)
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=30) as r:
             ids = [m["id"] for m in json.load(r)["data"]]
         assert ids == [DEMO.stem], ids

@@ -15,7 +15,6 @@ Build isolation is off (scikit-build-core comes from tests/requirements.txt),
 so the test needs no network."""
 import json
 import os
-import re
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ import venv
 import pytest
 
 from clover_paths import BUILD, SOURCE, require_command
+from serve_port import listening_port
 
 CHECK = r"""
 import json, sys
@@ -96,13 +96,7 @@ def test_python_m_clover_serve(wheel_env):
         proc = subprocess.Popen([str(py), "-m", "clover", "serve", "--port", "0", "--threads", "2"], stdout=f,
                                 stderr=f, env=env, cwd=tmp)
     try:
-        port = None
-        deadline = time.time() + 120
-        while port is None and time.time() < deadline and proc.poll() is None:
-            m = re.search(r"listening on http://[^:]+:(\d+)", log.read_text(errors="replace"))
-            port = int(m.group(1)) if m else None
-            time.sleep(0.05)
-        assert port, log.read_text(errors="replace")
+        port = listening_port(proc, log)
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=60).read().decode()
         assert "<title>clover</title>" in page
         req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", method="POST",
