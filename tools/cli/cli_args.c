@@ -74,18 +74,23 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out)
 }
 
 int cli_load_model(const char *cmd, const char *path, clover_model **out) {
+    return cli_load_model_for(cmd, path, "-m FILE", 1, out);
+}
+
+int cli_load_model_for(const char *cmd, const char *path, const char *give, int prefetch, clover_model **out) {
     clover_error err = {0};
     int rc;
     const char *env = path ? NULL : default_model_env();
     if (env) path = env;
     if (path) {
-        cli_prefetch_model(path);
+        if (prefetch) cli_prefetch_model(path);
         rc = clover_model_load(out, path, &err);
     } else {
         size_t len;
         const void *bytes = default_model_bytes(&len);
         if (!bytes) {
-            fprintf(stderr, "clover %s: this build has no embedded default model; give -m FILE or set CLOVER_DEFAULT_MODEL\n", cmd);
+            fprintf(stderr, "clover %s: this build has no embedded default model; give %s or set CLOVER_DEFAULT_MODEL\n",
+                    cmd, give);
             return -1;
         }
         char label[256];

@@ -20,5 +20,8 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out)
  * else the embedded one: default_model.h). Returns 0,
  * or prints the one-line error and returns -1. */
 int cli_load_model(const char *cmd, const char *path, clover_model **out);
+/* The same, naming the way to give a file in the error (`give`: "-m FILE", "a FILE"),
+ * and reading the file ahead only when `prefetch` (a command that runs the model). */
+int cli_load_model_for(const char *cmd, const char *path, const char *give, int prefetch, clover_model **out);
 
 #endif

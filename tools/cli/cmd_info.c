@@ -8,9 +8,9 @@
 #include <string.h>
 
 #include "clover.h"
+#include "cli_args.h"
 #include "cli_opts.h"
 #include "commands.h"
-#include "default_model.h"
 
 #define LABEL "%-16s"
 
@@ -155,28 +155,7 @@ int cmd_info(int argc, char **argv) {
         path = argv[i];
     }
     clover_model *m = NULL;
-    clover_error err = {0};
-    int rc;
-    const char *env = path ? NULL : default_model_env();
-    if (env) path = env;
-    if (path) {
-        rc = clover_model_load(&m, path, &err);
-    } else {
-        size_t len;
-        const void *bytes = default_model_bytes(&len);
-        if (!bytes) {
-            fprintf(stderr, "clover info: this build has no embedded default model; give a FILE or set CLOVER_DEFAULT_MODEL\n");
-            return 1;
-        }
-        char label[256];
-        snprintf(label, sizeof label, "(embedded default model: %s)", default_model_name());
-        rc = clover_model_load_memory(&m, bytes, len, label, &err);
-    }
-    if (rc != CLOVER_OK) {
-        fprintf(stderr, "clover info: %s%s\n", err.message,
-                env ? " (the file CLOVER_DEFAULT_MODEL names; unset it for the built-in model)" : "");
-        return 1;
-    }
+    if (cli_load_model_for("info", path, "a FILE", 0, &m)) return 1;
     clover_model_info info;
     clover_model_get_info(m, &info);
     print_info(&info);

@@ -297,17 +297,10 @@ int cmd_serve(int argc, char **argv) {
     int prc = serve_parse(argc, argv, &a);
     if (prc) return prc > 0 ? 0 : 2;
     if (!a.name[0]) {
-        /* the file that will be loaded: -m, else $CLOVER_DEFAULT_MODEL, else the
-         * embedded one, whose words begin with its file's name ("clover-demo-q8_0.gguf, ...") */
+        /* the file that will be loaded: -m, else $CLOVER_DEFAULT_MODEL, else the embedded one */
         const char *src = a.model ? a.model : default_model_env();
-        if (src) {
-            name_from_path(src, a.name, sizeof a.name);
-        } else {
-            const char *d = default_model_name();
-            const char *g = d ? strstr(d, ".gguf") : NULL;
-            if (g) snprintf(a.name, sizeof a.name, "%.*s", (int)(g - d), d);
-            else snprintf(a.name, sizeof a.name, "clover");
-        }
+        if (!src) src = default_model_file();
+        name_from_path(src ? src : "clover", a.name, sizeof a.name);
     }
     a.o.model_id = a.name;
 

@@ -18,6 +18,9 @@ const void *default_model_bytes(size_t *len);
  * or NULL (stage-0 build). */
 const char *default_model_name(void);
 
+/* The embedded file's name ("clover-demo-q8_0.gguf"), or NULL (stage-0 build). */
+const char *default_model_file(void);
+
 /* $CLOVER_DEFAULT_MODEL when set and not empty, else NULL. */
 const char *default_model_env(void);
 

@@ -7,3 +7,5 @@ const void *default_model_bytes(size_t *len) {
 }
 
 const char *default_model_name(void) { return NULL; }
+
+const char *default_model_file(void) { return NULL; }
