@@ -29,7 +29,10 @@
  *    u = 2^-11) and multiplied with f32 accumulation. Per output:
  *    |y - y_f32| <= (2u + u^2) * sum_i |w_i x_i| + f32 summation error,
  *    i.e. about 1e-3 of sum|w x|. Against the CPU's chunk path (f32
- *    activations, matmul_scalar) that is the whole difference.
+ *    activations, matmul_scalar) that is the whole difference. Matrices of
+ *    <= 64 outputs (on the 16-byte path below) take the decode kernel's f32
+ *    arithmetic instead, a warp per (row, output): chosen by the shape, so
+ *    still independent of the row count, and within the TF32 bound.
  * Each row's k-order is fixed (no split-K depending on the row count), so a
  * row's bits do not depend on the other rows in the call.
  *

@@ -40,6 +40,9 @@
  * each) on grid.y, each routed expert's rows read once per tile.
  * Measured (H200, bench/device-runs/cuda-matmul-notes.md): issue-bound, not yet at the bandwidth.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 
@@ -365,6 +368,161 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     }
 }
 
+/* Q8_0 with the rows in scratch (PREQ), tiles of up to 32 rows (not WIDE): the form of every dense Q8_0 chunk
+ * product of the backend. igemm_kernel's layout gives warp w the 8 rows of tile w&3 and 4 of the 8 partials,
+ * so each A fragment (a weight block, decoded from its 2-byte aligned bytes with its f16 scale) is decoded by
+ * 4 warps, and its copy loop recomputes every piece's address each chunk: ~95 instructions an mma, issue-
+ * bound at 13-16 us a 4096 x 2048 product whatever the rows (ncu, bench/device-runs/cuda-matmul-notes.md). Here warp w owns
+ * partial p_w alone, i.e. block w of every 256-value chunk, for all of the block's row tiles: each weight
+ * block is decoded once for up to 4 mma (one a row tile), and the copy pieces' addresses are set once and
+ * advanced by a constant a chunk (a Q8_0 chunk is 272 bytes, a multiple of 16, so a row's alignment within
+ * the stage never changes). Same terms, each partial's terms added in the same block order, the same tree
+ * ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) through shared memory: the bits of igemm_kernel and of the decode
+ * kernel (test_row_invariance). */
+__global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
+    constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int sts = BO * p.sbp + p.br * IG_ACS;
+    uint8_t *stages = sm;
+    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
+    int n0, m_count, e = 0;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.x * p.br;
+        n0 = blockIdx.y * BO;
+        m_count = min(p.br, p.n_rows - m0);
+        for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
+    } else {
+        if ((int)blockIdx.y >= *p.ntiles) return;
+        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        n0 = blockIdx.x * BO;
+        e = t[0];
+        m_count = t[2];
+        for (int i = tid; i < p.br; i += IG_THREADS) {
+            const int s = i < m_count ? p.perm[t[1] + i] : 0;
+            yrow[i] = s;
+            xrow[i] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK, nblk = p.n_in / 32;
+    __syncthreads(); /* xrow */
+    /* this thread's copy pieces, set once: 16-byte pieces of the rows' chunk (<= 3) and of the weights (<= 2) */
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(stages);
+    const size_t xstep = (size_t)p.xq_rows * IG_ACS; /* the rows' bytes of one chunk */
+    const uint8_t *asrc[3];
+    unsigned adst[3];
+    bool alive[3];
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+        const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
+        alive[j] = idx < m_count * PA;
+        asrc[j] = p.xq + (size_t)(alive[j] ? xrow[i] : 0) * IG_ACS + 16 * pc;
+        adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
+    }
+    const uint8_t *wq[2];
+    unsigned wdst[2];
+    int wrel[2]; /* the piece's offset from the row's first byte of the chunk (-15 .. CB) */
+    bool wlive[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+        wlive[j] = idx < BO * PPR && o < p.n_out;
+        const uint8_t *src = wbase + (size_t)(wlive[j] ? o : 0) * p.row_bytes;
+        const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
+        wq[j] = q;
+        wrel[j] = (int)(q - src);
+        wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
+    }
+    auto issue = [&](int c) {
+        const unsigned st = sbase + (unsigned)((c % IG_STAGES) * sts);
+#pragma unroll
+        for (int j = 0; j < 3; j++)
+            if (alive[j])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + adst[j]), "l"(asrc[j] + (size_t)c * xstep)
+                             : "memory");
+        const int cb = min(8, nblk - 8 * c) * MM_Q8_0_BYTES;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            if (!wlive[j] || wrel[j] >= cb) continue;
+            const uint8_t *q = wq[j] + (size_t)c * CB;
+            if (q >= p.w_lo && q + 16 <= p.w_end) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]), "l"(q) : "memory");
+            } else { /* the tensor's first or last bytes: byte by byte, inside it */
+                uint8_t *d = stages + (c % IG_STAGES) * sts + wdst[j];
+                for (int i = 0; i < 16; i++)
+                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < IG_STAGES - 1; s++) {
+        if (s < nchunks) issue(s);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    const int r0 = g, r1 = g + 8;
+    const int off0 = (int)(((uintptr_t)(wbase + (size_t)(n0 + r0) * p.row_bytes)) & 15);
+    const int off1 = (int)(((uintptr_t)(wbase + (size_t)(n0 + r1) * p.row_bytes)) & 15);
+    bool live[NT];
+    float acc[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        live[i] = 8 * i < m_count;
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[i][q] = 0.0f;
+    }
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
+        if (c + IG_STAGES - 1 < nchunks) issue(c + IG_STAGES - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = stages + (c % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
+        const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
+        const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
+        const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
+        const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
+        const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
+        const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+            const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
+            int cc[4] = {0, 0, 0, 0};
+            mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
+            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+            acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+            acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+            acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+            acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* the stages are free: the 8 partials meet there ([8 warps][4 tiles][32 lanes][4]) */
+    float *red = (float *)stages;
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        if (live[i])
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[((warp * NT + i) * 32 + lane) * 4 + q] = acc[i][q];
+    __syncthreads();
+    if (warp < NT && live[warp]) { /* warp i writes row tile i */
+        const int i = warp;
+        float pp[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) pp[j][q] = red[((j * NT + i) * 32 + lane) * 4 + q];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int o = n0 + (q < 2 ? r0 : r1), r = 8 * i + 2 * tig + (q & 1);
+            const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0][q], pp[1][q]), __fadd_rn(pp[2][q], pp[3][q])),
+                                      __fadd_rn(__fadd_rn(pp[4][q], pp[5][q]), __fadd_rn(pp[6][q], pp[7][q])));
+            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+        }
+    }
+}
+
 /* The chunk-major 8-bit rows of PREQ: chunk c of row r at xq + (c * n_rows + r) * IG_ACS, written byte for byte
  * as matmul_act.cu writes them (a warp per 32-value block for Q8_0, per 256 for the K-quants). */
 __global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, int n_in, uint8_t *xq) {
@@ -388,6 +546,17 @@ static int ig_pad(size_t bytes) {
     size_t s = (bytes + 15) / 16 * 16;
     while ((s / 4) % 8 != 4) s += 16;
     return (int)s;
+}
+
+/* The Q8_0 form igemm_q8_kernel: on unless CLOVER_CUDA_IG_Q8=0 (read once), so a device run can time and
+ * compare both forms in one binary. */
+static int g_ig_q8 = -1;
+static int ig_q8_enabled(void) {
+    if (g_ig_q8 < 0) {
+        const char *v = getenv("CLOVER_CUDA_IG_Q8");
+        g_ig_q8 = !(v && strcmp(v, "0") == 0);
+    }
+    return g_ig_q8;
 }
 
 static size_t ig_smem(const ig_params *p) {
@@ -432,9 +601,20 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
     igemm_kernel<T, PREQ, WIDE><<<grid, IG_THREADS, smem, st>>>(*p);
 }
 
+static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(igemm_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        attr_set = 1;
+    }
+    igemm_q8_kernel<<<grid, IG_THREADS, ig_smem(p), st>>>(*p);
+}
+
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
-    if (p->xq && p->wide)
+    if (T == MM_Q8_0 && p->xq && !p->wide && ig_q8_enabled())
+        ig_launch_q8(p, grid, st);
+    else if (p->xq && p->wide)
         ig_launch_t<T, true, true>(p, grid, st);
     else if (p->xq)
         ig_launch_t<T, true, false>(p, grid, st);

@@ -369,6 +369,50 @@ static void test_chunk_types(void) {
     }
 }
 
+/* Float matrices of <= 64 outputs on the 16-byte path take a warp per (row, output) in f32 at any row count
+ * (a shared expert's 1-output gate): within the decode bound of the scalar dot (1e-5), bit for bit the decode
+ * product of the same rows (the same arithmetic), and rows alone equal the same rows among 77. */
+static void test_chunk_thin(void) {
+    const size_t outs[] = {1, 45}, ins[] = {520, 2048};
+    for (int t = 0; t < 3; t++)
+        for (int c = 0; c < 4; c++) {
+            const uint32_t type = TYPES[t];
+            const size_t n_out = outs[c & 1], n_in = ins[c >> 1], n_rows = 77;
+            size_t rb;
+            uint8_t *w = make_weights(type, n_out, n_in, &rb);
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+            for (size_t r = 0; r < n_rows; r++)
+                for (size_t o = 0; o < n_out; o++) ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+            void *dw = dev_upload(w, n_out * rb);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
+            char why[256] = "", what[48];
+            CHECK_MSG(cuda_matmul_chunk(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
+            dev_download(got, dy, n_rows * n_out);
+            snprintf(what, sizeof what, "thin %zux%zu", n_out, n_in);
+            check_close(what, type, got, ref, n_rows * n_out, 1e-5);
+            /* rows 64..76 and row 70 alone (chunk); rows 0..7 and row 70 by the decode product (8 rows: the same
+             * thin kernel; 1 row: mmv_kernel, whose bits the thin kernel must reproduce) */
+            for (int pass = 0; pass < 4; pass++) {
+                const size_t r0 = pass == 0 ? 64 : pass == 2 ? 0 : 70, nr = pass == 0 ? 13 : pass == 2 ? 8 : 1;
+                float *dy2 = dev_poisoned(nr * n_out), *sub = malloc(nr * n_out * sizeof(float));
+                CHECK_MSG((pass < 2 ? cuda_matmul_chunk(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2, NULL, why, sizeof why)
+                                    : cuda_matmul_decode(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2, NULL, NULL, why,
+                                                         sizeof why)) == 0,
+                          "%s", why);
+                dev_download(sub, dy2, nr * n_out);
+                CHECK_MSG(memcmp(sub, got + r0 * n_out, nr * n_out * sizeof(float)) == 0,
+                          "thin chunk %s %zux%zu: %zu rows %s differ from the same rows among 77", quant_type_name(type),
+                          n_out, n_in, nr, pass < 2 ? "alone" : "by the decode product");
+                free(sub);
+                cudaFree(dy2);
+            }
+            free(w), free(x), free(ref), free(got);
+            cudaFree(dw), cudaFree(dx), cudaFree(dy);
+        }
+}
+
 /* The integer path at every row count 1..64 and with varied neighbours:
  * rows r0 .. r0 + n - 1 of a 72-row x (r0 = 7n mod 8), one launch each
  * (decode for n <= 8, chunk without and with scratch for every n, so the
@@ -772,6 +816,7 @@ int main(void) {
     RUN(test_act_quantize_bytes);
     RUN(test_decode_types);
     RUN(test_chunk_types);
+    RUN(test_chunk_thin);
     RUN(test_row_invariance);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
