@@ -12,7 +12,8 @@
 # Predictions (written before any run of these changes):
 #  - every test passes (the thin float form = mmv bits: test_decode_types' rows alone vs together;
 #    test_chunk_thin; the Q8_0 form at 1..64 rows = the decode kernel's bits: test_row_invariance;
-#    the coreset = the CPU's kept sets: test_cuda_preview); memcheck 0 errors.
+#    the coreset = the CPU's kept sets and the GDN block operator at the 35B heads within 1e-4 of
+#    gdn_block_scalar: test_cuda_preview); memcheck 0 errors.
 #  - layer bench, before -> after: router f32 256x2048 (4 decode x 8 rows) ~30 -> ~8 us; shexp gate logit
 #    f32 1x2048 at 32 rows (TF32, one block) ~90 -> ~4 us; coreset + routing ~90 -> ~40 us; dense q8_0
 #    at 32 rows: qkv 8192x2048 ~22 -> ~11 us, z 4096x2048 15.8 -> ~8 us, alpha 32x2048 ~11 -> ~5 us,
