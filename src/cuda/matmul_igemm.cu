@@ -109,6 +109,68 @@ __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t 
     }
 }
 
+/* This thread's copy pieces of a PREQ block, set once before the first chunk: ig_copy_chunk divides every
+ * piece index by the pieces a row takes and recomputes each address per chunk (~30 instructions a piece,
+ * 5-9 pieces a thread a chunk in the WIDE form: about a quarter of a WIDE block's instructions). Here a
+ * piece keeps its row's first byte and its slot, and a chunk adds c * CB: the same bytes to the same
+ * shared-memory places as ig_copy_chunk (a piece's start is recomputed from the chunk's first byte, so
+ * Q6_K's 210-byte chunks, not a multiple of 16, shift as they do there). */
+template <int T, int BO>
+struct ig_pieces {
+    static constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16;
+    static constexpr int NW = (BO * PPR + IG_THREADS - 1) / IG_THREADS, NA = (32 * PA + IG_THREADS - 1) / IG_THREADS;
+    const uint8_t *wrow[NW]; /* the piece's weight row (its first byte), NULL when the piece is idle */
+    unsigned wdst[NW];       /* its place in a stage, 16-byte piece pc of row r */
+    int wpc[NW];
+    const uint8_t *asrc[NA]; /* the rows' pieces (chunk 0), NULL when idle */
+    unsigned adst[NA];
+
+    __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count) {
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            const int idx = threadIdx.x + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+            const bool live = idx < BO * PPR && o < p.n_out;
+            wrow[j] = live ? wbase + (size_t)o * p.row_bytes : NULL;
+            wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
+            wpc[j] = pc;
+        }
+#pragma unroll
+        for (int j = 0; j < NA; j++) {
+            const int idx = threadIdx.x + j * IG_THREADS, i = idx / PA, pc = idx % PA;
+            const bool live = idx < m_count * PA;
+            asrc[j] = live ? p.xq + (size_t)xrow[i] * IG_ACS + 16 * pc : NULL;
+            adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
+        }
+    }
+
+    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ) */
+    __device__ __forceinline__ void copy(const ig_params &p, int c, uint8_t *dst) const {
+        const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
+        const size_t xoff = (size_t)c * p.xq_rows * IG_ACS;
+#pragma unroll
+        for (int j = 0; j < NA; j++)
+            if (asrc[j])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
+                             : "memory");
+        const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
+        const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            if (!wrow[j]) continue;
+            const uint8_t *src = wrow[j] + (size_t)c * CB;
+            const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * wpc[j];
+            if (q >= src + cb) continue;
+            if (q >= p.w_lo && q + 16 <= p.w_end) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(q) : "memory");
+            } else {
+                uint8_t *d = dst + wdst[j];
+                for (int i = 0; i < 16; i++)
+                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+            }
+        }
+    }
+};
+
 /* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
 template <int T, bool PREQ, bool WIDE>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
@@ -141,10 +203,17 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     constexpr int CB = ig_chunk_bytes<T>();
     const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
     __syncthreads(); /* xrow */
+    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once */
+    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count);
     /* the first chunks in flight before anything else */
 #pragma unroll
     for (int s = 0; s < IG_STAGES - 1; s++) {
-        if (s < nchunks) ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        if (s < nchunks) {
+            if (PREQ)
+                pcs.copy(p, s, stages + s * sts);
+            else
+                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
@@ -192,9 +261,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     for (int c = 0; c < nchunks; c++) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
-        if (c + IG_STAGES - 1 < nchunks)
-            ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts,
-                                   xrow, m_count);
+        if (c + IG_STAGES - 1 < nchunks) {
+            uint8_t *sd = stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts;
+            if (PREQ)
+                pcs.copy(p, c + IG_STAGES - 1, sd);
+            else
+                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, sd, xrow, m_count);
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = stages + (c % IG_STAGES) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
