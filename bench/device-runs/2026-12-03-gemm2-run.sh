@@ -19,7 +19,8 @@
 #    at 32 rows: qkv 8192x2048 ~22 -> ~11 us, z 4096x2048 15.8 -> ~8 us, alpha 32x2048 ~11 -> ~5 us,
 #    out 2048x4096 ~22 -> ~12 us, shexp 512-wide ~10 -> ~5 us; z at 2 rows 13.3 -> ~5 us; qkv at 512
 #    rows ~300 -> ~250 us; gdn block operator ~70 -> ~15 us (its heads kernel staged); each expert
-#    product -20 us (the grouping kernel, 28 -> ~4 us), preview ~35 -> ~15 us, commit ~110 -> ~90 us.
+#    product -20 us (the grouping kernel, 28 -> ~4 us) and ~15% of the rest (copy addresses set once),
+#    preview ~35 -> ~12 us, commit ~110 -> ~80 us.
 #    A preview GDN layer's ops ~500 -> ~220 us.
 #  - e: preview first pass with coreset 22.7 -> ~12 ms, without 19.1 -> ~10 ms; commit 25.2 -> ~16 ms.
 set -uo pipefail
