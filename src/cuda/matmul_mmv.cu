@@ -592,6 +592,27 @@ extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, si
     return matmul_decode("cuda_matmul_decode", type, w, NULL, n_out, n_in, x, n_rows, y, work, stream, why, why_len);
 }
 
+extern "C" int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                 size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
+    const char *op = "cuda_matmul_exact";
+    if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
+    if (mm_is_int(type)) MM_FAIL("%s: weight type %u is not a float type", op, (unsigned)type);
+    if (n_rows < 1 || n_rows > (1u << 24)) MM_FAIL("%s: %zu rows", op, n_rows);
+    if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+    if (n_rows >= 2 && mmv_thin_ok(type, w, n_in, x)) { /* one launch: mmv_kernel's bits (mmv_thin_kernel) */
+        mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, (cudaStream_t)stream);
+        return mm_launch_status(op, why, why_len);
+    }
+    for (size_t r0 = 0; r0 < n_rows; r0 += MMV_MAX) {
+        const size_t nr = n_rows - r0 < MMV_MAX ? n_rows - r0 : MMV_MAX;
+        if (matmul_decode(op, type, w, NULL, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, NULL, stream, why,
+                          why_len))
+            return -1;
+    }
+    return 0;
+}
+
 extern "C" int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,
                                       const float *x, size_t n_rows, float *y, void *work, void *stream, char *why,
                                       size_t why_len) {

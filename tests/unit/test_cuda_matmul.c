@@ -413,6 +413,49 @@ static void test_chunk_thin(void) {
         }
 }
 
+/* cuda_matmul_exact: float weights at 37 rows in one call, each row bit for bit what cuda_matmul_decode gives
+ * it in 8-row calls (the 16-byte path: one thin launch; 313 wide: the decode launches), within 1e-5 of the
+ * scalar dot; an integer type is refused. */
+static void test_exact(void) {
+    const size_t ins[] = {520, 2048, 313}, n_out = 77, n_rows = 37;
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < 3; v++) {
+            const uint32_t type = TYPES[t];
+            const size_t n_in = ins[v];
+            size_t rb;
+            uint8_t *w = make_weights(type, n_out, n_in, &rb);
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+            float *dec = malloc(n_rows * n_out * sizeof(float));
+            for (size_t r = 0; r < n_rows; r++)
+                for (size_t o = 0; o < n_out; o++) ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+            void *dw = dev_upload(w, n_out * rb);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
+            float *dy2 = dev_poisoned(n_rows * n_out);
+            char why[256] = "", what[48];
+            CHECK_MSG(cuda_matmul_exact(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
+            for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
+                const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+                CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2 + r0 * n_out, NULL, NULL, why,
+                                             sizeof why) == 0,
+                          "%s", why);
+            }
+            dev_download(got, dy, n_rows * n_out);
+            dev_download(dec, dy2, n_rows * n_out);
+            snprintf(what, sizeof what, "exact x37/%zu", n_in);
+            check_close(what, type, got, ref, n_rows * n_out, 1e-5);
+            CHECK_MSG(memcmp(got, dec, n_rows * n_out * sizeof(float)) == 0,
+                      "cuda_matmul_exact %s %zu wide differs from the 8-row decode products", quant_type_name(type), n_in);
+            free(w), free(x), free(ref), free(got), free(dec);
+            cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+        }
+    char why[256] = "";
+    float *dy = dev_poisoned(4);
+    CHECK(cuda_matmul_exact(QUANT_Q8_0, dy, 4, 32, dy, 1, dy, NULL, why, sizeof why) == -1 && why[0] != 0);
+    cudaFree(dy);
+}
+
 /* The integer path at every row count 1..64 and with varied neighbours:
  * rows r0 .. r0 + n - 1 of a 72-row x (r0 = 7n mod 8), one launch each
  * (decode for n <= 8, chunk without and with scratch for every n, so the
@@ -817,6 +860,7 @@ int main(void) {
     RUN(test_decode_types);
     RUN(test_chunk_types);
     RUN(test_chunk_thin);
+    RUN(test_exact);
     RUN(test_row_invariance);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
