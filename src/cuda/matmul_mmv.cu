@@ -435,8 +435,8 @@ bool mmv_thin_ok(uint32_t type, const void *w, size_t n_in, const float *x) {
 }
 
 /* y [n_rows][n_out] = x W^T for float weights, a warp per (row, output); the caller checked the shape. */
-void mmv_thin_launch(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                                size_t n_rows, float *y, cudaStream_t st) {
+void mmv_thin_launch(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
+                     cudaStream_t st) {
     const size_t warps = n_rows * n_out, rb = mm_row_bytes(type, n_in);
     const dim3 grid((unsigned)((warps + 7) / 8)), block(256);
     const uint8_t *W = (const uint8_t *)w;
@@ -600,7 +600,8 @@ extern "C" int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, siz
     if (n_rows < 1 || n_rows > (1u << 24)) MM_FAIL("%s: %zu rows", op, n_rows);
     if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
     if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
-    if (n_rows >= 2 && mmv_thin_ok(type, w, n_in, x)) { /* one launch: mmv_kernel's bits (mmv_thin_kernel) */
+    /* one launch (a block per 8 pairs, within the grid's limit): mmv_kernel's bits (mmv_thin_kernel) */
+    if (n_rows >= 2 && (double)n_rows * (double)n_out <= 8.0 * 2147483647.0 && mmv_thin_ok(type, w, n_in, x)) {
         mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, (cudaStream_t)stream);
         return mm_launch_status(op, why, why_len);
     }
