@@ -17,7 +17,8 @@
 #          each, the ratio, and whether every answer is identical. The bar
 #          (issue 25): concurrent >= 8x sequential for the --no-diffusion file
 #          (AR), >= 4x for block diffusion, answers identical.
-#          SERVE_N / SERVE_TOKENS override the 16 requests and 128 tokens.
+#          SERVE_N / SERVE_TOKENS override the 16 requests and 128 tokens;
+#          SERVE_KINDS "ar" or "clover" serves one file only (default both).
 #   batch  bench_batch --device cuda at 1, 2, 4, 8, 16, 32 requests (prompt 64,
 #          gen 128), both modes, on the Clover 35B-A3B file.
 set -uo pipefail
@@ -88,8 +89,11 @@ print(f"sequential {r['sequential_tok_s']:.1f} tok/s, {n} concurrent {r['concurr
 EOF
 
 case " $STEPS " in *" serve "*)
-  synth "$AR" --no-diffusion & synth "$CL"; wait
-  for kind in ar clover; do
+  kinds=${SERVE_KINDS:-ar clover}
+  case " $kinds " in *" ar "*) synth "$AR" --no-diffusion & ;; esac
+  case " $kinds " in *" clover "*) synth "$CL" ;; esac
+  wait
+  for kind in $kinds; do
     M=$AR; bar=8; [ $kind = clover ] && M=$CL bar=4
     [ -s "$M" ] || { say "serve $kind: no model (synth failed: $O/synth-*.log)"; continue; }
     log=$O/serve-$kind.log

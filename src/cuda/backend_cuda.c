@@ -10,22 +10,17 @@
  *            state and its scratch when it is created, against free device
  *            memory (the admission rule), so a pass never runs out of memory.
  *
- * Commit runs each sequence of a call in turn with the one-sequence device
- * pass (backend_cuda_commit.c: the captured decode graph for a one-row step, else
- * chunks of max_rows from the sequence's first row), so a row's result is
- * exactly what it is alone: the batch invariance this backend guarantees is
- * the trivial one, and the weights are read once per sequence, not once per
- * call (sharing one read is the next step, with the batch-invariant kernels
- * that needs). Every argument of a sequence is checked before its pass is
- * enqueued, so a failing sequence leaves its session as it was and the
- * others run as if it had not been there.
- *
- * Causal picks copy the logits of the picked rows back and pick on the host
- * (backend/pick.c, the contract's oracle), so picks are bit-for-bit the
- * CPU's given the same logits; picking on the device, so that only a few
- * bytes per row come back, is the next step. One picked row (a decode step)
- * uses the one-row head; several picked rows take every row's logits, so
- * their head runs with the chunk's row count.
+ Commit: every one-row commit of a call (a decode step; a sequence alone
+ * too) goes into ONE stacked pass (backend_cuda_stack.c: the weights read
+ * once for all those rows, attention and GDN per sequence, the picks on the
+ * device, one host sync), each row on the kernels it has alone, so a row's
+ * bits do not depend on the others. Other commits (prompt chunks, a drafted
+ * block's verification, NLL, all logits) run each sequence in turn with the
+ * one-sequence pass (backend_cuda_commit.c, chunks of max_rows from the
+ * sequence's first row) and pick on the host (backend/pick.c, the
+ * contract's oracle). Every argument of a sequence is checked before its
+ * pass is enqueued, so a failing sequence leaves its session as it was and
+ * the others run as if it had not been there.
  *
  * Preview and resolve (block diffusion) run per sequence in
  * backend_cuda_preview.c: the pass, the coreset and the pick on the device,
@@ -33,6 +28,7 @@
  * checkpoint is a device copy of the GDN rings and states and the length
  * (KV rows below the length are never rewritten: restoring truncates).
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/pick.h"
@@ -52,7 +48,12 @@ struct backend {
     cuda_model *cm;
     host_pick_ctx pick;
     uint32_t *counts; /* [n_vocab] the pick's penalty counts (unused on the causal path, but required) */
+    backend_session *stack; /* the stacked executor of one-row commits (backend_cuda_stack.c), made on first use */
+    bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
 };
+
+/* Sequences of one stacked pass at most (the engine's calls carry up to 64). */
+enum { STACK_SEQS = 64 };
 
 struct backend_checkpoint {
     backend_session *s;
@@ -87,6 +88,7 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
 
 static void cuda_destroy(backend *be) {
     if (!be) return;
+    backend_cuda_session_free(be->stack);
     host_pick_ctx_free(&be->pick);
     mem_free(be->counts);
     if (be->cm) cuda_model_release(be->cm);
@@ -109,6 +111,8 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
         cuda_destroy(be);
         return error_set(err, CLOVER_E_NOMEM, "CUDA backend: out of memory");
     }
+    /* CLOVER_CUDA_NO_STACK (any value): each decode step alone, as before issue 25's stacked pass (A/B timing) */
+    be->stack_off = getenv("CLOVER_CUDA_NO_STACK") != NULL;
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
     if ((rc = cuda_model_acquire(model, &be->cm, err))) { /* the weights go up once, here */
         cuda_destroy(be);
@@ -186,15 +190,77 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
     return rc;
 }
 
+/* A one-row commit with no per-row output but the last logits and the pick: a decode step, which the stacked
+ * pass takes (every one, a sequence alone too, so alone and stacked run the same code). */
+static bool stackable(const backend_commit_seq *q) {
+    return q->n == 1 && !q->all_logits && !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden;
+}
+
+/* What commit_one and cuda_commit_rows check, for a stacked row: nothing is enqueued for a failing one. */
+static int stack_check(backend *be, const backend_commit_seq *q, clover_error *err) {
+    backend_session *s = q->s;
+    if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
+    if (s->be != be) return error_set(err, CLOVER_E_INVALID, "commit: the session belongs to another backend");
+    if (!q->ids) return error_set(err, CLOVER_E_INVALID, "commit: 1 rows but no ids");
+    const uint32_t V = s->hp->n_vocab;
+    if (q->ids[0] < 0 || (uint32_t)q->ids[0] >= V)
+        return error_set(err, CLOVER_E_INVALID, "commit: token id %d at row 0 is outside the vocabulary 0..%u",
+                         (int)q->ids[0], V - 1);
+    if (s->n_past + 1 > s->max_context)
+        return error_set(err, CLOVER_E_INVALID, "commit: 1 rows after %zu committed exceed the session's context of %zu",
+                         s->n_past, s->max_context);
+    return pick_check(be, q, err);
+}
+
+/* The stacked executor, made on first use; false when it cannot be (then commits run one by one). */
+static bool stack_ready(backend *be) {
+    if (be->stack) return true;
+    if (be->stack_off) return false;
+    clover_error e = {0};
+    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, &be->stack, &e)) {
+        be->stack_off = true;
+        be->stack = NULL;
+        return false;
+    }
+    be->stack->be = be;
+    return true;
+}
+
+bool cuda_backend_stack_graphs(const backend *be) {
+    if (!be || !be->stack) return false;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 65; j++)
+            if (be->stack->sgraph[i][j]) return true;
+    return false;
+}
+
 static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    backend_commit_seq *st[STACK_SEQS];
+    size_t ns = 0;
+    bool any = false;
+    for (size_t i = 0; i < n_seqs && be && !any; i++) any = stackable(&seqs[i]);
+    const bool stacked = any && stack_ready(be);
     for (size_t i = 0; i < n_seqs; i++) {
         backend_commit_seq *q = &seqs[i];
         q->err.code = 0;
         q->err.message[0] = 0;
-        q->rc = be ? commit_one(be, q, stats, &q->err) : error_set(&q->err, CLOVER_E_INVALID, "commit: no backend");
-        if (q->rc && !first) first = q->rc;
+        q->rc = CLOVER_OK;
+        if (!be) {
+            q->rc = error_set(&q->err, CLOVER_E_INVALID, "commit: no backend");
+        } else if (stacked && stackable(q)) {
+            if (!(q->rc = stack_check(be, q, &q->err))) st[ns++] = q;
+            if (ns == STACK_SEQS) {
+                cuda_stack_decode(be->stack, &be->pick, st, ns, stats);
+                ns = 0;
+            }
+        } else {
+            q->rc = commit_one(be, q, stats, &q->err);
+        }
     }
+    if (ns) cuda_stack_decode(be->stack, &be->pick, st, ns, stats);
+    for (size_t i = 0; i < n_seqs; i++)
+        if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;
 }
 

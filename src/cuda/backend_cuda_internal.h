@@ -14,6 +14,11 @@
  *               max_rows rows, the device descriptors the attention and GDN
  *               kernels read (cuda_attention.h, cuda_gdn.h), a stream, and
  *               the captured graph of a one-row decode step.
+ *  the stacked executor  a backend_session with `stack` set, one per backend
+ *               (backend_cuda.c): no KV and no GDN state of its own, scratch
+ *               and descriptor slots for 64 sequences a layer; it runs a
+ *               call's decode rows (backend_cuda_stack.c) as one stacked pass
+ *               over the member sessions' caches and states.
  *
  * A pass only enqueues work on the session's stream: no allocation, no sync
  * and no host read until its results are copied back at the end; the values
@@ -160,6 +165,14 @@ struct backend_session {
     bool graph_failed;          /* capture unavailable: decode runs eagerly */
     struct backend *be;         /* the backend it was made on */
     uint64_t epoch;             /* bumped by reset, import and restore: tells stale checkpoints */
+    /* The stacked executor (backend_cuda_stack.c) is a session without KV whose descriptor arrays hold
+     * seq_stride slots per layer (layer slot l, sequence i at l * seq_stride + i), filled from the member
+     * sessions before each pass; 1 for an ordinary session. */
+    size_t seq_stride;
+    bool stack;
+    size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
+    void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */
+    bool sgraph_failed;
 };
 
 /* backend_cuda_session.c */
@@ -182,6 +195,22 @@ typedef struct cuda_commit_out {
 int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err);
 
+/* The stacked executor: a session of no sequence, with scratch for max_seqs rows and descriptor slots for
+ * max_seqs sequences per layer (backend_cuda_session.c). */
+int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
+                              backend_session **out, clover_error *err);
+
+/* backend_cuda_stack.c: one-row commits of n sequences (decode steps) as ONE pass on the stacked executor x:
+ * every product reads its weights once for all n rows, attention and GDN index each row's own session, the
+ * picks on the device, one host sync. Each q was checked (session, id, room, pick) by the caller. A row's
+ * bits are those of its sequence alone (the products take the kernel of one row; the kernels compute rows
+ * independently). Sets each q->rc. */
+int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq *const *qs, size_t n,
+                      backend_pass_stats *stats);
+
+/* Whether the backend's stacked decode pass replays captured graphs (backend_cuda.c; a diagnostic). */
+bool cuda_backend_stack_graphs(const struct backend *be);
+
 /* backend_cuda_state.c */
 size_t backend_cuda_state_bytes(const backend_session *s);
 int backend_cuda_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
@@ -203,6 +232,9 @@ typedef struct cuda_pass {
     float ln_ratio, top_p;
     const int32_t *head_rows; /* preview: device list of the rows the head computes (logits row i = head_rows[i]) */
     size_t n_head_rows;
+    /* stacked (s->stack): n_seq sequences of seq_rows rows at most each, their descriptors already in the
+     * pinned mirrors (the pass copies them); each product takes the kernel of seq_rows rows, as alone */
+    size_t n_seq, seq_rows;
 } cuda_pass;
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
 /* The head for n rows of sc.x listed in rows (device), into sc.logits (a preview's masked rows). */

@@ -45,9 +45,11 @@ enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
 
 static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
 
-/* Where a product of n rows takes the decode kernel (8-bit rows or f32 for float weights), as mm_as decides. */
-static bool takes_decode(const backend_session *s, const model_weight *w, size_t n, bool exact) {
-    return n <= D || ((s->fp32 || exact) && is_float(w->type));
+/* Where a product takes the decode kernel (8-bit rows or f32 for float weights), as mm_as decides: by the rows
+ * of one sequence (s->cls_rows), never the pass's, so a stacked row keeps the kernel it has alone (either kernel
+ * computes each row independently of the others, cuda_matmul.h). */
+static bool takes_decode(const backend_session *s, const model_weight *w, bool exact) {
+    return s->cls_rows <= D || ((s->fp32 || exact) && is_float(w->type));
 }
 
 static bool same_shape(const model_weight *a, const model_weight *b) {
@@ -59,7 +61,7 @@ static int mm_as(backend_session *s, const model_weight *w, const float *x, size
     const void *dw = cuda_model_weight(s->cm, w);
     const size_t n_in = (size_t)w->ne[0], n_out = (size_t)w->ne[1];
     char why[256] = "";
-    if (n <= D || ((s->fp32 || exact) && is_float(w->type))) {
+    if (takes_decode(s, w, exact)) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             size_t nr = n - r0 < D ? n - r0 : D;
             if (cuda_matmul_decode(w->type, dw, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, s->sc.mm_work,
@@ -88,7 +90,7 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
                     const float *x, size_t n, clover_error *err) {
     bool one = nw > 1 && nw <= CUDA_MATMUL_MAX_SEG;
     for (size_t i = 0; one && i < nw; i++)
-        one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], n, exact[i]);
+        one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], exact[i]);
     int rc;
     if (!one) {
         for (size_t i = 0; i < nw; i++)
@@ -130,7 +132,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .y = y};
     a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
     char why[256] = "";
-    if (n <= D || (s->fp32 && is_float(w->type))) {
+    if (takes_decode(s, w, false)) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             cuda_moe_args b = a;
             b.n_rows = n - r0 < D ? n - r0 : D;
@@ -156,8 +158,8 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
 }
 
 /* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
-static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u, size_t n) {
-    return same_shape(g, u) && (n <= D || (s->fp32 && is_float(g->type)));
+static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u) {
+    return same_shape(g, u) && takes_decode(s, g, false);
 }
 
 static int op_status(int rc, const char *what, clover_error *err) {
@@ -171,7 +173,7 @@ static int op_status(int rc, const char *what, clover_error *err) {
 static int mm_glu(backend_session *s, const model_weight *wg, const model_weight *wu, const float *x, size_t n,
                   float *h, float *u, clover_error *err) {
     const size_t n_in = (size_t)wg->ne[0], n_out = (size_t)wg->ne[1];
-    if (!same_shape(wg, wu) || !takes_decode(s, wg, n, false)) {
+    if (!same_shape(wg, wu) || !takes_decode(s, wg, false)) {
         int rc;
         if ((rc = mm(s, wg, x, n, h, err)) || (rc = mm(s, wu, x, n, u, err))) return rc;
         return op_status(cuda_swiglu(h, h, u, n * n_out, s->stream), "SwiGLU", err);
@@ -188,7 +190,7 @@ static int mm_glu(backend_session *s, const model_weight *wg, const model_weight
 }
 
 static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, bool causal,
-                           clover_error *err) {
+                           const cuda_pass *p, clover_error *err) {
     const model_attention_weights *w = &ml->attn;
     cuda_scratch *sc = &s->sc;
     int rc;
@@ -196,12 +198,13 @@ static int layer_attention(backend_session *s, const model_layer *ml, const cuda
     const bool ex[3] = {false, false, false};
     float *const out[3] = {sc->qg, sc->k, sc->v};
     if ((rc = mm_multi(s, qkv, ex, out, 3, sc->x, n, err))) return rc;
-    const cuda_attn_seq *seq = s->d_aseq + ly->slot;
+    /* stacked: n_seq descriptors per layer slot, each sequence at most seq_rows rows (the grid's extent) */
+    const cuda_attn_seq *seq = s->d_aseq + (size_t)ly->slot * s->seq_stride;
+    const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
     int e = cuda_attn_prepare(sc->qg, sc->k, sc->v, cuda_model_weight(s->cm, &w->q_norm),
-                              cuda_model_weight(s->cm, &w->k_norm), sc->inv_freq, seq, 1, (int)s->max_rows, &s->ad,
-                              s->stream);
+                              cuda_model_weight(s->cm, &w->k_norm), sc->inv_freq, seq, n_seq, mr, &s->ad, s->stream);
     if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention prepare: %s", cuda_attn_strerror(e));
-    e = cuda_attn_forward(sc->att, sc->qg, seq, 1, (int)n, (int)s->max_rows, (int)s->max_context, causal ? 1 : 0, &s->ad,
+    e = cuda_attn_forward(sc->att, sc->qg, seq, n_seq, (int)n, mr, (int)s->max_context, causal ? 1 : 0, &s->ad,
                           sc->attn_work, s->stream);
     if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: attention: %s", cuda_attn_strerror(e));
     return mm(s, &w->o, sc->att, n, sc->y, err);
@@ -227,7 +230,8 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
-static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, clover_error *err) {
+static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, const cuda_pass *p,
+                     clover_error *err) {
     const model_gdn_weights *w = &ml->gdn;
     cuda_scratch *sc = &s->sc;
     int rc;
@@ -235,9 +239,13 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     const bool ex[4] = {false, false, false, false};
     float *const out[4] = {sc->mixed, sc->z, sc->ga, sc->gb};
     if ((rc = mm_multi(s, in, ex, out, 4, sc->x, n, err))) return rc;
-    /* the CPU's choice: the recurrence for one row, the chunked form for more */
-    int e = cuda_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gw, s->d_gseq + ly->slot, 1, (int)n,
-                         (int)s->max_rows, n > 1, &s->gd, sc->gdn_work, s->stream);
+    /* the CPU's choice: the recurrence for one row, the chunked form for more (a stacked pass: per sequence,
+     * so its sequences all have one row, or all more) */
+    const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
+    const bool chunked = s->stack ? p->seq_rows > 1 : n > 1;
+    int e = cuda_gdn_mix(sc->gout, sc->mixed, sc->z, sc->gb, sc->ga, &ly->gw,
+                         s->d_gseq + (size_t)ly->slot * s->seq_stride, n_seq, (int)n, mr, chunked, &s->gd,
+                         sc->gdn_work, s->stream);
     if (e) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: Gated DeltaNet: %s", cuda_gdn_strerror(e));
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
@@ -270,7 +278,7 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     }
     if (s->count_experts && cuda_mark_experts(sc->used + il * hp->n_expert, sc->ridx, n * k, s->stream))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", cuda_preview_last_error());
-    if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
+    if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
         if ((rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err))) return rc;
     } else {
         if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) ||
@@ -305,19 +313,27 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
     const size_t n = p->n, H = hp->n_embd;
     char why[CUDA_WHY];
     int rc;
-    /* the per-pass facts: ids, then every layer's descriptor (positions, rows) */
-    for (size_t i = 0; i < s->n_attn; i++) {
-        s->h_aseq[i].pos = (int32_t)p->pos;
-        s->h_aseq[i].row0 = 0;
-        s->h_aseq[i].n = (int32_t)n;
+    if (s->stack && (p->preview || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows || p->seq_rows > n))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",
+                         p->n_seq, p->seq_rows);
+    s->cls_rows = s->stack ? p->seq_rows : n;
+    /* the per-pass facts: ids, then every layer's descriptor (positions, rows; a stacked pass's caller wrote
+     * its sequences' own) */
+    if (!s->stack) {
+        for (size_t i = 0; i < s->n_attn; i++) {
+            s->h_aseq[i].pos = (int32_t)p->pos;
+            s->h_aseq[i].row0 = 0;
+            s->h_aseq[i].n = (int32_t)n;
+        }
+        for (size_t i = 0; i < s->n_gdn; i++) {
+            s->h_gseq[i].row0 = 0;
+            s->h_gseq[i].n = (int32_t)n;
+        }
     }
-    for (size_t i = 0; i < s->n_gdn; i++) {
-        s->h_gseq[i].row0 = 0;
-        s->h_gseq[i].n = (int32_t)n;
-    }
+    const size_t na = s->n_attn * s->seq_stride, ng = s->n_gdn * s->seq_stride;
     if (cuda_h2d_async(sc->ids, s->h_ids, n * sizeof(int32_t), s->stream, why) ||
-        (s->n_attn && cuda_h2d_async(s->d_aseq, s->h_aseq, s->n_attn * sizeof(cuda_attn_seq), s->stream, why)) ||
-        (s->n_gdn && cuda_h2d_async(s->d_gseq, s->h_gseq, s->n_gdn * sizeof(cuda_gdn_seq), s->stream, why)))
+        (na && cuda_h2d_async(s->d_aseq, s->h_aseq, na * sizeof(cuda_attn_seq), s->stream, why)) ||
+        (ng && cuda_h2d_async(s->d_gseq, s->h_gseq, ng * sizeof(cuda_gdn_seq), s->stream, why)))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", why);
 
     if ((rc = op_status(cuda_embed_rows(sc->h, cuda_model_weight(s->cm, &m->token_embd), m->token_embd.type, sc->ids,
@@ -335,9 +351,9 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
                             "input norm", err)))
             return rc;
         if (ml->kind == MODEL_LAYER_ATTENTION)
-            rc = layer_attention(s, ml, ly, n, !p->preview, err);
+            rc = layer_attention(s, ml, ly, n, !p->preview, p, err);
         else
-            rc = p->preview ? layer_gdn_block(s, ml, ly, n, p, err) : layer_gdn(s, ml, ly, n, err);
+            rc = p->preview ? layer_gdn_block(s, ml, ly, n, p, err) : layer_gdn(s, ml, ly, n, p, err);
         if (rc) return rc;
         if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, &ml->post_norm), n, H,
                                               hp->rms_eps, s->stream),
@@ -357,12 +373,14 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
     if (p->head_r0 >= n) return CLOVER_OK;
     /* x already holds the final norm of every row (the last fused add + norm) */
     const size_t r0 = p->head_r0, nr = n - r0;
+    s->cls_rows = s->stack ? p->seq_rows : nr; /* the head's kernel: by its own rows of one sequence */
     return mm(s, &m->output, sc->x + r0 * H, nr, sc->logits, err);
 }
 
 int cuda_pass_head_rows(backend_session *s, const int32_t *rows, size_t n, clover_error *err) {
     if (!n) return CLOVER_OK;
     cuda_scratch *sc = &s->sc;
+    s->cls_rows = n;
     if (cuda_gather_rows(sc->xh, sc->x, rows, n, s->hp->n_embd, s->stream))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: head rows: %s", cuda_preview_last_error());
     return mm(s, &s->model->output, sc->xh, n, sc->logits, err);

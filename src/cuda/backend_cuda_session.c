@@ -163,9 +163,9 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->moe_work = carve(&c, moew);
     sc->attn_work = carve(&c, s->n_attn ? cuda_attn_workspace_bytes(&s->ad, (int)R, (int)R, (int)s->max_context) : 0);
     sc->gdn_work = carve(&c, s->n_gdn ? cuda_gdn_mix_workspace_bytes(&s->gd, (int)R) : 0);
-    s->d_aseq = carve(&c, (s->n_attn ? s->n_attn : 1) * sizeof(cuda_attn_seq));
-    s->d_gseq = carve(&c, (s->n_gdn ? s->n_gdn : 1) * sizeof(cuda_gdn_seq));
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
+    s->d_aseq = carve(&c, (s->n_attn ? s->n_attn : 1) * s->seq_stride * sizeof(cuda_attn_seq));
+    s->d_gseq = carve(&c, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq));
+    for (uint32_t l = 0; l < hp->n_layer && !s->stack; l++) { /* the stack's sequences bring their own */
         cuda_layer *ly = &s->layers[l];
         if (ly->kind != MODEL_LAYER_GDN) continue;
         ly->ring = carve(&c, (K - 1) * cd * f);
@@ -178,6 +178,8 @@ void backend_cuda_session_free(backend_session *s) {
     if (!s) return;
     if (s->stream) cuda_stream_sync(s->stream, NULL);
     cuda_graph_destroy(s->decode_graph);
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 65; j++) cuda_graph_destroy(s->sgraph[i][j]);
     for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) cuda_graph_destroy(s->pgraph[i].exec);
     cuda_free(s->arena);
     cuda_free(s->kv);
@@ -215,6 +217,7 @@ static size_t pick_layout(backend_session *s, char *base) {
 /* Zeroes the rings and states (a fresh sequence) on the session's stream. */
 static int zero_states(backend_session *s, char *why) {
     const model_hparams *hp = s->hp;
+    if (s->stack) return 0;
     size_t ring = (size_t)(hp->ssm_conv_kernel - 1) * hp->gdn_conv_dim * sizeof(float);
     size_t st = (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv * sizeof(float);
     for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -226,12 +229,14 @@ static int zero_states(backend_session *s, char *why) {
     return cuda_stream_sync(s->stream, why);
 }
 
-int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
-                                clover_error *err) {
+/* A session (stack_seqs 0), or the stacked executor for stack_seqs sequences (no KV, no GDN state, scratch for
+ * stack_seqs rows, stack_seqs descriptor slots per layer). */
+static int session_make(const clover_model *model, const backend_config *cfg, size_t stack_seqs,
+                        backend_session **out, clover_error *err) {
     *out = NULL;
     if (!model || !cfg) return error_set(err, CLOVER_E_INVALID, "CUDA session: no model or no configuration");
     const model_hparams *hp = &model->hp;
-    size_t max_rows = cfg->max_rows ? cfg->max_rows : 64;
+    size_t max_rows = stack_seqs ? stack_seqs : cfg->max_rows ? cfg->max_rows : 64;
     size_t max_ctx = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
     if (max_ctx == 0 || max_ctx > (size_t)INT32_MAX)
         return error_set(err, CLOVER_E_INVALID, "CUDA session: a context of %zu tokens, expected 1..%d", max_ctx,
@@ -244,10 +249,13 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     s->hp = hp;
     s->max_rows = max_rows;
     s->max_context = max_ctx;
+    s->stack = stack_seqs > 0;
+    s->seq_stride = stack_seqs ? stack_seqs : 1;
     s->fp32 = backend_cuda_model_is_float(model);
     /* CLOVER_CUDA_NO_GRAPH (any value): decode steps are enqueued kernel by kernel (a diagnostic) */
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
+    s->sgraph_failed = s->graph_failed;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
@@ -276,7 +284,7 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     }
     /* the admission rule: everything this session will ever hold, against free device memory
      * (the KV caches first: the attention workspace is sized from the context too) */
-    size_t kv_tok = cuda_session_kv_bytes_per_token(hp, model), kv_bytes = kv_tok * max_ctx;
+    size_t kv_tok = cuda_session_kv_bytes_per_token(hp, model), kv_bytes = s->stack ? 0 : kv_tok * max_ctx;
     size_t fr = 0, tot = 0;
     if (cuda_mem_info(&fr, &tot, why)) {
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %s", why);
@@ -303,8 +311,9 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     }
     if (cuda_stream_create(&s->stream, why) || cuda_alloc(&s->arena, arena_bytes, why) ||
         (kv_bytes && cuda_alloc(&s->kv, kv_bytes, why)) ||
-        cuda_host_alloc((void **)&s->h_aseq, (s->n_attn ? s->n_attn : 1) * sizeof(cuda_attn_seq), why) ||
-        cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * sizeof(cuda_gdn_seq), why) ||
+        cuda_host_alloc((void **)&s->h_aseq, (s->n_attn ? s->n_attn : 1) * s->seq_stride * sizeof(cuda_attn_seq),
+                        why) ||
+        cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq), why) ||
         cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_logits, max_rows * hp->n_vocab * sizeof(float), why) ||
@@ -316,14 +325,14 @@ int backend_cuda_session_create(const clover_model *model, const backend_config 
     session_layout(s, s->arena);
     pick_layout(s, s->h_pick);
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
-    if (getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
+    if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory for the preview's residual stream");
         goto fail;
     }
     /* KV caches: one block, layer after layer; descriptors with their fixed pointers */
     size_t per_layer = max_ctx * (size_t)hp->n_head_kv * hp->head_dim;
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
+    for (uint32_t l = 0; l < hp->n_layer && !s->stack; l++) {
         cuda_layer *ly = &s->layers[l];
         if (ly->kind == MODEL_LAYER_ATTENTION) {
             ly->k_cache = (float *)s->kv + (size_t)ly->slot * 2 * per_layer;
@@ -360,6 +369,20 @@ fail:
     return rc;
 }
 
+int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
+                                clover_error *err) {
+    return session_make(model, cfg, 0, out, err);
+}
+
+int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
+                              backend_session **out, clover_error *err) {
+    if (max_seqs == 0 || max_seqs > 64) {
+        *out = NULL;
+        return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences, expected 1..64", max_seqs);
+    }
+    return session_make(model, cfg, max_seqs, out, err);
+}
+
 size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_past : 0; }
 
 void backend_cuda_reset(backend_session *s) {
@@ -369,4 +392,6 @@ void backend_cuda_reset(backend_session *s) {
     zero_states(s, NULL); /* a failure here resurfaces at the next pass's first call */
 }
 
-int cuda_backend_graph_used(const backend_session *s) { return s && s->decode_graph != NULL; }
+int cuda_backend_graph_used(const backend_session *s) {
+    return s && (s->decode_graph != NULL || (s->be && cuda_backend_stack_graphs(s->be)));
+}

@@ -8,7 +8,9 @@
  * offset in the list, so every variant lands in different company) and half
  * of each batch joining after two steps (a prompt chunk, previews, verifying
  * commits and decode rows of different sequences share calls), must give
- * each request's answer alone bit for bit: ids, confidences, finish,
+ * each request's answer alone bit for bit (then batches of 24 and 32, and
+ * 32 --ar requests at once: every decode step of a call is ONE stacked pass
+ * since issue 25, backend_cuda_stack.c): ids, confidences, finish,
  * committed length, blocks and the lossless per-block statistics. On the
  * f32 file and on a Q8_0 copy (whose products take the 8-bit integer path:
  * each row must keep its own sequence's kernel choice, issue 25).
@@ -23,7 +25,7 @@
 static fixture fx;
 static test_model tm32, tmq8;
 
-enum { MAX_JOBS = 64, MAX_BATCH = 16 };
+enum { MAX_JOBS = 64, MAX_BATCH = 32 };
 
 typedef struct job {
     char name[96];
@@ -96,14 +98,15 @@ static void free_jobs(void) {
     n_jobs = 0;
 }
 
-/* One engine, a batch of n requests starting at job `first`, half joining after two steps. */
-static void one_batch(clover_engine *e, size_t n, size_t first) {
+/* One engine, a batch of n requests (the jobs `only` lists, else from job `first` on), half joining after two
+ * steps. */
+static void one_batch(clover_engine *e, size_t n, size_t first, const size_t *only) {
     clover_session *ss[MAX_BATCH] = {0};
     clover_request *rq[MAX_BATCH] = {0};
     size_t idx[MAX_BATCH];
     clover_error err = {0};
     for (size_t k = 0; k < n; k++) {
-        idx[k] = (first + k) % n_jobs;
+        idx[k] = only ? only[k] : (first + k) % n_jobs;
         int rc = clover_engine_session_create(&ss[k], e, NULL, &err);
         CHECK_MSG(rc == 0, "batch %zu: session %zu: %s", n, k, err.message);
         if (rc) goto out;
@@ -159,11 +162,17 @@ static void batches_equal_alone(const clover_model *m, const char *what) {
     CHECK_MSG(rc == 0, "%s: cuda engine: %s", what, err.message);
     if (e) {
         CHECK_MSG(!strcmp(clover_engine_backend(e), "cuda"), "the engine runs on %s", clover_engine_backend(e));
-        static const size_t sizes[] = {1, 2, 3, 4, 8, 12, 16};
-        for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) one_batch(e, sizes[b], b * 5);
+        static const size_t sizes[] = {1, 2, 3, 4, 8, 12, 16, 24, 32};
+        for (size_t b = 0; b < sizeof sizes / sizeof *sizes; b++) one_batch(e, sizes[b], b * 5, NULL);
+        /* the server's main case: MAX_BATCH decode rows (the --ar jobs, each several times) in every call */
+        size_t ar[MAX_BATCH], n_ar = 0;
+        for (size_t k = 0, tries = 0; n_jobs && n_ar < MAX_BATCH && tries < 64 * MAX_BATCH; k = (k + 1) % n_jobs, tries++)
+            if (jobs[k].p.mode == CLOVER_MODE_AUTOREGRESSIVE) ar[n_ar++] = k;
+        CHECK(n_ar == MAX_BATCH);
+        if (n_ar == MAX_BATCH) one_batch(e, MAX_BATCH, 0, ar);
         clover_engine_free(e);
     }
-    printf("     %s: %zu requests alone, then in batches of 1..16\n", what, n_jobs);
+    printf("     %s: %zu requests alone, then in batches of 1..32 and 32 --ar\n", what, n_jobs);
     free_jobs();
 }
 

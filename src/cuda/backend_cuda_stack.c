@@ -1,0 +1,200 @@
+/*
+ * backend_cuda_stack.c: the decode steps of a call's sequences as ONE pass
+ * (issue 25). A decode step of one sequence reads every weight once for one
+ * row; sixteen sequences one after another read them sixteen times. Here
+ * the rows of n one-row commits are stacked into one pass on the backend's
+ * stacked executor (a session without KV, backend_cuda_session.c): each
+ * product reads its weights once for the n rows (the MoE each routed expert
+ * once for the rows routed to it), and the attention and GDN kernels take
+ * one descriptor per sequence (its own KV cache and position, its own ring
+ * and state: cuda_attention.h, cuda_gdn.h), written into the executor's
+ * pinned mirrors here and copied by the pass.
+ *
+ * Batch invariance: every product takes the kernel a one-row sequence takes
+ * alone (the pass's seq_rows = 1: the decode kernels, in groups of 8 rows,
+ * which compute each row independently of the others, cuda_matmul.h), the
+ * GDN layers the recurrence (one row each), the attention's split plan
+ * depends only on each sequence's own length. A sequence alone goes through
+ * this same path (n = 1), so alone and stacked differ in nothing but the
+ * row's place: tests/unit/test_cuda_batch.c holds it bit for bit.
+ *
+ * The pass (and the copy of the logits back when a sequence wants them) is
+ * a captured CUDA graph per row count, replayed after its first use; the
+ * picks follow on the device (pick_rows.cu, the causal form: forbidden ids,
+ * greedy or the request's draw), 8 bytes a row back, then one host sync for
+ * the whole call. Rows the device hands back (id -2) and rows asking for
+ * log-probabilities or top-N are picked on the host from the row's logits
+ * by backend/pick.c, the contract's oracle.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "backend/pick.h"
+#include "base/alloc.h"
+#include "base/error.h"
+#include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_mem.h"
+#include "cuda/cuda_pick_rows.h"
+#include "cuda/cuda_preview.h"
+
+/* A pick that needs the host: log-probabilities or the top-N (the device gives id and confidence only). */
+static bool host_pick_wanted(const backend_commit_seq *q) {
+    return q->n_pick && (q->pick_out.logprob || (q->pick->n_top && q->pick_out.top_id));
+}
+
+static void fail_all(backend_commit_seq *const *qs, size_t n, int rc, const char *msg) {
+    for (size_t i = 0; i < n; i++) {
+        qs[i]->rc = rc;
+        error_set(&qs[i]->err, rc, "CUDA decode: %s", msg);
+    }
+}
+
+/* The pass for n rows (and the logits back when want), from the graph of that shape. */
+static int stack_pass(backend_session *x, size_t n, bool want, backend_pass_stats *stats, clover_error *err) {
+    const size_t V = x->hp->n_vocab;
+    char why[CUDA_WHY] = "";
+    cuda_pass p = {.pos = 0, .n = n, .head_r0 = 0, .stats = stats, .n_seq = n, .seq_rows = 1};
+    void **g = &x->sgraph[want][n];
+    if (!*g && !x->sgraph_failed) {
+        if (cuda_graph_begin(x->stream, why) == 0) {
+            int rc = cuda_pass_enqueue(x, &p, err);
+            int copy = rc || !want ? 0 : cuda_d2h_async(x->h_logits, x->sc.logits, n * V * sizeof(float), x->stream, why);
+            void *exec = NULL;
+            int end = cuda_graph_end(x->stream, &exec, why);
+            if (rc) {
+                cuda_graph_destroy(exec);
+                return rc;
+            }
+            if (copy) {
+                cuda_graph_destroy(exec);
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
+            }
+            if (end == 0) *g = exec;
+        }
+        if (!*g) x->sgraph_failed = true; /* capture refused: eager from now on */
+    }
+    if (*g) {
+        if (cuda_graph_launch(*g, x->stream, why)) return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
+        return CLOVER_OK;
+    }
+    int rc = cuda_pass_enqueue(x, &p, err);
+    if (rc) return rc;
+    if (want && cuda_d2h_async(x->h_logits, x->sc.logits, n * V * sizeof(float), x->stream, why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
+    return CLOVER_OK;
+}
+
+/* Row i's pick on the host (backend/pick.c) from its logits: the copy already back, or fetched now. */
+static int host_pick_row(backend_session *x, host_pick_ctx *pc, backend_commit_seq *q, size_t i, bool have,
+                         backend_pass_stats *stats) {
+    const size_t V = x->hp->n_vocab;
+    float *row = mem_alloc(V * sizeof(float)); /* picking rewrites it: a copy */
+    if (!row) return error_set(&q->err, CLOVER_E_NOMEM, "commit: no memory for the picked row");
+    char why[CUDA_WHY] = "";
+    if (have) memcpy(row, x->h_logits + i * V, V * sizeof(float));
+    else if (cuda_d2h(row, x->sc.logits + i * V, V * sizeof(float), why)) {
+        mem_free(row);
+        return error_set(&q->err, CLOVER_E_INTERNAL, "commit: %s", why);
+    }
+    backend_pick pk = *q->pick;
+    pk.pen = NULL; /* no penalties on the causal path */
+    size_t idx = 0;
+    int rc = host_pick_rows(pc, &pk, row, &idx, 1, q->u, NULL, 0, &q->pick_out, stats, &q->err);
+    if (rc) error_prefix(&q->err, "commit");
+    mem_free(row);
+    return rc;
+}
+
+int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq *const *qs, size_t n,
+                      backend_pass_stats *stats) {
+    if (!n) return CLOVER_OK;
+    const size_t V = x->hp->n_vocab, st = x->seq_stride;
+    cuda_scratch *sc = &x->sc;
+    char why[CUDA_WHY] = "";
+    clover_error err = {0};
+    if (n > st) {
+        fail_all(qs, n, CLOVER_E_INTERNAL, "more sequences than the stacked executor holds");
+        return CLOVER_E_INTERNAL;
+    }
+    bool want = false;
+    for (size_t i = 0; i < n; i++) {
+        const backend_commit_seq *q = qs[i];
+        const backend_session *s = q->s;
+        want |= q->last_logits != NULL || host_pick_wanted(q);
+        x->h_ids[i] = q->ids[0];
+        for (uint32_t l = 0; l < x->hp->n_layer; l++) {
+            const cuda_layer *ly = &s->layers[l];
+            const size_t slot = (size_t)ly->slot * st + i;
+            if (ly->kind == MODEL_LAYER_ATTENTION)
+                x->h_aseq[slot] = (cuda_attn_seq){.k_cache = ly->k_cache, .v_cache = ly->v_cache,
+                                                  .pos = (int32_t)s->n_past, .row0 = (int32_t)i, .n = 1};
+            else
+                x->h_gseq[slot] = (cuda_gdn_seq){.ring = ly->ring, .state = ly->state, .row0 = (int32_t)i, .n = 1};
+        }
+    }
+    int rc = stack_pass(x, n, want, stats, &err);
+    if (rc) {
+        fail_all(qs, n, rc, err.message);
+        return rc;
+    }
+    /* the device picks: every picked row's forbidden ids side by side in pk_forbid (V ids of room; a row that
+     * does not fit, or wants what only the host gives, is picked on the host) */
+    bool dev[64] = {false};
+    size_t off[64] = {0}, nf = 0, n_dev = 0;
+    for (size_t i = 0; i < n; i++) {
+        const backend_commit_seq *q = qs[i];
+        x->h_pk_rows[i] = (int32_t)i;
+        x->h_pk_u[i] = q->u ? (double)q->u[0] : 0.0;
+        if (!q->n_pick || host_pick_wanted(q) || q->pick->n_forbid > V - nf) continue;
+        dev[i] = true;
+        n_dev++;
+        off[i] = nf;
+        if (q->pick->n_forbid) memcpy(x->h_pk_forbid + nf, q->pick->forbid, q->pick->n_forbid * sizeof(int32_t));
+        nf += q->pick->n_forbid;
+    }
+    int e = 0;
+    if (n_dev) {
+        e = cuda_h2d_async(sc->pk_rows, x->h_pk_rows, n * sizeof(int32_t), x->stream, why) ||
+            cuda_h2d_async(sc->pk_u, x->h_pk_u, n * sizeof(double), x->stream, why) ||
+            (nf && cuda_h2d_async(sc->pk_forbid, x->h_pk_forbid, nf * sizeof(int32_t), x->stream, why));
+        for (size_t i = 0; i < n && !e; i++) {
+            if (!dev[i]) continue;
+            const backend_pick *pk = qs[i]->pick;
+            cuda_pick_params cp = {pk->temperature, pk->top_k, pk->top_p};
+            if (cuda_pick_rows(sc->pk_id + i, sc->pk_conf + i, sc->plog, sc->logits, sc->pk_rows + i, 1, V,
+                               sc->pk_forbid + off[i], pk->n_forbid, NULL, &cp, qs[i]->u ? sc->pk_u + i : NULL,
+                               x->stream)) {
+                snprintf(why, sizeof why, "pick: %s", cuda_preview_last_error());
+                e = 1;
+            }
+        }
+        if (!e)
+            e = cuda_d2h_async(x->h_pk_id, sc->pk_id, n * sizeof(int32_t), x->stream, why) ||
+                cuda_d2h_async(x->h_pk_conf, sc->pk_conf, n * sizeof(float), x->stream, why);
+    }
+    if (e || cuda_stream_sync(x->stream, why)) {
+        fail_all(qs, n, CLOVER_E_INTERNAL, why);
+        return CLOVER_E_INTERNAL;
+    }
+    /* committed: every row is in its session's KV and GDN state */
+    int first = CLOVER_OK;
+    for (size_t i = 0; i < n; i++) {
+        backend_commit_seq *q = qs[i];
+        q->s->n_past += 1;
+        q->rc = CLOVER_OK;
+        if (q->last_logits) memcpy(q->last_logits, x->h_logits + i * V, V * sizeof(float));
+        if (q->n_pick) {
+            int32_t id = dev[i] ? x->h_pk_id[i] : -2;
+            if (id == -1)
+                q->rc = error_set(&q->err, CLOVER_E_INVALID, "commit: pick: row 0 has no finite logit left");
+            else if (id == -2)
+                q->rc = host_pick_row(x, pc, q, i, want, stats);
+            else {
+                q->pick_out.id[0] = id;
+                q->pick_out.conf[0] = x->h_pk_conf[i];
+            }
+        }
+        if (q->rc && !first) first = q->rc;
+    }
+    return first;
+}
