@@ -454,6 +454,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
  * kernel (test_row_invariance). */
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
+    /* the fixed piece arrays below hold every piece (rows: <= NT * 8 of 19 pieces; weights: BO rows of 18);
+     * warp w owns block w of a 256-value chunk (8 warps, 8 blocks); the partials' reduction (8 warps x NT tiles
+     * x 32 lanes x 4) fits in the stages of the smallest tile (8 rows; ig_pad gives sbp >= CB + 16) */
+    static_assert(NT * 8 * PA <= 3 * IG_THREADS && BO * PPR <= 2 * IG_THREADS, "igemm_q8_kernel: copy pieces");
+    static_assert(IG_THREADS / 32 == 8 && IG_CHUNK / 32 == 8, "igemm_q8_kernel: a warp per Q8_0 block of a chunk");
+    static_assert(8 * NT * 32 * 4 * sizeof(float) <= (size_t)IG_STAGES * (BO * (CB + 16) + 8 * IG_ACS),
+                  "igemm_q8_kernel: the reduction overlays the stages");
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int sts = BO * p.sbp + p.br * IG_ACS;

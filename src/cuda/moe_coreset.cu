@@ -30,6 +30,8 @@ extern thread_local char g_preview_err[256]; /* gdn_block.cu */
  * 8 warps / 4 rounds ~90 us: the rows' serial float64 sums and top-k rounds are the time; 32 warps would
  * spill at 64 registers); the per-warp rows of e^(l - max) in dynamic shared memory, opted in past 48 KiB. */
 enum { CS_WARPS = 16, CS_THREADS = 32 * CS_WARPS, CS_SMEM_MAX = 200 * 1024 };
+/* the top-k's taken mask: bit m of lane l is expert l + 32 m (cuda_moe_coreset refuses more experts) */
+static_assert(CUDA_ROUTE_MAX_EXPERT <= 32 * 32, "k_coreset: one 32-bit taken mask a lane");
 
 extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
     return n * k * (sizeof(int32_t) + sizeof(double)) + 16;
