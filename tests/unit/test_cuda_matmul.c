@@ -546,8 +546,11 @@ static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
     }
 }
 
+/* Experts of moe_case's weights: 9 (the grouping's scan within one warp), or set by a case for more. */
+static size_t g_moe_experts = 9;
+
 static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
-    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
+    const size_t n_expert = g_moe_experts, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
     size_t rb;
     uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
     const size_t n_x = x_per_slot ? n_slots : n_rows;
@@ -639,6 +642,24 @@ static void test_moe_chunk(void) {
         moe_case(TYPES[t], 5, 1, 1, 0, 2);
     }
     moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
+}
+
+/* The grouping of cuda_moe_chunk at expert counts past one warp (moe_group_fast_kernel's block-wide scans over
+ * 100 and 300 experts: warps 0..3 and 0..9 own experts) and past 1024 (the one-thread kernel): the wide tiles
+ * (<= 4 slots an expert) bit for bit the decode form, the 32-row tiles (more slots: expert 0 in 3 rows of 4,
+ * several tiles) within the oracle's bound, for Q8_0 (its own tile kernel) and Q4_K. */
+static void test_moe_many_experts(void) {
+    static const size_t E[] = {100, 300, 1100};
+    for (int i = 0; i < 3; i++) {
+        g_moe_experts = E[i];
+        moe_case(QUANT_Q8_0, 8, 0, 1, 0, 0);
+        moe_case(QUANT_Q4_K, 7, 1, 1, 0, 0);
+        if (E[i] == 100) {
+            moe_case(QUANT_Q8_0, 130, 0, 1, 0, 0); /* 520 slots > 4 x 100: tiles of 32 slots, ~98 on expert 0 */
+            moe_case(QUANT_Q4_K, 130, 1, 1, 0, 0);
+        }
+    }
+    g_moe_experts = 9;
 }
 
 /* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
@@ -864,6 +885,7 @@ int main(void) {
     RUN(test_row_invariance);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_moe_many_experts);
     RUN(test_glu);
     RUN(test_multi);
     RUN(test_graph_capture);
