@@ -4,16 +4,16 @@
 # igemm_q8_kernel, Q8_0 weights decoded once for all row tiles, CLOVER_CUDA_IG_Q8=0 = the previous form;
 # ig_pieces copy addresses set once; moe_group_fast_kernel; k_block_head_s; k_coreset 16 warps + bit mask),
 # with compute-sanitizer. Run from the source root:
-#   run(command="PACK=.gpu-gemm2 bash .gpu-gemm2/run3.sh", carry=[".gpu-gemm2"], timeout_s=600)      ~5-7 min
+#   run(command="PACK=.gpu-gemm2 bash .gpu-gemm2/run3.sh", carry=[".gpu-gemm2"], timeout_s=600)  ~3-5 min (limits: <= 8)
 #   run(command="PACK=.gpu-gemm2 STEPS='l e' bash .gpu-gemm2/run3.sh", carry=[".gpu-gemm2"], timeout_s=420)
 # STEPS (default "t m r"):
-#  t  test_cuda_matmul, _preview, _backend, _engine, _batch (each <= 120 s; ~5-15 s each seen on main)
-#  m  compute-sanitizer memcheck: all of test_cuda_matmul (<= 200 s), test_cuda_preview's coreset, GDN block
-#     and golden cases (<= 120 s)
+#  t  test_cuda_matmul, _preview, _backend, _engine, _batch (each <= 120 s; 0-5 s each on main, 2026-12-02)
+#  m  compute-sanitizer memcheck: all of test_cuda_matmul (<= 180 s), test_cuda_preview's coreset, GDN block
+#     and golden cases (<= 90 s)
 #  r  racecheck, the changed kernels at small shapes: test_cuda_matmul's test_chunk_thin, test_exact,
 #     test_moe_many_experts (q8 tiles of 32 slots, the parallel grouping's scans) and test_chunk_types (the
-#     q8 dense tiles with scratch, 77 rows) (<= 150 s); test_cuda_preview's coreset_kernel and gdn_block_35b
-#     (<= 90 s). On a gVisor machine compute-sanitizer refuses the device: the summary says so, steps m/r stop.
+#     q8 dense tiles with scratch, 77 rows) (<= 120 s); test_cuda_preview's coreset_kernel and gdn_block_35b
+#     (<= 60 s). On a gVisor machine compute-sanitizer refuses the device: the summary says so, steps m/r stop.
 #  l  CLOVER_BENCH_LAYER=1 bench_cuda_matmul: before ($PACK/base.tgz), CLOVER_CUDA_IG_Q8=0, as built
 #  e  the 35B-A3B file end to end (bench_cuda_preview; synth ~20 s first)
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz (every log), nothing else.
@@ -64,12 +64,12 @@ san() {
   grep -m6 -E "Invalid|Race|Hazard|hazard|Error:|out of bounds|misaligned" "$log" | tee -a "$S"
 }
 if has m; then
-  san memcheck 200 test_cuda_matmul
-  san memcheck 120 test_cuda_preview coreset_kernel,gdn_block_35b,golden_previews,batched_equals_alone
+  san memcheck 180 test_cuda_matmul
+  san memcheck 90 test_cuda_preview coreset_kernel,gdn_block_35b,golden_previews,batched_equals_alone
 fi
 if has r; then
-  san racecheck 150 test_cuda_matmul test_chunk_thin,test_exact,test_moe_many_experts,test_chunk_types
-  san racecheck 90 test_cuda_preview coreset_kernel,gdn_block_35b
+  san racecheck 120 test_cuda_matmul test_chunk_thin,test_exact,test_moe_many_experts,test_chunk_types
+  san racecheck 60 test_cuda_preview coreset_kernel,gdn_block_35b
 fi
 if has l; then
   run_layer() { say "== $1"; shift; timeout 40 env CLOVER_BENCH_LAYER=1 "$@" 2>&1 | tee -a "$S" > /dev/null; }
