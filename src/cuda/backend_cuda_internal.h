@@ -166,6 +166,8 @@ struct backend_session {
     size_t seq_stride;
     bool stack;
     size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
+    size_t pass_rows;           /* the rows of the pass being enqueued */
+    bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
     void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */
     bool sgraph_failed;
 };

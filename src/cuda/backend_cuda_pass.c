@@ -49,6 +49,11 @@ static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t 
  * of one sequence (s->cls_rows), never the pass's, so a stacked row keeps the kernel it has alone (either kernel
  * computes each row independently of the others, cuda_matmul.h). */
 static bool takes_decode(const backend_session *s, const model_weight *w, bool exact) {
+    /* a stacked pass of more than D rows takes the integer chunk GEMM for Q8_0 / K-quant weights: the same bits
+     * as the decode kernel (one float order at any row count, cuda_matmul.h), each weight read once for every
+     * row instead of once per group of D (tensor cores: ~15 us for a 4096x2048 q8_0 product at 9..32 rows against
+     * ~20 us per group of 8, NOTES_matmul.md); float weights keep the decode kernel (their chunk form is TF32) */
+    if (s->stack && s->pass_rows > D && !s->stack_decode_only && !is_float(w->type)) return false;
     return s->cls_rows <= D || ((s->fp32 || exact) && is_float(w->type));
 }
 
@@ -317,6 +322,7 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",
                          p->n_seq, p->seq_rows);
     s->cls_rows = s->stack ? p->seq_rows : n;
+    s->pass_rows = n;
     /* the per-pass facts: ids, then every layer's descriptor (positions, rows; a stacked pass's caller wrote
      * its sequences' own) */
     if (!s->stack) {

@@ -256,6 +256,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
     s->sgraph_failed = s->graph_failed;
+    s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
