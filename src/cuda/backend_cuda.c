@@ -52,8 +52,8 @@ struct backend {
     bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
 };
 
-/* Sequences of one stacked pass at most (the engine's calls carry up to 64). */
-enum { STACK_SEQS = 64 };
+/* Sequences of one stacked pass at most (the engine's calls carry up to 64), and its rows (16 blocks of 32). */
+enum { STACK_SEQS = 64, STACK_ROWS = 512 };
 
 struct backend_checkpoint {
     backend_session *s;
@@ -217,7 +217,7 @@ static bool stack_ready(backend *be) {
     if (be->stack) return true;
     if (be->stack_off) return false;
     clover_error e = {0};
-    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, &be->stack, &e)) {
+    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_ROWS, &be->stack, &e)) {
         be->stack_off = true;
         be->stack = NULL;
         return false;
@@ -266,6 +266,10 @@ static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
 
 static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    if (be && n_seqs && stack_ready(be)) { /* every preview of the call in stacked passes (backend_cuda_stack_preview.c) */
+        int rc = cuda_stack_previews(be, be->stack, &be->pick, seqs, n_seqs, stats);
+        if (rc != 1) return rc;
+    }
     for (size_t i = 0; i < n_seqs; i++) {
         backend_preview_seq *q = &seqs[i];
         q->err.code = 0;
@@ -283,6 +287,10 @@ static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
 static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
                         backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    if (be && n_seqs && stack_ready(be)) { /* every block of the call, a round of stacked passes at a time */
+        int rc = cuda_stack_resolves(be, be->stack, &be->pick, seqs, n_seqs, cancel, stats);
+        if (rc != 1) return rc;
+    }
     for (size_t i = 0; i < n_seqs; i++) {
         backend_resolve_seq *q = &seqs[i];
         q->err.code = 0;

@@ -120,7 +120,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->xh = carve(&c, R * H * f);
     sc->blk_work = carve(&c, s->n_gdn ? cuda_gdn_block_work_floats(&s->gd, (int)R) * f : 0);
     sc->cs_work = carve(&c, cuda_moe_coreset_work_bytes(R, k));
-    sc->kept = carve(&c, (size_t)hp->n_layer * E);
+    sc->kept = carve(&c, s->seq_stride * hp->n_layer * E); /* the stack: [sequence][layer][E] */
     sc->kept_count = carve(&c, sizeof(uint32_t));
     sc->used = carve(&c, (size_t)hp->n_layer * E);
     sc->plog = carve(&c, R * V * f);
@@ -232,11 +232,11 @@ static int zero_states(backend_session *s, char *why) {
 /* A session (stack_seqs 0), or the stacked executor for stack_seqs sequences (no KV, no GDN state, scratch for
  * stack_seqs rows, stack_seqs descriptor slots per layer). */
 static int session_make(const clover_model *model, const backend_config *cfg, size_t stack_seqs,
-                        backend_session **out, clover_error *err) {
+                        size_t stack_rows, backend_session **out, clover_error *err) {
     *out = NULL;
     if (!model || !cfg) return error_set(err, CLOVER_E_INVALID, "CUDA session: no model or no configuration");
     const model_hparams *hp = &model->hp;
-    size_t max_rows = stack_seqs ? stack_seqs : cfg->max_rows ? cfg->max_rows : 64;
+    size_t max_rows = stack_seqs ? stack_rows : cfg->max_rows ? cfg->max_rows : 64;
     size_t max_ctx = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
     if (max_ctx == 0 || max_ctx > (size_t)INT32_MAX)
         return error_set(err, CLOVER_E_INVALID, "CUDA session: a context of %zu tokens, expected 1..%d", max_ctx,
@@ -257,6 +257,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
     s->sgraph_failed = s->graph_failed;
     s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
+    s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
@@ -372,16 +373,17 @@ fail:
 
 int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
                                 clover_error *err) {
-    return session_make(model, cfg, 0, out, err);
+    return session_make(model, cfg, 0, 0, out, err);
 }
 
 int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
-                              backend_session **out, clover_error *err) {
-    if (max_seqs == 0 || max_seqs > 64) {
+                              size_t max_rows, backend_session **out, clover_error *err) {
+    if (max_seqs == 0 || max_seqs > 64 || max_rows < max_seqs) {
         *out = NULL;
-        return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences, expected 1..64", max_seqs);
+        return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences in %zu rows, expected 1..64 in as many rows",
+                         max_seqs, max_rows);
     }
-    return session_make(model, cfg, max_seqs, out, err);
+    return session_make(model, cfg, max_seqs, max_rows, out, err);
 }
 
 size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_past : 0; }
