@@ -92,7 +92,12 @@
  * block. The head runs only for the rows whose logits are used: a
  * preview's rows still masked (every row when raw logits are asked for),
  * a commit's picked rows, last row, or every row for NLL / all_logits.
- * A device backend states its own guarantee here.
+ * A device backend states its own guarantee here. CUDA: a call's decode
+ * rows share one pass and its previews' blocks share passes
+ * (cuda/backend_cuda_stack*.c), each product on the kernel the row's
+ * sequence takes alone (the integer path: the same bits at any row count);
+ * attention, GDN, the coreset and the picks per sequence
+ * (tests/unit/test_cuda_batch.c, on a device).
  *
  * State layout (export/import; little-endian f32, in this order): u64
  * committed length n; per layer in order: attention: K rows

@@ -14,6 +14,12 @@
  *               max_rows rows, the device descriptors the attention and GDN
  *               kernels read (cuda_attention.h, cuda_gdn.h), a stream, and
  *               the captured graph of a one-row decode step.
+ *  the stacked executor  a backend_session with `stack` set, one per backend
+ *               (backend_cuda.c): no KV and no GDN state of its own, scratch
+ *               for 512 rows and descriptor slots for 64 sequences a layer;
+ *               it runs a call's decode rows (backend_cuda_stack.c) and its
+ *               previews' blocks (backend_cuda_stack_preview.c) as stacked
+ *               passes over the member sessions' caches and states.
  *
  * A pass only enqueues work on the session's stream: no allocation, no sync
  * and no host read until its results are copied back at the end; the values
