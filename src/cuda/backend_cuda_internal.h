@@ -269,6 +269,12 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
 int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq *q, const volatile int *cancel,
                      backend_pass_stats *stats, clover_error *err);
 int cuda_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+/* One checked preview pass of one sequence with the device pick of its pending rows (u_rows: [b] draws or NULL),
+ * out indexed by block row; raw logits into logits when non-NULL. */
+int cuda_preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+                      const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
+                      const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
+                      clover_error *err);
 /* A preview's arguments (the model has the block tensors, b fits, ids, room, the pick), and whether </think> is
  * open for a pass over block (the penalties' sparse counts and the block's fixed rows). */
 int cuda_preview_check(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,

@@ -273,10 +273,10 @@ static int host_rows(host_pick_ctx *pc, const backend_pick *pick, float *buf, co
 }
 
 /* One sequence's preview with its picks: raw logits to q->logits when asked. */
-static int preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
-                        const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
-                        const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
-                        clover_error *err) {
+int cuda_preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+                      const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
+                      const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
+                      clover_error *err) {
     const size_t V = s->hp->n_vocab;
     size_t rows[256 * 16], n = 0; /* b <= max_rows <= 4096 */
     float u[256 * 16];
@@ -340,7 +340,7 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
         if (pick->n_top && !q->pick_out.top_id)
             return error_set(err, CLOVER_E_INVALID, "preview: %zu top log-probabilities but no array", pick->n_top);
     }
-    rc = preview_pick(s, pc, q->block, q->b, &q->opts, pick, q->pending, q->u, &q->pick_out, q->logits, stats, err);
+    rc = cuda_preview_pick(s, pc, q->block, q->b, &q->opts, pick, q->pending, q->u, &q->pick_out, q->logits, stats, err);
     if (rc) error_prefix(err, "preview");
     return rc;
 }
@@ -381,7 +381,7 @@ int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq 
         }
         for (size_t r = 0; r < b; r++) /* the draws: one per pending row, in row order */
             u[r] = pending[r] && !greedy ? rng_uniform(&rng) : 0.0f;
-        if ((rc = preview_pick(s, pc, q->block, b, &q->opts, q->pick, pending, greedy ? NULL : u, &out, NULL, stats,
+        if ((rc = cuda_preview_pick(s, pc, q->block, b, &q->opts, q->pick, pending, greedy ? NULL : u, &out, NULL, stats,
                                err)))
             return error_prefix(err, "resolve");
         size_t best = b, fixed = 0;

@@ -69,7 +69,9 @@ typedef struct sp_item {
 /* Whether the stack x takes a block of b rows (beyond the checks of a preview alone). */
 static bool stack_takes(const backend_session *x, const backend_session *s, size_t b, const backend_pick *pick) {
     const size_t V = x->hp->n_vocab;
-    if (s->dbg_hidden || b > x->max_rows || b > MAX_B || x->stack_preview_off) return false;
+    /* diagnostic sessions (the residual stream, expert marks, no graphs) keep their own pass */
+    if (s->dbg_hidden || s->count_experts || s->pgraph_off || b > x->max_rows || b > MAX_B || x->stack_preview_off)
+        return false;
     if (!pick) return true;
     if (pick->n_forbid > V) return false;
     const backend_penalties *pen = pick->pen;
@@ -259,6 +261,19 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
     }
 }
 
+/* A group of one: the session's own preview pass (backend_cuda_preview.c), the same rows and draws. */
+static void one_alone(host_pick_ctx *pc, sp_item *it, backend_pass_stats *stats) {
+    uint8_t pending[MAX_B] = {0};
+    float u_rows[MAX_B] = {0};
+    for (size_t j = 0; j < it->n_pick; j++) {
+        pending[it->rows[j]] = 1;
+        u_rows[it->rows[j]] = it->u[j];
+    }
+    it->rc = cuda_preview_pick(it->s, pc, it->block, it->b, it->opts, it->n_pick ? it->pick : NULL,
+                               it->n_pick ? pending : NULL, it->sampled ? u_rows : NULL, &it->out, NULL, stats,
+                               it->err);
+}
+
 /* Runs items[0..n) as stacked passes: blocks whose rows choose the same kernels together, as many as the
  * executor's rows, sequences and pick buffers hold. */
 static void stack_run(backend_session *x, host_pick_ctx *pc, sp_item *items, size_t n, backend_pass_stats *stats) {
@@ -292,7 +307,10 @@ static void stack_run(backend_session *x, host_pick_ctx *pc, sp_item *items, siz
                 }
                 continue;
             }
-            stack_pass(x, pc, grp, m, stats);
+            if (m == 1)
+                one_alone(pc, &grp[0], stats); /* a block alone keeps its own pass (and its captured graph) */
+            else
+                stack_pass(x, pc, grp, m, stats);
             for (size_t k = 0; k < m; k++) items[idx[k]].rc = grp[k].rc;
         }
     }
