@@ -193,7 +193,9 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
 /* A one-row commit with no per-row output but the last logits and the pick: a decode step, which the stacked
  * pass takes (every one, a sequence alone too, so alone and stacked run the same code). */
 static bool stackable(const backend_commit_seq *q) {
-    return q->n == 1 && !q->all_logits && !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden;
+    /* diagnostic sessions (CLOVER_CUDA_NO_GRAPH, CLOVER_CUDA_COUNT_EXPERTS at their creation) keep their own pass */
+    return q->n == 1 && !q->all_logits && !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden &&
+           !(q->s && (q->s->graph_failed || q->s->count_experts));
 }
 
 /* What commit_one and cuda_commit_rows check, for a stacked row: nothing is enqueued for a failing one. */
