@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# batch (issue 25 step 3), device call 2: branch batch-untested e97b023:
+# batch (issue 25 step 3), device call 2 (refused: no device time left; ready for a later call):
+# branch batch-untested (e97b023 when written; 98df4b6 adds the alone path for single blocks):
 #  - stacked decode: more than 8 rows take the integer chunk GEMM for Q8_0/K-quant weights
 #    (one weight read; the same bits as the decode kernel by cuda_matmul.h's contract);
 #  - a call's previews and block resolves as stacked passes (blocks side by side).
