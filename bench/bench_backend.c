@@ -31,8 +31,13 @@
  * cold page cache would time the disk); --no-warm skips it.
  *
  *   bench_backend MODEL [--threads N] [--prompt P] [--gen G] [--block B]
- *                 [--rows R] [--reps N] [--top-p F] [--mb MB] [--no-warm] [--gen-only]
+ *                 [--rows R] [--reps N] [--top-p F] [--mb MB] [--simd auto|avx2|scalar]
+ *                 [--no-warm] [--gen-only]
+ * --simd caps the level of the quantised products (simd_level.h): avx2 keeps
+ * an AVX-512 VNNI CPU on the AVX2 kernels (CLOVER_NO_AVX512), scalar turns
+ * every fast path off (CLOVER_NO_SIMD); the level run is printed.
  */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,6 +52,7 @@
 #include "base/timer.h"
 #include "model/model.h"
 #include "quant/quant.h"
+#include "quant/simd_level.h"
 
 #include "../tests/unit/backend_seq.h" /* one sequence per call of the batched contract */
 
@@ -380,7 +386,11 @@ static int parse_args(int argc, char **argv, options *o) {
             o->reps = atoi(v);
         else if (!strcmp(a, "--top-p"))
             o->top_p = strtof(v, NULL);
-        else
+        else if (!strcmp(a, "--simd")) { /* the level cap, read once by the first product (simd_level.h) */
+            if (!strcmp(v, "scalar")) setenv("CLOVER_NO_SIMD", "1", 1);
+            else if (!strcmp(v, "avx2")) setenv("CLOVER_NO_AVX512", "1", 1);
+            else if (strcmp(v, "auto") != 0) return -1;
+        } else
             return -1;
     }
     if (!o->path || o->prompt == 0 || o->block == 0 || o->mb == 0) return -1;
@@ -396,7 +406,8 @@ int main(int argc, char **argv) {
     options o;
     if (parse_args(argc, argv, &o)) {
         fprintf(stderr, "usage: bench_backend MODEL [--threads N] [--prompt P] [--gen G] [--block B] [--rows R]\n"
-                        "                     [--reps N] [--top-p F] [--mb MB] [--no-warm] [--gen-only]\n");
+                        "                     [--reps N] [--top-p F] [--mb MB] [--simd auto|avx2|scalar] [--no-warm]\n"
+                        "                     [--gen-only]\n");
         return 2;
     }
     clover_error err = {0};
@@ -424,7 +435,7 @@ int main(int argc, char **argv) {
            quant_type_name(m->layers[0].moe.gate_exps.type),
            quant_type_name(m->layers[0].kind == MODEL_LAYER_GDN ? m->layers[0].gdn.qkv.type : m->layers[0].attn.q.type),
            quant_type_name(m->output.type), t_load);
-    printf("threads %zu, SIMD %s, max_rows %zu, load average %s\n", nt, quant_simd_active() ? "avx2" : "off", o.rows,
+    printf("threads %zu, SIMD %s, max_rows %zu, load average %s\n", nt, quant_simd_level_name(), o.rows,
            load_average(la, sizeof la));
 
     model_bytes mb = {0};

@@ -13,6 +13,13 @@
  * Chunk GEMMs print TFLOP/s (TF32 mma.sync; the dense bf16 wgmma ceiling of
  * the H200 is about 790 TFLOP/s measured, TF32 half that).
  *
+ * CLOVER_BENCH_LAYER=1: only the products and routing kernels of one GDN
+ * layer of the 35B-A3B model at 32 rows (a preview's and a commit's), each
+ * timed inside a CUDA graph over 8 copies of the layer's weights (so they come
+ * from memory, not L2), one line each, and their sum: where a 32-row pass goes,
+ * op by op, without profiling the whole pass (an ncu of bench_cuda_preview did
+ * not finish in 85 s on 2026-12-03).
+ *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
 #include <cuda_runtime.h>
@@ -21,8 +28,10 @@
 #include <string.h>
 
 #include "cuda/cuda_device.h"
+#include "cuda/cuda_gdn.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_ops.h"
+#include "cuda/cuda_preview.h"
 #include "quant/quant.h"
 
 #define CU(call)                                                                                   \
@@ -423,6 +432,203 @@ static void bench_moe_chunk(uint32_t type, size_t n_expert, size_t n_out, size_t
     CU(cudaFree(work));
 }
 
+/* ---- CLOVER_BENCH_LAYER: one GDN layer of a 32-row pass, op by op ---- */
+enum { LY_COPIES = 8, LY_ROWS = 32, LY_E = 256, LY_K = 8 };
+typedef struct layer_ctx {
+    int op;
+    uint32_t type;
+    const uint8_t *w;
+    size_t mat, n_out, n_in, rows;
+    const float *x;
+    float *y;
+    void *work;
+    cuda_moe_args moe;
+    size_t ex;
+    uint8_t *allowed;
+    uint32_t *kept;
+    int32_t *ridx;
+    float *rw;
+} layer_ctx;
+
+static void layer_body(void *ctx, size_t i, cudaStream_t st) {
+    const layer_ctx *c = ctx;
+    char why[256] = "";
+    int rc = 0;
+    const uint8_t *w = c->w + i * c->mat;
+    switch (c->op) {
+    case 0: /* a dense chunk product with its 8-bit rows in scratch (the backend's mm_as) */
+        rc = c->work ? cuda_matmul_chunk_ws(c->type, w, c->n_out, c->n_in, c->x, c->rows, c->y, c->work, st, why, sizeof why)
+                     : cuda_matmul_chunk(c->type, w, c->n_out, c->n_in, c->x, c->rows, c->y, st, why, sizeof why);
+        break;
+    case 1: /* the router, exact: decode products of 8 rows (the backend's mm_as with exact) */
+        for (size_t r0 = 0; r0 < c->rows && !rc; r0 += 8)
+            rc = cuda_matmul_decode(c->type, w, c->n_out, c->n_in, c->x + r0 * c->n_in, 8, c->y + r0 * c->n_out,
+                                    c->work, st, why, sizeof why);
+        break;
+    case 2: { /* a grouped expert product */
+        cuda_moe_args a = c->moe;
+        a.w = w;
+        rc = cuda_moe_chunk(&a, c->work, st, why, sizeof why);
+        break;
+    }
+    case 3: /* the coreset of the block from router logits, then every row routed inside it */
+        rc = cuda_moe_coreset(c->allowed, c->kept, c->x, c->rows, LY_E, LY_K, 0.9f, c->work, st) ||
+             cuda_moe_route_allowed(c->ridx, c->rw, c->x, c->allowed, c->rows, LY_E, LY_K, st);
+        if (rc) snprintf(why, sizeof why, "coreset: %s / %s", cuda_preview_last_error(), cuda_ops_last_error());
+        break;
+    case 5: { /* the GDN block operator of a preview (35B dims: 16 key / 32 value heads of 128, K 4) */
+        const cuda_gdn_dims d = {16, 32, 128, 128, 4, 1e-6f, 1};
+        const float *f = c->x; /* every weight vector a slice of one random buffer (values in [-1, 1]) */
+        const cuda_gdn_block_weights bw = {f, f, f, f, f + 1, f, f, f};
+        const size_t cdim = (size_t)cuda_gdn_conv_dim(&d);
+        float *mixed = c->y, *z = mixed + c->rows * cdim, *a = z + c->rows * 4096, *ring = a + c->rows * 32;
+        float *state = ring + 3 * cdim, *out = state + (size_t)32 * 128 * 128, *work = out + c->rows * 4096;
+        rc = cuda_gdn_block(out, mixed, z, a, ring, state, &bw, &d, (int)c->rows, -0.5f, work, st);
+        if (rc) snprintf(why, sizeof why, "gdn block: %s", cuda_preview_last_error());
+        break;
+    }
+    case 4: /* the plain routing */
+        rc = cuda_moe_route(c->ridx, c->rw, c->x, c->rows, LY_E, LY_K, st);
+        if (rc) snprintf(why, sizeof why, "route: %s", cuda_ops_last_error());
+        break;
+    default: break;
+    }
+    if (rc) fail(why);
+}
+
+/* The op's graph time (us) over the copies, printed with its weight bytes a launch. */
+static double layer_op(const char *name, layer_ctx *c, double bytes, double bw) {
+    layer_body(c, 0, NULL); /* once outside the capture: the kernels' one-time attribute calls */
+    CU(cudaDeviceSynchronize());
+    const double t = graph_time(layer_body, c, LY_COPIES);
+    printf("layer   %-44s %8.2f us", name, t * 1e6);
+    if (bytes > 0) printf("  %6.1f MB  %5.0f GB/s (%5.1f%% of copy bw)", bytes * 1e-6, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw);
+    printf("\n");
+    return t;
+}
+
+static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t n_in, size_t rows, int op, double bw) {
+    const size_t mat = quant_row_bytes(type, n_in) * n_out;
+    layer_ctx c = {.op = op, .type = type, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows};
+    c.w = dev_weights(type, LY_COPIES * n_out, n_in);
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
+    const size_t wb = op == 0 ? cuda_matmul_chunk_work_bytes(type, n_in, rows) : cuda_matmul_decode_work_bytes(type, n_in, 8);
+    if (wb) CU(cudaMalloc(&c.work, wb + 256));
+    const double t = layer_op(name, &c, (double)mat, bw);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    if (c.work) CU(cudaFree(c.work));
+    return t;
+}
+
+/* Experts: preview routing (every row to the same 8 experts, as a first pass's all-mask rows route) or a
+ * commit's (distinct random experts a row). */
+static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    int32_t ids_h[LY_ROWS * LY_K];
+    size_t distinct = 0;
+    for (size_t r = 0; r < rows; r++)
+        for (size_t j = 0; j < LY_K; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = preview ? (int32_t)(31 * j + 5) : (int32_t)(rnd() % LY_E);
+                dup = 0;
+                for (size_t q = 0; q < j; q++) dup |= ids_h[r * LY_K + q] == e;
+            } while (dup);
+            ids_h[r * LY_K + j] = e;
+        }
+    for (size_t s2 = 0; s2 < rows * LY_K; s2++) {
+        int seen = 0;
+        for (size_t t2 = 0; t2 < s2; t2++) seen |= ids_h[t2] == ids_h[s2];
+        distinct += !seen;
+    }
+    layer_ctx c = {.op = 2, .type = type, .mat = LY_E * ex};
+    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, sizeof ids_h));
+    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+    c.x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
+    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
+                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = per_slot, .y = c.y};
+    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
+    const double t = layer_op(nm, &c, (double)(distinct * ex), bw);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree(ids));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.work));
+    return t;
+}
+
+static double layer_route(const char *name, int coreset) {
+    layer_ctx c = {.op = coreset ? 3 : 4, .rows = LY_ROWS};
+    c.x = dev_floats(LY_ROWS * LY_E); /* router logits in [-1, 1] */
+    CU(cudaMalloc((void **)&c.allowed, LY_E));
+    CU(cudaMalloc((void **)&c.kept, sizeof(uint32_t)));
+    CU(cudaMemset(c.kept, 0, sizeof(uint32_t)));
+    CU(cudaMalloc((void **)&c.ridx, LY_ROWS * LY_K * sizeof(int32_t)));
+    CU(cudaMalloc((void **)&c.rw, LY_ROWS * LY_K * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_moe_coreset_work_bytes(LY_ROWS, LY_K) + 256));
+    const double t = layer_op(name, &c, 0, 0);
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.allowed));
+    CU(cudaFree(c.kept));
+    CU(cudaFree(c.ridx));
+    CU(cudaFree(c.rw));
+    CU(cudaFree(c.work));
+    return t;
+}
+
+static double layer_gdn_block(void) {
+    const size_t rows = LY_ROWS, cdim = 8192;
+    const size_t n = rows * cdim + rows * 4096 + rows * 32 + 3 * cdim + (size_t)32 * 128 * 128 + rows * 4096 + rows * cdim;
+    layer_ctx c = {.op = 5, .rows = rows};
+    c.x = dev_floats(cdim * 4); /* the weight vectors */
+    c.y = dev_floats(n);        /* inputs, state, output, scratch */
+    const double t = layer_op("gdn block operator (conv, l2, heads, norm)", &c, 0, 0);
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    return t;
+}
+
+static void bench_layer(double bw) {
+    const uint32_t q8 = QUANT_Q8_0, f32 = QUANT_F32;
+    double dense = 0, rt = 0, pv = 0, cm = 0;
+    printf("one GDN layer of the 35B-A3B model at %d rows, each op in a CUDA graph over %d weight copies:\n", LY_ROWS,
+           LY_COPIES);
+    dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw);
+    rt += layer_dense("router f32 256x2048 (4 decode x 8 rows)", f32, 256, 2048, LY_ROWS, 1, bw);
+    rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
+    const double tc = layer_route("coreset + routing inside it", 1), tr = layer_route("routing (no coreset)", 0);
+    const double tg = layer_gdn_block();
+    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw);
+    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw);
+    pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw);
+    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw);
+    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw);
+    cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw);
+    printf("layer   sums: dense %.1f us, router + shexp logit %.1f us, coreset %.1f us (plain routing %.1f), gdn block "
+           "%.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops %.1f us (x40 = %.2f ms), a "
+           "commit's products %.1f us (x40 = %.2f ms)\n",
+           dense * 1e6, rt * 1e6, tc * 1e6, tr * 1e6, tg * 1e6, pv * 1e6, cm * 1e6, (dense + rt + tc + tg + pv) * 1e6,
+           40 * (dense + rt + tc + tg + pv) * 1e3, (dense + rt + tr + cm) * 1e6, 40 * (dense + rt + tr + cm) * 1e3);
+    layer_dense("dense q8_0 qkv 8192x2048 at 512 rows (prompt)", q8, 8192, 2048, 512, 0, bw);
+    layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
+}
+
 int main(void) {
     char why[256] = "";
     if (cuda_device_count(why, sizeof why) <= 0) {
@@ -438,6 +644,11 @@ int main(void) {
            info.name, info.sm_count, info.total_bytes / 1073741824.0, bw, PEER_GBS);
     const char *qe = getenv("CLOVER_BENCH_QUICK");
     g_quick = qe && strcmp(qe, "1") == 0;
+    const char *le = getenv("CLOVER_BENCH_LAYER");
+    if (le && strcmp(le, "1") == 0) {
+        bench_layer(bw);
+        return 0;
+    }
     const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_F16, QUANT_BF16, QUANT_F32};
     for (size_t i = 0; i < sizeof types / sizeof types[0] && !g_quick; i++) {
         bench_decode(types[i], 4096, 2048, 1, bw);

@@ -17,12 +17,18 @@
  * pass actually routes to, measured per layer (a second session with
  * CLOVER_CUDA_COUNT_EXPERTS marks them on the device), over the bandwidth.
  *
- *   bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X]
+ * --profile: after the prompt, only one eager preview (coreset), one without
+ * the coreset and one commit of the block, each between cudaProfilerStart and
+ * cudaProfilerStop, for `ncu --profile-from-start off` (kernel by kernel).
+ *
+ *   bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X] [--profile]
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cuda_profiler_api.h>
 
 #include "backend/backend.h"
 #include "base/rng.h"
@@ -142,14 +148,22 @@ static int preview_case(bench *B, backend_session *timed, const char *what, cons
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X]\n");
+        fprintf(stderr, "usage: bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X] [--profile]\n");
         return 2;
     }
     size_t b = 32;
     int reps = 5;
     double peer_pp32 = 1079.0;
-    int peer_given = 0;
-    for (int i = 2; i + 1 < argc; i += 2) {
+    int peer_given = 0, profile = 0;
+    for (int i = 2; i < argc; i += 2) {
+        if (!strcmp(argv[i], "--profile")) {
+            profile = 1, i--;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "bench_cuda_preview: %s needs a value\n", argv[i]);
+            return 2;
+        }
         if (!strcmp(argv[i], "--block")) b = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--peer-pp32")) peer_pp32 = atof(argv[i + 1]), peer_given = 1;
@@ -226,6 +240,27 @@ int main(int argc, char **argv) {
     float conf[256];
     uint8_t pending[256];
     for (size_t i = 0; i < b; i++) block[i] = mask, pending[i] = 1;
+    if (profile) { /* the profiled ranges only, on the session without graphs (each kernel its own launch) */
+        backend_pick pk = {.temperature = 0.0f, .forbid = &mask, .n_forbid = 1};
+        for (int cs = 1; cs >= 0; cs--) {
+            backend_preview_seq q = {.s = B.eager, .block = block, .b = b, .pending = pending, .pick = &pk,
+                                     .opts = {.record_block_size = m->record.block_size, .coreset = cs != 0,
+                                              .coreset_top_p = m->record.coreset_top_p},
+                                     .pick_out = {.id = id, .conf = conf}};
+            cudaProfilerStart();
+            const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
+            cudaProfilerStop();
+            if (rc) goto fail;
+            printf("profiled: preview %zu rows, first pass, %s\n", b, cs ? "coreset" : "no coreset");
+        }
+        backend_commit_seq bc = {.s = B.eager, .ids = ids + P, .n = b};
+        cudaProfilerStart();
+        const int rc = backend_commit1(&backend_cuda, B.be, &bc, NULL, &err);
+        cudaProfilerStop();
+        if (rc) goto fail;
+        printf("profiled: commit of a %zu-row block\n", b);
+        return 0;
+    }
     char what[96];
     snprintf(what, sizeof what, "preview %zu rows, first pass, coreset", b);
     if (preview_case(&B, B.s, what, block, pending, b, true, id, conf, peer_ms)) goto fail2;

@@ -51,9 +51,14 @@ def pytest_counts(path):
     passed, failed, skipped, failed_names = 0, 0, [], []
     for case in root.iter("testcase"):
         name = f"{case.get('classname', '')}::{case.get('name', '')}"
-        if case.find("failure") is not None or case.find("error") is not None:
+        bad = case.find("failure")
+        if bad is None:
+            bad = case.find("error")
+        if bad is not None:
             failed += 1
-            failed_names.append(name)
+            # the head of the assertion's message, so a CI excerpt shows why
+            why = " ".join(bad.get("message", "").split())
+            failed_names.append(f"{name}: {why[:400]}" if why else name)
         elif case.find("skipped") is not None:
             skipped.append((name, case.find("skipped").get("message", "").strip()))
         else:

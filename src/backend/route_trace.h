@@ -11,7 +11,9 @@
  * rows routed to each (their sum is ROWS x K, less where a coreset left a
  * row fewer than K). A pass starts where LAYER does not rise. The CPU
  * backend records it (cpu/moe.c); a device backend records the same lines
- * from the routing it copies back.
+ * from the routing it copies back. The file is written as every output
+ * (base/safe_output.h): whole under its name when the process exits, never
+ * over the model being read.
  */
 #ifndef CLOVER_BACKEND_ROUTE_TRACE_H
 #define CLOVER_BACKEND_ROUTE_TRACE_H

@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,55 @@ static void slot_release(int i) {
 void safe_output_unlink_all(void) {
     for (int i = 0; i < SLOTS; i++)
         if (slot_used[i] == 1) unlink(slot_path[i]);
+}
+
+/* The mapped inputs: a small table (a process maps a model and its shards,
+ * not thousands of files); one that does not fit is simply not noted, and
+ * the commands' own checks (safe_output_check_inputs) still apply. */
+#define MAPPED 256
+static struct {
+    unsigned long long dev, ino;
+    unsigned count;
+} mapped[MAPPED];
+static pthread_mutex_t mapped_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void safe_output_note_input(unsigned long long dev, unsigned long long ino) {
+    pthread_mutex_lock(&mapped_lock);
+    int free_slot = -1;
+    for (int i = 0; i < MAPPED; i++) {
+        if (mapped[i].count && mapped[i].dev == dev && mapped[i].ino == ino) {
+            mapped[i].count++;
+            pthread_mutex_unlock(&mapped_lock);
+            return;
+        }
+        if (!mapped[i].count && free_slot < 0) free_slot = i;
+    }
+    if (free_slot >= 0) {
+        mapped[free_slot].dev = dev;
+        mapped[free_slot].ino = ino;
+        mapped[free_slot].count = 1;
+    }
+    pthread_mutex_unlock(&mapped_lock);
+}
+
+void safe_output_forget_input(unsigned long long dev, unsigned long long ino) {
+    pthread_mutex_lock(&mapped_lock);
+    for (int i = 0; i < MAPPED; i++)
+        if (mapped[i].count && mapped[i].dev == dev && mapped[i].ino == ino) {
+            mapped[i].count--;
+            break;
+        }
+    pthread_mutex_unlock(&mapped_lock);
+}
+
+static bool is_mapped_input(const struct stat *st) {
+    bool found = false;
+    pthread_mutex_lock(&mapped_lock);
+    for (int i = 0; i < MAPPED && !found; i++)
+        found = mapped[i].count && mapped[i].dev == (unsigned long long)st->st_dev &&
+                mapped[i].ino == (unsigned long long)st->st_ino;
+    pthread_mutex_unlock(&mapped_lock);
+    return found;
 }
 
 static char *dup_str(const char *s) {
@@ -110,6 +160,11 @@ int safe_output_open(safe_output *so, const char *path, clover_error *err) {
         }
         return CLOVER_OK;
     }
+    if (stat(path, &st) == 0 && is_mapped_input(&st)) /* stat follows a symlink to the file it names */
+        return error_set(err, CLOVER_E_INVALID,
+                         "%s is a model file this process is reading; writing it would destroy it: choose another "
+                         "output file",
+                         path);
     struct stat lst;
     char *resolved = NULL; /* a symlink is kept: the file it points at is replaced */
     if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) resolved = realpath(path, NULL);

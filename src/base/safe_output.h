@@ -14,6 +14,13 @@
  *
  * A target that exists and is not a regular file (/dev/null, a FIFO) is
  * written directly: there is nothing to rename over.
+ *
+ * Besides the inputs a command names (safe_output_check_inputs), every file
+ * the library maps for reading (a GGUF model and its shards, a checkpoint's
+ * safetensors) is noted here while it is mapped, and safe_output_open
+ * refuses a target that is one of them: so a writer that knows nothing of
+ * the model (the first-preview dump, the routing trace, a library user's
+ * output path) cannot replace the file being read either.
  */
 #ifndef CLOVER_BASE_SAFE_OUTPUT_H
 #define CLOVER_BASE_SAFE_OUTPUT_H
@@ -51,6 +58,12 @@ int safe_output_commit(safe_output *so, clover_error *err);
 /* Closes so->fd (if open) and removes the temporary. Safe on a zeroed or
  * already committed/aborted so. */
 void safe_output_abort(safe_output *so);
+
+/* A file mapped for reading (its st_dev, st_ino): noted while it is mapped,
+ * forgotten when it is unmapped (counted: the same file mapped twice stays
+ * noted until both are gone). Thread-safe. */
+void safe_output_note_input(unsigned long long dev, unsigned long long ino);
+void safe_output_forget_input(unsigned long long dev, unsigned long long ino);
 
 /* Async-signal-safe: unlinks every temporary still open in this process
  * (for a SIGINT/SIGTERM handler, which then re-raises the signal). */

@@ -20,6 +20,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "convert/json_util.h"
 #include "quant/quant.h"
 
@@ -28,6 +29,7 @@ struct st_file {
     const uint8_t *buf; /* the whole file */
     size_t len;
     bool mapped;        /* buf is our mmap */
+    unsigned long long dev, ino; /* the mapped file, noted in safe_output while mapped */
     st_tensor *tensors; /* [count], sorted by name */
     size_t count;
     char *names;        /* the tensors' names, one block */
@@ -298,6 +300,9 @@ int st_file_open(st_file **out, const char *path, clover_error *err) {
         }
         f->buf = p;
         f->mapped = true;
+        f->dev = (unsigned long long)st.st_dev;
+        f->ino = (unsigned long long)st.st_ino;
+        safe_output_note_input(f->dev, f->ino); /* no writer may replace it while it is read */
     }
     close(fd);
     int rc = st_parse(f, err);
@@ -311,7 +316,10 @@ int st_file_open(st_file **out, const char *path, clover_error *err) {
 
 void st_file_close(st_file *f) {
     if (!f) return;
-    if (f->mapped) munmap((void *)f->buf, f->len);
+    if (f->mapped) {
+        munmap((void *)f->buf, f->len);
+        safe_output_forget_input(f->dev, f->ino);
+    }
     mem_free(f->tensors);
     mem_free(f->names);
     mem_free(f->name);

@@ -38,7 +38,7 @@
  * blocks that share weight rows run together and the re-reads hit L2. MoE:
  * the tiles of matmul_gemm.cu's grouping pass (up to BR slots of one expert
  * each) on grid.y, each routed expert's rows read once per tile.
- * Measured (H200, NOTES_matmul.md): issue-bound, not yet at the bandwidth.
+ * Measured (H200, bench/device-runs/cuda-matmul-notes.md): issue-bound, not yet at the bandwidth.
  */
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"

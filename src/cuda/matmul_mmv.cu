@@ -407,7 +407,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) 
  * more than MMV_SMEM_MAX when the product should not fuse: the rows do not
  * fit, or each warp would quantise more than 2 pieces one after the other
  * (a chain of dependent round trips that costs more than the separate,
- * fully parallel quantiser launch: measured in run 2, NOTES_matmul.md). */
+ * fully parallel quantiser launch: measured in run 2, bench/device-runs/cuda-matmul-notes.md). */
 static size_t mmv_smem(uint32_t type, size_t n_in, size_t n_group) {
     if (!mm_is_int(type)) return 0;
     const size_t pieces = n_group * (type == MM_Q8_0 && n_in % 256 ? n_in / 32 : n_in / 256);

@@ -5,12 +5,15 @@
  * object {"prompt_ids": [...], "rows": [{"ids": [...], "logits": [...]}]}.
  * A partial selection per row (ids ascending, replace only on a strictly
  * larger value) gives the seed's order: value descending, ties lower id.
+ * Written as every output is (base/safe_output.h): to a temporary beside
+ * the path, renamed when complete, and never over the model being read.
  */
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "engine/request.h"
 
 #define DUMP_TOP 10
@@ -72,8 +75,17 @@ int engine_dump_first_preview(const char *path, const int32_t *prompt, size_t n_
                               size_t b, size_t n_vocab, clover_error *err) {
     json_t *root = dump_json(prompt, n_prompt, logits, b, n_vocab);
     if (!root) return error_set(err, CLOVER_E_NOMEM, "first-preview dump: no memory for the JSON");
-    int rc = json_dump_file(root, path, JSON_COMPACT | JSON_REAL_PRECISION(9));
+    safe_output out;
+    int rc = safe_output_open(&out, path, err);
+    if (rc != CLOVER_OK) {
+        json_decref(root);
+        return rc;
+    }
+    rc = json_dumpfd(root, out.fd, JSON_COMPACT | JSON_REAL_PRECISION(9));
     json_decref(root);
-    if (rc) return error_set(err, CLOVER_E_IO, "first-preview dump '%s': cannot write the file", path);
-    return CLOVER_OK;
+    if (rc) {
+        safe_output_abort(&out);
+        return error_set(err, CLOVER_E_IO, "first-preview dump '%s': cannot write the file", path);
+    }
+    return safe_output_commit(&out, err);
 }

@@ -14,6 +14,7 @@
 
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/safe_output.h"
 #include "gguf/gguf_internal.h"
 
 static char *copy_cstr(const char *s) {
@@ -36,7 +37,10 @@ void gguf_close(gguf_file *f) {
     gguf_index_free(&f->tensor_index);
     for (size_t i = 0; i < f->n_shards; i++) gguf_close(f->shards[i]);
     mem_free(f->shards);
-    if (f->map) munmap(f->map, f->map_len);
+    if (f->map) {
+        munmap(f->map, f->map_len);
+        safe_output_forget_input(f->map_dev, f->map_ino);
+    }
     mem_free(f->name);
     mem_free(f);
 }
@@ -125,6 +129,9 @@ int gguf_open_one(gguf_file **out, const char *path, clover_error *err) {
     }
     f->map = map;
     f->map_len = size;
+    f->map_dev = (unsigned long long)st.st_dev;
+    f->map_ino = (unsigned long long)st.st_ino;
+    safe_output_note_input(f->map_dev, f->map_ino); /* no writer may replace it while it is read */
     f->base = map;
     f->size = size;
     return file_parse(out, f, err);

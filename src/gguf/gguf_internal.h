@@ -54,6 +54,7 @@ struct gguf_file {
     size_t size;
     void *map; /* non-NULL when gguf_open mapped it */
     size_t map_len;
+    unsigned long long map_dev, map_ino; /* the mapped file, noted in safe_output while mapped */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_offset;

@@ -31,6 +31,7 @@
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
+#include "quant/simd_level.h"
 
 /* From 3 activation rows on, the tiled kernel wins; for 1 or 2 the fused dot
  * does (with 2, the second row finds the weight row still in L1). */
@@ -102,7 +103,9 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
     const matmul_job *j = ctx;
     const size_t o0 = task * j->rows_per_task;
     const size_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-    if (j->xq && j->n_rows > ACT_MAX_ROWS)
+    if (j->xq && j->n_rows > ACT_MAX_ROWS && j->avx512)
+        matmul_rows_gemm_avx512(j, o0, o1);
+    else if (j->xq && j->n_rows > ACT_MAX_ROWS)
         matmul_rows_gemm_avx2(j, o0, o1);
     else if (j->xq)
         matmul_rows_act(j, o0, o1);
@@ -161,6 +164,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         }
         job->xq_bytes = xq_bytes;
         job->act_dot = quant_act_dot_kernel(type);
+        job->avx512 = quant_avx512_active();
     }
     return (n_out + per - 1) / per;
 }

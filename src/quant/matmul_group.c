@@ -16,7 +16,10 @@
  * geometry: 15-22% less CPU per token, bench/RESULTS.md). Runs of the
  * per-row kernels that read the same x share one 8-bit copy of it, as
  * matmul_batch's items do (the GDN and attention input projections: 4 and
- * 3 products of one x).
+ * 3 products of one x). On the AVX-512 VNNI level (simd_level.h) the
+ * small kernel is not used: gemm_avx512.c's tile kernel, reached through
+ * matmul, is faster at 3..8 rows than either AVX2 kernel (bench_gemm_levels)
+ * and gives the same bits.
  */
 #include "quant/matmul_group.h"
 
@@ -25,6 +28,7 @@
 #include "base/alloc.h"
 #include "quant/gemm_small.h"
 #include "quant/quant.h"
+#include "quant/simd_level.h"
 
 enum { EACH_TASKS_PER_THREAD = 8, EACH_TILE = 4, EACH_INLINE_MACS = 1 << 17 };
 
@@ -93,7 +97,7 @@ void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n
             while (b < m->n_rows && row_path(&items[i], b) == path) b++;
             const matmul_item run = {m->type, m->w, m->n_out, m->n_in, m->x + a * m->n_in, b - a, m->y + a * m->n_out};
             const int small = path == MATMUL_PATH_INT8 && m->type == QUANT_Q8_0 && b - a >= GEMM_SMALL_MIN_ROWS &&
-                              b - a <= GEMM_SMALL_MAX_ROWS && quant_simd_active();
+                              b - a <= GEMM_SMALL_MAX_ROWS && quant_simd_active() && !quant_avx512_active();
             if (matmul_path(m->type, m->n_in, b - a) == path && !small) {
                 if (direct) direct[nd++] = run;
                 else matmul(pool, run.type, run.w, run.n_out, run.n_in, run.x, run.n_rows, run.y);

@@ -22,6 +22,7 @@ typedef struct matmul_job {
     const uint8_t *xq; /* [n_rows] rows of xq_bytes: x in 8 bits (quant_act_*), or NULL */
     size_t xq_bytes;
     quant_act_dot_fn act_dot; /* with xq: the type's integer dot */
+    int avx512;               /* with xq: the multi-row kernel of gemm_avx512.c rather than gemm_avx2.c */
 } matmul_job;
 
 /* Output rows [o0, o1) of the job for every activation row, through weight
@@ -32,5 +33,8 @@ void matmul_rows_tiled_avx2(const matmul_job *job, size_t o0, size_t o1);
  * the integer tile kernel of gemm_avx2.c, each output bit-identical to
  * job->act_dot on its row (AVX2 CPUs only). */
 void matmul_rows_gemm_avx2(const matmul_job *j, size_t o0, size_t o1);
+/* The same on AVX-512 VNNI (gemm_avx512.c), bit-identical to the AVX2
+ * kernel and the one-row dot (quant_avx512_active CPUs only). */
+void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1);
 
 #endif

@@ -52,19 +52,17 @@ def chat():
 def test_left_arrow_edits_and_up_recalls(chat):
     p, fd = chat
     assert PROMPT in read_until(fd, PROMPT)
-    time.sleep(0.5)  # the terminal in libedit's mode before the keys arrive (a loaded machine)
+    # keys typed as soon as the prompt shows: chat puts the terminal in libedit's mode before the prompt
     os.write(fd, b"/stts\x1b[D\x1b[Da\r")  # "/stts", Left Left, "a": "/stats"
     out = read_until(fd, b"no answer yet")
     assert b"no answer yet" in out, out
     assert b"unknown command" not in out
     if PROMPT not in out.split(b"no answer yet")[-1]:  # the next prompt, unless it came with the answer
         read_until(fd, PROMPT, timeout=10)
-    time.sleep(0.5)
     os.write(fd, b"\x1b[A\r")  # Up: "/stats" again
     out = read_until(fd, b"no answer yet")
     assert b"no answer yet" in out, out
     if PROMPT not in out.split(b"no answer yet")[-1]:
         read_until(fd, PROMPT, timeout=10)
-    time.sleep(0.5)  # libedit may flush input typed before its next line begins
     os.write(fd, b"\x04")  # Ctrl-D leaves
     assert p.wait(timeout=30) == 0

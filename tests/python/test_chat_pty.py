@@ -8,7 +8,8 @@ pseudo-terminal (Python's pty module), as a person at a keyboard would.
   * the block display is drawn on a terminal (masked rows as a dim shade,
     fixed rows in colour) and not with --no-visual;
   * Ctrl-C stops an answer and returns to the prompt (and at the prompt,
-    just gives a fresh one); Ctrl-D leaves with exit code 0;
+    just gives a fresh one); Ctrl-D leaves with exit code 0, also when it
+    was typed while an answer ran;
   * what the block display leaves on the screen, once every preview is
     erased, is exactly what --no-visual prints, at several terminal widths
     (both screens rebuilt by pyte, a terminal emulator, from the bytes);
@@ -100,10 +101,26 @@ class Term:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
             if pid:
                 self.status = status
+                self._drain()  # what it wrote just before it ended may still be in the terminal
                 return os.waitstatus_to_exitcode(status)
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
-        pytest.fail(f"still running after {timeout} s; output:\n{self.out[-2000:]!r}")
+        pytest.fail(f"still running after {timeout} s; the last output: {self.out[-300:]!r}; before it:\n{self.out[-2000:-300]!r}")
+
+    def _drain(self):
+        """Reads what is left once the command has ended, up to the end
+        (the terminal's other side closed: an empty read, or EIO on Linux)."""
+        while True:
+            r, _, _ = select.select([self.fd], [], [], 5.0)
+            if not r:
+                return
+            try:
+                data = os.read(self.fd, 65536)
+            except OSError:
+                return
+            if not data:
+                return
+            self.out += data
 
     def close(self):
         if self.status is None:
@@ -194,6 +211,21 @@ def test_ctrl_c_stops_the_answer_not_the_chat(model, term):
     t.read_until(PROMPT)
     t.send(b"/quit\r")
     assert t.wait() == 0
+
+
+def test_ctrl_d_typed_during_an_answer_leaves_after_it(model, term):
+    # Between prompts the terminal is in cooked mode, where Ctrl-D is queued
+    # as an end-of-file mark: it must end the chat once the answer is done,
+    # not turn into a NUL byte at the next prompt.
+    # a long answer (ignore_eos), so the Ctrl-D surely comes while it runs
+    t = term("chat", "-m", model, "--ignore-eos", "--max-tokens", 3000, "--threads", 1, "--no-visual")
+    t.read_until(PROMPT)
+    t.send(b"Hi!\r")
+    t.read_until(b"Hi!\r\n")
+    t.read_until(re.compile(rb"\S"))  # the answer has started
+    t.send(b"\x04")
+    assert t.wait() == 0
+    assert PROMPT not in t.out[t.pos:], t.out[t.pos:]
 
 
 def test_run_draws_blocks_on_a_terminal_only_when_asked(model, term):

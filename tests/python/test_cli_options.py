@@ -43,6 +43,8 @@ def test_did_you_mean(cmd, typo, near):
     (["run", "-p", "hi", "--temp=-1"], "--temperature -1 is out of range"),
     (["run", "-p", "hi", "--block", "3"], "--block 3 does not divide the model's block size 32"),
     (["run", "-p", "hi", "-n", "x"], "--max-tokens needs a whole number"),
+    (["run", "-p", "hi", "-s", "0x-1"], "--seed needs a whole number"),  # strtoull took the sign (fuzz_cli_opts)
+    (["run", "-p", "hi", "-s", "0x"], "--seed needs a whole number"),
     (["run", "-p", "hi", "--ar=1"], "--ar takes no value"),
     (["run", "-p", ""], "the prompt is empty"),
     (["run", "-p"], "needs a value"),

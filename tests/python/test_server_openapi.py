@@ -5,7 +5,12 @@ lists, a body of the declared content type (so every error is JSON) and schema (
 description types no field more loosely than the server reads it). The server runs with a small context so that no generation is long;
 about 10 s of CI. Requests the description allows but the server refuses for reasons it cannot state (the
 prompt against the context, an unknown model name) are not counted as failures: the checks below are the ones
-about server errors and error bodies."""
+about server errors and error bodies.
+
+schemathesis cannot see a field the description leaves out (an unknown field is free in the description).
+So test_every_field_the_server_reads_is_described sends each request field that OpenAI's API, vLLM or
+llama-server names (a list written here, independent of the server's code) with a value of a wrong type:
+a field the server reads answers 400 naming it, and such a field must be in the description."""
 
 import json
 import subprocess
@@ -28,7 +33,37 @@ def model(tmp_path_factory):
 def test_description_names_every_route():
     spec = json.loads(SPEC.read_text())
     assert set(spec["paths"]) == {"/v1/chat/completions", "/v1/completions", "/v1/models", "/v1/models/{id}",
-                                  "/health", "/metrics"}
+                                  "/health", "/metrics", "/", "/index.html", "/app.css", "/app.js"}
+
+
+# Request fields of OpenAI's API reference (chat and legacy completions), and vLLM's and llama-server's extras.
+CANDIDATES = """messages prompt model frequency_penalty presence_penalty logit_bias logprobs top_logprobs max_tokens
+max_completion_tokens n response_format seed stop stream stream_options temperature top_p tools tool_choice
+parallel_tool_calls user service_tier store metadata modalities audio prediction reasoning_effort
+web_search_options functions function_call best_of echo suffix top_k min_p repetition_penalty ignore_eos
+min_tokens typical_p chat_template_kwargs enable_thinking grammar json_schema guided_json cache_prompt n_predict
+mirostat samplers threshold block_size lossless""".split()
+WRONG = {"x": [1]}  # an object: the wrong type for every field above that is not itself an object
+
+
+def test_every_field_the_server_reads_is_described(model, tmp_path):
+    spec = json.loads(SPEC.read_text())["components"]["schemas"]
+    srv = ss.start_server(model, tmp_path / "serve.log", "--ctx", 96)
+    try:
+        missing = []
+        for path, schema, base in (("/v1/chat/completions", "ChatRequest",
+                                    {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}),
+                                   ("/v1/completions", "CompletionRequest", {"prompt": "hi", "max_tokens": 1})):
+            described = set(spec[schema]["properties"])
+            for name in CANDIDATES:
+                status, body = srv.post_json(path, {**base, name: WRONG})
+                assert status in (200, 400), (path, name, status, body)
+                read = status == 400 and (body["error"]["param"] or "").split(".")[0] == name
+                if read and name not in described:
+                    missing.append(f"{schema}.{name}: {body['error']['message']}")
+        assert not missing, "fields the server reads but docs/openapi.json does not describe:\n" + "\n".join(missing)
+    finally:
+        ss.stop_server(srv)
 
 
 def test_schemathesis(model, tmp_path):

@@ -19,7 +19,7 @@
  *    which moves the probabilities by ~1e-6 relative); the weighted sum runs
  *    over <= 4096 keys in another order and with the online rescaling
  *    (typically sqrt(4096) * 6e-8 = 4e-6 of the largest term, far less of
- *    the L2 norm). Measured on the H200: <= 4.8e-7 (src/cuda/NOTES_attention_gdn.md), so
+ *    the L2 norm). Measured on the H200: <= 4.8e-7 (bench/device-runs/cuda-attention-gdn-notes.md), so
  *    5e-6 keeps a factor of 10, and it is ~1000x below any real slip (a
  *    wrong mask row, KV head or scale each gives 1e-2 or more).
  *  - batch independence: a sequence's rows are bit-identical whether it runs

@@ -15,7 +15,7 @@
  *  - recurrence + fused norms/gates: 5e-6 on y and S after <= 5 rows. The
  *    column sums over dk = 128 are reordered (~sqrt(128) * 6e-8 = 7e-7
  *    relative per read); five rows compound that a few times; the gated
- *    norm adds a 128-term sum. Measured on the H200: <= 2.6e-7 (src/cuda/NOTES_attention_gdn.md);
+ *    norm adds a 128-term sum. Measured on the H200: <= 2.6e-7 (bench/device-runs/cuda-attention-gdn-notes.md);
  *    5e-6 keeps a factor of ~20.
  *  - chunked: 1e-5 on o and S after 150 rows (measured <= 4.2e-7). Every step is the CPU's
  *    arithmetic with reordered dot products of length <= 128 (forward

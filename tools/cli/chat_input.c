@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli_cancel.h"
@@ -45,6 +46,24 @@ static int wait_for_input(void) {
 }
 
 #ifdef CLOVER_HAVE_LIBEDIT
+/* 1 when a Ctrl-D typed while an answer ran is waiting. Between prompts the
+ * terminal is in cooked mode, where Ctrl-D on an empty line is queued as an
+ * end-of-file mark: stdin is readable but holds no byte. libedit would read
+ * that mark, after switching to raw mode, as a NUL byte and the Ctrl-D
+ * would be lost; a read() now returns 0 for it instead. A byte that arrived
+ * meanwhile goes back to libedit through el_push. */
+static int pending_eof(EditLine *el) {
+    struct pollfd p = {.fd = STDIN_FILENO, .events = POLLIN};
+    int queued = 0;
+    if (poll(&p, 1, 0) != 1 || !(p.revents & POLLIN)) return 0;
+    if (ioctl(STDIN_FILENO, FIONREAD, &queued) != 0 || queued != 0) return 0;
+    char b[2] = {0, 0};
+    ssize_t n = read(STDIN_FILENO, b, 1);
+    if (n == 0) return 1;
+    if (n == 1) el_push(el, b);
+    return 0;
+}
+
 /* One character for libedit: bytes read until they make a whole one. */
 static int read_char(EditLine *el, wchar_t *c) {
     (void)el;
@@ -136,6 +155,15 @@ void chat_input_remember(chat_input *in, const char *line) {
 int chat_input_read(chat_input *in, const char **line) {
 #ifdef CLOVER_HAVE_LIBEDIT
     if (in->el) {
+        if (pending_eof(in->el)) {
+            fputc('\n', stdout); /* as for Ctrl-D at the prompt */
+            return 0;
+        }
+        /* The terminal into libedit's mode before el_gets draws the prompt:
+         * el_gets itself prints the prompt first and switches the mode at
+         * its first read, so a key pressed as soon as the prompt shows could
+         * meet the cooked terminal (a Ctrl-D there becomes a NUL). */
+        el_set(in->el, EL_PREP_TERM, 1);
         int n = 0;
         const char *s = el_gets(in->el, &n);
         if (!s) {

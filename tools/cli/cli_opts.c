@@ -6,6 +6,7 @@
  */
 #include "cli_opts.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -96,8 +97,10 @@ static int check_value(const char *cmd, const cli_opt *o, const char *v) {
         char *end;
         errno = 0;
         int hex = v[0] == '0' && (v[1] == 'x' || v[1] == 'X');
-        unsigned long long x = *v >= '0' && *v <= '9' ? strtoull(hex ? v + 2 : v, &end, hex ? 16 : 10) : 0;
-        if (!(*v >= '0' && *v <= '9') || errno || *end) {
+        /* strtoull would skip blanks and take a sign after "0x" ("0x-1" is 2^64 - 1): a digit must follow */
+        int digit = hex ? isxdigit((unsigned char)v[2]) : *v >= '0' && *v <= '9';
+        unsigned long long x = digit ? strtoull(hex ? v + 2 : v, &end, hex ? 16 : 10) : 0;
+        if (!digit || errno || *end) {
             fprintf(stderr, "clover %s: %s needs a whole number, not '%s'\n", cmd, o->name, v);
             return -1;
         }

@@ -101,7 +101,7 @@ static int chat_parse(int argc, char **argv, chat_options *o) {
         if (rc) return -1;
     }
     gen_opts_finish(&o->g);
-    return 0;
+    return gen_opts_check_outputs(&o->g, "chat", o->model, NULL);
 }
 
 /* The conversation and what /stats reports. */

@@ -146,7 +146,7 @@ static int run_parse(int argc, char **argv, run_options *o) {
         return -1;
     }
     gen_opts_finish(&o->g);
-    return 0;
+    return gen_opts_check_outputs(&o->g, "run", o->model, o->file);
 }
 
 /* The prompt text: -p, or stdin when it is not a terminal. 0, 1 when there

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/safe_output.h"
 #include "cli_args.h"
 #include "cli_opts.h"
 
@@ -183,6 +184,7 @@ static int structured_valued(gen_opts *g, const char *cmd, const char *a, const 
     free(g->json_schema);
     g->json_schema = text;
     g->p.json_schema = text;
+    g->json_schema_path = strcmp(a, "--json-schema") ? NULL : v;
     return 0;
 }
 
@@ -253,6 +255,21 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
         return penalty_valued(g, cmd, a, v);
     }
     return rc ? -1 : 0;
+}
+
+int gen_opts_check_outputs(const gen_opts *g, const char *cmd, const char *model, const char *prompt_file) {
+    const char *inputs[3] = {model, prompt_file, g->json_schema_path};
+    const char *trace = getenv("CLOVER_ROUTE_TRACE");
+    const char *outputs[2] = {g->p.dump_first_preview, trace && *trace ? trace : NULL};
+    const char *what[2] = {"--dump-first-preview", "CLOVER_ROUTE_TRACE"};
+    for (int i = 0; i < 2; i++) {
+        clover_error err = {0};
+        if (outputs[i] && safe_output_check_inputs(outputs[i], inputs, 3, &err) != CLOVER_OK) {
+            fprintf(stderr, "clover %s: %s %s\n", cmd, what[i], err.message);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 void gen_opts_finish(gen_opts *g) {

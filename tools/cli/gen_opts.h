@@ -28,6 +28,7 @@ typedef struct gen_opts {
     const char *diffusion_only; /* the first block-diffusion option given (said once if the model is AR) */
     int min_p_given;
     char *json_schema; /* owned: --json-schema FILE's text, or --grammar json's schema */
+    const char *json_schema_path; /* --json-schema FILE (an input: no output may replace it) */
 } gen_opts;
 
 /* The options of this file, for cli_opts_normalize. */
@@ -43,6 +44,11 @@ int gen_opts_flag(gen_opts *g, const char *opt);
 int gen_opts_valued(gen_opts *g, const char *cmd, const char *opt, const char *value);
 /* Points p at the id lists. */
 void gen_opts_finish(gen_opts *g);
+/* 0, or -1 after a usage error on stderr: an output of the command
+ * (--dump-first-preview FILE, CLOVER_ROUTE_TRACE=FILE) that is, or resolves
+ * to, one of its inputs (the model, the prompt file, the schema file; NULL
+ * entries skipped), refused before anything is loaded or written. */
+int gen_opts_check_outputs(const gen_opts *g, const char *cmd, const char *model, const char *prompt_file);
 /* Once the model is loaded: the penalties override (when any penalty
  * option was given), the record's values with the given ones replaced;
  * a note on stderr (once) for options that do not apply to this model; a

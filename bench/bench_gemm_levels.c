@@ -1,0 +1,102 @@
+/*
+ * bench_gemm_levels.c: the multi-row integer products (matmul with 8-bit
+ * activation rows: gemm_avx2.c or gemm_avx512.c) at the SIMD level this
+ * process runs at, so that one binary run twice (once with
+ * CLOVER_NO_AVX512=1) shows what the AVX-512 VNNI level gains; the level is
+ * printed. Per weight type and row count: the best of --reps times of
+ * matmul (8-bit staging included; thread CPU time with one thread, wall
+ * time with a pool), and G multiply-adds per second.
+ *
+ *   bench_gemm_levels [--threads T] [--out N] [--in K] [--rows 8,32,64,512] [--reps R]
+ */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "base/threadpool.h"
+#include "base/timer.h"
+#include "quant/matmul.h"
+#include "quant/quant.h"
+#include "quant/simd_level.h"
+
+/* One thread: the thread's CPU time (a shared machine's other processes
+ * then cost nothing); a pool: wall time. */
+static double now(int cpu) {
+    if (!cpu) return timer_now();
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    size_t threads = 1, n_out = 2048, n_in = 2048, reps = 5;
+    size_t rows[16] = {8, 32, 64, 512}, n_rows_list = 4;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        const char *a = argv[i], *v = argv[i + 1];
+        if (!strcmp(a, "--threads")) threads = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--out")) n_out = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--in")) n_in = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--reps")) reps = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--rows")) {
+            n_rows_list = 0;
+            for (const char *p = v; *p && n_rows_list < 16;) {
+                rows[n_rows_list++] = strtoul(p, NULL, 10);
+                p = strchr(p, ',');
+                if (!p) break;
+                p++;
+            }
+        } else {
+            fprintf(stderr, "bench_gemm_levels: unknown option %s\n", a);
+            return 2;
+        }
+    }
+    if (n_in % 256 || n_out == 0 || reps == 0 || threads == 0) {
+        fprintf(stderr, "bench_gemm_levels: --in must be a multiple of 256, --out, --reps, --threads positive\n");
+        return 2;
+    }
+    threadpool *pool = NULL;
+    clover_error err;
+    if (threads > 1 && threadpool_create(&pool, threads, &err) != CLOVER_OK) {
+        fprintf(stderr, "bench_gemm_levels: no thread pool\n");
+        return 1;
+    }
+    size_t max_rows = 0;
+    for (size_t k = 0; k < n_rows_list; k++) max_rows = rows[k] > max_rows ? rows[k] : max_rows;
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    float *x = mem_alloc(max_rows * n_in * sizeof(float)), *y = mem_alloc(max_rows * n_out * sizeof(float));
+    float *src = mem_alloc(n_in * sizeof(float));
+    if (!x || !y || !src) return 1;
+    rng_state r;
+    rng_seed(&r, 7);
+    for (size_t i = 0; i < max_rows * n_in; i++) x[i] = rng_normal(&r);
+    printf("level %s, threads %zu, out %zu, in %zu\n", quant_simd_level_name(), threads, n_out, n_in);
+    printf("%-6s %6s %10s %10s\n", "type", "rows", "ms", "GMAC/s");
+    for (size_t t = 0; t < 4; t++) {
+        const size_t rb = quant_row_bytes(types[t], n_in);
+        uint8_t *w = mem_alloc(rb * n_out);
+        if (!w) return 1;
+        for (size_t o = 0; o < n_out; o++) {
+            for (size_t k = 0; k < n_in; k++) src[k] = rng_normal(&r) * 0.05f;
+            quant_quantize_row(types[t], src, w + o * rb, n_in);
+        }
+        for (size_t k = 0; k < n_rows_list; k++) {
+            double best = 1e30;
+            for (size_t rep = 0; rep < reps + 1; rep++) { /* one warm-up */
+                const double t0 = now(pool == NULL);
+                matmul(pool, types[t], w, n_out, n_in, x, rows[k], y);
+                const double dt = now(pool == NULL) - t0;
+                if (rep && dt < best) best = dt;
+            }
+            printf("%-6s %6zu %10.3f %10.1f\n", quant_type_name(types[t]), rows[k], best * 1e3,
+                   (double)n_out * n_in * rows[k] / best * 1e-9);
+        }
+        mem_free(w);
+    }
+    mem_free(x), mem_free(y), mem_free(src);
+    threadpool_free(pool);
+    return 0;
+}

@@ -1,0 +1,435 @@
+/*
+ * gemm_avx512.c: the integer multi-row kernel of gemm_avx2.c (three or more
+ * 8-bit activation rows against Q8_0 / Q4_K / Q5_K / Q6_K weights) on
+ * AVX-512 VNNI: the same tiles, decoded into 512-bit vectors, with
+ * vpdpbusd doing the integer work of 64 bytes in one instruction.
+ *
+ * Why it is bit-identical to the AVX2 level and to the one-row decode dot
+ * (act_avx2.c): decode forms, per weight block, 8 int32 lanes (lane k sums
+ * the products of bytes 4k..4k+3 of each 32-byte vector, times its scale)
+ * and then does float work on those 8 lanes. Integer sums are exact (no
+ * int16 step saturates: |4-byte sum| <= 4 * 63 * 127 < 2^15; the 32-bit
+ * sums stay far below 2^31), so any instruction sequence that gives each
+ * lane the same set of integer terms gives the same lane values. Here:
+ *  - Q8_0: a 512-bit vector holds blocks 2q (low half) and 2q+1 (high):
+ *    decode's two accumulators (even and odd blocks) are the two halves of
+ *    one accumulator, the per-block scale product d_w * d_x is the same
+ *    IEEE product (formed in a vector with each half broadcast), and the
+ *    FMA is the same per lane; the end is decode's hsum(acc0 + acc1).
+ *    vpdpbusd multiplies unsigned by signed bytes, so x is moved to
+ *    unsigned (x + 128, an XOR of the sign bit) and each lane starts from
+ *    -128 * (sum of its 4 weight codes), computed once per tile: lane =
+ *    sum (x + 128) w - 128 sum w = sum x w, exactly decode's lane.
+ *  - K-quants: vpdpbusd forms each 4-byte product sum of decode's lanes
+ *    unscaled, vpackssdw pairs those of two sub-blocks, and vpmaddwd /
+ *    vpdpwssd apply the sub-block scales (the layout comment below says
+ *    how codes and activations are permuted so that each pair shares its
+ *    lane); adding the high half to the low gives decode's 8 lanes of the
+ *    block. The float work (the d * d_x and dmin * d_x products, the FMAs,
+ *    the min sums, the final horizontal sums) is decode's, at 256 and 128
+ *    bits, in the same order.
+ * test_quant_avx512 checks every type, rows 1..64, odd shapes, bit for bit
+ * against the AVX2 kernel and the one-row dot (test_gemm_avx512_emu the same
+ * source on emulated intrinsics, on any AVX2 CPU).
+ *
+ * Why not AMX: tdpbusd sums a whole 64-byte tile row into one int32, but
+ * decode applies its float scale to each 4-byte lane separately, so AMX
+ * cannot give decode's bits; it would need decode itself to change its
+ * arithmetic (one integer sum per block), a numerics change of its own.
+ *
+ * Compiled with -mavx512f -mavx512bw -mavx512vl -mavx512vnni (this file
+ * only); called only when quant_avx512_active().
+ */
+#include <immintrin.h>
+#include <stddef.h>
+
+#include "quant/matmul_internal.h"
+#include "quant/quant_avx2_inline.h"
+#include "quant/quant_internal.h"
+
+enum {
+    TILE_O = 4,  /* weight rows per tile */
+    KB_K = 8,    /* K-quant blocks (of 256) per tile */
+    KB_8 = 64,   /* Q8_0 blocks (of 32) per tile: even, so block parity is global */
+    X_BLOCK = 64, /* activation rows per pass over a tile */
+    Q8_XR = 4,   /* Q8_0 activation rows per register block (4 x 4 accumulators) */
+    K_XR = 2,    /* K-quant activation rows per register block */
+};
+
+/* Accumulators of one (activation row, weight row) pair kept between column
+ * tiles: Q8_0's one 512-bit (even blocks low, odd high), the K-quants'
+ * 256-bit sum and 128-bit min sum. */
+typedef union pair_acc {
+    __m512 q8;
+    struct {
+        __m256 a;
+        __m128 m;
+    } k;
+} pair_acc;
+
+/* 64 bytes of two 32-byte halves: lo in bits 0..255, hi above. */
+static inline __m512i join_256(__m256i lo, __m256i hi) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+static inline __m512 join_ps(__m256 lo, __m256 hi) {
+    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+}
+
+/* The integer fold: decode's 8 lanes from the 16 of two 256-bit halves. */
+static inline __m256i fold_512(__m512i s) {
+    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+}
+
+/* ---- K-quants: the layout ----
+ *
+ * A block's 256 codes are 64 dwords, dword 8s + k holding bytes 4k..4k+3 of
+ * sub-block s (Q4_K / Q5_K: the 32 values of scale s; Q6_K: the 32-byte
+ * group s, whose dwords k < 4 take scale 2s and k >= 4 scale 2s + 1), the
+ * same for the activation codes. Decode's lane k is
+ * L[k] = sum_s scale(s, k) * P[s][k], P[s][k] the 4-byte dot of dword 8s + k.
+ *
+ * vpdpbusd gives the 16 P of a 512-bit vector in one instruction; |P| <=
+ * 4 * 63 * 127 < 2^15, so vpackssdw packs two such vectors into int16
+ * without saturating, and vpmaddwd / vpdpwssd then apply two scales per
+ * int32 lane. For that, each int32 lane after the pack must hold P[s][k]
+ * and P[s'][k] of the same k: the codes and the activations are permuted
+ * (vpermt2d, once per block and row) into four vectors A1 B1 A2 B2 such
+ * that vpackssdw(A1, B1) holds in int32 lane i the pair (P[0][i], P[1][i])
+ * for i < 8 and (P[2][i-8], P[3][i-8]) above; vpackssdw(A2, B2) the same
+ * for sub-blocks 4..7. With the scale pairs arranged alike, lane i of the
+ * sum is the part of L[i mod 8] of four sub-blocks, and adding the high
+ * half to the low gives decode's 8 lanes, exactly (integer sums). Per
+ * block and row pair: 4 vpdpbusd, 2 vpackssdw, vpmaddwd, vpdpwssd, the
+ * fold (the AVX2 level: 8 vpmaddubsw, 8 vpmaddwd, 7 vpaddd).
+ * A1 takes dwords {0,8,1,9,4,12,5,13} of each 16 of sub-blocks (0,1) and
+ * (2,3); B1 the same + 2 (derived by enumerating the 64 dwords; the
+ * tests check every output against the AVX2 kernel bit for bit). */
+static inline __m512i kperm_idx(int b) {
+    return _mm512_setr_epi32(0 + b, 8 + b, 1 + b, 9 + b, 4 + b, 12 + b, 5 + b, 13 + b, 16 + b, 24 + b, 17 + b, 25 + b,
+                             20 + b, 28 + b, 21 + b, 29 + b);
+}
+
+/* v[c] = dwords 16c..16c+15 of a block (sub-blocks 2c, 2c+1) -> A1 B1 A2 B2. */
+static inline void kperm(const __m512i v[4], __m512i out[4], __m512i ia, __m512i ib) {
+    out[0] = _mm512_permutex2var_epi32(v[0], ia, v[1]);
+    out[1] = _mm512_permutex2var_epi32(v[0], ib, v[1]);
+    out[2] = _mm512_permutex2var_epi32(v[2], ia, v[3]);
+    out[3] = _mm512_permutex2var_epi32(v[2], ib, v[3]);
+}
+
+typedef struct kq_tile { /* one decoded block of one weight row, K-quants */
+    __m512i codes[4];    /* A1 B1 A2 B2 */
+    __m512i sc[2];       /* the int16 scale pairs of vpackssdw(A1, B1) and (A2, B2) */
+    __m256i sc16n;       /* Q6_K: the 16 scales times -32 (the bias term) */
+    __m128i mins;        /* Q4_K / Q5_K: the 8 mins as int16 */
+    float d, dmin;
+} kq_tile;
+
+/* scale(s, k) -> the two scale vectors (pair (s, s + 1) per int32 lane, as
+ * laid out above); sc8: Q4_K/Q5_K's 8 scales (q6 = 0) or Q6_K's 16. */
+static void kq_scales(const int16_t *sc, int q6, kq_tile *t) {
+    _Alignas(64) int16_t s16[2][32];
+    for (int pk = 0; pk < 2; pk++)
+        for (int i = 0; i < 16; i++) {
+            const int s = 4 * pk + 2 * (i / 8), k = i % 8;
+            s16[pk][2 * i] = q6 ? sc[2 * s + (k >= 4)] : sc[s];
+            s16[pk][2 * i + 1] = q6 ? sc[2 * (s + 1) + (k >= 4)] : sc[s + 1];
+        }
+    t->sc[0] = _mm512_loadu_si512(s16[0]);
+    t->sc[1] = _mm512_loadu_si512(s16[1]);
+}
+
+/* Decode's 8 lanes of one block against the permuted activation vectors. */
+static inline __m256i kq_isum(const kq_tile *t, const __m512i xp[4]) {
+    const __m512i z = _mm512_setzero_si512();
+    const __m512i p1 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[0], xp[0]), _mm512_dpbusd_epi32(z, t->codes[1], xp[1]));
+    const __m512i p2 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[2], xp[2]), _mm512_dpbusd_epi32(z, t->codes[3], xp[3]));
+    return fold_512(_mm512_dpwssd_epi32(_mm512_madd_epi16(p1, t->sc[0]), p2, t->sc[1]));
+}
+
+/* ---- Q4_K / Q5_K ---- */
+
+static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_tile *t, __m512i ia, __m512i ib) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    t->d = load_f16(blk);
+    t->dmin = load_f16(blk + 2);
+    const __m256i sm = k4_scales_mins(blk + 4);
+    t->mins = _mm256_extracti128_si256(sm, 1);
+    _Alignas(32) int16_t scm[16];
+    _mm256_store_si256((__m256i *)scm, sm);
+    kq_scales(scm, 0, t);
+    const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
+    __m512i v[4];
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = load_256(blk + qs_off + 32 * c);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh_off >= 0) {
+            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
+        }
+        v[c] = join_256(lo, hi); /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
+    }
+    kperm(v, t->codes, ia, ib);
+}
+
+/* Activation rows r0 .. r0 + nx (nx <= K_XR, a constant at each call)
+ * against the decoded tile of 4 weight rows: each weight block's vectors are
+ * loaded once for the nx rows. q6: Q6_K (the bias term, no mins). */
+static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, const kq_tile *tile, size_t r0,
+                                                          const int nx, size_t kb0, size_t nkb, size_t xb,
+                                                          pair_acc *acc, int last, size_t o, size_t nr, const int q6) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
+    const act_q8_k *x[K_XR];
+    __m256 a[K_XR][TILE_O];
+    __m128 m[K_XR][TILE_O];
+    for (int xx = 0; xx < nx; xx++) {
+        x[xx] = (const act_q8_k *)(const void *)(j->xq + (r0 + xx) * j->xq_bytes) + kb0;
+        const pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
+        for (int i = 0; i < TILE_O; i++) {
+            a[xx][i] = kb0 ? pa[i].k.a : _mm256_setzero_ps();
+            m[xx][i] = kb0 && !q6 ? pa[i].k.m : _mm_setzero_ps();
+        }
+    }
+    for (size_t b = 0; b < nkb; b++) {
+        __m512i xp[K_XR][4];
+        __m128i bs[K_XR];
+        __m256i bsums[K_XR];
+        for (int xx = 0; xx < nx; xx++) {
+            const act_q8_k *xb_ = x[xx] + b;
+            if (q6)
+                bsums[xx] = load_256(xb_->bsums);
+            else
+                bs[xx] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb_->bsums),
+                                        _mm_loadu_si128((const __m128i *)(xb_->bsums + 8)));
+            __m512i xv[4];
+            for (int c = 0; c < 4; c++) xv[c] = _mm512_loadu_si512(xb_->qs + 64 * c);
+            kperm(xv, xp[xx], ia, ib);
+        }
+        for (int i = 0; i < TILE_O; i++) {
+            const kq_tile *t = &tile[i * KB_K + b];
+            for (int xx = 0; xx < nx; xx++) {
+                const float dx = x[xx][b].d;
+                if (q6) {
+                    const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(t->sc16n, bsums[xx]), kq_isum(t, xp[xx]));
+                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(t->d * dx), _mm256_cvtepi32_ps(isum), a[xx][i]);
+                } else {
+                    const float d = dx * t->d, dmin = dx * t->dmin;
+                    m[xx][i] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(t->mins, bs[xx])), m[xx][i]);
+                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(kq_isum(t, xp[xx])), a[xx][i]);
+                }
+            }
+        }
+    }
+    for (int xx = 0; xx < nx; xx++) {
+        pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
+        if (!last) {
+            for (int i = 0; i < TILE_O; i++) pa[i].k.a = a[xx][i], pa[i].k.m = m[xx][i];
+            continue;
+        }
+        float *yr = j->y + (r0 + xx) * j->n_out + o;
+        for (size_t i = 0; i < nr; i++) {
+            if (q6) {
+                yr[i] = hsum_ps(a[xx][i]);
+                continue;
+            }
+            __m128 m4s = _mm_add_ps(m[xx][i], _mm_movehl_ps(m[xx][i], m[xx][i]));
+            m4s = _mm_add_ss(m4s, _mm_movehdup_ps(m4s));
+            yr[i] = hsum_ps(a[xx][i]) - _mm_cvtss_f32(m4s);
+        }
+    }
+}
+
+static void kq_tile_rows_x(const matmul_job *j, const kq_tile *tile, size_t o, size_t nr, size_t kb0, size_t nkb,
+                           size_t xb, size_t xe, pair_acc *acc, int last, const int q6) {
+    size_t r = xb;
+    for (; r + K_XR <= xe; r += K_XR) kq_rows(j, tile, r, K_XR, kb0, nkb, xb, acc, last, o, nr, q6);
+    if (r < xe) kq_rows(j, tile, r, 1, kb0, nkb, xb, acc, last, o, nr, q6);
+}
+
+static void k4_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
+                         kq_tile *tile, pair_acc *acc, int last, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
+    for (size_t i = 0; i < TILE_O; i++) {
+        const uint8_t *row = j->w + (o + (i < nr ? i : 0)) * j->row_bytes + kb0 * bsz;
+        for (size_t b = 0; b < nkb; b++) k4_decode(row + b * bsz, qs_off, qh_off, &tile[i * KB_K + b], ia, ib);
+    }
+    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 0);
+}
+
+/* ---- Q6_K ---- */
+
+static void q6_decode(const block_q6_k *b, kq_tile *t, __m512i ia, __m512i ib) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    t->d = load_f16(b->d);
+    _Alignas(32) int16_t sc[16];
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+    _mm256_store_si256((__m256i *)sc, sc16);
+    kq_scales(sc, 1, t);
+    /* |scale| <= 128, so -32 * scale fits int16; madd's products are then exactly -32 times decode's */
+    t->sc16n = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+    __m256i codes[8];
+    for (int h = 0; h < 2; h++) {
+        const __m256i a = load_256(b->ql + 64 * h), c = load_256(b->ql + 64 * h + 32), hb = load_256(b->qh + 32 * h);
+        codes[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(a, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m2));
+        codes[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(c, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m2));
+        codes[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(a, 4), m4), _mm256_and_si256(hb, m2));
+        codes[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(c, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(hb, 2), m2));
+    }
+    __m512i v[4];
+    for (int p = 0; p < 4; p++) v[p] = join_256(codes[2 * p], codes[2 * p + 1]); /* groups 2p, 2p + 1 */
+    kperm(v, t->codes, ia, ib);
+}
+
+static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
+                         kq_tile *tile, pair_acc *acc, int last) {
+    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
+    for (size_t i = 0; i < TILE_O; i++) {
+        const block_q6_k *row = (const block_q6_k *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
+        for (size_t b = 0; b < nkb; b++) q6_decode(row + b, &tile[i * KB_K + b], ia, ib);
+    }
+    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 1);
+}
+
+/* ---- Q8_0 ---- */
+
+/* The activation rows arrive planar (matmul.c's gemm_q8_stage): every row's
+ * codes as 32-byte blocks, then every row's scales as floats. A tile holds,
+ * per weight row and block pair q (blocks 2q, 2q+1 of the tile), the codes,
+ * the lane corrections -128 * sum of 4 codes, and d_w of each block
+ * broadcast over its half. An odd last block has a zero high half, and its
+ * pair's FMA leaves the high (odd-block) lanes untouched, as decode does. */
+enum { PAIRS = KB_8 / 2 };
+
+typedef struct q8_tile {
+    __m512i w[TILE_O * PAIRS];
+    __m512i corr[TILE_O * PAIRS];
+    __m512 dw[TILE_O * PAIRS];
+} q8_tile;
+
+static inline const int8_t *q8_codes(const matmul_job *j, size_t r) {
+    return (const int8_t *)j->xq + r * (j->n_in / QUANT_QK8_0) * QUANT_QK8_0;
+}
+static inline const float *q8_scales(const matmul_job *j, size_t r) {
+    const size_t nb = j->n_in / QUANT_QK8_0;
+    return (const float *)(const void *)(j->xq + j->n_rows * nb * QUANT_QK8_0) + r * nb;
+}
+
+/* Pair q of nx (<= Q8_XR, a constant at each call) activation rows against
+ * the tile's 4 weight rows, into acc[x][i]; half: only the low block. */
+static inline __attribute__((always_inline)) void q8_pair(const q8_tile *tile, const int8_t *const xs[Q8_XR],
+                                                          const float *const dx[Q8_XR], size_t q, const int nx,
+                                                          const int half, __m512 acc[Q8_XR][TILE_O]) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    __m512i xu[Q8_XR];
+    __m512 dxv[Q8_XR];
+    for (int x = 0; x < nx; x++) {
+        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q));
+        const __m256i hi = half ? _mm256_setzero_si256()
+                                : _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q + 32));
+        xu[x] = _mm512_xor_si512(join_256(lo, hi), flip);
+        const __m256 dl = _mm256_set1_ps(dx[x][2 * q]), dh = half ? _mm256_setzero_ps() : _mm256_set1_ps(dx[x][2 * q + 1]);
+        dxv[x] = join_ps(dl, dh);
+    }
+    for (int i = 0; i < TILE_O; i++) {
+        const __m512i wv = tile->w[i * PAIRS + q], cv = tile->corr[i * PAIRS + q];
+        const __m512 dwv = tile->dw[i * PAIRS + q];
+        for (int x = 0; x < nx; x++) {
+            const __m512 isum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, xu[x], wv));
+            const __m512 prod = _mm512_mul_ps(dwv, dxv[x]);
+            acc[x][i] = half ? _mm512_mask3_fmadd_ps(prod, isum, acc[x][i], 0x00FF)
+                             : _mm512_fmadd_ps(prod, isum, acc[x][i]);
+        }
+    }
+}
+
+static inline __attribute__((always_inline)) void q8_group(const matmul_job *j, const q8_tile *tile, size_t r0,
+                                                           size_t xb, size_t kb0, size_t nkb, const int nx,
+                                                           pair_acc *accs, int last, size_t o, size_t nr) {
+    const int8_t *xs[Q8_XR];
+    const float *dx[Q8_XR];
+    __m512 acc[Q8_XR][TILE_O];
+    for (int x = 0; x < nx; x++) {
+        xs[x] = q8_codes(j, r0 + x) + 32 * kb0;
+        dx[x] = q8_scales(j, r0 + x) + kb0;
+        for (int i = 0; i < TILE_O; i++) acc[x][i] = kb0 ? accs[(r0 + x - xb) * TILE_O + i].q8 : _mm512_setzero_ps();
+    }
+    const size_t full = nkb / 2;
+    for (size_t q = 0; q < full; q++) q8_pair(tile, xs, dx, q, nx, 0, acc);
+    if (nkb & 1) q8_pair(tile, xs, dx, full, nx, 1, acc);
+    for (int x = 0; x < nx; x++) {
+        if (!last) {
+            for (int i = 0; i < TILE_O; i++) accs[(r0 + x - xb) * TILE_O + i].q8 = acc[x][i];
+            continue;
+        }
+        float *yr = j->y + (r0 + x) * j->n_out + o;
+        for (size_t i = 0; i < nr; i++)
+            yr[i] = hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[x][i]),
+                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[x][i]), 1))));
+    }
+}
+
+static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
+                         q8_tile *tile, pair_acc *acc, int last) {
+    const __m512i flip = _mm512_set1_epi8((char)0x80);
+    for (size_t i = 0; i < TILE_O; i++) {
+        const block_q8_0 *row = (const block_q8_0 *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
+        for (size_t q = 0; 2 * q < nkb; q++) {
+            const block_q8_0 *b0 = row + 2 * q, *b1 = b0 + 1;
+            const int pair = 2 * q + 1 < nkb;
+            const __m512i wv = join_256(load_256(b0->qs), pair ? load_256(b1->qs) : _mm256_setzero_si256());
+            tile->w[i * PAIRS + q] = wv;
+            /* -128 * (sum of each lane's 4 codes): vpdpbusd of 0x80 bytes, negated */
+            tile->corr[i * PAIRS + q] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wv));
+            tile->dw[i * PAIRS + q] =
+                join_ps(_mm256_set1_ps(load_f16(b0->d)), pair ? _mm256_set1_ps(load_f16(b1->d)) : _mm256_setzero_ps());
+        }
+    }
+    size_t r0 = xb;
+    for (; r0 + Q8_XR <= xe; r0 += Q8_XR) q8_group(j, tile, r0, xb, kb0, nkb, Q8_XR, acc, last, o, nr);
+    switch (xe - r0) {
+    case 1: q8_group(j, tile, r0, xb, kb0, nkb, 1, acc, last, o, nr); break;
+    case 2: q8_group(j, tile, r0, xb, kb0, nkb, 2, acc, last, o, nr); break;
+    case 3: q8_group(j, tile, r0, xb, kb0, nkb, 3, acc, last, o, nr); break;
+    default: break;
+    }
+}
+
+/* ---- the driver ---- */
+
+void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1) {
+    _Alignas(64) pair_acc acc[X_BLOCK * TILE_O];
+    _Alignas(64) union {
+        kq_tile kq[TILE_O * KB_K];
+        q8_tile q8;
+    } tile;
+    const int q8 = j->type == QUANT_Q8_0;
+    const size_t be = q8 ? QUANT_QK8_0 : QUANT_QK_K, kb = q8 ? KB_8 : KB_K;
+    const size_t nb = j->n_in / be;
+    for (size_t o = o0; o < o1; o += TILE_O) {
+        const size_t nr = o1 - o < TILE_O ? o1 - o : TILE_O;
+        for (size_t xb = 0; xb < j->n_rows; xb += X_BLOCK) {
+            const size_t xe = j->n_rows - xb < X_BLOCK ? j->n_rows : xb + X_BLOCK;
+            for (size_t kb0 = 0; kb0 < nb; kb0 += kb) {
+                const size_t nkb = nb - kb0 < kb ? nb - kb0 : kb;
+                const int last = kb0 + nkb == nb;
+                switch (j->type) {
+                case QUANT_Q8_0: q8_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.q8, acc, last); break;
+                case QUANT_Q4_K:
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q4_k, qs), -1,
+                                 sizeof(block_q4_k));
+                    break;
+                case QUANT_Q5_K:
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q5_k, qs),
+                                 (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
+                    break;
+                case QUANT_Q6_K: q6_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last); break;
+                default: break;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+/*
+ * gemm_levels.h: the checks shared by test_quant_avx512.c (the real AVX-512
+ * VNNI kernel) and test_gemm_avx512_emu.c (its source on emulated
+ * intrinsics): a multi-row integer kernel against
+ *  1. the AVX2 kernel (gemm_avx2.c), bit for bit, on the same 8-bit rows;
+ *  2. the one-row decode dot (quant_act_dot_kernel) of each row, bit for bit;
+ *  3. the scalar oracle (quant_act_dot_scalar: exact integer sums, its own
+ *     float order) within 2e-6 * sum |w x|;
+ * for Q8_0 / Q4_K / Q5_K / Q6_K, activation rows 1..64 and past the
+ * kernels' 64-row blocks (gl_all says where), column counts that cross their tiles (an odd
+ * Q8_0 block count among them), output counts that leave partial 4-row
+ * tiles, an output range split at a tile boundary, quantised-normal and raw
+ * random weights (every code; f16 scales small and finite), an all-zero
+ * row, a large row and a NaN row.
+ */
+#ifndef CLOVER_TEST_GEMM_LEVELS_H
+#define CLOVER_TEST_GEMM_LEVELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "quant/matmul_internal.h"
+#include "quant/quant.h"
+#include "quant/quant_internal.h"
+#include "test.h"
+
+typedef void (*gemm_kernel_fn)(const matmul_job *j, size_t o0, size_t o1);
+
+static void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw) {
+    const size_t rb = quant_row_bytes(type, n_in), bb = quant_block_bytes(type);
+    float *src = mem_alloc(n_in * sizeof(float));
+    for (size_t o = 0; o < n_out; o++) {
+        uint8_t *row = w + o * rb;
+        if (!raw) {
+            for (size_t k = 0; k < n_in; k++) src[k] = rng_normal(r) * 0.1f;
+            quant_quantize_row(type, src, row, n_in);
+            continue;
+        }
+        for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)(rng_next(r) >> 24);
+        for (uint8_t *b = row; b < row + rb; b += bb) {
+            const size_t at[2] = {type == QUANT_Q6_K ? bb - 2 : 0, 2};
+            const size_t n_f16 = type == QUANT_Q4_K || type == QUANT_Q5_K ? 2 : 1;
+            for (size_t f = 0; f < n_f16; f++) {
+                const uint16_t h = quant_f32_to_f16((rng_uniform(r) - 0.5f) * 0.02f);
+                b[at[f]] = (uint8_t)(h & 0xff), b[at[f] + 1] = (uint8_t)(h >> 8);
+            }
+        }
+    }
+    mem_free(src);
+}
+
+/* One case: returns the number of failed outputs (and reports the first). */
+static int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
+                   int raw) {
+    const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in), ny = n_rows * n_out;
+    const size_t nb8 = n_in / QUANT_QK8_0;
+    uint8_t *w = mem_alloc(rb * n_out);
+    float *x = mem_alloc(n_rows * n_in * sizeof(float));
+    uint8_t *xq = mem_alloc(n_rows * xqb + 64), *planar = mem_alloc(n_rows * xqb + 64);
+    float *y = mem_alloc(ny * sizeof(float)), *y2 = mem_alloc(ny * sizeof(float));
+    float *deq = mem_alloc(n_out * n_in * sizeof(float));
+    int bad = 0;
+    if (!w || !x || !xq || !planar || !y || !y2 || !deq) {
+        CHECK(!"allocation failed");
+        bad = 1;
+        goto out;
+    }
+    gl_fill_weights(r, type, w, n_out, n_in, raw);
+    for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(r);
+    if (n_rows > 1) memset(x + 1 * n_in, 0, n_in * sizeof(float)); /* an all-zero row */
+    if (n_rows > 2)
+        for (size_t k = 0; k < n_in; k++) x[2 * n_in + k] *= 1e4f; /* a large one */
+    if (n_rows > 4) x[4 * n_in + n_in / 2] = NAN;                   /* a NaN one */
+    for (size_t o = 0; o < n_out; o++) quant_dequantize_row_scalar(type, w + o * rb, deq + o * n_in, n_in);
+    for (size_t rr = 0; rr < n_rows; rr++) quant_act_quantize(type, x + rr * n_in, xq + rr * xqb, n_in);
+    if (type == QUANT_Q8_0) { /* the planar layout of matmul.c's gemm_q8_stage */
+        float *d = (float *)(void *)(planar + n_rows * nb8 * QUANT_QK8_0);
+        for (size_t rr = 0; rr < n_rows; rr++)
+            for (size_t b = 0; b < nb8; b++) {
+                const act_q8_32 *blk = (const act_q8_32 *)(const void *)(xq + rr * xqb) + b;
+                memcpy(planar + (rr * nb8 + b) * QUANT_QK8_0, blk->qs, QUANT_QK8_0);
+                d[rr * nb8 + b] = blk->d;
+            }
+    }
+    matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
+                    .rows_per_task = n_out, .xq = type == QUANT_Q8_0 ? planar : xq, .xq_bytes = xqb,
+                    .act_dot = quant_act_dot_kernel(type)};
+    for (size_t i = 0; i < ny; i++) y[i] = y2[i] = -1.0f;
+    const size_t split = n_out > 4 ? 4 : n_out; /* two tasks' ranges */
+    j.y = y;
+    kernel(&j, 0, split);
+    kernel(&j, split, n_out);
+    j.y = y2;
+    matmul_rows_gemm_avx2(&j, 0, n_out);
+    for (size_t rr = 0; rr < n_rows; rr++) {
+        const float *xr = x + rr * n_in;
+        for (size_t o = 0; o < n_out; o++) {
+            const size_t i = rr * n_out + o;
+            const uint8_t *row = w + o * rb;
+            const float one = j.act_dot(row, xq + rr * xqb, n_in);
+            const float sc = quant_act_dot_scalar(type, row, xq + rr * xqb, n_in);
+            double mag = 0; /* sum |w x|: the scale of the float-order bound */
+            for (size_t k = 0; k < n_in; k++) mag += fabs((double)deq[o * n_in + k] * xr[k]);
+            /* bit for bit; two NaNs count as the same (a NaN row's payload is no result) */
+            const int same_avx2 = memcmp(&y[i], &y2[i], sizeof(float)) == 0 || (isnan(y[i]) && isnan(y2[i]));
+            const int same_one = memcmp(&y[i], &one, sizeof(float)) == 0 || (isnan(y[i]) && isnan(one));
+            const int near = isnan(sc) ? isnan(y[i]) : fabs((double)y[i] - sc) <= 2e-6 * mag + 1e-30;
+            if (!same_avx2 || !same_one || !near) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s%s out=%zu in=%zu rows=%zu: y[%zu][%zu] = %.9g, AVX2 %.9g, one-row %.9g, scalar %.9g\n",
+                            quant_type_name(type), raw ? " raw" : "", n_out, n_in, n_rows, rr, o, y[i], y2[i], one, sc);
+            }
+        }
+    }
+out:
+    mem_free(w), mem_free(x), mem_free(xq), mem_free(planar), mem_free(y), mem_free(y2), mem_free(deq);
+    return bad;
+}
+
+/* Every type and shape: rows 1..64 each on the smallest shapes with 13
+ * outputs (three whole 4-row tiles and a partial one), a spread of row
+ * counts past 64 elsewhere; quick: the spread only. */
+static void gl_all(gemm_kernel_fn kernel, int quick) {
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t outs[] = {1, 5, 13};
+    static const size_t spread[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 63, 64, 65, 130};
+    rng_state r;
+    rng_seed(&r, 3030);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t type = types[t];
+        const size_t q8_ins[] = {32, 96, 2080, 4128}, k_ins[] = {256, 768, 2304};
+        const size_t *ins = type == QUANT_Q8_0 ? q8_ins : k_ins;
+        const size_t n_ins = type == QUANT_Q8_0 ? 4 : 3, small_in = type == QUANT_Q8_0 ? 96 : 256;
+        int bad = 0, cases = 0;
+        for (size_t a = 0; a < n_ins; a++)
+            for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
+                if (!quick && ins[a] <= small_in && outs[o] == 13)
+                    for (size_t rows = 1; rows <= 64; rows++, cases++)
+                        bad += gl_case(kernel, &r, type, outs[o], ins[a], rows, (int)(rows & 1));
+                else
+                    for (size_t k = 0; k < sizeof spread / sizeof spread[0]; k++, cases++)
+                        bad += gl_case(kernel, &r, type, outs[o], ins[a], spread[k], (int)((k + o) & 1));
+            }
+        CHECK_MSG(bad == 0, "%s: %d outputs differ (AVX2 kernel, one-row dot or scalar oracle) in %d cases",
+                  quant_type_name(type), bad, cases);
+    }
+}
+
+#endif
