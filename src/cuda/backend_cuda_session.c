@@ -80,6 +80,19 @@ static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t
     return max_sz(d, cuda_moe_chunk_work_bytes(&a));
 }
 
+/* Rows of raw logits that come back to the host at once (h_logits, pinned). A session: a whole pass
+ * (all_logits, a preview's raw logits). The stacked executor: only its decode rows, one per sequence
+ * (backend_cuda_stack.c); its stacked previews never copy raw logits (those run alone), so its 512 rows
+ * would pin 508 MB of host memory for a 248k vocabulary where 64 rows (64 MB) are ever used. */
+static size_t logit_rows(const backend_session *s) { return s->stack ? s->seq_stride : s->max_rows; }
+
+/* Rows of one cuda_pick_rows call at most (plog, the penalised copies). A session: a pass's rows. The
+ * stacked executor picks one decode row per call, or one block's pending rows (at most 256,
+ * backend_cuda_stack_preview.c's MAX_B) per call, block after block on one stream: 256 rows, not 512. */
+static size_t pick_rows_max(const backend_session *s) {
+    return s->stack && s->max_rows > 256 ? 256 : s->max_rows;
+}
+
 /* Lays the arena out (device pointers when base is set); returns its size. */
 static size_t session_layout(backend_session *s, char *base) {
     const model_hparams *hp = s->hp;
@@ -123,7 +136,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->kept = carve(&c, s->seq_stride * hp->n_layer * E); /* the stack: [sequence][layer][E] */
     sc->kept_count = carve(&c, sizeof(uint32_t));
     sc->used = carve(&c, (size_t)hp->n_layer * E);
-    sc->plog = carve(&c, R * V * f);
+    sc->plog = carve(&c, pick_rows_max(s) * V * f);
     sc->pk_rows = carve(&c, 2 * R * 4);
     sc->pk_u = carve(&c, R * sizeof(double));
     sc->pk_id = carve(&c, R * 4);
@@ -318,7 +331,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq), why) ||
         cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
-        cuda_host_alloc((void **)&s->h_logits, max_rows * hp->n_vocab * sizeof(float), why) ||
+        cuda_host_alloc((void **)&s->h_logits, logit_rows(s) * hp->n_vocab * sizeof(float), why) ||
         cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why) ||
         cuda_host_alloc(&s->h_pick, pick_layout(s, NULL), why)) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
