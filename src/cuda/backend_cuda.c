@@ -214,12 +214,16 @@ static int stack_check(backend *be, const backend_commit_seq *q, clover_error *e
     return pick_check(be, q, err);
 }
 
-/* The stacked executor, made on first use; false when it cannot be (then commits run one by one). */
+/* The stacked executor, made on first use; false when it cannot be (then commits run one by one). At 512 rows
+ * it holds ~2 GB of device scratch for the 35B-A3B (1.08 GB of it the attention splits' partials, laid out per
+ * row for the longest context); where that does not fit, one row per sequence (~0.3 GB, what the decode steps
+ * need; previews then stack up to 64 rows) rather than no stacking at all. */
 static bool stack_ready(backend *be) {
     if (be->stack) return true;
     if (be->stack_off) return false;
     clover_error e = {0};
-    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_ROWS, &be->stack, &e)) {
+    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_ROWS, &be->stack, &e) &&
+        backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_SEQS, &be->stack, &e)) {
         be->stack_off = true;
         be->stack = NULL;
         return false;
