@@ -155,9 +155,12 @@ def pick(logits: torch.Tensor, mask_id: int):
 
 @torch.no_grad()
 def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int = 96,
-          block: int = 32, topk: int = 3) -> dict:
+          block: int = 32, topk: int = 3, fallback: str = "best") -> dict:
     """SPEC 3's loop with every pass recorded: for each block, per pass the
-    pending rows' (row, pick, conf, top-k) and the rows fixed."""
+    pending rows' (row, pick, conf, top-k) and the rows fixed. fallback "best"
+    is SPEC 3 (no row above the threshold: the most confident pending row);
+    "leftmost" (an experiment, not the engine) fixes the first pending row
+    instead, as --ar would."""
     mask_id = tok.token_to_id("<|mask|>")
     stops = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     prefix, answer, blocks = list(prompt_ids), [], []
@@ -170,7 +173,8 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
             pend = [r for r in range(block) if not fixed[r]]
             fix = [r for r in pend if conf[r] > threshold]
             if not fix:
-                fix = [max(pend, key=lambda r: (float(conf[r]), -r))]
+                fix = [pend[0]] if fallback == "leftmost" else \
+                    [max(pend, key=lambda r: (float(conf[r]), -r))]
             tk = p.topk(topk, -1)
             passes.append({"pending": [{"row": r, "pick": int(ids[r]), "conf": round(float(conf[r]), 4),
                                         "top": [[int(i), round(float(v), 4)] for v, i in
@@ -336,13 +340,14 @@ def traces_cmd(a, model, tok, step) -> None:
     else:
         prompts = [p["prompt"] for p in heldout(None, os.path.join(HERE, "heldout.txt"))][:a.limit]
         render = chat_prompt
-    res = {"step": step, "source": a.source, "thresholds": a.thresholds, "prompts": []}
+    res = {"step": step, "source": a.source, "thresholds": a.thresholds, "fallback": a.fallback,
+           "prompts": []}
     for p in prompts:
         ids = tok.encode(render(p)).ids
         ar = ar_answer(model, tok, ids, a.max_tokens)
         rec = {"prompt": p, "ar": ar, "ar_nll": token_nll(model, ids, ar), "runs": {}}
         for th in a.thresholds:
-            tr = trace(model, tok, ids, th, a.max_tokens)
+            tr = trace(model, tok, ids, th, a.max_tokens, fallback=a.fallback)
             ev = fix_events(tr, th)
             for e, v, ct, cp in zip(ev, *token_nll(model, ids, tr["answer"], top=True)):
                 e["nll"], e["causal_top"], e["causal_p"] = round(v, 4), ct, round(cp, 4)
@@ -453,7 +458,9 @@ def calib_cmd(a, model, tok, step) -> None:
         for _ in range(a.n):
             p, c = g.sample(r, 0.0)
             rows.append(layout(tok.encode(p).ids, tok.encode(c).ids, block, pad))
-    else:       # the held-out prompts with the causal path's greedy answers (diag traces)
+    else:       # heldout-ar: the held-out prompts with the causal path's greedy answers (diag traces)
+        if not a.ar_from:
+            raise SystemExit("diag: calib --source heldout-ar needs --ar-from TRACES.json")
         with open(a.ar_from) as f:
             for rec in json.load(f)["prompts"]:
                 rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
@@ -494,6 +501,8 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.9, 0.99])
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--fallback", choices=["best", "leftmost"], default="best",
+                    help="traces: SPEC 3's fallback, or (experiment) the first pending row")
     ap.add_argument("--source", choices=["gen", "heldout", "heldout-ar"], default="heldout",
                     help="traces: heldout.txt or generated prompts; calib: gen or heldout-ar")
     ap.add_argument("--pack", default=os.path.join(HERE, "..", "..", ".gpu-train", "corpus"))
@@ -504,7 +513,7 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
-    torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+    torch.set_num_threads(int(os.environ.get("DIAG_THREADS", "2")))
     model, tok, step = load(a.ckpt)
     if a.what == "traces":
         return traces_cmd(a, model, tok, step)

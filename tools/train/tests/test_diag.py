@@ -1,0 +1,66 @@
+"""diag.py (issue 26's diagnosis at step 1257) against independent values:
+
+* preview_at (one block right after an UNALIGNED prefix, as clover starts its
+  first block) equals tools/reference's clover_ref.preview on a session that
+  committed that prefix, after a round trip through export;
+* the SPEC 3 trace fixes rows as the rule says on hand-made confidences;
+* the distance and right-context helpers on hand-written masks.
+
+    python3 -m pytest -q tools/train/tests/test_diag.py   (needs torch)
+"""
+import os
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "reference"))
+sys.path.insert(0, HERE)
+
+import diag  # noqa: E402
+from test_model import B, tiny  # noqa: E402
+
+
+def test_preview_at_an_unaligned_prefix_equals_the_reference(tmp_path):
+    from clover_ref.checkpoint import CloverModel
+    from clover_ref.preview import preview
+    from clover_ref.session import Session
+    from clover_ref.tiny_tokenizer import write_tokenizer
+    from export import export
+
+    m, tok = tiny(seed=6)
+    mask_id = tok.token_to_id("<|mask|>")
+    (tmp_path / "tok").mkdir()
+    write_tokenizer(tok, str(tmp_path / "tok"))
+    export(m, str(tmp_path / "tok"), str(tmp_path / "hf"), block=B, threshold=0.9, every=2)
+    cm = CloverModel(str(tmp_path / "hf"))
+    g = torch.Generator().manual_seed(9)
+    for plen in (1, 2, 5, 11, 13):           # none a multiple of the block (8)
+        prefix = torch.randint(0, 400, (plen,), generator=g).tolist()
+        rows = [mask_id if x < 0.6 else int(t) for x, t in
+                zip(torch.rand(B, generator=g), torch.randint(0, 400, (B,), generator=g))]
+        got = diag.preview_at(m, prefix, rows).numpy()
+        s = Session(cm)
+        s.commit(prefix)
+        want = preview(cm, s, rows, coreset_top_p=None)
+        err = abs(got - want).max()
+        assert err < 1e-4 * max(1.0, abs(want).max()), (plen, err)
+
+
+def test_distance_and_right_context_by_hand():
+    # one row, two blocks of 4; True = masked
+    masked = torch.tensor([[True, True, False, True, False, True, True, True]])
+    assert diag.dist_from_fixed(masked, 4).tolist() == [[1, 2, 0, 1, 0, 1, 2, 3]]   # fixed: 0
+    assert diag.right_fixed(masked, 4).tolist() == [[True, True, False, False,
+                                                     False, False, False, False]]
+
+
+def test_pick_forbids_the_mask_id():
+    lg = torch.tensor([[0.0, 5.0, 1.0], [3.0, 3.0, 0.0]])
+    conf, ids, _ = diag.pick(lg, 1)            # id 1 forbidden
+    assert ids.tolist() == [2, 0]              # row 1: the first maximum
+    e = torch.tensor(1.0).exp()
+    assert abs(conf[0].item() - e / (1 + e)) < 1e-6
+    assert abs(conf[1].item() - 0.5 / (0.5 + 0.5 * torch.tensor(-3.0).exp().item())) < 1e-6
