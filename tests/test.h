@@ -14,6 +14,11 @@
  *    tests/CMakeLists.txt), never as passed. A skip after a failed check is
  *    a failure. Under CI=true scripts/test.sh fails a skip whose reason is
  *    not in tests/skip_allowlist.txt (machine facts only).
+ *
+ * CLOVER_TEST_ONLY=case1,case2 runs only the RUN() cases of those names (the
+ * device scripts run compute-sanitizer over a few cases of a long binary);
+ * the others are not run and not counted, so a list that names no case of
+ * the binary still fails it (no case ran).
  */
 #ifndef CLOVER_TEST_H
 #define CLOVER_TEST_H
@@ -22,6 +27,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int test_failures_total; /* every failed check, wherever it happened */
 static int test_failures_in_cases; /* the part of it inside RUN() cases */
@@ -68,9 +74,25 @@ static int test_cases_run, test_cases_failed;
         }                                                                                                     \
     } while (0)
 
+/* Whether case `name` runs: CLOVER_TEST_ONLY unset, or name one of its comma-separated entries. */
+static inline int test_selected_(const char *name) {
+    const char *only = getenv("CLOVER_TEST_ONLY");
+    if (!only || !*only) return 1;
+    const size_t n = strlen(name);
+    for (const char *p = only; *p;) {
+        const char *e = strchr(p, ',');
+        const size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) return 1;
+        if (!e) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
 /* A case's failures are the checks that failed while it ran. */
 #define RUN(fn)                                                                         \
     do {                                                                                \
+        if (!test_selected_(#fn)) break;                                                \
         int before_ = test_failures_total;                                              \
         fn();                                                                           \
         test_cases_run++;                                                               \

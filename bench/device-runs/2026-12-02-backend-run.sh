@@ -108,6 +108,8 @@ case " $STEPS " in *" serve "*)
     grep 'on the .* backend' "$log" | tee -a "$S"
     r=$(timeout 500 python3 /tmp/serve_load.py "$port" "${SERVE_N:-16}" "${SERVE_TOKENS:-128}" "$O/serve-$kind.json" 2>&1)
     say "serve $kind (bar ${bar}x): $r"
+    # the device memory while the server holds its sessions and the stacked executor (~2 GB at 512 rows)
+    timeout 10 nvidia-smi --query-gpu=memory.used --format=csv,noheader 2>&1 | sed "s/^/serve $kind: GPU memory used /" | tee -a "$S"
     curl -s "http://127.0.0.1:$port/metrics" 2>/dev/null | grep '^clover_device' | tee -a "$S"
     kill -TERM $pid; wait $pid 2>/dev/null
   done ;;

@@ -93,9 +93,10 @@
  * preview's rows still masked (every row when raw logits are asked for),
  * a commit's picked rows, last row, or every row for NLL / all_logits.
  * A device backend states its own guarantee here. CUDA: a call's decode
- * rows share one pass (cuda/backend_cuda_stack.c), each product on the
- * kernel the row's sequence takes alone, attention, GDN and the picks per
- * sequence; other passes run one sequence at a time
+ * rows share one pass and its previews' blocks share passes
+ * (cuda/backend_cuda_stack*.c), each product on the kernel the row's
+ * sequence takes alone (the integer path: the same bits at any row count);
+ * attention, GDN, the coreset and the picks per sequence
  * (tests/unit/test_cuda_batch.c, on a device).
  *
  * State layout (export/import; little-endian f32, in this order): u64

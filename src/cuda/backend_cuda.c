@@ -52,8 +52,8 @@ struct backend {
     bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
 };
 
-/* Sequences of one stacked pass at most (the engine's calls carry up to 64). */
-enum { STACK_SEQS = 64 };
+/* Sequences of one stacked pass at most (the engine's calls carry up to 64), and its rows (16 blocks of 32). */
+enum { STACK_SEQS = 64, STACK_ROWS = 512 };
 
 struct backend_checkpoint {
     backend_session *s;
@@ -193,7 +193,9 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
 /* A one-row commit with no per-row output but the last logits and the pick: a decode step, which the stacked
  * pass takes (every one, a sequence alone too, so alone and stacked run the same code). */
 static bool stackable(const backend_commit_seq *q) {
-    return q->n == 1 && !q->all_logits && !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden;
+    /* diagnostic sessions (CLOVER_CUDA_NO_GRAPH, CLOVER_CUDA_COUNT_EXPERTS at their creation) keep their own pass */
+    return q->n == 1 && !q->all_logits && !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden &&
+           !(q->s && (q->s->graph_failed || q->s->count_experts));
 }
 
 /* What commit_one and cuda_commit_rows check, for a stacked row: nothing is enqueued for a failing one. */
@@ -212,12 +214,16 @@ static int stack_check(backend *be, const backend_commit_seq *q, clover_error *e
     return pick_check(be, q, err);
 }
 
-/* The stacked executor, made on first use; false when it cannot be (then commits run one by one). */
+/* The stacked executor, made on first use; false when it cannot be (then commits run one by one). At 512 rows
+ * it holds ~2 GB of device scratch for the 35B-A3B (1.08 GB of it the attention splits' partials, laid out per
+ * row for the longest context); where that does not fit, one row per sequence (~0.3 GB, what the decode steps
+ * need; previews then stack up to 64 rows) rather than no stacking at all. */
 static bool stack_ready(backend *be) {
     if (be->stack) return true;
     if (be->stack_off) return false;
     clover_error e = {0};
-    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, &be->stack, &e)) {
+    if (backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_ROWS, &be->stack, &e) &&
+        backend_cuda_stack_create(be->model, &be->cfg, STACK_SEQS, STACK_SEQS, &be->stack, &e)) {
         be->stack_off = true;
         be->stack = NULL;
         return false;
@@ -266,6 +272,10 @@ static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
 
 static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    if (be && n_seqs && stack_ready(be)) { /* every preview of the call in stacked passes (backend_cuda_stack_preview.c) */
+        int rc = cuda_stack_previews(be, be->stack, &be->pick, seqs, n_seqs, stats);
+        if (rc != 1) return rc;
+    }
     for (size_t i = 0; i < n_seqs; i++) {
         backend_preview_seq *q = &seqs[i];
         q->err.code = 0;
@@ -283,6 +293,10 @@ static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
 static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
                         backend_pass_stats *stats) {
     int first = CLOVER_OK;
+    if (be && n_seqs && stack_ready(be)) { /* every block of the call, a round of stacked passes at a time */
+        int rc = cuda_stack_resolves(be, be->stack, &be->pick, seqs, n_seqs, cancel, stats);
+        if (rc != 1) return rc;
+    }
     for (size_t i = 0; i < n_seqs; i++) {
         backend_resolve_seq *q = &seqs[i];
         q->err.code = 0;

@@ -16,9 +16,10 @@
  *               the captured graph of a one-row decode step.
  *  the stacked executor  a backend_session with `stack` set, one per backend
  *               (backend_cuda.c): no KV and no GDN state of its own, scratch
- *               and descriptor slots for 64 sequences a layer; it runs a
- *               call's decode rows (backend_cuda_stack.c) as one stacked pass
- *               over the member sessions' caches and states.
+ *               for 512 rows and descriptor slots for 64 sequences a layer;
+ *               it runs a call's decode rows (backend_cuda_stack.c) and its
+ *               previews' blocks (backend_cuda_stack_preview.c) as stacked
+ *               passes over the member sessions' caches and states.
  *
  * A pass only enqueues work on the session's stream: no allocation, no sync
  * and no host read until its results are copied back at the end; the values
@@ -171,6 +172,9 @@ struct backend_session {
     size_t seq_stride;
     bool stack;
     size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
+    size_t pass_rows;           /* the rows of the pass being enqueued */
+    bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
+    bool stack_preview_off;     /* CLOVER_CUDA_NO_STACK_PREVIEW: previews and resolves one sequence at a time (A/B) */
     void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */
     bool sgraph_failed;
 };
@@ -195,10 +199,10 @@ typedef struct cuda_commit_out {
 int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err);
 
-/* The stacked executor: a session of no sequence, with scratch for max_seqs rows and descriptor slots for
+/* The stacked executor: a session of no sequence, with scratch for max_rows rows and descriptor slots for
  * max_seqs sequences per layer (backend_cuda_session.c). */
 int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
-                              backend_session **out, clover_error *err);
+                              size_t max_rows, backend_session **out, clover_error *err);
 
 /* backend_cuda_stack.c: one-row commits of n sequences (decode steps) as ONE pass on the stacked executor x:
  * every product reads its weights once for all n rows, attention and GDN index each row's own session, the
@@ -233,12 +237,29 @@ typedef struct cuda_pass {
     const int32_t *head_rows; /* preview: device list of the rows the head computes (logits row i = head_rows[i]) */
     size_t n_head_rows;
     /* stacked (s->stack): n_seq sequences of seq_rows rows at most each, their descriptors already in the
-     * pinned mirrors (the pass copies them); each product takes the kernel of seq_rows rows, as alone */
+     * pinned mirrors (the pass copies them); each product takes the kernel of seq_rows rows, as alone (the
+     * caller stacks only sequences whose rows choose the same kernels); a stacked preview also names each
+     * sequence's session, rows and block options (the GDN block operator, the coreset and the routing run
+     * per sequence, on its rows) */
     size_t n_seq, seq_rows;
+    const struct cuda_stack_seq *sseq; /* [n_seq], stacked previews */
 } cuda_pass;
+
+typedef struct cuda_stack_seq {
+    backend_session *s;
+    size_t row0, n;
+    bool coreset;
+    float ln_ratio, top_p;
+} cuda_stack_seq;
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
 /* The head for n rows of sc.x listed in rows (device), into sc.logits (a preview's masked rows). */
 int cuda_pass_head_rows(backend_session *s, const int32_t *rows, size_t n, clover_error *err);
+/* The same into logits rows out0..out0+n-1 (a stacked preview's sequences one after another when the head's
+ * kernel depends on its row count), the product's kernel chosen by these n rows. */
+int cuda_pass_head_rows_at(backend_session *s, const int32_t *rows, size_t n, size_t out0, clover_error *err);
+/* Whether the head's bits are the same at any row count (integer path, or the f32 decode kernel of a float
+ * file), so a stacked preview may run one head over every sequence's rows. */
+bool cuda_pass_head_row_free(const backend_session *s);
 
 /* backend_cuda_preview.c: one sequence's preview with its device picks,
  * one block resolved (passes back to back), the last preview's diagnostics
@@ -248,6 +269,28 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
 int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq *q, const volatile int *cancel,
                      backend_pass_stats *stats, clover_error *err);
 int cuda_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+/* One checked preview pass of one sequence with the device pick of its pending rows (u_rows: [b] draws or NULL),
+ * out indexed by block row; raw logits into logits when non-NULL. */
+int cuda_preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+                      const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
+                      const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
+                      clover_error *err);
+/* A preview's arguments (the model has the block tensors, b fits, ids, room, the pick), and whether </think> is
+ * open for a pass over block (the penalties' sparse counts and the block's fixed rows). */
+int cuda_preview_check(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+                       const backend_preview_opts *opts, const backend_pick *pick, clover_error *err);
+bool cuda_think_open(const backend_penalties *pen, const int32_t *block, size_t b);
+
+/* backend_cuda_stack_preview.c: the previews and the block resolves of a call's sequences as stacked passes on
+ * the executor x (each pass: every sequence's block side by side, one weight read per product, attention,
+ * GDN block operator, coreset and routing per sequence, picks on the device, one sync). Sequences the stack
+ * cannot take (raw logits, log-probabilities, the residual stream, penalty lists too long) run alone.
+ * Each sequence gets its rc; the call's is the first failure's; 1 when no memory was left for the
+ * bookkeeping (nothing ran: the caller runs them alone). */
+int cuda_stack_previews(struct backend *be, backend_session *x, host_pick_ctx *pc, backend_preview_seq *seqs,
+                        size_t n_seqs, backend_pass_stats *stats);
+int cuda_stack_resolves(struct backend *be, backend_session *x, host_pick_ctx *pc, backend_resolve_seq *seqs,
+                        size_t n_seqs, const volatile int *cancel, backend_pass_stats *stats);
 
 /* Which CUDA device sessions use (0) and whether the model can run there:
  * 0 or CLOVER_E_UNSUPPORTED with the reason (a type or a shape the kernels

@@ -49,6 +49,11 @@ static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t 
  * of one sequence (s->cls_rows), never the pass's, so a stacked row keeps the kernel it has alone (either kernel
  * computes each row independently of the others, cuda_matmul.h). */
 static bool takes_decode(const backend_session *s, const model_weight *w, bool exact) {
+    /* a stacked pass of more than D rows takes the integer chunk GEMM for Q8_0 / K-quant weights: the same bits
+     * as the decode kernel (one float order at any row count, cuda_matmul.h), each weight read once for every
+     * row instead of once per group of D (tensor cores: ~15 us for a 4096x2048 q8_0 product at 9..32 rows against
+     * ~20 us per group of 8, NOTES_matmul.md); float weights keep the decode kernel (their chunk form is TF32) */
+    if (s->stack && s->pass_rows > D && !s->stack_decode_only && !is_float(w->type)) return false;
     return s->cls_rows <= D || ((s->fp32 || exact) && is_float(w->type));
 }
 
@@ -213,6 +218,7 @@ static int layer_attention(backend_session *s, const model_layer *ml, const cuda
 /* A preview's GDN layer: the block operator over the committed ring and state, read only (no beta). */
 static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n,
                            const cuda_pass *p, clover_error *err) {
+    const model_hparams *hp = s->hp;
     const model_gdn_weights *w = &ml->gdn;
     const cuda_model *cm = s->cm;
     cuda_scratch *sc = &s->sc;
@@ -224,9 +230,24 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
                                  cuda_model_weight(cm, &w->a),            cuda_model_weight(cm, &w->dt_bias),
                                  cuda_model_weight(cm, &w->norm),         cuda_model_weight(cm, &w->logit_scale),
                                  cuda_model_weight(cm, &w->history_bias), cuda_model_weight(cm, &w->history_c)};
-    if (cuda_gdn_block(sc->gout, sc->mixed, sc->z, sc->ga, ly->ring, ly->state, &bw, &s->gd, (int)n, p->ln_ratio,
-                       sc->blk_work, s->stream))
-        return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operator: %s", cuda_preview_last_error());
+    if (!s->stack) {
+        if (cuda_gdn_block(sc->gout, sc->mixed, sc->z, sc->ga, ly->ring, ly->state, &bw, &s->gd, (int)n,
+                           p->ln_ratio, sc->blk_work, s->stream))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operator: %s", cuda_preview_last_error());
+    } else {
+        /* stacked: each sequence's block over its own committed ring and state, on its rows */
+        const size_t cd = hp->gdn_conv_dim, zw = (size_t)hp->gdn_nv * hp->gdn_dv, nv = hp->gdn_nv;
+        const size_t l = (size_t)(ly - s->layers);
+        for (size_t i = 0; i < p->n_seq; i++) {
+            const cuda_stack_seq *q = &p->sseq[i];
+            const cuda_layer *qy = &q->s->layers[l];
+            if (cuda_gdn_block(sc->gout + q->row0 * zw, sc->mixed + q->row0 * cd, sc->z + q->row0 * zw,
+                               sc->ga + q->row0 * nv, qy->ring, qy->state, &bw, &s->gd, (int)q->n, q->ln_ratio,
+                               sc->blk_work, s->stream))
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operator: %s",
+                                 cuda_preview_last_error());
+        }
+    }
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
@@ -263,7 +284,27 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
     if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
-    if (p->preview && p->coreset) {
+    if (p->preview && s->stack) {
+        /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
+         * sc.kept[i][layer]), and its rows routed inside it; or routed freely */
+        const size_t E = hp->n_expert;
+        for (size_t i = 0; i < p->n_seq; i++) {
+            const cuda_stack_seq *q = &p->sseq[i];
+            int32_t *ri = sc->ridx + q->row0 * k;
+            float *wi = sc->rw + q->row0 * k;
+            const float *li = sc->rlog + q->row0 * E;
+            if (q->coreset) {
+                uint8_t *allowed = sc->kept + (i * hp->n_layer + il) * E;
+                if (cuda_moe_coreset(allowed, sc->kept_count, li, q->n, E, k, q->top_p, sc->cs_work, s->stream))
+                    return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coreset: %s", cuda_preview_last_error());
+                if ((rc = op_status(cuda_moe_route_allowed(ri, wi, li, allowed, q->n, E, k, s->stream),
+                                    "routing inside the coreset", err)))
+                    return rc;
+            } else if ((rc = op_status(cuda_moe_route(ri, wi, li, q->n, E, k, s->stream), "routing", err))) {
+                return rc;
+            }
+        }
+    } else if (p->preview && p->coreset) {
         /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it */
         uint8_t *allowed = sc->kept + il * hp->n_expert;
         if (cuda_moe_coreset(allowed, sc->kept_count, sc->rlog, n, hp->n_expert, k, p->top_p, sc->cs_work,
@@ -313,10 +354,12 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
     const size_t n = p->n, H = hp->n_embd;
     char why[CUDA_WHY];
     int rc;
-    if (s->stack && (p->preview || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows || p->seq_rows > n))
+    if (s->stack && ((p->preview && !p->sseq) || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows ||
+                     p->seq_rows > n))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",
                          p->n_seq, p->seq_rows);
     s->cls_rows = s->stack ? p->seq_rows : n;
+    s->pass_rows = n;
     /* the per-pass facts: ids, then every layer's descriptor (positions, rows; a stacked pass's caller wrote
      * its sequences' own) */
     if (!s->stack) {
@@ -378,10 +421,20 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
 }
 
 int cuda_pass_head_rows(backend_session *s, const int32_t *rows, size_t n, clover_error *err) {
+    return cuda_pass_head_rows_at(s, rows, n, 0, err);
+}
+
+int cuda_pass_head_rows_at(backend_session *s, const int32_t *rows, size_t n, size_t out0, clover_error *err) {
     if (!n) return CLOVER_OK;
     cuda_scratch *sc = &s->sc;
+    const size_t H = s->hp->n_embd;
     s->cls_rows = n;
-    if (cuda_gather_rows(sc->xh, sc->x, rows, n, s->hp->n_embd, s->stream))
+    s->pass_rows = n;
+    if (cuda_gather_rows(sc->xh + out0 * H, sc->x, rows, n, H, s->stream))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: head rows: %s", cuda_preview_last_error());
-    return mm(s, &s->model->output, sc->xh, n, sc->logits, err);
+    return mm(s, &s->model->output, sc->xh + out0 * H, n, sc->logits + out0 * s->hp->n_vocab, err);
+}
+
+bool cuda_pass_head_row_free(const backend_session *s) {
+    return !is_float(s->model->output.type) || s->fp32;
 }

@@ -65,7 +65,7 @@ static int can_preview(const backend_session *s, clover_error *err) {
     return CLOVER_OK;
 }
 
-static int preview_check(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+int cuda_preview_check(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
                          const backend_preview_opts *opts, const backend_pick *pick, clover_error *err) {
     if (!block) return error_set(err, CLOVER_E_INVALID, "preview: block ids are required");
     int rc = can_preview(s, err);
@@ -92,7 +92,7 @@ static int preview_check(backend_session *s, host_pick_ctx *pc, const int32_t *b
 }
 
 /* Whether </think> is open for this pass (penalty_think_open over the sparse counts). */
-static bool think_open(const backend_penalties *pen, const int32_t *block, size_t b) {
+bool cuda_think_open(const backend_penalties *pen, const int32_t *block, size_t b) {
     const int32_t c = pen->think_end_id;
     if (c < 0) return false;
     for (size_t i = 0; i < pen->n_counts; i++)
@@ -203,7 +203,7 @@ static int preview_run(backend_session *s, const int32_t *block, size_t b, const
         }
         if (!e && pen) {
             const clover_penalties *pp = &pen->p;
-            bool open = think_open(pen, block, b);
+            bool open = cuda_think_open(pen, block, b);
             dp = (cuda_pick_pen){.count_ids = sc->pk_cids,
                                  .counts = sc->pk_counts,
                                  .n_counts = (int)pen->n_counts,
@@ -273,10 +273,10 @@ static int host_rows(host_pick_ctx *pc, const backend_pick *pick, float *buf, co
 }
 
 /* One sequence's preview with its picks: raw logits to q->logits when asked. */
-static int preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
-                        const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
-                        const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
-                        clover_error *err) {
+int cuda_preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *block, size_t b,
+                      const backend_preview_opts *opts, const backend_pick *pick, const uint8_t *pending,
+                      const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
+                      clover_error *err) {
     const size_t V = s->hp->n_vocab;
     size_t rows[256 * 16], n = 0; /* b <= max_rows <= 4096 */
     float u[256 * 16];
@@ -329,7 +329,7 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
                      clover_error *err) {
     const backend_pick *pick = q->pending ? q->pick : NULL;
     if (q->pending && !q->pick) return error_set(err, CLOVER_E_INVALID, "preview: pending rows but no pick");
-    int rc = preview_check(s, pc, q->block, q->b, &q->opts, pick, err);
+    int rc = cuda_preview_check(s, pc, q->block, q->b, &q->opts, pick, err);
     if (rc) return rc;
     if (pick) {
         if (!q->pick_out.id || !q->pick_out.conf)
@@ -340,7 +340,7 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
         if (pick->n_top && !q->pick_out.top_id)
             return error_set(err, CLOVER_E_INVALID, "preview: %zu top log-probabilities but no array", pick->n_top);
     }
-    rc = preview_pick(s, pc, q->block, q->b, &q->opts, pick, q->pending, q->u, &q->pick_out, q->logits, stats, err);
+    rc = cuda_preview_pick(s, pc, q->block, q->b, &q->opts, pick, q->pending, q->u, &q->pick_out, q->logits, stats, err);
     if (rc) error_prefix(err, "preview");
     return rc;
 }
@@ -355,7 +355,7 @@ int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq 
     if (b > 256) return error_set(err, CLOVER_E_INVALID, "resolve: a block of %zu rows, at most 256", b);
     if (!(q->threshold >= 0.0f && q->threshold <= 1.0f))
         return error_set(err, CLOVER_E_INVALID, "resolve: threshold %g, expected 0..1", (double)q->threshold);
-    int rc = preview_check(s, pc, q->block, b, &q->opts, q->pick, err);
+    int rc = cuda_preview_check(s, pc, q->block, b, &q->opts, q->pick, err);
     if (rc) return rc;
     uint8_t pending[256];
     int32_t id[256];
@@ -381,7 +381,7 @@ int cuda_resolve_seq(backend_session *s, host_pick_ctx *pc, backend_resolve_seq 
         }
         for (size_t r = 0; r < b; r++) /* the draws: one per pending row, in row order */
             u[r] = pending[r] && !greedy ? rng_uniform(&rng) : 0.0f;
-        if ((rc = preview_pick(s, pc, q->block, b, &q->opts, q->pick, pending, greedy ? NULL : u, &out, NULL, stats,
+        if ((rc = cuda_preview_pick(s, pc, q->block, b, &q->opts, q->pick, pending, greedy ? NULL : u, &out, NULL, stats,
                                err)))
             return error_prefix(err, "resolve");
         size_t best = b, fixed = 0;

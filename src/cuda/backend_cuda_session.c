@@ -80,6 +80,19 @@ static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t
     return max_sz(d, cuda_moe_chunk_work_bytes(&a));
 }
 
+/* Rows of raw logits that come back to the host at once (h_logits, pinned). A session: a whole pass
+ * (all_logits, a preview's raw logits). The stacked executor: only its decode rows, one per sequence
+ * (backend_cuda_stack.c); its stacked previews never copy raw logits (those run alone), so its 512 rows
+ * would pin 508 MB of host memory for a 248k vocabulary where 64 rows (64 MB) are ever used. */
+static size_t logit_rows(const backend_session *s) { return s->stack ? s->seq_stride : s->max_rows; }
+
+/* Rows of one cuda_pick_rows call at most (plog, the penalised copies). A session: a pass's rows. The
+ * stacked executor picks one decode row per call, or one block's pending rows (at most 256,
+ * backend_cuda_stack_preview.c's MAX_B) per call, block after block on one stream: 256 rows, not 512. */
+static size_t pick_rows_max(const backend_session *s) {
+    return s->stack && s->max_rows > 256 ? 256 : s->max_rows;
+}
+
 /* Lays the arena out (device pointers when base is set); returns its size. */
 static size_t session_layout(backend_session *s, char *base) {
     const model_hparams *hp = s->hp;
@@ -120,10 +133,10 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->xh = carve(&c, R * H * f);
     sc->blk_work = carve(&c, s->n_gdn ? cuda_gdn_block_work_floats(&s->gd, (int)R) * f : 0);
     sc->cs_work = carve(&c, cuda_moe_coreset_work_bytes(R, k));
-    sc->kept = carve(&c, (size_t)hp->n_layer * E);
+    sc->kept = carve(&c, s->seq_stride * hp->n_layer * E); /* the stack: [sequence][layer][E] */
     sc->kept_count = carve(&c, sizeof(uint32_t));
     sc->used = carve(&c, (size_t)hp->n_layer * E);
-    sc->plog = carve(&c, R * V * f);
+    sc->plog = carve(&c, pick_rows_max(s) * V * f);
     sc->pk_rows = carve(&c, 2 * R * 4);
     sc->pk_u = carve(&c, R * sizeof(double));
     sc->pk_id = carve(&c, R * 4);
@@ -232,11 +245,11 @@ static int zero_states(backend_session *s, char *why) {
 /* A session (stack_seqs 0), or the stacked executor for stack_seqs sequences (no KV, no GDN state, scratch for
  * stack_seqs rows, stack_seqs descriptor slots per layer). */
 static int session_make(const clover_model *model, const backend_config *cfg, size_t stack_seqs,
-                        backend_session **out, clover_error *err) {
+                        size_t stack_rows, backend_session **out, clover_error *err) {
     *out = NULL;
     if (!model || !cfg) return error_set(err, CLOVER_E_INVALID, "CUDA session: no model or no configuration");
     const model_hparams *hp = &model->hp;
-    size_t max_rows = stack_seqs ? stack_seqs : cfg->max_rows ? cfg->max_rows : 64;
+    size_t max_rows = stack_seqs ? stack_rows : cfg->max_rows ? cfg->max_rows : 64;
     size_t max_ctx = cfg->max_context ? cfg->max_context : hp->n_ctx_train;
     if (max_ctx == 0 || max_ctx > (size_t)INT32_MAX)
         return error_set(err, CLOVER_E_INVALID, "CUDA session: a context of %zu tokens, expected 1..%d", max_ctx,
@@ -256,6 +269,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->graph_failed = getenv("CLOVER_CUDA_NO_GRAPH") != NULL;
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
     s->sgraph_failed = s->graph_failed;
+    s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
+    s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
@@ -316,7 +331,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq), why) ||
         cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
         cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
-        cuda_host_alloc((void **)&s->h_logits, max_rows * hp->n_vocab * sizeof(float), why) ||
+        cuda_host_alloc((void **)&s->h_logits, logit_rows(s) * hp->n_vocab * sizeof(float), why) ||
         cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why) ||
         cuda_host_alloc(&s->h_pick, pick_layout(s, NULL), why)) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
@@ -371,16 +386,17 @@ fail:
 
 int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
                                 clover_error *err) {
-    return session_make(model, cfg, 0, out, err);
+    return session_make(model, cfg, 0, 0, out, err);
 }
 
 int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
-                              backend_session **out, clover_error *err) {
-    if (max_seqs == 0 || max_seqs > 64) {
+                              size_t max_rows, backend_session **out, clover_error *err) {
+    if (max_seqs == 0 || max_seqs > 64 || max_rows < max_seqs) {
         *out = NULL;
-        return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences, expected 1..64", max_seqs);
+        return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences in %zu rows, expected 1..64 in as many rows",
+                         max_seqs, max_rows);
     }
-    return session_make(model, cfg, max_seqs, out, err);
+    return session_make(model, cfg, max_seqs, max_rows, out, err);
 }
 
 size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_past : 0; }

@@ -29,7 +29,10 @@
  *    u = 2^-11) and multiplied with f32 accumulation. Per output:
  *    |y - y_f32| <= (2u + u^2) * sum_i |w_i x_i| + f32 summation error,
  *    i.e. about 1e-3 of sum|w x|. Against the CPU's chunk path (f32
- *    activations, matmul_scalar) that is the whole difference.
+ *    activations, matmul_scalar) that is the whole difference. Matrices of
+ *    <= 64 outputs (on the 16-byte path below) take the decode kernel's f32
+ *    arithmetic instead, a warp per (row, output): chosen by the shape, so
+ *    still independent of the row count, and within the TF32 bound.
  * Each row's k-order is fixed (no split-K depending on the row count), so a
  * row's bits do not depend on the other rows in the call.
  *
@@ -91,6 +94,13 @@ size_t cuda_matmul_decode_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 /* 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS. */
 int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                        float *y, void *work, void *stream, char *why, size_t why_len);
+/* Float weights (F32/F16/BF16) at any row count with the decode product's f32 arithmetic: each row's bits
+ * are those cuda_matmul_decode gives it (in 8-row calls or alone), in one launch on the 16-byte path (a
+ * warp per (row, output)), else in 8-row decode launches. For the exact products of a pass of many rows
+ * (the router's logits, which choose experts), which otherwise take one decode call per 8 rows. No work
+ * buffer. -1 with why for an integer type or a bad shape. */
+int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
+                      void *stream, char *why, size_t why_len);
 /* Gate and up fused with SwiGLU, for 1..8 rows: y = silu(x Wg^T) * (x Wu^T),
  * both weights of one type and shape; each product computed exactly as
  * cuda_matmul_decode computes it and the same SwiGLU expression as

@@ -6,7 +6,8 @@
  *     right taps over the block's next rows, then SiLU, into work (the ring
  *     is only read);
  *  2. L2 norm of q and k per key head and row, one warp each, in place;
- *  3. heads: one block per (value head, tile of 8 rows): the scores of its
+ *  3. heads: one block per (value head, tile of 8 rows; k_block_head_s when
+ *     its q and k rows fit in shared memory): the scores of its
  *     rows against every block row (sequential dot products, as the oracle),
  *     the history slot, the float32 softmax by one thread per row (the
  *     oracle's loop), then per output column the read-out u = S^T q dk^-1/2
@@ -120,6 +121,91 @@ __global__ void __launch_bounds__(HEAD_THREADS) k_block_head(head_args A) {
     }
 }
 
+/* The same head computation with its inputs staged: k_block_head's threads each walk a 128-long dot whose
+ * every step waits on a global load (the block's k rows read 32 rows apart across a warp, so uncoalesced),
+ * then 4 outputs a thread one after another (98 us a layer on the H200, ncu: a tenth of a preview's GDN
+ * layer). Here the block first copies its q rows and the block's k rows for its key head into shared memory
+ * (coalesced; k rows padded to dk + 1 floats so a warp's 32 rows fall in distinct banks), and in the
+ * read-out a thread owns one output column for HEAD_THREADS / dv of the tile's rows at once, so each state
+ * and v value is loaded once for those rows. Every sum runs in the same order with the same operands as in
+ * k_block_head (sequential over t, then over j), so the outputs are the same bits. */
+__global__ void __launch_bounds__(HEAD_THREADS) k_block_head_s(head_args A) {
+    extern __shared__ float sh[]; /* p [ROW_TILE][b + 1], q [ROW_TILE][dk], k [b][dk + 1] */
+    const int h = blockIdx.x, i0 = blockIdx.y * ROW_TILE, b = A.b, bp = b + 1;
+    const int rows = b - i0 < ROW_TILE ? b - i0 : ROW_TILE;
+    const int kh = A.tiled ? h % A.nk : h / (A.nv / A.nk);
+    const int dk = A.dk, dv = A.dv, cd = A.cd, kp = dk + 1;
+    float *p = sh, *qs = p + ROW_TILE * bp, *ks = qs + ROW_TILE * dk;
+    const float ls = A.w.logit_scale[h];
+    for (int idx = threadIdx.x; idx < rows * dk; idx += blockDim.x) {
+        const int ii = idx / dk, t = idx % dk;
+        qs[ii * dk + t] = A.qkv[(size_t)(i0 + ii) * cd + (size_t)kh * dk + t];
+    }
+    for (int idx = threadIdx.x; idx < b * dk; idx += blockDim.x) {
+        const int j = idx / dk, t = idx % dk;
+        ks[j * kp + t] = A.qkv[(size_t)j * cd + (size_t)A.nk * dk + (size_t)kh * dk + t];
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < rows * b; idx += blockDim.x) {
+        const int ii = idx / b, j = idx % b;
+        const float *qi = qs + ii * dk, *kj = ks + j * kp;
+        float dot = 0.0f;
+        for (int t = 0; t < dk; t++) dot += qi[t] * kj[t];
+        p[ii * bp + j] = ls * dot;
+    }
+    for (int ii = threadIdx.x; ii < rows; ii += blockDim.x) {
+        const int i = i0 + ii;
+        const float g = A.w.ssm_a[h] * softplus_f(A.a[(size_t)i * A.nv + h] + A.w.dt_bias[h]);
+        p[ii * bp + b] = (A.w.history_bias[h] + A.w.history_c[h] * g) + A.ln_ratio;
+    }
+    __syncthreads();
+    for (int ii = threadIdx.x; ii < rows; ii += blockDim.x) { /* block_softmax, sequentially */
+        float *s = p + ii * bp;
+        float mx = s[0];
+        for (int j = 1; j < bp; j++)
+            if (s[j] > mx) mx = s[j];
+        float sum = 0.0f;
+        for (int j = 0; j < bp; j++) {
+            s[j] = expf(s[j] - mx);
+            sum += s[j];
+        }
+        const float inv = 1.0f / sum;
+        for (int j = 0; j < bp; j++) s[j] *= inv;
+    }
+    __syncthreads();
+    /* thread: column c, rows rg, rg + NR, ... of the tile (NR = HEAD_THREADS / dv row groups) */
+    const int NR = HEAD_THREADS / dv, c = threadIdx.x % dv, rg = threadIdx.x / dv;
+    if (rg >= NR) return;
+    const float *S = A.state + (size_t)h * dk * dv; /* [dk][dv] */
+    float u[ROW_TILE], acc[ROW_TILE];
+#pragma unroll
+    for (int r = 0; r < ROW_TILE; r++) u[r] = 0.0f, acc[r] = 0.0f;
+#pragma unroll 4
+    for (int t = 0; t < dk; t++) {
+        const float sv = S[(size_t)t * dv + c];
+#pragma unroll
+        for (int r = 0; r < ROW_TILE; r++) {
+            const int ii = rg + r * NR;
+            if (r * NR < ROW_TILE && ii < rows) u[r] += sv * (qs[ii * dk + t] * A.scale);
+        }
+    }
+    const float *vb = A.qkv + 2 * (size_t)A.nk * dk + (size_t)h * dv + c;
+#pragma unroll 4
+    for (int j = 0; j < b; j++) {
+        const float vv = vb[(size_t)j * cd];
+#pragma unroll
+        for (int r = 0; r < ROW_TILE; r++) {
+            const int ii = rg + r * NR;
+            if (r * NR < ROW_TILE && ii < rows) acc[r] += p[ii * bp + j] * vv;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < ROW_TILE; r++) {
+        const int ii = rg + r * NR;
+        if (r * NR < ROW_TILE && ii < rows) A.o[((size_t)(i0 + ii) * A.nv + h) * dv + c] = acc[r] + p[ii * bp + b] * u[r];
+    }
+}
+
 extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, const float *a, const float *ring,
                               const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,
                               float ln_ratio, float *work, void *stream) {
@@ -140,7 +226,12 @@ extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, cons
         return -1;
     }
     dim3 gh((unsigned)d->n_v_heads, (unsigned)((b + ROW_TILE - 1) / ROW_TILE));
-    k_block_head<<<gh, HEAD_THREADS, smem, st>>>(A);
+    /* the staged form when its q and k rows fit beside p and a value head is a whole number of row groups */
+    const size_t smem_s = smem + ((size_t)ROW_TILE * d->k_dim + (size_t)b * (d->k_dim + 1)) * sizeof(float);
+    if (smem_s <= 48 * 1024 && d->v_dim <= HEAD_THREADS && HEAD_THREADS % d->v_dim == 0)
+        k_block_head_s<<<gh, HEAD_THREADS, smem_s, st>>>(A);
+    else
+        k_block_head<<<gh, HEAD_THREADS, smem, st>>>(A);
     if (CUDA_LAUNCH_STATUS(g_err, "cuda_gdn_block heads")) return -1;
     int e = cuda_gdn_gated_norm(y, y, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps, stream);
     if (e) {

@@ -227,6 +227,13 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
             return mm_launch_status(op, why, why_len);
         }
     }
+    if (n_out <= BN && mmv_thin_ok(type, w, n_in, x)) {
+        /* a float matrix of <= 64 outputs (a shared expert's 1-output gate): one column of TF32 tiles walks
+         * all of n_in in one block per 64 rows (~100 us a layer measured); a warp per (row, output) in f32
+         * instead. Chosen by the shape alone, so a row's bits still do not depend on the row count. */
+        mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, st);
+        return mm_launch_status(op, why, why_len);
+    }
     gemm_params p = {};
     p.w = (const uint8_t *)w;
     p.row_bytes = mm_row_bytes(type, n_in);
@@ -310,6 +317,61 @@ __global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, 
     }
 }
 
+/* The same grouping for up to 1024 experts (every model here: 256), in shared memory and in parallel: the
+ * kernel above walks the experts' counts in one thread, a global-memory round trip each (28 us a call on the
+ * H200, ncu, 3 calls a MoE layer). Here thread e owns expert e: shared-memory counts, two block-wide
+ * exclusive scans (slots and tiles before e), and thread e writes its own tiles. The table is the same
+ * (experts ascending, each expert's tiles in order); slots land in perm in any order, as above. */
+__global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out,
+                                                              int tile, int32_t *ntiles, int32_t *perm,
+                                                              int32_t *tiles, float *y) {
+    __shared__ int cnt[1024], cur[1024], wsum[2][32];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    cnt[tid] = 0;
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += blockDim.x) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert)
+            atomicAdd(&cnt[e], 1);
+        else /* a bad id: that slot's outputs are NaN */
+            for (int o = 0; o < n_out; o++) y[(size_t)s * n_out + o] = __int_as_float(0x7fc00000);
+    }
+    __syncthreads();
+    const int c = tid < n_expert ? cnt[tid] : 0, nt = (c + tile - 1) / tile;
+    int a = c, b = nt; /* inclusive scans within the warp */
+    for (int d = 1; d < 32; d <<= 1) {
+        const int ua = __shfl_up_sync(0xffffffffu, a, d), ub = __shfl_up_sync(0xffffffffu, b, d);
+        if (lane >= d) a += ua, b += ub;
+    }
+    if (lane == 31) wsum[0][warp] = a, wsum[1][warp] = b;
+    __syncthreads();
+    if (warp == 0) { /* the warps' totals, scanned (exclusive) */
+        int x = wsum[0][lane], z = wsum[1][lane];
+        for (int d = 1; d < 32; d <<= 1) {
+            const int ux = __shfl_up_sync(0xffffffffu, x, d), uz = __shfl_up_sync(0xffffffffu, z, d);
+            if (lane >= d) x += ux, z += uz;
+        }
+        wsum[0][lane] = x - wsum[0][lane];
+        wsum[1][lane] = z - wsum[1][lane];
+    }
+    __syncthreads();
+    const int off = wsum[0][warp] + a - c, t0 = wsum[1][warp] + b - nt; /* slots and tiles before expert tid */
+    if (tid < n_expert) {
+        cur[tid] = off;
+        for (int q = 0; q < nt; q++) {
+            tiles[3 * (t0 + q)] = tid;
+            tiles[3 * (t0 + q) + 1] = off + q * tile;
+            tiles[3 * (t0 + q) + 2] = min(tile, c - q * tile);
+        }
+    }
+    if (tid == (int)blockDim.x - 1) *ntiles = t0 + nt;
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += blockDim.x) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert) perm[atomicAdd(&cur[e], 1)] = s;
+    }
+}
+
 extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
     ig_params q = {};
     const size_t tile = moe_tile(a, &q), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
@@ -334,8 +396,12 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
     int32_t *perm = ntiles + 1, *tiles = perm + n_slots;
-    moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
-                                         cursor, ntiles, perm, tiles, a->y);
+    if (a->n_expert <= 1024)
+        moe_group_fast_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile,
+                                                  ntiles, perm, tiles, a->y);
+    else
+        moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
+                                             cursor, ntiles, perm, tiles, a->y);
     if (tile != BM) { /* the integer path (matmul_igemm.cu) */
         const unsigned ot = ig_out_tiles(&q, a->n_out);
         if (ot > 65535) MM_FAIL("cuda_moe_chunk: %zu outputs", a->n_out);

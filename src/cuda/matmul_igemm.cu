@@ -40,6 +40,9 @@
  * each) on grid.y, each routed expert's rows read once per tile.
  * Measured (H200, bench/device-runs/cuda-matmul-notes.md): issue-bound, not yet at the bandwidth.
  */
+#include <stdlib.h>
+#include <string.h>
+
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 
@@ -106,6 +109,68 @@ __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t 
     }
 }
 
+/* This thread's copy pieces of a PREQ block, set once before the first chunk: ig_copy_chunk divides every
+ * piece index by the pieces a row takes and recomputes each address per chunk (~30 instructions a piece,
+ * 5-9 pieces a thread a chunk in the WIDE form: about a quarter of a WIDE block's instructions). Here a
+ * piece keeps its row's first byte and its slot, and a chunk adds c * CB: the same bytes to the same
+ * shared-memory places as ig_copy_chunk (a piece's start is recomputed from the chunk's first byte, so
+ * Q6_K's 210-byte chunks, not a multiple of 16, shift as they do there). */
+template <int T, int BO>
+struct ig_pieces {
+    static constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16;
+    static constexpr int NW = (BO * PPR + IG_THREADS - 1) / IG_THREADS, NA = (32 * PA + IG_THREADS - 1) / IG_THREADS;
+    const uint8_t *wrow[NW]; /* the piece's weight row (its first byte), NULL when the piece is idle */
+    unsigned wdst[NW];       /* its place in a stage, 16-byte piece pc of row r */
+    int wpc[NW];
+    const uint8_t *asrc[NA]; /* the rows' pieces (chunk 0), NULL when idle */
+    unsigned adst[NA];
+
+    __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count) {
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            const int idx = threadIdx.x + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+            const bool live = idx < BO * PPR && o < p.n_out;
+            wrow[j] = live ? wbase + (size_t)o * p.row_bytes : NULL;
+            wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
+            wpc[j] = pc;
+        }
+#pragma unroll
+        for (int j = 0; j < NA; j++) {
+            const int idx = threadIdx.x + j * IG_THREADS, i = idx / PA, pc = idx % PA;
+            const bool live = idx < m_count * PA;
+            asrc[j] = live ? p.xq + (size_t)xrow[i] * IG_ACS + 16 * pc : NULL;
+            adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
+        }
+    }
+
+    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ) */
+    __device__ __forceinline__ void copy(const ig_params &p, int c, uint8_t *dst) const {
+        const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
+        const size_t xoff = (size_t)c * p.xq_rows * IG_ACS;
+#pragma unroll
+        for (int j = 0; j < NA; j++)
+            if (asrc[j])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
+                             : "memory");
+        const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
+        const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            if (!wrow[j]) continue;
+            const uint8_t *src = wrow[j] + (size_t)c * CB;
+            const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * wpc[j];
+            if (q >= src + cb) continue;
+            if (q >= p.w_lo && q + 16 <= p.w_end) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(q) : "memory");
+            } else {
+                uint8_t *d = dst + wdst[j];
+                for (int i = 0; i < 16; i++)
+                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+            }
+        }
+    }
+};
+
 /* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
 template <int T, bool PREQ, bool WIDE>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
@@ -138,10 +203,17 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     constexpr int CB = ig_chunk_bytes<T>();
     const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
     __syncthreads(); /* xrow */
+    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once */
+    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count);
     /* the first chunks in flight before anything else */
 #pragma unroll
     for (int s = 0; s < IG_STAGES - 1; s++) {
-        if (s < nchunks) ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        if (s < nchunks) {
+            if (PREQ)
+                pcs.copy(p, s, stages + s * sts);
+            else
+                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
@@ -189,9 +261,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     for (int c = 0; c < nchunks; c++) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
-        if (c + IG_STAGES - 1 < nchunks)
-            ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts,
-                                   xrow, m_count);
+        if (c + IG_STAGES - 1 < nchunks) {
+            uint8_t *sd = stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts;
+            if (PREQ)
+                pcs.copy(p, c + IG_STAGES - 1, sd);
+            else
+                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, sd, xrow, m_count);
+        }
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = stages + (c % IG_STAGES) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
@@ -365,6 +441,168 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     }
 }
 
+/* Q8_0 with the rows in scratch (PREQ), tiles of up to 32 rows (not WIDE): the form of every dense Q8_0 chunk
+ * product of the backend. igemm_kernel's layout gives warp w the 8 rows of tile w&3 and 4 of the 8 partials,
+ * so each A fragment (a weight block, decoded from its 2-byte aligned bytes with its f16 scale) is decoded by
+ * 4 warps, and its copy loop recomputes every piece's address each chunk: ~95 instructions an mma, issue-
+ * bound at 13-16 us a 4096 x 2048 product whatever the rows (ncu, bench/device-runs/cuda-matmul-notes.md). Here warp w owns
+ * partial p_w alone, i.e. block w of every 256-value chunk, for all of the block's row tiles: each weight
+ * block is decoded once for up to 4 mma (one a row tile), and the copy pieces' addresses are set once and
+ * advanced by a constant a chunk (a Q8_0 chunk is 272 bytes, a multiple of 16, so a row's alignment within
+ * the stage never changes). Same terms, each partial's terms added in the same block order, the same tree
+ * ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) through shared memory: the bits of igemm_kernel and of the decode
+ * kernel (test_row_invariance). */
+__global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
+    constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
+    /* the fixed piece arrays below hold every piece (rows: <= NT * 8 of 19 pieces; weights: BO rows of 18);
+     * warp w owns block w of a 256-value chunk (8 warps, 8 blocks); the partials' reduction (8 warps x NT tiles
+     * x 32 lanes x 4) fits in the stages of the smallest tile (8 rows; ig_pad gives sbp >= CB + 16) */
+    static_assert(NT * 8 * PA <= 3 * IG_THREADS && BO * PPR <= 2 * IG_THREADS, "igemm_q8_kernel: copy pieces");
+    static_assert(IG_THREADS / 32 == 8 && IG_CHUNK / 32 == 8, "igemm_q8_kernel: a warp per Q8_0 block of a chunk");
+    static_assert(8 * NT * 32 * 4 * sizeof(float) <= (size_t)IG_STAGES * (BO * (CB + 16) + 8 * IG_ACS),
+                  "igemm_q8_kernel: the reduction overlays the stages");
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int sts = BO * p.sbp + p.br * IG_ACS;
+    uint8_t *stages = sm;
+    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
+    int n0, m_count, e = 0;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.x * p.br;
+        n0 = blockIdx.y * BO;
+        m_count = min(p.br, p.n_rows - m0);
+        for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
+    } else {
+        if ((int)blockIdx.y >= *p.ntiles) return;
+        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        n0 = blockIdx.x * BO;
+        e = t[0];
+        m_count = t[2];
+        for (int i = tid; i < p.br; i += IG_THREADS) {
+            const int s = i < m_count ? p.perm[t[1] + i] : 0;
+            yrow[i] = s;
+            xrow[i] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK, nblk = p.n_in / 32;
+    __syncthreads(); /* xrow */
+    /* this thread's copy pieces, set once: 16-byte pieces of the rows' chunk (<= 3) and of the weights (<= 2) */
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(stages);
+    const size_t xstep = (size_t)p.xq_rows * IG_ACS; /* the rows' bytes of one chunk */
+    const uint8_t *asrc[3];
+    unsigned adst[3];
+    bool alive[3];
+#pragma unroll
+    for (int j = 0; j < 3; j++) {
+        const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
+        alive[j] = idx < m_count * PA;
+        asrc[j] = p.xq + (size_t)(alive[j] ? xrow[i] : 0) * IG_ACS + 16 * pc;
+        adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
+    }
+    const uint8_t *wq[2];
+    unsigned wdst[2];
+    int wrel[2]; /* the piece's offset from the row's first byte of the chunk (-15 .. CB) */
+    bool wlive[2];
+#pragma unroll
+    for (int j = 0; j < 2; j++) {
+        const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+        wlive[j] = idx < BO * PPR && o < p.n_out;
+        const uint8_t *src = wbase + (size_t)(wlive[j] ? o : 0) * p.row_bytes;
+        const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
+        wq[j] = q;
+        wrel[j] = (int)(q - src);
+        wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
+    }
+    auto issue = [&](int c) {
+        const unsigned st = sbase + (unsigned)((c % IG_STAGES) * sts);
+#pragma unroll
+        for (int j = 0; j < 3; j++)
+            if (alive[j])
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + adst[j]), "l"(asrc[j] + (size_t)c * xstep)
+                             : "memory");
+        const int cb = min(8, nblk - 8 * c) * MM_Q8_0_BYTES;
+#pragma unroll
+        for (int j = 0; j < 2; j++) {
+            if (!wlive[j] || wrel[j] >= cb) continue;
+            const uint8_t *q = wq[j] + (size_t)c * CB;
+            if (q >= p.w_lo && q + 16 <= p.w_end) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]), "l"(q) : "memory");
+            } else { /* the tensor's first or last bytes: byte by byte, inside it */
+                uint8_t *d = stages + (c % IG_STAGES) * sts + wdst[j];
+                for (int i = 0; i < 16; i++)
+                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+            }
+        }
+    };
+#pragma unroll
+    for (int s = 0; s < IG_STAGES - 1; s++) {
+        if (s < nchunks) issue(s);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    const int r0 = g, r1 = g + 8;
+    const int off0 = (int)(((uintptr_t)(wbase + (size_t)(n0 + r0) * p.row_bytes)) & 15);
+    const int off1 = (int)(((uintptr_t)(wbase + (size_t)(n0 + r1) * p.row_bytes)) & 15);
+    bool live[NT];
+    float acc[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        live[i] = 8 * i < m_count;
+#pragma unroll
+        for (int q = 0; q < 4; q++) acc[i][q] = 0.0f;
+    }
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
+        if (c + IG_STAGES - 1 < nchunks) issue(c + IG_STAGES - 1);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = stages + (c % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
+        const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
+        const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
+        const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
+        const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
+        const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
+        const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+            const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
+            int cc[4] = {0, 0, 0, 0};
+            mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
+            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+            acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+            acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+            acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+            acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* the stages are free: the 8 partials meet there ([8 warps][4 tiles][32 lanes][4]) */
+    float *red = (float *)stages;
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+        if (live[i])
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[((warp * NT + i) * 32 + lane) * 4 + q] = acc[i][q];
+    __syncthreads();
+    if (warp < NT && live[warp]) { /* warp i writes row tile i */
+        const int i = warp;
+        float pp[8][4];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) pp[j][q] = red[((j * NT + i) * 32 + lane) * 4 + q];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const int o = n0 + (q < 2 ? r0 : r1), r = 8 * i + 2 * tig + (q & 1);
+            const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0][q], pp[1][q]), __fadd_rn(pp[2][q], pp[3][q])),
+                                      __fadd_rn(__fadd_rn(pp[4][q], pp[5][q]), __fadd_rn(pp[6][q], pp[7][q])));
+            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+        }
+    }
+}
+
 /* The chunk-major 8-bit rows of PREQ: chunk c of row r at xq + (c * n_rows + r) * IG_ACS, written byte for byte
  * as matmul_act.cu writes them (a warp per 32-value block for Q8_0, per 256 for the K-quants). */
 __global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, int n_in, uint8_t *xq) {
@@ -388,6 +626,17 @@ static int ig_pad(size_t bytes) {
     size_t s = (bytes + 15) / 16 * 16;
     while ((s / 4) % 8 != 4) s += 16;
     return (int)s;
+}
+
+/* The Q8_0 form igemm_q8_kernel: on unless CLOVER_CUDA_IG_Q8=0 (read once), so a device run can time and
+ * compare both forms in one binary. */
+static int g_ig_q8 = -1;
+static int ig_q8_enabled(void) {
+    if (g_ig_q8 < 0) {
+        const char *v = getenv("CLOVER_CUDA_IG_Q8");
+        g_ig_q8 = !(v && strcmp(v, "0") == 0);
+    }
+    return g_ig_q8;
 }
 
 static size_t ig_smem(const ig_params *p) {
@@ -432,9 +681,20 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
     igemm_kernel<T, PREQ, WIDE><<<grid, IG_THREADS, smem, st>>>(*p);
 }
 
+static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(igemm_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        attr_set = 1;
+    }
+    igemm_q8_kernel<<<grid, IG_THREADS, ig_smem(p), st>>>(*p);
+}
+
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
-    if (p->xq && p->wide)
+    if (T == MM_Q8_0 && p->xq && !p->wide && ig_q8_enabled())
+        ig_launch_q8(p, grid, st);
+    else if (p->xq && p->wide)
         ig_launch_t<T, true, true>(p, grid, st);
     else if (p->xq)
         ig_launch_t<T, true, false>(p, grid, st);

@@ -81,6 +81,11 @@ int mm_launch_status(const char *op, char *why, size_t why_len);
 /* Quantises n_x rows of n_in f32 (row stride n_in) into xq (rows of
  * mm_act_row_bytes(type, n_in)), byte for byte as quant_act_quantize_scalar. */
 void mm_act_quantize(uint32_t type, const float *x, size_t n_x, size_t n_in, uint8_t *xq, cudaStream_t stream);
+/* Float weights, dense, any row count: a warp per (row, output), mmv_row's arithmetic for one row (the bits of
+ * mmv_kernel's vec path); mmv_thin_ok: the 16-byte path applies (float type, n_in % 8 == 0, w and x aligned). */
+bool mmv_thin_ok(uint32_t type, const void *w, size_t n_in, const float *x);
+void mmv_thin_launch(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
+                     cudaStream_t st);
 
 /* ---- device helpers ---- */
 

@@ -403,6 +403,51 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) 
     }
 }
 
+/* Float weights at 2+ rows, dense (the router's 256 x 2048 F32 over 8 rows of a block, 4 launches a layer; a
+ * shared expert's 1-output F32 gate over 32 rows): mmv_kernel gives a warp one output and every row, so the
+ * router's 8 rows run on only 256 warps, each walking 8 rows one after another. Here a warp takes one
+ * (row, output) pair: 8x the warps, 1/8 of the chain. Its arithmetic is mmv_row's vec path for one row and
+ * mmv_reduce, the very same operations in the same order, so the bits equal mmv_kernel's (tested: the
+ * rows alone vs together in test_cuda_matmul); warps of a block share the row (o-major). */
+template <int T>
+__global__ void __launch_bounds__(256) mmv_thin_kernel(const uint8_t *w, size_t row_bytes, int n_out, int n_in,
+                                                       const float *x, int n_rows, float *y) {
+    const int lane = threadIdx.x & 31;
+    const size_t gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+    pdl_trigger();
+    if (gw >= (size_t)n_rows * (size_t)n_out) return; /* warp-uniform */
+    const size_t r = gw / (size_t)n_out, o = gw % (size_t)n_out;
+    const uint8_t *xr[MMV_MAX];
+#pragma unroll
+    for (int i = 0; i < MMV_MAX; i++) xr[i] = (const uint8_t *)(x + r * (size_t)n_in);
+    float acc[MMV_MAX];
+#pragma unroll
+    for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
+    mmv_row<T>(w + o * row_bytes, n_in, xr, 1, 1, acc);
+    const float v = mmv_reduce<T>(acc[0]);
+    if (lane == 0) y[r * (size_t)n_out + o] = v;
+}
+
+/* The thin form applies to float weights on the 16-byte path (mmv_x's vec rule). */
+bool mmv_thin_ok(uint32_t type, const void *w, size_t n_in, const float *x) {
+    return !mm_is_int(type) && n_in % 8 == 0 && (((uintptr_t)x | (uintptr_t)w) & 15) == 0;
+}
+
+/* y [n_rows][n_out] = x W^T for float weights, a warp per (row, output); the caller checked the shape. */
+void mmv_thin_launch(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
+                     cudaStream_t st) {
+    const size_t warps = n_rows * n_out, rb = mm_row_bytes(type, n_in);
+    const dim3 grid((unsigned)((warps + 7) / 8)), block(256);
+    const uint8_t *W = (const uint8_t *)w;
+    switch (type) {
+    case MM_F32: pdl_launch(mmv_thin_kernel<MM_F32>, grid, block, 0, st, W, rb, (int)n_out, (int)n_in, x, (int)n_rows, y); break;
+    case MM_F16: pdl_launch(mmv_thin_kernel<MM_F16>, grid, block, 0, st, W, rb, (int)n_out, (int)n_in, x, (int)n_rows, y); break;
+    case MM_BF16: pdl_launch(mmv_thin_kernel<MM_BF16>, grid, block, 0, st, W, rb, (int)n_out, (int)n_in, x, (int)n_rows, y); break;
+    default: break;
+    }
+}
+
 /* Shared memory of the fused 8-bit rows (up to 8 rows of the group), or
  * more than MMV_SMEM_MAX when the product should not fuse: the rows do not
  * fit, or each warp would quantise more than 2 pieces one after the other
@@ -532,6 +577,10 @@ static int matmul_decode(const char *op, uint32_t type, const void *w, const voi
     p.x_per_slot = 1;
     p.n_expert = 1;
     p.y = y;
+    if (!w2 && n_rows >= 2 && mmv_thin_ok(type, w, n_in, x)) { /* float weights, several rows: a warp per pair */
+        mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, st);
+        return mm_launch_status(op, why, why_len);
+    }
     size_t smem;
     mmv_x(&p, type, x, n_rows, n_in, n_rows, work, &smem, st);
     mmv_launch(type, &p, 1, smem, st);
@@ -541,6 +590,28 @@ static int matmul_decode(const char *op, uint32_t type, const void *w, const voi
 extern "C" int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                                   size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
     return matmul_decode("cuda_matmul_decode", type, w, NULL, n_out, n_in, x, n_rows, y, work, stream, why, why_len);
+}
+
+extern "C" int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                                 size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
+    const char *op = "cuda_matmul_exact";
+    if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
+    if (mm_is_int(type)) MM_FAIL("%s: weight type %u is not a float type", op, (unsigned)type);
+    if (n_rows < 1 || n_rows > (1u << 24)) MM_FAIL("%s: %zu rows", op, n_rows);
+    if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
+    if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+    /* one launch (a block per 8 pairs, within the grid's limit): mmv_kernel's bits (mmv_thin_kernel) */
+    if (n_rows >= 2 && (double)n_rows * (double)n_out <= 8.0 * 2147483647.0 && mmv_thin_ok(type, w, n_in, x)) {
+        mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, (cudaStream_t)stream);
+        return mm_launch_status(op, why, why_len);
+    }
+    for (size_t r0 = 0; r0 < n_rows; r0 += MMV_MAX) {
+        const size_t nr = n_rows - r0 < MMV_MAX ? n_rows - r0 : MMV_MAX;
+        if (matmul_decode(op, type, w, NULL, n_out, n_in, x + r0 * n_in, nr, y + r0 * n_out, NULL, stream, why,
+                          why_len))
+            return -1;
+    }
+    return 0;
 }
 
 extern "C" int cuda_matmul_decode_glu(uint32_t type, const void *w_gate, const void *w_up, size_t n_out, size_t n_in,

@@ -26,10 +26,12 @@
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 #define g_err g_preview_err
 
-/* 8 warps: a warp per row of a 32-row block in four rounds (was 4 warps, 8 rounds: 210 us a layer on the
- * H200, the preview's serialising launch); the per-warp rows of e^(l - max) in dynamic shared memory, opted
- * in past 48 KiB for large expert counts. */
-enum { CS_WARPS = 8, CS_THREADS = 32 * CS_WARPS, CS_SMEM_MAX = 200 * 1024 };
+/* 16 warps: a warp per row of a 32-row block in two rounds (4 warps / 8 rounds was 210 us a layer on the H200,
+ * 8 warps / 4 rounds ~90 us: the rows' serial float64 sums and top-k rounds are the time; 32 warps would
+ * spill at 64 registers); the per-warp rows of e^(l - max) in dynamic shared memory, opted in past 48 KiB. */
+enum { CS_WARPS = 16, CS_THREADS = 32 * CS_WARPS, CS_SMEM_MAX = 200 * 1024 };
+/* the top-k's taken mask: bit m of lane l is expert l + 32 m (cuda_moe_coreset refuses more experts) */
+static_assert(CUDA_ROUTE_MAX_EXPERT <= 32 * 32, "k_coreset: one 32-bit taken mask a lane");
 
 extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
     return n * k * (sizeof(int32_t) + sizeof(double)) + 16;
@@ -40,12 +42,12 @@ extern "C" size_t cuda_moe_coreset_work_bytes(size_t n, size_t k) {
  * expert for the totals and the ranks, one thread for the walk. */
 __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits,
                                                         int n, int E, int k, float top_p, int32_t *tid_,
-                                                        double *tp_, int staged) {
-    /* dynamic shared memory: ex [CS_WARPS][E] (per warp: e^(l - max) of its row; later the fractions),
+                                                        double *tp_, int staged, int rw) {
+    /* dynamic shared memory: ex [rw][E] (per row warp: e^(l - max) of its row; later the fractions),
      * totals [E], then, when staged, the rows' top-k probabilities [n*k] and ids [n*k] (else in global
      * memory: tid_ / tp_), so the per-expert sums read shared memory instead of L2 */
     extern __shared__ double sm[];
-    double *exb = sm, *totals = sm + (size_t)CS_WARPS * E;
+    double *exb = sm, *totals = sm + (size_t)rw * E;
     if (staged) {
         tp_ = totals + E;
         tid_ = (int32_t *)(tp_ + (size_t)n * k);
@@ -56,7 +58,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
     double *ex_w = exb + (size_t)warp * E;
     /* 1. per row: top-k ids over the raw logits (k rounds of the first maximum: the insertion top-k's result,
      * ties to the lower id), their float64 softmax probabilities */
-    for (int r = warp; r < n; r += CS_WARPS) {
+    for (int r = warp; warp < rw && r < n; r += rw) { /* rw row warps (the shared memory's rows) */
         const float *row = logits + (size_t)r * E;
         float fm = -INFINITY;
         for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
@@ -69,14 +71,14 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
             for (int e = 0; e < E; e++) sum += ex_w[e]; /* the CPU's order */
         sum = __shfl_sync(0xffffffffu, sum, 0);
         int32_t chosen[CUDA_ROUTE_MAX_K]; /* in registers: every lane holds the same ids after the reduction */
+        unsigned taken = 0; /* bit m: expert lane + 32 m already chosen (E <= 32 * 32); was a scan of the
+                             * chosen ids for every expert of every round, k^2 E / 32 steps a lane */
         for (int j = 0; j < k; j++) {
             float best = -INFINITY;
             int32_t bi = INT32_MAX;
-            for (int e = lane; e < E; e += 32) {
-                bool taken = false;
-                for (int q = 0; q < j; q++) taken |= chosen[q] == e;
+            for (int e = lane, m = 0; e < E; e += 32, m++) {
                 const float v = row[e];
-                if (!taken && (v > best || (v == best && e < bi))) best = v, bi = e;
+                if (!(taken >> m & 1u) && (v > best || (v == best && e < bi))) best = v, bi = e;
             }
             for (int o = 16; o > 0; o >>= 1) {
                 float ob = __shfl_xor_sync(0xffffffffu, best, o);
@@ -84,6 +86,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
                 if (ob > best || (ob == best && oi < bi)) best = ob, bi = oi;
             }
             chosen[j] = bi;
+            if (bi >= 0 && bi < E && (bi & 31) == lane) taken |= 1u << (bi >> 5);
         }
         if (lane < k) { /* lane j writes slot j (k <= 16 < 32) */
             int32_t bi = -1;
@@ -120,15 +123,19 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
     __syncthreads();
     for (int e = tid; e < E; e += blockDim.x) exb[e] = totals[e] / total_s;
     __syncthreads();
-    /* 4. the walk, as cpu_moe_coreset_from_totals */
+    /* 4. the walk, as cpu_moe_coreset_from_totals. The mass before an expert never decreases (fractions >= 0;
+     * once NaN it stays NaN and compares false), so after the first expert not kept none is: every flag is
+     * cleared in parallel and one thread walks only the kept prefix (~8-16 experts, not all E) */
+    for (int e = tid; e < E; e += blockDim.x) allowed[e] = 0;
+    __syncthreads();
     if (tid == 0) {
         double before = 0.0;
         uint32_t kept = 0;
         for (int i = 0; i < E; i++) {
             const int e = order[i];
-            const uint8_t keep = (uint8_t)(i == 0 || before < (double)top_p);
-            allowed[e] = keep;
-            kept += keep;
+            if (!(i == 0 || before < (double)top_p)) break;
+            allowed[e] = 1;
+            kept++;
             before += exb[e];
         }
         *kept_count += kept;
@@ -144,7 +151,10 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     if (k > n_expert) k = n_expert;
     double *tp = (double *)work;                    /* [n][k] */
     int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
-    size_t base = ((size_t)CS_WARPS + 1) * n_expert * sizeof(double), stage = n * k * (sizeof(double) + sizeof(int32_t));
+    /* as many row warps as fit in shared memory (32 for 256 experts; fewer for large expert counts) */
+    int rw = CS_WARPS;
+    while (rw > 1 && ((size_t)rw + 1) * n_expert * sizeof(double) > CS_SMEM_MAX) rw /= 2;
+    size_t base = ((size_t)rw + 1) * n_expert * sizeof(double), stage = n * k * (sizeof(double) + sizeof(int32_t));
     const int staged = base + stage <= CS_SMEM_MAX; /* beside the static order[] (4 KiB) */
     if (base > CS_SMEM_MAX) {
         snprintf(g_err, sizeof g_err, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", n_expert, base);
@@ -156,7 +166,7 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
         attr_set = 1;
     }
     k_coreset<<<1, CS_THREADS, base + (staged ? stage : 0), (cudaStream_t)stream>>>(
-        allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged);
+        allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged, rw);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
 }
 

@@ -369,6 +369,93 @@ static void test_chunk_types(void) {
     }
 }
 
+/* Float matrices of <= 64 outputs on the 16-byte path take a warp per (row, output) in f32 at any row count
+ * (a shared expert's 1-output gate): within the decode bound of the scalar dot (1e-5), bit for bit the decode
+ * product of the same rows (the same arithmetic), and rows alone equal the same rows among 77. */
+static void test_chunk_thin(void) {
+    const size_t outs[] = {1, 45}, ins[] = {520, 2048};
+    for (int t = 0; t < 3; t++)
+        for (int c = 0; c < 4; c++) {
+            const uint32_t type = TYPES[t];
+            const size_t n_out = outs[c & 1], n_in = ins[c >> 1], n_rows = 77;
+            size_t rb;
+            uint8_t *w = make_weights(type, n_out, n_in, &rb);
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+            for (size_t r = 0; r < n_rows; r++)
+                for (size_t o = 0; o < n_out; o++) ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+            void *dw = dev_upload(w, n_out * rb);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
+            char why[256] = "", what[48];
+            CHECK_MSG(cuda_matmul_chunk(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
+            dev_download(got, dy, n_rows * n_out);
+            snprintf(what, sizeof what, "thin %zux%zu", n_out, n_in);
+            check_close(what, type, got, ref, n_rows * n_out, 1e-5);
+            /* rows 64..76 and row 70 alone (chunk); rows 0..7 and row 70 by the decode product (8 rows: the same
+             * thin kernel; 1 row: mmv_kernel, whose bits the thin kernel must reproduce) */
+            for (int pass = 0; pass < 4; pass++) {
+                const size_t r0 = pass == 0 ? 64 : pass == 2 ? 0 : 70, nr = pass == 0 ? 13 : pass == 2 ? 8 : 1;
+                float *dy2 = dev_poisoned(nr * n_out), *sub = malloc(nr * n_out * sizeof(float));
+                CHECK_MSG((pass < 2 ? cuda_matmul_chunk(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2, NULL, why, sizeof why)
+                                    : cuda_matmul_decode(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2, NULL, NULL, why,
+                                                         sizeof why)) == 0,
+                          "%s", why);
+                dev_download(sub, dy2, nr * n_out);
+                CHECK_MSG(memcmp(sub, got + r0 * n_out, nr * n_out * sizeof(float)) == 0,
+                          "thin chunk %s %zux%zu: %zu rows %s differ from the same rows among 77", quant_type_name(type),
+                          n_out, n_in, nr, pass < 2 ? "alone" : "by the decode product");
+                free(sub);
+                cudaFree(dy2);
+            }
+            free(w), free(x), free(ref), free(got);
+            cudaFree(dw), cudaFree(dx), cudaFree(dy);
+        }
+}
+
+/* cuda_matmul_exact: float weights at 37 rows in one call, each row bit for bit what cuda_matmul_decode gives
+ * it in 8-row calls (the 16-byte path: one thin launch; 313 wide: the decode launches), within 1e-5 of the
+ * scalar dot; an integer type is refused. */
+static void test_exact(void) {
+    const size_t ins[] = {520, 2048, 313}, n_out = 77, n_rows = 37;
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < 3; v++) {
+            const uint32_t type = TYPES[t];
+            const size_t n_in = ins[v];
+            size_t rb;
+            uint8_t *w = make_weights(type, n_out, n_in, &rb);
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *ref = malloc(n_rows * n_out * sizeof(float)), *got = malloc(n_rows * n_out * sizeof(float));
+            float *dec = malloc(n_rows * n_out * sizeof(float));
+            for (size_t r = 0; r < n_rows; r++)
+                for (size_t o = 0; o < n_out; o++) ref[r * n_out + o] = quant_dot_scalar(type, w + o * rb, x + r * n_in, n_in);
+            void *dw = dev_upload(w, n_out * rb);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * n_out);
+            float *dy2 = dev_poisoned(n_rows * n_out);
+            char why[256] = "", what[48];
+            CHECK_MSG(cuda_matmul_exact(type, dw, n_out, n_in, dx, n_rows, dy, NULL, why, sizeof why) == 0, "%s", why);
+            for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
+                const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+                CHECK_MSG(cuda_matmul_decode(type, dw, n_out, n_in, dx + r0 * n_in, nr, dy2 + r0 * n_out, NULL, NULL, why,
+                                             sizeof why) == 0,
+                          "%s", why);
+            }
+            dev_download(got, dy, n_rows * n_out);
+            dev_download(dec, dy2, n_rows * n_out);
+            snprintf(what, sizeof what, "exact x37/%zu", n_in);
+            check_close(what, type, got, ref, n_rows * n_out, 1e-5);
+            CHECK_MSG(memcmp(got, dec, n_rows * n_out * sizeof(float)) == 0,
+                      "cuda_matmul_exact %s %zu wide differs from the 8-row decode products", quant_type_name(type), n_in);
+            free(w), free(x), free(ref), free(got), free(dec);
+            cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2);
+        }
+    char why[256] = "";
+    float *dy = dev_poisoned(4);
+    CHECK(cuda_matmul_exact(QUANT_Q8_0, dy, 4, 32, dy, 1, dy, NULL, why, sizeof why) == -1 && why[0] != 0);
+    cudaFree(dy);
+}
+
 /* The integer path at every row count 1..64 and with varied neighbours:
  * rows r0 .. r0 + n - 1 of a 72-row x (r0 = 7n mod 8), one launch each
  * (decode for n <= 8, chunk without and with scratch for every n, so the
@@ -459,8 +546,11 @@ static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
     }
 }
 
+/* Experts of moe_case's weights: 9 (the grouping's scan within one warp), or set by a case for more. */
+static size_t g_moe_experts = 9;
+
 static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
-    const size_t n_expert = 9, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
+    const size_t n_expert = g_moe_experts, k = 4, n_out = 45, n_in = n_in_variant(type, variant), n_slots = n_rows * k;
     size_t rb;
     uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
     const size_t n_x = x_per_slot ? n_slots : n_rows;
@@ -552,6 +642,24 @@ static void test_moe_chunk(void) {
         moe_case(TYPES[t], 5, 1, 1, 0, 2);
     }
     moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
+}
+
+/* The grouping of cuda_moe_chunk at expert counts past one warp (moe_group_fast_kernel's block-wide scans over
+ * 100 and 300 experts: warps 0..3 and 0..9 own experts) and past 1024 (the one-thread kernel): the wide tiles
+ * (<= 4 slots an expert) bit for bit the decode form, the 32-row tiles (more slots: expert 0 in 3 rows of 4,
+ * several tiles) within the oracle's bound, for Q8_0 (its own tile kernel) and Q4_K. */
+static void test_moe_many_experts(void) {
+    static const size_t E[] = {100, 300, 1100};
+    for (int i = 0; i < 3; i++) {
+        g_moe_experts = E[i];
+        moe_case(QUANT_Q8_0, 8, 0, 1, 0, 0);
+        moe_case(QUANT_Q4_K, 7, 1, 1, 0, 0);
+        if (E[i] == 100) {
+            moe_case(QUANT_Q8_0, 130, 0, 1, 0, 0); /* 520 slots > 4 x 100: tiles of 32 slots, ~98 on expert 0 */
+            moe_case(QUANT_Q4_K, 130, 1, 1, 0, 0);
+        }
+    }
+    g_moe_experts = 9;
 }
 
 /* Several matrices in one launch: each against the oracle, and bit for bit the separate cuda_matmul_decode calls. */
@@ -772,9 +880,12 @@ int main(void) {
     RUN(test_act_quantize_bytes);
     RUN(test_decode_types);
     RUN(test_chunk_types);
+    RUN(test_chunk_thin);
+    RUN(test_exact);
     RUN(test_row_invariance);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_moe_many_experts);
     RUN(test_glu);
     RUN(test_multi);
     RUN(test_graph_capture);

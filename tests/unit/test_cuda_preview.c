@@ -4,6 +4,8 @@
  * products and differs from the references by summation order only):
  *  - the coreset and the routing inside it against the CPU's on random
  *    router logits at the 35B-A3B's shape (256 experts, k 8);
+ *  - the GDN block operator against gdn_block_scalar at the 35B-A3B's GDN
+ *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows;
  *  - the three golden preview cases, one sequence per call (backend_seq.h): logits and the
  *    residual stream (CLOVER_CUDA_PREVIEW_HIDDEN) within the fixtures'
  *    bound 1e-4 of tools/reference, logits against the CPU backend's same
@@ -28,6 +30,7 @@
 #include <stdlib.h>
 
 #include "backend/pick.h"
+#include "cpu/gdn_block.h"
 #include "cpu/moe.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_preview.h"
@@ -484,11 +487,70 @@ static void generate_cases(void) {
     clover_session_free(s);
 }
 
+/* cuda_gdn_block against gdn_block_scalar at the 35B-A3B's GDN shape (the fixtures' heads are 16 wide; this
+ * is the shape the preview runs, 2 row groups a thread in the read-out), seeded random inputs, 32 rows and
+ * 13 (a partial row tile): max |gpu - cpu| <= 1e-4 max(1, max |cpu|), the fixtures' bound (the device
+ * differs by expf and contraction only), every output written. */
+static void gdn_block_35b(void) {
+    const size_t nk = 16, nv = 32, dk = 128, dv = 128, K = 4, cd = 2 * nk * dk + nv * dv, rows_of[2] = {32, 13};
+    const cpu_gdn_dims cd_cpu = {nk, nv, dk, dv, K, 1e-6f, CPU_GDN_TILED};
+    const cuda_gdn_dims cd_gpu = {(int)nk, (int)nv, (int)dk, (int)dv, (int)K, 1e-6f, 1};
+    float *cw = malloc(cd * K * sizeof(float)), *cr = malloc(cd * (K - 1) * sizeof(float)), *vec = malloc(6 * nv * sizeof(float));
+    float *nw = malloc(dv * sizeof(float)), *ring = malloc((K - 1) * cd * sizeof(float));
+    float *state = malloc(nv * dk * dv * sizeof(float));
+    cuda_test_fill(cw, cd * K, 301, 0.5f);
+    cuda_test_fill(cr, cd * (K - 1), 302, 0.5f);
+    cuda_test_fill(vec, 6 * nv, 303, 1.0f);
+    cuda_test_fill(nw, dv, 304, 1.0f);
+    cuda_test_fill(ring, (K - 1) * cd, 305, 1.0f);
+    cuda_test_fill(state, nv * dk * dv, 306, 0.1f);
+    for (size_t h = 0; h < nv; h++) vec[h] = -expf(vec[h]); /* ssm_a = -exp(A_log) */
+    const gdn_block_weights w = {cw, cr, vec, vec + nv, nw, vec + 2 * nv, vec + 3 * nv, vec + 4 * nv};
+    float *d_cw = cuda_test_upload(cw, cd * K * sizeof(float)), *d_cr = cuda_test_upload(cr, cd * (K - 1) * sizeof(float));
+    float *d_vec = cuda_test_upload(vec, 6 * nv * sizeof(float)), *d_nw = cuda_test_upload(nw, dv * sizeof(float));
+    float *d_ring = cuda_test_upload(ring, (K - 1) * cd * sizeof(float));
+    float *d_state = cuda_test_upload(state, nv * dk * dv * sizeof(float));
+    const cuda_gdn_block_weights dw = {d_cw, d_cr, d_vec, d_vec + nv, d_nw, d_vec + 2 * nv, d_vec + 3 * nv, d_vec + 4 * nv};
+    for (int ri = 0; ri < 2; ri++) {
+        const size_t b = rows_of[ri];
+        float *mixed = malloc(b * cd * sizeof(float)), *z = malloc(b * nv * dv * sizeof(float)), *a = malloc(b * nv * sizeof(float));
+        cuda_test_fill(mixed, b * cd, 310 + ri, 1.0f);
+        cuda_test_fill(z, b * nv * dv, 320 + ri, 1.0f);
+        cuda_test_fill(a, b * nv, 330 + ri, 1.0f);
+        const float ln_ratio = logf((float)b / 32.0f);
+        float *ref = malloc(b * nv * dv * sizeof(float)), *got = malloc(b * nv * dv * sizeof(float));
+        float *scratch = malloc(gdn_block_scratch_floats(&cd_cpu, b, 1) * sizeof(float));
+        gdn_block_scalar(ref, mixed, z, a, ring, state, &w, &cd_cpu, b, ln_ratio, scratch);
+        float *d_mixed = cuda_test_upload(mixed, b * cd * sizeof(float)), *d_z = cuda_test_upload(z, b * nv * dv * sizeof(float));
+        float *d_a = cuda_test_upload(a, b * nv * sizeof(float)), *d_y = cuda_test_poisoned(b * nv * dv);
+        float *d_work = cuda_test_poisoned(cuda_gdn_block_work_floats(&cd_gpu, (int)b));
+        CHECK_MSG(cuda_gdn_block(d_y, d_mixed, d_z, d_a, d_ring, d_state, &dw, &cd_gpu, (int)b, ln_ratio, d_work, NULL) == 0,
+                  "%s", cuda_preview_last_error());
+        cuda_test_download(got, d_y, b * nv * dv * sizeof(float));
+        double worst = 0, mx = 1;
+        size_t bad = 0;
+        for (size_t i = 0; i < b * nv * dv; i++) {
+            if (!isfinite(got[i])) bad++;
+            const double d = fabs((double)got[i] - (double)ref[i]);
+            if (!(d <= worst)) worst = d;
+            if (fabs((double)ref[i]) > mx) mx = fabs((double)ref[i]);
+        }
+        CHECK_MSG(bad == 0, "gdn block %zu rows: %zu outputs not finite", b, bad);
+        CHECK_MSG(worst <= BOUND_LOGITS * mx, "gdn block %zu rows: max error %.3g > %.3g", b, worst, BOUND_LOGITS * mx);
+        printf("     gdn block operator, 35B-A3B heads, %zu rows: max error %.3g (bound %.3g)\n", b, worst, BOUND_LOGITS * mx);
+        cuda_free(d_mixed), cuda_free(d_z), cuda_free(d_a), cuda_free(d_y), cuda_free(d_work);
+        free(mixed), free(z), free(a), free(ref), free(got), free(scratch);
+    }
+    cuda_free(d_cw), cuda_free(d_cr), cuda_free(d_vec), cuda_free(d_nw), cuda_free(d_ring), cuda_free(d_state);
+    free(cw), free(cr), free(vec), free(nw), free(ring), free(state);
+}
+
 int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
         RUN(coreset_kernel);
+        RUN(gdn_block_35b);
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);

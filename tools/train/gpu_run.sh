@@ -28,7 +28,7 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 PACK=.gpu-train/corpus
 GEOM=demo
-STEPS=1800; CAUSAL=800; SHARPEN=1650
+STEPS=1800; CAUSAL=800; SHARPEN=${SHARPEN:-1650}   # SHARPEN=1800 (= STEPS): no entropy sharpening
 SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SHARPEN --entropy 0.05
        --batch 256 --seq 512 --block 32 --lr 1.5e-3 --warmup 100 --rewarmup 30
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
