@@ -367,20 +367,25 @@ DIST_BINS = [(1, 1), (2, 2), (3, 3), (4, 7), (8, 15), (16, 32)]
 
 def layout(prompt: list[int], comp: list[int], block: int, pad: int):
     """data.py's layout for one exchange: [pad*P1] prompt | completion [pad*P2]
-    (the completion on a block boundary); returns (ids, first completion row)."""
+    (the completion on a block boundary); returns (ids, first completion row,
+    completion length)."""
     p1, p2 = (-len(prompt)) % block, (-len(comp)) % block
-    return [pad] * p1 + prompt + comp + [pad] * p2, p1 + len(prompt)
+    return [pad] * p1 + prompt + comp + [pad] * p2, p1 + len(prompt), len(comp)
 
 
 def batch_rows(rows, pad: int, block: int):
-    """rows: (ids, comp_start) -> (ids [N,T], comp [N,T] bool: completion blocks)."""
-    t = max(len(r) for r, _ in rows)
+    """rows: (ids, comp_start, comp_len) -> (ids [N,T], comp [N,T]: the completion
+    blocks (masked at inference, the end pads included), real [N,T]: the
+    completion's own tokens (the stop and its newline included; what is scored))."""
+    t = max(len(r) for r, _, _ in rows)
     ids = torch.full((len(rows), t), pad)
     comp = torch.zeros(len(rows), t, dtype=torch.bool)
-    for i, (r, c0) in enumerate(rows):
+    real = torch.zeros(len(rows), t, dtype=torch.bool)
+    for i, (r, c0, n) in enumerate(rows):
         ids[i, :len(r)] = torch.tensor(r)
         comp[i, c0:len(r)] = True
-    return ids, comp
+        real[i, c0:c0 + n] = True
+    return ids, comp, real
 
 
 def patterns(ids, comp, block: int, mask_id: int, gen: torch.Generator):
@@ -466,36 +471,86 @@ def calib_cmd(a, model, tok, step) -> None:
                 rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
     tally, gen = Tally(), torch.Generator().manual_seed(a.seed)
     for b0 in range(0, len(rows), a.batch):
-        ids, comp = batch_rows(rows[b0:b0 + a.batch], pad, block)
+        ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
         # the causal path's next-token prediction of every completion row (the
         # preview at distance 1 with nothing fixed to its right has the same context)
         lc, _ = model(ids, None, block)
         pc = F.softmax(lc[:, :-1].float(), -1)
         cconf, cpk = pc.max(-1)
         cnll = -torch.log(pc.gather(-1, ids[:, 1:, None])[..., 0].clamp_min(1e-30))
-        cm = comp[:, 1:]
+        cm = real[:, 1:]
         one = torch.ones_like(cconf[cm], dtype=torch.long)
         tally.add("causal", cconf[cm], (cpk == ids[:, 1:])[cm].float(), cnll[cm], one, one == 0)
         for name, masked in patterns(ids, comp, block, mask_id, gen).items():
             noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
             _, conf, ok, nll = score(model, ids, noisy, masked, block, mask_id)
-            tally.add(name, conf[masked], ok[masked].float(), nll[masked],
-                      dist_from_fixed(masked, block)[masked], right_fixed(masked, block)[masked])
+            sc = masked & real
+            tally.add(name, conf[sc], ok[sc].float(), nll[sc],
+                      dist_from_fixed(masked, block)[sc], right_fixed(masked, block)[sc])
         for th in a.thresholds:
             for k, noisy, masked, ln in engine_masks(model, ids, block, th, mask_id, init=comp):
                 conf, pk, p = pick(ln, mask_id)
                 nll = -torch.log(p.gather(-1, ids[..., None])[..., 0].clamp_min(1e-30))
-                tally.add(f"engine{th}", conf[masked], (pk == ids)[masked].float(), nll[masked],
-                          dist_from_fixed(masked, block)[masked], right_fixed(masked, block)[masked])
+                sc = masked & real
+                tally.add(f"engine{th}", conf[sc], (pk == ids)[sc].float(), nll[sc],
+                          dist_from_fixed(masked, block)[sc], right_fixed(masked, block)[sc])
         print(f"calib: {min(b0 + a.batch, len(rows))}/{len(rows)} exchanges", flush=True)
     with open(a.json, "w") as f:
         json.dump({"step": step, "source": a.source, "seed": a.seed, "n": len(rows),
                    "bins": BINS, "tally": tally.rows()}, f)
 
 
+@torch.no_grad()
+def agree_cmd(a, model, tok, step) -> None:
+    """Every left-to-right state of every answer block: rows < j fixed to the
+    target, rows >= j masked (j = 0..B-1), on the held-out prompts with the
+    causal path's greedy answers as targets (--ar-from, a traces JSON) or on
+    generated exchanges. Row j then has exactly the causal path's context, so
+    its preview pick should equal the causal pick; rows past it show how far
+    the preview reaches. Tallied by rows since the last fixed row."""
+    block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+    rows = []
+    if a.source == "gen":
+        import random
+        from gen import Gen, load_corpus
+        g, r = Gen(load_corpus(a.pack)), random.Random(a.seed)
+        for _ in range(a.n):
+            p, c = g.sample(r, 0.0)
+            rows.append(layout(tok.encode(p).ids, tok.encode(c).ids, block, pad))
+    else:
+        if not a.ar_from:
+            raise SystemExit("diag: agree needs --ar-from TRACES.json or --source gen")
+        with open(a.ar_from) as f:
+            for rec in json.load(f)["prompts"]:
+                rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
+    tally = Tally()
+    for b0 in range(0, len(rows), a.batch):
+        ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
+        n, t = ids.shape
+        lc, _ = model(ids, None, block)
+        pc = F.softmax(lc[:, :-1].float(), -1)
+        cconf, cpk = pc.max(-1)
+        cnll = -torch.log(pc.gather(-1, ids[:, 1:, None])[..., 0].clamp_min(1e-30))
+        cm = real[:, 1:]
+        one = torch.ones_like(cconf[cm], dtype=torch.long)
+        tally.add("causal", cconf[cm], (cpk == ids[:, 1:])[cm].float(), cnll[cm], one, one == 0)
+        col = torch.arange(t) % block
+        for j in range(block):
+            masked = comp & (col >= j)[None]
+            noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+            _, conf, ok, nll = score(model, ids, noisy, masked, block, mask_id)
+            sc = masked & real
+            tally.add("left-to-right", conf[sc], ok[sc].float(), nll[sc],
+                      dist_from_fixed(masked, block)[sc], right_fixed(masked, block)[sc])
+        print(f"agree: {min(b0 + a.batch, len(rows))}/{len(rows)}", flush=True)
+    with open(a.json, "w") as f:
+        json.dump({"step": step, "source": a.source, "n": len(rows), "bins": BINS,
+                   "tally": tally.rows()}, f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["trace", "traces", "calib"])
+    ap.add_argument("what", choices=["trace", "traces", "calib", "agree"])
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("-p", "--prompt", action="append")
     ap.add_argument("--threshold", type=float, default=0.9)
@@ -519,6 +574,8 @@ def main() -> None:
         return traces_cmd(a, model, tok, step)
     if a.what == "calib":
         return calib_cmd(a, model, tok, step)
+    if a.what == "agree":
+        return agree_cmd(a, model, tok, step)
     res = []
     for p in a.prompt:
         ids = tok.encode(chat_prompt(p)).ids

@@ -55,20 +55,35 @@ def load_ckpt(model, path: str):
 
 
 def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: float = 0.05,
-               complementary: bool = False):
+               complementary: bool = False, prefix_p: float = 0.0):
     """Each block of each row masked at its own ratio in U(r_min, r_max), or
     fully masked (as inference starts every block) with probability full_p.
+    prefix_p: a block that is not fully masked is, with this probability,
+    masked as a left-to-right decode leaves it: rows < j clean, rows >= j
+    masked, j ~ U{1..B-1} (PLAN.md, "Diagnosis at step 1257": row j then has
+    exactly the causal path's context, which the random ratios almost never
+    give; the draws happen only when prefix_p > 0, so prefix_p 0 gives the
+    masks it always gave).
     complementary: a second view masks exactly the rows the first left clean
     (every token supervised once in views m and 1-m; Fast-dLLM v2). Returns
     (noisy [rN,T], masked [rN,T]), r = 1 or 2."""
     n, t = ids.shape
     m = t // block
     ratio = r_min + (r_max - r_min) * torch.rand(n, m, 1, generator=gen, device=ids.device)
+    full = None
     if full_p > 0:
         full = torch.rand(n, m, 1, generator=gen, device=ids.device) < full_p
         ratio = torch.where(full, torch.ones_like(ratio) * 1.01, ratio)
     u = torch.rand(n, m, block, generator=gen, device=ids.device)
-    masked = (u < ratio).reshape(n, t)
+    masked = u < ratio
+    if prefix_p > 0:
+        pre = torch.rand(n, m, 1, generator=gen, device=ids.device) < prefix_p
+        if full is not None:
+            pre &= ~full
+        j = torch.randint(1, block, (n, m, 1), generator=gen, device=ids.device)
+        suffix = torch.arange(block, device=ids.device).view(1, 1, -1) >= j
+        masked = torch.where(pre, suffix, masked)
+    masked = masked.reshape(n, t)
     if complementary:
         masked = torch.cat([masked, ~masked], 0)
         ids = ids.repeat(2, 1)
@@ -154,6 +169,9 @@ def main() -> None:
     ap.add_argument("--r-min", type=float, default=0.05)
     ap.add_argument("--full-p", type=float, default=0.0,
                     help="probability that a block is fully masked (as inference starts it)")
+    ap.add_argument("--prefix-p", type=float, default=0.0,
+                    help="probability that a block (not fully masked) is masked as a left-to-right "
+                         "decode leaves it: rows < j clean, the rest masked (PLAN.md: diagnosis)")
     ap.add_argument("--complementary", action="store_true",
                     help="a second preview view with the complementary mask 1-m")
     ap.add_argument("--distill", type=float, default=0.5)
@@ -261,7 +279,7 @@ def main() -> None:
         sharpen = a.sharpen_from is not None and step >= a.sharpen_from
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
-                                   a.complementary) if diffusion else (None, None)
+                                   a.complementary, a.prefix_p) if diffusion else (None, None)
         while True:
             try:
                 opt.zero_grad(set_to_none=True)

@@ -64,3 +64,38 @@ def test_pick_forbids_the_mask_id():
     e = torch.tensor(1.0).exp()
     assert abs(conf[0].item() - e / (1 + e)) < 1e-6
     assert abs(conf[1].item() - 0.5 / (0.5 + 0.5 * torch.tensor(-3.0).exp().item())) < 1e-6
+
+
+def test_prefix_masks_are_left_to_right_states():
+    from train import mask_batch
+    g = torch.Generator().manual_seed(5)
+    ids = torch.randint(2, 300, (64, 128), generator=g)
+    _, masked = mask_batch(ids, 32, 1.0, 299, g, prefix_p=1.0)
+    blocks = masked.reshape(-1, 32)
+    j = 32 - blocks.sum(-1)                              # rows left clean
+    want = torch.arange(32)[None] >= j[:, None]          # a clean prefix, a masked suffix
+    assert torch.equal(blocks, want)
+    assert j.min() >= 1 and j.max() <= 31
+    assert len(set(j.tolist())) > 25                     # j ~ U{1..31}
+    # with full blocks too: the full ones stay full, about prefix_p of the rest are prefixes
+    _, masked = mask_batch(ids, 32, 0.5, 299, g, full_p=0.25, prefix_p=0.5)
+    blocks = masked.reshape(-1, 32)
+    full = blocks.all(-1)
+    k = 32 - blocks.sum(-1)
+    pre = ~full & (blocks == (torch.arange(32)[None] >= k[:, None])).all(-1)
+    assert 0.15 < full.float().mean() < 0.35
+    assert 0.25 < pre[~full].float().mean() < 0.75
+
+
+def test_prefix_p_zero_keeps_the_masks_it_always_gave():
+    from train import mask_batch
+    ids = torch.randint(2, 300, (8, 64), generator=torch.Generator().manual_seed(1))
+    g = torch.Generator().manual_seed(7)
+    _, got = mask_batch(ids, 16, 0.8, 299, g, full_p=0.25, r_min=0.05, prefix_p=0.0)
+    # the documented draws, in order: the ratios, the full-block coins, the row uniforms
+    g = torch.Generator().manual_seed(7)
+    ratio = 0.05 + 0.75 * torch.rand(8, 4, 1, generator=g)
+    full = torch.rand(8, 4, 1, generator=g) < 0.25
+    ratio = torch.where(full, torch.full_like(ratio, 1.01), ratio)
+    want = (torch.rand(8, 4, 16, generator=g) < ratio).reshape(8, 64)
+    assert torch.equal(got, want)
