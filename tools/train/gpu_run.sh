@@ -15,7 +15,8 @@
 # number of calls continue one curve: causal [0, CAUSAL), block diffusion
 # [CAUSAL, SHARPEN), block diffusion + entropy sharpening [SHARPEN, STEPS).
 # Environment overrides: PREFIX_P (a share of the blocks masked as a left-to-right
-# decode leaves them, train.py --prefix-p; default 0: the masks as before), MINUTES (training wall time; default: until 540 s after
+# decode leaves them, train.py --prefix-p; default 0: the masks as before), DISTILL_NEAR
+# (train.py --distill-near; default 0: the loss as before), MINUTES (training wall time; default: until 540 s after
 # the script started), BUDGET_S (540), COMPILE=1 (torch.compile; untested on the device),
 # TRAIN_EXTRA (arguments appended to train.py's: a CPU dry run of this script uses
 # TRAIN_EXTRA="--geometry tiny --batch 2 --seq 64 --eval-prompts 1 --eval-tokens 4").
@@ -33,7 +34,8 @@ STEPS=1800; CAUSAL=800; SHARPEN=${SHARPEN:-1650}   # SHARPEN=1800 (= STEPS): no 
 SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SHARPEN --entropy 0.05
        --batch 256 --seq 512 --block 32 --lr 1.5e-3 --warmup 100 --rewarmup 30
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
-       --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0})
+       --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0}
+       --distill-near ${DISTILL_NEAR:-0})
 init=""
 for d in .gpu-train/ckpt; do
     if [ -f "$d/state.json" ]; then init=$d; break; fi
