@@ -98,10 +98,12 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near
     entropy > 0 (the sharpening pass) the mean entropy of the preview on masked
     rows, returned as the fourth term (its weight applied by the caller).
     near > 0 (with the block size): the distillation term gains near x the KL
-    on the masked rows whose left neighbour is clean (or that open their block):
-    there the preview has the causal path's own context, so the teacher is
-    exact (PLAN.md, "Diagnosis at step 1257": the preview's pick at such rows
-    disagrees with the causal pick on 14-24% of them). near 0: as before."""
+    on the masked rows whose left neighbour is clean (or that open their block)
+    and with no clean row after them in their block: there the preview has
+    exactly the causal path's context, so the teacher is exact (PLAN.md,
+    "Diagnosis at step 1257": at such rows the preview's pick disagrees with
+    the causal pick on about a quarter of the held-out answers' rows). near 0:
+    as before."""
     n = ids.shape[0]
     tgt_ok = real[:, 1:]
     loss_c = F.cross_entropy(lc[:, :-1][tgt_ok].float(), ids[:, 1:][tgt_ok])
@@ -136,7 +138,9 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near
             for v in range(r):
                 mv = masked[v * n:(v + 1) * n]
                 left_clean = torch.cat([torch.ones_like(mv[:, :1]), ~mv[:, :-1]], 1)
-                mk = mv & real & (left_clean | start)
+                # clean rows at or after each row within its block (the row itself is masked)
+                cl = (~mv).view(n, t // block, block).flip(-1).int().cumsum(-1).flip(-1).view(n, t)
+                mk = mv & real & (left_clean | start) & (cl == 0)
                 mk[:, 0] = False
                 teacher = F.softmax(teach_all[mk[:, 1:]].float(), -1)
                 student = F.log_softmax(ln[v * n:(v + 1) * n][mk].float(), -1)
@@ -197,8 +201,9 @@ def main() -> None:
                     help="a second preview view with the complementary mask 1-m")
     ap.add_argument("--distill", type=float, default=0.5)
     ap.add_argument("--distill-near", type=float, default=0.0,
-                    help="the distillation term adds this x the KL on masked rows whose left "
-                         "neighbour is clean (exact teacher; PLAN.md: diagnosis)")
+                    help="the distillation term adds this x the KL on masked rows with exactly the "
+                         "causal context: left neighbour clean, nothing clean after them in the "
+                         "block (an exact teacher; PLAN.md: diagnosis)")
     ap.add_argument("--sharpen-from", type=int, default=None,
                     help="from this step on, add --entropy x the preview's entropy on masked rows")
     ap.add_argument("--entropy", type=float, default=0.0)

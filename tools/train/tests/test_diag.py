@@ -101,7 +101,7 @@ def test_prefix_p_zero_keeps_the_masks_it_always_gave():
     assert torch.equal(got, want)
 
 
-def test_distill_near_adds_the_kl_of_rows_after_a_clean_row():
+def test_distill_near_adds_the_kl_of_rows_with_the_causal_context():
     from train import losses
     g = torch.Generator().manual_seed(3)
     n, t, v, blk = 1, 8, 5, 4
@@ -114,11 +114,12 @@ def test_distill_near_adds_the_kl_of_rows_after_a_clean_row():
     base = losses(lc, ln, ids, real, masked, 0.5)
     got = losses(lc, ln, ids, real, masked, 0.5, near=2.0, block=blk)
     assert torch.equal(base[0], got[0]) and torch.equal(base[1], got[1])
-    # near rows, by hand: 1 (row 0 clean), 4 (opens its block; row 3 masked), 6 (row 5 clean)
+    # near rows, by hand: 1 (row 0 clean, 2-3 masked), 6 (row 5 clean, 7 masked); not 4: it
+    # opens its block but row 5 after it is clean (more context than the causal path's)
     def kl(row):
         p = torch.softmax(lc[0, row - 1], -1)
         return float((p * (p.log() - torch.log_softmax(ln[0, row], -1))).sum())
-    want = float(base[2]) + 2.0 * (kl(1) + kl(4) + kl(6)) / 3
+    want = float(base[2]) + 2.0 * (kl(1) + kl(6)) / 2
     assert abs(float(got[2]) - want) < 1e-5, (float(got[2]), want)
     # and near 0 changes nothing
     assert torch.equal(losses(lc, ln, ids, real, masked, 0.5, near=0.0, block=blk)[2], base[2])
