@@ -14,9 +14,13 @@
 # The schedule is by global step (one cosine over STEPS, phases by step), so any
 # number of calls continue one curve: causal [0, CAUSAL), block diffusion
 # [CAUSAL, SHARPEN), block diffusion + entropy sharpening [SHARPEN, STEPS).
-# Environment overrides: MINUTES (training wall time; default: until 540 s after
-# the script started), BUDGET_S (540), COMPILE=1 (torch.compile; untested on the device),
-# TRAIN_EXTRA (arguments appended to train.py's: a CPU dry run of this script uses
+# Environment overrides: STEPS (1800: the cosine's length; a resumed run past 1800 needs
+# more), SHARPEN (default STEPS: no sharpening), PREFIX_P (train.py --prefix-p: a share of
+# the blocks masked as a left-to-right decode leaves them; default 0), DISTILL_NEAR
+# (train.py --distill-near: the exact-teacher KL on rows with the causal context; default 0),
+# MINUTES (training wall time; default: until 540 s after the script started), BUDGET_S
+# (540), COMPILE=1 (torch.compile; untested on the device), TRAIN_EXTRA (arguments appended
+# to train.py's: a CPU dry run of this script uses
 # TRAIN_EXTRA="--geometry tiny --batch 2 --seq 64 --eval-prompts 1 --eval-tokens 4").
 set -o pipefail
 T0=$(date +%s)
@@ -28,11 +32,14 @@ export PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 PACK=.gpu-train/corpus
 GEOM=demo
-STEPS=1800; CAUSAL=800; SHARPEN=${SHARPEN:-1650}   # SHARPEN=1800 (= STEPS): no entropy sharpening
+STEPS=${STEPS:-1800}; CAUSAL=800
+# no entropy sharpening unless SHARPEN < STEPS is asked for (PLAN.md, "Diagnosis at step 1257")
+SHARPEN=${SHARPEN:-$STEPS}
 SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SHARPEN --entropy 0.05
        --batch 256 --seq 512 --block 32 --lr 1.5e-3 --warmup 100 --rewarmup 30
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
-       --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26)
+       --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0}
+       --distill-near ${DISTILL_NEAR:-0})
 init=""
 for d in .gpu-train/ckpt; do
     if [ -f "$d/state.json" ]; then init=$d; break; fi

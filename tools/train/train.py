@@ -55,32 +55,55 @@ def load_ckpt(model, path: str):
 
 
 def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: float = 0.05,
-               complementary: bool = False):
+               complementary: bool = False, prefix_p: float = 0.0):
     """Each block of each row masked at its own ratio in U(r_min, r_max), or
     fully masked (as inference starts every block) with probability full_p.
+    prefix_p: a block that is not fully masked is, with this probability,
+    masked as a left-to-right decode leaves it: rows < j clean, rows >= j
+    masked, j ~ U{1..B-1} (PLAN.md, "Diagnosis at step 1257": row j then has
+    exactly the causal path's context, which the random ratios almost never
+    give; the draws happen only when prefix_p > 0, so prefix_p 0 gives the
+    masks it always gave).
     complementary: a second view masks exactly the rows the first left clean
     (every token supervised once in views m and 1-m; Fast-dLLM v2). Returns
     (noisy [rN,T], masked [rN,T]), r = 1 or 2."""
     n, t = ids.shape
     m = t // block
     ratio = r_min + (r_max - r_min) * torch.rand(n, m, 1, generator=gen, device=ids.device)
+    full = None
     if full_p > 0:
         full = torch.rand(n, m, 1, generator=gen, device=ids.device) < full_p
         ratio = torch.where(full, torch.ones_like(ratio) * 1.01, ratio)
     u = torch.rand(n, m, block, generator=gen, device=ids.device)
-    masked = (u < ratio).reshape(n, t)
+    masked = u < ratio
+    if prefix_p > 0:
+        pre = torch.rand(n, m, 1, generator=gen, device=ids.device) < prefix_p
+        if full is not None:
+            pre &= ~full
+        j = torch.randint(1, block, (n, m, 1), generator=gen, device=ids.device)
+        suffix = torch.arange(block, device=ids.device).view(1, 1, -1) >= j
+        masked = torch.where(pre, suffix, masked)
+    masked = masked.reshape(n, t)
     if complementary:
         masked = torch.cat([masked, ~masked], 0)
         ids = ids.repeat(2, 1)
     return torch.where(masked, torch.full_like(ids, mask_id), ids), masked
 
 
-def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0):
+def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near: float = 0.0,
+           block: int = 0):
     """Causal CE on real targets; preview CE on masked rows of every view (pads
     included: the rows after an answer must resolve fast at inference too); the
     distillation KL on masked real rows that have a causal prediction; with
     entropy > 0 (the sharpening pass) the mean entropy of the preview on masked
-    rows, returned as the fourth term (its weight applied by the caller)."""
+    rows, returned as the fourth term (its weight applied by the caller).
+    near > 0 (with the block size): the distillation term gains near x the KL
+    on the masked rows whose left neighbour is clean (or that open their block)
+    and with no clean row after them in their block: there the preview has
+    exactly the causal path's context, so the teacher is exact (PLAN.md,
+    "Diagnosis at step 1257": at such rows the preview's pick disagrees with
+    the causal pick on about a quarter of the held-out answers' rows). near 0:
+    as before."""
     n = ids.shape[0]
     tgt_ok = real[:, 1:]
     loss_c = F.cross_entropy(lc[:, :-1][tgt_ok].float(), ids[:, 1:][tgt_ok])
@@ -108,10 +131,27 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0):
             parts.append(F.kl_div(student, teacher, reduction="sum"))
             cnt += int(mk.sum())
         loss_d = sum(parts) / max(cnt, 1)
+        if near > 0:
+            t = ids.shape[1]
+            start = (torch.arange(t, device=ids.device) % block == 0)[None]
+            parts, cnt = [], 0
+            for v in range(r):
+                mv = masked[v * n:(v + 1) * n]
+                left_clean = torch.cat([torch.ones_like(mv[:, :1]), ~mv[:, :-1]], 1)
+                # clean rows at or after each row within its block (the row itself is masked)
+                cl = (~mv).view(n, t // block, block).flip(-1).int().cumsum(-1).flip(-1).view(n, t)
+                mk = mv & real & (left_clean | start) & (cl == 0)
+                mk[:, 0] = False
+                teacher = F.softmax(teach_all[mk[:, 1:]].float(), -1)
+                student = F.log_softmax(ln[v * n:(v + 1) * n][mk].float(), -1)
+                parts.append(F.kl_div(student, teacher, reduction="sum"))
+                cnt += int(mk.sum())
+            loss_d = loss_d + near * sum(parts) / max(cnt, 1)
     return loss_c, loss_p, loss_d, loss_e
 
 
-def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, entropy: float):
+def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, entropy: float,
+               near: float = 0.0):
     """Forward + backward of one step's batch in `accum` micro-batches (each
     view of the preview split alike); returns the losses averaged over them."""
     n = ids.shape[0]
@@ -128,7 +168,7 @@ def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, ent
             mk = masked.view(r, n, -1)[:, sl].reshape(r * mb, -1)
         with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
             lc, ln = fwd(ids[sl], nz, a.block)
-        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy)
+        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy, near, a.block)
         loss = parts[0] + parts[1] + a.distill * parts[2] + entropy * parts[3]
         (loss / accum).backward()
         del lc, ln, loss
@@ -154,9 +194,16 @@ def main() -> None:
     ap.add_argument("--r-min", type=float, default=0.05)
     ap.add_argument("--full-p", type=float, default=0.0,
                     help="probability that a block is fully masked (as inference starts it)")
+    ap.add_argument("--prefix-p", type=float, default=0.0,
+                    help="probability that a block (not fully masked) is masked as a left-to-right "
+                         "decode leaves it: rows < j clean, the rest masked (PLAN.md: diagnosis)")
     ap.add_argument("--complementary", action="store_true",
                     help="a second preview view with the complementary mask 1-m")
     ap.add_argument("--distill", type=float, default=0.5)
+    ap.add_argument("--distill-near", type=float, default=0.0,
+                    help="the distillation term adds this x the KL on masked rows with exactly the "
+                         "causal context: left neighbour clean, nothing clean after them in the "
+                         "block (an exact teacher; PLAN.md: diagnosis)")
     ap.add_argument("--sharpen-from", type=int, default=None,
                     help="from this step on, add --entropy x the preview's entropy on masked rows")
     ap.add_argument("--entropy", type=float, default=0.0)
@@ -261,13 +308,13 @@ def main() -> None:
         sharpen = a.sharpen_from is not None and step >= a.sharpen_from
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
-                                   a.complementary) if diffusion else (None, None)
+                                   a.complementary, a.prefix_p) if diffusion else (None, None)
         while True:
             try:
                 opt.zero_grad(set_to_none=True)
                 loss_c, loss_p, loss_d, loss_e = accumulate(
                     fwd, a, ids, real, noisy, masked, accum, a.distill if diffusion else 0,
-                    a.entropy if sharpen else 0)
+                    a.entropy if sharpen else 0, a.distill_near)
                 break
             except torch.OutOfMemoryError:
                 # same batch, same step, in more micro-batches: the schedule is unchanged
