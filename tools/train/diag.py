@@ -451,36 +451,49 @@ def score(model, ids, noisy, masked, block: int, mask_id: int):
     return ln, conf, pk == ids, nll
 
 
-@torch.no_grad()
-def calib_cmd(a, model, tok, step) -> None:
-    import random
-    from gen import Gen, load_corpus
-    block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+def exchange_rows(a, tok, block: int, pad: int, what: str) -> list:
+    """The laid-out (prompt, answer) rows calib and agree score: generated
+    exchanges from an unseen seed (training's is 26: stream.py), or the held-out
+    prompts with the causal path's greedy answers (--ar-from, a traces JSON)."""
     rows = []
     if a.source == "gen":
-        g = Gen(load_corpus(a.pack))  # an unseen seed (training's is 26: stream.py)
-        r = random.Random(a.seed)
+        import random
+        from gen import Gen, load_corpus
+        g, r = Gen(load_corpus(a.pack)), random.Random(a.seed)
         for _ in range(a.n):
             p, c = g.sample(r, 0.0)
             rows.append(layout(tok.encode(p).ids, tok.encode(c).ids, block, pad))
-    else:       # heldout-ar: the held-out prompts with the causal path's greedy answers (diag traces)
-        if not a.ar_from:
-            raise SystemExit("diag: calib --source heldout-ar needs --ar-from TRACES.json")
-        with open(a.ar_from) as f:
-            for rec in json.load(f)["prompts"]:
-                rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
+        return rows
+    if not a.ar_from:
+        raise SystemExit(f"diag: {what} needs --ar-from TRACES.json (or --source gen)")
+    with open(a.ar_from) as f:
+        for rec in json.load(f)["prompts"]:
+            rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
+    return rows
+
+
+@torch.no_grad()
+def tally_causal(model, ids, real, block: int, tally) -> None:
+    """The causal path's next-token prediction of every completion row (the
+    preview at distance 1 with nothing fixed to its right has the same context),
+    tallied as "causal" at distance 1."""
+    lc, _ = model(ids, None, block)
+    pc = F.softmax(lc[:, :-1].float(), -1)
+    cconf, cpk = pc.max(-1)
+    cnll = -torch.log(pc.gather(-1, ids[:, 1:, None])[..., 0].clamp_min(1e-30))
+    cm = real[:, 1:]
+    one = torch.ones_like(cconf[cm], dtype=torch.long)
+    tally.add("causal", cconf[cm], (cpk == ids[:, 1:])[cm].float(), cnll[cm], one, one == 0)
+
+
+@torch.no_grad()
+def calib_cmd(a, model, tok, step) -> None:
+    block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+    rows = exchange_rows(a, tok, block, pad, "calib --source heldout-ar")
     tally, gen = Tally(), torch.Generator().manual_seed(a.seed)
     for b0 in range(0, len(rows), a.batch):
         ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
-        # the causal path's next-token prediction of every completion row (the
-        # preview at distance 1 with nothing fixed to its right has the same context)
-        lc, _ = model(ids, None, block)
-        pc = F.softmax(lc[:, :-1].float(), -1)
-        cconf, cpk = pc.max(-1)
-        cnll = -torch.log(pc.gather(-1, ids[:, 1:, None])[..., 0].clamp_min(1e-30))
-        cm = real[:, 1:]
-        one = torch.ones_like(cconf[cm], dtype=torch.long)
-        tally.add("causal", cconf[cm], (cpk == ids[:, 1:])[cm].float(), cnll[cm], one, one == 0)
+        tally_causal(model, ids, real, block, tally)
         for name, masked in patterns(ids, comp, block, mask_id, gen).items():
             noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
             _, conf, ok, nll = score(model, ids, noisy, masked, block, mask_id)
@@ -509,31 +522,12 @@ def agree_cmd(a, model, tok, step) -> None:
     its preview pick should equal the causal pick; rows past it show how far
     the preview reaches. Tallied by rows since the last fixed row."""
     block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
-    rows = []
-    if a.source == "gen":
-        import random
-        from gen import Gen, load_corpus
-        g, r = Gen(load_corpus(a.pack)), random.Random(a.seed)
-        for _ in range(a.n):
-            p, c = g.sample(r, 0.0)
-            rows.append(layout(tok.encode(p).ids, tok.encode(c).ids, block, pad))
-    else:
-        if not a.ar_from:
-            raise SystemExit("diag: agree needs --ar-from TRACES.json or --source gen")
-        with open(a.ar_from) as f:
-            for rec in json.load(f)["prompts"]:
-                rows.append(layout(tok.encode(chat_prompt(rec["prompt"])).ids, rec["ar"], block, pad))
+    rows = exchange_rows(a, tok, block, pad, "agree")
     tally = Tally()
     for b0 in range(0, len(rows), a.batch):
         ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
         n, t = ids.shape
-        lc, _ = model(ids, None, block)
-        pc = F.softmax(lc[:, :-1].float(), -1)
-        cconf, cpk = pc.max(-1)
-        cnll = -torch.log(pc.gather(-1, ids[:, 1:, None])[..., 0].clamp_min(1e-30))
-        cm = real[:, 1:]
-        one = torch.ones_like(cconf[cm], dtype=torch.long)
-        tally.add("causal", cconf[cm], (cpk == ids[:, 1:])[cm].float(), cnll[cm], one, one == 0)
+        tally_causal(model, ids, real, block, tally)
         col = torch.arange(t) % block
         for j in range(block):
             masked = comp & (col >= j)[None]
