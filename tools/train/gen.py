@@ -14,13 +14,21 @@ answer). Each task writes full sentences in one of a few fixed shapes:
   math       addition, subtraction, multiplication with the working shown
   why        short explanations of everyday things (our own text)
   quote      a fortune-file quote or riddle, framed
-  multi      two or three of the above in one conversation, small talk first
+  joke       one of our own jokes, with why it is funny (facts.py)
+  fact       a record fact ("the largest animal") in a few sentences (facts.py)
+  unknown    what a small offline model cannot know: "I don't know that", and what it can do
+  multi      two or three of the above in one conversation, small talk first,
+             sometimes a country follow-up ("And what about Spain?")
+
+The user turns come from prompts.py (gen26): many phrasings per intent, polite
+wrappers, casing, punctuation and rare typos, so that the intent and not one
+fixed string decides the answer; the answers' shapes are unchanged.
 
 Every exchange is rendered in clover's chat template (src/text/chat_template.c:
 earlier assistant turns without a think block); 80% with thinking off (the
 generation prompt ends `<think>\\n\\n</think>\\n\\n`), 20% with thinking on and
 one short templated thought (`clover run` thinks by default). The 20 prompts of
-heldout.txt are never produced as a user turn.
+heldout.txt are never produced as a user turn (nor, those of 4+ words, inside one).
 
     python3 tools/train/gen.py --corpus .gpu-train/corpus --n 20   # print samples
 """
@@ -296,8 +304,8 @@ class Gen:
                 ["Come back any time you want a story or a fact.", "Have a wonderful day!"]) + f" {me}"
         return q, a, "The user greets me or asks about me. I answer kindly and say who I am."
 
-    def country(self, r):
-        c = r.choice(self.countries)
+    def country(self, r, c=None, k=None, follow=False):
+        c = c or r.choice(self.countries)
         n, cap = c["name"], c["capital"]
         langs = [LANGS[x] for x in c["languages"] if x in LANGS]
         money = [MONEY[x] for x in c["currencies"] if x in MONEY]
@@ -310,7 +318,7 @@ class Gen:
         s_bord = (f"{n} shares borders with {join_list(c['borders'][:6])}." if c["borders"]
                   else f"{n} has no land borders with other countries.")
         s_pop = (f"About {int(c['population']):,} people live there." if c.get("population") else "")
-        k = r.choice(["capital", "capital", "where", "lang", "money", "borders", "about"])
+        k = k or r.choice(["capital", "capital", "where", "lang", "money", "borders", "about"])
         T = {"capital": P.CAPITAL, "where": P.WHERE, "lang": P.LANG, "money": P.MONEY,
              "borders": P.BORDERS, "about": P.ABOUT}
         if k == "capital":
@@ -329,7 +337,7 @@ class Gen:
             a = f"{s_bord} {s_where} {s_cap}"
         else:
             a = " ".join(x for x in (s_where, s_cap, s_lang, s_money, s_pop, s_bord) if x)
-        q = P.say(r, T[k], n=n)
+        q = P.say(r, P.FOLLOW[k] if follow else T[k], n=n)
         a = re.sub(r"\s+", " ", a).strip()
         return q, a, f"The user asks about {n}. I give the facts I know in full sentences."
 
@@ -378,7 +386,8 @@ class Gen:
         fill = dict(o=o[o.index(" ") + 1:], o2=o2[o2.index(" ") + 1:], a2=a2, p=p, n=name)
         prob, goal, sol = (x.format(**fill) for x in (prob, goal, sol))
         kid = r.random() < 0.2
-        slots = dict(an=an, adj=adj, name=name, o=o, a2=a2, p=p, kid="girl" if p == "her" else "boy")
+        slots = dict(an=an, adj=adj, name=name, o=o, a2=a2, p=p, kid="girl" if p == "her" else "boy",
+                     aan=a_an(an), aadj=a_an(adj), aa2=a_an(a2))
         u = r.random()
         q = P.say(r, P.STORY_KID if kid else P.STORY_PLAIN if u < 0.25 else P.STORY_ANIMAL, **slots)
         first = (f"Once upon a time, there was {a_an(adj)} {slots['kid']} named {name} who had a {an}."
@@ -508,6 +517,13 @@ class Gen:
         for _ in range(r.randint(1, 2)):
             q, a, _ = self.single(r)
             msgs += [("user", q), ("assistant", a)]
+        if r.random() < 0.25:               # a follow-up that leans on the turn before
+            k = r.choice(["capital", "capital", "where", "borders", "about"])
+            c1, c2 = r.sample(self.countries, 2) if len(self.countries) > 1 else self.countries * 2
+            q, a, _ = self.country(r, c1, k)
+            q2, a2, t = self.country(r, c2, k, follow=True)
+            if not self.leaks(q) and not self.leaks(q2):
+                return msgs + [("user", q), ("assistant", a), ("user", q2), ("assistant", a2)], t
         q, a, t = self.single(r)
         msgs += [("user", q), ("assistant", a)]
         return msgs, t

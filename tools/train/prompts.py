@@ -123,24 +123,24 @@ MUL = ["What is {x} times {y}?", "What is {x} x {y}?", "Multiply {x} by {y}.", "
        "Can you multiply {x} by {y}?", "What do you get if you multiply {x} by {y}?",
        "{x} times {y}?", "What does {x} times {y} equal?", "How much are {y} groups of {x}?"]
 
-STORY_ANIMAL = ["Tell me a short story about a {an}.", "Tell me a story about a {adj} {an}.",
-                "Write a short story about {name} the {an}.", "Write a story about a {an} who finds {o}.",
-                "Tell me a story about a {an} and a {a2}.", "Can you tell me a story about a {an}?",
-                "I'd like a story about a {an}.", "Write me a story about a {an}.",
-                "Please tell me a short story about a {adj} {an}.", "Could you write a short story about a {an}?",
-                "Make up a story about a {an} named {name}.", "Tell me a tale about a {adj} {an}.",
-                "Story about a {an}, please.", "My little sister wants a story about a {an}.",
-                "Write a bedtime story about a {adj} {an}.", "Tell me a short story about a {adj} {an}.",
-                "Can you write a story about a {an} and its friend the {a2}?",
-                "Tell me a story where a {an} finds {o}.", "Write a short story about a {adj} {an}.",
-                "I want to hear a story about a {an}."]
+STORY_ANIMAL = ["Tell me a short story about {aan}.", "Tell me a story about {aadj} {an}.",
+                "Write a short story about {name} the {an}.", "Write a story about {aan} who finds {o}.",
+                "Tell me a story about {aan} and {aa2}.", "Can you tell me a story about {aan}?",
+                "I'd like a story about {aan}.", "Write me a story about {aan}.",
+                "Please tell me a short story about {aadj} {an}.", "Could you write a short story about {aan}?",
+                "Make up a story about {aan} named {name}.", "Tell me a tale about {aadj} {an}.",
+                "Story about {aan}, please.", "My little sister wants a story about {aan}.",
+                "Write a bedtime story about {aadj} {an}.", "Tell me a short story about {aadj} {an}.",
+                "Can you write a story about {aan} and its friend the {a2}?",
+                "Tell me a story where {aan} finds {o}.", "Write a short story about {aadj} {an}.",
+                "I want to hear a story about {aan}."]
 STORY_PLAIN = ["Tell me a bedtime story.", "Can you tell me a story?", "Tell me a short story.",
                "Tell me a story.", "Write a short story.", "Could you tell me a story?", "I'd like to hear a story.",
                "Tell me a story, please.", "Write me a little story.", "Do you know any stories?",
                "Make up a story for me.", "Can you write a short story for me?", "Story time! Tell me one."]
 STORY_KID = ["Write a short story about a {kid} and {p} {an}.", "Tell me a story about a {kid} and {p} {an}.",
-             "Tell me a story about a {kid} who has a {an}.", "Write a story about a {kid} named {name} and {p} {an}.",
-             "Can you tell me a story about a {kid} and a {an}?", "Write a short story about a {adj} {kid}."]
+             "Tell me a story about a {kid} who has {aan}.", "Write a story about a {kid} named {name} and {p} {an}.",
+             "Can you tell me a story about a {kid} and {aan}?", "Write a short story about {aadj} {kid}."]
 
 JOKE = ["Tell me a joke.", "Do you know any jokes?", "Tell me something funny.", "Make me laugh.",
         "Do you know a good joke?", "Could you tell me a joke?", "Say something funny.", "Tell me a funny joke.",
@@ -153,6 +153,13 @@ QUOTE = ["Tell me a quote.", "Give me a quote.", "Say something wise.", "Tell me
          "Do you know a good quote?", "Share a quote with me.", "Tell me a famous quote.",
          "Give me an inspiring quote.", "Do you have a favourite quote?", "Tell me a wise saying.",
          "Can you share a quote?", "I'd like a quote, please."]
+# a second country question in a conversation, leaning on the first (gen.py multi)
+FOLLOW = {"capital": ["And what about {n}?", "And the capital of {n}?", "What about {n}?", "And {n}?",
+                      "How about {n}?", "And what is the capital of {n}?", "Ok. And {n}?"],
+          "where": ["And where is {n}?", "What about {n}?", "And {n}?", "How about {n}?"],
+          "borders": ["And which countries border {n}?", "What about {n}?", "And {n}, what are its neighbours?",
+                      "And {n}?"],
+          "about": ["And {n}?", "Now tell me about {n}.", "What about {n}?", "And what do you know about {n}?"]}
 
 # ---- the surface layer ----
 
@@ -206,7 +213,7 @@ def _lower_first(q: str) -> str:
 
 def _wrap(r, q: str) -> str:
     first = re.sub(r"[^a-z]", "", q.split(" ", 1)[0].lower())
-    if CONTEXT_WORD.match(q):
+    if CONTEXT_WORD.match(q) or "please" in q.lower():
         return q
     if first in IMPERATIVE:
         l = _lower_first(q)
