@@ -14,13 +14,21 @@ answer). Each task writes full sentences in one of a few fixed shapes:
   math       addition, subtraction, multiplication with the working shown
   why        short explanations of everyday things (our own text)
   quote      a fortune-file quote or riddle, framed
-  multi      two or three of the above in one conversation, small talk first
+  joke       one of our own jokes, with why it is funny (facts.py)
+  fact       a record fact ("the largest animal") in a few sentences (facts.py)
+  unknown    what a small offline model cannot know: "I don't know that", and what it can do
+  multi      two or three of the above in one conversation, small talk first,
+             sometimes a country follow-up ("And what about Spain?")
+
+The user turns come from prompts.py (gen26): many phrasings per intent, polite
+wrappers, casing, punctuation and rare typos, so that the intent and not one
+fixed string decides the answer; the answers' shapes are unchanged.
 
 Every exchange is rendered in clover's chat template (src/text/chat_template.c:
 earlier assistant turns without a think block); 80% with thinking off (the
 generation prompt ends `<think>\\n\\n</think>\\n\\n`), 20% with thinking on and
 one short templated thought (`clover run` thinks by default). The 20 prompts of
-heldout.txt are never produced as a user turn.
+heldout.txt are never produced as a user turn (nor, those of 4+ words, inside one).
 
     python3 tools/train/gen.py --corpus .gpu-train/corpus --n 20   # print samples
 """
@@ -32,6 +40,9 @@ import lzma
 import os
 import random
 import re
+
+import prompts as P
+from facts import FACTS, JOKES, UNKNOWN, WHY_ALT, WHY_MORE
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -217,6 +228,10 @@ def load_corpus(path: str) -> dict:
     return out
 
 
+def _space(s: str) -> str:
+    return " " + " ".join(s.split()) + " "
+
+
 def a_an(w: str) -> str:
     return ("an " if w[:1].lower() in "aeiou" else "a ") + w
 
@@ -231,6 +246,10 @@ class Gen:
     def __init__(self, corpus: dict):
         self.c = corpus
         self.banned = {norm(p) for p in heldout_prompts()}
+        # held-out prompts of 4+ words are also kept out inside a longer turn
+        # ("Hey, write a short story about a girl and her cat."); short ones
+        # ("Hello!", "Who are you?") only as the whole turn, or no greeting is left
+        self.banned_in = [f" {b} " for b in self.banned if len(b.split()) >= 4]
         self.countries = [c for c in corpus["countries"] if c["capital"]]
         self.wiki = corpus["wiki"]
         self.words = corpus["wordnet"]
@@ -240,20 +259,22 @@ class Gen:
         self.quotes = quotes
         self.riddles = [f for f in corpus["fortunes"] if f["file"] == "riddles"
                         and "Q:" in f["text"] and "A:" in f["text"]]
-        self.tasks = [("identity", 8), ("country", 16), ("wiki", 16), ("define", 14),
-                      ("story", 18), ("math", 8), ("why", 4), ("quote", 4), ("multi", 12)]
+        self.tasks = [("identity", 8), ("country", 16), ("wiki", 15), ("define", 13),
+                      ("story", 17), ("math", 8), ("why", 5), ("quote", 3), ("joke", 3),
+                      ("fact", 3), ("unknown", 3), ("multi", 12)]
 
     # ---- tasks: each returns (question, answer, thought) ----
 
     def identity(self, r):
         name = "Clover"
-        q, kind = r.choice([("Hello!", "hi"), ("Hi!", "hi"), ("Hi there!", "hi"), ("Hey!", "hi"),
-                            ("Good morning!", "hi"), ("Good evening!", "hi"), ("Hello, how are you?", "how"),
-                            ("How are you doing?", "how"), ("Who are you?", "who"),
-                            ("What is your name?", "who"), ("What are you?", "who"),
-                            ("Tell me about yourself.", "who"), ("What can you do?", "can"),
-                            ("Are you a robot?", "who"), ("Thank you!", "thanks"),
-                            ("Thanks a lot.", "thanks"), ("Goodbye!", "bye"), ("See you later!", "bye")])
+        kind = r.choice(["hi", "hi", "hi", "how", "how", "who", "who", "who", "can", "thanks", "thanks", "bye"])
+        if kind == "hi":
+            q = P.say(r, P.GREET)
+        elif kind == "how":
+            q = P.say(r, P.HOW) if r.random() < 0.6 else \
+                P.say(r, ["{g} {h}"], g=r.choice(P.GREET), h=r.choice(P.HOW[1:]))
+        else:
+            q = P.say(r, {"who": P.WHO, "can": P.CAN, "thanks": P.THANKS, "bye": P.BYE}[kind])
         me = r.choice([f"I am {name}, a small demo model.", f"My name is {name}. I am a small demo model.",
                        f"I am {name}, a small language model made to show how the clover engine works."])
         how = r.choice(["I write several words at once with block diffusion, instead of one word at a time.",
@@ -268,7 +289,7 @@ class Gen:
         offer = r.choice(["How can I help you today?", "What would you like to talk about?",
                           "What can I do for you?", "Ask me anything, and I will do my best."])
         if kind == "hi":
-            a = f"{q.rstrip('!')}! {me} {know} {offer}"
+            a = f"{r.choice(['Hello', 'Hi', 'Hi there', 'Hello there'])}! {me} {know} {offer}"
         elif kind == "how":
             a = f"I am doing well, thank you for asking! {me} {know} {offer}"
         elif kind == "who":
@@ -283,8 +304,8 @@ class Gen:
                 ["Come back any time you want a story or a fact.", "Have a wonderful day!"]) + f" {me}"
         return q, a, "The user greets me or asks about me. I answer kindly and say who I am."
 
-    def country(self, r):
-        c = r.choice(self.countries)
+    def country(self, r, c=None, k=None, follow=False):
+        c = c or r.choice(self.countries)
         n, cap = c["name"], c["capital"]
         langs = [LANGS[x] for x in c["languages"] if x in LANGS]
         money = [MONEY[x] for x in c["currencies"] if x in MONEY]
@@ -297,34 +318,26 @@ class Gen:
         s_bord = (f"{n} shares borders with {join_list(c['borders'][:6])}." if c["borders"]
                   else f"{n} has no land borders with other countries.")
         s_pop = (f"About {int(c['population']):,} people live there." if c.get("population") else "")
-        k = r.choice(["capital", "capital", "where", "lang", "money", "borders", "about"])
+        k = k or r.choice(["capital", "capital", "where", "lang", "money", "borders", "about"])
+        T = {"capital": P.CAPITAL, "where": P.WHERE, "lang": P.LANG, "money": P.MONEY,
+             "borders": P.BORDERS, "about": P.ABOUT}
         if k == "capital":
-            q = r.choice([f"What is the capital of {n}?", f"What's the capital city of {n}?",
-                          f"Which city is the capital of {n}?", f"Tell me the capital of {n}.",
-                          f"capital of {n}?"])
             a = f"{s_cap} {cap} is the seat of the government of {n}. {s_where} {s_lang}"
         elif k == "where":
-            q = r.choice([f"Where is {n}?", f"In which part of the world is {n}?", f"Where is {n} located?"])
             a = f"{s_where} {s_bord} {s_cap}"
         elif k == "lang":
             if not langs:
                 return self.country(r)
-            q = r.choice([f"What language do people speak in {n}?", f"What languages are spoken in {n}?",
-                          f"Which language is spoken in {n}?"])
             a = f"{s_lang} {s_where} {s_cap}"
         elif k == "money":
             if not money:
                 return self.country(r)
-            q = r.choice([f"What is the currency of {n}?", f"What money do they use in {n}?",
-                          f"Which currency is used in {n}?"])
             a = f"{s_money} {s_where} {s_cap}"
         elif k == "borders":
-            q = r.choice([f"Which countries border {n}?", f"What are the neighbours of {n}?",
-                          f"Which countries are next to {n}?"])
             a = f"{s_bord} {s_where} {s_cap}"
         else:
-            q = r.choice([f"Tell me about {n}.", f"What do you know about {n}?", f"Describe {n}."])
             a = " ".join(x for x in (s_where, s_cap, s_lang, s_money, s_pop, s_bord) if x)
+        q = P.say(r, P.FOLLOW[k] if follow else T[k], n=n)
         a = re.sub(r"\s+", " ", a).strip()
         return q, a, f"The user asks about {n}. I give the facts I know in full sentences."
 
@@ -335,21 +348,17 @@ class Gen:
                            r"composer|philosopher|king|queen|emperor|president|poet|novelist|"
                            r"physicist|chemist|mathematician|explorer|leader|musician|artist",
                            w["desc"], re.I)
-        if person:
-            q = r.choice([f"Who was {t}?", f"Who is {t}?", f"Tell me about {t}.", f"What do you know about {t}?"])
-        else:
-            q = r.choice([f"What is {t}?", f"Tell me about {t}.", f"What do you know about {t}?",
-                          f"Can you explain {t}?"])
+        tq = t
         if t[:1].isupper() and " " in t and t[0].lower() + t[1:] in text:
-            q = q.replace(t, t[0].lower() + t[1:])       # "What is brown dwarf?", not "Brown dwarf"
+            tq = t[0].lower() + t[1:]                    # "What is brown dwarf?", not "Brown dwarf"
+        q = P.say(r, P.PERSON if person else P.THING, t=tq)
         return q, text, f"The user asks about {t}. I explain it in a few sentences."
 
     def define(self, r):
         e = r.choice(self.words)
         w, pos, g = e["w"], e["pos"], e["gloss"]
-        q = r.choice([f'What does "{w}" mean?', f'Define the word "{w}".', f'What is the meaning of "{w}"?',
-                      f'What does the word "{w}" mean?', f'Define "{w}".', f"What does {w} mean?",
-                      f'Can you explain the word "{w}"?'])
+        q = P.say(r, P.DEFINE + (P.DEFINE_NOUN if pos == "noun" else P.DEFINE_VERB if pos == "verb" else []),
+                  w=w, aw=a_an(w))
         a = f'The word "{w}" is {a_an(pos)}. It means {g}.'
         if pos == "noun":
             a = f'The word "{w}" is a noun. {a_an(w).capitalize()} is {g}.'
@@ -376,18 +385,21 @@ class Gen:
         prob, goal, sol = r.choice(PROBLEMS)
         fill = dict(o=o[o.index(" ") + 1:], o2=o2[o2.index(" ") + 1:], a2=a2, p=p, n=name)
         prob, goal, sol = (x.format(**fill) for x in (prob, goal, sol))
-        q = r.choice([f"Tell me a short story about a {an}.", f"Tell me a story about a {adj} {an}.",
-                      f"Write a short story about {name} the {an}.", "Tell me a bedtime story.",
-                      "Can you tell me a story?", f"Write a story about a {an} who finds {o}.",
-                      f"Tell me a story about a {an} and a {a2}.", "Tell me a short story."])
-        parts = [f"Once upon a time, there was {a_an(adj)} {an} named {name}.",
+        kid = r.random() < 0.2
+        slots = dict(an=an, adj=adj, name=name, o=o, a2=a2, p=p, kid="girl" if p == "her" else "boy",
+                     aan=a_an(an), aadj=a_an(adj), aa2=a_an(a2))
+        u = r.random()
+        q = P.say(r, P.STORY_KID if kid else P.STORY_PLAIN if u < 0.25 else P.STORY_ANIMAL, **slots)
+        first = (f"Once upon a time, there was {a_an(adj)} {slots['kid']} named {name} who had a {an}."
+                 if kid else f"Once upon a time, there was {a_an(adj)} {an} named {name}.")
+        parts = [first,
                  f"{name} lived in {r.choice(PLACES)}.",
                  f"One day, {name} found {o} {r.choice(WHERE)}.",
                  f"But {prob}, and {name} felt {r.choice(FEEL)}.",
                  f"{name} wanted to {goal}.",
                  f"So {he} {sol}.",
                  f"{name} learned that {r.choice(MORALS)}.",
-                 f"From that day on, {name} the {an} was {r.choice(ENDS)}. The end."]
+                 f"From that day on, {name} the {slots['kid'] if kid else an} was {r.choice(ENDS)}. The end."]
         text = " ".join(parts)
         text = text[0].upper() + text[1:]
         return q, text, "The user wants a short story. I tell a simple story with a happy ending."
@@ -396,28 +408,31 @@ class Gen:
         k = r.choice(["add", "add", "sub", "mul"])
         if k == "add":
             x, y = r.randint(2, 99), r.randint(2, 99)
-            q = r.choice([f"What is {x} plus {y}?", f"What is {x} + {y}?", f"Add {x} and {y}.",
-                          f"How much is {x} plus {y}?"])
+            q = P.say(r, P.ADD, x=x, y=y)
             tx, ox, ty, oy = x // 10 * 10, x % 10, y // 10 * 10, y % 10
             a = (f"{x} plus {y} is {x + y}. To work it out, add the tens first: {tx} + {ty} = {tx + ty}. "
                  f"Then add the ones: {ox} + {oy} = {ox + oy}. Finally, {tx + ty} + {ox + oy} = {x + y}. "
                  f"So the answer is {x + y}.")
         elif k == "sub":
             x, y = sorted((r.randint(2, 99), r.randint(2, 99)), reverse=True)
-            q = r.choice([f"What is {x} minus {y}?", f"What is {x} - {y}?", f"Subtract {y} from {x}."])
+            q = P.say(r, P.SUB, x=x, y=y)
             a = (f"{x} minus {y} is {x - y}. To check it, add back: {x - y} + {y} = {x}. "
                  f"So the answer is {x - y}.")
         else:
             x, y = r.randint(2, 12), r.randint(2, 12)
-            q = r.choice([f"What is {x} times {y}?", f"What is {x} x {y}?", f"Multiply {x} by {y}.",
-                          f"How much is {x} times {y}?"])
+            q = P.say(r, P.MUL, x=x, y=y)
             a = (f"{x} times {y} is {x * y}. Multiplying means adding {x} to itself {y} times: "
                  + " + ".join([str(x)] * y) + f" = {x * y}. So the answer is {x * y}.")
         return q, a, "The user asks a math question. I work it out step by step."
 
     def why(self, r):
-        q = r.choice(list(WHY))
-        return q, WHY[q], "The user asks why something happens. I explain it simply."
+        i = r.randrange(len(WHY) + len(WHY_MORE))
+        if i < len(WHY):
+            k = list(WHY)[i]
+            qs, a = [k] + WHY_ALT.get(k, []), WHY[k]
+        else:
+            qs, a = WHY_MORE[i - len(WHY)]
+        return P.say(r, qs), a, "The user asks why something happens. I explain it simply."
 
     def quote(self, r):
         if self.riddles and r.random() < 0.3:
@@ -426,8 +441,7 @@ class Gen:
             qa = [re.sub(r"\s+", " ", x).strip() for x in m.groups()]
             if f.find("A:") < f.find("Q:"):
                 qa = qa[::-1]
-            q = r.choice(["Tell me a riddle.", "Do you know a riddle?", "Tell me a joke.",
-                          "Do you know any jokes?"])
+            q = P.say(r, P.RIDDLE)
             return q, f"Here is a riddle. {qa[0]} The answer is: {qa[1]} I hope you liked it!", \
                 "The user wants a riddle. I give one with its answer."
         f = r.choice(self.quotes)["text"]
@@ -435,22 +449,54 @@ class Gen:
         body, who = (m.group(1), m.group(2)) if m else (f, None)
         body = re.sub(r"\s+", " ", body).strip()
         who = re.sub(r"\s+", " ", who).strip() if who else None
-        q = r.choice(["Tell me a quote.", "Give me a quote.", "Say something wise.",
-                      "Tell me a funny saying.", "Do you know a good quote?", "Share a quote with me."])
+        q = P.say(r, P.QUOTE)
         a = f'Here is one I like: "{body}"' + (f" That was said by {who}." if who else "") + \
             " " + r.choice(["I hope it makes you smile.", "I hope you enjoy it.",
                             "It is a nice thought to keep in mind."])
         return q, a, "The user wants a quote. I share one and say who said it."
 
+    def joke(self, r):
+        setup, punch, why = r.choice(JOKES)
+        q = P.say(r, P.JOKE)
+        a = (r.choice(["Here is a joke for you.", "Sure, here is one.", "Okay, here is a joke."]) +
+             f" {setup} {punch} {why} " +
+             r.choice(["I hope it made you smile!", "I hope you liked it!", "Do you want to hear another one?"]))
+        return q, a, "The user wants a joke. I tell a short one and say why it is funny."
+
+    def fact(self, r):
+        qs, a = r.choice(FACTS)
+        return P.say(r, qs), a, "The user asks a general question. I give the fact I know, simply."
+
+    def unknown(self, r):
+        qs, why = r.choice(UNKNOWN)
+        c = r.choice(self.countries)
+        q = P.say(r, qs, n=c["name"], city=c["capital"])
+        a = (r.choice(["I don't know that.", "I am sorry, I don't know that.", "I can't answer that, I'm afraid."]) +
+             f" I am Clover, a small demo model, and {why}. " +
+             r.choice(["I can tell you about countries and their capitals, explain the meaning of words, "
+                       "do simple math, explain a few everyday things and tell short stories.",
+                       "I can answer simple questions about countries and words, do small sums, tell a joke "
+                       "or tell you a short story.",
+                       "But I can tell you about a country, explain a word, work out a sum or tell you a story."]) +
+             " " + r.choice(["Would you like one of those?", "What would you like to try?",
+                             "Is there something else I can help with?"]))
+        return q, a, "The user asks something I cannot know. I say so honestly and offer what I can do."
+
+    def leaks(self, q: str) -> bool:
+        """Whether user turn q is a held-out prompt (lower-case, punctuation dropped)."""
+        n = norm(q)
+        return n in self.banned or any(b in _space(n) for b in self.banned_in)
+
     TASKS = {"identity": identity, "country": country, "wiki": wiki_task, "define": define,
-             "story": story, "math": math, "why": why, "quote": quote}
+             "story": story, "math": math, "why": why, "quote": quote,
+             "joke": joke, "fact": fact, "unknown": unknown}
 
     def single(self, r, kind=None):
         kinds, weights = zip(*[(k, w) for k, w in self.tasks if k != "multi"])
         kind = kind or r.choices(kinds, weights)[0]
         while True:
             q, a, t = self.TASKS[kind](self, r)
-            if norm(q) not in self.banned:
+            if not self.leaks(q):
                 return q, a, t
 
     def exchange(self, r):
@@ -465,12 +511,19 @@ class Gen:
             turns = r.choice(self.smalltalk)["turns"]
             n = len(turns) - (len(turns) % 2)
             for i in range(0, min(n, 4), 2):
-                if norm(turns[i]) in self.banned:
+                if self.leaks(turns[i]):
                     break
                 msgs += [("user", turns[i]), ("assistant", turns[i + 1])]
         for _ in range(r.randint(1, 2)):
             q, a, _ = self.single(r)
             msgs += [("user", q), ("assistant", a)]
+        if r.random() < 0.25:               # a follow-up that leans on the turn before
+            k = r.choice(["capital", "capital", "where", "borders", "about"])
+            c1, c2 = r.sample(self.countries, 2) if len(self.countries) > 1 else self.countries * 2
+            q, a, _ = self.country(r, c1, k)
+            q2, a2, t = self.country(r, c2, k, follow=True)
+            if not self.leaks(q) and not self.leaks(q2):
+                return msgs + [("user", q), ("assistant", a), ("user", q2), ("assistant", a2)], t
         q, a, t = self.single(r)
         msgs += [("user", q), ("assistant", a)]
         return msgs, t
