@@ -22,7 +22,7 @@
  *  - coreset_forms / gdn_block_forms (issue 24): the coreset kernel and the
  *    two-launch GDN block operator against the forms they replace, bit for
  *    bit, over rows 1..64, odd sizes, ties and infinities, and against the
- *    CPU oracles;
+ *    CPU oracles (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -557,8 +557,9 @@ static void gdn_block_35b(void) {
 static void coreset_forms(void) {
     const size_t Es[4] = {256, 37, 100, 1024}, ks[4] = {8, 1, 3, 16}, ns[8] = {1, 2, 7, 31, 32, 33, 50, 64};
     const float tops[4] = {0.5f, 0.9f, 1.0f, 0.0f};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
     size_t cases = 0, vs_cpu = 0;
-    for (int ei = 0; ei < 4; ei++)
+    for (int ei = 0; ei < (small ? 2 : 4); ei++)
         for (int dist = 0; dist < 3; dist++) {
             const size_t E = Es[ei], k = ks[(ei + dist) % 4] > E ? E : ks[(ei + dist) % 4], nmax = 64, off = 3;
             float *lg = malloc((nmax + off) * E * sizeof(float));
@@ -581,6 +582,7 @@ static void coreset_forms(void) {
             int32_t *order = malloc(E * sizeof(int32_t));
             for (int ni = 0; ni < 8; ni++)
                 for (int ti = 0; ti < 4; ti++) {
+                    if (small && (ti != 1 || (ni != 0 && ni != 5))) continue;
                     const size_t n = ns[ni];
                     uint32_t cnt[2] = {0, 0};
                     for (int form = 0; form < 2; form++) {
@@ -648,9 +650,10 @@ static void gdn_block_forms(void) {
     } geo;
     const geo geos[4] = {{16, 32, 128, 128, 4, 1}, {2, 6, 16, 16, 3, 0}, {3, 3, 32, 64, 2, 1}, {1, 4, 64, 32, 4, 0}};
     const size_t bs[10] = {1, 2, 3, 5, 8, 13, 31, 32, 33, 64};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
     size_t cases = 0;
     double worst_rel = 0;
-    for (int gi = 0; gi < 4; gi++) {
+    for (int gi = 0; gi < (small ? 2 : 4); gi++) {
         const geo G = geos[gi];
         const size_t nk = G.nk, nv = G.nv, dk = G.dk, dv = G.dv, K = G.K, cd = 2 * nk * dk + nv * dv, bmax = 64;
         const cpu_gdn_dims cd_cpu = {nk, nv, dk, dv, K, 1e-6f, G.tiled ? CPU_GDN_TILED : CPU_GDN_GROUPED};
@@ -681,6 +684,7 @@ static void gdn_block_forms(void) {
         float *ref = malloc(bmax * nv * dv * sizeof(float));
         float *scratch = malloc(gdn_block_scratch_floats(&cd_cpu, bmax, 1) * sizeof(float));
         for (int bi = 0; bi < 10; bi++) {
+            if (small && bi != 0 && bi != 5 && bi != 8) continue;
             const size_t b = bs[bi], n = b * nv * dv;
             const float ln_ratio = logf((float)b / 32.0f);
             gdn_block_run(y0, &g, 0, mixed, z, a, b, ln_ratio);
