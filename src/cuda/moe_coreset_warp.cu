@@ -6,12 +6,14 @@
  * (CLOVER_CUDA_CORESET=0 runs the old one):
  *  - one block of 32 warps, a warp per row (rows past 32 in rounds): the
  *    row's max by shuffles, e^(l - max) in float64 into the warp's row of
- *    shared memory, the float64 sum by lane 0 in expert order (the CPU's; its
- *    loads batched 8 at a time so only the adds are serial), then k rounds of
- *    a warp arg-max on an order-preserving 32-bit key (two redux.sync per
- *    round instead of ten shuffles: the max key, then the lowest id holding
- *    it = the old kernel's "first maximum, ties to the lower id"). The warp
- *    then overwrites its row with p = e / sum for its picks and 0 elsewhere;
+ *    shared memory, then k rounds of a warp arg-max on an order-preserving
+ *    32-bit key (two redux.sync per round instead of ten shuffles: the max
+ *    key, then the lowest id holding it = the old kernel's "first maximum,
+ *    ties to the lower id"). The float64 sums in expert order (the CPU's) are
+ *    one warp's, lane r adding row r: the 32 serial chains share each
+ *    instruction instead of 32 warps each issuing 256 one-lane adds. Each
+ *    row warp then overwrites its row with p = e / sum for its picks (one
+ *    division a pick, as before) and 0 elsewhere;
  *  - a thread per expert adds its column of that dense [rows][E] tile in row
  *    order: adding 0.0 to a sum of non-negative terms changes no bit, so this
  *    is the old per-expert sum over the rows that picked it;
@@ -46,12 +48,14 @@ __device__ static inline uint32_t cw_key(float v) {
 __global__ void __launch_bounds__(CW_THREADS, 1)
     k_coreset_warp(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k, float top_p,
                    int rw) {
-    /* dynamic shared memory: P [rw][E] doubles (a row's e^(l - max), then its picks' probabilities), totals [E],
-     * the fractions in rank order [E], the ranks [E] (int) */
+    /* dynamic shared memory: P [rw][ES] doubles (a row's e^(l - max), then its picks' probabilities; ES = E
+     * rounded up to odd, so lane r reading row r's element e hits its own banks), totals [E], the fractions in
+     * rank order [E], the ranks [E] (int) */
     extern __shared__ double sm[];
-    double *P = sm, *totals = P + (size_t)rw * E, *sorted = totals + E;
+    const int ES = E | 1;
+    double *P = sm, *totals = P + (size_t)rw * ES, *sorted = totals + E;
     int *rank_s = (int *)(sorted + E);
-    __shared__ double total_s;
+    __shared__ double sums[CW_WARPS], total_s;
     __shared__ int kept_s;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
     pdl_wait(); /* the logits are the router product's output (cuda_pdl.cuh) */
@@ -60,34 +64,17 @@ __global__ void __launch_bounds__(CW_THREADS, 1)
     double t = 0.0; /* thread e < E: expert e's total, rows in ascending order */
     for (int r0 = 0; r0 < n; r0 += rw) {
         const int r = r0 + warp, in_round = n - r0 < rw ? n - r0 : rw;
-        if (warp < rw && r < n) {
-            const float *row = logits + (size_t)r * E;
-            double *ex = P + (size_t)warp * E;
+        const bool mine = warp < rw && r < n;
+        const float *row = logits + (size_t)r * E;
+        double *ex = P + (size_t)warp * ES;
+        uint32_t taken = 0; /* bit m: expert lane + 32 m picked (E <= 32 * 32) */
+        int pick = -1;      /* lane j < k: the row's j-th pick */
+        if (mine) {
             float fm = -INFINITY;
             for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
             for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
             const double mx = (double)fm;
             for (int e = lane; e < E; e += 32) ex[e] = exp((double)row[e] - mx);
-            __syncwarp();
-            double sum = 0.0;
-            if (lane == 0) { /* the CPU's order; 8 loads issued before their 8 dependent adds */
-                int e = 0;
-                for (; e + 8 <= E; e += 8) {
-                    const double a0 = ex[e], a1 = ex[e + 1], a2 = ex[e + 2], a3 = ex[e + 3];
-                    const double a4 = ex[e + 4], a5 = ex[e + 5], a6 = ex[e + 6], a7 = ex[e + 7];
-                    sum += a0;
-                    sum += a1;
-                    sum += a2;
-                    sum += a3;
-                    sum += a4;
-                    sum += a5;
-                    sum += a6;
-                    sum += a7;
-                }
-                for (; e < E; e++) sum += ex[e];
-            }
-            sum = __shfl_sync(0xffffffffu, sum, 0);
-            uint32_t taken = 0; /* bit m: expert lane + 32 m picked (E <= 32 * 32) */
             for (int j = 0; j < k; j++) {
                 uint32_t best = 0u;
                 int bi = INT32_MAX;
@@ -99,12 +86,40 @@ __global__ void __launch_bounds__(CW_THREADS, 1)
                 if (top == 0u) break; /* nothing left to pick (the old kernel's invalid slots add nothing) */
                 const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
                 if ((g & 31) == lane) taken |= 1u << (g >> 5);
+                if (lane == j) pick = g;
             }
-            for (int e = lane, m = 0; e < E; e += 32, m++) ex[e] = (taken >> m & 1u) ? ex[e] / sum : 0.0;
+        }
+        __syncthreads();
+        if (warp == 0 && lane < in_round) { /* lane w: row r0 + w's float64 sum in expert order (the CPU's), all
+                                             * rows' chains in one warp; 8 loads issued before their 8 adds */
+            const double *x = P + (size_t)lane * ES;
+            double sum = 0.0;
+            int e = 0;
+            for (; e + 8 <= E; e += 8) {
+                const double a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
+                const double a4 = x[e + 4], a5 = x[e + 5], a6 = x[e + 6], a7 = x[e + 7];
+                sum += a0;
+                sum += a1;
+                sum += a2;
+                sum += a3;
+                sum += a4;
+                sum += a5;
+                sum += a6;
+                sum += a7;
+            }
+            for (; e < E; e++) sum += x[e];
+            sums[lane] = sum;
+        }
+        __syncthreads();
+        if (mine) { /* the row becomes its picks' probabilities (one division a pick, as the old kernel) and 0 */
+            const double pv = pick >= 0 ? ex[pick] / sums[warp] : 0.0;
+            for (int e = lane, m = 0; e < E; e += 32, m++)
+                if (!(taken >> m & 1u)) ex[e] = 0.0;
+            if (pick >= 0) ex[pick] = pv;
         }
         __syncthreads();
         if (tid < E)
-            for (int w = 0; w < in_round; w++) t += P[(size_t)w * E + tid];
+            for (int w = 0; w < in_round; w++) t += P[(size_t)w * ES + tid];
         __syncthreads();
     }
     for (int e = tid; e < E; e += blockDim.x) /* E <= blockDim: only e == tid */
@@ -164,10 +179,14 @@ int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *log
         snprintf(err, errn, "cuda_moe_coreset: %zu experts, at most %d", E, CW_THREADS);
         return -1;
     }
-    const size_t tail = 2 * E * sizeof(double) + E * sizeof(int);
+    if (k > 32) { /* a pick a lane */
+        snprintf(err, errn, "cuda_moe_coreset: k %zu, at most 32", k);
+        return -1;
+    }
+    const size_t tail = 2 * E * sizeof(double) + E * sizeof(int), ES = E | 1;
     int rw = CW_WARPS; /* as many row warps as shared memory holds rows (32 for 256 experts) */
-    while (rw > 1 && (size_t)rw * E * sizeof(double) + tail > CW_SMEM_MAX) rw /= 2;
-    const size_t smem = (size_t)rw * E * sizeof(double) + tail;
+    while (rw > 1 && (size_t)rw * ES * sizeof(double) + tail > CW_SMEM_MAX) rw /= 2;
+    const size_t smem = (size_t)rw * ES * sizeof(double) + tail;
     if (smem > CW_SMEM_MAX) {
         snprintf(err, errn, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", E, smem);
         return -1;
