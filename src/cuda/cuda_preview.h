@@ -24,6 +24,13 @@ extern "C" {
 
 const char *cuda_preview_last_error(void);
 
+/* Which kernels cuda_moe_coreset and cuda_gdn_block run: 1 the current
+ * forms (moe_coreset_warp.cu; gdn_block.cu's two fused launches), 0 the
+ * previous ones, -1 (the start) as the environment says: CLOVER_CUDA_CORESET=0
+ * and CLOVER_CUDA_GDN_BLOCK=0 select the previous forms. Same results either
+ * way; for the tests and benchmarks that compare them in one process. */
+void cuda_preview_set_forms(int coreset, int gdn_block);
+
 /* A GDN layer's block-operator weights (device, f32, the file's layout). */
 typedef struct cuda_gdn_block_weights {
     const float *conv_w;       /* [conv_dim][K] */

@@ -13,13 +13,19 @@
  *     oracle's loop), then per output column the read-out u = S^T q dk^-1/2
  *     and o = sum_j p v_j + p_hist u, each a sequential sum;
  *  4. cuda_gdn_gated_norm (gdn_mix.cu), the causal path's.
+ * This four-launch form is the one kept behind CLOVER_CUDA_GDN_BLOCK=0 (and
+ * for shapes the fused form does not take): by default gdn_block_fused.cu's
+ * two launches run, the same operations in the same order.
  * The committed state S is only read, so a preview changes nothing.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.h"
 #include "cuda_preview.h"
+#include "gdn_block_ops.cuh"
 
 /* one message buffer for every cuda_preview.h function (moe_coreset.cu too) */
 thread_local char g_preview_err[256];
@@ -33,22 +39,11 @@ extern "C" size_t cuda_gdn_block_work_floats(const cuda_gdn_dims *d, int b) {
     return (size_t)b * (size_t)cuda_gdn_conv_dim(d);
 }
 
-__device__ static inline float silu_f(float x) { return x / (1.0f + expf(-x)); }
-__device__ static inline float softplus_f(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
-
 __global__ void k_block_conv(float *y, const float *x, const float *ring, const float *w, const float *wr, int cd,
                              int K, int b) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x, i = blockIdx.y;
     if (c >= cd) return;
-    const int keep = K - 1;
-    float acc = 0.0f;
-    for (int t = 0; t < K; t++) {
-        int e = i + t; /* row of E = [ring; x] */
-        float in = e < keep ? ring[(size_t)e * cd + c] : x[(size_t)(e - keep) * cd + c];
-        acc += w[(size_t)c * K + t] * in;
-    }
-    for (int t = 1; t < K && i + t < b; t++) acc += wr[(size_t)c * keep + t - 1] * x[(size_t)(i + t) * cd + c];
-    y[(size_t)i * cd + c] = silu_f(acc);
+    y[(size_t)i * cd + c] = block_conv_at(x, ring, w, wr, cd, K, b, i, c);
 }
 
 /* one warp per (row, q-or-k head): v *= 1 / sqrt(sum v^2 + 1e-6) */
@@ -206,11 +201,31 @@ __global__ void __launch_bounds__(HEAD_THREADS) k_block_head_s(head_args A) {
     }
 }
 
+/* gdn_block_fused.cu: the two-launch form; 1 when the shapes do not fit it */
+int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const float *a, const float *ring,
+                           const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,
+                           float ln_ratio, float *work, cudaStream_t st);
+
+/* 1 unless CLOVER_CUDA_GDN_BLOCK=0 (read once) or cuda_preview_set_forms (moe_coreset.cu) said 0 */
+static int g_fused_form = -1;
+void gdn_block_set_form(int fused) { g_fused_form = fused; }
+static int gdn_block_fused_on(void) {
+    if (g_fused_form < 0) {
+        const char *v = getenv("CLOVER_CUDA_GDN_BLOCK");
+        g_fused_form = !(v && strcmp(v, "0") == 0);
+    }
+    return g_fused_form;
+}
+
 extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, const float *a, const float *ring,
                               const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,
                               float ln_ratio, float *work, void *stream) {
     if (b <= 0) return 0;
     cudaStream_t st = (cudaStream_t)stream;
+    if (gdn_block_fused_on()) {
+        const int f = gdn_block_fused_launch(y, mixed, z, a, ring, state, w, d, b, ln_ratio, work, st);
+        if (f <= 0) return f;
+    }
     const int cd = cuda_gdn_conv_dim(d), K = d->conv_k;
     dim3 gc((unsigned)((cd + 255) / 256), (unsigned)b);
     k_block_conv<<<gc, 256, 0, st>>>(work, mixed, ring, w->conv_w, w->conv_right, cd, K, b);

@@ -12,12 +12,16 @@
  *    rounding, given the same logits); the rank of each expert in "larger total,
  *    then lower id" order is counted in parallel; one thread walks the order
  *    with the mass before each expert, as the CPU does. No host round trip:
- *    the kept flags feed the routing kernel directly.
+ *    the kept flags feed the routing kernel directly. This is the form kept
+ *    behind CLOVER_CUDA_CORESET=0; by default moe_coreset_warp.cu's kernel
+ *    (every row's warp at once, the same sums in the same order) runs.
  *  - routing: k_route's arithmetic (ops_small.cu: float32 softmax, the sum a
  *    block tree) with the experts outside the set excluded from the top-k.
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -142,6 +146,28 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
     }
 }
 
+/* moe_coreset_warp.cu: the same flags from a block of 32 row warps (the default) */
+int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
+                        float top_p, cudaStream_t st, char *err, size_t errn);
+
+/* 1 unless CLOVER_CUDA_CORESET=0 (read once) or cuda_preview_set_forms said 0: the kernel of
+ * moe_coreset_warp.cu, else k_coreset above */
+static int g_coreset_form = -1;
+static int coreset_warp_on(void) {
+    if (g_coreset_form < 0) {
+        const char *v = getenv("CLOVER_CUDA_CORESET");
+        g_coreset_form = !(v && strcmp(v, "0") == 0);
+    }
+    return g_coreset_form;
+}
+
+void gdn_block_set_form(int fused); /* gdn_block.cu */
+
+extern "C" void cuda_preview_set_forms(int coreset, int gdn_block) {
+    g_coreset_form = coreset;
+    gdn_block_set_form(gdn_block);
+}
+
 extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n,
                                 size_t n_expert, size_t k, float top_p, void *work, void *stream) {
     if (n_expert > CUDA_ROUTE_MAX_EXPERT) {
@@ -149,6 +175,12 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
         return -1;
     }
     if (k > n_expert) k = n_expert;
+    if (coreset_warp_on()) {
+        if (coreset_warp_launch(allowed, kept_count, logits, n, n_expert, k, top_p, (cudaStream_t)stream, g_err,
+                                sizeof g_err))
+            return -1;
+        return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
+    }
     double *tp = (double *)work;                    /* [n][k] */
     int32_t *ti = (int32_t *)(tp + n * k);          /* [n][k] */
     /* as many row warps as fit in shared memory (32 for 256 experts; fewer for large expert counts) */

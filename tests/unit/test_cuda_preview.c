@@ -19,6 +19,10 @@
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
  *  - two sequences in one preview call equal each alone, bit for bit; the
  *    preview trunk replayed from its captured graph equals the eager pass;
+ *  - coreset_forms / gdn_block_forms (issue 24): the coreset kernel and the
+ *    two-launch GDN block operator against the forms they replace, bit for
+ *    bit, over rows 1..64, odd sizes, ties and infinities, and against the
+ *    CPU oracles (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -545,12 +549,180 @@ static void gdn_block_35b(void) {
     free(cw), free(cr), free(vec), free(nw), free(ring), free(state);
 }
 
+/* The coreset kernel of moe_coreset_warp.cu against the previous one (cuda_preview_set_forms 1 vs 0) and the
+ * CPU's: kept flags and counts bit for bit equal to the previous kernel's over rows 1..64 (one and several
+ * rounds of the 32 row warps), odd expert counts (37, 100) up to 1024, k 1..16, top-p 0 / 0.5 / 0.9 / 1, and
+ * logits with ties (values on a 0.5 grid: equal logits in a row, equal totals across experts), -inf, +-0 and
+ * equal rows, read at an odd row offset; and, for the plain random logits at top-p < 1, equal to cpu_moe_coreset's set. */
+static void coreset_forms(void) {
+    const size_t Es[4] = {256, 37, 100, 1024}, ks[4] = {8, 1, 3, 16}, ns[8] = {1, 2, 7, 31, 32, 33, 50, 64};
+    const float tops[4] = {0.5f, 0.9f, 1.0f, 0.0f};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
+    size_t cases = 0, vs_cpu = 0;
+    for (int ei = 0; ei < (small ? 2 : 4); ei++)
+        for (int dist = 0; dist < 3; dist++) {
+            const size_t E = Es[ei], k = ks[(ei + dist) % 4] > E ? E : ks[(ei + dist) % 4], nmax = 64, off = 3;
+            float *lg = malloc((nmax + off) * E * sizeof(float));
+            cuda_test_fill(lg, (nmax + off) * E, 700 + 10 * ei + dist, 2.0f);
+            if (dist >= 1) /* a 0.5 grid: ties inside rows and between experts' totals */
+                for (size_t i = 0; i < (nmax + off) * E; i++) lg[i] = roundf(lg[i] * 2.0f) * 0.5f;
+            if (dist == 2) { /* -inf, -0 and +0 logits, equal rows */
+                for (size_t i = 0; i < (nmax + off) * E; i += 7) lg[i] = -INFINITY;
+                for (size_t i = 3; i < (nmax + off) * E; i += 11) lg[i] = (i & 1) ? -0.0f : 0.0f;
+                for (size_t r = off + 4; r < nmax + off; r += 5) memcpy(lg + r * E, lg + (off + 1) * E, E * sizeof(float));
+            }
+            float *d_all = cuda_test_upload(lg, (nmax + off) * E * sizeof(float));
+            const float *d_lg = d_all + off * E;
+            void *work = NULL, *d_allowed = NULL, *d_cnt = NULL;
+            char why[CUDA_WHY];
+            CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(nmax, k), why) == 0);
+            CHECK(cuda_alloc(&d_allowed, E, why) == 0 && cuda_alloc(&d_cnt, 4, why) == 0);
+            uint8_t *got[2] = {malloc(E), malloc(E)}, *want = malloc(E);
+            double *totals = malloc(E * sizeof(double));
+            int32_t *order = malloc(E * sizeof(int32_t));
+            for (int ni = 0; ni < 8; ni++)
+                for (int ti = 0; ti < 4; ti++) {
+                    if (small && (ti != 1 || (ni != 0 && ni != 5))) continue;
+                    const size_t n = ns[ni];
+                    uint32_t cnt[2] = {0, 0};
+                    for (int form = 0; form < 2; form++) {
+                        cuda_preview_set_forms(form, -1);
+                        CHECK(cuda_memset(d_allowed, 0xAB, E, NULL, why) == 0 && cuda_memset(d_cnt, 0, 4, NULL, why) == 0);
+                        CHECK_MSG(cuda_moe_coreset(d_allowed, d_cnt, d_lg, n, E, k, tops[ti], work, NULL) == 0, "%s",
+                                  cuda_preview_last_error());
+                        cuda_test_download(got[form], d_allowed, E);
+                        cuda_test_download(&cnt[form], d_cnt, 4);
+                    }
+                    size_t diff = 0, kept = 0;
+                    for (size_t e = 0; e < E; e++) diff += got[0][e] != got[1][e], kept += got[1][e] == 1;
+                    CHECK_MSG(diff == 0 && cnt[0] == cnt[1] && kept == cnt[1],
+                              "E %zu k %zu n %zu dist %d top-p %.2f: %zu flags differ from the previous kernel's, "
+                              "kept %u vs %u (%zu set)", E, k, n, dist, (double)tops[ti], diff, cnt[1], cnt[0], kept);
+                    if (dist == 0 && tops[ti] < 1.0f) { /* (at top-p 1 the walk ends where the mass meets 1 within
+                                                          * an ulp: the device exp's last bit can move it) */
+                        cpu_moe_coreset(want, lg + off * E, n, E, k, tops[ti], totals, order);
+                        size_t bad = 0;
+                        for (size_t e = 0; e < E; e++) bad += want[e] != got[1][e];
+                        CHECK_MSG(bad == 0, "E %zu k %zu n %zu top-p %.2f: %zu flags differ from the CPU's", E, k, n,
+                                  (double)tops[ti], bad);
+                        vs_cpu++;
+                    }
+                    cases++;
+                }
+            cuda_preview_set_forms(-1, -1);
+            cuda_free(work), cuda_free(d_allowed), cuda_free(d_cnt), cuda_free(d_all);
+            free(got[0]), free(got[1]), free(want), free(totals), free(order), free(lg);
+        }
+    printf("     coreset kernel vs the previous one: %zu cases bit for bit (%zu also equal to the CPU's set)\n", cases,
+           vs_cpu);
+}
+
+/* One cuda_gdn_block call on host data, in the form asked (1 the two-launch form, 0 the previous four), the
+ * outputs of rows [0, b) downloaded into y (NaN-poisoned device buffers: every output must be written). */
+typedef struct gdn_case {
+    cuda_gdn_dims d;
+    const float *d_cw, *d_cr, *d_vec, *d_nw, *d_ring, *d_state;
+} gdn_case;
+
+static void gdn_block_run(float *y, const gdn_case *g, int form, const float *mixed, const float *z, const float *a,
+                          size_t b, float ln_ratio) {
+    const size_t cd = (size_t)cuda_gdn_conv_dim(&g->d), zw = (size_t)g->d.n_v_heads * g->d.v_dim, nv = g->d.n_v_heads;
+    const cuda_gdn_block_weights dw = {g->d_cw, g->d_cr, g->d_vec, g->d_vec + nv, g->d_nw, g->d_vec + 2 * nv,
+                                       g->d_vec + 3 * nv, g->d_vec + 4 * nv};
+    float *d_mixed = cuda_test_upload(mixed, b * cd * sizeof(float)), *d_z = cuda_test_upload(z, b * zw * sizeof(float));
+    float *d_a = cuda_test_upload(a, b * nv * sizeof(float)), *d_y = cuda_test_poisoned(b * zw);
+    float *d_work = cuda_test_poisoned(cuda_gdn_block_work_floats(&g->d, (int)b));
+    cuda_preview_set_forms(-1, form);
+    CHECK_MSG(cuda_gdn_block(d_y, d_mixed, d_z, d_a, g->d_ring, g->d_state, &dw, &g->d, (int)b, ln_ratio, d_work, NULL) == 0,
+              "%s", cuda_preview_last_error());
+    cuda_preview_set_forms(-1, -1);
+    cuda_test_download(y, d_y, b * zw * sizeof(float));
+    cuda_free(d_mixed), cuda_free(d_z), cuda_free(d_a), cuda_free(d_y), cuda_free(d_work);
+}
+
+/* The two-launch GDN block operator (gdn_block_fused.cu) against the previous four launches, bit for bit, and
+ * against gdn_block_scalar within the fixtures' bound: the 35B-A3B heads (16 key / 32 value of 128, K 4) at
+ * rows 1..64 (partial row tiles, odd counts), and smaller odd geometries (dv 16 / 32 / 64: 16, 8, 4 row groups
+ * a read-out thread; grouped and tiled head orders; K 2 and 3); every output written and finite. */
+static void gdn_block_forms(void) {
+    typedef struct {
+        int nk, nv, dk, dv, K, tiled;
+    } geo;
+    const geo geos[4] = {{16, 32, 128, 128, 4, 1}, {2, 6, 16, 16, 3, 0}, {3, 3, 32, 64, 2, 1}, {1, 4, 64, 32, 4, 0}};
+    const size_t bs[10] = {1, 2, 3, 5, 8, 13, 31, 32, 33, 64};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
+    size_t cases = 0;
+    double worst_rel = 0;
+    for (int gi = 0; gi < (small ? 2 : 4); gi++) {
+        const geo G = geos[gi];
+        const size_t nk = G.nk, nv = G.nv, dk = G.dk, dv = G.dv, K = G.K, cd = 2 * nk * dk + nv * dv, bmax = 64;
+        const cpu_gdn_dims cd_cpu = {nk, nv, dk, dv, K, 1e-6f, G.tiled ? CPU_GDN_TILED : CPU_GDN_GROUPED};
+        float *cw = malloc(cd * K * sizeof(float)), *cr = malloc(cd * (K > 1 ? K - 1 : 1) * sizeof(float));
+        float *vec = malloc(6 * nv * sizeof(float)), *nw = malloc(dv * sizeof(float));
+        float *ring = malloc((K > 1 ? K - 1 : 1) * cd * sizeof(float)), *state = malloc(nv * dk * dv * sizeof(float));
+        cuda_test_fill(cw, cd * K, 401 + gi, 0.5f);
+        cuda_test_fill(cr, cd * (K > 1 ? K - 1 : 1), 411 + gi, 0.5f);
+        cuda_test_fill(vec, 6 * nv, 421 + gi, 1.0f);
+        cuda_test_fill(nw, dv, 431 + gi, 1.0f);
+        cuda_test_fill(ring, (K > 1 ? K - 1 : 1) * cd, 441 + gi, 1.0f);
+        cuda_test_fill(state, nv * dk * dv, 451 + gi, 0.1f);
+        for (size_t h = 0; h < nv; h++) vec[h] = -expf(vec[h]);
+        const gdn_block_weights w = {cw, cr, vec, vec + nv, nw, vec + 2 * nv, vec + 3 * nv, vec + 4 * nv};
+        gdn_case g = {{G.nk, G.nv, G.dk, G.dv, G.K, 1e-6f, G.tiled}, NULL, NULL, NULL, NULL, NULL, NULL};
+        g.d_cw = cuda_test_upload(cw, cd * K * sizeof(float));
+        g.d_cr = cuda_test_upload(cr, cd * (K > 1 ? K - 1 : 1) * sizeof(float));
+        g.d_vec = cuda_test_upload(vec, 6 * nv * sizeof(float));
+        g.d_nw = cuda_test_upload(nw, dv * sizeof(float));
+        g.d_ring = cuda_test_upload(ring, (K > 1 ? K - 1 : 1) * cd * sizeof(float));
+        g.d_state = cuda_test_upload(state, nv * dk * dv * sizeof(float));
+        float *mixed = malloc(bmax * cd * sizeof(float)), *z = malloc(bmax * nv * dv * sizeof(float));
+        float *a = malloc(bmax * nv * sizeof(float));
+        cuda_test_fill(mixed, bmax * cd, 461 + gi, 1.0f);
+        cuda_test_fill(z, bmax * nv * dv, 471 + gi, 1.0f);
+        cuda_test_fill(a, bmax * nv, 481 + gi, 1.0f);
+        float *y0 = malloc(bmax * nv * dv * sizeof(float)), *y1 = malloc(bmax * nv * dv * sizeof(float));
+        float *ref = malloc(bmax * nv * dv * sizeof(float));
+        float *scratch = malloc(gdn_block_scratch_floats(&cd_cpu, bmax, 1) * sizeof(float));
+        for (int bi = 0; bi < 10; bi++) {
+            if (small && bi != 0 && bi != 5 && bi != 8) continue;
+            const size_t b = bs[bi], n = b * nv * dv;
+            const float ln_ratio = logf((float)b / 32.0f);
+            gdn_block_run(y0, &g, 0, mixed, z, a, b, ln_ratio);
+            gdn_block_run(y1, &g, 1, mixed, z, a, b, ln_ratio);
+            gdn_block_scalar(ref, mixed, z, a, ring, state, &w, &cd_cpu, b, ln_ratio, scratch);
+            size_t diff = 0, bad = 0;
+            double worst = 0, mx = 1;
+            for (size_t i = 0; i < n; i++) {
+                bad += !isfinite(y1[i]);
+                diff += memcmp(&y0[i], &y1[i], sizeof(float)) != 0;
+                const double dd = fabs((double)y1[i] - (double)ref[i]);
+                if (!(dd <= worst)) worst = dd;
+                if (fabs((double)ref[i]) > mx) mx = fabs((double)ref[i]);
+            }
+            CHECK_MSG(bad == 0 && diff == 0, "geometry %d, %zu rows: %zu outputs not finite, %zu differ from the "
+                      "four-launch form's bits", gi, b, bad, diff);
+            CHECK_MSG(worst <= BOUND_LOGITS * mx, "geometry %d, %zu rows: max error vs the oracle %.3g > %.3g", gi, b,
+                      worst, BOUND_LOGITS * mx);
+            if (worst / mx > worst_rel) worst_rel = worst / mx;
+            cases++;
+        }
+        cuda_free((void *)g.d_cw), cuda_free((void *)g.d_cr), cuda_free((void *)g.d_vec), cuda_free((void *)g.d_nw);
+        cuda_free((void *)g.d_ring), cuda_free((void *)g.d_state);
+        free(cw), free(cr), free(vec), free(nw), free(ring), free(state), free(mixed), free(z), free(a);
+        free(y0), free(y1), free(ref), free(scratch);
+    }
+    printf("     gdn block operator, two launches vs four: %zu cases bit for bit; vs the oracle within %.3g of "
+           "max(1, max|ref|)\n", cases, worst_rel);
+}
+
 int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
         RUN(coreset_kernel);
         RUN(gdn_block_35b);
+        RUN(coreset_forms);
+        RUN(gdn_block_forms);
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);

@@ -1,0 +1,202 @@
+/*
+ * moe_coreset_warp.cu: the coreset kernel of moe_coreset.cu (SPEC.md 2.2,
+ * cpu_moe_coreset) with every row of a 32-row block in flight at once and no
+ * thread walking all n * k slots. Same arithmetic, same float64 sums in the
+ * same order, so the kept flags and count are the old kernel's bits
+ * (CLOVER_CUDA_CORESET=0 runs the old one):
+ *  - one block of 32 warps, a warp per row (rows past 32 in rounds): the
+ *    row's max by shuffles, e^(l - max) in float64 into the warp's row of
+ *    shared memory, then k rounds of a warp arg-max on an order-preserving
+ *    32-bit key (two redux.sync per round instead of ten shuffles: the max
+ *    key, then the lowest id holding it = the old kernel's "first maximum,
+ *    ties to the lower id"). The float64 sums in expert order (the CPU's) are
+ *    one warp's, lane r adding row r: the 32 serial chains share each
+ *    instruction instead of 32 warps each issuing 256 one-lane adds. Each
+ *    row warp then overwrites its row with p = e / sum for its picks (one
+ *    division a pick, as before) and 0 elsewhere;
+ *  - a thread per expert adds its column of that dense [rows][E] tile in row
+ *    order: adding 0.0 to a sum of non-negative terms changes no bit, so this
+ *    is the old per-expert sum over the rows that picked it;
+ *  - each expert's rank ("larger total, then lower id") counted by several
+ *    threads (shared atomics, integer: exact) while one lane of the last
+ *    warp adds the totals in expert order; the fractions are written in rank
+ *    order so the walk (one thread, the kept prefix only) reads them in a
+ *    batch, and every flag is set in parallel from its rank.
+ * The old kernel took ~41 us a layer on the H200 at 32 rows (16 warps, two
+ * rounds of rows, a thread scanning all 256 slots per expert); here the rows'
+ * latency chains (256 float64 adds, 8 arg-max rounds) overlap.
+ */
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.h"
+#include "cuda_ops.h"
+#include "cuda_pdl.cuh"
+#include "cuda_preview.h"
+
+enum { CW_WARPS = 32, CW_THREADS = 32 * CW_WARPS, CW_SMEM_MAX = 200 * 1024 };
+
+/* An order-preserving key of a logit for the arg-max: larger float, larger key; -0 and +0 one key (they
+ * compare equal, so the lower id must win, as in the float comparison); NaN 0 = never picked (every float
+ * comparison with NaN is false in the old kernel); -inf stays above 0, so it can be picked, as there. */
+__device__ static inline uint32_t cw_key(float v) {
+    if (v != v) return 0u;
+    const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__global__ void __launch_bounds__(CW_THREADS, 1)
+    k_coreset_warp(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k, float top_p,
+                   int rw) {
+    /* dynamic shared memory: P [rw][ES] doubles (a row's e^(l - max), then its picks' probabilities; ES = E
+     * rounded up to odd, so lane r reading row r's element e hits its own banks), totals [E], the fractions in
+     * rank order [E], the ranks [E] (int) */
+    extern __shared__ double sm[];
+    const int ES = E | 1;
+    double *P = sm, *totals = P + (size_t)rw * ES, *sorted = totals + E;
+    int *rank_s = (int *)(sorted + E);
+    __shared__ double sums[CW_WARPS], total_s;
+    __shared__ int kept_s;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31;
+    pdl_wait(); /* the logits are the router product's output (cuda_pdl.cuh) */
+    pdl_trigger();
+    for (int e = tid; e < E; e += blockDim.x) rank_s[e] = 0;
+    double t = 0.0; /* thread e < E: expert e's total, rows in ascending order */
+    for (int r0 = 0; r0 < n; r0 += rw) {
+        const int r = r0 + warp, in_round = n - r0 < rw ? n - r0 : rw;
+        const bool mine = warp < rw && r < n;
+        const float *row = logits + (size_t)r * E;
+        double *ex = P + (size_t)warp * ES;
+        uint32_t taken = 0; /* bit m: expert lane + 32 m picked (E <= 32 * 32) */
+        int pick = -1;      /* lane j < k: the row's j-th pick */
+        if (mine) {
+            float fm = -INFINITY;
+            for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
+            for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
+            const double mx = (double)fm;
+            for (int e = lane; e < E; e += 32) ex[e] = exp((double)row[e] - mx);
+            for (int j = 0; j < k; j++) {
+                uint32_t best = 0u;
+                int bi = INT32_MAX;
+                for (int e = lane, m = 0; e < E; e += 32, m++) {
+                    const uint32_t key = (taken >> m & 1u) ? 0u : cw_key(row[e]);
+                    if (key > best) best = key, bi = e; /* strict: the lowest id of the lane keeps a tie */
+                }
+                const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+                if (top == 0u) break; /* nothing left to pick (the old kernel's invalid slots add nothing) */
+                const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
+                if ((g & 31) == lane) taken |= 1u << (g >> 5);
+                if (lane == j) pick = g;
+            }
+        }
+        __syncthreads();
+        if (warp == 0 && lane < in_round) { /* lane w: row r0 + w's float64 sum in expert order (the CPU's), all
+                                             * rows' chains in one warp; 8 loads issued before their 8 adds */
+            const double *x = P + (size_t)lane * ES;
+            double sum = 0.0;
+            int e = 0;
+            for (; e + 8 <= E; e += 8) {
+                const double a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
+                const double a4 = x[e + 4], a5 = x[e + 5], a6 = x[e + 6], a7 = x[e + 7];
+                sum += a0;
+                sum += a1;
+                sum += a2;
+                sum += a3;
+                sum += a4;
+                sum += a5;
+                sum += a6;
+                sum += a7;
+            }
+            for (; e < E; e++) sum += x[e];
+            sums[lane] = sum;
+        }
+        __syncthreads();
+        if (mine) { /* the row becomes its picks' probabilities (one division a pick, as the old kernel) and 0 */
+            const double pv = pick >= 0 ? ex[pick] / sums[warp] : 0.0;
+            for (int e = lane, m = 0; e < E; e += 32, m++)
+                if (!(taken >> m & 1u)) ex[e] = 0.0;
+            if (pick >= 0) ex[pick] = pv;
+        }
+        __syncthreads();
+        if (tid < E)
+            for (int w = 0; w < in_round; w++) t += P[(size_t)w * ES + tid];
+        __syncthreads();
+    }
+    for (int e = tid; e < E; e += blockDim.x) /* E <= blockDim: only e == tid */
+        totals[e] = t;
+    __syncthreads();
+    /* ranks by the first 31 warps (G threads an expert, a slice of the others each); the total by the last */
+    const int T = blockDim.x - 32, G = T / E > 0 ? T / E : 1;
+    if (tid < T) {
+        for (int it = tid; it < E * G; it += T) {
+            const int e = it % E, part = it / E, a0 = (int)((long)E * part / G), a1 = (int)((long)E * (part + 1) / G);
+            const double te = totals[e];
+            int c = 0;
+            for (int a = a0; a < a1; a++) c += totals[a] > te || (totals[a] == te && a < e);
+            if (c) atomicAdd(&rank_s[e], c);
+        }
+    } else if (tid == T) {
+        double total = 0.0;
+        for (int e = 0; e < E; e++) total += totals[e];
+        total_s = total < 1e-9 ? 1e-9 : total;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) sorted[rank_s[e]] = totals[e] / total_s;
+    __syncthreads();
+    /* the walk, as cpu_moe_coreset_from_totals: kept while the mass before is < top_p, the first always; the
+     * mass never decreases (a NaN stays NaN and compares false), so the kept experts are a prefix of the order */
+    if (tid == 0) {
+        double before = 0.0;
+        int kept = 0;
+        bool go = true;
+        for (int i0 = 0; go && i0 < E; i0 += 8) {
+            double f[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++) f[q] = i0 + q < E ? sorted[i0 + q] : 0.0;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                const int i = i0 + q;
+                if (!go || i >= E) break;
+                if (!(i == 0 || before < (double)top_p)) {
+                    go = false;
+                    break;
+                }
+                kept++;
+                before += f[q];
+            }
+        }
+        kept_s = kept;
+        *kept_count += (uint32_t)kept;
+    }
+    __syncthreads();
+    for (int e = tid; e < E; e += blockDim.x) allowed[e] = rank_s[e] < kept_s ? 1 : 0;
+}
+
+/* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0); 0, or -1 with `err` set. */
+int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
+                        float top_p, cudaStream_t st, char *err, size_t errn) {
+    if (E > CW_THREADS) {
+        snprintf(err, errn, "cuda_moe_coreset: %zu experts, at most %d", E, CW_THREADS);
+        return -1;
+    }
+    if (k > 32) { /* a pick a lane */
+        snprintf(err, errn, "cuda_moe_coreset: k %zu, at most 32", k);
+        return -1;
+    }
+    const size_t tail = 2 * E * sizeof(double) + E * sizeof(int), ES = E | 1;
+    int rw = CW_WARPS; /* as many row warps as shared memory holds rows (32 for 256 experts) */
+    while (rw > 1 && (size_t)rw * ES * sizeof(double) + tail > CW_SMEM_MAX) rw /= 2;
+    const size_t smem = (size_t)rw * ES * sizeof(double) + tail;
+    if (smem > CW_SMEM_MAX) {
+        snprintf(err, errn, "cuda_moe_coreset: %zu experts need %zu bytes of shared memory", E, smem);
+        return -1;
+    }
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_coreset_warp, cudaFuncAttributeMaxDynamicSharedMemorySize, CW_SMEM_MAX);
+        attr_set = 1;
+    }
+    pdl_launch(k_coreset_warp, dim3(1), dim3(CW_THREADS), smem, st, allowed, kept_count, logits, (int)n, (int)E,
+               (int)k, top_p, rw);
+    return 0;
+}
