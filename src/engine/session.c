@@ -8,6 +8,7 @@
  * failed commit forgets the sequence, so a failure can never leave ids and
  * backend state out of step.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -92,6 +93,8 @@ static int session_alloc(clover_session *s, clover_error *err) {
     if ((rc = penalty_state_init(&s->pen, v, err))) return rc;
     return engine_stop_ids_build(s->model, &s->stop_ids, &s->n_stop_ids, err);
 }
+
+bool engine_eager_logits(void) { return getenv("CLOVER_ENGINE_EAGER_LOGITS") != NULL; }
 
 int engine_session_sampler_ready(clover_session *s, clover_error *err) {
     if (s->samp_ready) return CLOVER_OK;

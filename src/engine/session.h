@@ -99,6 +99,11 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
 void engine_backend_config(const clover_model *model, const clover_session_params *params, const backend_ops *ops,
                            backend_config *cfg);
 
+/* CLOVER_ENGINE_EAGER_LOGITS set (any value): every autoregressive decode
+ * step copies the last row's logits to the host, as before the pick moved
+ * onto the backend for good (A/B timing, and the old path's tests). */
+bool engine_eager_logits(void);
+
 /* Makes the sampler scratch of the host pick ready (sampled requests only). */
 int engine_session_sampler_ready(clover_session *s, clover_error *err);
 
