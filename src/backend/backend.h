@@ -286,6 +286,14 @@ typedef struct backend_ops {
      * unsupported): hidden [n_layer+1][b][n_embd] like commit's, kept
      * [n_layer][n_expert] coreset flags. Either pointer may be NULL. */
     int (*preview_debug)(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+    /* Optional (NULL: none): the last committed row's logits [n_vocab] when
+     * the backend kept them (a device keeps a one-row commit's row on the
+     * device, so a decode step need not bring its logits back, yet a later
+     * prompt equal to the committed ids can still decode from them): valid
+     * until the session's next pass, reset, import or restore; otherwise
+     * CLOVER_E_INVALID (the caller recommits). out NULL: CLOVER_OK when the
+     * backend keeps them at all for this session (CLOVER_E_UNSUPPORTED not). */
+    int (*last_logits)(backend_session *s, float *out, clover_error *err);
 
     size_t (*state_bytes)(const backend_session *s);
     int (*state_export)(const backend_session *s, void *buf, size_t len, clover_error *err);

@@ -323,6 +323,17 @@ static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, c
     return first;
 }
 
+static int cuda_last_logits(backend_session *s, float *out, clover_error *err) {
+    if (!s) return error_set(err, CLOVER_E_INVALID, "last_logits: no session");
+    if (!out) return CLOVER_OK; /* kept by every stacked decode step */
+    if (!s->kept_valid || s->kept_at != s->n_past || s->kept_epoch != s->epoch)
+        return error_set(err, CLOVER_E_INVALID, "last_logits: none kept (the session ran another pass since)");
+    char why[CUDA_WHY] = "";
+    if (cuda_d2h(out, s->sc.logits, s->hp->n_vocab * sizeof(float), why))
+        return error_set(err, CLOVER_E_INTERNAL, "last_logits: %s", why);
+    return CLOVER_OK;
+}
+
 static size_t gdn_bytes(const backend_session *s) {
     size_t n = 0;
     for (uint32_t l = 0; l < s->hp->n_layer; l++)
@@ -425,6 +436,7 @@ const backend_ops backend_cuda = {
     .preview = cuda_preview,
     .resolve = cuda_resolve,
     .preview_debug = cuda_preview_debug,
+    .last_logits = cuda_last_logits,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
     .state_import = backend_cuda_state_import,

@@ -181,6 +181,11 @@ struct backend_session {
     size_t pass_rows;           /* the rows of the pass being enqueued */
     bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
     bool stack_preview_off;     /* CLOVER_CUDA_NO_STACK_PREVIEW: previews and resolves one sequence at a time (A/B) */
+    /* The last committed row's logits kept in sc.logits row 0 by a stacked decode step (backend.h's
+     * last_logits): valid while kept_valid, the length is kept_at and the epoch kept_epoch. */
+    bool kept_valid;
+    size_t kept_at;
+    uint64_t kept_epoch;
     void *ev[2];                /* stack: events around a pass's picks (their device time into stats->pick_s) */
     bool pick_each;             /* CLOVER_CUDA_PICK_EACH: a stacked pass picks sequence by sequence (the old path) */
     void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */

@@ -160,6 +160,10 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
     }
     const size_t n_out = x->pick_each ? n : n_dev; /* pick slots the host reads back */
     int e = 0;
+    /* each row's logits stay on the device, in its own session's scratch (last_logits: a later prompt equal to
+     * the committed ids decodes from them without a recommit) */
+    for (size_t i = 0; i < n && !e; i++)
+        e = cuda_d2d(qs[i]->s->sc.logits, sc->logits + i * V, V * sizeof(float), x->stream, why);
     const bool timed = stats && x->ev[0] && x->ev[1];
     if (n_dev) {
         if (timed) cuda_event_record(x->ev[0], x->stream, why);
@@ -204,6 +208,9 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
     for (size_t i = 0; i < n; i++) {
         backend_commit_seq *q = qs[i];
         q->s->n_past += 1;
+        q->s->kept_valid = true;
+        q->s->kept_at = q->s->n_past;
+        q->s->kept_epoch = q->s->epoch;
         q->rc = CLOVER_OK;
         if (q->last_logits) memcpy(q->last_logits, x->h_logits + i * V, V * sizeof(float));
         if (q->n_pick) {

@@ -156,6 +156,10 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
         rc = be->session_create(bk, &s->bs, err);
         if (rc) error_prefix(err, "session on the %s backend", be->name);
     }
+    if (!rc && be->last_logits) {
+        clover_error e2 = {0};
+        s->keeps_last = be->last_logits(s->bs, NULL, &e2) == CLOVER_OK;
+    }
     if (rc) {
         clover_session_free(s);
         return rc;
@@ -302,7 +306,13 @@ int engine_session_prompt_begin(clover_session *s, const int32_t *prompt, size_t
             return error_set(err, CLOVER_E_INVALID, "token %zu is id %d, expected 0..%zu", i, prompt[i],
                              s->n_vocab - 1);
     size_t reuse = session_committed_match(s, prompt, n);
-    if (want_logits && reuse == n && !s->last_valid) reuse = 0; /* nothing to decode from: recommit */
+    if (want_logits && reuse == n && !s->last_valid) { /* the backend may have kept them, else recommit */
+        clover_error e2 = {0};
+        if (s->keeps_last && s->be->last_logits(s->bs, s->last_logits, &e2) == CLOVER_OK)
+            s->last_valid = true;
+        else
+            reuse = 0;
+    }
     size_t snap = engine_snapshot_match(&s->snap, prompt, n);
     if (want_logits && snap == n) snap = 0; /* the snapshot keeps no logits */
     if (snap > reuse) {

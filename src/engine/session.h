@@ -36,6 +36,7 @@ struct clover_session {
 
     float *last_logits; /* [n_vocab] the last committed row's logits, when last_valid */
     bool last_valid;
+    bool keeps_last;    /* the backend keeps the last row's logits (backend_ops.last_logits): decode brings none back */
 
     engine_snapshot snap;     /* the prompt snapshot (snapshot.h); may outlive a forgotten sequence */
     bool snapshot_on;         /* clover_session_params.no_snapshot unset */
