@@ -234,6 +234,8 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
         nc += pen->n_counts;
         ns += pen->n_stop_ids;
     }
+    const bool timed = stats && x->ev[0] && x->ev[1] && !rc && n_head; /* the picks' device time -> pick_s */
+    if (timed) cuda_event_record(x->ev[0], x->stream, why);
     if (!rc && n_head) {
         e = cuda_h2d_async(sc->pk_rows + R, sel, n_head * sizeof(int32_t), x->stream, why) ||
             cuda_h2d_async(sc->pk_u, x->h_pk_u, n_head * sizeof(double), x->stream, why) ||
@@ -257,6 +259,7 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
         if (!rc && (cuda_d2h_async(x->h_pk_id, sc->pk_id, n_head * sizeof(int32_t), x->stream, why) ||
                     cuda_d2h_async(x->h_pk_conf, sc->pk_conf, n_head * sizeof(float), x->stream, why)))
             rc = error_set(&perr, CLOVER_E_INTERNAL, "CUDA preview pick: %s", why);
+        if (!rc && timed) cuda_event_record(x->ev[1], x->stream, why);
     }
     /* each coreset block's kept flags to its session (preview_debug) */
     for (size_t i = 0; i < m && !rc; i++)
@@ -272,6 +275,10 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
             *it[i].err = perr;
         }
         return;
+    }
+    if (timed) {
+        double ps = 0.0;
+        if (!cuda_event_seconds(x->ev[0], x->ev[1], &ps, why)) stats->pick_s += ps;
     }
     if (stats && n_core) {
         stats->coreset_kept += *x->h_kept_count;
