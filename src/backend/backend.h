@@ -96,7 +96,10 @@
  * rows share one pass and its previews' blocks share passes
  * (cuda/backend_cuda_stack*.c), each product on the kernel the row's
  * sequence takes alone (the integer path: the same bits at any row count);
- * attention, GDN, the coreset and the picks per sequence
+ * attention, GDN and the coreset per sequence; the picks of every row of
+ * a pass in one grouped launch, each row by its own descriptor with the
+ * bits of its sequence's own pick (CLOVER_CUDA_PICK_EACH: per sequence);
+ * decode rows' logits stay on the device (last_logits)
  * (tests/unit/test_cuda_batch.c, on a device).
  *
  * State layout (export/import; little-endian f32, in this order): u64

@@ -62,6 +62,7 @@ serve() {
     [ -n "$port" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.25
   done
   if [ -z "$port" ]; then say "serve $kind $label: did not start: $(tail -2 "$log")"; kill $pid 2>/dev/null; return; fi
+  grep -m1 'on the .* backend' "$log" | sed "s/^/  $label: /" | tee -a "$S"
   local r; r=$(timeout 100 python3 "$H/serve_load.py" "$port" $n $tok "$O/serve-$kind-$label.json" 2>&1)
   say "serve $kind $label ($n x $tok): $r"
   kill -TERM $pid; wait $pid 2>/dev/null
