@@ -18,6 +18,15 @@
  * process's CPU share (CPU time / wall) and the load average are printed:
  * the machine may be shared.
  *
+ * The step split (issue 25): per clover_batch_step, the milliseconds in the
+ * backend's calls (the first request's prompt, preview, commit and
+ * backend pick seconds: with equal prompts and lengths every request is in
+ * every call, and a call's whole time is each of its sequences') less the
+ * picks (its pick seconds: on CUDA the device time of the pick launches,
+ * from events; "pass"), the picks ("pick"),
+ * and the host's share (the step's wall time minus the backend's: planning,
+ * absorbing, emitting, the engine's bookkeeping).
+ *
  *   bench_batch MODEL [--threads T] [--prompt P] [--gen G] [--n 1,2,4,8,16] [--mode diffusion|ar|both]
  *               [--device auto|cpu|cuda]
  */
@@ -68,11 +77,16 @@ static int on_token(void *user, int32_t id, float conf) {
 }
 
 /* N requests together; returns aggregate tokens/s (0 on failure), *decode
- * the tokens/s of the decode window. */
+ * the tokens/s of the decode window, *sp the step split. */
 static int device = CLOVER_DEVICE_AUTO;
 
+typedef struct step_split {
+    size_t steps;
+    double pass_ms, pick_ms, host_ms; /* per step */
+} step_split;
+
 static double run(const clover_model *m, size_t threads, size_t n, size_t prompt, size_t gen, clover_mode mode,
-                  double *share, double *decode) {
+                  double *share, double *decode, step_split *split) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = threads;
@@ -109,13 +123,25 @@ static double run(const clover_model *m, size_t threads, size_t n, size_t prompt
         ok = !clover_engine_session_create(&ss[i], e, &sp, &err) &&
              !clover_request_create(&rq[i], ss[i], ids, prompt, &p, &err);
     }
-    while (ok && clover_batch_step(rq, n) > 0) {}
-    const double t_end = timer_now(), wall = t_end - t0;
+    const double t_steps = timer_now();
+    size_t steps = 0;
+    while (ok && (steps++, clover_batch_step(rq, n) > 0)) {}
+    const double t_end = timer_now(), wall = t_end - t0, step_wall = t_end - t_steps;
+    *split = (step_split){.steps = steps};
     *decode = win.started == n && t_end > win.t_all ? (double)(win.emitted - win.at_all) / (t_end - win.t_all) : 0;
     for (size_t i = 0; i < n; i++) {
         clover_generate_result r;
         if (rq[i] && clover_request_result(rq[i], &r, &err) == 0) {
             tokens += (double)r.n_generated;
+            if (i == 0 && steps) {
+                /* autoregressive: a decode call's whole time is in commit_s, its picks beside it in pick_s;
+                 * diffusion: preview_s leaves the picks out (generate_diffusion.c) */
+                const double be = r.stats.prompt_s + r.stats.preview_s + r.stats.commit_s +
+                                  (mode == CLOVER_MODE_AUTOREGRESSIVE ? 0.0 : r.stats.pick_s);
+                split->pick_ms = 1e3 * r.stats.pick_s / (double)steps;
+                split->pass_ms = 1e3 * (be - r.stats.pick_s) / (double)steps;
+                split->host_ms = 1e3 * (step_wall - be) / (double)steps;
+            }
             clover_generate_result_free(&r);
         } else {
             ok = 0;
@@ -169,14 +195,17 @@ int main(int argc, char **argv) {
     for (int k = 0; k < 2; k++) {
         clover_mode md = k == 0 ? CLOVER_MODE_DIFFUSION : CLOVER_MODE_AUTOREGRESSIVE;
         if ((k == 0 && (!info.record || !strcmp(mode, "ar"))) || (k == 1 && !strcmp(mode, "diffusion"))) continue;
-        printf("%-14s %4s %12s %8s %13s %8s %8s %8s\n", k == 0 ? "diffusion" : "autoregressive", "N", "agg tok/s",
-               "vs N=1", "decode tok/s", "vs N=1", "cores", "load");
+        printf("%-14s %4s %12s %8s %13s %8s %8s %8s %6s %8s %8s %8s\n", k == 0 ? "diffusion" : "autoregressive", "N",
+               "agg tok/s", "vs N=1", "decode tok/s", "vs N=1", "cores", "load", "steps", "pass ms", "pick ms",
+               "host ms");
         double one = 0, one_d = 0;
         for (size_t i = 0; i < nn; i++) {
-            double share = 0, d = 0, v = run(m, threads, ns[i], prompt, gen, md, &share, &d);
+            step_split sp = {0};
+            double share = 0, d = 0, v = run(m, threads, ns[i], prompt, gen, md, &share, &d, &sp);
             if (ns[i] == 1 || one == 0) one = v, one_d = d;
-            printf("%-14s %4zu %12.1f %7.2fx %13.1f %7.2fx %8.2f %8.2f%s\n", "", ns[i], v, one > 0 ? v / one : 0, d,
-                   one_d > 0 ? d / one_d : 0, share, loadavg(),
+            printf("%-14s %4zu %12.1f %7.2fx %13.1f %7.2fx %8.2f %8.2f %6zu %8.3f %8.3f %8.3f%s\n", "", ns[i], v,
+                   one > 0 ? v / one : 0, d, one_d > 0 ? d / one_d : 0, share, loadavg(), sp.steps, sp.pass_ms,
+                   sp.pick_ms, sp.host_ms,
                    md == CLOVER_MODE_AUTOREGRESSIVE && ns[i] == 8 ? "   (floor: decode >= 2.50x)" : "");
             fflush(stdout);
         }

@@ -96,7 +96,10 @@
  * rows share one pass and its previews' blocks share passes
  * (cuda/backend_cuda_stack*.c), each product on the kernel the row's
  * sequence takes alone (the integer path: the same bits at any row count);
- * attention, GDN, the coreset and the picks per sequence
+ * attention, GDN and the coreset per sequence; the picks of every row of
+ * a pass in one grouped launch, each row by its own descriptor with the
+ * bits of its sequence's own pick (CLOVER_CUDA_PICK_EACH: per sequence);
+ * decode rows' logits stay on the device (last_logits)
  * (tests/unit/test_cuda_batch.c, on a device).
  *
  * State layout (export/import; little-endian f32, in this order): u64
@@ -286,6 +289,14 @@ typedef struct backend_ops {
      * unsupported): hidden [n_layer+1][b][n_embd] like commit's, kept
      * [n_layer][n_expert] coreset flags. Either pointer may be NULL. */
     int (*preview_debug)(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+    /* Optional (NULL: none): the last committed row's logits [n_vocab] when
+     * the backend kept them (a device keeps a one-row commit's row on the
+     * device, so a decode step need not bring its logits back, yet a later
+     * prompt equal to the committed ids can still decode from them): valid
+     * until the session's next pass, reset, import or restore; otherwise
+     * CLOVER_E_INVALID (the caller recommits). out NULL: CLOVER_OK when the
+     * backend keeps them at all for this session (CLOVER_E_UNSUPPORTED not). */
+    int (*last_logits)(backend_session *s, float *out, clover_error *err);
 
     size_t (*state_bytes)(const backend_session *s);
     int (*state_export)(const backend_session *s, void *buf, size_t len, clover_error *err);

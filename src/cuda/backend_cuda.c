@@ -6,6 +6,9 @@
  *            device weights (cuda_model, uploaded once when the backend is
  *            created and shared by its sessions), the configuration every
  *            session is made with, and the host pick context.
+ *            It also owns the pinned host buffers every session's pass
+ *            transfers through (one set, cuda_pinned; CLOVER_CUDA_OWN_PINNED:
+ *            one per session).
  *  sessions  backend_cuda_session.c's, unchanged: each takes its whole
  *            state and its scratch when it is created, against free device
  *            memory (the admission rule), so a pass never runs out of memory.
@@ -13,7 +16,8 @@
  Commit: every one-row commit of a call (a decode step; a sequence alone
  * too) goes into ONE stacked pass (backend_cuda_stack.c: the weights read
  * once for all those rows, attention and GDN per sequence, the picks on the
- * device, one host sync), each row on the kernels it has alone, so a row's
+ * device in one grouped launch (CLOVER_CUDA_PICK_EACH: one per sequence),
+ * one host sync), each row on the kernels it has alone, so a row's
  * bits do not depend on the others. Other commits (prompt chunks, a drafted
  * block's verification, NLL, all logits) run each sequence in turn with the
  * one-sequence pass (backend_cuda_commit.c, chunks of max_rows from the
@@ -50,6 +54,8 @@ struct backend {
     uint32_t *counts; /* [n_vocab] the pick's penalty counts (unused on the causal path, but required) */
     backend_session *stack; /* the stacked executor of one-row commits (backend_cuda_stack.c), made on first use */
     bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
+    cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
+    bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
 };
 
 /* Sequences of one stacked pass at most (the engine's calls carry up to 64), and its rows (16 blocks of 32). */
@@ -89,6 +95,7 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
 static void cuda_destroy(backend *be) {
     if (!be) return;
     backend_cuda_session_free(be->stack);
+    cuda_pinned_free(&be->pinned);
     host_pick_ctx_free(&be->pick);
     mem_free(be->counts);
     if (be->cm) cuda_model_release(be->cm);
@@ -113,6 +120,7 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     }
     /* CLOVER_CUDA_NO_STACK (any value): each decode step alone, as before issue 25's stacked pass (A/B timing) */
     be->stack_off = getenv("CLOVER_CUDA_NO_STACK") != NULL;
+    be->own_pinned = getenv("CLOVER_CUDA_OWN_PINNED") != NULL;
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
     if ((rc = cuda_model_acquire(model, &be->cm, err))) { /* the weights go up once, here */
         cuda_destroy(be);
@@ -126,7 +134,11 @@ static size_t cuda_max_rows(const backend *be) { return be ? be->cfg.max_rows : 
 
 static int cuda_session_create(backend *be, backend_session **out, clover_error *err) {
     if (!be || !out) return error_set(err, CLOVER_E_INVALID, "CUDA session: no backend or no output pointer");
-    int rc = backend_cuda_session_create(be->model, &be->cfg, out, err);
+    char why[CUDA_WHY] = "";
+    if (!be->own_pinned && !be->pinned.h_pick &&
+        cuda_pinned_make(be->model, be->cfg.max_rows, be->cfg.max_rows, &be->pinned, why))
+        return error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
+    int rc = backend_cuda_session_create(be->model, &be->cfg, be->own_pinned ? NULL : &be->pinned, out, err);
     if (!rc) (*out)->be = be;
     return rc;
 }
@@ -311,6 +323,17 @@ static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, c
     return first;
 }
 
+static int cuda_last_logits(backend_session *s, float *out, clover_error *err) {
+    if (!s) return error_set(err, CLOVER_E_INVALID, "last_logits: no session");
+    if (!out) return CLOVER_OK; /* kept by every stacked decode step */
+    if (!s->kept_valid || s->kept_at != s->n_past || s->kept_epoch != s->epoch)
+        return error_set(err, CLOVER_E_INVALID, "last_logits: none kept (the session ran another pass since)");
+    char why[CUDA_WHY] = "";
+    if (cuda_d2h(out, s->sc.logits, s->hp->n_vocab * sizeof(float), why))
+        return error_set(err, CLOVER_E_INTERNAL, "last_logits: %s", why);
+    return CLOVER_OK;
+}
+
 static size_t gdn_bytes(const backend_session *s) {
     size_t n = 0;
     for (uint32_t l = 0; l < s->hp->n_layer; l++)
@@ -413,6 +436,7 @@ const backend_ops backend_cuda = {
     .preview = cuda_preview,
     .resolve = cuda_resolve,
     .preview_debug = cuda_preview_debug,
+    .last_logits = cuda_last_logits,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
     .state_import = backend_cuda_state_import,

@@ -68,6 +68,7 @@ static int decode_step(backend_session *s, float *last_logits, clover_error *err
 int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err) {
     if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
+    s->kept_valid = false; /* a replayed decode graph rewrites sc.logits */
     cuda_commit_out none = {0};
     if (!out) out = &none;
     if (n == 0) {

@@ -38,6 +38,7 @@
 #include "backend/pick.h"
 #include "cuda/cuda_attention.h"
 #include "cuda/cuda_gdn.h"
+#include "cuda/cuda_pick_rows.h"
 #include "model/model.h"
 
 typedef struct cuda_model {
@@ -112,6 +113,8 @@ typedef struct cuda_scratch {
     int32_t *pk_cids;    /* [V] counted ids */
     uint32_t *pk_counts; /* [V] */
     int32_t *pk_stop;    /* [V] stop ids */
+    struct cuda_pick_row *pk_desc;    /* [R] grouped picks: each picked row's descriptor (cuda_pick_rows.h) */
+    struct cuda_pick_params *pk_par;  /* [R] and its pick parameters */
     void *mm_work;    /* cuda_matmul_decode scratch */
     void *moe_work;   /* cuda_moe_* scratch */
     void *attn_work;  /* cuda_attn_forward workspace */
@@ -150,6 +153,9 @@ struct backend_session {
     double *h_pk_u;
     float *h_pk_conf, *h_pk_ramp;
     uint32_t *h_pk_counts, *h_kept_count;
+    struct cuda_pick_row *h_pk_desc;
+    struct cuda_pick_params *h_pk_par;
+    bool pinned_shared;         /* h_ids .. h_pick are the backend's shared set (cuda_pinned), not the session's */
     bool has_preview;           /* a preview ran: preview_debug has its kept flags */
     bool preview_coreset;
     cuda_preview_graph pgraph[CUDA_PREVIEW_GRAPHS];
@@ -175,13 +181,37 @@ struct backend_session {
     size_t pass_rows;           /* the rows of the pass being enqueued */
     bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
     bool stack_preview_off;     /* CLOVER_CUDA_NO_STACK_PREVIEW: previews and resolves one sequence at a time (A/B) */
+    /* The last committed row's logits kept in sc.logits row 0 by a stacked decode step (backend.h's
+     * last_logits): valid while kept_valid, the length is kept_at and the epoch kept_epoch. */
+    bool kept_valid;
+    size_t kept_at;
+    uint64_t kept_epoch;
+    void *ev[2];                /* stack: events around a pass's picks (their device time into stats->pick_s) */
+    bool pick_each;             /* CLOVER_CUDA_PICK_EACH: a stacked pass picks sequence by sequence (the old path) */
     void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */
     bool sgraph_failed;
 };
 
-/* backend_cuda_session.c */
-int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
-                                clover_error *err);
+/* Rows one pick launch takes at most (its plog scratch). */
+size_t cuda_session_pick_rows(const backend_session *s);
+
+/* The pinned host buffers a pass's transfers go through (ids, targets, logits, NLL, the pick mirrors). One
+ * set per backend, shared by its sessions (a backend's passes run one at a time, each synchronised before the
+ * next, and every pass writes what it reads there first); CLOVER_CUDA_OWN_PINNED: a set per session, as
+ * before (each session then pins max_rows rows of logits, 64 MB at a 248k vocabulary). */
+typedef struct cuda_pinned {
+    int32_t *h_ids, *h_targets; /* [rows] */
+    float *h_logits;            /* [logit_rows][V] */
+    float *h_nll;               /* [rows] */
+    void *h_pick;               /* the pick mirrors for rows (pick_layout) */
+    size_t rows;
+} cuda_pinned;
+int cuda_pinned_make(const clover_model *model, size_t max_rows, size_t logit_rows, cuda_pinned *p, char *why);
+void cuda_pinned_free(cuda_pinned *p); /* zeroed or made; NULL fine */
+
+/* backend_cuda_session.c; share: the backend's pinned set (NULL: the session's own) */
+int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, const cuda_pinned *share,
+                                backend_session **out, clover_error *err);
 void backend_cuda_session_free(backend_session *s);
 size_t backend_cuda_session_length(const backend_session *s);
 void backend_cuda_reset(backend_session *s);

@@ -354,6 +354,7 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
     const size_t n = p->n, H = hp->n_embd;
     char why[CUDA_WHY];
     int rc;
+    s->kept_valid = false; /* the session's own scratch is about to be rewritten (the stack's is not a session's) */
     if (s->stack && ((p->preview && !p->sseq) || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows ||
                      p->seq_rows > n))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",

@@ -278,6 +278,7 @@ int cuda_preview_pick(backend_session *s, host_pick_ctx *pc, const int32_t *bloc
                       const float *u_rows, const backend_pick_out *out, float *logits, backend_pass_stats *stats,
                       clover_error *err) {
     const size_t V = s->hp->n_vocab;
+    s->kept_valid = false; /* a replayed preview graph rewrites sc.logits too */
     size_t rows[256 * 16], n = 0; /* b <= max_rows <= 4096 */
     float u[256 * 16];
     if (pick)

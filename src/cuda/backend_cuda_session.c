@@ -93,6 +93,8 @@ static size_t pick_rows_max(const backend_session *s) {
     return s->stack && s->max_rows > 256 ? 256 : s->max_rows;
 }
 
+size_t cuda_session_pick_rows(const backend_session *s) { return pick_rows_max(s); }
+
 /* Lays the arena out (device pointers when base is set); returns its size. */
 static size_t session_layout(backend_session *s, char *base) {
     const model_hparams *hp = s->hp;
@@ -146,6 +148,8 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->pk_cids = carve(&c, V * 4);
     sc->pk_counts = carve(&c, V * 4);
     sc->pk_stop = carve(&c, V * 4);
+    sc->pk_desc = carve(&c, R * sizeof(cuda_pick_row));
+    sc->pk_par = carve(&c, R * sizeof(cuda_pick_params));
 
     size_t mmw = mm_work_of(&m->output, D, R), moew = 0;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
@@ -194,15 +198,16 @@ void backend_cuda_session_free(backend_session *s) {
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 65; j++) cuda_graph_destroy(s->sgraph[i][j]);
     for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) cuda_graph_destroy(s->pgraph[i].exec);
+    cuda_event_destroy(s->ev[0]);
+    cuda_event_destroy(s->ev[1]);
     cuda_free(s->arena);
     cuda_free(s->kv);
     cuda_host_free(s->h_aseq);
     cuda_host_free(s->h_gseq);
-    cuda_host_free(s->h_ids);
-    cuda_host_free(s->h_targets);
-    cuda_host_free(s->h_logits);
-    cuda_host_free(s->h_nll);
-    cuda_host_free(s->h_pick);
+    if (!s->pinned_shared) {
+        cuda_pinned own = {s->h_ids, s->h_targets, s->h_logits, s->h_nll, s->h_pick, 0};
+        cuda_pinned_free(&own);
+    }
     mem_free(s->dbg_hidden);
     cuda_stream_destroy(s->stream);
     cuda_model_release(s->cm);
@@ -223,8 +228,36 @@ static size_t pick_layout(backend_session *s, char *base) {
     s->h_pk_cids = carve(&c, V * 4);
     s->h_pk_counts = carve(&c, V * 4);
     s->h_pk_stop = carve(&c, V * 4);
+    s->h_pk_desc = carve(&c, R * sizeof(cuda_pick_row));
+    s->h_pk_par = carve(&c, R * sizeof(cuda_pick_params));
     s->h_kept_count = carve(&c, 4);
     return c.off;
+}
+
+int cuda_pinned_make(const clover_model *model, size_t max_rows, size_t logit_rows, cuda_pinned *p, char *why) {
+    const model_hparams *hp = &model->hp;
+    memset(p, 0, sizeof *p);
+    backend_session probe = {.hp = hp, .max_rows = max_rows}; /* for the pick mirrors' layout */
+    if (cuda_host_alloc((void **)&p->h_ids, max_rows * 4, why) ||
+        cuda_host_alloc((void **)&p->h_targets, max_rows * 4, why) ||
+        cuda_host_alloc((void **)&p->h_logits, logit_rows * hp->n_vocab * sizeof(float), why) ||
+        cuda_host_alloc((void **)&p->h_nll, max_rows * sizeof(float), why) ||
+        cuda_host_alloc(&p->h_pick, pick_layout(&probe, NULL), why)) {
+        cuda_pinned_free(p);
+        return -1;
+    }
+    p->rows = max_rows;
+    return 0;
+}
+
+void cuda_pinned_free(cuda_pinned *p) {
+    if (!p) return;
+    cuda_host_free(p->h_ids);
+    cuda_host_free(p->h_targets);
+    cuda_host_free(p->h_logits);
+    cuda_host_free(p->h_nll);
+    cuda_host_free(p->h_pick);
+    memset(p, 0, sizeof *p);
 }
 
 /* Zeroes the rings and states (a fresh sequence) on the session's stream. */
@@ -245,7 +278,7 @@ static int zero_states(backend_session *s, char *why) {
 /* A session (stack_seqs 0), or the stacked executor for stack_seqs sequences (no KV, no GDN state, scratch for
  * stack_seqs rows, stack_seqs descriptor slots per layer). */
 static int session_make(const clover_model *model, const backend_config *cfg, size_t stack_seqs,
-                        size_t stack_rows, backend_session **out, clover_error *err) {
+                        size_t stack_rows, const cuda_pinned *share, backend_session **out, clover_error *err) {
     *out = NULL;
     if (!model || !cfg) return error_set(err, CLOVER_E_INVALID, "CUDA session: no model or no configuration");
     const model_hparams *hp = &model->hp;
@@ -271,6 +304,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->sgraph_failed = s->graph_failed;
     s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
     s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
+    s->pick_each = getenv("CLOVER_CUDA_PICK_EACH") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
     if (s->count_experts) s->graph_failed = true; /* the marks are per pass: no captured decode step */
     s->ad = (cuda_attn_dims){(int)hp->n_head, (int)hp->n_head_kv, (int)hp->head_dim, (int)hp->n_rot, hp->rms_eps};
@@ -328,17 +362,28 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         (kv_bytes && cuda_alloc(&s->kv, kv_bytes, why)) ||
         cuda_host_alloc((void **)&s->h_aseq, (s->n_attn ? s->n_attn : 1) * s->seq_stride * sizeof(cuda_attn_seq),
                         why) ||
-        cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq), why) ||
-        cuda_host_alloc((void **)&s->h_ids, max_rows * 4, why) ||
-        cuda_host_alloc((void **)&s->h_targets, max_rows * 4, why) ||
-        cuda_host_alloc((void **)&s->h_logits, logit_rows(s) * hp->n_vocab * sizeof(float), why) ||
-        cuda_host_alloc((void **)&s->h_nll, max_rows * sizeof(float), why) ||
-        cuda_host_alloc(&s->h_pick, pick_layout(s, NULL), why)) {
+        cuda_host_alloc((void **)&s->h_gseq, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq), why)) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
         goto fail;
     }
+    /* the transfer buffers: the backend's shared set when it gives one for these rows (every pass of a backend
+     * runs on one thread and syncs before the next, so one set serves all its sessions), else the session's own */
+    cuda_pinned pin;
+    if (share && share->rows == max_rows && !s->stack) {
+        pin = *share;
+        s->pinned_shared = true;
+    } else if (cuda_pinned_make(model, max_rows, logit_rows(s), &pin, why)) {
+        rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
+        goto fail;
+    }
+    s->h_ids = pin.h_ids, s->h_targets = pin.h_targets, s->h_logits = pin.h_logits, s->h_nll = pin.h_nll;
+    s->h_pick = pin.h_pick;
     session_layout(s, s->arena);
     pick_layout(s, s->h_pick);
+    if (s->stack && (cuda_event_create(&s->ev[0], why) || cuda_event_create(&s->ev[1], why))) {
+        cuda_event_destroy(s->ev[0]); /* no timing then, nothing else lost */
+        s->ev[0] = s->ev[1] = NULL;
+    }
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {
@@ -384,9 +429,9 @@ fail:
     return rc;
 }
 
-int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, backend_session **out,
-                                clover_error *err) {
-    return session_make(model, cfg, 0, 0, out, err);
+int backend_cuda_session_create(const clover_model *model, const backend_config *cfg, const cuda_pinned *share,
+                                backend_session **out, clover_error *err) {
+    return session_make(model, cfg, 0, 0, share, out, err);
 }
 
 int backend_cuda_stack_create(const clover_model *model, const backend_config *cfg, size_t max_seqs,
@@ -396,7 +441,7 @@ int backend_cuda_stack_create(const clover_model *model, const backend_config *c
         return error_set(err, CLOVER_E_INVALID, "CUDA stack: %zu sequences in %zu rows, expected 1..64 in as many rows",
                          max_seqs, max_rows);
     }
-    return session_make(model, cfg, max_seqs, max_rows, out, err);
+    return session_make(model, cfg, max_seqs, max_rows, NULL, out, err);
 }
 
 size_t backend_cuda_session_length(const backend_session *s) { return s ? s->n_past : 0; }

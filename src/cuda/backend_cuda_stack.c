@@ -120,7 +120,7 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
     for (size_t i = 0; i < n; i++) {
         const backend_commit_seq *q = qs[i];
         const backend_session *s = q->s;
-        want |= q->last_logits != NULL || host_pick_wanted(q);
+        want |= q->last_logits != NULL; /* a host-picked row (log-probabilities) fetches its own row after the sync */
         x->h_ids[i] = q->ids[0];
         for (uint32_t l = 0; l < x->hp->n_layer; l++) {
             const cuda_layer *ly = &s->layers[l];
@@ -138,26 +138,48 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
         return rc;
     }
     /* the device picks: every picked row's forbidden ids side by side in pk_forbid (V ids of room; a row that
-     * does not fit, or wants what only the host gives, is picked on the host) */
+     * does not fit, or wants what only the host gives, is picked on the host); grouped: the device rows
+     * compacted into one launch set, row k from descriptor k; CLOVER_CUDA_PICK_EACH: one launch set per row */
     bool dev[64] = {false};
-    size_t off[64] = {0}, nf = 0, n_dev = 0;
+    size_t off[64] = {0}, slot[64] = {0}, nf = 0, n_dev = 0;
     for (size_t i = 0; i < n; i++) {
         const backend_commit_seq *q = qs[i];
-        x->h_pk_rows[i] = (int32_t)i;
-        x->h_pk_u[i] = q->u ? (double)q->u[0] : 0.0;
         if (!q->n_pick || host_pick_wanted(q) || q->pick->n_forbid > V - nf) continue;
         dev[i] = true;
+        slot[i] = x->pick_each ? i : n_dev;
         n_dev++;
         off[i] = nf;
         if (q->pick->n_forbid) memcpy(x->h_pk_forbid + nf, q->pick->forbid, q->pick->n_forbid * sizeof(int32_t));
         nf += q->pick->n_forbid;
+        const size_t k = slot[i];
+        x->h_pk_rows[k] = (int32_t)i;
+        x->h_pk_u[k] = q->u ? (double)q->u[0] : 0.0;
+        x->h_pk_desc[k] = (cuda_pick_row){.src = (int32_t)i, .n_forbid = (int32_t)q->pick->n_forbid,
+                                          .forbid = sc->pk_forbid + off[i]};
+        x->h_pk_par[k] = (cuda_pick_params){q->pick->temperature, q->pick->top_k, q->pick->top_p};
     }
+    const size_t n_out = x->pick_each ? n : n_dev; /* pick slots the host reads back */
     int e = 0;
+    /* each row's logits stay on the device, in its own session's scratch (last_logits: a later prompt equal to
+     * the committed ids decodes from them without a recommit) */
+    for (size_t i = 0; i < n && !e; i++)
+        e = cuda_d2d(qs[i]->s->sc.logits, sc->logits + i * V, V * sizeof(float), x->stream, why);
+    const bool timed = stats && x->ev[0] && x->ev[1];
     if (n_dev) {
-        e = cuda_h2d_async(sc->pk_rows, x->h_pk_rows, n * sizeof(int32_t), x->stream, why) ||
-            cuda_h2d_async(sc->pk_u, x->h_pk_u, n * sizeof(double), x->stream, why) ||
+        if (timed) cuda_event_record(x->ev[0], x->stream, why);
+        e = cuda_h2d_async(sc->pk_rows, x->h_pk_rows, n_out * sizeof(int32_t), x->stream, why) ||
+            cuda_h2d_async(sc->pk_u, x->h_pk_u, n_out * sizeof(double), x->stream, why) ||
             (nf && cuda_h2d_async(sc->pk_forbid, x->h_pk_forbid, nf * sizeof(int32_t), x->stream, why));
-        for (size_t i = 0; i < n && !e; i++) {
+        if (!e && !x->pick_each) {
+            e = cuda_h2d_async(sc->pk_desc, x->h_pk_desc, n_dev * sizeof(cuda_pick_row), x->stream, why) ||
+                cuda_h2d_async(sc->pk_par, x->h_pk_par, n_dev * sizeof(cuda_pick_params), x->stream, why);
+            if (!e && cuda_pick_rows_group(sc->pk_id, sc->pk_conf, sc->plog, sc->logits, sc->pk_desc, sc->pk_par,
+                                           n_dev, V, sc->pk_u, x->stream)) {
+                snprintf(why, sizeof why, "pick: %s", cuda_preview_last_error());
+                e = 1;
+            }
+        }
+        for (size_t i = 0; i < n && !e && x->pick_each; i++) {
             if (!dev[i]) continue;
             const backend_pick *pk = qs[i]->pick;
             cuda_pick_params cp = {pk->temperature, pk->top_k, pk->top_p};
@@ -169,29 +191,37 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
             }
         }
         if (!e)
-            e = cuda_d2h_async(x->h_pk_id, sc->pk_id, n * sizeof(int32_t), x->stream, why) ||
-                cuda_d2h_async(x->h_pk_conf, sc->pk_conf, n * sizeof(float), x->stream, why);
+            e = cuda_d2h_async(x->h_pk_id, sc->pk_id, n_out * sizeof(int32_t), x->stream, why) ||
+                cuda_d2h_async(x->h_pk_conf, sc->pk_conf, n_out * sizeof(float), x->stream, why);
+        if (!e && timed) cuda_event_record(x->ev[1], x->stream, why);
     }
     if (e || cuda_stream_sync(x->stream, why)) {
         fail_all(qs, n, CLOVER_E_INTERNAL, why);
         return CLOVER_E_INTERNAL;
+    }
+    if (n_dev && timed) {
+        double ps = 0.0;
+        if (!cuda_event_seconds(x->ev[0], x->ev[1], &ps, why)) stats->pick_s += ps; /* the device's pick time */
     }
     /* committed: every row is in its session's KV and GDN state */
     int first = CLOVER_OK;
     for (size_t i = 0; i < n; i++) {
         backend_commit_seq *q = qs[i];
         q->s->n_past += 1;
+        q->s->kept_valid = true;
+        q->s->kept_at = q->s->n_past;
+        q->s->kept_epoch = q->s->epoch;
         q->rc = CLOVER_OK;
         if (q->last_logits) memcpy(q->last_logits, x->h_logits + i * V, V * sizeof(float));
         if (q->n_pick) {
-            int32_t id = dev[i] ? x->h_pk_id[i] : -2;
+            int32_t id = dev[i] ? x->h_pk_id[slot[i]] : -2;
             if (id == -1)
                 q->rc = error_set(&q->err, CLOVER_E_INVALID, "commit: pick: row 0 has no finite logit left");
             else if (id == -2)
                 q->rc = host_pick_row(x, pc, q, i, want, stats);
             else {
                 q->pick_out.id[0] = id;
-                q->pick_out.conf[0] = x->h_pk_conf[i];
+                q->pick_out.conf[0] = x->h_pk_conf[slot[i]];
             }
         }
         if (q->rc && !first) first = q->rc;

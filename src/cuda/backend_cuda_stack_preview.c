@@ -96,6 +96,42 @@ static int host_pick_one(backend_session *x, host_pick_ctx *pc, sp_item *it, siz
     return rc;
 }
 
+/* Every block's picked rows in grouped launches (cuda_pick_rows_group: one set per plog's worth of rows, a
+ * descriptor per row: its logits row t, its block's forbidden ids and penalties, its ramps at t), after the
+ * lists and draws are on the device; the bits of cuda_pick_rows per block (CLOVER_CUDA_PICK_EACH). */
+static int group_picks(backend_session *x, const sp_item *it, size_t m, const size_t *t0, const size_t *fo,
+                       const cuda_pick_pen *dp, size_t n_head, clover_error *err) {
+    const size_t V = x->hp->n_vocab, R = x->max_rows, cap = cuda_session_pick_rows(x);
+    cuda_scratch *sc = &x->sc;
+    char why[CUDA_WHY] = "";
+    for (size_t i = 0; i < m; i++) {
+        const backend_pick *pk = it[i].pick;
+        if (!pk || !it[i].n_pick) continue;
+        for (size_t j = 0; j < it[i].n_pick; j++) {
+            const size_t t = t0[i] + j;
+            cuda_pick_row d = {.src = (int32_t)t, .n_forbid = (int32_t)pk->n_forbid, .forbid = sc->pk_forbid + fo[i],
+                               .has_pen = pk->pen != NULL};
+            if (pk->pen) {
+                d.pen = dp[i];
+                d.pen.ramp_len = sc->pk_ramp + t;
+                d.pen.ramp_think = sc->pk_ramp + R + t;
+            }
+            x->h_pk_desc[t] = d;
+            x->h_pk_par[t] = (cuda_pick_params){pk->temperature, pk->top_k, pk->top_p};
+        }
+    }
+    if (cuda_h2d_async(sc->pk_desc, x->h_pk_desc, n_head * sizeof(cuda_pick_row), x->stream, why) ||
+        cuda_h2d_async(sc->pk_par, x->h_pk_par, n_head * sizeof(cuda_pick_params), x->stream, why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA preview pick: %s", why);
+    for (size_t c0 = 0; c0 < n_head; c0 += cap) {
+        const size_t cnt = n_head - c0 < cap ? n_head - c0 : cap;
+        if (cuda_pick_rows_group(sc->pk_id + c0, sc->pk_conf + c0, sc->plog, sc->logits, sc->pk_desc + c0,
+                                 sc->pk_par + c0, cnt, V, sc->pk_u + c0, x->stream))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview pick: %s", cuda_preview_last_error());
+    }
+    return CLOVER_OK;
+}
+
 /* One stacked pass over m blocks (rows, penalty lists and sequences fit: the caller grouped them). */
 static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_t m, backend_pass_stats *stats) {
     const size_t V = x->hp->n_vocab, R = x->max_rows, st = x->seq_stride, L = x->hp->n_layer, E = x->hp->n_expert;
@@ -198,6 +234,8 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
         nc += pen->n_counts;
         ns += pen->n_stop_ids;
     }
+    const bool timed = stats && x->ev[0] && x->ev[1] && !rc && n_head; /* the picks' device time -> pick_s */
+    if (timed) cuda_event_record(x->ev[0], x->stream, why);
     if (!rc && n_head) {
         e = cuda_h2d_async(sc->pk_rows + R, sel, n_head * sizeof(int32_t), x->stream, why) ||
             cuda_h2d_async(sc->pk_u, x->h_pk_u, n_head * sizeof(double), x->stream, why) ||
@@ -208,7 +246,8 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
                     cuda_h2d_async(sc->pk_counts, x->h_pk_counts, nc * sizeof(uint32_t), x->stream, why))) ||
             (ns && cuda_h2d_async(sc->pk_stop, x->h_pk_stop, ns * sizeof(int32_t), x->stream, why));
         if (e) rc = error_set(&perr, CLOVER_E_INTERNAL, "CUDA preview pick: %s", why);
-        for (size_t i = 0; i < m && !rc; i++) {
+        if (!rc && !x->pick_each) rc = group_picks(x, it, m, t0, fo, dp, n_head, &perr);
+        for (size_t i = 0; i < m && !rc && x->pick_each; i++) {
             const backend_pick *pk = it[i].pick;
             if (!pk || !it[i].n_pick) continue;
             cuda_pick_params cp = {pk->temperature, pk->top_k, pk->top_p};
@@ -220,6 +259,7 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
         if (!rc && (cuda_d2h_async(x->h_pk_id, sc->pk_id, n_head * sizeof(int32_t), x->stream, why) ||
                     cuda_d2h_async(x->h_pk_conf, sc->pk_conf, n_head * sizeof(float), x->stream, why)))
             rc = error_set(&perr, CLOVER_E_INTERNAL, "CUDA preview pick: %s", why);
+        if (!rc && timed) cuda_event_record(x->ev[1], x->stream, why);
     }
     /* each coreset block's kept flags to its session (preview_debug) */
     for (size_t i = 0; i < m && !rc; i++)
@@ -235,6 +275,10 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
             *it[i].err = perr;
         }
         return;
+    }
+    if (timed) {
+        double ps = 0.0;
+        if (!cuda_event_seconds(x->ev[0], x->ev[1], &ps, why)) stats->pick_s += ps;
     }
     if (stats && n_core) {
         stats->coreset_kept += *x->h_kept_count;

@@ -104,6 +104,31 @@ extern "C" int cuda_stream_sync(void *stream, char *why) {
     return 0;
 }
 
+extern "C" int cuda_event_create(void **ev, char *why) {
+    cudaEvent_t e = NULL;
+    *ev = NULL;
+    TRY(cudaEventCreate(&e), "cudaEventCreate");
+    *ev = (void *)e;
+    return 0;
+}
+
+extern "C" void cuda_event_destroy(void *ev) {
+    if (ev) cudaEventDestroy((cudaEvent_t)ev);
+}
+
+extern "C" int cuda_event_record(void *ev, void *stream, char *why) {
+    TRY(cudaEventRecord((cudaEvent_t)ev, S(stream)), "cudaEventRecord");
+    return 0;
+}
+
+extern "C" int cuda_event_seconds(void *a, void *b, double *s, char *why) {
+    float ms = 0.0f;
+    *s = 0.0;
+    TRY(cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b), "cudaEventElapsedTime");
+    *s = ms * 1e-3;
+    return 0;
+}
+
 extern "C" int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *why) {
     TRY(cudaMemGetInfo(free_bytes, total_bytes), "cudaMemGetInfo");
     return 0;

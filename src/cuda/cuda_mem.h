@@ -34,6 +34,12 @@ void cuda_host_free(void *p);
 int cuda_stream_create(void **stream, char *why);
 void cuda_stream_destroy(void *stream);
 int cuda_stream_sync(void *stream, char *why);
+/* Events: the device time between two points of a stream (after a sync). */
+int cuda_event_create(void **ev, char *why);
+void cuda_event_destroy(void *ev);
+int cuda_event_record(void *ev, void *stream, char *why);
+int cuda_event_seconds(void *a, void *b, double *s, char *why); /* from a to b, both completed */
+
 /* Free and total memory of the current device. */
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *why);
 

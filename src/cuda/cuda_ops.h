@@ -130,6 +130,11 @@ int cuda_pick(int32_t *id, float *conf,             // [n], [n]
               const float *logits,                  // [n][V]
               const double *u,                      // [n] draws (ignored when greedy), device memory
               size_t n, size_t V, const cuda_pick_params *p, void *stream);
+/* cuda_pick with each row's own parameters (p: device [n]; greedy where
+ * p[i].temperature < 1e-6), the same code per row: one launch for the rows of
+ * many requests (u: [n] draws, read only for sampled rows). */
+int cuda_pick_each(int32_t *id, float *conf, const float *logits, const double *u, const cuda_pick_params *p,
+                   size_t n, size_t V, void *stream);
 
 #ifdef __cplusplus
 }

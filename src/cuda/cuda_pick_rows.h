@@ -11,6 +11,11 @@
  * is the same call with pen = NULL: rows[i] names the row of logits, no
  * penalties, forbidden ids as given.
  *
+ * The grouped form (cuda_pick_rows_group) takes a descriptor per row, so
+ * the picks of every sequence of a stacked pass are one set of launches
+ * instead of one per sequence (CLOVER_CUDA_PICK_EACH: per sequence, as
+ * before).
+ *
  * Rules as cuda_ops.h (device pointers, enqueue only, capturable); 0 or -1
  * with the reason in cuda_preview_last_error().
  */
@@ -54,6 +59,25 @@ int cuda_pick_prepare(float *dst, const float *src, const int32_t *rows, size_t 
 int cuda_pick_rows(int32_t *id, float *conf, float *work,  // work: [n][V]
                    const float *src, const int32_t *rows, size_t n, size_t V, const int32_t *forbid, size_t n_forbid,
                    const cuda_pick_pen *pen, const cuda_pick_params *p, const double *u, void *stream);
+
+/* One picked row of a grouped pick: where its logits are, its forbidden ids
+ * and its request's penalties (device pointers; the ramps at this row's own
+ * entries, ramp_len[0] and ramp_think[0]). */
+typedef struct cuda_pick_row {
+    int32_t src;            /* row of src */
+    int32_t n_forbid;
+    const int32_t *forbid;  /* [n_forbid] */
+    int has_pen;
+    cuda_pick_pen pen;
+} cuda_pick_row;
+
+/* cuda_pick_rows for rows of many requests in one set of launches (copy,
+ * patch, cuda_pick_each): row i from rows[i] (device [n]) with parameters
+ * par[i] (device [n]) and draw u[i] (device [n], read only when sampling);
+ * each row's bits are those of cuda_pick_rows over that row alone. */
+int cuda_pick_rows_group(int32_t *id, float *conf, float *work,  // work: [n][V]
+                         const float *src, const cuda_pick_row *rows, const cuda_pick_params *par, size_t n, size_t V,
+                         const double *u, void *stream);
 
 #ifdef __cplusplus
 }

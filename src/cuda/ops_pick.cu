@@ -95,11 +95,12 @@ struct pick_shared {
     uint32_t count;
 };
 
-__global__ void __launch_bounds__(PICK_THREADS) k_pick(int32_t *out_id, float *out_conf, const float *logits,
-                                                       const double *draws, size_t V, float t, int32_t top_k,
-                                                       float top_p, int greedy) {
+/* One row's pick, row r of logits by the whole block: k_pick (one set of parameters for every row) and
+ * k_pick_each (each row its own) run this same code, so a row's bits do not depend on which launched it. */
+__device__ __forceinline__ static void pick_row(int32_t *out_id, float *out_conf, const float *logits,
+                                                const double *draws, size_t V, float t, int32_t top_k, float top_p,
+                                                int greedy, size_t r) {
     __shared__ pick_shared S;
-    const size_t r = blockIdx.x;
     const float *row = logits + r * V;
     const unsigned tid = threadIdx.x;
 
@@ -272,6 +273,27 @@ __global__ void __launch_bounds__(PICK_THREADS) k_pick(int32_t *out_id, float *o
         out_id[r] = pick;
         out_conf[r] = pick >= 0 ? (float)(exp((double)(row[pick] - mx)) / zc) : NAN;
     }
+}
+
+__global__ void __launch_bounds__(PICK_THREADS) k_pick(int32_t *out_id, float *out_conf, const float *logits,
+                                                       const double *draws, size_t V, float t, int32_t top_k,
+                                                       float top_p, int greedy) {
+    pick_row(out_id, out_conf, logits, draws, V, t, top_k, top_p, greedy, blockIdx.x);
+}
+
+__global__ void __launch_bounds__(PICK_THREADS) k_pick_each(int32_t *out_id, float *out_conf, const float *logits,
+                                                            const double *draws, const cuda_pick_params *par,
+                                                            size_t V) {
+    const cuda_pick_params p = par[blockIdx.x];
+    const int greedy = !((double)p.temperature >= 1e-6);
+    pick_row(out_id, out_conf, logits, draws, V, p.temperature, p.top_k, p.top_p, greedy, blockIdx.x);
+}
+
+extern "C" int cuda_pick_each(int32_t *id, float *conf, const float *logits, const double *u,
+                              const cuda_pick_params *p, size_t n, size_t V, void *stream) {
+    if (n == 0) return 0;
+    k_pick_each<<<(unsigned)n, PICK_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, u, p, V);
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_pick_each");
 }
 
 extern "C" int cuda_pick(int32_t *id, float *conf, const float *logits, const double *u, size_t n, size_t V,

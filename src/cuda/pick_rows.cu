@@ -25,10 +25,9 @@ __global__ void k_pick_copy(float *dst, const float *src, const int32_t *rows, s
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < V; c += (size_t)gridDim.x * blockDim.x) d[c] = s[c];
 }
 
-__global__ void k_pick_patch(float *dst, size_t V, const int32_t *forbid, size_t n_forbid, cuda_pick_pen pen,
-                             int has_pen) {
-    const size_t i = blockIdx.x;
-    float *row = dst + i * V;
+/* Row i's patch (dst row `row`): the forbidden ids, the counted ids, then the ramps (ramp index ri). */
+__device__ __forceinline__ static void patch_row(float *row, const int32_t *forbid, size_t n_forbid,
+                                                 const cuda_pick_pen &pen, int has_pen, size_t ri) {
     for (size_t t = threadIdx.x; t < n_forbid; t += blockDim.x) row[forbid[t]] = -INFINITY;
     if (!has_pen) return;
     __syncthreads();
@@ -44,11 +43,32 @@ __global__ void k_pick_patch(float *dst, size_t V, const int32_t *forbid, size_t
     __syncthreads();
     if (threadIdx.x == 0) {
         if (pen.apply_len) {
-            const float add = pen.ramp_len[i];
+            const float add = pen.ramp_len[ri];
             for (int t = 0; t < pen.n_stop; t++) row[pen.stop_ids[t]] = __fadd_rn(row[pen.stop_ids[t]], add);
         }
-        if (pen.apply_think) row[pen.think_id] = __fadd_rn(row[pen.think_id], pen.ramp_think[i]);
+        if (pen.apply_think) row[pen.think_id] = __fadd_rn(row[pen.think_id], pen.ramp_think[ri]);
     }
+}
+
+__global__ void k_pick_patch(float *dst, size_t V, const int32_t *forbid, size_t n_forbid, cuda_pick_pen pen,
+                             int has_pen) {
+    const size_t i = blockIdx.x;
+    patch_row(dst + i * V, forbid, n_forbid, pen, has_pen, i);
+}
+
+/* The grouped form: each row's source, forbidden ids and penalties from its descriptor. */
+__global__ void k_pick_copy_group(float *dst, const float *src, const cuda_pick_row *rows, size_t V) {
+    const size_t i = blockIdx.y;
+    const float *s = src + (size_t)rows[i].src * V;
+    float *d = dst + i * V;
+    for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < V; c += (size_t)gridDim.x * blockDim.x) d[c] = s[c];
+}
+
+__global__ void k_pick_patch_group(float *dst, size_t V, const cuda_pick_row *rows) {
+    const size_t i = blockIdx.x;
+    const cuda_pick_row *r = &rows[i];
+    if (!r->n_forbid && !r->has_pen) return;
+    patch_row(dst + i * V, r->forbid, (size_t)r->n_forbid, r->pen, r->has_pen, 0);
 }
 
 extern "C" int cuda_pick_prepare(float *dst, const float *src, const int32_t *rows, size_t n, size_t V,
@@ -71,6 +91,24 @@ extern "C" int cuda_pick_rows(int32_t *id, float *conf, float *work, const float
     if (n == 0) return 0;
     if (cuda_pick_prepare(work, src, rows, n, V, forbid, n_forbid, pen, stream)) return -1;
     if (cuda_pick(id, conf, work, u, n, V, p, stream)) {
+        snprintf(g_err, sizeof g_err, "%s", cuda_ops_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+extern "C" int cuda_pick_rows_group(int32_t *id, float *conf, float *work, const float *src,
+                                    const cuda_pick_row *rows, const cuda_pick_params *par, size_t n, size_t V,
+                                    const double *u, void *stream) {
+    if (n == 0) return 0;
+    cudaStream_t st = (cudaStream_t)stream;
+    size_t tiles = (V + 255) / 256;
+    dim3 g((unsigned)(tiles < 128 ? tiles : 128), (unsigned)n);
+    k_pick_copy_group<<<g, 256, 0, st>>>(work, src, rows, V);
+    if (CUDA_LAUNCH_STATUS(g_err, "cuda_pick_rows_group copy")) return -1;
+    k_pick_patch_group<<<(unsigned)n, 256, 0, st>>>(work, V, rows);
+    if (CUDA_LAUNCH_STATUS(g_err, "cuda_pick_rows_group patch")) return -1;
+    if (cuda_pick_each(id, conf, work, u, par, n, V, stream)) {
         snprintf(g_err, sizeof g_err, "%s", cuda_ops_last_error());
         return -1;
     }

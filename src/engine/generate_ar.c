@@ -7,7 +7,10 @@
  * loop); the mask id of a Clover model is forbidden too, since it is never
  * an answer token. The backend picks each token in the commit of the one
  * before it (the causal pick of backend.h); only a prompt that was wholly
- * reused is picked here, from the logits the session kept. Every emitted
+ * reused is picked here, from the logits the session kept (on a backend
+ * that keeps the last row's logits itself, backend_ops.last_logits, a
+ * decode step brings none back; they are fetched only when a later prompt
+ * equal to the committed ids decodes from them). Every emitted
  * token but the last is committed, so the session ends as prompt +
  * answer[:-1] and a follow-up prompt that extends it reuses everything.
  */
@@ -75,7 +78,11 @@ int engine_ar_plan(engine_request *rq, clover_error *err) {
     }
     rq->tok_commit = rq->tok;
     rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
-    rc = engine_session_plan_commit(s, &rq->tok_commit, 1, true, rq->gm ? NULL : &s->pick,
+    /* the last row's logits come back only when the host needs them (a grammar picks there) or the backend
+     * keeps none (a later prompt equal to the committed ids decodes from them); the pick, and the
+     * log-probabilities' rows, come from the backend (CLOVER_ENGINE_EAGER_LOGITS: every step, as before) */
+    const bool want = rq->gm != NULL || !s->keeps_last || engine_eager_logits();
+    rc = engine_session_plan_commit(s, &rq->tok_commit, 1, want, rq->gm ? NULL : &s->pick,
                                     sampler_is_greedy(&rq->sp) ? NULL : &rq->tok_u, &rq->tok, &rq->tok_conf,
                                     &st->commit_ops, err);
     if (rc) return error_prefix(err, "decoding token %zu", res->n_generated);

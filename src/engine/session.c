@@ -8,6 +8,7 @@
  * failed commit forgets the sequence, so a failure can never leave ids and
  * backend state out of step.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -93,6 +94,8 @@ static int session_alloc(clover_session *s, clover_error *err) {
     return engine_stop_ids_build(s->model, &s->stop_ids, &s->n_stop_ids, err);
 }
 
+bool engine_eager_logits(void) { return getenv("CLOVER_ENGINE_EAGER_LOGITS") != NULL; }
+
 int engine_session_sampler_ready(clover_session *s, clover_error *err) {
     if (s->samp_ready) return CLOVER_OK;
     int rc = sampler_scratch_init(&s->samp, s->n_vocab, err);
@@ -152,6 +155,10 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
     if (!rc) {
         rc = be->session_create(bk, &s->bs, err);
         if (rc) error_prefix(err, "session on the %s backend", be->name);
+    }
+    if (!rc && be->last_logits) {
+        clover_error e2 = {0};
+        s->keeps_last = be->last_logits(s->bs, NULL, &e2) == CLOVER_OK;
     }
     if (rc) {
         clover_session_free(s);
@@ -299,7 +306,13 @@ int engine_session_prompt_begin(clover_session *s, const int32_t *prompt, size_t
             return error_set(err, CLOVER_E_INVALID, "token %zu is id %d, expected 0..%zu", i, prompt[i],
                              s->n_vocab - 1);
     size_t reuse = session_committed_match(s, prompt, n);
-    if (want_logits && reuse == n && !s->last_valid) reuse = 0; /* nothing to decode from: recommit */
+    if (want_logits && reuse == n && !s->last_valid) { /* the backend may have kept them, else recommit */
+        clover_error e2 = {0};
+        if (s->keeps_last && s->be->last_logits(s->bs, s->last_logits, &e2) == CLOVER_OK)
+            s->last_valid = true;
+        else
+            reuse = 0;
+    }
     size_t snap = engine_snapshot_match(&s->snap, prompt, n);
     if (want_logits && snap == n) snap = 0; /* the snapshot keeps no logits */
     if (snap > reuse) {

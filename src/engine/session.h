@@ -36,6 +36,7 @@ struct clover_session {
 
     float *last_logits; /* [n_vocab] the last committed row's logits, when last_valid */
     bool last_valid;
+    bool keeps_last;    /* the backend keeps the last row's logits (backend_ops.last_logits): decode brings none back */
 
     engine_snapshot snap;     /* the prompt snapshot (snapshot.h); may outlive a forgotten sequence */
     bool snapshot_on;         /* clover_session_params.no_snapshot unset */
@@ -98,6 +99,11 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
  * default_rows is the rows per pass when the parameters give none). */
 void engine_backend_config(const clover_model *model, const clover_session_params *params, const backend_ops *ops,
                            backend_config *cfg);
+
+/* CLOVER_ENGINE_EAGER_LOGITS set (any value): every autoregressive decode
+ * step copies the last row's logits to the host, as before the pick moved
+ * onto the backend for good (A/B timing, and the old path's tests). */
+bool engine_eager_logits(void);
 
 /* Makes the sampler scratch of the host pick ready (sampled requests only). */
 int engine_session_sampler_ready(clover_session *s, clover_error *err);

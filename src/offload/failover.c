@@ -357,6 +357,7 @@ const backend_ops backend_failover = {
     .preview = fo_preview,
     .resolve = fo_resolve,
     .preview_debug = fo_preview_debug,
+    .last_logits = fo_last_logits,
     .state_bytes = fo_state_bytes,
     .state_export = fo_state_export,
     .state_import = fo_state_import,

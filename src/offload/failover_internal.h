@@ -74,6 +74,7 @@ void fo_session_free(backend_session *s);
 size_t fo_session_length(const backend_session *s);
 void fo_reset(backend_session *s);
 int fo_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
+int fo_last_logits(backend_session *s, float *out, clover_error *err);
 size_t fo_state_bytes(const backend_session *s);
 int fo_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
 int fo_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);

@@ -184,6 +184,13 @@ int fo_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_er
     return ops_of(s)->preview_debug(s->in, hidden, kept, err);
 }
 
+int fo_last_logits(backend_session *s, float *out, clover_error *err) {
+    if (!ops_of(s)->last_logits)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "last_logits: not offered by the %s backend", ops_of(s)->name);
+    if (s->broken) return error_set(err, CLOVER_E_DEVICE, "last_logits: this session's state was lost");
+    return ops_of(s)->last_logits(s->in, out, err);
+}
+
 size_t fo_state_bytes(const backend_session *s) { return ops_of(s)->state_bytes ? ops_of(s)->state_bytes(s->in) : 0; }
 
 int fo_state_export(const backend_session *s, void *buf, size_t len, clover_error *err) {

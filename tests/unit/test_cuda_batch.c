@@ -17,6 +17,10 @@
  * The reference of "alone" is the same backend's lone run, not the code
  * under test in the batched shape: a stacked pass that let rows of one
  * sequence change another's bits fails here.
+ * Then issue 25's serving switches (old_switches_equal): the new path in
+ * one mixed batch (sampled --ar and --ar with log-probabilities included)
+ * equals the old path (CLOVER_ENGINE_EAGER_LOGITS, CLOVER_CUDA_PICK_EACH,
+ * CLOVER_CUDA_OWN_PINNED set) and each request alone.
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
  */
 #include "cuda_test.h"
@@ -176,14 +180,113 @@ static void batches_equal_alone(const clover_model *m, const char *what) {
     free_jobs();
 }
 
+/* Requests list[0..n) (job prompts, their own parameters) at once on a fresh engine, to the end. */
+static void run_list(const clover_model *m, const size_t *job_of, const clover_generate_params *ps, size_t n,
+                     clover_generate_result *out, int *rcs, const char *what) {
+    clover_session_params sp = cuda_params();
+    clover_engine *e = NULL;
+    clover_session *ss[MAX_BATCH] = {0};
+    clover_request *rq[MAX_BATCH] = {0};
+    clover_error err = {0};
+    for (size_t k = 0; k < n; k++) rcs[k] = -1;
+    int rc = clover_engine_create(&e, m, &sp, &err);
+    CHECK_MSG(rc == 0, "%s: cuda engine: %s", what, err.message);
+    if (rc) return;
+    for (size_t k = 0; k < n && !rc; k++) {
+        const job *j = &jobs[job_of[k]];
+        rc = clover_engine_session_create(&ss[k], e, NULL, &err) ||
+             clover_request_create(&rq[k], ss[k], j->g.prompt, j->g.n_prompt, &ps[k], &err);
+        CHECK_MSG(rc == 0, "%s: request %zu: %s", what, k, err.message);
+    }
+    for (size_t steps = 0; !rc && clover_batch_step(rq, n) > 0 && steps < 20000; steps++) {}
+    for (size_t k = 0; k < n && !rc; k++) rcs[k] = clover_request_result(rq[k], &out[k], &err);
+    for (size_t k = 0; k < n; k++) {
+        if (rq[k]) clover_request_free(rq[k]);
+        if (ss[k]) clover_session_free(ss[k]);
+    }
+    clover_engine_free(e);
+}
+
+static void same_lp(const char *name, const clover_generate_result *a, const clover_generate_result *b) {
+    CHECK_MSG((a->logprobs != NULL) == (b->logprobs != NULL) && a->n_top_logprobs == b->n_top_logprobs,
+              "%s: log-probabilities present in one path only", name);
+    if (!a->logprobs || !b->logprobs || a->n_generated != b->n_generated) return;
+    const size_t n = a->n_generated, k = a->n_top_logprobs;
+    CHECK_MSG(!memcmp(a->logprobs, b->logprobs, n * sizeof(float)), "%s: log-probabilities differ", name);
+    if (k)
+        CHECK_MSG(!memcmp(a->top_ids, b->top_ids, n * k * sizeof(int32_t)) &&
+                      !memcmp(a->top_logprobs, b->top_logprobs, n * k * sizeof(float)),
+                  "%s: top log-probabilities differ", name);
+}
+
+/* Issue 25's serving switches: the new path (decode steps bring no logits back, grouped device picks, one
+ * pinned transfer set per backend) gives every request exactly what the old one gives (the three switches
+ * CLOVER_ENGINE_EAGER_LOGITS, CLOVER_CUDA_PICK_EACH and CLOVER_CUDA_OWN_PINNED set) in one mixed batch:
+ * every job, and for each --ar job a sampled copy (top-k, top-p, its seed) and one that asks for
+ * log-probabilities (picked on the host from its own row, the only logits that still come back); and each
+ * request of that batch run alone on the new path equals its batched self. */
+static void old_switches_equal(const clover_model *m, const char *what) {
+    static const char *const sw[] = {"CLOVER_ENGINE_EAGER_LOGITS", "CLOVER_CUDA_PICK_EACH", "CLOVER_CUDA_OWN_PINNED"};
+    make_jobs(m);
+    size_t job_of[MAX_BATCH] = {0}, n = 0;
+    static clover_generate_params ps[MAX_BATCH];
+    for (size_t k = 0; k < n_jobs && n + 3 <= MAX_BATCH; k++) {
+        job_of[n] = k, ps[n++] = jobs[k].p;
+        if (jobs[k].p.mode != CLOVER_MODE_AUTOREGRESSIVE) continue;
+        clover_generate_params q = jobs[k].p;
+        q.temperature = 0.8f, q.top_k = 40, q.top_p = 0.95f, q.seed = 500 + k;
+        job_of[n] = k, ps[n++] = q;
+        q = jobs[k].p;
+        q.logprobs = 1, q.top_logprobs = 3;
+        job_of[n] = k, ps[n++] = q;
+    }
+    static clover_generate_result old[MAX_BATCH], neu[MAX_BATCH], lone[MAX_BATCH];
+    int rc_old[MAX_BATCH], rc_new[MAX_BATCH], rc_lone[MAX_BATCH];
+    for (size_t i = 0; i < 3; i++) setenv(sw[i], "1", 1);
+    run_list(m, job_of, ps, n, old, rc_old, what);
+    for (size_t i = 0; i < 3; i++) unsetenv(sw[i]);
+    run_list(m, job_of, ps, n, neu, rc_new, what);
+    for (size_t k = 0; k < n; k++) run_list(m, job_of + k, ps + k, 1, lone + k, rc_lone + k, what);
+    for (size_t k = 0; k < n; k++) {
+        char name[160];
+        snprintf(name, sizeof name, "%s: %s (T %.1f, logprobs %d)", what, jobs[job_of[k]].name, ps[k].temperature,
+                 ps[k].logprobs);
+        CHECK_MSG(rc_old[k] == 0 && rc_new[k] == 0 && rc_lone[k] == 0, "%s: rc old %d, new %d, new alone %d", name,
+                  rc_old[k], rc_new[k], rc_lone[k]);
+        if (!rc_old[k] && !rc_new[k]) {
+            same(name, n, &neu[k], &old[k]);
+            same_lp(name, &neu[k], &old[k]);
+        }
+        if (!rc_lone[k] && !rc_new[k]) {
+            same(name, n, &neu[k], &lone[k]);
+            same_lp(name, &neu[k], &lone[k]);
+        }
+        if (!rc_old[k]) clover_generate_result_free(&old[k]);
+        if (!rc_new[k]) clover_generate_result_free(&neu[k]);
+        if (!rc_lone[k]) clover_generate_result_free(&lone[k]);
+    }
+    printf("     %s: %zu requests (--ar sampled and with log-probabilities among them): new path = old switches = "
+           "alone\n", what, n);
+    free_jobs();
+}
+
+static void f32_old_switches(void) { old_switches_equal(tm32.model, "f32"); }
+static void q8_old_switches(void) { old_switches_equal(tmq8.model, "q8_0"); }
+
 static void f32_batches(void) { batches_equal_alone(tm32.model, "f32"); }
 static void q8_batches(void) { batches_equal_alone(tmq8.model, "q8_0"); }
 
 int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
-    if (test_model_convert(&tm32, &fx, CONVERT_F32) == 0) RUN(f32_batches);
-    if (test_model_convert(&tmq8, &fx, CONVERT_Q8_0) == 0) RUN(q8_batches);
+    if (test_model_convert(&tm32, &fx, CONVERT_F32) == 0) {
+        RUN(f32_batches);
+        RUN(f32_old_switches);
+    }
+    if (test_model_convert(&tmq8, &fx, CONVERT_Q8_0) == 0) {
+        RUN(q8_batches);
+        RUN(q8_old_switches);
+    }
     test_model_free(&tm32);
     test_model_free(&tmq8);
     fixture_close(&fx);

@@ -12,7 +12,9 @@
  * middle one with a bad id, fails only that one and leaves its session
  * untouched while the other two match the same commits alone bit for bit;
  * checkpoint, commit, restore and the same commit again give the same
- * logits; truncate on a GDN model is refused. (Block diffusion on CUDA:
+ * logits; truncate on a GDN model is refused. A "continue" (the prompt =
+ * the committed ids) decodes from the logits the device kept, equal to the
+ * eager path's (CLOVER_ENGINE_EAGER_LOGITS). (Block diffusion on CUDA:
  * test_cuda_preview.c.)
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
  */
@@ -73,6 +75,98 @@ static void clover_nll(void) {
     if (!s) return;
     golden_score(s, json_object_get(fx_cl.manifest, "nll"));
     clover_session_free(s);
+}
+
+/* Two answers on one session, the second's prompt = every committed id (a "continue"): on the new path the
+ * decode steps bring no logits back and the backend keeps the last row's on the device (backend_ops
+ * .last_logits), so the second answer still reuses the whole prompt; it must equal the old path's
+ * (CLOVER_ENGINE_EAGER_LOGITS: the logits came back every step and the host kept them) bit for bit. */
+static void continue_once(bool eager, clover_generate_result *r2, size_t *n2) {
+    json_t *c = json_array_get(json_object_get(fx_ar.manifest, "generate"), 0);
+    golden_request g;
+    golden_request_init(&g, tm_ar.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"), NULL);
+    g.p.max_tokens = 6;
+    g.p.ignore_eos = 1;
+    if (eager) setenv("CLOVER_ENGINE_EAGER_LOGITS", "1", 1);
+    clover_session *s = cuda_session(tm_ar.model);
+    clover_generate_result r1;
+    clover_error err = {0};
+    memset(r2, 0, sizeof *r2);
+    *n2 = 0;
+    int rc = s ? clover_generate(s, g.prompt, g.n_prompt, &g.p, &r1, &err) : -1;
+    CHECK_MSG(rc == 0, "continue (eager %d): first answer: %s", eager, err.message);
+    if (!rc) {
+        *n2 = clover_session_length(s);
+        int32_t *again = malloc(*n2 * sizeof *again);
+        memcpy(again, clover_session_ids(s), *n2 * sizeof *again);
+        rc = clover_generate(s, again, *n2, &g.p, r2, &err);
+        CHECK_MSG(rc == 0, "continue (eager %d): second answer: %s", eager, err.message);
+        if (!rc) CHECK_MSG(r2->stats.reused_tokens == *n2, "continue (eager %d): reused %zu of %zu prompt ids", eager,
+                           r2->stats.reused_tokens, *n2);
+        if (rc) memset(r2, 0, sizeof *r2);
+        free(again);
+        clover_generate_result_free(&r1);
+    }
+    unsetenv("CLOVER_ENGINE_EAGER_LOGITS");
+    clover_session_free(s);
+    golden_request_free(&g);
+}
+
+static void continue_from_kept_logits(void) {
+    clover_generate_result a, b;
+    size_t na = 0, nb = 0;
+    continue_once(false, &a, &na);
+    continue_once(true, &b, &nb);
+    CHECK_MSG(na == nb && a.n_generated == b.n_generated && a.n_generated > 0,
+              "continue: %zu + %zu tokens kept-on-device, %zu + %zu eager", na, a.n_generated, nb, b.n_generated);
+    if (na == nb && a.n_generated == b.n_generated && a.ids && b.ids) {
+        CHECK_MSG(!memcmp(a.ids, b.ids, a.n_generated * sizeof *a.ids), "continue: ids differ from the eager path");
+        CHECK_MSG(!memcmp(a.confidences, b.confidences, a.n_generated * sizeof *a.confidences),
+                  "continue: confidences differ from the eager path");
+    }
+    clover_generate_result_free(&a);
+    clover_generate_result_free(&b);
+}
+
+/* backend_ops.last_logits on the table itself: a stacked one-row commit that asked for no logits keeps them,
+ * equal bit for bit to a twin session's that asked; another pass on the session (a two-row commit) or a reset
+ * forgets them (CLOVER_E_INVALID, so the engine recommits). */
+static void kept_logits_equal_returned(void) {
+    const clover_model *m = tm_ar.model;
+    const size_t V = m->hp.n_vocab;
+    backend_config cfg = {.max_rows = 4, .max_context = 256};
+    backend *be = NULL;
+    clover_error err = {0};
+    int rc = backend_cuda.create(m, &cfg, &be, &err);
+    CHECK_MSG(rc == 0, "create: %s", err.message);
+    if (rc) return;
+    backend_session *s[2] = {0};
+    for (int i = 0; i < 2; i++) CHECK(backend_cuda.session_create(be, &s[i], &err) == 0);
+    CHECK(backend_cuda.last_logits && backend_cuda.last_logits(s[0], NULL, &err) == CLOVER_OK);
+    const int32_t pr[5] = {1, 5, 9, 2, 7}, t1[1] = {3}, t2[2] = {4, 6};
+    float *want = calloc(V, sizeof(float)), *got = calloc(V, sizeof(float));
+    backend_pick pk = {.temperature = 0.0f};
+    int32_t id[2];
+    float cf[2];
+    backend_commit_seq p[2] = {{.s = s[0], .ids = pr, .n = 5}, {.s = s[1], .ids = pr, .n = 5}};
+    CHECK(backend_cuda.commit(be, p, 2, NULL) == 0);
+    backend_commit_seq q[2] = {{.s = s[0], .ids = t1, .n = 1, .last_logits = want},
+                               {.s = s[1], .ids = t1, .n = 1, .pick = &pk, .n_pick = 1,
+                                .pick_out = {.id = id, .conf = cf}}};
+    CHECK(backend_cuda.commit(be, q, 2, NULL) == 0);
+    CHECK_EQ_INT(backend_cuda.last_logits(s[1], got, &err), CLOVER_OK);
+    CHECK(memcmp(want, got, V * sizeof(float)) == 0);
+    memset(got, 0, V * sizeof(float));
+    CHECK_EQ_INT(backend_cuda.last_logits(s[0], got, &err), CLOVER_OK); /* it asked, and it is kept too */
+    CHECK(memcmp(want, got, V * sizeof(float)) == 0);
+    backend_commit_seq r = {.s = s[1], .ids = t2, .n = 2};
+    CHECK(backend_cuda.commit(be, &r, 1, NULL) == 0);
+    CHECK_EQ_INT(backend_cuda.last_logits(s[1], got, &err), CLOVER_E_INVALID);
+    backend_cuda.reset(s[0]);
+    CHECK_EQ_INT(backend_cuda.last_logits(s[0], got, &err), CLOVER_E_INVALID);
+    free(want), free(got);
+    for (int i = 0; i < 2; i++) backend_cuda.session_free(s[i]);
+    backend_cuda.destroy(be);
 }
 
 static void batch_failure_is_per_sequence(void) {
@@ -164,6 +258,8 @@ int main(void) {
         RUN(ar_nll);
         RUN(clover_nll);
         RUN(batch_failure_is_per_sequence);
+        RUN(continue_from_kept_logits);
+        RUN(kept_logits_equal_returned);
     }
     test_model_free(&tm_ar);
     test_model_free(&tm_cl);

@@ -6,7 +6,9 @@
  * ahead of it, ignore_eos, max_tokens cutting the last block, cancellation
  * (flag and callback), prefix reuse, a failing backend, override
  * validation, one SplitMix64 draw per pending row in row order, the
- * autoregressive loop and the parity dump. Every case runs twice: on the
+ * autoregressive loop (and on a backend that keeps the last row's logits:
+ * no logits per decode step, a continue still reuses everything) and the
+ * parity dump. Every case runs twice: on the
  * engine's own pass loop (a backend without resolve) and with the blocks
  * resolved inside the backend (resolve over the fake's previews, the
  * record replayed to the live view): the same expected values on both.
@@ -19,6 +21,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -641,6 +644,76 @@ static void resolve_taken_and_checkpoints(void) {
     clover_session_free(s);
 }
 
+/* A backend that keeps the last row's logits itself (backend_ops.last_logits, as CUDA's stacked decode does):
+ * the decode commits ask for no logits (only the last prompt chunk does), and a prompt equal to the committed
+ * ids still reuses all of them, the first token from the kept logits (fetched once). CLOVER_ENGINE_EAGER_LOGITS
+ * brings them back every step (the old path): the same answers, nothing fetched. */
+static backend_ops kept_ops;
+static size_t kept_len = SIZE_MAX;
+static int commits_with_logits, kept_fetches;
+
+static int kept_commit(backend *be, backend_commit_seq *seqs, size_t n, backend_pass_stats *st) {
+    for (size_t i = 0; i < n; i++) commits_with_logits += seqs[i].last_logits != NULL;
+    int rc = fake_ops.commit(be, seqs, n, st);
+    for (size_t i = 0; i < n; i++) kept_len = !seqs[i].rc && seqs[i].n == 1 ? seqs[i].s->n : SIZE_MAX;
+    return rc;
+}
+
+static int kept_last_logits(backend_session *s, float *out, clover_error *err) {
+    if (!out) return CLOVER_OK;
+    if (kept_len != s->n || !s->n) return error_set(err, CLOVER_E_INVALID, "fake: no logits kept");
+    fk.next(s->ids[s->n - 1], out);
+    kept_fetches++;
+    return CLOVER_OK;
+}
+
+static void kept_run(bool eager, int want_commits_with_logits, int want_fetches) {
+    setup(8, 0, 0.0f, false);
+    fk.next = next_plus_one;
+    kept_ops = *ops_under_test;
+    kept_ops.commit = kept_commit;
+    kept_ops.last_logits = kept_last_logits;
+    const backend_ops *was = ops_under_test;
+    ops_under_test = &kept_ops;
+    commits_with_logits = kept_fetches = 0;
+    kept_len = SIZE_MAX;
+    if (eager) setenv("CLOVER_ENGINE_EAGER_LOGITS", "1", 1);
+    clover_session *s = open_session();
+    ops_under_test = was;
+    if (!s) return;
+    const int32_t prompt[2] = {1, 2};
+    clover_generate_params p;
+    clover_generate_params_init(&p);
+    p.max_tokens = 3;
+    clover_generate_result r;
+    clover_error err;
+    CHECK_EQ_INT(clover_generate(s, prompt, 2, &p, &r, &err), 0);
+    CHECK_EQ_INT(r.n_generated, 3);
+    for (int i = 0; i < 3 && i < (int)r.n_generated; i++) CHECK_EQ_INT(r.ids[i], 3 + i);
+    CHECK_EQ_INT(r.committed_after, 4);
+    clover_generate_result_free(&r);
+    CHECK_EQ_INT(commits_with_logits, want_commits_with_logits); /* eager: the prompt and both decode steps */
+    int32_t again[4];
+    memcpy(again, clover_session_ids(s), sizeof again);
+    size_t rows0 = fk.commit_rows;
+    p.max_tokens = 8;
+    CHECK_EQ_INT(clover_generate(s, again, 4, &p, &r, &err), 0);
+    CHECK_EQ_INT(r.stats.reused_tokens, 4);
+    CHECK_EQ_INT(r.n_generated, 2); /* 5, then the EOS 6 */
+    if (r.n_generated == 2) CHECK(r.ids[0] == 5 && r.ids[1] == 6);
+    CHECK_NEAR(r.confidences[0], exp(3.0) / (exp(3.0) + 7.0), 1e-6);
+    CHECK_EQ_INT(fk.commit_rows - rows0, 1); /* only the 5 */
+    CHECK_EQ_INT(kept_fetches, want_fetches);
+    clover_generate_result_free(&r);
+    unsetenv("CLOVER_ENGINE_EAGER_LOGITS");
+    clover_session_free(s);
+}
+
+static void autoregressive_kept_logits(void) {
+    kept_run(false, 1, 1);
+    kept_run(true, 3, 0);
+}
+
 static void every_case(void) {
     RUN(threshold_and_fallback);
     RUN(stop_inside_a_block);
@@ -652,6 +725,7 @@ static void every_case(void) {
     RUN(overrides_are_validated);
     RUN(one_draw_per_pending_row);
     RUN(autoregressive_loop);
+    RUN(autoregressive_kept_logits);
     RUN(first_preview_dump);
     RUN(resolve_taken_and_checkpoints);
 }
