@@ -143,6 +143,9 @@ float quant_act_dot_q6_k_scalar(const void *row, const void *xq, size_t n);
 void quant_act_quantize_32_avx2(const float *x, act_q8_32 *y, size_t n);
 void quant_act_quantize_k_avx2(const float *x, act_q8_k *y, size_t n);
 float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n);
+/* The AMX level's Q8_0 dot: each block's whole integer sum, then one FMA a
+ * block (act_bsum_avx2.c; AVX2 CPUs only). */
+float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q4_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q5_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q6_k_avx2(const void *row, const void *xq, size_t n);

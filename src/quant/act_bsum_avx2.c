@@ -1,0 +1,78 @@
+/*
+ * act_bsum_avx2.c: the one-row Q8_0 dot of the AMX level (simd_level.h),
+ * in the whole-block order that level's tile kernel (gemm_amx.c) can give:
+ * for each block b, in order, from acc = +0:
+ *     s_b = the sum of the block's 32 products w * x, an exact int32
+ *           (|s_b| <= 32 * 128 * 127 < 2^24, so (float)s_b is exact too);
+ *     p_b = d_w(b) * d_x(b), one IEEE single product;
+ *     acc = fma(p_b, (float)s_b, acc), one rounding.
+ * Every step is exact or one correctly rounded IEEE operation, so any
+ * implementation of this order gives the same bits: the tile kernel for
+ * each (weight row, activation row), this dot, and the tests' scalar oracle.
+ * (The AVX2 and AVX-512 levels' dot, act_avx2.c, instead scales each 4-byte
+ * lane sum, 8 per block, which a tile cannot give without wasting 7/8 of
+ * it: bench/device-runs/2026-12-04-verify/RESULTS.md.)
+ *
+ * The integer sums: 8 blocks at a time as act_avx2.c forms them (vpsignb,
+ * vpmaddubsw, vpmaddwd: 8 int32 lanes a block, no int16 step saturates:
+ * |pair| <= 2 * 128 * 127 < 2^15), then one transposed add tree (6 vphaddd,
+ * 2 lane swaps, 1 add) gives the 8 block sums. The float chain is scalar:
+ * one FMA a block, 4 cycles of latency each, about 4 cycles a block, which
+ * a decode step on many cores (memory-bound at ~7 GB/s a core) does not
+ * feel; one core may, against act_avx2.c's two 8-lane chains.
+ *
+ * Compiled with -mavx2 -mfma -mf16c (this file only); used only when
+ * quant_amx_active(), and by the tests on any AVX2 CPU.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+
+#include "quant/quant_avx2_inline.h"
+#include "quant/quant_internal.h"
+
+enum { PREFETCH_BYTES = 1024 }; /* as act_avx2.c: the weight lines ~1 KiB ahead */
+
+/* The 8 int32 lanes of one block: lane k sums the products of bytes 4k..4k+3. */
+static inline __m256i q8_lanes(const int8_t *w, const int8_t *x) {
+    const __m256i qw = load_256(w), qx = load_256(x);
+    const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(qw, qw), _mm256_sign_epi8(qx, qw));
+    return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
+}
+
+/* The whole sums of blocks 0..7, lane k = block k (exact integer adds). */
+static inline __m256i bsum8(const block_q8_0 *b, const act_q8_32 *x) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++) v[k] = q8_lanes(b[k].qs, x[k].qs);
+    /* per 128-bit half: [v0 v1 v2 v3] lanes 0-3 summed (low half) and 4-7 (high) */
+    const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+    const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+static inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+/* acc = fma(d_w * d_x, s, acc) */
+static inline __m128 block_fma(const block_q8_0 *b, const act_q8_32 *x, int s, __m128 acc) {
+    return _mm_fmadd_ss(_mm_set_ss(load_f16(b->d) * x->d), _mm_cvtsi32_ss(_mm_setzero_ps(), s), acc);
+}
+
+float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n) {
+    const act_q8_32 *x = xq;
+    const block_q8_0 *b = row;
+    const size_t nb = n / QUANT_QK8_0;
+    __m128 acc = _mm_setzero_ps();
+    size_t i = 0;
+    for (; i + 8 <= nb; i += 8, b += 8, x += 8) {
+        for (int l = 0; l < 5; l++) _mm_prefetch((const char *)b + PREFETCH_BYTES + 64 * l, _MM_HINT_T0);
+        _Alignas(32) int s[8];
+        _mm256_store_si256((__m256i *)s, bsum8(b, x));
+        for (int k = 0; k < 8; k++) acc = block_fma(b + k, x + k, s[k], acc);
+    }
+    for (; i < nb; i++, b++, x++) acc = block_fma(b, x, hsum_epi32(q8_lanes(b->qs, x->qs)), acc);
+    return _mm_cvtss_f32(acc);
+}

@@ -1,0 +1,195 @@
+/*
+ * gemm_amx.c: the AMX level's integer multi-row kernel (simd_level.h):
+ * three or more 8-bit activation rows against Q8_0 weights, with AMX int8
+ * tiles doing the integer work of one Q8_0 block for 16 weight rows x 16
+ * activation rows in one tdpbssd.
+ *
+ * The arithmetic (act_bsum_avx2.c's header): for each (weight row,
+ * activation row) and block b, in order: s_b = the block's whole integer
+ * sum (exact), acc = fma(d_w * d_x, (float)s_b, acc) from +0. The tile
+ * gives s_b exactly (int32 sums of int8 products, no saturation: |s_b| <
+ * 2^24); the float step is the same IEEE product and FMA per (row, block)
+ * in the same block order, so each output equals the AMX level's one-row
+ * dot bit for bit, whatever the row count (the batch-invariance rule), and
+ * equals the tests' scalar oracle of that order bit for bit.
+ *
+ * Why this shape. tdpbssd multiplies an A tile (M rows x K bytes) by a B
+ * tile (K/4 rows x N dwords, each dword 4 bytes of one column: the VNNI
+ * layout) into C (M x N int32). Each C element must be one block's sum, so
+ * K = 32 bytes (one Q8_0 block): half a full tile's K, against 1/16 in the
+ * last session's lane-exact kernel (RESULTS.md of 2026-12-04: 0.51x the
+ * VNNI kernel). A = 16 weight rows x the block's 32 codes, loaded straight
+ * from the GGUF rows with the row stride (tileloadd is a strided load; a
+ * block's codes follow its f16 scale), so the weights need no repacking at
+ * load and no per-tile shuffle. B = the block of 16 activation rows in the
+ * VNNI layout: that layout is the activations', staged once per product
+ * by matmul.c (gemm_amx.h) where the other levels stage them planar, so it
+ * costs nothing per tile either. C = 16 weight rows x 16 activation rows,
+ * stored to a 1 KiB buffer; then per weight row i one vector of 16
+ * activation rows: acc[i] = fma(dx * dw[i], cvt(C row i), acc[i]), with dx
+ * the block's 16 activation scales (one vector load) and dw[i] the weight
+ * row's f16 scale as float, broadcast from dwf (the scales of a 16-row x
+ * KB-block chunk, gathered and converted once per chunk and pass). Three
+ * vector operations per 16 (row, row) pairs a block, against the VNNI
+ * kernel's four per 8 lanes of one pair.
+ *
+ * Loops: 16 weight rows (a partial last tile configures M = its rows) x
+ * passes of X_GROUPS groups of 16 activation rows x chunks of KB blocks,
+ * with the 16 accumulators of each group in registers over a chunk and
+ * saved between chunks (the block order is kept). Two blocks are in flight
+ * (tiles 0/2/4 and 1/3/5) so that one block's tile work overlaps the
+ * other's float step. Tiles are configured at the start of each call and
+ * released at its end (a call is at least 16 weight rows x all rows x all
+ * blocks, so the configuration is a small part of it, and no tile state
+ * outlives the call).
+ *
+ * Compiled with -mavx512f/bw/vl/vnni -mamx-tile -mamx-int8 (*_amx.c, this
+ * file only); called only when quant_amx_active(). test_gemm_amx_emu runs
+ * this source on emulated tiles (and emulated AVX-512) on any AVX2 CPU.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant/gemm_amx.h"
+#include "quant/matmul_internal.h"
+#include "quant/quant_avx2_inline.h"
+#include "quant/quant_internal.h"
+
+enum {
+    W_TILE = 16,   /* weight rows per tile (A's and C's rows) */
+    KB = 128,      /* blocks per chunk (4096 values): dwf is 16 x KB floats, 8 KiB */
+    X_GROUPS = 4,  /* groups of 16 activation rows per pass: 4 x 16 saved accumulators, 4 KiB */
+    QB = 34,       /* bytes of a Q8_0 block: f16 scale, then 32 codes */
+    PREFETCH = 1024, /* the weight lines asked for ahead on the first group of a pass */
+};
+
+/* ldtilecfg's 64-byte operand (palette 1). */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+_Static_assert(sizeof(tile_config) == 64, "tile configuration layout");
+
+/* Tiles 0, 1: C (m weight rows x 16 int32); 2, 3: A (m weight rows x 32
+ * code bytes); 4, 5: B (8 rows x 64 bytes). */
+static void amx_configure(int m) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 2; t++) {
+        c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
+        c.rows[2 + t] = (uint8_t)m, c.colsb[2 + t] = 32;
+        c.rows[4 + t] = 8, c.colsb[4 + t] = 64;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* dwf[i * KB + b] = the f16 scale of weight row o + i, block kb0 + b, as
+ * float (rows i >= m: 0). Eight blocks of a row per gather: the dword at
+ * each block's start holds its scale in the low 16 bits. */
+static void dw_fill(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, float *dwf) {
+    const __m256i idx = _mm256_setr_epi32(0, QB, 2 * QB, 3 * QB, 4 * QB, 5 * QB, 6 * QB, 7 * QB);
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    for (int i = 0; i < W_TILE; i++) {
+        float *dst = dwf + i * KB;
+        if (i >= m) {
+            memset(dst, 0, nkb * sizeof(float));
+            continue;
+        }
+        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * QB;
+        size_t b = 0;
+        for (; b + 8 <= nkb; b += 8) {
+            const __m256i h = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)(row + QB * b), idx, 1), lo16);
+            /* packus: 16-bit [h0..h3 h0..h3 | h4..h7 h4..h7]; qwords 0 and 2 are h0..h7 */
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+            _mm256_storeu_ps(dst + b, _mm256_cvtph_ps(_mm256_castsi256_si128(p)));
+        }
+        for (; b < nkb; b++) dst[b] = load_f16(row + QB * b);
+    }
+}
+
+/* One block's float step: cb = C (16 rows of 16 int32), dwb = &dwf[b],
+ * dxb = the block's 16 activation scales. */
+static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, const float *dwb, const float *dxb,
+                                                          __m512 acc[W_TILE]) {
+    const __m512 dx = _mm512_loadu_ps(dxb);
+    for (int i = 0; i < W_TILE; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dwb[i * KB])),
+                                 _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * i)), acc[i]);
+}
+
+/* Blocks 0..nkb of one group against the weight tile: wa = the codes of
+ * block 0 of the tile's first row, bt / dx = the group's B tiles and scales
+ * at block 0. */
+static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, size_t stride, int m, const uint8_t *bt,
+                                                            const float *dx, const float *dwf, size_t nkb,
+                                                            int prefetch, int32_t cbuf[2][256], __m512 acc[W_TILE]) {
+    size_t b = 0;
+    for (; b + 2 <= nkb; b += 2) {
+        if (prefetch)
+            for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + QB * b + PREFETCH, _MM_HINT_T0);
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_loadd(2, wa + QB * b, stride);
+        _tile_loadd(4, bt + GEMM_AMX_TILE_BYTES * b, 64);
+        _tile_loadd(3, wa + QB * (b + 1), stride);
+        _tile_loadd(5, bt + GEMM_AMX_TILE_BYTES * (b + 1), 64);
+        _tile_dpbssd(0, 2, 4);
+        _tile_dpbssd(1, 3, 5);
+        _tile_stored(0, cbuf[0], 64);
+        _tile_stored(1, cbuf[1], 64);
+        amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
+        amx_fma(cbuf[1], dwf + b + 1, dx + W_TILE * (b + 1), acc);
+    }
+    if (b < nkb) {
+        _tile_zero(0);
+        _tile_loadd(2, wa + QB * b, stride);
+        _tile_loadd(4, bt + GEMM_AMX_TILE_BYTES * b, 64);
+        _tile_dpbssd(0, 2, 4);
+        _tile_stored(0, cbuf[0], 64);
+        amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
+    }
+}
+
+void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
+    const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
+    const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
+    _Alignas(64) float dwf[W_TILE * KB];
+    _Alignas(64) int32_t cbuf[2][256];
+    _Alignas(64) float saved[X_GROUPS][W_TILE][16];
+    _Alignas(64) float out[16];
+    memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
+    int configured = 0;
+    for (size_t o = o0; o < o1; o += W_TILE) {
+        const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
+        if (m != configured) amx_configure(m), configured = m;
+        for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
+            const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
+            for (size_t kb0 = 0; kb0 < nb; kb0 += KB) {
+                const size_t nkb = nb - kb0 < KB ? nb - kb0 : KB;
+                const int last = kb0 + nkb == nb;
+                dw_fill(j, o, m, kb0, nkb, dwf);
+                const uint8_t *wa = j->w + o * j->row_bytes + kb0 * QB + 2;
+                for (size_t g = g0; g < g1; g++) {
+                    __m512 acc[W_TILE];
+                    for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
+                    amx_group(wa, j->row_bytes, m, j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES,
+                              scales + (g * nb + kb0) * W_TILE, dwf, nkb, g == g0, cbuf, acc);
+                    if (!last) {
+                        for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
+                        continue;
+                    }
+                    const size_t r0 = g * GEMM_AMX_ROWS;
+                    const size_t nr = j->n_rows - r0 < GEMM_AMX_ROWS ? j->n_rows - r0 : GEMM_AMX_ROWS;
+                    for (int i = 0; i < m; i++) {
+                        _mm512_storeu_ps(out, acc[i]);
+                        for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = out[r];
+                    }
+                }
+            }
+        }
+    }
+    _tile_release();
+}
