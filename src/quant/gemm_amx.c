@@ -36,9 +36,10 @@
  * Loops: 16 weight rows (a partial last tile configures M = its rows) x
  * passes of X_GROUPS groups of 16 activation rows x chunks of KB blocks,
  * with the 16 accumulators of each group in registers over a chunk and
- * saved between chunks (the block order is kept). Two blocks are in flight
- * (tiles 0/2/4 and 1/3/5) so that one block's tile work overlaps the
- * other's float step. Tiles are configured at the start of each call and
+ * saved between chunks (the block order is kept). Four blocks are in
+ * flight (C tiles 0..3), so that the tile work of some overlaps the float
+ * steps of others; CLOVER_AMX_FLIGHT=2 takes two (simd_level.h), for the
+ * device benchmark to say which pays (same bits either way). Tiles are configured at the start of each call and
  * released at its end (a call is at least 16 weight rows x all rows x all
  * blocks, so the configuration is a small part of it, and no tile state
  * outlives the call).
@@ -55,6 +56,7 @@
 #include "quant/matmul_internal.h"
 #include "quant/quant_avx2_inline.h"
 #include "quant/quant_internal.h"
+#include "quant/simd_level.h"
 
 enum {
     W_TILE = 16,   /* weight rows per tile (A's and C's rows) */
@@ -72,16 +74,16 @@ typedef struct tile_config {
 } tile_config;
 _Static_assert(sizeof(tile_config) == 64, "tile configuration layout");
 
-/* Tiles 0, 1: C (m weight rows x 16 int32); 2, 3: A (m weight rows x 32
- * code bytes); 4, 5: B (8 rows x 64 bytes). */
+/* Tiles 0..3: C (m weight rows x 16 int32); 4, 6: A (m weight rows x 32
+ * code bytes); 5, 7: B (8 rows x 64 bytes). */
 static void amx_configure(int m) {
     tile_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t = 0; t < 2; t++) {
-        c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
-        c.rows[2 + t] = (uint8_t)m, c.colsb[2 + t] = 32;
-        c.rows[4 + t] = 8, c.colsb[4 + t] = 64;
+    for (int t = 0; t < 4; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
+    for (int t = 4; t < 8; t += 2) {
+        c.rows[t] = (uint8_t)m, c.colsb[t] = 32;
+        c.rows[t + 1] = 8, c.colsb[t + 1] = 64;
     }
     _tile_loadconfig(&c);
 }
@@ -122,42 +124,61 @@ static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, con
 
 /* Blocks 0..nkb of one group against the weight tile: wa = the codes of
  * block 0 of the tile's first row, bt / dx = the group's B tiles and scales
- * at block 0. */
+ * at block 0. flight (2 or 4, a constant at each call): blocks whose tile
+ * work is issued before their float steps, each in its own C tile (tile
+ * registers are few and, as far as Intel documents, not renamed: a C tile
+ * is busy from its tilezero to its tilestored, so more C tiles let more
+ * tdpbssd overlap; A and B alternate between 4/5 and 6/7). */
 static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, size_t stride, int m, const uint8_t *bt,
                                                             const float *dx, const float *dwf, size_t nkb,
-                                                            int prefetch, int32_t cbuf[2][256], __m512 acc[W_TILE]) {
+                                                            int prefetch, const int flight, int32_t cbuf[4][256],
+                                                            __m512 acc[W_TILE]) {
+#define AMX_BLOCK(c, ta, tb, k)                                              \
+    do {                                                                     \
+        _tile_zero(c);                                                       \
+        _tile_loadd(ta, wa + QB * (k), stride);                              \
+        _tile_loadd(tb, bt + GEMM_AMX_TILE_BYTES * (k), 64);                 \
+        _tile_dpbssd(c, ta, tb);                                             \
+    } while (0)
     size_t b = 0;
+    if (flight == 4)
+        for (; b + 4 <= nkb; b += 4) {
+            if (prefetch)
+                for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + QB * b + PREFETCH, _MM_HINT_T0);
+            AMX_BLOCK(0, 4, 5, b);
+            AMX_BLOCK(1, 6, 7, b + 1);
+            AMX_BLOCK(2, 4, 5, b + 2);
+            AMX_BLOCK(3, 6, 7, b + 3);
+            _tile_stored(0, cbuf[0], 64);
+            _tile_stored(1, cbuf[1], 64);
+            _tile_stored(2, cbuf[2], 64);
+            _tile_stored(3, cbuf[3], 64);
+            for (int k = 0; k < 4; k++) amx_fma(cbuf[k], dwf + b + k, dx + W_TILE * (b + k), acc);
+        }
     for (; b + 2 <= nkb; b += 2) {
-        if (prefetch)
+        if (prefetch && flight == 2)
             for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + QB * b + PREFETCH, _MM_HINT_T0);
-        _tile_zero(0);
-        _tile_zero(1);
-        _tile_loadd(2, wa + QB * b, stride);
-        _tile_loadd(4, bt + GEMM_AMX_TILE_BYTES * b, 64);
-        _tile_loadd(3, wa + QB * (b + 1), stride);
-        _tile_loadd(5, bt + GEMM_AMX_TILE_BYTES * (b + 1), 64);
-        _tile_dpbssd(0, 2, 4);
-        _tile_dpbssd(1, 3, 5);
+        AMX_BLOCK(0, 4, 5, b);
+        AMX_BLOCK(1, 6, 7, b + 1);
         _tile_stored(0, cbuf[0], 64);
         _tile_stored(1, cbuf[1], 64);
         amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
         amx_fma(cbuf[1], dwf + b + 1, dx + W_TILE * (b + 1), acc);
     }
     if (b < nkb) {
-        _tile_zero(0);
-        _tile_loadd(2, wa + QB * b, stride);
-        _tile_loadd(4, bt + GEMM_AMX_TILE_BYTES * b, 64);
-        _tile_dpbssd(0, 2, 4);
+        AMX_BLOCK(0, 4, 5, b);
         _tile_stored(0, cbuf[0], 64);
         amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
     }
+#undef AMX_BLOCK
 }
 
 void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
     const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
     const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
     _Alignas(64) float dwf[W_TILE * KB];
-    _Alignas(64) int32_t cbuf[2][256];
+    _Alignas(64) int32_t cbuf[4][256];
+    const int flight4 = quant_amx_flight() == 4;
     _Alignas(64) float saved[X_GROUPS][W_TILE][16];
     _Alignas(64) float out[16];
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
@@ -175,8 +196,12 @@ void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
                     for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
-                    amx_group(wa, j->row_bytes, m, j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES,
-                              scales + (g * nb + kb0) * W_TILE, dwf, nkb, g == g0, cbuf, acc);
+                    const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
+                    const float *dx = scales + (g * nb + kb0) * W_TILE;
+                    if (flight4)
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, nkb, g == g0, 4, cbuf, acc);
+                    else
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, nkb, g == g0, 2, cbuf, acc);
                     if (!last) {
                         for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
                         continue;

@@ -39,6 +39,9 @@ bool quant_amx_supported(void);
 /* True when the AMX level is in use: supported, the AVX-512 level active,
  * and CLOVER_NO_AMX not set. */
 bool quant_amx_active(void);
+/* The AMX kernel's blocks in flight (gemm_amx.c): 4, or 2 with
+ * CLOVER_AMX_FLIGHT=2 (a benchmark knob: the bits are the same). */
+int quant_amx_flight(void);
 /* The active level (QUANT_LEVEL_*), and its name for logs and benches. */
 int quant_simd_level(void);
 const char *quant_simd_level_name(void);

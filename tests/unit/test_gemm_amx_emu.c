@@ -4,7 +4,8 @@
  * intrinsics as AVX2 work on two halves), then checked by amx_levels.h: bit
  * for bit against the scalar oracle of the whole-block order and the AMX
  * level's one-row dot (act_bsum_avx2.c), rows 1..64 and past the kernel's
- * groups and passes, odd block counts, partial weight tiles; and the
+ * groups and passes, odd block counts, partial weight tiles, with four
+ * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2); and the
  * one-row dot alone against the oracle. This runs on every AVX2 CPU, so the
  * kernel's tile bookkeeping is checked in CI and on development machines,
  * which have no AMX; the instructions themselves are checked by
@@ -18,9 +19,15 @@
 #include "unit/amx_emu.h"
 #include "unit/avx512_emu.h"
 
+#include "quant/simd_level.h"
+
+/* Both kernel variants (CLOVER_AMX_FLIGHT), which must give the same bits. */
+static int emu_flight = 4;
+#define quant_amx_flight() emu_flight
 #define matmul_rows_gemm_amx matmul_rows_gemm_amx_emu
 #include "../../src/quant/gemm_amx.c"
 #undef matmul_rows_gemm_amx
+#undef quant_amx_flight
 
 #include "quant/quant.h"
 #include "unit/amx_levels.h"
@@ -29,6 +36,9 @@ static void test_one_row_dot(void) { al_one_row(); }
 
 static void test_emulated_kernel(void) {
     al_all(matmul_rows_gemm_amx_emu, 0);
+    emu_flight = 2;
+    al_all(matmul_rows_gemm_amx_emu, 1);
+    emu_flight = 4;
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault (unconfigured, bad shape or released)", emu_amx_faults);
 }
 
