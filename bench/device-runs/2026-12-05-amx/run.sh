@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 30, round 2: the AMX int8 level for Q8_0 in the whole-block order (branch amx:
+# src/quant/gemm_amx.c, act_bsum_avx2.c) on the H200 machine's Xeon host. CPU binaries only.
+#   run(command="bash .gpu-amx/run.sh", carry=[".gpu-amx"], timeout_s=120)
+# .gpu-amx/: bin/ (tests + bench_gemm_levels of the commit in .gpu-amx/COMMIT), lib/ (jansson, pcre2,
+# utf8proc), this script. Wall: ~30-45 s (tests ~15 s, 8 bench runs ~2-4 s each).
+# Predictions (reasoned from instruction counts, not measured; the dev VM has no AMX):
+#  - flags include amx_tile amx_int8 avx512_vnni; test_quant_amx prints "level: amx" and passes with
+#    CLOVER_AMX_FLIGHT 4 (default) and 2; the other tests pass at the AMX level (they ran at a faked
+#    AMX level with the emulated kernel on the dev VM and passed).
+#  - bench_gemm_levels q8_0 2048x2048, 1 thread (ms). Before (2026-12-04, VNNI / old lane-exact AMX):
+#    8 rows 0.92 / 1.12; 32 rows 2.96 / 5.77; 64 rows 5.88 / 10.96; 512 rows 50.4 / 89.0.
+#    Predicted AMX (whole-block): 8 rows 0.25-0.6 (1.5-3.5x VNNI); 32 rows 0.3-1.0; 64 rows 0.5-2.0;
+#    512 rows 4-15 (3-12x VNNI; one tile step of 16x16 pairs x 1 block ~30-40 cycles: 16 cvt + 16 mul
+#    + 16 fma on 2 ports, a 1 KiB tile store, ~57 loads). 1 row (the level's one-row dot, a serial
+#    FMA chain): 1.0-2.2x the VNNI level's time (it ran 2.0x slower in cache on the Zen 4 dev VM).
+#  - 16 threads: AMX/VNNI speed-up at 64-512 rows 2.5-6x (smaller than 1 thread: the 8-bit staging
+#    runs on the calling thread, ~0.3-0.5 ms at 512 rows); flight 4 vs 2 within +-15%.
+set -uo pipefail
+R=${OUT:-/tmp/out}; mkdir -p "$R"; S=$R/summary.txt; P=.gpu-amx
+export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+say() { echo "$*" | tee -a "$S"; }
+say "start $(date -u +%T) commit $(cat $P/COMMIT) cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus)"
+say "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512bw|avx512vl|avx512_vnni|avx_vnni|amx_tile|amx_int8|amx_bf16)$' | tr '\n' ' ')"
+t() { # name [env...]: one test binary, its level line and result
+  local n=$1; shift
+  env "$@" timeout 120 $P/bin/$n > "$R/$n${1:+.${1%%=*}}.log" 2>&1; local rc=$?
+  local log="$R/$n${1:+.${1%%=*}}.log"
+  say "$n ${*:-} rc=$rc $(grep -m1 -E '^level|^SKIP' "$log") | $(tail -1 "$log")"
+  [ $rc = 0 ] || grep -m6 -E "FAIL|differ|CHECK" "$log" | tee -a "$S"
+}
+t test_quant_amx
+t test_quant_amx CLOVER_AMX_FLIGHT=2
+t test_gemm_amx_emu
+for n in test_quant_avx512 test_gemm test_matmul test_matmul_group test_matmul_batch test_cpu_moe; do t $n; done
+B() { # label env...: q8_0 at 1/8/32/64/512 rows, 1 and 16 threads
+  local label=$1; shift
+  for th in 1 16; do
+    env "$@" timeout 60 $P/bin/bench_gemm_levels --types q8_0 --rows 1,8,32,64,512 --threads $th --reps 5 \
+      > "$R/bench-$label-$th.log" 2>&1 || say "bench $label threads $th rc=$?"
+  done
+}
+B amx
+B amx2 CLOVER_AMX_FLIGHT=2
+B vnni CLOVER_NO_AMX=1
+B avx2 CLOVER_NO_AVX512=1
+say "levels seen: $(for f in "$R"/bench-*-1.log; do echo -n "$(basename $f .log)=$(head -1 $f | cut -d, -f1 | cut -d' ' -f2) "; done)"
+say "q8_0 2048x2048 ms (threads rows: amx amx-flight2 vnni avx2 | vnni/amx; predicted 1 thread vnni/amx: 1r 0.45-1, 8r 1.5-3.5, 32-512r 3-12)"
+for th in 1 16; do
+  for rows in 1 8 32 64 512; do
+    v() { awk -v r=$rows '$1=="q8_0" && $2==r {print $3}' "$R/bench-$1-$th.log"; }
+    a=$(v amx); a2=$(v amx2); vn=$(v vnni); x=$(v avx2)
+    say "  $th $rows: $a $a2 $vn $x | $(awk -v a="$a" -v b="$vn" 'BEGIN{if (a>0) printf "%.2fx", b/a}')"
+  done
+done
+say "before (1 thread, 2026-12-04): vnni 8r 0.92, 32r 2.96, 64r 5.88, 512r 50.4; old lane-exact amx 1.12 5.77 10.96 89.0"
+say "end $(date -u +%T)"
