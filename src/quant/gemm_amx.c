@@ -117,6 +117,7 @@ static void dw_fill(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb
 static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, const float *dwb, const float *dxb,
                                                           __m512 acc[W_TILE]) {
     const __m512 dx = _mm512_loadu_ps(dxb);
+#pragma GCC unroll 16 /* acc[] stays in registers only if every index is a constant */
     for (int i = 0; i < W_TILE; i++)
         acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dwb[i * KB])),
                                  _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * i)), acc[i]);
@@ -153,6 +154,7 @@ static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, s
             _tile_stored(1, cbuf[1], 64);
             _tile_stored(2, cbuf[2], 64);
             _tile_stored(3, cbuf[3], 64);
+#pragma GCC unroll 4
             for (int k = 0; k < 4; k++) amx_fma(cbuf[k], dwf + b + k, dx + W_TILE * (b + k), acc);
         }
     for (; b + 2 <= nkb; b += 2) {
@@ -195,6 +197,7 @@ void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
                 const uint8_t *wa = j->w + o * j->row_bytes + kb0 * QB + 2;
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
+#pragma GCC unroll 16
                     for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
                     const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
                     const float *dx = scales + (g * nb + kb0) * W_TILE;
@@ -203,6 +206,7 @@ void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
                     else
                         amx_group(wa, j->row_bytes, m, bt, dx, dwf, nkb, g == g0, 2, cbuf, acc);
                     if (!last) {
+#pragma GCC unroll 16
                         for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
                         continue;
                     }

@@ -18,6 +18,7 @@
 #    runs on the calling thread, ~0.3-0.5 ms at 512 rows); flight 4 vs 2 within +-15%.
 set -uo pipefail
 R=${OUT:-/tmp/out}; mkdir -p "$R"; S=$R/summary.txt; P=.gpu-amx
+export CLOVER_SOURCE_DIR=$PWD  # test_cpu_moe reads tests/data
 export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 say() { echo "$*" | tee -a "$S"; }
 say "start $(date -u +%T) commit $(cat $P/COMMIT) cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus)"
