@@ -46,12 +46,15 @@ B amx2 CLOVER_AMX_FLIGHT=2
 B vnni CLOVER_NO_AMX=1
 B avx2 CLOVER_NO_AVX512=1
 say "levels seen: $(for f in "$R"/bench-*-1.log; do echo -n "$(basename $f .log)=$(head -1 $f | cut -d, -f1 | cut -d' ' -f2) "; done)"
-say "q8_0 2048x2048 ms (threads rows: amx amx-flight2 vnni avx2 | vnni/amx; predicted 1 thread vnni/amx: 1r 0.45-1, 8r 1.5-3.5, 32-512r 3-12)"
+say "q8_0 2048x2048 ms (threads rows: amx amx-flight2 vnni avx2 | vnni/amx speed-up, predicted)"
+pred() { case "$1 $2" in
+  "1 1") echo 0.45-1.0x;; "1 8") echo 1.5-3.5x;; "1 32") echo 3-10x;; "1 64"|"1 512") echo 3-12x;;
+  "16 1") echo 0.8-1.05x;; "16 8") echo 1.2-3x;; *) echo 2-6x;; esac; }
 for th in 1 16; do
   for rows in 1 8 32 64 512; do
     v() { awk -v r=$rows '$1=="q8_0" && $2==r {print $3}' "$R/bench-$1-$th.log"; }
     a=$(v amx); a2=$(v amx2); vn=$(v vnni); x=$(v avx2)
-    say "  $th $rows: $a $a2 $vn $x | $(awk -v a="$a" -v b="$vn" 'BEGIN{if (a>0) printf "%.2fx", b/a}')"
+    say "  $th $rows: $a $a2 $vn $x | $(awk -v a="$a" -v b="$vn" 'BEGIN{if (a>0) printf "%.2fx", b/a}') (predicted $(pred $th $rows))"
   done
 done
 say "before (1 thread, 2026-12-04): vnni 8r 0.92, 32r 2.96, 64r 5.88, 512r 50.4; old lane-exact amx 1.12 5.77 10.96 89.0"
