@@ -12,8 +12,8 @@
  * and the oracle itself against the other levels' scalar oracle
  * (quant_act_dot_scalar: their float order) within 2e-6 * sum |w x|, so the
  * new order computes the same product. Activation rows 1..64 each on the
- * small shapes and a spread past the kernel's 16-row groups and 64-row
- * passes elsewhere; odd block counts (3, 65, 129: a partial two-block step,
+ * smallest shapes and a spread past the kernel's 16-row groups and 64-row
+ * passes elsewhere; one block, odd block counts (3, 65, 129: a partial step,
  * and past the kernel's 128-block chunks); output counts that leave a
  * partial 16-row weight tile (1, 5, 13, 37) and output ranges split off a
  * tile boundary; quantised-normal and raw random weights (every code); an
@@ -105,14 +105,14 @@ out:
 
 /* Every shape; quick: the spread of row counts only. */
 static inline void al_all(gemm_kernel_fn kernel, int quick) {
-    static const size_t ins[] = {96, 2080, 4128}, outs[] = {1, 5, 13, 37};
+    static const size_t ins[] = {32, 96, 2080, 4128}, outs[] = {1, 5, 13, 37};
     static const size_t spread[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 80, 130};
     rng_state r;
     rng_seed(&r, 3030);
     int bad = 0, cases = 0;
     for (size_t a = 0; a < sizeof ins / sizeof ins[0]; a++)
         for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
-            if (!quick && ins[a] == 96 && (outs[o] == 13 || outs[o] == 37))
+            if (!quick && ins[a] <= 96 && (outs[o] == 13 || outs[o] == 37))
                 for (size_t rows = 1; rows <= 64; rows++, cases++) bad += al_case(kernel, &r, outs[o], ins[a], rows, (int)(rows & 1));
             else
                 for (size_t k = 0; k < sizeof spread / sizeof spread[0]; k++, cases++)
