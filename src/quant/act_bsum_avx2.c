@@ -1,5 +1,6 @@
 /*
- * act_bsum_avx2.c: the one-row Q8_0 dot of the AMX level (simd_level.h),
+ * act_bsum_avx2.c: the one-row Q8_0 (and Q4_K / Q5_K, below) dots of the
+ * AMX level (simd_level.h),
  * in the whole-block order that level's tile kernel (gemm_amx.c) can give:
  * for each block b, in order, from acc = +0:
  *     s_b = the sum of the block's 32 products w * x, an exact int32
@@ -42,14 +43,19 @@ static inline __m256i q8_lanes(const int8_t *w, const int8_t *x) {
     return _mm256_madd_epi16(p, _mm256_set1_epi16(1));
 }
 
-/* The whole sums of blocks 0..7, lane k = block k (exact integer adds). */
-static inline __m256i bsum8(const block_q8_0 *b, const act_q8_32 *x) {
-    __m256i v[8];
-    for (int k = 0; k < 8; k++) v[k] = q8_lanes(b[k].qs, x[k].qs);
+/* The whole sums of 8 blocks given as 8 int32 lanes each: lane k = block
+ * k's sum (exact integer adds). */
+static inline __m256i sum8(const __m256i v[8]) {
     /* per 128-bit half: [v0 v1 v2 v3] lanes 0-3 summed (low half) and 4-7 (high) */
     const __m256i h0 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
     const __m256i h1 = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
     return _mm256_add_epi32(_mm256_permute2x128_si256(h0, h1, 0x20), _mm256_permute2x128_si256(h0, h1, 0x31));
+}
+
+static inline __m256i bsum8(const block_q8_0 *b, const act_q8_32 *x) {
+    __m256i v[8];
+    for (int k = 0; k < 8; k++) v[k] = q8_lanes(b[k].qs, x[k].qs);
+    return sum8(v);
 }
 
 static inline int hsum_epi32(__m256i v) {
@@ -82,4 +88,60 @@ float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n) {
     }
     for (; i < nb; i++, b++, x++) acc = block_fma(b, x, hsum_epi32(q8_lanes(b->qs, x->qs)), acc);
     return acc;
+}
+
+/* ---- Q4_K / Q5_K: the same order per sub-block of 32 ----
+ * For each super-block, in order: acc = fma((d * scale(s)) * d_x, S_s, acc)
+ * for s = 0..7 (S_s the sub-block's exact code sum; d * scale(s) is exact,
+ * 11 x 6 bits), then acc = fma(-(dmin * d_x), M, acc) with M = sum of
+ * min(s) * (sum of the activation codes of sub-block s), exact: gemm_amx.c's
+ * order. (float)S_s is exact (|S_s| <= 32 * 31 * 127 < 2^24), M too. */
+static inline float k4_bsum_block(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, const act_q8_k *x, float acc) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
+    __m256i v[8];
+    for (int c = 0; c < 4; c++) {
+        const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);
+        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (qh_off >= 0) {
+            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
+            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
+            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
+        }
+        /* codes <= 31 against |x| <= 127: a pair is at most 7874, no int16 saturation */
+        v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load_256(x->qs + 64 * c)), ones);
+        v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load_256(x->qs + 64 * c + 32)), ones);
+    }
+    _Alignas(32) int S[8];
+    _mm256_store_si256((__m256i *)S, sum8(v));
+    const float d = load_f16(blk), dx = x->d;
+    int M = 0;
+    for (int s = 0; s < 8; s++) {
+        uint8_t sc, mn;
+        quant_k4_scale_min(s, blk + 4, &sc, &mn);
+        acc = fmaf((d * (float)sc) * dx, (float)S[s], acc);
+        M += mn * (x->bsums[2 * s] + x->bsums[2 * s + 1]);
+    }
+    return fmaf(-(load_f16(blk + 2) * dx), (float)M, acc);
+}
+
+static inline float k4_bsum(const void *row, const void *xq, size_t n, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    const uint8_t *b = row;
+    const act_q8_k *x = xq;
+    float acc = 0.0f;
+    for (size_t i = 0; i < n / QUANT_QK_K; i++, b += bsz, x++) {
+        _mm_prefetch((const char *)b + PREFETCH_BYTES, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + PREFETCH_BYTES + 64, _MM_HINT_T0);
+        _mm_prefetch((const char *)b + PREFETCH_BYTES + 128, _MM_HINT_T0);
+        acc = k4_bsum_block(b, qs_off, qh_off, x, acc);
+    }
+    return acc;
+}
+
+float quant_act_dot_q4_k_bsum_avx2(const void *row, const void *xq, size_t n) {
+    return k4_bsum(row, xq, n, offsetof(block_q4_k, qs), -1, sizeof(block_q4_k));
+}
+
+float quant_act_dot_q5_k_bsum_avx2(const void *row, const void *xq, size_t n) {
+    return k4_bsum(row, xq, n, offsetof(block_q5_k, qs), (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
 }

@@ -112,40 +112,49 @@ static void dw_fill(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb
     }
 }
 
-/* One block's float step: cb = C (16 rows of 16 int32), dwb = &dwf[b],
- * dxb = the block's 16 activation scales. */
-static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, const float *dwb, const float *dxb,
-                                                          __m512 acc[W_TILE]) {
+/* One block's float step: cb = C (16 rows of 16 int32), dwb = the block's
+ * weight scale of row i at dwb[i * dws], dxb = its 16 activation scales. */
+static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, const float *dwb, const size_t dws,
+                                                          const float *dxb, __m512 acc[W_TILE]) {
     const __m512 dx = _mm512_loadu_ps(dxb);
 #pragma GCC unroll 16 /* acc[] stays in registers only if every index is a constant */
     for (int i = 0; i < W_TILE; i++)
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dwb[i * KB])),
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dwb[i * dws])),
                                  _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * i)), acc[i]);
 }
 
-/* Blocks 0..nkb of one group against the weight tile: wa = the codes of
- * block 0 of the tile's first row, bt / dx = the group's B tiles and scales
- * at block 0. flight (2 or 4, a constant at each call): blocks whose tile
- * work is issued before their float steps, each in its own C tile (tile
- * registers are few and, as far as Intel documents, not renamed: a C tile
- * is busy from its tilezero to its tilestored, so more C tiles let more
- * tdpbssd overlap; A and B alternate between 4/5 and 6/7). */
+/* Where one group's blocks are (constants at each call): the A tile of
+ * block b at wa + astep * b with row stride `stride`, its weight scales at
+ * dwf + b (row stride dws), its activation scales at dx + dxstep * b. */
+typedef struct amx_geom {
+    size_t astep, dws, dxstep;
+} amx_geom;
+
+/* Blocks 0..nkb of one group against the weight tile; bt = the group's B
+ * tile of block 0. flight (2 or 4, a constant at each call): blocks whose
+ * tile work is issued before their float steps, each in its own C tile
+ * (tile registers are few and, as far as Intel documents, not renamed: a C
+ * tile is busy from its tilezero to its tilestored, so more C tiles let
+ * more tdpbssd overlap; A and B alternate between 4/5 and 6/7). prefetch:
+ * ask for the A rows' lines ahead (Q8_0's first group: the weights stream
+ * from memory). */
 static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, size_t stride, int m, const uint8_t *bt,
-                                                            const float *dx, const float *dwf, size_t nkb,
-                                                            int prefetch, const int flight, int32_t cbuf[4][256],
-                                                            __m512 acc[W_TILE]) {
+                                                            const float *dx, const float *dwf, const amx_geom G,
+                                                            size_t nkb, int prefetch, const int flight,
+                                                            int32_t cbuf[4][256], __m512 acc[W_TILE]) {
 #define AMX_BLOCK(c, ta, tb, k)                                              \
     do {                                                                     \
         _tile_zero(c);                                                       \
-        _tile_loadd(ta, wa + QB * (k), stride);                              \
+        _tile_loadd(ta, wa + G.astep * (k), stride);                         \
         _tile_loadd(tb, bt + GEMM_AMX_TILE_BYTES * (k), 64);                 \
         _tile_dpbssd(c, ta, tb);                                             \
     } while (0)
+#define AMX_FMA(c, k) amx_fma(cbuf[c], dwf + (k), G.dws, dx + G.dxstep * (k), acc)
     size_t b = 0;
     if (flight == 4)
         for (; b + 4 <= nkb; b += 4) {
             if (prefetch)
-                for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + QB * b + PREFETCH, _MM_HINT_T0);
+                for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
             AMX_BLOCK(0, 4, 5, b);
             AMX_BLOCK(1, 6, 7, b + 1);
             AMX_BLOCK(2, 4, 5, b + 2);
@@ -154,35 +163,51 @@ static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, s
             _tile_stored(1, cbuf[1], 64);
             _tile_stored(2, cbuf[2], 64);
             _tile_stored(3, cbuf[3], 64);
-#pragma GCC unroll 4
-            for (int k = 0; k < 4; k++) amx_fma(cbuf[k], dwf + b + k, dx + W_TILE * (b + k), acc);
+            AMX_FMA(0, b);
+            AMX_FMA(1, b + 1);
+            AMX_FMA(2, b + 2);
+            AMX_FMA(3, b + 3);
         }
     for (; b + 2 <= nkb; b += 2) {
         if (prefetch && flight == 2)
-            for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + QB * b + PREFETCH, _MM_HINT_T0);
+            for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
         AMX_BLOCK(0, 4, 5, b);
         AMX_BLOCK(1, 6, 7, b + 1);
         _tile_stored(0, cbuf[0], 64);
         _tile_stored(1, cbuf[1], 64);
-        amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
-        amx_fma(cbuf[1], dwf + b + 1, dx + W_TILE * (b + 1), acc);
+        AMX_FMA(0, b);
+        AMX_FMA(1, b + 1);
     }
     if (b < nkb) {
         AMX_BLOCK(0, 4, 5, b);
         _tile_stored(0, cbuf[0], 64);
-        amx_fma(cbuf[0], dwf + b, dx + W_TILE * b, acc);
+        AMX_FMA(0, b);
     }
+#undef AMX_FMA
 #undef AMX_BLOCK
 }
 
-void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
+/* acc, after a pass's last chunk: the outputs of group g's rows. */
+static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m512 acc[W_TILE]) {
+    _Alignas(64) float out[16];
+    const size_t r0 = g * GEMM_AMX_ROWS;
+    const size_t nr = j->n_rows - r0 < GEMM_AMX_ROWS ? j->n_rows - r0 : GEMM_AMX_ROWS;
+    for (int i = 0; i < m; i++) {
+        _mm512_storeu_ps(out, acc[i]);
+        for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = out[r];
+    }
+}
+
+/* ---- Q8_0 ---- */
+
+static void amx_q8_0(const matmul_job *j, size_t o0, size_t o1) {
     const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
     const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
     _Alignas(64) float dwf[W_TILE * KB];
     _Alignas(64) int32_t cbuf[4][256];
     const int flight4 = quant_amx_flight() == 4;
     _Alignas(64) float saved[X_GROUPS][W_TILE][16];
-    _Alignas(64) float out[16];
+    const amx_geom G = {QB, KB, W_TILE};
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
     for (size_t o = o0; o < o1; o += W_TILE) {
@@ -202,23 +227,153 @@ void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
                     const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
                     const float *dx = scales + (g * nb + kb0) * W_TILE;
                     if (flight4)
-                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, nkb, g == g0, 4, cbuf, acc);
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
                     else
-                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, nkb, g == g0, 2, cbuf, acc);
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
                     if (!last) {
 #pragma GCC unroll 16
                         for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
                         continue;
                     }
-                    const size_t r0 = g * GEMM_AMX_ROWS;
-                    const size_t nr = j->n_rows - r0 < GEMM_AMX_ROWS ? j->n_rows - r0 : GEMM_AMX_ROWS;
-                    for (int i = 0; i < m; i++) {
-                        _mm512_storeu_ps(out, acc[i]);
-                        for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = out[r];
-                    }
+                    amx_emit(j, o, m, g, acc);
                 }
             }
         }
+    }
+}
+
+/* ---- Q4_K / Q5_K ----
+ *
+ * The same tiles per sub-block of 32 (its 6-bit scale, times d, is the
+ * block scale of the float step: d * scale is exact in float, 11 x 6
+ * bits), then per super-block the mins: M = sum over s of min(s) * (sum of
+ * the activation codes of sub-block s), exact (vpmaddwd / vpdpwssd of the
+ * staged code sums against the weight row's mins in int16 pairs), and
+ * acc = fma(-(dmin * d_x), M, acc): act_bsum_avx2.c's K-quant order. The
+ * weights are unpacked per 16-row tile and chunk (nibbles and the Q5_K
+ * fifth bit into bytes, as gemm_avx512.c decodes them) into A tiles of
+ * stride 32, used by every group of the pass. */
+enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
+
+typedef struct kq_prep {
+    uint8_t a[KSB][W_TILE][32];   /* sub-block sb's A tile: row i's 32 codes */
+    float dsc[W_TILE][KSB];       /* d * scale of row i, sub-block sb */
+    float dmin[W_TILE][KBK];
+    int32_t mins[W_TILE][KBK][4]; /* min(2p) | min(2p + 1) << 16 */
+} kq_prep;
+
+static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
+                       size_t bsz, kq_prep *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    for (int i = 0; i < W_TILE; i++) {
+        if (i >= m) { /* rows past a partial tile: never loaded into A, their scales 0 */
+            memset(P->dsc[i], 0, sizeof P->dsc[i]);
+            memset(P->dmin[i], 0, sizeof P->dmin[i]);
+            memset(P->mins[i], 0, sizeof P->mins[i]);
+            continue;
+        }
+        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * bsz;
+        for (size_t B = 0; B < nkb; B++) {
+            const uint8_t *blk = row + B * bsz;
+            const float d = load_f16(blk);
+            uint8_t sc[GEMM_AMX_SUB], mn[GEMM_AMX_SUB];
+            for (int k = 0; k < GEMM_AMX_SUB; k++) {
+                quant_k4_scale_min(k, blk + 4, &sc[k], &mn[k]);
+                P->dsc[i][GEMM_AMX_SUB * B + (size_t)k] = d * (float)sc[k];
+            }
+            P->dmin[i][B] = load_f16(blk + 2);
+            for (int p = 0; p < 4; p++) P->mins[i][B][p] = (int32_t)(mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16);
+            const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (qh_off >= 0) {
+                    const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
+                }
+                _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c][i], lo);
+                _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c + 1][i], hi);
+            }
+        }
+    }
+}
+
+/* One super-block's mins step: sp = the group's 4 vectors of code-sum
+ * pairs, dxb its scales, dmin / mins = row 0's at this super-block. */
+static inline __attribute__((always_inline)) void kq_mins(const int32_t *sp, const float *dxb, const float *dmin,
+                                                          const int32_t *mins, __m512 acc[W_TILE]) {
+    const __m512i p0 = _mm512_loadu_si512(sp), p1 = _mm512_loadu_si512(sp + 16);
+    const __m512i p2 = _mm512_loadu_si512(sp + 32), p3 = _mm512_loadu_si512(sp + 48);
+    const __m512 dx = _mm512_loadu_ps(dxb);
+#pragma GCC unroll 16
+    for (int i = 0; i < W_TILE; i++) {
+        const int32_t *mi = mins + (size_t)i * KBK * 4;
+        __m512i M = _mm512_madd_epi16(p0, _mm512_set1_epi32(mi[0]));
+        M = _mm512_dpwssd_epi32(M, p1, _mm512_set1_epi32(mi[1]));
+        M = _mm512_dpwssd_epi32(M, p2, _mm512_set1_epi32(mi[2]));
+        M = _mm512_dpwssd_epi32(M, p3, _mm512_set1_epi32(mi[3]));
+        acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dmin[(size_t)i * KBK])), _mm512_cvtepi32_ps(M), acc[i]);
+    }
+}
+
+static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    const size_t nb = j->n_in / QUANT_QK8_0, nbk = j->n_in / QUANT_QK_K, ng = gemm_amx_groups(j->n_rows);
+    const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
+    const int32_t *sums = gemm_amx_sums(j->xq, j->n_rows, nb);
+    _Alignas(64) kq_prep P;
+    _Alignas(64) int32_t cbuf[4][256];
+    _Alignas(64) float saved[X_GROUPS][W_TILE][16];
+    const int flight4 = quant_amx_flight() == 4;
+    const amx_geom G = {sizeof P.a[0], KSB, 0};
+    memset(cbuf, 0, sizeof cbuf);
+    int configured = 0;
+    for (size_t o = o0; o < o1; o += W_TILE) {
+        const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
+        if (m != configured) amx_configure(m), configured = m;
+        for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
+            const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
+            for (size_t kb0 = 0; kb0 < nbk; kb0 += KBK) {
+                const size_t nkb = nbk - kb0 < KBK ? nbk - kb0 : KBK;
+                const int last = kb0 + nkb == nbk;
+                kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, &P);
+                for (size_t g = g0; g < g1; g++) {
+                    __m512 acc[W_TILE];
+#pragma GCC unroll 16
+                    for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
+                    for (size_t B = 0; B < nkb; B++) {
+                        const size_t gb = g * nbk + kb0 + B;
+                        const uint8_t *wa = &P.a[GEMM_AMX_SUB * B][0][0];
+                        const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * (kb0 + B)) * GEMM_AMX_TILE_BYTES;
+                        const float *dx = scales + gb * W_TILE;
+                        if (flight4)
+                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 4, cbuf, acc);
+                        else
+                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 2, cbuf, acc);
+                        kq_mins(sums + gb * 4 * W_TILE, dx, &P.dmin[0][B], &P.mins[0][B][0], acc);
+                    }
+                    if (!last) {
+#pragma GCC unroll 16
+                        for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
+                        continue;
+                    }
+                    amx_emit(j, o, m, g, acc);
+                }
+            }
+        }
+    }
+}
+
+/* ---- the driver ---- */
+
+void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
+    switch (j->type) {
+    case QUANT_Q8_0: amx_q8_0(j, o0, o1); break;
+    case QUANT_Q4_K: amx_k(j, o0, o1, offsetof(block_q4_k, qs), -1, sizeof(block_q4_k)); break;
+    case QUANT_Q5_K:
+        amx_k(j, o0, o1, offsetof(block_q5_k, qs), (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
+        break;
+    default: break;
     }
     _tile_release();
 }

@@ -8,9 +8,9 @@
  * kernel of gemm_avx2.c (the copy on the heap; Q8_0's planar, as that
  * kernel reads it), which gives every output bit for bit what the one-row
  * dot gives, so a row's result never depends on how many rows share the pass
- * (at the AMX level, simd_level.h, Q8_0's three or more rows go to
- * gemm_amx.c instead, staged in its tile layout, and equal that level's
- * one-row dot, act_bsum_avx2.c, the same way). Float weights (and every type on a CPU
+ * (at the AMX level, simd_level.h, Q8_0's, Q4_K's and Q5_K's three or more
+ * rows go to gemm_amx.c instead, staged in its tile layout, and equal that
+ * level's one-row dots, act_bsum_avx2.c, the same way). Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
@@ -59,15 +59,16 @@ static size_t act_path_bytes(uint32_t type, size_t n_in, size_t n_rows) {
 }
 
 /* Whether a product on the 8-bit path takes the AMX level's kernel (Q8_0,
- * three or more rows: gemm_amx.c), its rows staged in gemm_amx.h's layout. */
+ * Q4_K, Q5_K, three or more rows: gemm_amx.c), its rows staged in
+ * gemm_amx.h's layout. */
 static int amx_path(uint32_t type, size_t n_rows) {
-    return type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS && quant_amx_active();
+    return gemm_amx_type(type) && n_rows > ACT_MAX_ROWS && quant_amx_active();
 }
 
 /* Bytes of the 8-bit copy of a product of three or more rows on the 8-bit
  * path (xq_bytes a row), rounded to whole cache lines. */
 static size_t act_multi_bytes(uint32_t type, size_t n_in, size_t n_rows, size_t xq_bytes) {
-    const size_t bytes = amx_path(type, n_rows) ? gemm_amx_stage_bytes(n_rows, n_in) : xq_bytes * n_rows;
+    const size_t bytes = amx_path(type, n_rows) ? gemm_amx_stage_bytes(type, n_rows, n_in) : xq_bytes * n_rows;
     return (bytes + 63) / 64 * 64;
 }
 
@@ -177,7 +178,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
             assert(bytes <= xq_cap - *xq_used);
             uint8_t *dst = xq + *xq_used;
             if (amx_path(type, n_rows))
-                gemm_amx_stage(x, n_rows, n_in, dst);
+                gemm_amx_stage(type, x, n_rows, n_in, dst);
             else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
                 gemm_q8_stage(x, n_rows, n_in, dst);
             else
@@ -227,8 +228,12 @@ static void batch_task(void *ctx, size_t task, size_t thread) {
     matmul_task((void *)&b->jobs[i], task - b->first[i], thread);
 }
 
-/* Same activation format: Q8_0's blocks of 32, or the K-quants' of 256. */
-static int act_same_format(uint32_t a, uint32_t b) { return (a == QUANT_Q8_0) == (b == QUANT_Q8_0); }
+/* Same activation format for n_rows rows: Q8_0's blocks of 32, or the
+ * K-quants' of 256, and at the AMX level the same staging (gemm_amx.h's
+ * tile layout for Q8_0 / Q4_K / Q5_K, row-major blocks for Q6_K). */
+static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
+    return (a == QUANT_Q8_0) == (b == QUANT_Q8_0) && amx_path(a, n_rows) == amx_path(b, n_rows);
+}
 
 static void batch_flush(threadpool *pool, batch_job *b, double macs) {
     if (b->n == 0) return;
@@ -255,7 +260,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         for (size_t k = 0; k < b.n && !shared; k++) {
             const matmul_job *o = &b.jobs[k];
             if (o->xq && o->x == it->x && o->n_in == it->n_in && o->n_rows == it->n_rows &&
-                act_same_format(o->type, it->type))
+                act_same_format(o->type, it->type, it->n_rows))
                 shared = o;
         }
         size_t tasks;

@@ -64,6 +64,9 @@ static void level_detect(void) {
         amx_ok = avx512_ok && amx_isa && (lo & 0x60000u) == 0x60000u && amx_permission();
     }
 #endif
+#ifdef CLOVER_SIMD_LEVEL_FAKE_AMX /* test_matmul_amx_emu only: this source with emulated tiles */
+    amx_ok = avx512_ok;
+#endif
     avx512_on = avx512_ok && quant_simd_active() && !env_set("CLOVER_NO_AVX512");
     amx_on = amx_ok && avx512_on && !env_set("CLOVER_NO_AMX");
     const char *flight = getenv("CLOVER_AMX_FLIGHT");
