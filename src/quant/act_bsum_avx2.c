@@ -112,17 +112,20 @@ static inline float k4_bsum_block(const uint8_t *blk, size_t qs_off, ptrdiff_t q
         v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load_256(x->qs + 64 * c)), ones);
         v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load_256(x->qs + 64 * c + 32)), ones);
     }
-    _Alignas(32) int S[8];
-    _mm256_store_si256((__m256i *)S, sum8(v));
-    const float d = load_f16(blk), dx = x->d;
-    int M = 0;
-    for (int s = 0; s < 8; s++) {
-        uint8_t sc, mn;
-        quant_k4_scale_min(s, blk + 4, &sc, &mn);
-        acc = fmaf((d * (float)sc) * dx, (float)S[s], acc);
-        M += mn * (x->bsums[2 * s] + x->bsums[2 * s + 1]);
-    }
-    return fmaf(-(load_f16(blk + 2) * dx), (float)M, acc);
+    /* the 8 (d * scale) * d_x (d * scale exact) and the 8 sums as float vectors; M = sum of
+     * min(s) * (bsums of s), exact (|bsum pair| <= 32 * 127 fits int16) */
+    const __m256i sm = k4_scales_mins(blk + 4); /* scales int16 low, mins high */
+    const float dx = x->d;
+    _Alignas(32) float p[8], sf[8];
+    const __m256 dsc = _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)), _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm))));
+    _mm256_store_ps(p, _mm256_mul_ps(dsc, _mm256_set1_ps(dx)));
+    _mm256_store_ps(sf, _mm256_cvtepi32_ps(sum8(v)));
+    const __m128i bs = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)x->bsums), _mm_loadu_si128((const __m128i *)(x->bsums + 8)));
+    __m128i m4v = _mm_madd_epi16(_mm256_extracti128_si256(sm, 1), bs);
+    m4v = _mm_add_epi32(m4v, _mm_shuffle_epi32(m4v, _MM_SHUFFLE(1, 0, 3, 2)));
+    m4v = _mm_add_epi32(m4v, _mm_shuffle_epi32(m4v, _MM_SHUFFLE(2, 3, 0, 1)));
+    for (int s = 0; s < 8; s++) acc = fmaf(p[s], sf[s], acc);
+    return fmaf(-(load_f16(blk + 2) * dx), (float)_mm_cvtsi128_si32(m4v), acc);
 }
 
 static inline float k4_bsum(const void *row, const void *xq, size_t n, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
