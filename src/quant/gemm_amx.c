@@ -1,8 +1,9 @@
 /*
  * gemm_amx.c: the AMX level's integer multi-row kernel (simd_level.h):
- * three or more 8-bit activation rows against Q8_0 weights, with AMX int8
- * tiles doing the integer work of one Q8_0 block for 16 weight rows x 16
- * activation rows in one tdpbssd.
+ * three or more 8-bit activation rows against Q8_0 weights (and Q4_K /
+ * Q5_K, at the end of the file: the same tiles per sub-block of 32), with
+ * AMX int8 tiles doing the integer work of one block of 32 for 16 weight
+ * rows x 16 activation rows in one tdpbssd.
  *
  * The arithmetic (act_bsum_avx2.c's header): for each (weight row,
  * activation row) and block b, in order: s_b = the block's whole integer

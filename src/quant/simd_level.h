@@ -12,12 +12,13 @@
  *
  * The AVX2 and AVX-512 levels give the integer products the same bits
  * (gemm_avx512.c's header), so their switch exists for tests and
- * benchmarks. The AMX level changes the Q8_0 arithmetic (gemm_amx.c's
- * header: each block's whole integer sum, then one float FMA per block, in
- * its one-row dot as in its tile kernel): at that level one row still gives
- * the bits of any row count, but Q8_0 results differ from the other levels'
- * by float summation order (bounded like the scalar oracle's). K-quants keep
- * the AVX-512 level's kernels and bits there.
+ * benchmarks. The AMX level changes the Q8_0, Q4_K and Q5_K arithmetic
+ * (act_bsum_avx2.c's header: each block's or sub-block's whole integer sum,
+ * then one float FMA each, in its one-row dots as in its tile kernel,
+ * gemm_amx.c): at that level one row still gives the bits of any row count,
+ * but those types' results differ from the other levels' by float
+ * summation order (bounded like the scalar oracle's). Q6_K keeps the
+ * AVX-512 level's kernel and bits there.
  */
 #ifndef CLOVER_QUANT_SIMD_LEVEL_H
 #define CLOVER_QUANT_SIMD_LEVEL_H
