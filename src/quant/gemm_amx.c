@@ -62,7 +62,7 @@
 enum {
     W_TILE = 16,   /* weight rows per tile (A's and C's rows) */
     KB = 128,      /* blocks per chunk (4096 values): dwf is 16 x KB floats, 8 KiB */
-    X_GROUPS = 4,  /* groups of 16 activation rows per pass: 4 x 16 saved accumulators, 4 KiB */
+    X_GROUPS = 8,  /* groups of 16 activation rows per pass: 8 x 16 saved accumulators, 8 KiB */
     QB = 34,       /* bytes of a Q8_0 block: f16 scale, then 32 codes */
     PREFETCH = 1024, /* the weight lines asked for ahead on the first group of a pass */
 };
@@ -276,14 +276,12 @@ static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t 
         const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * bsz;
         for (size_t B = 0; B < nkb; B++) {
             const uint8_t *blk = row + B * bsz;
-            const float d = load_f16(blk);
-            uint8_t sc[GEMM_AMX_SUB], mn[GEMM_AMX_SUB];
-            for (int k = 0; k < GEMM_AMX_SUB; k++) {
-                quant_k4_scale_min(k, blk + 4, &sc[k], &mn[k]);
-                P->dsc[i][GEMM_AMX_SUB * B + (size_t)k] = d * (float)sc[k];
-            }
+            /* 8 scales (int16, low half) and mins (high half: as int32 lanes, the pairs kq_mins takes) */
+            const __m256i sm = k4_scales_mins(blk + 4);
+            _mm256_storeu_ps(&P->dsc[i][GEMM_AMX_SUB * B], _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)),
+                                                                          _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
+            _mm_storeu_si128((__m128i *)(void *)P->mins[i][B], _mm256_extracti128_si256(sm, 1));
             P->dmin[i][B] = load_f16(blk + 2);
-            for (int p = 0; p < 4; p++) P->mins[i][B][p] = (int32_t)(mn[2 * p] | (uint32_t)mn[2 * p + 1] << 16);
             const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
                 const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);

@@ -12,7 +12,7 @@
  * and the oracle itself against the other levels' scalar oracle
  * (quant_act_dot_scalar: their float order) within 2e-6 * sum |w x|, so the
  * new order computes the same product. Activation rows 1..64 each on the
- * smallest shapes and a spread past the kernel's 16-row groups and 64-row
+ * smallest shapes and a spread past the kernel's 16-row groups and 128-row
  * passes elsewhere; Q8_0: one block, odd block counts (3, 65, 129: a
  * partial step, and past the kernel's 128-block chunks); K-quants: 1, 3 and
  * 9 super-blocks (past the kernel's 8-super-block chunks); output counts that leave a
