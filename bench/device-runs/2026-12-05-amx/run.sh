@@ -38,7 +38,8 @@ t test_quant_amx
 t test_quant_amx CLOVER_AMX_FLIGHT=2
 t test_gemm_amx_emu
 t test_matmul_amx_emu
-for n in test_quant_avx512 test_gemm test_matmul test_matmul_group test_matmul_batch test_cpu_moe; do t $n; done
+for n in test_quant_avx512 test_gemm test_matmul test_matmul_group test_matmul_batch test_cpu_moe \
+  test_batch test_backend_cpu test_golden_quant test_golden_clover test_lossless_batch; do t $n; done
 B() { # label env...: q8_0 at 1/8/32/64/512 rows, 1 and 16 threads
   local label=$1; shift
   for th in 1 16; do
