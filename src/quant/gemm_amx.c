@@ -40,10 +40,10 @@
  * saved between chunks (the block order is kept). Four blocks are in
  * flight (C tiles 0..3), so that the tile work of some overlaps the float
  * steps of others; CLOVER_AMX_FLIGHT=2 takes two (simd_level.h), for the
- * device benchmark to say which pays (same bits either way). Tiles are configured at the start of each call and
- * released at its end (a call is at least 16 weight rows x all rows x all
- * blocks, so the configuration is a small part of it, and no tile state
- * outlives the call).
+ * device benchmark to say which pays (same bits either way). Tiles are
+ * configured at the start of each call and released at its end (a call is
+ * at least 16 weight rows x all rows x all blocks, so the configuration is
+ * a small part of it, and no tile state outlives the call).
  *
  * Compiled with -mavx512f/bw/vl/vnni -mamx-tile -mamx-int8 (*_amx.c, this
  * file only); called only when quant_amx_active(). test_gemm_amx_emu runs
