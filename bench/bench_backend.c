@@ -31,9 +31,10 @@
  * cold page cache would time the disk); --no-warm skips it.
  *
  *   bench_backend MODEL [--threads N] [--prompt P] [--gen G] [--block B]
- *                 [--rows R] [--reps N] [--top-p F] [--mb MB] [--simd auto|avx2|scalar]
+ *                 [--rows R] [--reps N] [--top-p F] [--mb MB] [--simd auto|avx512|avx2|scalar]
  *                 [--no-warm] [--gen-only]
- * --simd caps the level of the quantised products (simd_level.h): avx2 keeps
+ * --simd caps the level of the quantised products (simd_level.h): avx512
+ * keeps an AMX CPU on the AVX-512 VNNI kernels (CLOVER_NO_AMX), avx2 keeps
  * an AVX-512 VNNI CPU on the AVX2 kernels (CLOVER_NO_AVX512), scalar turns
  * every fast path off (CLOVER_NO_SIMD); the level run is printed.
  */
@@ -389,6 +390,7 @@ static int parse_args(int argc, char **argv, options *o) {
         else if (!strcmp(a, "--simd")) { /* the level cap, read once by the first product (simd_level.h) */
             if (!strcmp(v, "scalar")) setenv("CLOVER_NO_SIMD", "1", 1);
             else if (!strcmp(v, "avx2")) setenv("CLOVER_NO_AVX512", "1", 1);
+            else if (!strcmp(v, "avx512")) setenv("CLOVER_NO_AMX", "1", 1);
             else if (strcmp(v, "auto") != 0) return -1;
         } else
             return -1;
@@ -406,7 +408,7 @@ int main(int argc, char **argv) {
     options o;
     if (parse_args(argc, argv, &o)) {
         fprintf(stderr, "usage: bench_backend MODEL [--threads N] [--prompt P] [--gen G] [--block B] [--rows R]\n"
-                        "                     [--reps N] [--top-p F] [--mb MB] [--simd auto|avx2|scalar] [--no-warm]\n"
+                        "                     [--reps N] [--top-p F] [--mb MB] [--simd auto|avx512|avx2|scalar] [--no-warm]\n"
                         "                     [--gen-only]\n");
         return 2;
     }

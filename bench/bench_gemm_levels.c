@@ -1,13 +1,14 @@
 /*
  * bench_gemm_levels.c: the multi-row integer products (matmul with 8-bit
- * activation rows: gemm_avx2.c or gemm_avx512.c) at the SIMD level this
- * process runs at, so that one binary run twice (once with
- * CLOVER_NO_AVX512=1) shows what the AVX-512 VNNI level gains; the level is
- * printed. Per weight type and row count: the best of --reps times of
+ * activation rows: gemm_avx2.c, gemm_avx512.c or gemm_amx.c; one row: the
+ * level's one-row dot) at the SIMD level this process runs at, so that one
+ * binary run once per level (CLOVER_NO_AMX=1, CLOVER_NO_AVX512=1) shows what
+ * each level gains; the level is printed. Per weight type and row count: the best of --reps times of
  * matmul (8-bit staging included; thread CPU time with one thread, wall
  * time with a pool), and G multiply-adds per second.
  *
  *   bench_gemm_levels [--threads T] [--out N] [--in K] [--rows 8,32,64,512] [--reps R]
+ *                     [--types q8_0,q4_K,q5_K,q6_K]
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
@@ -35,12 +36,31 @@ static double now(int cpu) {
 int main(int argc, char **argv) {
     size_t threads = 1, n_out = 2048, n_in = 2048, reps = 5;
     size_t rows[16] = {8, 32, 64, 512}, n_rows_list = 4;
+    uint32_t types[4] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    size_t n_types = 4;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char *a = argv[i], *v = argv[i + 1];
         if (!strcmp(a, "--threads")) threads = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--out")) n_out = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--in")) n_in = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--reps")) reps = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--types")) {
+            n_types = 0;
+            char name[16];
+            for (const char *p = v; *p && n_types < 4;) {
+                const char *e = strchr(p, ',');
+                const size_t len = e ? (size_t)(e - p) : strlen(p);
+                snprintf(name, sizeof name, "%.*s", (int)len, p);
+                const int t = quant_type_from_name(name);
+                if (t != QUANT_Q8_0 && t != QUANT_Q4_K && t != QUANT_Q5_K && t != QUANT_Q6_K) {
+                    fprintf(stderr, "bench_gemm_levels: --types takes q8_0, q4_k, q5_k, q6_k\n");
+                    return 2;
+                }
+                types[n_types++] = (uint32_t)t;
+                if (!e) break;
+                p = e + 1;
+            }
+        }
         else if (!strcmp(a, "--rows")) {
             n_rows_list = 0;
             for (const char *p = v; *p && n_rows_list < 16;) {
@@ -66,7 +86,6 @@ int main(int argc, char **argv) {
     }
     size_t max_rows = 0;
     for (size_t k = 0; k < n_rows_list; k++) max_rows = rows[k] > max_rows ? rows[k] : max_rows;
-    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     float *x = mem_alloc(max_rows * n_in * sizeof(float)), *y = mem_alloc(max_rows * n_out * sizeof(float));
     float *src = mem_alloc(n_in * sizeof(float));
     if (!x || !y || !src) return 1;
@@ -75,7 +94,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < max_rows * n_in; i++) x[i] = rng_normal(&r);
     printf("level %s, threads %zu, out %zu, in %zu\n", quant_simd_level_name(), threads, n_out, n_in);
     printf("%-6s %6s %10s %10s\n", "type", "rows", "ms", "GMAC/s");
-    for (size_t t = 0; t < 4; t++) {
+    for (size_t t = 0; t < n_types; t++) {
         const size_t rb = quant_row_bytes(types[t], n_in);
         uint8_t *w = mem_alloc(rb * n_out);
         if (!w) return 1;

@@ -1,7 +1,8 @@
 /*
  * act.c: the dispatch of quant.h's 8-bit activation path: which activation
  * block goes with which weight type, and the scalar or AVX2 kernels (the
- * same run-time choice as quant.c's). Like quant.c, these trust their
+ * same run-time choice as quant.c's; at the AMX level, simd_level.h, Q8_0,
+ * Q4_K and Q5_K take the whole-block dots of act_bsum_avx2.c). Like quant.c, these trust their
  * preconditions (a type with an integer path, n a multiple of its block):
  * a broken one asserts in debug builds and yields NaN in release builds.
  */
@@ -9,6 +10,7 @@
 #include <math.h>
 
 #include "quant/quant_internal.h"
+#include "quant/simd_level.h"
 
 /* The activation block of a weight type: 32 (Q8_0), 256 (K-quants), 0 (none). */
 static size_t act_block(uint32_t type) {
@@ -59,12 +61,24 @@ static quant_act_dot_fn act_kernel(uint32_t type, bool simd) {
     }
 }
 
-quant_act_dot_fn quant_act_dot_kernel(uint32_t weight_type) { return act_kernel(weight_type, quant_simd_active()); }
+/* The dot of the active level: the AMX level's Q8_0 / Q4_K / Q5_K dots sum
+ * whole blocks or sub-blocks (act_bsum_avx2.c), as its tile kernel does;
+ * every other case is act_kernel's. */
+static quant_act_dot_fn act_kernel_active(uint32_t type) {
+    if (quant_amx_active()) {
+        if (type == QUANT_Q8_0) return quant_act_dot_q8_0_bsum_avx2;
+        if (type == QUANT_Q4_K) return quant_act_dot_q4_k_bsum_avx2;
+        if (type == QUANT_Q5_K) return quant_act_dot_q5_k_bsum_avx2;
+    }
+    return act_kernel(type, quant_simd_active());
+}
+
+quant_act_dot_fn quant_act_dot_kernel(uint32_t weight_type) { return act_kernel_active(weight_type); }
 
 float quant_act_dot_scalar(uint32_t weight_type, const void *row, const void *xq, size_t n) {
     return act_ok(weight_type, n) ? act_kernel(weight_type, false)(row, xq, n) : NAN;
 }
 
 float quant_act_dot(uint32_t weight_type, const void *row, const void *xq, size_t n) {
-    return act_ok(weight_type, n) ? act_kernel(weight_type, quant_simd_active())(row, xq, n) : NAN;
+    return act_ok(weight_type, n) ? act_kernel_active(weight_type)(row, xq, n) : NAN;
 }

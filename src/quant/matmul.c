@@ -7,7 +7,10 @@
  * rows too long for it stay on the f32 dot), three or more through the tile
  * kernel of gemm_avx2.c (the copy on the heap; Q8_0's planar, as that
  * kernel reads it), which gives every output bit for bit what the one-row
- * dot gives, so a row's result never depends on how many rows share the pass. Float weights (and every type on a CPU
+ * dot gives, so a row's result never depends on how many rows share the pass
+ * (at the AMX level, simd_level.h, Q8_0's, Q4_K's and Q5_K's three or more
+ * rows go to gemm_amx.c instead, staged in its tile layout, and equal that
+ * level's one-row dots, act_bsum_avx2.c, the same way). Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
@@ -28,6 +31,7 @@
 
 #include "base/alloc.h"
 
+#include "quant/gemm_amx.h"
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
@@ -54,11 +58,26 @@ static size_t act_path_bytes(uint32_t type, size_t n_in, size_t n_rows) {
     return xq_bytes;
 }
 
+/* Whether a product on the 8-bit path takes the AMX level's kernel (Q8_0,
+ * Q4_K, Q5_K, three or more rows: gemm_amx.c), its rows staged in
+ * gemm_amx.h's layout. */
+static int amx_path(uint32_t type, size_t n_rows) {
+    return gemm_amx_type(type) && n_rows > ACT_MAX_ROWS && quant_amx_active();
+}
+
+/* Bytes of the 8-bit copy of a product of three or more rows on the 8-bit
+ * path (xq_bytes a row), rounded to whole cache lines. */
+static size_t act_multi_bytes(uint32_t type, size_t n_in, size_t n_rows, size_t xq_bytes) {
+    const size_t bytes = amx_path(type, n_rows) ? gemm_amx_stage_bytes(type, n_rows, n_in) : xq_bytes * n_rows;
+    return (bytes + 63) / 64 * 64;
+}
+
 /* Heap bytes a product's 8-bit copy takes (three or more rows), rounded to
  * whole cache lines; 0 when it needs none. */
 static size_t act_heap_bytes(uint32_t type, size_t n_in, size_t n_rows) {
     if (n_rows <= ACT_MAX_ROWS) return 0;
-    return (act_path_bytes(type, n_in, n_rows) * n_rows + 63) / 64 * 64;
+    const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
+    return xq_bytes ? act_multi_bytes(type, n_in, n_rows, xq_bytes) : 0;
 }
 
 /* A Q8_0 product of three or more rows takes its 8-bit rows planar (the
@@ -103,7 +122,9 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
     const matmul_job *j = ctx;
     const size_t o0 = task * j->rows_per_task;
     const size_t o1 = o0 + j->rows_per_task < j->n_out ? o0 + j->rows_per_task : j->n_out;
-    if (j->xq && j->n_rows > ACT_MAX_ROWS && j->avx512)
+    if (j->xq && j->n_rows > ACT_MAX_ROWS && j->amx)
+        matmul_rows_gemm_amx(j, o0, o1);
+    else if (j->xq && j->n_rows > ACT_MAX_ROWS && j->avx512)
         matmul_rows_gemm_avx512(j, o0, o1);
     else if (j->xq && j->n_rows > ACT_MAX_ROWS)
         matmul_rows_gemm_avx2(j, o0, o1);
@@ -153,18 +174,22 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         if (shared) {
             job->xq = shared->xq;
         } else {
-            assert(xq_bytes * n_rows <= xq_cap - *xq_used);
+            const size_t bytes = act_multi_bytes(type, n_in, n_rows, xq_bytes);
+            assert(bytes <= xq_cap - *xq_used);
             uint8_t *dst = xq + *xq_used;
-            if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
+            if (amx_path(type, n_rows))
+                gemm_amx_stage(type, x, n_rows, n_in, dst);
+            else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
                 gemm_q8_stage(x, n_rows, n_in, dst);
             else
                 for (size_t r = 0; r < n_rows; r++) quant_act_quantize(type, x + r * n_in, dst + r * xq_bytes, n_in);
-            *xq_used += (xq_bytes * n_rows + 63) / 64 * 64;
+            *xq_used += bytes;
             job->xq = dst;
         }
         job->xq_bytes = xq_bytes;
         job->act_dot = quant_act_dot_kernel(type);
         job->avx512 = quant_avx512_active();
+        job->amx = amx_path(type, n_rows);
     }
     return (n_out + per - 1) / per;
 }
@@ -203,8 +228,12 @@ static void batch_task(void *ctx, size_t task, size_t thread) {
     matmul_task((void *)&b->jobs[i], task - b->first[i], thread);
 }
 
-/* Same activation format: Q8_0's blocks of 32, or the K-quants' of 256. */
-static int act_same_format(uint32_t a, uint32_t b) { return (a == QUANT_Q8_0) == (b == QUANT_Q8_0); }
+/* Same activation format for n_rows rows: Q8_0's blocks of 32, or the
+ * K-quants' of 256, and at the AMX level the same staging (gemm_amx.h's
+ * tile layout for Q8_0 / Q4_K / Q5_K, row-major blocks for Q6_K). */
+static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
+    return (a == QUANT_Q8_0) == (b == QUANT_Q8_0) && amx_path(a, n_rows) == amx_path(b, n_rows);
+}
 
 static void batch_flush(threadpool *pool, batch_job *b, double macs) {
     if (b->n == 0) return;
@@ -231,7 +260,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         for (size_t k = 0; k < b.n && !shared; k++) {
             const matmul_job *o = &b.jobs[k];
             if (o->xq && o->x == it->x && o->n_in == it->n_in && o->n_rows == it->n_rows &&
-                act_same_format(o->type, it->type))
+                act_same_format(o->type, it->type, it->n_rows))
                 shared = o;
         }
         size_t tasks;

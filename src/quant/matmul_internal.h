@@ -23,6 +23,7 @@ typedef struct matmul_job {
     size_t xq_bytes;
     quant_act_dot_fn act_dot; /* with xq: the type's integer dot */
     int avx512;               /* with xq: the multi-row kernel of gemm_avx512.c rather than gemm_avx2.c */
+    int amx;                  /* with xq (Q8_0, 3+ rows): gemm_amx.c's kernel, xq in gemm_amx.h's layout */
 } matmul_job;
 
 /* Output rows [o0, o1) of the job for every activation row, through weight
@@ -36,5 +37,9 @@ void matmul_rows_gemm_avx2(const matmul_job *j, size_t o0, size_t o1);
 /* The same on AVX-512 VNNI (gemm_avx512.c), bit-identical to the AVX2
  * kernel and the one-row dot (quant_avx512_active CPUs only). */
 void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1);
+/* Q8_0 on AMX (gemm_amx.c), xq staged by gemm_amx_stage: bit-identical to
+ * the AMX level's one-row dot, quant_act_dot_q8_0_bsum_avx2 (quant_amx_active
+ * CPUs only). */
+void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1);
 
 #endif

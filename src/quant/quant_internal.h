@@ -143,6 +143,11 @@ float quant_act_dot_q6_k_scalar(const void *row, const void *xq, size_t n);
 void quant_act_quantize_32_avx2(const float *x, act_q8_32 *y, size_t n);
 void quant_act_quantize_k_avx2(const float *x, act_q8_k *y, size_t n);
 float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n);
+/* The AMX level's dots: each block's (Q8_0) or sub-block's (Q4_K, Q5_K)
+ * whole integer sum, then one FMA each (act_bsum_avx2.c; AVX2 CPUs only). */
+float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n);
+float quant_act_dot_q4_k_bsum_avx2(const void *row, const void *xq, size_t n);
+float quant_act_dot_q5_k_bsum_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q4_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q5_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q6_k_avx2(const void *row, const void *xq, size_t n);

@@ -132,6 +132,16 @@ static inline emu_m512 emu_mul_ps(emu_m512 a, emu_m512 b) {
 static inline emu_m512 emu_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c) {
     return (emu_m512){_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
 }
+static inline emu_m512 emu_loadu_ps(const float *p) { return (emu_m512){_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+static inline void emu_storeu_ps(float *p, emu_m512 a) {
+    _mm256_storeu_ps(p, a.lo);
+    _mm256_storeu_ps(p + 8, a.hi);
+}
+static inline emu_m512 emu_set1_ps(float f) { return (emu_m512){_mm256_set1_ps(f), _mm256_set1_ps(f)}; }
+static inline emu_m512i emu_set1_epi32(int v) { return (emu_m512i){_mm256_set1_epi32(v), _mm256_set1_epi32(v)}; }
+static inline emu_m512 emu_fnmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c) {
+    return (emu_m512){_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
+}
 /* k bit j set: lane j = a * b + c; clear: lane j = c. */
 static inline __m256 emu_mask3_256(__m256 a, __m256 b, __m256 c, unsigned k8) {
     const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
@@ -194,6 +204,16 @@ static inline emu_m512 emu_mask3_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c, un
 #define _mm512_mul_ps emu_mul_ps
 #undef _mm512_fmadd_ps
 #define _mm512_fmadd_ps emu_fmadd_ps
+#undef _mm512_loadu_ps
+#define _mm512_loadu_ps emu_loadu_ps
+#undef _mm512_storeu_ps
+#define _mm512_storeu_ps emu_storeu_ps
+#undef _mm512_set1_ps
+#define _mm512_set1_ps emu_set1_ps
+#undef _mm512_set1_epi32
+#define _mm512_set1_epi32 emu_set1_epi32
+#undef _mm512_fnmadd_ps
+#define _mm512_fnmadd_ps emu_fnmadd_ps
 #undef _mm512_mask3_fmadd_ps
 #define _mm512_mask3_fmadd_ps emu_mask3_fmadd_ps
 

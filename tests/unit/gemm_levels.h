@@ -3,7 +3,7 @@
  * VNNI kernel) and test_gemm_avx512_emu.c (its source on emulated
  * intrinsics): a multi-row integer kernel against
  *  1. the AVX2 kernel (gemm_avx2.c), bit for bit, on the same 8-bit rows;
- *  2. the one-row decode dot (quant_act_dot_kernel) of each row, bit for bit;
+ *  2. the one-row decode dot of the AVX2 level (act_avx2.c) of each row, bit for bit;
  *  3. the scalar oracle (quant_act_dot_scalar: exact integer sums, its own
  *     float order) within 2e-6 * sum |w x|;
  * for Q8_0 / Q4_K / Q5_K / Q6_K, activation rows 1..64 and past the
@@ -29,7 +29,19 @@
 
 typedef void (*gemm_kernel_fn)(const matmul_job *j, size_t o0, size_t o1);
 
-static void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw) {
+/* The one-row dot of the AVX2 and AVX-512 levels (act_avx2.c), named rather
+ * than taken from quant_act_dot_kernel, which at the AMX level gives Q8_0
+ * the whole-block dot (simd_level.h). */
+static inline quant_act_dot_fn gl_avx2_dot(uint32_t type) {
+    switch (type) {
+    case QUANT_Q8_0: return quant_act_dot_q8_0_avx2;
+    case QUANT_Q4_K: return quant_act_dot_q4_k_avx2;
+    case QUANT_Q5_K: return quant_act_dot_q5_k_avx2;
+    default: return quant_act_dot_q6_k_avx2;
+    }
+}
+
+static inline void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw) {
     const size_t rb = quant_row_bytes(type, n_in), bb = quant_block_bytes(type);
     float *src = mem_alloc(n_in * sizeof(float));
     for (size_t o = 0; o < n_out; o++) {
@@ -53,7 +65,7 @@ static void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_ou
 }
 
 /* One case: returns the number of failed outputs (and reports the first). */
-static int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
+static inline int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
                    int raw) {
     const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in), ny = n_rows * n_out;
     const size_t nb8 = n_in / QUANT_QK8_0;
@@ -87,7 +99,7 @@ static int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_
     }
     matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
                     .rows_per_task = n_out, .xq = type == QUANT_Q8_0 ? planar : xq, .xq_bytes = xqb,
-                    .act_dot = quant_act_dot_kernel(type)};
+                    .act_dot = gl_avx2_dot(type)};
     for (size_t i = 0; i < ny; i++) y[i] = y2[i] = -1.0f;
     const size_t split = n_out > 4 ? 4 : n_out; /* two tasks' ranges */
     j.y = y;
@@ -123,7 +135,7 @@ out:
 /* Every type and shape: rows 1..64 each on the smallest shapes with 13
  * outputs (three whole 4-row tiles and a partial one), a spread of row
  * counts past 64 elsewhere; quick: the spread only. */
-static void gl_all(gemm_kernel_fn kernel, int quick) {
+static inline void gl_all(gemm_kernel_fn kernel, int quick) {
     static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     static const size_t outs[] = {1, 5, 13};
     static const size_t spread[] = {1, 2, 3, 4, 5, 7, 8, 9, 31, 63, 64, 65, 130};

@@ -1,0 +1,378 @@
+/*
+ * gemm_amx.c: the AMX level's integer multi-row kernel (simd_level.h):
+ * three or more 8-bit activation rows against Q8_0 weights (and Q4_K /
+ * Q5_K, at the end of the file: the same tiles per sub-block of 32), with
+ * AMX int8 tiles doing the integer work of one block of 32 for 16 weight
+ * rows x 16 activation rows in one tdpbssd.
+ *
+ * The arithmetic (act_bsum_avx2.c's header): for each (weight row,
+ * activation row) and block b, in order: s_b = the block's whole integer
+ * sum (exact), acc = fma(d_w * d_x, (float)s_b, acc) from +0. The tile
+ * gives s_b exactly (int32 sums of int8 products, no saturation: |s_b| <
+ * 2^24); the float step is the same IEEE product and FMA per (row, block)
+ * in the same block order, so each output equals the AMX level's one-row
+ * dot bit for bit, whatever the row count (the batch-invariance rule), and
+ * equals the tests' scalar oracle of that order bit for bit.
+ *
+ * Why this shape. tdpbssd multiplies an A tile (M rows x K bytes) by a B
+ * tile (K/4 rows x N dwords, each dword 4 bytes of one column: the VNNI
+ * layout) into C (M x N int32). Each C element must be one block's sum, so
+ * K = 32 bytes (one Q8_0 block): half a full tile's K, against 1/16 in the
+ * last session's lane-exact kernel (RESULTS.md of 2026-12-04: 0.51x the
+ * VNNI kernel). A = 16 weight rows x the block's 32 codes, loaded straight
+ * from the GGUF rows with the row stride (tileloadd is a strided load; a
+ * block's codes follow its f16 scale), so the weights need no repacking at
+ * load and no per-tile shuffle. B = the block of 16 activation rows in the
+ * VNNI layout: that layout is the activations', staged once per product
+ * by matmul.c (gemm_amx.h) where the other levels stage them planar, so it
+ * costs nothing per tile either. C = 16 weight rows x 16 activation rows,
+ * stored to a 1 KiB buffer; then per weight row i one vector of 16
+ * activation rows: acc[i] = fma(dx * dw[i], cvt(C row i), acc[i]), with dx
+ * the block's 16 activation scales (one vector load) and dw[i] the weight
+ * row's f16 scale as float, broadcast from dwf (the scales of a 16-row x
+ * KB-block chunk, gathered and converted once per chunk and pass). Three
+ * vector operations per 16 (row, row) pairs a block, against the VNNI
+ * kernel's four per 8 lanes of one pair.
+ *
+ * Loops: 16 weight rows (a partial last tile configures M = its rows) x
+ * passes of X_GROUPS groups of 16 activation rows x chunks of KB blocks,
+ * with the 16 accumulators of each group in registers over a chunk and
+ * saved between chunks (the block order is kept). Four blocks are in
+ * flight (C tiles 0..3), so that the tile work of some overlaps the float
+ * steps of others; CLOVER_AMX_FLIGHT=2 takes two (simd_level.h), for the
+ * device benchmark to say which pays (same bits either way). Tiles are
+ * configured at the start of each call and released at its end (a call is
+ * at least 16 weight rows x all rows x all blocks, so the configuration is
+ * a small part of it, and no tile state outlives the call).
+ *
+ * Compiled with -mavx512f/bw/vl/vnni -mamx-tile -mamx-int8 (*_amx.c, this
+ * file only); called only when quant_amx_active(). test_gemm_amx_emu runs
+ * this source on emulated tiles (and emulated AVX-512) on any AVX2 CPU.
+ */
+#include <immintrin.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "quant/gemm_amx.h"
+#include "quant/matmul_internal.h"
+#include "quant/quant_avx2_inline.h"
+#include "quant/quant_internal.h"
+#include "quant/simd_level.h"
+
+enum {
+    W_TILE = 16,   /* weight rows per tile (A's and C's rows) */
+    KB = 128,      /* blocks per chunk (4096 values): dwf is 16 x KB floats, 8 KiB */
+    X_GROUPS = 8,  /* groups of 16 activation rows per pass: 8 x 16 saved accumulators, 8 KiB */
+    QB = 34,       /* bytes of a Q8_0 block: f16 scale, then 32 codes */
+    PREFETCH = 1024, /* the weight lines asked for ahead on the first group of a pass */
+};
+
+/* ldtilecfg's 64-byte operand (palette 1). */
+typedef struct tile_config {
+    uint8_t palette, start_row, reserved[14];
+    uint16_t colsb[16];
+    uint8_t rows[16];
+} tile_config;
+_Static_assert(sizeof(tile_config) == 64, "tile configuration layout");
+
+/* Tiles 0..3: C (m weight rows x 16 int32); 4, 6: A (m weight rows x 32
+ * code bytes); 5, 7: B (8 rows x 64 bytes). */
+static void amx_configure(int m) {
+    tile_config c;
+    memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t = 0; t < 4; t++) c.rows[t] = (uint8_t)m, c.colsb[t] = 64;
+    for (int t = 4; t < 8; t += 2) {
+        c.rows[t] = (uint8_t)m, c.colsb[t] = 32;
+        c.rows[t + 1] = 8, c.colsb[t + 1] = 64;
+    }
+    _tile_loadconfig(&c);
+}
+
+/* dwf[i * KB + b] = the f16 scale of weight row o + i, block kb0 + b, as
+ * float (rows i >= m: 0). Eight blocks of a row per gather: the dword at
+ * each block's start holds its scale in the low 16 bits. */
+static void dw_fill(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, float *dwf) {
+    const __m256i idx = _mm256_setr_epi32(0, QB, 2 * QB, 3 * QB, 4 * QB, 5 * QB, 6 * QB, 7 * QB);
+    const __m256i lo16 = _mm256_set1_epi32(0xFFFF);
+    for (int i = 0; i < W_TILE; i++) {
+        float *dst = dwf + i * KB;
+        if (i >= m) {
+            memset(dst, 0, nkb * sizeof(float));
+            continue;
+        }
+        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * QB;
+        size_t b = 0;
+        for (; b + 8 <= nkb; b += 8) {
+            const __m256i h = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(const void *)(row + QB * b), idx, 1), lo16);
+            /* packus: 16-bit [h0..h3 h0..h3 | h4..h7 h4..h7]; qwords 0 and 2 are h0..h7 */
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08);
+            _mm256_storeu_ps(dst + b, _mm256_cvtph_ps(_mm256_castsi256_si128(p)));
+        }
+        for (; b < nkb; b++) dst[b] = load_f16(row + QB * b);
+    }
+}
+
+/* One block's float step: cb = C (16 rows of 16 int32), dwb = the block's
+ * weight scale of row i at dwb[i * dws], dxb = its 16 activation scales. */
+static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, const float *dwb, const size_t dws,
+                                                          const float *dxb, __m512 acc[W_TILE]) {
+    const __m512 dx = _mm512_loadu_ps(dxb);
+#pragma GCC unroll 16 /* acc[] stays in registers only if every index is a constant */
+    for (int i = 0; i < W_TILE; i++)
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dwb[i * dws])),
+                                 _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * i)), acc[i]);
+}
+
+/* Where one group's blocks are (constants at each call): the A tile of
+ * block b at wa + astep * b with row stride `stride`, its weight scales at
+ * dwf + b (row stride dws), its activation scales at dx + dxstep * b. */
+typedef struct amx_geom {
+    size_t astep, dws, dxstep;
+} amx_geom;
+
+/* Blocks 0..nkb of one group against the weight tile; bt = the group's B
+ * tile of block 0. flight (2 or 4, a constant at each call): blocks whose
+ * tile work is issued before their float steps, each in its own C tile
+ * (tile registers are few and, as far as Intel documents, not renamed: a C
+ * tile is busy from its tilezero to its tilestored, so more C tiles let
+ * more tdpbssd overlap; A and B alternate between 4/5 and 6/7). prefetch:
+ * ask for the A rows' lines ahead (Q8_0's first group: the weights stream
+ * from memory). */
+static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, size_t stride, int m, const uint8_t *bt,
+                                                            const float *dx, const float *dwf, const amx_geom G,
+                                                            size_t nkb, int prefetch, const int flight,
+                                                            int32_t cbuf[4][256], __m512 acc[W_TILE]) {
+#define AMX_BLOCK(c, ta, tb, k)                                              \
+    do {                                                                     \
+        _tile_zero(c);                                                       \
+        _tile_loadd(ta, wa + G.astep * (k), stride);                         \
+        _tile_loadd(tb, bt + GEMM_AMX_TILE_BYTES * (k), 64);                 \
+        _tile_dpbssd(c, ta, tb);                                             \
+    } while (0)
+#define AMX_FMA(c, k) amx_fma(cbuf[c], dwf + (k), G.dws, dx + G.dxstep * (k), acc)
+    size_t b = 0;
+    if (flight == 4)
+        for (; b + 4 <= nkb; b += 4) {
+            if (prefetch)
+                for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
+            AMX_BLOCK(0, 4, 5, b);
+            AMX_BLOCK(1, 6, 7, b + 1);
+            AMX_BLOCK(2, 4, 5, b + 2);
+            AMX_BLOCK(3, 6, 7, b + 3);
+            _tile_stored(0, cbuf[0], 64);
+            _tile_stored(1, cbuf[1], 64);
+            _tile_stored(2, cbuf[2], 64);
+            _tile_stored(3, cbuf[3], 64);
+            AMX_FMA(0, b);
+            AMX_FMA(1, b + 1);
+            AMX_FMA(2, b + 2);
+            AMX_FMA(3, b + 3);
+        }
+    for (; b + 2 <= nkb; b += 2) {
+        if (prefetch && flight == 2)
+            for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
+        AMX_BLOCK(0, 4, 5, b);
+        AMX_BLOCK(1, 6, 7, b + 1);
+        _tile_stored(0, cbuf[0], 64);
+        _tile_stored(1, cbuf[1], 64);
+        AMX_FMA(0, b);
+        AMX_FMA(1, b + 1);
+    }
+    if (b < nkb) {
+        AMX_BLOCK(0, 4, 5, b);
+        _tile_stored(0, cbuf[0], 64);
+        AMX_FMA(0, b);
+    }
+#undef AMX_FMA
+#undef AMX_BLOCK
+}
+
+/* acc, after a pass's last chunk: the outputs of group g's rows. */
+static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m512 acc[W_TILE]) {
+    _Alignas(64) float out[16];
+    const size_t r0 = g * GEMM_AMX_ROWS;
+    const size_t nr = j->n_rows - r0 < GEMM_AMX_ROWS ? j->n_rows - r0 : GEMM_AMX_ROWS;
+    for (int i = 0; i < m; i++) {
+        _mm512_storeu_ps(out, acc[i]);
+        for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = out[r];
+    }
+}
+
+/* ---- Q8_0 ---- */
+
+static void amx_q8_0(const matmul_job *j, size_t o0, size_t o1) {
+    const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
+    const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
+    _Alignas(64) float dwf[W_TILE * KB];
+    _Alignas(64) int32_t cbuf[4][256];
+    const int flight4 = quant_amx_flight() == 4;
+    _Alignas(64) float saved[X_GROUPS][W_TILE][16];
+    const amx_geom G = {QB, KB, W_TILE};
+    memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
+    int configured = 0;
+    for (size_t o = o0; o < o1; o += W_TILE) {
+        const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
+        if (m != configured) amx_configure(m), configured = m;
+        for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
+            const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
+            for (size_t kb0 = 0; kb0 < nb; kb0 += KB) {
+                const size_t nkb = nb - kb0 < KB ? nb - kb0 : KB;
+                const int last = kb0 + nkb == nb;
+                dw_fill(j, o, m, kb0, nkb, dwf);
+                const uint8_t *wa = j->w + o * j->row_bytes + kb0 * QB + 2;
+                for (size_t g = g0; g < g1; g++) {
+                    __m512 acc[W_TILE];
+#pragma GCC unroll 16
+                    for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
+                    const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
+                    const float *dx = scales + (g * nb + kb0) * W_TILE;
+                    if (flight4)
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
+                    else
+                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
+                    if (!last) {
+#pragma GCC unroll 16
+                        for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
+                        continue;
+                    }
+                    amx_emit(j, o, m, g, acc);
+                }
+            }
+        }
+    }
+}
+
+/* ---- Q4_K / Q5_K ----
+ *
+ * The same tiles per sub-block of 32 (its 6-bit scale, times d, is the
+ * block scale of the float step: d * scale is exact in float, 11 x 6
+ * bits), then per super-block the mins: M = sum over s of min(s) * (sum of
+ * the activation codes of sub-block s), exact (vpmaddwd / vpdpwssd of the
+ * staged code sums against the weight row's mins in int16 pairs), and
+ * acc = fma(-(dmin * d_x), M, acc): act_bsum_avx2.c's K-quant order. The
+ * weights are unpacked per 16-row tile and chunk (nibbles and the Q5_K
+ * fifth bit into bytes, as gemm_avx512.c decodes them) into A tiles of
+ * stride 32, used by every group of the pass. */
+enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
+
+typedef struct kq_prep {
+    uint8_t a[KSB][W_TILE][32];   /* sub-block sb's A tile: row i's 32 codes */
+    float dsc[W_TILE][KSB];       /* d * scale of row i, sub-block sb */
+    float dmin[W_TILE][KBK];
+    int32_t mins[W_TILE][KBK][4]; /* min(2p) | min(2p + 1) << 16 */
+} kq_prep;
+
+static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
+                       size_t bsz, kq_prep *P) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    for (int i = 0; i < W_TILE; i++) {
+        if (i >= m) { /* rows past a partial tile: never loaded into A, their scales 0 */
+            memset(P->dsc[i], 0, sizeof P->dsc[i]);
+            memset(P->dmin[i], 0, sizeof P->dmin[i]);
+            memset(P->mins[i], 0, sizeof P->mins[i]);
+            continue;
+        }
+        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * bsz;
+        for (size_t B = 0; B < nkb; B++) {
+            const uint8_t *blk = row + B * bsz;
+            /* 8 scales (int16, low half) and mins (high half: as int32 lanes, the pairs kq_mins takes) */
+            const __m256i sm = k4_scales_mins(blk + 4);
+            _mm256_storeu_ps(&P->dsc[i][GEMM_AMX_SUB * B], _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)),
+                                                                          _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
+            _mm_storeu_si128((__m128i *)(void *)P->mins[i][B], _mm256_extracti128_si256(sm, 1));
+            P->dmin[i][B] = load_f16(blk + 2);
+            const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
+            for (int c = 0; c < 4; c++) {
+                const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);
+                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+                if (qh_off >= 0) {
+                    const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
+                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
+                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
+                }
+                _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c][i], lo);
+                _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c + 1][i], hi);
+            }
+        }
+    }
+}
+
+/* One super-block's mins step: sp = the group's 4 vectors of code-sum
+ * pairs, dxb its scales, dmin / mins = row 0's at this super-block. */
+static inline __attribute__((always_inline)) void kq_mins(const int32_t *sp, const float *dxb, const float *dmin,
+                                                          const int32_t *mins, __m512 acc[W_TILE]) {
+    const __m512i p0 = _mm512_loadu_si512(sp), p1 = _mm512_loadu_si512(sp + 16);
+    const __m512i p2 = _mm512_loadu_si512(sp + 32), p3 = _mm512_loadu_si512(sp + 48);
+    const __m512 dx = _mm512_loadu_ps(dxb);
+#pragma GCC unroll 16
+    for (int i = 0; i < W_TILE; i++) {
+        const int32_t *mi = mins + (size_t)i * KBK * 4;
+        __m512i M = _mm512_madd_epi16(p0, _mm512_set1_epi32(mi[0]));
+        M = _mm512_dpwssd_epi32(M, p1, _mm512_set1_epi32(mi[1]));
+        M = _mm512_dpwssd_epi32(M, p2, _mm512_set1_epi32(mi[2]));
+        M = _mm512_dpwssd_epi32(M, p3, _mm512_set1_epi32(mi[3]));
+        acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dmin[(size_t)i * KBK])), _mm512_cvtepi32_ps(M), acc[i]);
+    }
+}
+
+static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    const size_t nb = j->n_in / QUANT_QK8_0, nbk = j->n_in / QUANT_QK_K, ng = gemm_amx_groups(j->n_rows);
+    const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
+    const int32_t *sums = gemm_amx_sums(j->xq, j->n_rows, nb);
+    _Alignas(64) kq_prep P;
+    _Alignas(64) int32_t cbuf[4][256];
+    _Alignas(64) float saved[X_GROUPS][W_TILE][16];
+    const int flight4 = quant_amx_flight() == 4;
+    const amx_geom G = {sizeof P.a[0], KSB, 0};
+    memset(cbuf, 0, sizeof cbuf);
+    int configured = 0;
+    for (size_t o = o0; o < o1; o += W_TILE) {
+        const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
+        if (m != configured) amx_configure(m), configured = m;
+        for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
+            const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
+            for (size_t kb0 = 0; kb0 < nbk; kb0 += KBK) {
+                const size_t nkb = nbk - kb0 < KBK ? nbk - kb0 : KBK;
+                const int last = kb0 + nkb == nbk;
+                kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, &P);
+                for (size_t g = g0; g < g1; g++) {
+                    __m512 acc[W_TILE];
+#pragma GCC unroll 16
+                    for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
+                    for (size_t B = 0; B < nkb; B++) {
+                        const size_t gb = g * nbk + kb0 + B;
+                        const uint8_t *wa = &P.a[GEMM_AMX_SUB * B][0][0];
+                        const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * (kb0 + B)) * GEMM_AMX_TILE_BYTES;
+                        const float *dx = scales + gb * W_TILE;
+                        if (flight4)
+                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 4, cbuf, acc);
+                        else
+                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 2, cbuf, acc);
+                        kq_mins(sums + gb * 4 * W_TILE, dx, &P.dmin[0][B], &P.mins[0][B][0], acc);
+                    }
+                    if (!last) {
+#pragma GCC unroll 16
+                        for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
+                        continue;
+                    }
+                    amx_emit(j, o, m, g, acc);
+                }
+            }
+        }
+    }
+}
+
+/* ---- the driver ---- */
+
+void matmul_rows_gemm_amx(const matmul_job *j, size_t o0, size_t o1) {
+    switch (j->type) {
+    case QUANT_Q8_0: amx_q8_0(j, o0, o1); break;
+    case QUANT_Q4_K: amx_k(j, o0, o1, offsetof(block_q4_k, qs), -1, sizeof(block_q4_k)); break;
+    case QUANT_Q5_K:
+        amx_k(j, o0, o1, offsetof(block_q5_k, qs), (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
+        break;
+    default: break;
+    }
+    _tile_release();
+}

@@ -1,0 +1,291 @@
+/*
+ * amx_levels.h: the checks shared by test_quant_amx.c (the real AMX
+ * kernel) and test_gemm_amx_emu.c (its source on emulated tiles): the AMX
+ * level's tile kernel (gemm_amx.c, its rows staged by gemm_amx_stage) for
+ * Q8_0, Q4_K and Q5_K against
+ *  1. the scalar oracle of the whole-block order (al_oracle below: exact
+ *     integer block or sub-block sums, then one fmaf each, in order), bit
+ *     for bit: the order fixes every rounding, so any correct
+ *     implementation gives these bits;
+ *  2. the AMX level's one-row decode dots (act_bsum_avx2.c), bit for bit,
+ *     where the CPU has AVX2;
+ * and the oracle itself against the other levels' scalar oracle
+ * (quant_act_dot_scalar: their float order) within 2e-6 * sum |w x|, so the
+ * new order computes the same product. Activation rows 1..64 each on the
+ * smallest shapes and a spread past the kernel's 16-row groups and 128-row
+ * passes elsewhere; Q8_0: one block, odd block counts (3, 65, 129: a
+ * partial step, and past the kernel's 128-block chunks); K-quants: 1, 3 and
+ * 9 super-blocks (past the kernel's 8-super-block chunks); output counts that leave a
+ * partial 16-row weight tile (1, 5, 13, 37) and output ranges split off a
+ * tile boundary; quantised-normal and raw random weights (every code); an
+ * all-zero row, a large row and a NaN row.
+ */
+#ifndef CLOVER_TEST_AMX_LEVELS_H
+#define CLOVER_TEST_AMX_LEVELS_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "base/threadpool.h"
+#include "quant/gemm_amx.h"
+#include "quant/matmul.h"
+#include "quant/simd_level.h"
+#include "unit/gemm_levels.h"
+
+/* The whole-block order, written out: the independent expected value.
+ * Q8_0: per block, acc = fmaf(d_w * d_x, exact sum, acc). Q4_K / Q5_K: per
+ * super-block, per sub-block s: acc = fmaf((d * scale(s)) * d_x, exact sum,
+ * acc); then acc = fmaf(-(dmin * d_x), sum over s of min(s) * (sum of the
+ * activation codes of s), acc), the codes read from the block as quant.h's
+ * layout comments say (not from the kernels' decoders). */
+static inline float al_oracle(uint32_t type, const uint8_t *row, const void *xq, size_t n_in) {
+    float acc = 0.0f;
+    if (type == QUANT_Q8_0) {
+        const act_q8_32 *x = xq;
+        for (size_t b = 0; b < n_in / QUANT_QK8_0; b++) {
+            const block_q8_0 *w = (const block_q8_0 *)(const void *)(row + b * sizeof(block_q8_0));
+            int32_t s = 0;
+            for (int k = 0; k < QUANT_QK8_0; k++) s += (int32_t)w->qs[k] * x[b].qs[k];
+            const float p = quant_f16_to_f32(quant_load_u16(w->d)) * x[b].d;
+            acc = fmaf(p, (float)s, acc);
+        }
+        return acc;
+    }
+    const act_q8_k *x = xq;
+    const size_t bsz = quant_block_bytes(type);
+    for (size_t b = 0; b < n_in / QUANT_QK_K; b++) {
+        const uint8_t *blk = row + b * bsz;
+        const uint8_t *qs = type == QUANT_Q4_K ? ((const block_q4_k *)(const void *)blk)->qs
+                                               : ((const block_q5_k *)(const void *)blk)->qs;
+        const uint8_t *qh = type == QUANT_Q5_K ? ((const block_q5_k *)(const void *)blk)->qh : NULL;
+        const float d = quant_f16_to_f32(quant_load_u16(blk)), dmin = quant_f16_to_f32(quant_load_u16(blk + 2));
+        int32_t M = 0;
+        for (int s = 0; s < 8; s++) {
+            uint8_t sc, mn;
+            quant_k4_scale_min(s, blk + 4, &sc, &mn);
+            const int c = s / 2, high = s & 1;
+            int32_t S = 0, X = 0;
+            for (int l = 0; l < 32; l++) {
+                int q = high ? qs[32 * c + l] >> 4 : qs[32 * c + l] & 15;
+                if (qh && (qh[l] >> s & 1)) q += 16;
+                S += q * x[b].qs[32 * s + l];
+                X += x[b].qs[32 * s + l];
+            }
+            acc = fmaf((d * (float)sc) * x[b].d, (float)S, acc);
+            M += mn * X;
+        }
+        acc = fmaf(-(dmin * x[b].d), (float)M, acc);
+    }
+    return acc;
+}
+
+/* The AMX level's one-row dot of a type. */
+static inline quant_act_dot_fn al_one_row_dot(uint32_t type) {
+    return type == QUANT_Q8_0   ? quant_act_dot_q8_0_bsum_avx2
+           : type == QUANT_Q4_K ? quant_act_dot_q4_k_bsum_avx2
+                                : quant_act_dot_q5_k_bsum_avx2;
+}
+
+static inline int al_same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
+
+/* One case: returns the number of failed outputs (and reports the first). */
+static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
+                          int raw) {
+    const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
+    const size_t ny = n_rows * n_out;
+    uint8_t *w = mem_alloc(rb * n_out), *xq = mem_alloc(n_rows * xqb + 64);
+    uint8_t *staged = mem_alloc(gemm_amx_stage_bytes(type, n_rows, n_in) + 64);
+    float *x = mem_alloc(n_rows * n_in * sizeof(float)), *y = mem_alloc(ny * sizeof(float));
+    float *deq = mem_alloc(n_out * n_in * sizeof(float));
+    int bad = 0;
+    if (!w || !xq || !staged || !x || !y || !deq) {
+        CHECK(!"allocation failed");
+        bad = 1;
+        goto out;
+    }
+    gl_fill_weights(r, type, w, n_out, n_in, raw);
+    for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(r);
+    if (n_rows > 1) memset(x + 1 * n_in, 0, n_in * sizeof(float)); /* an all-zero row */
+    if (n_rows > 2)
+        for (size_t k = 0; k < n_in; k++) x[2 * n_in + k] *= 1e4f; /* a large one */
+    if (n_rows > 4) x[4 * n_in + n_in / 2] = NAN;                   /* a NaN one */
+    for (size_t o = 0; o < n_out; o++) quant_dequantize_row_scalar(type, w + o * rb, deq + o * n_in, n_in);
+    for (size_t rr = 0; rr < n_rows; rr++) quant_act_quantize(type, x + rr * n_in, xq + rr * xqb, n_in);
+    memset(staged, 0xA5, gemm_amx_stage_bytes(type, n_rows, n_in)); /* the padding must be written, not found */
+    gemm_amx_stage(type, x, n_rows, n_in, staged);
+    matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
+                    .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1};
+    for (size_t i = 0; i < ny; i++) y[i] = -1.0f;
+    /* two tasks' ranges: the first ends off a 16-row tile boundary (matmul's tasks are runs of 4) */
+    const size_t split = n_out > 20 ? 20 : n_out > 4 ? 4 : n_out;
+    j.y = y;
+    kernel(&j, 0, split);
+    kernel(&j, split, n_out);
+    const int simd = quant_simd_active();
+    for (size_t rr = 0; rr < n_rows; rr++) {
+        const float *xr = x + rr * n_in;
+        const void *xb = xq + rr * xqb;
+        for (size_t o = 0; o < n_out; o++) {
+            const size_t i = rr * n_out + o;
+            const uint8_t *row = w + o * rb;
+            const float want = al_oracle(type, row, xb, n_in);
+            const float one = simd ? al_one_row_dot(type)(row, xb, n_in) : want;
+            const float sc = quant_act_dot_scalar(type, row, xb, n_in);
+            double mag = 0; /* sum |w x|: the scale of the float-order bound */
+            for (size_t k = 0; k < n_in; k++) mag += fabs((double)deq[o * n_in + k] * xr[k]);
+            const int near = isnan(sc) ? isnan(want) : fabs((double)want - sc) <= 2e-6 * mag + 1e-30;
+            if (!al_same(y[i], want) || !al_same(one, want) || !near) {
+                if (bad++ < 3)
+                    fprintf(stderr, "  %s%s out=%zu in=%zu rows=%zu: y[%zu][%zu] = %.9g, oracle %.9g, one-row %.9g, other levels' scalar %.9g\n",
+                            quant_type_name(type), raw ? " raw" : "", n_out, n_in, n_rows, rr, o, y[i], want, one, sc);
+            }
+        }
+    }
+out:
+    mem_free(w), mem_free(xq), mem_free(staged), mem_free(x), mem_free(y), mem_free(deq);
+    return bad;
+}
+
+/* Every type and shape; quick: the spread of row counts only. */
+static inline void al_all(gemm_kernel_fn kernel, int quick) {
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
+    static const size_t q8_ins[] = {32, 96, 2080, 4128}, k_ins[] = {256, 768, 2304}, outs[] = {1, 5, 13, 37};
+    static const size_t spread[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 80, 130};
+    rng_state r;
+    rng_seed(&r, 3030);
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const uint32_t type = types[t];
+        const size_t *ins = type == QUANT_Q8_0 ? q8_ins : k_ins, n_ins = type == QUANT_Q8_0 ? 4 : 3;
+        const size_t small_in = type == QUANT_Q8_0 ? 96 : 256;
+        int bad = 0, cases = 0;
+        for (size_t a = 0; a < n_ins; a++)
+            for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
+                if (!quick && ins[a] <= small_in && (outs[o] == 13 || outs[o] == 37))
+                    for (size_t rows = 1; rows <= 64; rows++, cases++)
+                        bad += al_case(kernel, &r, type, outs[o], ins[a], rows, (int)(rows & 1));
+                else
+                    for (size_t k = 0; k < sizeof spread / sizeof spread[0]; k++, cases++)
+                        bad += al_case(kernel, &r, type, outs[o], ins[a], spread[k], (int)((k + o) & 1));
+            }
+        CHECK_MSG(bad == 0, "%s: %d outputs differ from the whole-block oracle or the one-row dot in %d cases",
+                  quant_type_name(type), bad, cases);
+    }
+}
+
+/* The AMX level's one-row dots alone against the oracle: Q8_0 at every
+ * block count 1..40 (the 8-block steps and every tail) and a long row, the
+ * K-quants at 1..10 super-blocks and a long row. */
+static inline void al_one_row(void) {
+    rng_state r;
+    rng_seed(&r, 3232);
+    int bad = 0;
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
+    for (size_t t = 0; t < 3; t++)
+    for (size_t nb = 1; nb <= (t ? 11 : 41); nb++) {
+        const uint32_t type = types[t];
+        const size_t be = t ? QUANT_QK_K : QUANT_QK8_0;
+        const size_t n_in = nb <= (t ? 10 : 40) ? nb * be : 16384;
+        const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
+        uint8_t *w = mem_alloc(rb), *xq = mem_alloc(xqb);
+        float *x = mem_alloc(n_in * sizeof(float));
+        if (!w || !xq || !x) {
+            CHECK(!"allocation failed");
+            mem_free(w), mem_free(xq), mem_free(x);
+            return;
+        }
+        for (int rep = 0; rep < 4; rep++) {
+            gl_fill_weights(&r, type, w, 1, n_in, rep & 1);
+            for (size_t k = 0; k < n_in; k++) x[k] = rng_normal(&r) * (rep == 2 ? 1e-30f : 1.0f);
+            quant_act_quantize(type, x, xq, n_in);
+            const float want = al_oracle(type, w, xq, n_in);
+            const float got = al_one_row_dot(type)(w, xq, n_in);
+            if (!al_same(got, want) && bad++ < 3)
+                fprintf(stderr, "  one-row %s n=%zu rep=%d: %.9g, oracle %.9g\n", quant_type_name(type), n_in, rep, got, want);
+        }
+        mem_free(w), mem_free(xq), mem_free(x);
+    }
+    CHECK_MSG(bad == 0, "the AMX level's one-row dots differ from the whole-block oracle %d times", bad);
+}
+
+/* matmul at the level this process runs: each row of an n-row product has
+ * its one-row product's bits, no pool and 2 threads; at the AMX level the
+ * whole-block oracle's. */
+static inline void al_matmul_rows(void) {
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool, 2, &err), CLOVER_OK);
+    rng_state r;
+    rng_seed(&r, 3131);
+    const int amx = quant_simd_level() == QUANT_LEVEL_AMX;
+    for (size_t t = 0; t < 4; t++) {
+        const uint32_t type = types[t];
+        const size_t n_in = type == QUANT_Q8_0 ? 2080 : 2304, n_out = 37, n_rows = 70;
+        const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
+        uint8_t *w = mem_alloc(rb * n_out), *xq = mem_alloc(xqb);
+        float *x = mem_alloc(n_rows * n_in * sizeof(float));
+        float *y = mem_alloc(n_rows * n_out * sizeof(float)), *y1 = mem_alloc(n_rows * n_out * sizeof(float));
+        if (!w || !xq || !x || !y || !y1) {
+            CHECK(!"allocation failed");
+        } else {
+            gl_fill_weights(&r, type, w, n_out, n_in, (int)(t & 1));
+            for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(&r);
+            for (size_t rr = 0; rr < n_rows; rr++) matmul(NULL, type, w, n_out, n_in, x + rr * n_in, 1, y1 + rr * n_out);
+            int bad_oracle = 0; /* at the AMX level, the one-row products are the whole-block order's */
+            for (size_t rr = 0; rr < n_rows && amx && gemm_amx_type(type); rr++) {
+                quant_act_quantize(type, x + rr * n_in, xq, n_in);
+                for (size_t o = 0; o < n_out; o++)
+                    bad_oracle += !al_same(y1[rr * n_out + o], al_oracle(type, w + o * rb, xq, n_in));
+            }
+            CHECK_MSG(bad_oracle == 0, "%s: %d one-row outputs differ from the whole-block oracle", quant_type_name(type),
+                      bad_oracle);
+            for (int p = 0; p < 2; p++)
+                for (size_t n = 3; n <= n_rows; n += n < 20 ? 1 : 25) {
+                    matmul(p ? pool : NULL, type, w, n_out, n_in, x, n, y);
+                    CHECK_MSG(memcmp(y, y1, n * n_out * sizeof(float)) == 0, "%s rows=%zu pool=%d: differs from one-row",
+                              quant_type_name(type), n, p);
+                }
+        }
+        mem_free(w), mem_free(xq), mem_free(x), mem_free(y), mem_free(y1);
+    }
+    threadpool_free(pool);
+}
+
+/* matmul_batch, items of every type on one x (their 8-bit copies shared
+ * where the format allows: at the AMX level Q6_K's rows are not staged as
+ * Q4_K's / Q5_K's are), 4 and 40 rows, against each product alone. */
+static inline void al_batch(void) {
+    static const uint32_t types[] = {QUANT_Q6_K, QUANT_Q5_K, QUANT_Q4_K, QUANT_Q8_0, QUANT_Q6_K, QUANT_Q4_K};
+    enum { NT = 6, NIN = 512, NOUT = 21, NR = 40 };
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool, 2, &err), CLOVER_OK);
+    rng_state r;
+    rng_seed(&r, 3333);
+    uint8_t *w[NT];
+    float *x = mem_alloc(NR * NIN * sizeof(float)), *y[NT], *y1 = mem_alloc(NR * NOUT * sizeof(float));
+    for (int t = 0; t < NT; t++) {
+        w[t] = mem_alloc(quant_row_bytes(types[t], NIN) * NOUT);
+        y[t] = mem_alloc(NR * NOUT * sizeof(float));
+        if (w[t]) gl_fill_weights(&r, types[t], w[t], NOUT, NIN, t & 1);
+    }
+    for (size_t i = 0; i < NR * NIN && x; i++) x[i] = rng_normal(&r);
+    int bad = 0;
+    for (size_t rows = 4; rows <= NR && x && y1; rows += NR - 4) {
+        matmul_item items[NT];
+        for (int t = 0; t < NT; t++) items[t] = (matmul_item){types[t], w[t], NOUT, NIN, x, rows, y[t]};
+        matmul_batch(pool, items, NT);
+        for (int t = 0; t < NT; t++) {
+            matmul(NULL, types[t], w[t], NOUT, NIN, x, rows, y1);
+            if (memcmp(y[t], y1, rows * NOUT * sizeof(float)) != 0 && bad++ < 3)
+                fprintf(stderr, "  item %d (%s, %zu rows): batch and matmul differ\n", t, quant_type_name(types[t]), rows);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d batch items differ from their products alone", bad);
+    for (int t = 0; t < NT; t++) mem_free(w[t]), mem_free(y[t]);
+    mem_free(x), mem_free(y1);
+    threadpool_free(pool);
+}
+
+#endif

@@ -1,0 +1,54 @@
+/*
+ * test_gemm_amx_emu.c: gemm_amx.c's source compiled against amx_emu.h (each
+ * tile instruction in C) and avx512_emu.h (its float step's AVX-512
+ * intrinsics as AVX2 work on two halves), then checked by amx_levels.h: bit
+ * for bit against the scalar oracle of the whole-block order and the AMX
+ * level's one-row dot (act_bsum_avx2.c), rows 1..64 and past the kernel's
+ * groups and passes, odd block counts, partial weight tiles, with four
+ * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2); and the
+ * one-row dot alone against the oracle. This runs on every AVX2 CPU, so the
+ * kernel's tile bookkeeping is checked in CI and on development machines,
+ * which have no AMX; the instructions themselves are checked by
+ * test_quant_amx where the CPU has them. Compiled with -mavx2 -mfma -mf16c
+ * (tests/CMakeLists.txt).
+ */
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "unit/amx_emu.h"
+#include "unit/avx512_emu.h"
+
+#include "quant/simd_level.h"
+
+/* Both kernel variants (CLOVER_AMX_FLIGHT), which must give the same bits. */
+static int emu_flight = 4;
+#define quant_amx_flight() emu_flight
+#define matmul_rows_gemm_amx matmul_rows_gemm_amx_emu
+#include "../../src/quant/gemm_amx.c"
+#undef matmul_rows_gemm_amx
+#undef quant_amx_flight
+
+#include "quant/quant.h"
+#include "unit/amx_levels.h"
+
+static void test_one_row_dot(void) { al_one_row(); }
+
+static void test_emulated_kernel(void) {
+    al_all(matmul_rows_gemm_amx_emu, 0);
+    emu_flight = 2;
+    al_all(matmul_rows_gemm_amx_emu, 1);
+    emu_flight = 4;
+    CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault (unconfigured, bad shape or released)", emu_amx_faults);
+}
+
+int main(void) {
+    if (!quant_simd_active()) {
+        const char *off = getenv("CLOVER_NO_SIMD");
+        if (off && *off && strcmp(off, "0") != 0) TEST_SKIP("CLOVER_NO_SIMD is set: no AVX2 kernel to compare with");
+        TEST_SKIP("the CPU lacks AVX2, FMA or F16C");
+    }
+    RUN(test_one_row_dot);
+    RUN(test_emulated_kernel);
+    return TEST_EXIT();
+}
