@@ -81,6 +81,10 @@ enum {
  * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
  * bit for bit (the arithmetic is the same, only where the bytes come from). */
 void cuda_mmv_stage_set(int on);
+/* The few-row integer chunk kernel (matmul_igemm_few.cu: 1..32 rows, dense with scratch and grouped experts):
+ * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off
+ * (tests, benches). The bits are the same either way (one canonical order). */
+void cuda_igemm_few_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);

@@ -28,6 +28,7 @@
 
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
+#include "matmul_igemm_few.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -223,7 +224,10 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
-            ig_launch(type, &q, rt, ot, st);
+            if (work && fw_take(type, n_rows)) /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
+                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), st);
+            else
+                ig_launch(type, &q, rt, ot, st);
             return mm_launch_status(op, why, why_len);
         }
     }
@@ -274,11 +278,12 @@ static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
     return (n_slots + tile - 1) / tile + (a->n_expert < n_slots ? a->n_expert : n_slots);
 }
 /* Slots per tile: the integer GEMM's rows per tile, else the TF32 GEMM's BM. */
-static size_t moe_tile(const cuda_moe_args *a, ig_params *q) {
+static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     const size_t n_slots = a->n_rows * a->k;
     /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
     q->wide = n_slots <= 4 * a->n_expert;
-    if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q)) return (size_t)q->br;
+    if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
+        return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;
 }
 
@@ -374,7 +379,9 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
 
 extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
     ig_params q = {};
-    const size_t tile = moe_tile(a, &q), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    /* without the few-row kernel's tiles of 32: its table is never longer (its tiles hold more), so the bytes
+     * serve either setting of CLOVER_CUDA_IGEMM_FEW */
+    const size_t tile = moe_tile(a, &q, 0), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
     return mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + a->n_rows * a->k + 3 * moe_max_tiles(a, tile))) +
            (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
@@ -391,7 +398,7 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     ig_params q = {};
-    const size_t tile = moe_tile(a, &q), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
+    const size_t tile = moe_tile(a, &q, 1), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
@@ -425,7 +432,10 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
         q.xq = xq;
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
-        ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+        if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) /* matmul_igemm_few.cu, same bits */
+            fw_launch(a->type, &q, (unsigned)max_tiles, st);
+        else
+            ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
         return mm_launch_status("cuda_moe_chunk", why, why_len);
     }
     gemm_params p = {};
