@@ -514,6 +514,25 @@ static double layer_op(const char *name, layer_ctx *c, double bytes, double bw) 
     return t;
 }
 
+/* The few-row kernel's time of the last layer_dense / layer_moe (0: not an integer product of <= 32 rows). */
+static double g_few_t;
+
+/* Old (matmul_igemm.cu) and, for an integer chunk product of <= 32 rows, a second line "[few]" with the few-row
+ * kernel (matmul_igemm_few.cu, cuda_igemm_few_set(1)) in g_few_t; returns the old time. */
+static double layer_twice(const char *name, layer_ctx *c, double bytes, double bw, int few_ok) {
+    cuda_igemm_few_set(0);
+    const double t = layer_op(name, c, bytes, bw);
+    g_few_t = 0;
+    if (few_ok) {
+        char nm[112];
+        snprintf(nm, sizeof nm, "[few] %s", name);
+        cuda_igemm_few_set(1);
+        g_few_t = layer_op(nm, c, bytes, bw);
+        cuda_igemm_few_set(0);
+    }
+    return t;
+}
+
 static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t n_in, size_t rows, int op, double bw) {
     const size_t mat = quant_row_bytes(type, n_in) * n_out;
     layer_ctx c = {.op = op, .type = type, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows};
@@ -522,7 +541,8 @@ static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t 
     CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
     const size_t wb = op == 0 ? cuda_matmul_chunk_work_bytes(type, n_in, rows) : cuda_matmul_decode_work_bytes(type, n_in, 8);
     if (wb) CU(cudaMalloc(&c.work, wb + 256));
-    const double t = layer_op(name, &c, (double)mat, bw);
+    const int few_ok = op == 0 && type != QUANT_F32 && rows <= 32;
+    const double t = layer_twice(name, &c, (double)mat, bw, few_ok);
     CU(cudaFree((void *)c.w));
     CU(cudaFree((void *)c.x));
     CU(cudaFree(c.y));
@@ -549,7 +569,7 @@ static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slo
     CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
-    const double t = layer_op(nm, &c, (double)(distinct * ex), bw);
+    const double t = layer_twice(nm, &c, (double)(distinct * ex), bw, 1);
     CU(cudaFree((void *)c.w));
     CU(cudaFree(ids));
     CU(cudaFree((void *)c.x));
@@ -591,31 +611,35 @@ static double layer_gdn_block(void) {
 
 static void bench_layer(double bw) {
     const uint32_t q8 = QUANT_Q8_0, f32 = QUANT_F32;
-    double dense = 0, rt = 0, pv = 0, cm = 0;
+    double dense = 0, rt = 0, pv = 0, cm = 0, df = 0, pf = 0, cf = 0; /* df, pf, cf: the [few] lines */
     printf("one GDN layer of the 35B-A3B model at %d rows, each op in a CUDA graph over %d weight copies:\n", LY_ROWS,
            LY_COPIES);
-    dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw); df += g_few_t;
     rt += layer_dense("router f32 256x2048 (4 decode x 8 rows)", f32, 256, 2048, LY_ROWS, 1, bw);
     rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
     const double tc = layer_route("coreset + routing inside it", 1), tr = layer_route("routing (no coreset)", 0);
     const double tg = layer_gdn_block();
-    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw);
-    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw);
-    pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw);
-    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw);
-    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw);
-    cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw);
+    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t;
+    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t;
+    pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw); pf += g_few_t;
+    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t;
+    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t;
+    cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw); cf += g_few_t;
     printf("layer   sums: dense %.1f us, router + shexp logit %.1f us, coreset %.1f us (plain routing %.1f), gdn block "
            "%.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops %.1f us (x40 = %.2f ms), a "
            "commit's products %.1f us (x40 = %.2f ms)\n",
            dense * 1e6, rt * 1e6, tc * 1e6, tr * 1e6, tg * 1e6, pv * 1e6, cm * 1e6, (dense + rt + tc + tg + pv) * 1e6,
            40 * (dense + rt + tc + tg + pv) * 1e3, (dense + rt + tr + cm) * 1e6, 40 * (dense + rt + tr + cm) * 1e3);
+    printf("layer   [few] sums: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
+           "%.1f us (x40 = %.2f ms), a commit's products %.1f us (x40 = %.2f ms)\n",
+           df * 1e6, pf * 1e6, cf * 1e6, (df + rt + tc + tg + pf) * 1e6, 40 * (df + rt + tc + tg + pf) * 1e3,
+           (df + rt + tr + cf) * 1e6, 40 * (df + rt + tr + cf) * 1e3);
     layer_dense("dense q8_0 qkv 8192x2048 at 512 rows (prompt)", q8, 8192, 2048, 512, 0, bw);
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }
