@@ -35,7 +35,10 @@
  *  - the 8-bit rows (ig_quantize's chunk-major layout, from the caller's
  *    scratch) are read through the read-only cache: a block's rows are
  *    shared by every block of the same row tile (L1/L2 hits).
- * Grids: outputs on x (16*MT a block), row tiles (dense) or the grouping
+ * Q8_0 from FW_Q8_WIDE_OUT = 4096 outputs: 2 m-tiles a warp (32 outputs a block), so a row tile's B fragment
+ * serves 2 mma and the 8-bit rows read from L2 per weight byte halve (at 32 rows and 16 outputs a block they
+ * are 2x the weight bytes: qkv's 512 blocks x 72 KB = 37 MB of L2 reads for 17.8 MB of weights).
+ * Grids: outputs on x (16*MT a block, Q8_0 16 or 32), row tiles (dense) or the grouping
  * pass's tiles of <= 32 slots of one expert (MoE, matmul_gemm.cu) on y: a
  * 32-row preview's 8 experts x 512 outputs are 256 blocks (every one resident
  * at once at 2 per SM), each routed expert read once.
@@ -55,6 +58,8 @@
 #include "matmul_igemm_few.cuh"
 
 enum { FW_THREADS = 256, FW_WARPS = 8, FW_BR = 32, FW_NT = 4, FW_U = 4 };
+/* Q8_0 from this many outputs: 2 m-tiles a warp (the rows' L2 reads halve; still >= 128 blocks) */
+enum { FW_Q8_WIDE_OUT = 4096 };
 
 /* global loads through the read-only path: 4-byte aligned words, 2-byte aligned words (Q8_0, Q6_K), f16 */
 __device__ __forceinline__ int fw_w32(const uint8_t *p) { return (int)__ldg((const unsigned *)p); }
@@ -183,7 +188,7 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
 
 /* S: super-block slots a round (K-quants: 2, 4 or 8, even so that slot s's super-blocks all have parity s & 1;
  * Q8_0: 8, one chain a warp). MT = 8 / S m-tiles of 16 outputs a block. */
-template <int T, int S>
+template <int T, int S, int MQ>
 __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
     /* Q8_0: [0] holds the 8 chains for the final tree; K-quants: a round's terms, double buffered */
     __shared__ __align__(16) float red[2][FW_WARPS][FW_NT][32][4];
@@ -191,8 +196,9 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     static_assert(S == 2 || S == 4 || S == 8, "igemm_few_kernel: an even number of slots a round");
     static_assert(T != MM_Q8_0 || S == 8, "igemm_few_kernel: Q8_0 has 8 chains, one a warp");
+    static_assert(MQ == 1 || T == MM_Q8_0, "igemm_few_kernel: MQ > 1 is Q8_0's");
     constexpr int MT = FW_WARPS / S;
-    const int n0 = blockIdx.x * 16 * MT;
+    const int n0 = blockIdx.x * 16 * MT * MQ;
     int m_count, e = 0;
     if (p.perm == NULL) {
         const int m0 = blockIdx.y * FW_BR;
@@ -227,31 +233,46 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
     const size_t xstep = (size_t)p.xq_rows * IG_ACS; /* the 8-bit rows' bytes of one 256-value chunk */
 
     if (T == MM_Q8_0) {
+        /* MQ m-tiles a warp (32 outputs a block when 2): each row tile's B fragment serves MQ mma, so the rows'
+         * bytes read a weight byte halve; FW_U / MQ chunks a load group keeps the weight bytes in flight alike */
+        constexpr int UQ = FW_U / MQ;
         const int nblk = p.n_in / 32, nchunks = (nblk + 7) / 8;
-        float acc[FW_NT][4];
+        const uint8_t *wq[MQ][2];
 #pragma unroll
-        for (int i = 0; i < FW_NT; i++)
+        for (int m = 0; m < MQ; m++) {
+            const int oa = n0 + 16 * m + g, ob = oa + 8;
+            wq[m][0] = wbase + (size_t)(oa < p.n_out ? oa : 0) * p.row_bytes;
+            wq[m][1] = wbase + (size_t)(ob < p.n_out ? ob : 0) * p.row_bytes;
+        }
+        float acc[MQ][FW_NT][4];
 #pragma unroll
-            for (int q = 0; q < 4; q++) acc[i][q] = 0.0f;
-        for (int c0 = 0; c0 < nchunks; c0 += FW_U) {
-            /* FW_U blocks of chain p_warp (block warp of chunks c0..c0+FW_U-1), loaded before any is used */
-            int a[FW_U][4];
-            float dw[FW_U][2];
+        for (int m = 0; m < MQ; m++)
 #pragma unroll
-            for (int u = 0; u < FW_U; u++) {
+            for (int i = 0; i < FW_NT; i++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) acc[m][i][q] = 0.0f;
+        for (int c0 = 0; c0 < nchunks; c0 += UQ) {
+            /* UQ blocks of chain p_warp (block warp of chunks c0..c0+UQ-1) of MQ m-tiles, loaded before any is used */
+            int a[UQ][MQ][4];
+            float dw[UQ][MQ][2];
+#pragma unroll
+            for (int u = 0; u < UQ; u++) {
                 const int b = 8 * (c0 + u) + warp;
-                if (b < nblk) {
-                    const uint8_t *b0 = w0 + (size_t)b * MM_Q8_0_BYTES, *b1 = w1 + (size_t)b * MM_Q8_0_BYTES;
-                    a[u][0] = fw_w32a2(b0 + 2 + 4 * tig), a[u][1] = fw_w32a2(b1 + 2 + 4 * tig);
-                    a[u][2] = fw_w32a2(b0 + 18 + 4 * tig), a[u][3] = fw_w32a2(b1 + 18 + 4 * tig);
-                    dw[u][0] = fw_f16(b0), dw[u][1] = fw_f16(b1);
-                } else {
-                    a[u][0] = a[u][1] = a[u][2] = a[u][3] = 0;
-                    dw[u][0] = dw[u][1] = 0.0f;
+#pragma unroll
+                for (int m = 0; m < MQ; m++) {
+                    if (b < nblk) {
+                        const uint8_t *b0 = wq[m][0] + (size_t)b * MM_Q8_0_BYTES, *b1 = wq[m][1] + (size_t)b * MM_Q8_0_BYTES;
+                        a[u][m][0] = fw_w32a2(b0 + 2 + 4 * tig), a[u][m][1] = fw_w32a2(b1 + 2 + 4 * tig);
+                        a[u][m][2] = fw_w32a2(b0 + 18 + 4 * tig), a[u][m][3] = fw_w32a2(b1 + 18 + 4 * tig);
+                        dw[u][m][0] = fw_f16(b0), dw[u][m][1] = fw_f16(b1);
+                    } else {
+                        a[u][m][0] = a[u][m][1] = a[u][m][2] = a[u][m][3] = 0;
+                        dw[u][m][0] = dw[u][m][1] = 0.0f;
+                    }
                 }
             }
 #pragma unroll
-            for (int u = 0; u < FW_U; u++) {
+            for (int u = 0; u < UQ; u++) {
                 const int c = c0 + u;
                 if (8 * c + warp >= nblk) continue; /* past the last block: no term (as igemm_q8_kernel) */
                 const uint8_t *xa = p.xq + (size_t)c * xstep + warp * MM_ACT32_BYTES;
@@ -259,31 +280,40 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
                 for (int i = 0; i < FW_NT; i++) {
                     if (!live[i]) continue;
                     const uint8_t *xb = xa + (size_t)rb[i] * IG_ACS;
-                    int cc[4] = {0, 0, 0, 0};
-                    fw_mma_k32(cc, a[u][0], a[u][1], a[u][2], a[u][3], fw_w32(xb + 4 + 4 * tig), fw_w32(xb + 20 + 4 * tig));
+                    const int b0 = fw_w32(xb + 4 + 4 * tig), b1 = fw_w32(xb + 20 + 4 * tig);
                     const float xd0 = fw_f32(xa + (size_t)rc0[i] * IG_ACS), xd1 = fw_f32(xa + (size_t)rc1[i] * IG_ACS);
-                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[u][0], xd0), (float)cc[0]));
-                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[u][0], xd1), (float)cc[1]));
-                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[u][1], xd0), (float)cc[2]));
-                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[u][1], xd1), (float)cc[3]));
+#pragma unroll
+                    for (int m = 0; m < MQ; m++) {
+                        int cc[4] = {0, 0, 0, 0};
+                        fw_mma_k32(cc, a[u][m][0], a[u][m][1], a[u][m][2], a[u][m][3], b0, b1);
+                        const float d0 = dw[u][m][0], d1 = dw[u][m][1];
+                        acc[m][i][0] = __fadd_rn(acc[m][i][0], __fmul_rn(__fmul_rn(d0, xd0), (float)cc[0]));
+                        acc[m][i][1] = __fadd_rn(acc[m][i][1], __fmul_rn(__fmul_rn(d0, xd1), (float)cc[1]));
+                        acc[m][i][2] = __fadd_rn(acc[m][i][2], __fmul_rn(__fmul_rn(d1, xd0), (float)cc[2]));
+                        acc[m][i][3] = __fadd_rn(acc[m][i][3], __fmul_rn(__fmul_rn(d1, xd1), (float)cc[3]));
+                    }
                 }
             }
         }
-        /* the 8 chains meet: ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)), warp i writes row tile i */
+        /* the 8 chains meet: ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) (red[m]: m-tile m's chains); warp w < 4 MQ
+         * writes row tile w % 4 of m-tile w / 4 */
+        static_assert(MQ <= 2, "igemm_few_kernel: red holds 2 m-tiles' chains");
 #pragma unroll
-        for (int i = 0; i < FW_NT; i++)
-            if (live[i])
+        for (int m = 0; m < MQ; m++)
 #pragma unroll
-                for (int q = 0; q < 4; q++) red[0][warp][i][lane][q] = acc[i][q];
+            for (int i = 0; i < FW_NT; i++)
+                if (live[i])
+#pragma unroll
+                    for (int q = 0; q < 4; q++) red[m][warp][i][lane][q] = acc[m][i][q];
         __syncthreads();
-        if (warp < FW_NT && live[warp]) {
-            const int i = warp;
+        if (warp < FW_NT * MQ && live[warp % FW_NT]) {
+            const int i = warp % FW_NT, m = warp / FW_NT;
 #pragma unroll
             for (int q = 0; q < 4; q++) {
                 float pp[8];
 #pragma unroll
-                for (int j = 0; j < 8; j++) pp[j] = red[0][j][i][lane][q];
-                const int o = n0 + (q < 2 ? g : g + 8), r = 8 * i + 2 * tig + (q & 1);
+                for (int j = 0; j < 8; j++) pp[j] = red[m][j][i][lane][q];
+                const int o = n0 + 16 * m + (q < 2 ? g : g + 8), r = 8 * i + 2 * tig + (q & 1);
                 const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
                                           __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
@@ -356,18 +386,20 @@ int fw_take(uint32_t type, size_t n_rows) {
     return fw_enabled() && mm_is_int(type) && n_rows >= 1 && n_rows <= FW_MAX_ROWS;
 }
 
-template <int T, int S>
+template <int T, int S, int MQ = 1>
 static void fw_launch_s(const ig_params *q, unsigned ny, cudaStream_t st) {
-    const int bo = 16 * (FW_WARPS / S);
+    const int bo = 16 * (FW_WARPS / S) * MQ;
     const unsigned nx = (unsigned)((q->n_out + bo - 1) / bo);
-    igemm_few_kernel<T, S><<<dim3(nx, ny), FW_THREADS, 0, st>>>(*q);
+    igemm_few_kernel<T, S, MQ><<<dim3(nx, ny), FW_THREADS, 0, st>>>(*q);
 }
 
 /* K-quants: 8 slots a round from 8 super-blocks (n_in 2048) up, else 4 or 2 with 2 or 4 m-tiles a block */
 template <int T>
 static void fw_launch_t(const ig_params *q, unsigned ny, cudaStream_t st) {
     const int nsb = q->n_in / 256;
-    if (T == MM_Q8_0 || nsb >= 8)
+    if (T == MM_Q8_0 && q->n_out >= FW_Q8_WIDE_OUT) /* >= 128 blocks of 32 outputs: 2 m-tiles a warp */
+        fw_launch_s<T, 8, T == MM_Q8_0 ? 2 : 1>(q, ny, st);
+    else if (T == MM_Q8_0 || nsb >= 8)
         fw_launch_s<T, 8>(q, ny, st);
     else if (nsb >= 4)
         fw_launch_s<T, T == MM_Q8_0 ? 8 : 4>(q, ny, st);

@@ -558,7 +558,8 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
     CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, 32) + 256));
     char why[256] = "";
     size_t bad = 0, unwritten = 0;
-    for (size_t n = 1; n <= 32; n++) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: rows 1, 9, 17, 25 */
+    for (size_t n = 1; n <= 32; n += small ? 8 : 1) {
         const size_t r0 = (5 * n) % 8;
         for (int few = 0; few < 2; few++) {
             cuda_igemm_few_set(few);
@@ -624,7 +625,8 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
 }
 
-/* Every integer type; n_in: Q8_0 a partial last chunk (608), 2048 and 4096; K-quants 1, 2, 3, 4, 8 and 22
+/* Every integer type; n_in: Q8_0 a partial last chunk (608), 2048, 4096 and 96 (< 8 blocks), and >= 4096 outputs
+ * (the 32-output blocks); K-quants 1, 2, 3, 4, 8 and 22
  * super-blocks (2, 4 and 8 slots a round, odd counts, several rounds); odd n_out. */
 static void test_few_rows(void) {
     static const uint32_t T[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
@@ -633,10 +635,13 @@ static void test_few_rows(void) {
         const int q8 = T[t] == QUANT_Q8_0;
         for (int v = 0; v < (q8 ? 4 : 6); v++) few_dense_case(T[t], q8 ? NQ8[v] : NK[v], v & 1 ? 77 : 45);
     }
+    few_dense_case(QUANT_Q8_0, 32 * 19, 4096 + 45); /* Q8_0 from 4096 outputs: 2 m-tiles a warp */
+    few_dense_case(QUANT_Q8_0, 2048, 4096);
     size_t cases = 0;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: 1, 3, 5, 13 experts */
     for (int t = 0; t < 4; t++) {
         const int q8 = T[t] == QUANT_Q8_0;
-        for (size_t used = 1; used <= 16; used += used < 4 ? 1 : 4) {
+        for (size_t used = 1; used <= 16; used += used < 4 ? (small ? 2 : 1) : (small ? 8 : 4)) {
             static const size_t R[] = {1, 2, 7, 32};
             for (int ri = 0; ri < 4; ri++, cases++) {
                 const size_t n_in = q8 ? (ri & 1 ? 2048 : 32 * 19) : NK[(ri + used) % 6];

@@ -11,8 +11,8 @@
 #  t  test_cuda_matmul (with the new case test_few_rows: the few-row kernel vs matmul_igemm.cu bit for bit, dense
 #     rows 1..32 and grouped experts 1..16 experts, Q8_0/Q4_K/Q5_K/Q6_K), test_cuda_preview, test_cuda_backend:
 #     once with CLOVER_CUDA_IGEMM_FEW=1, once with it 0
-#  m  compute-sanitizer memcheck: test_cuda_matmul test_few_rows
-#  r  racecheck: test_cuda_matmul test_few_rows (the K-quants' double-buffered terms in shared memory)
+#  m  compute-sanitizer memcheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL: fewer row counts and experts)
+#  r  racecheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL) (the K-quants' double-buffered terms in shared memory)
 #  l  CLOVER_BENCH_LAYER=1 bench_cuda_matmul: every integer product of <= 32 rows twice, the old kernel's line
 #     then a "[few]" line (the bench sets the switch itself), and both sums
 #  e  bench_cuda_preview on the 35B-A3B synthetic file (made here first, in the background): switch 1, then 0
@@ -59,7 +59,7 @@ command -v compute-sanitizer > /dev/null || { SAN_OK=0; { has m || has r; } && s
 san() { # TOOL LIMIT CASES
   local tool=$1 lim=$2 cases=$3 log="$O/$1-$3.log" s=$(date +%s)
   [ $SAN_OK = 1 ] || return 1
-  env CLOVER_TEST_ONLY=$cases timeout "$lim" compute-sanitizer --tool "$tool" \
+  env CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=$cases timeout "$lim" compute-sanitizer --tool "$tool" \
     "$D/bin/test_cuda_matmul" > "$log" 2>&1; local rc=$?
   say "$tool test_cuda_matmul [$cases] rc=$rc $(( $(date +%s) - s ))s: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1) $(grep -E 'passed, [0-9]+ failed|SKIP' "$log" | tail -1)"
   if grep -qE "Device not supported|not supported on this|Unable to|LibraryNotLoaded" "$log"; then
