@@ -531,6 +531,13 @@ static void test_row_invariance(void) {
 
 /* ---- the few-row kernel (matmul_igemm_few.cu, CLOVER_CUDA_IGEMM_FEW) against the igemm kernels ---- */
 
+/* The switch as the environment sets it (the other cases run with it: CLOVER_CUDA_IGEMM_FEW=1 runs the whole
+ * test through the few-row kernel wherever it applies). */
+static void few_restore(void) {
+    const char *e = getenv("CLOVER_CUDA_IGEMM_FEW");
+    cuda_igemm_few_set(e && strcmp(e, "1") == 0);
+}
+
 /* Bit for bit, or both NaN (row 5 of the inputs carries an infinity). */
 static size_t few_diff(const float *a, const float *b, size_t n) {
     size_t bad = 0;
@@ -573,7 +580,7 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
             if (r0 + r != 5) /* the infinity's row is NaN on both */
                 for (size_t o = 0; o < n_out; o++) unwritten += isnan(got[r * n_out + o]) != 0;
     }
-    cuda_igemm_few_set(0);
+    few_restore();
     CHECK_MSG(bad == 0 && unwritten == 0, "few dense %s n_in %zu n_out %zu: %zu outputs differ from igemm, %zu NaN",
               quant_type_name(type), n_in, n_out, bad, unwritten);
     printf("  few dense    %-5s n_in=%-5zu n_out=%-4zu rows 1..32: bit-identical to igemm\n", quant_type_name(type),
@@ -582,11 +589,11 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
 }
 
-/* Grouped experts: n_rows rows routed to n_used of 16 experts (k of them a row, distinct, uneven counts: expert
+/* Grouped experts: n_rows rows routed to n_used of n_used + 1 experts (k of them a row, distinct, uneven counts: expert
  * (b_r + j) mod n_used with b_r quadratic in r), x per row or per slot; the few-row kernel's tiles of <= 32
  * slots against matmul_igemm.cu's (wide tiles of 8, or tiles of 8..32), bit for bit. */
 static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t n_used, int x_per_slot) {
-    const size_t n_expert = 16, k = n_used < 4 ? n_used : 4, n_slots = n_rows * k;
+    const size_t n_expert = n_used + 1, k = n_used < 4 ? n_used : 4, n_slots = n_rows * k; /* one expert unused */
     size_t rb;
     uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
     const size_t n_x = x_per_slot ? n_slots : n_rows;
@@ -614,7 +621,7 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
         dev_download(few ? got : old, dy, n_slots * n_out);
     }
-    cuda_igemm_few_set(0);
+    few_restore();
     size_t unwritten = 0;
     for (size_t i = 0; i < n_slots * n_out; i++) unwritten += isnan(got[i]) != 0;
     const size_t bad = few_diff(got, old, n_slots * n_out);

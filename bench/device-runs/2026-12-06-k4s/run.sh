@@ -7,7 +7,7 @@
 # Run from the source root on the device (the pack is .gpu-k4s/, ignored by git; this file is also committed as
 # bench/device-runs/2026-12-06-k4s/run.sh):
 #   run(command="bash .gpu-k4s/run.sh", carry=[".gpu-k4s"], timeout_s=300)      ~2-3 min, <= 200 s by its limits
-# STEPS (default "t m r l e"):
+# STEPS (default "t m r l e n"):
 #  t  test_cuda_matmul (with the new case test_few_rows: the few-row kernel vs matmul_igemm.cu bit for bit, dense
 #     rows 1..32 and grouped experts 1..16 experts, Q8_0/Q4_K/Q5_K/Q6_K), test_cuda_preview, test_cuda_backend:
 #     once with CLOVER_CUDA_IGEMM_FEW=1, once with it 0
@@ -16,6 +16,7 @@
 #  l  CLOVER_BENCH_LAYER=1 bench_cuda_matmul: every integer product of <= 32 rows twice, the old kernel's line
 #     then a "[few]" line (the bench sets the switch itself), and both sums
 #  e  bench_cuda_preview on the 35B-A3B synthetic file (made here first, in the background): switch 1, then 0
+#  n  ncu of the few-row kernel (5 eager launches: SOL, occupancy, warp stalls) when the run is under 150 s so far
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (written before any run; "before" = bench/device-runs/2026-12-05-verify/out/k3, H200):
 #  - t: every test passes with the switch on and off; test_few_rows: every case bit for bit. Risk: a fragment or
@@ -34,7 +35,7 @@ D=/tmp/k4s; rm -rf "$D"; mkdir -p "$D"
 T0=$(date +%s)
 tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$R/summary.txt"; exit 2; }
 export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
-STEPS=${STEPS:-t m r l e}
+STEPS=${STEPS:-t m r l e n}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 S=$R/summary.txt
 say() { echo "$*" | tee -a "$S"; }
@@ -43,11 +44,14 @@ say "start $(date -u +%T) steps: $STEPS pack $(cat "$PACK/COMMIT" 2>/dev/null)"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee -a "$S"
 F=/tmp/q35d.gguf
 if has e; then ( [ -s $F ] || timeout 90 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -o $F > "$O/synth.log" 2>&1 ) & fi
+ALL_BUT_FEW=test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_row_invariance
+ALL_BUT_FEW=$ALL_BUT_FEW,test_moe_decode,test_moe_chunk,test_moe_many_experts,test_glu,test_multi,test_graph_capture
 if has t; then
   for few in 1 0; do
     for n in test_cuda_matmul test_cuda_preview test_cuda_backend; do
       [ -x "$D/bin/$n" ] || { say "test $n: not in the pack"; continue; }
-      s=$(date +%s); CLOVER_CUDA_IGEMM_FEW=$few timeout 60 "$D/bin/$n" > "$O/t_${n}_few$few.log" 2>&1; rc=$?
+      only=; [ $n = test_cuda_matmul ] && [ $few = 0 ] && only=$ALL_BUT_FEW # test_few_rows sets the switch itself
+      s=$(date +%s); CLOVER_TEST_ONLY=$only CLOVER_CUDA_IGEMM_FEW=$few timeout 90 "$D/bin/$n" > "$O/t_${n}_few$few.log" 2>&1; rc=$?
       say "test $n FEW=$few rc=$rc $(( $(date +%s) - s ))s $(tail -1 "$O/t_${n}_few$few.log")"
       [ $rc = 0 ] || grep -E "FAIL|differ|error" "$O/t_${n}_few$few.log" | head -8 | tee -a "$S"
     done
@@ -111,6 +115,13 @@ if has e; then
     CLOVER_CUDA_IGEMM_FEW=$few timeout 60 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/preview_few$few.log" 2>&1
     say "bench_cuda_preview CLOVER_CUDA_IGEMM_FEW=$few rc=$?"; grep -E "ms|tok/s" "$O/preview_few$few.log" | pannot $few | tee -a "$S"
   done
+fi
+if has n && [ "$(el)" -lt 150 ] && command -v ncu > /dev/null; then
+  # the first eager launches of the few-row kernel in the layer bench: qkv, z, alpha, out, shexp gate
+  CLOVER_BENCH_LAYER=1 timeout 40 ncu -k regex:igemm_few -c 5 --section SpeedOfLight --section Occupancy \
+    --section WarpStateStats "$D/bin/bench_cuda_matmul" > "$O/ncu.log" 2>&1
+  say "ncu rc=$? (the few-row kernel, one eager launch each: qkv, z, alpha, out, shexp gate):"
+  grep -E "igemm_few|Duration|DRAM Throughput|Achieved Occupancy|Registers Per" "$O/ncu.log" | head -25 | tee -a "$S"
 fi
 say "end $(date -u +%T) ($(el)s)"
 (cd "$O" && tar czf "$R/logs.tgz" .)
