@@ -455,6 +455,7 @@ typedef struct layer_ctx {
     uint32_t *kept;
     int32_t *ridx;
     float *rw;
+    float *y2; /* op 6: the pair's up output */
 } layer_ctx;
 
 static void layer_body(void *ctx, size_t i, cudaStream_t st) {
@@ -492,6 +493,12 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
         float *state = ring + 3 * cdim, *out = state + (size_t)32 * 128 * 128, *work = out + c->rows * 4096;
         rc = cuda_gdn_block(out, mixed, z, a, ring, state, &bw, &d, (int)c->rows, -0.5f, work, st);
         if (rc) snprintf(why, sizeof why, "gdn block: %s", cuda_preview_last_error());
+        break;
+    }
+    case 6: { /* the experts' gate and up of one layer as a pair (the up: the next weight copy's experts) */
+        cuda_moe_args a = c->moe;
+        a.w = w;
+        rc = cuda_moe_chunk_pair(&a, c->w + ((i + 1) % LY_COPIES) * c->mat, c->y2, c->work, st, why, sizeof why);
         break;
     }
     case 4: /* the plain routing */
@@ -578,6 +585,36 @@ static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slo
     return t;
 }
 
+/* The experts' gate + up of a layer through cuda_moe_chunk_pair (the old line: its two calls; [few]: one
+ * grouping, one quantisation, one launch); bytes: both products' distinct experts. */
+static double layer_moe_pair(const char *name, int preview, double bw) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t n_out = 512, n_in = 2048, ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    int32_t ids_h[LY_ROWS * LY_K];
+    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
+    layer_ctx c = {.op = 6, .type = type, .mat = LY_E * ex};
+    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, sizeof ids_h));
+    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
+    CU(cudaMalloc((void **)&c.y2, rows * LY_K * n_out * sizeof(float)));
+    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
+                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = 0, .y = c.y};
+    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
+    const double t = layer_twice(nm, &c, (double)(2 * distinct * ex), bw, 1);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree(ids));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.y2));
+    CU(cudaFree(c.work));
+    return t;
+}
+
 static double layer_route(const char *name, int coreset) {
     layer_ctx c = {.op = coreset ? 3 : 4, .rows = LY_ROWS};
     c.x = dev_floats(LY_ROWS * LY_E); /* router logits in [-1, 1] */
@@ -612,6 +649,7 @@ static double layer_gdn_block(void) {
 static void bench_layer(double bw) {
     const uint32_t q8 = QUANT_Q8_0, f32 = QUANT_F32;
     double dense = 0, rt = 0, pv = 0, cm = 0, df = 0, pf = 0, cf = 0; /* df, pf, cf: the [few] lines */
+    double pf_gu = 0, cf_gu = 0; /* the [few] gate and up lines (the pair replaces them) */
     printf("one GDN layer of the 35B-A3B model at %d rows, each op in a CUDA graph over %d weight copies:\n", LY_ROWS,
            LY_COPIES);
     dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw); df += g_few_t;
@@ -625,17 +663,26 @@ static void bench_layer(double bw) {
     rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
     const double tc = layer_route("coreset + routing inside it", 1), tr = layer_route("routing (no coreset)", 0);
     const double tg = layer_gdn_block();
-    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t;
-    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t;
+    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;
+    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;
     pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw); pf += g_few_t;
-    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t;
-    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t;
+    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t; cf_gu += g_few_t;
+    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t; cf_gu += g_few_t;
     cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw); cf += g_few_t;
     printf("layer   sums: dense %.1f us, router + shexp logit %.1f us, coreset %.1f us (plain routing %.1f), gdn block "
            "%.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops %.1f us (x40 = %.2f ms), a "
            "commit's products %.1f us (x40 = %.2f ms)\n",
            dense * 1e6, rt * 1e6, tc * 1e6, tr * 1e6, tg * 1e6, pv * 1e6, cm * 1e6, (dense + rt + tc + tg + pv) * 1e6,
            40 * (dense + rt + tc + tg + pv) * 1e3, (dense + rt + tr + cm) * 1e6, 40 * (dense + rt + tr + cm) * 1e3);
+    double pp = 0, pc = 0; /* the pairs' [few] times */
+    layer_moe_pair("moe q4_K gate+up pair, preview", 1, bw);
+    pp = g_few_t;
+    layer_moe_pair("moe q4_K gate+up pair, commit", 0, bw);
+    pc = g_few_t;
+    printf("layer   [few] with the gate+up pair: experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
+           "%.1f us (x40 = %.2f ms)\n",
+           (pf - pf_gu + pp) * 1e6, (cf - cf_gu + pc) * 1e6, (df + rt + tc + tg + pf - pf_gu + pp) * 1e6,
+           40 * (df + rt + tc + tg + pf - pf_gu + pp) * 1e3);
     printf("layer   [few] sums: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
            "%.1f us (x40 = %.2f ms), a commit's products %.1f us (x40 = %.2f ms)\n",
            df * 1e6, pf * 1e6, cf * 1e6, (df + rt + tc + tg + pf) * 1e6, 40 * (df + rt + tc + tg + pf) * 1e3,

@@ -162,6 +162,33 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
     return moe_mm_as(s, w, NULL, x, per_slot, n, y, err);
 }
 
+/* The experts' gate and up in chunk form (not the decode kernel), same shape: cuda_moe_chunk_pair, bit for bit the
+ * two moe_mm calls (one launch for both under CLOVER_CUDA_IGEMM_FEW=1 at <= 32 rows, else those two calls). */
+static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_weight *wu, const float *x, size_t n,
+                       float *yg, float *yu, clover_error *err) {
+    if (!same_shape(wg, wu) || takes_decode(s, wg, false)) {
+        int rc;
+        if ((rc = moe_mm(s, wg, x, 0, n, yg, err)) || (rc = moe_mm(s, wu, x, 0, n, yu, err))) return rc;
+        return CLOVER_OK;
+    }
+    cuda_moe_args a = {.type = wg->type,
+                       .w = cuda_model_weight(s->cm, wg),
+                       .n_expert = s->hp->n_expert,
+                       .n_out = (size_t)wg->ne[1],
+                       .n_in = (size_t)wg->ne[0],
+                       .ids = s->sc.ridx,
+                       .n_rows = n,
+                       .k = s->hp->n_expert_used,
+                       .x = x,
+                       .x_per_slot = 0,
+                       .y = yg};
+    a.expert_stride = quant_row_bytes(wg->type, a.n_in) * a.n_out;
+    char why[256] = "";
+    if (cuda_moe_chunk_pair(&a, cuda_model_weight(s->cm, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s + %s: %s", wg->name, wu->name, why);
+    return CLOVER_OK;
+}
+
 /* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
 static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u) {
     return same_shape(g, u) && takes_decode(s, g, false);
@@ -322,9 +349,7 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
         if ((rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err))) return rc;
     } else {
-        if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) ||
-            (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
-            return rc;
+        if ((rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) return rc;
         if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
     }
     if ((rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err))) return rc;

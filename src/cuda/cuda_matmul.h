@@ -167,6 +167,13 @@ int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work,
  * the GEMM of cuda_matmul_chunk, each routed expert read once per tile. */
 size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a);
 int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+/* The experts' gate and up of the same rows: a is the gate's call; w_up / y_up the up's weights (same type, shape
+ * and expert stride as a->w) and output. Bit for bit cuda_moe_chunk(a) then cuda_moe_chunk(a with w_up, y_up);
+ * where the few-row kernel takes it (CLOVER_CUDA_IGEMM_FEW=1, <= 32 rows: matmul_igemm_few.cu) one grouping, one
+ * quantisation of x and ONE product launch for both, else the two calls. work: cuda_moe_chunk_work_bytes(a).
+ * (An out-of-range id: its slots NaN in y; in y_up too only on the two-call path.) */
+int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                        size_t why_len);
 
 #ifdef __cplusplus
 }

@@ -225,7 +225,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
             if (work && fw_take(type, n_rows)) /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
-                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), st);
+                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), NULL, NULL, st);
             else
                 ig_launch(type, &q, rt, ot, st);
             return mm_launch_status(op, why, why_len);
@@ -386,7 +386,23 @@ extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
            (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
 
-extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+/* After the first product of a pair on a path without the pair launch: the second (the up) as its own call. */
+static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                     size_t why_len);
+static int moe_second(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                      size_t why_len) {
+    if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
+    if (!w_up) return 0;
+    cuda_moe_args b = *a;
+    b.w = w_up;
+    b.y = y_up;
+    return moe_chunk(&b, NULL, NULL, work, stream, why, why_len);
+}
+
+/* cuda_moe_chunk, and with w_up (not NULL) cuda_moe_chunk_pair: the few-row kernel does both products in one
+ * launch after one grouping and one quantisation; any other path runs the second product as its own call. */
+static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                     size_t why_len) {
     if (mm_check_shape("cuda_moe_chunk", a->type, a->n_out, a->n_in, why, why_len)) return -1;
     if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_chunk: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
     if (a->n_rows < 1 || a->n_rows * a->k > (1u << 24)) MM_FAIL("cuda_moe_chunk: %zu rows", a->n_rows);
@@ -432,11 +448,12 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
         q.xq = xq;
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
-        if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) /* matmul_igemm_few.cu, same bits */
-            fw_launch(a->type, &q, (unsigned)max_tiles, st);
-        else
-            ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
-        return mm_launch_status("cuda_moe_chunk", why, why_len);
+        if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
+            fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, st);
+            return mm_launch_status("cuda_moe_chunk", why, why_len);
+        }
+        ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+        return moe_second(a, w_up, y_up, work, stream, why, why_len);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)a->w;
@@ -452,5 +469,17 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     p.k = (int)a->k;
     p.x_per_slot = a->x_per_slot != 0;
     gemm_launch(a->type, &p, (unsigned)max_tiles, st);
-    return mm_launch_status("cuda_moe_chunk", why, why_len);
+    return moe_second(a, w_up, y_up, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    return moe_chunk(a, NULL, NULL, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream,
+                                   char *why, size_t why_len) {
+    if (!w_up || !y_up) MM_FAIL("cuda_moe_chunk_pair: a NULL pointer");
+    if ((uintptr_t)w_up & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
+    return moe_chunk(a, w_up, y_up, work, stream, why, why_len);
 }

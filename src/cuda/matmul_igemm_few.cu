@@ -189,7 +189,7 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
 /* S: super-block slots a round (K-quants: 2, 4 or 8, even so that slot s's super-blocks all have parity s & 1;
  * Q8_0: 8, one chain a warp). MT = 8 / S m-tiles of 16 outputs a block. */
 template <int T, int S, int MQ>
-__global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
+__global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, const uint8_t *w_up, float *y_up) {
     /* Q8_0: [0] holds the 8 chains for the final tree; K-quants: a round's terms, double buffered */
     __shared__ __align__(16) float red[2][FW_WARPS][FW_NT][32][4];
     __shared__ int xrow[FW_BR], yrow[FW_BR];
@@ -216,7 +216,9 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
         }
     }
     __syncthreads(); /* xrow, yrow */
-    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    /* blockIdx.z == 1: the pair's second product (the experts' up: same rows, shape and stride, its own output) */
+    float *const yout = blockIdx.z ? y_up : p.y;
+    const uint8_t *wbase = (blockIdx.z ? w_up : p.w) + (size_t)e * p.expert_stride;
     const int mt = warp / S, s = warp % S;
     const int o0 = n0 + 16 * mt + g, o1 = o0 + 8; /* this thread's A rows; past n_out: row 0 (read, never written) */
     const uint8_t *w0 = wbase + (size_t)(o0 < p.n_out ? o0 : 0) * p.row_bytes;
@@ -316,7 +318,7 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
                 const int o = n0 + 16 * m + (q < 2 ? g : g + 8), r = 8 * i + 2 * tig + (q & 1);
                 const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
                                           __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
-                if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+                if (o < p.n_out && r < m_count) yout[(size_t)yrow[r] * p.n_out + o] = v;
             }
         }
         return;
@@ -364,7 +366,7 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p) {
         for (int q = 0; q < 4; q++) {
             const int o = n0 + 16 * pmt + (q < 2 ? g : g + 8), r = 8 * pi + 2 * tig + (q & 1);
             const float v = __fadd_rn(pacc[jj][0][q], pacc[jj][1][q]); /* p0 + p1 */
-            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+            if (o < p.n_out && r < m_count) yout[(size_t)yrow[r] * p.n_out + o] = v;
         }
     }
 }
@@ -387,32 +389,33 @@ int fw_take(uint32_t type, size_t n_rows) {
 }
 
 template <int T, int S, int MQ = 1>
-static void fw_launch_s(const ig_params *q, unsigned ny, cudaStream_t st) {
+static void fw_launch_s(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, cudaStream_t st) {
     const int bo = 16 * (FW_WARPS / S) * MQ;
     const unsigned nx = (unsigned)((q->n_out + bo - 1) / bo);
-    igemm_few_kernel<T, S, MQ><<<dim3(nx, ny), FW_THREADS, 0, st>>>(*q);
+    igemm_few_kernel<T, S, MQ><<<dim3(nx, ny, w_up ? 2 : 1), FW_THREADS, 0, st>>>(*q, w_up, y_up);
 }
 
 /* K-quants: 8 slots a round from 8 super-blocks (n_in 2048) up, else 4 or 2 with 2 or 4 m-tiles a block */
 template <int T>
-static void fw_launch_t(const ig_params *q, unsigned ny, cudaStream_t st) {
+static void fw_launch_t(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, cudaStream_t st) {
     const int nsb = q->n_in / 256;
     if (T == MM_Q8_0 && q->n_out >= FW_Q8_WIDE_OUT) /* >= 128 blocks of 32 outputs: 2 m-tiles a warp */
-        fw_launch_s<T, 8, T == MM_Q8_0 ? 2 : 1>(q, ny, st);
+        fw_launch_s<T, 8, T == MM_Q8_0 ? 2 : 1>(q, ny, w_up, y_up, st);
     else if (T == MM_Q8_0 || nsb >= 8)
-        fw_launch_s<T, 8>(q, ny, st);
+        fw_launch_s<T, 8>(q, ny, w_up, y_up, st);
     else if (nsb >= 4)
-        fw_launch_s<T, T == MM_Q8_0 ? 8 : 4>(q, ny, st);
+        fw_launch_s<T, T == MM_Q8_0 ? 8 : 4>(q, ny, w_up, y_up, st);
     else
-        fw_launch_s<T, T == MM_Q8_0 ? 8 : 2>(q, ny, st);
+        fw_launch_s<T, T == MM_Q8_0 ? 8 : 2>(q, ny, w_up, y_up, st);
 }
 
-void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, cudaStream_t st) {
+void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, const void *w_up, float *y_up, cudaStream_t st) {
+    const uint8_t *wu = (const uint8_t *)w_up;
     switch (type) {
-    case MM_Q8_0: fw_launch_t<MM_Q8_0>(q, n_tiles_y, st); break;
-    case MM_Q4_K: fw_launch_t<MM_Q4_K>(q, n_tiles_y, st); break;
-    case MM_Q5_K: fw_launch_t<MM_Q5_K>(q, n_tiles_y, st); break;
-    case MM_Q6_K: fw_launch_t<MM_Q6_K>(q, n_tiles_y, st); break;
+    case MM_Q8_0: fw_launch_t<MM_Q8_0>(q, n_tiles_y, wu, y_up, st); break;
+    case MM_Q4_K: fw_launch_t<MM_Q4_K>(q, n_tiles_y, wu, y_up, st); break;
+    case MM_Q5_K: fw_launch_t<MM_Q5_K>(q, n_tiles_y, wu, y_up, st); break;
+    case MM_Q6_K: fw_launch_t<MM_Q6_K>(q, n_tiles_y, wu, y_up, st); break;
     default: break;
     }
 }

@@ -589,13 +589,13 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
     cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
 }
 
-/* Grouped experts: n_rows rows routed to n_used of n_used + 1 experts (k of them a row, distinct, uneven counts: expert
+/* Grouped experts (and the gate + up pair, cuda_moe_chunk_pair): n_rows rows routed to n_used of n_used + 1 experts (k of them a row, distinct, uneven counts: expert
  * (b_r + j) mod n_used with b_r quadratic in r), x per row or per slot; the few-row kernel's tiles of <= 32
  * slots against matmul_igemm.cu's (wide tiles of 8, or tiles of 8..32), bit for bit. */
 static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t n_used, int x_per_slot) {
     const size_t n_expert = n_used + 1, k = n_used < 4 ? n_used : 4, n_slots = n_rows * k; /* one expert unused */
     size_t rb;
-    uint8_t *w = make_weights(type, n_expert * n_out, n_in, &rb);
+    uint8_t *w = make_weights(type, (n_expert + 1) * n_out, n_in, &rb); /* + 1: the pair's up starts one on */
     const size_t n_x = x_per_slot ? n_slots : n_rows;
     float *x = malloc(n_x * n_in * sizeof(float));
     fill(x, n_x * n_in, 2.0);
@@ -607,7 +607,7 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     float *old = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
     cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
                        .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
-    a.w = dev_upload(w, n_expert * n_out * rb);
+    a.w = dev_upload(w, (n_expert + 1) * n_out * rb);
     a.x = dev_upload(x, n_x * n_in * sizeof(float));
     a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
     float *dy = dev_poisoned(n_slots * n_out);
@@ -621,7 +621,32 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
         dev_download(few ? got : old, dy, n_slots * n_out);
     }
+    /* the pair (gate = these weights, up = the same bytes one expert on): one launch under the switch, two
+     * calls without it; both bit for bit two separate old calls */
+    const void *w_up = (const uint8_t *)a.w + n_out * rb;
+    float *old_u = malloc(n_slots * n_out * sizeof(float)), *got_g = malloc(n_slots * n_out * sizeof(float));
+    float *got_u = malloc(n_slots * n_out * sizeof(float)), *dyu = dev_poisoned(n_slots * n_out);
+    cuda_moe_args au = a;
+    au.w = w_up;
+    au.y = dyu;
+    cuda_igemm_few_set(0);
+    CHECK_MSG(cuda_moe_chunk(&au, work, NULL, why, sizeof why) == 0, "%s", why);
+    dev_download(old_u, dyu, n_slots * n_out);
+    size_t bad_pair = 0;
+    for (int few = 0; few < 2; few++) {
+        cuda_igemm_few_set(few);
+        CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
+        CU(cudaMemset(dyu, 0xFF, n_slots * n_out * sizeof(float)));
+        CHECK_MSG(cuda_moe_chunk_pair(&a, w_up, dyu, work, NULL, why, sizeof why) == 0, "%s", why);
+        dev_download(got_g, dy, n_slots * n_out);
+        dev_download(got_u, dyu, n_slots * n_out);
+        bad_pair += few_diff(got_g, old, n_slots * n_out) + few_diff(got_u, old_u, n_slots * n_out);
+    }
     few_restore();
+    CHECK_MSG(bad_pair == 0, "few moe pair %s n_in %zu n_out %zu rows %zu experts %zu: %zu outputs differ",
+              quant_type_name(type), n_in, n_out, n_rows, n_used, bad_pair);
+    free(old_u), free(got_g), free(got_u);
+    cudaFree(dyu);
     size_t unwritten = 0;
     for (size_t i = 0; i < n_slots * n_out; i++) unwritten += isnan(got[i]) != 0;
     const size_t bad = few_diff(got, old, n_slots * n_out);
@@ -658,7 +683,8 @@ static void test_few_rows(void) {
     }
     few_moe_case(QUANT_Q4_K, 2048, 512, 32, 8, 0); /* the preview's gate/up shape: 32 rows on 8 experts */
     few_moe_case(QUANT_Q4_K, 512, 2048, 32, 8, 1); /* and its down */
-    printf("  few moe      %zu cases (1..16 experts, 1..32 rows, Q8_0/Q4_K/Q5_K/Q6_K): bit-identical to igemm\n",
+    printf("  few moe      %zu cases (1..16 experts, 1..32 rows, Q8_0/Q4_K/Q5_K/Q6_K), single and gate + up pair: "
+           "bit-identical to igemm\n",
            cases + 2);
 }
 

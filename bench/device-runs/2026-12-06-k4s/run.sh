@@ -14,18 +14,21 @@
 #  m  compute-sanitizer memcheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL: fewer row counts and experts)
 #  r  racecheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL) (the K-quants' double-buffered terms in shared memory)
 #  l  CLOVER_BENCH_LAYER=1 bench_cuda_matmul: every integer product of <= 32 rows twice, the old kernel's line
-#     then a "[few]" line (the bench sets the switch itself), and both sums
+#     then a "[few]" line (the bench sets the switch itself), and both sums; then the experts' gate + up as a pair
+#     (cuda_moe_chunk_pair: old = its two calls, [few] = one grouping, one quantisation, one launch)
 #  e  bench_cuda_preview on the 35B-A3B synthetic file (made here first, in the background): switch 1, then 0
 #  n  ncu of the few-row kernel (5 eager launches: SOL, occupancy, warp stalls) when the run is under 150 s so far
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (written before any run; "before" = bench/device-runs/2026-12-05-verify/out/k3, H200):
-#  - t: every test passes with the switch on and off; test_few_rows: every case bit for bit. Risk: a fragment or
+#  - t: every test passes with the switch on and off (the backend's experts then go through cuda_moe_chunk_pair);
+#    test_few_rows: every case bit for bit, single products and gate + up pairs. Risk: a fragment or
 #    index slip in the new kernel (then test_few_rows names type, n_in, rows, experts; set the switch 0).
 #  - m: 0 errors. r: 0 hazards.
 #  - l: the [few] lines: qkv 16.86 -> ~9 us, z 10.17 -> ~6, alpha 7.81 -> ~4, out 13.07 -> ~8, shexp gate/up
 #    7.95 -> ~4, shexp down 4.78 -> ~3.5; moe preview gate 23.53 -> ~6, up 23.56 -> ~6, down 19.60 -> ~6;
 #    moe commit gate 59.4 -> ~35, up 54.9 -> ~35, down 61.3 -> ~40; z at 2 rows 8.31 -> ~5. The old lines as
-#    before. A preview GDN layer's ops 209.5 -> ~135 us (x40 8.38 -> ~5.4 ms).
+#    before. A preview GDN layer's ops 209.5 -> ~135 us (x40 8.38 -> ~5.4 ms). The gate+up pair in one launch:
+#    preview 47.1 (gate + up) -> ~9 us, commit 114.3 -> ~65 us; with it a preview GDN layer ~130 us.
 #  - e: switch 1: preview first pass coreset 10.72 -> ~8 ms, no coreset 9.92 -> ~7.3 ms, commit 16.43 -> ~13 ms,
 #    block-diffusion 87.6 -> ~110 tok/s. Switch 0: as before.
 set -uo pipefail
@@ -92,6 +95,9 @@ annot() {
     /\[few\] moe q4_K up 512x2048, commit/          { a("54.91", "~35") }
     /\[few\] moe q4_K down 2048x512, commit/        { a("61.29", "~40") }
     /\[few\] dense q8_0 z 4096x2048 at 2 rows/      { a("8.31", "~5") }
+    /\[few\] moe q4_K gate\+up pair, preview/      { a("47.09 (gate + up)", "~9") }
+    /\[few\] moe q4_K gate\+up pair, commit/       { a("114.28 (gate + up)", "~65") }
+    /\[few\] with the gate\+up pair/ { $0 = $0 "   [before: a preview GDN layer 209.5 us; predicted ~130 us (~5.2 ms)]" }
     /\[few\] sums/ { $0 = $0 "   [before: a preview GDN layer 209.5 us (x40 8.38 ms); predicted ~135 us (~5.4 ms)]" }
     { print }'
 }
