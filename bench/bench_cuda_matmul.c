@@ -455,7 +455,8 @@ typedef struct layer_ctx {
     uint32_t *kept;
     int32_t *ridx;
     float *rw;
-    float *y2; /* op 6: the pair's up output */
+    float *y2;     /* ops 6, 7: the pair's second output */
+    size_t n_out2; /* op 7: the second product's outputs */
 } layer_ctx;
 
 static void layer_body(void *ctx, size_t i, cudaStream_t st) {
@@ -501,6 +502,10 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
         rc = cuda_moe_chunk_pair(&a, c->w + ((i + 1) % LY_COPIES) * c->mat, c->y2, c->work, st, why, sizeof why);
         break;
     }
+    case 7: /* two dense products of the same rows as a pair (the second: the next weight copy's first rows) */
+        rc = cuda_matmul_chunk_ws_pair(c->type, w, c->n_out, c->w + ((i + 1) % LY_COPIES) * c->mat, c->n_out2, c->n_in,
+                                       c->x, c->rows, c->y, c->y2, c->work, st, why, sizeof why);
+        break;
     case 4: /* the plain routing */
         rc = cuda_moe_route(c->ridx, c->rw, c->x, c->rows, LY_E, LY_K, st);
         if (rc) snprintf(why, sizeof why, "route: %s", cuda_ops_last_error());
@@ -585,6 +590,26 @@ static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slo
     return t;
 }
 
+/* Two dense Q8_0 products of 32 rows through cuda_matmul_chunk_ws_pair (old line: its two calls; [few]: one
+ * quantisation, one launch); n_out2 <= n_out. */
+static double layer_dense_pair(const char *name, size_t n_out, size_t n_out2, size_t n_in, double bw) {
+    const uint32_t type = QUANT_Q8_0;
+    const size_t mat = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    layer_ctx c = {.op = 7, .type = type, .mat = mat, .n_out = n_out, .n_out2 = n_out2, .n_in = n_in, .rows = rows};
+    c.w = dev_weights(type, LY_COPIES * n_out, n_in);
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
+    CU(cudaMalloc((void **)&c.y2, rows * n_out2 * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_chunk_work_bytes(type, n_in, rows) + 256));
+    const double t = layer_twice(name, &c, (double)quant_row_bytes(type, n_in) * (n_out + n_out2), bw, 1);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.y2));
+    CU(cudaFree(c.work));
+    return t;
+}
+
 /* The experts' gate + up of a layer through cuda_moe_chunk_pair (the old line: its two calls; [few]: one
  * grouping, one quantisation, one launch); bytes: both products' distinct experts. */
 static double layer_moe_pair(const char *name, int preview, double bw) {
@@ -649,15 +674,19 @@ static double layer_gdn_block(void) {
 static void bench_layer(double bw) {
     const uint32_t q8 = QUANT_Q8_0, f32 = QUANT_F32;
     double dense = 0, rt = 0, pv = 0, cm = 0, df = 0, pf = 0, cf = 0; /* df, pf, cf: the [few] lines */
-    double pf_gu = 0, cf_gu = 0; /* the [few] gate and up lines (the pair replaces them) */
+    double pf_gu = 0, cf_gu = 0, df_pair = 0; /* the [few] lines the pairs replace */
     printf("one GDN layer of the 35B-A3B model at %d rows, each op in a CUDA graph over %d weight copies:\n", LY_ROWS,
            LY_COPIES);
     dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
     dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
     dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw); df += g_few_t;
     dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw); df += g_few_t;
     dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
     dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
     dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw); df += g_few_t;
     rt += layer_dense("router f32 256x2048 (4 decode x 8 rows)", f32, 256, 2048, LY_ROWS, 1, bw);
     rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
@@ -674,15 +703,20 @@ static void bench_layer(double bw) {
            "commit's products %.1f us (x40 = %.2f ms)\n",
            dense * 1e6, rt * 1e6, tc * 1e6, tr * 1e6, tg * 1e6, pv * 1e6, cm * 1e6, (dense + rt + tc + tg + pv) * 1e6,
            40 * (dense + rt + tc + tg + pv) * 1e3, (dense + rt + tr + cm) * 1e6, 40 * (dense + rt + tr + cm) * 1e3);
-    double pp = 0, pc = 0; /* the pairs' [few] times */
+    double pp = 0, pc = 0, dp = 0; /* the pairs' [few] times */
+    layer_dense_pair("dense q8_0 qkv+z pair 8192+4096x2048", 8192, 4096, 2048, bw);
+    dp += g_few_t;
+    layer_dense_pair("dense q8_0 shexp gate+up pair 512+512x2048", 512, 512, 2048, bw);
+    dp += g_few_t;
     layer_moe_pair("moe q4_K gate+up pair, preview", 1, bw);
     pp = g_few_t;
     layer_moe_pair("moe q4_K gate+up pair, commit", 0, bw);
     pc = g_few_t;
-    printf("layer   [few] with the gate+up pair: experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
-           "%.1f us (x40 = %.2f ms)\n",
-           (pf - pf_gu + pp) * 1e6, (cf - cf_gu + pc) * 1e6, (df + rt + tc + tg + pf - pf_gu + pp) * 1e6,
-           40 * (df + rt + tc + tg + pf - pf_gu + pp) * 1e3);
+    const double dfp = df - df_pair + dp; /* [few] dense with qkv+z and shexp gate+up as pairs */
+    printf("layer   [few] with the pairs: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN "
+           "layer's ops %.1f us (x40 = %.2f ms)\n",
+           dfp * 1e6, (pf - pf_gu + pp) * 1e6, (cf - cf_gu + pc) * 1e6, (dfp + rt + tc + tg + pf - pf_gu + pp) * 1e6,
+           40 * (dfp + rt + tc + tg + pf - pf_gu + pp) * 1e3);
     printf("layer   [few] sums: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
            "%.1f us (x40 = %.2f ms), a commit's products %.1f us (x40 = %.2f ms)\n",
            df * 1e6, pf * 1e6, cf * 1e6, (df + rt + tc + tg + pf) * 1e6, 40 * (df + rt + tc + tg + pf) * 1e3,

@@ -135,6 +135,13 @@ int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, c
 size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                          float *y, void *work, void *stream, char *why, size_t why_len);
+/* Two chunk products of the same rows x (same type and n_in; n_out and n_out2 outputs into y and y2): bit for bit
+ * cuda_matmul_chunk_ws(w, n_out, y) then cuda_matmul_chunk_ws(w2, n_out2, y2); where the few-row kernel takes it
+ * (CLOVER_CUDA_IGEMM_FEW=1, <= 32 rows) one quantisation of x and ONE launch for both, else the two calls.
+ * work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
+int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2, size_t n_in,
+                              const float *x, size_t n_rows, float *y, float *y2, void *work, void *stream, char *why,
+                              size_t why_len);
 
 /* ---- grouped expert products (MoE) ---- */
 

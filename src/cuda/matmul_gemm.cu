@@ -200,7 +200,19 @@ int mm_launch_status(const char *op, char *why, size_t why_len) {
 
 /* The dense chunk product; work (NULL or cuda_matmul_chunk_work_bytes) holds the 8-bit rows of the integer path. */
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len,
+                        const void *w2 = NULL, size_t n_out2 = 0, float *y2 = NULL);
+/* After the first product of a dense pair on a path without the pair launch: the second as its own call. */
+static int matmul_second(const char *op, uint32_t type, size_t n_in, const float *x, size_t n_rows, void *work,
+                         void *stream, char *why, size_t why_len, const void *w2, size_t n_out2, float *y2) {
+    if (mm_launch_status(op, why, why_len)) return -1;
+    if (!w2) return 0;
+    return matmul_chunk(op, type, w2, n_out2, n_in, x, n_rows, y2, work, stream, why, why_len);
+}
+
+static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len, const void *w2,
+                        size_t n_out2, float *y2) {
     if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("%s: %zu rows", op, n_rows);
     if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
@@ -224,11 +236,12 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
-            if (work && fw_take(type, n_rows)) /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
-                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), NULL, NULL, st);
-            else
-                ig_launch(type, &q, rt, ot, st);
-            return mm_launch_status(op, why, why_len);
+            if (work && fw_take(type, n_rows)) { /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
+                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), w2, y2, (int)n_out2, st);
+                return mm_launch_status(op, why, why_len);
+            }
+            ig_launch(type, &q, rt, ot, st);
+            return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
         }
     }
     if (n_out <= BN && mmv_thin_ok(type, w, n_in, x)) {
@@ -236,7 +249,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
          * all of n_in in one block per 64 rows (~100 us a layer measured); a warp per (row, output) in f32
          * instead. Chosen by the shape alone, so a row's bits still do not depend on the row count. */
         mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, st);
-        return mm_launch_status(op, why, why_len);
+        return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)w;
@@ -247,7 +260,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
     p.y = y;
     p.n_rows = (int)n_rows;
     gemm_launch(type, &p, (unsigned)((n_rows + BM - 1) / BM), st);
-    return mm_launch_status(op, why, why_len);
+    return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
 }
 
 extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
@@ -267,6 +280,18 @@ extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, 
     if (wb && !work) MM_FAIL("cuda_matmul_chunk_ws: a NULL pointer");
     return matmul_chunk("cuda_matmul_chunk_ws", type, w, n_out, n_in, x, n_rows, y, wb ? work : NULL, stream, why,
                         why_len);
+}
+
+extern "C" int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2,
+                                         size_t n_in, const float *x, size_t n_rows, float *y, float *y2, void *work,
+                                         void *stream, char *why, size_t why_len) {
+    const char *op = "cuda_matmul_chunk_ws_pair";
+    if (!w2 || !y2) MM_FAIL("%s: a NULL pointer", op);
+    if (mm_check_shape(op, type, n_out2, n_in, why, why_len)) return -1;
+    if ((uintptr_t)w2 & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+    const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+    if (wb && !work) MM_FAIL("%s: a NULL pointer", op);
+    return matmul_chunk(op, type, w, n_out, n_in, x, n_rows, y, wb ? work : NULL, stream, why, why_len, w2, n_out2, y2);
 }
 
 /* ---- grouping the slots by expert ---- */
@@ -449,7 +474,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
         if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
-            fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, st);
+            fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
         ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);

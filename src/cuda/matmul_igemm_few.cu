@@ -42,6 +42,10 @@
  * pass's tiles of <= 32 slots of one expert (MoE, matmul_gemm.cu) on y: a
  * 32-row preview's 8 experts x 512 outputs are 256 blocks (every one resident
  * at once at 2 per SM), each routed expert read once.
+ * Pairs (grid.z = 2): two products of the same 8-bit rows in one launch, the experts' gate and up
+ * (cuda_moe_chunk_pair: one grouping, one quantisation) or two dense products of one n_in
+ * (cuda_matmul_chunk_ws_pair: a GDN layer's qkv + z, the shared expert's gate + up): twice the blocks in
+ * flight, two launches and a quantisation fewer; each output's bits as alone.
  * Order: Q8_0: warp w's register accumulators ARE chain p_w (blocks in
  * order), then ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) through shared memory,
  * as igemm_q8_kernel. K-quants: a round's terms go to shared memory (double
@@ -152,7 +156,9 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
             }
         }
     } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l (igemm_kernel's decoding) */
-        int fa0[16], fa1[16], fs0[16], fs1[16];
+        int fa0[16], fa1[16], sw0[4], sw1[4]; /* the 16 int8 scales of each row as 4 words (2-byte aligned rows) */
+#pragma unroll
+        for (int k = 0; k < 4; k++) sw0[k] = fw_w32a2(v0 + 192 + 4 * k), sw1[k] = fw_w32a2(v1 + 192 + 4 * k);
 #pragma unroll
         for (int G = 0; G < 16; G++) {
             const int h = G >> 3, k = (G >> 1) & 3, l = 16 * (G & 1) + 4 * tig;
@@ -161,8 +167,6 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
             const int a1 = ((fw_w32a2(v1 + qlo) >> lsh) & 0x0F0F0F0F) | (((fw_w32a2(v1 + qhi) >> (2 * k)) & 0x03030303) << 4);
             fa0[G] = (int)__vsub4((unsigned)a0, 0x20202020u);
             fa1[G] = (int)__vsub4((unsigned)a1, 0x20202020u);
-            fs0[G] = (int)(int8_t)__ldg((const char *)v0 + 192 + G);
-            fs1[G] = (int)(int8_t)__ldg((const char *)v1 + 192 + G);
         }
         const float d0 = fw_f16(v0 + 208), d1 = fw_f16(v1 + 208);
 #pragma unroll
@@ -174,7 +178,8 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
             for (int G = 0; G < 16; G++) {
                 int cc[4] = {0, 0, 0, 0};
                 fw_mma_k16(cc, fa0[G], fa1[G], fw_w32(xb + 4 + 16 * G + 4 * tig));
-                is[0] += fs0[G] * cc[0], is[1] += fs0[G] * cc[1], is[2] += fs1[G] * cc[2], is[3] += fs1[G] * cc[3];
+                const int sc0 = (int)(int8_t)(sw0[G >> 2] >> (8 * (G & 3))), sc1 = (int)(int8_t)(sw1[G >> 2] >> (8 * (G & 3)));
+                is[0] += sc0 * cc[0], is[1] += sc0 * cc[1], is[2] += sc1 * cc[2], is[3] += sc1 * cc[3];
             }
             const float xd0 = fw_f32(xq0 + (size_t)rc0[i] * IG_ACS), xd1 = fw_f32(xq0 + (size_t)rc1[i] * IG_ACS);
 #pragma unroll
@@ -189,7 +194,8 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
 /* S: super-block slots a round (K-quants: 2, 4 or 8, even so that slot s's super-blocks all have parity s & 1;
  * Q8_0: 8, one chain a warp). MT = 8 / S m-tiles of 16 outputs a block. */
 template <int T, int S, int MQ>
-__global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, const uint8_t *w_up, float *y_up) {
+__global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, const uint8_t *w_up, float *y_up,
+                                                                  int n_out_up) {
     /* Q8_0: [0] holds the 8 chains for the final tree; K-quants: a round's terms, double buffered */
     __shared__ __align__(16) float red[2][FW_WARPS][FW_NT][32][4];
     __shared__ int xrow[FW_BR], yrow[FW_BR];
@@ -199,6 +205,10 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, c
     static_assert(MQ == 1 || T == MM_Q8_0, "igemm_few_kernel: MQ > 1 is Q8_0's");
     constexpr int MT = FW_WARPS / S;
     const int n0 = blockIdx.x * 16 * MT * MQ;
+    /* blockIdx.z == 1: the pair's second product (same rows and n_in; its weights, outputs and n_out: the experts'
+     * up, or a dense product of other outputs); grid.x covers the larger n_out, the other's extra blocks leave */
+    const int n_out = blockIdx.z ? n_out_up : p.n_out;
+    if (n0 >= n_out) return;
     int m_count, e = 0;
     if (p.perm == NULL) {
         const int m0 = blockIdx.y * FW_BR;
@@ -216,13 +226,12 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, c
         }
     }
     __syncthreads(); /* xrow, yrow */
-    /* blockIdx.z == 1: the pair's second product (the experts' up: same rows, shape and stride, its own output) */
     float *const yout = blockIdx.z ? y_up : p.y;
     const uint8_t *wbase = (blockIdx.z ? w_up : p.w) + (size_t)e * p.expert_stride;
     const int mt = warp / S, s = warp % S;
     const int o0 = n0 + 16 * mt + g, o1 = o0 + 8; /* this thread's A rows; past n_out: row 0 (read, never written) */
-    const uint8_t *w0 = wbase + (size_t)(o0 < p.n_out ? o0 : 0) * p.row_bytes;
-    const uint8_t *w1 = wbase + (size_t)(o1 < p.n_out ? o1 : 0) * p.row_bytes;
+    const uint8_t *w0 = wbase + (size_t)(o0 < n_out ? o0 : 0) * p.row_bytes;
+    const uint8_t *w1 = wbase + (size_t)(o1 < n_out ? o1 : 0) * p.row_bytes;
     bool live[FW_NT];
     int rb[FW_NT], rc0[FW_NT], rc1[FW_NT]; /* the rows (of xq) of the B fragment and of the C columns */
 #pragma unroll
@@ -243,8 +252,8 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, c
 #pragma unroll
         for (int m = 0; m < MQ; m++) {
             const int oa = n0 + 16 * m + g, ob = oa + 8;
-            wq[m][0] = wbase + (size_t)(oa < p.n_out ? oa : 0) * p.row_bytes;
-            wq[m][1] = wbase + (size_t)(ob < p.n_out ? ob : 0) * p.row_bytes;
+            wq[m][0] = wbase + (size_t)(oa < n_out ? oa : 0) * p.row_bytes;
+            wq[m][1] = wbase + (size_t)(ob < n_out ? ob : 0) * p.row_bytes;
         }
         float acc[MQ][FW_NT][4];
 #pragma unroll
@@ -318,7 +327,7 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, c
                 const int o = n0 + 16 * m + (q < 2 ? g : g + 8), r = 8 * i + 2 * tig + (q & 1);
                 const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
                                           __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
-                if (o < p.n_out && r < m_count) yout[(size_t)yrow[r] * p.n_out + o] = v;
+                if (o < n_out && r < m_count) yout[(size_t)yrow[r] * n_out + o] = v;
             }
         }
         return;
@@ -366,7 +375,7 @@ __global__ void __launch_bounds__(FW_THREADS, 2) igemm_few_kernel(ig_params p, c
         for (int q = 0; q < 4; q++) {
             const int o = n0 + 16 * pmt + (q < 2 ? g : g + 8), r = 8 * pi + 2 * tig + (q & 1);
             const float v = __fadd_rn(pacc[jj][0][q], pacc[jj][1][q]); /* p0 + p1 */
-            if (o < p.n_out && r < m_count) yout[(size_t)yrow[r] * p.n_out + o] = v;
+            if (o < n_out && r < m_count) yout[(size_t)yrow[r] * n_out + o] = v;
         }
     }
 }
@@ -389,33 +398,36 @@ int fw_take(uint32_t type, size_t n_rows) {
 }
 
 template <int T, int S, int MQ = 1>
-static void fw_launch_s(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, cudaStream_t st) {
-    const int bo = 16 * (FW_WARPS / S) * MQ;
-    const unsigned nx = (unsigned)((q->n_out + bo - 1) / bo);
-    igemm_few_kernel<T, S, MQ><<<dim3(nx, ny, w_up ? 2 : 1), FW_THREADS, 0, st>>>(*q, w_up, y_up);
+static void fw_launch_s(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, int n_out_up,
+                        cudaStream_t st) {
+    const int bo = 16 * (FW_WARPS / S) * MQ, n_max = w_up && n_out_up > q->n_out ? n_out_up : q->n_out;
+    const unsigned nx = (unsigned)((n_max + bo - 1) / bo);
+    igemm_few_kernel<T, S, MQ><<<dim3(nx, ny, w_up ? 2 : 1), FW_THREADS, 0, st>>>(*q, w_up, y_up, n_out_up);
 }
 
 /* K-quants: 8 slots a round from 8 super-blocks (n_in 2048) up, else 4 or 2 with 2 or 4 m-tiles a block */
 template <int T>
-static void fw_launch_t(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, cudaStream_t st) {
+static void fw_launch_t(const ig_params *q, unsigned ny, const uint8_t *w_up, float *y_up, int n_out_up,
+                        cudaStream_t st) {
     const int nsb = q->n_in / 256;
     if (T == MM_Q8_0 && q->n_out >= FW_Q8_WIDE_OUT) /* >= 128 blocks of 32 outputs: 2 m-tiles a warp */
-        fw_launch_s<T, 8, T == MM_Q8_0 ? 2 : 1>(q, ny, w_up, y_up, st);
+        fw_launch_s<T, 8, T == MM_Q8_0 ? 2 : 1>(q, ny, w_up, y_up, n_out_up, st);
     else if (T == MM_Q8_0 || nsb >= 8)
-        fw_launch_s<T, 8>(q, ny, w_up, y_up, st);
+        fw_launch_s<T, 8>(q, ny, w_up, y_up, n_out_up, st);
     else if (nsb >= 4)
-        fw_launch_s<T, T == MM_Q8_0 ? 8 : 4>(q, ny, w_up, y_up, st);
+        fw_launch_s<T, T == MM_Q8_0 ? 8 : 4>(q, ny, w_up, y_up, n_out_up, st);
     else
-        fw_launch_s<T, T == MM_Q8_0 ? 8 : 2>(q, ny, w_up, y_up, st);
+        fw_launch_s<T, T == MM_Q8_0 ? 8 : 2>(q, ny, w_up, y_up, n_out_up, st);
 }
 
-void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, const void *w_up, float *y_up, cudaStream_t st) {
+void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, const void *w_up, float *y_up, int n_out_up,
+               cudaStream_t st) {
     const uint8_t *wu = (const uint8_t *)w_up;
     switch (type) {
-    case MM_Q8_0: fw_launch_t<MM_Q8_0>(q, n_tiles_y, wu, y_up, st); break;
-    case MM_Q4_K: fw_launch_t<MM_Q4_K>(q, n_tiles_y, wu, y_up, st); break;
-    case MM_Q5_K: fw_launch_t<MM_Q5_K>(q, n_tiles_y, wu, y_up, st); break;
-    case MM_Q6_K: fw_launch_t<MM_Q6_K>(q, n_tiles_y, wu, y_up, st); break;
+    case MM_Q8_0: fw_launch_t<MM_Q8_0>(q, n_tiles_y, wu, y_up, n_out_up, st); break;
+    case MM_Q4_K: fw_launch_t<MM_Q4_K>(q, n_tiles_y, wu, y_up, n_out_up, st); break;
+    case MM_Q5_K: fw_launch_t<MM_Q5_K>(q, n_tiles_y, wu, y_up, n_out_up, st); break;
+    case MM_Q6_K: fw_launch_t<MM_Q6_K>(q, n_tiles_y, wu, y_up, n_out_up, st); break;
     default: break;
     }
 }

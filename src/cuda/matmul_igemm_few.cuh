@@ -21,8 +21,10 @@ enum { FW_MAX_ROWS = 32 };
 int fw_take(uint32_t type, size_t n_rows);
 /* q as matmul_gemm.cu fills it for ig_launch with the 8-bit rows in q->xq (PREQ); n_tiles_y: dense the row
  * tiles of FW_MAX_ROWS, MoE the tile table's maximum length (tiles of <= FW_MAX_ROWS slots). w_up (NULL: none):
- * a second product in the same launch (grid.z = 2), q's rows and shape, weights w_up (expert stride as q's),
- * output y_up: the experts' gate and up in one launch (cuda_moe_chunk_pair). */
-void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, const void *w_up, float *y_up, cudaStream_t st);
+ * a second product in the same launch (grid.z = 2), q's rows and n_in, weights w_up (expert stride as q's),
+ * n_out_up outputs into y_up: the experts' gate and up (cuda_moe_chunk_pair) or two dense products of the same
+ * rows (cuda_matmul_chunk_ws_pair) in one launch. */
+void fw_launch(uint32_t type, const ig_params *q, unsigned n_tiles_y, const void *w_up, float *y_up, int n_out_up,
+               cudaStream_t st);
 
 #endif

@@ -560,7 +560,12 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
     x[5 * n_in + n_in / 3] = INFINITY;
     float *old = malloc(32 * n_out * sizeof(float)), *got = malloc(32 * n_out * sizeof(float));
     void *dw = dev_upload(w, n_out * rb);
-    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(32 * n_out);
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(32 * n_out), *dy2 = dev_poisoned(32 * n_out);
+    /* the pair (cuda_matmul_chunk_ws_pair): these weights and the same from row 3 on (n_out - 3 outputs: output o
+     * is output o + 3 of the first), in both orders, the switch on and off */
+    const void *dw3 = (const uint8_t *)dw + 3 * rb;
+    float *p1 = malloc(32 * n_out * sizeof(float)), *p2 = malloc(32 * n_out * sizeof(float));
+    size_t bad_pair = 0;
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, 32) + 256));
     char why[256] = "";
@@ -576,6 +581,23 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
             dev_download(few ? got : old, dy, n * n_out);
         }
         bad += few_diff(got, old, n * n_out);
+        for (int few = 0; few < 2; few++)
+            for (int order = 0; order < 2; order++) {
+                cuda_igemm_few_set(few);
+                CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
+                CU(cudaMemset(dy2, 0xFF, 32 * n_out * sizeof(float)));
+                const float *xs = dx + r0 * n_in;
+                const int rc = order ? cuda_matmul_chunk_ws_pair(type, dw3, n_out - 3, dw, n_out, n_in, xs, n, dy2, dy,
+                                                                 work, NULL, why, sizeof why)
+                                     : cuda_matmul_chunk_ws_pair(type, dw, n_out, dw3, n_out - 3, n_in, xs, n, dy, dy2,
+                                                                 work, NULL, why, sizeof why);
+                CHECK_MSG(rc == 0, "%s", why);
+                dev_download(p1, dy, n * n_out);
+                dev_download(p2, dy2, n * (n_out - 3));
+                bad_pair += few_diff(p1, old, n * n_out);
+                for (size_t r = 0; r < n; r++) bad_pair += few_diff(p2 + r * (n_out - 3), old + r * n_out + 3, n_out - 3);
+            }
+        few_restore();
         for (size_t r = 0; r < n; r++)
             if (r0 + r != 5) /* the infinity's row is NaN on both */
                 for (size_t o = 0; o < n_out; o++) unwritten += isnan(got[r * n_out + o]) != 0;
@@ -583,10 +605,12 @@ static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
     few_restore();
     CHECK_MSG(bad == 0 && unwritten == 0, "few dense %s n_in %zu n_out %zu: %zu outputs differ from igemm, %zu NaN",
               quant_type_name(type), n_in, n_out, bad, unwritten);
-    printf("  few dense    %-5s n_in=%-5zu n_out=%-4zu rows 1..32: bit-identical to igemm\n", quant_type_name(type),
+    CHECK_MSG(bad_pair == 0, "few dense pair %s n_in %zu n_out %zu: %zu outputs differ from igemm",
+              quant_type_name(type), n_in, n_out, bad_pair);
+    printf("  few dense    %-5s n_in=%-5zu n_out=%-4zu rows 1..32, single and pairs: bit-identical to igemm\n", quant_type_name(type),
            n_in, n_out);
-    free(w), free(x), free(old), free(got);
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(work);
+    free(w), free(x), free(old), free(got), free(p1), free(p2);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
 }
 
 /* Grouped experts (and the gate + up pair, cuda_moe_chunk_pair): n_rows rows routed to n_used of n_used + 1 experts (k of them a row, distinct, uneven counts: expert

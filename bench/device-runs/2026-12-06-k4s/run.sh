@@ -14,23 +14,26 @@
 #  m  compute-sanitizer memcheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL: fewer row counts and experts)
 #  r  racecheck: test_cuda_matmul test_few_rows (CLOVER_TEST_SMALL) (the K-quants' double-buffered terms in shared memory)
 #  l  CLOVER_BENCH_LAYER=1 bench_cuda_matmul: every integer product of <= 32 rows twice, the old kernel's line
-#     then a "[few]" line (the bench sets the switch itself), and both sums; then the experts' gate + up as a pair
-#     (cuda_moe_chunk_pair: old = its two calls, [few] = one grouping, one quantisation, one launch)
+#     then a "[few]" line (the bench sets the switch itself), and both sums; then the pairs: dense qkv + z and the
+#     shared expert's gate + up (cuda_matmul_chunk_ws_pair), the experts' gate + up (cuda_moe_chunk_pair): old =
+#     their two calls, [few] = one quantisation (and grouping), one launch
 #  e  bench_cuda_preview on the 35B-A3B synthetic file (made here first, in the background): switch 1, then 0
 #  n  ncu of the few-row kernel (5 eager launches: SOL, occupancy, warp stalls) when the run is under 150 s so far
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (written before any run; "before" = bench/device-runs/2026-12-05-verify/out/k3, H200):
-#  - t: every test passes with the switch on and off (the backend's experts then go through cuda_moe_chunk_pair);
-#    test_few_rows: every case bit for bit, single products and gate + up pairs. Risk: a fragment or
+#  - t: every test passes with the switch on and off (the backend then takes the pairs: qkv + z, the shared
+#    expert's and the experts' gate + up); test_few_rows: every case bit for bit, single products and pairs. Risk: a fragment or
 #    index slip in the new kernel (then test_few_rows names type, n_in, rows, experts; set the switch 0).
 #  - m: 0 errors. r: 0 hazards.
 #  - l: the [few] lines: qkv 16.86 -> ~9 us, z 10.17 -> ~6, alpha 7.81 -> ~4, out 13.07 -> ~8, shexp gate/up
 #    7.95 -> ~4, shexp down 4.78 -> ~3.5; moe preview gate 23.53 -> ~6, up 23.56 -> ~6, down 19.60 -> ~6;
 #    moe commit gate 59.4 -> ~35, up 54.9 -> ~35, down 61.3 -> ~40; z at 2 rows 8.31 -> ~5. The old lines as
 #    before. A preview GDN layer's ops 209.5 -> ~135 us (x40 8.38 -> ~5.4 ms). The gate+up pair in one launch:
-#    preview 47.1 (gate + up) -> ~9 us, commit 114.3 -> ~65 us; with it a preview GDN layer ~130 us.
-#  - e: switch 1: preview first pass coreset 10.72 -> ~8 ms, no coreset 9.92 -> ~7.3 ms, commit 16.43 -> ~13 ms,
-#    block-diffusion 87.6 -> ~110 tok/s. Switch 0: as before.
+#    preview 47.1 (gate + up) -> ~9 us, commit 114.3 -> ~65 us; dense qkv+z 27.0 -> ~12 us, shexp gate+up
+#    15.9 -> ~5 us; with the pairs a preview GDN layer ~120 us (x40 ~4.8 ms).
+#  - e (the backend then takes the pairs too): switch 1: preview first pass coreset 10.72 -> ~7.5 ms, no coreset
+#    9.92 -> ~6.8 ms, commit 16.43 -> ~13 ms,
+#    block-diffusion 87.6 -> ~115 tok/s. Switch 0: as before.
 set -uo pipefail
 PACK=${PACK:-.gpu-k4s}
 R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/k4slogs; rm -rf $O; mkdir -p $O
@@ -97,7 +100,9 @@ annot() {
     /\[few\] dense q8_0 z 4096x2048 at 2 rows/      { a("8.31", "~5") }
     /\[few\] moe q4_K gate\+up pair, preview/      { a("47.09 (gate + up)", "~9") }
     /\[few\] moe q4_K gate\+up pair, commit/       { a("114.28 (gate + up)", "~65") }
-    /\[few\] with the gate\+up pair/ { $0 = $0 "   [before: a preview GDN layer 209.5 us; predicted ~130 us (~5.2 ms)]" }
+    /\[few\] dense q8_0 qkv\+z pair/                { a("27.03 (qkv + z)", "~12") }
+    /\[few\] dense q8_0 shexp gate\+up pair/        { a("15.85 (gate + up)", "~5") }
+    /\[few\] with the pairs/ { $0 = $0 "   [before: a preview GDN layer 209.5 us; predicted ~120 us (~4.8 ms)]" }
     /\[few\] sums/ { $0 = $0 "   [before: a preview GDN layer 209.5 us (x40 8.38 ms); predicted ~135 us (~5.4 ms)]" }
     { print }'
 }
@@ -107,12 +112,12 @@ if has l; then
 fi
 pannot() { # $1: 1|0 (the switch)
   awk -v f="$1" '
-    /first pass, coreset/    { $0 = $0 "   [before 10.72 ms; predicted " (f == "1" ? "~8" : "~10.7") "]" }
-    /first pass, no coreset/ { $0 = $0 "   [before 9.92 ms; predicted " (f == "1" ? "~7.3" : "~9.9") "]" }
-    /half fixed, coreset/    { $0 = $0 "   [before 10.69 ms; predicted " (f == "1" ? "~8" : "~10.7") "]" }
-    /half fixed, no coreset/ { $0 = $0 "   [before 9.96 ms; predicted " (f == "1" ? "~7.3" : "~10") "]" }
+    /first pass, coreset/    { $0 = $0 "   [before 10.72 ms; predicted " (f == "1" ? "~7.5" : "~10.7") "]" }
+    /first pass, no coreset/ { $0 = $0 "   [before 9.92 ms; predicted " (f == "1" ? "~6.8" : "~9.9") "]" }
+    /half fixed, coreset/    { $0 = $0 "   [before 10.69 ms; predicted " (f == "1" ? "~7.5" : "~10.7") "]" }
+    /half fixed, no coreset/ { $0 = $0 "   [before 9.96 ms; predicted " (f == "1" ? "~6.8" : "~10") "]" }
     /commit of a 32-row/     { $0 = $0 "   [before 16.43 ms; predicted " (f == "1" ? "~13" : "~16.4") "]" }
-    /block-diffusion tokens/ { $0 = $0 "   [before 87.6; predicted " (f == "1" ? "~110" : "~88") "]" }
+    /block-diffusion tokens/ { $0 = $0 "   [before 87.6; predicted " (f == "1" ? "~115" : "~88") "]" }
     { print }'
 }
 if has e; then
