@@ -18,7 +18,7 @@
 #     shared expert's gate + up (cuda_matmul_chunk_ws_pair), the experts' gate + up (cuda_moe_chunk_pair): old =
 #     their two calls, [few] = one quantisation (and grouping), one launch
 #  e  bench_cuda_preview on the 35B-A3B synthetic file (made here first, in the background): switch 1, then 0
-#  n  ncu of the few-row kernel (5 eager launches: SOL, occupancy, warp stalls) when the run is under 150 s so far
+#  n  ncu of the few-row kernel (its first 5 launches, qkv: SOL, occupancy, warp stalls) when under 150 s so far
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (written before any run; "before" = bench/device-runs/2026-12-05-verify/out/k3, H200):
 #  - t: every test passes with the switch on and off (the backend then takes the pairs: qkv + z, the shared
@@ -128,10 +128,11 @@ if has e; then
   done
 fi
 if has n && [ "$(el)" -lt 150 ] && command -v ncu > /dev/null; then
-  # the first eager launches of the few-row kernel in the layer bench: qkv, z, alpha, out, shexp gate
+  # the few-row kernel's first 5 launches in the layer bench (qkv 8192x2048 at 32 rows: its eager launch, then
+  # its graph's nodes, if ncu profiles graph nodes one by one)
   CLOVER_BENCH_LAYER=1 timeout 40 ncu -k regex:igemm_few -c 5 --section SpeedOfLight --section Occupancy \
     --section WarpStateStats "$D/bin/bench_cuda_matmul" > "$O/ncu.log" 2>&1
-  say "ncu rc=$? (the few-row kernel, one eager launch each: qkv, z, alpha, out, shexp gate):"
+  say "ncu rc=$? (the few-row kernel's first 5 launches, qkv 8192x2048 at 32 rows):"
   grep -E "igemm_few|Duration|DRAM Throughput|Achieved Occupancy|Registers Per" "$O/ncu.log" | head -25 | tee -a "$S"
 fi
 say "end $(date -u +%T) ($(el)s)"
