@@ -455,6 +455,8 @@ typedef struct layer_ctx {
     uint32_t *kept;
     int32_t *ridx;
     float *rw;
+    float *y2;     /* ops 6, 7: the pair's second output */
+    size_t n_out2; /* op 7: the second product's outputs */
 } layer_ctx;
 
 static void layer_body(void *ctx, size_t i, cudaStream_t st) {
@@ -494,6 +496,16 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
         if (rc) snprintf(why, sizeof why, "gdn block: %s", cuda_preview_last_error());
         break;
     }
+    case 6: { /* the experts' gate and up of one layer as a pair (the up: the next weight copy's experts) */
+        cuda_moe_args a = c->moe;
+        a.w = w;
+        rc = cuda_moe_chunk_pair(&a, c->w + ((i + 1) % LY_COPIES) * c->mat, c->y2, c->work, st, why, sizeof why);
+        break;
+    }
+    case 7: /* two dense products of the same rows as a pair (the second: the next weight copy's first rows) */
+        rc = cuda_matmul_chunk_ws_pair(c->type, w, c->n_out, c->w + ((i + 1) % LY_COPIES) * c->mat, c->n_out2, c->n_in,
+                                       c->x, c->rows, c->y, c->y2, c->work, st, why, sizeof why);
+        break;
     case 4: /* the plain routing */
         rc = cuda_moe_route(c->ridx, c->rw, c->x, c->rows, LY_E, LY_K, st);
         if (rc) snprintf(why, sizeof why, "route: %s", cuda_ops_last_error());
@@ -514,6 +526,25 @@ static double layer_op(const char *name, layer_ctx *c, double bytes, double bw) 
     return t;
 }
 
+/* The few-row kernel's time of the last layer_dense / layer_moe (0: not an integer product of <= 32 rows). */
+static double g_few_t;
+
+/* Old (matmul_igemm.cu) and, for an integer chunk product of <= 32 rows, a second line "[few]" with the few-row
+ * kernel (matmul_igemm_few.cu, cuda_igemm_few_set(1)) in g_few_t; returns the old time. */
+static double layer_twice(const char *name, layer_ctx *c, double bytes, double bw, int few_ok) {
+    cuda_igemm_few_set(0);
+    const double t = layer_op(name, c, bytes, bw);
+    g_few_t = 0;
+    if (few_ok) {
+        char nm[112];
+        snprintf(nm, sizeof nm, "[few] %s", name);
+        cuda_igemm_few_set(1);
+        g_few_t = layer_op(nm, c, bytes, bw);
+        cuda_igemm_few_set(0);
+    }
+    return t;
+}
+
 static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t n_in, size_t rows, int op, double bw) {
     const size_t mat = quant_row_bytes(type, n_in) * n_out;
     layer_ctx c = {.op = op, .type = type, .mat = mat, .n_out = n_out, .n_in = n_in, .rows = rows};
@@ -522,7 +553,8 @@ static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t 
     CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
     const size_t wb = op == 0 ? cuda_matmul_chunk_work_bytes(type, n_in, rows) : cuda_matmul_decode_work_bytes(type, n_in, 8);
     if (wb) CU(cudaMalloc(&c.work, wb + 256));
-    const double t = layer_op(name, &c, (double)mat, bw);
+    const int few_ok = op == 0 && type != QUANT_F32 && rows <= 32;
+    const double t = layer_twice(name, &c, (double)mat, bw, few_ok);
     CU(cudaFree((void *)c.w));
     CU(cudaFree((void *)c.x));
     CU(cudaFree(c.y));
@@ -549,11 +581,61 @@ static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slo
     CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
-    const double t = layer_op(nm, &c, (double)(distinct * ex), bw);
+    const double t = layer_twice(nm, &c, (double)(distinct * ex), bw, 1);
     CU(cudaFree((void *)c.w));
     CU(cudaFree(ids));
     CU(cudaFree((void *)c.x));
     CU(cudaFree(c.y));
+    CU(cudaFree(c.work));
+    return t;
+}
+
+/* Two dense Q8_0 products of 32 rows through cuda_matmul_chunk_ws_pair (old line: its two calls; [few]: one
+ * quantisation, one launch); n_out2 <= n_out. */
+static double layer_dense_pair(const char *name, size_t n_out, size_t n_out2, size_t n_in, double bw) {
+    const uint32_t type = QUANT_Q8_0;
+    const size_t mat = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    layer_ctx c = {.op = 7, .type = type, .mat = mat, .n_out = n_out, .n_out2 = n_out2, .n_in = n_in, .rows = rows};
+    c.w = dev_weights(type, LY_COPIES * n_out, n_in);
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
+    CU(cudaMalloc((void **)&c.y2, rows * n_out2 * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_chunk_work_bytes(type, n_in, rows) + 256));
+    const double t = layer_twice(name, &c, (double)quant_row_bytes(type, n_in) * (n_out + n_out2), bw, 1);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.y2));
+    CU(cudaFree(c.work));
+    return t;
+}
+
+/* The experts' gate + up of a layer through cuda_moe_chunk_pair (the old line: its two calls; [few]: one
+ * grouping, one quantisation, one launch); bytes: both products' distinct experts. */
+static double layer_moe_pair(const char *name, int preview, double bw) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t n_out = 512, n_in = 2048, ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    int32_t ids_h[LY_ROWS * LY_K];
+    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
+    layer_ctx c = {.op = 6, .type = type, .mat = LY_E * ex};
+    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, sizeof ids_h));
+    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
+    CU(cudaMalloc((void **)&c.y2, rows * LY_K * n_out * sizeof(float)));
+    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
+                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = 0, .y = c.y};
+    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
+    const double t = layer_twice(nm, &c, (double)(2 * distinct * ex), bw, 1);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree(ids));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.y2));
     CU(cudaFree(c.work));
     return t;
 }
@@ -591,31 +673,54 @@ static double layer_gdn_block(void) {
 
 static void bench_layer(double bw) {
     const uint32_t q8 = QUANT_Q8_0, f32 = QUANT_F32;
-    double dense = 0, rt = 0, pv = 0, cm = 0;
+    double dense = 0, rt = 0, pv = 0, cm = 0, df = 0, pf = 0, cf = 0; /* df, pf, cf: the [few] lines */
+    double pf_gu = 0, cf_gu = 0, df_pair = 0; /* the [few] lines the pairs replace */
     printf("one GDN layer of the 35B-A3B model at %d rows, each op in a CUDA graph over %d weight copies:\n", LY_ROWS,
            LY_COPIES);
-    dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw);
-    dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw);
+    dense += layer_dense("dense q8_0 qkv 8192x2048 (chunk_ws)", q8, 8192, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
+    dense += layer_dense("dense q8_0 z 4096x2048", q8, 4096, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
+    dense += layer_dense("dense q8_0 alpha 32x2048", q8, 32, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 out 2048x4096", q8, 2048, 4096, LY_ROWS, 0, bw); df += g_few_t;
+    dense += layer_dense("dense q8_0 shexp gate 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
+    dense += layer_dense("dense q8_0 shexp up 512x2048", q8, 512, 2048, LY_ROWS, 0, bw); df += g_few_t;
+    df_pair += g_few_t;
+    dense += layer_dense("dense q8_0 shexp down 2048x512", q8, 2048, 512, LY_ROWS, 0, bw); df += g_few_t;
     rt += layer_dense("router f32 256x2048 (4 decode x 8 rows)", f32, 256, 2048, LY_ROWS, 1, bw);
     rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
     const double tc = layer_route("coreset + routing inside it", 1), tr = layer_route("routing (no coreset)", 0);
     const double tg = layer_gdn_block();
-    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw);
-    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw);
-    pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw);
-    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw);
-    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw);
-    cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw);
+    pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;
+    pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;
+    pv += layer_moe("moe q4_K down 2048x512, preview", 2048, 512, 1, 1, bw); pf += g_few_t;
+    cm += layer_moe("moe q4_K gate 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t; cf_gu += g_few_t;
+    cm += layer_moe("moe q4_K up 512x2048, commit", 512, 2048, 0, 0, bw); cf += g_few_t; cf_gu += g_few_t;
+    cm += layer_moe("moe q4_K down 2048x512, commit", 2048, 512, 1, 0, bw); cf += g_few_t;
     printf("layer   sums: dense %.1f us, router + shexp logit %.1f us, coreset %.1f us (plain routing %.1f), gdn block "
            "%.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops %.1f us (x40 = %.2f ms), a "
            "commit's products %.1f us (x40 = %.2f ms)\n",
            dense * 1e6, rt * 1e6, tc * 1e6, tr * 1e6, tg * 1e6, pv * 1e6, cm * 1e6, (dense + rt + tc + tg + pv) * 1e6,
            40 * (dense + rt + tc + tg + pv) * 1e3, (dense + rt + tr + cm) * 1e6, 40 * (dense + rt + tr + cm) * 1e3);
+    double pp = 0, pc = 0, dp = 0; /* the pairs' [few] times */
+    layer_dense_pair("dense q8_0 qkv+z pair 8192+4096x2048", 8192, 4096, 2048, bw);
+    dp += g_few_t;
+    layer_dense_pair("dense q8_0 shexp gate+up pair 512+512x2048", 512, 512, 2048, bw);
+    dp += g_few_t;
+    layer_moe_pair("moe q4_K gate+up pair, preview", 1, bw);
+    pp = g_few_t;
+    layer_moe_pair("moe q4_K gate+up pair, commit", 0, bw);
+    pc = g_few_t;
+    const double dfp = df - df_pair + dp; /* [few] dense with qkv+z and shexp gate+up as pairs */
+    printf("layer   [few] with the pairs: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN "
+           "layer's ops %.1f us (x40 = %.2f ms)\n",
+           dfp * 1e6, (pf - pf_gu + pp) * 1e6, (cf - cf_gu + pc) * 1e6, (dfp + rt + tc + tg + pf - pf_gu + pp) * 1e6,
+           40 * (dfp + rt + tc + tg + pf - pf_gu + pp) * 1e3);
+    printf("layer   [few] sums: dense %.1f us, experts preview %.1f us / commit %.1f us; a preview GDN layer's ops "
+           "%.1f us (x40 = %.2f ms), a commit's products %.1f us (x40 = %.2f ms)\n",
+           df * 1e6, pf * 1e6, cf * 1e6, (df + rt + tc + tg + pf) * 1e6, 40 * (df + rt + tc + tg + pf) * 1e3,
+           (df + rt + tr + cf) * 1e6, 40 * (df + rt + tr + cf) * 1e3);
     layer_dense("dense q8_0 qkv 8192x2048 at 512 rows (prompt)", q8, 8192, 2048, 512, 0, bw);
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }

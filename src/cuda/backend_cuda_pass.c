@@ -89,6 +89,27 @@ static int mm(backend_session *s, const model_weight *w, const float *x, size_t 
     return mm_as(s, w, x, n, y, false, err);
 }
 
+/* Two products of the same rows: where both take the chunk form with their 8-bit rows in mm_work (one type and
+ * n_in), cuda_matmul_chunk_ws_pair (bit for bit the two calls; one launch under CLOVER_CUDA_IGEMM_FEW=1 at <= 32
+ * rows), else mm twice. */
+static int mm_pair(backend_session *s, const model_weight *w1, const model_weight *w2, const float *x, size_t n,
+                   float *y1, float *y2, clover_error *err) {
+    const size_t n_in = (size_t)w1->ne[0];
+    const size_t cw = cuda_matmul_chunk_work_bytes(w1->type, n_in, n);
+    if (w1->type != w2->type || (size_t)w2->ne[0] != n_in || takes_decode(s, w1, false) ||
+        takes_decode(s, w2, false) || !cw || cw > s->sc.mm_work_bytes) {
+        int rc;
+        if ((rc = mm(s, w1, x, n, y1, err)) || (rc = mm(s, w2, x, n, y2, err))) return rc;
+        return CLOVER_OK;
+    }
+    char why[256] = "";
+    if (cuda_matmul_chunk_ws_pair(w1->type, cuda_model_weight(s->cm, w1), (size_t)w1->ne[1],
+                                  cuda_model_weight(s->cm, w2), (size_t)w2->ne[1], n_in, x, n, y1, y2, s->sc.mm_work,
+                                  s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s + %s: %s", w1->name, w2->name, why);
+    return CLOVER_OK;
+}
+
 /* Up to CUDA_MATMUL_MAX_SEG products of the same rows x in one launch when all take the decode kernel with one
  * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
 static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
@@ -162,6 +183,33 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
     return moe_mm_as(s, w, NULL, x, per_slot, n, y, err);
 }
 
+/* The experts' gate and up in chunk form (not the decode kernel), same shape: cuda_moe_chunk_pair, bit for bit the
+ * two moe_mm calls (one launch for both under CLOVER_CUDA_IGEMM_FEW=1 at <= 32 rows, else those two calls). */
+static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_weight *wu, const float *x, size_t n,
+                       float *yg, float *yu, clover_error *err) {
+    if (!same_shape(wg, wu) || takes_decode(s, wg, false)) {
+        int rc;
+        if ((rc = moe_mm(s, wg, x, 0, n, yg, err)) || (rc = moe_mm(s, wu, x, 0, n, yu, err))) return rc;
+        return CLOVER_OK;
+    }
+    cuda_moe_args a = {.type = wg->type,
+                       .w = cuda_model_weight(s->cm, wg),
+                       .n_expert = s->hp->n_expert,
+                       .n_out = (size_t)wg->ne[1],
+                       .n_in = (size_t)wg->ne[0],
+                       .ids = s->sc.ridx,
+                       .n_rows = n,
+                       .k = s->hp->n_expert_used,
+                       .x = x,
+                       .x_per_slot = 0,
+                       .y = yg};
+    a.expert_stride = quant_row_bytes(wg->type, a.n_in) * a.n_out;
+    char why[256] = "";
+    if (cuda_moe_chunk_pair(&a, cuda_model_weight(s->cm, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s + %s: %s", wg->name, wu->name, why);
+    return CLOVER_OK;
+}
+
 /* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
 static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u) {
     return same_shape(g, u) && takes_decode(s, g, false);
@@ -180,7 +228,7 @@ static int mm_glu(backend_session *s, const model_weight *wg, const model_weight
     const size_t n_in = (size_t)wg->ne[0], n_out = (size_t)wg->ne[1];
     if (!same_shape(wg, wu) || !takes_decode(s, wg, false)) {
         int rc;
-        if ((rc = mm(s, wg, x, n, h, err)) || (rc = mm(s, wu, x, n, u, err))) return rc;
+        if ((rc = mm_pair(s, wg, wu, x, n, h, u, err))) return rc;
         return op_status(cuda_swiglu(h, h, u, n * n_out, s->stream), "SwiGLU", err);
     }
     const void *dg = cuda_model_weight(s->cm, wg), *du = cuda_model_weight(s->cm, wu);
@@ -223,7 +271,7 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
     const cuda_model *cm = s->cm;
     cuda_scratch *sc = &s->sc;
     int rc;
-    if ((rc = mm(s, &w->qkv, sc->x, n, sc->mixed, err)) || (rc = mm(s, &w->z, sc->x, n, sc->z, err)) ||
+    if ((rc = mm_pair(s, &w->qkv, &w->z, sc->x, n, sc->mixed, sc->z, err)) ||
         (rc = mm(s, &w->alpha, sc->x, n, sc->ga, err)))
         return rc;
     cuda_gdn_block_weights bw = {cuda_model_weight(cm, &w->conv),         cuda_model_weight(cm, &w->conv_right),
@@ -322,9 +370,7 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
         if ((rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err))) return rc;
     } else {
-        if ((rc = moe_mm(s, &w->gate_exps, sc->x, 0, n, sc->ge, err)) ||
-            (rc = moe_mm(s, &w->up_exps, sc->x, 0, n, sc->ue, err)))
-            return rc;
+        if ((rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) return rc;
         if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
     }
     if ((rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err))) return rc;

@@ -81,6 +81,10 @@ enum {
  * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
  * bit for bit (the arithmetic is the same, only where the bytes come from). */
 void cuda_mmv_stage_set(int on);
+/* The few-row integer chunk kernel (matmul_igemm_few.cu: 1..32 rows, dense with scratch and grouped experts):
+ * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off
+ * (tests, benches). The bits are the same either way (one canonical order). */
+void cuda_igemm_few_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
@@ -131,6 +135,13 @@ int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, c
 size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                          float *y, void *work, void *stream, char *why, size_t why_len);
+/* Two chunk products of the same rows x (same type and n_in; n_out and n_out2 outputs into y and y2): bit for bit
+ * cuda_matmul_chunk_ws(w, n_out, y) then cuda_matmul_chunk_ws(w2, n_out2, y2); where the few-row kernel takes it
+ * (CLOVER_CUDA_IGEMM_FEW=1, <= 32 rows) one quantisation of x and ONE launch for both, else the two calls.
+ * work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
+int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2, size_t n_in,
+                              const float *x, size_t n_rows, float *y, float *y2, void *work, void *stream, char *why,
+                              size_t why_len);
 
 /* ---- grouped expert products (MoE) ---- */
 
@@ -163,6 +174,13 @@ int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work,
  * the GEMM of cuda_matmul_chunk, each routed expert read once per tile. */
 size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a);
 int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+/* The experts' gate and up of the same rows: a is the gate's call; w_up / y_up the up's weights (same type, shape
+ * and expert stride as a->w) and output. Bit for bit cuda_moe_chunk(a) then cuda_moe_chunk(a with w_up, y_up);
+ * where the few-row kernel takes it (CLOVER_CUDA_IGEMM_FEW=1, <= 32 rows: matmul_igemm_few.cu) one grouping, one
+ * quantisation of x and ONE product launch for both, else the two calls. work: cuda_moe_chunk_work_bytes(a).
+ * (An out-of-range id: its slots NaN in y; in y_up too only on the two-call path.) */
+int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                        size_t why_len);
 
 #ifdef __cplusplus
 }

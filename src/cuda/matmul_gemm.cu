@@ -28,6 +28,7 @@
 
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
+#include "matmul_igemm_few.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -199,7 +200,19 @@ int mm_launch_status(const char *op, char *why, size_t why_len) {
 
 /* The dense chunk product; work (NULL or cuda_matmul_chunk_work_bytes) holds the 8-bit rows of the integer path. */
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
-                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len) {
+                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len,
+                        const void *w2 = NULL, size_t n_out2 = 0, float *y2 = NULL);
+/* After the first product of a dense pair on a path without the pair launch: the second as its own call. */
+static int matmul_second(const char *op, uint32_t type, size_t n_in, const float *x, size_t n_rows, void *work,
+                         void *stream, char *why, size_t why_len, const void *w2, size_t n_out2, float *y2) {
+    if (mm_launch_status(op, why, why_len)) return -1;
+    if (!w2) return 0;
+    return matmul_chunk(op, type, w2, n_out2, n_in, x, n_rows, y2, work, stream, why, why_len);
+}
+
+static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                        size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len, const void *w2,
+                        size_t n_out2, float *y2) {
     if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("%s: %zu rows", op, n_rows);
     if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
@@ -223,8 +236,12 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
+            if (work && fw_take(type, n_rows)) { /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
+                fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), w2, y2, (int)n_out2, st);
+                return mm_launch_status(op, why, why_len);
+            }
             ig_launch(type, &q, rt, ot, st);
-            return mm_launch_status(op, why, why_len);
+            return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
         }
     }
     if (n_out <= BN && mmv_thin_ok(type, w, n_in, x)) {
@@ -232,7 +249,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
          * all of n_in in one block per 64 rows (~100 us a layer measured); a warp per (row, output) in f32
          * instead. Chosen by the shape alone, so a row's bits still do not depend on the row count. */
         mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, st);
-        return mm_launch_status(op, why, why_len);
+        return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)w;
@@ -243,7 +260,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
     p.y = y;
     p.n_rows = (int)n_rows;
     gemm_launch(type, &p, (unsigned)((n_rows + BM - 1) / BM), st);
-    return mm_launch_status(op, why, why_len);
+    return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
 }
 
 extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
@@ -265,6 +282,18 @@ extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, 
                         why_len);
 }
 
+extern "C" int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2,
+                                         size_t n_in, const float *x, size_t n_rows, float *y, float *y2, void *work,
+                                         void *stream, char *why, size_t why_len) {
+    const char *op = "cuda_matmul_chunk_ws_pair";
+    if (!w2 || !y2) MM_FAIL("%s: a NULL pointer", op);
+    if (mm_check_shape(op, type, n_out2, n_in, why, why_len)) return -1;
+    if ((uintptr_t)w2 & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+    const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+    if (wb && !work) MM_FAIL("%s: a NULL pointer", op);
+    return matmul_chunk(op, type, w, n_out, n_in, x, n_rows, y, wb ? work : NULL, stream, why, why_len, w2, n_out2, y2);
+}
+
 /* ---- grouping the slots by expert ---- */
 
 /* The work buffer of cuda_moe_chunk, in int32 words: counts, cursors
@@ -274,11 +303,12 @@ static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
     return (n_slots + tile - 1) / tile + (a->n_expert < n_slots ? a->n_expert : n_slots);
 }
 /* Slots per tile: the integer GEMM's rows per tile, else the TF32 GEMM's BM. */
-static size_t moe_tile(const cuda_moe_args *a, ig_params *q) {
+static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     const size_t n_slots = a->n_rows * a->k;
     /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
     q->wide = n_slots <= 4 * a->n_expert;
-    if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q)) return (size_t)q->br;
+    if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
+        return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;
 }
 
@@ -374,12 +404,30 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
 
 extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
     ig_params q = {};
-    const size_t tile = moe_tile(a, &q), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
+    /* without the few-row kernel's tiles of 32: its table is never longer (its tiles hold more), so the bytes
+     * serve either setting of CLOVER_CUDA_IGEMM_FEW */
+    const size_t tile = moe_tile(a, &q, 0), n_x = a->x_per_slot ? a->n_rows * a->k : a->n_rows;
     return mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + a->n_rows * a->k + 3 * moe_max_tiles(a, tile))) +
            (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
 
-extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+/* After the first product of a pair on a path without the pair launch: the second (the up) as its own call. */
+static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                     size_t why_len);
+static int moe_second(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                      size_t why_len) {
+    if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
+    if (!w_up) return 0;
+    cuda_moe_args b = *a;
+    b.w = w_up;
+    b.y = y_up;
+    return moe_chunk(&b, NULL, NULL, work, stream, why, why_len);
+}
+
+/* cuda_moe_chunk, and with w_up (not NULL) cuda_moe_chunk_pair: the few-row kernel does both products in one
+ * launch after one grouping and one quantisation; any other path runs the second product as its own call. */
+static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
+                     size_t why_len) {
     if (mm_check_shape("cuda_moe_chunk", a->type, a->n_out, a->n_in, why, why_len)) return -1;
     if (a->k < 1 || a->k > CUDA_MOE_MAX_K) MM_FAIL("cuda_moe_chunk: k = %zu (1..%d)", a->k, CUDA_MOE_MAX_K);
     if (a->n_rows < 1 || a->n_rows * a->k > (1u << 24)) MM_FAIL("cuda_moe_chunk: %zu rows", a->n_rows);
@@ -391,7 +439,7 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     ig_params q = {};
-    const size_t tile = moe_tile(a, &q), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
+    const size_t tile = moe_tile(a, &q, 1), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
@@ -425,8 +473,12 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
         q.xq = xq;
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
+        if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
+            fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
+            return mm_launch_status("cuda_moe_chunk", why, why_len);
+        }
         ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
-        return mm_launch_status("cuda_moe_chunk", why, why_len);
+        return moe_second(a, w_up, y_up, work, stream, why, why_len);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)a->w;
@@ -442,5 +494,17 @@ extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, 
     p.k = (int)a->k;
     p.x_per_slot = a->x_per_slot != 0;
     gemm_launch(a->type, &p, (unsigned)max_tiles, st);
-    return mm_launch_status("cuda_moe_chunk", why, why_len);
+    return moe_second(a, w_up, y_up, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len) {
+    return moe_chunk(a, NULL, NULL, work, stream, why, why_len);
+}
+
+extern "C" int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream,
+                                   char *why, size_t why_len) {
+    if (!w_up || !y_up) MM_FAIL("cuda_moe_chunk_pair: a NULL pointer");
+    if ((uintptr_t)w_up & (mm_align(a->type) - 1))
+        MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
+    return moe_chunk(a, w_up, y_up, work, stream, why, why_len);
 }

@@ -529,6 +529,189 @@ static void test_row_invariance(void) {
     invariance_case(QUANT_Q8_0, 4096);
 }
 
+/* ---- the few-row kernel (matmul_igemm_few.cu, CLOVER_CUDA_IGEMM_FEW) against the igemm kernels ---- */
+
+/* The switch as the environment sets it (the other cases run with it: CLOVER_CUDA_IGEMM_FEW=1 runs the whole
+ * test through the few-row kernel wherever it applies). */
+static void few_restore(void) {
+    const char *e = getenv("CLOVER_CUDA_IGEMM_FEW");
+    cuda_igemm_few_set(e && strcmp(e, "1") == 0);
+}
+
+/* Bit for bit, or both NaN (row 5 of the inputs carries an infinity). */
+static size_t few_diff(const float *a, const float *b, size_t n) {
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) && isnan(b[i])) continue;
+        if (memcmp(&a[i], &b[i], sizeof(float)) != 0) bad++;
+    }
+    return bad;
+}
+
+/* Dense, cuda_matmul_chunk_ws at rows 1..32 (rows r0 .. r0 + n - 1 of a 40-row x, r0 = 5n mod 8): the few-row
+ * kernel's outputs equal matmul_igemm.cu's (itself each row's bits alone: test_row_invariance), every output
+ * written (poisoned before each call). */
+static void few_dense_case(uint32_t type, size_t n_in, size_t n_out) {
+    const size_t n_x = 40;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_out, n_in, &rb);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    x[5 * n_in + n_in / 3] = INFINITY;
+    float *old = malloc(32 * n_out * sizeof(float)), *got = malloc(32 * n_out * sizeof(float));
+    void *dw = dev_upload(w, n_out * rb);
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(32 * n_out), *dy2 = dev_poisoned(32 * n_out);
+    /* the pair (cuda_matmul_chunk_ws_pair): these weights and the same from row 3 on (n_out - 3 outputs: output o
+     * is output o + 3 of the first), in both orders, the switch on and off */
+    const void *dw3 = (const uint8_t *)dw + 3 * rb;
+    float *p1 = malloc(32 * n_out * sizeof(float)), *p2 = malloc(32 * n_out * sizeof(float));
+    size_t bad_pair = 0;
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, 32) + 256));
+    char why[256] = "";
+    size_t bad = 0, unwritten = 0;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: rows 1, 9, 17, 25 */
+    for (size_t n = 1; n <= 32; n += small ? 8 : 1) {
+        const size_t r0 = (5 * n) % 8;
+        for (int few = 0; few < 2; few++) {
+            cuda_igemm_few_set(few);
+            CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
+            CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx + r0 * n_in, n, dy, work, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            dev_download(few ? got : old, dy, n * n_out);
+        }
+        bad += few_diff(got, old, n * n_out);
+        for (int few = 0; few < 2; few++)
+            for (int order = 0; order < 2; order++) {
+                cuda_igemm_few_set(few);
+                CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
+                CU(cudaMemset(dy2, 0xFF, 32 * n_out * sizeof(float)));
+                const float *xs = dx + r0 * n_in;
+                const int rc = order ? cuda_matmul_chunk_ws_pair(type, dw3, n_out - 3, dw, n_out, n_in, xs, n, dy2, dy,
+                                                                 work, NULL, why, sizeof why)
+                                     : cuda_matmul_chunk_ws_pair(type, dw, n_out, dw3, n_out - 3, n_in, xs, n, dy, dy2,
+                                                                 work, NULL, why, sizeof why);
+                CHECK_MSG(rc == 0, "%s", why);
+                dev_download(p1, dy, n * n_out);
+                dev_download(p2, dy2, n * (n_out - 3));
+                bad_pair += few_diff(p1, old, n * n_out);
+                for (size_t r = 0; r < n; r++) bad_pair += few_diff(p2 + r * (n_out - 3), old + r * n_out + 3, n_out - 3);
+            }
+        few_restore();
+        for (size_t r = 0; r < n; r++)
+            if (r0 + r != 5) /* the infinity's row is NaN on both */
+                for (size_t o = 0; o < n_out; o++) unwritten += isnan(got[r * n_out + o]) != 0;
+    }
+    few_restore();
+    CHECK_MSG(bad == 0 && unwritten == 0, "few dense %s n_in %zu n_out %zu: %zu outputs differ from igemm, %zu NaN",
+              quant_type_name(type), n_in, n_out, bad, unwritten);
+    CHECK_MSG(bad_pair == 0, "few dense pair %s n_in %zu n_out %zu: %zu outputs differ from igemm",
+              quant_type_name(type), n_in, n_out, bad_pair);
+    printf("  few dense    %-5s n_in=%-5zu n_out=%-4zu rows 1..32, single and pairs: bit-identical to igemm\n", quant_type_name(type),
+           n_in, n_out);
+    free(w), free(x), free(old), free(got), free(p1), free(p2);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+}
+
+/* Grouped experts (and the gate + up pair, cuda_moe_chunk_pair): n_rows rows routed to n_used of n_used + 1 experts (k of them a row, distinct, uneven counts: expert
+ * (b_r + j) mod n_used with b_r quadratic in r), x per row or per slot; the few-row kernel's tiles of <= 32
+ * slots against matmul_igemm.cu's (wide tiles of 8, or tiles of 8..32), bit for bit. */
+static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t n_used, int x_per_slot) {
+    const size_t n_expert = n_used + 1, k = n_used < 4 ? n_used : 4, n_slots = n_rows * k; /* one expert unused */
+    size_t rb;
+    uint8_t *w = make_weights(type, (n_expert + 1) * n_out, n_in, &rb); /* + 1: the pair's up starts one on */
+    const size_t n_x = x_per_slot ? n_slots : n_rows;
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    for (size_t r = 0; r < n_rows; r++) {
+        const size_t b = (r * r * 7 + r / 3) % n_used;
+        for (size_t j = 0; j < k; j++) ids[r * k + j] = (int32_t)((b + j) % n_used);
+    }
+    float *old = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
+    cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    a.w = dev_upload(w, (n_expert + 1) * n_out * rb);
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    float *dy = dev_poisoned(n_slots * n_out);
+    a.y = dy;
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
+    char why[256] = "";
+    for (int few = 0; few < 2; few++) {
+        cuda_igemm_few_set(few);
+        CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
+        CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
+        dev_download(few ? got : old, dy, n_slots * n_out);
+    }
+    /* the pair (gate = these weights, up = the same bytes one expert on): one launch under the switch, two
+     * calls without it; both bit for bit two separate old calls */
+    const void *w_up = (const uint8_t *)a.w + n_out * rb;
+    float *old_u = malloc(n_slots * n_out * sizeof(float)), *got_g = malloc(n_slots * n_out * sizeof(float));
+    float *got_u = malloc(n_slots * n_out * sizeof(float)), *dyu = dev_poisoned(n_slots * n_out);
+    cuda_moe_args au = a;
+    au.w = w_up;
+    au.y = dyu;
+    cuda_igemm_few_set(0);
+    CHECK_MSG(cuda_moe_chunk(&au, work, NULL, why, sizeof why) == 0, "%s", why);
+    dev_download(old_u, dyu, n_slots * n_out);
+    size_t bad_pair = 0;
+    for (int few = 0; few < 2; few++) {
+        cuda_igemm_few_set(few);
+        CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
+        CU(cudaMemset(dyu, 0xFF, n_slots * n_out * sizeof(float)));
+        CHECK_MSG(cuda_moe_chunk_pair(&a, w_up, dyu, work, NULL, why, sizeof why) == 0, "%s", why);
+        dev_download(got_g, dy, n_slots * n_out);
+        dev_download(got_u, dyu, n_slots * n_out);
+        bad_pair += few_diff(got_g, old, n_slots * n_out) + few_diff(got_u, old_u, n_slots * n_out);
+    }
+    few_restore();
+    CHECK_MSG(bad_pair == 0, "few moe pair %s n_in %zu n_out %zu rows %zu experts %zu: %zu outputs differ",
+              quant_type_name(type), n_in, n_out, n_rows, n_used, bad_pair);
+    free(old_u), free(got_g), free(got_u);
+    cudaFree(dyu);
+    size_t unwritten = 0;
+    for (size_t i = 0; i < n_slots * n_out; i++) unwritten += isnan(got[i]) != 0;
+    const size_t bad = few_diff(got, old, n_slots * n_out);
+    CHECK_MSG(bad == 0 && unwritten == 0,
+              "few moe %s n_in %zu n_out %zu rows %zu experts %zu%s: %zu outputs differ from igemm, %zu NaN",
+              quant_type_name(type), n_in, n_out, n_rows, n_used, x_per_slot ? " per slot" : "", bad, unwritten);
+    free(w), free(x), free(ids), free(old), free(got);
+    cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
+}
+
+/* Every integer type; n_in: Q8_0 a partial last chunk (608), 2048, 4096 and 96 (< 8 blocks), and >= 4096 outputs
+ * (the 32-output blocks); K-quants 1, 2, 3, 4, 8 and 22
+ * super-blocks (2, 4 and 8 slots a round, odd counts, several rounds); odd n_out. */
+static void test_few_rows(void) {
+    static const uint32_t T[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t NQ8[] = {32 * 19, 2048, 4096, 32 * 3}, NK[] = {256, 512, 768, 1024, 2048, 256 * 22};
+    for (int t = 0; t < 4; t++) {
+        const int q8 = T[t] == QUANT_Q8_0;
+        for (int v = 0; v < (q8 ? 4 : 6); v++) few_dense_case(T[t], q8 ? NQ8[v] : NK[v], v & 1 ? 77 : 45);
+    }
+    few_dense_case(QUANT_Q8_0, 32 * 19, 4096 + 45); /* Q8_0 from 4096 outputs: 2 m-tiles a warp */
+    few_dense_case(QUANT_Q8_0, 2048, 4096);
+    size_t cases = 0;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: 1, 3, 5, 13 experts */
+    for (int t = 0; t < 4; t++) {
+        const int q8 = T[t] == QUANT_Q8_0;
+        for (size_t used = 1; used <= 16; used += used < 4 ? (small ? 2 : 1) : (small ? 8 : 4)) {
+            static const size_t R[] = {1, 2, 7, 32};
+            for (int ri = 0; ri < 4; ri++, cases++) {
+                const size_t n_in = q8 ? (ri & 1 ? 2048 : 32 * 19) : NK[(ri + used) % 6];
+                few_moe_case(T[t], n_in, ri & 1 ? 77 : 45, R[ri], used, (ri + (int)used) & 1);
+            }
+        }
+    }
+    few_moe_case(QUANT_Q4_K, 2048, 512, 32, 8, 0); /* the preview's gate/up shape: 32 rows on 8 experts */
+    few_moe_case(QUANT_Q4_K, 512, 2048, 32, 8, 1); /* and its down */
+    printf("  few moe      %zu cases (1..16 experts, 1..32 rows, Q8_0/Q4_K/Q5_K/Q6_K), single and gate + up pair: "
+           "bit-identical to igemm\n",
+           cases + 2);
+}
+
 /* Routing: k distinct experts per row, expert 0 in every row (so in the
  * chunk form it needs several tiles) and a random rest. */
 static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
@@ -883,6 +1066,7 @@ int main(void) {
     RUN(test_chunk_thin);
     RUN(test_exact);
     RUN(test_row_invariance);
+    RUN(test_few_rows);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);
