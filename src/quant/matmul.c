@@ -163,9 +163,11 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
             const size_t bytes = act_multi_bytes(type, n_in, n_rows, xq_bytes);
             assert(bytes <= xq_cap - *xq_used);
             uint8_t *dst = xq + *xq_used;
-            const int layout = amx_path(type, n_rows)                               ? ACT_STAGE_AMX
-                               : type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS ? ACT_STAGE_PLANAR
-                                                                             : ACT_STAGE_ROWS;
+            int layout = ACT_STAGE_ROWS;
+            if (amx_path(type, n_rows))
+                layout = ACT_STAGE_AMX;
+            else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
+                layout = ACT_STAGE_PLANAR;
             act_stage local;
             act_stage *st = stage && n_rows > ACT_MAX_ROWS ? stage : &local;
             act_stage_plan(st, type, layout, x, n_rows, n_in, dst, st == &local ? 1 : threads * STAGE_TASKS_PER_THREAD);
