@@ -58,5 +58,10 @@ static inline const int32_t *gemm_amx_sums(const uint8_t *xq, size_t n_rows, siz
 /* Quantises n_rows rows of x (quant_act_quantize for type) into the layout
  * at dst (gemm_amx_stage_bytes, 4-byte aligned), the padding rows zeroed. */
 void gemm_amx_stage(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst);
+/* The part of it for 16-row group g and the type's quantiser blocks
+ * [b0, b1) (Q8_0's blocks of 32, the K-quants' super-blocks of 256): the
+ * bytes of no other group or block (act_stage.c's tasks). */
+void gemm_amx_stage_part(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst, size_t g, size_t b0,
+                         size_t b1);
 
 #endif

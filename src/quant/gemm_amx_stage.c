@@ -4,6 +4,10 @@
  * staging does, then each block's 4-byte groups moved to their B-tile
  * places. Plain C: it runs once per product and row, against the kernel's
  * once per weight tile, so it is not worth an instruction-set file.
+ * gemm_amx_stage_part stages one 16-row group's run of blocks, so that
+ * act_stage.c can hand the groups and runs to the pool's threads: a group's
+ * rows share the B tiles' cache lines, a block's tile and scale vector
+ * belong to one (group, block) alone.
  */
 #include "quant/gemm_amx.h"
 
@@ -17,14 +21,14 @@ static void place_codes(uint8_t *dst, size_t nb, size_t r, size_t b, const int8_
     for (size_t k = 0; k < QUANT_QK8_0 / 4; k++) memcpy(t + 64 * k, qs + 4 * k, 4);
 }
 
-static void stage_q8_0(const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+static void stage_q8_0(const float *x, size_t n_rows, size_t n_in, uint8_t *dst, size_t g, size_t b0, size_t b1) {
     enum { CHUNK = 64 };
     const size_t nb = n_in / QUANT_QK8_0, ng = gemm_amx_groups(n_rows);
     float *d = (float *)(void *)(dst + ng * nb * GEMM_AMX_TILE_BYTES);
     act_q8_32 chunk[CHUNK];
-    for (size_t r = 0; r < ng * GEMM_AMX_ROWS; r++)
-        for (size_t c0 = 0; c0 < nb; c0 += CHUNK) {
-            const size_t n = nb - c0 < CHUNK ? nb - c0 : CHUNK;
+    for (size_t r = g * GEMM_AMX_ROWS; r < (g + 1) * GEMM_AMX_ROWS; r++)
+        for (size_t c0 = b0; c0 < b1; c0 += CHUNK) {
+            const size_t n = b1 - c0 < CHUNK ? b1 - c0 : CHUNK;
             if (r < n_rows)
                 quant_act_quantize(QUANT_Q8_0, x + r * n_in + c0 * QUANT_QK8_0, chunk, n * QUANT_QK8_0);
             else
@@ -36,16 +40,17 @@ static void stage_q8_0(const float *x, size_t n_rows, size_t n_in, uint8_t *dst)
         }
 }
 
-static void stage_k(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+static void stage_k(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst, size_t g, size_t b0,
+                    size_t b1) {
     enum { CHUNK = 8 };
     const size_t nb = n_in / QUANT_QK8_0, nbk = n_in / QUANT_QK_K, ng = gemm_amx_groups(n_rows);
     float *d = (float *)(void *)(dst + ng * nb * GEMM_AMX_TILE_BYTES);
     int32_t *sums = (int32_t *)(void *)(d + ng * nbk * GEMM_AMX_ROWS);
     act_q8_k chunk[CHUNK];
-    for (size_t r = 0; r < ng * GEMM_AMX_ROWS; r++) {
-        const size_t g = r / GEMM_AMX_ROWS, rr = r % GEMM_AMX_ROWS;
-        for (size_t c0 = 0; c0 < nbk; c0 += CHUNK) {
-            const size_t n = nbk - c0 < CHUNK ? nbk - c0 : CHUNK;
+    for (size_t r = g * GEMM_AMX_ROWS; r < (g + 1) * GEMM_AMX_ROWS; r++) {
+        const size_t rr = r % GEMM_AMX_ROWS;
+        for (size_t c0 = b0; c0 < b1; c0 += CHUNK) {
+            const size_t n = b1 - c0 < CHUNK ? b1 - c0 : CHUNK;
             if (r < n_rows)
                 quant_act_quantize(type, x + r * n_in + c0 * QUANT_QK_K, chunk, n * QUANT_QK_K);
             else
@@ -66,9 +71,15 @@ static void stage_k(uint32_t type, const float *x, size_t n_rows, size_t n_in, u
     }
 }
 
-void gemm_amx_stage(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+void gemm_amx_stage_part(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst, size_t g, size_t b0,
+                         size_t b1) {
     if (type == QUANT_Q8_0)
-        stage_q8_0(x, n_rows, n_in, dst);
+        stage_q8_0(x, n_rows, n_in, dst, g, b0, b1);
     else
-        stage_k(type, x, n_rows, n_in, dst);
+        stage_k(type, x, n_rows, n_in, dst, g, b0, b1);
+}
+
+void gemm_amx_stage(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+    const size_t blocks = n_in / (type == QUANT_Q8_0 ? QUANT_QK8_0 : QUANT_QK_K);
+    for (size_t g = 0; g < gemm_amx_groups(n_rows); g++) gemm_amx_stage_part(type, x, n_rows, n_in, dst, g, 0, blocks);
 }

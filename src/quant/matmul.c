@@ -2,7 +2,8 @@
  * matmul.c: splits a matrix product over output rows into pool tasks and
  * picks the kernel. With AVX2 and Q8_0 or K-quant weights every product
  * takes the integer path: the activation rows are quantised to 8 bits once,
- * here (quant_act_*), and the tasks dot their weight rows with them; one or
+ * here (quant_act_*; for three or more rows as a run of pool tasks before
+ * the product's, act_stage.h), and the tasks dot their weight rows with them; one or
  * two rows through the per-row integer dot (the copy on the caller's stack;
  * rows too long for it stay on the f32 dot), three or more through the tile
  * kernel of gemm_avx2.c (the copy on the heap; Q8_0's planar, as that
@@ -31,6 +32,7 @@
 
 #include "base/alloc.h"
 
+#include "quant/act_stage.h"
 #include "quant/gemm_amx.h"
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
@@ -41,6 +43,7 @@
  * does (with 2, the second row finds the weight row still in L1). */
 enum {
     TASKS_PER_THREAD = 8,
+    STAGE_TASKS_PER_THREAD = 4, /* staging tasks (act_stage.h): even work, fewer are enough */
     TILE_ROWS = 4,
     TILED_MIN_ROWS = 3,
     ACT_MAX_ROWS = 2,            /* rows that take the per-row integer dot */
@@ -78,27 +81,6 @@ static size_t act_heap_bytes(uint32_t type, size_t n_in, size_t n_rows) {
     if (n_rows <= ACT_MAX_ROWS) return 0;
     const size_t xq_bytes = act_path_bytes(type, n_in, n_rows);
     return xq_bytes ? act_multi_bytes(type, n_in, n_rows, xq_bytes) : 0;
-}
-
-/* A Q8_0 product of three or more rows takes its 8-bit rows planar (the
- * tile kernel's layout, gemm_avx2.c): every row's codes as 32-byte blocks,
- * then every row's scales as floats; the same bytes as quant_act_quantize's
- * blocks (quantised by it, a chunk at a time), only moved. dst is 64-byte
- * aligned (matmul_prepare's offsets into a mem_alloc buffer). */
-static void gemm_q8_stage(const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
-    enum { CHUNK = 64 };
-    const size_t nb = n_in / QUANT_QK8_0;
-    float *d = (float *)(void *)(dst + n_rows * nb * QUANT_QK8_0);
-    act_q8_32 chunk[CHUNK];
-    for (size_t r = 0; r < n_rows; r++)
-        for (size_t c0 = 0; c0 < nb; c0 += CHUNK) {
-            const size_t n = nb - c0 < CHUNK ? nb - c0 : CHUNK;
-            quant_act_quantize(QUANT_Q8_0, x + r * n_in + c0 * QUANT_QK8_0, chunk, n * QUANT_QK8_0);
-            for (size_t k = 0; k < n; k++) {
-                memcpy(dst + (r * nb + c0 + k) * QUANT_QK8_0, chunk[k].qs, QUANT_QK8_0);
-                d[r * nb + c0 + k] = chunk[k].d;
-            }
-        }
 }
 
 static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
@@ -142,10 +124,14 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
  * the *xq_used bytes taken so far; the caller makes sure it fits; xq NULL:
  * no room was found, the product keeps f32 activations), unless
  * `shared` (a job with the same x, n_in, n_rows and activation format)
- * already holds it. */
+ * already holds it. Three or more rows with `stage` set: the quantising is
+ * only planned there (act_stage.h; stage->units 0 when there is none), for
+ * the caller to run on the pool before the product's tasks; one or two
+ * rows (or stage NULL): done here. */
 static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, const void *w, size_t n_out, size_t n_in,
                              const float *x, size_t n_rows, float *y, uint8_t *xq, size_t xq_cap, size_t *xq_used,
-                             const matmul_job *shared) {
+                             const matmul_job *shared, act_stage *stage) {
+    if (stage) stage->units = 0;
     if (n_out == 0 || n_rows == 0) return 0;
     if (!quant_type_supported(type) || n_in % quant_block_elems(type) != 0) {
         assert(!"matmul: unsupported type or n_in not a multiple of the block");
@@ -177,12 +163,16 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
             const size_t bytes = act_multi_bytes(type, n_in, n_rows, xq_bytes);
             assert(bytes <= xq_cap - *xq_used);
             uint8_t *dst = xq + *xq_used;
+            int layout = ACT_STAGE_ROWS;
             if (amx_path(type, n_rows))
-                gemm_amx_stage(type, x, n_rows, n_in, dst);
+                layout = ACT_STAGE_AMX;
             else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
-                gemm_q8_stage(x, n_rows, n_in, dst);
-            else
-                for (size_t r = 0; r < n_rows; r++) quant_act_quantize(type, x + r * n_in, dst + r * xq_bytes, n_in);
+                layout = ACT_STAGE_PLANAR;
+            act_stage local;
+            act_stage *st = stage && n_rows > ACT_MAX_ROWS ? stage : &local;
+            act_stage_plan(st, type, layout, x, n_rows, n_in, dst, st == &local ? 1 : threads * STAGE_TASKS_PER_THREAD);
+            if (st == &local) /* the calling thread, now */
+                for (size_t t = 0; t < act_stage_tasks(st); t++) act_stage_task(st, t);
             *xq_used += bytes;
             job->xq = dst;
         }
@@ -204,10 +194,12 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
     uint8_t *xq = heap_bytes ? heap : stack;
     size_t used = 0;
     matmul_job job;
+    act_stage stage;
     const size_t tasks = matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq,
-                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL);
+                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL, &stage);
     if (tasks) {
         if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
+        if (stage.units) act_stage_run(pool, &stage, 1);
         threadpool_run(pool, tasks, matmul_task, &job);
     }
     mem_free(heap);
@@ -217,6 +209,8 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
 
 typedef struct batch_job {
     matmul_job jobs[MATMUL_BATCH_MAX];
+    act_stage stages[MATMUL_BATCH_MAX]; /* the heap copies still to quantise, before the jobs run */
+    size_t n_stages;
     size_t first[MATMUL_BATCH_MAX + 1]; /* task index of each job's first task; first[n] = all */
     size_t n;
 } batch_job;
@@ -238,6 +232,8 @@ static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
 static void batch_flush(threadpool *pool, batch_job *b, double macs) {
     if (b->n == 0) return;
     if (macs < INLINE_MAX_MACS) pool = NULL;
+    act_stage_run(pool, b->stages, b->n_stages);
+    b->n_stages = 0;
     threadpool_run(pool, b->first[b->n], batch_task, b);
     b->n = 0;
 }
@@ -251,6 +247,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
     uint8_t *heap = heap_bytes ? mem_alloc(heap_bytes) : NULL; /* NULL: those items keep f32 (matmul's comment) */
     batch_job b;
     b.n = 0;
+    b.n_stages = 0;
     b.first[0] = 0;
     double macs = 0;
     const size_t threads = threadpool_size(pool);
@@ -266,7 +263,8 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         size_t tasks;
         if (it->n_rows > ACT_MAX_ROWS) { /* the heap copy holds every item: never a flush */
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, heap, heap_bytes, &heap_used, shared);
+                                   it->y, heap, heap_bytes, &heap_used, shared, &b.stages[b.n_stages]);
+            if (b.stages[b.n_stages].units) b.n_stages++; /* tasks 0 with a plan cannot happen: n_out, n_rows > 0 */
         } else {
             const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
             if (!shared && need > sizeof stack - used) { /* the 8-bit copies are full: run what is ready */
@@ -274,7 +272,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
                 used = 0, macs = 0;
             }
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, stack, sizeof stack, &used, shared);
+                                   it->y, stack, sizeof stack, &used, shared, NULL);
         }
         if (tasks == 0) continue;
         macs += (double)it->n_out * (double)it->n_in * (double)it->n_rows;

@@ -1,0 +1,245 @@
+/*
+ * test_act_stage.c: the staging of 8-bit activation rows as pool tasks
+ * (src/quant/act_stage.c) writes the bytes the calling thread's staging
+ * wrote before it (the expected bytes come from this file's copies of the
+ * old serial stagers: matmul.c's planar Q8_0 one, gemm_amx_stage.c's whole
+ * tile layout, quant_act_quantize row by row), every byte of the buffer,
+ * for rows 1..512, every layout, every type, whatever the split (the pool's
+ * plan, the finest split run backwards on one thread); and products through
+ * matmul and matmul_batch keep every row's bits (equal to the row's one-row
+ * product) with the pool staging, the serial staging
+ * (CLOVER_SERIAL_STAGE=1) and no pool. The AMX layout is plain C and is
+ * checked here on every CPU; products at the AMX level are
+ * test_matmul_amx_emu's (emulated tiles, a pool of 2).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/alloc.h"
+#include "base/rng.h"
+#include "base/threadpool.h"
+#include "quant/act_stage.h"
+#include "quant/gemm_amx.h"
+#include "quant/matmul.h"
+#include "quant/quant.h"
+#include "quant/quant_internal.h"
+#include "quant/simd_level.h"
+#include "test.h"
+
+enum { N_IN = 1024, MAX_ROWS = 512, N_OUT = 40 };
+
+/* ---- the old serial stagers, as they were before act_stage.c ---- */
+
+static void old_planar(const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+    enum { CHUNK = 64 };
+    const size_t nb = n_in / QUANT_QK8_0;
+    float *d = (float *)(void *)(dst + n_rows * nb * QUANT_QK8_0);
+    act_q8_32 chunk[CHUNK];
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t c0 = 0; c0 < nb; c0 += CHUNK) {
+            const size_t n = nb - c0 < CHUNK ? nb - c0 : CHUNK;
+            quant_act_quantize(QUANT_Q8_0, x + r * n_in + c0 * QUANT_QK8_0, chunk, n * QUANT_QK8_0);
+            for (size_t k = 0; k < n; k++) {
+                memcpy(dst + (r * nb + c0 + k) * QUANT_QK8_0, chunk[k].qs, QUANT_QK8_0);
+                d[r * nb + c0 + k] = chunk[k].d;
+            }
+        }
+}
+
+static void old_place(uint8_t *dst, size_t nb, size_t r, size_t b, const int8_t *qs) {
+    uint8_t *t = dst + ((r / GEMM_AMX_ROWS) * nb + b) * GEMM_AMX_TILE_BYTES + 4 * (r % GEMM_AMX_ROWS);
+    for (size_t k = 0; k < QUANT_QK8_0 / 4; k++) memcpy(t + 64 * k, qs + 4 * k, 4);
+}
+
+static void old_amx(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *dst) {
+    const size_t nb = n_in / QUANT_QK8_0, nbk = n_in / QUANT_QK_K, ng = gemm_amx_groups(n_rows);
+    float *d = (float *)(void *)(dst + ng * nb * GEMM_AMX_TILE_BYTES);
+    if (type == QUANT_Q8_0) {
+        act_q8_32 blk[1];
+        for (size_t r = 0; r < ng * GEMM_AMX_ROWS; r++)
+            for (size_t b = 0; b < nb; b++) {
+                if (r < n_rows)
+                    quant_act_quantize(QUANT_Q8_0, x + r * n_in + b * QUANT_QK8_0, blk, QUANT_QK8_0);
+                else
+                    memset(blk, 0, sizeof blk);
+                old_place(dst, nb, r, b, blk[0].qs);
+                d[((r / GEMM_AMX_ROWS) * nb + b) * GEMM_AMX_ROWS + r % GEMM_AMX_ROWS] = blk[0].d;
+            }
+        return;
+    }
+    int32_t *sums = (int32_t *)(void *)(d + ng * nbk * GEMM_AMX_ROWS);
+    act_q8_k blk[1];
+    for (size_t r = 0; r < ng * GEMM_AMX_ROWS; r++) {
+        const size_t g = r / GEMM_AMX_ROWS, rr = r % GEMM_AMX_ROWS;
+        for (size_t B = 0; B < nbk; B++) {
+            if (r < n_rows)
+                quant_act_quantize(type, x + r * n_in + B * QUANT_QK_K, blk, QUANT_QK_K);
+            else
+                memset(blk, 0, sizeof blk);
+            for (size_t s = 0; s < GEMM_AMX_SUB; s++) old_place(dst, nb, r, GEMM_AMX_SUB * B + s, blk[0].qs + 32 * s);
+            d[(g * nbk + B) * GEMM_AMX_ROWS + rr] = blk[0].d;
+            for (size_t p = 0; p < 4; p++) {
+                const int lo = blk[0].bsums[4 * p] + blk[0].bsums[4 * p + 1];
+                const int hi = blk[0].bsums[4 * p + 2] + blk[0].bsums[4 * p + 3];
+                sums[((g * nbk + B) * 4 + p) * GEMM_AMX_ROWS + rr] =
+                    (int32_t)((uint32_t)(uint16_t)(int16_t)lo | (uint32_t)(uint16_t)(int16_t)hi << 16);
+            }
+        }
+    }
+}
+
+static size_t staged_bytes(uint32_t type, int layout, size_t n_rows) {
+    return layout == ACT_STAGE_AMX ? gemm_amx_stage_bytes(type, n_rows, N_IN) : n_rows * quant_act_row_bytes(type, N_IN);
+}
+
+static void old_stage(uint32_t type, int layout, const float *x, size_t n_rows, uint8_t *dst) {
+    if (layout == ACT_STAGE_AMX)
+        old_amx(type, x, n_rows, N_IN, dst);
+    else if (layout == ACT_STAGE_PLANAR)
+        old_planar(x, n_rows, N_IN, dst);
+    else
+        for (size_t r = 0; r < n_rows; r++)
+            quant_act_quantize(type, x + r * N_IN, dst + r * quant_act_row_bytes(type, N_IN), N_IN);
+}
+
+static float *make_x(rng_state *r) {
+    float *x = mem_alloc(MAX_ROWS * N_IN * sizeof(float));
+    if (!x) return NULL;
+    for (size_t i = 0; i < MAX_ROWS * N_IN; i++) x[i] = rng_normal(r);
+    memset(x + 1 * N_IN, 0, N_IN * sizeof(float));                  /* an all-zero row */
+    for (size_t k = 0; k < N_IN; k++) x[2 * N_IN + k] *= 1e4f;       /* a large one */
+    for (size_t k = 0; k < N_IN; k += 37) x[5 * N_IN + k] = -0.0f;   /* signed zeros */
+    x[17 * N_IN + 100] = 1e30f;                                       /* one huge value in a block */
+    return x;
+}
+
+static void test_bytes(void) {
+    static const struct {
+        uint32_t type;
+        int layout;
+    } cases[] = {{QUANT_Q8_0, ACT_STAGE_ROWS},  {QUANT_Q8_0, ACT_STAGE_PLANAR}, {QUANT_Q8_0, ACT_STAGE_AMX},
+                 {QUANT_Q4_K, ACT_STAGE_ROWS},  {QUANT_Q4_K, ACT_STAGE_AMX},    {QUANT_Q5_K, ACT_STAGE_AMX},
+                 {QUANT_Q6_K, ACT_STAGE_ROWS}};
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool, 4, &err), CLOVER_OK);
+    rng_state r;
+    rng_seed(&r, 3030);
+    float *x = make_x(&r);
+    const size_t cap = gemm_amx_stage_bytes(QUANT_Q4_K, MAX_ROWS, N_IN) + MAX_ROWS * sizeof(act_q8_32) * (N_IN / 32);
+    uint8_t *want = mem_alloc(cap), *got = mem_alloc(cap);
+    if (!x || !want || !got) {
+        CHECK(!"allocation failed");
+        goto out;
+    }
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const uint32_t type = cases[c].type;
+        const int layout = cases[c].layout;
+        int bad = 0;
+        size_t split_seen = 0;
+        for (size_t n = 1; n <= MAX_ROWS; n++) {
+            const size_t bytes = staged_bytes(type, layout, n);
+            memset(want, 0xA5, bytes);
+            old_stage(type, layout, x, n, want);
+            /* three splits: the pool's (4 threads x 4), a fine one run backwards on
+             * this thread, and the serial plan */
+            static const size_t hints[] = {16, 100000, 1};
+            for (int h = 0; h < 3; h++) {
+                if (h == 1 && n % 5 != 1 && n > 40) continue; /* the finest split at a fifth of the sizes */
+                act_stage s;
+                memset(got, 0x5A, bytes);
+                act_stage_plan(&s, type, layout, x, n, N_IN, got, hints[h]);
+                split_seen += s.n_chunks > 1;
+                if (h == 0)
+                    act_stage_run(pool, &s, 1);
+                else
+                    for (size_t t = act_stage_tasks(&s); t-- > 0;) act_stage_task(&s, t);
+                if (memcmp(got, want, bytes) != 0 && bad++ < 3) {
+                    size_t i = 0;
+                    while (got[i] == want[i]) i++;
+                    fprintf(stderr, "  %s layout %d rows %zu hint %zu: byte %zu of %zu differs (%02x, serial %02x)\n",
+                            quant_type_name(type), layout, n, hints[h], i, bytes, got[i], want[i]);
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "%s layout %d: %d stagings differ from the serial one", quant_type_name(type), layout, bad);
+        CHECK_MSG(split_seen > 0, "%s layout %d: no plan split a unit's blocks", quant_type_name(type), layout);
+    }
+out:
+    mem_free(x), mem_free(want), mem_free(got);
+    threadpool_free(pool);
+}
+
+/* Products: with the pool's staging, the serial staging and no pool, each
+ * row equals its one-row product bit for bit; matmul_batch (items sharing
+ * x) equals matmul. */
+static void test_products(void) {
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t rows[] = {3, 8, 16, 17, 32, 33, 64, 100, 512};
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool, 4, &err), CLOVER_OK);
+    rng_state r;
+    rng_seed(&r, 3131);
+    float *x = make_x(&r);
+    float *y = mem_alloc(MAX_ROWS * N_OUT * sizeof(float)), *y1 = mem_alloc(MAX_ROWS * N_OUT * sizeof(float));
+    float *yb = mem_alloc(3 * MAX_ROWS * N_OUT * sizeof(float));
+    uint8_t *w[4] = {0};
+    float *src = mem_alloc(N_IN * sizeof(float));
+    for (size_t t = 0; t < 4; t++) {
+        const size_t rb = quant_row_bytes(types[t], N_IN);
+        w[t] = mem_alloc(N_OUT * rb);
+        for (size_t o = 0; o < N_OUT && w[t] && src; o++) {
+            for (size_t k = 0; k < N_IN; k++) src[k] = rng_normal(&r) * 0.05f;
+            quant_quantize_row(types[t], src, w[t] + o * rb, N_IN);
+        }
+    }
+    if (!x || !y || !y1 || !yb || !src || !w[0] || !w[1] || !w[2] || !w[3]) {
+        CHECK(!"allocation failed");
+        goto out;
+    }
+    for (size_t t = 0; t < 4; t++) {
+        const uint32_t type = types[t];
+        for (size_t rr = 0; rr < MAX_ROWS; rr++) matmul(NULL, type, w[t], N_OUT, N_IN, x + rr * N_IN, 1, y1 + rr * N_OUT);
+        int bad = 0;
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+            const size_t n = rows[i];
+            for (int mode = 0; mode < 3; mode++) { /* pool; pool with CLOVER_SERIAL_STAGE=1; no pool */
+                if (mode == 1) setenv("CLOVER_SERIAL_STAGE", "1", 1);
+                memset(y, 0xFF, n * N_OUT * sizeof(float));
+                matmul(mode == 2 ? NULL : pool, type, w[t], N_OUT, N_IN, x, n, y);
+                unsetenv("CLOVER_SERIAL_STAGE");
+                if (memcmp(y, y1, n * N_OUT * sizeof(float)) != 0 && bad++ < 3)
+                    fprintf(stderr, "  %s rows %zu mode %d: differs from the one-row products\n", quant_type_name(type), n,
+                            mode);
+            }
+            /* a batch: this type and Q6_K on one x (shared or not by format), then another type */
+            const uint32_t t2 = types[(t + 1) % 4];
+            matmul_item items[3] = {{type, w[t], N_OUT, N_IN, x, n, yb},
+                                    {QUANT_Q6_K, w[3], N_OUT, N_IN, x, n, yb + n * N_OUT},
+                                    {t2, w[(t + 1) % 4], N_OUT, N_IN, x, n, yb + 2 * n * N_OUT}};
+            matmul_batch(pool, items, 3);
+            if (memcmp(yb, y1, n * N_OUT * sizeof(float)) != 0 && bad++ < 3)
+                fprintf(stderr, "  %s rows %zu: batch item differs from the one-row products\n", quant_type_name(type), n);
+            float *yc = yb + n * N_OUT;
+            matmul(NULL, QUANT_Q6_K, w[3], N_OUT, N_IN, x, n, y);
+            if (memcmp(yc, y, n * N_OUT * sizeof(float)) != 0 && bad++ < 3)
+                fprintf(stderr, "  %s rows %zu: batch Q6_K item differs from matmul\n", quant_type_name(type), n);
+            matmul(NULL, t2, w[(t + 1) % 4], N_OUT, N_IN, x, n, y);
+            if (memcmp(yc + n * N_OUT, y, n * N_OUT * sizeof(float)) != 0 && bad++ < 3)
+                fprintf(stderr, "  %s rows %zu: batch third item differs from matmul\n", quant_type_name(type), n);
+        }
+        CHECK_MSG(bad == 0, "%s: %d products differ", quant_type_name(type), bad);
+    }
+out:
+    for (size_t t = 0; t < 4; t++) mem_free(w[t]);
+    mem_free(x), mem_free(y), mem_free(y1), mem_free(yb), mem_free(src);
+    threadpool_free(pool);
+}
+
+int main(void) {
+    printf("level: %s\n", quant_simd_level_name());
+    RUN(test_bytes);
+    RUN(test_products);
+    return TEST_EXIT();
+}
