@@ -81,6 +81,9 @@ enum {
  * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
  * bit for bit (the arithmetic is the same, only where the bytes come from). */
 void cuda_mmv_stage_set(int on);
+/* The wide-row integer chunk product (matmul_igemm_wide.cu: Q8_0, dense, 64+ rows, with scratch): 1 turns it on,
+ * 0 off; the default is CLOVER_CUDA_IGEMM_WIDE=1 or off (unverified on a device when written). Same bits either way. */
+void cuda_igemm_wide_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);

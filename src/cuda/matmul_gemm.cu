@@ -28,6 +28,7 @@
 
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
+#include "matmul_igemm_wide.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -223,7 +224,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
-            ig_launch(type, &q, rt, ot, st);
+            if (!igw_launch(type, &q, st)) ig_launch(type, &q, rt, ot, st); /* 64+ rows: the wide tile, if on */
             return mm_launch_status(op, why, why_len);
         }
     }

@@ -1,0 +1,229 @@
+/*
+ * matmul_igemm_wide.cu: the integer chunk product for MANY rows (64+: prompts)
+ * of Q8_0 weights, dense, rows pre-quantised in scratch (ig_quantize's
+ * chunk-major layout). UNVERIFIED on a device when written (2026-12-03, no H200
+ * minutes left): OFF unless CLOVER_CUDA_IGEMM_WIDE=1 (or cuda_igemm_wide_set(1)),
+ * so main's behaviour is unchanged; bench/device-runs/2026-12-06-k4l/run.sh
+ * checks it bit for bit against matmul_igemm.cu and times it.
+ *
+ * Bits: the canonical order of matmul_igemm.cu's top comment, unchanged. For
+ * every output, term_b = (d_w * x_d) * (float)isum (IEEE, no contraction),
+ * partial p_j = 0 + term_j + term_{j+8} + ... in block order, then
+ * ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)). Here warp w owns partial
+ * p_w, i.e. block w of every 256-value chunk, for the WHOLE tile, visiting the
+ * chunks in order (as igemm_q8_kernel does for its 16 x 32 tile); the eight
+ * partials meet in shared memory at the end in that tree. Only which thread
+ * holds which (output, row) changes, never an operation or its order.
+ * (float)isum is formed without a conversion instruction (I2F runs at 16 a clock
+ * an SM on sm_90, the bottleneck of a naive form): the mma's accumulator input
+ * is 0x4B400000 (1.5 * 2^23 as a float's bits), so its output's bits are
+ * those of the float 12582912 + isum (|isum| <= 32 * 128 * 127 < 2^22: exact),
+ * and subtracting 12582912.0f gives isum exactly: the same float as the cast.
+ *
+ * Tile: a block of 8 warps computes 64 outputs x 64 rows. The tile's state is
+ * 8 partials per output (64 x 64 x 8 floats = 128 KiB): that, not shared
+ * memory, bounds the tile (128 accumulator registers a thread at 256
+ * threads; one block an SM). Warp w: 4 m-tiles (64 outputs) x 8 n-tiles (64
+ * rows) of m16n8k32 for block w of each chunk: each A fragment (a weight
+ * block, 2-byte aligned, with its f16 scale) is decoded once for 8 mma, each
+ * B fragment (a row's block, 4-byte aligned, with its f32 scale) once for 4.
+ * The weight rows' and the rows' chunks stream through a 4-stage cp.async
+ * ring (38 KiB a stage: 64 x 304 bytes of weights + 64 x 304 of rows).
+ * ldmatrix does not fit: Q8_0 blocks are 34 bytes, so a row's 16-byte pieces
+ * are not the fragment's 16 bytes.
+ *
+ * Expected (H200, 132 SMs, ~1.75 GHz under load; qkv 8192 x 2048 at 512 rows,
+ * 8.6 G MAC): per mma (4096 MAC) a warp issues ~19 instructions (the mma, 16
+ * float operations for the 4 terms, ~2 fragment loads amortised): issue-bound
+ * at ~5 clocks a mma an SM = ~820 MAC/clock/SM = ~190 T MAC/s (~380 TOPS
+ * int8, against ~990 dense for mma.sync's tensor peak): ~45 us. L2 -> SM
+ * bytes: the weights once per 64 rows (8 x 17.8 MB) and the 8-bit rows once
+ * per 64 outputs (128 x 1.25 MB): 302 MB, ~45-55 us at 5.5-7 TB/s. Predicted
+ * 55-75 us for that product (today's igemm_q8_kernel: 194 us), i.e. ~240-330
+ * GB/s of weights; the tile is compute/L2-bound, not DRAM-bound (17.8 MB).
+ * The old kernel reads the weights 16x and the rows 512x (16-output tiles):
+ * ~930 MB of L2 traffic and ~95 instructions an mma.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul_internal.cuh"
+#include "matmul_igemm.cuh"
+#include "matmul_igemm_wide.cuh"
+
+enum {
+    IW_CHUNK = 256,  /* values a chunk (matmul_igemm.cu's IG_CHUNK) */
+    IW_BO = 64,      /* outputs a block */
+    IW_BR = 64,      /* rows a block */
+    IW_THREADS = 256,
+    IW_STAGES = 4,
+    IW_SBP = 304,    /* shared bytes a weight row's chunk (272 + up to 15 of misalignment; 76 words = 4 mod 8) */
+    IW_CB = 8 * MM_Q8_0_BYTES, /* 272: a 256-value chunk of a Q8_0 row (a multiple of 16) */
+    IW_PPR = IW_CB / 16 + 1,   /* 16-byte pieces that cover a row's chunk at any 2-byte alignment */
+    IW_PA = IG_ACS / 16,       /* pieces of a row's 8-bit chunk */
+    IW_STS = IW_BO * IW_SBP + IW_BR * IG_ACS, /* 38912 bytes a stage */
+    IW_SMEM = IW_STAGES * IW_STS,             /* 155648 */
+};
+static_assert(IW_SBP >= IW_CB + 16 && IW_SBP % 16 == 0 && (IW_SBP / 4) % 8 == 4, "igw: weight row stride");
+static_assert(IG_ACS % 16 == 0 && (IG_ACS / 4) % 8 == 4, "igw: row stride");
+static_assert(8 * IW_BO * IW_BR * sizeof(float) <= (size_t)IW_SMEM, "igw: the partials overlay the stages");
+
+#define IW_MAGIC 0x4B400000 /* 12582912.0f */
+
+__device__ __forceinline__ int iw_ld32(const uint8_t *p) { return *(const int *)p; }
+__device__ __forceinline__ int iw_ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+
+/* d = a * b + (MAGIC, MAGIC, MAGIC, MAGIC): the integer sums biased into a float's bits */
+__device__ __forceinline__ void iw_mma(int *d, const int *a, int b0, int b1, int c) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+
+/* Chunk c of the block's weight rows and rows into stage st (weights: row r at r * IW_SBP + (its address & 15),
+ * the 16-byte pieces that cover it, as ig_copy_chunk places them; rows: the chunk's m_count rows are contiguous
+ * in the chunk-major scratch, copied as they lie, row i at IW_BO * IW_SBP + i * IG_ACS). */
+__device__ __forceinline__ void iw_copy(const ig_params &p, int n0, int m0, int m_count, int c, uint8_t *st) {
+    const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
+    const uint8_t *xa = p.xq + ((size_t)c * p.xq_rows + m0) * IG_ACS;
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + IW_BO * IW_SBP + 16 * idx),
+                     "l"(xa + 16 * idx)
+                     : "memory");
+    const int cb = min(8, p.n_in / 32 - 8 * c) * MM_Q8_0_BYTES;
+    for (int idx = threadIdx.x; idx < IW_BO * IW_PPR; idx += IW_THREADS) {
+        const int r = idx / IW_PPR, pc = idx - r * IW_PPR, o = n0 + r;
+        if (o >= p.n_out) continue;
+        const uint8_t *src = p.w + (size_t)o * p.row_bytes + (size_t)c * IW_CB;
+        const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
+        if (q >= src + cb) continue;
+        if (q >= p.w_lo && q + 16 <= p.w_end) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + r * IW_SBP + 16 * pc), "l"(q)
+                         : "memory");
+        } else { /* the tensor's first or last bytes: byte by byte, inside it */
+            uint8_t *d = st + r * IW_SBP + 16 * pc;
+            for (int i = 0; i < 16; i++)
+                if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+        }
+    }
+}
+
+/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set */
+__global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * IW_BO, m_count = min(IW_BR, p.n_rows - m0);
+    const int nchunks = (p.n_in + IW_CHUNK - 1) / IW_CHUNK, nblk = p.n_in / 32;
+#pragma unroll
+    for (int s = 0; s < IW_STAGES - 1; s++) {
+        if (s < nchunks) iw_copy(p, n0, m0, m_count, s, sm + s * IW_STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    /* this thread's weight rows 16 mt + g (+ 8): their bytes' offset in a stage row (a chunk is 272 bytes,
+     * a multiple of 16, so a row's misalignment is the same in every chunk) */
+    int woff[4][2];
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 16 * mt + g + 8 * h;
+            woff[mt][h] = r * IW_SBP + (int)(((uintptr_t)p.w + (size_t)(n0 + r) * p.row_bytes) & 15) +
+                          warp * MM_Q8_0_BYTES;
+        }
+    float acc[4][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
+    const int magic = IW_MAGIC;
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
+        if (c + IW_STAGES - 1 < nchunks) iw_copy(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + warp * MM_ACT32_BYTES;
+        int a[4][4];
+        float dw[4][2];
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+            const uint8_t *b0 = stg + woff[mt][0], *b1 = stg + woff[mt][1];
+            a[mt][0] = iw_ld32a2(b0 + 2 + 4 * tig), a[mt][1] = iw_ld32a2(b1 + 2 + 4 * tig);
+            a[mt][2] = iw_ld32a2(b0 + 18 + 4 * tig), a[mt][3] = iw_ld32a2(b1 + 18 + 4 * tig);
+            dw[mt][0] = __half2float(*(const __half *)b0), dw[mt][1] = __half2float(*(const __half *)b1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            if (8 * nt >= m_count) break; /* warp-uniform: row tiles past the block's rows */
+            const uint8_t *xb = xs + (8 * nt + g) * IG_ACS, *xc = xs + (8 * nt + 2 * tig) * IG_ACS;
+            const int b0 = iw_ld32(xb + 4 + 4 * tig), b1 = iw_ld32(xb + 20 + 4 * tig);
+            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++) {
+                int d[4];
+                iw_mma(d, a[mt], b0, b1, magic);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float s = __fmul_rn(dw[mt][q >> 1], q & 1 ? xd1 : xd0);
+                    const float f = __fsub_rn(__int_as_float(d[q]), 12582912.0f); /* = (float)isum, exactly */
+                    acc[mt][nt][q] = __fadd_rn(acc[mt][nt][q], __fmul_rn(s, f));
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* the stages are free: the 8 partials meet there, red[warp][(mt, nt, q)][lane] */
+    float *red = (float *)sm;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[(warp * 128 + (mt * 8 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
+    __syncthreads();
+    for (int k = tid; k < IW_BO * IW_BR; k += IW_THREADS) {
+        const int l = k & 31, q = (k >> 5) & 3, nt = (k >> 7) & 7, mt = k >> 10;
+        const int o = n0 + 16 * mt + (l >> 2) + 8 * (q >> 1), r = 8 * nt + 2 * (l & 3) + (q & 1);
+        if (o >= p.n_out || r >= m_count) continue;
+        float pp[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) pp[j] = red[j * IW_BO * IW_BR + k];
+        p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
+                                                        __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
+    }
+}
+
+/* The switch: off unless CLOVER_CUDA_IGEMM_WIDE=1 (read once); cuda_igemm_wide_set overrides (tests, benches). */
+static int g_wide = -1;
+static int igw_enabled(void) {
+    int v = __atomic_load_n(&g_wide, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_IGEMM_WIDE");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_wide, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_igemm_wide_set(int on) { __atomic_store_n(&g_wide, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
+    if (!igw_enabled() || type != MM_Q8_0 || !p->xq || p->perm || p->wide || p->n_rows < IGW_MIN_ROWS) return 0;
+    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
+    if (ot > 65535) return 0;
+    static int attr_set = 0;
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(igw_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
+            return 0;
+        }
+        attr_set = 1;
+    }
+    igw_q8_kernel<<<dim3(rt, ot), IW_THREADS, IW_SMEM, st>>>(*p);
+    return 1;
+}
