@@ -531,9 +531,11 @@ static void test_row_invariance(void) {
 
 /* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; off by default): with it on,
  * cuda_matmul_chunk_ws at 64+ rows gives bit for bit what the 16 x 32 kernels of matmul_igemm.cu give with it off
- * (the canonical order), at row counts that fill the 64-row tile, leave a 1-row or partial tile (65, 100, 1000),
- * output counts that are and are not multiples of its 64 outputs, n_in with a partial last chunk and rows that are
- * not 16-byte aligned (32 x 19: 646-byte rows) and 2048; row 3 carries an infinity (its outputs NaN on both).
+ * (the canonical order), for Q8_0, Q4_K and Q5_K, at row counts that fill the 64-row tile, leave a 1-row or
+ * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
+ * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
+ * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
+ * infinity (its outputs NaN on both).
  * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
  * (for compute-sanitizer). */
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
@@ -554,7 +556,8 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     cuda_igemm_wide_set(1);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
-    cuda_igemm_wide_set(0);
+    const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
+    cuda_igemm_wide_set(env && strcmp(env, "1") == 0);
     dev_download(old, dy, ny);
     dev_download(got, dy2, ny);
     size_t diff = 0, unwritten = 0, nan_ok = 0;
@@ -590,7 +593,7 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
 }
 
 static void test_igemm_wide(void) {
-    static const uint32_t T[] = {QUANT_Q8_0};
+    static const uint32_t T[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
     static const size_t R[] = {64, 65, 100, 128, 512, 1000};
     const int small = getenv("CLOVER_TEST_SMALL") != NULL;
     for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
@@ -602,7 +605,7 @@ static void test_igemm_wide(void) {
             continue;
         }
         for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
-            wide_case(type, R[i], 128, 2048);     /* a multiple of the tile's 64 outputs */
+            wide_case(type, R[i], 128, 2048);      /* a multiple of the tile's outputs (64 Q8_0, 128 K-quants) */
             wide_case(type, R[i], 64 + 77, n_odd); /* not */
         }
         wide_case(type, 512, 200, 4096);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Issue 24, branch k4l: the wide-row integer product (src/cuda/matmul_igemm_wide.cu: 64 outputs x 64 rows a
-# block, 64+ rows, rows pre-quantised; meant to give matmul_igemm.cu's bits by construction). Written on
+# Issue 24, branch k4l: the wide-row integer product (src/cuda/matmul_igemm_wide.cu: Q8_0 64 outputs x 64 rows a
+# block, Q4_K/Q5_K 128 x 64; dense, 64+ rows, rows pre-quantised; meant to give matmul_igemm.cu's bits by construction). Written on
 # 2026-12-03 with no device time left: UNVERIFIED, OFF by default; CLOVER_CUDA_IGEMM_WIDE=1 turns it on.
 # Run from the source root on the device (the pack is .gpu-k4l/, ignored by git; this file is also committed as
 # bench/device-runs/2026-12-06-k4l/run.sh):
@@ -15,15 +15,16 @@
 #     kernels and the wide one side by side in both runs; the 32-row layer lines do not change: < 64 rows)
 #  e  bench_cuda_backend --prompt-only 1 on the 35B-A3B synthetic file (made here first, in the background):
 #     prompt 512 / 2048 (best of 3) and a 32-row commit, switch off then on
-#  n  ncu of igw_q8_kernel (its first launch, qkv at 512 rows: SOL, occupancy) when the run is under 160 s so far
+#  n  ncu of the wide kernels (their first 3 launches: q8_0 qkv, out, q4_K at 512 rows: SOL, occupancy) when the run is under 160 s so far
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (written before any run; "before" = bench/device-runs/2026-12-05-verify/out/k3, H200):
-#  - t: every test passes; test_igemm_wide prints "bit-identical" for every case (13 geometries). Risk: a
-#    fragment or reduction index wrong (then many outputs differ, named by geometry), or a case with a partial
-#    last chunk (n_in 608) wrong.
+#  - t: every test passes; test_igemm_wide prints "bit-identical" for every case (13 geometries x Q8_0, Q4_K,
+#    Q5_K = 39). Risk: a fragment or reduction index wrong (then many outputs differ, named by geometry), a case
+#    with a partial last chunk (Q8_0 n_in 608) or an odd number of super-blocks (K-quants 768) wrong.
 #  - m: 0 errors. r: 0 hazards.
 #  - l: "qkv 8192x2048 at 512 rows (prompt)" 194 us (old, as before); ", WIDE" 55-75 us (~3x);
-#    "out 2048x4096 at 512 rows" old ~100 us, WIDE 30-40 us. The rest unchanged.
+#    "out 2048x4096 at 512 rows" old ~100 us, WIDE 30-40 us; "q4_K 8192x2048 at 512 rows" old ~150-250 us (not
+#    measured before), WIDE 45-70 us. The rest unchanged.
 #  - e: prompt of 512, switch off: as the last measurement of this bench (3,380 tok/s on 2026-12-03-verify;
 #    the issue's 2,032 is clover bench's cold figure); on: +5-8% (the dense Q8_0 products at 512 rows are
 #    ~0.45 ms of a ~6 ms layer... ~14 ms of ~150-250 ms; the experts and mixers are unchanged). The 32-row
@@ -54,7 +55,7 @@ tst() { # NAME LOGTAG [ENV...]
 }
 if has t; then
   tst test_cuda_matmul off
-  grep -E "^  wide x" "$O/t_test_cuda_matmul_off.log" | grep -c "bit-identical" | sed 's/^/     wide cases bit-identical to the old kernels: /;s/$/ (predicted 13)/' | tee -a "$S"
+  grep -E "^  wide x" "$O/t_test_cuda_matmul_off.log" | grep -c "bit-identical" | sed 's/^/     wide cases bit-identical to the old kernels: /;s/$/ (predicted 39)/' | tee -a "$S"
   tst test_cuda_matmul on CLOVER_CUDA_IGEMM_WIDE=1
   tst test_cuda_backend on CLOVER_CUDA_IGEMM_WIDE=1
   tst test_cuda_engine on CLOVER_CUDA_IGEMM_WIDE=1
@@ -81,6 +82,8 @@ annot() {
     /qkv 8192x2048 at 512 rows, WIDE/      { $0 = $0 "   [old 194.3 us; predicted 55-75 us]" }
     /out 2048x4096 at 512 rows \(prompt\)/ { $0 = $0 "   [not measured before; predicted ~100 us]" }
     /out 2048x4096 at 512 rows, WIDE/      { $0 = $0 "   [predicted 30-40 us]" }
+    /q4_K 8192x2048 at 512 rows \(prompt\)/ { $0 = $0 "   [not measured before; predicted 150-250 us]" }
+    /q4_K 8192x2048 at 512 rows, WIDE/      { $0 = $0 "   [predicted 45-70 us]" }
     /dense q8_0 qkv 8192x2048 \(chunk_ws\)/ { $0 = $0 "   [before 16.86 us; 32 rows: unchanged]" }
     { print }'
 }
@@ -106,10 +109,10 @@ if has e; then
   done
 fi
 if has n && [ "$(el)" -lt 160 ] && command -v ncu > /dev/null; then
-  CLOVER_BENCH_LAYER=1 timeout 45 ncu -k regex:'igw_q8_kernel' -c 1 \
+  CLOVER_BENCH_LAYER=1 timeout 45 ncu -k regex:'igw_' -c 3 \
     --section SpeedOfLight --section Occupancy --section LaunchStats "$D/bin/bench_cuda_matmul" > "$O/ncu.log" 2>&1
-  say "ncu rc=$? (the wide kernel, qkv at 512 rows, one launch):"
-  grep -E "igw_q8_kernel|igemm_q8_kernel|Duration|Achieved Occupancy|Compute \(SM\) Throughput|Registers Per" "$O/ncu.log" | head -14 | tee -a "$S"
+  say "ncu rc=$? (the wide kernels: q8_0 qkv and out, q4_K, at 512 rows, one launch each):"
+  grep -E "igw_|Duration|Achieved Occupancy|Compute \(SM\) Throughput|Registers Per" "$O/ncu.log" | head -16 | tee -a "$S"
 fi
 say "end $(date -u +%T) ($(el)s)"
 (cd "$O" && tar czf "$R/logs.tgz" .)
