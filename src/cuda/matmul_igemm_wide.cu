@@ -42,6 +42,9 @@
  * per 64 outputs (128 x 1.25 MB): 302 MB, ~45-55 us at 5.5-7 TB/s. Predicted
  * 55-75 us for that product (today's igemm_q8_kernel: 194 us), i.e. ~240-330
  * GB/s of weights; the tile is compute/L2-bound, not DRAM-bound (17.8 MB).
+ * The ceiling of any Q8_0 tile under the canonical order is this float work,
+ * 4-5 operations an output a 32-value block (128 float lanes an SM: ~820
+ * MAC/clock/SM), not the tensor cores: wgmma would not raise it.
  * The old kernel reads the weights 16x and the rows 512x (16-output tiles):
  * ~930 MB of L2 traffic and ~95 instructions an mma.
  * Q4_K/Q5_K (igw_k_kernel below, 128 outputs x 64 rows): ~18 instructions an

@@ -10,7 +10,9 @@
  *  - integer path (Q8_0 / K-quants), decode and chunk alike: one canonical
  *    float order of the per-block terms (matmul_igemm.cu), so a row's bits
  *    are the same at every row count 1..64, whatever the neighbours, decode
- *    or chunk (test_row_invariance, bit for bit).
+ *    or chunk (test_row_invariance, bit for bit); the wide-row kernels of
+ *    64+ rows (matmul_igemm_wide.cu, off by default) bit for bit the 16 x 32
+ *    ones (test_igemm_wide).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
