@@ -30,8 +30,10 @@
  * B fragment (a row's block, 4-byte aligned, with its f32 scale) once for 4.
  * The weight rows' and the rows' chunks stream through a 4-stage cp.async
  * ring (38 KiB a stage: 64 x 304 bytes of weights + 64 x 304 of rows).
- * ldmatrix does not fit: Q8_0 blocks are 34 bytes, so a row's 16-byte pieces
- * are not the fragment's 16 bytes.
+ * ldmatrix does not fit: it needs each 16-byte fragment row 16-byte aligned,
+ * and a Q8_0 block's 32 values start 2 bytes into its 34 (the weights), a
+ * row block's 4 bytes into its 36 (the 8-bit rows): 4-byte (rows) and
+ * 2-byte (weights) loads instead, each fragment loaded once for 4-8 mma.
  *
  * Expected (H200, 132 SMs, ~1.75 GHz under load; qkv 8192 x 2048 at 512 rows,
  * 8.6 G MAC): per mma (4096 MAC) a warp issues ~19 instructions (the mma, 16
