@@ -22,7 +22,9 @@
  * /--peer-pp32 (llama-bench tg128 / pp512 / pp32 measured in the same run);
  * without them the issue's figures are printed and labelled as such.
  *
- *   bench_cuda_backend MODEL [--rows R] [--gen G] [--peer-tg X] [--peer-pp512 X] [--peer-pp32 X]
+ * --prompt-only 1: only the prompts and the chunk commit (a device run's A/B of a chunk-product switch).
+ *
+ *   bench_cuda_backend MODEL [--rows R] [--gen G] [--prompt-only 1] [--peer-tg X] [--peer-pp512 X] [--peer-pp32 X]
  */
 #include <math.h>
 #include <stdio.h>
@@ -92,16 +94,18 @@ static void line(const char *what, double per_s, const char *unit, double floor_
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_cuda_backend MODEL [--rows R] [--gen G] [--peer-tg X] [--peer-pp512 X] "
+        fprintf(stderr, "usage: bench_cuda_backend MODEL [--rows R] [--gen G] [--prompt-only 1] [--peer-tg X] [--peer-pp512 X] "
                         "[--peer-pp32 X]\n");
         return 2;
     }
     size_t rows = 512, gen = 64;
+    int prompt_only = 0;
     double peer_tg = 229.0, peer_pp512 = 5324.0, peer_pp32 = 1079.0;
     int peers_given = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--rows")) rows = (size_t)atol(argv[i + 1]);
         else if (!strcmp(argv[i], "--gen")) gen = (size_t)atol(argv[i + 1]);
+        else if (!strcmp(argv[i], "--prompt-only")) prompt_only = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--peer-tg")) peer_tg = atof(argv[i + 1]), peers_given = 1;
         else if (!strcmp(argv[i], "--peer-pp512")) peer_pp512 = atof(argv[i + 1]), peers_given = 1;
         else if (!strcmp(argv[i], "--peer-pp32")) peer_pp32 = atof(argv[i + 1]), peers_given = 1;
@@ -156,7 +160,7 @@ int main(int argc, char **argv) {
     backend_commit_seq last = {.last_logits = lg};
 
     /* decode from an empty cache (one token of prompt), then at a 4,096-token context */
-    for (int at = 0; at < 2; at++) {
+    for (int at = 0; at < (prompt_only ? 0 : 2); at++) {
         seq_reset(s);
         size_t np = at ? NP : 1;
         if (seq_commit(s, ids, np, &last, NULL, &err)) goto fail;
@@ -178,7 +182,7 @@ int main(int argc, char **argv) {
                        (double)cuda_session_kv_bytes_per_token(&m->hp, m) * NP * 1e-9);
     }
     /* the same decode steps kernel by kernel (no graph): what the graph saves */
-    {
+    if (!prompt_only) {
         setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);
         tseq *e = NULL;
         if (seq_create(&backend_cuda, m, &cfg, &e, &err)) goto fail;
@@ -195,7 +199,7 @@ int main(int argc, char **argv) {
         seq_free(e);
     }
     /* the graph captured without programmatic dependent launch (cuda_pdl.cuh): what PDL saves */
-    {
+    if (!prompt_only) {
         cuda_pdl_set(0);
         tseq *e = NULL;
         if (seq_create(&backend_cuda, m, &cfg, &e, &err)) goto fail;

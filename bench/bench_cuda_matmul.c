@@ -18,7 +18,8 @@
  * timed inside a CUDA graph over 8 copies of the layer's weights (so they come
  * from memory, not L2), one line each, and their sum: where a 32-row pass goes,
  * op by op, without profiling the whole pass (an ncu of bench_cuda_preview did
- * not finish in 85 s on 2026-12-03).
+ * not finish in 85 s on 2026-12-03). Then a prompt's dense products at 512 rows with
+ * matmul_igemm.cu's kernels and with the wide tile (matmul_igemm_wide.cu), one line each.
  *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
@@ -721,7 +722,22 @@ static void bench_layer(double bw) {
            "%.1f us (x40 = %.2f ms), a commit's products %.1f us (x40 = %.2f ms)\n",
            df * 1e6, pf * 1e6, cf * 1e6, (df + rt + tc + tg + pf) * 1e6, 40 * (df + rt + tc + tg + pf) * 1e3,
            (df + rt + tr + cf) * 1e6, 40 * (df + rt + tr + cf) * 1e3);
+    /* a prompt's products at 512 rows: matmul_igemm.cu's 16 x 32 kernels, then the wide 64 x 64 tile
+     * (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE), same bits; the switch is back as the environment set it */
+    cuda_igemm_wide_set(0);
     layer_dense("dense q8_0 qkv 8192x2048 at 512 rows (prompt)", q8, 8192, 2048, 512, 0, bw);
+    cuda_igemm_wide_set(1);
+    layer_dense("dense q8_0 qkv 8192x2048 at 512 rows, WIDE", q8, 8192, 2048, 512, 0, bw);
+    cuda_igemm_wide_set(0);
+    layer_dense("dense q8_0 out 2048x4096 at 512 rows (prompt)", q8, 2048, 4096, 512, 0, bw);
+    cuda_igemm_wide_set(1);
+    layer_dense("dense q8_0 out 2048x4096 at 512 rows, WIDE", q8, 2048, 4096, 512, 0, bw);
+    cuda_igemm_wide_set(0);
+    layer_dense("dense q4_K 8192x2048 at 512 rows (prompt)", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
+    cuda_igemm_wide_set(1);
+    layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
+    const char *wide_env = getenv("CLOVER_CUDA_IGEMM_WIDE");
+    cuda_igemm_wide_set(wide_env && strcmp(wide_env, "1") == 0);
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }
 

@@ -85,6 +85,9 @@ void cuda_mmv_stage_set(int on);
  * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off
  * (tests, benches). The bits are the same either way (one canonical order). */
 void cuda_igemm_few_set(int on);
+/* The wide-row integer chunk product (matmul_igemm_wide.cu: Q8_0, dense, 64+ rows, with scratch): 1 turns it on,
+ * 0 off; the default is CLOVER_CUDA_IGEMM_WIDE=1 or off (unverified on a device when written). Same bits either way. */
+void cuda_igemm_wide_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);

@@ -29,6 +29,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_few.cuh"
+#include "matmul_igemm_wide.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -240,7 +241,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), w2, y2, (int)n_out2, st);
                 return mm_launch_status(op, why, why_len);
             }
-            ig_launch(type, &q, rt, ot, st);
+            if (!igw_launch(type, &q, st)) ig_launch(type, &q, rt, ot, st); /* 64+ rows: the wide tile, if on */
             return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
         }
     }

@@ -10,7 +10,9 @@
  *  - integer path (Q8_0 / K-quants), decode and chunk alike: one canonical
  *    float order of the per-block terms (matmul_igemm.cu), so a row's bits
  *    are the same at every row count 1..64, whatever the neighbours, decode
- *    or chunk (test_row_invariance, bit for bit).
+ *    or chunk (test_row_invariance, bit for bit); the wide-row kernels of
+ *    64+ rows (matmul_igemm_wide.cu, off by default) bit for bit the 16 x 32
+ *    ones (test_igemm_wide).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
@@ -712,6 +714,89 @@ static void test_few_rows(void) {
            cases + 2);
 }
 
+/* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; off by default): with it on,
+ * cuda_matmul_chunk_ws at 64+ rows gives bit for bit what the 16 x 32 kernels of matmul_igemm.cu give with it off
+ * (the canonical order), for Q8_0, Q4_K and Q5_K, at row counts that fill the 64-row tile, leave a 1-row or
+ * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
+ * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
+ * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
+ * infinity (its outputs NaN on both).
+ * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
+ * (for compute-sanitizer). */
+static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
+    size_t rb;
+    uint8_t *w = make_weights(type, n_out, n_in, &rb);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    x[3 * n_in + n_in / 3] = INFINITY;
+    const size_t ny = n_rows * n_out;
+    float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    void *dw = dev_upload(w, n_out * rb);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
+    char why[256] = "", what[48];
+    cuda_igemm_wide_set(0);
+    CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy, work, NULL, why, sizeof why) == 0, "%s", why);
+    cuda_igemm_wide_set(1);
+    CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
+              why);
+    const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
+    cuda_igemm_wide_set(env && strcmp(env, "1") == 0);
+    dev_download(old, dy, ny);
+    dev_download(got, dy2, ny);
+    size_t diff = 0, unwritten = 0, nan_ok = 0;
+    for (size_t i = 0; i < ny; i++) {
+        const int inf_row = i / n_out == 3;
+        if (inf_row) {
+            nan_ok += isnan(got[i]) && isnan(old[i]);
+            continue;
+        }
+        unwritten += !isfinite(got[i]);
+        diff += memcmp(&got[i], &old[i], sizeof(float)) != 0;
+    }
+    snprintf(what, sizeof what, "wide x%zu/%zu/%zu", n_rows, n_out, n_in);
+    CHECK_MSG(diff == 0, "%s %s: %zu of %zu outputs differ from the old kernels' bits", what, quant_type_name(type),
+              diff, ny);
+    CHECK_MSG(unwritten == 0, "%s %s: %zu outputs not finite (unwritten?)", what, quant_type_name(type), unwritten);
+    CHECK_MSG(nan_ok == n_out, "%s %s: the row with an infinity gave %zu NaN outputs of %zu", what,
+              quant_type_name(type), nan_ok, n_out);
+    /* sampled rows (every 37th past the infinity's) against the CPU's integer oracle */
+    size_t ns = 0;
+    for (size_t r = 4; r < n_rows; r += 37) ns++;
+    float *ref = malloc(ns * n_out * sizeof(float)), *sam = malloc(ns * n_out * sizeof(float));
+    ns = 0;
+    for (size_t r = 4; r < n_rows; r += 37, ns++)
+        for (size_t o = 0; o < n_out; o++) {
+            ref[ns * n_out + o] = decode_ref(type, w + o * rb, x + r * n_in, n_in);
+            sam[ns * n_out + o] = got[r * n_out + o];
+        }
+    check_close(what, type, sam, ref, ns * n_out, 1e-5);
+    printf("  %-24s %-5s bit-identical to the 16x32 kernels\n", what, quant_type_name(type));
+    free(w), free(x), free(old), free(got), free(ref), free(sam);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+}
+
+static void test_igemm_wide(void) {
+    static const uint32_t T[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
+    static const size_t R[] = {64, 65, 100, 128, 512, 1000};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    for (size_t t = 0; t < sizeof T / sizeof T[0]; t++) {
+        const uint32_t type = T[t];
+        const size_t n_odd = type == QUANT_Q8_0 ? 32 * 19 : 256 * 3; /* Q8_0: a partial last chunk, unaligned rows */
+        if (small) {
+            wide_case(type, 65, 77, n_odd);
+            wide_case(type, 128, 128, 2048);
+            continue;
+        }
+        for (size_t i = 0; i < sizeof R / sizeof R[0]; i++) {
+            wide_case(type, R[i], 128, 2048);      /* a multiple of the tile's outputs (64 Q8_0, 128 K-quants) */
+            wide_case(type, R[i], 64 + 77, n_odd); /* not */
+        }
+        wide_case(type, 512, 200, 4096);
+    }
+}
+
 /* Routing: k distinct experts per row, expert 0 in every row (so in the
  * chunk form it needs several tiles) and a random rest. */
 static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
@@ -1067,6 +1152,7 @@ int main(void) {
     RUN(test_exact);
     RUN(test_row_invariance);
     RUN(test_few_rows);
+    RUN(test_igemm_wide);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);

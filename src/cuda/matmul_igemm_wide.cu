@@ -1,0 +1,423 @@
+/*
+ * matmul_igemm_wide.cu: the integer chunk product for MANY rows (64+: prompts)
+ * of Q8_0, Q4_K and Q5_K weights, dense, rows pre-quantised in scratch
+ * (ig_quantize's chunk-major layout). Q6_K and the grouped experts keep
+ * matmul_igemm.cu's kernels (a 512-row prompt routes ~16 rows to an expert). UNVERIFIED on a device when written (2026-12-03, no H200
+ * minutes left): OFF unless CLOVER_CUDA_IGEMM_WIDE=1 (or cuda_igemm_wide_set(1)),
+ * so main's behaviour is unchanged; bench/device-runs/2026-12-06-k4l/run.sh
+ * checks it bit for bit against matmul_igemm.cu and times it.
+ *
+ * Bits: the canonical order of matmul_igemm.cu's top comment, unchanged. For
+ * every output, term_b = (d_w * x_d) * (float)isum (IEEE, no contraction),
+ * partial p_j = 0 + term_j + term_{j+8} + ... in block order, then
+ * ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)). Here warp w owns partial
+ * p_w, i.e. block w of every 256-value chunk, for the WHOLE tile, visiting the
+ * chunks in order (as igemm_q8_kernel does for its 16 x 32 tile); the eight
+ * partials meet in shared memory at the end in that tree. Only which thread
+ * holds which (output, row) changes, never an operation or its order.
+ * (float)isum is formed without a conversion instruction (I2F runs at 16 a clock
+ * an SM on sm_90, the bottleneck of a naive form): the mma's accumulator input
+ * is 0x4B400000 (1.5 * 2^23 as a float's bits), so its output's bits are
+ * those of the float 12582912 + isum (|isum| <= 32 * 128 * 127 < 2^22: exact),
+ * and subtracting 12582912.0f gives isum exactly: the same float as the cast.
+ *
+ * Tile: a block of 8 warps computes 64 outputs x 64 rows. The tile's state is
+ * 8 partials per output (64 x 64 x 8 floats = 128 KiB): that, not shared
+ * memory, bounds the tile (128 accumulator registers a thread at 256
+ * threads; one block an SM). Warp w: 4 m-tiles (64 outputs) x 8 n-tiles (64
+ * rows) of m16n8k32 for block w of each chunk: each A fragment (a weight
+ * block, 2-byte aligned, with its f16 scale) is decoded once for 8 mma, each
+ * B fragment (a row's block, 4-byte aligned, with its f32 scale) once for 4.
+ * The weight rows' and the rows' chunks stream through a 4-stage cp.async
+ * ring (38 KiB a stage: 64 x 304 bytes of weights + 64 x 304 of rows).
+ * ldmatrix does not fit: it needs each 16-byte fragment row 16-byte aligned,
+ * and a Q8_0 block's 32 values start 2 bytes into its 34 (the weights), a
+ * row block's 4 bytes into its 36 (the 8-bit rows): 4-byte (rows) and
+ * 2-byte (weights) loads instead, each fragment loaded once for 4-8 mma.
+ *
+ * Expected (H200, 132 SMs, ~1.75 GHz under load; qkv 8192 x 2048 at 512 rows,
+ * 8.6 G MAC): per mma (4096 MAC) a warp issues ~19 instructions (the mma, 16
+ * float operations for the 4 terms, ~2 fragment loads amortised): issue-bound
+ * at ~5 clocks a mma an SM = ~820 MAC/clock/SM = ~190 T MAC/s (~380 TOPS
+ * int8, against ~990 dense for mma.sync's tensor peak): ~45 us. L2 -> SM
+ * bytes: the weights once per 64 rows (8 x 17.8 MB) and the 8-bit rows once
+ * per 64 outputs (128 x 1.25 MB): 302 MB, ~45-55 us at 5.5-7 TB/s. Predicted
+ * 55-75 us for that product (today's igemm_q8_kernel: 194 us), i.e. ~240-330
+ * GB/s of weights; the tile is compute/L2-bound, not DRAM-bound (17.8 MB).
+ * The ceiling of any Q8_0 tile under the canonical order is this float work,
+ * 4-5 operations an output a 32-value block (128 float lanes an SM: ~820
+ * MAC/clock/SM), not the tensor cores: wgmma would not raise it.
+ * The old kernel reads the weights 16x and the rows 512x (16-output tiles):
+ * ~930 MB of L2 traffic and ~95 instructions an mma.
+ * Q4_K/Q5_K (igw_k_kernel below, 128 outputs x 64 rows): ~18 instructions an
+ * mma (the mma, 8 integer multiply-adds of the sub-block scales and mins,
+ * fragment loads and nibble decoding amortised over 2-4 mma; the float terms
+ * once per super-block), issue-bound like Q8_0: 8192 x 2048 at 512 rows
+ * ~45-60 us; L2 -> SM bytes 75 MB of weights + 80 MB of rows (~25 us).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "matmul_internal.cuh"
+#include "matmul_igemm.cuh"
+#include "matmul_igemm_wide.cuh"
+
+enum {
+    IW_CHUNK = 256,  /* values a chunk (matmul_igemm.cu's IG_CHUNK) */
+    IW_BO = 64,      /* outputs a block */
+    IW_BR = 64,      /* rows a block */
+    IW_THREADS = 256,
+    IW_STAGES = 4,
+    IW_SBP = 304,    /* shared bytes a weight row's chunk (272 + up to 15 of misalignment; 76 words = 4 mod 8) */
+    IW_CB = 8 * MM_Q8_0_BYTES, /* 272: a 256-value chunk of a Q8_0 row (a multiple of 16) */
+    IW_PPR = IW_CB / 16 + 1,   /* 16-byte pieces that cover a row's chunk at any 2-byte alignment */
+    IW_PA = IG_ACS / 16,       /* pieces of a row's 8-bit chunk */
+    IW_STS = IW_BO * IW_SBP + IW_BR * IG_ACS, /* 38912 bytes a stage */
+    IW_SMEM = IW_STAGES * IW_STS,             /* 155648 */
+};
+static_assert(IW_SBP >= IW_CB + 16 && IW_SBP % 16 == 0 && (IW_SBP / 4) % 8 == 4, "igw: weight row stride");
+static_assert(IG_ACS % 16 == 0 && (IG_ACS / 4) % 8 == 4, "igw: row stride");
+static_assert(8 * IW_BO * IW_BR * sizeof(float) <= (size_t)IW_SMEM, "igw: the partials overlay the stages");
+
+#define IW_MAGIC 0x4B400000 /* 12582912.0f */
+
+__device__ __forceinline__ int iw_ld32(const uint8_t *p) { return *(const int *)p; }
+__device__ __forceinline__ int iw_ld32a2(const uint8_t *p) {
+    const unsigned short *h = (const unsigned short *)p;
+    return (int)(h[0] | ((unsigned)h[1] << 16));
+}
+
+/* d = a * b + (MAGIC, MAGIC, MAGIC, MAGIC): the integer sums biased into a float's bits */
+__device__ __forceinline__ void iw_mma(int *d, const int *a, int b0, int b1, int c) {
+    asm volatile("mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%10,%10,%10,%10};"
+                 : "=r"(d[0]), "=r"(d[1]), "=r"(d[2]), "=r"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "r"(c));
+}
+
+/* Chunk c of the block's weight rows and rows into stage st (weights: row r at r * IW_SBP + (its address & 15),
+ * the 16-byte pieces that cover it, as ig_copy_chunk places them; rows: the chunk's m_count rows are contiguous
+ * in the chunk-major scratch, copied as they lie, row i at IW_BO * IW_SBP + i * IG_ACS). */
+__device__ __forceinline__ void iw_copy(const ig_params &p, int n0, int m0, int m_count, int c, uint8_t *st) {
+    const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
+    const uint8_t *xa = p.xq + ((size_t)c * p.xq_rows + m0) * IG_ACS;
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + IW_BO * IW_SBP + 16 * idx),
+                     "l"(xa + 16 * idx)
+                     : "memory");
+    const int cb = min(8, p.n_in / 32 - 8 * c) * MM_Q8_0_BYTES;
+    for (int idx = threadIdx.x; idx < IW_BO * IW_PPR; idx += IW_THREADS) {
+        const int r = idx / IW_PPR, pc = idx - r * IW_PPR, o = n0 + r;
+        if (o >= p.n_out) continue;
+        const uint8_t *src = p.w + (size_t)o * p.row_bytes + (size_t)c * IW_CB;
+        const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
+        if (q >= src + cb) continue;
+        if (q >= p.w_lo && q + 16 <= p.w_end) {
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + r * IW_SBP + 16 * pc), "l"(q)
+                         : "memory");
+        } else { /* the tensor's first or last bytes: byte by byte, inside it */
+            uint8_t *d = st + r * IW_SBP + 16 * pc;
+            for (int i = 0; i < 16; i++)
+                if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+        }
+    }
+}
+
+/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set */
+__global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * IW_BO, m_count = min(IW_BR, p.n_rows - m0);
+    const int nchunks = (p.n_in + IW_CHUNK - 1) / IW_CHUNK, nblk = p.n_in / 32;
+#pragma unroll
+    for (int s = 0; s < IW_STAGES - 1; s++) {
+        if (s < nchunks) iw_copy(p, n0, m0, m_count, s, sm + s * IW_STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    /* this thread's weight rows 16 mt + g (+ 8): their bytes' offset in a stage row (a chunk is 272 bytes,
+     * a multiple of 16, so a row's misalignment is the same in every chunk) */
+    int woff[4][2];
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = 16 * mt + g + 8 * h;
+            woff[mt][h] = r * IW_SBP + (int)(((uintptr_t)p.w + (size_t)(n0 + r) * p.row_bytes) & 15) +
+                          warp * MM_Q8_0_BYTES;
+        }
+    float acc[4][8][4];
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
+    const int magic = IW_MAGIC;
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
+        if (c + IW_STAGES - 1 < nchunks) iw_copy(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + warp * MM_ACT32_BYTES;
+        int a[4][4];
+        float dw[4][2];
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+            const uint8_t *b0 = stg + woff[mt][0], *b1 = stg + woff[mt][1];
+            a[mt][0] = iw_ld32a2(b0 + 2 + 4 * tig), a[mt][1] = iw_ld32a2(b1 + 2 + 4 * tig);
+            a[mt][2] = iw_ld32a2(b0 + 18 + 4 * tig), a[mt][3] = iw_ld32a2(b1 + 18 + 4 * tig);
+            dw[mt][0] = __half2float(*(const __half *)b0), dw[mt][1] = __half2float(*(const __half *)b1);
+        }
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            if (8 * nt >= m_count) break; /* warp-uniform: row tiles past the block's rows */
+            const uint8_t *xb = xs + (8 * nt + g) * IG_ACS, *xc = xs + (8 * nt + 2 * tig) * IG_ACS;
+            const int b0 = iw_ld32(xb + 4 + 4 * tig), b1 = iw_ld32(xb + 20 + 4 * tig);
+            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+#pragma unroll
+            for (int mt = 0; mt < 4; mt++) {
+                int d[4];
+                iw_mma(d, a[mt], b0, b1, magic);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float s = __fmul_rn(dw[mt][q >> 1], q & 1 ? xd1 : xd0);
+                    const float f = __fsub_rn(__int_as_float(d[q]), 12582912.0f); /* = (float)isum, exactly */
+                    acc[mt][nt][q] = __fadd_rn(acc[mt][nt][q], __fmul_rn(s, f));
+                }
+            }
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    __syncthreads(); /* the stages are free: the 8 partials meet there, red[warp][(mt, nt, q)][lane] */
+    float *red = (float *)sm;
+#pragma unroll
+    for (int mt = 0; mt < 4; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[(warp * 128 + (mt * 8 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
+    __syncthreads();
+    for (int k = tid; k < IW_BO * IW_BR; k += IW_THREADS) {
+        const int l = k & 31, q = (k >> 5) & 3, nt = (k >> 7) & 7, mt = k >> 10;
+        const int o = n0 + 16 * mt + (l >> 2) + 8 * (q >> 1), r = 8 * nt + 2 * (l & 3) + (q & 1);
+        if (o >= p.n_out || r >= m_count) continue;
+        float pp[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) pp[j] = red[j * IW_BO * IW_BR + k];
+        p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
+                                                        __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
+    }
+}
+
+/* ---- Q4_K / Q5_K: 128 outputs x 64 rows a block ----
+ * The canonical order for the K-quants: term_c = x_d * (d * (float)sum_q - dmin * (float)sum_m) per super-block
+ * c (sum_q = sum_j sc_j isum_j, sum_m = sum_j m_j xs_j: integers, exact in any order), P = 2 partials (the even
+ * and the odd super-blocks, each in order), then p0 + p1: igemm_kernel's arithmetic, expression for expression.
+ * Two partials per output let the tile grow: 8 warps as 4 (32 outputs each) x 2 (32 rows each), a warp 2 m-tiles
+ * x 4 n-tiles, sub-block j outermost so that the 64 integer sums of a super-block stay in registers beside the
+ * 64 float partials; each thread holds both partials of its outputs, so they meet in registers (no shared
+ * reduction). A weight fragment is decoded once for 4 mma, a row fragment (and its sub-block sum) once for 2.
+ * Q4_K/Q5_K rows are 16-byte aligned (mm_align; 144/176-byte super-blocks), so a row's chunk is whole pieces. */
+template <int T>
+struct iwk {
+    static constexpr int CB = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES; /* a super-block: the chunk */
+    static constexpr int BO = 128, SBP = CB, STS = BO * SBP + IW_BR * IG_ACS, SMEM = IW_STAGES * STS;
+    static_assert(CB % 16 == 0 && (SBP / 4) % 8 == 4, "iwk: 16-byte pieces, conflict-free fragment rows");
+};
+
+template <int T>
+__device__ __forceinline__ void iwk_copy(const ig_params &p, int n0, int m0, int m_count, int c, uint8_t *st) {
+    constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, PPR = CB / 16;
+    const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
+    const uint8_t *xa = p.xq + ((size_t)c * p.xq_rows + m0) * IG_ACS;
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + BO * CB + 16 * idx), "l"(xa + 16 * idx)
+                     : "memory");
+    for (int idx = threadIdx.x; idx < BO * PPR; idx += IW_THREADS) {
+        const int r = idx / PPR, pc = idx - r * PPR, o = n0 + r;
+        if (o >= p.n_out) continue;
+        const uint8_t *q = p.w + (size_t)o * p.row_bytes + (size_t)c * CB + 16 * pc;
+        if (q >= p.w_lo && q + 16 <= p.w_end)
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + r * CB + 16 * pc), "l"(q) : "memory");
+    }
+}
+
+template <int T>
+__global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
+    constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, STS = iwk<T>::STS, qo = T == MM_Q4_K ? 16 : 48;
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int wm = warp & 3, wn = warp >> 2; /* the warp's 32 outputs and 32 rows */
+    const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * BO, m_count = min(IW_BR, p.n_rows - m0);
+    const int nchunks = p.n_in / IW_CHUNK;
+    /* live n-tiles of this warp (warp-uniform) */
+    const int ntl = max(0, min(4, (m_count - 32 * wn + 7) / 8));
+#pragma unroll
+    for (int s = 0; s < IW_STAGES - 1; s++) {
+        if (s < nchunks) iwk_copy<T>(p, n0, m0, m_count, s, sm + s * STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    float cur[2][4][4], oth[2][4][4]; /* the partial of this chunk's parity, and the other */
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) cur[mt][nt][q] = oth[mt][nt][q] = 0.0f;
+    for (int c = 0; c < nchunks; c++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
+        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
+        if (c + IW_STAGES - 1 < nchunks)
+            iwk_copy<T>(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const uint8_t *stg = sm + (c % IW_STAGES) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
+        const uint8_t *wr[2][2]; /* rows 32 wm + 16 mt + g (+ 8) */
+        unsigned s0[2][2], s1[2][2], s2[2][2];
+        int ha[2][2], hb[2][2];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                wr[mt][h] = stg + (32 * wm + 16 * mt + g + 8 * h) * CB;
+                s0[mt][h] = iw_ld32(wr[mt][h] + 4), s1[mt][h] = iw_ld32(wr[mt][h] + 8), s2[mt][h] = iw_ld32(wr[mt][h] + 12);
+                ha[mt][h] = hb[mt][h] = 0;
+                if (T == MM_Q5_K) ha[mt][h] = iw_ld32(wr[mt][h] + 16 + 4 * tig), hb[mt][h] = iw_ld32(wr[mt][h] + 32 + 4 * tig);
+            }
+        int sq[2][4][4], smn[2][4][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) sq[mt][nt][q] = smn[mt][nt][q] = 0;
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int cq = j >> 1, sh = 4 * (j & 1);
+            int a[2][4], sc[2][2], mn[2][2];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                const uint8_t *w0 = wr[mt][0], *w1 = wr[mt][1];
+                a[mt][0] = (iw_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                a[mt][1] = (iw_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+                a[mt][2] = (iw_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                a[mt][3] = (iw_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+                if (T == MM_Q5_K) {
+                    a[mt][0] |= ((ha[mt][0] >> j) & 0x01010101) << 4;
+                    a[mt][1] |= ((ha[mt][1] >> j) & 0x01010101) << 4;
+                    a[mt][2] |= ((hb[mt][0] >> j) & 0x01010101) << 4;
+                    a[mt][3] |= ((hb[mt][1] >> j) & 0x01010101) << 4;
+                }
+                mm_k4_scale_min_words(j, s0[mt][0], s1[mt][0], s2[mt][0], &sc[mt][0], &mn[mt][0]);
+                mm_k4_scale_min_words(j, s0[mt][1], s1[mt][1], s2[mt][1], &sc[mt][1], &mn[mt][1]);
+            }
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                if (nt >= ntl) break;
+                const uint8_t *xb = ab + (8 * nt + g) * IG_ACS, *xc = ab + (8 * nt + 2 * tig) * IG_ACS;
+                const int b0 = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1 = iw_ld32(xb + 20 + 32 * j + 4 * tig);
+                const int16_t *bs0 = (const int16_t *)(xc + 4 + 256), *bs1 = (const int16_t *)(xc + IG_ACS + 4 + 256);
+                const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    int d[4];
+                    iw_mma(d, a[mt], b0, b1, 0);
+                    sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
+                    sq[mt][nt][2] += sc[mt][1] * d[2], sq[mt][nt][3] += sc[mt][1] * d[3];
+                    smn[mt][nt][0] += mn[mt][0] * xs0, smn[mt][nt][1] += mn[mt][0] * xs1;
+                    smn[mt][nt][2] += mn[mt][1] * xs0, smn[mt][nt][3] += mn[mt][1] * xs1;
+                }
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) {
+            const float d0 = __half2float(*(const __half *)wr[mt][0]), dm0 = __half2float(*(const __half *)(wr[mt][0] + 2));
+            const float d1 = __half2float(*(const __half *)wr[mt][1]), dm1 = __half2float(*(const __half *)(wr[mt][1] + 2));
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++) {
+                if (nt >= ntl) break;
+                const uint8_t *xc = ab + (8 * nt + 2 * tig) * IG_ACS;
+                const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+                    const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[mt][nt][q]),
+                                                            __fmul_rn(dm, (float)smn[mt][nt][q])));
+                    cur[mt][nt][q] = __fadd_rn(cur[mt][nt][q], t);
+                }
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++) /* the next chunk adds to the other partial */
+#pragma unroll
+            for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const float t = cur[mt][nt][q];
+                    cur[mt][nt][q] = oth[mt][nt][q], oth[mt][nt][q] = t;
+                }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+    /* after the loop cur holds p_{nchunks mod 2}: p0 = cur when nchunks is even */
+    const bool even = (nchunks & 1) == 0;
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int o = n0 + 32 * wm + 16 * mt + g + 8 * (q >> 1), r = 32 * wn + 8 * nt + 2 * tig + (q & 1);
+                const float p0 = even ? cur[mt][nt][q] : oth[mt][nt][q], p1 = even ? oth[mt][nt][q] : cur[mt][nt][q];
+                if (o < p.n_out && r < m_count) p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(p0, p1);
+            }
+}
+
+template <int T>
+static int igw_launch_k(const ig_params *p, cudaStream_t st) {
+    constexpr int BO = iwk<T>::BO, SMEM = iwk<T>::SMEM;
+    if (((uintptr_t)p->w | p->row_bytes) & 15) return 0; /* rows 16-byte aligned (cuda_matmul's contract) */
+    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + BO - 1) / BO);
+    if (ot > 65535) return 0;
+    static int attr_set = 0;
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(igw_k_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return 0;
+        }
+        attr_set = 1;
+    }
+    igw_k_kernel<T><<<dim3(rt, ot), IW_THREADS, SMEM, st>>>(*p);
+    return 1;
+}
+
+/* The switch: off unless CLOVER_CUDA_IGEMM_WIDE=1 (read once); cuda_igemm_wide_set overrides (tests, benches). */
+static int g_wide = -1;
+static int igw_enabled(void) {
+    int v = __atomic_load_n(&g_wide, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_IGEMM_WIDE");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_wide, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_igemm_wide_set(int on) { __atomic_store_n(&g_wide, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
+    if (!igw_enabled() || !p->xq || p->perm || p->wide || p->n_rows < IGW_MIN_ROWS) return 0;
+    if (type == MM_Q4_K) return igw_launch_k<MM_Q4_K>(p, st);
+    if (type == MM_Q5_K) return igw_launch_k<MM_Q5_K>(p, st);
+    if (type != MM_Q8_0) return 0;
+    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
+    if (ot > 65535) return 0;
+    static int attr_set = 0;
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(igw_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
+            return 0;
+        }
+        attr_set = 1;
+    }
+    igw_q8_kernel<<<dim3(rt, ot), IW_THREADS, IW_SMEM, st>>>(*p);
+    return 1;
+}
