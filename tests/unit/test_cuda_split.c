@@ -129,7 +129,7 @@ static void passes_at(uint32_t n) {
     printf("     cuda 0..%u + cpu: %d decode steps: worst rel err %.3g\n", n, NT, worst);
     CHECK_MSG(worst <= F32_BOUND, "cuda 0..%u: decode rel err %.3g", n, worst);
     int32_t block[B];
-    const int32_t mask = tm.model->has_record ? tm.model->record.mask_token_id : (int32_t)(V - 1);
+    const int32_t mask = tm.model->tok.mask_id >= 0 ? tm.model->tok.mask_id : (int32_t)(V - 1);
     for (size_t i = 0; i < B; i++) block[i] = i % 3 ? mask : (int32_t)((i * 29 + 5) % (V - 16));
     for (int cs = 0; cs < 2 && tm.model->has_record; cs++) {
         backend_preview_opts po = {.record_block_size = B, .coreset = cs == 1, .coreset_top_p = 0.9f};
