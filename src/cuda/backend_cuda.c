@@ -56,6 +56,8 @@ struct backend {
     bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
     cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
     bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
+    uint32_t n_run;         /* layers [0, n_run) (backend_config's range; n_layer: the whole model) */
+    bool ranged;            /* n_run < n_layer: the front of a split (CLOVER_CUDA_LAYER_RANGE=1, unverified) */
 };
 
 /* Sequences of one stacked pass at most (the engine's calls carry up to 64), and its rows (16 blocks of 32). */
@@ -76,14 +78,12 @@ static size_t st_bytes(const model_hparams *hp) { return (size_t)hp->gdn_nv * hp
 
 static int cuda_probe(const clover_model *model, const backend_config *cfg, clover_error *err) {
     if (!model) return error_set(err, CLOVER_E_INVALID, "CUDA backend: no model");
-    if (cfg && (cfg->layer_begin || (cfg->layer_end && cfg->layer_end != model->hp.n_layer)))
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "CUDA backend: a layer range (--gpu-layers) is not implemented yet: the whole model runs "
-                         "on the device or none of it");
+    const uint32_t n_run = cuda_config_layers(model, cfg, err); /* main's refusal of a range unless switched on */
+    if (!n_run) return err ? err->code : CLOVER_E_UNSUPPORTED;
     int rc = cuda_backend_usable(model, err);
     if (rc) return rc;
     char why[CUDA_WHY] = "";
-    size_t fr = 0, tot = 0, w = cuda_model_bytes(model);
+    size_t fr = 0, tot = 0, w = cuda_model_range_bytes(model, n_run);
     if (cuda_mem_info(&fr, &tot, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
     if (w + PROBE_MARGIN > tot)
         return error_set(err, CLOVER_E_UNSUPPORTED,
@@ -122,7 +122,10 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     be->stack_off = getenv("CLOVER_CUDA_NO_STACK") != NULL;
     be->own_pinned = getenv("CLOVER_CUDA_OWN_PINNED") != NULL;
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
-    if ((rc = cuda_model_acquire(model, &be->cm, err))) { /* the weights go up once, here */
+    be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
+    be->ranged = be->n_run < model->hp.n_layer;
+    if (be->ranged) be->stack_off = true; /* the stacked passes run whole models only: sequence by sequence */
+    if ((rc = cuda_model_acquire(model, be->n_run, &be->cm, err))) { /* the weights go up once, here */
         cuda_destroy(be);
         return rc;
     }
@@ -167,6 +170,15 @@ static int commit_one(backend *be, backend_commit_seq *q, backend_pass_stats *st
         if (q->last_logits || q->n_pick)
             return error_set(err, CLOVER_E_INVALID, "commit: no rows, so there are no last logits and no picks");
         return CLOVER_OK;
+    }
+    if (be->ranged && (!q->out_hidden || q->last_logits || q->all_logits || q->nll || q->targets || q->n_pick))
+        return error_set(err, CLOVER_E_INVALID,
+                         "commit: this backend ends before layer %u: out_hidden is required, and no logits, NLL or "
+                         "picks",
+                         be->n_run);
+    if (be->ranged) {
+        cuda_commit_out o = {.hidden = q->hidden, .out_hidden = q->out_hidden};
+        return cuda_commit_rows(s, q->ids, q->n, &o, stats, err);
     }
     int rc = pick_check(be, q, err);
     if (rc) return rc;
@@ -317,6 +329,10 @@ static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, c
         else if (!q->s) q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: no session");
         else if (q->s->be != be)
             q->rc = error_set(&q->err, CLOVER_E_INVALID, "resolve: the session belongs to another backend");
+        else if (be->ranged) /* the split resolves over its previews (backend_resolve_by_preview) */
+            q->rc = error_set(&q->err, CLOVER_E_UNSUPPORTED,
+                              "resolve: this backend runs layers 0..%u of a split, which resolves by previews",
+                              be->n_run);
         else q->rc = cuda_resolve_seq(q->s, &be->pick, q, cancel, stats, &q->err);
         if (q->rc && !first) first = q->rc;
     }
@@ -336,7 +352,7 @@ static int cuda_last_logits(backend_session *s, float *out, clover_error *err) {
 
 static size_t gdn_bytes(const backend_session *s) {
     size_t n = 0;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++)
+    for (uint32_t l = 0; l < s->n_run; l++)
         if (s->layers[l].kind == MODEL_LAYER_GDN) n += ring_bytes(s->hp) + st_bytes(s->hp);
     return n;
 }
@@ -367,7 +383,7 @@ static void cuda_checkpoint_free(backend_checkpoint *c) {
 static int gdn_copy(backend_session *s, const backend_checkpoint *c, bool save, char *why) {
     const size_t ring = ring_bytes(s->hp), st = st_bytes(s->hp);
     char *p = c->dev;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+    for (uint32_t l = 0; l < s->n_run; l++) {
         cuda_layer *ly = &s->layers[l];
         if (ly->kind != MODEL_LAYER_GDN) continue;
         if (ring && (save ? cuda_d2d(p, ly->ring, ring, s->stream, why) : cuda_d2d(ly->ring, p, ring, s->stream, why)))

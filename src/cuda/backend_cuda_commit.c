@@ -12,7 +12,9 @@
  * once at its end.
  *
  * The batched commit of backend.h (backend_cuda.c) runs this per
- * sequence and picks on top of it.
+ * sequence and picks on top of it. A session running only layers
+ * [0, n_run) (the front of a split) computes no head and copies each
+ * chunk's residual stream after its last layer into out_hidden.
  */
 #include <math.h>
 #include <string.h>
@@ -85,6 +87,10 @@ int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cud
     if (n > s->max_context - s->n_past)
         return error_set(err, CLOVER_E_INVALID, "commit: %zu rows after %zu committed exceed the session's context of %zu",
                          n, s->n_past, s->max_context);
+    if (s->n_run < s->hp->n_layer && (!out->out_hidden || out->last_logits || out->all_logits || out->nll))
+        return error_set(err, CLOVER_E_INVALID,
+                         "commit: this session ends before layer %u: out_hidden is required, and no logits or NLL",
+                         s->n_run);
     /* stats: per-family times would need events between the kernels, so this
      * backend leaves them at zero (bench_backend times whole passes) */
     (void)stats;
@@ -118,6 +124,10 @@ int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cud
             cuda_d2h_async(s->h_logits, s->sc.logits, hr * V * sizeof(float), s->stream, why))
             return error_set(err, CLOVER_E_INTERNAL, "commit: logits: %s", why);
         if (cuda_stream_sync(s->stream, why)) return error_set(err, CLOVER_E_INTERNAL, "commit: %s", why);
+        /* the front of a split: the rows' residual stream after its last layer, for the back (split.c) */
+        if (out->out_hidden &&
+            cuda_d2h(out->out_hidden + r0 * s->hp->n_embd, s->sc.h, nr * s->hp->n_embd * sizeof(float), why))
+            return error_set(err, CLOVER_E_INTERNAL, "commit: the residual stream: %s", why);
         s->n_past += nr;
         if (out->nll) memcpy(out->nll + r0, s->h_nll, nr * sizeof(float));
         if (out->all_logits) memcpy(out->all_logits + r0 * V, s->h_logits, nr * V * sizeof(float));

@@ -45,21 +45,29 @@ typedef struct cuda_model {
     const clover_model *model;
     int device;
     int refs;
-    const char *host_base; /* the data section in the mapping */
+    const char *host_base; /* the start of the copied bytes in the mapping (the data section, or a window of it) */
     char *dev_base;        /* its device copy */
     size_t bytes;
+    uint32_t n_run;        /* the layers [0, n_run) whose weights it holds: n_layer for the whole model; fewer
+                            * for the front of a split (CLOVER_CUDA_LAYER_RANGE): then only the window of the
+                            * section from the first to the last byte of token_embd and those layers' tensors */
     struct cuda_model *next;
 } cuda_model;
 
 /* backend_cuda_model.c: the model's device copy, uploaded on first use (a
  * progress bar on a terminal for 64 MiB or more), or an error saying why it
  * does not fit. Every weight the passes use is checked here first. */
-int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *err);
+int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, clover_error *err);
 void cuda_model_release(cuda_model *cm);
 /* The device address of a bound weight (NULL for an absent optional one). */
 const void *cuda_model_weight(const cuda_model *cm, const model_weight *w);
 /* Bytes of the model's weights on the device (the data section). */
 size_t cuda_model_bytes(const clover_model *m);
+/* Bytes a device copy for layers [0, n_run) holds (the window; the section when n_run is n_layer). */
+size_t cuda_model_range_bytes(const clover_model *m, uint32_t n_run);
+/* The layer range a configuration asks of this backend: layer_end (n_layer when 0), or 0 when the range is
+ * one it cannot run, with the reason in err (a range needs CLOVER_CUDA_LAYER_RANGE=1 and must start at 0). */
+uint32_t cuda_config_layers(const clover_model *m, const backend_config *cfg, clover_error *err);
 /* Per-token KV bytes and the fixed GDN state bytes of one session. */
 size_t cuda_session_kv_bytes_per_token(const model_hparams *hp, const clover_model *m);
 size_t cuda_session_fixed_state_bytes(const model_hparams *hp, const clover_model *m);
@@ -138,7 +146,9 @@ struct backend_session {
     cuda_model *cm;
     void *stream;
     size_t max_rows, max_context, n_past;
-    cuda_layer *layers; /* [n_layer] */
+    uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
+                         * holds state for those only, runs no head and hands on the residual, out_hidden) */
+    cuda_layer *layers; /* [n_layer], only [0, n_run) set */
     size_t n_attn, n_gdn;
     cuda_attn_dims ad;
     cuda_gdn_dims gd;
@@ -225,6 +235,7 @@ typedef struct cuda_commit_out {
     const int32_t *targets;  /* [n] or NULL: with nll */
     float *nll;              /* [n] or NULL */
     float *hidden;           /* [n_layer+1][n][n_embd] or NULL */
+    float *out_hidden;       /* [n][n_embd]: the residual leaving layer n_run - 1 (a ranged session's, required) */
 } cuda_commit_out;
 int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cuda_commit_out *out,
                      backend_pass_stats *stats, clover_error *err);

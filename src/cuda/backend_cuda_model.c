@@ -15,6 +15,7 @@
  */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -53,6 +54,66 @@ size_t cuda_model_bytes(const clover_model *m) {
     size_t n;
     section_range(m, &b, &n);
     return n;
+}
+
+/* The layer a tensor name belongs to ("blk.N."), or -1 (token_embd, output, output_norm). */
+static long tensor_layer(const gguf_tensor *t) {
+    const char *s = t->name.str;
+    if (!s || strncmp(s, "blk.", 4) != 0) return -1;
+    char *end = NULL;
+    long l = strtol(s + 4, &end, 10);
+    return end && end != s + 4 && *end == '.' ? l : -1;
+}
+
+/* The window [*lo, *hi) of the data section holding token_embd and every tensor of layers [0, n_run): what
+ * the front of a split reads (no head, no later layer). The whole section when n_run is n_layer. A file laid
+ * out layer after layer (clover synth's, convert's) makes the window about those layers' bytes. */
+static void range_window(const clover_model *m, uint32_t n_run, size_t *lo, size_t *hi) {
+    const char *base;
+    size_t bytes;
+    section_range(m, &base, &bytes);
+    *lo = 0, *hi = bytes;
+    if (n_run >= m->hp.n_layer) return;
+    *lo = bytes, *hi = 0;
+    size_t nt = gguf_tensor_count(m->file);
+    for (size_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+        long l = tensor_layer(t);
+        if (!(t->data == m->token_embd.data || (l >= 0 && l < (long)n_run))) continue;
+        size_t a = (size_t)t->offset, b = (size_t)(t->offset + t->nbytes);
+        if (a < *lo) *lo = a;
+        if (b > *hi) *hi = b;
+    }
+    if (*hi < *lo) *lo = *hi = 0;
+    *lo &= ~(size_t)255; /* keep the device copy's alignment of every weight (offsets are 32-aligned at least) */
+}
+
+size_t cuda_model_range_bytes(const clover_model *m, uint32_t n_run) {
+    size_t lo, hi;
+    range_window(m, n_run, &lo, &hi);
+    return hi - lo;
+}
+
+uint32_t cuda_config_layers(const clover_model *m, const backend_config *cfg, clover_error *err) {
+    const uint32_t L = m->hp.n_layer;
+    if (!cfg || (!cfg->layer_begin && (!cfg->layer_end || cfg->layer_end == L))) return L;
+    /* CLOVER_CUDA_LAYER_RANGE=1: the front of a split (issue 31), UNVERIFIED on a device when it was written
+     * (2026-12-03): off by default, so --gpu-layers on CUDA keeps main's one-line refusal until a device run
+     * (bench/device-runs/2026-12-06-off31/run.sh) has checked it */
+    const char *on = getenv("CLOVER_CUDA_LAYER_RANGE");
+    if (!on || strcmp(on, "1") != 0) {
+        error_set(err, CLOVER_E_UNSUPPORTED,
+                  "CUDA backend: a layer range (--gpu-layers) is not implemented yet: the whole model runs "
+                  "on the device or none of it");
+        return 0;
+    }
+    if (cfg->layer_begin || cfg->layer_end > L) {
+        error_set(err, CLOVER_E_UNSUPPORTED,
+                  "CUDA backend: layers %u..%u: the device runs only the first layers of a split (from layer 0)",
+                  cfg->layer_begin, cfg->layer_end ? cfg->layer_end : L);
+        return 0;
+    }
+    return cfg->layer_end;
 }
 
 size_t cuda_session_kv_bytes_per_token(const model_hparams *hp, const clover_model *m) {
@@ -190,8 +251,9 @@ static int upload(cuda_model *cm, clover_error *err) {
     return CLOVER_OK;
 }
 
-int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *err) {
+int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, clover_error *err) {
     *out = NULL;
+    if (n_run == 0 || n_run > m->hp.n_layer) n_run = m->hp.n_layer;
     char why[CUDA_WHY];
     int rc = cuda_model_check(m, err);
     if (rc) return rc;
@@ -202,7 +264,7 @@ int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *er
     if (cuda_use_device(device, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
     pthread_mutex_lock(&g_lock);
     for (cuda_model *c = g_models; c; c = c->next)
-        if (c->model == m && c->device == device) {
+        if (c->model == m && c->device == device && c->n_run == n_run) {
             c->refs++;
             pthread_mutex_unlock(&g_lock);
             *out = c;
@@ -216,7 +278,12 @@ int cuda_model_acquire(const clover_model *m, cuda_model **out, clover_error *er
     cm->model = m;
     cm->device = device;
     cm->refs = 1;
+    cm->n_run = n_run;
+    size_t lo, hi;
     section_range(m, &cm->host_base, &cm->bytes);
+    range_window(m, n_run, &lo, &hi);
+    cm->host_base += lo; /* a weight's device address stays dev_base + (its host address - host_base) */
+    cm->bytes = hi - lo;
     size_t fr = 0, tot = 0;
     if (cuda_mem_info(&fr, &tot, why)) {
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);

@@ -30,6 +30,10 @@
  * routes inside it. Its head runs only for the rows listed (those still
  * masked), gathered first (cuda_pass_head_rows; with n_head_rows 0 the pass
  * is the trunk alone, which backend_cuda_preview.c captures as a graph).
+ *
+ * A session of layers [0, n_run) only (the front of a split,
+ * CLOVER_CUDA_LAYER_RANGE=1) stops after layer n_run - 1 with no head: sc.h
+ * then holds the residual stream its caller hands to the back.
  */
 #include <string.h>
 
@@ -431,7 +435,10 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
                         "embeddings", err)) ||
         (rc = hidden_store(s, p, 0, err)))
         return rc;
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
+    const bool ranged = s->n_run < hp->n_layer; /* the front of a split: no head, sc.h is what it hands on */
+    if (ranged && (p->head_rows ? p->n_head_rows : p->head_r0 < n))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: layers 0..%u of a split run no head", s->n_run);
+    for (uint32_t l = 0; l < s->n_run; l++) {
         const model_layer *ml = &m->layers[l];
         const cuda_layer *ly = &s->layers[l];
         /* the input norm: of the embeddings for layer 0; later fused with the previous layer's residual add */
@@ -453,12 +460,16 @@ int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err)
         /* the residual add, fused with the next layer's input norm (or the final norm: the head normalises
          * its own rows again from h, so the extra rows' norm here is harmless) */
         const model_weight *next_norm = l + 1 < hp->n_layer ? &m->layers[l + 1].attn_norm : &m->output_norm;
+        /* the last layer of a range: the next layer's norm is not on the device; x is not read after it (the
+         * back normalises h itself), so any norm vector of H floats there does, this layer's own */
+        if (l + 1 == s->n_run && ranged) next_norm = &ml->attn_norm;
         if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H,
                                               hp->rms_eps, s->stream),
                             "residual + norm", err)) ||
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
     }
+    if (ranged) return CLOVER_OK;
     if (p->head_rows) return cuda_pass_head_rows(s, p->head_rows, p->n_head_rows, err);
     if (p->head_r0 >= n) return CLOVER_OK;
     /* x already holds the final norm of every row (the last fused add + norm) */

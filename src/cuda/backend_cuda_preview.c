@@ -255,7 +255,7 @@ static int preview_run(backend_session *s, const int32_t *block, size_t b, const
     s->preview_coreset = opts->coreset;
     if (stats && opts->coreset) {
         stats->coreset_kept += *s->h_kept_count;
-        stats->coreset_layers += s->hp->n_layer;
+        stats->coreset_layers += s->n_run; /* the layers this session ran (a split's back counts its own) */
     }
     return CLOVER_OK;
 }
@@ -330,8 +330,21 @@ int cuda_preview_seq(backend_session *s, host_pick_ctx *pc, backend_preview_seq 
                      clover_error *err) {
     const backend_pick *pick = q->pending ? q->pick : NULL;
     if (q->pending && !q->pick) return error_set(err, CLOVER_E_INVALID, "preview: pending rows but no pick");
+    if (s->n_run < s->hp->n_layer && (!q->out_hidden || q->pending || q->logits))
+        return error_set(err, CLOVER_E_INVALID,
+                         "preview: this backend ends before layer %u: out_hidden is required, and no picks or logits",
+                         s->n_run);
     int rc = cuda_preview_check(s, pc, q->block, q->b, &q->opts, pick, err);
     if (rc) return rc;
+    if (s->n_run < s->hp->n_layer) { /* the front of a split: the trunk to n_run, its residual handed on */
+        char why[CUDA_WHY] = "";
+        s->kept_valid = false;
+        rc = preview_run(s, q->block, q->b, &q->opts, NULL, NULL, 0, NULL, false, stats, err);
+        if (!rc && cuda_d2h(q->out_hidden, s->sc.h, q->b * s->hp->n_embd * sizeof(float), why))
+            rc = error_set(err, CLOVER_E_INTERNAL, "CUDA preview: the residual stream: %s", why);
+        if (rc) error_prefix(err, "preview");
+        return rc;
+    }
     if (pick) {
         if (!q->pick_out.id || !q->pick_out.conf)
             return error_set(err, CLOVER_E_INVALID, "preview: picks need id and conf arrays");

@@ -182,7 +182,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->gdn_work = carve(&c, s->n_gdn ? cuda_gdn_mix_workspace_bytes(&s->gd, (int)R) : 0);
     s->d_aseq = carve(&c, (s->n_attn ? s->n_attn : 1) * s->seq_stride * sizeof(cuda_attn_seq));
     s->d_gseq = carve(&c, (s->n_gdn ? s->n_gdn : 1) * s->seq_stride * sizeof(cuda_gdn_seq));
-    for (uint32_t l = 0; l < hp->n_layer && !s->stack; l++) { /* the stack's sequences bring their own */
+    for (uint32_t l = 0; l < s->n_run && !s->stack; l++) { /* the stack's sequences bring their own */
         cuda_layer *ly = &s->layers[l];
         if (ly->kind != MODEL_LAYER_GDN) continue;
         ly->ring = carve(&c, (K - 1) * cd * f);
@@ -266,7 +266,7 @@ static int zero_states(backend_session *s, char *why) {
     if (s->stack) return 0;
     size_t ring = (size_t)(hp->ssm_conv_kernel - 1) * hp->gdn_conv_dim * sizeof(float);
     size_t st = (size_t)hp->gdn_nv * hp->gdn_dk * hp->gdn_dv * sizeof(float);
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
+    for (uint32_t l = 0; l < s->n_run; l++) {
         cuda_layer *ly = &s->layers[l];
         if (ly->kind != MODEL_LAYER_GDN) continue;
         if ((ring && cuda_memset(ly->ring, 0, ring, s->stream, why)) || cuda_memset(ly->state, 0, st, s->stream, why))
@@ -295,6 +295,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->hp = hp;
     s->max_rows = max_rows;
     s->max_context = max_ctx;
+    s->n_run = hp->n_layer;
     s->stack = stack_seqs > 0;
     s->seq_stride = stack_seqs ? stack_seqs : 1;
     s->fp32 = backend_cuda_model_is_float(model);
@@ -311,14 +312,23 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->gd = (cuda_gdn_dims){(int)hp->gdn_nk, (int)hp->gdn_nv, (int)hp->gdn_dk, (int)hp->gdn_dv,
                             (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
     char why[CUDA_WHY] = "";
-    int rc = cuda_model_acquire(model, &s->cm, err);
+    int rc;
+    if (!(s->n_run = cuda_config_layers(model, cfg, err))) { /* a layer range: only with CLOVER_CUDA_LAYER_RANGE=1 */
+        rc = err ? err->code : CLOVER_E_UNSUPPORTED;
+        goto fail;
+    }
+    if (s->stack && s->n_run < hp->n_layer) {
+        rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA stack: the stacked passes run the whole model, not a range");
+        goto fail;
+    }
+    rc = cuda_model_acquire(model, s->n_run, &s->cm, err);
     if (rc) goto fail;
     s->layers = mem_calloc(hp->n_layer, sizeof *s->layers);
     if (!s->layers) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory");
         goto fail;
     }
-    for (uint32_t l = 0; l < hp->n_layer; l++) {
+    for (uint32_t l = 0; l < s->n_run; l++) { /* a range's later layers have no state and no weights here */
         cuda_layer *ly = &s->layers[l];
         const model_layer *ml = &model->layers[l];
         ly->kind = ml->kind;
@@ -333,7 +343,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     }
     /* the admission rule: everything this session will ever hold, against free device memory
      * (the KV caches first: the attention workspace is sized from the context too) */
-    size_t kv_tok = cuda_session_kv_bytes_per_token(hp, model), kv_bytes = s->stack ? 0 : kv_tok * max_ctx;
+    size_t kv_tok = s->n_attn * 2 * (size_t)hp->n_head_kv * hp->head_dim * sizeof(float); /* its own layers' */
+    size_t kv_bytes = s->stack ? 0 : kv_tok * max_ctx;
     size_t fr = 0, tot = 0;
     if (cuda_mem_info(&fr, &tot, why)) {
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA session: %s", why);
@@ -392,7 +403,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     }
     /* KV caches: one block, layer after layer; descriptors with their fixed pointers */
     size_t per_layer = max_ctx * (size_t)hp->n_head_kv * hp->head_dim;
-    for (uint32_t l = 0; l < hp->n_layer && !s->stack; l++) {
+    for (uint32_t l = 0; l < s->n_run && !s->stack; l++) {
         cuda_layer *ly = &s->layers[l];
         if (ly->kind == MODEL_LAYER_ATTENTION) {
             ly->k_cache = (float *)s->kv + (size_t)ly->slot * 2 * per_layer;

@@ -5,7 +5,9 @@
  * KV caches are position-major [n_ctx][nkv][hd] f32 and the rings and states
  * have the CPU's layouts (cuda_attention.h, cuda_gdn.h), so each piece is
  * one straight copy. A failed import leaves the session empty (length 0,
- * fresh states), never half-imported.
+ * fresh states), never half-imported. A session of layers [0, n_run) (the
+ * front of a split) exports and imports those layers only, as backend.h
+ * says of a range.
  */
 #include <string.h>
 
@@ -29,7 +31,7 @@ static size_t st_bytes(const backend_session *s) {
 
 static size_t state_size(const backend_session *s, size_t n) {
     size_t total = 8;
-    for (uint32_t l = 0; l < s->hp->n_layer; l++)
+    for (uint32_t l = 0; l < s->n_run; l++)
         total += s->layers[l].kind == MODEL_LAYER_ATTENTION ? 2 * kv_half(s, n) : ring_bytes(s) + st_bytes(s);
     return total;
 }
@@ -48,7 +50,7 @@ int backend_cuda_state_export(const backend_session *s, void *buf, size_t len, c
     for (int i = 0; i < 8; i++) p[i] = (unsigned char)(n >> (8 * i));
     p += 8;
     const size_t half = kv_half(s, s->n_past), ring = ring_bytes(s), st = st_bytes(s);
-    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+    for (uint32_t l = 0; l < s->n_run; l++) {
         const cuda_layer *ly = &s->layers[l];
         int bad;
         if (ly->kind == MODEL_LAYER_ATTENTION) {
@@ -84,7 +86,7 @@ int backend_cuda_state_import(backend_session *s, const void *buf, size_t len, c
     if (cuda_stream_sync(s->stream, why)) return error_set(err, CLOVER_E_INTERNAL, "state_import: %s", why);
     p += 8;
     const size_t half = kv_half(s, (size_t)n), ring = ring_bytes(s), st = st_bytes(s);
-    for (uint32_t l = 0; l < s->hp->n_layer; l++) {
+    for (uint32_t l = 0; l < s->n_run; l++) {
         cuda_layer *ly = &s->layers[l];
         int bad;
         if (ly->kind == MODEL_LAYER_ATTENTION) {
