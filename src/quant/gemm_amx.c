@@ -300,18 +300,18 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                     kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
                 else
                     dw_fill(j, o, m, kb0, nkb, dwf);
+                const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
 #pragma GCC unroll 16
                     for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
                     if (!kq) {
-                        const uint8_t *wa = j->w + o * j->row_bytes + kb0 * QB + 2;
                         const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
                         const float *dx = scales + (g * nb + kb0) * W_TILE;
                         if (flight4)
-                            amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
                         else
-                            amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
                     } else
                         for (size_t B = 0; B < nkb; B++) {
                             const size_t gb = g * nc + kb0 + B;
