@@ -126,14 +126,8 @@ float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n) {
  * Q5_K) and 2c+1 (high nibbles, bit 2c+1), times their scales, as 8 int32. */
 static inline __m256i k4_chunk(const uint8_t *qs, __m256i h, __m256i scales, const int8_t *xq, const int c,
                                const int five) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
-    const __m256i v = load_256(qs + 32 * c);
-    __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-    if (five) {
-        const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-        lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-        hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-    }
+    __m256i lo, hi;
+    k4_codes(qs, h, c, five, &lo, &hi);
     const __m256i plo = _mm256_maddubs_epi16(lo, load_256(xq + 64 * c));
     const __m256i phi = _mm256_maddubs_epi16(hi, load_256(xq + 64 * c + 32));
     return _mm256_add_epi32(_mm256_madd_epi16(plo, _mm256_shuffle_epi8(scales, pick16(2 * c))),

@@ -97,17 +97,12 @@ float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n) {
  * min(s) * (sum of the activation codes of sub-block s), exact: gemm_amx.c's
  * order. (float)S_s is exact (|S_s| <= 32 * 31 * 127 < 2^24), M too. */
 static inline float k4_bsum_block(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, const act_q8_k *x, float acc) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10), ones = _mm256_set1_epi16(1);
+    const __m256i ones = _mm256_set1_epi16(1);
     const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
     __m256i v[8];
     for (int c = 0; c < 4; c++) {
-        const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh_off >= 0) {
-            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-        }
+        __m256i lo, hi;
+        k4_codes(blk + qs_off, h, c, qh_off >= 0, &lo, &hi);
         /* codes <= 31 against |x| <= 127: a pair is at most 7874, no int16 saturation */
         v[2 * c] = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, load_256(x->qs + 64 * c)), ones);
         v[2 * c + 1] = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load_256(x->qs + 64 * c + 32)), ones);

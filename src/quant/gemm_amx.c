@@ -199,50 +199,6 @@ static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m51
     }
 }
 
-/* ---- Q8_0 ---- */
-
-static void amx_q8_0(const matmul_job *j, size_t o0, size_t o1) {
-    const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
-    const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
-    _Alignas(64) float dwf[W_TILE * KB];
-    _Alignas(64) int32_t cbuf[4][256];
-    const int flight4 = quant_amx_flight() == 4;
-    _Alignas(64) float saved[X_GROUPS][W_TILE][16];
-    const amx_geom G = {QB, KB, W_TILE};
-    memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
-    int configured = 0;
-    for (size_t o = o0; o < o1; o += W_TILE) {
-        const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
-        if (m != configured) amx_configure(m), configured = m;
-        for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
-            const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
-            for (size_t kb0 = 0; kb0 < nb; kb0 += KB) {
-                const size_t nkb = nb - kb0 < KB ? nb - kb0 : KB;
-                const int last = kb0 + nkb == nb;
-                dw_fill(j, o, m, kb0, nkb, dwf);
-                const uint8_t *wa = j->w + o * j->row_bytes + kb0 * QB + 2;
-                for (size_t g = g0; g < g1; g++) {
-                    __m512 acc[W_TILE];
-#pragma GCC unroll 16
-                    for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
-                    const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
-                    const float *dx = scales + (g * nb + kb0) * W_TILE;
-                    if (flight4)
-                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
-                    else
-                        amx_group(wa, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
-                    if (!last) {
-#pragma GCC unroll 16
-                        for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
-                        continue;
-                    }
-                    amx_emit(j, o, m, g, acc);
-                }
-            }
-        }
-    }
-}
-
 /* ---- Q4_K / Q5_K ----
  *
  * The same tiles per sub-block of 32 (its 6-bit scale, times d, is the
@@ -265,7 +221,6 @@ typedef struct kq_prep {
 
 static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
                        size_t bsz, kq_prep *P) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     for (int i = 0; i < W_TILE; i++) {
         if (i >= m) { /* rows past a partial tile: never loaded into A, their scales 0 */
             memset(P->dsc[i], 0, sizeof P->dsc[i]);
@@ -284,13 +239,8 @@ static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t 
             P->dmin[i][B] = load_f16(blk + 2);
             const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
             for (int c = 0; c < 4; c++) {
-                const __m256i q = load_256(blk + qs_off + 32 * (size_t)c);
-                __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-                if (qh_off >= 0) {
-                    const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-                    lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-                    hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-                }
+                __m256i lo, hi;
+                k4_codes(blk + qs_off, h, c, qh_off >= 0, &lo, &hi);
                 _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c][i], lo);
                 _mm256_storeu_si256((__m256i *)(void *)P->a[GEMM_AMX_SUB * B + 2 * (size_t)c + 1][i], hi);
             }
@@ -316,41 +266,64 @@ static inline __attribute__((always_inline)) void kq_mins(const int32_t *sp, con
     }
 }
 
-static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
-    const size_t nb = j->n_in / QUANT_QK8_0, nbk = j->n_in / QUANT_QK_K, ng = gemm_amx_groups(j->n_rows);
+/* ---- the loops both formats share ----
+ *
+ * 16-row weight tiles x passes of X_GROUPS groups of 16 activation rows x
+ * chunks (KB Q8_0 blocks, or KBK super-blocks), each group's accumulators
+ * saved between chunks and written out after the last. kq (a constant at
+ * each call): 0 for Q8_0 (dwf takes each chunk's weight scales), 1 for
+ * Q4_K / Q5_K (P takes each chunk's unpacked tiles; qs_off, qh_off, bsz as
+ * kq_prepare). Always inlined, so each format gets its own copy of the
+ * loops with no test of kq left in them. */
+static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j, size_t o0, size_t o1, const int kq,
+                                                            float *dwf, kq_prep *P, size_t qs_off, ptrdiff_t qh_off,
+                                                            size_t bsz) {
+    const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
+    const size_t nc = kq ? j->n_in / QUANT_QK_K : nb, kc = kq ? (size_t)KBK : (size_t)KB; /* chunked units, a chunk's */
     const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
-    const int32_t *sums = gemm_amx_sums(j->xq, j->n_rows, nb);
-    _Alignas(64) kq_prep P;
+    const int32_t *sums = kq ? gemm_amx_sums(j->xq, j->n_rows, nb) : NULL;
     _Alignas(64) int32_t cbuf[4][256];
     _Alignas(64) float saved[X_GROUPS][W_TILE][16];
     const int flight4 = quant_amx_flight() == 4;
-    const amx_geom G = {sizeof P.a[0], KSB, 0};
-    memset(cbuf, 0, sizeof cbuf);
+    const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
+    memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
     for (size_t o = o0; o < o1; o += W_TILE) {
         const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
         if (m != configured) amx_configure(m), configured = m;
         for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
             const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
-            for (size_t kb0 = 0; kb0 < nbk; kb0 += KBK) {
-                const size_t nkb = nbk - kb0 < KBK ? nbk - kb0 : KBK;
-                const int last = kb0 + nkb == nbk;
-                kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, &P);
+            for (size_t kb0 = 0; kb0 < nc; kb0 += kc) {
+                const size_t nkb = nc - kb0 < kc ? nc - kb0 : kc;
+                const int last = kb0 + nkb == nc;
+                if (kq)
+                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
+                else
+                    dw_fill(j, o, m, kb0, nkb, dwf);
+                const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
 #pragma GCC unroll 16
                     for (int i = 0; i < W_TILE; i++) acc[i] = kb0 ? _mm512_loadu_ps(saved[g - g0][i]) : _mm512_setzero_ps();
-                    for (size_t B = 0; B < nkb; B++) {
-                        const size_t gb = g * nbk + kb0 + B;
-                        const uint8_t *wa = &P.a[GEMM_AMX_SUB * B][0][0];
-                        const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * (kb0 + B)) * GEMM_AMX_TILE_BYTES;
-                        const float *dx = scales + gb * W_TILE;
+                    if (!kq) {
+                        const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
+                        const float *dx = scales + (g * nb + kb0) * W_TILE;
                         if (flight4)
-                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 4, cbuf, acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
                         else
-                            amx_group(wa, 32, m, bt, dx, &P.dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 2, cbuf, acc);
-                        kq_mins(sums + gb * 4 * W_TILE, dx, &P.dmin[0][B], &P.mins[0][B][0], acc);
-                    }
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
+                    } else
+                        for (size_t B = 0; B < nkb; B++) {
+                            const size_t gb = g * nc + kb0 + B;
+                            const uint8_t *wa = &P->a[GEMM_AMX_SUB * B][0][0];
+                            const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * (kb0 + B)) * GEMM_AMX_TILE_BYTES;
+                            const float *dx = scales + gb * W_TILE;
+                            if (flight4)
+                                amx_group(wa, 32, m, bt, dx, &P->dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 4, cbuf, acc);
+                            else
+                                amx_group(wa, 32, m, bt, dx, &P->dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 2, cbuf, acc);
+                            kq_mins(sums + gb * 4 * W_TILE, dx, &P->dmin[0][B], &P->mins[0][B][0], acc);
+                        }
                     if (!last) {
 #pragma GCC unroll 16
                         for (int i = 0; i < W_TILE; i++) _mm512_storeu_ps(saved[g - g0][i], acc[i]);
@@ -361,6 +334,16 @@ static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrd
             }
         }
     }
+}
+
+static void amx_q8_0(const matmul_job *j, size_t o0, size_t o1) {
+    _Alignas(64) float dwf[W_TILE * KB];
+    amx_tiles(j, o0, o1, 0, dwf, NULL, 0, -1, 0);
+}
+
+static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+    _Alignas(64) kq_prep P;
+    amx_tiles(j, o0, o1, 1, NULL, &P, qs_off, qh_off, bsz);
 }
 
 /* ---- the driver ---- */

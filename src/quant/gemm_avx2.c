@@ -55,7 +55,6 @@ typedef struct k4_tile { /* one decoded block of one weight row */
 } k4_tile;
 
 static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, k4_tile *t) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     t->d = load_f16(blk);
     t->dmin = load_f16(blk + 2);
     const __m256i sm = k4_scales_mins(blk + 4);
@@ -64,15 +63,7 @@ static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, k4_ti
     for (int j = 0; j < 8; j++) t->sc[j] = _mm256_shuffle_epi8(scales, pick16(j));
     const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        const __m256i v = load_256(blk + qs_off + 32 * c);
-        __m256i lo = _mm256_and_si256(v, m4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh_off >= 0) {
-            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-        }
-        t->codes[2 * c] = lo;
-        t->codes[2 * c + 1] = hi;
+        k4_codes(blk + qs_off, h, c, qh_off >= 0, &t->codes[2 * c], &t->codes[2 * c + 1]);
     }
 }
 

@@ -151,7 +151,6 @@ static inline __m256i kq_isum(const kq_tile *t, const __m512i xp[4]) {
 /* ---- Q4_K / Q5_K ---- */
 
 static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_tile *t, __m512i ia, __m512i ib) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     t->d = load_f16(blk);
     t->dmin = load_f16(blk + 2);
     const __m256i sm = k4_scales_mins(blk + 4);
@@ -162,13 +161,8 @@ static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_ti
     const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
     __m512i v[4];
     for (int c = 0; c < 4; c++) {
-        const __m256i q = load_256(blk + qs_off + 32 * c);
-        __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        if (qh_off >= 0) {
-            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-        }
+        __m256i lo, hi;
+        k4_codes(blk + qs_off, h, c, qh_off >= 0, &lo, &hi);
         v[c] = join_256(lo, hi); /* sub-blocks 2c (low nibbles) and 2c + 1 (high) */
     }
     kperm(v, t->codes, ia, ib);

@@ -167,18 +167,10 @@ static inline void k4_scales(const uint8_t *scales, float d, float dmin, float *
  * 32 at a time in bytes: chunk c of qs gives values 64c+l (low nibbles) and
  * 64c+32+l (high nibbles); for Q5_K bits 2c and 2c+1 of qh[l] add 16. */
 static inline void k4_decode(const uint8_t *qs, const uint8_t *qh, uint8_t *codes) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
     const __m256i h = qh ? _mm256_loadu_si256((const __m256i *)qh) : _mm256_setzero_si256();
     for (int c = 0; c < 4; c++) {
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(v, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
-        if (qh) {
-            const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))),
-                          bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
-            lo = _mm256_or_si256(lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
-            hi = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
-        }
+        __m256i lo, hi;
+        k4_codes(qs, h, c, qh != NULL, &lo, &hi);
         _mm256_store_si256((__m256i *)(codes + 64 * c), lo);
         _mm256_store_si256((__m256i *)(codes + 64 * c + 32), hi);
     }

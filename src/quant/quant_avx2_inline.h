@@ -1,9 +1,11 @@
 /*
  * quant_avx2_inline.h: the small AVX2 helpers that every quantised kernel
- * file (quant_avx2.c, act_avx2.c, gemm_avx2.c, matmul_avx2.c) uses, kept in
- * one place: the kernels must agree bit for bit (the multi-row GEMM equals
- * the decode dot), so their shared pieces must be the same code, not copies.
- * Include only from files compiled with AVX2/FMA/F16C (*_avx2.c).
+ * file (quant_avx2.c, act_avx2.c, act_bsum_avx2.c, gemm_avx2.c,
+ * gemm_avx512.c, gemm_amx.c, matmul_avx2.c) uses, kept in one place: the
+ * kernels must agree bit for bit (the multi-row GEMM equals the decode dot),
+ * so their shared pieces must be the same code, not copies. Include only
+ * from files compiled with AVX2/FMA/F16C (*_avx2.c, or the wider sets of
+ * *_avx512.c and *_amx.c).
  */
 #ifndef CLOVER_QUANT_AVX2_INLINE_H
 #define CLOVER_QUANT_AVX2_INLINE_H
@@ -40,6 +42,25 @@ static inline __m256i k4_scales_mins(const uint8_t *scales) {
     const uint64_t sc = (uint64_t)(u[0] & low6) | (uint64_t)((u[2] & low4) | (((u[0] >> 6) & low2) << 4)) << 32;
     const uint64_t m = (uint64_t)(u[1] & low6) | (uint64_t)(((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4)) << 32;
     return _mm256_cvtepu8_epi16(_mm_set_epi64x((long long)m, (long long)sc));
+}
+
+/* Chunk c (0..3) of a Q4_K / Q5_K block's codes as bytes 0..31: *lo = the
+ * low nibbles of qs[32c..32c+31] (sub-block 2c), *hi = the high ones
+ * (sub-block 2c+1); with five (Q5_K), bit 2c (lo) and 2c+1 (hi) of h's byte
+ * l (h = the block's 32 qh bytes) adds 16 to code l. Every K-quant kernel
+ * unpacks with this one piece, so they read the same codes. */
+static inline __attribute__((always_inline)) void k4_codes(const uint8_t *qs, __m256i h, int c, int five, __m256i *lo,
+                                                           __m256i *hi) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), b16 = _mm256_set1_epi8(0x10);
+    const __m256i q = load_256(qs + 32 * c);
+    __m256i l = _mm256_and_si256(q, m4), u = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    if (five) {
+        const __m256i bit_lo = _mm256_set1_epi8((char)(1 << (2 * c))), bit_hi = _mm256_set1_epi8((char)(2 << (2 * c)));
+        l = _mm256_or_si256(l, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_lo), bit_lo), b16));
+        u = _mm256_or_si256(u, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(h, bit_hi), bit_hi), b16));
+    }
+    *lo = l;
+    *hi = u;
 }
 
 #endif

@@ -104,14 +104,7 @@ static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
         bad = 1;
         goto out;
     }
-    gl_fill_weights(r, type, w, n_out, n_in, raw);
-    for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(r);
-    if (n_rows > 1) memset(x + 1 * n_in, 0, n_in * sizeof(float)); /* an all-zero row */
-    if (n_rows > 2)
-        for (size_t k = 0; k < n_in; k++) x[2 * n_in + k] *= 1e4f; /* a large one */
-    if (n_rows > 4) x[4 * n_in + n_in / 2] = NAN;                   /* a NaN one */
-    for (size_t o = 0; o < n_out; o++) quant_dequantize_row_scalar(type, w + o * rb, deq + o * n_in, n_in);
-    for (size_t rr = 0; rr < n_rows; rr++) quant_act_quantize(type, x + rr * n_in, xq + rr * xqb, n_in);
+    gl_fill_case(r, type, w, n_out, n_in, raw, x, n_rows, deq, xq);
     memset(staged, 0xA5, gemm_amx_stage_bytes(type, n_rows, n_in)); /* the padding must be written, not found */
     gemm_amx_stage(type, x, n_rows, n_in, staged);
     matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
@@ -158,16 +151,9 @@ static inline void al_all(gemm_kernel_fn kernel, int quick) {
         const uint32_t type = types[t];
         const size_t *ins = type == QUANT_Q8_0 ? q8_ins : k_ins, n_ins = type == QUANT_Q8_0 ? 4 : 3;
         const size_t small_in = type == QUANT_Q8_0 ? 96 : 256;
-        int bad = 0, cases = 0;
-        for (size_t a = 0; a < n_ins; a++)
-            for (size_t o = 0; o < sizeof outs / sizeof outs[0]; o++) {
-                if (!quick && ins[a] <= small_in && (outs[o] == 13 || outs[o] == 37))
-                    for (size_t rows = 1; rows <= 64; rows++, cases++)
-                        bad += al_case(kernel, &r, type, outs[o], ins[a], rows, (int)(rows & 1));
-                else
-                    for (size_t k = 0; k < sizeof spread / sizeof spread[0]; k++, cases++)
-                        bad += al_case(kernel, &r, type, outs[o], ins[a], spread[k], (int)((k + o) & 1));
-            }
+        int cases = 0;
+        const int bad = gl_sweep(al_case, kernel, &r, type, ins, n_ins, small_in, outs, sizeof outs / sizeof outs[0],
+                                 spread, sizeof spread / sizeof spread[0], quick, &cases);
         CHECK_MSG(bad == 0, "%s: %d outputs differ from the whole-block oracle or the one-row dot in %d cases",
                   quant_type_name(type), bad, cases);
     }
@@ -208,49 +194,31 @@ static inline void al_one_row(void) {
     CHECK_MSG(bad == 0, "the AMX level's one-row dots differ from the whole-block oracle %d times", bad);
 }
 
+/* gl_matmul_rows' extra check at the AMX level: the one-row products are
+ * the whole-block oracle's. */
+static inline void al_rows_oracle(uint32_t type, const uint8_t *w, size_t n_out, size_t n_in, const float *x,
+                                  size_t n_rows, const float *y1) {
+    if (quant_simd_level() != QUANT_LEVEL_AMX || !gemm_amx_type(type)) return;
+    const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
+    uint8_t *xq = mem_alloc(xqb);
+    if (!xq) {
+        CHECK(!"allocation failed");
+        return;
+    }
+    int bad_oracle = 0;
+    for (size_t rr = 0; rr < n_rows; rr++) {
+        quant_act_quantize(type, x + rr * n_in, xq, n_in);
+        for (size_t o = 0; o < n_out; o++) bad_oracle += !al_same(y1[rr * n_out + o], al_oracle(type, w + o * rb, xq, n_in));
+    }
+    CHECK_MSG(bad_oracle == 0, "%s: %d one-row outputs differ from the whole-block oracle", quant_type_name(type),
+              bad_oracle);
+    mem_free(xq);
+}
+
 /* matmul at the level this process runs: each row of an n-row product has
  * its one-row product's bits, no pool and 2 threads; at the AMX level the
  * whole-block oracle's. */
-static inline void al_matmul_rows(void) {
-    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-    threadpool *pool = NULL;
-    clover_error err;
-    CHECK_EQ_INT(threadpool_create(&pool, 2, &err), CLOVER_OK);
-    rng_state r;
-    rng_seed(&r, 3131);
-    const int amx = quant_simd_level() == QUANT_LEVEL_AMX;
-    for (size_t t = 0; t < 4; t++) {
-        const uint32_t type = types[t];
-        const size_t n_in = type == QUANT_Q8_0 ? 2080 : 2304, n_out = 37, n_rows = 70;
-        const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
-        uint8_t *w = mem_alloc(rb * n_out), *xq = mem_alloc(xqb);
-        float *x = mem_alloc(n_rows * n_in * sizeof(float));
-        float *y = mem_alloc(n_rows * n_out * sizeof(float)), *y1 = mem_alloc(n_rows * n_out * sizeof(float));
-        if (!w || !xq || !x || !y || !y1) {
-            CHECK(!"allocation failed");
-        } else {
-            gl_fill_weights(&r, type, w, n_out, n_in, (int)(t & 1));
-            for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(&r);
-            for (size_t rr = 0; rr < n_rows; rr++) matmul(NULL, type, w, n_out, n_in, x + rr * n_in, 1, y1 + rr * n_out);
-            int bad_oracle = 0; /* at the AMX level, the one-row products are the whole-block order's */
-            for (size_t rr = 0; rr < n_rows && amx && gemm_amx_type(type); rr++) {
-                quant_act_quantize(type, x + rr * n_in, xq, n_in);
-                for (size_t o = 0; o < n_out; o++)
-                    bad_oracle += !al_same(y1[rr * n_out + o], al_oracle(type, w + o * rb, xq, n_in));
-            }
-            CHECK_MSG(bad_oracle == 0, "%s: %d one-row outputs differ from the whole-block oracle", quant_type_name(type),
-                      bad_oracle);
-            for (int p = 0; p < 2; p++)
-                for (size_t n = 3; n <= n_rows; n += n < 20 ? 1 : 25) {
-                    matmul(p ? pool : NULL, type, w, n_out, n_in, x, n, y);
-                    CHECK_MSG(memcmp(y, y1, n * n_out * sizeof(float)) == 0, "%s rows=%zu pool=%d: differs from one-row",
-                              quant_type_name(type), n, p);
-                }
-        }
-        mem_free(w), mem_free(xq), mem_free(x), mem_free(y), mem_free(y1);
-    }
-    threadpool_free(pool);
-}
+static inline void al_matmul_rows(void) { gl_matmul_rows(20, 25, al_rows_oracle); }
 
 /* matmul_batch, items of every type on one x (their 8-bit copies shared
  * where the format allows: at the AMX level Q6_K's rows are not staged as

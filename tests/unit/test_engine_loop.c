@@ -507,41 +507,57 @@ static void next_plus_one(int32_t last, float *logits) {
     row_put(logits, fk.V, (last + 1) % 7, 3.0f);
 }
 
+/* The autoregressive script's two turns, shared by autoregressive_loop and
+ * kept_run (setup(8, 0, 0.0f, false), fk.next = next_plus_one: no record,
+ * eos id 6). First turn: prompt 1 2, max_tokens 3: 3 4 5, each at the
+ * confidence of logit 3 against 7 zeros (no mask forbidden here), every
+ * token but the last committed. r is left for the caller's own checks and
+ * to free. */
+static void ar_first_turn(clover_session *s, clover_generate_params *p, clover_generate_result *r) {
+    const int32_t prompt[2] = {1, 2};
+    clover_generate_params_init(p);
+    p->max_tokens = 3;
+    clover_error err;
+    CHECK_EQ_INT(clover_generate(s, prompt, 2, p, r, &err), 0);
+    const int32_t want[3] = {3, 4, 5};
+    CHECK_EQ_INT(r->n_generated, 3);
+    for (int i = 0; i < 3 && i < (int)r->n_generated; i++) {
+        CHECK_EQ_INT(r->ids[i], want[i]);
+        CHECK_NEAR(r->confidences[i], exp(3.0) / (exp(3.0) + 7.0), 1e-6);
+    }
+    CHECK_EQ_INT(r->committed_after, 4);
+}
+
+/* Second turn: the whole committed sequence as the prompt, max_tokens 8:
+ * nothing is recommitted, decoding continues from the kept logits: all 4
+ * reused, 5 then the EOS 6, only the 5 committed. r as above. */
+static void ar_second_turn(clover_session *s, clover_generate_params *p, clover_generate_result *r) {
+    int32_t again[4];
+    memcpy(again, clover_session_ids(s), sizeof again);
+    const size_t rows0 = fk.commit_rows;
+    p->max_tokens = 8;
+    clover_error err;
+    CHECK_EQ_INT(clover_generate(s, again, 4, p, r, &err), 0);
+    CHECK_EQ_INT(r->stats.reused_tokens, 4);
+    CHECK_EQ_INT(r->n_generated, 2);
+    if (r->n_generated == 2) CHECK(r->ids[0] == 5 && r->ids[1] == 6);
+    CHECK_EQ_INT(fk.commit_rows - rows0, 1);
+}
+
 static void autoregressive_loop(void) {
     setup(8, 0, 0.0f, false); /* no record: eos id 6 */
     fk.next = next_plus_one;
     clover_session *s = open_session();
-    const int32_t prompt[2] = {1, 2};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 3;
     clover_generate_result r;
     clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 2, &p, &r, &err), 0);
+    ar_first_turn(s, &p, &r);
     CHECK_EQ_INT(r.mode, CLOVER_MODE_AUTOREGRESSIVE);
-    const int32_t want[3] = {3, 4, 5};
-    CHECK_EQ_INT(r.n_generated, 3);
-    for (int i = 0; i < 3 && i < (int)r.n_generated; i++) {
-        CHECK_EQ_INT(r.ids[i], want[i]);
-        CHECK_NEAR(r.confidences[i], exp(3.0) / (exp(3.0) + 7.0), 1e-6); /* no mask forbidden here */
-    }
     CHECK_EQ_INT(r.finish, CLOVER_FINISH_LENGTH);
-    CHECK_EQ_INT(r.committed_after, 4); /* every token but the last */
     CHECK_EQ_INT(r.stats.passes, 2);
     clover_generate_result_free(&r);
-    /* The same prompt as the whole committed sequence: nothing is recommitted,
-     * decoding continues from the kept logits. */
-    int32_t again[4];
-    memcpy(again, clover_session_ids(s), sizeof again);
-    size_t rows0 = fk.commit_rows;
-    p.max_tokens = 8;
-    CHECK_EQ_INT(clover_generate(s, again, 4, &p, &r, &err), 0);
-    CHECK_EQ_INT(r.stats.reused_tokens, 4);
-    CHECK_EQ_INT(r.n_generated, 2); /* 5, then the EOS 6 */
-    CHECK_EQ_INT(r.ids[0], 5);
-    CHECK_EQ_INT(r.ids[1], 6);
+    ar_second_turn(s, &p, &r);
     CHECK_EQ_INT(r.finish, CLOVER_FINISH_STOP);
-    CHECK_EQ_INT(fk.commit_rows - rows0, 1); /* only the 5 */
     CHECK_EQ_INT(r.committed_after, 5);
     clover_generate_result_free(&r);
     /* An empty prompt cannot be decoded from. */
@@ -681,28 +697,13 @@ static void kept_run(bool eager, int want_commits_with_logits, int want_fetches)
     clover_session *s = open_session();
     ops_under_test = was;
     if (!s) return;
-    const int32_t prompt[2] = {1, 2};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 3;
     clover_generate_result r;
-    clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 2, &p, &r, &err), 0);
-    CHECK_EQ_INT(r.n_generated, 3);
-    for (int i = 0; i < 3 && i < (int)r.n_generated; i++) CHECK_EQ_INT(r.ids[i], 3 + i);
-    CHECK_EQ_INT(r.committed_after, 4);
+    ar_first_turn(s, &p, &r);
     clover_generate_result_free(&r);
     CHECK_EQ_INT(commits_with_logits, want_commits_with_logits); /* eager: the prompt and both decode steps */
-    int32_t again[4];
-    memcpy(again, clover_session_ids(s), sizeof again);
-    size_t rows0 = fk.commit_rows;
-    p.max_tokens = 8;
-    CHECK_EQ_INT(clover_generate(s, again, 4, &p, &r, &err), 0);
-    CHECK_EQ_INT(r.stats.reused_tokens, 4);
-    CHECK_EQ_INT(r.n_generated, 2); /* 5, then the EOS 6 */
-    if (r.n_generated == 2) CHECK(r.ids[0] == 5 && r.ids[1] == 6);
+    ar_second_turn(s, &p, &r);
     CHECK_NEAR(r.confidences[0], exp(3.0) / (exp(3.0) + 7.0), 1e-6);
-    CHECK_EQ_INT(fk.commit_rows - rows0, 1); /* only the 5 */
     CHECK_EQ_INT(kept_fetches, want_fetches);
     clover_generate_result_free(&r);
     unsetenv("CLOVER_ENGINE_EAGER_LOGITS");
