@@ -3,7 +3,7 @@
  * model goes on the GPU, op by op (issue 24). Every op of one GDN layer and
  * one full-attention layer, at 1 row (a lone decode step) and at 16 rows
  * (the stacked AR step of `clover serve`: 16 sequences of one row each),
- * called through the same internal entry points (src/cuda/*.h) with the same
+ * called through the same internal entry points (the headers in src/cuda/) with the same
  * kernel choices backend_cuda_pass.c makes at those row counts:
  *  - 1 row: the decode kernels (mmv; the GDN in-proj and the attention q/k/v
  *    as one cuda_matmul_decode_multi, the router + shared-expert gate logit
@@ -38,9 +38,13 @@
  * allocated and filled), the model's load and upload extra.
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  *
+ * CLOVER_BENCH_DECODE_NCU=1 (with MODEL): after the prompt, only one one-row pass kernel by kernel between
+ * cudaProfilerStart/Stop, for `ncu --profile-from-start off` (CLOVER_BENCH_DECODE_ROWS=0 skips the ops).
+ *
  *   bench_cuda_decode [MODEL]       CLOVER_BENCH_DECODE_MAXKV=N: attention's max_kv (default 262144, the
  *                                   preset's n_ctx, which the backend passes as max_context by default)
  */
+#include <cuda_profiler_api.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -646,6 +650,25 @@ static int bench_step(const char *path) {
     backend_commit_seq last = {.last_logits = lg};
     if (seq_commit(q, ids, CTX, &last, NULL, &err)) fail(err.message);
     const int32_t next = 1000; /* a fixed token: no host argmax inside the timing */
+    const char *nc = getenv("CLOVER_BENCH_DECODE_NCU");
+    if (nc && atoi(nc) == 1) {
+        /* for `ncu --profile-from-start off`: exactly one one-row pass, kernel by kernel, after the prompt */
+        backend_session *s = q->s;
+        cuda_pass p = {.pos = s->n_past, .n = 1, .head_r0 = 0};
+        s->h_ids[0] = next;
+        for (size_t i = 0; i < s->n_attn; i++) s->h_aseq[i].pos = (int32_t)s->n_past, s->h_aseq[i].n = 1;
+        for (size_t i = 0; i < s->n_gdn; i++) s->h_gseq[i].n = 1;
+        CU(cudaDeviceSynchronize());
+        CU(cudaProfilerStart());
+        if (cuda_pass_enqueue(s, &p, &err)) fail(err.message);
+        CU(cudaStreamSynchronize((cudaStream_t)s->stream));
+        CU(cudaProfilerStop());
+        printf("NCU one eager decode pass profiled (after a %d-token prompt)\n", CTX);
+        seq_free(q);
+        clover_model_free(m);
+        free(ids), free(lg);
+        return 0;
+    }
     for (int w = 0; w < 3; w++)
         if (seq_commit(q, &next, 1, &last, NULL, &err)) fail(err.message);
     enum { G = 32 };

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Issue 24, branch dec: where a decode step's ~5.6 ms go (bench/bench_cuda_decode.c), measurement only: no kernel
+# and no default changed, so nothing to switch off.
+# Run from the source root on the device (the pack is .gpu-dec/, ignored by git; this file is also committed as
+# bench/device-runs/2026-12-06-dec/run.sh):
+#   run(command="bash .gpu-dec/run.sh", carry=[".gpu-dec"], timeout_s=300)      ~2-2.5 min
+# STEPS (default "o s n"):
+#  o  bench_cuda_decode without a model: every op of a GDN and an attention layer of the 35B-A3B geometry at 1 row
+#     and at 16 rows (the stacked AR step), each in a CUDA graph over weight copies, with bytes and % of the copy
+#     bandwidth, and the sums x 30 GDN + x 10 attention layers (runs while the file is synthesised)
+#  s  bench_cuda_decode MODEL (the 35B-A3B AR synthetic file, made here first): the backend's decode step after a
+#     512-token prompt: seq_commit (graph), the pass replayed from our own capture (node count; PDL on / off), eager
+#  n  ncu --metrics gpu__time_duration.sum over ONE eager decode pass (CLOVER_BENCH_DECODE_NCU=1, profile from
+#     start off), summed per kernel name by python (top 25 + the total), if the run is under 95 s so far
+# Outputs: $OUT/summary.txt and $OUT/logs.tgz.
+# Predictions (read from the kernels, before any run; "before": bench/device-runs/2026-12-05-verify serve25,
+# bench_batch AR N=1 pass 5.609 ms, N=16 21.41 ms), also printed as [pred ...] beside each bench line:
+#  - o, 1 row: the ops sum to ~2.6 ms a step (30 GDN layers ~55 us, 10 attention ~55 us, head ~140 us + logits
+#    copy ~30 us): each op is a few us of launch/tail at least; the products near 50-70% of copy bw when > 5 MB,
+#    far below for the small ones (router f32 2.1 MB, shexp 1-2 MB, alpha/beta).
+#    The attention forward at max_kv 262144 (the preset's n_ctx, which the backend passes as max_context by
+#    default) noticeably slower than at max_kv 513 if its split count follows max_kv.
+#  - o, 16 rows: ~9 ms (experts ~120 distinct a layer: gate+up ~70 us, down ~40 us; dense chunk products ~2x the
+#    1-row mmv) against bench_batch's 21.4 ms.
+#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.6 ms with PDL, ~5.0 without; ~600 nodes
+#    (~15 a layer), almost all kernels; eager: enqueue ~3 ms, ~7 ms to the sync. So sum of ops (~2.6) << replay
+#    (~4.6): the gap is per-kernel latency the op bench does not see (each op there runs 8x back to back).
+#  - n: ~600 kernels; the largest totals: the Q4_K expert mmv (gate+up fused, down), the Q8_0 mmv, the head.
+set -uo pipefail
+PACK=${PACK:-.gpu-dec}
+R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/declogs; rm -rf $O; mkdir -p $O
+D=/tmp/dec; rm -rf "$D"; mkdir -p "$D"
+T0=$(date +%s)
+tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$R/summary.txt"; exit 2; }
+export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
+STEPS=${STEPS:-o s n}
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+S=$R/summary.txt
+say() { echo "$*" | tee -a "$S"; }
+el() { echo $(( $(date +%s) - T0 )); }
+B=$D/bin/bench_cuda_decode
+say "start $(date -u +%T) steps: $STEPS pack $(cat "$PACK/COMMIT" 2>/dev/null)"
+timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee -a "$S"
+F=/tmp/q35ar.gguf
+if has s || has n; then ( [ -s $F ] || timeout 100 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $F \
+  > "$O/synth.log" 2>&1 ) & fi
+if has o; then
+  timeout 60 "$B" > "$O/ops.log" 2>&1; say "== ops (bench_cuda_decode) rc=$? at +$(el)s"
+  grep -vE "^$" "$O/ops.log" | tee -a "$S" > /dev/null
+fi
+if has s || has n; then wait; say "synth done at +$(el)s: $(tail -1 "$O/synth.log")"; fi
+if has s && [ -s $F ]; then
+  CLOVER_BENCH_DECODE_ROWS=0 timeout 60 "$B" $F > "$O/step.log" 2>&1; say "== step (bench_cuda_decode MODEL) rc=$? at +$(el)s"
+  grep -E "==|STEP|error|fail" "$O/step.log" | tee -a "$S"
+fi
+if has n && [ -s $F ] && [ "$(el)" -lt 95 ] && command -v ncu > /dev/null; then
+  CLOVER_BENCH_DECODE_ROWS=0 CLOVER_BENCH_DECODE_NCU=1 timeout 60 ncu --profile-from-start off --csv \
+    --metrics gpu__time_duration.sum "$B" $F > "$O/ncu.csv" 2> "$O/ncu.err"; say "== ncu one eager decode pass rc=$? at +$(el)s"
+  python3 - "$O/ncu.csv" <<'PY' 2>&1 | tee -a "$S"
+import csv, sys, collections
+rows = [l for l in open(sys.argv[1], errors="replace") if l.startswith('"')]
+tot = collections.defaultdict(float); cnt = collections.Counter(); scale = {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3}
+for r in csv.DictReader(rows):
+    if r.get("Metric Name") != "gpu__time_duration.sum": continue
+    k = r["Kernel Name"].split("(")[0][:70]
+    tot[k] += float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1); cnt[k] += 1
+print("ncu: %d kernels, %.1f us summed GPU time (eager, one decode pass; pred ~600 kernels, ~2.6-3 ms)" % (sum(cnt.values()), sum(tot.values())))
+for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]:
+    print("  %9.1f us  %4d x %7.2f us  %s" % (v, cnt[k], v / cnt[k], k))
+PY
+  tail -3 "$O/ncu.err" | tee -a "$S"
+fi
+say "end $(date -u +%T) ($(el)s)"
+(cd "$O" && tar czf "$R/logs.tgz" .)
