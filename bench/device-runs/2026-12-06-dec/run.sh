@@ -15,17 +15,20 @@
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (read from the kernels, before any run; "before": bench/device-runs/2026-12-05-verify serve25,
 # bench_batch AR N=1 pass 5.609 ms, N=16 21.41 ms), also printed as [pred ...] beside each bench line:
-#  - o, 1 row: the ops sum to ~2.6 ms a step (30 GDN layers ~55 us, 10 attention ~55 us, head ~140 us + logits
-#    copy ~30 us): each op is a few us of launch/tail at least; the products near 50-70% of copy bw when > 5 MB,
-#    far below for the small ones (router f32 2.1 MB, shexp 1-2 MB, alpha/beta).
-#    The attention forward at max_kv 262144 (the preset's n_ctx, which the backend passes as max_context by
-#    default) noticeably slower than at max_kv 513 if its split count follows max_kv.
-#  - o, 16 rows: ~9 ms (experts ~120 distinct a layer: gate+up ~70 us, down ~40 us; dense chunk products ~2x the
-#    1-row mmv) against bench_batch's 21.4 ms.
-#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.6 ms with PDL, ~5.0 without; ~600 nodes
-#    (~15 a layer), almost all kernels; eager: enqueue ~3 ms, ~7 ms to the sync. So sum of ops (~2.6) << replay
-#    (~4.6): the gap is per-kernel latency the op bench does not see (each op there runs 8x back to back).
-#  - n: ~600 kernels; the largest totals: the Q4_K expert mmv (gate+up fused, down), the Q8_0 mmv, the head.
+#  - o, 1 row: the ops sum to ~3.4 ms a step: a GDN layer ~77 us (in-proj 27 MB ~16 us, out ~8, mix ~10, the MoE
+#    half ~37: router f32 2.1 MB ~5, experts gate+up fused ~9, down ~8, shexp ~9, route/combine/norms ~3 each),
+#    an attention layer ~82 us, the head (540 MB) ~300 us (41% of copy bw, as the 1/4-head line of
+#    cuda-matmul-notes.md), the logits copy ~25 us. Small products far below the copy bw (launch + tail bound).
+#    The attention forward at max_kv 262144 (the preset's n_ctx: the backend's max_context unless the caller sets
+#    one) slower than at max_kv 513 if its split count follows max_kv.
+#  - o, 16 rows: ~10.5 ms (~100 distinct experts a layer: gate+up pair ~75 us, down ~45; the four GDN in-proj
+#    chunk products ~43 us, alpha and beta ~8 us each for 0.1 MB; the head in chunk form ~500 us) against
+#    bench_batch's 21.4 ms.
+#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.5 ms with PDL, ~4.9 without; ~700 nodes
+#    (~18 a layer), almost all kernels; eager: enqueue ~2.5 ms, ~6.5 ms to the sync. The gap sum-of-ops (~3.4)
+#    -> replay (~4.5) = dependent-kernel latency the op bench hides (8 copies of one op back to back overlap).
+#  - n: ~700 kernels summing to ~3-3.5 ms; the largest totals: the head, the Q8_0 mmv (in-proj, out), the Q4_K
+#    expert kernels, the quantise-x kernels (one before each 8-bit product), the GDN recurrence.
 set -uo pipefail
 PACK=${PACK:-.gpu-dec}
 R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/declogs; rm -rf $O; mkdir -p $O
@@ -64,7 +67,7 @@ for r in csv.DictReader(rows):
     if r.get("Metric Name") != "gpu__time_duration.sum": continue
     k = r["Kernel Name"].split("(")[0][:70]
     tot[k] += float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1); cnt[k] += 1
-print("ncu: %d kernels, %.1f us summed GPU time (eager, one decode pass; pred ~600 kernels, ~2.6-3 ms)" % (sum(cnt.values()), sum(tot.values())))
+print("ncu: %d kernels, %.1f us summed GPU time (eager, one decode pass; pred ~700 kernels, ~3-3.5 ms)" % (sum(cnt.values()), sum(tot.values())))
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]:
     print("  %9.1f us  %4d x %7.2f us  %s" % (v, cnt[k], v / cnt[k], k))
 PY
