@@ -11,7 +11,7 @@
 #  s  bench_cuda_decode MODEL (the 35B-A3B AR synthetic file, made here first): the backend's decode step after a
 #     512-token prompt: seq_commit (graph), the pass replayed from our own capture (node count; PDL on / off), eager
 #  n  ncu --metrics gpu__time_duration.sum over ONE eager decode pass (CLOVER_BENCH_DECODE_NCU=1, profile from
-#     start off), summed per kernel name by python (top 25 + the total), if the run is under 95 s so far
+#     start off), summed per kernel name by python (top 25 + the total), if the run is under 75 s so far (SM clocks not locked: --clock-control none)
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (read from the kernels, before any run; "before": bench/device-runs/2026-12-05-verify serve25,
 # bench_batch AR N=1 pass 5.609 ms, N=16 21.41 ms), also printed as [pred ...] beside each bench line:
@@ -24,11 +24,11 @@
 #  - o, 16 rows: ~10.5 ms (~100 distinct experts a layer: gate+up pair ~75 us, down ~45; the four GDN in-proj
 #    chunk products ~43 us, alpha and beta ~8 us each for 0.1 MB; the head in chunk form ~500 us) against
 #    bench_batch's 21.4 ms.
-#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.5 ms with PDL, ~4.9 without; ~700 nodes
-#    (~18 a layer), almost all kernels; eager: enqueue ~2.5 ms, ~6.5 ms to the sync. The gap sum-of-ops (~3.4)
+#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.5 ms with PDL, ~4.9 without; ~540 nodes
+#    (13 kernels a GDN layer, 14 an attention one: the mmv quantises x inside, no separate kernel), + ~4 copies; eager: enqueue ~2.5 ms, ~6.5 ms to the sync. The gap sum-of-ops (~3.4)
 #    -> replay (~4.5) = dependent-kernel latency the op bench hides (8 copies of one op back to back overlap).
-#  - n: ~700 kernels summing to ~3-3.5 ms; the largest totals: the head, the Q8_0 mmv (in-proj, out), the Q4_K
-#    expert kernels, the quantise-x kernels (one before each 8-bit product), the GDN recurrence.
+#  - n: ~540 kernels summing to ~3-3.5 ms; the largest totals: the head, the Q8_0 mmv (in-proj, out), the Q4_K
+#    expert kernels, the GDN recurrence.
 set -uo pipefail
 PACK=${PACK:-.gpu-dec}
 R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/declogs; rm -rf $O; mkdir -p $O
@@ -54,10 +54,10 @@ fi
 if has s || has n; then wait; say "synth done at +$(el)s: $(tail -1 "$O/synth.log")"; fi
 if has s && [ -s $F ]; then
   CLOVER_BENCH_DECODE_ROWS=0 timeout 60 "$B" $F > "$O/step.log" 2>&1; say "== step (bench_cuda_decode MODEL) rc=$? at +$(el)s"
-  grep -E "==|STEP|error|fail" "$O/step.log" | tee -a "$S"
+  grep -E "==|STEP|graphs replayed|error|fail" "$O/step.log" | tee -a "$S"
 fi
-if has n && [ -s $F ] && [ "$(el)" -lt 95 ] && command -v ncu > /dev/null; then
-  CLOVER_BENCH_DECODE_ROWS=0 CLOVER_BENCH_DECODE_NCU=1 timeout 60 ncu --profile-from-start off --csv \
+if has n && [ -s $F ] && [ "$(el)" -lt 75 ] && command -v ncu > /dev/null; then
+  CLOVER_BENCH_DECODE_ROWS=0 CLOVER_BENCH_DECODE_NCU=1 timeout 70 ncu --profile-from-start off --clock-control none --csv \
     --metrics gpu__time_duration.sum "$B" $F > "$O/ncu.csv" 2> "$O/ncu.err"; say "== ncu one eager decode pass rc=$? at +$(el)s"
   python3 - "$O/ncu.csv" <<'PY' 2>&1 | tee -a "$S"
 import csv, sys, collections
@@ -65,9 +65,13 @@ rows = [l for l in open(sys.argv[1], errors="replace") if l.startswith('"')]
 tot = collections.defaultdict(float); cnt = collections.Counter(); scale = {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3}
 for r in csv.DictReader(rows):
     if r.get("Metric Name") != "gpu__time_duration.sum": continue
-    k = r["Kernel Name"].split("(")[0][:70]
+    k = r["Kernel Name"].strip(); d = 0  # drop the trailing argument list (parens may nest in it)
+    for j in range(len(k) - 1, -1, -1):
+        d += (k[j] == ")") - (k[j] == "(")
+        if d == 0: k = k[:j] if j else k; break
+    k = k.replace("void ", "")[:80]
     tot[k] += float(r["Metric Value"].replace(",", "")) * scale.get(r["Metric Unit"], 1); cnt[k] += 1
-print("ncu: %d kernels, %.1f us summed GPU time (eager, one decode pass; pred ~700 kernels, ~3-3.5 ms)" % (sum(cnt.values()), sum(tot.values())))
+print("ncu: %d kernels, %.1f us summed GPU time (eager, one decode pass; pred ~540 kernels, ~3-3.5 ms)" % (sum(cnt.values()), sum(tot.values())))
 for k, v in sorted(tot.items(), key=lambda x: -x[1])[:25]:
     print("  %9.1f us  %4d x %7.2f us  %s" % (v, cnt[k], v / cnt[k], k))
 PY
