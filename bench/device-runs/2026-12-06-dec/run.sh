@@ -44,9 +44,9 @@ el() { echo $(( $(date +%s) - T0 )); }
 B=$D/bin/bench_cuda_decode
 say "start $(date -u +%T) steps: $STEPS pack $(cat "$PACK/COMMIT" 2>/dev/null)"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee -a "$S"
-F=/tmp/q35ar.gguf
-if has s || has n; then ( [ -s $F ] || timeout 100 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $F \
-  > "$O/synth.log" 2>&1 ) & fi
+F=/tmp/synth35-ar.gguf # serve25's name: reused when a warm machine still has it (~35 s to make: written to .part first)
+if has s || has n; then ( [ -s $F ] || { timeout 100 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion \
+  -o $F.part > "$O/synth.log" 2>&1 && mv $F.part $F; } ) & fi
 if has o; then
   timeout 60 "$B" > "$O/ops.log" 2>&1; say "== ops (bench_cuda_decode) rc=$? at +$(el)s"
   grep -vE "^$" "$O/ops.log" | tee -a "$S" > /dev/null
