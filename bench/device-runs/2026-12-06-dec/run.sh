@@ -9,9 +9,12 @@
 #     and at 16 rows (the stacked AR step), each in a CUDA graph over weight copies, with bytes and % of the copy
 #     bandwidth, and the sums x 30 GDN + x 10 attention layers (runs while the file is synthesised)
 #  s  bench_cuda_decode MODEL (the 35B-A3B AR synthetic file, made here first): the backend's decode step after a
-#     512-token prompt: seq_commit (graph), the pass replayed from our own capture (node count; PDL on / off), eager
+#     512-token prompt (max_context 4096): seq_commit with the logits back; the batched commit of 1 and of 16
+#     sequences with device picks (the stacked pass that serve and bench_batch take, replayed from its graphs);
+#     the lone pass captured into a graph of our own (node count; replay time with PDL on / off); eager
 #  n  ncu --metrics gpu__time_duration.sum over ONE eager decode pass (CLOVER_BENCH_DECODE_NCU=1, profile from
-#     start off), summed per kernel name by python (top 25 + the total), if the run is under 75 s so far (SM clocks not locked: --clock-control none)
+#     start off), summed per kernel name by python (top 25 + the total), if the run is under 75 s so far
+#     (SM clocks not locked: --clock-control none)
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (read from the kernels, before any run; "before": bench/device-runs/2026-12-05-verify serve25,
 # bench_batch AR N=1 pass 5.609 ms, N=16 21.41 ms), also printed as [pred ...] beside each bench line:
@@ -24,8 +27,9 @@
 #  - o, 16 rows: ~10.5 ms (~100 distinct experts a layer: gate+up pair ~75 us, down ~45; the four GDN in-proj
 #    chunk products ~43 us, alpha and beta ~8 us each for 0.1 MB; the head in chunk form ~500 us) against
 #    bench_batch's 21.4 ms.
-#  - s: seq_commit ~5.5 ms (as bench_batch); the replayed pass ~4.5 ms with PDL, ~4.9 without; ~540 nodes
-#    (13 kernels a GDN layer, 14 an attention one: the mmv quantises x inside, no separate kernel), + ~4 copies; eager: enqueue ~2.5 ms, ~6.5 ms to the sync. The gap sum-of-ops (~3.4)
+#  - s: seq_commit ~5.6 ms; batched 1 sequence ~5.5 ms, 16 ~21 ms (as bench_batch); the replayed pass ~4.5 ms with PDL, ~4.9 without; ~540 nodes
+#    (13 kernels a GDN layer, 14 an attention one: the mmv quantises x inside, no separate kernel), + ~4 copies;
+#    eager: enqueue ~2.5 ms, ~6.5 ms to the sync. The gap sum-of-ops (~3.4)
 #    -> replay (~4.5) = dependent-kernel latency the op bench hides (8 copies of one op back to back overlap).
 #  - n: ~540 kernels summing to ~3-3.5 ms; the largest totals: the head, the Q8_0 mmv (in-proj, out), the Q4_K
 #    expert kernels, the GDN recurrence.
