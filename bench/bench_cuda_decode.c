@@ -63,15 +63,7 @@
 #include "quant/quant.h"
 
 #include "../tests/unit/backend_seq.h"
-
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (cudaError_t)(call);                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "cuda_bench.h"
 
 /* the 35B-A3B geometry (src/model/synth_geometry.c preset_35b) */
 enum {
@@ -131,13 +123,6 @@ static float *dev_floats(size_t n, float scale) {
     CU(cudaMalloc((void **)&d, n * sizeof(float)));
     CU(cudaMemcpy(d, h, n * sizeof(float), cudaMemcpyHostToDevice));
     free(h);
-    return d;
-}
-
-static void *dev_copy(const void *h, size_t bytes) {
-    void *d = NULL;
-    CU(cudaMalloc(&d, bytes));
-    CU(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 
@@ -353,7 +338,7 @@ static void acts_make(acts *A, size_t n) {
         for (size_t t = 0; t < s; t++) seen |= ids[t] == ids[s];
         A->distinct += !seen;
     }
-    A->ids = dev_copy(ids, n * KX * sizeof(int32_t));
+    A->ids = bench_dev_copy(ids, n * KX * sizeof(int32_t));
     free(ids);
     CU(cudaMalloc(&A->work, 256u << 20)); /* larger than any op's scratch at these row counts */
 }
@@ -425,7 +410,7 @@ static double gdn(acts *A, double *conv, double pred_conv, double pred_mix) {
     cuda_gdn_seq *hs = malloc(nst * sizeof *hs);
     for (size_t i = 0; i < nst; i++)
         hs[i] = (cuda_gdn_seq){.ring = rings + i * 3 * GCD, .state = states + i * S, .row0 = (int32_t)(i % ns), .n = 1};
-    c.gseq = dev_copy(hs, nst * sizeof *hs);
+    c.gseq = bench_dev_copy(hs, nst * sizeof *hs);
     free(hs);
     const double ring_b = 2.0 * 3 * GCD * 4 * ns, rows_b = (double)ns * (2 * GCD + 2 * GZ + 2 * GNV) * 4;
     *conv = line("gdn conv (ring + silu)", &c, copies, ring_b + (double)ns * 2 * GCD * 4, pred_conv);
@@ -456,7 +441,7 @@ static double attention(acts *A, int max_kv, double *prep, double pred_prep, dou
     for (size_t i = 0; i < nst; i++)
         hs[i] = (cuda_attn_seq){.k_cache = caches + 2 * i * kv, .v_cache = caches + (2 * i + 1) * kv, .pos = CTX,
                                 .row0 = (int32_t)(i % ns), .n = 1};
-    c.aseq = dev_copy(hs, nst * sizeof *hs);
+    c.aseq = bench_dev_copy(hs, nst * sizeof *hs);
     free(hs);
     *prep = line("attn prepare (q/k norm, RoPE, K/V row store)", &c, copies, (double)ns * (AQ + 3 * AKV) * 4,
                  pred_prep);
@@ -748,12 +733,9 @@ static int bench_step(const char *path) {
 
 int main(int argc, char **argv) {
     char why[256] = "";
-    if (cuda_device_count(why, sizeof why) <= 0) {
-        printf("SKIP: no CUDA device (%s)\n", why[0] ? why : "the runtime found 0 devices");
-        return 77;
-    }
     cuda_device_info info;
-    if (cuda_device_query(0, &info, why, sizeof why)) fail(why);
+    const int found = bench_cuda_device("bench_cuda_decode", &info);
+    if (found) return found;
     CU(cudaEventCreate(&ev0));
     CU(cudaEventCreate(&ev1));
     if (cuda_attn_init() || cuda_gdn_init()) fail("attention / GDN init");

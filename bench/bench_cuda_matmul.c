@@ -35,14 +35,7 @@
 #include "cuda/cuda_preview.h"
 #include "quant/quant.h"
 
-#define CU(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (call);                                                                   \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
+#include "cuda_bench.h"
 
 static const double PEER_GBS = 229.0 * 2.69; /* llama.cpp tg128 on the H200, issue 13 */
 
@@ -742,13 +735,9 @@ static void bench_layer(double bw) {
 }
 
 int main(void) {
-    char why[256] = "";
-    if (cuda_device_count(why, sizeof why) <= 0) {
-        printf("SKIP: no CUDA device (%s)\n", why[0] ? why : "the runtime found 0 devices");
-        return 77;
-    }
     cuda_device_info info;
-    if (cuda_device_query(0, &info, why, sizeof why)) fail(why);
+    const int found = bench_cuda_device("bench_cuda_matmul", &info);
+    if (found) return found;
     CU(cudaEventCreate(&ev0));
     CU(cudaEventCreate(&ev1));
     const double bw = copy_bandwidth();

@@ -21,6 +21,8 @@
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_gdn.h"
 
+#include "cuda_bench.h"
+
 #define OK(call)                                                                                   \
     do {                                                                                           \
         cudaError_t e_ = (cudaError_t)(call);                                                      \
@@ -36,13 +38,6 @@ static float *dev_random(size_t n, rng_state *r, float scale) {
     OK(cudaMalloc((void **)&d, n * sizeof *d));
     OK(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
     free(h);
-    return d;
-}
-
-static void *dev_copy(const void *h, size_t bytes) {
-    void *d = NULL;
-    OK(cudaMalloc(&d, bytes));
-    OK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));
     return d;
 }
 
@@ -142,7 +137,7 @@ static void bench_attention(double bw, int pos, int n, rng_state *r) {
     c.ws = NULL;
     if (wb) OK(cudaMalloc((void **)&c.ws, wb));
     cuda_attn_seq s = {.k_cache = kc, .v_cache = vc, .pos = pos, .row0 = 0, .n = n};
-    c.seqs = dev_copy(&s, sizeof s);
+    c.seqs = bench_dev_copy(&s, sizeof s);
     double t = time_step(attn_step, &c, n <= 8 ? 500 : 20, 1);
     /* floor: every K/V row in view read once, the rows' q/gate/k/v/out once */
     double bytes = (double)ctx * nkv * hd * 4 * 2 + (double)n * (nh * 3 * hd + 2 * nkv * hd) * 4;
@@ -184,7 +179,7 @@ static void bench_gdn(double bw, int n, rng_state *r) {
     float *ring = dev_random(3 * cd, r, 1.0f), *state = dev_random(S, r, 0.01f);
     OK(cudaMalloc((void **)&c.ws, cuda_gdn_mix_workspace_bytes(&c.d, n)));
     cuda_gdn_seq s = {.ring = ring, .state = state, .row0 = 0, .n = n};
-    c.seqs = dev_copy(&s, sizeof s);
+    c.seqs = bench_dev_copy(&s, sizeof s);
     double t = time_step(gdn_step, &c, n <= 8 ? 500 : 20, 1);
     /* floor: the state read and written once, the ring twice, the rows' activations once each way */
     double bytes = 2.0 * S * 4 + 2.0 * 3 * cd * 4 + (double)n * (2 * cd + 2 * nv * dv + 2 * nv) * 4;
