@@ -57,7 +57,7 @@ struct backend {
     cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
     bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
     uint32_t n_run;         /* layers [0, n_run) (backend_config's range; n_layer: the whole model) */
-    bool ranged;            /* n_run < n_layer: the front of a split (CLOVER_CUDA_LAYER_RANGE=1, unverified) */
+    bool ranged;            /* n_run < n_layer: the front of a split (on unless CLOVER_CUDA_LAYER_RANGE=0) */
 };
 
 /* Sequences of one stacked pass at most (the engine's calls carry up to 64), and its rows (16 blocks of 32). */

@@ -97,11 +97,10 @@ size_t cuda_model_range_bytes(const clover_model *m, uint32_t n_run) {
 uint32_t cuda_config_layers(const clover_model *m, const backend_config *cfg, clover_error *err) {
     const uint32_t L = m->hp.n_layer;
     if (!cfg || (!cfg->layer_begin && (!cfg->layer_end || cfg->layer_end == L))) return L;
-    /* CLOVER_CUDA_LAYER_RANGE=1: the front of a split (issue 31), UNVERIFIED on a device when it was written
-     * (2026-12-03): off by default, so --gpu-layers on CUDA keeps main's one-line refusal until a device run
-     * (bench/device-runs/2026-12-06-off31/run.sh) has checked it */
-    const char *on = getenv("CLOVER_CUDA_LAYER_RANGE");
-    if (!on || strcmp(on, "1") != 0) {
+    /* The front of a split (issue 31): on since its H200 run (bench/device-runs/2026-12-07-verify/out/off31:
+     * split CUDA + CPU = all-CPU within 4.8e-6, golden tokens); CLOVER_CUDA_LAYER_RANGE=0 restores the refusal */
+    const char *off = getenv("CLOVER_CUDA_LAYER_RANGE");
+    if (off && !strcmp(off, "0")) {
         error_set(err, CLOVER_E_UNSUPPORTED,
                   "CUDA backend: a layer range (--gpu-layers) is not implemented yet: the whole model runs "
                   "on the device or none of it");

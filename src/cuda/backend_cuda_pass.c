@@ -32,7 +32,7 @@
  * is the trunk alone, which backend_cuda_preview.c captures as a graph).
  *
  * A session of layers [0, n_run) only (the front of a split,
- * CLOVER_CUDA_LAYER_RANGE=1) stops after layer n_run - 1 with no head: sc.h
+ * on unless CLOVER_CUDA_LAYER_RANGE=0) stops after layer n_run - 1 with no head: sc.h
  * then holds the residual stream its caller hands to the back.
  */
 #include <string.h>

@@ -313,7 +313,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
                             (int)hp->ssm_conv_kernel, hp->rms_eps, 1};
     char why[CUDA_WHY] = "";
     int rc;
-    if (!(s->n_run = cuda_config_layers(model, cfg, err))) { /* a layer range: only with CLOVER_CUDA_LAYER_RANGE=1 */
+    if (!(s->n_run = cuda_config_layers(model, cfg, err))) { /* a layer range: refused with CLOVER_CUDA_LAYER_RANGE=0 */
         rc = err ? err->code : CLOVER_E_UNSUPPORTED;
         goto fail;
     }

@@ -115,11 +115,11 @@ int clover_session_create(clover_session **out, const clover_model *model, const
             return error_set(err, CLOVER_E_UNSUPPORTED,
                              "--gpu-layers: this build has no CUDA backend (built without a CUDA toolkit, or with "
                              "-DCLOVER_CUDA=OFF)");
-        /* CLOVER_CUDA_LAYER_RANGE=1 (the CUDA side of a split, unverified on a device when written): every
-         * layer asked for (N >= the model's layers, llama.cpp's -ngl 99) is the whole model on the device, a
-         * plain CUDA session; without the switch main's behaviour: the split refuses N >= n_layer */
-        const char *on = getenv("CLOVER_CUDA_LAYER_RANGE");
-        if (on && !strcmp(on, "1") && params->gpu_layers >= model->hp.n_layer)
+        /* The CUDA side of a split (on since its H200 run, 2026-12-07; CLOVER_CUDA_LAYER_RANGE=0 turns it
+         * off): every layer asked for (N >= the model's layers, llama.cpp's -ngl 99) is the whole model on the
+         * device, a plain CUDA session; with the switch at 0 the split refuses N >= n_layer */
+        const char *off = getenv("CLOVER_CUDA_LAYER_RANGE");
+        if (!(off && !strcmp(off, "0")) && params->gpu_layers >= model->hp.n_layer)
             return session_on(out, model, cuda, params, err);
         return session_split(out, model, cuda, params, err);
     }

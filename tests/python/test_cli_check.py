@@ -80,20 +80,20 @@ def test_usage_errors():
 
 
 def test_gpu_layers_is_refused_in_one_line():
-    """The split pass is tested CPU + CPU (test_split); the CUDA backend's layer range is off unless
-    CLOVER_CUDA_LAYER_RANGE=1 (unverified on a device: test_cuda_split checks it there), so without the
-    switch --gpu-layers stays main's one-line refusal, at a split point and at every layer."""
-    env = {k: v for k, v in os.environ.items() if k != "CLOVER_CUDA_LAYER_RANGE"}
+    """The split pass is tested CPU + CPU (test_split); the CUDA backend's layer range (on since its H200
+    run; test_cuda_split checks it there) is off with CLOVER_CUDA_LAYER_RANGE=0, and then --gpu-layers is
+    the old one-line refusal, at a split point and at every layer."""
+    env = dict(os.environ, CLOVER_CUDA_LAYER_RANGE="0")
     for n in ("2", "4096"):
         r = subprocess.run([str(ss.CLOVER), "run", "--gpu-layers", n, "-p", "hi", "--max-tokens", "4"],
                            capture_output=True, text=True, timeout=120, env=env)
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--gpu-layers" in r.stderr, (n, r.stderr)
 
 
-def test_gpu_layers_with_the_switch():
-    """With CLOVER_CUDA_LAYER_RANGE=1: where there is no GPU (or no CUDA build) still one line and exit 1;
+def test_gpu_layers_by_default():
+    """By default (the layer range on): where there is no GPU (or no CUDA build) still one line and exit 1;
     on a device the run completes (test_cuda_split compares its tokens)."""
-    env = dict(os.environ, CLOVER_CUDA_LAYER_RANGE="1")
+    env = {k: v for k, v in os.environ.items() if k != "CLOVER_CUDA_LAYER_RANGE"}
     for n in ("2", "4096"):
         r = subprocess.run([str(ss.CLOVER), "run", "--gpu-layers", n, "-p", "hi", "--max-tokens", "4"],
                            capture_output=True, text=True, timeout=120, env=env)

@@ -897,10 +897,11 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
 static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int cap) {
     const size_t n_out = cap == 1 ? 9000 : 61, so[3] = {61, 200, 17}, n_y = form == 2 ? 278 : n_out;
     size_t rb;
-    uint8_t *w = make_weights(type, n_out + 200, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
+    const size_t n_w = n_out > n_y ? n_out : n_y; /* multi: the three matrices' 278 rows one after another */
+    uint8_t *w = make_weights(type, n_w, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
     float *x = malloc(n_rows * n_in * sizeof(float));
     fill(x, n_rows * n_in, 2.0);
-    void *dw = dev_upload(w, (n_out + 200) * rb), *dw2 = dev_upload(w2, n_out * rb);
+    void *dw = dev_upload(w, n_w * rb), *dw2 = dev_upload(w2, n_out * rb);
     float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));

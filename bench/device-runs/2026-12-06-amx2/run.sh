@@ -29,7 +29,7 @@ T0=$(date +%s)
 P=/tmp/amx2-pack; rm -rf $P; mkdir -p $P; tar xJf $PK/pack.txz -C $P || { echo "unpacking $PK/pack.txz failed" | tee "$S"; exit 2; }
 export CLOVER_SOURCE_DIR=$PWD
 export LD_LIBRARY_PATH=$P/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-left() { echo $(( 295 - ($(date +%s) - T0) )); } # seconds to the script's own deadline
+left() { echo $(( ${AMX2_BUDGET:-295} - ($(date +%s) - T0) )); } # seconds to the script's own deadline
 say() { echo "$*" | tee -a "$S"; }
 say "start $(date -u +%T) commit $(cat $PK/COMMIT) (unpacked in $(( $(date +%s) - T0 ))s) cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_vnni|avx512_bf16|amx_tile|amx_int8)$' | tr '\n' ' ')"
@@ -43,6 +43,21 @@ M=/tmp/amx2-35b-a3b.gguf; A=/tmp/amx2-35b-a3b-ar.gguf
 SYN=$!
 ( timeout 170 $P/bin/clover synth --preset ${AMX2_PRESET:-qwen3.5-35b-a3b} --no-diffusion -t 8 -o $A > "$R/synth-ar.log" 2>&1; echo "synth rc=$?" >> "$R/synth-ar.log" ) &
 SYNA=$!
+
+# No llama-bench in the pack but llama.cpp's source beside it (2026-12-07: PyPI llama-cpp-python 0.3.36's vendored
+# llama.cpp, only what llama-bench needs): build it here, CPU only, with the header's options, while the files are
+# written (~2 min on 8 of the 16 cores).
+LBB=
+if [ ! -x $P/llama/llama-bench ] && [ -s $PK/llama-src.txz ]; then
+  ( mkdir -p /tmp/llama-cpu-src && tar xJf $PK/llama-src.txz -C /tmp/llama-cpu-src &&
+    cmake -S /tmp/llama-cpu-src/llama.cpp -B /tmp/llama-cpu -DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DGGML_AVX512=ON \
+      -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AMX_INT8=ON -DGGML_AMX_TILE=ON -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON -DLLAMA_CURL=OFF \
+      -DLLAMA_OPENSSL=OFF -DCMAKE_BUILD_TYPE=Release > "$R/llama-cmake.log" 2>&1 &&
+    timeout 200 cmake --build /tmp/llama-cpu -j8 --target llama-bench > "$R/llama-build.log" 2>&1
+    echo "llama-bench build rc=$? at $(( $(date +%s) - T0 ))s" >> "$R/llama-build.log" ) &
+  LBB=$!
+fi
 
 # Tests while the file is written (their verdicts, not their times, count).
 t() { local n=$1; shift
@@ -82,6 +97,7 @@ done
 # llama.cpp on the same weights (A). The AMX build died with SIGILL in its AMX kernel on another host: then again with
 # --repack 0 (no extra buffer types: neither the AMX nor the AVX-512 repacked kernels; a slower peer, said).
 LB=$P/llama/llama-bench; LLAMA_NOTE="AMX build"
+if [ -n "$LBB" ]; then wait $LBB; say "$(tail -1 "$R/llama-build.log")"; LB=/tmp/llama-cpu/bin/llama-bench; fi
 if [ "$(left)" -gt 20 ]; then
   timeout $(( $(left) > 90 ? 90 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$R/llama-bench.log" 2>&1; rc=$?
   say "llama-bench rc=$rc (AMX build)"

@@ -28,6 +28,10 @@
 #    16 rows: unchanged by STREAM (the stacked step takes the chunk products); SPLIT: "gdn mix" 45 -> ~20 us.
 #  - p: llama-bench tg128 ~200-230 tok/s, pp512 ~5,000-5,400 (issue 24's 216 / 5,073); clover decode ~235 tok/s
 #    off, ~270 on (bar: 1.5x tg128); prompt 512 ~5,150 (k4l's wide kernel now on) vs pp512.
+# Run 1 (out/, 16:47 UTC): test_mmv_stream's multi case read 17 rows past its weights (a test bug: the old kernel's
+# outputs not finite there, memcheck's out-of-bounds reads); every other stream case bit-identical; the split GDN
+# form bit-identical but no faster (15.1 -> 15.0 us at 1 row, 45 -> 72 us at 16): removed. Run 2 (out2/, STEPS="t m"):
+# the test fixed; the layer range (issue 31) now on by default: test_cuda_split with it.
 set -uo pipefail
 PACK=${PACK:-.gpu-mmvs}
 R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/mmvslogs; rm -rf $O; mkdir -p $O
@@ -69,7 +73,7 @@ if has t; then
   grep -c "bit-identical" "$O/t_test_cuda_matmul_stream.log" | sed 's/^/     stream cases bit-identical: /;s/$/ (predicted 4 types x 13 = 52)/' | tee -a "$S"
   tst test_cuda_gdn split 90
   grep -E "split decode form" "$O/t_test_cuda_gdn_split.log" | tee -a "$S"
-  for n in test_cuda_matmul test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_preview test_cuda_batch test_cuda_ops; do
+  for n in test_cuda_matmul test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_preview test_cuda_batch test_cuda_ops test_cuda_split; do
     tst $n on 90 CLOVER_CUDA_MMV_STREAM=1 CLOVER_CUDA_GDN_SPLIT=1
   done
 fi
