@@ -58,9 +58,10 @@ if has L && [ -s "$PACK/llama-src.txz" ]; then
   LPID=$!
 fi
 F=/tmp/synth35-ar.gguf
-( [ -s $F ] || { timeout 120 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $F.part > "$O/synth.log" 2>&1 \
-  && mv $F.part $F; } ) &
-SPID=$!
+SPID=
+if has d || has p; then ( [ -s $F ] || { timeout 120 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $F.part \
+  > "$O/synth.log" 2>&1 && mv $F.part $F; } ) &
+SPID=$!; fi
 tst() { # NAME TAG LIMIT [ENV...]
   local n=$1 tag=$2 lim=$3; shift 3
   [ -x "$D/bin/$n" ] || { say "test $n: not in the pack"; return; }
