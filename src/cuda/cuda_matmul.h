@@ -82,8 +82,8 @@ enum {
  * bit for bit (the arithmetic is the same, only where the bytes come from). */
 void cuda_mmv_stage_set(int on);
 /* Dense decode products with more groups of 8 output rows than resident blocks (the output head, a GDN
- * in-projection) in a persistent, double-buffered kernel (matmul_mmv_stream.cu): 0 off (the default unless
- * CLOVER_CUDA_MMV_STREAM=1), 1 on, N > 1 on with at most N blocks (tests: many groups a block). Same bits. */
+ * in-projection) in a persistent, double-buffered kernel (matmul_mmv_stream.cu): 0 off (also CLOVER_CUDA_MMV_STREAM=0),
+ * 1 on (the default, verified on the H200 2026-12-07), N > 1 on with at most N blocks (tests). Same bits. */
 void cuda_mmv_stream_set(int v);
 /* The few-row integer chunk kernel (matmul_igemm_few.cu: 1..32 rows, dense with scratch and grouped experts):
  * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off

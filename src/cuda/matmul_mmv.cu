@@ -249,7 +249,8 @@ static void mmv_launch(uint32_t type, mmv_params *p, unsigned grid_y, size_t x_s
     const unsigned gx = p->n_seg > 1 ? (unsigned)p->n_blocks : (unsigned)((p->n_out + rb - 1) / rb);
     const dim3 grid(gx, grid_y), block(32 * MMV_WARPS);
     const bool glu = p->w2 != NULL;
-    if (grid_y == 1 && p->ids == NULL && mmv_stream_launch(type, p, x_smem, st)) return;
+    /* the persistent form stages too: CLOVER_CUDA_MMV_STAGE=0 (weights read where they lie) turns both off */
+    if (grid_y == 1 && p->ids == NULL && cuda_mmv_stage_enabled() && mmv_stream_launch(type, p, x_smem, st)) return;
     const size_t smem = mmv_plan_smem(p, x_smem);
     switch (type) {
         MMVF_CASE(MM_F32);

@@ -887,7 +887,7 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
 }
 
-/* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM): with it on, dense
+/* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM, on by default): with it on, dense
  * decode products (one matrix, gate + up with SwiGLU, several matrices in one launch) give bit for bit what
  * mmv_kernel gives with it off. A grid cap of 3 blocks makes each block walk many groups (the double buffer's
  * every turn, a partial last group, segment boundaries inside a block's walk); "auto" takes every resident
@@ -932,7 +932,7 @@ static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int
         dev_download(h[on], dy[on], n_rows * n_y);
     }
     const char *env = getenv("CLOVER_CUDA_MMV_STREAM"); /* back as the environment set it */
-    cuda_mmv_stream_set(env ? atoi(env) : 0);
+    cuda_mmv_stream_set(env ? atoi(env) : 1);
     size_t diff = 0, bad = 0;
     for (size_t i = 0; i < n_rows * n_y; i++) {
         diff += memcmp(&h[0][i], &h[1][i], sizeof(float)) != 0;

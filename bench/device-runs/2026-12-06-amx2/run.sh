@@ -132,4 +132,7 @@ say "bar: prompt/pp512 $(awk -v a="$a_p" -v b="$pp" 'BEGIN{if (b>0) printf "%.2f
 rm -f $M $A
 say "end $(date -u +%T), $(( $(date +%s) - T0 ))s"
 # $OUT brings back few files: the logs as one archive beside summary.txt.
-( cd "$R" && tar czf logs.tgz --exclude=summary.txt --exclude=logs.tgz . && find . -type f ! -name summary.txt ! -name logs.tgz -delete )
+# (the archive is written outside $R first: tar fails with "file changed as we read it" on an archive inside the
+# folder it reads, and then the cleanup did not run and $OUT held more files than come back: 2026-12-07)
+( cd "$R" && tar czf /tmp/amx2-logs.tgz --exclude=summary.txt . ; mv /tmp/amx2-logs.tgz logs.tgz &&
+  find . -type f ! -name summary.txt ! -name logs.tgz -delete )
