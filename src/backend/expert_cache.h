@@ -21,8 +21,8 @@
  * A step is what the device computes at once (one layer of one pass):
  * expert_cache_step starts the next one.
  */
-#ifndef CLOVER_OFFLOAD_EXPERT_CACHE_H
-#define CLOVER_OFFLOAD_EXPERT_CACHE_H
+#ifndef CLOVER_BACKEND_EXPERT_CACHE_H
+#define CLOVER_BACKEND_EXPERT_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>

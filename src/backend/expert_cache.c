@@ -5,7 +5,7 @@
  * expert a miss costs over the host link, and it lets every policy skip
  * the slots the current step uses without a second structure.
  */
-#include "offload/expert_cache.h"
+#include "backend/expert_cache.h"
 
 #include <string.h>
 
