@@ -146,6 +146,10 @@ typedef struct backend_config {
      * exported and imported, holds only its layers (u64 n, then those
      * layers in order). A backend that cannot run a range says so at probe. */
     uint32_t layer_begin, layer_end;
+    /* CUDA: the device bytes the model's weights, the routed experts' pool and the sessions may take
+     * (--gpu-mem); 0: no cap, every weight resident. The routed experts then page through a pool of slots
+     * (src/cuda/backend_cuda_experts.c). */
+    uint64_t gpu_mem;
 } backend_config;
 
 /* Per-call timing by operator family, seconds (accumulated by the backend

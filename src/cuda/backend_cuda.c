@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/expert_pool.h"
 #include "backend/pick.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -83,8 +84,24 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
     int rc = cuda_backend_usable(model, err);
     if (rc) return rc;
     char why[CUDA_WHY] = "";
-    size_t fr = 0, tot = 0, w = cuda_model_range_bytes(model, n_run);
+    const uint64_t gm = cfg ? cfg->gpu_mem : 0;
+    size_t fr = 0, tot = 0, w = gm ? cuda_model_dense_bytes(model) : cuda_model_range_bytes(model, n_run);
     if (cuda_mem_info(&fr, &tot, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    if (gm && n_run < model->hp.n_layer)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem and --gpu-layers do not go together (the experts' "
+                                                    "pool serves the whole model on the device)");
+    if (gm && gm > tot)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem %.2f GiB: the device has %.2f GiB", gm / 1073741824.0,
+                         tot / 1073741824.0);
+    if (gm && w > gm)
+        return error_set(err, CLOVER_E_NOMEM,
+                         "--gpu-mem %.2f GiB: the dense weights alone (everything but the routed experts) need %.2f GiB",
+                         gm / 1073741824.0, w / 1073741824.0);
+    if (gm) {
+        expert_pool_layout lay;
+        int lrc = cuda_experts_layout(model, &lay, err);
+        if (lrc) return lrc;
+    }
     if (w + PROBE_MARGIN > tot)
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "CUDA backend: the model's weights (%.2f GiB) do not fit the device's %.2f GiB", w / 1073741824.0,
@@ -125,12 +142,24 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
     be->ranged = be->n_run < model->hp.n_layer;
     if (be->ranged) be->stack_off = true; /* the stacked passes run whole models only: sequence by sequence */
-    if ((rc = cuda_model_acquire(model, be->n_run, &be->cm, err))) { /* the weights go up once, here */
+    /* --gpu-mem: every MoE layer syncs to read its routing back, so no captured graphs; the stacked executor
+     * (graphs and a 512-row scratch) stays off: sequences run one by one (docs/OFFLOAD.md) */
+    if (be->cfg.gpu_mem) be->stack_off = true;
+    if ((rc = cuda_model_acquire(model, be->n_run, be->cfg.gpu_mem, &be->cm, err))) { /* the weights go up once */
         cuda_destroy(be);
         return rc;
     }
     *out = be;
     return CLOVER_OK;
+}
+
+void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!be || !be->cm || !be->cm->gpu_mem) return;
+    out->gpu_mem = be->cm->gpu_mem;
+    out->dense = be->cm->bytes;
+    out->sessions = be->cm->session_bytes;
+    cuda_experts_info(be->cm->ex, out);
 }
 
 static size_t cuda_max_rows(const backend *be) { return be ? be->cfg.max_rows : 0; }

@@ -108,7 +108,7 @@ void engine_backend_config(const clover_model *model, const clover_session_param
     size_t rows = params->max_rows ? params->max_rows : ops && ops->default_rows ? ops->default_rows : SESSION_DEFAULT_ROWS;
     size_t block = model->has_record ? model->record.block_size : 0;
     *cfg = (backend_config){.n_threads = params->n_threads, .max_rows = rows < block ? block : rows,
-                            .max_context = params->max_context};
+                            .max_context = params->max_context, .gpu_mem = params->gpu_mem};
 }
 
 int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,

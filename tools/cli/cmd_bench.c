@@ -33,6 +33,7 @@
 static const cli_opt bench_opts[] = {
     {"--model", "-m", CLI_STR, 0, 0, "FILE", "GGUF model (default: the model built into this binary)"},
     {"--device", NULL, CLI_STR, 0, 0, "D", "auto (default), cpu or cuda"},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", "at most N GiB of GPU memory, the routed experts cached there (--device cuda)"},
     {"--threads", "-t", CLI_UINT, 0, 4096, "N", "CPU threads (default: every CPU)"},
     {"--prompt-tokens", "-pp", CLI_UINT, 1, 65536, "N", "the prompt pass's length (default 512)"},
     {"--decode-tokens", "-tg", CLI_UINT, 1, 65536, "N", "tokens decoded (default 32)"},
@@ -144,7 +145,7 @@ int cmd_bench(int argc, char **argv) {
     if (nrc) return nrc > 0 ? 0 : 2;
     const char *model = NULL;
     int device = CLOVER_DEVICE_AUTO;
-    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2;
+    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2, gpu_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (a[0] != '-') {
@@ -157,6 +158,9 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-tokens")) n_prompt = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--decode-tokens")) n_decode = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--blocks")) n_blocks = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--gpu-mem")) {
+            if (cli_parse_gib("bench", a, v, &gpu_mem)) return 2;
+        }
         else if ((device = clover_device_from_name(v)) < 0) {
             fprintf(stderr, "clover bench: --device '%s' is not one of auto, cpu, cuda\n", v);
             return 2;
@@ -176,6 +180,7 @@ int cmd_bench(int argc, char **argv) {
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)threads;
     sp.device = device;
+    sp.gpu_mem = gpu_mem;
     sp.no_snapshot = 1;
     sp.max_context = (size_t)(n_prompt + n_decode + (n_blocks + 1) * 64 + 64);
     if (in.n_ctx_train && sp.max_context > in.n_ctx_train) sp.max_context = in.n_ctx_train;
