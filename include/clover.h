@@ -434,9 +434,14 @@ CLOVER_API void clover_generate_params_init(clover_generate_params *p);
  * CLOVER_E_INVALID with a message naming the construct and where it is. */
 CLOVER_API int clover_json_schema_check(const char *schema, clover_error *err);
 
-/* Seconds by operator family, summed over passes. */
+/* Seconds by operator family, summed over passes; and --gpu-mem's expert
+ * cache over those passes (0 without it): expert uses (one per MoE layer
+ * step and routed expert) found on the device, and copied there first. */
 typedef struct clover_op_seconds {
     double gdn_s, attn_s, moe_s, head_s;
+    uint64_t expert_hits, expert_misses;
+    uint64_t expert_copy_bytes; /* host to device */
+    double expert_copy_s;       /* the device time of those copies */
 } clover_op_seconds;
 
 typedef struct clover_generate_stats {

@@ -159,6 +159,9 @@ typedef struct backend_pass_stats {
     /* Preview only: experts kept by the coreset, summed over the MoE layers,
      * and the number of MoE layers counted (mean = kept / layers). */
     uint64_t coreset_kept, coreset_layers;
+    /* --gpu-mem's expert cache (CUDA): uses found on the device, uses copied there, bytes and device seconds */
+    uint64_t expert_hits, expert_misses, expert_copy_bytes;
+    double expert_copy_s;
 } backend_pass_stats;
 
 /* How one request picks (SPEC.md 3.1 and 3.2); all arrays are the caller's

@@ -66,6 +66,9 @@ int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, u
 void expert_cache_free(expert_cache *c);
 
 void expert_cache_step(expert_cache *c);
+/* Forgets every resident expert (the slots' contents are no longer known: a copy into one failed); the
+ * counts and the access frequencies stay. */
+void expert_cache_clear(expert_cache *c);
 
 /* One use of (layer, expert); next_use: the clock value of its next use
  * (accesses are numbered 0, 1, ... in order), only read by OPT. */

@@ -87,6 +87,8 @@ void expert_pool_free(expert_pool *p) {
 
 size_t expert_pool_slots(const expert_pool *p) { return p->cache.n_slots; }
 
+void expert_pool_forget(expert_pool *p) { expert_cache_clear(&p->cache); }
+
 int expert_pool_step(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, int32_t *slots,
                      expert_copy *copies, size_t *n_copies, clover_error *err) {
     *n_copies = 0;

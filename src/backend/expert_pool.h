@@ -69,6 +69,8 @@ int expert_pool_init(expert_pool *p, expert_policy policy, uint32_t n_layer, uin
                      const expert_pool_layout *lay, uint64_t budget, clover_error *err);
 void expert_pool_free(expert_pool *p);
 size_t expert_pool_slots(const expert_pool *p);
+/* After a failed copy: no slot is trusted any more, every expert misses again. */
+void expert_pool_forget(expert_pool *p);
 
 /* One layer's step: ids [n] (every row's top-k, 0 <= id < n_expert) -> slots [n] (slot of ids[i]);
  * copies [n_expert at most]: the experts not resident, each with the slot to copy it into, ascending

@@ -95,7 +95,8 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
                          tot / 1073741824.0);
     if (gm && w > gm)
         return error_set(err, CLOVER_E_NOMEM,
-                         "--gpu-mem %.2f GiB: the dense weights alone (everything but the routed experts) need %.2f GiB",
+                         "--gpu-mem %.2f GiB: the dense weights alone (everything but the routed experts) need "
+                         "%.2f GiB",
                          gm / 1073741824.0, w / 1073741824.0);
     if (gm) {
         expert_pool_layout lay;
@@ -293,7 +294,28 @@ bool cuda_backend_stack_graphs(const backend *be) {
     return false;
 }
 
+/* --gpu-mem: the pool's counters before a call, and their growth over it into the call's stats. */
+static void pool_mark(const backend *be, cuda_gpu_mem_info *m) { cuda_backend_gpu_mem(be, m); }
+static void pool_add(const backend *be, const cuda_gpu_mem_info *m0, backend_pass_stats *stats) {
+    if (!stats || !be || !be->cm || !be->cm->ex) return;
+    cuda_gpu_mem_info m;
+    cuda_backend_gpu_mem(be, &m);
+    stats->expert_hits += m.hits - m0->hits;
+    stats->expert_misses += m.misses - m0->misses;
+    stats->expert_copy_bytes += m.copied - m0->copied;
+    stats->expert_copy_s += m.copy_s - m0->copy_s;
+}
+
+static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
 static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_commit_calls(be, seqs, n_seqs, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
     backend_commit_seq *st[STACK_SEQS];
     size_t ns = 0;
@@ -323,7 +345,16 @@ static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
     return first;
 }
 
+static int cuda_preview_calls(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
 static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_preview_calls(be, seqs, n_seqs, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_preview_calls(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
     if (be && n_seqs && stack_ready(be)) { /* every preview of the call in stacked passes (backend_cuda_stack_preview.c) */
         int rc = cuda_stack_previews(be, be->stack, &be->pick, seqs, n_seqs, stats);
@@ -343,8 +374,19 @@ static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
     return first;
 }
 
+static int cuda_resolve_calls(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                              backend_pass_stats *stats);
 static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
                         backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_resolve_calls(be, seqs, n_seqs, cancel, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_resolve_calls(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                              backend_pass_stats *stats) {
     int first = CLOVER_OK;
     if (be && n_seqs && stack_ready(be)) { /* every block of the call, a round of stacked passes at a time */
         int rc = cuda_stack_resolves(be, be->stack, &be->pick, seqs, n_seqs, cancel, stats);

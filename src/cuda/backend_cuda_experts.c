@@ -69,7 +69,9 @@ struct cuda_experts {
 };
 
 /* One expert's bytes of a stacked expert tensor. */
-static uint64_t expert_bytes(const model_weight *w) { return quant_row_bytes(w->type, (size_t)w->ne[0]) * (uint64_t)w->ne[1]; }
+static uint64_t expert_bytes(const model_weight *w) {
+    return quant_row_bytes(w->type, (size_t)w->ne[0]) * (uint64_t)w->ne[1];
+}
 
 static const model_weight *part_of(const model_moe_weights *mw, int part) {
     return part == EXPERT_PART_GATE ? &mw->gate_exps : part == EXPERT_PART_UP ? &mw->up_exps : &mw->down_exps;
@@ -122,13 +124,16 @@ static bool register_mapping(cuda_experts *x, const clover_model *m) {
 void cuda_experts_free(cuda_experts *x) {
     if (!x) return;
     if (x->stream) cuda_stream_sync(x->stream, NULL);
+    double t = 0;
+    if (x->timing_pending && !cuda_event_seconds(x->ev_t0, x->ev_t1, &t, NULL)) x->copy_s += t;
     if (x->stats) {
         const expert_pool *p = &x->pool;
         const uint64_t acc = p->hits + p->misses;
         fprintf(stderr,
                 "gpu-mem: %llu layer steps, %llu expert uses, hit rate %.1f%%, %llu misses, %.2f GiB copied "
                 "host-to-device at %.1f GB/s (%s)\n",
-                (unsigned long long)p->steps, (unsigned long long)acc, acc ? 100.0 * (double)p->hits / (double)acc : 0.0,
+                (unsigned long long)p->steps, (unsigned long long)acc,
+                acc ? 100.0 * (double)p->hits / (double)acc : 0.0,
                 (unsigned long long)p->misses, (double)x->copy_bytes / GIB,
                 x->copy_s > 0 ? (double)x->copy_bytes / x->copy_s * 1e-9 : 0.0,
                 x->n_regs ? "from the pinned mapping" : "through pinned staging");
@@ -283,15 +288,19 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
                 const uint64_t eb = expert_bytes(w);
                 char *dst = x->dev + (uint64_t)c->slot * lay->slot_bytes + lay->part_off[p];
                 const char *src = (const char *)w->data + (uint64_t)c->expert * eb;
-                if (copy_part(x, dst, src, (size_t)eb, why))
+                if (copy_part(x, dst, src, (size_t)eb, why)) {
+                    expert_pool_forget(&x->pool); /* which slots hold what is no longer known */
                     return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u expert %u: %s", il,
                                      c->expert, why);
+                }
                 x->copy_bytes += eb;
             }
         }
         if (cuda_event_record(x->ev_t1, x->stream, why) || cuda_event_record(x->ev_done, x->stream, why) ||
-            cuda_stream_wait_event(s->stream, x->ev_done, why))
+            cuda_stream_wait_event(s->stream, x->ev_done, why)) {
+            expert_pool_forget(&x->pool);
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: %s", why);
+        }
         x->timing_pending = true;
     }
     /* 4. the slot ids, then the view the products read */

@@ -83,6 +83,14 @@ static void trace(expert_policy pol, const step_want *w, size_t n_steps, uint64_
               "%s: %llu hits %llu misses %llu evictions", expert_policy_name(pol), (unsigned long long)p.hits,
               (unsigned long long)p.misses, (unsigned long long)p.cache.evictions);
     CHECK(p.copied_bytes == misses * 260);
+    /* forgotten (a failed copy): the last step again misses every expert, slots refilled from 0 */
+    expert_pool_forget(&p);
+    int32_t slots[4];
+    expert_copy cp[4];
+    size_t nc = 0;
+    const step_want *last = &w[n_steps - 1];
+    CHECK(expert_pool_step(&p, last->layer, last->ids, last->n, slots, cp, &nc, &err) == 0);
+    CHECK(nc == 4 && cp[0].slot == 0 && cp[3].slot == 3 && slots[0] == 0 && slots[3] == 3);
     expert_pool_free(&p);
 }
 

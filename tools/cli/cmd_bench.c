@@ -129,6 +129,16 @@ static double pass_bytes(const weight_bytes *w, const clover_model_info *in, siz
     return w->dense + w->experts * share;
 }
 
+/* --gpu-mem: the expert cache over a stage's passes (nothing without it). */
+static void print_cache(const clover_op_seconds *o) {
+    const uint64_t uses = o->expert_hits + o->expert_misses;
+    if (!uses) return;
+    printf("  expert cache: hit rate %.1f%% (%llu of %llu uses), %.3f GB copied host-to-device at %.1f GB/s\n",
+           100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)o->expert_hits, (unsigned long long)uses,
+           (double)o->expert_copy_bytes * 1e-9,
+           o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0);
+}
+
 static void print_row(const char *name, size_t rows, double ms, double tokens_per_pass, double bytes, double bw) {
     printf("%-22s %6zu %10.3f %10.1f %10.1f", name, rows, ms, tokens_per_pass * 1000.0 / ms, bytes / 1e6);
     if (bw > 0) {
@@ -221,6 +231,7 @@ int cmd_bench(int argc, char **argv) {
     snprintf(name, sizeof name, "prompt (%llu tokens)", (unsigned long long)n_prompt);
     print_row(name, chunk, r.stats.prompt_s * 1000.0 / chunks, (double)n_prompt / chunks,
               pass_bytes(&w, &in, chunk), bw);
+    print_cache(&r.stats.commit_ops);
     clover_generate_result_free(&r);
 
     clover_session_reset(s);
@@ -231,6 +242,7 @@ int cmd_bench(int argc, char **argv) {
     if (clover_generate(s, ids, 16 < n_prompt ? 16 : (size_t)n_prompt, &p, &r, &err)) goto fail;
     if (r.stats.passes) print_row("decode", 1, r.stats.commit_s * 1000.0 / (double)r.stats.passes, 1.0,
                                   pass_bytes(&w, &in, 1), bw);
+    print_cache(&r.stats.commit_ops); /* its 16-token prompt too */
     clover_generate_result_free(&r);
 
     if (in.record) {
@@ -243,9 +255,11 @@ int cmd_bench(int argc, char **argv) {
         if (r.stats.passes)
             print_row("preview (one pass)", B, r.stats.preview_s * 1000.0 / (double)r.stats.passes,
                       (double)r.stats.blocks * B / (double)r.stats.passes, pass_bytes(&w, &in, B), bw);
+        print_cache(&r.stats.preview_ops);
         if (r.stats.blocks > 1) /* the last block is not committed (the answer ends in it) */
             print_row("commit (a block)", B, r.stats.commit_s * 1000.0 / (double)(r.stats.blocks - 1), (double)B,
                       pass_bytes(&w, &in, B), bw);
+        print_cache(&r.stats.commit_ops); /* with the 16-token prompt */
         printf("\nblock diffusion: %.1f passes per block, %.1f tok/s end to end (preview + pick + commit)\n",
                (double)r.stats.passes / (double)(r.stats.blocks ? r.stats.blocks : 1), r.stats.denoise_tok_s);
         clover_generate_result_free(&r);
