@@ -38,6 +38,7 @@ static const cli_opt bench_opts[] = {
     {"--prompt-tokens", "-pp", CLI_UINT, 1, 65536, "N", "the prompt pass's length (default 512)"},
     {"--decode-tokens", "-tg", CLI_UINT, 1, 65536, "N", "tokens decoded (default 32)"},
     {"--blocks", NULL, CLI_UINT, 1, 4096, "N", "block diffusion: blocks resolved (default 2)"},
+    {"--batch-size", "-b", CLI_UINT, 1, 4096, "N", "rows per pass (prompt chunk; default 512 on the CPU and under --gpu-mem, 64 on a GPU)"},
 };
 static const cli_opt_table bench_tables[] = {{bench_opts, sizeof bench_opts / sizeof bench_opts[0]}};
 
@@ -155,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
     if (nrc) return nrc > 0 ? 0 : 2;
     const char *model = NULL;
     int device = CLOVER_DEVICE_AUTO;
-    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2, gpu_mem = 0;
+    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2, gpu_mem = 0, rows = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (a[0] != '-') {
@@ -168,6 +169,7 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-tokens")) n_prompt = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--decode-tokens")) n_decode = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--blocks")) n_blocks = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--batch-size")) rows = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--gpu-mem")) {
             if (cli_parse_gib("bench", a, v, &gpu_mem)) return 2;
         }
@@ -191,6 +193,7 @@ int cmd_bench(int argc, char **argv) {
     sp.n_threads = (size_t)threads;
     sp.device = device;
     sp.gpu_mem = gpu_mem;
+    sp.max_rows = (size_t)rows;
     sp.no_snapshot = 1;
     sp.max_context = (size_t)(n_prompt + n_decode + (n_blocks + 1) * 64 + 64);
     if (in.n_ctx_train && sp.max_context > in.n_ctx_train) sp.max_context = in.n_ctx_train;
