@@ -13,6 +13,8 @@
  * bytes never above its budget, and misses and evictions > 0. Also the staging path
  * (CLOVER_GPU_MEM_STAGING=1) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
  * the dense part, one too small for one layer's experts).
+ * The cache is behind CLOVER_CUDA_GPU_MEM=1 until a device run checks it: this test sets it (and checks the
+ * refusal without it).
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
  */
 #include <stdlib.h>
@@ -236,8 +238,26 @@ done:
 static void q8_0(void) { model_case("q8_0", 128, 64, 32); }
 static void q4_k_m(void) { model_case("q4_k_m", 256, 256, 16); }
 
+/* Without CLOVER_CUDA_GPU_MEM=1 (the switch of the unverified cache) --gpu-mem is one line and no backend. */
+static void gate(void) {
+    const char *F = "/tmp/clover_gpumem_gate.gguf";
+    clover_model *m = synth(F, "q8_0", 128, 64, 32);
+    if (!m) return;
+    unsetenv("CLOVER_CUDA_GPU_MEM");
+    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = 1ull << 30};
+    backend *bk = NULL;
+    clover_error err = {0};
+    CHECK(backend_cuda.create(m, &cfg, &bk, &err) == CLOVER_E_UNSUPPORTED && !bk);
+    CHECK_MSG(strstr(err.message, "CLOVER_CUDA_GPU_MEM=1") != NULL, "%s", err.message);
+    setenv("CLOVER_CUDA_GPU_MEM", "1", 1);
+    clover_model_free(m);
+    unlink(F);
+}
+
 int main(void) {
     cuda_test_require_device();
+    RUN(gate);
+    setenv("CLOVER_CUDA_GPU_MEM", "1", 1); /* the cache's switch for the cases below */
     RUN(q8_0);
     RUN(q4_k_m);
     return TEST_EXIT();

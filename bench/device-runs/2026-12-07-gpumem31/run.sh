@@ -3,7 +3,9 @@
 # device; the routed experts in a pool of fixed-size slots (src/cuda/backend_cuda_experts.c) of what is left of
 # N GiB, copied per MoE layer from the mapped file pinned in place (cudaHostRegister, read-only; else a pinned
 # staging buffer) on a second stream; the expert kernels read slot ids in place of expert ids (no kernel
-# change). Written without a device; nothing changes without --gpu-mem. This run is its first check.
+# change). Written without a device: OFF unless CLOVER_CUDA_GPU_MEM=1 (without it --gpu-mem on CUDA is a
+# one-line refusal; nothing changes without --gpu-mem). This run is its first check; if t passes and the ids
+# are equal, the next session may drop the switch (backend_cuda.c's cuda_probe).
 # Run from the source root on the device (the pack is .gpu-gpumem31/, ignored by git; this file is also
 # committed as bench/device-runs/2026-12-07-gpumem31/run.sh):
 #   scripts/device-packs.sh build gpumem31     (on the dev VM, from a CUDA build of the branch)
@@ -56,7 +58,7 @@ D=/tmp/gpumem31; rm -rf "$D"; mkdir -p "$D"
 T0=$(date +%s)
 tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$R/summary.txt"; exit 2; }
 export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
-unset CLOVER_GPU_MEM_STATS CLOVER_GPU_MEM_POLICY CLOVER_GPU_MEM_STAGING
+unset CLOVER_GPU_MEM_STATS CLOVER_GPU_MEM_POLICY CLOVER_GPU_MEM_STAGING CLOVER_CUDA_GPU_MEM
 STEPS=${STEPS:-t m b}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 S=$R/summary.txt
@@ -64,10 +66,11 @@ say() { echo "$*" | tee -a "$S"; }
 el() { echo $(( $(date +%s) - T0 )); }
 say "start $(date -u +%T) steps: $STEPS pack $(cat "$PACK/COMMIT" 2>/dev/null)"
 timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv,noheader 2>&1 | tee -a "$S"
-F=/tmp/q35skew4.gguf
+# SYNTH (a dry run elsewhere: SYNTH="--preset tiny --type q8_0 --route-skew 4" F=/tmp/tiny4.gguf)
+F=${F:-/tmp/q35skew4.gguf}
+SYNTH=${SYNTH:---preset qwen3.5-35b-a3b --route-skew 4}
 if has b; then
-  ( [ -s $F ] || { timeout 180 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --route-skew 4 -o $F.part \
-      > "$O/synth.log" 2>&1 && mv $F.part $F; } ) &
+  ( [ -s $F ] || { timeout 180 "$D/bin/clover" synth $SYNTH -o $F.part > "$O/synth.log" 2>&1 && mv $F.part $F; } ) &
 fi
 if has t; then
   for n in test_cuda_gpumem test_cuda_backend test_cuda_engine test_cuda_batch; do
@@ -111,6 +114,9 @@ IDS=$(seq -s, 1000 1027)
 ids_md5() { grep -E "^ids:" "$1" | md5sum | cut -c1-8; }
 if has b; then
   wait; say "synth done $(date -u +%T) ($(el)s) $(ls -l $F 2>/dev/null | awk '{print $5}') bytes"
+  go gate "no CLOVER_CUDA_GPU_MEM=1: exit 1, one line 'not yet verified on a device'" -- \
+    run -m $F --ids $IDS --ar --max-tokens 4 --device cuda --gpu-mem 8
+  export CLOVER_CUDA_GPU_MEM=1 # the cache's switch (unverified until this run) for every later line
   go bench-all "all-device: prompt ~2,000-2,500 tok/s, decode ~100-150 tok/s, ~21-24 GB" -- \
     bench -m $F -b 512 --device cuda
   bench_lines "$O/bench-all.log"
