@@ -103,14 +103,14 @@ static int session_split(clover_session **out, const clover_model *model, const 
 int engine_gpu_mem_check(const clover_session_params *params, clover_error *err) {
     if (params->device != CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_INVALID, "--gpu-mem needs --device cuda (a budget of the CUDA device's memory)");
-    if (!backend_registry_cuda())
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "--gpu-mem: this build has no CUDA backend (built without a CUDA toolkit, or with "
-                         "-DCLOVER_CUDA=OFF)");
     if (params->gpu_layers)
         return error_set(err, CLOVER_E_INVALID,
                          "--gpu-mem and --gpu-layers do not go together: --gpu-mem keeps every layer on the GPU and "
                          "pages the routed experts");
+    if (!backend_registry_cuda())
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "--gpu-mem: this build has no CUDA backend (built without a CUDA toolkit, or with "
+                         "-DCLOVER_CUDA=OFF)");
     return CLOVER_OK;
 }
 

@@ -6,8 +6,9 @@
  * (the decode kernels), of previews with and without the coreset, the exported state, and the greedy tokens
  * of clover_generate through the public API.
  *
- * Models: clover_synth's tiny preset widened (8 layers, 32 experts, q8_0; and a q4_k_m one for the K-quant
- * kernels and a slot layout whose parts differ in type), routing skewed (--route-skew 4) as trained models.
+ * Models: clover_synth's tiny preset widened (8 layers, 32 experts, q8_0; a q4_k_m one for the K-quant kernels
+ * and a slot layout whose parts differ in type; 24 layers of 64 experts, whose 1,536 slots take the chunk form's
+ * grouping for more than 1,024 ids), routing skewed (--route-skew 4) as trained models.
  * Budgets: the dense bytes and the reserve are read from a first pool-backed backend (cuda_backend_gpu_mem),
  * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
  * bytes never above its budget, and misses and evictions > 0. Also the staging path
@@ -25,8 +26,9 @@
 #include "cuda/cuda_backend.h"
 #include "cuda_test.h"
 
-static clover_model *synth(const char *path, const char *type, uint32_t embd, uint32_t ff, uint32_t n_expert) {
-    clover_synth_options o = {.preset = "tiny", .type = type, .seed = 11, .n_layer = 8, .n_embd = embd,
+static clover_model *synth(const char *path, const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff,
+                           uint32_t n_expert) {
+    clover_synth_options o = {.preset = "tiny", .type = type, .seed = 11, .n_layer = n_layer, .n_embd = embd,
                               .n_expert = n_expert, .n_ff_exp = ff, .n_threads = 2, .route_skew = 4.0f};
     clover_error err = {0};
     int rc = clover_synth(path, &o, &err);
@@ -193,10 +195,10 @@ static void refusals(const clover_model *m, const cuda_gpu_mem_info *probe) {
     CHECK_MSG(strstr(err.message, "less than one layer's") != NULL, "%s", err.message);
 }
 
-static void model_case(const char *type, uint32_t embd, uint32_t ff, uint32_t n_expert) {
+static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff, uint32_t n_expert) {
     char path[64];
-    snprintf(path, sizeof path, "/tmp/clover_gpumem_%s_%d.gguf", type, (int)getpid());
-    clover_model *m = synth(path, type, embd, ff, n_expert);
+    snprintf(path, sizeof path, "/tmp/clover_gpumem_%s_%u_%d.gguf", type, n_layer, (int)getpid());
+    clover_model *m = synth(path, type, n_layer, embd, ff, n_expert);
     if (!m) return;
     const uint64_t L = m->hp.n_layer, E = m->hp.n_expert;
     run_out ref, big, o;
@@ -235,13 +237,16 @@ done:
     unlink(path);
 }
 
-static void q8_0(void) { model_case("q8_0", 128, 64, 32); }
-static void q4_k_m(void) { model_case("q4_k_m", 256, 256, 16); }
+static void q8_0(void) { model_case("q8_0", 8, 128, 64, 32); }
+static void q4_k_m(void) { model_case("q4_k_m", 8, 256, 256, 16); }
+/* 24 layers of 64 experts: with every expert resident the pool's 1,536 slot ids pass 1,024, so the chunk form
+ * groups them with moe_group_pool_kernel (matmul_gemm.cu), the path the 35B's pools take */
+static void many_slots(void) { model_case("q8_0", 24, 128, 64, 64); }
 
 /* Without CLOVER_CUDA_GPU_MEM=1 (the switch of the unverified cache) --gpu-mem is one line and no backend. */
 static void gate(void) {
     const char *F = "/tmp/clover_gpumem_gate.gguf";
-    clover_model *m = synth(F, "q8_0", 128, 64, 32);
+    clover_model *m = synth(F, "q8_0", 8, 128, 64, 32);
     if (!m) return;
     unsetenv("CLOVER_CUDA_GPU_MEM");
     backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = 1ull << 30};
@@ -260,5 +265,6 @@ int main(void) {
     setenv("CLOVER_CUDA_GPU_MEM", "1", 1); /* the cache's switch for the cases below */
     RUN(q8_0);
     RUN(q4_k_m);
+    RUN(many_slots);
     return TEST_EXIT();
 }
