@@ -14,7 +14,9 @@
 #  t  test_cuda_gpumem (q8_0 and q4_k_m widened tiny models, route skew 4: logits of a prompt, decode steps,
 #     previews with and without the coreset, the exported state, and greedy AR and block-diffusion tokens through
 #     the public API, each bit-equal to the all-device run, at budgets of every expert, 1.5 layers' experts and
-#     half the experts, with the staging path and LFU; pool bytes <= budget after every call; the refusals),
+#     half the experts, with the staging path and LFU, and a 24 x 64-expert model whose 1,536 slots take the new
+#     grouping kernel of the chunk form (moe_group_pool_kernel); pool bytes <= budget after every call; the
+#     refusals and the CLOVER_CUDA_GPU_MEM gate),
 #     then test_cuda_backend, test_cuda_engine and test_cuda_batch (the all-device path, which must be unchanged)
 #  m  compute-sanitizer memcheck of test_cuda_gpumem's q8_0 case (the pool's slot reads and copies)
 #  b  the 35B-A3B synthetic file with --route-skew 4 (made here in the background while t runs, ~1 min):
@@ -39,8 +41,8 @@
 #    each); through staging 5-12 GB/s (a host memcpy first).
 #    prompt 512 (one 512-row pass, cold pool, ~all 256 experts a layer): ~17-18 GB copied, hit rate 0-5%,
 #    ~0.5-0.8 s = 650-1,000 tok/s at both budgets (LRU keeps nothing of a cyclic 40-layer sweep larger than
-#    the pool); the grouping of 512 rows by slot (the chunk form's kernel for > 1,024 ids: one thread's scan)
-#    adds ~10-40 ms of it.
+#    the pool); the grouping of rows by slot for > 1,024 ids is the new moe_group_pool_kernel (block-wide
+#    scan, a few us a call; t's many_slots case checks its bits).
 #    decode (its cache line includes the decode request's 16-row prompt pass, mostly misses):
 #    8 GiB hit rate 25-50% (the simulator's LRU on skew-4 traces: 30% at 4 GiB, 52% at 8 GiB pools),
 #    ~200 misses a token (~0.37 GB) -> ~18-25 ms a token = 40-55 tok/s (range 30-70); 16 GiB hit rate 65-85%,
