@@ -281,8 +281,10 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
             const expert_copy *c = &x->copies[i];
             /* the pool never holds more than its budget: every slot lies inside it */
             if (c->slot < 0 || (uint64_t)(c->slot + 1) * lay->slot_bytes > x->pool.pool_bytes ||
-                x->pool.pool_bytes > x->pool.budget)
+                x->pool.pool_bytes > x->pool.budget) {
+                expert_pool_forget(&x->pool);
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: slot %d outside the pool", c->slot);
+            }
             for (int p = 0; p < EXPERT_PARTS; p++) {
                 const model_weight *w = part_of(mw, p);
                 const uint64_t eb = expert_bytes(w);
