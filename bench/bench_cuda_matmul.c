@@ -730,7 +730,7 @@ static void bench_layer(double bw) {
     cuda_igemm_wide_set(1);
     layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
     const char *wide_env = getenv("CLOVER_CUDA_IGEMM_WIDE");
-    cuda_igemm_wide_set(wide_env && strcmp(wide_env, "1") == 0);
+    cuda_igemm_wide_set(!(wide_env && strcmp(wide_env, "0") == 0));
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }
 

@@ -113,6 +113,10 @@ int cuda_gdn_recurrent(float *y,                // [n_rows][n_v_heads][dv]
                        const cuda_gdn_weights *w, const cuda_gdn_seq *seqs, int n_seq, const cuda_gdn_dims *d,
                        void *stream);
 
+/* The decode form with each head's state split by columns over a thread-block cluster (gdn_recurrent_split.cu):
+ * 1 on, 0 off; the default is off unless CLOVER_CUDA_GDN_SPLIT=1. Same bits either way. */
+void cuda_gdn_split_set(int on);
+
 /* 2, chunked form: o is the un-normed output; follow with cuda_gdn_gated_norm. */
 int cuda_gdn_chunked(float *o,                 // [n_rows][n_v_heads][dv]
                      const float *qkv,         // [n_rows][conv_dim], cuda_gdn_conv output (not normed)

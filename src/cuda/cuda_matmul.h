@@ -81,12 +81,16 @@ enum {
  * that off (also CLOVER_CUDA_MMV_STAGE=0): for A/B timing, same results
  * bit for bit (the arithmetic is the same, only where the bytes come from). */
 void cuda_mmv_stage_set(int on);
+/* Dense decode products with more groups of 8 output rows than resident blocks (the output head, a GDN
+ * in-projection) in a persistent, double-buffered kernel (matmul_mmv_stream.cu): 0 off (the default unless
+ * CLOVER_CUDA_MMV_STREAM=1), 1 on, N > 1 on with at most N blocks (tests: many groups a block). Same bits. */
+void cuda_mmv_stream_set(int v);
 /* The few-row integer chunk kernel (matmul_igemm_few.cu: 1..32 rows, dense with scratch and grouped experts):
  * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off
  * (tests, benches). The bits are the same either way (one canonical order). */
 void cuda_igemm_few_set(int on);
 /* The wide-row integer chunk product (matmul_igemm_wide.cu: Q8_0, dense, 64+ rows, with scratch): 1 turns it on,
- * 0 off; the default is CLOVER_CUDA_IGEMM_WIDE=1 or off (unverified on a device when written). Same bits either way. */
+ * 0 off; the default is on unless CLOVER_CUDA_IGEMM_WIDE=0 (verified on the H200, 2026-12-07). Same bits either way. */
 void cuda_igemm_wide_set(int on);
 
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */

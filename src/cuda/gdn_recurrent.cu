@@ -144,6 +144,7 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
                                   const cuda_gdn_dims *d, void *stream) {
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
+    if (gdn_recurrent_split(y, qkv, z, b, a, w, seqs, n_seq, d, stream)) return (int)cudaGetLastError();
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
     pdl_launch(gdn_recurrent_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
                                                                                                    *w, seqs, *d);

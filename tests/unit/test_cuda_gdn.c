@@ -236,6 +236,20 @@ static void run_case(const gdn_case *c) {
     CHECK_MSG(m.rc[0] == 0, "%s: mix %s", c->name, cuda_gdn_strerror(m.rc[0]));
     CHECK_MSG(memcmp(m.y, r.y, R * nv * dv * sizeof(float)) == 0, "%s: cuda_gdn_mix differs from the steps", c->name);
     dev_result_free(&m, c->n_seq);
+    /* the decode form split over a cluster (gdn_recurrent_split.cu, when dv is 32..256) gives the same bits */
+    if (!c->chunked) {
+        dev_result sp;
+        cuda_gdn_split_set(1);
+        dev_run(&sp, c, &g, all, 0);
+        const char *env = getenv("CLOVER_CUDA_GDN_SPLIT");
+        cuda_gdn_split_set(env && strcmp(env, "1") == 0);
+        CHECK_MSG(sp.rc[1] == 0, "%s: split %s", c->name, cuda_gdn_strerror(sp.rc[1]));
+        int same = memcmp(sp.y, r.y, R * nv * dv * sizeof(float)) == 0;
+        for (int s = 0; s < c->n_seq; s++) same = same && memcmp(sp.state[s], r.state[s], S * sizeof(float)) == 0;
+        CHECK_MSG(same, "%s: the split decode form differs from the one-block form", c->name);
+        NOTE("%-34s split decode form: %s", c->name, same ? "bit-identical" : "DIFFERS");
+        dev_result_free(&sp, c->n_seq);
+    }
     /* batch independence */
     if (c->n_seq > 1) {
         for (int s = 0; s < c->n_seq; s++) {
@@ -258,6 +272,10 @@ static const gdn_case CASES[] = {
     {"odd dk17 dv40 K3 tiled, chunk 150", {3, 6, 17, 40, 3, 1e-6f, 1}, 2, {150, 2}, 1, 23},
     {"grouped dk32 dv64 K4, chunk 70", {2, 4, 32, 64, 4, 1e-6f, 0}, 1, {70}, 1, 24},
     {"real 16/32x128, decode 2 seqs", {16, 32, 128, 128, 4, 1e-6f, 1}, 2, {1, 1}, 0, 25},
+    {"dk128 dv128 grouped, 3 seqs x 1-4 rows", {2, 4, 128, 128, 4, 1e-6f, 0}, 3, {1, 4, 2}, 0, 31},
+    {"dk32 dv64 tiled, decode 3 rows", {2, 4, 32, 64, 4, 1e-6f, 1}, 2, {3, 1}, 0, 32},
+    {"dk64 dv32 grouped, decode", {1, 3, 64, 32, 4, 1e-6f, 0}, 1, {2}, 0, 33},
+    {"dk40 dv256 grouped, decode", {1, 2, 40, 256, 4, 1e-6f, 0}, 2, {1, 2}, 0, 34},
     {"real 16/32x128, chunk 101", {16, 32, 128, 128, 4, 1e-6f, 1}, 1, {101}, 1, 26},
 };
 

@@ -714,7 +714,7 @@ static void test_few_rows(void) {
            cases + 2);
 }
 
-/* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; off by default): with it on,
+/* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; on by default): with it on,
  * cuda_matmul_chunk_ws at 64+ rows gives bit for bit what the 16 x 32 kernels of matmul_igemm.cu give with it off
  * (the canonical order), for Q8_0, Q4_K and Q5_K, at row counts that fill the 64-row tile, leave a 1-row or
  * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
@@ -742,7 +742,7 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
     const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
-    cuda_igemm_wide_set(env && strcmp(env, "1") == 0);
+    cuda_igemm_wide_set(!(env && strcmp(env, "0") == 0));
     dev_download(old, dy, ny);
     dev_download(got, dy2, ny);
     size_t diff = 0, unwritten = 0, nan_ok = 0;
@@ -885,6 +885,80 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
         check_close(what, type, got, ref, n_slots * n_out, chunk ? 1.5e-3 : 1e-5);
     free(w), free(x), free(ids), free(ref), free(got);
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
+}
+
+/* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM): with it on, dense
+ * decode products (one matrix, gate + up with SwiGLU, several matrices in one launch) give bit for bit what
+ * mmv_kernel gives with it off. A grid cap of 3 blocks makes each block walk many groups (the double buffer's
+ * every turn, a partial last group, segment boundaries inside a block's walk); "auto" takes every resident
+ * block (n_out 9000: more groups than blocks). Rows 1, 3, 8; n_in 2048 (8 rows a warp-group) and 512 (the
+ * short rows' 4 a warp). Outputs poisoned first: an output not written differs. CLOVER_TEST_SMALL: Q8_0 and
+ * Q4_K only. */
+static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int cap) {
+    const size_t n_out = cap == 1 ? 9000 : 61, so[3] = {61, 200, 17}, n_y = form == 2 ? 278 : n_out;
+    size_t rb;
+    uint8_t *w = make_weights(type, n_out + 200, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    void *dw = dev_upload(w, (n_out + 200) * rb), *dw2 = dev_upload(w2, n_out * rb);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    float *dy[2], *h[2];
+    char why[256] = "", what[64];
+    static const char *forms[3] = {"decode", "glu", "multi"};
+    snprintf(what, sizeof what, "stream %s %s x%zu/%zu cap %d", forms[form], quant_type_name(type), n_rows, n_in, cap);
+    for (int on = 0; on < 2; on++) {
+        cuda_mmv_stream_set(on ? cap : 0);
+        dy[on] = dev_poisoned(n_rows * n_y);
+        h[on] = malloc(n_rows * n_y * sizeof(float));
+        int rc;
+        if (form == 0)
+            rc = cuda_matmul_decode(type, dw, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
+        else if (form == 1)
+            rc = cuda_matmul_decode_glu(type, dw, dw2, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
+        else { /* three matrices, rows of w, outputs one after another in dy */
+            cuda_matmul_seg seg[3];
+            size_t o = 0;
+            for (int i = 0; i < 3; i++) {
+                seg[i] = (cuda_matmul_seg){.w = (const uint8_t *)dw + o * rb, .n_out = so[i], .y = dy[on] + o * n_rows};
+                o += so[i];
+            }
+            rc = cuda_matmul_decode_multi(type, seg, 3, n_in, dx, n_rows, work, NULL, why, sizeof why);
+        }
+        CHECK_MSG(rc == 0, "%s: %s", what, why);
+        CU(cudaDeviceSynchronize());
+        dev_download(h[on], dy[on], n_rows * n_y);
+    }
+    const char *env = getenv("CLOVER_CUDA_MMV_STREAM"); /* back as the environment set it */
+    cuda_mmv_stream_set(env ? atoi(env) : 0);
+    size_t diff = 0, bad = 0;
+    for (size_t i = 0; i < n_rows * n_y; i++) {
+        diff += memcmp(&h[0][i], &h[1][i], sizeof(float)) != 0;
+        bad += !isfinite(h[0][i]);
+    }
+    CHECK_MSG(bad == 0, "%s: %zu outputs of the old kernel not finite (the test's inputs)", what, bad);
+    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from mmv_kernel's bits", what, diff, n_rows * n_y);
+    if (diff == 0 && bad == 0) printf("  %-44s bit-identical (%zu outputs)\n", what, n_rows * n_y);
+    for (int on = 0; on < 2; on++) cudaFree(dy[on]), free(h[on]);
+    free(w), free(w2), free(x);
+    cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(work);
+}
+
+static void test_mmv_stream(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    const uint32_t types[4] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    for (int t = 0; t < (small ? 2 : 4); t++) {
+        const size_t rows[3] = {1, 3, 8};
+        for (int r = 0; r < 3; r++) {
+            stream_case(types[t], 2048, rows[r], 0, 3);
+            stream_case(types[t], 2048, rows[r], 1, 3);
+            stream_case(types[t], 2048, rows[r], 2, 3);
+        }
+        stream_case(types[t], 512, 2, 0, 3); /* short rows: 4 a warp, 32 a group */
+        stream_case(types[t], 2048, 1, 0, 1); /* every resident block */
+        if (!small) stream_case(types[t], 2048, 8, 1, 1);
+    }
 }
 
 static void test_moe_decode(void) {
@@ -1153,6 +1227,7 @@ int main(void) {
     RUN(test_row_invariance);
     RUN(test_few_rows);
     RUN(test_igemm_wide);
+    RUN(test_mmv_stream);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);
