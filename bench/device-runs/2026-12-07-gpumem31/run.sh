@@ -27,12 +27,13 @@
 #     (the ids' md5 must be equal); GPU memory peak at --gpu-mem 8; --gpu-mem 2 refused (dense part 2.5 GiB).
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (before any run). The 35B-A3B q4_k_m file: 40 x 256 experts of 1,769,472 bytes (16.9 GiB), the
-# rest ~2.5 GiB (dense). Reserve (one session at bench's ~800-token context, 64 rows of scratch, a GDN
-# checkpoint, 64 MiB margin) ~0.4-0.6 GiB. So --gpu-mem 8: pool ~5.0 GiB = ~3,050 slots (30% of the experts);
-# --gpu-mem 16: ~13.0 GiB = ~7,900 slots (77%). All-device figures to compare (bench/device-runs/*notes.md,
-# 2026-12-04-verify): decode ~120-150 tok/s (graph; eager ~113), prompt 512 ~2,000-2,500 tok/s, 32-row preview
-# ~12 ms, block commit ~16 ms. Under --gpu-mem a pass is eager (no graph) and syncs once per MoE layer (40 x
-# ~20-40 us) to read the routing back; the copies are not overlapped with compute (no prefetch yet).
+# rest ~2.5 GiB (dense). Reserve (one session at bench's ~800-token context, 512 rows of scratch (the logits
+# alone 0.5 GB), a GDN checkpoint, 64 MiB margin) ~0.8-1.1 GiB. So --gpu-mem 8: pool ~4.5 GiB = ~2,750 slots
+# (27% of the experts); --gpu-mem 16: ~12.5 GiB = ~7,600 slots (74%). All-device figures to compare
+# (2026-12-07-verify: off31's cuda-alone 212 tok/s --ar, dec's 4.26 ms decode step, k4l's prompt 512 5,156
+# tok/s; 2026-12-04-verify: 32-row preview ~12 ms, block commit ~16 ms): decode ~200 tok/s (graph; an eager
+# step ~6 ms), prompt 512 ~5,000 tok/s. Under --gpu-mem a pass is eager (no graph) and syncs once per MoE layer
+# (40 x ~20-40 us) to read the routing back; the copies are not overlapped with compute (no prefetch yet).
 #  - t: all pass (rc 0); test_cuda_gpumem prints slots / hits / misses per budget, every comparison equal.
 #    Risks: a bits difference would point at the chunk form's tiles (n_expert_plan) or a slot read before its
 #    copy landed (the event); "the mapping cannot be pinned in place" on stderr = the staging path everywhere.
@@ -45,11 +46,14 @@
 #    scan, a few us a call; t's many_slots case checks its bits).
 #    decode (its cache line includes the decode request's 16-row prompt pass, mostly misses):
 #    8 GiB hit rate 25-50% (the simulator's LRU on skew-4 traces: 30% at 4 GiB, 52% at 8 GiB pools),
-#    ~200 misses a token (~0.37 GB) -> ~18-25 ms a token = 40-55 tok/s (range 30-70); 16 GiB hit rate 65-85%,
-#    ~70 misses (~0.12 GB) -> ~12-15 ms = 65-85 tok/s (range 50-100).
+#    ~200 misses a token (~0.37 GB, ~9 ms at 40 GB/s) + ~6 ms eager pass + 40 syncs (~1 ms) -> ~16 ms a token
+#    = ~60 tok/s (range 40-80); 16 GiB hit rate 65-85%, ~70 misses (~0.12 GB, ~3 ms) -> ~10 ms = ~95 tok/s
+#    (range 70-130).
 #    LFU at 8 GiB: decode hit rate +0-5 points over LRU (the simulator: +3 at 8 GiB, +4 at 4 GiB).
-#    preview (32 rows, coreset ~7 experts a layer): 8 GiB 15-30 ms, 16 GiB 13-20 ms; commit of a block: 8 GiB
-#    30-80 ms, 16 GiB 20-40 ms (a block touches ~100 experts a layer).
+#    preview (32 rows, the coreset keeps ~21 experts a layer on this file: off31's run): 8 GiB 25-50 ms, 16 GiB
+#    15-30 ms; commit of a 32-row block (no coreset: ~130-180 experts a layer, ~6,000 uses, most of them misses
+#    after the previews' and decode's small sets): 8 GiB 150-300 ms, 16 GiB 80-250 ms; so block diffusion end to
+#    end is bound by its commits' copies (a few tok/s to ~15 tok/s).
 #    tokens: the --ar and the block-diffusion ids at 8 and 16 GiB equal the all-device run's (same md5).
 #    GPU memory at --gpu-mem 8: 8,000-8,900 MiB used (8,192 MiB of clover's allocations at most + the CUDA
 #    context, ~300-600 MiB). --gpu-mem 2: exit 1, one line "the dense weights alone ... need 2.5x GiB".
@@ -119,19 +123,19 @@ if has b; then
   go gate "no CLOVER_CUDA_GPU_MEM=1: exit 1, one line 'not yet verified on a device'" -- \
     run -m $F --ids $IDS --ar --max-tokens 4 --device cuda --gpu-mem 8
   export CLOVER_CUDA_GPU_MEM=1 # the cache's switch (unverified until this run) for every later line
-  go bench-all "all-device: prompt ~2,000-2,500 tok/s, decode ~100-150 tok/s, ~21-24 GB" -- \
+  go bench-all "all-device: prompt ~5,000 tok/s, decode ~200 tok/s, ~22 GB" -- \
     bench -m $F -b 512 --device cuda
   bench_lines "$O/bench-all.log"
-  go bench-16 "prompt 650-1,000 tok/s (cold); decode 65-85 tok/s, hit 65-85%; 35-50 GB/s; pool ~13 GiB" \
+  go bench-16 "prompt 650-1,000 tok/s (cold); decode ~95 tok/s (70-130), hit 65-85%; 35-50 GB/s; pool ~12.5 GiB" \
     CLOVER_GPU_MEM_STATS=1 -- bench -m $F -b 512 --device cuda --gpu-mem 16
   bench_lines "$O/bench-16.log"
-  go bench-8 "prompt 650-1,000 tok/s (cold); decode 40-55 tok/s, hit 25-50%; 35-50 GB/s; pool ~5 GiB; peak 8,000-8,900 MiB" \
+  go bench-8 "prompt 650-1,000 tok/s (cold); decode ~60 tok/s (40-80), hit 25-50%; 35-50 GB/s; pool ~4.5 GiB; peak 8,000-8,900 MiB" \
     CLOVER_GPU_MEM_STATS=1 -- bench -m $F -b 512 --device cuda --gpu-mem 8
   bench_lines "$O/bench-8.log"
   go bench-8-lfu "LFU: decode hit rate +0-5 points over bench-8's" \
     CLOVER_GPU_MEM_STATS=1 CLOVER_GPU_MEM_POLICY=lfu -- bench -m $F -b 512 --device cuda --gpu-mem 8
   bench_lines "$O/bench-8-lfu.log"
-  go bench-8-staging "staging copies: 5-12 GB/s, decode 20-40 tok/s" \
+  go bench-8-staging "staging copies: 5-12 GB/s, decode 20-45 tok/s" \
     CLOVER_GPU_MEM_STATS=1 CLOVER_GPU_MEM_STAGING=1 -- bench -m $F -b 512 --device cuda --gpu-mem 8 --decode-tokens 16 --blocks 1
   bench_lines "$O/bench-8-staging.log"
   go gm2 "exit 1, one line: the dense weights alone need ~2.5 GiB" -- \
