@@ -185,6 +185,8 @@ typedef struct clover_check_params {
     uint64_t seed;
     size_t device_rows;     /* rows per pass on the device (0: 64; 1: every row alone) */
     size_t n_threads;       /* CPU threads (0: every CPU) */
+    uint64_t gpu_mem;       /* CUDA: --gpu-mem's budget in bytes, the device's routed experts through its cache
+                               (0: off; clover_session_params.gpu_mem) */
 } clover_check_params;
 
 typedef struct clover_check_result {

@@ -123,8 +123,11 @@ def test_gpu_mem_refusals_in_one_line():
     r = run("--gpu-mem", "8", "--device", "cuda")
     if r.returncode != 0:  # no GPU or no CUDA build here: CUDA's own refusal
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and ("cuda" in r.stderr.lower()), r.stderr
+    r = subprocess.run([str(ss.CLOVER), "check", "--device", "cpu", "--gpu-mem", "8"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--gpu-mem needs --device cuda" in r.stderr, r.stderr
     h = subprocess.run([str(ss.CLOVER), "--help"], capture_output=True, text=True, timeout=60)
     assert h.returncode == 0 and "--gpu-mem N" in h.stdout
-    for cmd in ("run", "chat", "ppl", "serve", "bench"):
+    for cmd in ("run", "chat", "ppl", "serve", "bench", "check"):
         h = subprocess.run([str(ss.CLOVER), cmd, "--help"], capture_output=True, text=True, timeout=60)
         assert h.returncode == 0 and "--gpu-mem N" in h.stdout, cmd

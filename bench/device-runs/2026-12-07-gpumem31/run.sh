@@ -24,7 +24,8 @@
 #     default chunk is 512 rows, the all-device run is given the same) all-device, then at --gpu-mem
 #     16 and 8 (CLOVER_GPU_MEM_STATS=1: the budget's split and the whole run's hit rate / bandwidth), 8 with LFU,
 #     8 through staging; `clover run --ar` 64 tokens and one block-diffusion answer all-device and at 8 / 16 GiB
-#     (the ids' md5 must be equal); GPU memory peak at --gpu-mem 8; --gpu-mem 2 refused (dense part 2.5 GiB).
+#     (the ids' md5 must be equal); GPU memory peak at --gpu-mem 8; --gpu-mem 2 refused (dense part 2.5 GiB);
+#     `clover check --device cuda` (per-layer errors against the CPU) all-device and at --gpu-mem 8: equal.
 # Outputs: $OUT/summary.txt and $OUT/logs.tgz.
 # Predictions (before any run). The 35B-A3B q4_k_m file: 40 x 256 experts of 1,769,472 bytes (16.9 GiB), the
 # rest ~2.5 GiB (dense). Reserve (one session at bench's ~800-token context, 512 rows of scratch (the logits
@@ -150,6 +151,16 @@ if has b; then
   go bd-8 "block diffusion at 8 GiB: the same ids" -- "${A[@]}" --max-tokens 64 --gpu-mem 8
   say "block-diffusion ids md5: all-device $(ids_md5 "$O/bd-all.log"), 8 GiB $(ids_md5 "$O/bd-8.log")   [predicted equal]"
   grep -hE "^rate|expert cache" "$O/bd-8.log" | tee -a "$S"
+  if [ "$(el)" -lt 420 ]; then # clover check: the device against the CPU per layer, all-device and at 8 GiB
+    go check-all "all-device vs CPU: ok" -- check --device cuda -m $F --blocks 2
+    go check-8 "--gpu-mem 8 vs CPU: the same errors, line for line" -- check --device cuda -m $F --blocks 2 --gpu-mem 8
+    if diff <(grep -v "^device" "$O/check-all.log") <(grep -v "^device" "$O/check-8.log") > "$O/check.diff"; then
+      say "clover check: the --gpu-mem 8 errors equal the all-device ones   [predicted equal]"
+    else
+      say "clover check: the errors differ ($(wc -l < "$O/check.diff") diff lines)   [predicted equal]"
+      head -6 "$O/check.diff" | tee -a "$S"
+    fi
+  fi
 fi
 say "end $(date -u +%T) ($(el)s)"
 (cd "$O" && tar czf "$R/logs.tgz" .)
