@@ -1,7 +1,7 @@
 /*
  * bench_expert_cache.c: replays a routing trace (CLOVER_ROUTE_TRACE,
  * backend/route_trace.h) against expert caches of several byte budgets and
- * prints the hit rate of each policy of offload/expert_cache.h beside its
+ * prints the hit rate of each policy of backend/expert_cache.h beside its
  * ceiling (Belady's optimum) and the peer's static choice (llama.cpp's
  * --n-cpu-moe keeps whole layers' experts resident: the experts of as many
  * layers as the budget holds, the layers with the most uses first, which is
@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "offload/expert_cache.h"
+#include "backend/expert_cache.h"
 
 typedef struct use {
     uint32_t layer, expert;

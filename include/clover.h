@@ -185,6 +185,8 @@ typedef struct clover_check_params {
     uint64_t seed;
     size_t device_rows;     /* rows per pass on the device (0: 64; 1: every row alone) */
     size_t n_threads;       /* CPU threads (0: every CPU) */
+    uint64_t gpu_mem;       /* CUDA: --gpu-mem's budget in bytes, the device's routed experts through its cache
+                               (0: off; clover_session_params.gpu_mem) */
 } clover_check_params;
 
 typedef struct clover_check_result {
@@ -236,6 +238,15 @@ typedef struct clover_session_params {
      * Needs device CUDA; refused with the reason while the CUDA backend has
      * no layer range (the split itself is tested CPU + CPU). */
     uint32_t gpu_layers;
+    /* A GPU smaller than the model (--gpu-mem N, docs/OFFLOAD.md): the
+     * device bytes the CUDA backend may take for the weights, the routed
+     * experts' cache and the sessions; the dense weights, KV and states stay
+     * on the device, the routed experts page through a pool of slots from
+     * pinned host memory. 0: off (every weight on the device). Needs device
+     * CUDA (asked for, not auto); refused with the reason when the dense
+     * part does not fit or nothing is left for one layer's experts; not
+     * with gpu_layers. */
+    uint64_t gpu_mem;
 } clover_session_params;
 
 typedef enum clover_device { CLOVER_DEVICE_AUTO = 0, CLOVER_DEVICE_CPU = 1, CLOVER_DEVICE_CUDA = 2 } clover_device;
@@ -425,9 +436,14 @@ CLOVER_API void clover_generate_params_init(clover_generate_params *p);
  * CLOVER_E_INVALID with a message naming the construct and where it is. */
 CLOVER_API int clover_json_schema_check(const char *schema, clover_error *err);
 
-/* Seconds by operator family, summed over passes. */
+/* Seconds by operator family, summed over passes; and --gpu-mem's expert
+ * cache over those passes (0 without it): expert uses (one per MoE layer
+ * step and routed expert) found on the device, and copied there first. */
 typedef struct clover_op_seconds {
     double gdn_s, attn_s, moe_s, head_s;
+    uint64_t expert_hits, expert_misses;
+    uint64_t expert_copy_bytes; /* host to device */
+    double expert_copy_s;       /* the device time of those copies */
 } clover_op_seconds;
 
 typedef struct clover_generate_stats {
@@ -509,7 +525,8 @@ typedef struct clover_request clover_request;
 /* params: n_threads, max_rows and max_context are the engine's (every
  * session on it shares them), device picks its backend as sessions pick
  * theirs (CUDA asked for and not usable here: CLOVER_E_UNSUPPORTED naming
- * CUDA); may be NULL (auto). gpu_layers is refused (CLOVER_E_UNSUPPORTED). */
+ * CUDA); may be NULL (auto). gpu_layers is refused (CLOVER_E_UNSUPPORTED); gpu_mem is
+ * taken as by sessions (every session of the engine shares the budget). */
 CLOVER_API int clover_engine_create(clover_engine **out, const clover_model *model,
                                     const clover_session_params *params, clover_error *err);
 /* The backend the engine runs on ("cpu", "cuda"), and one line saying why

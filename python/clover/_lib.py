@@ -63,7 +63,7 @@ class clover_model_info(Structure):
 class clover_session_params(Structure):
     _fields_ = [
         ("n_threads", c_size_t), ("max_rows", c_size_t), ("max_context", c_size_t), ("no_snapshot", c_int),
-        ("snapshot_max_bytes", c_size_t), ("device", c_int), ("gpu_layers", c_uint32),
+        ("snapshot_max_bytes", c_size_t), ("device", c_int), ("gpu_layers", c_uint32), ("gpu_mem", c_uint64),
     ]
 
 
@@ -111,7 +111,9 @@ class clover_generate_params(Structure):
 
 
 class clover_op_seconds(Structure):
-    _fields_ = [("gdn_s", c_double), ("attn_s", c_double), ("moe_s", c_double), ("head_s", c_double)]
+    _fields_ = [("gdn_s", c_double), ("attn_s", c_double), ("moe_s", c_double), ("head_s", c_double),
+                ("expert_hits", c_uint64), ("expert_misses", c_uint64), ("expert_copy_bytes", c_uint64),
+                ("expert_copy_s", c_double)]
 
 
 class clover_generate_stats(Structure):

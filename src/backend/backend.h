@@ -146,6 +146,10 @@ typedef struct backend_config {
      * exported and imported, holds only its layers (u64 n, then those
      * layers in order). A backend that cannot run a range says so at probe. */
     uint32_t layer_begin, layer_end;
+    /* CUDA: the device bytes the model's weights, the routed experts' pool and the sessions may take
+     * (--gpu-mem); 0: no cap, every weight resident. The routed experts then page through a pool of slots
+     * (src/cuda/backend_cuda_experts.c). */
+    uint64_t gpu_mem;
 } backend_config;
 
 /* Per-call timing by operator family, seconds (accumulated by the backend
@@ -155,6 +159,9 @@ typedef struct backend_pass_stats {
     /* Preview only: experts kept by the coreset, summed over the MoE layers,
      * and the number of MoE layers counted (mean = kept / layers). */
     uint64_t coreset_kept, coreset_layers;
+    /* --gpu-mem's expert cache (CUDA): uses found on the device, uses copied there, bytes and device seconds */
+    uint64_t expert_hits, expert_misses, expert_copy_bytes;
+    double expert_copy_s;
 } backend_pass_stats;
 
 /* How one request picks (SPEC.md 3.1 and 3.2); all arrays are the caller's

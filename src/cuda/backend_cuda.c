@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/expert_pool.h"
 #include "backend/pick.h"
 #include "base/alloc.h"
 #include "base/error.h"
@@ -83,8 +84,33 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
     int rc = cuda_backend_usable(model, err);
     if (rc) return rc;
     char why[CUDA_WHY] = "";
-    size_t fr = 0, tot = 0, w = cuda_model_range_bytes(model, n_run);
+    const uint64_t gm = cfg ? cfg->gpu_mem : 0;
+    size_t fr = 0, tot = 0, w = gm ? cuda_model_dense_bytes(model) : cuda_model_range_bytes(model, n_run);
     if (cuda_mem_info(&fr, &tot, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    /* CLOVER_CUDA_GPU_MEM=1: the expert cache (issue 31), UNVERIFIED on a device when it was written
+     * (2026-12-03): off by default, so --gpu-mem is a one-line refusal until a device run
+     * (bench/device-runs/2026-12-07-gpumem31/run.sh) has checked it; then this switch goes */
+    const char *on = getenv("CLOVER_CUDA_GPU_MEM");
+    if (gm && (!on || strcmp(on, "1") != 0))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "--gpu-mem: the CUDA expert cache is built but not yet verified on a device; "
+                         "CLOVER_CUDA_GPU_MEM=1 turns it on (docs/OFFLOAD.md)");
+    if (gm && n_run < model->hp.n_layer)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem and --gpu-layers do not go together (the experts' "
+                                                    "pool serves the whole model on the device)");
+    if (gm && gm > tot)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem %.2f GiB: the device has %.2f GiB", gm / 1073741824.0,
+                         tot / 1073741824.0);
+    if (gm && w > gm)
+        return error_set(err, CLOVER_E_NOMEM,
+                         "--gpu-mem %.2f GiB: the dense weights alone (everything but the routed experts) need "
+                         "%.2f GiB",
+                         gm / 1073741824.0, w / 1073741824.0);
+    if (gm) {
+        expert_pool_layout lay;
+        int lrc = cuda_experts_layout(model, &lay, err);
+        if (lrc) return lrc;
+    }
     if (w + PROBE_MARGIN > tot)
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "CUDA backend: the model's weights (%.2f GiB) do not fit the device's %.2f GiB", w / 1073741824.0,
@@ -125,12 +151,24 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
     be->ranged = be->n_run < model->hp.n_layer;
     if (be->ranged) be->stack_off = true; /* the stacked passes run whole models only: sequence by sequence */
-    if ((rc = cuda_model_acquire(model, be->n_run, &be->cm, err))) { /* the weights go up once, here */
+    /* --gpu-mem: every MoE layer syncs to read its routing back, so no captured graphs; the stacked executor
+     * (graphs and a 512-row scratch) stays off: sequences run one by one (docs/OFFLOAD.md) */
+    if (be->cfg.gpu_mem) be->stack_off = true;
+    if ((rc = cuda_model_acquire(model, be->n_run, be->cfg.gpu_mem, &be->cm, err))) { /* the weights go up once */
         cuda_destroy(be);
         return rc;
     }
     *out = be;
     return CLOVER_OK;
+}
+
+void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out) {
+    memset(out, 0, sizeof *out);
+    if (!be || !be->cm || !be->cm->gpu_mem) return;
+    out->gpu_mem = be->cm->gpu_mem;
+    out->dense = be->cm->bytes;
+    out->sessions = be->cm->session_bytes;
+    cuda_experts_info(be->cm->ex, out);
 }
 
 static size_t cuda_max_rows(const backend *be) { return be ? be->cfg.max_rows : 0; }
@@ -264,7 +302,28 @@ bool cuda_backend_stack_graphs(const backend *be) {
     return false;
 }
 
+/* --gpu-mem: the pool's counters before a call, and their growth over it into the call's stats. */
+static void pool_mark(const backend *be, cuda_gpu_mem_info *m) { cuda_backend_gpu_mem(be, m); }
+static void pool_add(const backend *be, const cuda_gpu_mem_info *m0, backend_pass_stats *stats) {
+    if (!stats || !be || !be->cm || !be->cm->ex) return;
+    cuda_gpu_mem_info m;
+    cuda_backend_gpu_mem(be, &m);
+    stats->expert_hits += m.hits - m0->hits;
+    stats->expert_misses += m.misses - m0->misses;
+    stats->expert_copy_bytes += m.copied - m0->copied;
+    stats->expert_copy_s += m.copy_s - m0->copy_s;
+}
+
+static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
 static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_commit_calls(be, seqs, n_seqs, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
     backend_commit_seq *st[STACK_SEQS];
     size_t ns = 0;
@@ -294,7 +353,16 @@ static int cuda_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
     return first;
 }
 
+static int cuda_preview_calls(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats);
 static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_preview_calls(be, seqs, n_seqs, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_preview_calls(backend *be, backend_preview_seq *seqs, size_t n_seqs, backend_pass_stats *stats) {
     int first = CLOVER_OK;
     if (be && n_seqs && stack_ready(be)) { /* every preview of the call in stacked passes (backend_cuda_stack_preview.c) */
         int rc = cuda_stack_previews(be, be->stack, &be->pick, seqs, n_seqs, stats);
@@ -314,8 +382,19 @@ static int cuda_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
     return first;
 }
 
+static int cuda_resolve_calls(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                              backend_pass_stats *stats);
 static int cuda_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
                         backend_pass_stats *stats) {
+    cuda_gpu_mem_info m0;
+    pool_mark(be, &m0);
+    int rc = cuda_resolve_calls(be, seqs, n_seqs, cancel, stats);
+    pool_add(be, &m0, stats);
+    return rc;
+}
+
+static int cuda_resolve_calls(backend *be, backend_resolve_seq *seqs, size_t n_seqs, const volatile int *cancel,
+                              backend_pass_stats *stats) {
     int first = CLOVER_OK;
     if (be && n_seqs && stack_ready(be)) { /* every block of the call, a round of stacked passes at a time */
         int rc = cuda_stack_resolves(be, be->stack, &be->pick, seqs, n_seqs, cancel, stats);

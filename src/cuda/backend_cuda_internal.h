@@ -41,6 +41,14 @@
 #include "cuda/cuda_pick_rows.h"
 #include "model/model.h"
 
+/* A range of the data section copied to the device under --gpu-mem: offsets [lo, hi) from host_base, at
+ * dev_base + dev. */
+typedef struct cuda_span {
+    size_t lo, hi, dev;
+} cuda_span;
+
+typedef struct cuda_experts cuda_experts;
+
 typedef struct cuda_model {
     const clover_model *model;
     int device;
@@ -51,18 +59,28 @@ typedef struct cuda_model {
     uint32_t n_run;        /* the layers [0, n_run) whose weights it holds: n_layer for the whole model; fewer
                             * for the front of a split (CLOVER_CUDA_LAYER_RANGE): then only the window of the
                             * section from the first to the last byte of token_embd and those layers' tensors */
+    /* --gpu-mem (issue 31): 0, or the device bytes this model's weights, its expert pool and its sessions may
+     * take; then only the dense tensors are copied (spans, back to back: bytes is their sum) and the routed
+     * experts go through the pool (backend_cuda_experts.c), made with the first session */
+    uint64_t gpu_mem;
+    cuda_span *spans; /* [n_spans], ascending lo; none without --gpu-mem (a weight is then at base + offset) */
+    size_t n_spans;
+    cuda_experts *ex;
+    uint64_t session_bytes; /* --gpu-mem: device bytes the live sessions hold (KV, state, scratch) */
     struct cuda_model *next;
 } cuda_model;
 
 /* backend_cuda_model.c: the model's device copy, uploaded on first use (a
  * progress bar on a terminal for 64 MiB or more), or an error saying why it
  * does not fit. Every weight the passes use is checked here first. */
-int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, clover_error *err);
+int cuda_model_acquire(const clover_model *m, uint32_t n_run, uint64_t gpu_mem, cuda_model **out, clover_error *err);
 void cuda_model_release(cuda_model *cm);
 /* The device address of a bound weight (NULL for an absent optional one). */
 const void *cuda_model_weight(const cuda_model *cm, const model_weight *w);
 /* Bytes of the model's weights on the device (the data section). */
 size_t cuda_model_bytes(const clover_model *m);
+/* Bytes of every tensor but the routed experts (what --gpu-mem copies to the device), 256-aligned ranges. */
+size_t cuda_model_dense_bytes(const clover_model *m);
 /* Bytes a device copy for layers [0, n_run) holds (the window; the section when n_run is n_layer). */
 size_t cuda_model_range_bytes(const clover_model *m, uint32_t n_run);
 /* The layer range a configuration asks of this backend: layer_end (n_layer when 0), or 0 when the range is
@@ -95,6 +113,7 @@ typedef struct cuda_scratch {
     float *ga, *gb;   /* [R][nv] */
     float *rlog;      /* [R][E] router logits */
     int32_t *ridx;    /* [R][k] */
+    int32_t *rslot;   /* [R][k] --gpu-mem: the pool slot of each ridx (only then carved) */
     float *rw;        /* [R][k] */
     float *ge, *ue;   /* [R*k][F] */
     float *ye;        /* [R*k][H] */
@@ -140,6 +159,14 @@ typedef struct cuda_preview_graph {
 } cuda_preview_graph;
 enum { CUDA_PREVIEW_GRAPHS = 4 };
 
+/* --gpu-mem: what a layer's grouped expert products read: part p (gate, up, down) of slot i at
+ * base + off[p] + i * stride. */
+typedef struct cuda_expert_view {
+    const char *base;
+    size_t stride, n_slots;
+    size_t off[3];
+} cuda_expert_view;
+
 struct backend_session {
     const clover_model *model;
     const model_hparams *hp;
@@ -156,6 +183,10 @@ struct backend_session {
     cuda_attn_seq *d_aseq, *h_aseq;
     cuda_gdn_seq *d_gseq, *h_gseq;
     int32_t *h_ids, *h_targets; /* pinned [R] */
+    int32_t *h_rx;              /* --gpu-mem: pinned [2][R*k]: the routing ids read back, then their slots */
+    uint64_t pool_bytes_held;   /* --gpu-mem: this session's share of cm->session_bytes */
+    cuda_expert_view xv;        /* --gpu-mem: where this layer's expert products read (backend_cuda_experts.c) */
+    const model_moe_weights *xv_moe; /* the layer xv serves while its products are enqueued; NULL: none */
     float *h_logits;            /* pinned [R][V] */
     float *h_nll;               /* pinned [R] */
     void *h_pick;               /* pinned, carved into the h_pk_* mirrors of sc.pk_* below */
@@ -201,6 +232,23 @@ struct backend_session {
     void *sgraph[2][65];        /* stack: the captured decode pass per row count, without / with the logits copy */
     bool sgraph_failed;
 };
+
+/* backend_cuda_experts.c: --gpu-mem's expert pool (cuda_expert_view above). */
+struct expert_pool_layout;
+/* The slot layout of the model's experts (an error when a layer has no stacked experts). */
+int cuda_experts_layout(const clover_model *m, struct expert_pool_layout *lay, clover_error *err);
+/* The pool of cm (cm->gpu_mem set, its dense part uploaded), sized gpu_mem - the dense bytes - reserve (one
+ * session's KV, state and scratch): made with the first session; a one-line error when it cannot hold one
+ * layer's experts. */
+int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err);
+void cuda_experts_free(cuda_experts *x);
+uint64_t cuda_experts_pool_bytes(const cuda_experts *x);
+struct cuda_gpu_mem_info;
+void cuda_experts_info(const cuda_experts *x, struct cuda_gpu_mem_info *out); /* the pool's fields (cuda_backend.h) */
+/* Layer il of the pass of n rows routed in sc.ridx: syncs the stream, reads the ids back, copies the misses
+ * into their slots (a second stream, which the pass's stream then waits for), writes the slot ids to
+ * sc.rslot; out: where the products read. */
+int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_view *out, clover_error *err);
 
 /* Rows one pick launch takes at most (its plog scratch). */
 size_t cuda_session_pick_rows(const backend_session *s);

@@ -8,6 +8,10 @@
  * and a weight's device address is base + its file offset. Sessions of the
  * same model share it through a small reference-counted registry.
  *
+ * Under --gpu-mem (cm->gpu_mem) the routed experts' stacks stay in host memory (backend_cuda_experts.c pages
+ * them through a pool): only the other tensors are copied, as 256-aligned ranges of the section back to back
+ * (cm->spans), and a weight's address is then found in its range (a binary search over ~2 per layer).
+ *
  * Before anything is copied, cuda_model_check confirms that every weight the
  * passes use has a type and shape the kernels take, and the size is compared
  * with the device's free memory, so a model that cannot run says why at
@@ -86,6 +90,58 @@ static void range_window(const clover_model *m, uint32_t n_run, size_t *lo, size
     }
     if (*hi < *lo) *lo = *hi = 0;
     *lo &= ~(size_t)255; /* keep the device copy's alignment of every weight (offsets are 32-aligned at least) */
+}
+
+/* Whether a tensor is one of the routed experts' stacks (--gpu-mem keeps those in host memory). */
+static bool is_routed(const clover_model *m, const gguf_tensor *t) {
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        const model_moe_weights *w = &m->layers[l].moe;
+        if (t->data == w->gate_exps.data || t->data == w->up_exps.data || t->data == w->down_exps.data) return true;
+    }
+    return false;
+}
+
+static int cmp_span(const void *a, const void *b) {
+    const cuda_span *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* --gpu-mem: every tensor but the routed experts, as ranges of the section (lo aligned down to 256 so each
+ * weight keeps its alignment on the device, overlaps merged), each at a 256-aligned device offset, back to
+ * back. NULL with *n 0 when there is no memory; *bytes: the device bytes. */
+static cuda_span *dense_spans(const clover_model *m, size_t *n, size_t *bytes) {
+    size_t nt = gguf_tensor_count(m->file), k = 0;
+    *n = 0, *bytes = 0;
+    cuda_span *sp = mem_calloc(nt ? nt : 1, sizeof *sp);
+    if (!sp) return NULL;
+    for (size_t i = 0; i < nt; i++) {
+        const gguf_tensor *t = gguf_tensor_at(m->file, i);
+        if (!t->nbytes || is_routed(m, t)) continue;
+        sp[k++] = (cuda_span){(size_t)t->offset & ~(size_t)255, (size_t)(t->offset + t->nbytes), 0};
+    }
+    qsort(sp, k, sizeof *sp, cmp_span);
+    size_t j = 0;
+    for (size_t i = 0; i < k; i++) {
+        if (j && sp[i].lo <= sp[j - 1].hi) {
+            if (sp[i].hi > sp[j - 1].hi) sp[j - 1].hi = sp[i].hi;
+        } else {
+            sp[j++] = sp[i];
+        }
+    }
+    size_t dev = 0;
+    for (size_t i = 0; i < j; i++) {
+        sp[i].dev = dev;
+        dev += (sp[i].hi - sp[i].lo + 255) & ~(size_t)255;
+    }
+    *n = j;
+    *bytes = dev;
+    return sp;
+}
+
+size_t cuda_model_dense_bytes(const clover_model *m) {
+    size_t n, bytes;
+    mem_free(dense_spans(m, &n, &bytes));
+    return bytes;
 }
 
 size_t cuda_model_range_bytes(const clover_model *m, uint32_t n_run) {
@@ -230,18 +286,25 @@ static int upload(cuda_model *cm, clover_error *err) {
         return error_set(err, CLOVER_E_NOMEM, "CUDA backend: %zu bytes for the weights: %s", cm->bytes, why);
     const bool bar = cm->bytes >= (64ull << 20) && isatty(STDERR_FILENO);
     double t0 = now_s(), last = -1.0;
-    for (size_t off = 0; off < cm->bytes; off += UPLOAD_PIECE) {
-        size_t n = cm->bytes - off < UPLOAD_PIECE ? cm->bytes - off : UPLOAD_PIECE;
-        if (cuda_h2d(cm->dev_base + off, cm->host_base + off, n, why)) {
-            if (bar) fprintf(stderr, "\r\033[K");
-            return error_set(err, CLOVER_E_IO, "CUDA backend: uploading the weights at byte %zu: %s", off, why);
+    /* the whole window as one span, or --gpu-mem's dense spans */
+    const cuda_span whole = {0, cm->bytes, 0};
+    const cuda_span *sp = cm->n_spans ? cm->spans : &whole;
+    const size_t ns = cm->n_spans ? cm->n_spans : 1;
+    size_t done = 0;
+    for (size_t i = 0; i < ns; i++)
+        for (size_t off = sp[i].lo; off < sp[i].hi; off += UPLOAD_PIECE) {
+            size_t n = sp[i].hi - off < UPLOAD_PIECE ? sp[i].hi - off : UPLOAD_PIECE;
+            if (cuda_h2d(cm->dev_base + sp[i].dev + (off - sp[i].lo), cm->host_base + off, n, why)) {
+                if (bar) fprintf(stderr, "\r\033[K");
+                return error_set(err, CLOVER_E_IO, "CUDA backend: uploading the weights at byte %zu: %s", off, why);
+            }
+            done += n;
+            double t = now_s();
+            if (bar && t - last >= 0.1) {
+                draw_bar(cm->device, done, cm->bytes, t - t0);
+                last = t;
+            }
         }
-        double t = now_s();
-        if (bar && t - last >= 0.1) {
-            draw_bar(cm->device, off + n, cm->bytes, t - t0);
-            last = t;
-        }
-    }
     if (bar) {
         draw_bar(cm->device, cm->bytes, cm->bytes, now_s() - t0);
         fprintf(stderr, "\r\033[K");
@@ -250,7 +313,7 @@ static int upload(cuda_model *cm, clover_error *err) {
     return CLOVER_OK;
 }
 
-int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, clover_error *err) {
+int cuda_model_acquire(const clover_model *m, uint32_t n_run, uint64_t gpu_mem, cuda_model **out, clover_error *err) {
     *out = NULL;
     if (n_run == 0 || n_run > m->hp.n_layer) n_run = m->hp.n_layer;
     char why[CUDA_WHY];
@@ -263,7 +326,7 @@ int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, 
     if (cuda_use_device(device, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
     pthread_mutex_lock(&g_lock);
     for (cuda_model *c = g_models; c; c = c->next)
-        if (c->model == m && c->device == device && c->n_run == n_run) {
+        if (c->model == m && c->device == device && c->n_run == n_run && c->gpu_mem == gpu_mem) {
             c->refs++;
             pthread_mutex_unlock(&g_lock);
             *out = c;
@@ -283,9 +346,24 @@ int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, 
     range_window(m, n_run, &lo, &hi);
     cm->host_base += lo; /* a weight's device address stays dev_base + (its host address - host_base) */
     cm->bytes = hi - lo;
+    cm->gpu_mem = gpu_mem;
     size_t fr = 0, tot = 0;
-    if (cuda_mem_info(&fr, &tot, why)) {
+    if (gpu_mem && n_run < m->hp.n_layer) {
+        rc = error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem: the whole model runs on the device, not a layer range "
+                                                  "(--gpu-mem and --gpu-layers do not go together)");
+    } else if (gpu_mem && !(cm->spans = dense_spans(m, &cm->n_spans, &cm->bytes))) {
+        rc = error_set(err, CLOVER_E_NOMEM, "CUDA backend: no memory");
+    } else if (cuda_mem_info(&fr, &tot, why)) {
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
+    } else if (gpu_mem && cm->bytes > gpu_mem) {
+        rc = error_set(err, CLOVER_E_NOMEM,
+                       "--gpu-mem %.2f GiB: the dense weights alone (everything but the routed experts) need %.2f GiB",
+                       (double)gpu_mem / 1073741824.0, (double)cm->bytes / 1073741824.0);
+    } else if (gpu_mem && gpu_mem > fr) {
+        rc = error_set(err, CLOVER_E_NOMEM, "--gpu-mem %.2f GiB: more than GPU %d's free memory (%.2f GiB of %.2f GiB)",
+                       (double)gpu_mem / 1073741824.0, device, (double)fr / 1073741824.0, (double)tot / 1073741824.0);
+    } else if (gpu_mem) {
+        rc = upload(cm, err);
     } else if (cm->bytes + CUDA_MODEL_MARGIN > fr) {
         cuda_device_info info;
         const char *name = cuda_device_query(device, &info, why, sizeof why) ? "?" : info.name;
@@ -299,6 +377,7 @@ int cuda_model_acquire(const clover_model *m, uint32_t n_run, cuda_model **out, 
     }
     if (rc) {
         cuda_free(cm->dev_base);
+        mem_free(cm->spans);
         mem_free(cm);
         pthread_mutex_unlock(&g_lock);
         return rc;
@@ -319,7 +398,9 @@ void cuda_model_release(cuda_model *cm) {
                 *p = cm->next;
                 break;
             }
+        cuda_experts_free(cm->ex);
         cuda_free(cm->dev_base);
+        mem_free(cm->spans);
         mem_free(cm);
     }
     pthread_mutex_unlock(&g_lock);
@@ -327,5 +408,15 @@ void cuda_model_release(cuda_model *cm) {
 
 const void *cuda_model_weight(const cuda_model *cm, const model_weight *w) {
     if (!w->data) return NULL;
-    return cm->dev_base + ((const char *)w->data - cm->host_base);
+    const size_t off = (size_t)((const char *)w->data - cm->host_base);
+    if (!cm->n_spans) return cm->dev_base + off;
+    /* --gpu-mem: the span holding it (the last with lo <= off); none for a routed expert stack (the pool's) */
+    size_t a = 0, b = cm->n_spans;
+    while (b - a > 1) {
+        size_t mid = (a + b) / 2;
+        if (cm->spans[mid].lo <= off) a = mid;
+        else b = mid;
+    }
+    const cuda_span *sp = &cm->spans[a];
+    return off >= sp->lo && off < sp->hi ? cm->dev_base + sp->dev + (off - sp->lo) : NULL;
 }

@@ -144,13 +144,31 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
     return CLOVER_OK;
 }
 
+/* Where a grouped product reads the experts of w (a stacked expert tensor of the layer): the model's device
+ * copy, expert e at w + e * stride; or under --gpu-mem the pool's slots (s->xv, set by layer_moe for this
+ * layer): expert e at its slot, the ids the slot ids of sc.rslot. The same kernels either way. */
+static void moe_source(const backend_session *s, const model_weight *w, cuda_moe_args *a) {
+    a->w = cuda_model_weight(s->cm, w);
+    a->expert_stride = quant_row_bytes(w->type, a->n_in) * a->n_out;
+    if (!s->xv_moe) return;
+    const int part = w == &s->xv_moe->gate_exps ? 0 : w == &s->xv_moe->up_exps ? 1 : 2;
+    a->w = s->xv.base + s->xv.off[part];
+    a->expert_stride = s->xv.stride;
+    a->n_expert = s->xv.n_slots;
+    a->n_expert_plan = s->hp->n_expert; /* the chunk form's tiles as in the all-device run */
+    a->ids = s->sc.rslot;
+}
+
+static const void *moe_up_source(const backend_session *s, const model_weight *w_up) {
+    return s->xv_moe ? (const void *)(s->xv.base + s->xv.off[1]) : cuda_model_weight(s->cm, w_up);
+}
+
 /* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
  * SwiGLU (decode form only: the caller checks moe_fuses). */
 static int moe_mm_as(backend_session *s, const model_weight *w, const model_weight *w_up, const float *x,
                      int per_slot, size_t n, float *y, clover_error *err) {
     const size_t k = s->hp->n_expert_used;
     cuda_moe_args a = {.type = w->type,
-                       .w = cuda_model_weight(s->cm, w),
                        .n_expert = s->hp->n_expert,
                        .n_out = (size_t)w->ne[1],
                        .n_in = (size_t)w->ne[0],
@@ -160,7 +178,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .x = x,
                        .x_per_slot = per_slot,
                        .y = y};
-    a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
+    moe_source(s, w, &a);
     char why[256] = "";
     if (takes_decode(s, w, false)) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
@@ -169,7 +187,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
             b.ids = a.ids + r0 * k;
             b.x = a.x + (per_slot ? r0 * k : r0) * a.n_in;
             b.y = a.y + r0 * k * a.n_out;
-            if (w_up ? cuda_moe_decode_glu(&b, cuda_model_weight(s->cm, w_up), s->sc.moe_work, s->stream, why,
+            if (w_up ? cuda_moe_decode_glu(&b, moe_up_source(s, w_up), s->sc.moe_work, s->stream, why,
                                            sizeof why)
                      : cuda_moe_decode(&b, s->sc.moe_work, s->stream, why, sizeof why))
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
@@ -197,7 +215,6 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
         return CLOVER_OK;
     }
     cuda_moe_args a = {.type = wg->type,
-                       .w = cuda_model_weight(s->cm, wg),
                        .n_expert = s->hp->n_expert,
                        .n_out = (size_t)wg->ne[1],
                        .n_in = (size_t)wg->ne[0],
@@ -207,9 +224,9 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
                        .x = x,
                        .x_per_slot = 0,
                        .y = yg};
-    a.expert_stride = quant_row_bytes(wg->type, a.n_in) * a.n_out;
+    moe_source(s, wg, &a);
     char why[256] = "";
-    if (cuda_moe_chunk_pair(&a, cuda_model_weight(s->cm, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
+    if (cuda_moe_chunk_pair(&a, moe_up_source(s, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s + %s: %s", wg->name, wu->name, why);
     return CLOVER_OK;
 }
@@ -371,13 +388,20 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     }
     if (s->count_experts && cuda_mark_experts(sc->used + il * hp->n_expert, sc->ridx, n * k, s->stream))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s", cuda_preview_last_error());
-    if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
-        if ((rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err))) return rc;
-    } else {
-        if ((rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) return rc;
-        if ((rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err))) return rc;
+    /* --gpu-mem: this layer's experts into the pool (the routing read back, the misses copied), then the three
+     * grouped products read their slots (moe_source) */
+    if (s->cm->ex) {
+        if ((rc = cuda_experts_layer(s, (uint32_t)il, n, &s->xv, err))) return rc;
+        s->xv_moe = w;
     }
-    if ((rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err))) return rc;
+    if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
+        rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err);
+    } else if (!(rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) {
+        rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err);
+    }
+    if (!rc) rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err);
+    s->xv_moe = NULL;
+    if (rc) return rc;
     if (Fs == 0)
         return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
     if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;

@@ -25,6 +25,8 @@
 #include "quant/quant.h"
 
 #define SESSION_MARGIN (256ull << 20)
+/* --gpu-mem: room inside the budget for the runtime's small allocations (kernel workspaces made on first use) */
+#define GPU_MEM_MARGIN (64ull << 20)
 
 static size_t r256(size_t b) { return (b + 255) / 256 * 256; }
 
@@ -66,9 +68,11 @@ static bool backend_cuda_model_is_float(const clover_model *m) {
     return true;
 }
 
-static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t R, int per_slot) {
+/* n_expert: the ids the products take, the model's experts or (--gpu-mem) at most every expert's slot. */
+static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t R, int per_slot, size_t n_expert) {
     cuda_moe_args a = {.type = w->type,
-                       .n_expert = hp->n_expert,
+                       .n_expert = n_expert,
+                       .n_expert_plan = hp->n_expert,
                        .n_out = (size_t)w->ne[1],
                        .n_in = (size_t)w->ne[0],
                        .n_rows = R < CUDA_MATMUL_DECODE_MAX_ROWS ? R : CUDA_MATMUL_DECODE_MAX_ROWS,
@@ -121,6 +125,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->gb = carve(&c, R * nv * f);
     sc->rlog = carve(&c, R * E * f);
     sc->ridx = carve(&c, R * k * 4);
+    sc->rslot = s->cm && s->cm->gpu_mem ? carve(&c, R * k * 4) : NULL; /* only then: the layout stays main's */
     sc->rw = carve(&c, R * k * f);
     sc->ge = carve(&c, R * k * F * f);
     sc->ue = carve(&c, R * k * F * f);
@@ -152,6 +157,9 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->pk_par = carve(&c, R * sizeof(cuda_pick_params));
 
     size_t mmw = mm_work_of(&m->output, D, R), moew = 0;
+    /* --gpu-mem: the expert products take pool slot ids, up to one per expert of the model */
+    const bool pool = s->cm && s->cm->gpu_mem;
+    const size_t ids_max = pool ? (size_t)hp->n_layer * E : E;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *ml = &m->layers[l];
         const model_moe_weights *mw = &ml->moe;
@@ -160,9 +168,9 @@ static size_t session_layout(backend_session *s, char *base) {
         mmw = max_sz(mmw, mm_work_of(&mw->up_shexp, D, R));
         mmw = max_sz(mmw, mm_work_of(&mw->down_shexp, D, R));
         mmw = max_sz(mmw, mm_work_of(&mw->gate_inp_shexp, D, R));
-        moew = max_sz(moew, moe_work_of(&mw->gate_exps, hp, R, 0));
-        moew = max_sz(moew, moe_work_of(&mw->up_exps, hp, R, 0));
-        moew = max_sz(moew, moe_work_of(&mw->down_exps, hp, R, 1));
+        moew = max_sz(moew, moe_work_of(&mw->gate_exps, hp, R, 0, ids_max));
+        moew = max_sz(moew, moe_work_of(&mw->up_exps, hp, R, 0, ids_max));
+        moew = max_sz(moew, moe_work_of(&mw->down_exps, hp, R, 1, ids_max));
         if (ml->kind == MODEL_LAYER_ATTENTION) {
             const model_attention_weights *w = &ml->attn;
             mmw = max_sz(mmw, max_sz(max_sz(mm_work_of(&w->q, D, R), mm_work_of(&w->k, D, R)),
@@ -209,7 +217,9 @@ void backend_cuda_session_free(backend_session *s) {
         cuda_pinned_free(&own);
     }
     mem_free(s->dbg_hidden);
+    cuda_host_free(s->h_rx);
     cuda_stream_destroy(s->stream);
+    if (s->cm) s->cm->session_bytes -= s->pool_bytes_held;
     cuda_model_release(s->cm);
     mem_free(s->layers);
     mem_free(s);
@@ -321,8 +331,11 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         rc = error_set(err, CLOVER_E_UNSUPPORTED, "CUDA stack: the stacked passes run the whole model, not a range");
         goto fail;
     }
-    rc = cuda_model_acquire(model, s->n_run, &s->cm, err);
+    rc = cuda_model_acquire(model, s->n_run, cfg->gpu_mem, &s->cm, err);
     if (rc) goto fail;
+    if (s->cm->gpu_mem) { /* every MoE layer syncs to read its routing back: nothing to capture */
+        s->graph_failed = s->sgraph_failed = s->pgraph_off = true;
+    }
     s->layers = mem_calloc(hp->n_layer, sizeof *s->layers);
     if (!s->layers) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory");
@@ -368,6 +381,29 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
                        max_ctx, (double)(arena_bytes + kv_bytes) * 1e-9, (double)kv_bytes * 1e-9, kv_tok,
                        (double)arena_bytes * 1e-9, (double)fr * 1e-9, (double)tot * 1e-9);
         goto fail;
+    }
+    if (s->cm->gpu_mem) {
+        /* --gpu-mem: the pool is sized with the first session (what is left of the budget after the dense weights
+         * and this session's KV, state and scratch, plus room for one checkpoint of the GDN states and the
+         * runtime's small allocations); a later session must fit beside it */
+        const uint64_t mine = arena_bytes + kv_bytes;
+        const uint64_t room = cuda_session_fixed_state_bytes(hp, model) + GPU_MEM_MARGIN;
+        if (!s->cm->ex && (rc = cuda_experts_create(s->cm, mine + room, err))) goto fail;
+        const uint64_t used = s->cm->bytes + cuda_experts_pool_bytes(s->cm->ex) + s->cm->session_bytes;
+        if (used + mine > s->cm->gpu_mem) {
+            rc = error_set(err, CLOVER_E_NOMEM,
+                           "--gpu-mem %.2f GiB: this session's KV, state and scratch (%.2f GiB, a context of %zu "
+                           "tokens) do not fit beside the weights, the expert pool and the other sessions (%.2f GiB): "
+                           "ask for a shorter context (--max-context), fewer sessions or a larger --gpu-mem",
+                           s->cm->gpu_mem / 1073741824.0, mine / 1073741824.0, max_ctx, used / 1073741824.0);
+            goto fail;
+        }
+        s->cm->session_bytes += mine;
+        s->pool_bytes_held = mine;
+        if (cuda_host_alloc((void **)&s->h_rx, 2 * max_rows * hp->n_expert_used * sizeof(int32_t), why)) {
+            rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: %s", why);
+            goto fail;
+        }
     }
     if (cuda_stream_create(&s->stream, why) || cuda_alloc(&s->arena, arena_bytes, why) ||
         (kv_bytes && cuda_alloc(&s->kv, kv_bytes, why)) ||

@@ -22,6 +22,24 @@ int cuda_backend_usable(const clover_model *m, clover_error *err);
  * set, or the capture was refused). */
 int cuda_backend_graph_used(const backend_session *s);
 
+/* --gpu-mem's figures of a backend (tests, benches): all 0 without the option or before its first session
+ * (the pool is made with it). Bytes unless said. */
+typedef struct cuda_gpu_mem_info {
+    uint64_t gpu_mem;     /* the budget asked for */
+    uint64_t dense;       /* the dense weights on the device */
+    uint64_t reserve;     /* what the pool left for one session (its KV, state, scratch) and the margins */
+    uint64_t sessions;    /* what the live sessions hold */
+    uint64_t pool_budget; /* the pool's share of the budget */
+    uint64_t pool_bytes;  /* n_slots * slot_bytes, <= pool_budget */
+    uint64_t slot_bytes;
+    size_t n_slots;
+    uint64_t hits, misses; /* expert uses (one per layer step and expert) */
+    uint64_t evictions;
+    uint64_t copied;      /* bytes copied host to device */
+    double copy_s;        /* device time of those copies */
+} cuda_gpu_mem_info;
+void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out);
+
 /* clover_device_report's text (see clover.h). */
 size_t cuda_backend_report(const clover_model *m, size_t max_context, char *buf, size_t n);
 

@@ -162,6 +162,10 @@ typedef struct cuda_moe_args {
     const float *x; /* device: [n_rows][n_in], or [n_rows*k][n_in] when x_per_slot */
     int x_per_slot;
     float *y; /* device [n_rows*k][n_out] */
+    /* 0: n_expert. The expert count that plans the chunk form's tiles where ids are slots of a larger pool
+     * (--gpu-mem: n_expert is the pool's slot count, this the model's experts), so the tiles, and the kernel,
+     * are those of the all-device run. */
+    size_t n_expert_plan;
 } cuda_moe_args;
 
 /* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;

@@ -121,6 +121,21 @@ extern "C" int cuda_event_record(void *ev, void *stream, char *why) {
     return 0;
 }
 
+extern "C" int cuda_host_register(void *p, size_t bytes, int read_only, char *why) {
+    TRY(cudaHostRegister(p, bytes, read_only ? cudaHostRegisterReadOnly : cudaHostRegisterDefault),
+        "cudaHostRegister");
+    return 0;
+}
+
+extern "C" void cuda_host_unregister(void *p) {
+    if (p) cudaHostUnregister(p);
+}
+
+extern "C" int cuda_stream_wait_event(void *stream, void *ev, char *why) {
+    TRY(cudaStreamWaitEvent(S(stream), (cudaEvent_t)ev, 0), "cudaStreamWaitEvent");
+    return 0;
+}
+
 extern "C" int cuda_event_seconds(void *a, void *b, double *s, char *why) {
     float ms = 0.0f;
     *s = 0.0;

@@ -40,6 +40,13 @@ void cuda_event_destroy(void *ev);
 int cuda_event_record(void *ev, void *stream, char *why);
 int cuda_event_seconds(void *a, void *b, double *s, char *why); /* from a to b, both completed */
 
+/* Pins host memory the caller already has (a range of the mapped model file: --gpu-mem's expert copies go
+ * over the link from there without a staging copy); read_only: the range may be a read-only mapping. */
+int cuda_host_register(void *p, size_t bytes, int read_only, char *why);
+void cuda_host_unregister(void *p); /* errors ignored (teardown) */
+/* Work enqueued on `stream` after this waits for `ev` (recorded on another stream). */
+int cuda_stream_wait_event(void *stream, void *ev, char *why);
+
 /* Free and total memory of the current device. */
 int cuda_mem_info(size_t *free_bytes, size_t *total_bytes, char *why);
 

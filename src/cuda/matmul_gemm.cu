@@ -307,7 +307,7 @@ static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
 static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     const size_t n_slots = a->n_rows * a->k;
     /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
-    q->wide = n_slots <= 4 * a->n_expert;
+    q->wide = n_slots <= 4 * (a->n_expert_plan ? a->n_expert_plan : a->n_expert);
     if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
         return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;
@@ -403,6 +403,72 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
     }
 }
 
+/* The grouping of the kernel above for the ids of a large pool (--gpu-mem: slot ids up to the pool's slot count,
+ * thousands; chosen only when n_expert_plan is set), with the one-thread scan made block-wide: thread t owns the
+ * contiguous ids [t*per, (t+1)*per), sums its counts and tiles, a block-wide exclusive scan (as the kernel below
+ * does for <= 1024) gives its offsets, then it writes its ids' cursors and tiles. The table is the same as the
+ * one-thread kernel's (ids ascending, each id's tiles in order). UNVERIFIED on a device when written
+ * (2026-12-03; test_cuda_gpumem's many-slot case runs it). */
+__global__ void __launch_bounds__(1024) moe_group_pool_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out,
+                                                              int tile, int32_t *counts, int32_t *cursor,
+                                                              int32_t *ntiles, int32_t *perm, int32_t *tiles,
+                                                              float *y) {
+    __shared__ int wsum[2][32];
+    const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
+    for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += nt) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert)
+            atomicAdd(&counts[e], 1);
+        else /* a bad id: that slot's outputs are NaN */
+            for (int o = 0; o < n_out; o++) y[(size_t)s * n_out + o] = __int_as_float(0x7fc00000);
+    }
+    __syncthreads();
+    const int per = (n_expert + nt - 1) / nt, e0 = min(tid * per, n_expert), e1 = min(e0 + per, n_expert);
+    int c = 0, ct = 0; /* this thread's slots and tiles */
+    for (int e = e0; e < e1; e++) {
+        const int ce = counts[e];
+        c += ce;
+        ct += (ce + tile - 1) / tile;
+    }
+    int a = c, b = ct; /* inclusive scans within the warp */
+    for (int d = 1; d < 32; d <<= 1) {
+        const int ua = __shfl_up_sync(0xffffffffu, a, d), ub = __shfl_up_sync(0xffffffffu, b, d);
+        if (lane >= d) a += ua, b += ub;
+    }
+    if (lane == 31) wsum[0][warp] = a, wsum[1][warp] = b;
+    __syncthreads();
+    if (warp == 0) { /* the warps' totals, scanned (exclusive) */
+        int x = lane < nt / 32 ? wsum[0][lane] : 0, z = lane < nt / 32 ? wsum[1][lane] : 0;
+        const int x0 = x, z0 = z;
+        for (int d = 1; d < 32; d <<= 1) {
+            const int ux = __shfl_up_sync(0xffffffffu, x, d), uz = __shfl_up_sync(0xffffffffu, z, d);
+            if (lane >= d) x += ux, z += uz;
+        }
+        if (lane < nt / 32) wsum[0][lane] = x - x0, wsum[1][lane] = z - z0;
+    }
+    __syncthreads();
+    int off = wsum[0][warp] + a - c, t = wsum[1][warp] + b - ct; /* slots and tiles before id e0 */
+    for (int e = e0; e < e1; e++) {
+        const int ce = counts[e];
+        cursor[e] = off;
+        for (int q = 0; q < ce; q += tile) {
+            tiles[3 * t] = e;
+            tiles[3 * t + 1] = off + q;
+            tiles[3 * t + 2] = min(tile, ce - q);
+            t++;
+        }
+        off += ce;
+    }
+    if (tid == nt - 1) *ntiles = t;
+    __syncthreads();
+    for (int s = tid; s < n_slots; s += nt) {
+        const int e = ids[s];
+        if (e >= 0 && e < n_expert) perm[atomicAdd(&cursor[e], 1)] = s;
+    }
+}
+
 extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
     ig_params q = {};
     /* without the few-row kernel's tiles of 32: its table is never longer (its tiles hold more), so the bytes
@@ -448,6 +514,9 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     if (a->n_expert <= 1024)
         moe_group_fast_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile,
                                                   ntiles, perm, tiles, a->y);
+    else if (a->n_expert_plan) /* --gpu-mem's pool slots */
+        moe_group_pool_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile,
+                                                  counts, cursor, ntiles, perm, tiles, a->y);
     else
         moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
                                              cursor, ntiles, perm, tiles, a->y);

@@ -100,6 +100,20 @@ static int session_split(clover_session **out, const clover_model *model, const 
     return CLOVER_OK;
 }
 
+int engine_gpu_mem_check(const clover_session_params *params, clover_error *err) {
+    if (params->device != CLOVER_DEVICE_CUDA)
+        return error_set(err, CLOVER_E_INVALID, "--gpu-mem needs --device cuda (a budget of the CUDA device's memory)");
+    if (params->gpu_layers)
+        return error_set(err, CLOVER_E_INVALID,
+                         "--gpu-mem and --gpu-layers do not go together: --gpu-mem keeps every layer on the GPU and "
+                         "pages the routed experts");
+    if (!backend_registry_cuda())
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "--gpu-mem: this build has no CUDA backend (built without a CUDA toolkit, or with "
+                         "-DCLOVER_CUDA=OFF)");
+    return CLOVER_OK;
+}
+
 int clover_session_create(clover_session **out, const clover_model *model, const clover_session_params *params,
                           clover_error *err) {
     clover_error local;
@@ -107,6 +121,15 @@ int clover_session_create(clover_session **out, const clover_model *model, const
     int device = params ? params->device : CLOVER_DEVICE_AUTO;
     if (out) *out = NULL;
     if (!out || !model) return engine_session_create(out, model, &backend_cpu, params, err); /* its own messages */
+    if (params && params->gpu_mem) { /* the CUDA backend with its expert pool (its probe checks the budget) */
+        int rc = engine_gpu_mem_check(params, err);
+        if (rc) return rc;
+        backend_config cfg;
+        engine_backend_config(model, params, backend_registry_cuda(), &cfg);
+        backend_choice ch;
+        if ((rc = backend_registry_resolve(device, model, &cfg, &ch, err))) return rc;
+        return session_on(out, model, ch.ops, params, err);
+    }
     if (params && params->gpu_layers) {
         const backend_ops *cuda = backend_registry_cuda();
         if (device == CLOVER_DEVICE_CPU)

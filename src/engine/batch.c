@@ -80,7 +80,14 @@ int clover_engine_create(clover_engine **out, const clover_model *model, const c
     *out = NULL;
     if (!model) return error_set(err, CLOVER_E_INVALID, "clover_engine_create: model must not be NULL");
     backend_choice ch;
-    int rc = backend_registry_resolve(params ? params->device : CLOVER_DEVICE_AUTO, model, NULL, &ch, err);
+    backend_config cfg, *pc = NULL;
+    if (params && params->gpu_mem) { /* --gpu-mem: the CUDA backend asked for; its probe checks the budget */
+        int rc = engine_gpu_mem_check(params, err);
+        if (rc) return rc;
+        engine_backend_config(model, params, backend_registry_cuda(), &cfg);
+        pc = &cfg;
+    }
+    int rc = backend_registry_resolve(params ? params->device : CLOVER_DEVICE_AUTO, model, pc, &ch, err);
     if (rc) return rc;
     return engine_create_on(out, model, ch.ops, params, ch.why, err);
 }

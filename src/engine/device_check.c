@@ -149,8 +149,11 @@ int clover_device_check(const clover_model *m, const clover_check_params *p, clo
     if (!m || !p || !p->prompt || !p->n_prompt) return error_set(err, CLOVER_E_INVALID, "check: a model and a prompt are needed");
     if (p->device != CLOVER_DEVICE_CPU && p->device != CLOVER_DEVICE_CUDA)
         return error_set(err, CLOVER_E_INVALID, "check: device %d, expected cpu or cuda", p->device);
+    if (p->gpu_mem && p->device != CLOVER_DEVICE_CUDA)
+        return error_set(err, CLOVER_E_INVALID, "check: --gpu-mem needs --device cuda");
+    backend_config probe_cfg = {.gpu_mem = p->gpu_mem};
     backend_choice ch;
-    int rc0 = backend_registry_resolve(p->device, m, NULL, &ch, err);
+    int rc0 = backend_registry_resolve(p->device, m, p->gpu_mem ? &probe_cfg : NULL, &ch, err);
     if (rc0) return error_prefix(err, "check");
     const backend_ops *dev = ch.ops;
     for (size_t i = 0; i < p->n_prompt; i++)
@@ -179,7 +182,7 @@ int clover_device_check(const clover_model *m, const clover_check_params *p, clo
 
     backend_config ref_cfg = {.n_threads = p->n_threads, .max_rows = CHECK_CHUNK, .max_context = total, .plain = true};
     backend_config dev_cfg = {.n_threads = p->n_threads, .max_rows = p->device_rows ? p->device_rows : CHECK_CHUNK,
-                              .max_context = total};
+                              .max_context = total, .gpu_mem = p->gpu_mem};
     side dv = {0}, cpu = {0};
     int rc = side_open(&dv, dev, m, &dev_cfg, err);
     if (!rc) rc = side_open(&cpu, &backend_cpu, m, &ref_cfg, err);

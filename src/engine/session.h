@@ -97,6 +97,9 @@ int engine_session_create_on(clover_session **out, const clover_model *model, co
                              const clover_session_params *params, clover_error *err);
 /* The backend config a session's parameters ask for on backend ops (whose
  * default_rows is the rows per pass when the parameters give none). */
+/* --gpu-mem's rules before any backend is made (params->gpu_mem set): device CUDA asked for, a CUDA build,
+ * not with --gpu-layers; 0 or a one-line error. */
+int engine_gpu_mem_check(const clover_session_params *params, clover_error *err);
 void engine_backend_config(const clover_model *model, const clover_session_params *params, const backend_ops *ops,
                            backend_config *cfg);
 

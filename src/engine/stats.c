@@ -13,6 +13,10 @@ void engine_ops_add(clover_op_seconds *ops, const backend_pass_stats *st) {
     ops->attn_s += st->attn_s;
     ops->moe_s += st->moe_s;
     ops->head_s += st->head_s;
+    ops->expert_hits += st->expert_hits;
+    ops->expert_misses += st->expert_misses;
+    ops->expert_copy_bytes += st->expert_copy_bytes;
+    ops->expert_copy_s += st->expert_copy_s;
 }
 
 void engine_stats_add_preview(clover_generate_stats *st, const backend_pass_stats *pass) {

@@ -100,3 +100,34 @@ def test_gpu_layers_by_default():
         if r.returncode == 0:
             continue
         assert r.returncode == 1 and r.stderr.count("\n") == 1, (n, r.stderr)
+
+
+def test_gpu_mem_refusals_in_one_line():
+    """--gpu-mem N (GiB): a budget of the CUDA device's memory, so it needs --device cuda (auto and cpu are
+    refused), not with --gpu-layers, and N must be a size above 0 (usage: exit 2); every refusal one line. Where
+    there is no GPU (here) --device cuda --gpu-mem is CUDA's own one-line refusal; on a device
+    test_cuda_gpumem checks the cache's tokens against the all-device run."""
+    def run(*args, cmd="run"):
+        extra = ["-p", "hi", "--max-tokens", "4"] if cmd == "run" else ["--ids", "1,2,3"]
+        return subprocess.run([str(ss.CLOVER), cmd, *args, *extra], capture_output=True, text=True, timeout=120)
+    for cmd in ("run", "ppl"):
+        for args in (["--gpu-mem", "8"], ["--gpu-mem", "8", "--device", "cpu"]):
+            r = run(*args, cmd=cmd)
+            assert r.returncode == 1 and r.stderr.count("\n") == 1, (cmd, args, r.stderr)
+            assert "--gpu-mem needs --device cuda" in r.stderr, r.stderr
+    r = run("--gpu-mem", "8", "--device", "cuda", "--gpu-layers", "2")
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "do not go together" in r.stderr, r.stderr
+    for bad in ("0", "-1", "abc", "1e9"):
+        r = run("--gpu-mem", bad, "--device", "cuda")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "--gpu-mem needs a size in GiB" in r.stderr, r.stderr
+    r = run("--gpu-mem", "8", "--device", "cuda")
+    if r.returncode != 0:  # no GPU or no CUDA build here: CUDA's own refusal
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and ("cuda" in r.stderr.lower()), r.stderr
+    r = subprocess.run([str(ss.CLOVER), "check", "--device", "cpu", "--gpu-mem", "8"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "--gpu-mem needs --device cuda" in r.stderr, r.stderr
+    h = subprocess.run([str(ss.CLOVER), "--help"], capture_output=True, text=True, timeout=60)
+    assert h.returncode == 0 and "--gpu-mem N" in h.stdout
+    for cmd in ("run", "chat", "ppl", "serve", "bench", "check"):
+        h = subprocess.run([str(ss.CLOVER), cmd, "--help"], capture_output=True, text=True, timeout=60)
+        assert h.returncode == 0 and "--gpu-mem N" in h.stdout, cmd

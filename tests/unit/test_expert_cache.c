@@ -1,11 +1,11 @@
 /*
- * test_expert_cache.c: the expert cache's policies (offload/expert_cache.h)
+ * test_expert_cache.c: the expert cache's policies (backend/expert_cache.h)
  * against sequences worked out by hand (the comments give each state):
  * which access hits, which slot a miss takes, which key it evicts, which
  * it bypasses; the current step's slots are never evicted; a budget below
  * one expert bypasses everything; bad arguments are one-line errors.
  */
-#include "offload/expert_cache.h"
+#include "backend/expert_cache.h"
 #include <string.h>
 
 #include "test.h"

@@ -73,6 +73,19 @@ int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out)
     return 0;
 }
 
+int cli_parse_gib(const char *cmd, const char *opt, const char *s, uint64_t *bytes) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    /* a budget of device memory: more than nothing, at most 64 TiB (what a device has is the backend's check) */
+    if (end == s || *end || errno || !isfinite(v) || v <= 0 || v > 65536) {
+        fprintf(stderr, "clover %s: %s needs a size in GiB above 0 (like 8 or 15.5), not '%s'\n", cmd, opt, s);
+        return -1;
+    }
+    *bytes = (uint64_t)(v * 1073741824.0);
+    return 0;
+}
+
 int cli_load_model(const char *cmd, const char *path, clover_model **out) {
     return cli_load_model_for(cmd, path, "-m FILE", 1, out);
 }

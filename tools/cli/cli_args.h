@@ -15,6 +15,8 @@
 int cli_parse_ids(const char *cmd, const char *opt, const char *s, int32_t **ids, size_t *n);
 int cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t max, uint64_t *out);
 int cli_parse_float(const char *cmd, const char *opt, const char *s, float *out);
+/* --gpu-mem N: N GiB (a decimal above 0) -> bytes; -1 with a one-line message. */
+int cli_parse_gib(const char *cmd, const char *opt, const char *s, uint64_t *bytes);
 
 /* Loads path, or when path is NULL the default model ($CLOVER_DEFAULT_MODEL,
  * else the embedded one: default_model.h). Returns 0,

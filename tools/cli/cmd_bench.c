@@ -33,10 +33,12 @@
 static const cli_opt bench_opts[] = {
     {"--model", "-m", CLI_STR, 0, 0, "FILE", "GGUF model (default: the model built into this binary)"},
     {"--device", NULL, CLI_STR, 0, 0, "D", "auto (default), cpu or cuda"},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", "at most N GiB of GPU memory, the routed experts cached there (--device cuda)"},
     {"--threads", "-t", CLI_UINT, 0, 4096, "N", "CPU threads (default: every CPU)"},
     {"--prompt-tokens", "-pp", CLI_UINT, 1, 65536, "N", "the prompt pass's length (default 512)"},
     {"--decode-tokens", "-tg", CLI_UINT, 1, 65536, "N", "tokens decoded (default 32)"},
     {"--blocks", NULL, CLI_UINT, 1, 4096, "N", "block diffusion: blocks resolved (default 2)"},
+    {"--batch-size", "-b", CLI_UINT, 1, 4096, "N", "rows per pass (prompt chunk; default 512 on the CPU and under --gpu-mem, 64 on a GPU)"},
 };
 static const cli_opt_table bench_tables[] = {{bench_opts, sizeof bench_opts / sizeof bench_opts[0]}};
 
@@ -128,6 +130,16 @@ static double pass_bytes(const weight_bytes *w, const clover_model_info *in, siz
     return w->dense + w->experts * share;
 }
 
+/* --gpu-mem: the expert cache over a stage's passes (nothing without it). */
+static void print_cache(const clover_op_seconds *o) {
+    const uint64_t uses = o->expert_hits + o->expert_misses;
+    if (!uses) return;
+    printf("  expert cache: hit rate %.1f%% (%llu of %llu uses), %.3f GB copied host-to-device at %.1f GB/s\n",
+           100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)o->expert_hits, (unsigned long long)uses,
+           (double)o->expert_copy_bytes * 1e-9,
+           o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0);
+}
+
 static void print_row(const char *name, size_t rows, double ms, double tokens_per_pass, double bytes, double bw) {
     printf("%-22s %6zu %10.3f %10.1f %10.1f", name, rows, ms, tokens_per_pass * 1000.0 / ms, bytes / 1e6);
     if (bw > 0) {
@@ -144,7 +156,7 @@ int cmd_bench(int argc, char **argv) {
     if (nrc) return nrc > 0 ? 0 : 2;
     const char *model = NULL;
     int device = CLOVER_DEVICE_AUTO;
-    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2;
+    uint64_t threads = 0, n_prompt = 512, n_decode = 32, n_blocks = 2, gpu_mem = 0, rows = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : "";
         if (a[0] != '-') {
@@ -157,6 +169,10 @@ int cmd_bench(int argc, char **argv) {
         else if (!strcmp(a, "--prompt-tokens")) n_prompt = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--decode-tokens")) n_decode = strtoull(v, NULL, 10);
         else if (!strcmp(a, "--blocks")) n_blocks = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--batch-size")) rows = strtoull(v, NULL, 10);
+        else if (!strcmp(a, "--gpu-mem")) {
+            if (cli_parse_gib("bench", a, v, &gpu_mem)) return 2;
+        }
         else if ((device = clover_device_from_name(v)) < 0) {
             fprintf(stderr, "clover bench: --device '%s' is not one of auto, cpu, cuda\n", v);
             return 2;
@@ -176,6 +192,8 @@ int cmd_bench(int argc, char **argv) {
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)threads;
     sp.device = device;
+    sp.gpu_mem = gpu_mem;
+    sp.max_rows = (size_t)rows;
     sp.no_snapshot = 1;
     sp.max_context = (size_t)(n_prompt + n_decode + (n_blocks + 1) * 64 + 64);
     if (in.n_ctx_train && sp.max_context > in.n_ctx_train) sp.max_context = in.n_ctx_train;
@@ -216,6 +234,7 @@ int cmd_bench(int argc, char **argv) {
     snprintf(name, sizeof name, "prompt (%llu tokens)", (unsigned long long)n_prompt);
     print_row(name, chunk, r.stats.prompt_s * 1000.0 / chunks, (double)n_prompt / chunks,
               pass_bytes(&w, &in, chunk), bw);
+    print_cache(&r.stats.commit_ops);
     clover_generate_result_free(&r);
 
     clover_session_reset(s);
@@ -226,6 +245,7 @@ int cmd_bench(int argc, char **argv) {
     if (clover_generate(s, ids, 16 < n_prompt ? 16 : (size_t)n_prompt, &p, &r, &err)) goto fail;
     if (r.stats.passes) print_row("decode", 1, r.stats.commit_s * 1000.0 / (double)r.stats.passes, 1.0,
                                   pass_bytes(&w, &in, 1), bw);
+    print_cache(&r.stats.commit_ops); /* its 16-token prompt too */
     clover_generate_result_free(&r);
 
     if (in.record) {
@@ -238,9 +258,11 @@ int cmd_bench(int argc, char **argv) {
         if (r.stats.passes)
             print_row("preview (one pass)", B, r.stats.preview_s * 1000.0 / (double)r.stats.passes,
                       (double)r.stats.blocks * B / (double)r.stats.passes, pass_bytes(&w, &in, B), bw);
+        print_cache(&r.stats.preview_ops);
         if (r.stats.blocks > 1) /* the last block is not committed (the answer ends in it) */
             print_row("commit (a block)", B, r.stats.commit_s * 1000.0 / (double)(r.stats.blocks - 1), (double)B,
                       pass_bytes(&w, &in, B), bw);
+        print_cache(&r.stats.commit_ops); /* with the 16-token prompt */
         printf("\nblock diffusion: %.1f passes per block, %.1f tok/s end to end (preview + pick + commit)\n",
                (double)r.stats.passes / (double)(r.stats.blocks ? r.stats.blocks : 1), r.stats.denoise_tok_s);
         clover_generate_result_free(&r);

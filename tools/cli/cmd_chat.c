@@ -263,6 +263,7 @@ int cmd_chat(int argc, char **argv) {
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)o.g.threads;
     sp.device = o.g.device;
+    sp.gpu_mem = o.g.gpu_mem;
     sp.max_context = (size_t)o.g.max_context;
     sp.max_rows = (size_t)o.g.batch_size;
     if (clover_session_create(&c.s, m, &sp, &err)) {

@@ -22,6 +22,7 @@ static const cli_opt check_opts[] = {
     {"--rows", NULL, CLI_UINT, 0, 4096, "N", NULL},
     {"--threads", "-t", CLI_UINT, 0, 1024, "N", NULL},
     {"--tol", NULL, CLI_FLOAT, 0, 1e30, "X", NULL},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", NULL},
 };
 static void check_usage(FILE *out) {
     fprintf(out, "usage: clover check --device cpu|cuda [-m MODEL] [options]\n"
@@ -43,13 +44,15 @@ static void check_usage(FILE *out) {
                  "  --rows N           rows per pass on the device (default 64)\n"
                  "  -t, --threads N    CPU threads (default: every CPU)\n"
                  "  --tol X            exit 1 when an error is above X (default 1e-3)\n"
+                 "  --gpu-mem N        --device cuda with at most N GiB of GPU memory, the routed experts\n"
+                 "                     cached there (docs/OFFLOAD.md): the same errors as without it\n"
                  "  -h, --help         this text\n");
 }
 
 int cmd_check(int argc, char **argv) {
     const char *model = NULL, *prompt = "The quick brown fox jumps over the lazy dog.", *ids_text = NULL;
     int device = -1;
-    uint64_t blocks = 2, seed = 0, rows = 0, threads = 0;
+    uint64_t blocks = 2, seed = 0, rows = 0, threads = 0, gpu_mem = 0;
     float tol = 1e-3f;
     {
         const cli_opt_table tables[] = {{check_opts, sizeof check_opts / sizeof check_opts[0]}};
@@ -89,6 +92,8 @@ int cmd_check(int argc, char **argv) {
             if (cli_parse_u64("check", a, v, 4096, &rows)) return 2;
         } else if (!strcmp(a, "--threads")) {
             if (cli_parse_u64("check", a, v, 1024, &threads)) return 2;
+        } else if (!strcmp(a, "--gpu-mem")) {
+            if (cli_parse_gib("check", a, v, &gpu_mem)) return 2;
         } else if (!strcmp(a, "--tol")) {
             if (cli_parse_float("check", a, v, &tol)) return 2;
         } else {
@@ -113,7 +118,8 @@ int cmd_check(int argc, char **argv) {
         goto done;
     }
     clover_check_params p = {.device = device, .prompt = ids, .n_prompt = n, .n_blocks = (size_t)blocks,
-                             .seed = seed, .device_rows = (size_t)rows, .n_threads = (size_t)threads};
+                             .seed = seed, .device_rows = (size_t)rows, .n_threads = (size_t)threads,
+                             .gpu_mem = gpu_mem};
     if (clover_device_check(m, &p, &r, &err)) {
         fprintf(stderr, "clover %s\n", err.message); /* the library's message starts "check: " */
         goto done;

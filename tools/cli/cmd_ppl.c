@@ -20,6 +20,7 @@ static const cli_opt ppl_opts[] = {
     {"--ctx-size", "-c --ctx", CLI_UINT, 4, 1 << 20, "N", NULL},
     {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
     {"--device", NULL, CLI_STR, 0, 0, "D", NULL},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", NULL},
     {"--json", NULL, CLI_FLAG, 0, 0, NULL, NULL},
 };
 static void ppl_usage(FILE *out) {
@@ -42,6 +43,8 @@ static void ppl_usage(FILE *out) {
                  "  -t, --threads N    CPU threads (default: every CPU)\n"
                  "  --device D         auto (default: CUDA for a model without the Clover record\n"
                  "                     when a GPU fits it, else the CPU), cpu or cuda\n"
+                 "  --gpu-mem N        a GPU smaller than the model: at most N GiB of it, the routed\n"
+                 "                     experts cached there (--device cuda; docs/OFFLOAD.md)\n"
                  "  --json             print {\"tokens\", \"mean_nll\", \"perplexity\", \"seconds\"} (-f adds\n"
                  "                     \"text_tokens\", \"chunks\", \"ctx\", \"ppl_error\")\n"
                  "  -h, --help         this text\n"
@@ -72,7 +75,8 @@ static char *read_text(const char *path, size_t *len) {
     return buf;
 }
 
-static int ppl_of_file(const char *model, const char *file, size_t ctx, size_t threads, int device, int json) {
+static int ppl_of_file(const char *model, const char *file, size_t ctx, size_t threads, int device, uint64_t gpu_mem,
+                       int json) {
     size_t len = 0;
     char *text = read_text(file, &len);
     if (!text) {
@@ -89,6 +93,7 @@ static int ppl_of_file(const char *model, const char *file, size_t ctx, size_t t
     clover_session_params_init(&sp);
     sp.n_threads = threads;
     sp.device = device;
+    sp.gpu_mem = gpu_mem;
     sp.max_rows = ctx < 512 ? ctx : 512;
     sp.max_context = ctx;
     sp.no_snapshot = 1;
@@ -117,7 +122,7 @@ int cmd_ppl(int argc, char **argv) {
     const char *model = NULL;
     int32_t *ids = NULL;
     size_t n = 0;
-    uint64_t threads = 0, ctx = 512;
+    uint64_t threads = 0, ctx = 512, gpu_mem = 0;
     const char *file = NULL;
     int json = 0, device = CLOVER_DEVICE_AUTO;
     {
@@ -162,6 +167,8 @@ int cmd_ppl(int argc, char **argv) {
             }
         } else if (!strcmp(a, "--threads")) {
             bad = cli_parse_u64("ppl", a, v, 4096, &threads) != 0;
+        } else if (!strcmp(a, "--gpu-mem")) {
+            bad = cli_parse_gib("ppl", a, v, &gpu_mem) != 0;
         } else if (!strcmp(a, "--device")) {
             device = clover_device_from_name(v);
             if (device < 0) {
@@ -183,7 +190,7 @@ int cmd_ppl(int argc, char **argv) {
         free(ids);
         return 2;
     }
-    if (file) return ppl_of_file(model, file, (size_t)ctx, (size_t)threads, device, json);
+    if (file) return ppl_of_file(model, file, (size_t)ctx, (size_t)threads, device, gpu_mem, json);
     clover_model *m = NULL;
     clover_session *s = NULL;
     clover_error err = {0};
@@ -194,6 +201,7 @@ int cmd_ppl(int argc, char **argv) {
     clover_session_params_init(&sp);
     sp.n_threads = (size_t)threads;
     sp.device = device;
+    sp.gpu_mem = gpu_mem;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */
     if (clover_session_create(&s, m, &sp, &err) || clover_score(s, ids, n, &sr, &err)) {
         fprintf(stderr, "clover ppl: %s\n", err.message);

@@ -204,6 +204,7 @@ int cmd_run(int argc, char **argv) {
     sp.n_threads = (size_t)o.g.threads;
     sp.device = o.g.device;
     sp.gpu_layers = (uint32_t)o.g.gpu_layers;
+    sp.gpu_mem = o.g.gpu_mem;
     sp.max_context = (size_t)o.g.max_context;
     sp.max_rows = (size_t)o.g.batch_size;
     sp.no_snapshot = 1; /* one request per process: a prompt snapshot would never be reused */

@@ -27,6 +27,7 @@ static const cli_opt serve_opts[] = {
     {"--timeout", NULL, CLI_UINT, 1, 86400, "SECONDS", NULL},
     {"--threads", "-t", CLI_UINT, 0, 4096, "N", NULL},
     {"--device", NULL, CLI_STR, 0, 0, "D", NULL},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", NULL},
     {"--sessions", NULL, CLI_UINT, 1, 1 << 20, "N", NULL},
     {"--max-batch", NULL, CLI_UINT, 1, 256, "N", NULL},
     {"--ctx-size", "-c --ctx", CLI_UINT, 2, 4294967296.0, "N", NULL},
@@ -67,6 +68,8 @@ static void serve_usage(FILE *out) {
                  "  --device D           auto (default: CUDA when a GPU is there and the model fits\n"
                  "                       it, else the CPU; the choice is printed), cpu or cuda (no\n"
                  "                       usable GPU: refused at start, exit 1)\n"
+                 "  --gpu-mem N          a GPU smaller than the model: at most N GiB of it, the routed\n"
+                 "                       experts cached there (--device cuda; docs/OFFLOAD.md)\n"
                  "  --sessions N         sessions kept for prefix reuse (default 4)\n"
                  "  --max-batch N        requests generating at once (default 8)\n"
                  "  -c, --ctx-size N     tokens per conversation, prompt + answer (default: the model's)\n"
@@ -165,6 +168,8 @@ static int serve_parse(int argc, char **argv, serve_args *a) {
         } else if (!strcmp(k, "--threads")) {
             rc = cli_parse_u64("serve", k, v, 4096, &x);
             a->o.n_threads = (size_t)x;
+        } else if (!strcmp(k, "--gpu-mem")) {
+            rc = cli_parse_gib("serve", k, v, &a->o.gpu_mem);
         } else if (!strcmp(k, "--device")) {
             int d = clover_device_from_name(v);
             if (d < 0) {

@@ -44,6 +44,7 @@ static const cli_opt gen_table[] = {
     {"--threads", "-t", CLI_UINT, 0, 4096, "N", "CPU threads (default: every CPU)"},
     {"--device", NULL, CLI_STR, 0, 0, "D", "auto (default: CUDA when a GPU fits the model, else the CPU), cpu or cuda"},
     {"--gpu-layers", "-ngl --n-gpu-layers", CLI_UINT, 0, 4096, "N", "the first N layers on the GPU, the rest on the CPU (docs/OFFLOAD.md)"},
+    {"--gpu-mem", NULL, CLI_STR, 0, 0, "N", "a GPU smaller than the model: at most N GiB of GPU memory, the routed experts cached there (--device cuda; docs/OFFLOAD.md)"},
     {"--devices", NULL, CLI_STR, 0, 0, "0,1,...", "a GPU group, experts spread over it (docs/MULTI_GPU.md)"},
     {"--ctx-size", "-c --max-context --ctx", CLI_UINT, 0, 2147483647.0, "N", "context: prompt + answer tokens at most (default: the model's)"},
     {"--batch-size", "-b", CLI_UINT, 1, 65536, "N", "prompt rows per pass (default 512 on the CPU, 64 on a GPU)"},
@@ -241,6 +242,8 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
         }
     } else if (!strcmp(a, "--gpu-layers")) {
         rc = cli_parse_u64(cmd, a, v, 4096, &g->gpu_layers);
+    } else if (!strcmp(a, "--gpu-mem")) {
+        rc = cli_parse_gib(cmd, a, v, &g->gpu_mem);
     } else if (!strcmp(a, "--devices")) {
         clover_error err = {0};
         if (clover_devices_check(v, &err) != CLOVER_OK) {

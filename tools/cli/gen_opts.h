@@ -23,6 +23,7 @@ typedef struct gen_opts {
     uint64_t threads; /* session threads; 0: every CPU */
     int device;       /* clover_device (--device auto|cpu|cuda) */
     uint64_t gpu_layers; /* --gpu-layers N */
+    uint64_t gpu_mem;    /* --gpu-mem N (GiB), in bytes; 0: off */
     uint64_t max_context; /* --ctx-size; 0: the model's */
     uint64_t batch_size;  /* -b: rows per pass (prompt chunk); 0: the engine's */
     const char *diffusion_only; /* the first block-diffusion option given (said once if the model is AR) */

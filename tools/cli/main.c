@@ -31,6 +31,8 @@ static void print_usage(FILE *out) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "  %-10s %s\n", "version", "the version, the commit and the backends built in (also --version)");
+    fprintf(out, "\nA GPU smaller than the model: --gpu-mem N (GiB) with --device cuda on run, chat, ppl, serve and\n"
+                 "bench keeps the routed experts in a cache of N GiB minus the rest (docs/OFFLOAD.md).\n");
 }
 
 int main(int argc, char **argv) {

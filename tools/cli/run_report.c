@@ -90,6 +90,12 @@ int run_print_json(const clover_generate_result *r, const run_text_info *t) {
 static void print_ops(const char *what, const clover_op_seconds *o) {
     printf("%-12s gdn %.4f s, attention %.4f s, moe %.4f s, head %.4f s\n", what, o->gdn_s, o->attn_s, o->moe_s,
            o->head_s);
+    const uint64_t uses = o->expert_hits + o->expert_misses;
+    if (uses) /* --gpu-mem */
+        printf("%-12s expert cache: hit rate %.1f%% of %llu uses, %.3f GB copied at %.1f GB/s\n", "",
+               100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)uses,
+               (double)o->expert_copy_bytes * 1e-9,
+               o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0);
 }
 
 void run_print_ids_and_stats(const clover_generate_result *r) {

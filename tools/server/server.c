@@ -449,6 +449,7 @@ static int start_engine(server *s, char *err, size_t len) {
     clover_session_params_init(&so.session);
     so.session.n_threads = s->o.n_threads;
     so.session.device = s->o.device;
+    so.session.gpu_mem = s->o.gpu_mem;
     /* 64-row prompt chunks, not the CPU's 512: a chunk is one pass the other streams wait behind (a 512-row one
      * takes ~30 s on two cores for the 35B-A3B geometry, a 64-row one ~5 s), and a server serves many streams */
     so.session.max_rows = 64;

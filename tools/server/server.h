@@ -20,6 +20,7 @@ typedef struct server_options {
     unsigned timeout_s;  /* a client idle this long while sending or reading is dropped; 0: 30 */
     size_t n_threads;    /* engine CPU threads; 0: every CPU */
     int device;          /* clover_device of the sessions (auto, cpu, cuda) */
+    uint64_t gpu_mem;    /* --gpu-mem N GiB in bytes (0: off): clover_session_params.gpu_mem */
     size_t n_sessions;   /* sessions kept for prefix reuse; 0: 4 */
     size_t max_batch;    /* requests generating at once, stepped in one batched pass; 0: 8 */
     size_t context;      /* tokens per session (prompt + answer); 0: the model's training context */

@@ -21,8 +21,8 @@
  * A step is what the device computes at once (one layer of one pass):
  * expert_cache_step starts the next one.
  */
-#ifndef CLOVER_OFFLOAD_EXPERT_CACHE_H
-#define CLOVER_OFFLOAD_EXPERT_CACHE_H
+#ifndef CLOVER_BACKEND_EXPERT_CACHE_H
+#define CLOVER_BACKEND_EXPERT_CACHE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -66,6 +66,9 @@ int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, u
 void expert_cache_free(expert_cache *c);
 
 void expert_cache_step(expert_cache *c);
+/* Forgets every resident expert (the slots' contents are no longer known: a copy into one failed); the
+ * counts and the access frequencies stay. */
+void expert_cache_clear(expert_cache *c);
 
 /* One use of (layer, expert); next_use: the clock value of its next use
  * (accesses are numbered 0, 1, ... in order), only read by OPT. */

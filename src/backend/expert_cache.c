@@ -5,7 +5,7 @@
  * expert a miss costs over the host link, and it lets every policy skip
  * the slots the current step uses without a second structure.
  */
-#include "offload/expert_cache.h"
+#include "backend/expert_cache.h"
 
 #include <string.h>
 
@@ -61,6 +61,11 @@ void expert_cache_free(expert_cache *c) {
 }
 
 void expert_cache_step(expert_cache *c) { c->step++; }
+
+void expert_cache_clear(expert_cache *c) {
+    for (size_t k = 0; k < (size_t)c->n_layer * c->n_expert; k++) c->slot_of[k] = -1;
+    c->n_filled = 0;
+}
 
 /* Whether slot a is a better victim than slot b under the policy. */
 static bool worse(const expert_cache *c, size_t a, size_t b) {

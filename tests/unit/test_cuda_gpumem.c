@@ -1,0 +1,270 @@
+/*
+ * test_cuda_gpumem.c: --gpu-mem on CUDA (issue 31): the routed experts paged through a device pool of slots
+ * (src/cuda/backend_cuda_experts.c) against the all-device run of the same backend. The pool changes where
+ * the expert kernels read a weight, not the kernels or the order of any sum, so everything must be equal bit
+ * for bit (memcmp, not a tolerance): the logits of a prompt (every row: the chunk kernels), of decode steps
+ * (the decode kernels), of previews with and without the coreset, the exported state, and the greedy tokens
+ * of clover_generate through the public API.
+ *
+ * Models: clover_synth's tiny preset widened (8 layers, 32 experts, q8_0; a q4_k_m one for the K-quant kernels
+ * and a slot layout whose parts differ in type; 24 layers of 64 experts, whose 1,536 slots take the chunk form's
+ * grouping for more than 1,024 ids), routing skewed (--route-skew 4) as trained models.
+ * Budgets: the dense bytes and the reserve are read from a first pool-backed backend (cuda_backend_gpu_mem),
+ * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
+ * bytes never above its budget, and misses and evictions > 0. Also the staging path
+ * (CLOVER_GPU_MEM_STAGING=1) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
+ * the dense part, one too small for one layer's experts).
+ * The cache is behind CLOVER_CUDA_GPU_MEM=1 until a device run checks it: this test sets it (and checks the
+ * refusal without it).
+ * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
+ */
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "backend_test.h"
+#include "clover.h"
+#include "cuda/cuda_backend.h"
+#include "cuda_test.h"
+
+static clover_model *synth(const char *path, const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff,
+                           uint32_t n_expert) {
+    clover_synth_options o = {.preset = "tiny", .type = type, .seed = 11, .n_layer = n_layer, .n_embd = embd,
+                              .n_expert = n_expert, .n_ff_exp = ff, .n_threads = 2, .route_skew = 4.0f};
+    clover_error err = {0};
+    int rc = clover_synth(path, &o, &err);
+    CHECK_MSG(rc == 0, "synth %s: %s", type, err.message);
+    clover_model *m = NULL;
+    if (!rc) CHECK_MSG(clover_model_load(&m, path, &err) == 0, "%s: %s", path, err.message);
+    return m;
+}
+
+typedef struct run_out {
+    float *prompt;  /* [NP][V] every row's logits */
+    float *dec;     /* [ND][V] each decode step's */
+    float *prev[2]; /* [B][V] a preview without / with the coreset */
+    uint8_t *state;
+    size_t state_bytes;
+    cuda_gpu_mem_info info;
+} run_out;
+
+enum { NP = 37, ND = 12, B = 8 };
+
+static void out_free(run_out *o) {
+    free(o->prompt), free(o->dec), free(o->prev[0]), free(o->prev[1]), free(o->state);
+    memset(o, 0, sizeof *o);
+}
+
+/* One sequence on a CUDA backend of this budget (0: all-device): a prompt in two chunks (the second one > 8
+ * rows: the chunk kernels), decode steps (their ids fixed, so both runs commit the same), two previews, the
+ * state. The pool's bytes are checked against its budget after every call. */
+static bool run(const clover_model *m, uint64_t gpu_mem, run_out *o) {
+    memset(o, 0, sizeof *o);
+    const size_t V = m->hp.n_vocab;
+    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = gpu_mem};
+    clover_error err = {0};
+    tseq *q = NULL;
+    int rc = seq_create(&backend_cuda, m, &cfg, &q, &err);
+    CHECK_MSG(rc == 0, "CUDA session (gpu_mem %llu): %s", (unsigned long long)gpu_mem, err.message);
+    if (rc) return false;
+    o->prompt = malloc(NP * V * 4), o->dec = malloc(ND * V * 4);
+    o->prev[0] = malloc(B * V * 4), o->prev[1] = malloc(B * V * 4);
+    bool ok = true;
+#define STEP(call)                                                                                                  \
+    do {                                                                                                            \
+        rc = (call);                                                                                                \
+        CHECK_MSG(rc == 0, "gpu_mem %llu: %s: %s", (unsigned long long)gpu_mem, #call, err.message);               \
+        cuda_backend_gpu_mem(q->be, &o->info);                                                                      \
+        CHECK_MSG(o->info.pool_bytes <= o->info.pool_budget && o->info.dense + o->info.pool_bytes +                \
+                                                                     o->info.sessions <= o->info.gpu_mem,          \
+                  "pool %llu bytes, budget %llu", (unsigned long long)o->info.pool_bytes,                           \
+                  (unsigned long long)o->info.pool_budget);                                                         \
+        ok = ok && rc == 0;                                                                                         \
+    } while (0)
+    int32_t ids[NP];
+    for (size_t i = 0; i < NP; i++) ids[i] = (int32_t)((i * 131 + 7) % (V - 16));
+    backend_commit_seq c1 = {.all_logits = o->prompt}, c2 = {.all_logits = o->prompt + 5 * V};
+    STEP(seq_commit(q, ids, 5, &c1, NULL, &err));
+    STEP(seq_commit(q, ids + 5, NP - 5, &c2, NULL, &err));
+    for (size_t t = 0; t < ND && ok; t++) {
+        int32_t id = (int32_t)((t * 37 + 3) % (V - 16));
+        backend_commit_seq c = {.last_logits = o->dec + t * V};
+        STEP(seq_commit(q, &id, 1, &c, NULL, &err));
+    }
+    if (m->has_record && ok) {
+        int32_t blk[B];
+        for (size_t i = 0; i < B; i++) blk[i] = i % 3 ? (int32_t)m->record.mask_token_id : (int32_t)(i * 5 + 1);
+        for (int cs = 0; cs < 2 && ok; cs++) {
+            backend_preview_opts po = {.record_block_size = m->record.block_size, .coreset = cs == 1,
+                                       .coreset_top_p = 0.9f};
+            STEP(seq_preview(q, blk, B, &po, o->prev[cs], NULL, &err));
+        }
+    }
+    o->state_bytes = seq_state_bytes(q);
+    o->state = malloc(o->state_bytes);
+    STEP(seq_state_export(q, o->state, o->state_bytes, &err));
+#undef STEP
+    seq_free(q);
+    return ok;
+}
+
+static void same(const char *what, const char *label, const void *a, const void *b, size_t bytes) {
+    size_t first = bytes;
+    const uint8_t *x = a, *y = b;
+    for (size_t i = 0; i < bytes && first == bytes; i++)
+        if (x[i] != y[i]) first = i;
+    CHECK_MSG(first == bytes, "%s: %s differs from the all-device run (first at byte %zu of %zu)", label, what, first,
+              bytes);
+}
+
+static void compare(const clover_model *m, const char *label, const run_out *ref, const run_out *o) {
+    const size_t V = m->hp.n_vocab;
+    same("the prompt's logits", label, ref->prompt, o->prompt, NP * V * 4);
+    same("the decode steps' logits", label, ref->dec, o->dec, ND * V * 4);
+    if (m->has_record) {
+        same("the preview's logits", label, ref->prev[0], o->prev[0], B * V * 4);
+        same("the coreset preview's logits", label, ref->prev[1], o->prev[1], B * V * 4);
+    }
+    CHECK(ref->state_bytes == o->state_bytes);
+    if (ref->state_bytes == o->state_bytes) same("the exported state", label, ref->state, o->state, o->state_bytes);
+    printf("     %s: %zu slots of %llu bytes (pool %llu of %llu), %llu hits, %llu misses, %llu evictions, %.2f MB "
+           "copied\n",
+           label, o->info.n_slots, (unsigned long long)o->info.slot_bytes, (unsigned long long)o->info.pool_bytes,
+           (unsigned long long)o->info.pool_budget, (unsigned long long)o->info.hits,
+           (unsigned long long)o->info.misses, (unsigned long long)o->info.evictions, (double)o->info.copied * 1e-6);
+}
+
+/* Greedy tokens through the public API (autoregressive, or block diffusion: previews with the coreset, picks
+ * on the device, block commits): gpu_mem against the all-device session. */
+static void tokens(const clover_model *m, uint64_t gpu_mem, clover_mode mode) {
+    int32_t *tok[2] = {NULL, NULL};
+    size_t n[2] = {0, 0};
+    for (int i = 0; i < 2; i++) {
+        clover_session_params sp;
+        clover_session_params_init(&sp);
+        sp.device = CLOVER_DEVICE_CUDA;
+        sp.max_context = 256;
+        sp.max_rows = 32;
+        sp.gpu_mem = i ? gpu_mem : 0;
+        clover_session *s = NULL;
+        clover_error err = {0};
+        CHECK_MSG(clover_session_create(&s, m, &sp, &err) == 0, "session (gpu_mem %llu): %s",
+                  (unsigned long long)sp.gpu_mem, err.message);
+        if (!s) continue;
+        clover_generate_params gp;
+        clover_generate_params_init(&gp);
+        gp.max_tokens = 24;
+        gp.ignore_eos = 1;
+        gp.mode = mode;
+        int32_t prompt[9] = {3, 14, 15, 92, 65, 35, 89, 79, 32};
+        clover_generate_result r;
+        memset(&r, 0, sizeof r);
+        CHECK_MSG(clover_generate(s, prompt, 9, &gp, &r, &err) == 0, "generate: %s", err.message);
+        tok[i] = malloc((r.n_generated ? r.n_generated : 1) * sizeof(int32_t));
+        if (r.ids) memcpy(tok[i], r.ids, r.n_generated * sizeof(int32_t));
+        n[i] = r.n_generated;
+        clover_generate_result_free(&r);
+        CHECK(!strcmp(clover_session_backend(s), "cuda"));
+        clover_session_free(s);
+    }
+    CHECK_MSG(n[0] >= 24 && n[1] == n[0] && tok[0] && tok[1] && !memcmp(tok[0], tok[1], n[0] * sizeof(int32_t)),
+              "greedy tokens (mode %d): %zu and %zu, not equal", (int)mode, n[0], n[1]);
+    printf("     tokens (mode %d): %zu, equal\n", (int)mode, n[0]);
+    free(tok[0]), free(tok[1]);
+}
+
+static void refusals(const clover_model *m, const cuda_gpu_mem_info *probe) {
+    clover_session_params sp;
+    clover_session_params_init(&sp);
+    sp.gpu_mem = 8ull << 30;
+    clover_session *s = NULL;
+    clover_error err = {0};
+    CHECK(clover_session_create(&s, m, &sp, &err) == CLOVER_E_INVALID && !s); /* auto, not cuda */
+    CHECK_MSG(strstr(err.message, "--device cuda") != NULL, "%s", err.message);
+    sp.device = CLOVER_DEVICE_CPU;
+    CHECK(clover_session_create(&s, m, &sp, &err) == CLOVER_E_INVALID && !s);
+    sp.device = CLOVER_DEVICE_CUDA;
+    sp.gpu_layers = 2;
+    CHECK(clover_session_create(&s, m, &sp, &err) == CLOVER_E_INVALID && !s);
+    sp.gpu_layers = 0;
+    sp.gpu_mem = probe->dense / 2; /* the dense part alone does not fit */
+    CHECK(clover_session_create(&s, m, &sp, &err) != 0 && !s);
+    CHECK_MSG(strstr(err.message, "dense weights alone") != NULL, "%s", err.message);
+    /* one slot short of one layer's experts */
+    sp.gpu_mem = probe->dense + probe->reserve + (uint64_t)(m->hp.n_expert - 1) * probe->slot_bytes;
+    CHECK(clover_session_create(&s, m, &sp, &err) != 0 && !s);
+    CHECK_MSG(strstr(err.message, "less than one layer's") != NULL, "%s", err.message);
+}
+
+static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff, uint32_t n_expert) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/clover_gpumem_%s_%u_%d.gguf", type, n_layer, (int)getpid());
+    clover_model *m = synth(path, type, n_layer, embd, ff, n_expert);
+    if (!m) return;
+    const uint64_t L = m->hp.n_layer, E = m->hp.n_expert;
+    run_out ref, big, o;
+    if (!run(m, 0, &ref)) goto done;
+    /* every expert fits: learn the dense bytes, the reserve and the slot size; the same bits with no eviction */
+    if (run(m, 4ull << 30, &big)) {
+        compare(m, "every expert resident", &ref, &big);
+        CHECK(big.info.evictions == 0 && big.info.n_slots == L * E);
+    }
+    const cuda_gpu_mem_info p = big.info;
+    const uint64_t base = p.dense + p.reserve;
+    const uint64_t budgets[2] = {base + (E + E / 2) * p.slot_bytes + 100, base + (L * E / 2) * p.slot_bytes};
+    const char *names[2] = {"1.5 layers of experts", "half the experts"};
+    for (int i = 0; i < 2; i++) {
+        if (!run(m, budgets[i], &o)) continue;
+        compare(m, names[i], &ref, &o);
+        CHECK_MSG(o.info.misses > 0 && o.info.evictions > 0 && o.info.n_slots < L * E, "%s: %zu slots, no eviction",
+                  names[i], o.info.n_slots);
+        out_free(&o);
+    }
+    setenv("CLOVER_GPU_MEM_STAGING", "1", 1);
+    if (run(m, budgets[0], &o)) compare(m, "1.5 layers, staging copies", &ref, &o);
+    out_free(&o);
+    unsetenv("CLOVER_GPU_MEM_STAGING");
+    setenv("CLOVER_GPU_MEM_POLICY", "lfu", 1);
+    if (run(m, budgets[0], &o)) compare(m, "1.5 layers, lfu", &ref, &o);
+    out_free(&o);
+    unsetenv("CLOVER_GPU_MEM_POLICY");
+    tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
+    if (m->has_record) tokens(m, budgets[0], CLOVER_MODE_DIFFUSION);
+    refusals(m, &p);
+    out_free(&big);
+done:
+    out_free(&ref);
+    clover_model_free(m);
+    unlink(path);
+}
+
+static void q8_0(void) { model_case("q8_0", 8, 128, 64, 32); }
+static void q4_k_m(void) { model_case("q4_k_m", 8, 256, 256, 16); }
+/* 24 layers of 64 experts: with every expert resident the pool's 1,536 slot ids pass 1,024, so the chunk form
+ * groups them with moe_group_pool_kernel (matmul_gemm.cu), the path the 35B's pools take */
+static void many_slots(void) { model_case("q8_0", 24, 128, 64, 64); }
+
+/* Without CLOVER_CUDA_GPU_MEM=1 (the switch of the unverified cache) --gpu-mem is one line and no backend. */
+static void gate(void) {
+    const char *F = "/tmp/clover_gpumem_gate.gguf";
+    clover_model *m = synth(F, "q8_0", 8, 128, 64, 32);
+    if (!m) return;
+    unsetenv("CLOVER_CUDA_GPU_MEM");
+    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = 1ull << 30};
+    backend *bk = NULL;
+    clover_error err = {0};
+    CHECK(backend_cuda.create(m, &cfg, &bk, &err) == CLOVER_E_UNSUPPORTED && !bk);
+    CHECK_MSG(strstr(err.message, "CLOVER_CUDA_GPU_MEM=1") != NULL, "%s", err.message);
+    setenv("CLOVER_CUDA_GPU_MEM", "1", 1);
+    clover_model_free(m);
+    unlink(F);
+}
+
+int main(void) {
+    cuda_test_require_device();
+    RUN(gate);
+    setenv("CLOVER_CUDA_GPU_MEM", "1", 1); /* the cache's switch for the cases below */
+    RUN(q8_0);
+    RUN(q4_k_m);
+    RUN(many_slots);
+    return TEST_EXIT();
+}
