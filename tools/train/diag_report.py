@@ -28,6 +28,9 @@ def traces(path: str) -> None:
         passes = sum(p["runs"][th]["passes"] for p in d["prompts"])
         ar_nll = sum(sum(p["ar_nll"]) for p in d["prompts"]) / sum(len(p["ar_nll"]) for p in d["prompts"])
         tot = sum(e["nll"] for e in ev)
+        if d.get("max_distance") is not None:
+            print(f"(experiment: threshold fixes within {d['max_distance']} rows of a fixed row"
+                  f"{', the fallback too' if d.get('window_fallback') else ''})")
         print(f"== threshold {th}: {len(ev)} tokens, {passes} passes ({len(ev) / passes:.2f} tok/pass), "
               f"answer NLL {tot / len(ev):.3f} (AR {ar_nll:.3f}, x{tot / len(ev) / ar_nll:.1f})")
         for name, f in (("above threshold", lambda e: not e["fallback"]), ("fallback", lambda e: e["fallback"])):
@@ -38,6 +41,16 @@ def traces(path: str) -> None:
             bad = sum(e["nll"] > 2.3 for e in es)
             print(f"  {name:16s}: {len(es):4d} tokens ({len(es) / len(ev):.0%}), mean NLL {s / len(es):.2f}, "
                   f"{s / tot:.0%} of the answers' NLL, {bad} with causal p < 0.1")
+        gap = [e for e in ev if e["fallback"] and e["right"] > 0]
+        fb = [e for e in ev if e["fallback"]]
+        if fb:
+            gs = sum(e["nll"] for e in gap)
+            same = sum(e["tok"] == e["causal_top"] for e in gap)
+            far = sum(e["conf"] > float(th) for e in fb)
+            print(f"  gap fills (fallback, a fixed row to the right): {len(gap)} tokens "
+                  f"({len(gap) / len(ev):.0%} of the tokens, {len(gap) / len(fb):.0%} of the fallback), "
+                  f"{gs / tot:.0%} of the answers' NLL, = causal pick {same / max(len(gap), 1):.0%}"
+                  + (f"; fallback rows above the threshold (out of the window): {far}" if far else ""))
         print("  by rows since the last fixed row at fix time (1 = adjacent):  n  / mean NLL / share of NLL / fallback share")
         by = defaultdict(list)
         for e in ev:

@@ -123,3 +123,28 @@ def test_distill_near_adds_the_kl_of_rows_with_the_causal_context():
     assert abs(float(got[2]) - want) < 1e-5, (float(got[2]), want)
     # and near 0 changes nothing
     assert torch.equal(losses(lc, ln, ids, real, masked, 0.5, near=0.0, block=blk)[2], base[2])
+
+
+def test_max_distance_rule_by_hand():
+    F_, T_ = False, True
+    fixed = [F_, F_, T_, F_, F_, F_, F_, F_]          # row 2 fixed
+    above = [T_, F_, F_, T_, T_, F_, T_, T_]          # rows above the threshold
+    assert diag.threshold_fixes(fixed, above) == [0, 3, 4, 6, 7]            # SPEC 3
+    assert diag.threshold_fixes(fixed, above, 8) == [0, 3, 4, 6, 7]         # K >= B: SPEC 3
+    assert diag.threshold_fixes(fixed, above, 1) == [0, 3, 4]               # 4 chains on 3
+    assert diag.threshold_fixes(fixed, above, 2) == [0, 3, 4, 6, 7]         # 6 is 2 past 4
+    assert diag.threshold_fixes([F_] * 4, [F_, T_, T_, T_], 1) == []         # row 0 blocks
+    assert diag.window_rows(fixed, 1) == [0, 3]
+    assert diag.window_rows(fixed, 2) == [0, 1, 3, 4]
+
+
+def test_a_cached_prefix_serves_every_pass():
+    m, tok = tiny(seed=6)
+    mask_id = tok.token_to_id("<|mask|>")
+    g = torch.Generator().manual_seed(2)
+    prefix = torch.randint(0, 400, (11,), generator=g).tolist()
+    cache = diag.prefix_cache(m, prefix)
+    for _ in range(3):                                  # the cache is read, never changed
+        rows = [mask_id if x < 0.5 else int(t) for x, t in
+                zip(torch.rand(B, generator=g), torch.randint(0, 400, (B,), generator=g))]
+        assert torch.equal(diag.preview_block(m, cache, rows), diag.preview_at(m, prefix, rows))
