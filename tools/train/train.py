@@ -54,6 +54,17 @@ def load_ckpt(model, path: str):
     return step, log
 
 
+def lr_factor(step: int, start_step: int, steps: int, warmup: int, rewarm: int,
+              cosine_from: int = 0) -> float:
+    """The learning rate's multiplier: a linear warm-up over `warmup` steps
+    from cosine_from (and over `rewarm` steps after each resume: the optimizer
+    state is not in the checkpoint), then one cosine from 1 to 0.1 over
+    [cosine_from, steps]. cosine_from 0 is the schedule every call so far ran."""
+    s, total = step - cosine_from, max(steps - cosine_from, 1)
+    return min(1.0, (step - start_step + 1) / rewarm, (s + 1) / warmup) * \
+        (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / total)))
+
+
 def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: float = 0.05,
                complementary: bool = False, prefix_p: float = 0.0):
     """Each block of each row masked at its own ratio in U(r_min, r_max), or
@@ -132,24 +143,25 @@ def engine_masks(model, ids, block: int, mask_id: int, gen, threshold: float = 0
     next passes run as if it had been right, i.e. teacher-forced); "own": they
     hold the model's picks, as in the engine (the targets are then the data's
     tokens in a context that may contradict them). Returns (noisy [N,T],
-    masked [N,T], stop [N,T/B]: s per block, passes run)."""
+    masked [N,T], stop [N,T/B]: s per block, passes run). Cost: one clean
+    stream, then one noisy stream (model.preview_cached) a pass."""
     n, t = ids.shape
     m = t // block
     stop = torch.randint(1, max_pass + 1, (n, m), generator=gen, device=ids.device)
     masked = torch.ones(n, m, block, dtype=torch.bool, device=ids.device)
     state = masked.clone()
     tokens = ids.clone().view(n, m, block)
+    ac = autocast if autocast is not None else ("cpu", False)
+    with torch.autocast(ac[0], dtype=torch.bfloat16, enabled=ac[1]):
+        cache = model.clean_cache(ids, block)       # the clean stream once, not once a pass
     k = 0
     while k < max_pass:
         live = masked.any(-1) & (stop > k)                     # blocks that still move
         if not live.any():
             break
         noisy = torch.where(masked, torch.full_like(tokens, mask_id), tokens).view(n, t)
-        if autocast is not None:
-            with torch.autocast(autocast[0], dtype=torch.bfloat16, enabled=autocast[1]):
-                _, ln = model(ids, noisy, block)
-        else:
-            _, ln = model(ids, noisy, block)
+        with torch.autocast(ac[0], dtype=torch.bfloat16, enabled=ac[1]):
+            ln = model.preview_cached(cache, noisy)
         lg = ln.float()
         lg[..., mask_id] = -float("inf")
         conf, pk = F.softmax(lg, -1).max(-1)
@@ -329,6 +341,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--rewarmup", type=int, default=30, help="warm-up steps after a resume")
+    ap.add_argument("--cosine-from", type=int, default=0,
+                    help="the cosine (and its --warmup) runs over [this step, --steps] instead of "
+                         "[0, --steps]: a fresh schedule for a changed objective from a checkpoint")
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bfloat16 (GPU)")
@@ -400,8 +415,7 @@ def main() -> None:
     warm = a.warmup if start_step == 0 else a.rewarmup
     accum = a.accum
     while step < a.steps:
-        lr = a.lr * min(1.0, (step - start_step + 1) / warm, (step + 1) / a.warmup) * \
-            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
+        lr = a.lr * lr_factor(step, start_step, a.steps, a.warmup, warm, a.cosine_from)
         for g in opt.param_groups:
             g["lr"] = lr
         if stream is None:

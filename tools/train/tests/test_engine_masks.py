@@ -10,6 +10,8 @@ against an independent recomputation (CPU, tiny shapes, a few seconds):
   preview sees only the clean prefix), diag.pick's confidences, the Python
   rule; the fixed rows hold the true tokens (fill "true") or the picks of the
   pass that fixed them (fill "own");
+* model.preview_cached (the clean stream once, then only the noisy one)
+  equals the full forward's preview, pass after pass;
 * mix_engine_masks leaves the masks and the generator alone at p 0, and
   otherwise replaces only the chosen rows, the second view by the complement;
 * a few optimizer steps with engine masks lower the preview loss.
@@ -123,6 +125,20 @@ def test_engine_masks_are_the_unfixed_rows_of_the_traced_pass(fill, k):
         assert not torch.equal(noisy[~masked], ids[~masked])   # a random model's picks differ
 
 
+def test_preview_cached_equals_the_forward():
+    m, tok = tiny(seed=3)
+    mask_id = tok.token_to_id("<|mask|>")
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, 400, (3, 4 * B), generator=g)
+    cache = m.clean_cache(ids, B)
+    for _ in range(3):
+        noisy = torch.where(torch.rand(3, 4 * B, generator=g) < 0.6, torch.full_like(ids, mask_id), ids)
+        with torch.no_grad():
+            _, want = m(ids, noisy, B)
+        got = m.preview_cached(cache, noisy)
+        assert (got - want).abs().max() <= 1e-5 * want.abs().max()
+
+
 def test_mix_engine_masks():
     m, tok = tiny(seed=2)
     mask_id = tok.token_to_id("<|mask|>")
@@ -167,3 +183,18 @@ def test_preview_loss_falls_with_engine_masks():
         (lcs + lps).backward()
         opt.step()
     assert seen[-1] < 0.8 * seen[0], seen
+
+
+def test_lr_factor_keeps_the_old_curve_and_restarts_one():
+    import math
+    from train import lr_factor
+    # cosine_from 0: the formula every call so far ran (train.py before it was a function)
+    for start, warm in ((0, 100), (1800, 30), (2134, 30)):
+        for step in range(start, 2400, 37):
+            old = min(1.0, (step - start + 1) / warm, (step + 1) / 100) * \
+                (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / 2400)))
+            assert lr_factor(step, start, 2400, 100, warm) == old
+    # a fresh warm-up and cosine over [2400, 2760] from the step-2400 checkpoint
+    f = [lr_factor(s, 2400, 2760, 100, 30, 2400) for s in range(2400, 2761)]
+    assert abs(f[0] - 0.01) < 1e-9 and abs(f[99] - max(f)) < 1e-9   # (s+1)/100, top at 100 steps
+    assert 0.8 < max(f) < 0.9 and abs(f[-1] - 0.1) < 1e-9           # the 0.1x floor at STEPS
