@@ -244,7 +244,9 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
     pending rows' (row, pick, conf, top-k) and the rows fixed. fallback "best"
     is SPEC 3 (no row above the threshold: the most confident pending row);
     "leftmost" (an experiment, not the engine) fixes the first pending row
-    instead, as --ar would. max_distance K (an experiment, not SPEC; None or
+    instead, as --ar would; "causal" (an experiment, not the engine) fixes the
+    first pending row with the causal path's greedy token there (one AR step,
+    counted in causal_steps). max_distance K (an experiment, not SPEC; None or
     >= block: SPEC 3): see threshold_fixes; the fallback stays SPEC's (any
     pending row, so a far row above the threshold can still be fixed by it, one
     a pass) unless window_fallback, which limits it to the rows within K of a
@@ -252,6 +254,7 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
     mask_id = tok.token_to_id("<|mask|>")
     stops = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     prefix, answer, blocks = list(prompt_ids), [], []
+    n_causal = 0
     while True:
         rows = [mask_id] * block
         fixed = [False] * block
@@ -262,19 +265,28 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
             pend = [r for r in range(block) if not fixed[r]]
             fix = threshold_fixes(fixed, (conf > threshold).tolist(), max_distance)
             by_fallback = not fix
+            causal = {}
             if by_fallback:
                 cand = pend
                 if window_fallback and max_distance is not None:
                     cand = window_rows(fixed, max_distance)
-                fix = [cand[0]] if fallback == "leftmost" else \
+                fix = [cand[0]] if fallback in ("leftmost", "causal") else \
                     [max(cand, key=lambda r: (float(conf[r]), -r))]
+                if fallback == "causal":
+                    # the leftmost pending row has every row before it fixed: the
+                    # causal path's greedy pick there is one AR step (not SPEC)
+                    lg = causal_logits(model, prefix + rows[:fix[0]])[-1].float()
+                    lg[mask_id] = -float("inf")
+                    causal[fix[0]] = int(lg.argmax())
+                    n_causal += 1
             tk = p.topk(topk, -1)
             passes.append({"pending": [{"row": r, "pick": int(ids[r]), "conf": round(float(conf[r]), 4),
                                         "top": [[int(i), round(float(v), 4)] for v, i in
                                                 zip(tk.values[r], tk.indices[r])]} for r in pend],
-                           "fixed": fix, "by_fallback": by_fallback})
+                           "fixed": fix, "by_fallback": by_fallback,
+                           **({"causal_pick": causal} if causal else {})})
             for r in fix:
-                rows[r], fixed[r], fixed_in[r] = int(ids[r]), True, len(passes)
+                rows[r], fixed[r], fixed_in[r] = causal.get(r, int(ids[r])), True, len(passes)
         blocks.append({"start": len(prefix), "rows": rows, "fixed_in": fixed_in, "passes": passes})
         stop = False
         for t in rows:
@@ -288,7 +300,8 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
         if stop or len(answer) >= max_tokens:
             break
         prefix += rows
-    return {"answer": answer, "blocks": blocks, "passes": sum(len(b["passes"]) for b in blocks)}
+    return {"answer": answer, "blocks": blocks, "passes": sum(len(b["passes"]) for b in blocks),
+            "causal_steps": n_causal}
 
 
 def show_trace(tok, tr: dict, out=sys.stdout) -> None:
@@ -459,7 +472,8 @@ def traces_cmd(a, model, tok, step) -> None:
             ev = fix_events(tr, th)
             for e, v, ct, cp in zip(ev, *token_nll(model, ids, tr["answer"], top=True)):
                 e["nll"], e["causal_top"], e["causal_p"] = round(v, 4), ct, round(cp, 4)
-            rec["runs"][str(th)] = {"answer": tr["answer"], "passes": tr["passes"], "events": ev,
+            rec["runs"][str(th)] = {"answer": tr["answer"], "passes": tr["passes"],
+                                    "causal_steps": tr["causal_steps"], "events": ev,
                                     "stutters": stutters(tok, tr["answer"], ar, ev)}
             print(f"{th}: {p!r} -> {tok.decode(tr['answer'])[:100]!r} {tr['passes']} passes", flush=True)
         res["prompts"].append(rec)
@@ -658,8 +672,9 @@ def main() -> None:
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.9, 0.99])
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--fallback", choices=["best", "leftmost"], default="best",
-                    help="traces: SPEC 3's fallback, or (experiment) the first pending row")
+    ap.add_argument("--fallback", choices=["best", "leftmost", "causal"], default="best",
+                    help="traces: SPEC 3's fallback, or (experiments) the first pending row with "
+                         "the preview's pick (leftmost) or the causal path's (causal: an AR step)")
     ap.add_argument("--max-distance", type=int, default=None,
                     help="traces/trace (experiment, not SPEC): the threshold fixes only rows within "
                          "K rows of a fixed row to their left (threshold_fixes); default: SPEC 3")
