@@ -664,9 +664,49 @@ def agree_cmd(a, model, tok, step) -> None:
                    "tally": tally.rows()}, f)
 
 
+@torch.no_grad()
+def engine_cmd(a, model, tok, step) -> None:
+    """What train.py's engine masks (--engine-mask-p) put the preview loss on,
+    and how the checkpoint does there: generated exchanges (an unseen seed) or
+    the held-out prompts with --ar-from's answers, every block masked by
+    train.engine_masks (SPEC 3 at --threshold, stopped after s ~ U{1..
+    --engine-passes} passes, fixed rows true), the answer rows still masked
+    tallied as "engine" (by distance and right context: right_fixed = a gap),
+    beside training's random masks ("train") on the same rows. The figure a
+    training call with engine masks should move: accuracy and NLL of the
+    engine rows with a fixed row to their right (diag_report.py calib)."""
+    from train import engine_masks, mask_batch
+    block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+    rows = exchange_rows(a, tok, block, pad, "engine")
+    tally, gen = Tally(), torch.Generator().manual_seed(a.seed)
+    share = [0, 0, 0]
+    for b0 in range(0, len(rows), a.batch):
+        ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
+        _, em, _, _ = engine_masks(model, ids, block, mask_id, gen, threshold=a.threshold,
+                                   max_pass=a.engine_passes)
+        _, tm = mask_batch(ids, block, 1.0, mask_id, gen, 0.25, 0.05)
+        for name, masked in (("engine", em), ("train", tm)):
+            noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+            _, conf, ok, nll = score(model, ids, noisy, masked, block, mask_id)
+            sc = masked & real
+            tally.add(name, conf[sc], ok[sc].float(), nll[sc],
+                      dist_from_fixed(masked, block)[sc], right_fixed(masked, block)[sc])
+        share[0] += int(real.sum())
+        share[1] += int((em & real).sum())
+        share[2] += int((em & real & right_fixed(em, block)).sum())
+        print(f"engine: {min(b0 + a.batch, len(rows))}/{len(rows)}", flush=True)
+    print(f"engine masks: {share[1] / share[0]:.0%} of the answer rows masked, "
+          f"{share[2] / max(share[1], 1):.0%} of those with a fixed row to their right")
+    with open(a.json, "w") as f:
+        json.dump({"step": step, "source": a.source, "seed": a.seed, "n": len(rows), "bins": BINS,
+                   "threshold": a.threshold, "engine_passes": a.engine_passes,
+                   "masked_share": share[1] / share[0], "gap_share": share[2] / max(share[1], 1),
+                   "tally": tally.rows()}, f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["trace", "traces", "calib", "agree"])
+    ap.add_argument("what", choices=["trace", "traces", "calib", "agree", "engine"])
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("-p", "--prompt", action="append")
     ap.add_argument("--threshold", type=float, default=0.9)
@@ -687,6 +727,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1257_000, help="calib: not training's 26")
     ap.add_argument("--n", type=int, default=128, help="calib gen: exchanges")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--engine-passes", type=int, default=8, help="engine: train.py's --engine-passes")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -698,6 +739,8 @@ def main() -> None:
         return calib_cmd(a, model, tok, step)
     if a.what == "agree":
         return agree_cmd(a, model, tok, step)
+    if a.what == "engine":
+        return engine_cmd(a, model, tok, step)
     res = []
     for p in a.prompt:
         ids = tok.encode(chat_prompt(p)).ids
