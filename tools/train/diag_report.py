@@ -6,9 +6,16 @@
 """
 from __future__ import annotations
 
+import gzip
 import json
 import sys
 from collections import defaultdict
+
+def load(path: str) -> dict:
+    """A diag.py JSON, plain or gzipped (the runs/ copies of the larger ones)."""
+    with (gzip.open(path, "rt") if path.endswith(".gz") else open(path)) as f:
+        return json.load(f)
+
 
 DISTS = ["1-1", "2-2", "3-3", "4-7", "8-15", "16-32"]
 
@@ -22,7 +29,7 @@ def dist_bin(d: int) -> str:
 
 
 def traces(path: str) -> None:
-    d = json.load(open(path))
+    d = load(path)
     for th in map(str, d["thresholds"]):
         ev = [e for p in d["prompts"] for e in p["runs"][th]["events"]]
         st = [s for p in d["prompts"] for s in p["runs"][th]["stutters"]]
@@ -89,7 +96,7 @@ def table(paths: list[str]) -> None:
     print("| rule | th | tokens a pass | NLL x `--ar` | fallback: tokens; NLL | gap fills: tokens; NLL; = causal pick |")
     print("|---|---|---|---|---|---|")
     for path in paths:
-        d = json.load(open(path))
+        d = load(path)
         k = d.get("max_distance")
         rule = "SPEC 3" if k is None or k >= 32 else f"K={k}" + (" (+fallback)" if d.get("window_fallback") else "")
         if d.get("fallback", "best") != "best":
@@ -114,7 +121,7 @@ def table(paths: list[str]) -> None:
 
 
 def calib(path: str) -> None:
-    d = json.load(open(path))
+    d = load(path)
     T = d["tally"]
 
     def agg(filt, key):

@@ -412,6 +412,9 @@ def main() -> None:
     gen = torch.Generator(device=a.device).manual_seed(a.seed + step)
     start_step, t0, last_save = step, time.time(), time.time()
     ntok, eng_s, eng_rows, eng_steps = 0, 0.0, 0, 0
+    if step < a.cosine_from:
+        raise SystemExit(f"train: --cosine-from {a.cosine_from} is past the checkpoint's step {step}: "
+                         f"it restarts the schedule from a checkpoint at or after that step")
     warm = a.warmup if start_step == 0 else a.rewarmup
     accum = a.accum
     while step < a.steps:
