@@ -110,6 +110,8 @@ def table(paths: list[str]) -> None:
             fb = [e for e in ev if e["fallback"]]
             gap = [e for e in fb if e["right"] > 0]
             same = sum(e["tok"] == e["causal_top"] for e in gap)
+            # "causal": an AR step after each pass that fixed nothing (counted apart:
+            # an engine could make it in the same forward as that pass)
             tpp = f"{len(ev) / passes:.2f}" + (f" ({len(ev) / (passes + steps):.2f} with {steps} AR steps)"
                                               if steps else "")
             print(f"| {rule} | {th} | {tpp} | {tot / len(ev) / ar:.1f}x | "
