@@ -723,7 +723,8 @@ def main() -> None:
     ap.add_argument("--source", choices=["gen", "heldout", "heldout-ar"], default="heldout",
                     help="traces: heldout.txt or generated prompts; calib: gen or heldout-ar")
     ap.add_argument("--pack", default=os.path.join(HERE, "..", "..", ".gpu-train", "corpus"))
-    ap.add_argument("--ar-from", default=None, help="calib heldout-ar, agree: a diag traces JSON; traces: reuse its AR answers")
+    ap.add_argument("--ar-from", default=None,
+                    help="calib heldout-ar, agree: a diag traces JSON; traces: reuse its AR answers")
     ap.add_argument("--seed", type=int, default=1257_000, help="calib: not training's 26")
     ap.add_argument("--n", type=int, default=128, help="calib gen: exchanges")
     ap.add_argument("--batch", type=int, default=8)
