@@ -148,3 +148,52 @@ def test_a_cached_prefix_serves_every_pass():
         rows = [mask_id if x < 0.5 else int(t) for x, t in
                 zip(torch.rand(B, generator=g), torch.randint(0, 400, (B,), generator=g))]
         assert torch.equal(diag.preview_block(m, cache, rows), diag.preview_at(m, prefix, rows))
+
+
+class _Tok:
+    """The three ids trace() asks a tokenizer for."""
+
+    def __init__(self, tok):
+        self.t = tok
+
+    def token_to_id(self, s):
+        return self.t.token_to_id(s)
+
+
+def test_trace_with_the_causal_fallback_runs_left_to_right():
+    # K = 1 with the window fallback and the causal fallback: the fixed rows of a
+    # block are always a run from its start, each pass fixes a run grown from it
+    # (threshold) or, if none, the first pending row with the causal path's
+    # greedy token given the prefix and the run (an independent forward here:
+    # the causal stream at chunk 1, no padding)
+    m, tok = tiny(seed=5)
+    mask_id = tok.token_to_id("<|mask|>")
+    prompt = torch.randint(0, 400, (9,), generator=torch.Generator().manual_seed(4)).tolist()
+    c = diag.pick(diag.preview_at(m, prompt, [mask_id] * B), mask_id)[0].sort().values
+    th = float(c[B // 2] + c[B // 2 + 1]) / 2          # about half the first pass's rows pass
+    tr = diag.trace(m, _Tok(tok), prompt, th, max_tokens=2 * B, block=B, fallback="causal",
+                    max_distance=1, window_fallback=True)
+    prefix, n_fallback, n_run = list(prompt), 0, 0
+    for b in tr["blocks"]:
+        done = 0
+        for ps in b["passes"]:
+            fix = sorted(ps["fixed"])
+            assert fix == list(range(done, done + len(fix)))        # a run from the fixed rows
+            if ps["by_fallback"]:
+                assert len(fix) == 1
+                with torch.no_grad():
+                    lc, _ = m(torch.tensor([prefix + b["rows"][:done]]), None, 1)
+                lg = lc[0, -1].clone()
+                lg[mask_id] = -float("inf")
+                assert b["rows"][done] == int(lg.argmax())
+                assert ps["causal_pick"] == {done: int(lg.argmax())}
+                n_fallback += 1
+            else:
+                confs = {e["row"]: e["conf"] for e in ps["pending"]}
+                assert all(confs[r] > th for r in fix)
+                n_run += len(fix)
+            done += len(fix)
+        assert done == B
+        prefix += b["rows"]
+    assert tr["causal_steps"] == n_fallback
+    assert n_fallback > 0 and n_run > 0                       # both kinds of pass happened
