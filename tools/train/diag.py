@@ -49,59 +49,105 @@ def load(ckpt: str, tok_dir: str = os.path.join(HERE, "tok"), geometry: str = "d
 def preview_at(model: CloverTrainModel, prefix: list[int], rows: list[int]) -> torch.Tensor:
     """Preview logits [B, V] of the block `rows` at positions len(prefix)...,
     over the clean prefix (any length >= 1)."""
+    return preview_block(model, prefix_cache(model, prefix), rows)
+
+
+@torch.no_grad()
+def prefix_cache(model: CloverTrainModel, prefix: list[int]) -> dict:
+    """What every preview of a block after `prefix` reads of the clean prefix,
+    per layer (GDN: the conv ring and the state; attention: the keys and
+    values), computed once: a block's passes all share it (SPEC 3 commits
+    nothing to the prefix until the block is done)."""
     m = model.lm.model
-    L, B = len(prefix), len(rows)
+    L = len(prefix)
     dev = next(model.parameters()).device
-    ids = torch.tensor([prefix + rows], device=dev)
-    hc = m.embed_tokens(ids[:, :L])
-    hn = m.embed_tokens(ids[:, L:])
-    pos = torch.arange(L + B, device=dev).view(1, 1, -1).expand(3, 1, -1)
+    hc = m.embed_tokens(torch.tensor([prefix], device=dev))
+    pos = torch.arange(L, device=dev).view(1, 1, -1).expand(3, 1, -1)
     cos, sin = m.rotary_emb(hc, pos)
+    layers = []
     for li, layer in enumerate(m.layers):
-        xc, xn = layer.input_layernorm(hc), layer.input_layernorm(hn)
+        xc = layer.input_layernorm(hc)
         if layer.block_type == "linear_attention":
-            a, b = _gdn_at(model, li, layer.linear_attn, xc, xn)
+            a, c = _gdn_prefix(layer.linear_attn, xc)
         else:
-            a, b = _attn_at(layer.self_attn, xc, xn, cos, sin)
-        hc, hn = hc + a, hn + b
+            a, c = _attn_prefix(layer.self_attn, xc, cos, sin)
+        layers.append(c)
+        hc = hc + a
         hc = hc + model.moe(layer.mlp, layer.post_attention_layernorm(hc))
+    return {"L": L, "layers": layers}
+
+
+@torch.no_grad()
+def preview_block(model: CloverTrainModel, cache: dict, rows: list[int]) -> torch.Tensor:
+    """Preview logits [B, V] of the block `rows` right after the prefix that
+    `cache` (prefix_cache) holds."""
+    m = model.lm.model
+    L, B = cache["L"], len(rows)
+    dev = next(model.parameters()).device
+    hn = m.embed_tokens(torch.tensor([rows], device=dev))
+    pos = torch.arange(L, L + B, device=dev).view(1, 1, -1).expand(3, 1, -1)
+    cos, sin = m.rotary_emb(hn, pos)
+    for li, layer in enumerate(m.layers):
+        xn = layer.input_layernorm(hn)
+        c = cache["layers"][li]
+        if layer.block_type == "linear_attention":
+            b = _gdn_block(model, li, layer.linear_attn, c, xn)
+        else:
+            b = _attn_block(layer.self_attn, c, xn, cos, sin)
+        hn = hn + b
         hn = hn + model.moe(layer.mlp, layer.post_attention_layernorm(hn))
     return model.lm.lm_head(m.norm(hn))[0]
 
 
-def _gdn_at(model, li, mod, xc, xn):
+def _gdn_qkv(mod, y, t):
     from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import l2norm
-    L, B = xc.shape[1], xn.shape[1]
     nk, nv, dk, dv = mod.num_k_heads, mod.num_v_heads, mod.head_k_dim, mod.head_v_dim
-    kk = mod.conv_kernel_size
     rep = nv // nk
+    q, k, v = torch.split(y, [nk * dk, nk * dk, nv * dv], dim=-1)
+    q = l2norm(q.reshape(1, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
+    k = l2norm(k.reshape(1, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
+    return q, k, v.reshape(1, t, nv, dv)
+
+
+def _gdn_out(mod, o, x, t):
+    dv = mod.head_v_dim
+    z = mod.in_proj_z(x).reshape(-1, dv)
+    return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(1, t, mod.num_v_heads * dv))
+
+
+def _gdn_prefix(mod, xc):
+    L = xc.shape[1]
+    dk, kk = mod.head_k_dim, mod.conv_kernel_size
     w = mod.conv1d.weight[:, 0, :]
-    Xc, Xb = mod.in_proj_qkv(xc), mod.in_proj_qkv(xn)
+    Xc = mod.in_proj_qkv(xc)
     C = Xc.shape[-1]
     Xcp = torch.cat([Xc.new_zeros(1, kk - 1, C), Xc], 1)
     yc = F.silu(sum(w[:, j] * Xcp[:, j:j + L] for j in range(kk)))
     ring = Xcp[:, L:L + kk - 1]                                   # the last K-1 prefix rows
-    e = torch.cat([ring, Xb], 1)
-    xpad = torch.cat([Xb, Xb.new_zeros(1, kk - 1, C)], 1)
-    wr = model.conv_right[str(li)]
-    yb = F.silu(sum(w[:, j] * e[:, j:j + B] for j in range(kk)) +
-                sum(wr[:, j - 1] * xpad[:, j:j + B] for j in range(1, kk)))
-
-    def qkv(y, t):
-        q, k, v = torch.split(y, [nk * dk, nk * dk, nv * dv], dim=-1)
-        q = l2norm(q.reshape(1, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
-        k = l2norm(k.reshape(1, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
-        return q, k, v.reshape(1, t, nv, dv)
-
-    q, k, v = qkv(yc, L)
+    q, k, v = _gdn_qkv(mod, yc, L)
     beta = mod.in_proj_b(xc).sigmoid()
     g = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xc).float() + mod.dt_bias)
     # chunk 1 over the prefix plus one dummy row: the state after the prefix is
     # the state at the start of that row
     pad = lambda x: torch.cat([x, x[:, -1:]], 1)  # noqa: E731
-    oc, states = model.chunk_delta(pad(q) * dk ** -0.5, pad(k), pad(v), pad(beta), pad(g), 1)
+    oc, states = CloverTrainModel.chunk_delta(pad(q) * dk ** -0.5, pad(k), pad(v), pad(beta),
+                                              pad(g), 1)
     oc, s = oc[:, :L], states[:, L]                               # [1,h,dk,dv]
-    q, k, v = qkv(yb, B)
+    return _gdn_out(mod, oc, xc, L), {"ring": ring, "s": s}
+
+
+def _gdn_block(model, li, mod, c, xn):
+    B = xn.shape[1]
+    dk, kk = mod.head_k_dim, mod.conv_kernel_size
+    w = mod.conv1d.weight[:, 0, :]
+    Xb = mod.in_proj_qkv(xn)
+    C = Xb.shape[-1]
+    e = torch.cat([c["ring"], Xb], 1)
+    xpad = torch.cat([Xb, Xb.new_zeros(1, kk - 1, C)], 1)
+    wr = model.conv_right[str(li)]
+    yb = F.silu(sum(w[:, j] * e[:, j:j + B] for j in range(kk)) +
+                sum(wr[:, j - 1] * xpad[:, j:j + B] for j in range(1, kk)))
+    q, k, v = _gdn_qkv(mod, yb, B)
     gn = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xn).float() + mod.dt_bias)
     qb, kb, vb = (x.transpose(1, 2) for x in (q, k, v))            # [1,h,B,d]
     gb = gn.transpose(1, 2)                                        # [1,h,B]
@@ -109,38 +155,42 @@ def _gdn_at(model, li, mod, xc, xn):
     s_block = ls * (qb @ kb.transpose(-1, -2))
     s_hist = model.history_bias[str(li)][:, None] + model.history_c[str(li)][:, None] * gb
     p = torch.softmax(torch.cat([s_block, s_hist[..., None]], -1).float(), -1)
-    u = (qb * dk ** -0.5) @ s
+    u = (qb * dk ** -0.5) @ c["s"]
     on = (p[..., :B] @ vb + p[..., B:] * u).transpose(1, 2)
-
-    def out(o, x, t):
-        z = mod.in_proj_z(x).reshape(-1, dv)
-        return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(1, t, nv * dv))
-    return out(oc, xc, L), out(on, xn, B)
+    return _gdn_out(mod, on, xn, B)
 
 
-def _attn_at(mod, xc, xn, cos, sin):
+def _attn_proj(mod, x, c, s):
     from transformers.models.qwen3_5_moe.modeling_qwen3_5_moe import apply_rotary_pos_emb
-    L, B = xc.shape[1], xn.shape[1]
+    t = x.shape[1]
+    shp = (1, t, -1, mod.head_dim)
+    q, gate = torch.chunk(mod.q_proj(x).view(1, t, -1, mod.head_dim * 2), 2, dim=-1)
+    q = mod.q_norm(q.reshape(shp)).transpose(1, 2)
+    k = mod.k_norm(mod.k_proj(x).view(shp)).transpose(1, 2)
+    v = mod.v_proj(x).view(shp).transpose(1, 2)
+    q, k = apply_rotary_pos_emb(q, k, c, s)
+    return q, k, v, gate.reshape(1, t, -1)
 
-    def proj(x, c, s):
-        t = x.shape[1]
-        shp = (1, t, -1, mod.head_dim)
-        q, gate = torch.chunk(mod.q_proj(x).view(1, t, -1, mod.head_dim * 2), 2, dim=-1)
-        q = mod.q_norm(q.reshape(shp)).transpose(1, 2)
-        k = mod.k_norm(mod.k_proj(x).view(shp)).transpose(1, 2)
-        v = mod.v_proj(x).view(shp).transpose(1, 2)
-        q, k = apply_rotary_pos_emb(q, k, c, s)
-        return q, k, v, gate.reshape(1, t, -1)
 
-    qc, kc, vc, gc = proj(xc, cos[:, :L], sin[:, :L])
-    qn, kn, vn, gn = proj(xn, cos[:, L:], sin[:, L:])
+def _attn_out(mod, o, g, t):
+    return mod.o_proj(o.transpose(1, 2).reshape(1, t, -1) * torch.sigmoid(g))
+
+
+def _attn_prefix(mod, xc, cos, sin):
+    qc, kc, vc, gc = _attn_proj(mod, xc, cos, sin)
     rep = qc.shape[1] // kc.shape[1]
-    kc, vc, kn, vn = (x.repeat_interleave(rep, 1) for x in (kc, vc, kn, vn))
+    kc, vc = kc.repeat_interleave(rep, 1), vc.repeat_interleave(rep, 1)
     oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True, scale=mod.scaling)
-    on = F.scaled_dot_product_attention(qn, torch.cat([kc, kn], 2), torch.cat([vc, vn], 2),
+    return _attn_out(mod, oc, gc, xc.shape[1]), {"k": kc, "v": vc}
+
+
+def _attn_block(mod, c, xn, cos, sin):
+    qn, kn, vn, gn = _attn_proj(mod, xn, cos, sin)
+    rep = qn.shape[1] // kn.shape[1]
+    kn, vn = kn.repeat_interleave(rep, 1), vn.repeat_interleave(rep, 1)
+    on = F.scaled_dot_product_attention(qn, torch.cat([c["k"], kn], 2), torch.cat([c["v"], vn], 2),
                                         scale=mod.scaling)
-    f = lambda o, g, t: mod.o_proj(o.transpose(1, 2).reshape(1, t, -1) * torch.sigmoid(g))  # noqa: E731
-    return f(oc, gc, L), f(on, gn, B)
+    return _attn_out(mod, on, gn, xn.shape[1])
 
 
 def pick(logits: torch.Tensor, mask_id: int):
@@ -153,35 +203,90 @@ def pick(logits: torch.Tensor, mask_id: int):
     return conf, ids, p
 
 
+def threshold_fixes(fixed: list[bool], above: list[bool],
+                    max_distance: int | None = None) -> list[int]:
+    """The rows one pass fixes by the threshold (above[r]: row r's confidence is above
+    it): every pending row above it
+    (SPEC 3), or, with max_distance K (PLAN.md item 1's experiment, not SPEC),
+    only those at most K rows right of the nearest row to their left that is
+    fixed or that this pass fixes (the committed prefix counts as row -1).
+    The chain is read left to right, so K = 1 fixes runs of confident rows
+    that grow out of fixed text and never leaves a gap; K >= the block size is
+    SPEC 3. The fallback (no row fixed here) is the caller's, unchanged."""
+    out, last = [], -1
+    for r, f in enumerate(fixed):
+        if f:
+            last = r
+        elif above[r] and (max_distance is None or r - last <= max_distance):
+            out.append(r)
+            last = r
+    return out
+
+
+def window_rows(fixed: list[bool], max_distance: int) -> list[int]:
+    """Pending rows at most max_distance right of a fixed row (or the prefix,
+    row -1): never empty while a row is pending (the first pending row is
+    adjacent to one)."""
+    out, last = [], -1
+    for r, f in enumerate(fixed):
+        if f:
+            last = r
+        elif r - last <= max_distance:
+            out.append(r)
+    return out
+
+
 @torch.no_grad()
 def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int = 96,
-          block: int = 32, topk: int = 3, fallback: str = "best") -> dict:
+          block: int = 32, topk: int = 3, fallback: str = "best",
+          max_distance: int | None = None, window_fallback: bool = False) -> dict:
     """SPEC 3's loop with every pass recorded: for each block, per pass the
     pending rows' (row, pick, conf, top-k) and the rows fixed. fallback "best"
     is SPEC 3 (no row above the threshold: the most confident pending row);
     "leftmost" (an experiment, not the engine) fixes the first pending row
-    instead, as --ar would."""
+    instead, as --ar would; "causal" (an experiment, not the engine) fixes the
+    first pending row with the causal path's greedy token there (one AR step,
+    counted in causal_steps). max_distance K (an experiment, not SPEC; None or
+    >= block: SPEC 3): see threshold_fixes; the fallback stays SPEC's (any
+    pending row, so a far row above the threshold can still be fixed by it, one
+    a pass) unless window_fallback, which limits it to the rows within K of a
+    fixed row (window_rows)."""
     mask_id = tok.token_to_id("<|mask|>")
     stops = {tok.token_to_id("<|im_end|>"), tok.token_to_id("<|endoftext|>")}
     prefix, answer, blocks = list(prompt_ids), [], []
+    n_causal = 0
     while True:
         rows = [mask_id] * block
         fixed = [False] * block
         passes, fixed_in = [], [None] * block
+        cache = prefix_cache(model, prefix)
         while not all(fixed):
-            conf, ids, p = pick(preview_at(model, prefix, rows), mask_id)
+            conf, ids, p = pick(preview_block(model, cache, rows), mask_id)
             pend = [r for r in range(block) if not fixed[r]]
-            fix = [r for r in pend if conf[r] > threshold]
-            if not fix:
-                fix = [pend[0]] if fallback == "leftmost" else \
-                    [max(pend, key=lambda r: (float(conf[r]), -r))]
+            fix = threshold_fixes(fixed, (conf > threshold).tolist(), max_distance)
+            by_fallback = not fix
+            causal = {}
+            if by_fallback:
+                cand = pend
+                if window_fallback and max_distance is not None:
+                    cand = window_rows(fixed, max_distance)
+                fix = [cand[0]] if fallback in ("leftmost", "causal") else \
+                    [max(cand, key=lambda r: (float(conf[r]), -r))]
+                if fallback == "causal":
+                    # the leftmost pending row has every row before it fixed: the
+                    # causal path's greedy pick there is one AR step (not SPEC)
+                    lg = causal_logits(model, prefix + rows[:fix[0]])[-1].float()
+                    lg[mask_id] = -float("inf")
+                    causal[fix[0]] = int(lg.argmax())
+                    n_causal += 1
             tk = p.topk(topk, -1)
             passes.append({"pending": [{"row": r, "pick": int(ids[r]), "conf": round(float(conf[r]), 4),
                                         "top": [[int(i), round(float(v), 4)] for v, i in
                                                 zip(tk.values[r], tk.indices[r])]} for r in pend],
-                           "fixed": fix})
+                           "fixed": fix, "by_fallback": by_fallback,
+                           **({"causal_pick": causal} if causal else {})})
             for r in fix:
-                rows[r], fixed[r], fixed_in[r] = int(ids[r]), True, len(passes)
+                rows[r], fixed[r], fixed_in[r] = causal.get(r, int(ids[r])), True, len(passes)
         blocks.append({"start": len(prefix), "rows": rows, "fixed_in": fixed_in, "passes": passes})
         stop = False
         for t in rows:
@@ -195,7 +300,8 @@ def trace(model, tok, prompt_ids: list[int], threshold: float, max_tokens: int =
         if stop or len(answer) >= max_tokens:
             break
         prefix += rows
-    return {"answer": answer, "blocks": blocks, "passes": sum(len(b["passes"]) for b in blocks)}
+    return {"answer": answer, "blocks": blocks, "passes": sum(len(b["passes"]) for b in blocks),
+            "causal_steps": n_causal}
 
 
 def show_trace(tok, tr: dict, out=sys.stdout) -> None:
@@ -300,7 +406,8 @@ def fix_events(tr: dict, threshold: float) -> list[dict]:
                 left = max([x for x in fixed if x < r], default=-1)
                 right = min([x for x in fixed if x > r], default=r)
                 ev.append({"block_start": b["start"], "row": r, "pass": pi, "conf": confs[r]["conf"],
-                           "fallback": confs[r]["conf"] <= threshold, "dist": r - left,
+                           "fallback": ps.get("by_fallback", confs[r]["conf"] <= threshold),
+                           "dist": r - left,
                            "right": right - r, "top2": confs[r]["top"][1],
                            "n_fixed": len(ps["fixed"]), "tok": b["rows"][r]})
             fixed |= set(ps["fixed"])
@@ -341,17 +448,32 @@ def traces_cmd(a, model, tok, step) -> None:
         prompts = [p["prompt"] for p in heldout(None, os.path.join(HERE, "heldout.txt"))][:a.limit]
         render = chat_prompt
     res = {"step": step, "source": a.source, "thresholds": a.thresholds, "fallback": a.fallback,
-           "prompts": []}
+           "max_distance": a.max_distance, "window_fallback": a.window_fallback, "prompts": []}
+    # --ar-from: the AR answers and their NLL from an earlier traces file of the
+    # same checkpoint (they do not depend on the rule; saves their cost)
+    ar_prev = {}
+    if a.ar_from:
+        with open(a.ar_from) as f:
+            prev = json.load(f)
+        if prev["step"] != step:
+            raise SystemExit(f"diag: --ar-from {a.ar_from} is step {prev['step']}, the checkpoint {step}")
+        ar_prev = {r["prompt"]: r for r in prev["prompts"]}
     for p in prompts:
         ids = tok.encode(render(p)).ids
-        ar = ar_answer(model, tok, ids, a.max_tokens)
-        rec = {"prompt": p, "ar": ar, "ar_nll": token_nll(model, ids, ar), "runs": {}}
+        if p in ar_prev:
+            rec = {"prompt": p, "ar": ar_prev[p]["ar"], "ar_nll": ar_prev[p]["ar_nll"], "runs": {}}
+        else:
+            ar = ar_answer(model, tok, ids, a.max_tokens)
+            rec = {"prompt": p, "ar": ar, "ar_nll": token_nll(model, ids, ar), "runs": {}}
+        ar = rec["ar"]
         for th in a.thresholds:
-            tr = trace(model, tok, ids, th, a.max_tokens, fallback=a.fallback)
+            tr = trace(model, tok, ids, th, a.max_tokens, fallback=a.fallback,
+                       max_distance=a.max_distance, window_fallback=a.window_fallback)
             ev = fix_events(tr, th)
             for e, v, ct, cp in zip(ev, *token_nll(model, ids, tr["answer"], top=True)):
                 e["nll"], e["causal_top"], e["causal_p"] = round(v, 4), ct, round(cp, 4)
-            rec["runs"][str(th)] = {"answer": tr["answer"], "passes": tr["passes"], "events": ev,
+            rec["runs"][str(th)] = {"answer": tr["answer"], "passes": tr["passes"],
+                                    "causal_steps": tr["causal_steps"], "events": ev,
                                     "stutters": stutters(tok, tr["answer"], ar, ev)}
             print(f"{th}: {p!r} -> {tok.decode(tr['answer'])[:100]!r} {tr['passes']} passes", flush=True)
         res["prompts"].append(rec)
@@ -542,23 +664,71 @@ def agree_cmd(a, model, tok, step) -> None:
                    "tally": tally.rows()}, f)
 
 
+@torch.no_grad()
+def engine_cmd(a, model, tok, step) -> None:
+    """What train.py's engine masks (--engine-mask-p) put the preview loss on,
+    and how the checkpoint does there: generated exchanges (an unseen seed) or
+    the held-out prompts with --ar-from's answers, every block masked by
+    train.engine_masks (SPEC 3 at --threshold, stopped after s ~ U{1..
+    --engine-passes} passes, fixed rows true), the answer rows still masked
+    tallied as "engine" (by distance and right context: right_fixed = a gap),
+    beside training's random masks ("train") on the same rows. The figure a
+    training call with engine masks should move: accuracy and NLL of the
+    engine rows with a fixed row to their right (diag_report.py calib)."""
+    from train import engine_masks, mask_batch
+    block, mask_id, pad = 32, tok.token_to_id("<|mask|>"), tok.token_to_id("<|endoftext|>")
+    rows = exchange_rows(a, tok, block, pad, "engine")
+    tally, gen = Tally(), torch.Generator().manual_seed(a.seed)
+    share = [0, 0, 0]
+    for b0 in range(0, len(rows), a.batch):
+        ids, comp, real = batch_rows(rows[b0:b0 + a.batch], pad, block)
+        _, em, _, _ = engine_masks(model, ids, block, mask_id, gen, threshold=a.threshold,
+                                   max_pass=a.engine_passes)
+        _, tm = mask_batch(ids, block, 1.0, mask_id, gen, 0.25, 0.05)
+        for name, masked in (("engine", em), ("train", tm)):
+            noisy = torch.where(masked, torch.full_like(ids, mask_id), ids)
+            _, conf, ok, nll = score(model, ids, noisy, masked, block, mask_id)
+            sc = masked & real
+            tally.add(name, conf[sc], ok[sc].float(), nll[sc],
+                      dist_from_fixed(masked, block)[sc], right_fixed(masked, block)[sc])
+        share[0] += int(real.sum())
+        share[1] += int((em & real).sum())
+        share[2] += int((em & real & right_fixed(em, block)).sum())
+        print(f"engine: {min(b0 + a.batch, len(rows))}/{len(rows)}", flush=True)
+    print(f"engine masks: {share[1] / share[0]:.0%} of the answer rows masked, "
+          f"{share[2] / max(share[1], 1):.0%} of those with a fixed row to their right")
+    with open(a.json, "w") as f:
+        json.dump({"step": step, "source": a.source, "seed": a.seed, "n": len(rows), "bins": BINS,
+                   "threshold": a.threshold, "engine_passes": a.engine_passes,
+                   "masked_share": share[1] / share[0], "gap_share": share[2] / max(share[1], 1),
+                   "tally": tally.rows()}, f)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("what", choices=["trace", "traces", "calib", "agree"])
+    ap.add_argument("what", choices=["trace", "traces", "calib", "agree", "engine"])
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("-p", "--prompt", action="append")
     ap.add_argument("--threshold", type=float, default=0.9)
     ap.add_argument("--thresholds", type=float, nargs="+", default=[0.9, 0.99])
     ap.add_argument("--limit", type=int, default=None)
-    ap.add_argument("--fallback", choices=["best", "leftmost"], default="best",
-                    help="traces: SPEC 3's fallback, or (experiment) the first pending row")
+    ap.add_argument("--fallback", choices=["best", "leftmost", "causal"], default="best",
+                    help="traces: SPEC 3's fallback, or (experiments) the first pending row with "
+                         "the preview's pick (leftmost) or the causal path's (causal: an AR step)")
+    ap.add_argument("--max-distance", type=int, default=None,
+                    help="traces/trace (experiment, not SPEC): the threshold fixes only rows within "
+                         "K rows of a fixed row to their left (threshold_fixes); default: SPEC 3")
+    ap.add_argument("--window-fallback", action="store_true",
+                    help="with --max-distance: the fallback too picks only among rows within K")
     ap.add_argument("--source", choices=["gen", "heldout", "heldout-ar"], default="heldout",
                     help="traces: heldout.txt or generated prompts; calib: gen or heldout-ar")
     ap.add_argument("--pack", default=os.path.join(HERE, "..", "..", ".gpu-train", "corpus"))
-    ap.add_argument("--ar-from", default=None, help="calib heldout-ar: a diag traces JSON")
+    ap.add_argument("--ar-from", default=None,
+                    help="calib heldout-ar, agree: a diag traces JSON; traces: reuse its AR answers")
     ap.add_argument("--seed", type=int, default=1257_000, help="calib: not training's 26")
     ap.add_argument("--n", type=int, default=128, help="calib gen: exchanges")
     ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--engine-passes", type=int, default=8, help="engine: train.py's --engine-passes")
     ap.add_argument("--max-tokens", type=int, default=96)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
@@ -570,10 +740,13 @@ def main() -> None:
         return calib_cmd(a, model, tok, step)
     if a.what == "agree":
         return agree_cmd(a, model, tok, step)
+    if a.what == "engine":
+        return engine_cmd(a, model, tok, step)
     res = []
     for p in a.prompt:
         ids = tok.encode(chat_prompt(p)).ids
-        tr = trace(model, tok, ids, a.threshold, a.max_tokens)
+        tr = trace(model, tok, ids, a.threshold, a.max_tokens, fallback=a.fallback,
+                   max_distance=a.max_distance, window_fallback=a.window_fallback)
         print(f"== step {step}, th {a.threshold}: {p!r} -> {tok.decode(tr['answer'])!r} "
               f"({len(tr['answer'])} tokens, {tr['passes']} passes)")
         show_trace(tok, tr)

@@ -18,6 +18,12 @@
 # more), SHARPEN (default STEPS: no sharpening), PREFIX_P (train.py --prefix-p: a share of
 # the blocks masked as a left-to-right decode leaves them; default 0), DISTILL_NEAR
 # (train.py --distill-near: the exact-teacher KL on rows with the causal context; default 0),
+# ENGINE_MASK_P (train.py --engine-mask-p: a share of the rows masked as the engine leaves
+# them, from the model's own SPEC 3 passes; default 0: masks unchanged), ENGINE_TH (0.95),
+# ENGINE_PASSES (8: the passes' cap, each a forward of the chosen rows), ENGINE_FILL (true|own),
+# ENGINE_K (the --max-distance rule in those passes; default: SPEC 3), LR (1.5e-3: the peak),
+# COSINE_FROM (train.py --cosine-from: a fresh warm-up and cosine over [COSINE_FROM, STEPS];
+# default 0: the one curve from step 0),
 # MINUTES (training wall time; default: until 540 s after the script started), BUDGET_S
 # (540), COMPILE=1 (torch.compile; untested on the device), TRAIN_EXTRA (arguments appended
 # to train.py's: a CPU dry run of this script uses
@@ -36,7 +42,10 @@ STEPS=${STEPS:-1800}; CAUSAL=800
 # no entropy sharpening unless SHARPEN < STEPS is asked for (PLAN.md, "Diagnosis at step 1257")
 SHARPEN=${SHARPEN:-$STEPS}
 SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SHARPEN --entropy 0.05
-       --batch 256 --seq 512 --block 32 --lr 1.5e-3 --warmup 100 --rewarmup 30
+       --batch 256 --seq 512 --block 32 --lr ${LR:-1.5e-3} --warmup 100 --rewarmup 30
+       --cosine-from ${COSINE_FROM:-0} --engine-mask-p ${ENGINE_MASK_P:-0}
+       --engine-threshold ${ENGINE_TH:-0.95} --engine-passes ${ENGINE_PASSES:-8}
+       --engine-fill ${ENGINE_FILL:-true} ${ENGINE_K:+--engine-max-distance $ENGINE_K}
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
        --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0}
        --distill-near ${DISTILL_NEAR:-0})

@@ -136,11 +136,14 @@ class CloverTrainModel(torch.nn.Module):
         out = torch.stack(outs, 1).transpose(2, 3).reshape(n, t, h, dv)
         return out, torch.stack(states, 1)
 
-    def _gdn(self, li, mod, xc, xn, block):
+    def _gdn(self, li, mod, xc, xn, block, cache: dict | None = None):
         """Both streams of one GDN layer. xc: norm_in(h) [N,T,H]; xn [rN,T,H]: r
         noisy views of the same rows (complementary masks), each previewed over
-        the clean stream's ring and states."""
-        n, t, _ = xc.shape
+        the clean stream's ring and states. cache (preview_cached): an empty
+        dict is filled with the ring and the states; a filled one stands in for
+        the clean stream (xc None: its output is None)."""
+        reuse = cache is not None and "ring" in cache
+        n, t = (cache["ring"].shape[0], xn.shape[1]) if reuse else xc.shape[:2]
         nn_ = xn.shape[0]
         r = nn_ // n
         nk, nv, dk, dv = mod.num_k_heads, mod.num_v_heads, mod.head_k_dim, mod.head_v_dim
@@ -148,17 +151,20 @@ class CloverTrainModel(torch.nn.Module):
         m = t // block
         rep = nv // nk
         w = mod.conv1d.weight[:, 0, :]                                 # [C][K]
-        Xc = mod.in_proj_qkv(xc)                                       # [N,T,C]
         Xn = mod.in_proj_qkv(xn)
-        C = Xc.shape[-1]
-        # causal conv on the clean stream
-        Xcp = torch.cat([Xc.new_zeros(n, kk - 1, C), Xc], 1)           # [N,T+K-1,C]
-        yc = sum(w[:, j] * Xcp[:, j:j + t] for j in range(kk))
-        yc = F.silu(yc)
-        # the block conv: left taps over [ring; block], right taps inside the block
-        idx = (torch.arange(m, device=xc.device) * block)[:, None] + \
-            torch.arange(kk - 1, device=xc.device)[None]               # ring rows in Xcp
-        ring = Xcp[:, idx]                                             # [N,m,K-1,C]
+        C = Xn.shape[-1]
+        if reuse:
+            ring = cache["ring"]
+        else:
+            Xc = mod.in_proj_qkv(xc)                                   # [N,T,C]
+            # causal conv on the clean stream
+            Xcp = torch.cat([Xc.new_zeros(n, kk - 1, C), Xc], 1)       # [N,T+K-1,C]
+            yc = sum(w[:, j] * Xcp[:, j:j + t] for j in range(kk))
+            yc = F.silu(yc)
+            # the block conv: left taps over [ring; block], right taps inside the block
+            idx = (torch.arange(m, device=xc.device) * block)[:, None] + \
+                torch.arange(kk - 1, device=xc.device)[None]           # ring rows in Xcp
+            ring = Xcp[:, idx]                                         # [N,m,K-1,C]
         if r > 1:
             ring = ring.repeat(r, 1, 1, 1)
         Xb = Xn.reshape(nn_, m, block, C)
@@ -176,11 +182,16 @@ class CloverTrainModel(torch.nn.Module):
             k = l2norm(k.reshape(n, t, nk, dk), dim=-1, eps=1e-6).repeat_interleave(rep, 2)
             return q, k, v.reshape(n, t, nv, dv)
 
-        # clean: the causal recurrence, chunked at the block size
-        q, k, v = qkv(yc)
-        beta = mod.in_proj_b(xc).sigmoid()
-        g = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xc).float() + mod.dt_bias)
-        oc, states = self.chunk_delta(q * dk ** -0.5, k, v, beta, g, block)
+        if reuse:
+            states = cache["states"]
+        else:
+            # clean: the causal recurrence, chunked at the block size
+            q, k, v = qkv(yc)
+            beta = mod.in_proj_b(xc).sigmoid()
+            g = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xc).float() + mod.dt_bias)
+            oc, states = self.chunk_delta(q * dk ** -0.5, k, v, beta, g, block)
+            if cache is not None:
+                cache["ring"], cache["states"] = ring, states
         # noisy: the block operator of SPEC 2.1 (ln(b/B) = 0 at the trained size)
         q, k, v = qkv(yn)
         gn = -mod.A_log.float().exp() * F.softplus(mod.in_proj_a(xn).float() + mod.dt_bias)
@@ -201,7 +212,7 @@ class CloverTrainModel(torch.nn.Module):
         def out(o, x):
             z = mod.in_proj_z(x).reshape(-1, dv)
             return mod.out_proj(mod.norm(o.reshape(-1, dv), z).reshape(x.shape[0], t, nv * dv))
-        return out(oc, xc), out(on, xn)
+        return (None if reuse else out(oc, xc)), out(on, xn)
 
     # ---- sparse MoE ----
 
@@ -252,8 +263,11 @@ class CloverTrainModel(torch.nn.Module):
     # ---- gated full attention ----
 
     @staticmethod
-    def _attn(mod, xc, xn, cos, sin, block):
-        n, t, _ = xc.shape
+    def _attn(mod, xc, xn, cos, sin, block, cache: dict | None = None):
+        """Both streams of one attention layer; cache as in _gdn (the clean
+        keys and values)."""
+        reuse = cache is not None and "k" in cache
+        n, t = (cache["k"].shape[0], xn.shape[1]) if reuse else xc.shape[:2]
         r = xn.shape[0] // n
 
         def proj(x):
@@ -267,12 +281,18 @@ class CloverTrainModel(torch.nn.Module):
                                         sin if sin.shape[0] == n else sin.repeat(r, 1, 1))
             return q, k, v, gate.reshape(n, t, -1)
 
-        qc, kc, vc, gc = proj(xc)
         qn, kn, vn, gn = proj(xn)
-        rep = qc.shape[1] // kc.shape[1]
-        kc, vc, kn, vn = (x.repeat_interleave(rep, 1) for x in (kc, vc, kn, vn))
-        oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True, scale=mod.scaling)
-        blk = torch.arange(t, device=xc.device) // block
+        rep = qn.shape[1] // kn.shape[1]
+        if reuse:
+            kc, vc = cache["k"], cache["v"]
+        else:
+            qc, kc, vc, gc = proj(xc)
+            kc, vc = (x.repeat_interleave(rep, 1) for x in (kc, vc))
+            oc = F.scaled_dot_product_attention(qc, kc, vc, is_causal=True, scale=mod.scaling)
+            if cache is not None:
+                cache["k"], cache["v"] = kc, vc
+        kn, vn = (x.repeat_interleave(rep, 1) for x in (kn, vn))
+        blk = torch.arange(t, device=xn.device) // block
         seen = torch.cat([blk[None, :] < blk[:, None],                 # clean keys before the block
                           blk[None, :] == blk[:, None]], 1)            # the whole block
         if r > 1:
@@ -281,7 +301,7 @@ class CloverTrainModel(torch.nn.Module):
                                             attn_mask=seen, scale=mod.scaling)
         f = lambda o, g: mod.o_proj(o.transpose(1, 2).reshape(o.shape[0], t, -1) *  # noqa: E731
                                     torch.sigmoid(g))
-        return f(oc, gc), f(on, gn)
+        return (None if reuse else f(oc, gc)), f(on, gn)
 
     def forward(self, ids: torch.Tensor, noisy: torch.Tensor | None, block: int):
         """ids [N,T] (T % block == 0); noisy [rN,T]: r views of the same rows with
@@ -311,3 +331,50 @@ class CloverTrainModel(torch.nn.Module):
         lc = self.lm.lm_head(m.norm(hc))
         ln = self.lm.lm_head(m.norm(hn)) if hn is not None else None
         return lc, ln
+
+    # ---- repeated previews of the same rows (train.py's engine masks) ----
+
+    @torch.no_grad()
+    def clean_cache(self, ids: torch.Tensor, block: int) -> dict:
+        """The clean stream of ids [N,T] once, keeping per layer what the
+        preview reads of it (GDN: the conv ring and the state at every block
+        start; attention: the keys and values): preview_cached then runs only
+        the noisy stream, about half a forward, for each of the engine's
+        passes over the same rows. (The layers' noisy halves run on the clean
+        input too and are dropped: _gdn and _attn compute both.)"""
+        m = self.lm.model
+        n, t = ids.shape
+        hc = m.embed_tokens(ids)
+        pos = torch.arange(t, device=ids.device).view(1, 1, -1).expand(3, n, -1)
+        cos, sin = m.rotary_emb(hc, pos)
+        layers = []
+        for li, layer in enumerate(m.layers):
+            xc = layer.input_layernorm(hc)
+            c = {}
+            if layer.block_type == "linear_attention":
+                a, _ = self._gdn(li, layer.linear_attn, xc, xc, block, c)
+            else:
+                a, _ = self._attn(layer.self_attn, xc, xc, cos, sin, block, c)
+            layers.append(c)
+            hc = hc + a
+            hc = hc + self.moe(layer.mlp, layer.post_attention_layernorm(hc))
+        return {"layers": layers, "cos": cos, "sin": sin, "block": block}
+
+    @torch.no_grad()
+    def preview_cached(self, cache: dict, noisy: torch.Tensor) -> torch.Tensor:
+        """Preview logits [N,T,V] of noisy [N,T] (one view of the rows that
+        clean_cache saw): forward(ids, noisy, block)[1] without recomputing the
+        clean stream (equal up to rounding: the MoE runs the noisy rows alone)."""
+        m = self.lm.model
+        hn = m.embed_tokens(noisy)
+        for li, layer in enumerate(m.layers):
+            xn = layer.input_layernorm(hn)
+            c = cache["layers"][li]
+            if layer.block_type == "linear_attention":
+                _, b = self._gdn(li, layer.linear_attn, None, xn, cache["block"], c)
+            else:
+                _, b = self._attn(layer.self_attn, None, xn, cache["cos"], cache["sin"],
+                                  cache["block"], c)
+            hn = hn + b
+            hn = hn + self.moe(layer.mlp, layer.post_attention_layernorm(hn))
+        return self.lm.lm_head(m.norm(hn))

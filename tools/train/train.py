@@ -54,6 +54,17 @@ def load_ckpt(model, path: str):
     return step, log
 
 
+def lr_factor(step: int, start_step: int, steps: int, warmup: int, rewarm: int,
+              cosine_from: int = 0) -> float:
+    """The learning rate's multiplier: a linear warm-up over `warmup` steps
+    from cosine_from (and over `rewarm` steps after each resume: the optimizer
+    state is not in the checkpoint), then one cosine from 1 to 0.1 over
+    [cosine_from, steps]. cosine_from 0 is the schedule every call so far ran."""
+    s, total = step - cosine_from, max(steps - cosine_from, 1)
+    return min(1.0, (step - start_step + 1) / rewarm, (s + 1) / warmup) * \
+        (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * s / total)))
+
+
 def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: float = 0.05,
                complementary: bool = False, prefix_p: float = 0.0):
     """Each block of each row masked at its own ratio in U(r_min, r_max), or
@@ -88,6 +99,105 @@ def mask_batch(ids, block, r_max, mask_id, gen, full_p: float = 0.0, r_min: floa
         masked = torch.cat([masked, ~masked], 0)
         ids = ids.repeat(2, 1)
     return torch.where(masked, torch.full_like(ids, mask_id), ids), masked
+
+
+def spec3_fixes(conf, pending, threshold: float, max_distance: int | None = None):
+    """SPEC 3's rule for one pass over blocks at once. conf [..., B] (the
+    pick's probability), pending [..., B] (still masked). Returns the rows the
+    pass fixes: every pending row above the threshold, else (no such row in the
+    block) the single most confident pending row (the first on a tie).
+    max_distance K (diag.py threshold_fixes' experiment, not SPEC): the
+    threshold fixes only rows at most K right of the nearest fixed row (or the
+    row -1 before the block) or row fixed in this pass, read left to right."""
+    above = pending & (conf > threshold)
+    b = conf.shape[-1]
+    if max_distance is not None and max_distance < b:
+        last = torch.full(conf.shape[:-1], -1, dtype=torch.long, device=conf.device)
+        cols = []
+        for r in range(b):
+            take = above[..., r] & (r - last <= max_distance)
+            cols.append(take)
+            last = torch.where(take | ~pending[..., r], torch.full_like(last, r), last)
+        above = torch.stack(cols, -1)
+    c = torch.where(pending, conf, torch.full_like(conf, -1.0))
+    best = torch.zeros_like(pending).scatter(-1, c.argmax(-1, keepdim=True), True)
+    none = pending.any(-1, keepdim=True) & ~above.any(-1, keepdim=True)
+    return above | (best & none)
+
+
+@torch.no_grad()
+def engine_masks(model, ids, block: int, mask_id: int, gen, threshold: float = 0.95,
+                 max_pass: int = 8, fill: str = "true", max_distance: int | None = None,
+                 autocast: tuple | None = None):
+    """Masks as the engine leaves them (PLAN.md, "Next training call (gap
+    fills)"): every block of ids [N,T] starts fully masked and is denoised by
+    the model's own previews with SPEC 3's rule (all blocks at once, each over
+    its clean prefix, as training's preview is), and each block stops after
+    its own number of passes s ~ U{1..max_pass} (drawn from gen first); a
+    block that is done sooner keeps its last state with a masked row. The
+    state is the block as the engine leaves it after s passes: the rows it
+    fixed and the gaps between and after them, where the preview loss goes.
+    fill "true": the fixed rows hold the true tokens (the pattern is the
+    model's, the content is the data's: the targets of the masked rows stay
+    consistent with their context, and where the model fixed a wrong token the
+    next passes run as if it had been right, i.e. teacher-forced); "own": they
+    hold the model's picks, as in the engine (the targets are then the data's
+    tokens in a context that may contradict them). Returns (noisy [N,T],
+    masked [N,T], stop [N,T/B]: s per block, passes run). Cost: one clean
+    stream, then one noisy stream (model.preview_cached) a pass."""
+    n, t = ids.shape
+    m = t // block
+    stop = torch.randint(1, max_pass + 1, (n, m), generator=gen, device=ids.device)
+    masked = torch.ones(n, m, block, dtype=torch.bool, device=ids.device)
+    state = masked.clone()
+    tokens = ids.clone().view(n, m, block)
+    ac = autocast if autocast is not None else ("cpu", False)
+    with torch.autocast(ac[0], dtype=torch.bfloat16, enabled=ac[1]):
+        cache = model.clean_cache(ids, block)       # the clean stream once, not once a pass
+    k = 0
+    while k < max_pass:
+        live = masked.any(-1) & (stop > k)                     # blocks that still move
+        if not live.any():
+            break
+        noisy = torch.where(masked, torch.full_like(tokens, mask_id), tokens).view(n, t)
+        with torch.autocast(ac[0], dtype=torch.bfloat16, enabled=ac[1]):
+            ln = model.preview_cached(cache, noisy)
+        lg = ln.float()
+        lg[..., mask_id] = -float("inf")
+        conf, pk = F.softmax(lg, -1).max(-1)
+        del lg, ln
+        fix = spec3_fixes(conf.view(n, m, block), masked, threshold, max_distance)
+        fix &= live[..., None]
+        if fill == "own":
+            tokens = torch.where(fix, pk.view(n, m, block), tokens)
+        masked = masked & ~fix
+        k += 1
+        keep = live & masked.any(-1)                           # a state with a gap left
+        state = torch.where(keep[..., None], masked, state)
+    noisy = torch.where(state, torch.full_like(tokens, mask_id), tokens).view(n, t)
+    return noisy, state.view(n, t), stop, k
+
+
+def mix_engine_masks(model, ids, noisy, masked, block: int, mask_id: int, gen, p: float,
+                     **kw):
+    """Replace the masks of a share p of the rows (each row with probability
+    p, drawn from gen) by engine_masks' (the second, complementary view, if
+    any, gets the complement). p 0: no draw, the masks unchanged. Returns
+    (noisy, masked, rows replaced, passes run)."""
+    if p <= 0:
+        return noisy, masked, 0, 0
+    n = ids.shape[0]
+    sel = torch.rand(n, generator=gen, device=ids.device) < p
+    if not sel.any():
+        return noisy, masked, 0, 0
+    en, em, _, k = engine_masks(model, ids[sel], block, mask_id, gen, **kw)
+    noisy, masked = noisy.clone(), masked.clone()
+    noisy[:n][sel], masked[:n][sel] = en, em
+    if noisy.shape[0] == 2 * n:
+        idx = torch.nonzero(sel)[:, 0] + n
+        masked[idx] = ~em
+        noisy[idx] = torch.where(~em, torch.full_like(em, mask_id, dtype=ids.dtype), ids[sel])
+    return noisy, masked, int(sel.sum()), k
 
 
 def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near: float = 0.0,
@@ -197,6 +307,18 @@ def main() -> None:
     ap.add_argument("--prefix-p", type=float, default=0.0,
                     help="probability that a block (not fully masked) is masked as a left-to-right "
                          "decode leaves it: rows < j clean, the rest masked (PLAN.md: diagnosis)")
+    ap.add_argument("--engine-mask-p", type=float, default=0.0,
+                    help="share of the rows whose masks are the engine's own (engine_masks: the "
+                         "model's SPEC 3 passes, stopped at a random pass; PLAN.md: gap fills); "
+                         "0: no draw, masks unchanged")
+    ap.add_argument("--engine-threshold", type=float, default=0.95)
+    ap.add_argument("--engine-passes", type=int, default=8,
+                    help="engine masks stop after s ~ U{1..this} passes (the cost: this many "
+                         "forwards of the chosen rows a step)")
+    ap.add_argument("--engine-fill", choices=["true", "own"], default="true",
+                    help="the rows the engine fixed hold the true tokens or the model's picks")
+    ap.add_argument("--engine-max-distance", type=int, default=None,
+                    help="engine masks under diag.py's --max-distance rule (experiment)")
     ap.add_argument("--complementary", action="store_true",
                     help="a second preview view with the complementary mask 1-m")
     ap.add_argument("--distill", type=float, default=0.5)
@@ -219,6 +341,9 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=2e-3)
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--rewarmup", type=int, default=30, help="warm-up steps after a resume")
+    ap.add_argument("--cosine-from", type=int, default=0,
+                    help="the cosine (and its --warmup) runs over [this step, --steps] instead of "
+                         "[0, --steps]: a fresh schedule for a changed objective from a checkpoint")
     ap.add_argument("--seed", type=int, default=16)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--bf16", action="store_true", help="autocast matmuls to bfloat16 (GPU)")
@@ -286,12 +411,14 @@ def main() -> None:
     fwd = torch.compile(model) if a.compile else model
     gen = torch.Generator(device=a.device).manual_seed(a.seed + step)
     start_step, t0, last_save = step, time.time(), time.time()
-    ntok = 0
+    ntok, eng_s, eng_rows, eng_steps = 0, 0.0, 0, 0
+    if step < a.cosine_from:
+        raise SystemExit(f"train: --cosine-from {a.cosine_from} is past the checkpoint's step {step}: "
+                         f"it restarts the schedule from a checkpoint at or after that step")
     warm = a.warmup if start_step == 0 else a.rewarmup
     accum = a.accum
     while step < a.steps:
-        lr = a.lr * min(1.0, (step - start_step + 1) / warm, (step + 1) / a.warmup) * \
-            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
+        lr = a.lr * lr_factor(step, start_step, a.steps, a.warmup, warm, a.cosine_from)
         for g in opt.param_groups:
             g["lr"] = lr
         if stream is None:
@@ -309,6 +436,15 @@ def main() -> None:
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
                                    a.complementary, a.prefix_p) if diffusion else (None, None)
+        if diffusion and a.engine_mask_p > 0:
+            te = time.time()
+            noisy, masked, n_eng, k_eng = mix_engine_masks(
+                model, ids, noisy, masked, a.block, mask_id, gen, a.engine_mask_p,
+                threshold=a.engine_threshold, max_pass=a.engine_passes, fill=a.engine_fill,
+                max_distance=a.engine_max_distance, autocast=(a.device.split(":")[0], a.bf16))
+            eng_s += time.time() - te
+            eng_rows += n_eng
+            eng_steps += 1
         while True:
             try:
                 opt.zero_grad(set_to_none=True)
@@ -337,7 +473,11 @@ def main() -> None:
                    "r_max": round(r_max, 3) if diffusion else 0,
                    "lr": round(lr, 6), "tok_per_s": round(ntok / max(now - t0, 1e-9)),
                    "wall_s": round(now - START, 1)}
-            t0, ntok = time.time(), 0
+            if a.engine_mask_p > 0:
+                # seconds a step spent in the engine passes, rows a step they masked
+                rec["engine_s"] = round(eng_s / max(eng_steps, 1), 3)
+                rec["engine_rows"] = round(eng_rows / max(eng_steps, 1), 1)
+            t0, ntok, eng_s, eng_rows, eng_steps = time.time(), 0, 0.0, 0, 0
             log.append(rec)
             print(json.dumps(rec), flush=True)
         done = step == a.steps

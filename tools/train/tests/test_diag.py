@@ -123,3 +123,77 @@ def test_distill_near_adds_the_kl_of_rows_with_the_causal_context():
     assert abs(float(got[2]) - want) < 1e-5, (float(got[2]), want)
     # and near 0 changes nothing
     assert torch.equal(losses(lc, ln, ids, real, masked, 0.5, near=0.0, block=blk)[2], base[2])
+
+
+def test_max_distance_rule_by_hand():
+    F_, T_ = False, True
+    fixed = [F_, F_, T_, F_, F_, F_, F_, F_]          # row 2 fixed
+    above = [T_, F_, F_, T_, T_, F_, T_, T_]          # rows above the threshold
+    assert diag.threshold_fixes(fixed, above) == [0, 3, 4, 6, 7]            # SPEC 3
+    assert diag.threshold_fixes(fixed, above, 8) == [0, 3, 4, 6, 7]         # K >= B: SPEC 3
+    assert diag.threshold_fixes(fixed, above, 1) == [0, 3, 4]               # 4 chains on 3
+    assert diag.threshold_fixes(fixed, above, 2) == [0, 3, 4, 6, 7]         # 6 is 2 past 4
+    assert diag.threshold_fixes([F_] * 4, [F_, T_, T_, T_], 1) == []         # row 0 blocks
+    assert diag.window_rows(fixed, 1) == [0, 3]
+    assert diag.window_rows(fixed, 2) == [0, 1, 3, 4]
+
+
+def test_a_cached_prefix_serves_every_pass():
+    m, tok = tiny(seed=6)
+    mask_id = tok.token_to_id("<|mask|>")
+    g = torch.Generator().manual_seed(2)
+    prefix = torch.randint(0, 400, (11,), generator=g).tolist()
+    cache = diag.prefix_cache(m, prefix)
+    for _ in range(3):                                  # the cache is read, never changed
+        rows = [mask_id if x < 0.5 else int(t) for x, t in
+                zip(torch.rand(B, generator=g), torch.randint(0, 400, (B,), generator=g))]
+        assert torch.equal(diag.preview_block(m, cache, rows), diag.preview_at(m, prefix, rows))
+
+
+class _Tok:
+    """The three ids trace() asks a tokenizer for."""
+
+    def __init__(self, tok):
+        self.t = tok
+
+    def token_to_id(self, s):
+        return self.t.token_to_id(s)
+
+
+def test_trace_with_the_causal_fallback_runs_left_to_right():
+    # K = 1 with the window fallback and the causal fallback: the fixed rows of a
+    # block are always a run from its start, each pass fixes a run grown from it
+    # (threshold) or, if none, the first pending row with the causal path's
+    # greedy token given the prefix and the run (an independent forward here:
+    # the causal stream at chunk 1, no padding)
+    m, tok = tiny(seed=5)
+    mask_id = tok.token_to_id("<|mask|>")
+    prompt = torch.randint(0, 400, (9,), generator=torch.Generator().manual_seed(4)).tolist()
+    c = diag.pick(diag.preview_at(m, prompt, [mask_id] * B), mask_id)[0].sort().values
+    th = float(c[B // 2] + c[B // 2 + 1]) / 2          # about half the first pass's rows pass
+    tr = diag.trace(m, _Tok(tok), prompt, th, max_tokens=2 * B, block=B, fallback="causal",
+                    max_distance=1, window_fallback=True)
+    prefix, n_fallback, n_run = list(prompt), 0, 0
+    for b in tr["blocks"]:
+        done = 0
+        for ps in b["passes"]:
+            fix = sorted(ps["fixed"])
+            assert fix == list(range(done, done + len(fix)))        # a run from the fixed rows
+            if ps["by_fallback"]:
+                assert len(fix) == 1
+                with torch.no_grad():
+                    lc, _ = m(torch.tensor([prefix + b["rows"][:done]]), None, 1)
+                lg = lc[0, -1].clone()
+                lg[mask_id] = -float("inf")
+                assert b["rows"][done] == int(lg.argmax())
+                assert ps["causal_pick"] == {done: int(lg.argmax())}
+                n_fallback += 1
+            else:
+                confs = {e["row"]: e["conf"] for e in ps["pending"]}
+                assert all(confs[r] > th for r in fix)
+                n_run += len(fix)
+            done += len(fix)
+        assert done == B
+        prefix += b["rows"]
+    assert tr["causal_steps"] == n_fallback
+    assert n_fallback > 0 and n_run > 0                       # both kinds of pass happened
