@@ -4,7 +4,7 @@
 # this session without a device (OFF by default until this run), plus llama.cpp's CUDA llama-bench on the same
 # 35B-A3B file in the same run (built here from llama-src.txz: PyPI llama-cpp-python 0.3.36's vendored llama.cpp,
 # only what llama-bench needs; sm_90a).
-#   scripts/device-packs.sh build mmvs  (+ cp /work/llama/strip/llama-src.txz .gpu-mmvs/)
+#   scripts/device-packs.sh build mmvs && scripts/llama-src.sh .gpu-mmvs/llama-src.txz
 #   run(command="bash .gpu-mmvs/run.sh", carry=[".gpu-mmvs"], timeout_s=600)
 # STEPS (default "L t m d p"):
 #  L  start the llama.cpp CUDA build in the background (-j14, <= 420 s)
