@@ -11,8 +11,10 @@
  *  2. the pool's step maps them to slots and lists the misses;
  *  3. each miss's gate, up and down rows are copied into its slot on the
  *     pool's own stream, from the mapped file itself when it could be pinned
- *     in place (cudaHostRegister, read-only), else through a pinned staging
- *     buffer (CLOVER_GPU_MEM_STAGING=1 forces that path: a diagnostic);
+ *     in place (cudaHostRegister, read-only; the layers pinned within
+ *     CLOVER_GPU_MEM_PIN_S seconds, default 30), else through a pinned
+ *     staging buffer (CLOVER_GPU_MEM_STAGING=1 forces that path: a
+ *     diagnostic);
  *  4. the pass's stream waits for those copies (an event), gets the slot ids
  *     (sc.rslot), and the grouped expert kernels read "pool + part offset"
  *     with expert stride slot_bytes: slot ids in place of expert ids, the
@@ -77,7 +79,7 @@ struct cuda_experts {
     bool stats;
     /* CLOVER_GPU_MEM_STATS=1: the current pass's split (pass_*), and the totals over every pass (sum_*) */
     double pass_t0, pass_step_s, pass_sync_s, pass_issue_s, pass_worst_sync_s;
-    uint64_t pass_steps, pass_copies, pass_bytes, pass_misses, pass_uses, pass_stage_syncs;
+    uint64_t pass_steps, pass_copies, pass_bytes, pass_misses, pass_uses, pass_stage_syncs, pass_staged;
     uint32_t pass_worst_layer;
     size_t pass_rows;
     bool pass_on, pass_preview;
@@ -105,8 +107,22 @@ static int cmp_range(const void *a, const void *b) {
     return x->p < y->p ? -1 : x->p > y->p;
 }
 
-/* Pins the experts' ranges of the mapping in place (page-aligned, merged); false (nothing left pinned) when
- * the driver refuses (a read-only file mapping some drivers do not take). */
+/* The pin's time limit: CLOVER_GPU_MEM_PIN_S seconds (default 30; 0: none). */
+static double pin_limit_s(void) {
+    const char *v = getenv("CLOVER_GPU_MEM_PIN_S");
+    if (!v || !*v) return 30.0;
+    char *end = NULL;
+    const double s = strtod(v, &end);
+    return end && !*end && s >= 0 ? s : 30.0;
+}
+
+/* Pins the experts' ranges of the mapping in place (page-aligned, merged: one range a layer in clover's files,
+ * ~450 MB each for 35B-A3B), in file order, until the time limit: whatever is pinned by then stays pinned and
+ * is copied from directly, the rest goes through the staging buffer (copy_part). Why a limit: pinning ~17 GiB
+ * of a file mapping costs seconds at best, and issue 31's first 35B-A3B run at --gpu-mem 16 did not finish in
+ * 200 s with the pool already allocated (this comes right after): a pin that crawls must not take the whole
+ * request. True when every range is pinned; false (nothing pinned) when the driver refuses one (a read-only
+ * file mapping some drivers do not take), or false with x->regs the pinned prefix when the limit stopped it. */
 static bool register_mapping(cuda_experts *x, const clover_model *m) {
     const uint32_t L = m->hp.n_layer;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -132,15 +148,19 @@ static bool register_mapping(cuda_experts *x, const clover_model *m) {
         }
     }
     char why[CUDA_WHY];
-    size_t total = 0;
+    size_t total = 0, done = 0;
     for (size_t i = 0; i < k; i++) total += r[i].n;
+    const double limit = pin_limit_s();
     /* announced before the calls: a registration that takes minutes (or never returns) shows as this line last */
     if (x->stats)
-        fprintf(stderr, "gpu-mem: pinning the experts' %.2f GiB of the mapping in place (%zu ranges, cudaHostRegister "
-                        "read-only)...\n",
-                (double)total / GIB, k);
+        fprintf(stderr,
+                "gpu-mem: pinning the experts' %.2f GiB of the mapping in place (%zu ranges, cudaHostRegister "
+                "read-only, limit %.0f s)...\n",
+                (double)total / GIB, k, limit);
     const double t0 = now_s();
-    for (size_t i = 0; i < k; i++)
+    double said = t0;
+    size_t i = 0;
+    for (; i < k; i++) {
         if (cuda_host_register(r[i].p, r[i].n, 1, why)) {
             const double t1 = now_s();
             while (i--) cuda_host_unregister(r[i].p);
@@ -152,13 +172,38 @@ static bool register_mapping(cuda_experts *x, const clover_model *m) {
             mem_free(r);
             return false;
         }
+        done += r[i].n;
+        const double t = now_s();
+        if (x->stats && t - said >= 2.0) { /* the rate, while it lasts */
+            fprintf(stderr, "gpu-mem: pinned %.2f of %.2f GiB in %.1f s\n", (double)done / GIB, (double)total / GIB,
+                    t - t0);
+            said = t;
+        }
+        if (limit > 0 && t - t0 > limit && i + 1 < k) {
+            i++;
+            break;
+        }
+    }
     x->pin_s = now_s() - t0;
     if (x->stats)
-        fprintf(stderr, "gpu-mem: pinned %.2f GiB in %.2f s (%.2f GB/s)\n", (double)total / GIB, x->pin_s,
-                x->pin_s > 0 ? (double)total / x->pin_s * 1e-9 : 0.0);
+        fprintf(stderr, "gpu-mem: pinned %.2f GiB in %.2f s (%.2f GB/s)%s\n", (double)done / GIB, x->pin_s,
+                x->pin_s > 0 ? (double)done / x->pin_s * 1e-9 : 0.0,
+                i < k ? ": the time limit (CLOVER_GPU_MEM_PIN_S) stopped it, the rest is copied through staging"
+                      : "");
     x->regs = r;
-    x->n_regs = k;
-    return true;
+    x->n_regs = i;
+    return i == k;
+}
+
+/* Whether [p, p + n) lies in one pinned range (x->regs: sorted, disjoint). */
+static bool pinned_at(const cuda_experts *x, const char *p, size_t n) {
+    size_t a = 0, b = x->n_regs;
+    while (a < b) { /* the first range ending after p */
+        const size_t mid = (a + b) / 2;
+        if (x->regs[mid].p + x->regs[mid].n <= p) a = mid + 1;
+        else b = mid;
+    }
+    return a < x->n_regs && x->regs[a].p <= p && p + n <= x->regs[a].p + x->regs[a].n;
 }
 
 void cuda_experts_free(cuda_experts *x) {
@@ -176,7 +221,8 @@ void cuda_experts_free(cuda_experts *x) {
                 acc ? 100.0 * (double)p->hits / (double)acc : 0.0,
                 (unsigned long long)p->misses, (double)x->copy_bytes / GIB,
                 x->copy_s > 0 ? (double)x->copy_bytes / x->copy_s * 1e-9 : 0.0,
-                x->n_regs ? "from the pinned mapping" : "through pinned staging");
+                !x->n_regs ? "through pinned staging" : x->stage ? "partly from the pinned mapping, partly staged"
+                                                               : "from the pinned mapping");
         fprintf(stderr,
                 "gpu-mem: %llu passes, %.3f s wall in them: routing-id syncs %.3f s, pool steps %.3f s (host), "
                 "issuing %llu copies %.3f s (%llu staging syncs); pin %.2f s\n",
@@ -286,7 +332,7 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
 
 /* One part of one expert into its slot, on the pool's stream. */
 static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char *why) {
-    if (!x->stage) return cuda_h2d_async(dst, src, n, x->stream, why);
+    if (!x->stage || pinned_at(x, src, n)) return cuda_h2d_async(dst, src, n, x->stream, why);
     if (n > STAGE_BYTES) {
         snprintf(why, CUDA_WHY, "an expert part of %zu bytes exceeds the staging buffer", n);
         return -1;
@@ -297,6 +343,7 @@ static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char
         x->pass_stage_syncs++;
     }
     memcpy(x->stage + x->stage_off, src, n);
+    x->pass_staged++;
     int rc = cuda_h2d_async(dst, x->stage + x->stage_off, n, x->stream, why);
     x->stage_off += (n + 255) & ~(size_t)255;
     return rc;
@@ -393,6 +440,7 @@ void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview) {
     x->pass_rows = rows;
     x->pass_step_s = x->pass_sync_s = x->pass_issue_s = x->pass_worst_sync_s = 0;
     x->pass_steps = x->pass_copies = x->pass_bytes = x->pass_misses = x->pass_uses = x->pass_stage_syncs = 0;
+    x->pass_staged = 0;
     x->pass_worst_layer = 0;
     x->pass_t0 = now_s();
 }
@@ -416,13 +464,14 @@ void cuda_experts_pass_end(cuda_experts *x, void *stream, const char *failed) {
     fprintf(stderr,
             "gpu-mem: pass %llu (%s, %zu rows%s): %.2f ms wall = syncs %.2f (worst %.2f at layer %u) + steps %.2f + "
             "issue %.2f + rest %.2f (tail %.2f) ms; %llu layer steps, %llu uses, %llu misses, %llu copies, %.1f MiB "
-            "(%llu staging syncs)%s%s\n",
+            "(%llu staged, %llu staging syncs)%s%s\n",
             (unsigned long long)x->n_pass, x->pass_preview ? "preview" : "commit", x->pass_rows,
             failed ? ", FAILED" : "", wall * 1e3, x->pass_sync_s * 1e3, x->pass_worst_sync_s * 1e3, x->pass_worst_layer,
             x->pass_step_s * 1e3, x->pass_issue_s * 1e3,
             (wall - x->pass_sync_s - x->pass_step_s - x->pass_issue_s - tail) * 1e3, tail * 1e3,
             (unsigned long long)x->pass_steps, (unsigned long long)x->pass_uses, (unsigned long long)x->pass_misses,
             (unsigned long long)x->pass_copies, (double)x->pass_bytes / 1048576.0,
-            (unsigned long long)x->pass_stage_syncs, src ? "; the end sync failed: " : "", src ? why : "");
+            (unsigned long long)x->pass_staged, (unsigned long long)x->pass_stage_syncs,
+            src ? "; the end sync failed: " : "", src ? why : "");
     if (failed) fprintf(stderr, "gpu-mem: pass %llu failed: %s\n", (unsigned long long)x->n_pass, failed);
 }
