@@ -41,9 +41,13 @@
 #  When L16's pin takes over 10 s (or never says it finished), L8, P128 and B16 run with
 #  CLOVER_GPU_MEM_STAGING=1 so that their passes are measured and not their pins (said in the summary), and
 #  S16 is skipped (they are it).
+# What gpumem31's stuck run already says: its GPU peak, 15,343 MiB, is the CUDA context + the dense 2.49 GiB +
+# a pool of ~12.3 GiB, without the session's ~1.1 GiB arena (512 rows: the logits and the pick copies are
+# 485 MiB each), and the arena is allocated right after cuda_experts_create, whose last step is the pin. So
+# the 200 s were most likely inside cudaHostRegister of the 16.9 GiB file mapping (< 0.1 GB/s), not in passes.
 # Predictions (before any run; the file: dense ~2.5 GiB, 40 x 256 experts of 1,769,472 B = 16.9 GiB):
-#  - pin: 16.9 GiB in 3-15 s (page-cached file pages, 1-5 GB/s) if the driver takes a read-only file mapping;
-#    else "cannot be pinned" in < 1 s and staging copies. A pin of minutes (now cut at 30 s) would be the 200 s.
+#  - pin: crawls, < 0.1 GB/s ("pinned a of b GiB" lines every 2 s), the 30 s limit stops it with < 3 GiB pinned
+#    and the rest staged; then L8, P128 and B16 stage everything. (Had it been a healthy pin: 3-15 s.)
 #  - L16: pool ~12.5 GiB, ~7,600 slots (74%); the prompt pass (23 chat-template tokens): ~3,000-4,500 misses,
 #    5-7 GiB, 150-400 ms wall, mostly syncs (they wait for the copies); decode passes 8-25 ms wall (syncs
 #    ~5-15 ms, steps < 0.3 ms with the list LRU, issue 0.5-2 ms for ~50-200 copies); ~40-100 tok/s; whole
