@@ -35,6 +35,8 @@
 #  2. L16: run --ar -p hi -n 8 at --gpu-mem 16 (-c 1024)
 #  3. L8:  the same at --gpu-mem 8
 #  4. P128: a 128-token prompt (--ids), 8 tokens, at --gpu-mem 16
+#  2b. pin: bench_cuda_pin on the file (what pinning costs here, and which kind: anonymous, malloc'd, the
+#     file's pages MAP_PRIVATE / MAP_SHARED, 64 MiB against 1 GiB), at most 30 s, left out when < 108 s remain
 #  5. B16: bench, 512 prompt, 16 decode tokens, at --gpu-mem 16
 #  6. if time is left: S16 (L16 through staging: CLOVER_GPU_MEM_STAGING=1, nothing pinned), then A (L16 on the
 #     whole device, no --gpu-mem: the reference for the decode rate)
@@ -125,6 +127,14 @@ if grep -q "cannot be pinned" "$O/L16.log"; then
 elif [ -z "$PIN_S" ] || awk "BEGIN{exit !($PIN_S > 10)}"; then
   X=(CLOVER_GPU_MEM_STAGING=1)
   say "L16's pin: ${PIN_S:-never finished} s: L8, P128 and B16 run with CLOVER_GPU_MEM_STAGING=1, S16 skipped"
+fi
+# the pin's mechanism: bench_cuda_pin (cudaMallocHost, a malloc'd region registered, the file's pages read then
+# registered read-only at 64 MiB and 1 GiB, MAP_PRIVATE as clover maps it and MAP_SHARED, copy rates)
+left=$(( BUDGET - $(el) )); lim=30; [ $lim -gt $((left - 100)) ] && lim=$((left - 100))
+if [ $lim -ge 8 ]; then
+  say "== pin ($(el)s, limit ${lim}s): bench_cuda_pin $F   [predicted: cudaMallocHost 1 GiB 0.1-0.6 s; malloc'd 1 GiB registered 0.05-0.3 s; pages read 0.1-0.5 s; the file's 1 GiB registered read-only: the crawl if L16's pin crawled (< 0.1 GB/s), else 0.05-0.5 s; copies from pinned 20-50 GB/s, from unpinned file pages 3-10 GB/s]"
+  timeout -k 3 $lim ${SB[@]+"${SB[@]}"} "$D/bin/bench_cuda_pin" "$F" 2>&1 | tee "$O/pin.log" | cut -c1-200 | tee -a "$S"
+  say "-- pin rc=${PIPESTATUS[0]}"
 fi
 go L8 45 "pool ~2,750 slots; decode passes 15-35 ms, 30-70 tok/s; rc 0" "${X[@]}" -- \
   run -m "$F" -p hi --ar -n 8 -c 1024 --device cuda --gpu-mem 8
