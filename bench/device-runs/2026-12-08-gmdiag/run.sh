@@ -117,7 +117,7 @@ say "synth $(( $(date +%s) - s ))s: $(ls -l "$F" 2>/dev/null | awk '{print $5}')
 [ -s "$F" ] || { tail -3 "$O/synth.log" | tee -a "$S"; say "no model: stop"; exit 1; }
 free -g | sed -n 2p | tee -a "$S" # buff/cache should now hold the file
 IDS128=$(seq -s, 1000 1127)
-go L16 60 "pin 3-15 s (or staging at once); prompt pass 0.15-0.4 s; decode passes 8-25 ms, 40-100 tok/s; rc 0" -- \
+go L16 60 "pin crawls (< 0.1 GB/s), stopped at 30 s with < 3 GiB pinned, the rest staged: prompt pass 0.5-1.5 s (issue = staging memcpy), decode passes 15-50 ms, 20-60 tok/s; (a healthy pin: 3-15 s, prompt 0.15-0.4 s, 40-100 tok/s); rc 0" -- \
   run -m "$F" -p hi --ar -n 8 -c 1024 --device cuda --gpu-mem 16
 # a slow pin: the later lines measure passes, not pins
 PIN_S=$(grep -oE "^gpu-mem: pinned [0-9.]+ GiB in [0-9.]+ s \(" "$O/L16.log" | tail -1 | awk '{print $6}')
@@ -136,11 +136,11 @@ if [ $lim -ge 8 ]; then
   timeout -k 3 $lim ${SB[@]+"${SB[@]}"} "$D/bin/bench_cuda_pin" "$F" 2>&1 | tee "$O/pin.log" | cut -c1-200 | tee -a "$S"
   say "-- pin rc=${PIPESTATUS[0]}"
 fi
-go L8 45 "pool ~2,750 slots; decode passes 15-35 ms, 30-70 tok/s; rc 0" "${X[@]}" -- \
+go L8 45 "pool ~2,750 slots; staged (expected): decode passes 25-70 ms, 15-40 tok/s; (pinned: 15-35 ms, 30-70 tok/s); rc 0" "${X[@]}" -- \
   run -m "$F" -p hi --ar -n 8 -c 1024 --device cuda --gpu-mem 8
-go P128 45 "128-row pass 0.3-0.8 s (~8,000 misses, ~13 GiB); decode 30-100 tok/s; rc 0" "${X[@]}" -- \
+go P128 45 "128-row pass (~8,000 misses, ~13 GiB): staged 1.5-3.5 s, pinned 0.3-0.8 s; decode staged 15-50, pinned 30-100 tok/s; rc 0" "${X[@]}" -- \
   run -m "$F" --ids "$IDS128" --ar -n 8 -c 1024 --device cuda --gpu-mem 16
-go B16 70 "prompt 512: 550-1,300 tok/s (~17 GiB copied); decode 40-100 tok/s; rc 0" "${X[@]}" -- \
+go B16 70 "prompt 512 (~17 GiB copied): staged 2-4.5 s = 110-250 tok/s, pinned 550-1,300 tok/s; decode staged 15-50, pinned 40-100 tok/s; rc 0" "${X[@]}" -- \
   bench -m "$F" --prompt-tokens 512 --decode-tokens 16 --device cuda --gpu-mem 16
 if [ "${X[0]}" != CLOVER_GPU_MEM_STAGING=1 ]; then
   go S16 35 "staging: prompt pass issue 0.5-1.5 s (host memcpy), decode 20-60 tok/s; rc 0" CLOVER_GPU_MEM_STAGING=1 -- \
