@@ -1,9 +1,16 @@
 /*
- * expert_cache.c: the expert cache's bookkeeping (expert_cache.h). The
- * victim is found by a scan of the slots: a few thousand at 8-16 GiB of
- * 35B-A3B experts (1.7 MiB each), microseconds next to the copy of the
- * expert a miss costs over the host link, and it lets every policy skip
- * the slots the current step uses without a second structure.
+ * expert_cache.c: the expert cache's bookkeeping (expert_cache.h). LFU and
+ * OPT find the victim by a scan of the slots, which lets them skip the
+ * slots the current step uses without a second structure. LRU and ADMIT
+ * (whose victim is LRU's) keep the filled slots in a list ordered by last
+ * access instead: --gpu-mem's pool is thousands of slots (7,600 at 16 GiB
+ * of 35B-A3B experts), and a scan per miss was ~10 us, ~1-2 ms of host
+ * time a decode step and ~40 ms a 512-row prompt pass (issue 31's stall
+ * hunt). The list's head is the scan's answer: accesses stamp increasing
+ * clocks, so the list is in order of `last`, and the slots the current
+ * step touched (all stamped after the step began) are its tail; when the
+ * head is one of them every slot is, and there is no victim (-1), as the
+ * scan found.
  */
 #include "backend/expert_cache.h"
 
@@ -41,7 +48,11 @@ int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, u
     c->last = mem_calloc(s, sizeof *c->last);
     c->next = mem_calloc(s, sizeof *c->next);
     c->touched = mem_calloc(s, sizeof *c->touched);
-    if (!c->slot_of || !c->freq || !c->key_of || !c->last || !c->next || !c->touched) {
+    c->lru_prev = mem_alloc(s * sizeof *c->lru_prev);
+    c->lru_next = mem_alloc(s * sizeof *c->lru_next);
+    c->lru_head = c->lru_tail = -1;
+    if (!c->slot_of || !c->freq || !c->key_of || !c->last || !c->next || !c->touched || !c->lru_prev ||
+        !c->lru_next) {
         expert_cache_free(c);
         return error_set(err, CLOVER_E_NOMEM, "expert cache: no memory for %zu experts", keys);
     }
@@ -57,6 +68,8 @@ void expert_cache_free(expert_cache *c) {
     mem_free(c->last);
     mem_free(c->next);
     mem_free(c->touched);
+    mem_free(c->lru_prev);
+    mem_free(c->lru_next);
     memset(c, 0, sizeof *c);
 }
 
@@ -65,6 +78,25 @@ void expert_cache_step(expert_cache *c) { c->step++; }
 void expert_cache_clear(expert_cache *c) {
     for (size_t k = 0; k < (size_t)c->n_layer * c->n_expert; k++) c->slot_of[k] = -1;
     c->n_filled = 0;
+    c->lru_head = c->lru_tail = -1;
+}
+
+static bool listed(const expert_cache *c) { return c->policy == EXPERT_LRU || c->policy == EXPERT_ADMIT; }
+
+static void lru_unlink(expert_cache *c, int32_t s) {
+    const int32_t p = c->lru_prev[s], n = c->lru_next[s];
+    if (p >= 0) c->lru_next[p] = n;
+    else c->lru_head = n;
+    if (n >= 0) c->lru_prev[n] = p;
+    else c->lru_tail = p;
+}
+
+static void lru_append(expert_cache *c, int32_t s) { /* as the most recent */
+    c->lru_prev[s] = c->lru_tail;
+    c->lru_next[s] = -1;
+    if (c->lru_tail >= 0) c->lru_next[c->lru_tail] = s;
+    else c->lru_head = s;
+    c->lru_tail = s;
 }
 
 /* Whether slot a is a better victim than slot b under the policy. */
@@ -82,6 +114,10 @@ static bool worse(const expert_cache *c, size_t a, size_t b) {
 
 /* The victim among the slots this step has not touched; -1: none. */
 static int32_t victim(const expert_cache *c) {
+    if (listed(c)) {
+        const int32_t h = c->lru_head;
+        return h >= 0 && c->touched[h] != c->step ? h : -1;
+    }
     int32_t best = -1;
     for (size_t s = 0; s < c->n_slots; s++)
         if (c->touched[s] != c->step && (best < 0 || worse(c, s, (size_t)best))) best = (int32_t)s;
@@ -98,6 +134,7 @@ int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64
     c->freq[key]++;
     *out = (expert_access){.slot = -1, .evicted = -1};
     int32_t s = c->slot_of[key];
+    bool was_listed = true; /* s is in the LRU list (a hit, or a victim), not a slot filled for the first time */
     if (s >= 0) {
         c->hits++;
         out->hit = true;
@@ -105,6 +142,7 @@ int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64
         c->misses++;
         if (c->n_filled < c->n_slots) {
             s = (int32_t)c->n_filled++;
+            was_listed = false;
         } else {
             s = victim(c);
             bool admit = s >= 0;
@@ -123,6 +161,10 @@ int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64
         out->admitted = true;
     }
     out->slot = s;
+    if (listed(c)) {
+        if (was_listed) lru_unlink(c, s);
+        lru_append(c, s);
+    }
     c->last[s] = now;
     c->next[s] = next_use;
     c->touched[s] = c->step;

@@ -45,6 +45,10 @@ typedef struct expert_cache {
     uint64_t *next;    /* [n_slots] OPT: the next use */
     uint64_t *touched; /* [n_slots] the step of the last access */
     uint64_t *freq;    /* [n_layer * n_expert] accesses so far */
+    /* LRU and ADMIT: the filled slots in order of last access, least recent first (a doubly linked list over
+     * the slots, -1 ends it), so the victim is the head and not a scan of every slot (expert_cache.c) */
+    int32_t *lru_prev, *lru_next; /* [n_slots] */
+    int32_t lru_head, lru_tail;
     uint64_t clock, step;
     uint64_t hits, misses, evictions, bypasses;
 } expert_cache;

@@ -11,8 +11,10 @@
  *  2. the pool's step maps them to slots and lists the misses;
  *  3. each miss's gate, up and down rows are copied into its slot on the
  *     pool's own stream, from the mapped file itself when it could be pinned
- *     in place (cudaHostRegister, read-only), else through a pinned staging
- *     buffer (CLOVER_GPU_MEM_STAGING=1 forces that path: a diagnostic);
+ *     in place (cudaHostRegister, read-only; the layers pinned within
+ *     CLOVER_GPU_MEM_PIN_S seconds, default 30), else through a pinned
+ *     staging buffer (CLOVER_GPU_MEM_STAGING=1 forces that path: a
+ *     diagnostic);
  *  4. the pass's stream waits for those copies (an event), gets the slot ids
  *     (sc.rslot), and the grouped expert kernels read "pool + part offset"
  *     with expert stride slot_bytes: slot ids in place of expert ids, the
@@ -26,11 +28,20 @@
  * executor under --gpu-mem (sequences run one by one), and several backends
  * sharing one pool concurrently (passes of one backend run one at a time).
  *
- * CLOVER_GPU_MEM_STATS=1 (a diagnostic): the budget's split when the pool is
- * made, and the hit rate and host-to-device bandwidth when it is freed, on
- * stderr.
+ * CLOVER_GPU_MEM_STATS=1 (a diagnostic, on stderr as it happens, so a run
+ * killed by a timeout still shows how far it got): the budget's split and
+ * the time to pin the mapping (or the fallback taken) when the pool is made;
+ * per pass (cuda_experts_pass_begin/end around cuda_pass_enqueue) its MoE
+ * layer steps, the host time in the pool's bookkeeping, the time blocked in
+ * the routing-id syncs (which also wait for the pass's earlier kernels and
+ * the previous layer's copies), the time spent issuing the copies (with the
+ * staging memcpy and its syncs), the copies and their bytes, and the pass's
+ * wall time; a line at once for any routing-id sync over a second (a stall
+ * shows its layer); the totals, the hit rate and the bandwidth when freed.
+ * Off, it costs one flag test a layer.
  */
 #include <stdio.h>
+#include <time.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -66,7 +77,21 @@ struct cuda_experts {
     double copy_s;             /* device time of the copies */
     uint64_t copy_bytes;       /* bytes copied over the link */
     bool stats;
+    /* CLOVER_GPU_MEM_STATS=1: the current pass's split (pass_*), and the totals over every pass (sum_*) */
+    double pass_t0, pass_step_s, pass_sync_s, pass_issue_s, pass_worst_sync_s;
+    uint64_t pass_steps, pass_copies, pass_bytes, pass_misses, pass_uses, pass_stage_syncs, pass_staged;
+    uint32_t pass_worst_layer;
+    size_t pass_rows;
+    bool pass_on, pass_preview;
+    uint64_t n_pass, sum_copies, sum_stage_syncs;
+    double sum_step_s, sum_sync_s, sum_issue_s, sum_wall_s, pin_s;
 };
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
 
 /* One expert's bytes of a stacked expert tensor. */
 static uint64_t expert_bytes(const model_weight *w) {
@@ -82,8 +107,22 @@ static int cmp_range(const void *a, const void *b) {
     return x->p < y->p ? -1 : x->p > y->p;
 }
 
-/* Pins the experts' ranges of the mapping in place (page-aligned, merged); false (nothing left pinned) when
- * the driver refuses (a read-only file mapping some drivers do not take). */
+/* The pin's time limit: CLOVER_GPU_MEM_PIN_S seconds (default 30; 0: none). */
+static double pin_limit_s(void) {
+    const char *v = getenv("CLOVER_GPU_MEM_PIN_S");
+    if (!v || !*v) return 30.0;
+    char *end = NULL;
+    const double s = strtod(v, &end);
+    return end && !*end && s >= 0 ? s : 30.0;
+}
+
+/* Pins the experts' ranges of the mapping in place (page-aligned, merged: one range a layer in clover's files,
+ * ~450 MB each for 35B-A3B), in file order, until the time limit: whatever is pinned by then stays pinned and
+ * is copied from directly, the rest goes through the staging buffer (copy_part). Why a limit: pinning ~17 GiB
+ * of a file mapping costs seconds at best, and issue 31's first 35B-A3B run at --gpu-mem 16 did not finish in
+ * 200 s with the pool already allocated (this comes right after): a pin that crawls must not take the whole
+ * request. True when every range is pinned; false (nothing pinned) when the driver refuses one (a read-only
+ * file mapping some drivers do not take), or false with x->regs the pinned prefix when the limit stopped it. */
 static bool register_mapping(cuda_experts *x, const clover_model *m) {
     const uint32_t L = m->hp.n_layer;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
@@ -109,16 +148,62 @@ static bool register_mapping(cuda_experts *x, const clover_model *m) {
         }
     }
     char why[CUDA_WHY];
-    for (size_t i = 0; i < k; i++)
+    size_t total = 0, done = 0;
+    for (size_t i = 0; i < k; i++) total += r[i].n;
+    const double limit = pin_limit_s();
+    /* announced before the calls: a registration that takes minutes (or never returns) shows as this line last */
+    if (x->stats)
+        fprintf(stderr,
+                "gpu-mem: pinning the experts' %.2f GiB of the mapping in place (%zu ranges, cudaHostRegister "
+                "read-only, limit %.0f s)...\n",
+                (double)total / GIB, k, limit);
+    const double t0 = now_s();
+    double said = t0;
+    size_t i = 0;
+    for (; i < k; i++) {
         if (cuda_host_register(r[i].p, r[i].n, 1, why)) {
-            if (x->stats) fprintf(stderr, "gpu-mem: the mapping cannot be pinned in place (%s): staging copies\n", why);
+            const double t1 = now_s();
             while (i--) cuda_host_unregister(r[i].p);
+            if (x->stats)
+                fprintf(stderr,
+                        "gpu-mem: the mapping cannot be pinned in place (%s) after %.2f s (undone in %.2f s): "
+                        "staging copies\n",
+                        why, t1 - t0, now_s() - t1);
             mem_free(r);
             return false;
         }
+        done += r[i].n;
+        const double t = now_s();
+        if (x->stats && t - said >= 2.0) { /* the rate, while it lasts */
+            fprintf(stderr, "gpu-mem: pinned %.2f of %.2f GiB in %.1f s\n", (double)done / GIB, (double)total / GIB,
+                    t - t0);
+            said = t;
+        }
+        if (limit > 0 && t - t0 > limit && i + 1 < k) {
+            i++;
+            break;
+        }
+    }
+    x->pin_s = now_s() - t0;
+    if (x->stats)
+        fprintf(stderr, "gpu-mem: pinned %.2f GiB in %.2f s (%.2f GB/s)%s\n", (double)done / GIB, x->pin_s,
+                x->pin_s > 0 ? (double)done / x->pin_s * 1e-9 : 0.0,
+                i < k ? ": the time limit (CLOVER_GPU_MEM_PIN_S) stopped it, the rest is copied through staging"
+                      : "");
     x->regs = r;
-    x->n_regs = k;
-    return true;
+    x->n_regs = i;
+    return i == k;
+}
+
+/* Whether [p, p + n) lies in one pinned range (x->regs: sorted, disjoint). */
+static bool pinned_at(const cuda_experts *x, const char *p, size_t n) {
+    size_t a = 0, b = x->n_regs;
+    while (a < b) { /* the first range ending after p */
+        const size_t mid = (a + b) / 2;
+        if (x->regs[mid].p + x->regs[mid].n <= p) a = mid + 1;
+        else b = mid;
+    }
+    return a < x->n_regs && x->regs[a].p <= p && p + n <= x->regs[a].p + x->regs[a].n;
 }
 
 void cuda_experts_free(cuda_experts *x) {
@@ -136,9 +221,17 @@ void cuda_experts_free(cuda_experts *x) {
                 acc ? 100.0 * (double)p->hits / (double)acc : 0.0,
                 (unsigned long long)p->misses, (double)x->copy_bytes / GIB,
                 x->copy_s > 0 ? (double)x->copy_bytes / x->copy_s * 1e-9 : 0.0,
-                x->n_regs ? "from the pinned mapping" : "through pinned staging");
+                !x->n_regs ? "through pinned staging" : x->stage ? "partly from the pinned mapping, partly staged"
+                                                               : "from the pinned mapping");
+        fprintf(stderr,
+                "gpu-mem: %llu passes, %.3f s wall in them: routing-id syncs %.3f s, pool steps %.3f s (host), "
+                "issuing %llu copies %.3f s (%llu staging syncs); pin %.2f s\n",
+                (unsigned long long)x->n_pass, x->sum_wall_s, x->sum_sync_s, x->sum_step_s,
+                (unsigned long long)x->sum_copies, x->sum_issue_s, (unsigned long long)x->sum_stage_syncs, x->pin_s);
     }
+    const double tu = now_s();
     for (size_t i = 0; i < x->n_regs; i++) cuda_host_unregister(x->regs[i].p);
+    if (x->stats && x->n_regs) fprintf(stderr, "gpu-mem: unpinned in %.2f s\n", now_s() - tu);
     mem_free(x->regs);
     cuda_host_free(x->stage);
     cuda_free(x->dev);
@@ -199,14 +292,6 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
         return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: the expert pool of %.2f GiB: %s",
                          (double)budget / GIB, why);
     }
-    const char *st = getenv("CLOVER_GPU_MEM_STAGING");
-    if ((st && !strcmp(st, "1")) || !register_mapping(x, m)) {
-        if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why)) {
-            cuda_experts_free(x);
-            return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: %llu bytes of pinned staging: %s",
-                             (unsigned long long)STAGE_BYTES, why);
-        }
-    }
     if (x->stats)
         fprintf(stderr,
                 "gpu-mem: budget %.2f GiB = dense weights %.2f + one session %.2f + expert pool %.2f GiB (%zu slots "
@@ -215,6 +300,16 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
                 (double)x->pool.pool_bytes / GIB, expert_pool_slots(&x->pool), (double)lay.slot_bytes / 1048576.0,
                 100.0 * (double)expert_pool_slots(&x->pool) / ((double)hp->n_layer * hp->n_expert), hp->n_layer,
                 hp->n_expert, expert_policy_name((expert_policy)pol));
+    const char *st = getenv("CLOVER_GPU_MEM_STAGING");
+    const bool forced = st && !strcmp(st, "1");
+    if (forced && x->stats) fprintf(stderr, "gpu-mem: CLOVER_GPU_MEM_STAGING=1: staging copies, nothing pinned\n");
+    if (forced || !register_mapping(x, m)) {
+        if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why)) {
+            cuda_experts_free(x);
+            return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: %llu bytes of pinned staging: %s",
+                             (unsigned long long)STAGE_BYTES, why);
+        }
+    }
     cm->ex = x;
     return CLOVER_OK;
 }
@@ -237,7 +332,7 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
 
 /* One part of one expert into its slot, on the pool's stream. */
 static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char *why) {
-    if (!x->stage) return cuda_h2d_async(dst, src, n, x->stream, why);
+    if (!x->stage || pinned_at(x, src, n)) return cuda_h2d_async(dst, src, n, x->stream, why);
     if (n > STAGE_BYTES) {
         snprintf(why, CUDA_WHY, "an expert part of %zu bytes exceeds the staging buffer", n);
         return -1;
@@ -245,8 +340,10 @@ static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char
     if (x->stage_off + n > STAGE_BYTES) { /* the buffer is full: its copies must land before it is rewritten */
         if (cuda_stream_sync(x->stream, why)) return -1;
         x->stage_off = 0;
+        x->pass_stage_syncs++;
     }
     memcpy(x->stage + x->stage_off, src, n);
+    x->pass_staged++;
     int rc = cuda_h2d_async(dst, x->stage + x->stage_off, n, x->stream, why);
     x->stage_off += (n + 255) & ~(size_t)255;
     return rc;
@@ -257,9 +354,20 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     const model_hparams *hp = s->hp;
     const size_t nk = n * hp->n_expert_used;
     char why[CUDA_WHY] = "";
+    const bool st = x->stats && x->pass_on;
+    double t0 = st ? now_s() : 0, t1 = 0;
     /* 1. the routing ids (the sync also drains every kernel that read a slot before this step) */
     if (cuda_d2h_async(s->h_rx, s->sc.ridx, nk * sizeof(int32_t), s->stream, why) || cuda_stream_sync(s->stream, why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: routing ids: %s", why);
+    if (st) {
+        t1 = now_s();
+        const double w = t1 - t0;
+        x->pass_sync_s += w;
+        if (w > x->pass_worst_sync_s) x->pass_worst_sync_s = w, x->pass_worst_layer = il;
+        if (w > 1.0) /* a stall: said at once, the pass's line may never come */
+            fprintf(stderr, "gpu-mem: pass %llu layer %u: the routing-id sync took %.2f s\n",
+                    (unsigned long long)x->n_pass, il, w);
+    }
     if (x->timing_pending) { /* the previous copies are done (the stream waited for them) */
         double t = 0;
         if (!cuda_event_seconds(x->ev_t0, x->ev_t1, &t, why)) x->copy_s += t;
@@ -269,8 +377,17 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     /* 2. slots and misses */
     int32_t *slots = s->h_rx + s->max_rows * hp->n_expert_used;
     size_t nc = 0;
+    const uint64_t hits0 = x->pool.hits, misses0 = x->pool.misses;
     int rc = expert_pool_step(&x->pool, il, s->h_rx, nk, slots, x->copies, &nc, err);
     if (rc) return error_prefix(err, "CUDA pass: --gpu-mem: layer %u", il);
+    if (st) {
+        const double t2 = now_s();
+        x->pass_step_s += t2 - t1;
+        t1 = t2;
+        x->pass_steps++;
+        x->pass_misses += x->pool.misses - misses0;
+        x->pass_uses += x->pool.hits - hits0 + x->pool.misses - misses0;
+    }
     /* 3. the misses' copies */
     const expert_pool_layout *lay = &x->pool.lay;
     const model_moe_weights *mw = &s->model->layers[il].moe;
@@ -296,6 +413,8 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
                                      c->expert, why);
                 }
                 x->copy_bytes += eb;
+                x->pass_bytes += eb;
+                x->pass_copies++;
             }
         }
         if (cuda_event_record(x->ev_t1, x->stream, why) || cuda_event_record(x->ev_done, x->stream, why) ||
@@ -304,6 +423,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: %s", why);
         }
         x->timing_pending = true;
+        if (st) x->pass_issue_s += now_s() - t1;
     }
     /* 4. the slot ids, then the view the products read */
     if (cuda_h2d_async(s->sc.rslot, slots, nk * sizeof(int32_t), s->stream, why))
@@ -311,4 +431,47 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     *out = (cuda_expert_view){.base = x->dev, .stride = lay->slot_bytes, .n_slots = expert_pool_slots(&x->pool)};
     for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = lay->part_off[p];
     return CLOVER_OK;
+}
+
+void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview) {
+    if (!x || !x->stats) return;
+    x->pass_on = true;
+    x->pass_preview = preview;
+    x->pass_rows = rows;
+    x->pass_step_s = x->pass_sync_s = x->pass_issue_s = x->pass_worst_sync_s = 0;
+    x->pass_steps = x->pass_copies = x->pass_bytes = x->pass_misses = x->pass_uses = x->pass_stage_syncs = 0;
+    x->pass_staged = 0;
+    x->pass_worst_layer = 0;
+    x->pass_t0 = now_s();
+}
+
+void cuda_experts_pass_end(cuda_experts *x, void *stream, const char *failed) {
+    if (!x || !x->stats || !x->pass_on) return;
+    x->pass_on = false;
+    /* the pass's last layers and head are still in flight: waited for here (a diagnostic's extra sync; never
+     * under capture, --gpu-mem captures nothing) so the wall time is the pass's own */
+    const double te = now_s();
+    char why[CUDA_WHY] = "";
+    const int src = stream ? cuda_stream_sync(stream, why) : 0;
+    const double t = now_s(), wall = t - x->pass_t0, tail = t - te;
+    x->n_pass++;
+    x->sum_wall_s += wall;
+    x->sum_sync_s += x->pass_sync_s;
+    x->sum_step_s += x->pass_step_s;
+    x->sum_issue_s += x->pass_issue_s;
+    x->sum_copies += x->pass_copies;
+    x->sum_stage_syncs += x->pass_stage_syncs;
+    fprintf(stderr,
+            "gpu-mem: pass %llu (%s, %zu rows%s): %.2f ms wall = syncs %.2f (worst %.2f at layer %u) + steps %.2f + "
+            "issue %.2f + rest %.2f (tail %.2f) ms; %llu layer steps, %llu uses, %llu misses, %llu copies, %.1f MiB "
+            "(%llu staged, %llu staging syncs)%s%s\n",
+            (unsigned long long)x->n_pass, x->pass_preview ? "preview" : "commit", x->pass_rows,
+            failed ? ", FAILED" : "", wall * 1e3, x->pass_sync_s * 1e3, x->pass_worst_sync_s * 1e3, x->pass_worst_layer,
+            x->pass_step_s * 1e3, x->pass_issue_s * 1e3,
+            (wall - x->pass_sync_s - x->pass_step_s - x->pass_issue_s - tail) * 1e3, tail * 1e3,
+            (unsigned long long)x->pass_steps, (unsigned long long)x->pass_uses, (unsigned long long)x->pass_misses,
+            (unsigned long long)x->pass_copies, (double)x->pass_bytes / 1048576.0,
+            (unsigned long long)x->pass_staged, (unsigned long long)x->pass_stage_syncs,
+            src ? "; the end sync failed: " : "", src ? why : "");
+    if (failed) fprintf(stderr, "gpu-mem: pass %llu failed: %s\n", (unsigned long long)x->n_pass, failed);
 }

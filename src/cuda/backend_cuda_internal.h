@@ -249,6 +249,10 @@ void cuda_experts_info(const cuda_experts *x, struct cuda_gpu_mem_info *out); /*
  * into their slots (a second stream, which the pass's stream then waits for), writes the slot ids to
  * sc.rslot; out: where the products read. */
 int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_view *out, clover_error *err);
+/* CLOVER_GPU_MEM_STATS=1 only (else, or x NULL, nothing): around one pass's enqueue; the end waits for stream
+ * and prints the pass's split on stderr (backend_cuda_experts.c's header); failed: the pass's error, or NULL. */
+void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview);
+void cuda_experts_pass_end(cuda_experts *x, void *stream, const char *failed);
 
 /* Rows one pick launch takes at most (its plog scratch). */
 size_t cuda_session_pick_rows(const backend_session *s);

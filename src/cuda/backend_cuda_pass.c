@@ -421,7 +421,16 @@ static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clo
     return CLOVER_OK;
 }
 
+static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err) {
+    cuda_experts *x = s->cm ? s->cm->ex : NULL; /* --gpu-mem with CLOVER_GPU_MEM_STATS=1: the pass's split */
+    cuda_experts_pass_begin(x, p->n, p->preview);
+    int rc = pass_enqueue(s, p, err);
+    cuda_experts_pass_end(x, s->stream, rc ? (err ? err->message : "?") : NULL);
+    return rc;
+}
+
+static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err) {
     const clover_model *m = s->model;
     const model_hparams *hp = s->hp;
     cuda_scratch *sc = &s->sc;
