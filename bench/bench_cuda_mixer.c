@@ -23,20 +23,12 @@
 
 #include "cuda_bench.h"
 
-#define OK(call)                                                                                   \
-    do {                                                                                           \
-        cudaError_t e_ = (cudaError_t)(call);                                                      \
-        if (e_ != cudaSuccess) {                                                                   \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-            exit(1);                                                                               \
-        }                                                                                          \
-    } while (0)
 
 static float *dev_random(size_t n, rng_state *r, float scale) {
     float *h = malloc(n * sizeof *h), *d = NULL;
     for (size_t i = 0; i < n; i++) h[i] = scale * (rng_uniform(r) * 2.0f - 1.0f);
-    OK(cudaMalloc((void **)&d, n * sizeof *d));
-    OK(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
+    CU(cudaMalloc((void **)&d, n * sizeof *d));
+    CU(cudaMemcpy(d, h, n * sizeof *d, cudaMemcpyHostToDevice));
     free(h);
     return d;
 }
@@ -44,19 +36,19 @@ static float *dev_random(size_t n, rng_state *r, float scale) {
 static double copy_bandwidth(void) {
     size_t bytes = (size_t)1 << 30;
     void *a, *b;
-    OK(cudaMalloc(&a, bytes));
-    OK(cudaMalloc(&b, bytes));
-    OK(cudaMemset(a, 1, bytes));
+    CU(cudaMalloc(&a, bytes));
+    CU(cudaMalloc(&b, bytes));
+    CU(cudaMemset(a, 1, bytes));
     cudaEvent_t e0, e1;
-    OK(cudaEventCreate(&e0));
-    OK(cudaEventCreate(&e1));
-    OK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    OK(cudaEventRecord(e0, 0));
-    for (int i = 0; i < 10; i++) OK(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
-    OK(cudaEventRecord(e1, 0));
-    OK(cudaEventSynchronize(e1));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
+    CU(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CU(cudaEventRecord(e0, 0));
+    for (int i = 0; i < 10; i++) CU(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+    CU(cudaEventRecord(e1, 0));
+    CU(cudaEventSynchronize(e1));
     float ms;
-    OK(cudaEventElapsedTime(&ms, e0, e1));
+    CU(cudaEventElapsedTime(&ms, e0, e1));
     cudaFree(a), cudaFree(b);
     return 2.0 * 10 * (double)bytes / (ms * 1e-3); /* read + write */
 }
@@ -66,36 +58,36 @@ typedef void (*step_fn)(void *ctx, cudaStream_t st);
 /* Seconds per call of fn: captured in a graph when `graph`, else plain launches. */
 static double time_step(step_fn fn, void *ctx, int iters, int graph) {
     cudaStream_t st;
-    OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     cudaGraphExec_t ex = NULL;
     if (graph) {
         cudaGraph_t g;
-        OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         fn(ctx, st);
-        OK(cudaStreamEndCapture(st, &g));
-        OK(cudaGraphInstantiate(&ex, g, 0));
-        OK(cudaGraphDestroy(g));
+        CU(cudaStreamEndCapture(st, &g));
+        CU(cudaGraphInstantiate(&ex, g, 0));
+        CU(cudaGraphDestroy(g));
     }
     cudaEvent_t e0, e1;
-    OK(cudaEventCreate(&e0));
-    OK(cudaEventCreate(&e1));
+    CU(cudaEventCreate(&e0));
+    CU(cudaEventCreate(&e1));
     /* warm up for >= 150 ms (the SM clock ramps up from idle: nvidia-smi read
      * 345 MHz before the first run), then time at least `iters` calls and
      * >= 50 ms */
     float ms = 0.0f;
     int reps = 3;
     for (int round = 0; round < 3; round++) {
-        OK(cudaEventRecord(e0, st));
+        CU(cudaEventRecord(e0, st));
         for (int i = 0; i < reps; i++) {
             if (graph)
-                OK(cudaGraphLaunch(ex, st));
+                CU(cudaGraphLaunch(ex, st));
             else
                 fn(ctx, st);
         }
-        OK(cudaEventRecord(e1, st));
-        OK(cudaEventSynchronize(e1));
-        OK(cudaGetLastError());
-        OK(cudaEventElapsedTime(&ms, e0, e1));
+        CU(cudaEventRecord(e1, st));
+        CU(cudaEventSynchronize(e1));
+        CU(cudaGetLastError());
+        CU(cudaEventElapsedTime(&ms, e0, e1));
         if (round == 2) break;
         double per = ms / reps;
         int want = round == 0 ? (int)(150.0 / per) : (int)(50.0 / per);
@@ -118,8 +110,8 @@ typedef struct attn_ctx {
 
 static void attn_step(void *p, cudaStream_t st) {
     attn_ctx *c = p;
-    OK(cuda_attn_prepare(c->qg, c->k, c->v, c->qn, c->kn, c->invf, c->seqs, 1, c->n, &c->d, st));
-    OK(cuda_attn_forward(c->out, c->qg, c->seqs, 1, c->n, c->n, c->max_kv, 1, &c->d, c->ws, st));
+    CU(cuda_attn_prepare(c->qg, c->k, c->v, c->qn, c->kn, c->invf, c->seqs, 1, c->n, &c->d, st));
+    CU(cuda_attn_forward(c->out, c->qg, c->seqs, 1, c->n, c->n, c->max_kv, 1, &c->d, c->ws, st));
 }
 
 static void bench_attention(double bw, int pos, int n, rng_state *r) {
@@ -135,7 +127,7 @@ static void bench_attention(double bw, int pos, int n, rng_state *r) {
     float *kc = dev_random(ctx * nkv * hd, r, 1.0f), *vc = dev_random(ctx * nkv * hd, r, 1.0f);
     size_t wb = cuda_attn_workspace_bytes(&c.d, n, n, c.max_kv);
     c.ws = NULL;
-    if (wb) OK(cudaMalloc((void **)&c.ws, wb));
+    if (wb) CU(cudaMalloc((void **)&c.ws, wb));
     cuda_attn_seq s = {.k_cache = kc, .v_cache = vc, .pos = pos, .row0 = 0, .n = n};
     c.seqs = bench_dev_copy(&s, sizeof s);
     double t = time_step(attn_step, &c, n <= 8 ? 500 : 20, 1);
@@ -161,7 +153,7 @@ typedef struct gdn_ctx {
 
 static void gdn_step(void *p, cudaStream_t st) {
     gdn_ctx *c = p;
-    OK(cuda_gdn_mix(c->y, c->mixed, c->z, c->b, c->a, &c->w, c->seqs, 1, c->n, c->n, c->n > 1, &c->d, c->ws, st));
+    CU(cuda_gdn_mix(c->y, c->mixed, c->z, c->b, c->a, &c->w, c->seqs, 1, c->n, c->n, c->n > 1, &c->d, c->ws, st));
 }
 
 static void bench_gdn(double bw, int n, rng_state *r) {
@@ -177,7 +169,7 @@ static void bench_gdn(double bw, int n, rng_state *r) {
     c.w.dt_bias = dev_random(nv, r, 0.5f);
     c.w.norm_w = dev_random(dv, r, 1.0f);
     float *ring = dev_random(3 * cd, r, 1.0f), *state = dev_random(S, r, 0.01f);
-    OK(cudaMalloc((void **)&c.ws, cuda_gdn_mix_workspace_bytes(&c.d, n)));
+    CU(cudaMalloc((void **)&c.ws, cuda_gdn_mix_workspace_bytes(&c.d, n)));
     cuda_gdn_seq s = {.ring = ring, .state = state, .row0 = 0, .n = n};
     c.seqs = bench_dev_copy(&s, sizeof s);
     double t = time_step(gdn_step, &c, n <= 8 ? 500 : 20, 1);
@@ -199,8 +191,8 @@ int main(void) {
     cuda_device_info info;
     if (cuda_device_query(0, &info, why, sizeof why) == 0)
         printf("device: %s, %d SMs, %.1f GiB\n", info.name, info.sm_count, info.total_bytes / 1073741824.0);
-    OK(cuda_attn_init());
-    OK(cuda_gdn_init());
+    CU(cuda_attn_init());
+    CU(cuda_gdn_init());
     double bw = copy_bandwidth();
     printf("copy bandwidth (d2d, 1 GiB): %.0f GB/s\n", bw * 1e-9);
     rng_state r;

@@ -313,8 +313,9 @@ static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     return BM;
 }
 
-__global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out, int tile, int32_t *counts,
-                                 int32_t *cursor, int32_t *ntiles, int32_t *perm, int32_t *tiles, float *y) {
+/* The grouping kernels' first step, every thread of the block: each expert's slot count; a bad id's outputs NaN. */
+__device__ __forceinline__ void moe_group_count(const int32_t *ids, int n_slots, int n_expert, int n_out,
+                                                int32_t *counts, float *y) {
     const int tid = threadIdx.x, nt = blockDim.x;
     for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
     __syncthreads();
@@ -326,6 +327,12 @@ __global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, 
             for (int o = 0; o < n_out; o++) y[(size_t)s * n_out + o] = __int_as_float(0x7fc00000);
     }
     __syncthreads();
+}
+
+__global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out, int tile, int32_t *counts,
+                                 int32_t *cursor, int32_t *ntiles, int32_t *perm, int32_t *tiles, float *y) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    moe_group_count(ids, n_slots, n_expert, n_out, counts, y);
     if (tid == 0) { /* a few hundred experts: one thread's prefix sum is a few microseconds */
         int off = 0, n = 0;
         for (int e = 0; e < n_expert; e++) {
@@ -415,16 +422,7 @@ __global__ void __launch_bounds__(1024) moe_group_pool_kernel(const int32_t *ids
                                                               float *y) {
     __shared__ int wsum[2][32];
     const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5;
-    for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
-    __syncthreads();
-    for (int s = tid; s < n_slots; s += nt) {
-        const int e = ids[s];
-        if (e >= 0 && e < n_expert)
-            atomicAdd(&counts[e], 1);
-        else /* a bad id: that slot's outputs are NaN */
-            for (int o = 0; o < n_out; o++) y[(size_t)s * n_out + o] = __int_as_float(0x7fc00000);
-    }
-    __syncthreads();
+    moe_group_count(ids, n_slots, n_expert, n_out, counts, y);
     const int per = (n_expert + nt - 1) / nt, e0 = min(tid * per, n_expert), e1 = min(e0 + per, n_expert);
     int c = 0, ct = 0; /* this thread's slots and tiles */
     for (int e = e0; e < e1; e++) {
