@@ -10,11 +10,11 @@
  *     pass's stream: the one cost a hit pays, ~10-30 us a layer);
  *  2. the pool's step maps them to slots and lists the misses;
  *  3. each miss's gate, up and down rows are copied into its slot on the
- *     pool's own stream, from the mapped file itself when it could be pinned
- *     in place (cudaHostRegister, read-only; the layers pinned within
- *     CLOVER_GPU_MEM_PIN_S seconds, default 30), else through a pinned
- *     staging buffer (CLOVER_GPU_MEM_STAGING=1 forces that path: a
- *     diagnostic);
+ *     pool's own stream through a pinned staging buffer (the default), or,
+ *     with CLOVER_GPU_MEM_PIN=1, from the mapped file itself when it could be
+ *     pinned in place (cudaHostRegister, read-only; the layers pinned within
+ *     CLOVER_GPU_MEM_PIN_S seconds, default 30: but on the H200 that call
+ *     hung, see below);
  *  4. the pass's stream waits for those copies (an event), gets the slot ids
  *     (sc.rslot), and the grouped expert kernels read "pool + part offset"
  *     with expert stride slot_bytes: slot ids in place of expert ids, the
@@ -300,9 +300,15 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
                 (double)x->pool.pool_bytes / GIB, expert_pool_slots(&x->pool), (double)lay.slot_bytes / 1048576.0,
                 100.0 * (double)expert_pool_slots(&x->pool) / ((double)hp->n_layer * hp->n_expert), hp->n_layer,
                 hp->n_expert, expert_policy_name((expert_policy)pol));
-    const char *st = getenv("CLOVER_GPU_MEM_STAGING");
-    const bool forced = st && !strcmp(st, "1");
-    if (forced && x->stats) fprintf(stderr, "gpu-mem: CLOVER_GPU_MEM_STAGING=1: staging copies, nothing pinned\n");
+    /* Staging is the default: on the H200 (2026-12-08-gmdiag) cudaHostRegister of the
+     * MAP_PRIVATE file mapping did not return within 30 s even for 64 MiB, and a call that
+     * never returns cannot be stopped by CLOVER_GPU_MEM_PIN_S; the staged path ran every
+     * bench (decode 33 tok/s at 16 GiB). Pinning in place stays an opt-in experiment:
+     * CLOVER_GPU_MEM_PIN=1 (CLOVER_GPU_MEM_STAGING=1 is still accepted and changes nothing). */
+    const char *pin = getenv("CLOVER_GPU_MEM_PIN");
+    const bool forced = !(pin && !strcmp(pin, "1"));
+    if (forced && x->stats)
+        fprintf(stderr, "gpu-mem: staging copies, nothing pinned (CLOVER_GPU_MEM_PIN=1 tries the in-place pin)\n");
     if (forced || !register_mapping(x, m)) {
         if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why)) {
             cuda_experts_free(x);

@@ -12,7 +12,7 @@
  * Budgets: the dense bytes and the reserve are read from a first pool-backed backend (cuda_backend_gpu_mem),
  * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
  * bytes never above its budget, and misses and evictions > 0. Also the staging path
- * (CLOVER_GPU_MEM_STAGING=1) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
+ * (CLOVER_GPU_MEM_PIN=1: the opt-in in-place pin) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
  * the dense part, one too small for one layer's experts).
  * The cache is behind CLOVER_CUDA_GPU_MEM=1 until a device run checks it: this test sets it (and checks the
  * refusal without it).
@@ -219,10 +219,10 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
                   names[i], o.info.n_slots);
         out_free(&o);
     }
-    setenv("CLOVER_GPU_MEM_STAGING", "1", 1);
-    if (run(m, budgets[0], &o)) compare(m, "1.5 layers, staging copies", &ref, &o);
+    setenv("CLOVER_GPU_MEM_PIN", "1", 1); /* the opt-in in-place pin (staging is the default) */
+    if (run(m, budgets[0], &o)) compare(m, "1.5 layers, pinned in place", &ref, &o);
     out_free(&o);
-    unsetenv("CLOVER_GPU_MEM_STAGING");
+    unsetenv("CLOVER_GPU_MEM_PIN");
     setenv("CLOVER_GPU_MEM_POLICY", "lfu", 1);
     if (run(m, budgets[0], &o)) compare(m, "1.5 layers, lfu", &ref, &o);
     out_free(&o);
