@@ -306,10 +306,10 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
      * bench (decode 33 tok/s at 16 GiB). Pinning in place stays an opt-in experiment:
      * CLOVER_GPU_MEM_PIN=1 (CLOVER_GPU_MEM_STAGING=1 is still accepted and changes nothing). */
     const char *pin = getenv("CLOVER_GPU_MEM_PIN");
-    const bool forced = !(pin && !strcmp(pin, "1"));
-    if (forced && x->stats)
+    const bool staging = !(pin && !strcmp(pin, "1"));
+    if (staging && x->stats)
         fprintf(stderr, "gpu-mem: staging copies, nothing pinned (CLOVER_GPU_MEM_PIN=1 tries the in-place pin)\n");
-    if (forced || !register_mapping(x, m)) {
+    if (staging || !register_mapping(x, m)) {
         if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why)) {
             cuda_experts_free(x);
             return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: %llu bytes of pinned staging: %s",

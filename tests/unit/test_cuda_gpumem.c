@@ -11,8 +11,8 @@
  * grouping for more than 1,024 ids), routing skewed (--route-skew 4) as trained models.
  * Budgets: the dense bytes and the reserve are read from a first pool-backed backend (cuda_backend_gpu_mem),
  * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
- * bytes never above its budget, and misses and evictions > 0. Also the staging path
- * (CLOVER_GPU_MEM_PIN=1: the opt-in in-place pin) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
+ * bytes never above its budget, and misses and evictions > 0 (staging copies: the default). Also the
+ * opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
  * the dense part, one too small for one layer's experts).
  * The cache is behind CLOVER_CUDA_GPU_MEM=1 until a device run checks it: this test sets it (and checks the
  * refusal without it).
