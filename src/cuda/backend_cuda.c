@@ -87,14 +87,6 @@ static int cuda_probe(const clover_model *model, const backend_config *cfg, clov
     const uint64_t gm = cfg ? cfg->gpu_mem : 0;
     size_t fr = 0, tot = 0, w = gm ? cuda_model_dense_bytes(model) : cuda_model_range_bytes(model, n_run);
     if (cuda_mem_info(&fr, &tot, why)) return error_set(err, CLOVER_E_UNSUPPORTED, "CUDA backend: %s", why);
-    /* CLOVER_CUDA_GPU_MEM=1: the expert cache (issue 31), UNVERIFIED on a device when it was written
-     * (2026-12-03): off by default, so --gpu-mem is a one-line refusal until a device run
-     * (bench/device-runs/2026-12-07-gpumem31/run.sh) has checked it; then this switch goes */
-    const char *on = getenv("CLOVER_CUDA_GPU_MEM");
-    if (gm && (!on || strcmp(on, "1") != 0))
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "--gpu-mem: the CUDA expert cache is built but not yet verified on a device; "
-                         "CLOVER_CUDA_GPU_MEM=1 turns it on (docs/OFFLOAD.md)");
     if (gm && n_run < model->hp.n_layer)
         return error_set(err, CLOVER_E_UNSUPPORTED, "--gpu-mem and --gpu-layers do not go together (the experts' "
                                                     "pool serves the whole model on the device)");
