@@ -7,7 +7,7 @@
  * loop divides by or indexes with is range-checked here, once, so the
  * engine never meets a record that makes it divide by zero or index past
  * the vocabulary. clover.decode_rule is clover's own optional key beside
- * SPEC.md 1.2's record (docs/decode-rule.md): "threshold" (absent: the
+ * SPEC.md 1.2's record (docs/DEVELOPING.md): "threshold" (absent: the
  * same) or "causal_fallback" (src/engine/generate_causal.c).
  */
 #include <math.h>
