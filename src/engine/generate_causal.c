@@ -39,8 +39,10 @@
  * commits only rows[c..f): restoring C1 after C0 has been restored is what
  * the contract refuses (a checkpoint is stale once an older one was
  * restored: the epoch check), and for good reason: the previews in between
- * write the block's keys and values at rows P.. (read-only means the
- * committed length, not those rows), so C1's KV rows would be gone. Each
+ * may write the block's keys and values at rows P.. (read-only means the
+ * committed length and states, not the rows past them: the CPU backend keeps
+ * its preview rows there, cpu/backend_cpu_session.c), so C1's KV rows could
+ * be gone. Each
  * fallback therefore commits rows[0..f) from P, at most B-1 rows, about
  * one preview's work.
  */

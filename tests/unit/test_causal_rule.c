@@ -411,6 +411,97 @@ static void reuse(void) {
     clover_session_free(s);
 }
 
+/* Log-probabilities ride along: the same tokens, and each token's log-probability is the log of its
+ * confidence (the T = 1 probability), the causal steps' included. */
+static void logprobs(void) {
+    const int32_t prompt[] = {72, 101, 108, 108, 111};
+    clover_generate_params p;
+    clover_generate_params_init(&p);
+    p.rule = CLOVER_RULE_CAUSAL;
+    p.penalties = &NO_PEN;
+    p.block_size = 8;
+    p.threshold = 0.1f;
+    p.max_tokens = 24;
+    clover_session *s = new_session(M);
+    clover_generate_result a, b;
+    clover_error err = {0};
+    CHECK(clover_generate(s, prompt, 5, &p, &a, &err) == 0);
+    p.top_logprobs = 3;
+    CHECK_MSG(clover_generate(s, prompt, 5, &p, &b, &err) == 0, "%s", err.message);
+    CHECK(a.n_generated == b.n_generated && !memcmp(a.ids, b.ids, a.n_generated * sizeof *a.ids));
+    CHECK(b.stats.causal_steps > 0 && b.logprobs);
+    for (size_t i = 0; b.logprobs && i < b.n_generated; i++)
+        CHECK_MSG(fabs((double)b.logprobs[i] - log((double)b.confidences[i])) < 1e-4 && b.top_ids[3 * i] == b.ids[i],
+                  "token %zu: logprob %g, confidence %g, top id %d", i, (double)b.logprobs[i],
+                  (double)b.confidences[i], b.top_ids[3 * i]);
+    clover_generate_result_free(&a);
+    clover_generate_result_free(&b);
+    clover_session_free(s);
+}
+
+/* Requests stepped together on one engine (the server's scheduler): causal-rule requests beside a threshold one
+ * and an autoregressive one; each causal one equals its oracle, the others their answers alone. */
+static void batched(void) {
+    clover_engine *e = NULL;
+    clover_error err = {0};
+    CHECK(clover_engine_create(&e, M, NULL, &err) == 0);
+    if (!e) return;
+    enum { N = 5 };
+    clover_session *ss[N] = {0};
+    clover_request *rq[N] = {0};
+    clover_generate_params p[N];
+    int32_t prompts[N][8];
+    for (size_t i = 0; i < N; i++) {
+        clover_generate_params_init(&p[i]);
+        p[i].rule = i < 3 ? CLOVER_RULE_CAUSAL : CLOVER_RULE_THRESHOLD;
+        p[i].mode = i == 4 ? CLOVER_MODE_AUTOREGRESSIVE : CLOVER_MODE_AUTO;
+        p[i].penalties = &NO_PEN;
+        p[i].block_size = i == 1 ? 4 : 8;
+        p[i].threshold = i == 2 ? 0.03f : 0.1f;
+        p[i].max_tokens = 20 + 3 * i;
+        p[i].temperature = i == 2 ? 0.8f : 0.0f;
+        p[i].seed = 100 + i;
+        for (size_t k = 0; k < 8; k++) prompts[i][k] = (int32_t)(11 + 29 * i + 7 * k) % 256;
+        CHECK(clover_engine_session_create(&ss[i], e, NULL, &err) == 0);
+        CHECK_MSG(ss[i] && clover_request_create(&rq[i], ss[i], prompts[i], 8 - i, &p[i], &err) == 0, "%s",
+                  err.message);
+    }
+    for (int guard = 0; guard < 10000 && clover_batch_step(rq, N) > 0; guard++) {
+    }
+    size_t steps = 0;
+    for (size_t i = 0; i < N; i++) {
+        clover_generate_result r;
+        if (!rq[i] || clover_request_result(rq[i], &r, &err) != 0) {
+            CHECK_MSG(0, "request %zu: %s", i, err.message);
+            continue;
+        }
+        oracle_out o;
+        if (i < 3) {
+            CHECK(oracle(M, prompts[i], 8 - i, &p[i], p[i].block_size, p[i].threshold, &o) == 0);
+        } else { /* alone, on a fresh session */
+            clover_session *a = new_session(M);
+            clover_generate_result ra;
+            CHECK(a && clover_generate(a, prompts[i], 8 - i, &p[i], &ra, &err) == 0);
+            o.n = ra.n_generated < MAXN ? ra.n_generated : MAXN;
+            memcpy(o.ids, ra.ids, o.n * sizeof *o.ids);
+            o.steps = 0;
+            clover_generate_result_free(&ra);
+            if (a) clover_session_free(a);
+        }
+        CHECK_MSG(r.n_generated == o.n && !memcmp(r.ids, o.ids, o.n * sizeof *o.ids) && r.stats.causal_steps == o.steps,
+                  "batched request %zu: %zu tokens, %zu causal steps; expected %zu and %zu", i, r.n_generated,
+                  r.stats.causal_steps, o.n, o.steps);
+        steps += r.stats.causal_steps;
+        clover_generate_result_free(&r);
+    }
+    CHECK_MSG(steps > 0, "the batched causal requests take causal steps");
+    for (size_t i = 0; i < N; i++) {
+        if (rq[i]) clover_request_free(rq[i]);
+        if (ss[i]) clover_session_free(ss[i]);
+    }
+    clover_engine_free(e);
+}
+
 /* A copy of src with clover.decode_rule set to value (keys and tensors copied as they are). */
 static int with_rule(const char *src, const char *dst, const char *value) {
     clover_error err = {0};
@@ -475,6 +566,8 @@ int main(void) {
         RUN(by_record);
         RUN(choices);
         RUN(reuse);
+        RUN(batched);
+        RUN(logprobs);
         RUN(record_key_error);
         clover_session_free(O);
     }

@@ -111,8 +111,8 @@ void run_print_ids_and_stats(const clover_generate_result *r) {
         for (size_t i = 0; i < r->n_blocks; i++) printf(" %u", r->passes_per_block[i]);
         printf(")\n");
         if (s->causal_steps)
-            printf("%-12s %zu causal steps (rule causal: %.2f tokens per pass, %.2f per pass or step)\n", "", s->causal_steps,
-                   s->passes ? (double)r->n_generated / (double)s->passes : 0.0,
+            printf("%-12s %zu causal steps (rule causal: %.2f tokens per pass, %.2f per pass or step)\n", "",
+                   s->causal_steps, s->passes ? (double)r->n_generated / (double)s->passes : 0.0,
                    (double)r->n_generated / (double)(s->passes + s->causal_steps));
         if (r->lossless) {
             printf("%-12s %zu drafted tokens accepted, %zu recommits (emitted per block:", "lossless",
