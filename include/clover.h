@@ -68,6 +68,15 @@ CLOVER_API int clover_model_load_memory(clover_model **out, const void *buf, siz
                                         clover_error *err);
 CLOVER_API void clover_model_free(clover_model *m);
 
+/* Block diffusion's decoding rule (clover_generate_params.rule, and the
+ * record's clover.decode_rule: clover's own key beside SPEC.md 1.2's). */
+typedef enum clover_rule {
+    CLOVER_RULE_DEFAULT = 0,   /* the model's record (clover.decode_rule; absent: threshold) */
+    CLOVER_RULE_THRESHOLD = 1, /* every pending row above the threshold, else the most confident one */
+    CLOVER_RULE_CAUSAL = 2,    /* causal fallback: the run of confident rows that starts at the first
+                                  pending row, else that row's causal (autoregressive) pick, one step */
+} clover_rule;
+
 /* The block-diffusion record (SPEC.md 1.2), as read from the clover.* keys. */
 typedef struct clover_record {
     const char *algorithm;       /* "low_confidence" (the only one) */
@@ -88,6 +97,7 @@ typedef struct clover_record {
     int32_t think_end_token_id;  /* -1: none */
     const uint32_t *stop_token_ids;
     size_t n_stop_token_ids;
+    clover_rule decode_rule;     /* CLOVER_RULE_THRESHOLD or CLOVER_RULE_CAUSAL (clover.decode_rule) */
 } clover_record;
 
 /* Bytes and parameters of the tensors of one type. */
@@ -428,6 +438,13 @@ typedef struct clover_generate_params {
      * object. A construct the compiler cannot honour is CLOVER_E_INVALID
      * naming it (clover_json_schema_check says so beforehand). */
     const char *json_schema;
+    /* Block diffusion's decoding rule: CLOVER_RULE_DEFAULT (the record's),
+     * CLOVER_RULE_THRESHOLD or CLOVER_RULE_CAUSAL (other values:
+     * CLOVER_E_INVALID). Autoregressive decoding ignores it, like threshold.
+     * CLOVER_RULE_CAUSAL is CLOVER_E_INVALID with lossless (whose drafts
+     * keep the threshold rule) or a json_schema; a record's causal rule
+     * gives way to the threshold rule there. */
+    clover_rule rule;
 } clover_generate_params;
 
 CLOVER_API void clover_generate_params_init(clover_generate_params *p);
@@ -469,6 +486,9 @@ typedef struct clover_generate_stats {
     /* lossless mode */
     size_t accepted_drafts;  /* drafted tokens the verifying commits accepted */
     size_t recommits;        /* blocks restored to their start and committed again (a rejected tail) */
+    /* the causal-fallback rule: rows fixed by the trunk's causal pick (one autoregressive step each;
+     * passes counts the previews only) */
+    size_t causal_steps;
 } clover_generate_stats;
 
 typedef struct clover_generate_result {

@@ -34,7 +34,7 @@ class clover_record(Structure):
         ("frequency_penalty", c_float), ("repetition_penalty", c_float), ("length_penalty", c_float),
         ("length_penalty_start", c_uint32), ("length_penalty_window", c_uint32), ("think_end_bias", c_float),
         ("think_end_start", c_uint32), ("think_end_window", c_uint32), ("think_end_token_id", c_int32),
-        ("stop_token_ids", POINTER(c_uint32)), ("n_stop_token_ids", c_size_t),
+        ("stop_token_ids", POINTER(c_uint32)), ("n_stop_token_ids", c_size_t), ("decode_rule", c_int),
     ]
 
 
@@ -106,7 +106,7 @@ class clover_generate_params(Structure):
         ("on_token", TOKEN_FN), ("on_pass", PASS_FN), ("user", c_void_p), ("skip_special", c_int),
         ("cancel", POINTER(c_int)), ("dump_first_preview", c_char_p), ("snapshot_at", c_size_t),
         ("no_snapshot", c_int), ("lossless", c_int), ("logprobs", c_int), ("top_logprobs", c_size_t),
-        ("on_token_info", TOKEN_INFO_FN), ("json_schema", c_char_p),
+        ("on_token_info", TOKEN_INFO_FN), ("json_schema", c_char_p), ("rule", c_int),
     ]
 
 
@@ -124,7 +124,7 @@ class clover_generate_stats(Structure):
         ("preview_ops", clover_op_seconds), ("commit_ops", clover_op_seconds),
         ("coreset_kept", c_uint64), ("coreset_layers", c_uint64), ("coreset_mean", c_double),
         ("prompt_tok_s", c_double), ("gen_tok_s", c_double), ("denoise_tok_s", c_double),
-        ("accepted_drafts", c_size_t), ("recommits", c_size_t),
+        ("accepted_drafts", c_size_t), ("recommits", c_size_t), ("causal_steps", c_size_t),
     ]
 
 

@@ -487,6 +487,7 @@ class Model:
             r = i.record.contents
             rec = {"algorithm": s(r.algorithm), "block_size": r.block_size, "threshold": r.threshold,
                    "mask_token_id": r.mask_token_id,
+                   "decode_rule": "causal_fallback" if r.decode_rule == 2 else "threshold",
                    "stop_token_ids": [r.stop_token_ids[k] for k in range(r.n_stop_token_ids)]}
         out["record"] = rec
         out["backend"] = self._default.backend if self._default is not None else None

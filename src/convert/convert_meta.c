@@ -121,6 +121,7 @@ static int write_record(meta_ctx *m, const hf_block_diffusion *b) {
         (rc = gguf_writer_set_array(m->w, "clover.stop_token_ids", GGUF_VT_U32, b->stop_token_ids,
                                     b->n_stop_token_ids, m->err)))
         return rc;
+    if (b->decode_rule && (rc = gguf_writer_set_string(m->w, "clover.decode_rule", b->decode_rule, m->err))) return rc;
     return CLOVER_OK;
 }
 

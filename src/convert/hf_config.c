@@ -329,6 +329,21 @@ static int parse_block_diffusion(const cfg_ctx *c, hf_config *h) {
     if (!b->algorithm) return error_set(c->err, CLOVER_E_NOMEM, "%s: out of memory", c->name);
     memcpy(b->algorithm, json_string_value(alg), al);
 
+    /* clover's own optional key beside SPEC 1.2's record (docs/DEVELOPING.md), checked as the loader checks it */
+    json_t *dr = obj_get(o, "decode_rule");
+    if (dr) {
+        if (!json_is_string(dr)) return wrong_type(c, W, "decode_rule", "a string", dr);
+        const char *v = json_string_value(dr);
+        if (strcmp(v, "threshold") != 0 && strcmp(v, "causal_fallback") != 0)
+            return error_set(c->err, CLOVER_E_FORMAT,
+                             "%s: block_diffusion.decode_rule '%.64s' is not a decoding rule (expected 'threshold' "
+                             "or 'causal_fallback')",
+                             c->name, v);
+        size_t dl = strlen(v) + 1;
+        if (!(b->decode_rule = mem_alloc(dl))) return error_set(c->err, CLOVER_E_NOMEM, "%s: out of memory", c->name);
+        memcpy(b->decode_rule, v, dl);
+    }
+
     if ((rc = bd_u32(c, o, "block_size", true, 0, &b->block_size))) return rc;
     if ((rc = bd_f32(c, o, "threshold", true, 0, &b->threshold))) return rc;
     if ((rc = bd_u32(c, o, "mask_token_id", true, 0, &b->mask_token_id))) return rc;
@@ -441,6 +456,7 @@ void hf_config_free(hf_config *c) {
     mem_free(c->layer_is_linear);
     mem_free(c->rope_type);
     mem_free(c->bd.algorithm);
+    mem_free(c->bd.decode_rule);
     mem_free(c->bd.stop_token_ids);
     memset(c, 0, sizeof *c);
 }

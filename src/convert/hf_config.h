@@ -41,6 +41,7 @@ typedef struct hf_block_diffusion {
     int32_t think_end_token_id; /* -1: none */
     uint32_t *stop_token_ids;   /* owned, [n_stop_token_ids] */
     size_t n_stop_token_ids;
+    char *decode_rule;          /* owned; NULL: absent (clover's extension: "threshold" or "causal_fallback") */
 } hf_block_diffusion;
 
 typedef struct hf_config {

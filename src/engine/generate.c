@@ -135,6 +135,8 @@ static int resolve_diffusion(engine_request *rq, clover_error *err) {
         clover_penalties_from_record(rec, &rq->pen.p);
     }
     rq->pen.think_end_id = rec->think_end_token_id;
+    /* the rule: the record's unless asked; lossless drafts and a grammar keep SPEC 3's (engine_request_setup) */
+    rq->causal_rule = (p->rule == CLOVER_RULE_DEFAULT ? rec->decode_rule : p->rule) == CLOVER_RULE_CAUSAL;
     return CLOVER_OK;
 }
 
@@ -168,6 +170,9 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
     if ((rc = check_sampling(p, err))) return rc;
     if ((rc = check_ids("extra stop ids", p->stop_ids, p->n_stop_ids, s->n_vocab, err))) return rc;
     if ((rc = check_ids("suppressed ids", p->suppress_ids, p->n_suppress_ids, s->n_vocab, err))) return rc;
+    if (p->rule != CLOVER_RULE_DEFAULT && p->rule != CLOVER_RULE_THRESHOLD && p->rule != CLOVER_RULE_CAUSAL)
+        return error_set(err, CLOVER_E_INVALID, "rule %d: expected default (0), threshold (1) or causal (2)",
+                         (int)p->rule);
     if (p->top_logprobs > CLOVER_MAX_TOP_LOGPROBS)
         return error_set(err, CLOVER_E_INVALID, "top_logprobs %zu: expected 0..%d", p->top_logprobs,
                          CLOVER_MAX_TOP_LOGPROBS);
@@ -205,6 +210,19 @@ int engine_request_setup(engine_request *rq, clover_error *err) {
         out->lossless = 1;
         rng_seed(&rq->draft_rng, p->seed ^ 0x6c6f73736c657373ull); /* "lossless": the drafts' own stream */
     }
+    if (rq->causal_rule && (p->lossless || p->json_schema)) {
+        if (p->rule == CLOVER_RULE_CAUSAL) /* asked for: refused; the record's: gives way */
+            return error_set(err, CLOVER_E_INVALID,
+                             "rule causal: not with %s (its blocks are resolved by the threshold rule)",
+                             p->lossless ? "lossless" : "a json_schema");
+        rq->causal_rule = false;
+    }
+    if (rq->causal_rule && rq->n_prompt == 0)
+        return error_set(err, CLOVER_E_INVALID, "rule causal: needs a prompt of at least one token "
+                                                "(the first row's causal pick reads the prompt's last logits)");
+    if (rq->causal_rule && (!s->be->checkpoint_create || !s->be->checkpoint_save || !s->be->checkpoint_restore))
+        return error_set(err, CLOVER_E_UNSUPPORTED, "rule causal: the %s backend has no state checkpoints",
+                         s->be->name);
     if ((rc = engine_grammar_setup(rq, err))) return rc;
     rq->phase = RQ_PROMPT;
     rq->prompt_at = SIZE_MAX;

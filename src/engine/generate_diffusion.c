@@ -21,7 +21,8 @@
  * the live view and the statistics afterwards, so results, views and
  * counts are the loop's. The loop stays for what resolve does not return:
  * log-probabilities, the parity dump's raw logits, lossless drafts (their
- * row 0 is known).
+ * row 0 is known), and the causal-fallback rule (generate_causal.c), whose
+ * passes depend on commits between them.
  */
 #include <math.h>
 #include <string.h>
@@ -46,6 +47,8 @@ static void block_begin(engine_request *rq) {
     }
     rq->passes = 0;
     rq->n_pending = rq->block;
+    rq->c0_saved = false; /* the causal rule's checkpoint is saved at this block's first fallback commit */
+    rq->c0_last_valid = s->last_valid;
     bool cancel;
     request_report_pass(rq, 0, 0, &cancel);
     rq->phase = cancel ? RQ_DONE : RQ_PASS;
@@ -75,7 +78,8 @@ static backend_preview_opts preview_opts(const clover_record *rec) {
 
 /* Whether this block resolves inside the backend (see the top). */
 static bool resolve_usable(const engine_request *rq) {
-    return rq->s->be->resolve && rq->passes == 0 && !rq->lossless && !rq->want_lp && !rq->gm && rq->block <= 255 &&
+    return rq->s->be->resolve && rq->passes == 0 && !rq->lossless && !rq->want_lp && !rq->gm && !rq->causal_rule &&
+           rq->block <= 255 &&
            !(rq->p->dump_first_preview && !rq->first_preview_done);
 }
 
@@ -150,8 +154,9 @@ int engine_diffusion_plan(engine_request *rq, clover_error *err) {
             else
                 pass_plan(rq);
             return CLOVER_OK;
-        case RQ_COMMIT_BLOCK: {
-            int rc = engine_session_plan_commit(s, s->block, rq->block, false, NULL, NULL, NULL, NULL,
+        case RQ_CAUSAL: return engine_causal_plan(rq, err);
+        case RQ_COMMIT_BLOCK: { /* the causal rule keeps the last row's logits: the next block's row-0 fallback */
+            int rc = engine_session_plan_commit(s, s->block, rq->block, rq->causal_rule, NULL, NULL, NULL, NULL,
                                                 &res->stats.commit_ops, err);
             if (rc) return error_prefix(err, "block commit");
             rq->op = RQ_OP_COMMIT;
@@ -199,7 +204,7 @@ static int pass_fix(engine_request *rq, size_t *n_fixed, clover_error *err) {
 
 /* A resolved block: counted, emitted in position order, then committed
  * unless the answer ended in it. */
-static int block_end(engine_request *rq, clover_error *err) {
+int engine_diffusion_block_end(engine_request *rq, clover_error *err) {
     clover_session *s = rq->s;
     clover_generate_result *res = rq->res;
     const size_t max = rq->p->max_tokens;
@@ -262,7 +267,7 @@ static int resolve_absorb(engine_request *rq, const backend_pass_stats *ps, clov
         request_cancel(rq);
         return CLOVER_OK;
     }
-    return block_end(rq, err);
+    return engine_diffusion_block_end(rq, err);
 }
 
 int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *ps, clover_error *err) {
@@ -270,6 +275,7 @@ int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *ps, cl
     clover_generate_stats *st = &rq->res->stats;
     int rc;
     if (rq->op == RQ_OP_RESOLVE) return resolve_absorb(rq, ps, err);
+    if (rq->phase == RQ_CAUSAL) return engine_causal_absorb(rq, ps, err);
     if (rq->op == RQ_OP_COMMIT) {
         if ((rc = engine_session_commit_done(s, ps, err))) return error_prefix(err, "block commit");
         rq->phase = RQ_BLOCK;
@@ -291,14 +297,17 @@ int engine_diffusion_absorb(engine_request *rq, const backend_pass_stats *ps, cl
     rq->passes++;
     double t = timer_now();
     size_t n_fixed = 0;
-    rc = rq->gm ? engine_grammar_pass(rq, &n_fixed, err) : pass_fix(rq, &n_fixed, err);
+    rc = rq->gm            ? engine_grammar_pass(rq, &n_fixed, err)
+         : rq->causal_rule ? engine_causal_fix(rq, &n_fixed, err)
+                           : pass_fix(rq, &n_fixed, err);
     st->pick_s += timer_now() - t;
     if (rc) return rc;
+    if (rq->phase == RQ_CAUSAL) return CLOVER_OK; /* the fallback's commit first; the pass is shown after it */
     bool cancel;
     request_report_pass(rq, rq->passes, n_fixed, &cancel);
     if (cancel) {
         request_cancel(rq);
         return CLOVER_OK;
     }
-    return rq->n_pending == 0 ? block_end(rq, err) : CLOVER_OK;
+    return rq->n_pending == 0 ? engine_diffusion_block_end(rq, err) : CLOVER_OK;
 }

@@ -32,6 +32,7 @@ typedef enum request_phase {
     RQ_DECODE,       /* autoregressive: emit the picked token, commit it */
     RQ_VERIFY,       /* lossless: the drafted block's verifying commit */
     RQ_RECOMMIT,     /* lossless: back to the block start, the accepted prefix committed again */
+    RQ_CAUSAL,       /* causal rule: rows[0..f) committed for row f's causal pick (generate_causal.c) */
     RQ_DONE,
 } request_phase;
 
@@ -65,6 +66,10 @@ typedef struct engine_request {
     bool lossless_begun;    /* lossless: the first token is known */
     size_t keep;            /* lossless: block rows that stay committed after the verify */
     bool lossless_ended;    /* lossless: the answer ended inside the verified block */
+    bool causal_rule;       /* the causal-fallback rule (generate_causal.c) instead of SPEC 3's */
+    bool c0_saved;          /* causal rule: the checkpoint holds this block's start */
+    bool c0_last_valid;     /* causal rule: the session's kept logits were valid at the block start */
+    size_t fb_row;          /* causal rule: the row the pending fallback fixes */
     size_t prompt_at;       /* next prompt row to commit (SIZE_MAX: the phase has not begun) */
     size_t snap_at;         /* the snapshot point (SIZE_MAX: none) */
     bool prompt_committed;  /* a prompt chunk was committed by this request */
@@ -113,6 +118,13 @@ int engine_ar_plan(engine_request *rq, clover_error *err);
 int engine_ar_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
 int engine_lossless_plan(engine_request *rq, clover_error *err);
 int engine_lossless_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+/* The causal-fallback rule (generate_causal.c): a pass's fixes after the
+ * preview (RQ_CAUSAL when the fallback needs a commit), and that phase. */
+int engine_causal_fix(engine_request *rq, size_t *n_fixed, clover_error *err);
+int engine_causal_plan(engine_request *rq, clover_error *err);
+int engine_causal_absorb(engine_request *rq, const backend_pass_stats *st, clover_error *err);
+/* A resolved block: counted, emitted, committed unless the answer ended (generate_diffusion.c). */
+int engine_diffusion_block_end(engine_request *rq, clover_error *err);
 
 /* The prompt phase (request.c): plans the next chunk (RQ_OP_COMMIT) or ends
  * the phase (*done); cancellation ends the request. */

@@ -24,7 +24,9 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
             return error_set(err, CLOVER_E_INVALID, "the prompt is %zu tokens, more than the context of %zu tokens",
                              n, s->max_context);
         size_t reused;
-        rc = engine_session_prompt_begin(s, rq->prompt, n, rq->ar || rq->lossless, rq->p, &reused, &rq->snap_at, st, err);
+        /* the causal rule's first fallback may read the prompt's last logits (generate_causal.c) */
+        rc = engine_session_prompt_begin(s, rq->prompt, n, rq->ar || rq->lossless || rq->causal_rule, rq->p, &reused,
+                                         &rq->snap_at, st, err);
         st->prompt_s += timer_now() - t;
         if (rc) return error_prefix(err, "prompt");
         rq->prompt_at = reused;
@@ -48,7 +50,8 @@ int request_prompt_plan(engine_request *rq, bool *done, clover_error *err) {
     const bool causal = rq->ar || rq->lossless; /* lossless: the first token is autoregressive decoding's */
     const bool last = end == n, pick = causal && last && rq->p->max_tokens > 0 && !rq->gm; /* a grammar picks on the host */
     if (pick) rq->tok_u = (float)sampler_draw(&rq->sp, &rq->rng);
-    rc = engine_session_plan_commit(s, rq->prompt + a, end - a, causal && last, pick ? &s->pick : NULL,
+    rc = engine_session_plan_commit(s, rq->prompt + a, end - a, (causal || rq->causal_rule) && last,
+                                    pick ? &s->pick : NULL,
                                     pick && !sampler_is_greedy(&rq->sp) ? &rq->tok_u : NULL, &rq->tok,
                                     &rq->tok_conf, &st->commit_ops, err);
     if (rc) return error_prefix(err, "prompt");

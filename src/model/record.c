@@ -6,7 +6,9 @@
  * (no coreset, no penalties, no ramps, no extra stop ids). Every value the
  * loop divides by or indexes with is range-checked here, once, so the
  * engine never meets a record that makes it divide by zero or index past
- * the vocabulary.
+ * the vocabulary. clover.decode_rule is clover's own optional key beside
+ * SPEC.md 1.2's record (docs/DEVELOPING.md): "threshold" (absent: the
+ * same) or "causal_fallback" (src/engine/generate_causal.c).
  */
 #include <math.h>
 #include <string.h>
@@ -82,6 +84,23 @@ static int read_stop_ids(const gguf_file *f, model_record *rec, clover_error *er
     return CLOVER_OK;
 }
 
+/* clover.decode_rule: optional; a value other than the two is a load error naming it. */
+static int read_decode_rule(const gguf_file *f, model_record *rec, clover_error *err) {
+    rec->decode_rule = CLOVER_RULE_THRESHOLD;
+    if (!gguf_kv_find(f, "clover.decode_rule")) return CLOVER_OK;
+    const gguf_string *v;
+    int rc = gguf_get_string(f, "clover.decode_rule", &v, err);
+    if (rc) return rc;
+    if (v->len == 9 && !memcmp(v->str, "threshold", 9)) return CLOVER_OK;
+    if (v->len == 15 && !memcmp(v->str, "causal_fallback", 15)) {
+        rec->decode_rule = CLOVER_RULE_CAUSAL;
+        return CLOVER_OK;
+    }
+    return error_set(err, CLOVER_E_FORMAT,
+                     "clover.decode_rule = '%.*s' is not a decoding rule (expected 'threshold' or 'causal_fallback')",
+                     v->len > 64 ? 64 : (int)v->len, v->str);
+}
+
 static int read_fields(const gguf_file *f, uint32_t n_vocab, model_record *rec, clover_error *err) {
     int rc;
     const gguf_string *algo;
@@ -149,6 +168,7 @@ static int read_fields(const gguf_file *f, uint32_t n_vocab, model_record *rec, 
                          "clover.think_end_token_id = %d is not a token id (vocabulary size %u; -1 for none)",
                          rec->think_end_token_id, n_vocab);
 
+    if ((rc = read_decode_rule(f, rec, err))) return rc;
     return read_stop_ids(f, rec, err);
 }
 

@@ -104,6 +104,24 @@ def test_diffusion_options_on_an_ar_model_said_once(tmp_path):
     assert r.returncode == 0 and r.stderr.count("--min-p") == 1, r.stderr
 
 
+def test_rule_causal_at_threshold_one_is_autoregressive(tmp_path):
+    """--rule causal --threshold 1: no row is ever above the threshold, so every row is the
+    causal fallback's autoregressive step: the answer is --ar's (f32 weights, whole blocks)."""
+    m = tmp_path / "tiny.gguf"
+    assert clover("synth", "-o", m).returncode == 0
+    base = ["run", "-m", m, "--ids", "5,6,7,8", "-n", 64, "--ignore-eos", "--json", "--no-visual"]
+    r = clover(*base, "--rule", "causal", "--threshold", 1)
+    ar = clover(*base, "--ar")
+    assert r.returncode == 0 and ar.returncode == 0, r.stderr + ar.stderr
+    c, a = json.loads(r.stdout), json.loads(ar.stdout)
+    assert c["ids"] == a["ids"] and c["mode"] == "diffusion"
+    assert c["stats"]["causal_steps"] == c["stats"]["passes"] == 64
+    t = json.loads(clover(*base, "--rule", "threshold", "--threshold", 1).stdout)
+    assert t["stats"]["causal_steps"] == 0
+    assert "decode rule" in clover("info", "-m", m).stdout
+    assert "--rule" in clover("run", "--help").stdout
+
+
 @pytest.mark.parametrize("cmd", ["run", "chat"])
 def test_help_lists_the_aliases(cmd):
     r = clover(cmd, "--help")

@@ -204,6 +204,8 @@ def test_help(cmd):
     (["run", "--ids", "1,x"], 2, "--ids"),
     (["run", "--ids", "1,2,"], 2, "comma"),
     (["run", "--ids", "1", "--threshold", "2"], 2, "--threshold"),
+    (["run", "--ids", "1", "--rule", "fast"], 2, "--rule 'fast': expected threshold or causal"),
+    (["run", "--ids", "1", "--rule", "causal", "--lossless"], 1, "rule causal: not with lossless"),
     (["run", "--ids", "1", "--max-tokens"], 2, "needs a value"),
     (["run", "--ids", "1", "--bogus", "1"], 2, "unknown option"),
     (["run", "--ids", "1", "--block", "3"], 2, "does not divide the model's block size 32"),

@@ -120,6 +120,19 @@ def check_record(r, rec):
     # the reader records an array's element type only when it has elements
     assert cs.field_type(r, "clover.stop_token_ids") == ([ARRAY, U32] if stops else [ARRAY])
     assert cs.field(r, "clover.stop_token_ids") == stops
+    # clover's optional decode_rule: written only when the config has it
+    assert cs.field(r, "clover.decode_rule") == rec.get("decode_rule")
+
+
+def test_decode_rule_passes_through(tmp_path):
+    g = cs.geometry(num_hidden_layers=2)
+    w = cs.hf_weights(g, seed=3)
+    src = tmp_path / "hf"
+    rec = dict(RECORD, decode_rule="causal_fallback")
+    cs.write_checkpoint(src, g, w, record=rec)
+    r, _ = convert(tmp_path, src)
+    assert cs.field_type(r, "clover.decode_rule") == [STRING]
+    check_record(r, rec)
 
 
 def test_fused_experts_language_model_prefix_bf16_source_to_f32(tmp_path):

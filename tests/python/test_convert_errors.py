@@ -164,6 +164,13 @@ def test_config_record_wrong_type(tmp_path):
     fails(tmp_path, src, "config.json", "block_diffusion.coreset_enabled", "expected a boolean")
 
 
+def test_config_record_bad_decode_rule(tmp_path):
+    src = make(tmp_path, record=dict(RECORD, decode_rule="causal"))
+    fails(tmp_path, src, "config.json", "block_diffusion.decode_rule 'causal'", "causal_fallback")
+    src2 = make(tmp_path / "b", record=dict(RECORD, decode_rule=1))
+    fails(tmp_path, src2, "config.json", "decode_rule", "a string")
+
+
 def test_config_record_missing_field(tmp_path):
     rec = dict(RECORD)
     del rec["mask_token_id"]

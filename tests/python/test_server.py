@@ -171,6 +171,28 @@ def test_lossless_completion_matches_cli_ar(model, client, hf_tok, sampling):
     assert lossy["mode"] == ll["mode"] == "diffusion"
 
 
+def test_rule_causal_matches_cli(model, client, hf_tok):
+    """The "rule" field: the causal-fallback rule, as clover run --rule causal; at threshold 1 every row is
+    a causal step."""
+    prompt = hf_tok.encode("Once upon a time, in a land far away", add_special_tokens=False).ids
+    for thr in (0.5, 1.0):
+        r = client.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=20,
+                                      extra_body={"rule": "causal", "threshold": thr})
+        ref = cli_generate(model, prompt, 20, "--rule", "causal", "--threshold", thr)
+        ids = ref["ids"][:-1] if ref["finish_reason"] == "stop" else ref["ids"]
+        assert r.choices[0].text == hf_tok.decode(ids, skip_special_tokens=True)
+        assert r.usage.completion_tokens == len(ref["ids"])
+        stats = extra(r, "clover")
+        assert stats["passes"] == ref["stats"]["passes"]
+        assert stats.get("causal_steps", 0) == ref["stats"]["causal_steps"]
+        if thr == 1.0:
+            assert ref["stats"]["causal_steps"] == ref["stats"]["passes"] > 0
+    for body, param in (({"rule": "fast"}, "rule"), ({"rule": "causal", "lossless": True}, "rule")):
+        with pytest.raises(openai.BadRequestError) as e:
+            client.completions.create(model=MODEL_ID, prompt="hi", extra_body=body)
+        assert e.value.status_code == 400 and e.value.param == param
+
+
 @pytest.mark.parametrize("thinking", [True, False])
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 1.0, "seed": 5}])
 def test_chat_stream_equals_non_stream(client, thinking, sampling):

@@ -42,7 +42,7 @@ max_completion_tokens n response_format seed stop stream stream_options temperat
 parallel_tool_calls user service_tier store metadata modalities audio prediction reasoning_effort
 web_search_options functions function_call best_of echo suffix top_k min_p repetition_penalty ignore_eos
 min_tokens typical_p chat_template_kwargs enable_thinking grammar json_schema guided_json cache_prompt n_predict
-mirostat samplers threshold block_size lossless""".split()
+mirostat samplers threshold block_size lossless rule""".split()
 WRONG = {"x": [1]}  # an object: the wrong type for every field above that is not itself an object
 
 

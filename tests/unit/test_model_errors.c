@@ -191,6 +191,16 @@ static const error_case cases[] = {
      {.set_key = "clover.algorithm", .value = {.type = GGUF_VT_STRING}, NO_TYPE},
      CLOVER_E_UNSUPPORTED,
      {"clover.algorithm", "'foo'", "low_confidence", NULL}},
+    {"decode rule causal",
+     false,
+     {.set_key = "clover.decode_rule", .value = {.type = GGUF_VT_STRING}, NO_TYPE},
+     CLOVER_E_FORMAT,
+     {"clover.decode_rule", "'causal'", "causal_fallback", NULL}},
+    {"decode rule as a number",
+     false,
+     {.set_key = "clover.decode_rule", .value = {.type = GGUF_VT_U32}, NO_TYPE},
+     CLOVER_E_FORMAT,
+     {"clover.decode_rule", NULL}},
     {"block size 0",
      false,
      {.set_key = "clover.block_size", .value = {.type = GGUF_VT_U32}, NO_TYPE},
@@ -280,6 +290,8 @@ static edit case_edit(size_t i) {
     const char *what = cases[i].what;
     if (!strcmp(what, "algorithm foo")) e.value = v_str("foo");
     if (!strcmp(what, "block size 0")) e.value = v_u32(0);
+    if (!strcmp(what, "decode rule causal")) e.value = v_str("causal");
+    if (!strcmp(what, "decode rule as a number")) e.value = v_u32(2);
     if (!strcmp(what, "threshold 1.5")) e.value = v_f32(1.5f);
     if (!strcmp(what, "threshold -0.25")) e.value = v_f32(-0.25f);
     if (!strcmp(what, "mask id = vocab")) e.value = v_u32(290);

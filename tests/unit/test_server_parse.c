@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "clover.h"
 #include "request_parse.h"
 #include "test.h"
 
@@ -17,7 +18,7 @@ static void test_full_chat_request(void) {
                        "\"stream\":true,\"stream_options\":{\"include_usage\":true},\"max_tokens\":5,"
                        "\"max_completion_tokens\":7,\"temperature\":0.5,\"top_p\":0.9,\"top_k\":-1,\"seed\":-1,"
                        "\"stop\":[\"x\",\"yz\"],\"presence_penalty\":-2,\"frequency_penalty\":1.5,\"n\":1,"
-                       "\"threshold\":0.25,\"block_size\":4,\"ignore_eos\":true,"
+                       "\"threshold\":0.25,\"block_size\":4,\"ignore_eos\":true,\"rule\":\"causal\","
                        "\"chat_template_kwargs\":{\"enable_thinking\":false},\"user\":\"ignored\"}";
     server_request r;
     server_error e;
@@ -36,6 +37,7 @@ static void test_full_chat_request(void) {
     CHECK(!strcmp(r.stops[1], "yz"));
     CHECK(r.presence_penalty == -2.0f && r.frequency_penalty == 1.5f);
     CHECK(r.has_threshold && r.threshold == 0.25f && r.block_size == 4 && r.ignore_eos);
+    CHECK(r.rule == CLOVER_RULE_CAUSAL);
     CHECK(r.enable_thinking == 0);
     server_request_free(&r);
 }
@@ -131,6 +133,9 @@ static void test_bad_requests(void) {
          "threshold", "invalid_value"},
         {SERVER_ENDPOINT_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"block_size\":0}", 400,
          "block_size", "invalid_value"},
+        {SERVER_ENDPOINT_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"rule\":\"causal_fallback\"}",
+         400, "rule", "invalid_value"},
+        {SERVER_ENDPOINT_COMPLETION, "{\"prompt\":\"x\",\"rule\":2}", 400, "rule", "invalid_type"},
         {SERVER_ENDPOINT_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"x\"}],\"stream\":1}", 400, "stream",
          "invalid_type"},
         {SERVER_ENDPOINT_CHAT, "{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}", 400, "",

@@ -46,6 +46,8 @@ static void print_record(const clover_record *r) {
     printf(LABEL "block diffusion (Clover record)\n", "mode");
     printf(LABEL "%s, block size %u, threshold %g, mask id %u\n", "algorithm", r->algorithm, r->block_size,
            (double)r->threshold, r->mask_token_id);
+    printf(LABEL "%s\n", "decode rule",
+           r->decode_rule == CLOVER_RULE_CAUSAL ? "causal_fallback (clover.decode_rule)" : "threshold");
     if (r->coreset_enabled)
         printf(LABEL "on, top_p %g\n", "expert coreset", (double)r->coreset_top_p);
     else

@@ -25,6 +25,7 @@ static const cli_opt gen_table[] = {
     {"--seed", "-s", CLI_UINT, 0, 0, "N", "the sampler's SplitMix64 seed (default 0)"},
     {"--threshold", NULL, CLI_FLOAT, 0, 1, "T", "block diffusion: override the record's threshold (0..1)"},
     {"--block", NULL, CLI_UINT, 1, U32, "N", "block diffusion: override the block size (a divisor of the record's)"},
+    {"--rule", NULL, CLI_STR, 0, 0, "R", "block diffusion: threshold (every row above it, else the most confident) or causal (the confident run from the first open row, else its autoregressive pick); default: the model's"},
     {"--ar", NULL, CLI_FLAG, 0, 0, NULL, "autoregressive decoding on a Clover model"},
     {"--lossless", NULL, CLI_FLAG, 0, 0, NULL, "block diffusion drafts, each block verified by the causal trunk (= --ar's answer)"},
     {"--ignore-eos", NULL, CLI_FLAG, 0, 0, NULL, "stop ids do not end the answer"},
@@ -222,6 +223,16 @@ int gen_opts_valued(gen_opts *g, const char *cmd, const char *a, const char *v) 
         rc = cli_parse_float(cmd, a, v, &g->p.threshold);
         if (!rc && !(g->p.threshold >= 0.0f && g->p.threshold <= 1.0f)) {
             fprintf(stderr, "clover %s: --threshold %s: expected a value in [0, 1]\n", cmd, v);
+            rc = -1;
+        }
+    } else if (!strcmp(a, "--rule")) {
+        if (!g->diffusion_only) g->diffusion_only = "--rule";
+        if (!strcmp(v, "threshold")) {
+            g->p.rule = CLOVER_RULE_THRESHOLD;
+        } else if (!strcmp(v, "causal")) {
+            g->p.rule = CLOVER_RULE_CAUSAL;
+        } else {
+            fprintf(stderr, "clover %s: --rule '%s': expected threshold or causal\n", cmd, v);
             rc = -1;
         }
     } else if (!strcmp(a, "--block")) {

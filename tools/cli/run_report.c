@@ -20,7 +20,7 @@ static json_t *ops_json(const clover_op_seconds *o) {
 }
 
 static json_t *stats_json(const clover_generate_stats *s) {
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I,s:I,s:I,s:I,s:f,s:f,s:f,s:f,s:f,s:o,s:o,s:I,s:I,s:f,s:f,s:f,s:f}", "prompt_tokens",
         (json_int_t)s->prompt_tokens, "reused_tokens", (json_int_t)s->reused_tokens, "passes", (json_int_t)s->passes,
         "blocks", (json_int_t)s->blocks, "prompt_s", s->prompt_s, "preview_s", s->preview_s, "pick_s", s->pick_s,
@@ -28,6 +28,8 @@ static json_t *stats_json(const clover_generate_stats *s) {
         ops_json(&s->commit_ops), "coreset_kept", (json_int_t)s->coreset_kept, "coreset_layers",
         (json_int_t)s->coreset_layers, "coreset_mean", s->coreset_mean, "prompt_tok_s", s->prompt_tok_s,
         "gen_tok_s", s->gen_tok_s, "denoise_tok_s", s->denoise_tok_s);
+    if (o) json_object_set_new(o, "causal_steps", json_integer((json_int_t)s->causal_steps));
+    return o;
 }
 
 /* text, and in chat mode its reasoning / content split */
@@ -108,6 +110,10 @@ void run_print_ids_and_stats(const clover_generate_result *r) {
         printf("%-12s %zu blocks, %zu passes (per block:", "passes", s->blocks, s->passes);
         for (size_t i = 0; i < r->n_blocks; i++) printf(" %u", r->passes_per_block[i]);
         printf(")\n");
+        if (s->causal_steps)
+            printf("%-12s %zu causal steps (rule causal: %.2f tokens per pass, %.2f per pass or step)\n", "",
+                   s->causal_steps, s->passes ? (double)r->n_generated / (double)s->passes : 0.0,
+                   (double)r->n_generated / (double)(s->passes + s->causal_steps));
         if (r->lossless) {
             printf("%-12s %zu drafted tokens accepted, %zu recommits (emitted per block:", "lossless",
                    s->accepted_drafts, s->recommits);
@@ -140,6 +146,9 @@ void run_print_summary(FILE *f, const clover_generate_result *r) {
         fprintf(f, "; %zu block%s, passes per block", r->n_blocks, r->n_blocks == 1 ? "" : "s");
         for (size_t i = 0; i < r->n_blocks; i++) fprintf(f, " %u", r->passes_per_block[i]);
         fprintf(f, " (%.2f tokens per pass)", s->passes ? (double)r->n_generated / (double)s->passes : 0.0);
+        if (s->causal_steps)
+            fprintf(f, "; %zu causal steps (%.2f tokens per pass or step)", s->causal_steps,
+                    (double)r->n_generated / (double)(s->passes + s->causal_steps));
         if (r->lossless) {
             fprintf(f, "; lossless, emitted per block");
             for (size_t i = 0; i < r->n_blocks; i++) fprintf(f, " %u", r->accepted_per_block[i]);

@@ -12,6 +12,7 @@
  */
 #include "request_parse.h"
 
+#include "clover.h"
 #include "json_wide.h"
 #include "response_format.h"
 #include "tool_calls.h"
@@ -533,6 +534,18 @@ static int parse_options(json_t *root, const server_parse_options *o, server_req
     }
     if (get_bool(root, "ignore_eos", &r->ignore_eos, NULL, e)) return -1;
     if (get_bool(root, "lossless", &r->lossless, NULL, e)) return -1;
+    json_t *rule = field(root, "rule");
+    if (rule) {
+        if (!json_is_string(rule)) return bad_type(e, "rule", "\"threshold\" or \"causal\"");
+        const char *v = json_string_value(rule);
+        if (!strcmp(v, "threshold"))
+            r->rule = CLOVER_RULE_THRESHOLD;
+        else if (!strcmp(v, "causal"))
+            r->rule = CLOVER_RULE_CAUSAL;
+        else
+            return server_error_set(e, 400, TYPE_INVALID, "invalid_value", "rule",
+                                    "rule: expected \"threshold\" or \"causal\", got \"%.40s\"", v);
+    }
     return 0;
 }
 

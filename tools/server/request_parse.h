@@ -111,6 +111,7 @@ typedef struct server_request {
     uint32_t block_size; /* >= 1 */
     int ignore_eos;
     int lossless; /* lossless block diffusion: the answer is autoregressive decoding's */
+    int rule;     /* block diffusion's decoding rule: 0 the model's, else CLOVER_RULE_THRESHOLD or _CAUSAL */
     char *json_schema; /* response_format (response_format.h): the schema text, or NULL for free text */
 } server_request;
 

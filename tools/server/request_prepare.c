@@ -199,8 +199,11 @@ static int check_length(const server_request *r, const prepare_config *c, job *j
 
 static int check_record(const server_request *r, const prepare_config *c, server_error *e) {
     if (!c->record) {
-        if (r->has_block_size || r->has_threshold || r->lossless) {
-            const char *f = r->has_block_size ? "block_size" : r->has_threshold ? "threshold" : "lossless";
+        if (r->has_block_size || r->has_threshold || r->lossless || r->rule) {
+            const char *f = r->has_block_size ? "block_size"
+                            : r->has_threshold ? "threshold"
+                            : r->lossless      ? "lossless"
+                                               : "rule";
             return server_error_set(e, 400, "invalid_request_error", "unsupported_parameter", f,
                                     "%s: this model has no block-diffusion record (it decodes autoregressively)", f);
         }
@@ -210,6 +213,11 @@ static int check_record(const server_request *r, const prepare_config *c, server
         return server_error_set(e, 400, "invalid_request_error", "invalid_value", "block_size",
                                 "block_size: expected a divisor of the model's block size %u, got %u",
                                 c->record->block_size, r->block_size);
+    if (r->rule == CLOVER_RULE_CAUSAL && (r->lossless || r->json_schema))
+        return server_error_set(e, 400, "invalid_request_error", "unsupported_parameter", "rule",
+                                "rule: \"causal\" does not combine with %s (its blocks are resolved by the "
+                                "threshold rule)",
+                                r->lossless ? "lossless" : "response_format");
     return 0;
 }
 
@@ -243,6 +251,7 @@ int request_prepare(const server_request *r, const prepare_config *c, uint64_t f
         p->json_schema = j->json_schema;
     }
     if (r->has_threshold) p->threshold = r->threshold;
+    if (r->rule) p->rule = (clover_rule)r->rule;
     if (r->has_block_size) p->block_size = r->block_size;
     if (r->has_presence_penalty || r->has_frequency_penalty) {
         clover_penalties_from_record(c->record, &j->penalties);

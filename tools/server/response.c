@@ -59,6 +59,7 @@ static json_t *clover_object(const job *j) {
                      "tokens_per_second", finite_or_zero(s->gen_tok_s), "denoise_tokens_per_second", finite_or_zero(s->denoise_tok_s),
                      "prompt_tokens_per_second", finite_or_zero(s->prompt_tok_s));
     if (o && j->cut) json_object_set_new(o, "cut", json_string(j->cut));
+    if (o && s->causal_steps) json_object_set_new(o, "causal_steps", json_integer((json_int_t)s->causal_steps));
     return o;
 }
 
