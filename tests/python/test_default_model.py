@@ -47,6 +47,16 @@ def test_default_model_knows_the_capital_of_france(clover, mode):
     assert "Paris" in answer(r.stdout), r.stdout
 
 
+@pytest.mark.parametrize("mode", [[], ["--ar"]], ids=["block-diffusion", "ar"])
+def test_default_model_says_why_the_sky_is_blue(clover, mode):
+    """The physics, not the wording: sunlight's blue is scattered by the air more than its red.
+    A held-out prompt (tools/train/heldout.txt) whose topic the generator covers in other words."""
+    r = clover("run", "-p", "Why is the sky blue?", "--max-tokens", "128", "--threads", "2", *mode)
+    assert r.returncode == 0, r.stderr
+    text = answer(r.stdout).lower()
+    assert "scatter" in text and "blue" in text and "red" in text, r.stdout
+
+
 def test_info_names_the_demo_geometry(clover):
     r = clover("info")
     assert r.returncode == 0, r.stderr

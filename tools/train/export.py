@@ -4,6 +4,10 @@
 own `save_pretrained` for the trunk (`model.` prefix), the four extra tensors
 per GDN layer added to the same safetensors file in float32, and the
 tokenizer files beside it.
+
+torch, safetensors and transformers are imported inside export(), so that
+record() (the config's block_diffusion dict) can be imported and tested
+without the training venv.
 """
 from __future__ import annotations
 
@@ -11,16 +15,24 @@ import json
 import os
 import shutil
 
-import torch
-from safetensors import safe_open
-from safetensors.torch import save_file
-from transformers import GenerationConfig
+# The decode rules the C converter and engine know (clover.decode_rule). Kept
+# here so a misspelt --decode-rule fails at export, not later at convert.
+DECODE_RULES = ("threshold", "causal_fallback")
 
 
-def record(tok_ids: dict, block: int, threshold: float) -> dict:
+def check_rule(decode_rule: str | None) -> None:
+    if decode_rule is not None and decode_rule not in DECODE_RULES:
+        raise ValueError(f"export: unknown decode rule {decode_rule!r} "
+                         f"(known: {', '.join(DECODE_RULES)})")
+
+
+def record(tok_ids: dict, block: int, threshold: float, decode_rule: str | None = None) -> dict:
     """The block-diffusion record. The coreset is off: training routes every
-    preview row as the trunk does, so inference must too."""
-    return {
+    preview row as the trunk does, so inference must too. decode_rule is
+    written only when given: without it the record (and so the GGUF) is the
+    same as before the key existed, and the engine uses its default rule."""
+    check_rule(decode_rule)
+    r = {
         "algorithm": "low_confidence", "block_size": block, "threshold": threshold,
         "mask_token_id": tok_ids["<|mask|>"], "coreset_enabled": False, "coreset_top_p": 1.0,
         "presence_penalty": 0.0, "frequency_penalty": 0.0, "repetition_penalty": 1.0,
@@ -29,10 +41,19 @@ def record(tok_ids: dict, block: int, threshold: float) -> dict:
         "think_end_token_id": tok_ids["</think>"],
         "stop_token_ids": [tok_ids["<|im_end|>"], tok_ids["<|endoftext|>"]],
     }
+    if decode_rule is not None:
+        r["decode_rule"] = decode_rule
+    return r
 
 
 def export(model, tok_dir: str, out_dir: str, block: int, threshold: float,
-           every: int) -> None:
+           every: int, decode_rule: str | None = None) -> None:
+    import torch
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+    from transformers import GenerationConfig
+
+    check_rule(decode_rule)  # before any file is written
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(tok_dir, "tokenizer.json")) as f:
         tj = json.load(f)
@@ -58,7 +79,7 @@ def export(model, tok_dir: str, out_dir: str, block: int, threshold: float,
     cpath = os.path.join(out_dir, "config.json")
     with open(cpath) as f:
         c = json.load(f)
-    c["block_diffusion"] = record(ids, block, threshold)
+    c["block_diffusion"] = record(ids, block, threshold, decode_rule)
     c["full_attention_interval"] = every
     with open(cpath, "w") as f:
         json.dump(c, f, indent=2, sort_keys=True)

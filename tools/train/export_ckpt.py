@@ -2,6 +2,11 @@
 (export.py), ready for `clover convert`.
 
     python3 tools/train/export_ckpt.py --tok T --ckpt K --out HF [--geometry small]
+        [--threshold 0.9] [--decode-rule threshold|causal_fallback]
+
+--decode-rule writes block_diffusion.decode_rule (clover convert turns it into
+clover.decode_rule); left out, the key is not written and the export is what
+it was before the option existed.
 """
 from __future__ import annotations
 
@@ -14,7 +19,7 @@ sys.path.insert(0, HERE)
 
 from tokenizers import Tokenizer  # noqa: E402
 
-from export import export  # noqa: E402
+from export import DECODE_RULES, export  # noqa: E402
 from model import GEOMETRIES, CloverTrainModel, text_config  # noqa: E402
 from train import load_ckpt  # noqa: E402
 
@@ -27,6 +32,8 @@ def main() -> None:
     ap.add_argument("--geometry", default="small", choices=sorted(GEOMETRIES))
     ap.add_argument("--block", type=int, default=32)
     ap.add_argument("--threshold", type=float, default=0.9)
+    ap.add_argument("--decode-rule", default=None, choices=DECODE_RULES,
+                    help="the record's decode rule (default: not written; the engine's default)")
     a = ap.parse_args()
     tok = Tokenizer.from_file(os.path.join(a.tok, "tokenizer.json"))
     cfg = text_config(a.geometry, tok.get_vocab_size(), tok.token_to_id("<|endoftext|>"),
@@ -35,7 +42,8 @@ def main() -> None:
     step, _ = load_ckpt(m, a.ckpt)
     if step == 0:
         raise SystemExit(f"export_ckpt: no checkpoint in {a.ckpt}")
-    export(m, a.tok, a.out, a.block, a.threshold, GEOMETRIES[a.geometry]["full_attention_interval"])
+    export(m, a.tok, a.out, a.block, a.threshold, GEOMETRIES[a.geometry]["full_attention_interval"],
+           a.decode_rule)
     print(f"export_ckpt: step {step} -> {a.out}")
 
 
