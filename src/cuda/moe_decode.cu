@@ -13,20 +13,22 @@
  * count up to 32.
  *
  * Two launches a product:
- *  1. prep: block 0 builds the per-expert slot lists on the device (an
- *     expert -> first slot table in work by atomicMin, then a prefix count
- *     gives each distinct expert its list entry, in order of first slot); the
- *     other blocks round the activation rows to 8 bits into work (one warp
- *     per 256- or 32-value block, the device functions matmul_act.cu and
- *     mmv_fuse_rows use: the same bytes).
- *  2. product: grid (out-tile, list entry); a block stages its expert's tile
- *     of weight rows in shared memory (cp.async, all bytes in flight at once),
- *     then each warp dots its row with every slot of the list, 8 at a time,
- *     through mmv_row / mmv_reduce / mmv_swiglu of matmul_mmv.cuh.
+ *  1. prep: block 0 builds the per-expert slot lists on the device (each
+ *     slot compares its expert with every slot's in shared memory: its
+ *     group's first slot, its rank, the group's size; prefix sums over the
+ *     first slots give the entries, in order of first slot, and the lists);
+ *     the other blocks round the activation rows to 8 bits into work (one
+ *     warp per 256- or 32-value block, the device functions matmul_act.cu
+ *     and mmv_fuse_rows use: the same bytes).
+ *  2. product: grid (out-tile, list entry); a block copies its expert's tile
+ *     of weight rows and its group's 8-bit rows to shared memory (cp.async,
+ *     all bytes in flight at once), then each warp dots its row with every
+ *     slot of the list, 8 at a time, through mmv_row / mmv_reduce /
+ *     mmv_swiglu of matmul_mmv.cuh.
  * Bits: a slot's output is mmv_row of its own 8-bit row and the weight row,
  * reduced by mmv_reduce, exactly the operations of mmv_kernel (decode form)
  * and in the one canonical order the chunk form also keeps; which other slots
- * share the group, and their order in the list (atomics), change nothing.
+ * share the group change nothing.
  * A bad id (outside 0..n_expert-1): the prep block writes NaN to its slot's
  * outputs and the slot is in no list.
  */
@@ -42,15 +44,15 @@ enum { MOED_PREP_THREADS = 512, MOED_MAX_SLOTS = CUDA_MOE_DECODE_MAX_ROWS * CUDA
 typedef struct moed_params {
     const uint8_t *w, *w2; /* w2: GLU's up weights */
     size_t row_bytes, expert_stride;
-    int n_out, n_in, n_expert, n_slots, k, x_per_slot, rpw, vec, stage;
+    int n_out, n_in, n_expert, n_slots, k, x_per_slot, rpw, vec, stage, xstage;
     const int32_t *ids;
     const float *xf;  /* the f32 rows (prep's input; the product's for float types) */
     const uint8_t *x; /* the rows the product reads: 8-bit in work, or xf */
     size_t x_bytes;
     int n_x, n_act_blocks; /* prep: rows to round, and 8-bit blocks a row (0: none, float types) */
-    int *table;            /* work: expert -> first slot (n_expert ints) */
-    int *lists;            /* work: [0] entries, then e[cap], off[cap], cnt[cap], slots[n_slots] */
-    int cap;               /* list entries at most: min(n_slots, n_expert) */
+    int4 *ents;            /* work: list entry j = {expert, first index in slots, slot count, 0}; count 0: unused */
+    int *slots;            /* work: the slots of entry 0, then entry 1's, ... */
+    int cap;               /* list entries: min(n_slots, n_expert) */
     float *y;
 } moed_params;
 
@@ -74,98 +76,106 @@ __global__ void __launch_bounds__(MOED_PREP_THREADS) moed_prep_kernel(moed_param
             mm_act_block_k(src, dst, lane);
         return;
     }
-    __shared__ int idx_of[MOED_MAX_SLOTS], cnt[MOED_MAX_SLOTS], off[MOED_MAX_SLOTS], warp_tot[MOED_PREP_THREADS / 32];
+    /* every slot compares its expert with all slots' (shared memory, broadcast reads): its group's first slot,
+     * its rank in the group (slots before it there), the group's size. No atomics: the lists are in slot order. */
+    __shared__ int sid[MOED_MAX_SLOTS], off_of[MOED_MAX_SLOTS], wtot[MOED_PREP_THREADS / 32], wcnt[MOED_PREP_THREADS / 32];
     const int s = tid, in = s < p.n_slots;
     const int e = in ? p.ids[s] : -1;
     const int ok = in && e >= 0 && e < p.n_expert;
     if (in && !ok) /* a bad id: NaN outputs, no memory outside W read */
         for (int o = 0; o < p.n_out; o++) p.y[(size_t)s * p.n_out + o] = __int_as_float(0x7fc00000);
-    if (ok) p.table[e] = INT_MAX; /* only the entries this routing uses */
-    cnt[s] = 0;
+    sid[s] = ok ? e : -1;
     __syncthreads();
-    if (ok) atomicMin(&p.table[e], s);
-    __syncthreads();
-    const int first = ok ? *(volatile int *)&p.table[e] : -1;
+    int first = s, rank = 0, total = 0;
+    if (warp * 32 < p.n_slots) /* warp-uniform: warps past the slots skip the walk */
+        for (int t = 0; t < p.n_slots; t++) {
+            const int m = ok && sid[t] == e;
+            total += m;
+            rank += m && t < s;
+            first = m && t < first ? t : first;
+        }
     const int is_first = ok && first == s;
-    /* entry of a first slot: the first slots before it (a block prefix count) */
+    /* entry j of a first slot: first slots before it; its list starts at the sizes of the groups before it */
     const unsigned bal = __ballot_sync(0xffffffffu, is_first);
-    if (lane == 0) warp_tot[warp] = __popc(bal);
-    __syncthreads();
-    int j = __popc(bal & ((1u << lane) - 1u));
-    for (int w = 0; w < warp; w++) j += warp_tot[w];
-    int n_ent = 0;
-    for (int w = 0; w < MOED_PREP_THREADS / 32; w++) n_ent += warp_tot[w];
-    if (is_first) idx_of[s] = j;
-    __syncthreads();
-    const int grp = ok ? idx_of[first] : -1;
-    const int rank = ok ? atomicAdd(&cnt[grp], 1) : 0;
-    __syncthreads();
-    /* exclusive scan of cnt[0..n_ent): a warp scan, then the warps' totals */
-    const int c = s < n_ent ? cnt[s] : 0;
-    int inc = c;
+    const int v = is_first ? total : 0;
+    int inc = v;
     for (int d = 1; d < 32; d <<= 1) {
-        const int v = __shfl_up_sync(0xffffffffu, inc, d);
-        if (lane >= d) inc += v;
+        const int u = __shfl_up_sync(0xffffffffu, inc, d);
+        if (lane >= d) inc += u;
     }
-    __syncthreads(); /* warp_tot is reused */
-    if (lane == 31) warp_tot[warp] = inc;
+    if (lane == 31) wtot[warp] = inc;
+    if (lane == 0) wcnt[warp] = __popc(bal);
     __syncthreads();
-    int base = 0;
-    for (int w = 0; w < warp; w++) base += warp_tot[w];
-    off[s] = base + inc - c;
-    __syncthreads();
-    int *L = p.lists;
-    if (s == 0) L[0] = n_ent;
+    int j = __popc(bal & ((1u << lane) - 1u)), base = 0, n_ent = 0;
+    for (int w = 0; w < MOED_PREP_THREADS / 32; w++) {
+        if (w < warp) j += wcnt[w], base += wtot[w];
+        n_ent += wcnt[w];
+    }
+    const int off = base + inc - v;
     if (is_first) {
-        L[1 + j] = e;
-        L[1 + p.cap + j] = off[j];
-        L[1 + 2 * p.cap + j] = cnt[j];
+        p.ents[j] = make_int4(e, off, total, 0);
+        off_of[s] = off;
     }
-    if (ok) L[1 + 3 * p.cap + off[grp] + rank] = s;
+    if (s >= n_ent && s < p.cap) p.ents[s] = make_int4(0, 0, 0, 0);
+    __syncthreads();
+    if (ok) p.slots[off_of[first] + rank] = s;
 }
 
-/* One block: output rows o0 .. o0 + 8*rpw - 1 of list entry blockIdx.y's expert, for every slot of its list. */
+/* One block: output rows o0 .. o0 + 8*rpw - 1 of list entry blockIdx.y's expert, for every slot of its list, in
+ * groups of 8: the block stages its weight rows (and, xstage, each group's 8-bit rows) in shared memory. */
 template <int T, bool GLU>
 __global__ void __launch_bounds__(32 * MMV_WARPS, 2) moed_kernel(moed_params p) {
     extern __shared__ __align__(16) uint8_t ws[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     pdl_wait(); /* the prep kernel's lists and rows */
     pdl_trigger();
-    const int *L = p.lists;
-    const int ent = blockIdx.y;
-    if (ent >= L[0]) return;
-    const int e = L[1 + ent], so = L[1 + p.cap + ent], ns_all = L[1 + 2 * p.cap + ent];
-    const int *sl = L + 1 + 3 * p.cap + so;
+    const int4 en = p.ents[blockIdx.y];
+    const int e = en.x, ns_all = en.z;
+    if (ns_all == 0) return;
+    const int *sl = p.slots + en.y;
     const int RPW = p.rpw, RB = MMV_WARPS * RPW;
     const int o0 = blockIdx.x * RB, nrow = p.n_out - o0 < RB ? p.n_out - o0 : RB, ow = o0 + warp * RPW;
     const size_t span = (size_t)nrow * p.row_bytes, eo = (size_t)e * p.expert_stride + (size_t)o0 * p.row_bytes;
+    uint8_t *xsm = ws + (p.stage ? span * (GLU ? 2 : 1) : 0);
     if (p.stage) {
-        mmv_stage(ws, p.w + eo, span);
-        if (GLU) mmv_stage(ws + span, p.w2 + eo, span);
-        asm volatile("cp.async.wait_all;" ::: "memory");
-        __syncthreads();
+        mmv_copy(ws, p.w + eo, span);
+        if (GLU) mmv_copy(ws + span, p.w2 + eo, span);
     } else {
         pdl_prefetch_l2(p.w + eo, span);
         if (GLU) pdl_prefetch_l2(p.w2 + eo, span);
     }
 #pragma unroll 1
-    for (int jr = 0; jr < RPW; jr++) {
-        const int o = ow + jr;
-        if (o >= p.n_out) break;
-        const size_t soff = (size_t)(o - o0) * p.row_bytes;
-        const uint8_t *wrow = p.stage ? ws + soff : p.w + eo + soff;
-        const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + eo + soff;
-#pragma unroll 1
-        for (int g = 0; g < ns_all; g += MMV_MAX) {
-            const int ns = ns_all - g < MMV_MAX ? ns_all - g : MMV_MAX; /* warp-uniform */
-            int slot[MMV_MAX];
-            const uint8_t *xr[MMV_MAX];
+    for (int g = 0; g < ns_all; g += MMV_MAX) {
+        const int ns = ns_all - g < MMV_MAX ? ns_all - g : MMV_MAX; /* block-uniform */
+        int slot[MMV_MAX];
+        const uint8_t *xr[MMV_MAX];
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            slot[i] = i < ns ? sl[g + i] : sl[g];
+            const int xs = p.x_per_slot ? slot[i] : slot[i] / p.k;
+            xr[i] = p.x + (size_t)xs * p.x_bytes;
+        }
+        if (p.xstage) { /* the group's 8-bit rows beside the weights, in flight with them */
+            if (g > 0) __syncthreads(); /* the previous group's rows are no longer read */
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
-                slot[i] = i < ns ? sl[g + i] : sl[g];
-                const int xs = p.x_per_slot ? slot[i] : slot[i] / p.k;
-                xr[i] = p.x + (size_t)xs * p.x_bytes;
+                if (i >= ns) break;
+                mmv_copy(xsm + (size_t)i * p.x_bytes, xr[i], p.x_bytes);
+                xr[i] = xsm + (size_t)i * p.x_bytes;
             }
+        }
+        if (p.stage || p.xstage) {
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            asm volatile("cp.async.wait_all;" ::: "memory");
+            __syncthreads();
+        }
+#pragma unroll 1
+        for (int jr = 0; jr < RPW; jr++) {
+            const int o = ow + jr;
+            if (o >= p.n_out) break;
+            const size_t soff = (size_t)(o - o0) * p.row_bytes;
+            const uint8_t *wrow = p.stage ? ws + soff : p.w + eo + soff;
+            const uint8_t *wrow2 = p.stage ? ws + span + soff : p.w2 + eo + soff;
             float acc[MMV_MAX], acc2[GLU ? MMV_MAX : 1];
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
@@ -202,10 +212,10 @@ static size_t moed_cap(const cuda_moe_args *a) {
     return n_slots < a->n_expert ? n_slots : a->n_expert;
 }
 
-/* work: the expert table, the lists, then the 8-bit rows (each part 256-aligned). */
+/* work: the list entries, the slots, then the 8-bit rows (each part 256-aligned). */
 extern "C" size_t cuda_moe_dec32_work_bytes(const cuda_moe_args *a) {
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
-    size_t b = mm_align256(a->n_expert * sizeof(int)) + mm_align256((1 + 3 * moed_cap(a) + n_slots) * sizeof(int));
+    size_t b = mm_align256(moed_cap(a) * 16) + mm_align256(n_slots * sizeof(int));
     if (mm_is_int(a->type)) b += mm_align256(mm_act_row_bytes(a->type, a->n_in) * n_x);
     return b;
 }
@@ -249,10 +259,10 @@ static int moe_dec32(const char *op, const cuda_moe_args *a, const void *w2, voi
     p.y = a->y;
     p.cap = (int)cap;
     uint8_t *wk = (uint8_t *)work;
-    p.table = (int *)wk;
-    wk += mm_align256(a->n_expert * sizeof(int));
-    p.lists = (int *)wk;
-    wk += mm_align256((1 + 3 * cap + n_slots) * sizeof(int));
+    p.ents = (int4 *)wk;
+    wk += mm_align256(cap * 16);
+    p.slots = (int *)wk;
+    wk += mm_align256(n_slots * sizeof(int));
     size_t prep_blocks = 1;
     if (mm_is_int(type)) {
         p.x_bytes = mm_act_row_bytes(type, a->n_in);
@@ -274,7 +284,11 @@ static int moe_dec32(const char *op, const cuda_moe_args *a, const void *w2, voi
     const size_t span = rows * p.row_bytes * (w2 ? 2 : 1);
     const uintptr_t al = (uintptr_t)a->w | (uintptr_t)w2 | (uintptr_t)a->expert_stride | (uintptr_t)p.row_bytes;
     p.stage = (al & 15) == 0 && span <= MMV_SMEM_MAX;
-    const size_t smem = p.stage ? span : 0;
+    /* each group's 8-bit rows staged too where they are whole 16-byte pieces and fit beside the weights (read
+     * from shared memory, not L2: the dots' chain of L2 round trips was the block's time, 2026-12-04 run 1) */
+    const size_t wsm = p.stage ? span : 0, xsm = (size_t)MMV_MAX * p.x_bytes;
+    p.xstage = mm_is_int(type) && p.x_bytes % 16 == 0 && wsm + xsm <= MMV_SMEM_MAX;
+    const size_t smem = wsm + (p.xstage ? xsm : 0);
     const dim3 grid((unsigned)((a->n_out + rb - 1) / rb), (unsigned)cap);
     const bool glu = w2 != NULL;
     cudaStream_t st = (cudaStream_t)stream;

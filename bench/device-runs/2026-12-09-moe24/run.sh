@@ -97,7 +97,7 @@ if has b && [ -x "$D/bin/bench_batch" ]; then
     env $([ $sw = off ] || echo CLOVER_CUDA_MOE_DEC32=$sw) timeout 120 "$D/bin/bench_batch" $F --device cuda --mode ar \
       --n 1,4,8,16 --prompt 32 --gen 64 > "$O/batch_$sw.log" 2>&1
     say "== bench_batch AR, CLOVER_CUDA_MOE_DEC32=$sw: rc=$? at +$(el)s (predicted: N=16 decode +15-25% with =1; N=1/4/8 unchanged)"
-    grep -E "N *=|tok/s" "$O/batch_$sw.log" | head -12 | tee -a "$S"
+    grep -A6 "^autoregressive" "$O/batch_$sw.log" | head -8 | tee -a "$S"
   done
 fi
 if has n && command -v ncu > /dev/null && [ "$(el)" -lt 420 ]; then
