@@ -186,8 +186,10 @@ int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work,
  * 1 <= k <= CUDA_MOE_MAX_K; work (always needed: the lists live there) of cuda_moe_dec32_work_bytes(a), 256-byte
  * aligned. A bad id: its slot's outputs NaN. cuda_moe_dec32_glu: gate and up fused with SwiGLU, as
  * cuda_moe_decode_glu. The backend takes it for its expert products of <= 32 rows when
- * cuda_moe_dec32_enabled(): CLOVER_CUDA_MOE_DEC32=1 (read once; off by default, unverified on a device when
- * written, 2026-12-04), cuda_moe_dec32_set overrides. */
+ * cuda_moe_dec32_enabled(): CLOVER_CUDA_MOE_DEC32=1 (2..32 rows) or 2 (1..32) (read once; off by default),
+ * cuda_moe_dec32_set overrides. H200, 2026-12-04: bit-identical, but slower than both older forms (16 rows: 168 +
+ * 114 us a layer against the chunk form's 87 + 43; 1 row 15.6 + 13.5 against 11.7 + 8.3): the decode dot is
+ * instruction-bound (bench/device-runs/2026-12-09-moe24/run.sh). Keep it off. */
 int cuda_moe_dec32_enabled(void);
 void cuda_moe_dec32_set(int on);
 size_t cuda_moe_dec32_work_bytes(const cuda_moe_args *a);

@@ -29,6 +29,11 @@
  * reduced by mmv_reduce, exactly the operations of mmv_kernel (decode form)
  * and in the one canonical order the chunk form also keeps; which other slots
  * share the group change nothing.
+ * Measured (H200, 2026-12-04, bench/device-runs/2026-12-09-moe24): bits as
+ * above, but slower than the chunk form at 16 rows (2x) and than the 8-row
+ * form at 1 row: the dot (mmv_block) is instruction-bound (~0.5
+ * warp-instructions a weight byte a slot; ncu: SM 58%, DRAM 11%), not
+ * latency- or grid-bound. Off by default for that reason.
  * A bad id (outside 0..n_expert-1): the prep block writes NaN to its slot's
  * outputs and the slot is in no list.
  */

@@ -31,6 +31,21 @@
 #    alone); N = 16: +15-25% decode tok/s (the stacked step ~12.7 -> ~10.4 ms).
 #  - n: at 16 rows (gate + up) DRAM throughput ~60-75% of peak, achieved occupancy ~20-25% (2 blocks of 8 warps
 #    an SM); at 1 row DRAM ~25-35% (one short wave).
+# Run 1 (out1/, 00:08 UTC, commit f71224c; run by the helper itself): every test passes, 101 dec32 cases
+# bit-identical to the decode and chunk forms, memcheck 0 errors; the backend's CUDA tests pass with =2 and =1.
+# SLOWER than both old forms: 16 rows gate + up 172.1 us (chunk pair 85.1 + swiglu 1.7), down 136.0 (42.9);
+# 1 row 16.6 (11.7) and 14.7 (8.3). Step: 16 stacked 12.72 -> 19.74 ms; lone 4.00 -> 4.57 ms with =2.
+# Run 2 (out2/, 00:17, cf12050: each group's 8-bit rows staged in shared memory, lists without atomics): the
+# same bits, 168.3 / 114.4 us at 16 rows, 15.6 / 13.5 at 1 row; step 16 stacked 18.8 ms; bench_batch AR decode
+# tok/s off -> =1: N=1 214.7 -> 211.3, N=4 415.4 -> 402.3, N=8 480.9 -> 521.9 (+8.5%), N=16 1246 -> 853.
+# ncu (16 rows, gate + up, 215 us at 1.48 GHz): Compute (SM) 57.7%, DRAM 11.4%, 3.9 warps a scheduler, one
+# instruction every 1.7 cycles, stalls mostly fixed-latency dependencies: INSTRUCTION-bound, not memory-bound.
+# The decode dot (mmv_block: 16 lanes a Q4_K super-block, 8 shuffles a slot) costs ~0.5 warp-instructions a
+# weight byte a slot; at ~2 warp-instructions a cycle an SM digests ~7 GB/s, ~0.9 TB/s for the chip: the 1-row
+# form's ~800 GB/s is this same ceiling (so filling the grid cannot help it), and at 16 rows the ~1.3 slots an
+# expert multiply it. Verdict: leave CLOVER_CUDA_MOE_DEC32 off; the chunk form's tensor cores stay the form for
+# 9..32 rows. What would move it: a dot with fewer instructions a byte (4 lanes a super-block, 2 shuffle rounds,
+# the bsums of the 8-bit rows instead of dp4a sums of ones, terms gathered into the canonical even/odd order).
 set -uo pipefail
 PACK=${PACK:-.gpu-moe24}
 R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/moe24logs; rm -rf $O; mkdir -p $O
