@@ -154,6 +154,17 @@ typedef struct op {
     void *host; /* K_D2H: pinned */
 } op;
 
+/* Whether the routed experts take moe_decode.cu's form at n rows: CLOVER_CUDA_MOE_DEC32=1 at 2..32 rows, =2 at
+ * 1..32, as the backend decides (backend_cuda_pass.c's moe_dec32; k = 8 here). Its predictions at 16 rows (us a
+ * layer, written before any run): ~100 experts x 2 x 0.59 MB = 118 MB for gate + up; ~6400 blocks of 18 KB, 2
+ * resident an SM, each staging its rows then dotting them (~24 KB in flight an SM, about Little's 4.2 TB/s x
+ * 0.7 us / 132): ~60% of 4.2 TB/s = 45 us with the lists + 8-bit rows launch; down 59 MB in 9 KB blocks: 28 us. */
+enum { DEC32_PRED_GU16 = 45, DEC32_PRED_DOWN16 = 28 };
+static int moe_dec32(size_t n) {
+    const int on = cuda_moe_dec32_enabled();
+    return on && n <= CUDA_MOE_DECODE_MAX_ROWS && n >= (on == 2 ? 1u : 2u);
+}
+
 static char g_why[256];
 
 static void body(const op *c, size_t i, cudaStream_t st) {
@@ -215,7 +226,10 @@ static void body(const op *c, size_t i, cudaStream_t st) {
                            .n_expert = E, .n_out = c->n_out, .n_in = c->n_in, .ids = c->ids, .n_rows = n, .k = KX,
                            .x = c->x, .x_per_slot = c->per_slot, .y = c->y};
         const uint8_t *up = w + c->wstride; /* the up stack: the next copy's */
-        if (c->kind == K_MOE_GLU) rc = cuda_moe_decode_glu(&a, up, c->work, st, why, wl);
+        if (moe_dec32(n) && c->kind != K_MOE_PAIR) /* the backend's choice (backend_cuda_pass.c's moe_dec32) */
+            rc = c->kind == K_MOE_GLU ? cuda_moe_dec32_glu(&a, up, c->work, st, why, wl)
+                                      : cuda_moe_dec32(&a, c->work, st, why, wl);
+        else if (c->kind == K_MOE_GLU) rc = cuda_moe_decode_glu(&a, up, c->work, st, why, wl);
         else if (c->kind == K_MOE_PAIR) rc = cuda_moe_chunk_pair(&a, up, c->y2, c->work, st, why, wl);
         else if (n > CUDA_MATMUL_DECODE_MAX_ROWS) rc = cuda_moe_chunk(&a, c->work, st, why, wl);
         else rc = cuda_moe_decode(&a, c->work, st, why, wl);
@@ -487,14 +501,19 @@ static void bench_ops(size_t n, int max_kv) {
     const double route = line("route: softmax + top-8", &ro, COPIES, 0, P->route);
     cudaFree(ro.ids);
     double moe_gu, swiglu = 0, moe_down, sh_gu, sh_down;
-    if (n > 1) {
+    if (moe_dec32(n)) {
+        moe_gu = experts(n > 1 ? "experts gate + up + swiglu q4_K 512x2048 (dec32, fused)"
+                               : "experts gate + up + swiglu q4_K 512x2048 (dec32, fused, 1 row)",
+                         &A, K_MOE_GLU, FE, H, n > 1 ? DEC32_PRED_GU16 : P->moe_gu);
+    } else if (n > 1) {
         moe_gu = experts("experts gate + up q4_K 512x2048 (chunk pair)", &A, K_MOE_PAIR, FE, H, P->moe_gu);
         op sw = {.kind = K_SWIGLU, .rows = n, .y = A.big2, .y2 = A.big, .n_out = n * KX * FE};
         swiglu = line("experts swiglu", &sw, COPIES, (double)n * KX * FE * 12, P->swiglu);
     } else {
         moe_gu = experts("experts gate + up + swiglu q4_K 512x2048 (fused)", &A, K_MOE_GLU, FE, H, P->moe_gu);
     }
-    moe_down = experts("experts down q4_K 2048x512", &A, K_MOE, H, FE, P->moe_down);
+    moe_down = experts(moe_dec32(n) ? "experts down q4_K 2048x512 (dec32)" : "experts down q4_K 2048x512", &A, K_MOE,
+                       H, FE, moe_dec32(n) && n > 1 ? DEC32_PRED_DOWN16 : P->moe_down);
     if (n > 1) {
         sh_gu = dense("shexp gate + up q8_0 512x2048 (chunk pair)", &A, K_PAIR, q8, FS, H, P->sh_gu);
         op sw = {.kind = K_SWIGLU, .rows = n, .y = A.y, .y2 = A.y2, .n_out = n * FS};

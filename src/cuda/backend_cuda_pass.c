@@ -163,6 +163,16 @@ static const void *moe_up_source(const backend_session *s, const model_weight *w
     return s->xv_moe ? (const void *)(s->xv.base + s->xv.off[1]) : cuda_model_weight(s->cm, w_up);
 }
 
+/* Where a grouped product of n rows takes moe_decode.cu's decode form (CLOVER_CUDA_MOE_DEC32: 1 for 2..32 rows, 2
+ * for 1..32): integer weights at any such n (its bits are both older forms' bits, cuda_matmul.h), float weights
+ * only where the decode form would take them anyway (their chunk form is TF32, not the decode form's f32). */
+static bool moe_dec32(const backend_session *s, const model_weight *w, size_t n) {
+    const int on = cuda_moe_dec32_enabled();
+    if (!on || n > CUDA_MOE_DECODE_MAX_ROWS || n < (on == 2 ? 1u : 2u) || s->hp->n_expert_used > CUDA_MOE_MAX_K)
+        return false;
+    return !is_float(w->type) || takes_decode(s, w, false);
+}
+
 /* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
  * SwiGLU (decode form only: the caller checks moe_fuses). */
 static int moe_mm_as(backend_session *s, const model_weight *w, const model_weight *w_up, const float *x,
@@ -180,6 +190,12 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .y = y};
     moe_source(s, w, &a);
     char why[256] = "";
+    if (moe_dec32(s, w, n)) {
+        if (w_up ? cuda_moe_dec32_glu(&a, moe_up_source(s, w_up), s->sc.moe_work, s->stream, why, sizeof why)
+                 : cuda_moe_dec32(&a, s->sc.moe_work, s->stream, why, sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+        return CLOVER_OK;
+    }
     if (takes_decode(s, w, false)) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             cuda_moe_args b = a;
@@ -232,8 +248,8 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
 }
 
 /* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
-static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u) {
-    return same_shape(g, u) && takes_decode(s, g, false);
+static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u, size_t n) {
+    return same_shape(g, u) && (moe_dec32(s, g, n) || takes_decode(s, g, false));
 }
 
 static int op_status(int rc, const char *what, clover_error *err) {
@@ -394,7 +410,7 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
         if ((rc = cuda_experts_layer(s, (uint32_t)il, n, &s->xv, err))) return rc;
         s->xv_moe = w;
     }
-    if (moe_fuses(s, &w->gate_exps, &w->up_exps)) {
+    if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
         rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err);
     } else if (!(rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) {
         rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err);

@@ -80,6 +80,8 @@ static size_t moe_work_of(const model_weight *w, const model_hparams *hp, size_t
                        .x_per_slot = per_slot};
     a.expert_stride = quant_row_bytes(w->type, a.n_in) * a.n_out;
     size_t d = cuda_moe_decode_work_bytes(&a);
+    a.n_rows = R < CUDA_MOE_DECODE_MAX_ROWS ? R : CUDA_MOE_DECODE_MAX_ROWS; /* moe_decode.cu's form (its switch) */
+    if (a.k <= CUDA_MOE_MAX_K) d = max_sz(d, cuda_moe_dec32_work_bytes(&a));
     a.n_rows = R;
     return max_sz(d, cuda_moe_chunk_work_bytes(&a));
 }

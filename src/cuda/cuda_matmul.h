@@ -74,6 +74,7 @@ enum {
     CUDA_MATMUL_DECODE_MAX_ROWS = 8, /* rows of cuda_matmul_decode / cuda_moe_decode */
     CUDA_MOE_MAX_K = 16,             /* experts per row */
     CUDA_MATMUL_MAX_SEG = 4,         /* matrices of one cuda_matmul_decode_multi */
+    CUDA_MOE_DECODE_MAX_ROWS = 32,   /* rows of cuda_moe_dec32 (the MoE's own decode form, moe_decode.cu) */
 };
 
 /* Decode products copy each thread block's weight rows to shared memory
@@ -178,6 +179,23 @@ int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why,
  * cuda_swiglu. Scratch: cuda_moe_decode_work_bytes(gate). */
 int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
                         size_t why_len);
+
+/* The decode form for 1..CUDA_MOE_DECODE_MAX_ROWS rows (moe_decode.cu): the routing's per-expert slot lists
+ * built on the device, each routed expert's weights read once for all its rows, a warp a weight row with the
+ * decode arithmetic, so every slot's bits equal cuda_moe_decode's (and the chunk form's) for the same slot.
+ * 1 <= k <= CUDA_MOE_MAX_K; work (always needed: the lists live there) of cuda_moe_dec32_work_bytes(a), 256-byte
+ * aligned. A bad id: its slot's outputs NaN. cuda_moe_dec32_glu: gate and up fused with SwiGLU, as
+ * cuda_moe_decode_glu. The backend takes it for its expert products of <= 32 rows when
+ * cuda_moe_dec32_enabled(): CLOVER_CUDA_MOE_DEC32=1 (2..32 rows) or 2 (1..32) (read once; off by default),
+ * cuda_moe_dec32_set overrides. H200, 2026-12-04: bit-identical, but slower than both older forms (16 rows: 168 +
+ * 114 us a layer against the chunk form's 87 + 43; 1 row 15.6 + 13.5 against 11.7 + 8.3): the decode dot is
+ * instruction-bound (bench/device-runs/2026-12-09-moe24/run.sh). Keep it off. */
+int cuda_moe_dec32_enabled(void);
+void cuda_moe_dec32_set(int on);
+size_t cuda_moe_dec32_work_bytes(const cuda_moe_args *a);
+int cuda_moe_dec32(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
+int cuda_moe_dec32_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
+                       size_t why_len);
 
 /* Chunk form: any n_rows >= 1; rows are grouped by expert on the device (a
  * counting pass and tiles of up to 32 slots of one expert for the integer

@@ -987,6 +987,194 @@ static void test_moe_chunk(void) {
     moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
 }
 
+/* ---- moe_decode.cu: the MoE's own decode form, 1..32 rows (cuda_moe_dec32, CLOVER_CUDA_MOE_DEC32) ----
+ * Each case checks the new form bit for bit against the forms it stands in for on the same slots: cuda_moe_decode
+ * (and _glu) on groups of <= 8 rows (the backend's calls before it: one call per 8 rows), and cuda_moe_chunk over all
+ * rows for the integer types (one canonical order); and each slot against the CPU's integer path (decode_ref, an
+ * independent oracle; gate and up checked through silu(g) * u of the reference). Outputs poisoned (NaN) first: an
+ * output not written differs. Routings: "spread" (random distinct experts), "dup" (every row's experts from the
+ * first k + 1: ~all rows on each), "same" (every slot on one expert, against the contract: several groups of 8),
+ * "bad" (slot 1 out of range: NaN outputs). pool: ids are slots of a larger pool with a padded stride (the
+ * --gpu-mem path, moe_source's xv). */
+static void make_ids_kind(int32_t *ids, size_t n_rows, size_t k, size_t n_expert, int kind) {
+    for (size_t r = 0; r < n_rows; r++)
+        for (size_t j = 0; j < k; j++) {
+            int32_t e;
+            int dup;
+            do {
+                e = kind == 2 ? 2 : kind == 1 ? (int32_t)(urand() * (double)(k + 1)) : (int32_t)(urand() * (double)n_expert);
+                dup = 0;
+                if (kind != 2)
+                    for (size_t i = 0; i < j; i++) dup |= ids[r * k + i] == e;
+            } while (dup);
+            ids[r * k + j] = e;
+        }
+    if (kind == 3) ids[1] = (int32_t)n_expert;
+}
+
+static size_t dec32_cases;
+
+/* make_weights, the last few results kept (the 35B shapes' 129 experts take seconds to quantise on the CPU). */
+static uint8_t *dec32_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
+    static struct { uint32_t type; size_t rows, n_in, rb; uint8_t *w; } cache[2];
+    static int next;
+    for (int i = 0; i < 2; i++)
+        if (cache[i].w && cache[i].type == type && cache[i].rows == rows && cache[i].n_in == n_in) {
+            *row_bytes = cache[i].rb;
+            return cache[i].w;
+        }
+    free(cache[next].w);
+    cache[next].w = make_weights(type, rows, n_in, &cache[next].rb);
+    cache[next].type = type, cache[next].rows = rows, cache[next].n_in = n_in;
+    *row_bytes = cache[next].rb;
+    uint8_t *w = cache[next].w;
+    next ^= 1;
+    return w;
+}
+
+static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int kind,
+                       int glu, int x_per_slot, int pool) {
+    const size_t n_slots = n_rows * k, n_x = x_per_slot ? n_slots : n_rows;
+    size_t rb;
+    const size_t n_w = glu ? 2 : 1;
+    const uint8_t *w = dec32_weights(type, n_w * n_expert * n_out, n_in, &rb);
+    const size_t ex = n_out * rb, stride = pool ? ex + 256 : ex; /* pool: padded slots */
+    uint8_t *wp = calloc(n_w * n_expert, stride);
+    for (size_t m = 0; m < n_w * n_expert; m++) memcpy(wp + m * stride, w + m * ex, ex);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    make_ids_kind(ids, n_rows, k, n_expert, kind);
+    cuda_moe_args a = {.type = type, .expert_stride = stride, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    uint8_t *dw = dev_upload(wp, n_w * n_expert * stride);
+    const uint8_t *dw_up = glu ? dw + n_expert * stride : NULL;
+    a.w = dw;
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    const size_t ny = n_slots * n_out;
+    float *dy = dev_poisoned(ny), *dy_old = dev_poisoned(ny);
+    float *got = malloc(ny * sizeof(float)), *old = malloc(ny * sizeof(float));
+    void *work = NULL, *work_old = NULL;
+    CU(cudaMalloc(&work, cuda_moe_dec32_work_bytes(&a)));
+    char why[256] = "", what[96];
+    snprintf(what, sizeof what, "dec32 %s %zux%zu r%zu k%zu E%zu %s%s%s%s", quant_type_name(type), n_in, n_out,
+             n_rows, k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : kind == 2 ? "same" : "bad",
+             glu ? " glu" : "", x_per_slot ? " slot-x" : "", pool ? " pool" : "");
+    a.y = dy;
+    CHECK_MSG((glu ? cuda_moe_dec32_glu(&a, dw_up, work, NULL, why, sizeof why)
+                   : cuda_moe_dec32(&a, work, NULL, why, sizeof why)) == 0,
+              "%s: %s", what, why);
+    dev_download(got, dy, ny);
+    /* the old decode form, 8 rows a call */
+    for (size_t r0 = 0; r0 < n_rows; r0 += CUDA_MATMUL_DECODE_MAX_ROWS) {
+        cuda_moe_args b = a;
+        b.n_rows = n_rows - r0 < CUDA_MATMUL_DECODE_MAX_ROWS ? n_rows - r0 : CUDA_MATMUL_DECODE_MAX_ROWS;
+        b.ids = a.ids + r0 * k;
+        b.x = a.x + (x_per_slot ? r0 * k : r0) * n_in;
+        b.y = dy_old + r0 * k * n_out;
+        if (!work_old) CU(cudaMalloc(&work_old, cuda_moe_decode_work_bytes(&b) + 256));
+        CHECK_MSG((glu ? cuda_moe_decode_glu(&b, dw_up, work_old, NULL, why, sizeof why)
+                       : cuda_moe_decode(&b, work_old, NULL, why, sizeof why)) == 0,
+                  "%s (old form): %s", what, why);
+        CU(cudaDeviceSynchronize());
+    }
+    dev_download(old, dy_old, ny);
+    size_t diff = 0, nan = 0;
+    for (size_t i = 0; i < ny; i++) {
+        diff += memcmp(&got[i], &old[i], sizeof(float)) != 0 && !(isnan(got[i]) && isnan(old[i]));
+        nan += isnan(got[i]) != 0;
+    }
+    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from cuda_moe_decode%s's bits", what, diff, ny,
+              glu ? "_glu" : "");
+    CHECK_MSG(nan == (kind == 3 ? n_out : 0), "%s: %zu NaN outputs (expected %zu)", what, nan,
+              kind == 3 ? n_out : (size_t)0);
+    if (is_int_type(type) && !glu && kind != 3) { /* the chunk form over all rows */
+        float *dy_c = dev_poisoned(ny), *chk = malloc(ny * sizeof(float));
+        void *work_c = NULL;
+        CU(cudaMalloc(&work_c, cuda_moe_chunk_work_bytes(&a) + 256));
+        a.y = dy_c;
+        CHECK_MSG(cuda_moe_chunk(&a, work_c, NULL, why, sizeof why) == 0, "%s (chunk): %s", what, why);
+        a.y = dy;
+        dev_download(chk, dy_c, ny);
+        CHECK_MSG(memcmp(chk, got, ny * sizeof(float)) == 0, "%s: the chunk form's bits differ", what);
+        free(chk);
+        cudaFree(dy_c), cudaFree(work_c);
+    }
+    /* the CPU oracle, on a sample of slots (every slot of small cases) */
+    size_t checked = 0;
+    double e2 = 0, r2 = 0;
+    for (size_t sl = 0; sl < n_slots; sl += n_slots > 64 ? 7 : 1) {
+        if (kind == 3 && sl == 1) continue;
+        const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
+        for (size_t o = 0; o < n_out; o += n_out > 256 ? 37 : 1) {
+            const uint8_t *row = w + ((size_t)ids[sl] * n_out + o) * rb;
+            float ref = decode_ref(type, row, xs, n_in);
+            if (glu) {
+                const float u = decode_ref(type, row + n_expert * n_out * rb, xs, n_in);
+                ref = (ref / (1.0f + expf(-ref))) * u;
+            }
+            const double d = (double)got[sl * n_out + o] - ref;
+            e2 += d * d, r2 += (double)ref * ref;
+            checked++;
+        }
+    }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(err <= (is_int_type(type) ? 1e-5 : 1e-4), "%s: normalised error %.3g against the CPU", what, err);
+    if (diff == 0) printf("  %-60s bit-identical (%zu outputs), CPU err %.2g (%zu)\n", what, ny, err, checked);
+    dec32_cases++;
+    free(wp), free(x), free(ids), free(got), free(old);
+    cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(dy_old), cudaFree(work),
+        cudaFree(work_old);
+}
+
+static void test_moe_dec32(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    static const size_t R[] = {1, 2, 3, 7, 8, 9, 16, 17, 31, 32};
+    static const size_t K[] = {1, 3, 8};
+    const uint32_t T[4] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    for (int t = 0; t < 4; t++)
+        for (size_t ri = 0; ri < sizeof R / sizeof R[0]; ri++) {
+            const size_t kk = K[(ri + (size_t)t) % 3];
+            const int kind = (int)((ri + (size_t)t) % 3); /* spread, dup, same */
+            if (small && ri % 3) continue;
+            dec32_case(T[t], n_in_for(T[t]), 45, R[ri], kk, 9, kind, (int)(ri & 1), 0, 0);
+            dec32_case(T[t], n_in_variant(T[t], 2), 45, R[ri], kk == 1 ? 8 : kk, 9 + 2 * (size_t)t, 0, 0,
+                       1, (int)(ri % 2));
+        }
+    /* the 35B-A3B shapes: gate + up 2048 -> 512, down 512 -> 2048, Q4_K, 129 experts (pooled ids too) */
+    static const size_t RB[] = {1, 4, 8, 16, 32};
+    for (size_t ri = 0; ri < sizeof RB / sizeof RB[0]; ri++) {
+        dec32_case(QUANT_Q4_K, 2048, 512, RB[ri], 8, 129, 0, 1, 0, 0);
+        dec32_case(QUANT_Q4_K, 512, 2048, RB[ri], 8, 129, 0, 0, 1, ri == 3);
+    }
+    dec32_case(QUANT_Q4_K, 2048, 512, 32, 8, 129, 1, 1, 0, 1); /* duplicate-heavy, pooled */
+    dec32_case(QUANT_Q6_K, 512, 2048, 16, 8, 33, 0, 0, 1, 0);  /* 420-byte rows: not staged */
+    /* the bad id; k 16; float weights (scalar and 16-byte paths) */
+    dec32_case(QUANT_Q4_K, n_in_for(QUANT_Q4_K), 45, 12, 4, 9, 3, 0, 0, 0);
+    dec32_case(QUANT_Q8_0, n_in_for(QUANT_Q8_0), 45, 20, 4, 9, 3, 1, 0, 0);
+    dec32_case(QUANT_Q8_0, n_in_for(QUANT_Q8_0), 45, 32, 16, 19, 0, 0, 1, 0);
+    for (int t = 0; t < 3; t++) {
+        dec32_case(TYPES[t], n_in_variant(TYPES[t], 0), 45, 13, 4, 9, 0, t == 1, 0, 0);
+        dec32_case(TYPES[t], n_in_variant(TYPES[t], 1), 45, 24, 3, 9, 1, t != 1, 1, 0);
+    }
+    /* bad arguments */
+    cuda_moe_args a = {.type = QUANT_Q4_K, .expert_stride = 144 * 4, .n_expert = 2, .n_out = 4, .n_in = 256,
+                       .n_rows = 33, .k = 2};
+    int dummy = 0;
+    a.w = &dummy, a.x = (const float *)&dummy, a.y = (float *)&dummy, a.ids = &dummy;
+    char why[256] = "";
+    CHECK(cuda_moe_dec32(&a, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(strstr(why, "rows") != NULL);
+    a.n_rows = 2, a.k = 17;
+    CHECK(cuda_moe_dec32(&a, &dummy, NULL, why, sizeof why) == -1);
+    a.k = 2;
+    CHECK(cuda_moe_dec32_glu(&a, NULL, &dummy, NULL, why, sizeof why) == -1);
+    CHECK(cuda_moe_dec32(&a, NULL, NULL, why, sizeof why) == -1);
+    printf("  dec32        %zu cases bit-identical to the decode form (and the chunk form for integer types)\n",
+           dec32_cases);
+}
+
 /* The grouping of cuda_moe_chunk at expert counts past one warp (moe_group_fast_kernel's block-wide scans over
  * 100 and 300 experts: warps 0..3 and 0..9 own experts) and past 1024 (the one-thread kernel): the wide tiles
  * (<= 4 slots an expert) bit for bit the decode form, the 32-row tiles (more slots: expert 0 in 3 rows of 4,
@@ -1232,6 +1420,7 @@ int main(void) {
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);
+    RUN(test_moe_dec32);
     RUN(test_glu);
     RUN(test_multi);
     RUN(test_graph_capture);
