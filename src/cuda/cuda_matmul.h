@@ -158,7 +158,8 @@ int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const 
  * on up to N rows (where it beats the chunk form, for A/B runs), 0 off; cuda_mmv_stream32_set overrides. */
 void cuda_mmv_stream32_set(int v);
 /* 1 when the switch is on and the stream form takes a product of this type, n_in and rows: Q8_0, n_in a multiple
- * of 256, 9 <= n_rows <= the switch's cap. */
+ * of 256, 9 <= n_rows <= the switch's cap, the 8-bit rows fit in shared memory beside the weights (n_in 2048: all
+ * 32 rows; 4096: up to 18). */
 int cuda_matmul_stream_takes(uint32_t type, size_t n_in, size_t n_rows);
 /* Scratch: the 8-bit rows (16-byte aligned; 256 is what callers give). */
 size_t cuda_matmul_stream_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
