@@ -11,7 +11,9 @@
 #  m  memcheck + racecheck of test_stream32 (CLOVER_TEST_SMALL: 4 cases)
 #  b  CLOVER_BENCH_STREAM32=1 bench_cuda_matmul: the 35B-A3B dense products at 8/12/16/24/32 rows, chunk vs stream
 #  n  ncu of ms_kernel on the qkv shape (8192x2048) at 16 and 32 rows
-#  p  bench_cuda_preview (32-row preview, commit) on the 35B-A3B synthetic file, switch off then on; bench_batch
+#  p  clover run --ids (20 ids, 64 tokens, greedy) block diffusion and --ar on the 35B file, switch off vs on:
+#     the ids byte for byte (the backend's dense products at 32 rows through the stream form: same bits);
+#     bench_cuda_preview (32-row preview, commit) on the 35B-A3B synthetic file, switch off then on; bench_batch
 #     --device cuda --n 16 --mode ar (16 requests: the 16-row stacked AR step) off then on
 # Predictions (written before the run; "before" = 2026-12-07-verify and 2026-12-06-k4s, H200):
 #  - t: every test passes; test_stream32 prints "bit-identical to chunk and decode" 26 times; the CUDA tests pass
@@ -55,7 +57,8 @@ if has t; then
   tst test_cuda_matmul s32 90 CLOVER_TEST_ONLY=test_stream32
   grep -c "bit-identical to chunk and decode" "$O/t_test_cuda_matmul_s32.log" | sed 's/^/     stream32 cases bit-identical: /;s/$/ (predicted 26)/' | tee -a "$S"
   tst test_cuda_matmul on 120 CLOVER_CUDA_MMV_STREAM32=1
-  for n in test_cuda_backend test_cuda_engine test_cuda_preview test_cuda_batch test_cuda_split test_cuda_gpumem; do
+  for n in test_cuda_backend test_cuda_engine test_cuda_preview test_cuda_batch test_cuda_split test_cuda_gpumem \
+           test_cuda_ops test_cuda_gdn test_cuda_attention; do
     tst $n on 90 CLOVER_CUDA_MMV_STREAM32=1
   done
 fi
@@ -120,6 +123,23 @@ if has p; then
   for sw in off on; do
     env $([ $sw = on ] && echo CLOVER_CUDA_MMV_STREAM32=1) timeout 60 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview_$sw.log" 2>&1
     say "bench_cuda_preview switch $sw rc=$?"; grep -E "ms|tok/s" "$O/preview_$sw.log" | pannot $sw | tee -a "$S"
+  done
+  # the backend's bits with the switch on: a greedy block-diffusion answer and an --ar one (32-row previews and
+  # commits, 1-row decode) on the 35B file, off vs on, the generated ids byte for byte (predicted identical)
+  IDS=$(seq -s, 11 30) # 20 rows: the prompt pass takes the stream form too
+  for mode in diffusion ar; do
+    for sw in off on; do
+      env $([ $sw = on ] && echo CLOVER_CUDA_MMV_STREAM32=1) timeout 60 "$D/bin/clover" run -m $CL --device cuda \
+        --ids $IDS -n 64 --ignore-eos --no-visual $([ $mode = ar ] && echo --ar) > "$O/run_${mode}_$sw.txt" 2> "$O/run_${mode}_$sw.err"
+      echo "rc=$?" >> "$O/run_${mode}_$sw.err"
+    done
+    a=$(grep "^ids:" "$O/run_${mode}_off.txt"); b=$(grep "^ids:" "$O/run_${mode}_on.txt")
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then
+      say "clover run $mode: switch off and on give the same ids ($(echo $a | wc -w) words; predicted identical); on: $(grep -E '^time' "$O/run_${mode}_on.txt")"
+    else
+      say "clover run $mode: DIFFER or failed (predicted identical): $(tail -1 "$O/run_${mode}_off.err") / $(tail -1 "$O/run_${mode}_on.err")"
+      head -c 300 "$O/run_${mode}_off.txt" "$O/run_${mode}_on.txt" | tee -a "$S"
+    fi
   done
   for sw in off on; do
     [ -x "$D/bin/bench_batch" ] || { say "bench_batch: not in the pack"; break; }
