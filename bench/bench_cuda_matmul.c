@@ -793,12 +793,12 @@ static void bench_stream32(double bw) {
              {"head", 248320, 2048}};
     static const size_t R[] = {8, 12, 16, 24, 32};
     const char *only = getenv("CLOVER_BENCH_STREAM32_ONLY"); /* a product's name: that one (ncu) */
+    const char *only_rows = getenv("CLOVER_BENCH_STREAM32_ROWS");
     cuda_mmv_stream32_set(1);
     for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
         if (only && strcmp(only, P[p].name) != 0) continue;
         for (size_t r = 0; r < sizeof R / sizeof R[0]; r++) {
-            if (only && getenv("CLOVER_BENCH_STREAM32_ROWS") && (size_t)atoi(getenv("CLOVER_BENCH_STREAM32_ROWS")) != R[r])
-                continue;
+            if (only && only_rows && (size_t)atoi(only_rows) != R[r]) continue;
             bench_stream32_one(P[p].name, P[p].n_out, P[p].n_in, R[r], bw);
         }
     }

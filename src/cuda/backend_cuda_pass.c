@@ -65,7 +65,8 @@ static bool takes_decode(const backend_session *s, const model_weight *w, bool e
  * form (cuda_matmul_stream_takes: the switch on, Q8_0, n_in % 256 == 0, the rows within its cap): the same bits
  * either way (cuda_matmul.h), so the choice may follow the row count. */
 static bool takes_stream(const backend_session *s, const model_weight *w, size_t n) {
-    return cuda_matmul_stream_takes(w->type, (size_t)w->ne[0], n) && ((uintptr_t)cuda_model_weight(s->cm, w) & 15) == 0 &&
+    return cuda_matmul_stream_takes(w->type, (size_t)w->ne[0], n) &&
+           ((uintptr_t)cuda_model_weight(s->cm, w) & 15) == 0 &&
            cuda_matmul_stream_work_bytes(w->type, (size_t)w->ne[0], n) <= s->sc.mm_work_bytes;
 }
 

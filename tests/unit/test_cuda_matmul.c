@@ -1219,9 +1219,10 @@ static void test_graph_capture(void) {
  * output within 1e-5 of the CPU's integer oracle (the independent reference), and bit for bit the chunk form with
  * scratch (cuda_matmul_chunk_ws, one matrix at a time) and the decode form in calls of 8 rows (cuda_matmul_decode),
  * the rule that a row's bits do not depend on the row count. Q8_0, the one type it takes; n_in 2048 (x in shared
- * memory, 8 warps), 256 (one block a partial), 4096 (4 warps; x read from work past 17 rows); 3 matrices of odd outputs (45, 7,
- * 130: partial groups, segment boundaries inside a block's walk) or one of 9000 (more groups than resident
- * blocks: the double buffer's every turn). Outputs poisoned first: one not written is NaN. */
+ * memory), 256 (one block a partial), 768, 4096 (x read from work past 18 rows); 3 matrices of odd outputs (45,
+ * 7, 130: groups of 16, partial groups, segment boundaries inside a block's walk) or one of 9000 (groups of 32,
+ * more groups than resident blocks: the double buffer's every turn). Outputs poisoned first: one not written is
+ * NaN. */
 static void stream32_case(size_t n_in, size_t n_rows, int big) {
     enum { NS = 3 };
     const size_t n_out_small[NS] = {45, 7, 130}, n_out_big[1] = {9000};
@@ -1229,12 +1230,13 @@ static void stream32_case(size_t n_in, size_t n_rows, int big) {
     const uint32_t type = QUANT_Q8_0;
     char why[256] = "", what[64];
     snprintf(what, sizeof what, "stream32 x%zu/%zu%s", n_rows, n_in, big ? " 9000 out" : " 3 mats");
-    if (n_in <= 2048) CHECK_MSG(cuda_matmul_stream_takes(type, n_in, n_rows), "%s: the stream form does not take it", what);
+    if (n_in <= 2048)
+        CHECK_MSG(cuda_matmul_stream_takes(type, n_in, n_rows), "%s: the stream form does not take it", what);
     float *x = malloc(n_rows * n_in * sizeof(float));
     fill(x, n_rows * n_in, 2.0);
     float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
-    size_t wb = cuda_matmul_stream_work_bytes(type, n_in, n_rows), cw = cuda_matmul_chunk_work_bytes(type, n_in, n_rows),
-           dwb = cuda_matmul_decode_work_bytes(type, n_in, 8);
+    size_t wb = cuda_matmul_stream_work_bytes(type, n_in, n_rows);
+    const size_t cw = cuda_matmul_chunk_work_bytes(type, n_in, n_rows), dwb = cuda_matmul_decode_work_bytes(type, n_in, 8);
     if (cw > wb) wb = cw;
     if (dwb > wb) wb = dwb;
     void *work = NULL;
@@ -1274,8 +1276,8 @@ static void stream32_case(size_t n_in, size_t n_rows, int big) {
         CU(cudaMemset(d2, 0xFF, n * sizeof(float)));
         for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
             const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
-            CHECK_MSG(cuda_matmul_decode(type, dw[i], n_out[i], n_in, dx + r0 * n_in, nr, d2 + r0 * n_out[i], work, NULL,
-                                         why, sizeof why) == 0,
+            CHECK_MSG(cuda_matmul_decode(type, dw[i], n_out[i], n_in, dx + r0 * n_in, nr, d2 + r0 * n_out[i], work,
+                                         NULL, why, sizeof why) == 0,
                       "%s: decode: %s", what, why);
         }
         dev_download(other, d2, n);
