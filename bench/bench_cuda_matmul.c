@@ -21,6 +21,9 @@
  * not finish in 85 s on 2026-12-03). Then a prompt's dense products at 512 rows with
  * matmul_igemm.cu's kernels and with the wide tile (matmul_igemm_wide.cu), one line each.
  *
+ * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
+ * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
+ *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
 #include <cuda_runtime.h>
@@ -734,6 +737,73 @@ static void bench_layer(double bw) {
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }
 
+/* CLOVER_BENCH_STREAM32=1: the dense Q8_0 products of the 35B-A3B model at 8..32 rows in the chunk form (with
+ * scratch) and the stream form of 9..32 rows (matmul_mmv_stream32.cu), the weights rotated among copies as in
+ * bench_chunk; at 8 rows the decode form (the 1..8-row stream) instead of the stream32 figure. One line a
+ * (product, rows): both times and the stream form's weight bandwidth. */
+static void bench_stream32_one(const char *name, size_t n_out, size_t n_in, size_t rows, double bw) {
+    enum { MAXW = 32 };
+    const uint32_t type = QUANT_Q8_0;
+    const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
+    size_t nw = (256u << 20) / wbytes + 1;
+    if (nw > MAXW) nw = MAXW;
+    if (g_quick) nw = 1;
+    void *w[MAXW];
+    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
+    size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, rows), sb = cuda_matmul_stream_work_bytes(type, n_in, rows),
+           db = cuda_matmul_decode_work_bytes(type, n_in, 8);
+    if (sb > wb) wb = sb;
+    if (db > wb) wb = db;
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    char why[256];
+    double t[2] = {0, 0};
+    for (int form = 0; form < 2; form++) {
+#define S32(W)                                                                                                     \
+    (form == 0 ? cuda_matmul_chunk_ws(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why)             \
+     : rows <= 8 ? cuda_matmul_decode(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why)            \
+                 : cuda_matmul_stream(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why))
+        for (size_t i = 0; i < nw; i++)
+            if (S32(w[i])) fail(why);
+        const int reps = g_quick ? 1 : 4 * (int)nw;
+        CU(cudaEventRecord(ev0, 0));
+        for (int r = 0; r < reps; r++) S32(w[r % nw]);
+#undef S32
+        CU(cudaEventRecord(ev1, 0));
+        t[form] = elapsed_s() / reps;
+    }
+    const double gbs = (double)wbytes / t[1] / 1e9;
+    printf("s32 %-10s %6zu x %-5zu rows %2zu: chunk %8.2f us | %s %8.2f us  %5.0f GB/s (%5.1f%% of copy)%s\n", name,
+           n_out, n_in, rows, t[0] * 1e6, rows <= 8 ? "decode  " : "stream32", t[1] * 1e6, gbs, 100.0 * gbs / bw,
+           rows > 8 && !cuda_matmul_stream_takes(type, n_in, rows) ? " (backend: chunk)" : "");
+    for (size_t i = 0; i < nw; i++) CU(cudaFree(w[i]));
+    CU(cudaFree(work));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+}
+
+static void bench_stream32(double bw) {
+    static const struct {
+        const char *name;
+        size_t n_out, n_in;
+    } P[] = {{"gdn qkv", 8192, 2048}, {"gdn z", 4096, 2048}, {"gdn out", 2048, 4096}, {"attn q", 8192, 2048},
+             {"attn k", 512, 2048},   {"attn o", 2048, 4096}, {"shexp up", 512, 2048}, {"shexp down", 2048, 512},
+             {"head", 248320, 2048}};
+    static const size_t R[] = {8, 12, 16, 24, 32};
+    const char *only = getenv("CLOVER_BENCH_STREAM32_ONLY"); /* a product's name: that one (ncu) */
+    const char *only_rows = getenv("CLOVER_BENCH_STREAM32_ROWS");
+    cuda_mmv_stream32_set(1);
+    for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
+        if (only && strcmp(only, P[p].name) != 0) continue;
+        for (size_t r = 0; r < sizeof R / sizeof R[0]; r++) {
+            if (only && only_rows && (size_t)atoi(only_rows) != R[r]) continue;
+            bench_stream32_one(P[p].name, P[p].n_out, P[p].n_in, R[r], bw);
+        }
+    }
+}
+
 int main(void) {
     cuda_device_info info;
     const int found = bench_cuda_device("bench_cuda_matmul", &info);
@@ -745,6 +815,11 @@ int main(void) {
            info.name, info.sm_count, info.total_bytes / 1073741824.0, bw, PEER_GBS);
     const char *qe = getenv("CLOVER_BENCH_QUICK");
     g_quick = qe && strcmp(qe, "1") == 0;
+    const char *s32 = getenv("CLOVER_BENCH_STREAM32");
+    if (s32 && strcmp(s32, "1") == 0) {
+        bench_stream32(bw);
+        return 0;
+    }
     const char *le = getenv("CLOVER_BENCH_LAYER");
     if (le && strcmp(le, "1") == 0) {
         bench_layer(bw);

@@ -61,6 +61,15 @@ static bool takes_decode(const backend_session *s, const model_weight *w, bool e
     return s->cls_rows <= D || ((s->fp32 || exact) && is_float(w->type));
 }
 
+/* Where a product that does not take the decode kernel takes the stream form of 9..32 rows instead of the chunk
+ * form (cuda_matmul_stream_takes: the switch on, Q8_0, n_in % 256 == 0, the rows within its cap): the same bits
+ * either way (cuda_matmul.h), so the choice may follow the row count. */
+static bool takes_stream(const backend_session *s, const model_weight *w, size_t n) {
+    return cuda_matmul_stream_takes(w->type, (size_t)w->ne[0], n) &&
+           ((uintptr_t)cuda_model_weight(s->cm, w) & 15) == 0 &&
+           cuda_matmul_stream_work_bytes(w->type, (size_t)w->ne[0], n) <= s->sc.mm_work_bytes;
+}
+
 static bool same_shape(const model_weight *a, const model_weight *b) {
     return a->type == b->type && a->ne[0] == b->ne[0] && a->ne[1] == b->ne[1];
 }
@@ -79,6 +88,13 @@ static int mm_as(backend_session *s, const model_weight *w, const float *x, size
         }
         return CLOVER_OK;
     }
+    /* 9..32 rows of Q8_0 under CLOVER_CUDA_MMV_STREAM32: the persistent stream form (the chunk form's bits) */
+    if (takes_stream(s, w, n)) {
+        const cuda_matmul_seg seg = {dw, n_out, y};
+        if (cuda_matmul_stream_multi(w->type, &seg, 1, n_in, x, n, s->sc.mm_work, s->stream, why, sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
+        return CLOVER_OK;
+    }
     /* the chunk form with its 8-bit rows in mm_work when they fit (sized for R rows), else without scratch */
     const size_t cw = cuda_matmul_chunk_work_bytes(w->type, n_in, n);
     if (cw && cw <= s->sc.mm_work_bytes ? cuda_matmul_chunk_ws(w->type, dw, n_out, n_in, x, n, y, s->sc.mm_work,
@@ -93,12 +109,22 @@ static int mm(backend_session *s, const model_weight *w, const float *x, size_t 
     return mm_as(s, w, x, n, y, false, err);
 }
 
+static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
+                    const float *x, size_t n, clover_error *err);
+
 /* Two products of the same rows: where both take the chunk form with their 8-bit rows in mm_work (one type and
  * n_in), cuda_matmul_chunk_ws_pair (bit for bit the two calls; one launch under CLOVER_CUDA_IGEMM_FEW=1 at <= 32
  * rows), else mm twice. */
 static int mm_pair(backend_session *s, const model_weight *w1, const model_weight *w2, const float *x, size_t n,
                    float *y1, float *y2, clover_error *err) {
     const size_t n_in = (size_t)w1->ne[0];
+    if (w1->type == w2->type && (size_t)w2->ne[0] == n_in && !takes_decode(s, w1, false) &&
+        !takes_decode(s, w2, false) && takes_stream(s, w1, n)) { /* one stream launch for both */
+        const model_weight *w[2] = {w1, w2};
+        const bool ex[2] = {false, false};
+        float *const y[2] = {y1, y2};
+        return mm_multi(s, w, ex, y, 2, x, n, err);
+    }
     const size_t cw = cuda_matmul_chunk_work_bytes(w1->type, n_in, n);
     if (w1->type != w2->type || (size_t)w2->ne[0] != n_in || takes_decode(s, w1, false) ||
         takes_decode(s, w2, false) || !cw || cw > s->sc.mm_work_bytes) {
@@ -122,6 +148,23 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
     for (size_t i = 0; one && i < nw; i++)
         one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], exact[i]);
     int rc;
+    bool stream = !one && nw >= 1 && nw <= CUDA_MATMUL_MAX_SEG;
+    for (size_t i = 0; stream && i < nw; i++)
+        stream = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && !takes_decode(s, w[i], exact[i]) &&
+                 takes_stream(s, w[i], n);
+    if (stream) { /* 9..32 rows under CLOVER_CUDA_MMV_STREAM32: one quantisation of x and one launch */
+        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
+        for (size_t i = 0; i < nw; i++) {
+            seg[i].w = cuda_model_weight(s->cm, w[i]);
+            seg[i].n_out = (size_t)w[i]->ne[1];
+            seg[i].y = y[i];
+        }
+        char why[256] = "";
+        if (cuda_matmul_stream_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->sc.mm_work, s->stream, why,
+                                     sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
+        return CLOVER_OK;
+    }
     if (!one) {
         for (size_t i = 0; i < nw; i++)
             if ((rc = mm_as(s, w[i], x, n, y[i], exact[i], err))) return rc;

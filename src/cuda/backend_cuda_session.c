@@ -46,7 +46,10 @@ static size_t mm_work_of(const model_weight *w, size_t rows, size_t chunk_rows) 
     if (!w->data) return 0;
     const size_t d = cuda_matmul_decode_work_bytes(w->type, (size_t)w->ne[0], rows);
     const size_t c = cuda_matmul_chunk_work_bytes(w->type, (size_t)w->ne[0], chunk_rows);
-    return d > c ? d : c;
+    /* the stream form's 8-bit rows at 9..32 rows (CLOVER_CUDA_MMV_STREAM32; sized whether or not it is on) */
+    const size_t sr = chunk_rows < CUDA_MATMUL_STREAM_MAX_ROWS ? chunk_rows : CUDA_MATMUL_STREAM_MAX_ROWS;
+    const size_t st = cuda_matmul_stream_work_bytes(w->type, (size_t)w->ne[0], sr);
+    return d > c ? (d > st ? d : st) : (c > st ? c : st);
 }
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }

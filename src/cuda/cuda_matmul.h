@@ -75,6 +75,7 @@ enum {
     CUDA_MOE_MAX_K = 16,             /* experts per row */
     CUDA_MATMUL_MAX_SEG = 4,         /* matrices of one cuda_matmul_decode_multi */
     CUDA_MOE_DECODE_MAX_ROWS = 32,   /* rows of cuda_moe_dec32 (the MoE's own decode form, moe_decode.cu) */
+    CUDA_MATMUL_STREAM_MAX_ROWS = 32, /* rows of cuda_matmul_stream (9..32) */
 };
 
 /* Decode products copy each thread block's weight rows to shared memory
@@ -150,6 +151,26 @@ int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in
 int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2, size_t n_in,
                               const float *x, size_t n_rows, float *y, float *y2, void *work, void *stream, char *why,
                               size_t why_len);
+
+/* The persistent stream form of a dense Q8_0 product at 9..CUDA_MATMUL_STREAM_MAX_ROWS rows
+ * (matmul_mmv_stream32.cu): each weight row read once for all rows, the next group's rows copied while this one is
+ * dotted; the bits of cuda_matmul_decode (per 8 rows) and of cuda_matmul_chunk for every row. Off unless
+ * CLOVER_CUDA_MMV_STREAM32 is set (unverified on a device when written, 2026-12-04): 1 on up to 32 rows, N in 9..32
+ * on up to N rows (where it beats the chunk form, for A/B runs), 0 off; cuda_mmv_stream32_set overrides. */
+void cuda_mmv_stream32_set(int v);
+/* 1 when the switch is on and the stream form takes a product of this type, n_in and rows: Q8_0, n_in a multiple
+ * of 256, 9 <= n_rows <= the switch's cap, the 8-bit rows fit in shared memory beside the weights (n_in 2048: all
+ * 32 rows; 4096: up to 18). */
+int cuda_matmul_stream_takes(uint32_t type, size_t n_in, size_t n_rows);
+/* Scratch: the 8-bit rows (16-byte aligned; 256 is what callers give). */
+size_t cuda_matmul_stream_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
+/* y = x W^T at 9..32 rows (whatever the switch; -1 with why for another type, n_in % 256 != 0, weights not
+ * 16-byte aligned). _multi: up to CUDA_MATMUL_MAX_SEG matrices of one type and n_in on the same rows, one
+ * quantisation of x and one launch, each output exactly as a call of its own. */
+int cuda_matmul_stream(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+                       float *y, void *work, void *stream, char *why, size_t why_len);
+int cuda_matmul_stream_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
+                             size_t n_rows, void *work, void *stream, char *why, size_t why_len);
 
 /* ---- grouped expert products (MoE) ---- */
 

@@ -1403,6 +1403,120 @@ static void test_graph_capture(void) {
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work_d), cudaFree(work_c);
 }
 
+/* The stream form at 9..32 rows (matmul_mmv_stream32.cu, cuda_matmul_stream_multi, CLOVER_CUDA_MMV_STREAM32): every
+ * output within 1e-5 of the CPU's integer oracle (the independent reference), and bit for bit the chunk form with
+ * scratch (cuda_matmul_chunk_ws, one matrix at a time) and the decode form in calls of 8 rows (cuda_matmul_decode),
+ * the rule that a row's bits do not depend on the row count. Q8_0, the one type it takes; n_in 2048 (x in shared
+ * memory), 256 (one block a partial), 768, 4096 (x read from work past 18 rows); 3 matrices of odd outputs (45,
+ * 7, 130: groups of 16, partial groups, segment boundaries inside a block's walk) or one of 9000 (groups of 32,
+ * more groups than resident blocks: the double buffer's every turn). Outputs poisoned first: one not written is
+ * NaN. */
+static void stream32_case(size_t n_in, size_t n_rows, int big) {
+    enum { NS = 3 };
+    const size_t n_out_small[NS] = {45, 7, 130}, n_out_big[1] = {9000};
+    const size_t ns = big ? 1 : NS, *n_out = big ? n_out_big : n_out_small;
+    const uint32_t type = QUANT_Q8_0;
+    char why[256] = "", what[64];
+    snprintf(what, sizeof what, "stream32 x%zu/%zu%s", n_rows, n_in, big ? " 9000 out" : " 3 mats");
+    if (n_in <= 2048)
+        CHECK_MSG(cuda_matmul_stream_takes(type, n_in, n_rows), "%s: the stream form does not take it", what);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    size_t wb = cuda_matmul_stream_work_bytes(type, n_in, n_rows);
+    const size_t cw = cuda_matmul_chunk_work_bytes(type, n_in, n_rows), dwb = cuda_matmul_decode_work_bytes(type, n_in, 8);
+    if (cw > wb) wb = cw;
+    if (dwb > wb) wb = dwb;
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    cuda_matmul_seg seg[NS];
+    uint8_t *w[NS];
+    void *dw[NS];
+    float *dy[NS];
+    size_t rb = 0;
+    for (size_t i = 0; i < ns; i++) {
+        w[i] = make_weights(type, n_out[i], n_in, &rb);
+        dw[i] = dev_upload(w[i], n_out[i] * rb);
+        dy[i] = dev_poisoned(n_rows * n_out[i]);
+        seg[i] = (cuda_matmul_seg){.w = dw[i], .n_out = n_out[i], .y = dy[i]};
+    }
+    CHECK_MSG(cuda_matmul_stream_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0, "%s: %s",
+              what, why);
+    size_t diff_chunk = 0, diff_dec = 0;
+    for (size_t i = 0; i < ns; i++) {
+        const size_t n = n_rows * n_out[i];
+        float *got = malloc(n * sizeof(float)), *ref = malloc(n * sizeof(float)), *other = malloc(n * sizeof(float));
+        dev_download(got, dy[i], n);
+        const size_t step = big ? 37 : 1; /* the oracle on a sample of the 9000 outputs */
+        size_t m = 0;
+        float *gs = malloc(n * sizeof(float));
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out[i]; o += step, m++) {
+                ref[m] = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
+                gs[m] = got[r * n_out[i] + o];
+            }
+        check_close(what, type, gs, ref, m, 1e-5);
+        float *d2 = dev_poisoned(n);
+        CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], n_out[i], n_in, dx, n_rows, d2, work, NULL, why, sizeof why) == 0,
+                  "%s: chunk: %s", what, why);
+        dev_download(other, d2, n);
+        for (size_t e = 0; e < n; e++) diff_chunk += memcmp(&got[e], &other[e], sizeof(float)) != 0;
+        CU(cudaMemset(d2, 0xFF, n * sizeof(float)));
+        for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
+            const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+            CHECK_MSG(cuda_matmul_decode(type, dw[i], n_out[i], n_in, dx + r0 * n_in, nr, d2 + r0 * n_out[i], work,
+                                         NULL, why, sizeof why) == 0,
+                      "%s: decode: %s", what, why);
+        }
+        dev_download(other, d2, n);
+        for (size_t e = 0; e < n; e++) diff_dec += memcmp(&got[e], &other[e], sizeof(float)) != 0;
+        cudaFree(d2);
+        free(got), free(ref), free(other), free(gs);
+    }
+    CHECK_MSG(diff_chunk == 0, "%s: %zu outputs differ from the chunk form's bits", what, diff_chunk);
+    CHECK_MSG(diff_dec == 0, "%s: %zu outputs differ from the 8-row decode form's bits", what, diff_dec);
+    if (!diff_chunk && !diff_dec) printf("  %-36s bit-identical to chunk and decode\n", what);
+    for (size_t i = 0; i < ns; i++) free(w[i]), cudaFree(dw[i]), cudaFree(dy[i]);
+    free(x), cudaFree(dx), cudaFree(work);
+}
+
+static void test_stream32(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: 4 cases */
+    cuda_mmv_stream32_set(1);
+    char why[256] = "";
+    /* what it does not take: K-quants, n_in not a multiple of 256, rows outside 9..32 */
+    CHECK(!cuda_matmul_stream_takes(QUANT_Q4_K, 2048, 16) && !cuda_matmul_stream_takes(QUANT_Q8_0, 2080, 16));
+    CHECK(!cuda_matmul_stream_takes(QUANT_Q8_0, 2048, 8) && !cuda_matmul_stream_takes(QUANT_Q8_0, 2048, 33));
+    CHECK(cuda_matmul_stream_takes(QUANT_Q8_0, 4096, 16) && !cuda_matmul_stream_takes(QUANT_Q8_0, 4096, 32));
+    const cuda_matmul_seg none = {NULL, 8, NULL};
+    CHECK(cuda_matmul_stream_multi(QUANT_Q4_K, &none, 1, 2048, NULL, 16, NULL, NULL, why, sizeof why) == -1 &&
+          strstr(why, "Q8_0"));
+    CHECK(cuda_matmul_stream_multi(QUANT_Q8_0, &none, 1, 2048, NULL, 33, NULL, NULL, why, sizeof why) == -1 &&
+          strstr(why, "rows"));
+    if (small) {
+        stream32_case(2048, 9, 0);
+        stream32_case(2048, 32, 1);
+        stream32_case(4096, 17, 0);
+        stream32_case(256, 31, 0);
+    } else {
+        static const size_t rows[] = {9, 11, 13, 16, 17, 23, 24, 29, 31, 32};
+        for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+            stream32_case(2048, rows[r], 0);
+            stream32_case(4096, rows[r], 0);
+        }
+        stream32_case(256, 9, 0);
+        stream32_case(256, 32, 0);
+        stream32_case(768, 21, 0);
+        stream32_case(2048, 16, 1);
+        stream32_case(2048, 32, 1);
+        stream32_case(4096, 32, 1);
+    }
+    cuda_mmv_stream32_set(0);
+    CHECK(!cuda_matmul_stream_takes(QUANT_Q8_0, 2048, 16)); /* off: the backend keeps the chunk form */
+    const char *env = getenv("CLOVER_CUDA_MMV_STREAM32"); /* back as the environment set it */
+    cuda_mmv_stream32_set(env ? atoi(env) : 0);
+}
+
 int main(void) {
     RUN(test_bad_arguments);
     char why[256] = "";
@@ -1417,6 +1531,7 @@ int main(void) {
     RUN(test_few_rows);
     RUN(test_igemm_wide);
     RUN(test_mmv_stream);
+    RUN(test_stream32);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);
