@@ -25,6 +25,9 @@ from . import _lib as L
 
 _MODES = {"auto": 0, "diffusion": 1, "ar": 2, "autoregressive": 2, "lossless": 1}
 _FINISH = {0: "stop", 1: "length", 2: "cancelled"}
+# Block diffusion's decoding rule (clover_rule): the names `clover run --rule` takes, and the record's
+# spelling of the second ("causal_fallback", what Model.info shows) as the same rule.
+_RULES = {"threshold": 1, "causal": 2, "causal_fallback": 2}
 
 
 class Error(Exception):
@@ -58,6 +61,7 @@ class Stats:
     gen_tok_s: float = 0.0
     ids: List[int] = field(default_factory=list)
     confidences: List[float] = field(default_factory=list)
+    causal_steps: int = 0  # the causal-fallback rule: rows fixed by the causal pick (not counted in passes)
 
 
 def _stats_of(r: L.clover_generate_result, finish: Optional[str] = None) -> Stats:
@@ -69,7 +73,8 @@ def _stats_of(r: L.clover_generate_result, finish: Optional[str] = None) -> Stat
                  passes_per_block=[r.passes_per_block[i] for i in range(r.n_blocks)],
                  prompt_s=s.prompt_s, total_s=s.total_s, prompt_tok_s=s.prompt_tok_s, gen_tok_s=s.gen_tok_s,
                  ids=[r.ids[i] for i in range(r.n_generated)],
-                 confidences=[r.confidences[i] for i in range(r.n_generated)])
+                 confidences=[r.confidences[i] for i in range(r.n_generated)],
+                 causal_steps=s.causal_steps)
 
 
 def _ids_array(ids: Sequence[int]):
@@ -167,7 +172,11 @@ class Session:
     # -- requests --
     def _params(self, max_tokens: int, temperature: float, top_k: int, top_p: float, seed: int, mode: str,
                 threshold: Optional[float], ignore_eos: bool, skip_special: bool,
-                snapshot_at: int, json_schema: Any = None) -> L.clover_generate_params:
+                snapshot_at: int, json_schema: Any = None, rule: Optional[str] = None) -> L.clover_generate_params:
+        if rule is not None and (not isinstance(rule, str) or rule not in _RULES):
+            # a Python-side check: the engine would only see a number
+            raise ValueError(f"unknown rule {rule!r} (expected threshold, causal or causal_fallback; "
+                             "None: the model's)")
         if mode not in _MODES:
             raise Error(-1, f"unknown mode '{mode}' (expected diffusion, ar, lossless or auto)")
         if max_tokens < 0:
@@ -188,6 +197,8 @@ class Session:
         p.snapshot_at = snapshot_at
         if threshold is not None:
             p.threshold = threshold
+        if rule is not None:
+            p.rule = _RULES[rule]
         if json_schema is not None:
             # ctypes keeps the bytes alive as long as p (its _objects)
             text = json_schema if isinstance(json_schema, str) else json.dumps(json_schema)
@@ -203,25 +214,31 @@ class Session:
                  top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                  threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
                  ignore_eos: bool = False, skip_special: bool = False, json_schema: Any = None,
-                 _snapshot_at: int = 0) -> str:
+                 rule: Optional[str] = None, _snapshot_at: int = 0) -> str:
         """The answer to prompt (text, or token ids) (control tokens kept unless skip_special).
 
         mode: "diffusion" (block diffusion; the default "auto" picks it on a model
         with the Clover record), "ar" (next-token decoding) or "lossless" (block
         diffusion drafts, autoregressive answer). temperature 0 is greedy;
-        top_k 0 and top_p 1 are off; threshold overrides the record's. stop:
+        top_k 0 and top_p 1 are off; threshold overrides the record's. rule: block
+        diffusion's decoding rule, "threshold" (every row above the threshold,
+        else the most confident one) or "causal" (alias "causal_fallback": the
+        confident run from the first open row, else that row's autoregressive
+        pick); None (default) the model's record (info["record"]["decode_rule"]);
+        another value raises ValueError. stop:
         strings that end the answer (left out of it). skip_special: leave control
         tokens out of the text (the ids keep them). json_schema: a JSON schema
         (dict or its text) the answer must satisfy, one JSON document (see
         docs/STRUCTURED_OUTPUT.md); {"type": "object"} asks for any object.
-        Statistics: last_stats."""
+        Statistics: last_stats (causal_steps: rows the causal rule took from the
+        autoregressive pick)."""
         if stop:
             return "".join(self.stream(prompt, max_tokens=max_tokens, temperature=temperature, top_k=top_k,
                                        top_p=top_p, seed=seed, mode=mode, threshold=threshold, stop=stop,
                                        ignore_eos=ignore_eos, skip_special=skip_special, json_schema=json_schema,
-                                       _snapshot_at=_snapshot_at))
+                                       rule=rule, _snapshot_at=_snapshot_at))
         p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
-                         _snapshot_at, json_schema)
+                         _snapshot_at, json_schema, rule)
         ids = self._prompt_ids(prompt)
         arr = _ids_array(ids)
         r = L.clover_generate_result()
@@ -241,12 +258,12 @@ class Session:
                top_k: int = 0, top_p: float = 1.0, seed: int = 0, mode: str = "auto",
                threshold: Optional[float] = None, stop: Optional[Sequence[str]] = None,
                ignore_eos: bool = False, skip_special: bool = False, json_schema: Any = None,
-               _snapshot_at: int = 0) -> Iterator[str]:
+               rule: Optional[str] = None, _snapshot_at: int = 0) -> Iterator[str]:
         """The answer of generate() with the same arguments, as pieces of text while the engine makes them.
 
         Leaving the loop early cancels the request (the session is then emptied)."""
         p = self._params(max_tokens, temperature, top_k, top_p, seed, mode, threshold, ignore_eos, skip_special,
-                         _snapshot_at, json_schema)
+                         _snapshot_at, json_schema, rule)
         ids = self._prompt_ids(prompt)
         lib = L.lib()
         err = L.clover_error()

@@ -8,6 +8,9 @@
  * generate() against the `clover` command's answer for the same prompt ids,
    options and seed (`clover run --json`), ids and text, and tokenize() against
    `clover tokenize`;
+ * rule= against `clover run --rule` on the demo model (ids, passes,
+   causal_steps), None against the command's record default on a model whose
+   record names the causal rule, and a bad rule as ValueError;
  * stream() joined equals generate() (same seed, sampling on), stop strings,
    errors as clover.Error with the engine's message, the GIL released during a
    request, and `python -m clover run`.
@@ -187,6 +190,88 @@ def test_tokenize_equals_the_command_line(clover):
         assert m.detokenize(want) == text
         plain = [int(x) for x in cli("tokenize", "--no-special", text).strip().split(",")]
         assert m.tokenize(text) == plain
+
+
+# ---- the decoding rule (rule=) ----
+
+DEMO = SOURCE / "models" / "clover-demo-q8_0.gguf"
+
+
+@pytest.mark.parametrize("rule", ["threshold", "causal"])
+def test_rule_matches_the_command_line(clover, rule):
+    # The trained demo model (the confident rows make the two rules differ), through
+    # `clover run --rule` (the CLI's own option parsing and report) and rule=.
+    demo = require_file(DEMO, "the demo model")
+    opts = dict(seed=7, temperature=0.7, threshold=0.9)
+    got = json.loads(cli("run", "-m", demo, "-p", "The sky is blue because", "--max-tokens", 48, "--json",
+                         "--threads", 2, "--seed", opts["seed"], "--temperature", opts["temperature"],
+                         "--threshold", opts["threshold"], "--rule", rule))
+    m = clover.Model(demo, threads=2)
+    text = m.generate(got["prompt_ids"], max_tokens=48, rule=rule, **opts)
+    s = m.last_stats
+    assert s.ids == got["ids"] and text == got["text"]
+    assert s.passes_per_block == got["passes_per_block"] and s.passes == got["stats"]["passes"]
+    assert s.causal_steps == got["stats"]["causal_steps"]
+    if rule == "causal":
+        assert s.causal_steps > 0  # some rows fell back to the causal pick at threshold 0.9
+        assert m.generate(got["prompt_ids"], max_tokens=48, rule="causal_fallback", **opts) == text
+        assert m.last_stats.causal_steps == s.causal_steps
+        assert "".join(m.stream(got["prompt_ids"], max_tokens=48, rule=rule, **opts)) == text
+        assert m.last_stats.causal_steps == s.causal_steps
+        m.chat([{"role": "user", "content": "Hi"}], max_tokens=16, rule=rule, ignore_eos=True)
+        assert m.last_stats.causal_steps > 0
+    else:
+        assert s.causal_steps == 0
+        # the demo model's record is the threshold rule: None keeps it
+        assert m.info["record"]["decode_rule"] == "threshold"
+        assert m.generate(got["prompt_ids"], max_tokens=48, **opts) == text
+        assert m.last_stats.ids == s.ids and m.last_stats.causal_steps == 0
+
+
+@pytest.fixture(scope="module")
+def causal_record_model(tmp_path_factory):
+    """The tiny_clover fixture converted with clover.decode_rule = causal_fallback in its record."""
+    d = tmp_path_factory.mktemp("causal")
+    shutil.copytree(FIXTURES / "tiny_clover" / "hf", d / "hf")
+    cfg = json.loads((d / "hf" / "config.json").read_text())
+    cfg["block_diffusion"]["decode_rule"] = "causal_fallback"
+    (d / "hf" / "config.json").write_text(json.dumps(cfg))
+    cli("convert", d / "hf", "-o", d / "causal.gguf", "--type", "f32", "--threads", "1")
+    return d / "causal.gguf"
+
+
+def test_rule_none_keeps_the_models_default(clover, causal_record_model):
+    m = clover.Model(causal_record_model, threads=2)
+    assert m.info["record"]["decode_rule"] == "causal_fallback"
+    prompt = fixture_case(manifest("tiny_clover"), DIFFUSION_CASES[0])["prompt_ids"]
+    kw = dict(max_tokens=24, temperature=0.8, seed=3, ignore_eos=True)
+    # the command without --rule takes the record's rule: the reference for rule=None
+    want = json.loads(cli("run", "-m", causal_record_model, "--ids", ",".join(map(str, prompt)),
+                          "--max-tokens", 24, "--temperature", 0.8, "--seed", 3, "--ignore-eos", "--json",
+                          "--threads", 2))
+    m.generate(prompt, **kw)
+    default = m.last_stats
+    assert default.ids == want["ids"] and default.causal_steps == want["stats"]["causal_steps"] > 0
+    m.generate(prompt, rule="causal", **kw)
+    assert m.last_stats.ids == default.ids and m.last_stats.causal_steps == default.causal_steps
+    m.generate(prompt, rule="threshold", **kw)
+    assert m.last_stats.causal_steps == 0
+    # the record's causal rule gives way where it cannot run; asking for it there is refused
+    m.generate(prompt, mode="lossless", **kw)
+    with pytest.raises(clover.Error, match="lossless"):
+        m.generate(prompt, mode="lossless", rule="causal", **kw)
+
+
+def test_a_bad_rule_raises_value_error(clover):
+    m = clover.Model(threads=1)
+    for bad in ("Causal", "fallback", "", 2):
+        with pytest.raises(ValueError, match="threshold, causal or causal_fallback"):
+            m.generate("x", max_tokens=4, rule=bad)
+    with pytest.raises(ValueError, match="'sideways'"):
+        list(m.stream("x", max_tokens=4, rule="sideways"))
+    with pytest.raises(ValueError, match="causal_fallback"):
+        m.chat([{"role": "user", "content": "Hi"}], max_tokens=4, rule="x")
+    assert m.generate("x", max_tokens=4, rule="causal") is not None  # the model still works afterwards
 
 
 # ---- streaming, stops, chat, errors, threads ----

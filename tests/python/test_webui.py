@@ -8,7 +8,8 @@
  * A real browser: Debian's chromium, headless, driven over the DevTools
    protocol (websocket-client). It loads the page, enters the API key and a
    prompt with a fixed seed, waits for the answer and the denoising cells, and
-   compares what the page shows with the same request made directly to the API.
+   compares what the page shows with the same request made directly to the API
+   (a turn with the decoding rule picked: the request's rule, causal steps shown).
    Any JavaScript exception or console error fails the test. The screenshot is
    kept in BUILD/test-artifacts/webui.png.
 """
@@ -225,7 +226,7 @@ SEND = """(() => {
   const set = (id, v) => { const e = document.getElementById(id); e.value = v;
                            e.dispatchEvent(new Event('change')); };
   set('apikey', %(key)s); set('max_tokens', '%(max)d'); set('seed', '%(seed)d'); set('temperature', '0.8');
-  set('threshold', '0.12');
+  set('threshold', '0.12'); set('rule', %(rule)s);
   document.getElementById('thinking').checked = %(thinking)s;
   set('prompt', %(prompt)s);
   document.getElementById('send').click();
@@ -234,13 +235,15 @@ SEND = """(() => {
 
 
 def test_chat_page_in_a_browser(server, tmp_path):
-    turns = [("Describe the sea", True, 90, 21), ("And the sky?", False, 70, 22)]
+    # the second turn picks the causal-fallback rule (sent as the request's rule; the first leaves the model's)
+    turns = [("Describe the sea", True, 90, 21, ""), ("And the sky?", False, 70, 22, "causal")]
     # What the API answers to the same conversation (the page must show exactly this).
     expected, messages = [], []
-    for prompt, thinking, max_tokens, seed in turns:
+    for prompt, thinking, max_tokens, seed, rule in turns:
         messages.append({"role": "user", "content": prompt})
         ans = json.loads(server.chat({"messages": messages, "max_tokens": max_tokens, "seed": seed,
-                                      "temperature": 0.8, "threshold": 0.12, "chat_template_kwargs": {"enable_thinking": thinking}}))
+                                      "temperature": 0.8, "threshold": 0.12, "chat_template_kwargs": {"enable_thinking": thinking},
+                                      **({"rule": rule} if rule else {})}))
         msg = ans["choices"][0]["message"]
         expected.append((msg.get("reasoning_content") or "", msg["content"] or "", ans["clover"]))
         messages.append({"role": "assistant", "content": msg["content"] or ""})
@@ -250,8 +253,11 @@ def test_chat_page_in_a_browser(server, tmp_path):
         b.call("Page.navigate", url=f"http://127.0.0.1:{server.port}/")
         b.wait("document.readyState === 'complete' && !!document.getElementById('send')")
         b.wait("document.getElementById('model').textContent === '(enter the API key)'")  # no key yet: 401
-        for k, (prompt, thinking, max_tokens, seed) in enumerate(turns):
-            assert b.js(SEND % {"key": json.dumps(KEY), "max": max_tokens, "seed": seed,
+        # the rule control: the model's by default, then the two rules the server's rule field takes
+        assert b.js("[...document.getElementById('rule').options].map(o => o.value)") == ["", "threshold", "causal"]
+        assert b.js("document.getElementById('rule').value") == ""
+        for k, (prompt, thinking, max_tokens, seed, rule) in enumerate(turns):
+            assert b.js(SEND % {"key": json.dumps(KEY), "max": max_tokens, "seed": seed, "rule": json.dumps(rule),
                                 "thinking": "true" if thinking else "false", "prompt": json.dumps(prompt)})
             b.wait(f"document.querySelectorAll('.msg.assistant').length === {k + 1} && "
                    f"document.querySelectorAll('.msg.assistant')[{k}].dataset.done === '1'")
@@ -278,6 +284,11 @@ def test_chat_page_in_a_browser(server, tmp_path):
             assert fig["passes"] < 32 * fig["blocks"]
             assert all(re.search(r"tokens/pass, [0-9.]+ tok/s$", h) for h in got["heads"]), got["heads"]
             assert f"{fig['passes']} passes, {fig['blocks']} blocks" in got["stats"]
+            if rule == "causal":  # the tiny model is rarely confident: rows fall back to the causal pick
+                assert fig["causal_steps"] > 0 and f"{fig['blocks']} blocks, {fig['causal_steps']} causal steps, " \
+                    in got["stats"], got["stats"]
+            else:
+                assert "causal_steps" not in fig and "causal" not in got["stats"]
         assert b.js("document.getElementById('model').textContent") == "clover-tiny"
         # the page after two turns (a test artifact: look at it)
         shot = b.call("Page.captureScreenshot", format="png")["data"]
@@ -285,7 +296,7 @@ def test_chat_page_in_a_browser(server, tmp_path):
         out.mkdir(exist_ok=True)
         (out / "webui.png").write_bytes(base64.b64decode(shot))
         # Stop: a long answer cut short from the page (the server sees the client leave)
-        assert b.js(SEND % {"key": json.dumps(KEY), "max": 3000, "seed": 5, "thinking": "false",
+        assert b.js(SEND % {"key": json.dumps(KEY), "max": 3000, "seed": 5, "thinking": "false", "rule": '""',
                             "prompt": json.dumps("A long story")})
         b.wait("document.querySelectorAll('#denoise .block').length >= 2")
         b.js("document.getElementById('stop').click()")

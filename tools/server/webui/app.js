@@ -79,6 +79,8 @@ function requestBody() {
     const v = num(k, p);
     if (v !== undefined) body[k] = v;
   }
+  // block diffusion's decoding rule: left out (the model's record) unless one is picked
+  if ($("rule").value) body.rule = $("rule").value;
   return body;
 }
 
@@ -212,7 +214,10 @@ async function send(text) {
     if (figures) {
       const f = figures;
       const line = `${f.mode}, ${f.prompt_tokens} prompt tokens (${f.reused_tokens} reused), ` +
-                   `${f.passes} passes, ${f.blocks} blocks, ${f.tokens_per_second.toFixed(1)} tok/s, ` +
+                   `${f.passes} passes, ${f.blocks} blocks, ` +
+                   // the server reports causal_steps only when the causal rule took some rows
+                   (f.causal_steps ? `${f.causal_steps} causal steps, ` : "") +
+                   `${f.tokens_per_second.toFixed(1)} tok/s, ` +
                    `${f.total_s.toFixed(2)} s`;
       bubble.meta.textContent += (bubble.meta.textContent ? " \u00b7 " : "") + line;
       $("stats").textContent = line;
