@@ -220,12 +220,12 @@ def test_rule_matches_the_command_line(clover, rule):
         assert m.last_stats.causal_steps == s.causal_steps
         m.chat([{"role": "user", "content": "Hi"}], max_tokens=16, rule=rule, ignore_eos=True)
         assert m.last_stats.causal_steps > 0
+        # the demo model's record is the causal-fallback rule: None keeps it
+        assert m.info["record"]["decode_rule"] == "causal_fallback"
+        assert m.generate(got["prompt_ids"], max_tokens=48, **opts) == text
+        assert m.last_stats.ids == s.ids and m.last_stats.causal_steps == s.causal_steps
     else:
         assert s.causal_steps == 0
-        # the demo model's record is the threshold rule: None keeps it
-        assert m.info["record"]["decode_rule"] == "threshold"
-        assert m.generate(got["prompt_ids"], max_tokens=48, **opts) == text
-        assert m.last_stats.ids == s.ids and m.last_stats.causal_steps == 0
 
 
 @pytest.fixture(scope="module")
