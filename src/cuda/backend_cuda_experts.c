@@ -83,10 +83,13 @@
 
 #define GIB 1073741824.0
 #define STAGE_BYTES (64ull << 20)
-#define RING_N 4                    /* ring staging: buffers in flight */
-#define RING_BYTES (16ull << 20)    /* each (CLOVER_GPU_MEM_RING_BYTES; at least one slot) */
-#define CHUNK_BYTES (512ull << 10)  /* a threaded memcpy's task */
-#define PAR_MIN (1ull << 20)        /* below this a buffer is filled by the calling thread alone */
+/* Ring staging: RING_N buffers of RING_BYTES (CLOVER_GPU_MEM_RING_BYTES; at least one slot). Small buffers so
+ * that a decode layer's few misses (35B-A3B: ~2-5 images of 1.7 MiB) already span two and the memcpy of the
+ * second overlaps the transfer of the first; 32 MiB pinned in all, half of stage1's buffer. */
+#define RING_N 8
+#define RING_BYTES (4ull << 20)
+#define CHUNK_BYTES (256ull << 10)  /* a threaded memcpy's task */
+#define PAR_MIN (1ull << 20)        /* below this (CLOVER_GPU_MEM_PAR_MIN) a buffer is filled by the caller alone */
 
 typedef enum host_mode { HOST_AUTO, HOST_COPY, HOST_RING, HOST_STAGE1, HOST_PIN } host_mode;
 static const char *const host_mode_names[] = {"auto", "copy", "ring", "stage1", "pin"};

@@ -13,7 +13,7 @@
  * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
  * bytes never above its budget, and misses and evictions > 0 (the default host mode, auto). Then each host
  * mode forced by CLOVER_GPU_MEM_HOST and checked to be the one in use (no silent fallback): copy (the pinned
- * host copy), ring (staging buffers with events: 16 MiB ones with the memcpy threaded on every buffer, and
+ * host copy), ring (staging buffers with events: the default size with the memcpy threaded on every buffer, and
  * one-slot ones, so the ring wraps and waits on its events many times a layer), stage1 (one staging buffer,
  * the path before the ring); the opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the
  * one-line refusals (no --device cuda, a budget below the dense part, one too small for one layer's experts,
