@@ -93,6 +93,8 @@
 
 typedef enum host_mode { HOST_AUTO, HOST_COPY, HOST_RING, HOST_STAGE1, HOST_PIN } host_mode;
 static const char *const host_mode_names[] = {"auto", "copy", "ring", "stage1", "pin"};
+/* Without CLOVER_GPU_MEM_HOST (HOST_STAGE1 would make the former path the default again) */
+#define DEFAULT_HOST_MODE HOST_AUTO
 
 /* Where layer l's slot images lie in the host copy (copy mode), and how long one is. A slot image puts part p
  * at lay.part_off[p], so one copy fills a slot; end is the last part's end in this layer, stride the image
@@ -599,7 +601,7 @@ int cuda_experts_layout(const clover_model *m, expert_pool_layout *lay, clover_e
  * ring to stage1 when one cannot be; an error only for a bad value or when stage1's buffer cannot be had. */
 static int host_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
     const char *v = getenv("CLOVER_GPU_MEM_HOST"), *pin = getenv("CLOVER_GPU_MEM_PIN");
-    host_mode mode = pin && !strcmp(pin, "1") ? HOST_PIN : HOST_AUTO;
+    host_mode mode = pin && !strcmp(pin, "1") ? HOST_PIN : DEFAULT_HOST_MODE;
     if (v && *v) {
         int k = -1;
         for (int i = 0; i < (int)(sizeof host_mode_names / sizeof *host_mode_names); i++)

@@ -97,7 +97,7 @@ ts=$(date +%s)
 CLOVER_GPU_MEM_STATS=1 timeout 90 "$D/bin/test_cuda_gpumem" > "$O/t_gpumem.log" 2>&1
 rc=$?
 say "test_cuda_gpumem: rc=$rc $(( $(date +%s) - ts ))s $(tail -1 "$O/t_gpumem.log")   [predicted rc=0, 4 passed, 0 failed]"
-grep -E "^ +(default host mode|1\.5 layers)" "$O/t_gpumem.log" | head -8 | cut -c1-200 | tee -a "$S"
+grep -E "^ +(auto host mode|1\.5 layers)" "$O/t_gpumem.log" | head -8 | cut -c1-200 | tee -a "$S"
 [ $rc = 0 ] || grep -m8 -E "FAIL|differ|error|host mode" "$O/t_gpumem.log" | tee -a "$S"
 if command -v compute-sanitizer > /dev/null; then
   ts=$(date +%s)
