@@ -9,18 +9,44 @@
  *  1. the routing ids come back to the host (n * k int32, a sync of the
  *     pass's stream: the one cost a hit pays, ~10-30 us a layer);
  *  2. the pool's step maps them to slots and lists the misses;
- *  3. each miss's gate, up and down rows are copied into its slot on the
- *     pool's own stream through a pinned staging buffer (the default), or,
- *     with CLOVER_GPU_MEM_PIN=1, from the mapped file itself when it could be
- *     pinned in place (cudaHostRegister, read-only; the layers pinned within
- *     CLOVER_GPU_MEM_PIN_S seconds, default 30: but on the H200 that call
- *     hung, see below);
+ *  3. each miss is copied into its slot on the pool's own stream, from host
+ *     memory in one of four ways (CLOVER_GPU_MEM_HOST, below);
  *  4. the pass's stream waits for those copies (an event), gets the slot ids
  *     (sc.rslot), and the grouped expert kernels read "pool + part offset"
  *     with expert stride slot_bytes: slot ids in place of expert ids, the
  *     kernels unchanged. The weighted sum still reads the routing ids.
  * Eviction is safe without more fences: step 1's sync has drained every
  * earlier kernel that read a slot, and a step never evicts its own experts.
+ *
+ * Where the copies come from (CLOVER_GPU_MEM_HOST=auto|copy|ring|stage1|pin;
+ * auto, the default, takes copy when MemAvailable holds the experts with a
+ * margin, else ring). Why: on the H200 (2026-12-08-gmdiag) copies from
+ * pinned memory ran at 54.7 GB/s, from the file's pages at ~5-6 GB/s, and
+ * pinning the mapped file itself (cudaHostRegister) never returned.
+ *  - copy: one anonymous region holding every routed expert, laid out as
+ *    slot images (each part at its slot offset), filled from the mapping by
+ *    a pool of host threads at start-up, then pinned (cudaHostRegister of
+ *    anonymous memory: 0.06 s a GiB there). A miss is one copy of its image
+ *    at pinned speed, runs of consecutive experts into consecutive slots one
+ *    copy; nothing is staged and nothing waits. Costs the experts' bytes of
+ *    host memory (the file's page cache stays reclaimable) and the fill.
+ *  - ring: RING_N pinned staging buffers, each with an event: a buffer is
+ *    filled with slot images (memcpy from the mapping, split over host
+ *    threads when large), its copies issued, its event recorded, and only
+ *    that buffer's event is waited for before it is refilled; the memcpy
+ *    into one buffer overlaps the transfers out of the previous one.
+ *  - stage1: one 64 MiB staging buffer, memcpy per part and a full stream
+ *    sync whenever it fills (the path measured on 2026-12-08, kept as is).
+ *  - pin: the mapping pinned in place (CLOVER_GPU_MEM_PIN=1 still selects
+ *    it; the layers pinned within CLOVER_GPU_MEM_PIN_S seconds, default 30,
+ *    the rest through stage1's buffer): an experiment, it hung on the H200.
+ * A mode that cannot be set up falls to the next one (copy -> ring ->
+ * stage1), with a line under CLOVER_GPU_MEM_STATS=1. Every mode writes the
+ * same bytes into a slot's parts, so the outputs do not depend on the mode
+ * (test_cuda_gpumem runs each against the all-device run, bit for bit).
+ * Measured (H200, 35B-A3B synthetic, bench/device-runs/2026-12-10-stage31):
+ * decode at 16 / 8 GiB copy 73 / 60, ring 38 / 29, stage1 24 / 15 tok/s;
+ * the host copy's fill 0.7-1.0 s and pin 0.4-0.7 s for 16.9 GiB.
  *
  * Not built yet (docs/OFFLOAD.md): prefetching the next layer's experts,
  * computing misses on the CPU, a device-side remap that avoids the sync
@@ -30,7 +56,8 @@
  *
  * CLOVER_GPU_MEM_STATS=1 (a diagnostic, on stderr as it happens, so a run
  * killed by a timeout still shows how far it got): the budget's split and
- * the time to pin the mapping (or the fallback taken) when the pool is made;
+ * the host mode chosen and why, the host copy's fill and pin times (or the
+ * time to pin the mapping, or the fallback taken) when the pool is made;
  * per pass (cuda_experts_pass_begin/end around cuda_pass_enqueue) its MoE
  * layer steps, the host time in the pool's bookkeeping, the time blocked in
  * the routing-id syncs (which also wait for the pass's earlier kernels and
@@ -40,15 +67,18 @@
  * shows its layer); the totals, the hit rate and the bandwidth when freed.
  * Off, it costs one flag test a layer.
  */
+#include <stdint.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend/expert_pool.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/threadpool.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_mem.h"
@@ -56,6 +86,32 @@
 
 #define GIB 1073741824.0
 #define STAGE_BYTES (64ull << 20)
+/* Ring staging: RING_N buffers of RING_BYTES (CLOVER_GPU_MEM_RING_BYTES; at least one slot). Small buffers so
+ * that a decode layer's few misses (35B-A3B: ~2-5 images of 1.7 MiB) already span two and the memcpy of the
+ * second overlaps the transfer of the first; 32 MiB pinned in all, half of stage1's buffer. */
+#define RING_N 8
+#define RING_BYTES (4ull << 20)
+#define CHUNK_BYTES (256ull << 10)  /* a threaded memcpy's task */
+#define PAR_MIN (1ull << 20)        /* below this (CLOVER_GPU_MEM_PAR_MIN) a buffer is filled by the caller alone */
+
+typedef enum host_mode { HOST_AUTO, HOST_COPY, HOST_RING, HOST_STAGE1, HOST_PIN } host_mode;
+static const char *const host_mode_names[] = {"auto", "copy", "ring", "stage1", "pin"};
+/* Without CLOVER_GPU_MEM_HOST (HOST_STAGE1 would make the former path the default again) */
+#define DEFAULT_HOST_MODE HOST_AUTO
+
+/* Where layer l's slot images lie in the host copy (copy mode), and how long one is. A slot image puts part p
+ * at lay.part_off[p], so one copy fills a slot; end is the last part's end in this layer, stride the image
+ * pitch (end rounded up to 256: the slot size in a layer of the largest parts, which lets runs merge). */
+typedef struct layer_img {
+    uint64_t off, stride, end;
+} layer_img;
+
+/* One memcpy of a threaded fill (ring staging). */
+typedef struct host_seg {
+    char *dst;
+    const char *src;
+    size_t n;
+} host_seg;
 
 typedef struct reg_range {
     char *p;
@@ -70,8 +126,32 @@ struct cuda_experts {
     bool timing_pending;       /* ev_t0..ev_t1 of the last layer with copies not yet read */
     reg_range *regs;           /* the registered (pinned in place) ranges of the mapping */
     size_t n_regs;
-    char *stage;               /* pinned staging buffer when the mapping could not be registered */
+    char *stage;               /* stage1 (and pin's rest): the pinned staging buffer */
     size_t stage_off;
+    host_mode mode;            /* the one in use (never HOST_AUTO) */
+    layer_img *img;            /* [n_layer] */
+    /* copy: the pinned host copy of every expert */
+    char *hcopy;
+    size_t hcopy_bytes;        /* its mapping's length */
+    bool hcopy_pinned;
+    double fill_s, hpin_s;     /* its fill (threads, from the mapping) and its cudaHostRegister */
+    /* ring: the staging buffers, their events, the current one and the images queued in it */
+    char *ring[RING_N];
+    void *ring_ev[RING_N];
+    size_t ring_bytes, ring_cur, ring_off;
+    host_seg *segs;            /* [3 * n_expert]: the memcpys into the current buffer */
+    size_t n_segs;
+    host_seg *pend;            /* [n_expert]: its copies to the device (dst, src in the buffer, bytes) */
+    size_t n_pend;
+    host_seg *chunks;          /* the memcpys cut into tasks of CHUNK_BYTES at most */
+    size_t chunk_cap;
+    size_t par_min;
+    threadpool *tp;            /* the ring's memcpy threads */
+    /* copy and ring: the run of copies being merged (consecutive images into consecutive slots) */
+    char *run_dst;
+    const char *run_src;
+    size_t run_n;
+    uint64_t n_h2d;            /* cudaMemcpyAsync calls for experts */
     expert_copy *copies;       /* [n_expert] */
     uint64_t dense, reserve;   /* the budget's parts, for the report */
     double copy_s;             /* device time of the copies */
@@ -83,7 +163,7 @@ struct cuda_experts {
     uint32_t pass_worst_layer;
     size_t pass_rows;
     bool pass_on, pass_preview;
-    uint64_t n_pass, sum_copies, sum_stage_syncs;
+    uint64_t n_pass, sum_copies, sum_stage_syncs, sum_staged;
     double sum_step_s, sum_sync_s, sum_issue_s, sum_wall_s, pin_s;
 };
 
@@ -206,6 +286,255 @@ static bool pinned_at(const cuda_experts *x, const char *p, size_t n) {
     return a < x->n_regs && x->regs[a].p <= p && p + n <= x->regs[a].p + x->regs[a].n;
 }
 
+/* ---- host modes: copy and ring ---- */
+
+static uint64_t up256(uint64_t v) { return (v + 255) & ~(uint64_t)255; }
+
+/* A byte count from the environment (0 when unset or not a number). */
+static uint64_t env_bytes(const char *name, uint64_t dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end = NULL;
+    const unsigned long long b = strtoull(v, &end, 10);
+    return end && !*end ? (uint64_t)b : dflt;
+}
+
+/* Host threads for the fill and the ring's memcpy: CLOVER_GPU_MEM_THREADS, else the CPUs up to `cap`. */
+static size_t host_threads(size_t cap) {
+    const uint64_t t = env_bytes("CLOVER_GPU_MEM_THREADS", 0);
+    if (t) return t > 64 ? 64 : (size_t)t;
+    const size_t n = threadpool_cpu_count();
+    return n < cap ? n : cap;
+}
+
+/* MemAvailable and MemTotal of /proc/meminfo in bytes; false when unreadable (not Linux). */
+static bool host_mem(uint64_t *avail, uint64_t *total) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return false;
+    char line[256];
+    unsigned long long kb;
+    int got = 0;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) *avail = (uint64_t)kb << 10, got |= 1;
+        else if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) *total = (uint64_t)kb << 10, got |= 2;
+    }
+    fclose(f);
+    return got == 3;
+}
+
+/* The slot images' geometry per layer (x->img) and the host copy's size. */
+static uint64_t layer_images(cuda_experts *x, const clover_model *m) {
+    const expert_pool_layout *lay = &x->pool.lay;
+    uint64_t off = 0;
+    for (uint32_t l = 0; l < m->hp.n_layer; l++) {
+        uint64_t end = 0;
+        for (int p = 0; p < EXPERT_PARTS; p++) {
+            const uint64_t e = lay->part_off[p] + expert_bytes(part_of(&m->layers[l].moe, p));
+            if (e > end) end = e;
+        }
+        x->img[l] = (layer_img){.off = off, .stride = up256(end), .end = end};
+        off += x->img[l].stride * m->hp.n_expert;
+    }
+    return off;
+}
+
+typedef struct fill_ctx {
+    const cuda_experts *x;
+    const clover_model *m;
+} fill_ctx;
+
+/* Task t of the fill: expert t % n_expert of layer t / n_expert, its parts into its slot image. */
+static void fill_task(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    const fill_ctx *c = ctx;
+    const uint32_t E = c->m->hp.n_expert, l = (uint32_t)(t / E), e = (uint32_t)(t % E);
+    char *img = c->x->hcopy + c->x->img[l].off + (uint64_t)e * c->x->img[l].stride;
+    for (int p = 0; p < EXPERT_PARTS; p++) {
+        const model_weight *w = part_of(&c->m->layers[l].moe, p);
+        const uint64_t eb = expert_bytes(w);
+        memcpy(img + c->x->pool.lay.part_off[p], (const char *)w->data + (uint64_t)e * eb, (size_t)eb);
+    }
+}
+
+/* copy mode: the host copy made, filled and pinned; false (nothing kept, `why` set) when it cannot be. forced:
+ * CLOVER_GPU_MEM_HOST=copy (no margin asked, only that MemAvailable holds it). */
+static bool host_copy_make(cuda_experts *x, const clover_model *m, uint64_t bytes, bool forced, char *why) {
+    uint64_t avail = 0, total = 0;
+    const bool known = host_mem(&avail, &total);
+    /* the margin: what the rest of the process and the host keep (the session's pinned buffers, the page cache
+     * of the dense weights, other work): an eighth of the memory, at least 4 GiB */
+    const uint64_t margin = forced ? 0 : (total / 8 > (4ull << 30) ? total / 8 : (4ull << 30));
+    if (!known && !forced) {
+        snprintf(why, CUDA_WHY, "MemAvailable unknown (no /proc/meminfo)");
+        return false;
+    }
+    if (known && bytes + margin > avail) {
+        snprintf(why, CUDA_WHY, "%.2f GiB + a margin of %.2f GiB > MemAvailable %.2f GiB", (double)bytes / GIB,
+                 (double)margin / GIB, (double)avail / GIB);
+        return false;
+    }
+    if (x->stats)
+        fprintf(stderr,
+                "gpu-mem: host copy: %.2f GiB of experts (MemAvailable %.2f GiB, margin %.2f GiB%s): filling...\n",
+                (double)bytes / GIB, (double)avail / GIB, (double)margin / GIB, forced ? ", forced" : "");
+    const size_t huge = 2u << 20;
+    const size_t len = (size_t)((bytes + huge - 1) / huge * huge);
+    void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+        snprintf(why, CUDA_WHY, "mmap of %.2f GiB failed", (double)len / GIB);
+        return false;
+    }
+#ifdef MADV_HUGEPAGE
+    madvise(p, len, MADV_HUGEPAGE); /* fewer faults in the fill and fewer pages to pin; a hint, failure is fine */
+#endif
+    x->hcopy = p;
+    x->hcopy_bytes = len;
+    /* the fill: the file's pages are usually in the page cache; its page faults (source and destination) are
+     * what one thread is slow at */
+    const double t0 = now_s();
+    threadpool *tp = NULL;
+    clover_error e = {0};
+    const size_t nt = host_threads(16);
+    if (nt > 1 && threadpool_create(&tp, nt, &e)) tp = NULL; /* inline then */
+    fill_ctx c = {x, m};
+    threadpool_run(tp, (size_t)m->hp.n_layer * m->hp.n_expert, fill_task, &c);
+    const size_t used = threadpool_size(tp);
+    threadpool_free(tp);
+    x->fill_s = now_s() - t0;
+    const double t1 = now_s();
+    if (cuda_host_register(x->hcopy, x->hcopy_bytes, 0, why)) {
+        munmap(x->hcopy, x->hcopy_bytes);
+        x->hcopy = NULL;
+        x->hcopy_bytes = 0;
+        return false;
+    }
+    x->hcopy_pinned = true;
+    x->hpin_s = now_s() - t1;
+    if (x->stats)
+        fprintf(stderr, "gpu-mem: host copy filled in %.2f s (%.1f GB/s, %zu threads), pinned in %.2f s\n", x->fill_s,
+                x->fill_s > 0 ? (double)bytes / x->fill_s * 1e-9 : 0.0, used, x->hpin_s);
+    return true;
+}
+
+/* ring mode: its buffers, events, queues and threads; false (`why` set; x->ring_* freed by cuda_experts_free) */
+static bool ring_make(cuda_experts *x, uint32_t n_expert, char *why) {
+    uint64_t b = env_bytes("CLOVER_GPU_MEM_RING_BYTES", RING_BYTES);
+    if (b < x->pool.lay.slot_bytes) b = x->pool.lay.slot_bytes; /* one image at least */
+    x->ring_bytes = (size_t)b;
+    x->par_min = (size_t)env_bytes("CLOVER_GPU_MEM_PAR_MIN", PAR_MIN);
+    for (int i = 0; i < RING_N; i++)
+        if (cuda_host_alloc((void **)&x->ring[i], x->ring_bytes, why) || cuda_event_create(&x->ring_ev[i], why))
+            return false;
+    x->segs = mem_alloc((size_t)EXPERT_PARTS * n_expert * sizeof *x->segs);
+    x->pend = mem_alloc((size_t)n_expert * sizeof *x->pend);
+    x->chunk_cap = (size_t)EXPERT_PARTS * n_expert + x->ring_bytes / CHUNK_BYTES + 1;
+    x->chunks = mem_alloc(x->chunk_cap * sizeof *x->chunks);
+    if (!x->segs || !x->pend || !x->chunks) {
+        snprintf(why, CUDA_WHY, "no host memory for the ring's queues");
+        return false;
+    }
+    clover_error e = {0};
+    const size_t nt = host_threads(8);
+    if (nt > 1 && threadpool_create(&x->tp, nt, &e)) x->tp = NULL; /* the memcpy runs inline then */
+    x->ring_cur = 0;
+    x->ring_off = 0;
+    return true;
+}
+
+static void ring_release(cuda_experts *x) {
+    for (int i = 0; i < RING_N; i++) {
+        cuda_host_free(x->ring[i]);
+        cuda_event_destroy(x->ring_ev[i]);
+        x->ring[i] = NULL;
+        x->ring_ev[i] = NULL;
+    }
+    mem_free(x->segs);
+    mem_free(x->pend);
+    mem_free(x->chunks);
+    x->segs = x->pend = x->chunks = NULL;
+    threadpool_free(x->tp);
+    x->tp = NULL;
+}
+
+/* Copies to the device through a run: one whose destination and source both continue the run within a 256-byte
+ * gap (the padding between images, in buffers this file owns on both sides) extends it; anything else sends the
+ * run and starts anew. run_flush sends what is left. */
+static int run_flush(cuda_experts *x, char *why) {
+    if (!x->run_n) return 0;
+    const int rc = cuda_h2d_async(x->run_dst, x->run_src, x->run_n, x->stream, why);
+    x->n_h2d++;
+    x->run_n = 0;
+    return rc;
+}
+
+static int run_add(cuda_experts *x, char *dst, const char *src, size_t n, char *why) {
+    if (x->run_n) {
+        const uintptr_t de = (uintptr_t)x->run_dst + x->run_n, se = (uintptr_t)x->run_src + x->run_n;
+        if ((uintptr_t)dst >= de && (uintptr_t)dst - de < 256 && (uintptr_t)src >= se &&
+            (uintptr_t)src - se == (uintptr_t)dst - de) {
+            x->run_n = (size_t)((uintptr_t)dst + n - (uintptr_t)x->run_dst);
+            return 0;
+        }
+        if (run_flush(x, why)) return -1;
+    }
+    x->run_dst = dst;
+    x->run_src = src;
+    x->run_n = n;
+    return 0;
+}
+
+static void chunk_task(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    const host_seg *c = (const host_seg *)ctx + t;
+    memcpy(c->dst, c->src, c->n);
+}
+
+/* The current ring buffer: its memcpys (threaded when large), then its copies and its event. */
+static int ring_flush(cuda_experts *x, char *why) {
+    if (!x->n_pend) return 0;
+    size_t total = 0;
+    for (size_t i = 0; i < x->n_segs; i++) total += x->segs[i].n;
+    size_t nc = 0;
+    if (x->tp && total >= x->par_min) /* cut into tasks (chunk_cap holds a full buffer's: see ring_make) */
+        for (size_t i = 0; i < x->n_segs; i++)
+            for (size_t o = 0; o < x->segs[i].n && nc < x->chunk_cap; o += CHUNK_BYTES) {
+                const host_seg *g = &x->segs[i];
+                x->chunks[nc++] = (host_seg){g->dst + o, g->src + o, g->n - o < CHUNK_BYTES ? g->n - o : CHUNK_BYTES};
+            }
+    if (nc && nc < x->chunk_cap) threadpool_run(x->tp, nc, chunk_task, x->chunks);
+    else
+        for (size_t i = 0; i < x->n_segs; i++) memcpy(x->segs[i].dst, x->segs[i].src, x->segs[i].n);
+    for (size_t i = 0; i < x->n_pend; i++)
+        if (run_add(x, x->pend[i].dst, x->pend[i].src, x->pend[i].n, why)) return -1;
+    if (run_flush(x, why) || cuda_event_record(x->ring_ev[x->ring_cur], x->stream, why)) return -1;
+    x->n_segs = x->n_pend = 0;
+    x->ring_cur = (x->ring_cur + 1) % RING_N;
+    x->ring_off = 0;
+    return 0;
+}
+
+/* Queues expert e of layer l (its image: end bytes) for the slot at dst, through the ring. */
+static int ring_add(cuda_experts *x, const model_moe_weights *mw, uint32_t l, uint32_t e, char *dst, char *why) {
+    const layer_img *g = &x->img[l];
+    if (x->ring_off + g->end > x->ring_bytes && ring_flush(x, why)) return -1;
+    if (!x->ring_off) { /* a buffer about to be refilled: its last copies must have left it */
+        const int done = cuda_event_done(x->ring_ev[x->ring_cur], why);
+        if (done < 0 || (!done && cuda_event_sync(x->ring_ev[x->ring_cur], why))) return -1;
+        if (!done) x->pass_stage_syncs++;
+    }
+    char *img = x->ring[x->ring_cur] + x->ring_off;
+    for (int p = 0; p < EXPERT_PARTS; p++) {
+        const model_weight *w = part_of(mw, p);
+        const uint64_t eb = expert_bytes(w);
+        x->segs[x->n_segs++] = (host_seg){img + x->pool.lay.part_off[p], (const char *)w->data + (uint64_t)e * eb,
+                                          (size_t)eb};
+    }
+    x->pend[x->n_pend++] = (host_seg){dst, img, (size_t)g->end};
+    x->ring_off += (size_t)g->stride;
+    x->pass_staged++;
+    return 0;
+}
+
 void cuda_experts_free(cuda_experts *x) {
     if (!x) return;
     if (x->stream) cuda_stream_sync(x->stream, NULL);
@@ -216,23 +545,36 @@ void cuda_experts_free(cuda_experts *x) {
         const uint64_t acc = p->hits + p->misses;
         fprintf(stderr,
                 "gpu-mem: %llu layer steps, %llu expert uses, hit rate %.1f%%, %llu misses, %.2f GiB copied "
-                "host-to-device at %.1f GB/s (%s)\n",
+                "host-to-device at %.1f GB/s (host mode %s: %s)\n",
                 (unsigned long long)p->steps, (unsigned long long)acc,
                 acc ? 100.0 * (double)p->hits / (double)acc : 0.0,
                 (unsigned long long)p->misses, (double)x->copy_bytes / GIB,
-                x->copy_s > 0 ? (double)x->copy_bytes / x->copy_s * 1e-9 : 0.0,
-                !x->n_regs ? "through pinned staging" : x->stage ? "partly from the pinned mapping, partly staged"
-                                                               : "from the pinned mapping");
+                x->copy_s > 0 ? (double)x->copy_bytes / x->copy_s * 1e-9 : 0.0, host_mode_names[x->mode],
+                x->mode == HOST_COPY   ? "from the pinned host copy"
+                : x->mode == HOST_RING ? "through the staging ring"
+                : !x->n_regs           ? "through pinned staging"
+                : x->stage             ? "partly from the pinned mapping, partly staged"
+                                       : "from the pinned mapping");
         fprintf(stderr,
                 "gpu-mem: %llu passes, %.3f s wall in them: routing-id syncs %.3f s, pool steps %.3f s (host), "
-                "issuing %llu copies %.3f s (%llu staging syncs); pin %.2f s\n",
+                "issuing %llu copies %.3f s (%llu staged, %llu staging syncs or ring waits, %llu cudaMemcpyAsync); "
+                "pin %.2f s; host copy fill %.2f s + pin %.2f s\n",
                 (unsigned long long)x->n_pass, x->sum_wall_s, x->sum_sync_s, x->sum_step_s,
-                (unsigned long long)x->sum_copies, x->sum_issue_s, (unsigned long long)x->sum_stage_syncs, x->pin_s);
+                (unsigned long long)x->sum_copies, x->sum_issue_s, (unsigned long long)x->sum_staged,
+                (unsigned long long)x->sum_stage_syncs, (unsigned long long)x->n_h2d, x->pin_s, x->fill_s, x->hpin_s);
     }
     const double tu = now_s();
     for (size_t i = 0; i < x->n_regs; i++) cuda_host_unregister(x->regs[i].p);
     if (x->stats && x->n_regs) fprintf(stderr, "gpu-mem: unpinned in %.2f s\n", now_s() - tu);
     mem_free(x->regs);
+    if (x->hcopy) {
+        const double th = now_s();
+        if (x->hcopy_pinned) cuda_host_unregister(x->hcopy);
+        munmap(x->hcopy, x->hcopy_bytes);
+        if (x->stats) fprintf(stderr, "gpu-mem: host copy released in %.2f s\n", now_s() - th);
+    }
+    ring_release(x);
+    mem_free(x->img);
     cuda_host_free(x->stage);
     cuda_free(x->dev);
     cuda_event_destroy(x->ev_done);
@@ -256,6 +598,59 @@ int cuda_experts_layout(const clover_model *m, expert_pool_layout *lay, clover_e
             if (b > parts[p]) parts[p] = b;
         }
     return expert_pool_layout_make(parts, lay, err);
+}
+
+/* The host mode (CLOVER_GPU_MEM_HOST; else CLOVER_GPU_MEM_PIN=1: pin; else auto) set up, falling from copy to
+ * ring to stage1 when one cannot be; an error only for a bad value or when stage1's buffer cannot be had. */
+static int host_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
+    const char *v = getenv("CLOVER_GPU_MEM_HOST"), *pin = getenv("CLOVER_GPU_MEM_PIN");
+    host_mode mode = pin && !strcmp(pin, "1") ? HOST_PIN : DEFAULT_HOST_MODE;
+    if (v && *v) {
+        int k = -1;
+        for (int i = 0; i < (int)(sizeof host_mode_names / sizeof *host_mode_names); i++)
+            if (!strcmp(v, host_mode_names[i])) k = i;
+        if (k < 0)
+            return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_HOST=%s: expected auto, copy, ring, stage1 or pin",
+                             v);
+        mode = (host_mode)k;
+    }
+    x->img = mem_calloc(m->hp.n_layer, sizeof *x->img);
+    if (!x->img) return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
+    const uint64_t bytes = layer_images(x, m);
+    char why[CUDA_WHY] = "";
+    if (x->stats)
+        fprintf(stderr, "gpu-mem: host mode asked: %s%s\n", host_mode_names[mode],
+                v && *v ? " (CLOVER_GPU_MEM_HOST)" : mode == HOST_PIN ? " (CLOVER_GPU_MEM_PIN=1)" : " (the default)");
+    if (mode == HOST_AUTO || mode == HOST_COPY) {
+        if (host_copy_make(x, m, bytes, mode == HOST_COPY, why)) {
+            x->mode = HOST_COPY;
+            if (x->stats) fprintf(stderr, "gpu-mem: host mode copy: misses copied from the pinned host copy\n");
+            return CLOVER_OK;
+        }
+        if (x->stats) fprintf(stderr, "gpu-mem: no host copy (%s): the staging ring instead\n", why);
+        mode = HOST_RING;
+    }
+    if (mode == HOST_RING) {
+        if (ring_make(x, m->hp.n_expert, why)) {
+            x->mode = HOST_RING;
+            if (x->stats)
+                fprintf(stderr, "gpu-mem: host mode ring: %d pinned staging buffers of %.1f MiB, %zu memcpy threads\n",
+                        RING_N, (double)x->ring_bytes / 1048576.0, threadpool_size(x->tp));
+            return CLOVER_OK;
+        }
+        if (x->stats) fprintf(stderr, "gpu-mem: no staging ring (%s): one staging buffer (stage1) instead\n", why);
+        ring_release(x);
+        mode = HOST_STAGE1;
+    }
+    x->mode = mode;
+    if (mode == HOST_STAGE1 && x->stats)
+        fprintf(stderr, "gpu-mem: host mode stage1: one pinned staging buffer, nothing pinned in place\n");
+    if (mode == HOST_STAGE1 || !register_mapping(x, m)) {
+        if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why))
+            return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: %llu bytes of pinned staging: %s",
+                             (unsigned long long)STAGE_BYTES, why);
+    }
+    return CLOVER_OK;
 }
 
 int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
@@ -300,21 +695,10 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
                 (double)x->pool.pool_bytes / GIB, expert_pool_slots(&x->pool), (double)lay.slot_bytes / 1048576.0,
                 100.0 * (double)expert_pool_slots(&x->pool) / ((double)hp->n_layer * hp->n_expert), hp->n_layer,
                 hp->n_expert, expert_policy_name((expert_policy)pol));
-    /* Staging is the default: on the H200 (2026-12-08-gmdiag) cudaHostRegister of the
-     * MAP_PRIVATE file mapping did not return within 30 s even for 64 MiB, and a call that
-     * never returns cannot be stopped by CLOVER_GPU_MEM_PIN_S; the staged path ran every
-     * bench (decode 33 tok/s at 16 GiB). Pinning in place stays an opt-in experiment:
-     * CLOVER_GPU_MEM_PIN=1 (CLOVER_GPU_MEM_STAGING=1 is still accepted and changes nothing). */
-    const char *pin = getenv("CLOVER_GPU_MEM_PIN");
-    const bool staging = !(pin && !strcmp(pin, "1"));
-    if (staging && x->stats)
-        fprintf(stderr, "gpu-mem: staging copies, nothing pinned (CLOVER_GPU_MEM_PIN=1 tries the in-place pin)\n");
-    if (staging || !register_mapping(x, m)) {
-        if (cuda_host_alloc((void **)&x->stage, STAGE_BYTES, why)) {
-            cuda_experts_free(x);
-            return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: %llu bytes of pinned staging: %s",
-                             (unsigned long long)STAGE_BYTES, why);
-        }
+    rc = host_setup(x, m, err);
+    if (rc) {
+        cuda_experts_free(x);
+        return rc;
     }
     cm->ex = x;
     return CLOVER_OK;
@@ -334,10 +718,14 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     out->evictions = x->pool.cache.evictions;
     out->copied = x->copy_bytes;
     out->copy_s = x->copy_s;
+    out->host_mode = host_mode_names[x->mode];
+    out->host_copy_bytes = x->hcopy ? x->hcopy_bytes : 0;
+    out->host_fill_s = x->fill_s;
 }
 
 /* One part of one expert into its slot, on the pool's stream. */
 static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char *why) {
+    x->n_h2d++;
     if (!x->stage || pinned_at(x, src, n)) return cuda_h2d_async(dst, src, n, x->stream, why);
     if (n > STAGE_BYTES) {
         snprintf(why, CUDA_WHY, "an expert part of %zu bytes exceeds the staging buffer", n);
@@ -379,7 +767,11 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
         if (!cuda_event_seconds(x->ev_t0, x->ev_t1, &t, why)) x->copy_s += t;
         x->timing_pending = false;
     }
-    x->stage_off = 0; /* every earlier staged copy has landed (the sync above waited for them) */
+    /* every earlier staged copy has landed (the sync above waited for them): the buffers start empty */
+    x->stage_off = 0;
+    x->ring_off = 0;
+    x->n_segs = x->n_pend = 0;
+    x->run_n = 0;
     /* 2. slots and misses */
     int32_t *slots = s->h_rx + s->max_rows * hp->n_expert_used;
     size_t nc = 0;
@@ -408,20 +800,32 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
                 expert_pool_forget(&x->pool);
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: slot %d outside the pool", c->slot);
             }
-            for (int p = 0; p < EXPERT_PARTS; p++) {
+            char *slot = x->dev + (uint64_t)c->slot * lay->slot_bytes;
+            int crc = 0;
+            if (x->mode == HOST_COPY) /* its image, straight from the pinned copy */
+                crc = run_add(x, slot, x->hcopy + x->img[il].off + (uint64_t)c->expert * x->img[il].stride,
+                              (size_t)x->img[il].end, why);
+            else if (x->mode == HOST_RING)
+                crc = ring_add(x, mw, il, c->expert, slot, why);
+            for (int p = 0; p < EXPERT_PARTS && !crc; p++) {
                 const model_weight *w = part_of(mw, p);
                 const uint64_t eb = expert_bytes(w);
-                char *dst = x->dev + (uint64_t)c->slot * lay->slot_bytes + lay->part_off[p];
-                const char *src = (const char *)w->data + (uint64_t)c->expert * eb;
-                if (copy_part(x, dst, src, (size_t)eb, why)) {
-                    expert_pool_forget(&x->pool); /* which slots hold what is no longer known */
-                    return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u expert %u: %s", il,
-                                     c->expert, why);
-                }
+                if (x->mode == HOST_STAGE1 || x->mode == HOST_PIN) /* part by part (stage1's path as it was) */
+                    crc = copy_part(x, slot + lay->part_off[p], (const char *)w->data + (uint64_t)c->expert * eb,
+                                    (size_t)eb, why);
                 x->copy_bytes += eb;
                 x->pass_bytes += eb;
                 x->pass_copies++;
             }
+            if (crc) {
+                expert_pool_forget(&x->pool); /* which slots hold what is no longer known */
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u expert %u: %s", il,
+                                 c->expert, why);
+            }
+        }
+        if ((x->mode == HOST_COPY && run_flush(x, why)) || (x->mode == HOST_RING && ring_flush(x, why))) {
+            expert_pool_forget(&x->pool);
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u: %s", il, why);
         }
         if (cuda_event_record(x->ev_t1, x->stream, why) || cuda_event_record(x->ev_done, x->stream, why) ||
             cuda_stream_wait_event(s->stream, x->ev_done, why)) {
@@ -467,6 +871,7 @@ void cuda_experts_pass_end(cuda_experts *x, void *stream, const char *failed) {
     x->sum_issue_s += x->pass_issue_s;
     x->sum_copies += x->pass_copies;
     x->sum_stage_syncs += x->pass_stage_syncs;
+    x->sum_staged += x->pass_staged;
     fprintf(stderr,
             "gpu-mem: pass %llu (%s, %zu rows%s): %.2f ms wall = syncs %.2f (worst %.2f at layer %u) + steps %.2f + "
             "issue %.2f + rest %.2f (tail %.2f) ms; %llu layer steps, %llu uses, %llu misses, %llu copies, %.1f MiB "

@@ -37,6 +37,9 @@ typedef struct cuda_gpu_mem_info {
     uint64_t evictions;
     uint64_t copied;      /* bytes copied host to device */
     double copy_s;        /* device time of those copies */
+    const char *host_mode; /* where the copies come from: "copy", "ring", "stage1" or "pin" (NULL: no pool) */
+    uint64_t host_copy_bytes; /* "copy": the pinned host copy's size */
+    double host_fill_s;   /* "copy": the time to fill it from the model's mapping */
 } cuda_gpu_mem_info;
 void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out);
 

@@ -78,10 +78,17 @@ extern "C" int cuda_fill_nan(float *p, size_t n, char *why) {
     return 0;
 }
 
+/* A refused pin or pinned allocation is not sticky, but it stays the runtime's last error, which the next
+ * kernel's launch check (CUDA_LAUNCH_STATUS) would report as its own: cleared here, the caller has the reason
+ * (--gpu-mem falls back to another host mode on it). */
 extern "C" int cuda_host_alloc(void **p, size_t bytes, char *why) {
     *p = NULL;
-    TRY(cudaMallocHost(p, bytes ? bytes : 1), "cudaMallocHost");
-    return 0;
+    const cudaError_t e = cudaMallocHost(p, bytes ? bytes : 1);
+    if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError();
+    *p = NULL;
+    if (why) cuda_note(why, CUDA_WHY, "cudaMallocHost", e);
+    return -1;
 }
 
 extern "C" void cuda_host_free(void *p) {
@@ -121,10 +128,25 @@ extern "C" int cuda_event_record(void *ev, void *stream, char *why) {
     return 0;
 }
 
-extern "C" int cuda_host_register(void *p, size_t bytes, int read_only, char *why) {
-    TRY(cudaHostRegister(p, bytes, read_only ? cudaHostRegisterReadOnly : cudaHostRegisterDefault),
-        "cudaHostRegister");
+extern "C" int cuda_event_sync(void *ev, char *why) {
+    TRY(cudaEventSynchronize((cudaEvent_t)ev), "cudaEventSynchronize");
     return 0;
+}
+
+extern "C" int cuda_event_done(void *ev, char *why) {
+    const cudaError_t e = cudaEventQuery((cudaEvent_t)ev);
+    if (e == cudaSuccess) return 1;
+    if (e == cudaErrorNotReady) return 0;
+    if (why) cuda_note(why, CUDA_WHY, "cudaEventQuery", e);
+    return -1;
+}
+
+extern "C" int cuda_host_register(void *p, size_t bytes, int read_only, char *why) {
+    const cudaError_t e = cudaHostRegister(p, bytes, read_only ? cudaHostRegisterReadOnly : cudaHostRegisterDefault);
+    if (e == cudaSuccess) return 0;
+    (void)cudaGetLastError(); /* as cuda_host_alloc */
+    if (why) cuda_note(why, CUDA_WHY, "cudaHostRegister", e);
+    return -1;
 }
 
 extern "C" void cuda_host_unregister(void *p) {

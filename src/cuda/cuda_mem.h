@@ -39,6 +39,10 @@ int cuda_event_create(void **ev, char *why);
 void cuda_event_destroy(void *ev);
 int cuda_event_record(void *ev, void *stream, char *why);
 int cuda_event_seconds(void *a, void *b, double *s, char *why); /* from a to b, both completed */
+/* Blocks until the work before ev's last record is done (at once when never recorded). */
+int cuda_event_sync(void *ev, char *why);
+/* 1 when that work is done (or ev was never recorded), 0 while it runs, -1 on an error. */
+int cuda_event_done(void *ev, char *why);
 
 /* Pins host memory the caller already has (a range of the mapped model file: --gpu-mem's expert copies go
  * over the link from there without a staging copy); read_only: the range may be a read-only mapping. */

@@ -11,9 +11,14 @@
  * grouping for more than 1,024 ids), routing skewed (--route-skew 4) as trained models.
  * Budgets: the dense bytes and the reserve are read from a first pool-backed backend (cuda_backend_gpu_mem),
  * then budgets of 1.5 layers' experts and of half the experts force evictions; each run asserts the pool's
- * bytes never above its budget, and misses and evictions > 0 (staging copies: the default). Also the
- * opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the one-line refusals (no --device cuda, a budget below
- * the dense part, one too small for one layer's experts).
+ * bytes never above its budget, and misses and evictions > 0 (the default host mode; every expert resident runs
+ * auto, which must take copy or ring). Then each host
+ * mode forced by CLOVER_GPU_MEM_HOST and checked to be the one in use (no silent fallback): copy (the pinned
+ * host copy), ring (staging buffers with events: the default size with the memcpy threaded on every buffer, and
+ * one-slot ones, so the ring wraps and waits on its events many times a layer), stage1 (one staging buffer,
+ * the path before the ring); the opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the
+ * one-line refusals (no --device cuda, a budget below the dense part, one too small for one layer's experts,
+ * an unknown CLOVER_GPU_MEM_HOST).
  * The cache was behind CLOVER_CUDA_GPU_MEM=1 until device runs checked it (2026-12-07 and -08, H200); it is
  * on now, and `gate` checks that no switch is needed.
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
@@ -193,6 +198,11 @@ static void refusals(const clover_model *m, const cuda_gpu_mem_info *probe) {
     sp.gpu_mem = probe->dense + probe->reserve + (uint64_t)(m->hp.n_expert - 1) * probe->slot_bytes;
     CHECK(clover_session_create(&s, m, &sp, &err) != 0 && !s);
     CHECK_MSG(strstr(err.message, "less than one layer's") != NULL, "%s", err.message);
+    sp.gpu_mem = 4ull << 30;
+    setenv("CLOVER_GPU_MEM_HOST", "pinned", 1);
+    CHECK(clover_session_create(&s, m, &sp, &err) != 0 && !s);
+    CHECK_MSG(strstr(err.message, "CLOVER_GPU_MEM_HOST=pinned") != NULL, "%s", err.message);
+    unsetenv("CLOVER_GPU_MEM_HOST");
 }
 
 static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff, uint32_t n_expert) {
@@ -204,10 +214,16 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
     run_out ref, big, o;
     if (!run(m, 0, &ref)) goto done;
     /* every expert fits: learn the dense bytes, the reserve and the slot size; the same bits with no eviction */
+    setenv("CLOVER_GPU_MEM_HOST", "auto", 1); /* auto takes the host copy when the host has the memory, else the ring */
     if (run(m, 4ull << 30, &big)) {
         compare(m, "every expert resident", &ref, &big);
         CHECK(big.info.evictions == 0 && big.info.n_slots == L * E);
+        CHECK_MSG(big.info.host_mode && (!strcmp(big.info.host_mode, "copy") || !strcmp(big.info.host_mode, "ring")),
+                  "auto's host mode %s", big.info.host_mode ? big.info.host_mode : "(none)");
+        printf("     auto host mode: %s (host copy %.2f MB filled in %.3f s)\n", big.info.host_mode,
+               (double)big.info.host_copy_bytes * 1e-6, big.info.host_fill_s);
     }
+    unsetenv("CLOVER_GPU_MEM_HOST"); /* the budgets below run the default */
     const cuda_gpu_mem_info p = big.info;
     const uint64_t base = p.dense + p.reserve;
     const uint64_t budgets[2] = {base + (E + E / 2) * p.slot_bytes + 100, base + (L * E / 2) * p.slot_bytes};
@@ -219,7 +235,33 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
                   names[i], o.info.n_slots);
         out_free(&o);
     }
-    setenv("CLOVER_GPU_MEM_PIN", "1", 1); /* the opt-in in-place pin (staging is the default) */
+    /* the host modes, forced: each must be the one in use and give the same bits */
+    static const struct {
+        const char *mode, *ring_bytes, *par_min, *threads, *label;
+    } hm[] = {
+        {"copy", NULL, NULL, "3", "1.5 layers, host copy"},
+        {"ring", NULL, "0", "4", "1.5 layers, ring, threaded memcpy"},
+        {"ring", "1", "0", "3", "1.5 layers, ring of one-slot buffers"},
+        {"stage1", NULL, NULL, NULL, "1.5 layers, stage1"},
+    };
+    for (size_t i = 0; i < sizeof hm / sizeof *hm; i++) {
+        setenv("CLOVER_GPU_MEM_HOST", hm[i].mode, 1);
+        if (hm[i].ring_bytes) setenv("CLOVER_GPU_MEM_RING_BYTES", hm[i].ring_bytes, 1);
+        if (hm[i].par_min) setenv("CLOVER_GPU_MEM_PAR_MIN", hm[i].par_min, 1);
+        if (hm[i].threads) setenv("CLOVER_GPU_MEM_THREADS", hm[i].threads, 1);
+        if (run(m, budgets[0], &o)) {
+            compare(m, hm[i].label, &ref, &o);
+            CHECK_MSG(o.info.host_mode && !strcmp(o.info.host_mode, hm[i].mode), "%s: host mode %s in use",
+                      hm[i].label, o.info.host_mode ? o.info.host_mode : "(none)");
+            CHECK(o.info.misses > 0 && o.info.evictions > 0);
+        }
+        out_free(&o);
+        unsetenv("CLOVER_GPU_MEM_HOST");
+        unsetenv("CLOVER_GPU_MEM_RING_BYTES");
+        unsetenv("CLOVER_GPU_MEM_PAR_MIN");
+        unsetenv("CLOVER_GPU_MEM_THREADS");
+    }
+    setenv("CLOVER_GPU_MEM_PIN", "1", 1); /* the opt-in in-place pin */
     if (run(m, budgets[0], &o)) compare(m, "1.5 layers, pinned in place", &ref, &o);
     out_free(&o);
     unsetenv("CLOVER_GPU_MEM_PIN");
@@ -229,6 +271,9 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
     unsetenv("CLOVER_GPU_MEM_POLICY");
     tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
     if (m->has_record) tokens(m, budgets[0], CLOVER_MODE_DIFFUSION);
+    setenv("CLOVER_GPU_MEM_HOST", "ring", 1); /* the default is copy where the host has the memory */
+    tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
+    unsetenv("CLOVER_GPU_MEM_HOST");
     refusals(m, &p);
     out_free(&big);
 done:
