@@ -221,6 +221,8 @@ struct backend_session {
     size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
     size_t pass_rows;           /* the rows of the pass being enqueued */
     bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
+    size_t decode_rows;         /* dense integer products past this many rows take the chunk form (1..8) */
+    size_t moe_decode_rows;     /* the same for the grouped expert products */
     bool stack_preview_off;     /* CLOVER_CUDA_NO_STACK_PREVIEW: previews and resolves one sequence at a time (A/B) */
     /* The last committed row's logits kept in sc.logits row 0 by a stacked decode step (backend.h's
      * last_logits): valid while kept_valid, the length is kept_at and the epoch kept_epoch. */

@@ -49,16 +49,29 @@ enum { D = CUDA_MATMUL_DECODE_MAX_ROWS };
 
 static bool is_float(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
 
-/* Where a product takes the decode kernel (8-bit rows or f32 for float weights), as mm_as decides: by the rows
- * of one sequence (s->cls_rows), never the pass's, so a stacked row keeps the kernel it has alone (either kernel
- * computes each row independently of the others, cuda_matmul.h). */
-static bool takes_decode(const backend_session *s, const model_weight *w, bool exact) {
-    /* a stacked pass of more than D rows takes the integer chunk GEMM for Q8_0 / K-quant weights: the same bits
-     * as the decode kernel (one float order at any row count, cuda_matmul.h), each weight read once for every
-     * row instead of once per group of D (tensor cores: ~15 us for a 4096x2048 q8_0 product at 9..32 rows against
-     * ~20 us per group of 8, NOTES_matmul.md); float weights keep the decode kernel (their chunk form is TF32) */
-    if (s->stack && s->pass_rows > D && !s->stack_decode_only && !is_float(w->type)) return false;
+/* Where a product takes the decode kernel (8-bit rows or f32 for float weights), as mm_as decides. Integer
+ * weights: by the rows the product reads at once (a stacked pass's rows, else this call's), the decode kernel
+ * up to max_rows of them, the integer chunk GEMM past that: the same bits either way (one float order at any
+ * row count, cuda_matmul.h), each weight read once for every row instead of once per group of D (tensor cores:
+ * at 8 rows the chunk form takes 16 us for the 8192x2048 q8_0 product against the 8-row decode form's 37.5,
+ * 2026-12-10-verify). Float weights: by the rows of one sequence (s->cls_rows), never the pass's, so a stacked
+ * row keeps the kernel it has alone (their chunk form is TF32, the decode form f32). */
+static bool takes_decode_at(const backend_session *s, const model_weight *w, bool exact, size_t max_rows) {
+    if (!is_float(w->type) && !s->stack_decode_only && (s->stack ? s->pass_rows : s->cls_rows) > max_rows)
+        return false;
     return s->cls_rows <= D || ((s->fp32 || exact) && is_float(w->type));
+}
+
+/* Dense products: past s->decode_rows rows (CLOVER_CUDA_DECODE_ROWS, 1..8; 8 when unset) the chunk form. */
+static bool takes_decode(const backend_session *s, const model_weight *w, bool exact) {
+    return takes_decode_at(s, w, exact, s->decode_rows);
+}
+
+/* Grouped expert products: past s->moe_decode_rows rows (CLOVER_CUDA_MOE_DECODE_ROWS, 1..8; 8 when unset) the
+ * chunk form. A switch of its own: with 8 experts a row, 8 rows are ~64 slots over nearly as many experts, about
+ * one row an expert, where the decode form's cost per row may stay its one-row cost. */
+static bool moe_takes_decode(const backend_session *s, const model_weight *w) {
+    return takes_decode_at(s, w, false, s->moe_decode_rows);
 }
 
 /* Where a product that does not take the decode kernel takes the stream form of 9..32 rows instead of the chunk
@@ -213,7 +226,7 @@ static bool moe_dec32(const backend_session *s, const model_weight *w, size_t n)
     const int on = cuda_moe_dec32_enabled();
     if (!on || n > CUDA_MOE_DECODE_MAX_ROWS || n < (on == 2 ? 1u : 2u) || s->hp->n_expert_used > CUDA_MOE_MAX_K)
         return false;
-    return !is_float(w->type) || takes_decode(s, w, false);
+    return !is_float(w->type) || moe_takes_decode(s, w);
 }
 
 /* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
@@ -239,7 +252,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w->name, why);
         return CLOVER_OK;
     }
-    if (takes_decode(s, w, false)) {
+    if (moe_takes_decode(s, w)) {
         for (size_t r0 = 0; r0 < n; r0 += D) {
             cuda_moe_args b = a;
             b.n_rows = n - r0 < D ? n - r0 : D;
@@ -268,7 +281,7 @@ static int moe_mm(backend_session *s, const model_weight *w, const float *x, int
  * two moe_mm calls (one launch for both under CLOVER_CUDA_IGEMM_FEW=1 at <= 32 rows, else those two calls). */
 static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_weight *wu, const float *x, size_t n,
                        float *yg, float *yu, clover_error *err) {
-    if (!same_shape(wg, wu) || takes_decode(s, wg, false)) {
+    if (!same_shape(wg, wu) || moe_takes_decode(s, wg)) {
         int rc;
         if ((rc = moe_mm(s, wg, x, 0, n, yg, err)) || (rc = moe_mm(s, wu, x, 0, n, yu, err))) return rc;
         return CLOVER_OK;
@@ -292,7 +305,7 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
 
 /* The experts' gate and up go through the fused decode launch when moe_mm would take the decode form for both. */
 static bool moe_fuses(const backend_session *s, const model_weight *g, const model_weight *u, size_t n) {
-    return same_shape(g, u) && (moe_dec32(s, g, n) || takes_decode(s, g, false));
+    return same_shape(g, u) && (moe_dec32(s, g, n) || moe_takes_decode(s, g));
 }
 
 static int op_status(int rc, const char *what, clover_error *err) {

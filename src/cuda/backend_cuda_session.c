@@ -54,6 +54,12 @@ static size_t mm_work_of(const model_weight *w, size_t rows, size_t chunk_rows) 
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* A row-count switch (1..8): its value, else the decode form's limit (CUDA_MATMUL_DECODE_MAX_ROWS). */
+static size_t env_rows(const char *name) {
+    const char *v = getenv(name);
+    return v && *v >= '1' && *v <= '8' && !v[1] ? (size_t)(*v - '0') : CUDA_MATMUL_DECODE_MAX_ROWS;
+}
+
 static bool is_float_type(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
 
 /* True when the file's big matrices (experts, mixer projections, head) are all float types. */
@@ -319,6 +325,10 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->count_experts = getenv("CLOVER_CUDA_COUNT_EXPERTS") != NULL;
     s->sgraph_failed = s->graph_failed;
     s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
+    /* CLOVER_CUDA_DECODE_ROWS=K (1..8): dense integer products of more than K rows take the chunk form, with the
+     * decode form's bits (a measurement switch until a device run picks the default; 8 when unset) */
+    s->decode_rows = env_rows("CLOVER_CUDA_DECODE_ROWS");
+    s->moe_decode_rows = env_rows("CLOVER_CUDA_MOE_DECODE_ROWS"); /* the grouped expert products' own */
     s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
     s->pick_each = getenv("CLOVER_CUDA_PICK_EACH") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */
