@@ -19,15 +19,19 @@
 #  n  ncu of moef_kernel at 1 row (gate + up, then down)
 #  r  clover run --ar 64 tokens on the 35B file: ids off vs on
 # Predictions (written before the run; "before" = 2026-12-09-moe24/out2, H200, 1 row):
-#  - t: every test passes, "fast ... bit-identical" for every case (~60; ~45 took the fast form); CPU err <= 1e-5.
+#  - t: every test passes, "fast ... bit-identical" for every case (97 lines: 96 cases + the summary; ~50 took the
+#    fast form); CPU err <= 1e-5.
 #    Risk: a swizzle / sub-block-sum index slip shows as differing bits on every Q4_K case.
 #  - m: 0 errors.
-#  - b: gate + up + swiglu 1 row ~11.5 -> ~7 us (5.5-9); down ~8.3 -> ~5.5 (4.5-7); both ~20 -> ~12.5.
-#    4 rows: new ~0.65x old; 8 rows: new ~0.6x old (the old GLU takes a separate quantiser launch there).
-#  - d: ops at 1 row: experts 20.0 -> ~12.5 us a layer; routed experts x40 0.80 -> ~0.50 ms.
-#    STEP lone pass in our graph, PDL on: 4.00 -> ~3.70 ms (3.6-3.85); seq_commit 4.03 -> ~3.73.
-#  - n: moef_kernel gate + up at 1 row: Duration ~5-6 us, DRAM ~35-45%, registers 64 (<= 64), achieved occupancy
-#    ~35-45% (theoretical 50%: 4 blocks of 8 warps), top stall long scoreboard / barrier. Down: ~3.5-4.5 us, DRAM ~30%.
+#    Model (warp-instructions a Q4_K super-block and row: old ~50, new ~11; 32 warps an SM at 1 row): the dot's
+#    ~3.4 us (gate + up) and ~1.7 us (down) of a wave that waits for its loads first shrink to ~1 and ~0.6 us; the
+#    loads (9.4 MB / 4.7 MB, ~2.5 / ~1.3 us at ~3.7 TB/s) and the launch + routing latency (~3 us) stay.
+#  - b: gate + up + swiglu 1 row ~11.5 -> ~8.5 us (6.5-9.5); down ~8.3 -> ~6.5 (5-7.5); both ~20 -> ~15.
+#    4 rows: new ~0.7x old; 8 rows: new ~0.65x old (the old GLU takes a separate quantiser launch there).
+#  - d: ops at 1 row: experts 20.0 -> ~15 us a layer; routed experts x40 0.80 -> ~0.60 ms.
+#    STEP lone pass in our graph, PDL on: 4.00 -> ~3.80 ms (3.65-3.9); seq_commit 4.03 -> ~3.83.
+#  - n: moef_kernel gate + up at 1 row: Duration ~6-7 us, DRAM ~30-40%, registers <= 64, achieved occupancy
+#    ~35-45% (theoretical 50%: 4 blocks of 8 warps), top stall long scoreboard / barrier. Down: ~4-5 us, DRAM ~25%.
 #  - r: the same ids off and on.
 set -uo pipefail
 PACK=${PACK:-.gpu-moe1}
@@ -58,7 +62,7 @@ tst() { # NAME TAG LIMIT [ENV...]
 }
 if has t; then
   tst test_cuda_matmul fast 150 CLOVER_TEST_ONLY=test_moe_fast,test_moe_decode,test_glu
-  say "     fast cases bit-identical: $(grep -c 'fast .*bit-identical' "$O/t_test_cuda_matmul_fast.log") (predicted ~60, every case)"
+  say "     fast cases bit-identical: $(grep -c 'fast .*bit-identical' "$O/t_test_cuda_matmul_fast.log") (predicted 97: 96 cases + the summary line)"
   grep -E "^  fast  " "$O/t_test_cuda_matmul_fast.log" | tee -a "$S"
   for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_split; do
     tst $n fast 90 CLOVER_CUDA_MOE_FAST=1
@@ -76,7 +80,7 @@ fi
 if has b; then
   CLOVER_BENCH_MOEFAST=1 timeout 90 "$D/bin/bench_cuda_matmul" > "$O/bench_moefast.log" 2>&1
   say "== bench_cuda_matmul CLOVER_BENCH_MOEFAST=1 rc=$? at +$(el)s"
-  say "   (predicted 1 row: gate+up ~11.5 -> ~7 us, down ~8.3 -> ~5.5, both ~20 -> ~12.5; 4 rows new ~0.65x old; 8 rows ~0.6x)"
+  say "   (predicted 1 row: gate+up ~11.5 -> ~8.5 us, down ~8.3 -> ~6.5, both ~20 -> ~15; 4 rows new ~0.7x old; 8 rows ~0.65x)"
   grep -E "^moe fast" "$O/bench_moefast.log" | tee -a "$S"
   grep -v "^moe fast" "$O/bench_moefast.log" | tail -3 | tee -a "$S"
 fi
@@ -85,22 +89,26 @@ PAT="experts|sums at|by kind"
 if has d; then
   for sw in off on; do
     env $([ $sw = on ] && echo CLOVER_CUDA_MOE_FAST=1) CLOVER_BENCH_DECODE_ROWS=1 timeout 60 "$B" > "$O/ops_$sw.log" 2>&1
-    say "== ops at 1 row, CLOVER_CUDA_MOE_FAST $sw: rc=$? at +$(el)s (predicted on: experts ~20.0 -> ~12.5 us, routed experts x40 0.80 -> ~0.50 ms)"
+    say "== ops at 1 row, CLOVER_CUDA_MOE_FAST $sw: rc=$? at +$(el)s (predicted on: experts ~20.0 -> ~15 us, routed experts x40 0.80 -> ~0.60 ms)"
     grep -E "$PAT" "$O/ops_$sw.log" | tee -a "$S"
   done
   wait $SPID; say "synth done at +$(el)s: $(tail -1 "$O/synth.log" 2>/dev/null)"
   for sw in off on; do
     env $([ $sw = on ] && echo CLOVER_CUDA_MOE_FAST=1) CLOVER_BENCH_DECODE_ROWS=0 timeout 90 "$B" $F > "$O/step_$sw.log" 2>&1
-    say "== step, CLOVER_CUDA_MOE_FAST $sw: rc=$? at +$(el)s (predicted: lone PDL on 4.00 -> ~3.70 ms with the switch; 16 stacked unchanged)"
+    say "== step, CLOVER_CUDA_MOE_FAST $sw: rc=$? at +$(el)s (predicted: lone PDL on 4.00 -> ~3.80 ms with the switch; 16 stacked unchanged)"
     grep -E "STEP" "$O/step_$sw.log" | tee -a "$S"
   done
 fi
 if has n && command -v ncu > /dev/null && [ "$(el)" -lt 400 ]; then
-  CLOVER_CUDA_MOE_FAST=1 CLOVER_BENCH_DECODE_ROWS=1 timeout 90 ncu -k regex:moef_kernel -c 2 --section SpeedOfLight \
-    --section Occupancy --section LaunchStats --section WarpStateStats "$B" > "$O/ncu_1.log" 2>&1
-  say "ncu moef_kernel at 1 row rc=$? (gate + up, then down; predicted gate + up ~5-6 us, DRAM ~35-45%, 64 registers, occupancy ~35-45%; down ~3.5-4.5 us):"
-  grep -E "moef_kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Warp Cycles Per Issued" "$O/ncu_1.log" | head -20 | tee -a "$S"
-  grep -iE "stall|dominant" "$O/ncu_1.log" | head -6 | tee -a "$S"
+  for form in "true:gate + up (GLU)" "false:down"; do
+    g=${form%%:*}
+    CLOVER_CUDA_MOE_FAST=1 CLOVER_BENCH_DECODE_ROWS=1 timeout 90 ncu --kernel-name-base demangled \
+      -k "regex:moef_kernel<12, $g>" -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+      --section WarpStateStats "$B" > "$O/ncu_$g.log" 2>&1
+    say "ncu moef_kernel ${form#*:} at 1 row rc=$? (predicted gate + up ~6-7 us, DRAM ~30-40%; down ~4-5 us, DRAM ~25%; <= 64 registers, achieved occupancy ~35-45%, top stall long scoreboard / barrier):"
+    grep -E "moef_kernel|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Warp Cycles Per Issued" "$O/ncu_$g.log" | head -12 | tee -a "$S"
+    grep -iE "stall" "$O/ncu_$g.log" | head -4 | tee -a "$S"
+  done
 fi
 if has r; then
   wait $SPID
