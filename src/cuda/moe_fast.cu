@@ -21,7 +21,9 @@
  * terms are stored then added in mmv_row + mmv_reduce's order: even
  * super-blocks in turn from 0.0f, odd ones likewise, then even + odd.
  * Each warp stages its own weight rows with cp.async before the block
- * quantises its rows (gate then up as two commit groups).
+ * quantises its rows (gate then up as two commit groups). The down product
+ * (no up weights) also asks L2 for its expert's rows before its wait on the
+ * preceding kernel (a hint; see moef_kernel).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,17 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 4) moef_kernel(moef_params p) 
     const int RB = MMV_WARPS * p.rpw, NOUT = p.n_out, nb = p.nb;
     const int o0 = blockIdx.x * RB, ow = o0 + warp * p.rpw;
     const int nrw = NOUT - ow < p.rpw ? (NOUT - ow > 0 ? NOUT - ow : 0) : p.rpw; /* this warp's rows */
+    if (!GLU) {
+        /* The down product's routing was written before the gate + up product that precedes it (cuda_pdl.cuh)
+         * ran, so its expert is most likely known now: start the block's rows towards L2 while that product
+         * finishes. Only a hint: the id is read through L2 (no L1 line left stale for the read after the wait)
+         * and clamped; a stale one prefetches another expert's rows, and everything is read again after
+         * pdl_wait. */
+        int e0 = __ldcg(p.ids + blockIdx.y);
+        e0 = e0 < 0 ? 0 : e0 >= p.n_expert ? p.n_expert - 1 : e0;
+        const int nr = NOUT - o0 < RB ? NOUT - o0 : RB;
+        pdl_prefetch_l2(p.w + (size_t)e0 * p.expert_stride + (size_t)o0 * p.row_bytes, (size_t)nr * p.row_bytes);
+    }
     pdl_wait();
     pdl_trigger();
     const int s = blockIdx.y;

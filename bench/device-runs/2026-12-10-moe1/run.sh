@@ -6,7 +6,10 @@
 # rounds instead of 4 x 2), the 8-bit rows' 32-value sums made once when the row is quantised (not redone by dp4a in
 # every weight block), a swizzled shared layout of the 8-bit rows, each warp staging its own rows (gate and up as two
 # cp.async groups), the group's rows always quantised in the block (prefetched), 64 registers (4 blocks an SM: the
-# 1-row grid of 512 blocks in one wave).
+# 1-row grid of 512 blocks in one wave); the down product asks L2 for its expert's rows before its PDL wait (its ids
+# were written before the gate + up product ran; a hint only, re-read after the wait).
+# The index math (swizzle, sub-block sums, chunk lanes, term order) was checked against the Q4_K / Q5_K definition
+# by a Python emulation on the dev VM (not committed); the kernel itself has never run before this script.
 #   scripts/device-packs.sh build moe1      (the default pack set: nothing extra)
 #   run(command="bash .gpu-moe1/run.sh", carry=[".gpu-moe1"], timeout_s=600)
 # STEPS (default "t m b d n r"):
@@ -26,7 +29,8 @@
 #    Model (warp-instructions a Q4_K super-block and row: old ~50, new ~11; 32 warps an SM at 1 row): the dot's
 #    ~3.4 us (gate + up) and ~1.7 us (down) of a wave that waits for its loads first shrink to ~1 and ~0.6 us; the
 #    loads (9.4 MB / 4.7 MB, ~2.5 / ~1.3 us at ~3.7 TB/s) and the launch + routing latency (~3 us) stay.
-#  - b: gate + up + swiglu 1 row ~11.5 -> ~8.5 us (6.5-9.5); down ~8.3 -> ~6.5 (5-7.5); both ~20 -> ~15.
+#  - b: gate + up + swiglu 1 row ~11.5 -> ~8.5 us (6.5-9.5); down ~8.3 -> ~6 (4.5-7.5; the L2 hint shows most here,
+#    where each launch's ids are the last one's); both ~20 -> ~14.5.
 #    4 rows: new ~0.7x old; 8 rows: new ~0.65x old (the old GLU takes a separate quantiser launch there).
 #  - d: ops at 1 row: experts 20.0 -> ~15 us a layer; routed experts x40 0.80 -> ~0.60 ms.
 #    STEP lone pass in our graph, PDL on: 4.00 -> ~3.80 ms (3.65-3.9); seq_commit 4.03 -> ~3.83.
