@@ -510,9 +510,14 @@ static void bench_ops(size_t n, int max_kv) {
         op sw = {.kind = K_SWIGLU, .rows = n, .y = A.big2, .y2 = A.big, .n_out = n * KX * FE};
         swiglu = line("experts swiglu", &sw, COPIES, (double)n * KX * FE * 12, P->swiglu);
     } else {
-        moe_gu = experts("experts gate + up + swiglu q4_K 512x2048 (fused)", &A, K_MOE_GLU, FE, H, P->moe_gu);
+        moe_gu = experts(cuda_moe_fast_enabled() ? "experts gate + up + swiglu q4_K 512x2048 (fused, fast)"
+                                                 : "experts gate + up + swiglu q4_K 512x2048 (fused)",
+                         &A, K_MOE_GLU, FE, H, P->moe_gu);
     }
-    moe_down = experts(moe_dec32(n) ? "experts down q4_K 2048x512 (dec32)" : "experts down q4_K 2048x512", &A, K_MOE,
+    moe_down = experts(moe_dec32(n)                           ? "experts down q4_K 2048x512 (dec32)"
+                       : cuda_moe_fast_enabled() && n <= 8 ? "experts down q4_K 2048x512 (fast)"
+                                                           : "experts down q4_K 2048x512",
+                       &A, K_MOE,
                        H, FE, moe_dec32(n) && n > 1 ? DEC32_PRED_DOWN16 : P->moe_down);
     if (n > 1) {
         sh_gu = dense("shexp gate + up q8_0 512x2048 (chunk pair)", &A, K_PAIR, q8, FS, H, P->sh_gu);

@@ -21,6 +21,9 @@
  * not finish in 85 s on 2026-12-03). Then a prompt's dense products at 512 rows with
  * matmul_igemm.cu's kernels and with the wide tile (matmul_igemm_wide.cu), one line each.
  *
+ * CLOVER_BENCH_MOEFAST=1: only the routed experts' 1 / 4 / 8-row products of the 35B-A3B model, the fast form
+ * (CLOVER_CUDA_MOE_FAST) off against on.
+ *
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
  * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
  *
@@ -436,6 +439,57 @@ static void bench_moe_chunk(uint32_t type, size_t n_expert, size_t n_out, size_t
     CU(cudaFree(work));
 }
 
+/* ---- CLOVER_BENCH_MOEFAST: the routed experts' decode products of the 35B-A3B model (Q4_K, 256 experts, k 8),
+ * gate + up + SwiGLU (2048 -> 512) and down (512 -> 2048, a row per slot), at 1, 4 and 8 rows, with the fast form
+ * (moe_fast.cu, cuda_moe_fast_set) off and on, each timed in a CUDA graph over 8 layers' copies of the weights. */
+static void bench_moe_fast(double bw) {
+    const size_t n_expert = 256, k = 8, layers = 8, rows_list[] = {1, 4, 8};
+    const size_t rb_gu = quant_row_bytes(QUANT_Q4_K, 2048), ex_gu = 512 * rb_gu;
+    const size_t rb_dn = quant_row_bytes(QUANT_Q4_K, 512), ex_dn = 2048 * rb_dn;
+    void *w_gu = dev_weights(QUANT_Q4_K, 2 * layers * n_expert * 512, 2048);
+    void *w_dn = dev_weights(QUANT_Q4_K, layers * n_expert * 2048, 512);
+    float *x = dev_floats(8 * k * 2048), *y = NULL, *y2 = NULL;
+    CU(cudaMalloc((void **)&y, 8 * k * 2048 * sizeof(float)));
+    CU(cudaMalloc((void **)&y2, 8 * k * 2048 * sizeof(float)));
+    int32_t *ids = NULL, ids_h[8 * 8];
+    CU(cudaMalloc((void **)&ids, sizeof ids_h));
+    for (size_t ri = 0; ri < sizeof rows_list / sizeof rows_list[0]; ri++) {
+        const size_t rows = rows_list[ri], distinct = pick_expert_ids(ids_h, rows, k, n_expert, 0);
+        CU(cudaMemcpy(ids, ids_h, rows * k * sizeof(int32_t), cudaMemcpyHostToDevice));
+        cuda_moe_args gu = {.type = QUANT_Q4_K, .expert_stride = ex_gu, .n_expert = n_expert, .n_out = 512,
+                            .n_in = 2048, .ids = ids, .n_rows = rows, .k = k, .x = x, .y = y};
+        cuda_moe_args dn = {.type = QUANT_Q4_K, .expert_stride = ex_dn, .n_expert = n_expert, .n_out = 2048,
+                            .n_in = 512, .ids = ids, .n_rows = rows, .k = k, .x = x, .y = y, .x_per_slot = 1};
+        const size_t wb = cuda_moe_decode_work_bytes(&gu) > cuda_moe_decode_work_bytes(&dn)
+                              ? cuda_moe_decode_work_bytes(&gu)
+                              : cuda_moe_decode_work_bytes(&dn);
+        void *work = NULL;
+        CU(cudaMalloc(&work, wb + 256));
+        dec_ctx cg = {.w = w_gu, .work = work, .moe = &gu, .ex = ex_gu, .n_expert = n_expert, .y = y2};
+        dec_ctx cd = {.w = w_dn, .work = work, .moe = &dn, .ex = ex_dn, .n_expert = n_expert, .y = y2};
+        double t[2][2];
+        for (int on = 0; on < 2; on++) {
+            cuda_moe_fast_set(on);
+            t[on][0] = graph_time(glu_body, &cg, layers);
+            t[on][1] = graph_time(moe_body, &cd, layers);
+        }
+        cuda_moe_fast_set(-1);
+        const double b_gu = 2.0 * distinct * ex_gu, b_dn = (double)distinct * ex_dn;
+        printf("moe fast rows %zu (%zu experts): gate+up+swiglu old %6.2f us new %6.2f us (%4.0f GB/s %4.1f%%) | down "
+               "old %6.2f new %6.2f (%4.0f GB/s) | both old %6.2f new %6.2f us\n",
+               rows, distinct, t[0][0] * 1e6, t[1][0] * 1e6, b_gu / t[1][0] / 1e9, 100 * b_gu / t[1][0] / 1e9 / bw,
+               t[0][1] * 1e6, t[1][1] * 1e6, b_dn / t[1][1] / 1e9, (t[0][0] + t[0][1]) * 1e6,
+               (t[1][0] + t[1][1]) * 1e6);
+        CU(cudaFree(work));
+    }
+    CU(cudaFree(w_gu));
+    CU(cudaFree(w_dn));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+    CU(cudaFree(y2));
+    CU(cudaFree(ids));
+}
+
 /* ---- CLOVER_BENCH_LAYER: one GDN layer of a 32-row pass, op by op ---- */
 enum { LY_COPIES = 8, LY_ROWS = 32, LY_E = 256, LY_K = 8 };
 typedef struct layer_ctx {
@@ -818,6 +872,11 @@ int main(void) {
     const char *s32 = getenv("CLOVER_BENCH_STREAM32");
     if (s32 && strcmp(s32, "1") == 0) {
         bench_stream32(bw);
+        return 0;
+    }
+    const char *mf = getenv("CLOVER_BENCH_MOEFAST");
+    if (mf && strcmp(mf, "1") == 0) {
+        bench_moe_fast(bw);
         return 0;
     }
     const char *le = getenv("CLOVER_BENCH_LAYER");

@@ -201,6 +201,14 @@ int cuda_moe_decode(const cuda_moe_args *a, void *work, void *stream, char *why,
 int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work, void *stream, char *why,
                         size_t why_len);
 
+/* The cheaper form of cuda_moe_decode / _glu for Q4_K and Q5_K weights (moe_fast.cu: 4 lanes a super-block, the
+ * 8-bit rows' sub-block sums made once), with the same bits; the two functions take it when
+ * cuda_moe_fast_enabled(): CLOVER_CUDA_MOE_FAST=1 (read once; off by default). cuda_moe_fast_set(1/0) overrides,
+ * -1 goes back to the environment. */
+int cuda_moe_fast_enabled(void);
+void cuda_moe_fast_set(int on);
+unsigned long long cuda_moe_fast_launches(void); /* launches of the fast form so far (tests: it was taken) */
+
 /* The decode form for 1..CUDA_MOE_DECODE_MAX_ROWS rows (moe_decode.cu): the routing's per-expert slot lists
  * built on the device, each routed expert's weights read once for all its rows, a warp a weight row with the
  * decode arithmetic, so every slot's bits equal cuda_moe_decode's (and the chunk form's) for the same slot.

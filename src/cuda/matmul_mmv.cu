@@ -433,6 +433,7 @@ static int moe_decode(const char *op, const cuda_moe_args *a, const void *w2, vo
     if (((uintptr_t)a->w | (uintptr_t)w2 | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("%s: weights or expert stride not %zu-byte aligned", op, mm_align(a->type));
     cudaStream_t st = (cudaStream_t)stream;
+    if (moef_launch(a->type, a, w2, st)) return mm_launch_status(op, why, why_len); /* off unless switched on */
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows;
     mmv_params p = {};
     p.w = (const uint8_t *)a->w;

@@ -287,4 +287,8 @@ __device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0
 /* matmul_mmv_stream.cu: the persistent, double-buffered form of a dense
  * product; 1 when it launched, 0 when it does not apply (then mmv_kernel). */
 int mmv_stream_launch(uint32_t type, mmv_params *p, size_t x_smem, cudaStream_t st);
+
+/* moe_fast.cu: the cheaper Q4_K / Q5_K expert form (cuda_moe_fast_enabled()); 1 when it launched, 0 when it does
+ * not apply (then mmv_kernel). The caller checked the arguments. */
+int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStream_t st);
 #endif

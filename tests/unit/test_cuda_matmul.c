@@ -1175,6 +1175,122 @@ static void test_moe_dec32(void) {
            dec32_cases);
 }
 
+/* ---- moe_fast.cu: the cheaper Q4_K / Q5_K form of cuda_moe_decode (CLOVER_CUDA_MOE_FAST, cuda_moe_fast_set) ----
+ * Each case runs cuda_moe_decode (or _glu) on the same inputs with the fast form off, then on, into outputs
+ * poisoned with NaN first, and asks for the same bits; the fast form's launch count says whether it was taken
+ * (Q4_K / Q5_K when its shared memory fits; Q6_K and Q8_0 keep the old form, checked unchanged); each slot is
+ * checked against the CPU's integer path (decode_ref). Shapes: the 35B-A3B expert products (gate + up
+ * 2048 -> 512, down 512 -> 2048), 3 super-blocks (odd: the even / odd order), 22 (too big at 8 rows: old form),
+ * 45 outputs (a partial block); rows 1..8; odd expert counts; spread / dup / same / bad-id routings. */
+static size_t fast_cases, fast_taken;
+
+static void fast_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int kind,
+                      int glu, int x_per_slot, int pool) {
+    const size_t n_slots = n_rows * k, n_x = x_per_slot ? n_slots : n_rows;
+    size_t rb;
+    const size_t n_w = glu ? 2 : 1;
+    const uint8_t *w = dec32_weights(type, n_w * n_expert * n_out, n_in, &rb);
+    const size_t ex = n_out * rb, stride = pool ? ex + 256 : ex;
+    uint8_t *wp = calloc(n_w * n_expert, stride);
+    for (size_t m = 0; m < n_w * n_expert; m++) memcpy(wp + m * stride, w + m * ex, ex);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    if (kind == 3 && n_in >= 512) x[300] = 0.0f, x[301] = -0.0f; /* a few zeros among the codes */
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    make_ids_kind(ids, n_rows, k, n_expert, kind);
+    cuda_moe_args a = {.type = type, .expert_stride = stride, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    uint8_t *dw = dev_upload(wp, n_w * n_expert * stride);
+    const uint8_t *dw_up = glu ? dw + n_expert * stride : NULL;
+    a.w = dw;
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    const size_t ny = n_slots * n_out;
+    float *dy_old = dev_poisoned(ny), *dy_new = dev_poisoned(ny);
+    float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_decode_work_bytes(&a) + 256));
+    char why[256] = "", what[96];
+    snprintf(what, sizeof what, "fast %s %zux%zu r%zu k%zu E%zu %s%s%s%s", quant_type_name(type), n_in, n_out, n_rows,
+             k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : kind == 2 ? "same" : "bad", glu ? " glu" : "",
+             x_per_slot ? " slot-x" : "", pool ? " pool" : "");
+    for (int on = 0; on < 2; on++) {
+        cuda_moe_fast_set(on);
+        const unsigned long long n0 = cuda_moe_fast_launches();
+        a.y = on ? dy_new : dy_old;
+        CHECK_MSG((glu ? cuda_moe_decode_glu(&a, dw_up, work, NULL, why, sizeof why)
+                       : cuda_moe_decode(&a, work, NULL, why, sizeof why)) == 0,
+                  "%s (fast %s): %s", what, on ? "on" : "off", why);
+        CU(cudaDeviceSynchronize());
+        const unsigned long long took = cuda_moe_fast_launches() - n0;
+        if (!on) CHECK_MSG(took == 0, "%s: the fast form ran while off", what);
+        if (on) fast_taken += took != 0;
+        if (on && (type == QUANT_Q6_K || type == QUANT_Q8_0)) CHECK_MSG(took == 0, "%s: fast form on %s", what,
+                                                                         quant_type_name(type));
+        if (on && (type == QUANT_Q4_K || type == QUANT_Q5_K) && n_in <= 2048) /* fits 48 KB */
+            CHECK_MSG(took == 1, "%s: the fast form was not taken", what);
+    }
+    cuda_moe_fast_set(-1);
+    dev_download(old, dy_old, ny);
+    dev_download(got, dy_new, ny);
+    size_t diff = 0, nan = 0;
+    for (size_t i = 0; i < ny; i++) {
+        diff += memcmp(&got[i], &old[i], sizeof(float)) != 0;
+        nan += isnan(got[i]) != 0;
+    }
+    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from the old form's bits", what, diff, ny);
+    CHECK_MSG(nan == (kind == 3 ? n_out : 0), "%s: %zu NaN outputs (expected %zu)", what, nan,
+              kind == 3 ? n_out : (size_t)0);
+    size_t checked = 0;
+    double e2 = 0, r2 = 0;
+    for (size_t sl = 0; sl < n_slots; sl += n_slots > 64 ? 7 : 1) {
+        if (kind == 3 && sl == 1) continue;
+        const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
+        for (size_t o = 0; o < n_out; o += n_out > 256 ? 37 : 1) {
+            const uint8_t *row = w + ((size_t)ids[sl] * n_out + o) * rb;
+            float ref = decode_ref(type, row, xs, n_in);
+            if (glu) {
+                const float u = decode_ref(type, row + n_expert * n_out * rb, xs, n_in);
+                ref = (ref / (1.0f + expf(-ref))) * u;
+            }
+            const double d = (double)got[sl * n_out + o] - ref;
+            e2 += d * d, r2 += (double)ref * ref;
+            checked++;
+        }
+    }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
+    if (diff == 0) printf("  %-60s bit-identical (%zu outputs), CPU err %.2g (%zu)\n", what, ny, err, checked);
+    fast_cases++;
+    free(wp), free(x), free(ids), free(got), free(old);
+    cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy_new), cudaFree(dy_old), cudaFree(work);
+}
+
+static void test_moe_fast(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    const uint32_t T[4] = {QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
+    static const size_t K[] = {1, 3, 8};
+    /* the 35B-A3B shapes, every row count, Q4_K (its experts' type) and Q5_K */
+    for (int t = 0; t < 2; t++)
+        for (size_t r = 1; r <= 8; r++) {
+            if (small && r % 3 != 1) continue;
+            fast_case(T[t], 2048, 512, r, 8, 129, r == 5 ? 1 : 0, 1, 0, r == 3);
+            fast_case(T[t], 512, 2048, r, 8, 129, r == 6 ? 1 : 0, 0, 1, r == 4);
+        }
+    /* odd super-block counts, partial blocks, k 1 / 3, dup / same / bad routings, every type */
+    for (int t = 0; t < 4; t++)
+        for (size_t r = 1; r <= 8; r++) {
+            if (small && r % 4 != 1) continue;
+            const size_t kk = K[(r + (size_t)t) % 3];
+            const int kind = (int)((r + (size_t)t) % 4); /* spread, dup, same, bad */
+            fast_case(T[t], n_in_for(T[t]), 45, r, kk, 9 + 2 * (size_t)t, kind, (int)(r & 1), (int)(r % 3 == 0), 0);
+            if (!small) fast_case(T[t], n_in_variant(T[t], 1), 45, r, kk, 7, 0, (int)(r % 2 == 0), 0, 0);
+        }
+    printf("  fast         %zu cases bit-identical to the old decode form (%zu took the fast form)\n", fast_cases,
+           fast_taken);
+    CHECK(fast_taken > 0);
+}
+
 /* The grouping of cuda_moe_chunk at expert counts past one warp (moe_group_fast_kernel's block-wide scans over
  * 100 and 300 experts: warps 0..3 and 0..9 own experts) and past 1024 (the one-thread kernel): the wide tiles
  * (<= 4 slots an expert) bit for bit the decode form, the 32-row tiles (more slots: expert 0 in 3 rows of 4,
@@ -1536,6 +1652,7 @@ int main(void) {
     RUN(test_moe_chunk);
     RUN(test_moe_many_experts);
     RUN(test_moe_dec32);
+    RUN(test_moe_fast);
     RUN(test_glu);
     RUN(test_multi);
     RUN(test_graph_capture);
