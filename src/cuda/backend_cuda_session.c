@@ -54,10 +54,12 @@ static size_t mm_work_of(const model_weight *w, size_t rows, size_t chunk_rows) 
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* A row-count switch (1..8): its value, else the decode form's limit (CUDA_MATMUL_DECODE_MAX_ROWS). */
+/* A row-count switch (1..8): its value, else 2. Why 2 (2026-12-10-rows, H200, bench_batch AR on the 35B-A3B
+ * file, pass ms at 2 / 4 / 8 sequences): the decode form everywhere up to 8 rows 6.09 / 10.16 / 18.09, the chunk
+ * form from 2 rows 7.64 / 8.75 / 11.15, from 3 rows 6.10 / 9.06 / 11.08; 16 sequences 16.7-16.9 in each. */
 static size_t env_rows(const char *name) {
     const char *v = getenv(name);
-    return v && *v >= '1' && *v <= '8' && !v[1] ? (size_t)(*v - '0') : CUDA_MATMUL_DECODE_MAX_ROWS;
+    return v && *v >= '1' && *v <= '8' && !v[1] ? (size_t)(*v - '0') : 2;
 }
 
 static bool is_float_type(uint32_t t) { return t == QUANT_F32 || t == QUANT_F16 || t == QUANT_BF16; }
@@ -326,7 +328,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->sgraph_failed = s->graph_failed;
     s->stack_decode_only = getenv("CLOVER_CUDA_STACK_DECODE_ONLY") != NULL;
     /* CLOVER_CUDA_DECODE_ROWS=K (1..8): dense integer products of more than K rows take the chunk form, with the
-     * decode form's bits (a measurement switch until a device run picks the default; 8 when unset) */
+     * decode form's bits (2 when unset; 8 is the decode form wherever it can run, as before 2026-12-10) */
     s->decode_rows = env_rows("CLOVER_CUDA_DECODE_ROWS");
     s->moe_decode_rows = env_rows("CLOVER_CUDA_MOE_DECODE_ROWS"); /* the grouped expert products' own */
     s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
