@@ -203,7 +203,7 @@ int cuda_moe_decode_glu(const cuda_moe_args *gate, const void *w_up, void *work,
 
 /* The cheaper form of cuda_moe_decode / _glu for Q4_K and Q5_K weights (moe_fast.cu: 4 lanes a super-block, the
  * 8-bit rows' sub-block sums made once), with the same bits; the two functions take it when
- * cuda_moe_fast_enabled(): CLOVER_CUDA_MOE_FAST=1 (read once; off by default). cuda_moe_fast_set(1/0) overrides,
+ * cuda_moe_fast_enabled(): on unless CLOVER_CUDA_MOE_FAST=0 (read once). cuda_moe_fast_set(1/0) overrides,
  * -1 goes back to the environment. */
 int cuda_moe_fast_enabled(void);
 void cuda_moe_fast_set(int on);

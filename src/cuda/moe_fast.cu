@@ -1,7 +1,7 @@
 /*
  * moe_fast.cu: a cheaper 1..8-row form of the routed experts' Q4_K / Q5_K
  * decode product (cuda_moe_decode and _glu take it when
- * cuda_moe_fast_enabled(): CLOVER_CUDA_MOE_FAST=1, off by default), with
+ * cuda_moe_fast_enabled(): on unless CLOVER_CUDA_MOE_FAST=0), with
  * mmv_kernel's bits exactly.
  *
  * Why: at 1 row mmv_kernel's experts run in one wave that first stages its
@@ -239,7 +239,7 @@ extern "C" int cuda_moe_fast_enabled(void) {
     int v = __atomic_load_n(&g_fast, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *s = getenv("CLOVER_CUDA_MOE_FAST");
-        v = s && strcmp(s, "1") == 0;
+        v = !(s && strcmp(s, "0") == 0); /* on unless CLOVER_CUDA_MOE_FAST=0 (H200, 2026-12-10-moe1) */
         __atomic_store_n(&g_fast, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -1009,7 +1009,7 @@ static void make_ids_kind(int32_t *ids, size_t n_rows, size_t k, size_t n_expert
             } while (dup);
             ids[r * k + j] = e;
         }
-    if (kind == 3) ids[1] = (int32_t)n_expert;
+    if (kind == 3 && n_rows * k > 1) ids[1] = (int32_t)n_expert; /* a bad id in slot 1 where there is one */
 }
 
 static size_t dec32_cases;
@@ -1087,8 +1087,8 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
     }
     CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from cuda_moe_decode%s's bits", what, diff, ny,
               glu ? "_glu" : "");
-    CHECK_MSG(nan == (kind == 3 ? n_out : 0), "%s: %zu NaN outputs (expected %zu)", what, nan,
-              kind == 3 ? n_out : (size_t)0);
+    const size_t bad = kind == 3 && n_slots > 1 ? n_out : 0; /* slot 1's outputs stay poisoned */
+    CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
     if (is_int_type(type) && !glu && kind != 3) { /* the chunk form over all rows */
         float *dy_c = dev_poisoned(ny), *chk = malloc(ny * sizeof(float));
         void *work_c = NULL;
@@ -1239,8 +1239,8 @@ static void fast_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, s
         nan += isnan(got[i]) != 0;
     }
     CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from the old form's bits", what, diff, ny);
-    CHECK_MSG(nan == (kind == 3 ? n_out : 0), "%s: %zu NaN outputs (expected %zu)", what, nan,
-              kind == 3 ? n_out : (size_t)0);
+    const size_t bad = kind == 3 && n_slots > 1 ? n_out : 0; /* slot 1's outputs stay poisoned */
+    CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
     size_t checked = 0;
     double e2 = 0, r2 = 0;
     for (size_t sl = 0; sl < n_slots; sl += n_slots > 64 ? 7 : 1) {
@@ -1270,12 +1270,13 @@ static void test_moe_fast(void) {
     const int small = getenv("CLOVER_TEST_SMALL") != NULL;
     const uint32_t T[4] = {QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K, QUANT_Q8_0};
     static const size_t K[] = {1, 3, 8};
-    /* the 35B-A3B shapes, every row count, Q4_K (its experts' type) and Q5_K */
+    /* the 35B-A3B shapes, every row count, Q4_K (its experts' type) and Q5_K; 33 experts (129 took > 150 s on the
+     * H200 for the whole test: the host's quantising) */
     for (int t = 0; t < 2; t++)
         for (size_t r = 1; r <= 8; r++) {
             if (small && r % 3 != 1) continue;
-            fast_case(T[t], 2048, 512, r, 8, 129, r == 5 ? 1 : 0, 1, 0, r == 3);
-            fast_case(T[t], 512, 2048, r, 8, 129, r == 6 ? 1 : 0, 0, 1, r == 4);
+            fast_case(T[t], 2048, 512, r, 8, 33, r == 5 ? 1 : 0, 1, 0, r == 3);
+            fast_case(T[t], 512, 2048, r, 8, 33, r == 6 ? 1 : 0, 0, 1, r == 4);
         }
     /* odd super-block counts, partial blocks, k 1 / 3, dup / same / bad routings, every type */
     for (int t = 0; t < 4; t++)

@@ -44,21 +44,23 @@ LB=/tmp/llama-build/bin/llama-bench
 ( mkdir -p /tmp/llama-src && tar xJf "$PACK/llama-src.txz" -C /tmp/llama-src &&
   timeout 100 cmake -S /tmp/llama-src/llama.cpp -B /tmp/llama-build -DGGML_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a \
     -DGGML_NATIVE=OFF -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
     -DLLAMA_BUILD_TOOLS=ON -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DCMAKE_BUILD_TYPE=Release > $O/llama-cmake.log 2>&1 &&
-  timeout 330 nice -n 10 cmake --build /tmp/llama-build -j12 --target llama-bench > $O/llama-build.log 2>&1
+  timeout 330 nice -n 10 cmake --build /tmp/llama-build -j${JOBS:-12} --target llama-bench > $O/llama-build.log 2>&1
   echo "llama build rc=$? at +$(el)s" > $O/llama-done ) &
 LPID=$!
 F=/tmp/q35skew4nd.gguf FD=/tmp/q35skew4d.gguf
-( timeout 150 "$C" synth --preset qwen3.5-35b-a3b --no-diffusion --route-skew 4 -o $F.part > $O/synth1.log 2>&1 && mv $F.part $F
-  timeout 150 "$C" synth --preset qwen3.5-35b-a3b --route-skew 4 -o $FD.part > $O/synth2.log 2>&1 && mv $FD.part $FD ) &
+STEPS=${STEPS:-clover llama} # "llama": the peer only (its build and sweep), for a call after one that timed clover
+has() { [[ " $STEPS " == *" $1 "* ]]; }
+( [ -s $F ] || { timeout 150 "$C" synth --preset qwen3.5-35b-a3b --no-diffusion --route-skew 4 -o $F.part > $O/synth1.log 2>&1 && mv $F.part $F; }
+  has clover && { [ -s $FD ] || { timeout 150 "$C" synth --preset qwen3.5-35b-a3b --route-skew 4 -o $FD.part > $O/synth2.log 2>&1 && mv $FD.part $FD; }; } ) &
 SPID=$!
 wait $SPID; say "synth done at +$(el)s: $(ls -l $F $FD 2>&1 | awk '{print $5}' | tr '\n' ' ')"
 # LABEL LIMIT CMD...: runs CMD with the GPU's memory sampled; prints its last lines and the peak
 peak() { sort -n "$1" | tail -1; }
 mrun() {
   local label=$1 lim=$2; shift 2
-  local left=$(( 590 - $(el) )); [ "$lim" -gt "$left" ] && lim=$left
+  local left=$(( ${LIMIT:-590} - $(el) )); [ "$lim" -gt "$left" ] && lim=$left
   [ "$lim" -lt 10 ] && { say "== $label skipped: $left s left"; return 1; }
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > $O/mem_$label.txt 2>/dev/null &
   local mp=$! s=$(date +%s)
@@ -66,6 +68,7 @@ mrun() {
   kill $mp 2>/dev/null; wait $mp 2>/dev/null
   say "== $label rc=$rc $(( $(date +%s) - s ))s, GPU peak $(peak $O/mem_$label.txt) MiB: $*"
 }
+if has clover; then
 IDS=1000,1001,1002,1003,1004,1005,1006,1007
 RUN=(run -m $F --ids $IDS --ar -n 32 -c 1024 --device cuda)
 ids() { grep -m1 '^ids:' $O/$1.log; }
@@ -80,9 +83,10 @@ for g in 16 8; do
   grep -vE '^gpu-mem' $O/B$g.log | tail -14 | tee -a "$S"
 done
 mrun BA 60 $C bench -m $F --prompt-tokens 512 --decode-tokens 32 --device cuda; grep -vE '^gpu-mem' $O/BA.log | tail -6 | tee -a "$S"
+fi
 wait $LPID; say "$(cat $O/llama-done 2>/dev/null || echo 'llama build: no result')"; tail -2 $O/llama-build.log | cut -c1-200 | tee -a "$S"
 if [ -x $LB ]; then
-  for n in 8 11 14 27 30; do
+  for n in 11 30 8 14 27; do # the likeliest best first, in case the call's time runs out
     mrun L$n 45 $LB -m $F -ngl 99 -fa 1 -p 0 -n 32 -r 2 -t 16 --n-cpu-moe $n -o csv || break
     if ! grep -q avg_ts $O/L$n.log; then # older flag spelling: the experts of the first n layers by tensor override
       pat="blk\\.($(seq -s'|' 0 $((n - 1))))\\.ffn_(up|down|gate)_exps\\.=CPU"
@@ -94,10 +98,12 @@ if [ -x $LB ]; then
 else
   say "llama-bench not built: no peer in this run"; tail -20 $O/llama-build.log > $R/llama-build-tail.txt
 fi
+if has clover; then
 # clover's decode again with the build done (the runs above overlapped it): the clean figures
 for g in 16 8; do
   mrun C$g 40 $C bench -m $F --prompt-tokens 64 --decode-tokens 32 --device cuda --gpu-mem $g || break
   grep -vE '^gpu-mem' $O/C$g.log | tail -4 | tee -a "$S"
 done
+fi
 say "end $(date -u +%T) ($(el)s)"
 (cd "$O" && tar czf "$R/logs.tgz" --exclude='*.gguf' .)
