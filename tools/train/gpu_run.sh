@@ -18,6 +18,9 @@
 # more), SHARPEN (default STEPS: no sharpening), PREFIX_P (train.py --prefix-p: a share of
 # the blocks masked as a left-to-right decode leaves them; default 0), DISTILL_NEAR
 # (train.py --distill-near: the exact-teacher KL on rows with the causal context; default 0),
+# SD_P (train.py --sd-p: a share of the rows replaced by the model's own greedy answers,
+# made at the call's start from SD_PROMPTS prompts, default 8192; default 0: none),
+# EVAL_PROMPTS (20: train.py's held-out evaluation at the end; 0 skips its ~30 s),
 # ENGINE_MASK_P (train.py --engine-mask-p: a share of the rows masked as the engine leaves
 # them, from the model's own SPEC 3 passes; default 0: masks unchanged), ENGINE_TH (0.95),
 # ENGINE_PASSES (8: the passes' cap, each a forward of the chosen rows), ENGINE_FILL (true|own),
@@ -48,11 +51,18 @@ SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SH
        --engine-fill ${ENGINE_FILL:-true} ${ENGINE_K:+--engine-max-distance $ENGINE_K}
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
        --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0}
-       --distill-near ${DISTILL_NEAR:-0})
+       --distill-near ${DISTILL_NEAR:-0} --sd-p ${SD_P:-0} --sd-prompts ${SD_PROMPTS:-8192})
+# .gpu-keep/ckpt: the previous call's checkpoint, left on the device (an ignored,
+# uncarried folder survives between calls while the machine stays warm), taken
+# when it is ahead of the carried one: back-to-back calls need no round trip
 init=""
+stepof() { $PY -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' "$1/state.json"; }
 for d in .gpu-train/ckpt; do
     if [ -f "$d/state.json" ]; then init=$d; break; fi
 done
+if [ -f .gpu-keep/ckpt/state.json ] && { [ -z "$init" ] || [ "$(stepof .gpu-keep/ckpt)" -gt "$(stepof $init)" ]; }; then
+    init=.gpu-keep/ckpt
+fi
 if [ ! -f $PACK/SOURCES.json ] && [ "$PHASE" != smoke ]; then
     echo "gpu_run: no source pack in $PACK: run 'python3 tools/train/fetch_corpus.py --out $PACK' on the dev box and carry .gpu-train" >&2
     exit 2
@@ -84,10 +94,13 @@ train)
     timeout $(( left + 50 )) $PY tools/train/train.py --pack $PACK --tok tools/train/tok --ckpt "$OUT/ckpt" \
         ${init:+--init-from "$init"} --ckpt-int8 --bf16 "${SCHED[@]}" "${extra[@]}" \
         --stop-after-min "$MIN" --save-every-s 120 --log-every 20 --eval-every 100000 \
-        --eval-prompts 20 --eval-tokens 96 --thresholds 0.9 0.5 --heldout tools/train/heldout.txt \
+        --eval-prompts ${EVAL_PROMPTS:-20} --eval-tokens 96 --thresholds 0.9 0.5 --heldout tools/train/heldout.txt \
         ${TRAIN_EXTRA:-} 2>&1 | tee -a "$L"
     rc=$?
     ls -la "$OUT/ckpt" 2>&1 | tee -a "$L"
+    if [ -f "$OUT/ckpt/state.json" ]; then
+        rm -rf .gpu-keep/ckpt; mkdir -p .gpu-keep; cp -r "$OUT/ckpt" .gpu-keep/ckpt
+    fi
     exit $rc ;;
 check)
     L=$OUT/check.log

@@ -201,7 +201,7 @@ def mix_engine_masks(model, ids, noisy, masked, block: int, mask_id: int, gen, p
 
 
 def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near: float = 0.0,
-           block: int = 0):
+           block: int = 0, selfgen=None):
     """Causal CE on real targets; preview CE on masked rows of every view (pads
     included: the rows after an answer must resolve fast at inference too); the
     distillation KL on masked real rows that have a causal prediction; with
@@ -213,9 +213,10 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near
     exactly the causal path's context, so the teacher is exact (PLAN.md,
     "Diagnosis at step 1257": at such rows the preview's pick disagrees with
     the causal pick on about a quarter of the held-out answers' rows). near 0:
-    as before."""
+    as before. selfgen [N,T] (self-distillation rows' answers): not targets of
+    the causal loss (the causal path is not trained on its own outputs)."""
     n = ids.shape[0]
-    tgt_ok = real[:, 1:]
+    tgt_ok = real[:, 1:] if selfgen is None else (real & ~selfgen)[:, 1:]
     loss_c = F.cross_entropy(lc[:, :-1][tgt_ok].float(), ids[:, 1:][tgt_ok])
     z = loss_c.new_zeros(())
     if ln is None:
@@ -261,7 +262,7 @@ def losses(lc, ln, ids, real, masked, distill: float, entropy: float = 0.0, near
 
 
 def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, entropy: float,
-               near: float = 0.0):
+               near: float = 0.0, selfgen=None):
     """Forward + backward of one step's batch in `accum` micro-batches (each
     view of the preview split alike); returns the losses averaged over them."""
     n = ids.shape[0]
@@ -278,13 +279,39 @@ def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, ent
             mk = masked.view(r, n, -1)[:, sl].reshape(r * mb, -1)
         with torch.autocast(a.device.split(":")[0], dtype=torch.bfloat16, enabled=a.bf16):
             lc, ln = fwd(ids[sl], nz, a.block)
-        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy, near, a.block)
+        parts = losses(lc, ln, ids[sl], real[sl], mk, distill, entropy, near, a.block,
+                       None if selfgen is None else selfgen[sl])
         loss = parts[0] + parts[1] + a.distill * parts[2] + entropy * parts[3]
         (loss / accum).backward()
         del lc, ln, loss
         parts = [x.detach() / accum for x in parts]
         tot = parts if tot is None else [t + x for t, x in zip(tot, parts)]
     return tot
+
+
+def self_distill_rows(a, model, tok, step: int):
+    """--sd-p: the model's greedy answers to --sd-prompts generated prompts (a
+    seed of their own per step, never training's stream) packed as rows;
+    returns (ids, real, selfgen) on the CPU."""
+    from selfdistill import greedy_answers, pack_rows, sd_prompts
+    t = time.time()
+    prompts = sd_prompts(a.pack, tok, a.sd_prompts, a.seed * 1_000_003 + 7919 * step + 1,
+                         a.think_p, a.block)
+    answers = greedy_answers(model, prompts, tok, a.sd_max_new, a.sd_batch,
+                             autocast=(a.device.split(":")[0], a.bf16), time_limit=a.sd_time)
+    ids, real, selfgen = pack_rows(prompts, answers, a.seq, a.block,
+                                   tok.token_to_id("<|endoftext|>"))
+    done = [x for x in answers if x is not None]
+    print(f"train: self-distillation: {len(done)} of {len(prompts)} prompts answered within "
+          f"{a.sd_max_new} tokens (mean {sum(map(len, done)) / max(len(done), 1):.1f}), "
+          f"{ids.shape[0]} rows of {a.seq}, {time.time() - t:.1f} s", flush=True)
+    for i in range(min(3, len(prompts))):
+        if answers[i] is not None:
+            print("  sd sample: " + repr(tok.decode(prompts[i][-24:] + answers[i],
+                                                   skip_special_tokens=False)), flush=True)
+    if ids.shape[0] == 0:
+        raise SystemExit("train: --sd-p: no prompt was answered within --sd-max-new tokens")
+    return ids, real, selfgen
 
 
 def main() -> None:
@@ -326,6 +353,16 @@ def main() -> None:
                     help="the distillation term adds this x the KL on masked rows with exactly the "
                          "causal context: left neighbour clean, nothing clean after them in the "
                          "block (an exact teacher; PLAN.md: diagnosis)")
+    ap.add_argument("--sd-p", type=float, default=0.0,
+                    help="block diffusion: the share of each batch's rows replaced by self-distillation "
+                         "rows (the model's own greedy answers, selfdistill.py; made at the start of "
+                         "each run from its weights); 0: none, the batches unchanged")
+    ap.add_argument("--sd-prompts", type=int, default=8192, help="--sd-p: prompts answered a run")
+    ap.add_argument("--sd-max-new", type=int, default=192,
+                    help="--sd-p: longest answer kept (tokens; an answer with no stop is dropped)")
+    ap.add_argument("--sd-batch", type=int, default=2048, help="--sd-p: prompts decoded at once")
+    ap.add_argument("--sd-time", type=float, default=90.0,
+                    help="--sd-p: no new decoding batch starts after this many seconds")
     ap.add_argument("--sharpen-from", type=int, default=None,
                     help="from this step on, add --entropy x the preview's entropy on masked rows")
     ap.add_argument("--entropy", type=float, default=0.0)
@@ -417,6 +454,15 @@ def main() -> None:
                          f"it restarts the schedule from a checkpoint at or after that step")
     warm = a.warmup if start_step == 0 else a.rewarmup
     accum = a.accum
+    sd = None
+    if a.sd_p > 0 and step >= a.causal_steps:
+        try:
+            sd = self_distill_rows(a, model, tok, step)
+        except Exception:   # a device call still trains (without these rows) rather than die
+            import traceback
+            traceback.print_exc()
+            print("train: self-distillation rows failed: training without them", flush=True)
+        model.train()
     while step < a.steps:
         lr = a.lr * lr_factor(step, start_step, a.steps, a.warmup, warm, a.cosine_from)
         for g in opt.param_groups:
@@ -432,6 +478,17 @@ def main() -> None:
             real = torch.from_numpy(real_np).to(a.device, non_blocking=True)
             ep = None
         diffusion = step >= a.causal_steps
+        selfgen = None
+        if sd is not None:
+            # the first n_sd rows (the stream's rows are in a shuffled order) become
+            # self-distillation rows drawn by step: a run that resumes draws the same
+            k = max(1, round(a.sd_p * a.batch))
+            pick = torch.randint(0, sd[0].shape[0], (k,),
+                                 generator=torch.Generator().manual_seed(a.seed * 31 + step))
+            ids, real = ids.clone(), real.clone()
+            ids[:k], real[:k] = sd[0][pick].to(a.device), sd[1][pick].to(a.device)
+            selfgen = torch.zeros_like(real)
+            selfgen[:k] = sd[2][pick].to(a.device)
         sharpen = a.sharpen_from is not None and step >= a.sharpen_from
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
@@ -450,7 +507,7 @@ def main() -> None:
                 opt.zero_grad(set_to_none=True)
                 loss_c, loss_p, loss_d, loss_e = accumulate(
                     fwd, a, ids, real, noisy, masked, accum, a.distill if diffusion else 0,
-                    a.entropy if sharpen else 0, a.distill_near)
+                    a.entropy if sharpen else 0, a.distill_near, selfgen)
                 break
             except torch.OutOfMemoryError:
                 # same batch, same step, in more micro-batches: the schedule is unchanged
