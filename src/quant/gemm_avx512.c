@@ -357,17 +357,23 @@ static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 /* ---- Q8_0 ---- */
 
 /* The activation rows arrive planar (matmul.c's gemm_q8_stage): every row's
- * codes as 32-byte blocks, then every row's scales as floats. A tile holds,
- * per weight row and block pair q (blocks 2q, 2q+1 of the tile), the codes,
- * the lane corrections -128 * sum of 4 codes, and d_w of each block
- * broadcast over its half. An odd last block has a zero high half, and its
- * pair's FMA leaves the high (odd-block) lanes untouched, as decode does. */
-enum { PAIRS = KB_8 / 2 };
-
+ * codes as 32-byte blocks, then every row's scales as floats. A tile holds
+ * the 4 weight rows as two row pairs: per pair p and block b, one 512-bit
+ * vector with row 2p's 32 codes in the low half and row 2p + 1's in the
+ * high half, the lane corrections -128 * (sum of 4 codes), and d_w of each
+ * row broadcast over its half. An activation block is broadcast to both
+ * halves with one load, so the activation side costs a load and an XOR a
+ * block, shared by both pairs, and no shuffle (the earlier layout, two
+ * blocks of one row per vector, paid an insert for the codes and one for
+ * the scales per block pair and row). Decode's two accumulators (even and
+ * odd blocks) stay two accumulators: per (activation row, pair) one for
+ * even blocks and one for odd, each lane doing decode's FMA with decode's
+ * product d_w * d_x; the end sums them lane by lane and takes decode's
+ * hsum of each half. */
 typedef struct q8_tile {
-    __m512i w[TILE_O * PAIRS];
-    __m512i corr[TILE_O * PAIRS];
-    __m512 dw[TILE_O * PAIRS];
+    __m512i w[2 * KB_8]; /* [p * KB_8 + b] */
+    __m512i corr[2 * KB_8];
+    __m512 dw[2 * KB_8];
 } q8_tile;
 
 static inline const int8_t *q8_codes(const matmul_job *j, size_t r) {
@@ -378,30 +384,22 @@ static inline const float *q8_scales(const matmul_job *j, size_t r) {
     return (const float *)(const void *)(j->xq + j->n_rows * nb * QUANT_QK8_0) + r * nb;
 }
 
-/* Pair q of nx (<= Q8_XR, a constant at each call) activation rows against
- * the tile's 4 weight rows, into acc[x][i]; half: only the low block. */
-static inline __attribute__((always_inline)) void q8_pair(const q8_tile *tile, const int8_t *const xs[Q8_XR],
-                                                          const float *const dx[Q8_XR], size_t q, const int nx,
-                                                          const int half, __m512 acc[Q8_XR][TILE_O]) {
+/* Block b (of parity par, a constant) of nx (<= Q8_XR, a constant at each
+ * call) activation rows against the tile's two row pairs. */
+static inline __attribute__((always_inline)) void q8_block(const q8_tile *tile, const int8_t *const xs[Q8_XR],
+                                                           const float *const dx[Q8_XR], size_t b, const int nx,
+                                                           const int par, __m512 acc[Q8_XR][2][2]) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i xu[Q8_XR];
-    __m512 dxv[Q8_XR];
-    for (int x = 0; x < nx; x++) {
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q));
-        const __m256i hi = half ? _mm256_setzero_si256()
-                                : _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q + 32));
-        xu[x] = _mm512_xor_si512(join_256(lo, hi), flip);
-        const __m256 dl = _mm256_set1_ps(dx[x][2 * q]), dh = half ? _mm256_setzero_ps() : _mm256_set1_ps(dx[x][2 * q + 1]);
-        dxv[x] = join_ps(dl, dh);
-    }
-    for (int i = 0; i < TILE_O; i++) {
-        const __m512i wv = tile->w[i * PAIRS + q], cv = tile->corr[i * PAIRS + q];
-        const __m512 dwv = tile->dw[i * PAIRS + q];
+    for (int x = 0; x < nx; x++)
+        xu[x] = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 32 * b))),
+                                 flip);
+    for (int p = 0; p < 2; p++) {
+        const __m512i wv = tile->w[p * KB_8 + b], cv = tile->corr[p * KB_8 + b];
+        const __m512 dwv = tile->dw[p * KB_8 + b];
         for (int x = 0; x < nx; x++) {
             const __m512 isum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, xu[x], wv));
-            const __m512 prod = _mm512_mul_ps(dwv, dxv[x]);
-            acc[x][i] = half ? _mm512_mask3_fmadd_ps(prod, isum, acc[x][i], 0x00FF)
-                             : _mm512_fmadd_ps(prod, isum, acc[x][i]);
+            acc[x][p][par] = _mm512_fmadd_ps(_mm512_mul_ps(dwv, _mm512_set1_ps(dx[x][b])), isum, acc[x][p][par]);
         }
     }
 }
@@ -411,42 +409,47 @@ static inline __attribute__((always_inline)) void q8_group(const matmul_job *j, 
                                                            pair_acc *accs, int last, size_t o, size_t nr) {
     const int8_t *xs[Q8_XR];
     const float *dx[Q8_XR];
-    __m512 acc[Q8_XR][TILE_O];
+    __m512 acc[Q8_XR][2][2];
     for (int x = 0; x < nx; x++) {
         xs[x] = q8_codes(j, r0 + x) + 32 * kb0;
         dx[x] = q8_scales(j, r0 + x) + kb0;
-        for (int i = 0; i < TILE_O; i++) acc[x][i] = kb0 ? accs[(r0 + x - xb) * TILE_O + i].q8 : _mm512_setzero_ps();
+        for (int i = 0; i < TILE_O; i++)
+            acc[x][i / 2][i % 2] = kb0 ? accs[(r0 + x - xb) * TILE_O + i].q8 : _mm512_setzero_ps();
     }
-    const size_t full = nkb / 2;
-    for (size_t q = 0; q < full; q++) q8_pair(tile, xs, dx, q, nx, 0, acc);
-    if (nkb & 1) q8_pair(tile, xs, dx, full, nx, 1, acc);
+    size_t b = 0;
+    for (; b + 2 <= nkb; b += 2) {
+        q8_block(tile, xs, dx, b, nx, 0, acc);
+        q8_block(tile, xs, dx, b + 1, nx, 1, acc);
+    }
+    if (b < nkb) q8_block(tile, xs, dx, b, nx, 0, acc); /* an odd last block: even, as decode's */
     for (int x = 0; x < nx; x++) {
         if (!last) {
-            for (int i = 0; i < TILE_O; i++) accs[(r0 + x - xb) * TILE_O + i].q8 = acc[x][i];
+            for (int i = 0; i < TILE_O; i++) accs[(r0 + x - xb) * TILE_O + i].q8 = acc[x][i / 2][i % 2];
             continue;
         }
         float *yr = j->y + (r0 + x) * j->n_out + o;
-        for (size_t i = 0; i < nr; i++)
-            yr[i] = hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[x][i]),
-                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[x][i]), 1))));
+        for (size_t i = 0; i < nr; i++) {
+            const __m512 s = _mm512_add_ps(acc[x][i / 2][0], acc[x][i / 2][1]);
+            yr[i] = hsum_ps(i & 1 ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))
+                                  : _mm512_castps512_ps256(s));
+        }
     }
 }
 
 static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
                          q8_tile *tile, pair_acc *acc, int last) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (size_t i = 0; i < TILE_O; i++) {
-        const block_q8_0 *row = (const block_q8_0 *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
-        for (size_t q = 0; 2 * q < nkb; q++) {
-            const block_q8_0 *b0 = row + 2 * q, *b1 = b0 + 1;
-            const int pair = 2 * q + 1 < nkb;
-            const __m512i wv = join_256(load_256(b0->qs), pair ? load_256(b1->qs) : _mm256_setzero_si256());
-            tile->w[i * PAIRS + q] = wv;
+    for (size_t p = 0; p < 2; p++) {
+        const size_t ra = 2 * p < nr ? 2 * p : 0, rb = 2 * p + 1 < nr ? 2 * p + 1 : 0;
+        const block_q8_0 *wa = (const block_q8_0 *)(const void *)(j->w + (o + ra) * j->row_bytes) + kb0;
+        const block_q8_0 *wb = (const block_q8_0 *)(const void *)(j->w + (o + rb) * j->row_bytes) + kb0;
+        for (size_t b = 0; b < nkb; b++) {
+            const __m512i wv = join_256(load_256(wa[b].qs), load_256(wb[b].qs));
+            tile->w[p * KB_8 + b] = wv;
             /* -128 * (sum of each lane's 4 codes): vpdpbusd of 0x80 bytes, negated */
-            tile->corr[i * PAIRS + q] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wv));
-            tile->dw[i * PAIRS + q] =
-                join_ps(_mm256_set1_ps(load_f16(b0->d)), pair ? _mm256_set1_ps(load_f16(b1->d)) : _mm256_setzero_ps());
+            tile->corr[p * KB_8 + b] =
+                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wv));
+            tile->dw[p * KB_8 + b] = join_ps(_mm256_set1_ps(load_f16(wa[b].d)), _mm256_set1_ps(load_f16(wb[b].d)));
         }
     }
     size_t r0 = xb;

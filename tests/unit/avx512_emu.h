@@ -180,6 +180,10 @@ static inline emu_m512i emu_broadcast_i32x4(__m128i a) {
     return (emu_m512i){v, v};
 }
 static inline void emu_store_ps(float *p, emu_m512 a) { emu_storeu_ps(p, a); }
+static inline emu_m512i emu_broadcast_i64x4(__m256i a) { return (emu_m512i){a, a}; }
+static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b) {
+    return (emu_m512){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
 
 #undef _mm512_inserti64x4
 #define _mm512_inserti64x4 emu_inserti64x4
@@ -258,5 +262,9 @@ static inline void emu_store_ps(float *p, emu_m512 a) { emu_storeu_ps(p, a); }
 #define _mm512_broadcast_i32x4 emu_broadcast_i32x4
 #undef _mm512_store_ps
 #define _mm512_store_ps emu_store_ps
+#undef _mm512_broadcast_i64x4
+#define _mm512_broadcast_i64x4 emu_broadcast_i64x4
+#undef _mm512_add_ps
+#define _mm512_add_ps emu_add_ps
 
 #endif
