@@ -11,11 +11,13 @@
  * int16 step saturates: |4-byte sum| <= 4 * 63 * 127 < 2^15; the 32-bit
  * sums stay far below 2^31), so any instruction sequence that gives each
  * lane the same set of integer terms gives the same lane values. Here:
- *  - Q8_0: a 512-bit vector holds blocks 2q (low half) and 2q+1 (high):
- *    decode's two accumulators (even and odd blocks) are the two halves of
- *    one accumulator, the per-block scale product d_w * d_x is the same
- *    IEEE product (formed in a vector with each half broadcast), and the
- *    FMA is the same per lane; the end is decode's hsum(acc0 + acc1).
+ *  - Q8_0: a 512-bit vector holds one block of two weight rows (row 2p in
+ *    the low half, 2p + 1 in the high) against the activation block
+ *    broadcast to both halves: each half's lanes are decode's 8 lanes of
+ *    its row, kept in decode's two accumulators (even and odd blocks), the
+ *    per-block scale product d_w * d_x is the same IEEE product (formed in
+ *    a vector with each half's d_w broadcast), and the FMA is the same per
+ *    lane; the end is decode's hsum(acc0 + acc1) of each half.
  *    vpdpbusd multiplies unsigned by signed bytes, so x is moved to
  *    unsigned (x + 128, an XOR of the sign bit) and each lane starts from
  *    -128 * (sum of its 4 weight codes), computed once per tile: lane =
@@ -25,9 +27,10 @@
  *    vpdpwssd apply the sub-block scales (the layout comment below says
  *    how codes and activations are permuted so that each pair shares its
  *    lane); adding the high half to the low gives decode's 8 lanes of the
- *    block. The float work (the d * d_x and dmin * d_x products, the FMAs,
- *    the min sums, the final horizontal sums) is decode's, at 256 and 128
- *    bits, in the same order.
+ *    block, two weight rows' at once (fold_pair). The float work (the
+ *    d * d_x and dmin * d_x products, the FMAs, the min sums, the final
+ *    horizontal sums) is decode's per lane, in the same order, two rows a
+ *    512-bit instruction (the mins four: kq_quad).
  * test_quant_avx512 checks every type, rows 1..64, odd shapes, bit for bit
  * against the AVX2 kernel and the one-row dot (test_gemm_avx512_emu the same
  * source on emulated intrinsics, on any AVX2 CPU).
