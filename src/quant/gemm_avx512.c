@@ -18,7 +18,7 @@
  *    per-block scale product d_w * d_x is the same IEEE product (formed in
  *    a vector with each half's d_w broadcast), and the FMA is the same per
  *    lane; the end is decode's hsum(acc0 + acc1) of each half.
- *    vpdpbusd multiplies unsigned by signed bytes, so x is moved to
+ *    vpdpbusd multiplies unsigned by signed bytes, so x is staged as
  *    unsigned (x + 128, an XOR of the sign bit) and each lane starts from
  *    -128 * (sum of its 4 weight codes), computed once per tile: lane =
  *    sum (x + 128) w - 128 sum w = sum x w, exactly decode's lane.
@@ -359,16 +359,17 @@ static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 
 /* ---- Q8_0 ---- */
 
-/* The activation rows arrive planar (matmul.c's gemm_q8_stage): every row's
- * codes as 32-byte blocks, then every row's scales as floats. A tile holds
+/* The activation rows arrive planar (act_stage.h's ACT_STAGE_PLANAR_U8):
+ * every row's codes + 128 as 32-byte blocks of unsigned bytes, then every
+ * row's scales as floats. A tile holds
  * the 4 weight rows as two row pairs: per pair p and block b, one 512-bit
  * vector with row 2p's 32 codes in the low half and row 2p + 1's in the
  * high half, the lane corrections -128 * (sum of 4 codes), and d_w of each
  * row broadcast over its half. An activation block is broadcast to both
- * halves with one load, so the activation side costs a load and an XOR a
- * block, shared by both pairs, and no shuffle (the earlier layout, two
- * blocks of one row per vector, paid an insert for the codes and one for
- * the scales per block pair and row). Decode's two accumulators (even and
+ * halves with one load, so the activation side costs a load a block and
+ * no vector instruction (two blocks of one row per vector paid an insert
+ * for the codes and one for the scales per block pair and row, and an
+ * XOR per block before the staging flipped the codes). Decode's two accumulators (even and
  * odd blocks) stay two accumulators: per (activation row, pair) one for
  * even blocks and one for odd, each lane doing decode's FMA with decode's
  * product d_w * d_x; the end sums them lane by lane and takes decode's
@@ -392,11 +393,9 @@ static inline const float *q8_scales(const matmul_job *j, size_t r) {
 static inline __attribute__((always_inline)) void q8_block(const q8_tile *tile, const int8_t *const xs[Q8_XR],
                                                            const float *const dx[Q8_XR], size_t b, const int nx,
                                                            const int par, __m512 acc[Q8_XR][2][2]) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
     __m512i xu[Q8_XR];
     for (int x = 0; x < nx; x++)
-        xu[x] = _mm512_xor_si512(_mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 32 * b))),
-                                 flip);
+        xu[x] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 32 * b)));
     for (int p = 0; p < 2; p++) {
         const __m512i wv = tile->w[p * KB_8 + b], cv = tile->corr[p * KB_8 + b];
         const __m512 dwv = tile->dw[p * KB_8 + b];

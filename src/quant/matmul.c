@@ -167,7 +167,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
             if (amx_path(type, n_rows))
                 layout = ACT_STAGE_AMX;
             else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
-                layout = ACT_STAGE_PLANAR;
+                layout = quant_avx512_active() ? ACT_STAGE_PLANAR_U8 : ACT_STAGE_PLANAR; /* job->avx512's kernel */
             act_stage local;
             act_stage *st = stage && n_rows > ACT_MAX_ROWS ? stage : &local;
             act_stage_plan(st, type, layout, x, n_rows, n_in, dst, st == &local ? 1 : threads * STAGE_TASKS_PER_THREAD);

@@ -97,6 +97,10 @@ static void old_stage(uint32_t type, int layout, const float *x, size_t n_rows, 
         old_amx(type, x, n_rows, N_IN, dst);
     else if (layout == ACT_STAGE_PLANAR)
         old_planar(x, n_rows, N_IN, dst);
+    else if (layout == ACT_STAGE_PLANAR_U8) { /* the planar bytes with each code + 128 */
+        old_planar(x, n_rows, N_IN, dst);
+        for (size_t i = 0; i < n_rows * N_IN; i++) dst[i] = (uint8_t)((int8_t)dst[i] + 128);
+    }
     else
         for (size_t r = 0; r < n_rows; r++)
             quant_act_quantize(type, x + r * N_IN, dst + r * quant_act_row_bytes(type, N_IN), N_IN);
@@ -117,7 +121,8 @@ static void test_bytes(void) {
     static const struct {
         uint32_t type;
         int layout;
-    } cases[] = {{QUANT_Q8_0, ACT_STAGE_ROWS},  {QUANT_Q8_0, ACT_STAGE_PLANAR}, {QUANT_Q8_0, ACT_STAGE_AMX},
+    } cases[] = {{QUANT_Q8_0, ACT_STAGE_ROWS},  {QUANT_Q8_0, ACT_STAGE_PLANAR}, {QUANT_Q8_0, ACT_STAGE_PLANAR_U8},
+                 {QUANT_Q8_0, ACT_STAGE_AMX},
                  {QUANT_Q4_K, ACT_STAGE_ROWS},  {QUANT_Q4_K, ACT_STAGE_AMX},    {QUANT_Q5_K, ACT_STAGE_AMX},
                  {QUANT_Q6_K, ACT_STAGE_ROWS}};
     threadpool *pool = NULL;
