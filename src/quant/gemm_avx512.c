@@ -91,8 +91,10 @@ static inline __m512 join_ps(__m256 lo, __m256 hi) {
  * 4 * 63 * 127 < 2^15, so vpackssdw packs two such vectors into int16
  * without saturating, and vpmaddwd / vpdpwssd then apply two scales per
  * int32 lane. For that, each int32 lane after the pack must hold P[s][k]
- * and P[s'][k] of the same k: the codes and the activations are permuted
- * (vpermt2d, once per block and row) into four vectors A1 B1 A2 B2 such
+ * and P[s'][k] of the same k: the codes (vpermt2d, once per weight block
+ * and row, when a tile is decoded) and the activations (at staging,
+ * act_stage.h's ACT_STAGE_ROWS_KPERM) are permuted into four vectors
+ * A1 B1 A2 B2 such
  * that vpackssdw(A1, B1) holds in int32 lane i the pair (P[0][i], P[1][i])
  * for i < 8 and (P[2][i-8], P[3][i-8]) above; vpackssdw(A2, B2) the same
  * for sub-blocks 4..7. With the scale pairs arranged alike, lane i of the
@@ -224,7 +226,6 @@ static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_ti
 static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, const kq_tiles *tl, size_t r0,
                                                           const int nx, size_t kb0, size_t nkb, size_t xb,
                                                           pair_acc *acc, int last, size_t o, size_t nr, const int q6) {
-    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     const act_q8_k *x[K_XR];
     __m512 a[K_XR][2], m[K_XR];
     for (int xx = 0; xx < nx; xx++) {
@@ -247,9 +248,7 @@ static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, c
                 bsx[xx] = _mm512_broadcast_i32x4(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb_->bsums),
                                                                 _mm_loadu_si128((const __m128i *)(xb_->bsums + 8))));
             }
-            __m512i xv[4];
-            for (int c = 0; c < 4; c++) xv[c] = _mm512_loadu_si512(xb_->qs + 64 * c);
-            kperm(xv, xp[xx], ia, ib);
+            for (int c = 0; c < 4; c++) xp[xx][c] = _mm512_loadu_si512(xb_->qs + 64 * c); /* staged permuted */
         }
         const kq_quad *q = &tl->q[b];
         for (int p = 0; p < 2; p++) {
