@@ -76,8 +76,20 @@ b() { local label=$1 lv=$2 rows=$3 reps=$4
   say "bench_backend $label rc=$? $(grep -m1 '^threads' "$R/backend-$label.log") at $(( $(date +%s) - T0 ))s"; }
 b vnni-512 avx512 512 3; b amx-512 auto 512 2; b avx2-512 avx2 512 2; b vnni-64 avx512 64 2
 
+LB=$P/llama/llama-bench; LLAMA_NOTE="AMX build"
+if [ -n "$LBB" ]; then wait $LBB; say "$(tail -1 "$R/llama-build.log")"; LB=/tmp/llama-cpu/bin/llama-bench; fi
+if [ "$(left)" -gt 30 ]; then
+  timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$R/llama-bench.log" 2>&1; rc=$?
+  say "llama-bench rc=$rc ($LLAMA_NOTE)"
+  if [ $rc = 132 ] || grep -q "Illegal instruction" "$R/llama-bench.log"; then
+    LLAMA_NOTE="AMX build died with SIGILL; --repack 0"
+    [ "$(left)" -gt 30 ] && timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 --repack 0 \
+      > "$R/llama-bench.log" 2>&1
+  fi
+  grep -E "^\| (model|.*pp512|.*tg32)" "$R/llama-bench.log" | tee -a "$S"
+else say "no time left for llama-bench"; fi
 # Where the VNNI prompt's time goes at 16 threads (perf, if the host has it; cpu-clock works without a PMU).
-if command -v perf > /dev/null && [ "$(left)" -gt 100 ]; then
+if command -v perf > /dev/null && [ "$(left)" -gt 70 ]; then
   timeout 60 perf record -e cpu-clock -F 499 -o /tmp/vnni30-perf.data $P/bin/bench_backend $M --threads 16 --prompt 512 \
     --rows 512 --gen 1 --gen-only --reps 2 --mb 16 --no-warm --simd avx512 > "$R/perf-run.log" 2>&1
   perf report -i /tmp/vnni30-perf.data --no-children --sort symbol 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 > "$R/perf-top.txt"
@@ -93,18 +105,6 @@ if command -v perf > /dev/null && [ "$(left)" -gt 100 ]; then
   say "perf (VNNI prompt 512, 16 threads), top symbols:"; head -15 "$R/perf-top.txt" | tee -a "$S"
 else say "perf: not run (no perf on the host, or no time)"; fi
 
-LB=$P/llama/llama-bench; LLAMA_NOTE="AMX build"
-if [ -n "$LBB" ]; then wait $LBB; say "$(tail -1 "$R/llama-build.log")"; LB=/tmp/llama-cpu/bin/llama-bench; fi
-if [ "$(left)" -gt 30 ]; then
-  timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$R/llama-bench.log" 2>&1; rc=$?
-  say "llama-bench rc=$rc ($LLAMA_NOTE)"
-  if [ $rc = 132 ] || grep -q "Illegal instruction" "$R/llama-bench.log"; then
-    LLAMA_NOTE="AMX build died with SIGILL; --repack 0"
-    [ "$(left)" -gt 30 ] && timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 --repack 0 \
-      > "$R/llama-bench.log" 2>&1
-  fi
-  grep -E "^\| (model|.*pp512|.*tg32)" "$R/llama-bench.log" | tee -a "$S"
-else say "no time left for llama-bench"; fi
 pp=$(awk -F'|' '/pp512/ {split($(NF-1), a, "±"); gsub(/ /, "", a[1]); print a[1]}' "$R/llama-bench.log" 2>/dev/null)
 tg=$(awk -F'|' '/tg32/ {split($(NF-1), a, "±"); gsub(/ /, "", a[1]); print a[1]}' "$R/llama-bench.log" 2>/dev/null)
 
