@@ -51,7 +51,11 @@ void act_stage_plan(act_stage *s, uint32_t type, int layout, const float *x, siz
     s->n_chunks = (s->blocks + chunk - 1) / chunk;
 }
 
-/* Q8_0 planar: row r's blocks [b0, b1). */
+/* Q8_0 planar: row r's blocks [b0, b1); PLANAR_U8: each code + 128 (an
+ * XOR of the sign bit), the unsigned operand vpdpbusd takes, so that
+ * gemm_avx512.c does not flip every activation block per weight tile
+ * (an XOR a block and row on the busy vector ports: ~10% of its Q8_0
+ * kernel, bench_gemm_levels on the dev VM's Xeon). */
 static void stage_planar(const act_stage *s, size_t r, size_t b0, size_t b1) {
     enum { CHUNK = 64 };
     const size_t nb = s->blocks;
@@ -62,10 +66,32 @@ static void stage_planar(const act_stage *s, size_t r, size_t b0, size_t b1) {
         const size_t n = b1 - c0 < CHUNK ? b1 - c0 : CHUNK;
         quant_act_quantize(QUANT_Q8_0, s->x + r * s->n_in + c0 * QUANT_QK8_0, chunk, n * QUANT_QK8_0);
         for (size_t k = 0; k < n; k++) {
-            memcpy(codes + (r * nb + c0 + k) * QUANT_QK8_0, chunk[k].qs, QUANT_QK8_0);
+            uint8_t *dst = codes + (r * nb + c0 + k) * QUANT_QK8_0;
+            memcpy(dst, chunk[k].qs, QUANT_QK8_0);
+            if (s->layout == ACT_STAGE_PLANAR_U8)
+                for (size_t i = 0; i < QUANT_QK8_0; i++) dst[i] ^= 0x80;
             d[r * nb + c0 + k] = chunk[k].d;
         }
     }
+}
+
+/* ROWS_KPERM: a K-quant activation block's 64 dwords of codes in the order
+ * gemm_avx512.c's kq_rows reads them (its K-quant layout comment: per half
+ * h, sub-blocks 4h..4h+3, vector A = dwords {0,8,1,9,4,12,5,13} of each 16
+ * of the half's 32, vector B the same + 2), so that its vpdpbusd takes
+ * the staged vectors as they are, with no vpermt2d per block, row and
+ * weight tile (~7-9% of its K-quant kernel, bench_gemm_levels on the dev
+ * VM's Xeon). d and bsums stay where they are. */
+static void kperm_block(int8_t *qs) {
+    static const uint8_t idx[16] = {0, 8, 1, 9, 4, 12, 5, 13, 16, 24, 17, 25, 20, 28, 21, 29};
+    uint32_t src[64], dst[64];
+    memcpy(src, qs, sizeof src);
+    for (size_t h = 0; h < 2; h++)
+        for (size_t i = 0; i < 16; i++) {
+            dst[32 * h + i] = src[32 * h + idx[i]];
+            dst[32 * h + 16 + i] = src[32 * h + idx[i] + 2];
+        }
+    memcpy(qs, dst, sizeof dst);
 }
 
 void act_stage_task(const act_stage *s, size_t t) {
@@ -73,11 +99,14 @@ void act_stage_task(const act_stage *s, size_t t) {
     const size_t b0 = c * s->chunk, b1 = b0 + s->chunk < s->blocks ? b0 + s->chunk : s->blocks;
     switch (s->layout) {
     case ACT_STAGE_AMX: gemm_amx_stage_part(s->type, s->x, s->n_rows, s->n_in, s->dst, u, b0, b1); break;
-    case ACT_STAGE_PLANAR: stage_planar(s, u, b0, b1); break;
+    case ACT_STAGE_PLANAR:
+    case ACT_STAGE_PLANAR_U8: stage_planar(s, u, b0, b1); break;
     default: {
         const size_t be = s->n_in / s->blocks, xq_bytes = quant_act_row_bytes(s->type, s->n_in);
         const size_t bb = xq_bytes / s->blocks; /* bytes of one quantiser block */
         quant_act_quantize(s->type, s->x + u * s->n_in + b0 * be, s->dst + u * xq_bytes + b0 * bb, (b1 - b0) * be);
+        if (s->layout == ACT_STAGE_ROWS_KPERM)
+            for (size_t b = b0; b < b1; b++) kperm_block(((act_q8_k *)(void *)(s->dst + u * xq_bytes))[b].qs);
     }
     }
 }

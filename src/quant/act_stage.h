@@ -30,6 +30,8 @@
 enum {
     ACT_STAGE_ROWS,   /* quant_act_quantize's blocks, row after row (xq_bytes a row) */
     ACT_STAGE_PLANAR, /* Q8_0: every row's codes, then every row's scales (matmul.c, gemm_avx2.c) */
+    ACT_STAGE_PLANAR_U8, /* the same with every code + 128 as an unsigned byte (gemm_avx512.c's operand) */
+    ACT_STAGE_ROWS_KPERM, /* K-quants: ROWS with each block's codes in gemm_avx512.c's lane order (act_stage.c) */
     ACT_STAGE_AMX,    /* gemm_amx.h's tile layout (Q8_0, Q4_K, Q5_K) */
 };
 

@@ -11,12 +11,14 @@
  * int16 step saturates: |4-byte sum| <= 4 * 63 * 127 < 2^15; the 32-bit
  * sums stay far below 2^31), so any instruction sequence that gives each
  * lane the same set of integer terms gives the same lane values. Here:
- *  - Q8_0: a 512-bit vector holds blocks 2q (low half) and 2q+1 (high):
- *    decode's two accumulators (even and odd blocks) are the two halves of
- *    one accumulator, the per-block scale product d_w * d_x is the same
- *    IEEE product (formed in a vector with each half broadcast), and the
- *    FMA is the same per lane; the end is decode's hsum(acc0 + acc1).
- *    vpdpbusd multiplies unsigned by signed bytes, so x is moved to
+ *  - Q8_0: a 512-bit vector holds one block of two weight rows (row 2p in
+ *    the low half, 2p + 1 in the high) against the activation block
+ *    broadcast to both halves: each half's lanes are decode's 8 lanes of
+ *    its row, kept in decode's two accumulators (even and odd blocks), the
+ *    per-block scale product d_w * d_x is the same IEEE product (formed in
+ *    a vector with each half's d_w broadcast), and the FMA is the same per
+ *    lane; the end is decode's hsum(acc0 + acc1) of each half.
+ *    vpdpbusd multiplies unsigned by signed bytes, so x is staged as
  *    unsigned (x + 128, an XOR of the sign bit) and each lane starts from
  *    -128 * (sum of its 4 weight codes), computed once per tile: lane =
  *    sum (x + 128) w - 128 sum w = sum x w, exactly decode's lane.
@@ -25,9 +27,10 @@
  *    vpdpwssd apply the sub-block scales (the layout comment below says
  *    how codes and activations are permuted so that each pair shares its
  *    lane); adding the high half to the low gives decode's 8 lanes of the
- *    block. The float work (the d * d_x and dmin * d_x products, the FMAs,
- *    the min sums, the final horizontal sums) is decode's, at 256 and 128
- *    bits, in the same order.
+ *    block, two weight rows' at once (fold_pair). The float work (the
+ *    d * d_x and dmin * d_x products, the FMAs, the min sums, the final
+ *    horizontal sums) is decode's per lane, in the same order, two rows a
+ *    512-bit instruction (the mins four: kq_quad).
  * test_quant_avx512 checks every type, rows 1..64, odd shapes, bit for bit
  * against the AVX2 kernel and the one-row dot (test_gemm_avx512_emu the same
  * source on emulated intrinsics, on any AVX2 CPU).
@@ -76,11 +79,6 @@ static inline __m512 join_ps(__m256 lo, __m256 hi) {
     return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
 }
 
-/* The integer fold: decode's 8 lanes from the 16 of two 256-bit halves. */
-static inline __m256i fold_512(__m512i s) {
-    return _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-}
-
 /* ---- K-quants: the layout ----
  *
  * A block's 256 codes are 64 dwords, dword 8s + k holding bytes 4k..4k+3 of
@@ -93,8 +91,10 @@ static inline __m256i fold_512(__m512i s) {
  * 4 * 63 * 127 < 2^15, so vpackssdw packs two such vectors into int16
  * without saturating, and vpmaddwd / vpdpwssd then apply two scales per
  * int32 lane. For that, each int32 lane after the pack must hold P[s][k]
- * and P[s'][k] of the same k: the codes and the activations are permuted
- * (vpermt2d, once per block and row) into four vectors A1 B1 A2 B2 such
+ * and P[s'][k] of the same k: the codes (vpermt2d, once per weight block
+ * and row, when a tile is decoded) and the activations (at staging,
+ * act_stage.h's ACT_STAGE_ROWS_KPERM) are permuted into four vectors
+ * A1 B1 A2 B2 such
  * that vpackssdw(A1, B1) holds in int32 lane i the pair (P[0][i], P[1][i])
  * for i < 8 and (P[2][i-8], P[3][i-8]) above; vpackssdw(A2, B2) the same
  * for sub-blocks 4..7. With the scale pairs arranged alike, lane i of the
@@ -126,26 +126,76 @@ typedef struct kq_tile { /* one decoded block of one weight row, K-quants */
     float d, dmin;
 } kq_tile;
 
+/* One block of the tile's 4 weight rows, gathered for the float step, which
+ * runs on two weight rows per 512-bit vector (and the mins on all four):
+ * lanes 0..7 row 2p and 8..15 row 2p + 1, or 128-bit lane i row i. Each
+ * lane does decode's float operation on decode's operands (d * d_x is the
+ * same IEEE product in a vector as in a scalar), so the bits are the same;
+ * what changes is that one instruction does two or four rows' work. */
+typedef struct kq_quad {
+    __m512 d2[2];       /* row 2p's d in lanes 0..7, row 2p + 1's in 8..15 */
+    __m512 dmin4;       /* Q4_K / Q5_K: row i's dmin in 128-bit lane i */
+    __m512i mins4;      /* Q4_K / Q5_K: row i's 8 mins (int16) in 128-bit lane i */
+    __m512i sc16n2[2];  /* Q6_K: rows 2p and 2p + 1's sc16n, low and high half */
+} kq_quad;
+
+typedef struct kq_tiles {
+    kq_tile t[TILE_O * KB_K]; /* row i, block b at [i * KB_K + b] */
+    kq_quad q[KB_K];
+} kq_tiles;
+
 /* scale(s, k) -> the two scale vectors (pair (s, s + 1) per int32 lane, as
- * laid out above); sc8: Q4_K/Q5_K's 8 scales (q6 = 0) or Q6_K's 16. */
-static void kq_scales(const int16_t *sc, int q6, kq_tile *t) {
-    _Alignas(64) int16_t s16[2][32];
-    for (int pk = 0; pk < 2; pk++)
-        for (int i = 0; i < 16; i++) {
-            const int s = 4 * pk + 2 * (i / 8), k = i % 8;
-            s16[pk][2 * i] = q6 ? sc[2 * s + (k >= 4)] : sc[s];
-            s16[pk][2 * i + 1] = q6 ? sc[2 * (s + 1) + (k >= 4)] : sc[s + 1];
-        }
-    t->sc[0] = _mm512_loadu_si512(s16[0]);
-    t->sc[1] = _mm512_loadu_si512(s16[1]);
+ * laid out above), as one vpermw each from the block's int16 scales
+ * (Q4_K / Q5_K: k4_scales_mins' vector, scales in elements 0..7; Q6_K: its
+ * 16). Row q6, vector pk, int16 element 2i / 2i + 1 (s = 4 pk + 2 (i / 8),
+ * k = i % 8): Q4_K s / s + 1; Q6_K 2s + (k >= 4) / 2(s + 1) + (k >= 4). */
+static const int16_t kq_sc_idx[2][2][32] __attribute__((aligned(64))) = {
+    {{0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3},
+     {4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 4, 5, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7, 6, 7}},
+    {{0, 2, 0, 2, 0, 2, 0, 2, 1, 3, 1, 3, 1, 3, 1, 3, 4, 6, 4, 6, 4, 6, 4, 6, 5, 7, 5, 7, 5, 7, 5, 7},
+     {8, 10, 8, 10, 8, 10, 8, 10, 9, 11, 9, 11, 9, 11, 9, 11, 12, 14, 12, 14, 12, 14, 12, 14, 13, 15, 13, 15, 13, 15,
+      13, 15}},
+};
+
+static inline void kq_scales(__m256i sc16, int q6, kq_tile *t) {
+    const __m512i v = _mm512_castsi256_si512(sc16);
+    t->sc[0] = _mm512_permutexvar_epi16(_mm512_load_si512(kq_sc_idx[q6][0]), v);
+    t->sc[1] = _mm512_permutexvar_epi16(_mm512_load_si512(kq_sc_idx[q6][1]), v);
 }
 
-/* Decode's 8 lanes of one block against the permuted activation vectors. */
-static inline __m256i kq_isum(const kq_tile *t, const __m512i xp[4]) {
+/* Decode's lanes of one block against the permuted activation vectors,
+ * before the fold: lane i + 8h (h = 0, 1) holds part h of decode's lane i. */
+static inline __m512i kq_isum(const kq_tile *t, const __m512i xp[4]) {
     const __m512i z = _mm512_setzero_si512();
     const __m512i p1 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[0], xp[0]), _mm512_dpbusd_epi32(z, t->codes[1], xp[1]));
     const __m512i p2 = _mm512_packs_epi32(_mm512_dpbusd_epi32(z, t->codes[2], xp[2]), _mm512_dpbusd_epi32(z, t->codes[3], xp[3]));
-    return fold_512(_mm512_dpwssd_epi32(_mm512_madd_epi16(p1, t->sc[0]), p2, t->sc[1]));
+    return _mm512_dpwssd_epi32(_mm512_madd_epi16(p1, t->sc[0]), p2, t->sc[1]);
+}
+
+/* The fold of two rows at once: decode's 8 lanes of row a's block (lo + hi
+ * of sa) in lanes 0..7, row b's in 8..15; the same integer sums as
+ * fold_512 on each. */
+static inline __m512i fold_pair(__m512i sa, __m512i sb) {
+    return _mm512_add_epi32(_mm512_shuffle_i64x2(sa, sb, 0x44), _mm512_shuffle_i64x2(sa, sb, 0xEE));
+}
+
+/* Gathers block b's kq_quad from the tile's 4 decoded rows. */
+static void kq_gather(kq_tiles *tl, size_t b) {
+    _Alignas(64) float dm[16];
+    _Alignas(64) int16_t mn[32];
+    kq_quad *q = &tl->q[b];
+    for (int i = 0; i < TILE_O; i++) {
+        const kq_tile *t = &tl->t[i * KB_K + b];
+        for (int l = 0; l < 4; l++) dm[4 * i + l] = t->dmin;
+        _mm_store_si128((__m128i *)(void *)(mn + 8 * i), t->mins);
+    }
+    q->dmin4 = _mm512_loadu_ps(dm);
+    q->mins4 = _mm512_loadu_si512(mn);
+    for (int p = 0; p < 2; p++) {
+        const kq_tile *ta = &tl->t[2 * p * KB_K + b], *tb = &tl->t[(2 * p + 1) * KB_K + b];
+        q->d2[p] = join_ps(_mm256_set1_ps(ta->d), _mm256_set1_ps(tb->d));
+        q->sc16n2[p] = join_256(ta->sc16n, tb->sc16n);
+    }
 }
 
 /* ---- Q4_K / Q5_K ---- */
@@ -155,9 +205,8 @@ static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_ti
     t->dmin = load_f16(blk + 2);
     const __m256i sm = k4_scales_mins(blk + 4);
     t->mins = _mm256_extracti128_si256(sm, 1);
-    _Alignas(32) int16_t scm[16];
-    _mm256_store_si256((__m256i *)scm, sm);
-    kq_scales(scm, 0, t);
+    t->sc16n = _mm256_setzero_si256();
+    kq_scales(sm, 0, t);
     const __m256i h = qh_off >= 0 ? load_256(blk + qh_off) : _mm256_setzero_si256();
     __m512i v[4];
     for (int c = 0; c < 4; c++) {
@@ -170,88 +219,104 @@ static void k4_decode(const uint8_t *blk, size_t qs_off, ptrdiff_t qh_off, kq_ti
 
 /* Activation rows r0 .. r0 + nx (nx <= K_XR, a constant at each call)
  * against the decoded tile of 4 weight rows: each weight block's vectors are
- * loaded once for the nx rows. q6: Q6_K (the bias term, no mins). */
-static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, const kq_tile *tile, size_t r0,
+ * loaded once for the nx rows, and the float step runs on row pairs
+ * (kq_quad). Accumulators kept between column tiles: per activation row,
+ * acc[0], acc[1] the row pairs' sums, acc[2] the 4 rows' min sums.
+ * q6: Q6_K (the bias term, no mins). */
+static inline __attribute__((always_inline)) void kq_rows(const matmul_job *j, const kq_tiles *tl, size_t r0,
                                                           const int nx, size_t kb0, size_t nkb, size_t xb,
                                                           pair_acc *acc, int last, size_t o, size_t nr, const int q6) {
-    const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     const act_q8_k *x[K_XR];
-    __m256 a[K_XR][TILE_O];
-    __m128 m[K_XR][TILE_O];
+    __m512 a[K_XR][2], m[K_XR];
     for (int xx = 0; xx < nx; xx++) {
         x[xx] = (const act_q8_k *)(const void *)(j->xq + (r0 + xx) * j->xq_bytes) + kb0;
         const pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
-        for (int i = 0; i < TILE_O; i++) {
-            a[xx][i] = kb0 ? pa[i].k.a : _mm256_setzero_ps();
-            m[xx][i] = kb0 && !q6 ? pa[i].k.m : _mm_setzero_ps();
-        }
+        a[xx][0] = kb0 ? pa[0].q8 : _mm512_setzero_ps();
+        a[xx][1] = kb0 ? pa[1].q8 : _mm512_setzero_ps();
+        m[xx] = kb0 && !q6 ? pa[2].q8 : _mm512_setzero_ps();
     }
     for (size_t b = 0; b < nkb; b++) {
-        __m512i xp[K_XR][4];
-        __m128i bs[K_XR];
-        __m256i bsums[K_XR];
+        __m512i xp[K_XR][4], bsx[K_XR];
+        __m512 dxv[K_XR];
         for (int xx = 0; xx < nx; xx++) {
             const act_q8_k *xb_ = x[xx] + b;
-            bs[xx] = _mm_setzero_si128(); /* one of the two is used: set both for gcc's -Wmaybe-uninitialized */
-            bsums[xx] = _mm256_setzero_si256();
-            if (q6)
-                bsums[xx] = load_256(xb_->bsums);
-            else
-                bs[xx] = _mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb_->bsums),
-                                        _mm_loadu_si128((const __m128i *)(xb_->bsums + 8)));
-            __m512i xv[4];
-            for (int c = 0; c < 4; c++) xv[c] = _mm512_loadu_si512(xb_->qs + 64 * c);
-            kperm(xv, xp[xx], ia, ib);
+            dxv[xx] = _mm512_set1_ps(xb_->d);
+            if (q6) {
+                const __m256i bs = load_256(xb_->bsums);
+                bsx[xx] = join_256(bs, bs);
+            } else {
+                bsx[xx] = _mm512_broadcast_i32x4(_mm_hadd_epi16(_mm_loadu_si128((const __m128i *)xb_->bsums),
+                                                                _mm_loadu_si128((const __m128i *)(xb_->bsums + 8))));
+            }
+            for (int c = 0; c < 4; c++) xp[xx][c] = _mm512_loadu_si512(xb_->qs + 64 * c); /* staged permuted */
         }
-        for (int i = 0; i < TILE_O; i++) {
-            const kq_tile *t = &tile[i * KB_K + b];
+        const kq_quad *q = &tl->q[b];
+        for (int p = 0; p < 2; p++) {
+            const kq_tile *ta = &tl->t[2 * p * KB_K + b], *tb = &tl->t[(2 * p + 1) * KB_K + b];
             for (int xx = 0; xx < nx; xx++) {
-                const float dx = x[xx][b].d;
-                if (q6) {
-                    const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(t->sc16n, bsums[xx]), kq_isum(t, xp[xx]));
-                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(t->d * dx), _mm256_cvtepi32_ps(isum), a[xx][i]);
-                } else {
-                    const float d = dx * t->d, dmin = dx * t->dmin;
-                    m[xx][i] = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(t->mins, bs[xx])), m[xx][i]);
-                    a[xx][i] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(kq_isum(t, xp[xx])), a[xx][i]);
-                }
+                __m512i isum = fold_pair(kq_isum(ta, xp[xx]), kq_isum(tb, xp[xx]));
+                if (q6) isum = _mm512_add_epi32(_mm512_madd_epi16(q->sc16n2[p], bsx[xx]), isum);
+                a[xx][p] = _mm512_fmadd_ps(_mm512_mul_ps(q->d2[p], dxv[xx]), _mm512_cvtepi32_ps(isum), a[xx][p]);
             }
         }
+        if (!q6)
+            for (int xx = 0; xx < nx; xx++)
+                m[xx] = _mm512_fmadd_ps(_mm512_mul_ps(q->dmin4, dxv[xx]),
+                                        _mm512_cvtepi32_ps(_mm512_madd_epi16(q->mins4, bsx[xx])), m[xx]);
     }
     for (int xx = 0; xx < nx; xx++) {
         pair_acc *pa = acc + (r0 + xx - xb) * TILE_O;
         if (!last) {
-            for (int i = 0; i < TILE_O; i++) pa[i].k.a = a[xx][i], pa[i].k.m = m[xx][i];
+            pa[0].q8 = a[xx][0], pa[1].q8 = a[xx][1], pa[2].q8 = m[xx];
             continue;
         }
+        _Alignas(64) float ms[16];
+        _mm512_store_ps(ms, m[xx]);
         float *yr = j->y + (r0 + xx) * j->n_out + o;
         for (size_t i = 0; i < nr; i++) {
+            const __m512 ap = a[xx][i / 2];
+            const __m256 ai = i & 1 ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(ap), 1))
+                                    : _mm512_castps512_ps256(ap);
             if (q6) {
-                yr[i] = hsum_ps(a[xx][i]);
+                yr[i] = hsum_ps(ai);
                 continue;
             }
-            __m128 m4s = _mm_add_ps(m[xx][i], _mm_movehl_ps(m[xx][i], m[xx][i]));
+            const __m128 mi = _mm_load_ps(ms + 4 * i);
+            __m128 m4s = _mm_add_ps(mi, _mm_movehl_ps(mi, mi));
             m4s = _mm_add_ss(m4s, _mm_movehdup_ps(m4s));
-            yr[i] = hsum_ps(a[xx][i]) - _mm_cvtss_f32(m4s);
+            yr[i] = hsum_ps(ai) - _mm_cvtss_f32(m4s);
         }
     }
 }
 
-static void kq_tile_rows_x(const matmul_job *j, const kq_tile *tile, size_t o, size_t nr, size_t kb0, size_t nkb,
+static void kq_tile_rows_x(const matmul_job *j, const kq_tiles *tl, size_t o, size_t nr, size_t kb0, size_t nkb,
                            size_t xb, size_t xe, pair_acc *acc, int last, const int q6) {
     size_t r = xb;
-    for (; r + K_XR <= xe; r += K_XR) kq_rows(j, tile, r, K_XR, kb0, nkb, xb, acc, last, o, nr, q6);
-    if (r < xe) kq_rows(j, tile, r, 1, kb0, nkb, xb, acc, last, o, nr, q6);
+    for (; r + K_XR <= xe; r += K_XR) kq_rows(j, tl, r, K_XR, kb0, nkb, xb, acc, last, o, nr, q6);
+    if (r < xe) kq_rows(j, tl, r, 1, kb0, nkb, xb, acc, last, o, nr, q6);
+}
+
+/* Prefetches the next tile's weight bytes (the 4 rows after o, this column
+ * tile's blocks) while this tile's products run: a tile's rows are short
+ * runs (a few KB), too short for the hardware prefetcher to get ahead, and
+ * the routed experts' weights come from memory. */
+static inline void prefetch_next_tile(const matmul_job *j, size_t o, size_t kb0, size_t nkb, size_t bsz) {
+    for (size_t i = TILE_O; i < 2 * TILE_O && o + i < j->n_out; i++) {
+        const uint8_t *p = j->w + (o + i) * j->row_bytes + kb0 * bsz;
+        for (size_t off = 0; off < nkb * bsz; off += 64) _mm_prefetch((const char *)(p + off), _MM_HINT_T0);
+    }
 }
 
 static void k4_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
-                         kq_tile *tile, pair_acc *acc, int last, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
+                         kq_tiles *tl, pair_acc *acc, int last, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
     const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     for (size_t i = 0; i < TILE_O; i++) {
         const uint8_t *row = j->w + (o + (i < nr ? i : 0)) * j->row_bytes + kb0 * bsz;
-        for (size_t b = 0; b < nkb; b++) k4_decode(row + b * bsz, qs_off, qh_off, &tile[i * KB_K + b], ia, ib);
+        for (size_t b = 0; b < nkb; b++) k4_decode(row + b * bsz, qs_off, qh_off, &tl->t[i * KB_K + b], ia, ib);
     }
-    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 0);
+    for (size_t b = 0; b < nkb; b++) kq_gather(tl, b);
+    prefetch_next_tile(j, o, kb0, nkb, bsz);
+    kq_tile_rows_x(j, tl, o, nr, kb0, nkb, xb, xe, acc, last, 0);
 }
 
 /* ---- Q6_K ---- */
@@ -259,10 +324,10 @@ static void k4_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 static void q6_decode(const block_q6_k *b, kq_tile *t, __m512i ia, __m512i ib) {
     const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
     t->d = load_f16(b->d);
-    _Alignas(32) int16_t sc[16];
+    t->dmin = 0.0f;
+    t->mins = _mm_setzero_si128();
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
-    _mm256_store_si256((__m256i *)sc, sc16);
-    kq_scales(sc, 1, t);
+    kq_scales(sc16, 1, t);
     /* |scale| <= 128, so -32 * scale fits int16; madd's products are then exactly -32 times decode's */
     t->sc16n = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
     __m256i codes[8];
@@ -280,29 +345,38 @@ static void q6_decode(const block_q6_k *b, kq_tile *t, __m512i ia, __m512i ib) {
 }
 
 static void q6_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
-                         kq_tile *tile, pair_acc *acc, int last) {
+                         kq_tiles *tl, pair_acc *acc, int last) {
     const __m512i ia = kperm_idx(0), ib = kperm_idx(2);
     for (size_t i = 0; i < TILE_O; i++) {
         const block_q6_k *row = (const block_q6_k *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
-        for (size_t b = 0; b < nkb; b++) q6_decode(row + b, &tile[i * KB_K + b], ia, ib);
+        for (size_t b = 0; b < nkb; b++) q6_decode(row + b, &tl->t[i * KB_K + b], ia, ib);
     }
-    kq_tile_rows_x(j, tile, o, nr, kb0, nkb, xb, xe, acc, last, 1);
+    for (size_t b = 0; b < nkb; b++) kq_gather(tl, b);
+    prefetch_next_tile(j, o, kb0, nkb, sizeof(block_q6_k));
+    kq_tile_rows_x(j, tl, o, nr, kb0, nkb, xb, xe, acc, last, 1);
 }
 
 /* ---- Q8_0 ---- */
 
-/* The activation rows arrive planar (matmul.c's gemm_q8_stage): every row's
- * codes as 32-byte blocks, then every row's scales as floats. A tile holds,
- * per weight row and block pair q (blocks 2q, 2q+1 of the tile), the codes,
- * the lane corrections -128 * sum of 4 codes, and d_w of each block
- * broadcast over its half. An odd last block has a zero high half, and its
- * pair's FMA leaves the high (odd-block) lanes untouched, as decode does. */
-enum { PAIRS = KB_8 / 2 };
-
+/* The activation rows arrive planar (act_stage.h's ACT_STAGE_PLANAR_U8):
+ * every row's codes + 128 as 32-byte blocks of unsigned bytes, then every
+ * row's scales as floats. A tile holds
+ * the 4 weight rows as two row pairs: per pair p and block b, one 512-bit
+ * vector with row 2p's 32 codes in the low half and row 2p + 1's in the
+ * high half, the lane corrections -128 * (sum of 4 codes), and d_w of each
+ * row broadcast over its half. An activation block is broadcast to both
+ * halves with one load, so the activation side costs a load a block and
+ * no vector instruction (two blocks of one row per vector paid an insert
+ * for the codes and one for the scales per block pair and row, and an
+ * XOR per block before the staging flipped the codes). Decode's two accumulators (even and
+ * odd blocks) stay two accumulators: per (activation row, pair) one for
+ * even blocks and one for odd, each lane doing decode's FMA with decode's
+ * product d_w * d_x; the end sums them lane by lane and takes decode's
+ * hsum of each half. */
 typedef struct q8_tile {
-    __m512i w[TILE_O * PAIRS];
-    __m512i corr[TILE_O * PAIRS];
-    __m512 dw[TILE_O * PAIRS];
+    __m512i w[2 * KB_8]; /* [p * KB_8 + b] */
+    __m512i corr[2 * KB_8];
+    __m512 dw[2 * KB_8];
 } q8_tile;
 
 static inline const int8_t *q8_codes(const matmul_job *j, size_t r) {
@@ -313,30 +387,20 @@ static inline const float *q8_scales(const matmul_job *j, size_t r) {
     return (const float *)(const void *)(j->xq + j->n_rows * nb * QUANT_QK8_0) + r * nb;
 }
 
-/* Pair q of nx (<= Q8_XR, a constant at each call) activation rows against
- * the tile's 4 weight rows, into acc[x][i]; half: only the low block. */
-static inline __attribute__((always_inline)) void q8_pair(const q8_tile *tile, const int8_t *const xs[Q8_XR],
-                                                          const float *const dx[Q8_XR], size_t q, const int nx,
-                                                          const int half, __m512 acc[Q8_XR][TILE_O]) {
-    const __m512i flip = _mm512_set1_epi8((char)0x80);
+/* Block b (of parity par, a constant) of nx (<= Q8_XR, a constant at each
+ * call) activation rows against the tile's two row pairs. */
+static inline __attribute__((always_inline)) void q8_block(const q8_tile *tile, const int8_t *const xs[Q8_XR],
+                                                           const float *const dx[Q8_XR], size_t b, const int nx,
+                                                           const int par, __m512 acc[Q8_XR][2][2]) {
     __m512i xu[Q8_XR];
-    __m512 dxv[Q8_XR];
-    for (int x = 0; x < nx; x++) {
-        const __m256i lo = _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q));
-        const __m256i hi = half ? _mm256_setzero_si256()
-                                : _mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 64 * q + 32));
-        xu[x] = _mm512_xor_si512(join_256(lo, hi), flip);
-        const __m256 dl = _mm256_set1_ps(dx[x][2 * q]), dh = half ? _mm256_setzero_ps() : _mm256_set1_ps(dx[x][2 * q + 1]);
-        dxv[x] = join_ps(dl, dh);
-    }
-    for (int i = 0; i < TILE_O; i++) {
-        const __m512i wv = tile->w[i * PAIRS + q], cv = tile->corr[i * PAIRS + q];
-        const __m512 dwv = tile->dw[i * PAIRS + q];
+    for (int x = 0; x < nx; x++)
+        xu[x] = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(xs[x] + 32 * b)));
+    for (int p = 0; p < 2; p++) {
+        const __m512i wv = tile->w[p * KB_8 + b], cv = tile->corr[p * KB_8 + b];
+        const __m512 dwv = tile->dw[p * KB_8 + b];
         for (int x = 0; x < nx; x++) {
             const __m512 isum = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(cv, xu[x], wv));
-            const __m512 prod = _mm512_mul_ps(dwv, dxv[x]);
-            acc[x][i] = half ? _mm512_mask3_fmadd_ps(prod, isum, acc[x][i], 0x00FF)
-                             : _mm512_fmadd_ps(prod, isum, acc[x][i]);
+            acc[x][p][par] = _mm512_fmadd_ps(_mm512_mul_ps(dwv, _mm512_set1_ps(dx[x][b])), isum, acc[x][p][par]);
         }
     }
 }
@@ -346,42 +410,47 @@ static inline __attribute__((always_inline)) void q8_group(const matmul_job *j, 
                                                            pair_acc *accs, int last, size_t o, size_t nr) {
     const int8_t *xs[Q8_XR];
     const float *dx[Q8_XR];
-    __m512 acc[Q8_XR][TILE_O];
+    __m512 acc[Q8_XR][2][2];
     for (int x = 0; x < nx; x++) {
         xs[x] = q8_codes(j, r0 + x) + 32 * kb0;
         dx[x] = q8_scales(j, r0 + x) + kb0;
-        for (int i = 0; i < TILE_O; i++) acc[x][i] = kb0 ? accs[(r0 + x - xb) * TILE_O + i].q8 : _mm512_setzero_ps();
+        for (int i = 0; i < TILE_O; i++)
+            acc[x][i / 2][i % 2] = kb0 ? accs[(r0 + x - xb) * TILE_O + i].q8 : _mm512_setzero_ps();
     }
-    const size_t full = nkb / 2;
-    for (size_t q = 0; q < full; q++) q8_pair(tile, xs, dx, q, nx, 0, acc);
-    if (nkb & 1) q8_pair(tile, xs, dx, full, nx, 1, acc);
+    size_t b = 0;
+    for (; b + 2 <= nkb; b += 2) {
+        q8_block(tile, xs, dx, b, nx, 0, acc);
+        q8_block(tile, xs, dx, b + 1, nx, 1, acc);
+    }
+    if (b < nkb) q8_block(tile, xs, dx, b, nx, 0, acc); /* an odd last block: even, as decode's */
     for (int x = 0; x < nx; x++) {
         if (!last) {
-            for (int i = 0; i < TILE_O; i++) accs[(r0 + x - xb) * TILE_O + i].q8 = acc[x][i];
+            for (int i = 0; i < TILE_O; i++) accs[(r0 + x - xb) * TILE_O + i].q8 = acc[x][i / 2][i % 2];
             continue;
         }
         float *yr = j->y + (r0 + x) * j->n_out + o;
-        for (size_t i = 0; i < nr; i++)
-            yr[i] = hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(acc[x][i]),
-                                          _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[x][i]), 1))));
+        for (size_t i = 0; i < nr; i++) {
+            const __m512 s = _mm512_add_ps(acc[x][i / 2][0], acc[x][i / 2][1]);
+            yr[i] = hsum_ps(i & 1 ? _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(s), 1))
+                                  : _mm512_castps512_ps256(s));
+        }
     }
 }
 
 static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, size_t nkb, size_t xb, size_t xe,
                          q8_tile *tile, pair_acc *acc, int last) {
     const __m512i flip = _mm512_set1_epi8((char)0x80);
-    for (size_t i = 0; i < TILE_O; i++) {
-        const block_q8_0 *row = (const block_q8_0 *)(const void *)(j->w + (o + (i < nr ? i : 0)) * j->row_bytes) + kb0;
-        for (size_t q = 0; 2 * q < nkb; q++) {
-            const block_q8_0 *b0 = row + 2 * q, *b1 = b0 + 1;
-            const int pair = 2 * q + 1 < nkb;
-            const __m512i wv = join_256(load_256(b0->qs), pair ? load_256(b1->qs) : _mm256_setzero_si256());
-            tile->w[i * PAIRS + q] = wv;
+    for (size_t p = 0; p < 2; p++) {
+        const size_t ra = 2 * p < nr ? 2 * p : 0, rb = 2 * p + 1 < nr ? 2 * p + 1 : 0;
+        const block_q8_0 *wa = (const block_q8_0 *)(const void *)(j->w + (o + ra) * j->row_bytes) + kb0;
+        const block_q8_0 *wb = (const block_q8_0 *)(const void *)(j->w + (o + rb) * j->row_bytes) + kb0;
+        for (size_t b = 0; b < nkb; b++) {
+            const __m512i wv = join_256(load_256(wa[b].qs), load_256(wb[b].qs));
+            tile->w[p * KB_8 + b] = wv;
             /* -128 * (sum of each lane's 4 codes): vpdpbusd of 0x80 bytes, negated */
-            tile->corr[i * PAIRS + q] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                                         _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wv));
-            tile->dw[i * PAIRS + q] =
-                join_ps(_mm256_set1_ps(load_f16(b0->d)), pair ? _mm256_set1_ps(load_f16(b1->d)) : _mm256_setzero_ps());
+            tile->corr[p * KB_8 + b] =
+                _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_dpbusd_epi32(_mm512_setzero_si512(), flip, wv));
+            tile->dw[p * KB_8 + b] = join_ps(_mm256_set1_ps(load_f16(wa[b].d)), _mm256_set1_ps(load_f16(wb[b].d)));
         }
     }
     size_t r0 = xb;
@@ -399,7 +468,7 @@ static void q8_tile_rows(const matmul_job *j, size_t o, size_t nr, size_t kb0, s
 void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1) {
     _Alignas(64) pair_acc acc[X_BLOCK * TILE_O];
     _Alignas(64) union {
-        kq_tile kq[TILE_O * KB_K];
+        kq_tiles kq;
         q8_tile q8;
     } tile;
     const int q8 = j->type == QUANT_Q8_0;
@@ -415,14 +484,14 @@ void matmul_rows_gemm_avx512(const matmul_job *j, size_t o0, size_t o1) {
                 switch (j->type) {
                 case QUANT_Q8_0: q8_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.q8, acc, last); break;
                 case QUANT_Q4_K:
-                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q4_k, qs), -1,
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.kq, acc, last, offsetof(block_q4_k, qs), -1,
                                  sizeof(block_q4_k));
                     break;
                 case QUANT_Q5_K:
-                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last, offsetof(block_q5_k, qs),
+                    k4_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.kq, acc, last, offsetof(block_q5_k, qs),
                                  (ptrdiff_t)offsetof(block_q5_k, qh), sizeof(block_q5_k));
                     break;
-                case QUANT_Q6_K: q6_tile_rows(j, o, nr, kb0, nkb, xb, xe, tile.kq, acc, last); break;
+                case QUANT_Q6_K: q6_tile_rows(j, o, nr, kb0, nkb, xb, xe, &tile.kq, acc, last); break;
                 default: break;
                 }
             }

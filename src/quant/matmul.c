@@ -167,7 +167,9 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
             if (amx_path(type, n_rows))
                 layout = ACT_STAGE_AMX;
             else if (type == QUANT_Q8_0 && n_rows > ACT_MAX_ROWS)
-                layout = ACT_STAGE_PLANAR;
+                layout = quant_avx512_active() ? ACT_STAGE_PLANAR_U8 : ACT_STAGE_PLANAR; /* job->avx512's kernel */
+            else if (n_rows > ACT_MAX_ROWS && quant_avx512_active())
+                layout = ACT_STAGE_ROWS_KPERM; /* K-quants for gemm_avx512.c */
             act_stage local;
             act_stage *st = stage && n_rows > ACT_MAX_ROWS ? stage : &local;
             act_stage_plan(st, type, layout, x, n_rows, n_in, dst, st == &local ? 1 : threads * STAGE_TASKS_PER_THREAD);

@@ -152,6 +152,39 @@ static inline emu_m512 emu_mask3_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c, un
     return (emu_m512){emu_mask3_256(a.lo, b.lo, c.lo, k & 0xFF), emu_mask3_256(a.hi, b.hi, c.hi, (k >> 8) & 0xFF)};
 }
 
+/* vpermw: int16 element i = a[idx[i] & 31]. */
+static inline emu_m512i emu_permutexvar_epi16(emu_m512i idx, emu_m512i a) {
+    int16_t src[32], ix[32], r[32];
+    _mm256_storeu_si256((__m256i *)src, a.lo);
+    _mm256_storeu_si256((__m256i *)(src + 16), a.hi);
+    _mm256_storeu_si256((__m256i *)ix, idx.lo);
+    _mm256_storeu_si256((__m256i *)(ix + 16), idx.hi);
+    for (int i = 0; i < 32; i++) r[i] = src[ix[i] & 31];
+    return (emu_m512i){_mm256_loadu_si256((const __m256i *)r), _mm256_loadu_si256((const __m256i *)(r + 16))};
+}
+static inline emu_m512i emu_load_si512(const void *p) { return emu_loadu_si512(p); }
+static inline emu_m512i emu_add_epi32(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_add_epi32(a.lo, b.lo), _mm256_add_epi32(a.hi, b.hi)};
+}
+/* vshufi64x2: 128-bit lanes 0, 1 of the result from a (imm bits 1:0, 3:2), lanes 2, 3 from b (5:4, 7:6). */
+static inline emu_m512i emu_shuffle_i64x2(emu_m512i a, emu_m512i b, int imm) {
+    __m128i la[4] = {_mm256_castsi256_si128(a.lo), _mm256_extracti128_si256(a.lo, 1), _mm256_castsi256_si128(a.hi),
+                     _mm256_extracti128_si256(a.hi, 1)};
+    __m128i lb[4] = {_mm256_castsi256_si128(b.lo), _mm256_extracti128_si256(b.lo, 1), _mm256_castsi256_si128(b.hi),
+                     _mm256_extracti128_si256(b.hi, 1)};
+    return (emu_m512i){_mm256_setr_m128i(la[imm & 3], la[(imm >> 2) & 3]),
+                       _mm256_setr_m128i(lb[(imm >> 4) & 3], lb[(imm >> 6) & 3])};
+}
+static inline emu_m512i emu_broadcast_i32x4(__m128i a) {
+    const __m256i v = _mm256_setr_m128i(a, a);
+    return (emu_m512i){v, v};
+}
+static inline void emu_store_ps(float *p, emu_m512 a) { emu_storeu_ps(p, a); }
+static inline emu_m512i emu_broadcast_i64x4(__m256i a) { return (emu_m512i){a, a}; }
+static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b) {
+    return (emu_m512){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
+}
+
 #undef _mm512_inserti64x4
 #define _mm512_inserti64x4 emu_inserti64x4
 #undef _mm512_castsi256_si512
@@ -216,5 +249,22 @@ static inline emu_m512 emu_mask3_fmadd_ps(emu_m512 a, emu_m512 b, emu_m512 c, un
 #define _mm512_fnmadd_ps emu_fnmadd_ps
 #undef _mm512_mask3_fmadd_ps
 #define _mm512_mask3_fmadd_ps emu_mask3_fmadd_ps
+
+#undef _mm512_permutexvar_epi16
+#define _mm512_permutexvar_epi16 emu_permutexvar_epi16
+#undef _mm512_load_si512
+#define _mm512_load_si512 emu_load_si512
+#undef _mm512_add_epi32
+#define _mm512_add_epi32 emu_add_epi32
+#undef _mm512_shuffle_i64x2
+#define _mm512_shuffle_i64x2 emu_shuffle_i64x2
+#undef _mm512_broadcast_i32x4
+#define _mm512_broadcast_i32x4 emu_broadcast_i32x4
+#undef _mm512_store_ps
+#define _mm512_store_ps emu_store_ps
+#undef _mm512_broadcast_i64x4
+#define _mm512_broadcast_i64x4 emu_broadcast_i64x4
+#undef _mm512_add_ps
+#define _mm512_add_ps emu_add_ps
 
 #endif

@@ -93,33 +93,51 @@ static inline int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
     const size_t nb8 = n_in / QUANT_QK8_0;
     uint8_t *w = mem_alloc(rb * n_out);
     float *x = mem_alloc(n_rows * n_in * sizeof(float));
-    uint8_t *xq = mem_alloc(n_rows * xqb + 64), *planar = mem_alloc(n_rows * xqb + 64);
+    uint8_t *xq = mem_alloc(n_rows * xqb + 64), *planar = mem_alloc(n_rows * xqb + 64), *planar_u8 = mem_alloc(n_rows * xqb + 64);
+    uint8_t *xq_kp = mem_alloc(n_rows * xqb + 64);
     float *y = mem_alloc(ny * sizeof(float)), *y2 = mem_alloc(ny * sizeof(float));
     float *deq = mem_alloc(n_out * n_in * sizeof(float));
     int bad = 0;
-    if (!w || !x || !xq || !planar || !y || !y2 || !deq) {
+    if (!w || !x || !xq || !planar || !planar_u8 || !xq_kp || !y || !y2 || !deq) {
         CHECK(!"allocation failed");
         bad = 1;
         goto out;
     }
     gl_fill_case(r, type, w, n_out, n_in, raw, x, n_rows, deq, xq);
-    if (type == QUANT_Q8_0) { /* the planar layout of matmul.c's gemm_q8_stage */
+    if (type == QUANT_Q8_0) { /* act_stage.h's planar layouts: the AVX2 kernel's, and the AVX-512 one's (codes + 128) */
         float *d = (float *)(void *)(planar + n_rows * nb8 * QUANT_QK8_0);
+        float *d_u8 = (float *)(void *)(planar_u8 + n_rows * nb8 * QUANT_QK8_0);
         for (size_t rr = 0; rr < n_rows; rr++)
             for (size_t b = 0; b < nb8; b++) {
                 const act_q8_32 *blk = (const act_q8_32 *)(const void *)(xq + rr * xqb) + b;
                 memcpy(planar + (rr * nb8 + b) * QUANT_QK8_0, blk->qs, QUANT_QK8_0);
-                d[rr * nb8 + b] = blk->d;
+                for (size_t i = 0; i < QUANT_QK8_0; i++)
+                    planar_u8[(rr * nb8 + b) * QUANT_QK8_0 + i] = (uint8_t)(blk->qs[i] + 128);
+                d[rr * nb8 + b] = d_u8[rr * nb8 + b] = blk->d;
             }
     }
+    if (type != QUANT_Q8_0) /* act_stage.h's ROWS_KPERM: per half h of a block, dwords {0,8,1,9,4,12,5,13} of each 16, then + 2 */
+        for (size_t rr = 0; rr < n_rows; rr++)
+            for (size_t b = 0; b < n_in / QUANT_QK_K; b++) {
+                const act_q8_k *src = (const act_q8_k *)(const void *)(xq + rr * xqb) + b;
+                act_q8_k *dst = (act_q8_k *)(void *)(xq_kp + rr * xqb) + b;
+                *dst = *src;
+                for (size_t h = 0; h < 2; h++)
+                    for (size_t v = 0; v < 2; v++)
+                        for (size_t i = 0; i < 16; i++) {
+                            const size_t dw = 32 * h + 16 * (i / 8) + 4 * ((i % 8) / 4) + (i % 2 ? 8 : 0) + (i % 4) / 2 + 2 * v;
+                            memcpy(dst->qs + 4 * (32 * h + 16 * v + i), src->qs + 4 * dw, 4);
+                        }
+            }
     matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
-                    .rows_per_task = n_out, .xq = type == QUANT_Q8_0 ? planar : xq, .xq_bytes = xqb,
+                    .rows_per_task = n_out, .xq = type == QUANT_Q8_0 ? planar_u8 : xq_kp, .xq_bytes = xqb,
                     .act_dot = gl_avx2_dot(type)};
     for (size_t i = 0; i < ny; i++) y[i] = y2[i] = -1.0f;
     const size_t split = n_out > 4 ? 4 : n_out; /* two tasks' ranges */
     j.y = y;
     kernel(&j, 0, split);
     kernel(&j, split, n_out);
+    j.xq = type == QUANT_Q8_0 ? planar : xq;
     j.y = y2;
     matmul_rows_gemm_avx2(&j, 0, n_out);
     for (size_t rr = 0; rr < n_rows; rr++) {
@@ -143,7 +161,7 @@ static inline int gl_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
         }
     }
 out:
-    mem_free(w), mem_free(x), mem_free(xq), mem_free(planar), mem_free(y), mem_free(y2), mem_free(deq);
+    mem_free(w), mem_free(x), mem_free(xq), mem_free(planar), mem_free(planar_u8), mem_free(xq_kp), mem_free(y), mem_free(y2), mem_free(deq);
     return bad;
 }
 

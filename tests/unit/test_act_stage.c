@@ -97,9 +97,26 @@ static void old_stage(uint32_t type, int layout, const float *x, size_t n_rows, 
         old_amx(type, x, n_rows, N_IN, dst);
     else if (layout == ACT_STAGE_PLANAR)
         old_planar(x, n_rows, N_IN, dst);
+    else if (layout == ACT_STAGE_PLANAR_U8) { /* the planar bytes with each code + 128 */
+        old_planar(x, n_rows, N_IN, dst);
+        for (size_t i = 0; i < n_rows * N_IN; i++) dst[i] = (uint8_t)((int8_t)dst[i] + 128);
+    }
     else
         for (size_t r = 0; r < n_rows; r++)
             quant_act_quantize(type, x + r * N_IN, dst + r * quant_act_row_bytes(type, N_IN), N_IN);
+    if (layout == ACT_STAGE_ROWS_KPERM) /* each block's codes: out dword 32h + 16v + i = in dword 32h + perm(i) + 2v */
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t b = 0; b < N_IN / QUANT_QK_K; b++) {
+                act_q8_k *blk = (act_q8_k *)(void *)(dst + r * quant_act_row_bytes(type, N_IN)) + b;
+                int8_t in[QUANT_QK_K];
+                memcpy(in, blk->qs, sizeof in);
+                for (size_t h = 0; h < 2; h++)
+                    for (size_t v = 0; v < 2; v++)
+                        for (size_t i = 0; i < 16; i++) {
+                            const size_t dw = 32 * h + 16 * (i / 8) + 4 * ((i % 8) / 4) + (i % 2 ? 8 : 0) + (i % 4) / 2 + 2 * v;
+                            memcpy(blk->qs + 4 * (32 * h + 16 * v + i), in + 4 * dw, 4);
+                        }
+            }
 }
 
 static float *make_x(rng_state *r) {
@@ -117,9 +134,10 @@ static void test_bytes(void) {
     static const struct {
         uint32_t type;
         int layout;
-    } cases[] = {{QUANT_Q8_0, ACT_STAGE_ROWS},  {QUANT_Q8_0, ACT_STAGE_PLANAR}, {QUANT_Q8_0, ACT_STAGE_AMX},
+    } cases[] = {{QUANT_Q8_0, ACT_STAGE_ROWS},  {QUANT_Q8_0, ACT_STAGE_PLANAR}, {QUANT_Q8_0, ACT_STAGE_PLANAR_U8},
+                 {QUANT_Q8_0, ACT_STAGE_AMX},
                  {QUANT_Q4_K, ACT_STAGE_ROWS},  {QUANT_Q4_K, ACT_STAGE_AMX},    {QUANT_Q5_K, ACT_STAGE_AMX},
-                 {QUANT_Q6_K, ACT_STAGE_ROWS}};
+                 {QUANT_Q6_K, ACT_STAGE_ROWS},  {QUANT_Q4_K, ACT_STAGE_ROWS_KPERM}, {QUANT_Q6_K, ACT_STAGE_ROWS_KPERM}};
     threadpool *pool = NULL;
     clover_error err;
     CHECK_EQ_INT(threadpool_create(&pool, 4, &err), CLOVER_OK);
