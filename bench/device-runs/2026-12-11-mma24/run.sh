@@ -89,16 +89,20 @@ if has b; then
   done
 fi
 if has n && command -v ncu > /dev/null; then
-  STALLS=smsp__average_warps_issue_stalled_long_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_short_scoreboard_per_issue_active.ratio,smsp__average_warps_issue_stalled_barrier_per_issue_active.ratio,smsp__average_warps_issue_stalled_wait_per_issue_active.ratio,smsp__average_warps_issue_stalled_mio_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_lg_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_math_pipe_throttle_per_issue_active.ratio,smsp__average_warps_issue_stalled_not_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_selected_per_issue_active.ratio,smsp__average_warps_issue_stalled_membar_per_issue_active.ratio,smsp__average_warps_issue_stalled_no_instruction_per_issue_active.ratio
+  STALLS=$(for r in long_scoreboard short_scoreboard barrier wait mio_throttle lg_throttle math_pipe_throttle not_selected selected dispatch_stall; do printf "smsp__average_warps_issue_stalled_%s_per_issue_active.ratio," $r; done | sed "s/,$//")
   for job in "gdn qkv:8" "head:8" "gdn out:8" "gdn qkv:2"; do
     name=${job%%:*} rows=${job##*:} tag=$(echo "${name}_$rows" | tr ' ' '_')
     for k in mr_q8_kernel igemm_q8_kernel; do
       [ "$(el)" -lt 450 ] || { say "ncu: no time left for $name $rows $k"; continue; }
-      CLOVER_BENCH_QUICK=1 CLOVER_BENCH_MMAROWS=1 CLOVER_BENCH_MMAROWS_ONLY="$name" CLOVER_BENCH_MMAROWS_ROWS=$rows \
+      nc() { CLOVER_BENCH_QUICK=1 CLOVER_BENCH_MMAROWS=1 CLOVER_BENCH_MMAROWS_ONLY="$name" CLOVER_BENCH_MMAROWS_ROWS=$rows \
         timeout 60 ncu --kernel-name-base demangled -k "regex:$k" -c 1 --section SpeedOfLight --section Occupancy \
-        --section LaunchStats --section WarpStateStats --metrics "$STALLS" "$B" > "$O/ncu_${tag}_$k.log" 2>&1
-      say "ncu $k $name $rows rows rc=$?:"
+        --section LaunchStats --section WarpStateStats "$@" "$B" > "$O/ncu_${tag}_$k.log" 2>&1; }
+      nc --metrics "$STALLS"; rc=$?
+      # a metric name this ncu does not know fails the whole call: then the sections alone (their stall lines)
+      grep -q "Duration" "$O/ncu_${tag}_$k.log" || { cp "$O/ncu_${tag}_$k.log" "$O/ncu_${tag}_$k.metrics-failed.log"; nc; rc=$?; }
+      say "ncu $k $name $rows rows rc=$rc:"
       grep -E "Duration|DRAM Throughput|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Dynamic Shared|Warp Cycles Per Issued" "$O/ncu_${tag}_$k.log" | head -12 | tee -a "$S"
+      grep -iE "^ +(On average|.*stall)" "$O/ncu_${tag}_$k.log" | head -3 | cut -c1-200 | tee -a "$S"
       grep -E "issue_stalled" "$O/ncu_${tag}_$k.log" | awk '{print $1, $NF}' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | sort -k2 -g -r | head -5 | tr '\n' ';' | sed 's/^/   stalls (top 5): /' | tee -a "$S"; echo | tee -a "$S"
     done
   done
