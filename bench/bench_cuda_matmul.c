@@ -24,6 +24,9 @@
  * CLOVER_BENCH_MOEFAST=1: only the routed experts' 1 / 4 / 8-row products of the 35B-A3B model, the fast form
  * (CLOVER_CUDA_MOE_FAST) off against on.
  *
+ * CLOVER_BENCH_MMAROWS=1: only the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8, 16 rows: the decode
+ * form, the chunk form, and the few-row form with the weights as the mma A operand (CLOVER_CUDA_MMA_ROWS).
+ *
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
  * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
  *
@@ -858,6 +861,74 @@ static void bench_stream32(double bw) {
     }
 }
 
+/* CLOVER_BENCH_MMAROWS=1: the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8 and 16 rows in three forms:
+ * the dp4a decode form (<= 8 rows), the chunk form (cuda_matmul_chunk_ws, matmul_igemm.cu) and the same call with
+ * the few-row form of the weights as the mma A operand on (matmul_mma_rows.cu, cuda_mma_rows_set(16)); each
+ * launch on a weight copy of its own (>= 256 MB rotated: none from L2), back to back on one stream.
+ * CLOVER_BENCH_MMAROWS_ONLY=NAME and _ROWS=N: one product at one row count (ncu). */
+static void bench_mma_rows_one(const char *name, size_t n_out, size_t n_in, size_t rows, double bw) {
+    enum { MAXW = 64 };
+    const uint32_t type = QUANT_Q8_0;
+    const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
+    size_t nw = (256u << 20) / wbytes + 1;
+    if (nw > MAXW) nw = MAXW;
+    if (g_quick) nw = 1;
+    void *w[MAXW];
+    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    float *x = dev_floats(rows * n_in), *y = NULL;
+    CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
+    size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, rows), db = cuda_matmul_decode_work_bytes(type, n_in, 8);
+    if (db > wb) wb = db;
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    char why[256];
+    double t[3] = {0, 0, 0}; /* decode, chunk, mma */
+    for (int form = 0; form < 3; form++) {
+        if (form == 0 && rows > 8) continue;
+        cuda_mma_rows_set(form == 2 ? 16 : 0);
+#define MR(W)                                                                                                      \
+    (form == 0 ? cuda_matmul_decode(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why)              \
+               : cuda_matmul_chunk_ws(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why))
+        for (size_t i = 0; i < nw; i++)
+            if (MR(w[i])) fail(why);
+        const int reps = g_quick ? 1 : 4 * (int)nw;
+        CU(cudaEventRecord(ev0, 0));
+        for (int r = 0; r < reps; r++) MR(w[r % nw]);
+#undef MR
+        CU(cudaEventRecord(ev1, 0));
+        t[form] = elapsed_s() / reps;
+    }
+    cuda_mma_rows_set(-1);
+    const double gbs = (double)wbytes / t[2] / 1e9;
+    char dec[32] = "       -";
+    if (rows <= 8) snprintf(dec, sizeof dec, "%8.2f", t[0] * 1e6);
+    printf("mma %-10s %6zu x %-5zu rows %2zu: decode %s us | chunk %8.2f us | mma %8.2f us  %5.0f GB/s (%5.1f%% of "
+           "copy)\n",
+           name, n_out, n_in, rows, dec, t[1] * 1e6, t[2] * 1e6, gbs, 100.0 * gbs / bw);
+    for (size_t i = 0; i < nw; i++) CU(cudaFree(w[i]));
+    CU(cudaFree(work));
+    CU(cudaFree(x));
+    CU(cudaFree(y));
+}
+
+static void bench_mma_rows(double bw) {
+    static const struct {
+        const char *name;
+        size_t n_out, n_in;
+    } P[] = {{"gdn qkv", 8192, 2048}, {"gdn z", 4096, 2048}, {"gdn out", 2048, 4096}, {"attn k", 512, 2048},
+             {"shexp up", 512, 2048}, {"shexp down", 2048, 512}, {"head", 248320, 2048}};
+    static const size_t R[] = {1, 2, 4, 8, 16};
+    const char *only = getenv("CLOVER_BENCH_MMAROWS_ONLY");
+    const char *only_rows = getenv("CLOVER_BENCH_MMAROWS_ROWS");
+    for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
+        if (only && strcmp(only, P[p].name) != 0) continue;
+        for (size_t r = 0; r < sizeof R / sizeof R[0]; r++) {
+            if (only_rows && (size_t)atoi(only_rows) != R[r]) continue;
+            bench_mma_rows_one(P[p].name, P[p].n_out, P[p].n_in, R[r], bw);
+        }
+    }
+}
+
 int main(void) {
     cuda_device_info info;
     const int found = bench_cuda_device("bench_cuda_matmul", &info);
@@ -872,6 +943,11 @@ int main(void) {
     const char *s32 = getenv("CLOVER_BENCH_STREAM32");
     if (s32 && strcmp(s32, "1") == 0) {
         bench_stream32(bw);
+        return 0;
+    }
+    const char *mr = getenv("CLOVER_BENCH_MMAROWS");
+    if (mr && strcmp(mr, "1") == 0) {
+        bench_mma_rows(bw);
         return 0;
     }
     const char *mf = getenv("CLOVER_BENCH_MOEFAST");

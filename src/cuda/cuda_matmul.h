@@ -95,6 +95,16 @@ void cuda_igemm_few_set(int on);
  * 0 off; the default is on unless CLOVER_CUDA_IGEMM_WIDE=0 (verified on the H200, 2026-12-07). Same bits either way. */
 void cuda_igemm_wide_set(int on);
 
+/* The few-row dense Q8_0 product on the tensor cores with the weights as the mma A operand (matmul_mma_rows.cu:
+ * each warp streams its weight rows through its own cp.async ring, K split over up to 8 warps for narrow
+ * matrices): cuda_matmul_chunk_ws / _pair take it for 1..N rows when CLOVER_CUDA_MMA_ROWS=N (N <= 16; unset or 0:
+ * off, the default: unverified on a device when written, 2026-12-04). cuda_mma_rows_set(N) overrides (0 off,
+ * negative: the environment again). The bits are the chunk form's (one canonical order). The backend's passes
+ * of <= CLOVER_CUDA_DECODE_ROWS rows still take the decode form: set that to 1 to send 2+ rows here. */
+void cuda_mma_rows_set(int v);
+/* 1 when the switch is on and the form takes a dense product of this type and row count. */
+int cuda_mma_rows_takes(uint32_t type, size_t n_rows);
+
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
 

@@ -29,6 +29,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_few.cuh"
+#include "matmul_mma_rows.cuh"
 #include "matmul_igemm_wide.cuh"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
@@ -236,6 +237,10 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq = (const uint8_t *)work;
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
+            }
+            if (work && mr_take(type, n_rows)) { /* few rows, weights as A: matmul_mma_rows.cu (CLOVER_CUDA_MMA_ROWS) */
+                mr_launch(&q, st);
+                return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
             }
             if (work && fw_take(type, n_rows)) { /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
                 fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), w2, y2, (int)n_out2, st);

@@ -12,7 +12,8 @@
  *    are the same at every row count 1..64, whatever the neighbours, decode
  *    or chunk (test_row_invariance, bit for bit); the wide-row kernels of
  *    64+ rows (matmul_igemm_wide.cu, off by default) bit for bit the 16 x 32
- *    ones (test_igemm_wide).
+ *    ones (test_igemm_wide); the few-row form with the weights as the mma A operand (matmul_mma_rows.cu,
+ *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..16 (test_mma_rows).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
@@ -714,6 +715,121 @@ static void test_few_rows(void) {
            cases + 2);
 }
 
+/* ---- the few-row product with the weights as the mma A operand (matmul_mma_rows.cu, CLOVER_CUDA_MMA_ROWS) ---- */
+
+/* Dense Q8_0 through cuda_matmul_chunk_ws at rows 1..16 (rows r0 .. r0 + n - 1 of a 24-row x, r0 = 3n mod 8; row 5
+ * carries an infinity): with the switch on, every output bit for bit the chunk form's with it off (matmul_igemm.cu)
+ * and, at <= 8 rows, the dp4a decode form's (cuda_matmul_decode); every output written (poisoned before each call);
+ * the sampled outputs of the 16-row call within 1e-5 of the CPU's scalar integer oracle (decode_ref:
+ * quant_act_quantize_scalar + quant_act_dot_scalar, the independent reference). off: the weights start `off` rows
+ * into the upload (a pointer 2-byte aligned only: pieces across the tensor's first bytes), and the pair
+ * (cuda_matmul_chunk_ws_pair) at 16 rows. The shapes pick each of the kernel's layouts: n_out < 4224 (16 outputs a
+ * warp, K over 8 warps), < 16896 (32, 8 warps), < 33792 (32, 4 warps), more (32, 2 warps); n_in with a last
+ * chunk of 1..7 blocks (some warps idle there) or whole chunks. */
+static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
+    const size_t n_x = 24, nr = n_out + off;
+    size_t rb;
+    uint8_t *w = make_weights(QUANT_Q8_0, nr, n_in, &rb);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    x[5 * n_in + n_in / 3] = INFINITY;
+    float *old = malloc(16 * n_out * sizeof(float)), *got = malloc(16 * n_out * sizeof(float));
+    float *dec = malloc(16 * n_out * sizeof(float));
+    uint8_t *dwall = dev_upload(w, nr * rb);
+    const uint8_t *dw = dwall + off * rb;
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(16 * n_out), *dy2 = dev_poisoned(16 * n_out);
+    void *work = NULL, *dwork = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, 16) + 256));
+    CU(cudaMalloc(&dwork, cuda_matmul_decode_work_bytes(QUANT_Q8_0, n_in, 8) + 256));
+    char why[256] = "", what[64];
+    snprintf(what, sizeof what, "mma rows Q8_0 %zux%zu%s", n_in, n_out, off ? " offset" : "");
+    size_t bad = 0, bad_dec = 0, unwritten = 0, bad_pair = 0, runs = 0;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: rows 1, 2, 8, 9, 16 */
+    for (size_t n = 1; n <= 16; n++) {
+        if (small && n != 1 && n != 2 && n != 8 && n != 9 && n != 16) continue;
+        const size_t r0 = (3 * n) % 8;
+        const float *xs = dx + r0 * n_in;
+        for (int on = 0; on < 2; on++) {
+            cuda_mma_rows_set(on ? 16 : 0);
+            CHECK_MSG(cuda_mma_rows_takes(QUANT_Q8_0, n) == on, "%s: the switch does not say whether it takes %zu rows",
+                      what, n);
+            CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
+            CHECK_MSG(cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, xs, n, dy, work, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            dev_download(on ? got : old, dy, n * n_out);
+        }
+        bad += few_diff(got, old, n * n_out);
+        if (n <= CUDA_MATMUL_DECODE_MAX_ROWS) {
+            CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
+            CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, xs, n, dy, dwork, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            dev_download(dec, dy, n * n_out);
+            bad_dec += few_diff(got, dec, n * n_out);
+        }
+        for (size_t r = 0; r < n; r++)
+            if (r0 + r != 5) /* the infinity's row is NaN on every form */
+                for (size_t o = 0; o < n_out; o++) unwritten += isnan(got[r * n_out + o]) != 0;
+        runs++;
+    }
+    /* the 16-row call's outputs against the CPU (got holds it): rows 0..15 of x from r0 = 0, row 5 NaN */
+    {
+        const size_t step = n_out > 600 ? n_out / 300 : 1;
+        size_t ns = 0, nan_ok = 0;
+        double e2 = 0, r2 = 0;
+        for (size_t r = 0; r < 16; r++)
+            for (size_t o = 0; o < n_out; o += step) {
+                const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
+                if (r == 5) {
+                    nan_ok += isnan(ref) && isnan(g);
+                    continue;
+                }
+                e2 += ((double)g - ref) * ((double)g - ref), r2 += (double)ref * ref;
+                ns++;
+            }
+        const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+        CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
+        CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
+        printf("  %-34s rows 1..16 bit-identical to the chunk form (%zu calls), CPU err %.2g (%zu outputs)\n", what,
+               runs, err, ns);
+    }
+    /* the pair: these weights and the same from output 3 on, one quantisation of x, the switch on */
+    if (n_out > 3) {
+        cuda_mma_rows_set(16);
+        CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
+        CU(cudaMemset(dy2, 0xFF, 16 * n_out * sizeof(float)));
+        CHECK_MSG(cuda_matmul_chunk_ws_pair(QUANT_Q8_0, dw, n_out, dw + 3 * rb, n_out - 3, n_in, dx, 16, dy, dy2, work,
+                                            NULL, why, sizeof why) == 0,
+                  "%s", why);
+        dev_download(got, dy, 16 * n_out);
+        bad_pair += few_diff(got, old, 16 * n_out);
+        dev_download(dec, dy2, 16 * (n_out - 3));
+        for (size_t r = 0; r < 16; r++) bad_pair += few_diff(dec + r * (n_out - 3), old + r * n_out + 3, n_out - 3);
+    }
+    cuda_mma_rows_set(-1);
+    CHECK_MSG(bad == 0 && unwritten == 0, "%s: %zu outputs differ from the chunk form, %zu not written", what, bad,
+              unwritten);
+    CHECK_MSG(bad_dec == 0, "%s: %zu outputs differ from the decode form", what, bad_dec);
+    CHECK_MSG(bad_pair == 0, "%s: %zu outputs of the pair differ", what, bad_pair);
+    free(w), free(x), free(old), free(got), free(dec);
+    cudaFree(dwall), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work), cudaFree(dwork);
+}
+
+static void test_mma_rows(void) {
+    cuda_mma_rows_set(16);
+    CHECK(cuda_mma_rows_takes(QUANT_Q4_K, 4) == 0); /* Q8_0 only */
+    CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 17) == 0);
+    cuda_mma_rows_set(4);
+    CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 4) == 1 && cuda_mma_rows_takes(QUANT_Q8_0, 5) == 0);
+    cuda_mma_rows_set(-1);
+    mma_rows_case(32 * 19, 45, 0);     /* a last chunk of 3 blocks, 16 outputs a warp */
+    mma_rows_case(32 * 19, 45, 3);     /* the weights 2-byte aligned only */
+    mma_rows_case(2048, 4224 + 45, 0); /* 32 outputs a warp, 8 warps a group */
+    mma_rows_case(32 * 3, 130, 1);     /* one partial chunk: 5 of 8 warps idle */
+    mma_rows_case(32 * 25, 16896 + 7, 0); /* 4 warps a group; a last chunk of 1 block */
+    mma_rows_case(64, 33792 + 5, 0);      /* 2 warps a group (the output head's layout), 2 blocks */
+    mma_rows_case(32 * 171, 77, 1);       /* long rows, odd everything */
+}
+
 /* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; on by default): with it on,
  * cuda_matmul_chunk_ws at 64+ rows gives bit for bit what the 16 x 32 kernels of matmul_igemm.cu give with it off
  * (the canonical order), for Q8_0, Q4_K and Q5_K, at row counts that fill the 64-row tile, leave a 1-row or
@@ -815,6 +931,38 @@ static void make_ids(int32_t *ids, size_t n_rows, size_t k, size_t n_expert) {
 }
 
 /* Experts of moe_case's weights: 9 (the grouping's scan within one warp), or set by a case for more. */
+/* The grouped expert products' outputs (got) against their CPU reference (ref; both [n_slots][n_out]): the outputs
+ * of slot `bad` (SIZE_MAX: none; an out-of-range id) all NaN, every other output finite (none left poisoned), and
+ * over the sampled outputs (every ss-th slot, every os-th output; slot `bad` left out) ||got - ref|| / ||ref||
+ * <= bound with a non-zero reference. Returns that error. One check for moe_case and fast_case. */
+static double check_moe_outputs(const char *what, const float *got, const float *ref, size_t n_slots, size_t n_out,
+                                size_t bad, size_t ss, size_t os, double bound) {
+    size_t nan_bad = 0, unfinite = 0;
+    for (size_t s = 0; s < n_slots; s++)
+        for (size_t o = 0; o < n_out; o++) {
+            const float g = got[s * n_out + o];
+            if (s == bad)
+                nan_bad += isnan(g) != 0;
+            else
+                unfinite += !isfinite(g);
+        }
+    if (bad < n_slots)
+        CHECK_MSG(nan_bad == n_out, "%s: a bad expert id gave %zu NaN outputs of %zu", what, nan_bad, n_out);
+    CHECK_MSG(unfinite == 0, "%s: %zu outputs not finite (unwritten or NaN)", what, unfinite);
+    double e2 = 0, r2 = 0;
+    for (size_t s = 0; s < n_slots; s += ss) {
+        if (s == bad) continue;
+        for (size_t o = 0; o < n_out; o += os) {
+            const double d = (double)got[s * n_out + o] - ref[s * n_out + o];
+            e2 += d * d, r2 += (double)ref[s * n_out + o] * ref[s * n_out + o];
+        }
+    }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(r2 > 0, "%s: the reference is all zeros", what);
+    CHECK_MSG(err <= bound, "%s: normalised error %.3g > %.3g against the CPU", what, err, bound);
+    return err;
+}
+
 static size_t g_moe_experts = 9;
 
 static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, int bad_id, int variant) {
@@ -854,15 +1002,6 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
                                                                                                sizeof why);
     CHECK_MSG(rc == 0, "%s", why);
     dev_download(got, dy, n_slots * n_out);
-    if (bad_id == 1) {
-        size_t nan = 0;
-        for (size_t o = 0; o < n_out; o++) {
-            nan += isnan(got[n_out + o]) != 0;
-            got[n_out + o] = 0.0f; /* then compare the other slots */
-        }
-        CHECK_MSG(nan == n_out, "moe %s: a bad expert id gave %zu NaN outputs of %zu", quant_type_name(type), nan,
-                  n_out);
-    }
     if (chunk && is_int_type(type) && n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS && bad_id != 1) {
         /* the decode form on the same slots: the same bits (one canonical order for both kernels) */
         float *dy2 = dev_poisoned(n_slots * n_out), *got2 = malloc(n_slots * n_out * sizeof(float));
@@ -877,12 +1016,12 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
         free(got2);
         cudaFree(dy2), cudaFree(work2);
     }
-    char what[40];
-    snprintf(what, sizeof what, "moe %s x%zu%s", chunk ? "chunk" : "dec", n_rows, x_per_slot ? "s" : "");
-    if (is_int_type(type))
-        check_close(what, type, got, ref, n_slots * n_out, 1e-5);
-    else
-        check_close(what, type, got, ref, n_slots * n_out, chunk ? 1.5e-3 : 1e-5);
+    char what[64];
+    snprintf(what, sizeof what, "moe %s x%zu%s %s", chunk ? "chunk" : "dec", n_rows, x_per_slot ? "s" : "",
+             quant_type_name(type));
+    const double bound = is_int_type(type) || !chunk ? 1e-5 : 1.5e-3;
+    const double err = check_moe_outputs(what, got, ref, n_slots, n_out, bad_id == 1 ? 1 : SIZE_MAX, 1, 1, bound);
+    printf("  %-18s n=%-6zu err %.3g (bound %.3g)\n", what, n_slots * n_out, err, bound);
     free(w), free(x), free(ids), free(ref), free(got);
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
 }
@@ -1233,33 +1372,29 @@ static void fast_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, s
     cuda_moe_fast_set(-1);
     dev_download(old, dy_old, ny);
     dev_download(got, dy_new, ny);
-    size_t diff = 0, nan = 0;
-    for (size_t i = 0; i < ny; i++) {
-        diff += memcmp(&got[i], &old[i], sizeof(float)) != 0;
-        nan += isnan(got[i]) != 0;
-    }
+    size_t diff = 0;
+    for (size_t i = 0; i < ny; i++) diff += memcmp(&got[i], &old[i], sizeof(float)) != 0;
     CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from the old form's bits", what, diff, ny);
-    const size_t bad = kind == 3 && n_slots > 1 ? n_out : 0; /* slot 1's outputs stay poisoned */
-    CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
+    const size_t bad = kind == 3 && n_slots > 1 ? 1 : SIZE_MAX; /* slot 1's outputs stay poisoned */
+    const size_t ss = n_slots > 64 ? 7 : 1, os = n_out > 256 ? 37 : 1; /* the CPU reference on a sample */
+    float *ref = calloc(ny, sizeof(float));
     size_t checked = 0;
-    double e2 = 0, r2 = 0;
-    for (size_t sl = 0; sl < n_slots; sl += n_slots > 64 ? 7 : 1) {
-        if (kind == 3 && sl == 1) continue;
+    for (size_t sl = 0; sl < n_slots; sl += ss) {
+        if (sl == bad) continue;
         const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
-        for (size_t o = 0; o < n_out; o += n_out > 256 ? 37 : 1) {
+        for (size_t o = 0; o < n_out; o += os) {
             const uint8_t *row = w + ((size_t)ids[sl] * n_out + o) * rb;
-            float ref = decode_ref(type, row, xs, n_in);
+            float r = decode_ref(type, row, xs, n_in);
             if (glu) {
                 const float u = decode_ref(type, row + n_expert * n_out * rb, xs, n_in);
-                ref = (ref / (1.0f + expf(-ref))) * u;
+                r = (r / (1.0f + expf(-r))) * u;
             }
-            const double d = (double)got[sl * n_out + o] - ref;
-            e2 += d * d, r2 += (double)ref * ref;
+            ref[sl * n_out + o] = r;
             checked++;
         }
     }
-    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
-    CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
+    const double err = check_moe_outputs(what, got, ref, n_slots, n_out, bad, ss, os, 1e-5);
+    free(ref);
     if (diff == 0) printf("  %-60s bit-identical (%zu outputs), CPU err %.2g (%zu)\n", what, ny, err, checked);
     fast_cases++;
     free(wp), free(x), free(ids), free(got), free(old);
@@ -1646,6 +1781,7 @@ int main(void) {
     RUN(test_exact);
     RUN(test_row_invariance);
     RUN(test_few_rows);
+    RUN(test_mma_rows);
     RUN(test_igemm_wide);
     RUN(test_mmv_stream);
     RUN(test_stream32);
