@@ -19,7 +19,8 @@
 # the blocks masked as a left-to-right decode leaves them; default 0), DISTILL_NEAR
 # (train.py --distill-near: the exact-teacher KL on rows with the causal context; default 0),
 # SD_P (train.py --sd-p: a share of the rows replaced by the model's own greedy answers,
-# made at the call's start from SD_PROMPTS prompts, default 8192; default 0: none),
+# made at the call's start from SD_PROMPTS prompts, default 8192, or read from a carried
+# .gpu-train/sd-rows.pt; default 0: none),
 # EVAL_PROMPTS (20: train.py's held-out evaluation at the end; 0 skips its ~30 s),
 # ENGINE_MASK_P (train.py --engine-mask-p: a share of the rows masked as the engine leaves
 # them, from the model's own SPEC 3 passes; default 0: masks unchanged), ENGINE_TH (0.95),
@@ -52,6 +53,14 @@ SCHED=(--geometry $GEOM --steps $STEPS --causal-steps $CAUSAL --sharpen-from $SH
        --ramp 300 --r-min 0.05 --full-p 0.25 --complementary --distill 0.5
        --prose-p 0.3 --prose-p-diff 0.05 --think-p 0.2 --seed 26 --prefix-p ${PREFIX_P:-0}
        --distill-near ${DISTILL_NEAR:-0} --sd-p ${SD_P:-0} --sd-prompts ${SD_PROMPTS:-8192})
+# self-distillation rows: a carried .gpu-train/sd-rows.pt (or one a warm machine kept in
+# .gpu-keep) is read, no decoding; else the call decodes them and writes $OUT/sd-rows.pt
+# (take_back.sh keeps it for the next call)
+if [ "${SD_P:-0}" != 0 ]; then
+    if [ -f .gpu-train/sd-rows.pt ]; then SCHED+=(--sd-rows .gpu-train/sd-rows.pt)
+    elif [ -f .gpu-keep/sd-rows.pt ]; then SCHED+=(--sd-rows .gpu-keep/sd-rows.pt)
+    else SCHED+=(--sd-rows "$OUT/sd-rows.pt"); fi
+fi
 # .gpu-keep/ckpt: the previous call's checkpoint, left on the device (an ignored,
 # uncarried folder survives between calls while the machine stays warm), taken
 # when it is ahead of the carried one: back-to-back calls need no round trip
@@ -100,6 +109,7 @@ train)
     ls -la "$OUT/ckpt" 2>&1 | tee -a "$L"
     if [ -f "$OUT/ckpt/state.json" ]; then
         rm -rf .gpu-keep/ckpt; mkdir -p .gpu-keep; cp -r "$OUT/ckpt" .gpu-keep/ckpt
+        [ -f "$OUT/sd-rows.pt" ] && cp "$OUT/sd-rows.pt" .gpu-keep/sd-rows.pt
     fi
     exit $rc ;;
 check)

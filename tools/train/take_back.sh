@@ -26,6 +26,9 @@ rm -rf $CK
 mv $CK.new $CK
 mkdir -p tools/train/runs
 [ -f "$src/train.log" ] && cp "$src/train.log" "tools/train/runs/$name.log"
+# the call's self-distillation rows, read by the next call instead of decoding again
+# (delete .gpu-train/sd-rows.pt to decode fresh ones from the newer weights)
+[ -f "$src/sd-rows.pt" ] && cp "$src/sd-rows.pt" .gpu-train/sd-rows.pt
 step=$(python3 -c 'import json,sys;print(json.load(open(sys.argv[1]))["step"])' $CK/state.json)
 echo "take_back: $CK at step $step; log in tools/train/runs/$name.log"
 du -sh $CK

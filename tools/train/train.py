@@ -289,6 +289,21 @@ def accumulate(fwd, a, ids, real, noisy, masked, accum: int, distill: float, ent
     return tot
 
 
+def save_sd_rows(path: str, ids, real, selfgen) -> None:
+    """Rows as int16 ids (the vocabulary is 8192) and two bool masks: ~3 bytes a
+    token, ~12 MB for 8,000 rows of 512."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    torch.save({"ids": ids.to(torch.int16), "real": real, "selfgen": selfgen}, path)
+
+
+def load_sd_rows(path: str, seq: int):
+    d = torch.load(path)
+    ids, real, selfgen = d["ids"].long(), d["real"], d["selfgen"]
+    if ids.dim() != 2 or ids.shape[1] != seq or real.shape != ids.shape or selfgen.shape != ids.shape:
+        raise SystemExit(f"train: --sd-rows {path}: rows of shape {tuple(ids.shape)}, not [N, {seq}]")
+    return ids, real, selfgen
+
+
 def self_distill_rows(a, model, tok, step: int):
     """--sd-p: the model's greedy answers to --sd-prompts generated prompts (a
     seed of their own per step, never training's stream) packed as rows;
@@ -361,6 +376,9 @@ def main() -> None:
     ap.add_argument("--sd-max-new", type=int, default=192,
                     help="--sd-p: longest answer kept (tokens; an answer with no stop is dropped)")
     ap.add_argument("--sd-batch", type=int, default=2048, help="--sd-p: prompts decoded at once")
+    ap.add_argument("--sd-rows", default=None,
+                    help="--sd-p: a file of self-distillation rows: read when it exists (no decoding), "
+                         "else written after decoding (a later call carries it and saves ~100 s)")
     ap.add_argument("--sd-time", type=float, default=90.0,
                     help="--sd-p: no new decoding batch starts after this many seconds")
     ap.add_argument("--sharpen-from", type=int, default=None,
@@ -457,7 +475,14 @@ def main() -> None:
     sd = None
     if a.sd_p > 0 and step >= a.causal_steps:
         try:
-            sd = self_distill_rows(a, model, tok, step)
+            if a.sd_rows and os.path.exists(a.sd_rows):
+                sd = load_sd_rows(a.sd_rows, a.seq)
+                print(f"train: self-distillation: {sd[0].shape[0]} rows read from {a.sd_rows}",
+                      flush=True)
+            else:
+                sd = self_distill_rows(a, model, tok, step)
+                if a.sd_rows:
+                    save_sd_rows(a.sd_rows, *sd)
         except Exception:   # a device call still trains (without these rows) rather than die
             import traceback
             traceback.print_exc()

@@ -6,7 +6,8 @@ tiny shapes, a few seconds):
 * greedy_answers equals a greedy loop over the full forward (diag.ar_answer's
   method), stops included, and drops an answer with no stop;
 * pack_rows lays out [pad] prompt | answer [pad] as hand-computed;
-* losses(selfgen=...) leaves the answer out of the causal loss only.
+* losses(selfgen=...) leaves the answer out of the causal loss only;
+* the rows saved for a later call (--sd-rows) read back equal; a wrong shape is refused.
 
     python3 -m pytest -q tools/train/tests/test_selfdistill.py   (needs torch)
 """
@@ -126,3 +127,18 @@ def test_losses_keep_selfgen_out_of_the_causal_loss_only():
     want = F.cross_entropy(lc[:, :-1][ok], ids[:, 1:][ok])
     assert torch.allclose(c1, want) and not torch.allclose(c0, c1)
     assert torch.equal(p0, p1) and torch.equal(d0, d1)
+
+
+def test_sd_rows_round_trip_and_a_wrong_shape(tmp_path):
+    from train import load_sd_rows, save_sd_rows
+    g = torch.Generator().manual_seed(3)
+    ids = torch.randint(0, 8192, (3, 16), generator=g)
+    real = torch.rand(3, 16, generator=g) < 0.5
+    selfgen = real & (torch.rand(3, 16, generator=g) < 0.5)
+    p = str(tmp_path / "d" / "sd-rows.pt")
+    save_sd_rows(p, ids, real, selfgen)
+    i2, r2, s2 = load_sd_rows(p, 16)
+    assert torch.equal(i2, ids) and i2.dtype == torch.long
+    assert torch.equal(r2, real) and torch.equal(s2, selfgen)
+    with pytest.raises(SystemExit, match="not \\[N, 32\\]"):
+        load_sd_rows(p, 32)
