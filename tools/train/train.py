@@ -488,6 +488,8 @@ def main() -> None:
             traceback.print_exc()
             print("train: self-distillation rows failed: training without them", flush=True)
         model.train()
+        if sd is not None:   # on the device once, not copied again every step
+            sd = tuple(x.to(a.device) for x in sd)
     while step < a.steps:
         lr = a.lr * lr_factor(step, start_step, a.steps, a.warmup, warm, a.cosine_from)
         for g in opt.param_groups:
@@ -509,11 +511,11 @@ def main() -> None:
             # self-distillation rows drawn by step: a run that resumes draws the same
             k = max(1, round(a.sd_p * a.batch))
             pick = torch.randint(0, sd[0].shape[0], (k,),
-                                 generator=torch.Generator().manual_seed(a.seed * 31 + step))
+                                 generator=torch.Generator().manual_seed(a.seed * 31 + step)).to(a.device)
             ids, real = ids.clone(), real.clone()
-            ids[:k], real[:k] = sd[0][pick].to(a.device), sd[1][pick].to(a.device)
+            ids[:k], real[:k] = sd[0][pick], sd[1][pick]
             selfgen = torch.zeros_like(real)
-            selfgen[:k] = sd[2][pick].to(a.device)
+            selfgen[:k] = sd[2][pick]
         sharpen = a.sharpen_from is not None and step >= a.sharpen_from
         r_max = min(1.0, 0.3 + 0.7 * (step - a.causal_steps) / max(a.ramp, 1))
         noisy, masked = mask_batch(ids, a.block, r_max, mask_id, gen, a.full_p, a.r_min,
