@@ -1,15 +1,39 @@
 /*
  * gdn_recurrent.cu: the decode form of step 2 of cuda_gdn.h, with the q/k
- * L2 norm, the gates and the gated output norm (step 3) fused in. One block
- * per (value head, sequence) holds S [dk][dv] in shared memory for all its
- * rows, so the state is read and written once per pass. Per row, in HF's
- * order (as src/cpu/gdn.c): decay S, kv_mem = S^T k, delta = beta (v - kv_mem),
- * S += k delta^T, o = S^T q. The two column sums over dk split the rows of S
- * over P = threads / dv partitions whose partials are added in a fixed order:
- * deterministic, and equal to the CPU's sequential sum up to reassociation.
+ * L2 norm, the gates and the gated output norm (step 3) fused in. Two
+ * kernels, one block per (value head, sequence) each:
+ *
+ * gdn_rec_reg_kernel (dv % 8 == 0, dv <= 128; every real geometry): S
+ * [dk][dv] lives in registers. Thread (j, p) = (tid / 4, tid % 4) owns column
+ * j of S at rows i = p + 4r (r < 32, dk <= 128), so both column sums over dk
+ * (kv_mem = S^T k, o = S^T q) are 32 sequential FMAs plus two shuffles (xor
+ * 1, 2) between the column's 4 lanes, and the update S += k delta^T is
+ * register-local: one block barrier per row (the gated norm's sum over the
+ * head's dv outputs). The state is loaded BEFORE pdl_wait: its last writer is
+ * this layer's kernel of an earlier pass, and at least the conv kernel
+ * (cuda_gdn_mix) lies between, so when this grid may start (its predecessor
+ * has passed its own pdl_wait) every kernel before that predecessor has
+ * completed: the 64 KB a head reads overlaps the conv instead of following it
+ * (cuda_pdl.cuh's rule, constant data only before the wait, is kept for
+ * everything the pass writes; the state is written only by this kernel and
+ * the chunked form, never by the conv). H200, 35B-A3B (32 heads of 128 x
+ * 128): the shared-memory kernel below took ~13 us a layer (conv + it
+ * 15.2 us), 32 blocks each walking 64 KB through shared memory in ~10
+ * barrier-separated phases.
+ *
+ * gdn_rec_smem_kernel (any dims, the fallback; CLOVER_CUDA_GDN_REC=smem
+ * forces it for A/B): S in shared memory for all the block's rows, the two
+ * column sums split over P = threads / dv partitions added in a fixed order.
+ *
+ * Order, as src/cpu/gdn.c (HF): decay S, kv_mem = S^T k, delta = beta (v -
+ * kv_mem), S += k delta^T, o = S^T q. Both kernels are deterministic and
+ * equal to the CPU's sequential sums up to reassociation (the bound of
+ * tests/unit/test_cuda_gdn.c).
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_pdl.cuh"
 #include "cuda_gdn.h"
@@ -47,7 +71,7 @@ static __device__ void col_dot(float *col, const float *S, const float *x, float
 }
 
 __global__ void __launch_bounds__(REC_THREADS)
-    gdn_recurrent_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
+    gdn_rec_smem_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                          cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
@@ -139,18 +163,130 @@ __global__ void __launch_bounds__(REC_THREADS)
     (void)P;
 }
 
+enum { REG_ROWS = 32 }; /* rows of S a thread holds: dk <= 4 * REG_ROWS = CUDA_GDN_MAX_DK */
+
+static __device__ __forceinline__ float quad_sum(float v) { /* the 4 lanes of a column, a fixed tree */
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+__global__ void __launch_bounds__(4 * 128)
+    gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
+                       cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
+    const cuda_gdn_seq sq = seqs[blockIdx.y]; /* written by a host copy before the pass */
+    const int h = blockIdx.x, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim, dv = d.v_dim;
+    const int cd = 2 * nk * dk + nv * dv;
+    const int kh = d.tiled ? h % nk : h / (nv / nk);
+    const int tid = threadIdx.x, j = tid >> 2, p = tid & 3, lane = tid & 31, warp = tid >> 5, nwarps = dv >> 3;
+    float S[REG_ROWS];
+    float *Sg = sq.state + (size_t)h * dk * dv + j;
+    if (sq.n > 0) { /* before the wait: see the file's comment */
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            S[r] = i < dk ? Sg[(size_t)i * dv] : 0.0f;
+        }
+    }
+    const float ssm_a = w.ssm_a[h], dt_bias = w.dt_bias[h], norm_w = w.norm_w[j];
+    pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    if (sq.n <= 0) return;
+    __shared__ float wred[2][16];
+    const float scale = (float)pow((double)dk, -0.5);
+
+    for (int t = 0; t < sq.n; t++) {
+        const size_t row = (size_t)sq.row0 + t;
+        const float *xr = qkv + row * cd;
+        const float *kr = xr + nk * dk + kh * dk, *qr = xr + kh * dk;
+        /* k and q are re-read (L1 hits: every warp reads the same 1 KB) instead of held: S's 32 registers a
+         * thread plus 32 for k would spill at 512 threads */
+        float ss = 0.0f;
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            const float x = i < dk ? kr[i] : 0.0f;
+            ss += x * x;
+        }
+        const float inv_k = 1.0f / sqrtf(quad_sum(ss) + 1e-6f);
+        const float bb = b[row * nv + h], aa = a[row * nv + h] + dt_bias;
+        const float sp = aa > 20.0f ? aa : log1pf(expf(aa));
+        const float beta = 1.0f / (1.0f + expf(-bb)), decay = expf(ssm_a * sp);
+        float kv = 0.0f;
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            if (i < dk) {
+                S[r] *= decay;
+                kv += S[r] * (kr[i] * inv_k);
+            }
+        }
+        const float delta = (xr[2 * nk * dk + h * dv + j] - quad_sum(kv)) * beta;
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            if (i < dk) S[r] += (kr[i] * inv_k) * delta; /* rows past dk stay 0 (a NaN delta must not reach them) */
+        }
+        float sq2 = 0.0f;
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            const float x = i < dk ? qr[i] : 0.0f;
+            sq2 += x * x;
+        }
+        const float inv_q = 1.0f / sqrtf(quad_sum(sq2) + 1e-6f);
+        float o = 0.0f;
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) {
+            const int i = p + 4 * r;
+            if (i < dk) o += S[r] * ((qr[i] * inv_q) * scale);
+        }
+        o = quad_sum(o);
+        /* gated RMS norm over the head's dv outputs: one lane of each column, a fixed tree */
+        float s2 = p == 0 ? o * o : 0.0f;
+        for (int m = 16; m > 0; m >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, m);
+        if (lane == 0) wred[t & 1][warp] = s2;
+        __syncthreads(); /* wred[t & 1] is rewritten two rows later, after the next row's barrier */
+        float tot = 0.0f;
+        for (int i = 0; i < nwarps; i++) tot += wred[t & 1][i];
+        const float inv_o = 1.0f / sqrtf(tot / (float)dv + d.eps);
+        if (p == 0) {
+            const float zj = z[row * nv * dv + (size_t)h * dv + j];
+            y[row * nv * dv + (size_t)h * dv + j] = (norm_w * (o * inv_o)) * (zj / (1.0f + expf(-zj)));
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < REG_ROWS; r++) {
+        const int i = p + 4 * r;
+        if (i < dk) Sg[(size_t)i * dv] = S[r];
+    }
+}
+
+/* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem (read once). */
+static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
+    static int forced = -1;
+    if (forced < 0) {
+        const char *e = getenv("CLOVER_CUDA_GDN_REC");
+        forced = e && strcmp(e, "smem") == 0;
+    }
+    return !forced && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
+}
+
 extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, const float *b, const float *a,
                                   const cuda_gdn_weights *w, const cuda_gdn_seq *seqs, int n_seq,
                                   const cuda_gdn_dims *d, void *stream) {
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
-    pdl_launch(gdn_recurrent_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
+    if (gdn_rec_reg_takes(d)) {
+        pdl_launch(gdn_rec_reg_kernel, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
+        return (int)cudaGetLastError();
+    }
+    pdl_launch(gdn_rec_smem_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
                                                                                                    *w, seqs, *d);
     return (int)cudaGetLastError();
 }
 
 extern "C" int gdn_recurrent_init(size_t max_smem) {
-    return (int)cudaFuncSetAttribute(gdn_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return (int)cudaFuncSetAttribute(gdn_rec_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)max_smem);
 }
