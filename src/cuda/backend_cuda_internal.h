@@ -143,6 +143,7 @@ typedef struct cuda_scratch {
     struct cuda_pick_row *pk_desc;    /* [R] grouped picks: each picked row's descriptor (cuda_pick_rows.h) */
     struct cuda_pick_params *pk_par;  /* [R] and its pick parameters */
     void *mm_work;    /* cuda_matmul_decode scratch */
+    void *mm_work2;   /* the same for the shared expert's products on the side stream (backend_session.side) */
     void *moe_work;   /* cuda_moe_* scratch */
     void *attn_work;  /* cuda_attn_forward workspace */
     void *gdn_work;   /* cuda_gdn_mix workspace */
@@ -172,6 +173,9 @@ struct backend_session {
     const model_hparams *hp;
     cuda_model *cm;
     void *stream;
+    void *side;                 /* the shared expert's stream beside the routed experts (NULL: on stream) */
+    void *side_ev[2];           /* fork (stream -> side) and join (side -> stream) of a MoE layer */
+    bool side_open;             /* a MoE layer forked the side stream and has not joined it yet */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

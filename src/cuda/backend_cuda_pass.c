@@ -412,8 +412,41 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
-static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
-                     clover_error *err) {
+/* The shared expert on the side stream: it reads only x (this layer's normed input) and writes only gs, us, ys
+ * (and its own mm_work2), none of which the router or the routed experts touch, so it runs beside them instead
+ * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
+ * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
+ * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
+static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
+    char why[CUDA_WHY] = "";
+    if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: shared expert stream: %s", why);
+    void *main_stream = s->stream, *main_work = s->sc.mm_work;
+    s->stream = s->side;
+    s->sc.mm_work = s->sc.mm_work2;
+    int rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, s->sc.x, n, s->sc.gs, s->sc.us, err);
+    if (!rc) rc = mm(s, &w->down_shexp, s->sc.gs, n, s->sc.ys, err);
+    s->stream = main_stream;
+    s->sc.mm_work = main_work;
+    /* recorded even after a failure, so that a capture in progress ends joined (and then fails on rc) */
+    if (cuda_event_record(s->side_ev[1], s->side, why)) {
+        if (!rc) rc = error_set(err, CLOVER_E_INTERNAL, "CUDA pass: shared expert stream: %s", why);
+        return rc;
+    }
+    s->side_open = true;
+    return rc;
+}
+
+static int shexp_join(backend_session *s, clover_error *err) {
+    char why[CUDA_WHY] = "";
+    s->side_open = false;
+    if (cuda_stream_wait_event(s->stream, s->side_ev[1], why))
+        return err ? error_set(err, CLOVER_E_INTERNAL, "CUDA pass: shared expert stream: %s", why) : CLOVER_E_INTERNAL;
+    return CLOVER_OK;
+}
+
+static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
+                             clover_error *err) {
     const model_moe_weights *w = &ml->moe;
     const model_hparams *hp = s->hp;
     cuda_scratch *sc = &s->sc;
@@ -424,6 +457,8 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     const model_weight *rw[2] = {&w->gate_inp, &w->gate_inp_shexp}; /* with the shared expert's gate logit */
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
+    const bool side = Fs && s->side;
+    if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
     if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
     if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
@@ -476,11 +511,25 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     if (rc) return rc;
     if (Fs == 0)
         return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
-    if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
-    if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+    if (side) {
+        if ((rc = shexp_join(s, err))) return rc;
+    } else {
+        if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
+        if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+    }
     /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
     return op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
                      "expert sum + shared expert", err);
+}
+
+/* layer_moe_enqueue, and on its failure the side stream joined all the same: a capture in progress must end with
+ * every stream it forked joined, and the next pass must not overtake a shared expert still reading x. */
+static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
+                     clover_error *err) {
+    s->side_open = false;
+    int rc = layer_moe_enqueue(s, ml, il, n, p, err);
+    if (rc && s->side_open) shexp_join(s, NULL);
+    return rc;
 }
 
 static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clover_error *err) {

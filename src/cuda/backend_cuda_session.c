@@ -198,6 +198,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->mm_work_bytes = mmw;
     sc->moe_work_bytes = moew;
     sc->mm_work = carve(&c, mmw);
+    sc->mm_work2 = carve(&c, mmw);
     sc->moe_work = carve(&c, moew);
     sc->attn_work = carve(&c, s->n_attn ? cuda_attn_workspace_bytes(&s->ad, (int)R, (int)R, (int)s->max_context) : 0);
     sc->gdn_work = carve(&c, s->n_gdn ? cuda_gdn_mix_workspace_bytes(&s->gd, (int)R) : 0);
@@ -221,6 +222,10 @@ void backend_cuda_session_free(backend_session *s) {
     for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) cuda_graph_destroy(s->pgraph[i].exec);
     cuda_event_destroy(s->ev[0]);
     cuda_event_destroy(s->ev[1]);
+    if (s->side) cuda_stream_sync(s->side, NULL);
+    cuda_event_destroy(s->side_ev[0]);
+    cuda_event_destroy(s->side_ev[1]);
+    cuda_stream_destroy(s->side);
     cuda_free(s->arena);
     cuda_free(s->kv);
     cuda_host_free(s->h_aseq);
@@ -447,6 +452,17 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     if (s->stack && (cuda_event_create(&s->ev[0], why) || cuda_event_create(&s->ev[1], why))) {
         cuda_event_destroy(s->ev[0]); /* no timing then, nothing else lost */
         s->ev[0] = s->ev[1] = NULL;
+    }
+    /* The shared expert's side stream (backend_cuda_pass.c, layer_moe), unless CLOVER_CUDA_SHEXP_SIDE=0 (A/B):
+     * without it, or when making it fails, the shared expert runs on the stream as before (the same bits). */
+    const char *side_env = getenv("CLOVER_CUDA_SHEXP_SIDE");
+    if (hp->n_ff_shexp && !(side_env && strcmp(side_env, "0") == 0) &&
+        (cuda_stream_create(&s->side, why) || cuda_event_create(&s->side_ev[0], why) ||
+         cuda_event_create(&s->side_ev[1], why))) {
+        cuda_event_destroy(s->side_ev[0]);
+        cuda_event_destroy(s->side_ev[1]);
+        cuda_stream_destroy(s->side);
+        s->side = s->side_ev[0] = s->side_ev[1] = NULL;
     }
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
