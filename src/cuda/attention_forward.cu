@@ -626,6 +626,7 @@ __global__ void __launch_bounds__(COMB_THREADS)
     const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
     const int i = tid % hd, p = tid / hd;
     const float *po = part_o + rh * grid_stride * hd + i;
+    const float gate = tid < hd ? qg[rh * 2 * hd + hd + tid] : 0.0f; /* in flight with the partials */
     float pre[COMB_PRE];
 #pragma unroll
     for (int u = 0; u < COMB_PRE; u++) {
@@ -666,7 +667,7 @@ __global__ void __launch_bounds__(COMB_THREADS)
     if (tid < hd) {
         float num = 0.0f;
         for (int q = 0; q < P; q++) num += red[q * hd + tid];
-        out[rh * hd + tid] = (num / den_s) * sigmoidf_(qg[rh * 2 * hd + hd + tid]);
+        out[rh * hd + tid] = (num / den_s) * sigmoidf_(gate);
     }
 }
 
