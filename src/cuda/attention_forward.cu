@@ -87,7 +87,8 @@ enum {
     TARGET_BLOCKS = 264, /* two per SM of an H200 (132 SMs) */
     LD_UNROLL = 2,
     COMB_THREADS = 1024,
-    COMB_PRE = 8,        /* partials a combine thread loads before the split weights are known */
+    COMB_PRE = 17,       /* partials a combine thread loads before the split weights are known: all of
+                          * a decode row's (<= 66 splits of the 35B-A3B over P = 1024 / 256 = 4 partitions) */
     DEC_THREADS = 256,
     DEC_WARPS = DEC_THREADS / 32,
     DEC_KB = 2,          /* keys a warp takes a step */
