@@ -1,26 +1,79 @@
 /*
- * attention_forward.cu: step 2 of cuda_attention.h, one kernel for decode
- * and chunks. A block takes one KV head, a tile of rows x query heads of its
- * group (nq <= 32 query vectors, held in shared memory) and one split of the
- * keys; it streams the split's K/V rows in tiles of 32 through shared memory
- * once for all nq queries (the GQA saving: the 8 query heads of a KV head
- * share every K/V read) with an online softmax: warp w owns queries w, w+8,
- * ... (lane = key of the tile) for the scores, thread d owns output column d
- * of every query for P V. With one split the block finishes the row (1/l and
- * the sigmoid gate); with several it writes (m, l, o) partials that
- * attn_combine_kernel merges.
+ * attention_forward.cu: step 2 of cuda_attention.h. Two forms of the
+ * attention proper, one split merge (attn_combine_kernel).
  *
- * Split plan (attn_split): a sequence's splits depend only on its own
- * kv = pos + n and n, never on the other sequences of the pass, so a row's
- * result does not depend on what else is batched with it. Enough splits to
- * give ~2 blocks per SM for a single decode row; chunks get their
- * parallelism from row tiles and take few splits.
+ * The tile form (attn_fwd_kernel): chunks (a sequence with n > 1 rows in the
+ * pass), and decode rows too when the decode form is off. A block takes one
+ * KV head, a tile of rows x query heads of its group (nq <= 32 query vectors,
+ * held in shared memory) and one split of the keys; it streams the split's
+ * K/V rows in tiles of 32 through shared memory once for all nq queries (the
+ * GQA saving: the 8 query heads of a KV head share every K/V read) with an
+ * online softmax: warp w owns queries w, w+8, ... (lane = key of the tile)
+ * for the scores, thread d owns output column d of every query for P V. With
+ * one split the block finishes the row (1/l and the sigmoid gate); with
+ * several it writes (m, l, o) partials that attn_combine_kernel merges.
+ *
+ * The decode form (attn_dec_kernel; a sequence with n == 1 row, on unless
+ * CLOVER_CUDA_ATTN_DECODE=0). Measured on the H200, the tile form spent
+ * 22.8 us on a 512-token cache (2.15 MB: ~2% of the bandwidth): per 32-key
+ * tile it has three block barriers, a 256-long dependent FMA chain per score
+ * (one lane per key) and a 32-long one per output column, all serial behind
+ * one 64 KB shared-memory load, and 2 x 132 blocks of which most had nothing
+ * to do. The decode form instead:
+ *  - a block = one KV head x up to DEC_GP = 8 query heads of its group x one
+ *    split of the keys; its 8 warps own keys (warp w: keys s0 + 2w, +1, then
+ *    + 16 ...), lanes own slices of head_dim (lane l: dims 4l..4l+3 and
+ *    128 + 4l.. with 16-byte __ldg straight to registers, coalesced 512 B a
+ *    warp instruction; 8 single dims when hd % 4 != 0). q (8 heads x 8 dims)
+ *    and o (8 x 8) stay in registers, so one K row read serves the 8 dots of
+ *    the group and one V row the 8 outputs;
+ *  - a step is 2 keys a warp: 128 FMAs a lane, then the 16 (key, head) dots
+ *    are summed over the 32 lanes by a transposing butterfly (8 + 4 + 2 + 1
+ *    + 1 shuffles, lane pair 2i ends with dot i); a lane keeps the online
+ *    softmax state of its dot's head (one shuffle pairs the step's two keys
+ *    of a head: 2 expf a lane, not 24), and the 8 alphas and 16 weights are
+ *    broadcast (24 shuffles), so the rescale of o is warp-uniform and
+ *    skipped, exactly, when the head's max did not move; then 128 FMAs of
+ *    P V. No block barrier in the key loop; the next step's K/V (4 KB a
+ *    warp) are loaded before the current one is computed;
+ *  - one barrier at the end: the 8 warps' (m, l, o) go through shared memory
+ *    and are merged in warp order (fixed);
+ *  - the split plan (dec_split) aims at ~1 block per SM (DEC_TARGET = 132,
+ *    the block is register-bound to 1 per SM) with splits of 16 keys at
+ *    least (one step of every warp): 513 keys over 2 KV heads = 33 splits of
+ *    16 = 66 blocks of 32 KB each; 4097 keys = 65 splits of 64 = 130 blocks.
+ *    The grid (fixed by max_kv for graph capture) is min(66, max_kv / 16)
+ *    splits, so at max_kv 262144 a 512-token cache leaves 33 x 2 idle blocks,
+ *    not the tile form's 2 x 111.
+ * Estimate for the 35B-A3B (16/2/256) on the H200 at 513 keys: each block
+ * has its whole 32 KB in flight after one issue round (8 x 16-byte loads a
+ * lane), 66 blocks = the whole 2.15 MB at once, ~1.5 us of DRAM latency and
+ * transfer; the step's ~400 instructions a warp (128 + 128 FMA, ~55
+ * shuffles and ~45 selects / adds of the butterfly, 2 expf, the rescale when
+ * the max moves) at 2 warps a scheduler ~ 0.45 us; the warp merge and
+ * partial write ~0.3 us; the combine (33 splits, its loads issued before the
+ * weights are known) ~1.5 us after the forward plus the kernel launch
+ * overheads (PDL) ~1-2 us: ~5 us at max_kv 513, ~5.5 us at 262144 (132
+ * blocks launched, half exit at once), ~8 us at 4097 keys (16.8 MB: ~4 us
+ * of bandwidth, 4 steps a warp).
+ *
+ * Split plans: a sequence's splits depend only on its own kv = pos + n and
+ * n (and on the form, a process-wide switch), never on the other sequences
+ * of the pass, so a row's result does not depend on what else is batched
+ * with it. The tile form gives ~2 blocks per SM for a single decode row;
+ * chunks get their parallelism from row tiles and take few splits. Both
+ * forms write partials with one stride (grid_stride: the most splits either
+ * may take for max_kv), so one combine serves a pass that mixes them (a
+ * decode row and a chunk: both kernels run, each skipping the other's
+ * sequences).
  *
  * Precision: f32 throughout (scores, exp, sums), like the CPU oracle; they
  * differ only in summation order and in the online rescaling.
  */
 #include <cuda_runtime.h>
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_pdl.cuh"
 #include "cuda_attention.h"
@@ -33,7 +86,16 @@ enum {
     MAX_SPLITS = 128,
     TARGET_BLOCKS = 264, /* two per SM of an H200 (132 SMs) */
     LD_UNROLL = 2,
-    COMB_THREADS = 1024
+    COMB_THREADS = 1024,
+    COMB_PRE = 17,       /* partials a combine thread loads before the split weights are known: all of
+                          * a decode row's (<= 66 splits of the 35B-A3B over P = 1024 / 256 = 4 partitions) */
+    DEC_THREADS = 256,
+    DEC_WARPS = DEC_THREADS / 32,
+    DEC_KB = 2,          /* keys a warp takes a step */
+    DEC_STEP = DEC_WARPS * DEC_KB, /* keys a block takes a step; splits are multiples of it */
+    DEC_GP = 8,          /* query heads a decode block holds */
+    DEC_NE = 8,          /* head_dim elements a lane holds: 8 x 32 lanes = CUDA_ATTN_MAX_HEAD_DIM */
+    DEC_TARGET = 132     /* one block per SM of an H200 (the block is register-bound to one) */
 };
 
 typedef struct fwd_shape {
@@ -69,6 +131,47 @@ static __host__ __device__ int attn_split(int kv, int n, const cuda_attn_dims &d
     return kv > 0 ? (kv + len - 1) / len : 1;
 }
 
+/* the decode form's head ranges per KV head: ceil(group / DEC_GP) */
+static __host__ __device__ int dec_hr(const cuda_attn_dims &d) {
+    int group = d.n_head / d.n_head_kv;
+    return (group + DEC_GP - 1) / DEC_GP;
+}
+
+/* the decode form's target splits: ~DEC_TARGET blocks for one row */
+static __host__ __device__ int dec_target(const cuda_attn_dims &d) {
+    int base = d.n_head_kv * dec_hr(d);
+    if (base < 1) base = 1;
+    int target = (DEC_TARGET + base - 1) / base;
+    if (target > MAX_SPLITS) target = MAX_SPLITS;
+    return target < 1 ? 1 : target;
+}
+
+/* splits of a decode row (n == 1) with kv keys in view: multiples of DEC_STEP keys */
+static __host__ __device__ int dec_split(int kv, const cuda_attn_dims &d, int *split_len) {
+    int target = dec_target(d);
+    int len = (kv + target - 1) / target;
+    len = (len + DEC_STEP - 1) / DEC_STEP * DEC_STEP;
+    if (len < DEC_STEP) len = DEC_STEP;
+    *split_len = len;
+    return kv > 0 ? (kv + len - 1) / len : 1;
+}
+
+/* the decode form's shared memory: the 8 warps' o [warp][head][hd], m and l [warp][head],
+ * the merge weights [warp][head], the merged M and denominator [head] */
+static size_t dec_smem_bytes(int hd) {
+    return sizeof(float) * ((size_t)DEC_WARPS * DEC_GP * (size_t)hd + 3 * DEC_WARPS * DEC_GP + 2 * DEC_GP);
+}
+
+/* 1 unless CLOVER_CUDA_ATTN_DECODE=0 (read once) or cuda_attn_decode_set said 0 */
+static int g_dec_form = -1;
+static int dec_form_on(void) {
+    if (g_dec_form < 0) {
+        const char *v = getenv("CLOVER_CUDA_ATTN_DECODE");
+        g_dec_form = !(v && strcmp(v, "0") == 0);
+    }
+    return g_dec_form;
+}
+
 /* the dynamic shared memory of a block holding rt rows (nq = rt * gp query vectors) */
 static size_t fwd_smem_bytes(const cuda_attn_dims &d, int rt) {
     fwd_shape s = fwd_shape_of(d);
@@ -80,7 +183,7 @@ static __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f
 
 __global__ void __launch_bounds__(FWD_THREADS, 2)
     attn_fwd_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int causal, cuda_attn_dims d,
-                    float *part_o, float *part_ml, int grid_splits, int rt) {
+                    float *part_o, float *part_ml, int grid_stride, int rt, int skip_dec) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     /* sh (fixed by the dims) makes the split plan; rt <= sh.rt rows per block
@@ -96,7 +199,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     const int kvh = (z % per_seq) / sh.hr, hrange = (z % per_seq) % sh.hr;
     const int tile = blockIdx.y, split = blockIdx.x;
     const int r_begin = tile * rt;
-    if (r_begin >= sq.n) return;
+    if (r_begin >= sq.n || (skip_dec && sq.n == 1)) return; /* a decode row: attn_dec_kernel's */
     const int kv_all = sq.pos + sq.n;
     int split_len;
     const int n_splits = attn_split(kv_all, sq.n, d, sh, &split_len);
@@ -255,7 +358,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
             float gate = qg[rh * 2 * hd + hd + tid];
             out[rh * hd + tid] = (o[qi] / l_s[qi]) * sigmoidf_(gate);
         } else {
-            size_t ps = rh * grid_splits + split;
+            size_t ps = rh * grid_stride + split;
             part_o[ps * hd + tid] = o[qi];
             if (tid == 0) {
                 part_ml[ps * 2] = m_s[qi];
@@ -265,14 +368,236 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     }
 }
 
+/* Loads keys j .. j + DEC_KB - 1 (those < s1) of one KV head: lane's slice of
+ * each row, 16 bytes at a time when VEC == 4. Zeros where out of range. */
+template <int VEC>
+static __device__ __forceinline__ void dec_load(float (&kb)[DEC_KB][DEC_NE], float (&vb)[DEC_KB][DEC_NE],
+                                                const float *kbase, const float *vbase, size_t row_stride, int j,
+                                                int s1, int hd, int lane) {
+    constexpr int NCH = DEC_NE / VEC;
+#pragma unroll
+    for (int t = 0; t < DEC_KB; t++) {
+        const bool ok = j + t < s1;
+        const size_t off = (size_t)(j + t) * row_stride;
+#pragma unroll
+        for (int c = 0; c < NCH; c++) {
+            const int i = (c * 32 + lane) * VEC; /* first dim of the chunk; VEC == 4 means hd % 4 == 0 */
+            if constexpr (VEC == 4) {
+                float4 kk = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kk;
+                if (ok && i < hd) {
+                    kk = __ldg((const float4 *)(kbase + off + i));
+                    vv = __ldg((const float4 *)(vbase + off + i));
+                }
+                kb[t][c * 4 + 0] = kk.x, kb[t][c * 4 + 1] = kk.y, kb[t][c * 4 + 2] = kk.z, kb[t][c * 4 + 3] = kk.w;
+                vb[t][c * 4 + 0] = vv.x, vb[t][c * 4 + 1] = vv.y, vb[t][c * 4 + 2] = vv.z, vb[t][c * 4 + 3] = vv.w;
+            } else {
+                float kk = 0.0f, vv = 0.0f;
+                if (ok && i < hd) {
+                    kk = __ldg(kbase + off + i);
+                    vv = __ldg(vbase + off + i);
+                }
+                kb[t][c] = kk;
+                vb[t][c] = vv;
+            }
+        }
+    }
+}
+
+/* One step of the transposing butterfly: a lane keeps the upper W of its 2W
+ * sums if lane bit (2W) is set, else the lower, and adds its partner's copy. */
+template <int W>
+static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP], int lane) {
+    const bool up = (lane & (2 * W)) != 0;
+#pragma unroll
+    for (int k = 0; k < W; k++) {
+        const float send = up ? part[k] : part[k + W];
+        const float keep = up ? part[k + W] : part[k];
+        part[k] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * W);
+    }
+}
+
+/* The decode form (design comment above): grid (decode splits of max_kv, 1,
+ * n_seq x n_head_kv x dec_hr); blocks of sequences with n != 1 and past their
+ * sequence's splits exit at once. */
+template <int VEC>
+__global__ void __launch_bounds__(DEC_THREADS, 1)
+    attn_dec_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, cuda_attn_dims d, float *part_o,
+                    float *part_ml, int grid_stride) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    constexpr int NCH = DEC_NE / VEC;
+    const int nh = d.n_head, nkv = d.n_head_kv, hd = d.head_dim, group = nh / nkv, hr = dec_hr(d);
+    const int z = blockIdx.z, per_seq = nkv * hr;
+    const cuda_attn_seq sq = seqs[z / per_seq];
+    if (sq.n != 1) return; /* a chunk (or a sequence sitting out): the tile form's */
+    const int kvh = (z % per_seq) / hr, hrange = (z % per_seq) % hr;
+    const int kv = sq.pos + 1; /* one row: causal or not, it sees every key 0..pos */
+    int split_len;
+    const int n_splits = dec_split(kv, d, &split_len);
+    const int split = blockIdx.x;
+    if (split >= n_splits) return;
+    const int s0 = split * split_len, s1 = min(s0 + split_len, kv);
+    const int h0 = kvh * group + hrange * DEC_GP; /* the block's first query head */
+    const int gq = min(DEC_GP, group - hrange * DEC_GP);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float scale = (float)pow((double)hd, -0.5); /* as the CPU (torch's head_dim ** -0.5) */
+
+    /* the group's queries, lane's slice (zeros past gq / hd) */
+    float q[DEC_GP][DEC_NE];
+    const float *qrow = qg + ((size_t)sq.row0 * nh + h0) * 2 * hd;
+#pragma unroll
+    for (int h = 0; h < DEC_GP; h++)
+#pragma unroll
+        for (int c = 0; c < NCH; c++)
+#pragma unroll
+            for (int v = 0; v < VEC; v++) {
+                const int i = (c * 32 + lane) * VEC + v;
+                q[h][c * VEC + v] = h < gq && i < hd ? qrow[(size_t)h * 2 * hd + i] : 0.0f;
+            }
+
+    /* the online softmax state of head my_h (after the butterfly a lane holds one (key, head) score) */
+    const int my_t = lane >> 4, my_h = (lane >> 1) & (DEC_GP - 1);
+    float m_mine = -INFINITY, l_mine = 0.0f, o[DEC_GP][DEC_NE];
+#pragma unroll
+    for (int h = 0; h < DEC_GP; h++)
+#pragma unroll
+        for (int e = 0; e < DEC_NE; e++) o[h][e] = 0.0f;
+    const size_t row_stride = (size_t)nkv * hd;
+    const float *kbase = sq.k_cache + (size_t)kvh * hd, *vbase = sq.v_cache + (size_t)kvh * hd;
+    float kb[DEC_KB][DEC_NE], vb[DEC_KB][DEC_NE];
+    int j = s0 + warp * DEC_KB;
+    dec_load<VEC>(kb, vb, kbase, vbase, row_stride, j, s1, hd, lane);
+    for (; j < s1; j += DEC_STEP) {
+        /* the next step's rows are in flight while this one is computed */
+        float kn[DEC_KB][DEC_NE], vn[DEC_KB][DEC_NE];
+        dec_load<VEC>(kn, vn, kbase, vbase, row_stride, j + DEC_STEP, s1, hd, lane);
+        /* the lane's part of the DEC_KB x DEC_GP dots, index t * DEC_GP + h */
+        float part[DEC_KB * DEC_GP];
+#pragma unroll
+        for (int t = 0; t < DEC_KB; t++)
+#pragma unroll
+            for (int h = 0; h < DEC_GP; h++) {
+                float a = 0.0f;
+#pragma unroll
+                for (int e = 0; e < DEC_NE; e++) a = fmaf(q[h][e], kb[t][e], a);
+                part[t * DEC_GP + h] = a;
+            }
+        /* transposing butterfly: at offset 16 a lane keeps half of its 16 sums (the upper half
+         * if lane bit 4 is set) and adds its partner's copy of that half; and so on at 8, 4, 2;
+         * then lane 2i holds dot i summed over 16 lanes, and offset 1 completes it */
+        static_assert(DEC_KB * DEC_GP == 16, "the butterfly below halves 16 sums 4 times");
+        dec_halve<8>(part, lane);
+        dec_halve<4>(part, lane);
+        dec_halve<2>(part, lane);
+        dec_halve<1>(part, lane);
+        part[0] += __shfl_xor_sync(0xffffffffu, part[0], 1);
+        /* lane l has the score of key t = l >> 4 for head h = (l >> 1) & 7 and keeps that head's
+         * softmax state (lanes l ^ 16 hold the other key of the head: one shuffle makes the max
+         * and the sum over the step's keys, the same in both); then alpha and p go to every lane */
+        {
+            const bool ok = j + my_t < s1 && my_h < gq;
+            const float sv = ok ? part[0] * scale : -INFINITY;
+            const float mt = fmaxf(sv, __shfl_xor_sync(0xffffffffu, sv, 16));
+            const float m_new = fmaxf(m_mine, mt);
+            /* a head past gq has no key: alpha 1, p 0 (no -inf - -inf); m_mine = -inf on the first step gives 0 */
+            const float alpha = m_new == -INFINITY ? 1.0f : expf(m_mine - m_new);
+            const float pv = ok ? expf(sv - m_new) : 0.0f;
+            l_mine = l_mine * alpha + (pv + __shfl_xor_sync(0xffffffffu, pv, 16));
+            m_mine = m_new;
+            float p[DEC_KB][DEC_GP], al[DEC_GP];
+#pragma unroll
+            for (int h = 0; h < DEC_GP; h++) {
+                al[h] = __shfl_sync(0xffffffffu, alpha, 2 * h);
+#pragma unroll
+                for (int t = 0; t < DEC_KB; t++) p[t][h] = __shfl_sync(0xffffffffu, pv, 2 * (t * DEC_GP + h));
+            }
+#pragma unroll
+            for (int h = 0; h < DEC_GP; h++) {
+                if (h >= gq) break; /* uniform */
+                if (al[h] != 1.0f) { /* uniform; o * 1 == o, so skipping is exact */
+#pragma unroll
+                    for (int e = 0; e < DEC_NE; e++) o[h][e] *= al[h];
+                }
+#pragma unroll
+                for (int t = 0; t < DEC_KB; t++)
+#pragma unroll
+                    for (int e = 0; e < DEC_NE; e++) o[h][e] = fmaf(p[t][h], vb[t][e], o[h][e]);
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < DEC_KB; t++)
+#pragma unroll
+            for (int e = 0; e < DEC_NE; e++) kb[t][e] = kn[t][e], vb[t][e] = vn[t][e];
+    }
+
+    /* merge the warps in warp order */
+    extern __shared__ float dsm[];
+    float *wo = dsm;                                  /* [DEC_WARPS][DEC_GP][hd] */
+    float *wm = wo + (size_t)DEC_WARPS * DEC_GP * hd; /* [DEC_WARPS][DEC_GP] */
+    float *wl = wm + DEC_WARPS * DEC_GP;              /* [DEC_WARPS][DEC_GP] */
+    float *ww = wl + DEC_WARPS * DEC_GP;              /* [DEC_WARPS][DEC_GP]: merge weights */
+    float *Mh = ww + DEC_WARPS * DEC_GP, *Dh = Mh + DEC_GP;
+#pragma unroll
+    for (int h = 0; h < DEC_GP; h++) {
+        if (h >= gq) continue;
+        float *dst = wo + ((size_t)warp * DEC_GP + h) * hd;
+#pragma unroll
+        for (int c = 0; c < NCH; c++) {
+            const int i = (c * 32 + lane) * VEC;
+            if (i >= hd) continue;
+            if constexpr (VEC == 4)
+                *(float4 *)(dst + i) = make_float4(o[h][c * 4], o[h][c * 4 + 1], o[h][c * 4 + 2], o[h][c * 4 + 3]);
+            else
+                dst[i] = o[h][c];
+        }
+    }
+    if (lane < 2 * DEC_GP && (lane & 1) == 0) /* lane 2h: head h's m and l */
+        wm[warp * DEC_GP + my_h] = m_mine, wl[warp * DEC_GP + my_h] = l_mine;
+    __syncthreads();
+    if (tid < gq) { /* head tid: the warps' weights e^(m_w - M) (0 for a warp with no keys) and the denominator */
+        float M = -INFINITY;
+        for (int w = 0; w < DEC_WARPS; w++) M = fmaxf(M, wm[w * DEC_GP + tid]);
+        float den = 0.0f;
+        for (int w = 0; w < DEC_WARPS; w++) {
+            const float m = wm[w * DEC_GP + tid];
+            const float wt = m == -INFINITY ? 0.0f : expf(m - M);
+            ww[w * DEC_GP + tid] = wt;
+            den += wt * wl[w * DEC_GP + tid];
+        }
+        Mh[tid] = M;
+        Dh[tid] = den;
+    }
+    __syncthreads();
+    for (int e = tid; e < gq * hd; e += DEC_THREADS) {
+        const int h = e / hd, i = e % hd;
+        float num = 0.0f;
+#pragma unroll
+        for (int w = 0; w < DEC_WARPS; w++) num += ww[w * DEC_GP + h] * wo[((size_t)w * DEC_GP + h) * hd + i];
+        const size_t rh = (size_t)sq.row0 * nh + h0 + h;
+        if (n_splits == 1) {
+            out[rh * hd + i] = (num / Dh[h]) * sigmoidf_(qg[rh * 2 * hd + hd + i]);
+        } else {
+            const size_t ps = rh * grid_stride + split;
+            part_o[ps * hd + i] = num;
+            if (i == 0) {
+                part_ml[ps * 2] = Mh[h];
+                part_ml[ps * 2 + 1] = Dh[h];
+            }
+        }
+    }
+}
+
 /* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head.
- * The split weights e^(m_s - M) and the denominator are made once in shared
- * memory (warp 0, a fixed order); then COMB_THREADS / hd partitions of the
- * splits sum each column with independent loads (an empty split has weight 0
- * and a zero partial), and the partitions are added in a fixed order. */
+ * Each thread first loads up to COMB_PRE of its partials (they do not need
+ * the weights, so their latency overlaps warp 0's); the split weights
+ * e^(m_s - M) and the denominator are made once in shared memory (warp 0, a
+ * fixed order); then COMB_THREADS / hd partitions of the splits sum each
+ * column (an empty split has weight 0 and a zero partial), and the
+ * partitions are added in a fixed order. dec: the decode form is on (rows of
+ * sequences with n == 1 have its plan). */
 __global__ void __launch_bounds__(COMB_THREADS)
     attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
-                        const float *part_o, const float *part_ml, int grid_splits) {
+                        const float *part_o, const float *part_ml, int grid_stride, int dec) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
@@ -289,12 +614,26 @@ __global__ void __launch_bounds__(COMB_THREADS)
         }
     }
     if (!found) return;
-    const fwd_shape sh = fwd_shape_of(d);
-    int split_len;
-    const int n_splits = attn_split(kv, n, d, sh, &split_len);
-    if (n_splits == 1) return; /* finished by attn_fwd_kernel */
+    int split_len, n_splits;
+    if (dec && n == 1) {
+        n_splits = dec_split(kv, d, &split_len);
+    } else {
+        const fwd_shape sh = fwd_shape_of(d);
+        n_splits = attn_split(kv, n, d, sh, &split_len);
+    }
+    if (n_splits == 1) return; /* finished by the forward kernel */
     const size_t rh = (size_t)row * nh + h;
-    const float *ml = part_ml + rh * grid_splits * 2;
+    const float *ml = part_ml + rh * grid_stride * 2;
+    const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
+    const int i = tid % hd, p = tid / hd;
+    const float *po = part_o + rh * grid_stride * hd + i;
+    const float gate = tid < hd ? qg[rh * 2 * hd + hd + tid] : 0.0f; /* in flight with the partials */
+    float pre[COMB_PRE];
+#pragma unroll
+    for (int u = 0; u < COMB_PRE; u++) {
+        const int s = p + u * P;
+        pre[u] = p < P && s < n_splits ? po[(size_t)s * hd] : 0.0f;
+    }
     __shared__ float w_s[MAX_SPLITS];
     __shared__ float red[COMB_THREADS];
     __shared__ float den_s;
@@ -313,26 +652,29 @@ __global__ void __launch_bounds__(COMB_THREADS)
         if (tid == 0) den_s = den;
     }
     __syncthreads();
-    const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
-    const int i = tid % hd, p = tid / hd;
     if (p < P) {
         float num = 0.0f;
-        const float *po = part_o + rh * grid_splits * hd + i;
+        /* splits p, p + P, ... in order: the first COMB_PRE from registers */
+#pragma unroll
+        for (int u = 0; u < COMB_PRE; u++) {
+            const int s = p + u * P;
+            if (s < n_splits) num += w_s[s] * pre[u];
+        }
 #pragma unroll 8
-        for (int s = p; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
+        for (int s = p + COMB_PRE * P; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
         red[tid] = num;
     }
     __syncthreads();
     if (tid < hd) {
         float num = 0.0f;
         for (int q = 0; q < P; q++) num += red[q * hd + tid];
-        out[rh * hd + tid] = (num / den_s) * sigmoidf_(qg[rh * 2 * hd + hd + tid]);
+        out[rh * hd + tid] = (num / den_s) * sigmoidf_(gate);
     }
 }
 
-static int grid_splits_of(const cuda_attn_dims &d, int max_kv) {
-    /* the most splits any sequence can take: a sequence's splits are at most
-     * its target (largest for one row) and at most ceil(kv / KEY_TILE) */
+/* the most splits any sequence can take in the tile form: a sequence's splits
+ * are at most its target (largest for one row) and at most ceil(kv / KEY_TILE) */
+static int tile_grid_splits(const cuda_attn_dims &d, int max_kv) {
     fwd_shape sh = fwd_shape_of(d);
     int base = d.n_head_kv * sh.hr;
     int target = (TARGET_BLOCKS + base - 1) / base;
@@ -343,24 +685,53 @@ static int grid_splits_of(const cuda_attn_dims &d, int max_kv) {
     return target < by_len ? target : by_len;
 }
 
+/* the same for the decode form */
+static int dec_grid_splits(const cuda_attn_dims &d, int max_kv) {
+    int target = dec_target(d);
+    int by_len = (max_kv + DEC_STEP - 1) / DEC_STEP;
+    if (by_len < 1) by_len = 1;
+    return target < by_len ? target : by_len;
+}
+
+/* the partials' stride (splits per (row, head)): either form may run, whatever the switch
+ * says now, so the workspace does not depend on it */
+static int grid_stride_of(const cuda_attn_dims &d, int max_kv) {
+    int a = tile_grid_splits(d, max_kv), b = dec_grid_splits(d, max_kv);
+    return a > b ? a : b;
+}
+
+extern "C" void cuda_attn_decode_set(int on) { g_dec_form = on ? 1 : 0; }
+
+extern "C" int cuda_attn_decode_on(void) { return dec_form_on(); }
+
 extern "C" cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv) {
     cuda_attn_plan_t p;
-    fwd_shape sh = fwd_shape_of(*d);
-    p.n_splits = attn_split(kv, n, *d, sh, &p.split_len);
+    if (n == 1 && dec_form_on()) {
+        p.n_splits = dec_split(kv, *d, &p.split_len);
+    } else {
+        fwd_shape sh = fwd_shape_of(*d);
+        p.n_splits = attn_split(kv, n, *d, sh, &p.split_len);
+    }
     return p;
 }
 
 extern "C" size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows, int max_rows, int max_kv) {
     (void)max_rows;
-    size_t gs = (size_t)grid_splits_of(*d, max_kv);
+    size_t gs = (size_t)grid_stride_of(*d, max_kv);
     if (gs <= 1) return 0;
     return sizeof(float) * (size_t)n_rows * (size_t)d->n_head * gs * ((size_t)d->head_dim + 2);
 }
 
 extern "C" int cuda_attn_init(void) {
     cuda_attn_dims big = {MAX_NQ, 1, CUDA_ATTN_MAX_HEAD_DIM, 0, 0.0f}; /* gp 32, rt 1: nq = MAX_NQ */
-    return (int)cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
+    cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
+    const int ds = (int)dec_smem_bytes(CUDA_ATTN_MAX_HEAD_DIM);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    return (int)e;
 }
 
 extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, int n_rows,
@@ -374,21 +745,41 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
      * max_rows / rt row tiles that all exit, tens of microseconds of empty
      * blocks for one decode row. rt never changes a query's arithmetic. */
     if (max_rows > n_rows) max_rows = n_rows;
+    const int dec = dec_form_on();
+    /* which kernels can have work: the decode form takes the sequences of one row, the tile
+     * form the rest (the host does not know the sequences' n, only that none exceeds max_rows) */
+    const bool run_dec = dec, run_tile = !dec || max_rows > 1;
     fwd_shape sh = fwd_shape_of(*d);
-    int gs = grid_splits_of(*d, max_kv);
-    long long gz = (long long)n_seq * d->n_head_kv * sh.hr;
+    const int gstride = grid_stride_of(*d, max_kv);
+    const int gs_tile = tile_grid_splits(*d, max_kv), gs_dec = dec_grid_splits(*d, max_kv);
+    const long long gz = (long long)n_seq * d->n_head_kv * sh.hr, gz_dec = (long long)n_seq * d->n_head_kv * dec_hr(*d);
     const int rt = max_rows < sh.rt ? max_rows : sh.rt;
     int tiles = (max_rows + rt - 1) / rt;
-    if (gz > 65535 || tiles > 65535 || (gs > 1 && workspace == NULL)) return CUDA_ATTN_EINVAL;
+    const bool may_split = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1);
+    if (gz > 65535 || gz_dec > 65535 || tiles > 65535 || (may_split && workspace == NULL)) return CUDA_ATTN_EINVAL;
     float *part_o = (float *)workspace;
-    float *part_ml = gs > 1 ? part_o + (size_t)n_rows * d->n_head * gs * d->head_dim : NULL;
+    float *part_ml = gstride > 1 && workspace ? part_o + (size_t)n_rows * d->n_head * gstride * d->head_dim : NULL;
     cudaStream_t st = (cudaStream_t)stream;
-    dim3 grid((unsigned)gs, (unsigned)tiles, (unsigned)gz);
-    pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d, rt), st, out, qg, seqs, causal ? 1 : 0, *d, part_o,
-                                                                     part_ml, gs, rt);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess || gs <= 1) return (int)e;
+    cudaError_t e = cudaSuccess;
+    if (run_tile) {
+        dim3 grid((unsigned)gs_tile, (unsigned)tiles, (unsigned)gz);
+        pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d, rt), st, out, qg, seqs, causal ? 1 : 0, *d,
+                   part_o, part_ml, gstride, rt, dec);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    if (run_dec) {
+        dim3 grid((unsigned)gs_dec, 1u, (unsigned)gz_dec);
+        if ((d->head_dim & 3) == 0)
+            pdl_launch(attn_dec_kernel<4>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
+                       part_o, part_ml, gstride);
+        else
+            pdl_launch(attn_dec_kernel<1>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
+                       part_o, part_ml, gstride);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    if (!may_split) return 0;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
-    pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gs);
+    pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gstride,
+               dec);
     return (int)cudaGetLastError();
 }

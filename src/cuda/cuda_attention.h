@@ -23,13 +23,17 @@
  *     repeat_interleave), softmax(q k^T * hd^-0.5) v over the cache, times
  *     sigmoid(gate). Causal: row r sees cache rows 0..pos+r. Not causal (the
  *     preview, SPEC.md 2; issue 14): every row sees 0..pos+n-1.
- *     One kernel for decode and chunks: each block takes one KV head, a tile
- *     of rows x the group's query heads (<= 32 query vectors, so each K/V row
- *     is read once for all of them) and one split of the keys (flash-decoding),
- *     with an online softmax over key tiles of 32; a second small kernel
- *     merges the splits (skipped when there is one). A sequence's split plan
- *     depends only on the dims and its own pos + n and n (cuda_attn_plan), and
- *     the rows a block holds never change a query's arithmetic, so a row's
+ *     Chunks (n > 1): each block takes one KV head, a tile of rows x the
+ *     group's query heads (<= 32 query vectors, so each K/V row is read once
+ *     for all of them) and one split of the keys (flash-decoding), with an
+ *     online softmax over key tiles of 32. Decode rows (n == 1; the decode
+ *     form, on unless CLOVER_CUDA_ATTN_DECODE=0 or cuda_attn_decode_set(0)):
+ *     a block takes one KV head, <= 8 query heads and a split of the keys
+ *     spread over its warps, q and o in registers, no barrier per key tile
+ *     (attention_forward.cu). A second small kernel merges the splits
+ *     (skipped when there is one). A sequence's split plan depends only on
+ *     the dims, the form and its own pos + n and n (cuda_attn_plan), and the
+ *     rows a block holds never change a query's arithmetic, so a row's
  *     result does not depend on the other sequences of the pass (tested bit
  *     for bit).
  *
@@ -86,18 +90,28 @@ int cuda_attn_dims_check(const cuda_attn_dims *d, char *why, size_t why_len);
 int cuda_attn_init(void);
 
 /* The split plan of a sequence with n rows in the pass and kv = pos + n keys
- * in view: keys per split (a multiple of 32) and the splits covering kv. */
+ * in view: keys per split (a multiple of 32; of 16 for a decode row in the
+ * decode form) and the splits covering kv. */
 typedef struct cuda_attn_plan_t {
     int n_splits;
     int split_len;
 } cuda_attn_plan_t;
 cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
 
+/* The decode form for rows of sequences with n == 1: on unless
+ * CLOVER_CUDA_ATTN_DECODE=0 (read once); cuda_attn_decode_set overrides it
+ * (tests, A/B). Set it before capturing a graph, not between a capture and
+ * its replays: the captured kernels and plans are the form's at capture. */
+void cuda_attn_decode_set(int on);
+int cuda_attn_decode_on(void);
+
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and
  * pos + n <= max_kv for every sequence: the split partials,
- * n_rows * n_head * min(128, ceil(max_kv / 32)) * (hd + 2) floats (about
- * 2.1 MB per row for the 35B-A3B at max_kv >= 4096), 0 when max_kv <= 32.
+ * n_rows * n_head * S * (hd + 2) floats with S the most splits either form
+ * may take (for the 35B-A3B min(128, ceil(max_kv / 32)) or min(66,
+ * ceil(max_kv / 16)), the larger; about 2.1 MB per row at max_kv >= 4096),
+ * 0 when max_kv <= 16. The same whether the decode form is on or off.
  * So size it for the rows of a decode pass rather than for the longest
  * prompt chunk where memory is short (a chunk of R rows of one sequence
  * uses only ~2 splits per row, but the partials are strided for the most

@@ -5,7 +5,14 @@
  * 1, 3, 8 and 40 > 32 query heads per block, rot 0), several sequences per
  * pass at different positions, decode rows (1..8) over long caches (many
  * flash-decoding splits, some empty for a row) and chunks (45..130 rows),
- * causal and not. Device outputs and the cache rows past the old end are
+ * causal and not. Every case runs in both forms of the forward: the decode
+ * form (rows of sequences with n == 1; the default) and the tile form alone
+ * (cuda_attn_decode_set(0)); the decode cases cover the 35B-A3B dims over
+ * caches of 1, 31, 32, 33, 512 and 4097 keys (one split, splits of 16 with a
+ * partial last one, 65 splits), head dims 33 and 130 (no 16-byte loads), 36
+ * and 64 (lanes past hd idle), groups 1, 3, 8, 12 and 40 (several head
+ * ranges, the last one partial), and a decode row batched with a chunk (both
+ * kernels in one pass, one combine). Device outputs and the cache rows past the old end are
  * poisoned with NaN first: written rows must be finite, rows past pos + n must
  * still be NaN (nothing written out of place).
  *
@@ -223,7 +230,8 @@ static void run_case(const attn_case *c) {
         double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
         CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
         CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
-        NOTE("%-28s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, causal ? "causal" : "full", R, eq, ek, eo);
+        NOTE("%-32s %-4s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, cuda_attn_decode_on() ? "dec" : "tile",
+             causal ? "causal" : "full", R, eq, ek, eo);
         /* batch independence: each sequence alone gives its rows bit for bit */
         if (causal && c->n_seq > 1) {
             for (int s = 0; s < c->n_seq; s++) {
@@ -261,10 +269,26 @@ static const attn_case CASES[] = {
      * 128 splits), the 35B's dims and an odd head dim */
     {"real 16/2/256, kv 1/28/1000/4096", {16, 2, 256, 64, 1e-6f}, 4, {{0, 1}, {27, 1}, {999, 1}, {4095, 1}}, 17},
     {"hd40 g3, kv 1/28/1000/4096", {6, 2, 40, 12, 1e-6f}, 4, {{4095, 1}, {999, 1}, {27, 1}, {0, 1}}, 18},
+    /* the decode form's edges: 1 key; 31/32/33 around its 16-key steps; 512 (33 splits of 16); 4097 (65 of 64) */
+    {"dec 16/2/256, kv 1/31/32/33", {16, 2, 256, 64, 1e-6f}, 4, {{0, 1}, {30, 1}, {31, 1}, {32, 1}}, 19},
+    {"dec 16/2/256, kv 512/4097+chunk", {16, 2, 256, 64, 1e-6f}, 3, {{511, 1}, {4096, 1}, {40, 7}}, 20},
+    {"dec hd33 g3 (scalar loads)", {6, 2, 33, 12, 1e-6f}, 3, {{0, 1}, {200, 1}, {1000, 1}}, 21},
+    {"dec hd36 g1", {4, 4, 36, 8, 1e-6f}, 2, {{17, 1}, {600, 1}}, 22},
+    {"dec hd130 g8", {16, 2, 130, 16, 1e-6f}, 2, {{64, 1}, {3000, 1}}, 23},
+    {"dec hd64 g12 (2 head ranges)", {12, 1, 64, 16, 1e-6f}, 2, {{100, 1}, {2047, 1}}, 24},
+    {"dec hd24 g40 (5 head ranges)", {40, 1, 24, 8, 1e-6f}, 3, {{70, 1}, {0, 1}, {15, 1}}, 25},
 };
 
 static void operators_match_cpu(void) {
+    cuda_attn_decode_set(1);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+}
+
+/* the same with the decode form off: decode rows take the tile form (CLOVER_CUDA_ATTN_DECODE=0) */
+static void tile_form_matches_cpu(void) {
+    cuda_attn_decode_set(0);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+    cuda_attn_decode_set(1);
 }
 
 /* Host-side checks: bad dims are refused with a message naming the field, and no launch happens. */
@@ -279,10 +303,26 @@ static void bad_dims_refused(void) {
     d = (cuda_attn_dims){16, 2, 256, 64, 1e-6f};
     CHECK(cuda_attn_dims_check(&d, why, sizeof why) == 0);
     CHECK(cuda_attn_prepare(NULL, NULL, NULL, NULL, NULL, NULL, NULL, -1, 1, &d, NULL) == CUDA_ATTN_EINVAL);
-    /* the plan: a single decode row over 4096 keys takes many splits, a long chunk few */
+    /* the plan: a single decode row over 4096 keys takes many splits, a long chunk few; in the
+     * tile form splits are multiples of 32 keys */
+    cuda_attn_decode_set(0);
     cuda_attn_plan_t p1 = cuda_attn_plan(&d, 1, 4096), p512 = cuda_attn_plan(&d, 512, 4096);
+    CHECK(!cuda_attn_decode_on());
     CHECK(p1.n_splits >= 32 && p1.split_len % 32 == 0 && p1.n_splits * p1.split_len >= 4096);
     CHECK(p512.n_splits <= 2 && p512.n_splits * p512.split_len >= 4096);
+    /* the decode form: ~132 blocks (66 splits a KV head) of 16-key multiples; chunks as before */
+    cuda_attn_decode_set(1);
+    cuda_attn_plan_t q513 = cuda_attn_plan(&d, 1, 513), q4097 = cuda_attn_plan(&d, 1, 4097);
+    cuda_attn_plan_t q1 = cuda_attn_plan(&d, 1, 1), q512 = cuda_attn_plan(&d, 512, 4096);
+    CHECK(cuda_attn_decode_on());
+    CHECK(q513.n_splits == 33 && q513.split_len == 16);
+    CHECK(q4097.n_splits == 65 && q4097.split_len == 64);
+    CHECK(q1.n_splits == 1);
+    CHECK(q512.n_splits == p512.n_splits && q512.split_len == p512.split_len);
+    /* the workspace holds either form's partials: 128 splits (tile) at 262144, 33 (decode) at 513 */
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 16) == 0);
 }
 
 int main(void) {
@@ -290,5 +330,6 @@ int main(void) {
     cuda_test_require_device();
     CUDA_OK((cudaError_t)cuda_attn_init());
     RUN(operators_match_cpu);
+    RUN(tile_form_matches_cpu);
     return TEST_EXIT();
 }
