@@ -14,7 +14,9 @@
 #  n  ncu of gdn_rec_reg_kernel vs gdn_rec_smem_kernel, the attention kernels (ops bench, 1 row)
 #  a  bench_batch AR N=1,2,4,8,16 new vs old
 #  r  clover run --ar 64 tokens: ids new vs old
-# Predictions (before the run; "before" = 2026-12-10-moe1 out, H200):
+# Call 2 (15:26 UTC, pack 00d7926, no attention change yet): bench/device-runs/2026-12-12-dec24/RESULTS.md.
+# Call 3 (pack with att24 merged and the GDN kernel's k/q staged in shared memory): predictions in RESULTS.md.
+# Predictions (before call 2; "before" = 2026-12-10-moe1 out, H200):
 #  - t: every test passes on both paths (GDN: the CPU oracle's bound; bits change with the sum order, not the
 #    tests' verdicts). Risk: the state loaded before the PDL wait (safe by the argument in gdn_recurrent.cu).
 #  - m: 0 errors.
@@ -82,19 +84,22 @@ if has d; then
   for c in "new:" "old:$OLD"; do
     tag=${c%%:*} envs=${c#*:}
     env $envs CLOVER_BENCH_DECODE_ROWS=1 timeout 60 "$B" > "$O/ops_$tag.log" 2>&1
-    say "== ops at 1 row, $tag${envs:+ ($envs)}: rc=$? at +$(el)s (predicted new: gdn mix 15.2 -> ~5 us)"
+    say "== ops at 1 row, $tag${envs:+ ($envs)}: rc=$? at +$(el)s (predicted new: gdn mix 15.2 -> ~6 us; attn forward 512 tokens 22.7 -> ~5, max_kv 262144 31.9 -> ~5.5)"
     grep -E "gdn mix|gdn conv|attn|sums at|SUM|by kind" "$O/ops_$tag.log" | tee -a "$S"
   done
   wait $SPID; say "synth done at +$(el)s: $(tail -1 "$O/synth.log" 2>/dev/null)"
-  for c in "new:" "sideoff:CLOVER_CUDA_SHEXP_SIDE=0" "old:$OLD"; do
+  env CLOVER_BENCH_DECODE_ROWS=16 timeout 60 "$B" > "$O/ops16_new.log" 2>&1
+  say "== ops at 16 rows, new: rc=$? at +$(el)s"
+  grep -E "gdn mix|attn forward|sums at|SUM|by kind" "$O/ops16_new.log" | tee -a "$S"
+  for c in "new:" "gdnold:CLOVER_CUDA_GDN_REC=smem" "attnold:CLOVER_CUDA_ATTN_DECODE=0" "old:$OLD"; do
     tag=${c%%:*} envs=${c#*:}
     env $envs CLOVER_BENCH_DECODE_ROWS=0 timeout 90 "$B" $F > "$O/step_$tag.log" 2>&1
-    say "== step, $tag${envs:+ ($envs)}: rc=$? at +$(el)s (predicted lone PDL on: new ~3.1 ms, side off ~3.35, old 3.79)"
+    say "== step, $tag${envs:+ ($envs)}: rc=$? at +$(el)s (call 2 figures: new 3.518, side off 3.747, old 3.786; predicted call 3 new ~3.15 ms)"
     grep -E "STEP" "$O/step_$tag.log" | tee -a "$S"
   done
 fi
 if has n && command -v ncu > /dev/null; then
-  for k in gdn_rec_reg_kernel:new gdn_rec_smem_kernel:old attn:new attn:old; do
+  for k in gdn_rec_reg_kernel:new gdn_rec_smem_kernel:old attn_dec_kernel:new attn_fwd_kernel:old attn_combine_kernel:new; do
     kn=${k%%:*} tag=${k##*:}
     [ "$(el)" -lt 420 ] || { say "ncu: no time left for $k"; continue; }
     env $([ $tag = old ] && echo $OLD) CLOVER_BENCH_DECODE_ROWS=1 timeout 90 ncu --kernel-name-base demangled \
