@@ -183,6 +183,9 @@ static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
     return s;
 }
 
+/* FULL: dk == 128, every row of every thread real: no per-row guards (as branches they serialised the shared
+ * loads behind them: 128 branches a row in the first build) */
+template <bool FULL>
 __global__ void __launch_bounds__(4 * 128, 1)
     gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                        cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
@@ -196,7 +199,7 @@ __global__ void __launch_bounds__(4 * 128, 1)
     float *Sg = sq.state + (size_t)h * dk * dv + j;
     if (sq.n > 0) { /* before the wait: see the file's comment */
 #pragma unroll
-        for (int r = 0; r < REG_ROWS; r++) S[r] = i0 + r < dk ? Sg[(size_t)(i0 + r) * dv] : 0.0f;
+        for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
     }
     const float ssm_a = w.ssm_a[h], dt_bias = w.dt_bias[h], norm_w = w.norm_w[j];
     pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
@@ -230,7 +233,7 @@ __global__ void __launch_bounds__(4 * 128, 1)
             for (int c = 0; c < 4; c++) {
                 const int r = 4 * m + c;
                 const float kc = c == 0 ? kk.x : c == 1 ? kk.y : c == 2 ? kk.z : kk.w;
-                if (i0 + r < dk) {
+                if (FULL || i0 + r < dk) {
                     S[r] *= decay;
                     kv += S[r] * (kc * inv_k);
                 }
@@ -246,7 +249,7 @@ __global__ void __launch_bounds__(4 * 128, 1)
                 const int r = 4 * m + c;
                 const float kc = c == 0 ? kk.x : c == 1 ? kk.y : c == 2 ? kk.z : kk.w;
                 const float qc = c == 0 ? qq.x : c == 1 ? qq.y : c == 2 ? qq.z : qq.w;
-                if (i0 + r < dk) { /* rows past dk stay 0 (a NaN delta must not reach them) */
+                if (FULL || i0 + r < dk) { /* rows past dk stay 0 (a NaN delta must not reach them) */
                     S[r] += (kc * inv_k) * delta;
                     o += S[r] * ((qc * inv_q) * scale);
                 }
@@ -268,7 +271,7 @@ __global__ void __launch_bounds__(4 * 128, 1)
     }
 #pragma unroll
     for (int r = 0; r < REG_ROWS; r++)
-        if (i0 + r < dk) Sg[(size_t)(i0 + r) * dv] = S[r];
+        if (FULL || i0 + r < dk) Sg[(i0 + r) * dv] = S[r];
 }
 
 /* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem (read once). */
@@ -288,7 +291,10 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
     if (gdn_rec_reg_takes(d)) {
-        pdl_launch(gdn_rec_reg_kernel, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
+        void (*k)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
+                  const cuda_gdn_seq *, cuda_gdn_dims) =
+            d->k_dim == 4 * REG_ROWS ? gdn_rec_reg_kernel<true> : gdn_rec_reg_kernel<false>;
+        pdl_launch(k, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
         return (int)cudaGetLastError();
     }
     pdl_launch(gdn_rec_smem_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,

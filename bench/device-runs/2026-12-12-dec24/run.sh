@@ -7,7 +7,7 @@
 #  - attention's decode form (src/cuda/attention_forward.cu, helper att24; CLOVER_CUDA_ATTN_DECODE=0 = old)
 #   cmake --build build -j2 && scripts/device-packs.sh build dec24
 #   run(command="bash .gpu-dec24/run.sh", carry=[".gpu-dec24"], timeout_s=600)
-# STEPS (default "t m d n a r"):
+# STEPS (default "t m d n a r"; h on request):
 #  t  test_cuda_gdn / attention (new and old paths), the backend's CUDA tests (new paths; backend also old)
 #  m  memcheck of test_cuda_gdn and test_cuda_attention (CLOVER_TEST_SMALL)
 #  d  bench_cuda_decode ops at 1 row new / old; the backend's step on the 35B-A3B AR file: new, side off, all old
@@ -15,6 +15,7 @@
 #  a  bench_batch AR N=1,2,4,8,16 new vs old
 #  r  clover run --ar 64 tokens: ids new vs old
 # Call 2 (15:26 UTC, pack 00d7926, no attention change yet): bench/device-runs/2026-12-12-dec24/RESULTS.md.
+# Call 4: STEPS="t d n h a" NCU_KERNELS="gdn_rec_reg_kernel:new" (GDN FULL form; h = ncu of the head's decode product)
 # Call 3 (pack with att24 merged and the GDN kernel's k/q staged in shared memory): predictions in RESULTS.md.
 # Predictions (before call 2; "before" = 2026-12-10-moe1 out, H200):
 #  - t: every test passes on both paths (GDN: the CPU oracle's bound; bits change with the sum order, not the
@@ -99,7 +100,7 @@ if has d; then
   done
 fi
 if has n && command -v ncu > /dev/null; then
-  for k in gdn_rec_reg_kernel:new gdn_rec_smem_kernel:old attn_dec_kernel:new attn_fwd_kernel:old attn_combine_kernel:new; do
+  for k in ${NCU_KERNELS:-gdn_rec_reg_kernel:new gdn_rec_smem_kernel:old attn_dec_kernel:new attn_fwd_kernel:old attn_combine_kernel:new}; do
     kn=${k%%:*} tag=${k##*:}
     [ "$(el)" -lt 420 ] || { say "ncu: no time left for $k"; continue; }
     env $([ $tag = old ] && echo $OLD) CLOVER_BENCH_DECODE_ROWS=1 timeout 90 ncu --kernel-name-base demangled \
@@ -108,6 +109,15 @@ if has n && command -v ncu > /dev/null; then
     say "ncu $kn ($tag) rc=$?:"
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued" "$O/ncu_${kn}_$tag.log" | head -30 | tee -a "$S"
   done
+fi
+if has h && command -v ncu > /dev/null; then # the output head's one-row decode product (mmv_kernel), 54% of copy
+  STALLS=$(for r in long_scoreboard short_scoreboard barrier wait mio_throttle lg_throttle math_pipe_throttle not_selected selected no_instruction; do printf "smsp__average_warps_issue_stalled_%s_per_issue_active.ratio," $r; done | sed "s/,$//")
+  CLOVER_BENCH_QUICK=1 CLOVER_BENCH_MMAROWS=1 CLOVER_BENCH_MMAROWS_ONLY=head CLOVER_BENCH_MMAROWS_ROWS=1 timeout 90 ncu \
+    --kernel-name-base demangled -k "regex:mmv" -c 1 --section SpeedOfLight --section Occupancy --section LaunchStats \
+    --section WarpStateStats --section MemoryWorkloadAnalysis --metrics "$STALLS" "$D/bin/bench_cuda_matmul" > "$O/ncu_head.log" 2>&1
+  say "ncu head decode (mmv) rc=$?:"
+  grep -E "mmv|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|Dynamic Shared|L2 Hit|Mem Busy|Max Bandwidth" "$O/ncu_head.log" | head -20 | tee -a "$S"
+  grep -E "issue_stalled" "$O/ncu_head.log" | awk '{print $1, $NF}' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | sort -k2 -g -r | head -6 | tr '\n' ';' | sed 's/^/   stalls: /' | tee -a "$S"; echo | tee -a "$S"
 fi
 if has a; then
   wait $SPID
