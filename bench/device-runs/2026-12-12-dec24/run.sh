@@ -15,6 +15,7 @@
 #  a  bench_batch AR N=1,2,4,8,16 new vs old
 #  r  clover run --ar 64 tokens: ids new vs old
 # Call 2 (15:26 UTC, pack 00d7926, no attention change yet): bench/device-runs/2026-12-12-dec24/RESULTS.md.
+# Call 5: STEPS="t d a r" STEP_CONFIGS with pfoff (CLOVER_CUDA_L2_PREFETCH=0): the L2 prefetch of the next products
 # Call 4: STEPS="t d n h a" NCU_KERNELS="gdn_rec_reg_kernel:new" (GDN FULL form; h = ncu of the head's decode product)
 # Call 3 (pack with att24 merged and the GDN kernel's k/q staged in shared memory): predictions in RESULTS.md.
 # Predictions (before call 2; "before" = 2026-12-10-moe1 out, H200):
@@ -37,8 +38,8 @@ D=/tmp/dec24; rm -rf "$D"; mkdir -p "$D"
 T0=$(date +%s)
 tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$R/summary.txt"; exit 2; }
 export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
-unset CLOVER_CUDA_GDN_REC CLOVER_CUDA_SHEXP_SIDE CLOVER_CUDA_ATTN_DECODE
-OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0"
+unset CLOVER_CUDA_GDN_REC CLOVER_CUDA_SHEXP_SIDE CLOVER_CUDA_ATTN_DECODE CLOVER_CUDA_L2_PREFETCH
+OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0 CLOVER_CUDA_L2_PREFETCH=0"
 STEPS=${STEPS:-t m d n a r}
 has() { [[ " $STEPS " == *" $1 "* ]]; }
 S=$R/summary.txt
@@ -65,6 +66,7 @@ if has t; then
   tst test_cuda_attention new 120
   grep -E "err|bound|decode" "$O/t_test_cuda_attention_new.log" | head -16 | tee -a "$S"
   tst test_cuda_attention old 120 CLOVER_CUDA_ATTN_DECODE=0
+  tst test_cuda_ops new 60
   for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview test_cuda_split test_cuda_gpumem; do
     tst $n new 120
   done
@@ -92,7 +94,7 @@ if has d; then
   env CLOVER_BENCH_DECODE_ROWS=16 timeout 60 "$B" > "$O/ops16_new.log" 2>&1
   say "== ops at 16 rows, new: rc=$? at +$(el)s"
   grep -E "gdn mix|attn forward|sums at|SUM|by kind" "$O/ops16_new.log" | tee -a "$S"
-  for c in "new:" "gdnold:CLOVER_CUDA_GDN_REC=smem" "attnold:CLOVER_CUDA_ATTN_DECODE=0" "old:$OLD"; do
+  for c in ${STEP_CONFIGS:-"new:" "gdnold:CLOVER_CUDA_GDN_REC=smem" "attnold:CLOVER_CUDA_ATTN_DECODE=0" "old:$OLD"}; do
     tag=${c%%:*} envs=${c#*:}
     env $envs CLOVER_BENCH_DECODE_ROWS=0 timeout 90 "$B" $F > "$O/step_$tag.log" 2>&1
     say "== step, $tag${envs:+ ($envs)}: rc=$? at +$(el)s (call 2 figures: new 3.518, side off 3.747, old 3.786; predicted call 3 new ~3.15 ms)"
@@ -133,7 +135,7 @@ fi
 if has r; then
   wait $SPID
   IDS=$(seq -s, 11 30)
-  for c in "new:" "old:$OLD"; do
+  for c in "new:" "pfoff:CLOVER_CUDA_L2_PREFETCH=0" "old:$OLD"; do
     tag=${c%%:*} envs=${c#*:}
     [ "$(el)" -lt 560 ] || { say "no time left for clover run $tag"; continue; }
     env $envs timeout 40 "$D/bin/clover" run -m $F --device cuda --ids $IDS -n 64 --ignore-eos --no-visual --ar \
@@ -142,6 +144,9 @@ if has r; then
   a=$(grep "^ids:" "$O/run_new.txt" 2>/dev/null); b=$(grep "^ids:" "$O/run_old.txt" 2>/dev/null)
   if [ -n "$a" ] && [ "$a" = "$b" ]; then say "clover run --ar: new and old give the same ids ($(echo $a | wc -w) words)"
   else say "clover run --ar: DIFFER or failed: $(tail -2 "$O/run_new.err" | tr '\n' ' ') / $(tail -2 "$O/run_old.err" | tr '\n' ' ')"; fi
+  c=$(grep "^ids:" "$O/run_pfoff.txt" 2>/dev/null)
+  if [ -n "$a" ] && [ "$a" = "$c" ]; then say "clover run --ar: the L2 prefetch on and off give the same ids (predicted: always)"
+  else say "clover run --ar: prefetch on / off DIFFER or failed (a hint must not change bits)"; fi
   grep -hE "^time|tok/s" "$O/run_new.txt" "$O/run_new.err" "$O/run_old.txt" "$O/run_old.err" 2>/dev/null | head -6 | tee -a "$S"
 fi
 say "end $(date -u +%T) ($(el)s)"
