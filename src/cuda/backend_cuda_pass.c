@@ -335,23 +335,26 @@ static int mm_glu(backend_session *s, const model_weight *wg, const model_weight
     return CLOVER_OK;
 }
 
-/* L2 prefetch of weights a few kernels ahead, on the prefetch stream (l2_prefetch.cu: a hint, results cannot
- * change). Forked from the main stream where the bytes are wanted soon; joined once, at the end of the pass
- * (cuda_pass_enqueue), so that a slow prefetch never holds the main chain (joined at each layer's combine, the
- * prefetches made the step 3.2 -> 7.2 ms: call 5 of 2026-12-12-dec24). Unless CLOVER_CUDA_L2_PREFETCH=0.
- * Errors are ignored: a hint that cannot be given changes nothing (a capture that an error broke fails at its end
- * with its own error). */
-static void prefetch_ahead(backend_session *s, const model_weight *const *w, int nw) {
-    if (!s->pf || nw <= 0) return;
-    char why[CUDA_WHY] = "";
-    if (cuda_event_record(s->pf_ev[0], s->stream, why) || cuda_stream_wait_event(s->pf, s->pf_ev[0], why)) return;
-    s->pf_open = true;
+/* L2 prefetch of weights a few kernels ahead, on the side stream (l2_prefetch.cu: a hint, results cannot change).
+ * The side stream is serial and each MoE layer's combine waits for its latest work (shexp_join), so a prefetch
+ * forked here is joined within its layer. Only where the side stream exists (a shared expert), unless
+ * CLOVER_CUDA_L2_PREFETCH=0. Errors are ignored: a hint that cannot be given changes nothing (a capture that an
+ * error broke fails at its end with its own error). */
+static void prefetch_launch(backend_session *s, const model_weight *const *w, int nw) {
     cuda_l2_ranges r = {{0}, {0}, 0};
     for (int i = 0; i < nw && r.n < CUDA_L2_MAX_RANGES; i++) {
         r.p[r.n] = cuda_model_weight(s->cm, w[i]);
         r.bytes[r.n++] = (size_t)w[i]->nbytes;
     }
-    (void)cuda_l2_prefetch(&r, s->pf);
+    (void)cuda_l2_prefetch(&r, s->side);
+}
+
+static void prefetch_side(backend_session *s, const model_weight *const *w, int nw) {
+    if (!s->side || !s->l2_prefetch || nw <= 0) return;
+    char why[CUDA_WHY] = "";
+    if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
+        return;
+    prefetch_launch(s, w, nw);
 }
 
 /* The first products of layer il + 1 (its input products), or none past the session's layers. */
@@ -376,7 +379,7 @@ static int layer_attention(backend_session *s, const model_layer *ml, const cuda
     float *const out[3] = {sc->qg, sc->k, sc->v};
     if ((rc = mm_multi(s, qkv, ex, out, 3, sc->x, n, err))) return rc;
     const model_weight *ow = &w->o;
-    prefetch_ahead(s, &ow, 1); /* o_proj's weights into L2 beside prepare and the attention over the cache */
+    prefetch_side(s, &ow, 1); /* o_proj's weights into L2 beside prepare and the attention over the cache */
     /* stacked: n_seq descriptors per layer slot, each sequence at most seq_rows rows (the grid's extent) */
     const cuda_attn_seq *seq = s->d_aseq + (size_t)ly->slot * s->seq_stride;
     const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
@@ -435,7 +438,7 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     float *const out[4] = {sc->mixed, sc->z, sc->ga, sc->gb};
     if ((rc = mm_multi(s, in, ex, out, 4, sc->x, n, err))) return rc;
     const model_weight *ow = &w->out;
-    prefetch_ahead(s, &ow, 1); /* out_proj's weights into L2 beside the conv and the recurrence */
+    prefetch_side(s, &ow, 1); /* out_proj's weights into L2 beside the conv and the recurrence */
     /* the CPU's choice: the recurrence for one row, the chunked form for more (a stacked pass: per sequence,
      * so its sequences all have one row, or all more) */
     const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
@@ -452,10 +455,14 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
  * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
  * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
  * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
-static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
+static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t il, size_t n, clover_error *err) {
     char why[CUDA_WHY] = "";
     if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: shared expert stream: %s", why);
+    /* the next layer's input products into L2 while this MoE half runs (~25 us a layer at one row) */
+    const model_weight *nx[4];
+    const int nn = next_inputs(s, il, nx);
+    if (nn && s->l2_prefetch) prefetch_launch(s, nx, nn); /* a hint (prefetch_side) */
     void *main_stream = s->stream, *main_work = s->sc.mm_work;
     s->stream = s->side;
     s->sc.mm_work = s->sc.mm_work2;
@@ -493,9 +500,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
     const bool side = Fs && s->side;
-    const model_weight *nx[4]; /* the next layer's input products into L2 while this MoE half runs (~25 us) */
-    prefetch_ahead(s, nx, next_inputs(s, il, nx));
-    if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
+    if (side && (rc = shexp_on_side(s, w, il, n, err))) return rc; /* layer_moe joins */
     if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
     if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
@@ -580,18 +585,10 @@ static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clo
 }
 
 static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
-/* The pass, then the prefetch stream joined (prefetch_ahead), whatever the pass returned. */
 int cuda_pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err) {
     cuda_experts *x = s->cm ? s->cm->ex : NULL; /* --gpu-mem with CLOVER_GPU_MEM_STATS=1: the pass's split */
     cuda_experts_pass_begin(x, p->n, p->preview);
-    s->pf_open = false;
     int rc = pass_enqueue(s, p, err);
-    if (s->pf_open) {
-        char why[CUDA_WHY] = "";
-        s->pf_open = false;
-        if ((cuda_event_record(s->pf_ev[1], s->pf, why) || cuda_stream_wait_event(s->stream, s->pf_ev[1], why)) && !rc)
-            rc = error_set(err, CLOVER_E_INTERNAL, "CUDA pass: prefetch stream: %s", why);
-    }
     cuda_experts_pass_end(x, s->stream, rc ? (err ? err->message : "?") : NULL);
     return rc;
 }

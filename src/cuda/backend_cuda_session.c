@@ -226,10 +226,6 @@ void backend_cuda_session_free(backend_session *s) {
     cuda_event_destroy(s->side_ev[0]);
     cuda_event_destroy(s->side_ev[1]);
     cuda_stream_destroy(s->side);
-    if (s->pf) cuda_stream_sync(s->pf, NULL);
-    cuda_event_destroy(s->pf_ev[0]);
-    cuda_event_destroy(s->pf_ev[1]);
-    cuda_stream_destroy(s->pf);
     cuda_free(s->arena);
     cuda_free(s->kv);
     cuda_host_free(s->h_aseq);
@@ -468,16 +464,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         cuda_stream_destroy(s->side);
         s->side = s->side_ev[0] = s->side_ev[1] = NULL;
     }
-    /* the L2 prefetch stream (backend_cuda_pass.c, prefetch_ahead), unless CLOVER_CUDA_L2_PREFETCH=0 */
     const char *pf_env = getenv("CLOVER_CUDA_L2_PREFETCH");
-    if (!(pf_env && strcmp(pf_env, "0") == 0) &&
-        (cuda_stream_create(&s->pf, why) || cuda_event_create(&s->pf_ev[0], why) ||
-         cuda_event_create(&s->pf_ev[1], why))) {
-        cuda_event_destroy(s->pf_ev[0]);
-        cuda_event_destroy(s->pf_ev[1]);
-        cuda_stream_destroy(s->pf);
-        s->pf = s->pf_ev[0] = s->pf_ev[1] = NULL;
-    }
+    s->l2_prefetch = s->side && !(pf_env && strcmp(pf_env, "0") == 0);
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {

@@ -15,22 +15,16 @@
 
 #include "cuda_ops.h"
 
-enum { PF_THREADS = 32, PF_PIECE = 16384, PF_MAX_BLOCKS = 132 };
+enum { PF_THREADS = 32, PF_PIECE = 65536 };
 
-/* Thread g asks for pieces g, g + G, ... (G = the grid's threads) of the ranges in turn (range i has
- * ceil(bytes / PF_PIECE) pieces, its last one short): the pieces spread
- * over up to PF_MAX_BLOCKS SMs, each SM's bulk-copy unit taking a share (one unit alone took ~150 us for 27 MB on
- * the H200, 2026-12-12-dec24 call 5). */
-__global__ void __launch_bounds__(PF_THREADS) l2_prefetch_kernel(cuda_l2_ranges r, size_t pieces) {
-    const size_t G = (size_t)gridDim.x * PF_THREADS;
-    for (size_t g = (size_t)blockIdx.x * PF_THREADS + threadIdx.x; g < pieces; g += G) {
-        size_t k = g;
-        int i = 0;
-        while (i < r.n && k >= (r.bytes[i] + PF_PIECE - 1) / PF_PIECE) k -= (r.bytes[i++] + PF_PIECE - 1) / PF_PIECE;
-        if (i >= r.n) return;
-        const size_t off = k * PF_PIECE, left = r.bytes[i] - off;
-        const unsigned sz = (unsigned)(left < PF_PIECE ? left : PF_PIECE);
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)r.p[i] + off), "r"(sz) : "memory");
+__global__ void __launch_bounds__(PF_THREADS) l2_prefetch_kernel(cuda_l2_ranges r) {
+    for (int i = 0; i < r.n; i++) {
+        const char *p = (const char *)r.p[i];
+        const size_t nb = r.bytes[i];
+        for (size_t off = (size_t)threadIdx.x * PF_PIECE; off < nb; off += (size_t)PF_THREADS * PF_PIECE) {
+            const unsigned sz = (unsigned)(nb - off < PF_PIECE ? nb - off : PF_PIECE);
+            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(sz) : "memory");
+        }
     }
 }
 
@@ -44,10 +38,6 @@ extern "C" int cuda_l2_prefetch(const cuda_l2_ranges *r, void *stream) {
         a.bytes[a.n++] = e - b;
     }
     if (a.n == 0) return 0;
-    size_t pieces = 0;
-    for (int i = 0; i < a.n; i++) pieces += (a.bytes[i] + PF_PIECE - 1) / PF_PIECE;
-    const size_t blocks = (pieces + PF_THREADS - 1) / PF_THREADS;
-    l2_prefetch_kernel<<<(unsigned)(blocks < PF_MAX_BLOCKS ? blocks : PF_MAX_BLOCKS), PF_THREADS, 0,
-                         (cudaStream_t)stream>>>(a, pieces);
+    l2_prefetch_kernel<<<1, PF_THREADS, 0, (cudaStream_t)stream>>>(a);
     return (int)cudaGetLastError();
 }
