@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "quant/gemm_amx.h"
 #include "quant/quant.h"
@@ -152,7 +153,10 @@ void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
 
 /* ---- the staging and a product in one run of the pool ---- */
 
-enum { FUSE_MAX = 32, SPIN_YIELD = 4096 /* pauses between yields of a waiting thread */ };
+enum {
+    FUSE_MAX = 32,
+    WAIT_SPIN_NS = 20 * 1000, /* a waiting thread's spin before it yields between polls */
+};
 
 typedef struct fused_run {
     const act_stage *s;
@@ -174,12 +178,20 @@ static void fused_task(void *ctx, size_t task, size_t thread) {
         return;
     }
     /* Every staging task was taken before this one (index order) and runs
-     * on a thread that is not waiting: the count reaches n_stage. */
+     * on a thread that is not waiting: the count reaches n_stage. A staging
+     * task takes microseconds; a wait past WAIT_SPIN_NS means a stager lost
+     * its core (a shared machine), so the waiter then yields between polls. */
+    uint64_t until = 0;
     for (unsigned i = 1; atomic_load_explicit(&f->staged, memory_order_acquire) < n_stage; i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
-        if (i % SPIN_YIELD == 0) sched_yield(); /* a stager descheduled (a shared machine): let it run */
+        if (i % 64) continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        const uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        if (!until) until = now + WAIT_SPIN_NS;
+        else if (now > until) sched_yield();
     }
     f->fn(f->ctx, task - n_stage, thread);
 }
