@@ -23,8 +23,9 @@
  * dynamic hand-out of the pool evens out threads that run slower (another
  * process on the core, a cold cache). A run of rows is contiguous in W, so
  * each task streams its weights sequentially. For three or more rows (the
- * multi-row kernels) a task is at least MIN_TASK_MACS of work, and whole
- * 16-row runs at the AMX level (issue 30, many threads): at 16 threads a
+ * multi-row kernels) a task is at least MIN_TASK_MACS of work where 4
+ * tasks a thread remain in the run, and whole 16-row runs at the AMX level
+ * (issue 30, many threads): at 16 threads a
  * product of 512 outputs (a routed expert's gate / up) was cut into 128
  * tasks of 4 rows, so the AMX kernel ran 16-row tiles configured for 4 (a
  * quarter of each tdpbssd used, the float step done for all 16 rows), four
@@ -81,17 +82,21 @@ static int old_split(void) {
 static size_t round_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
 
 /* Output rows per task for a product of n_rows rows split for `threads`
- * threads (the file's comment); amx: the product takes the AMX kernel,
- * whose tiles are 16 weight rows: whole runs of 16 always. The other
- * kernels' tiles are 4 rows: runs of 16 where that still leaves 4 tasks a
- * thread (so that a thread that starts late, or runs slower, still evens
- * out), else of 4. */
-static size_t rows_per_task(size_t threads, size_t n_out, size_t n_in, size_t n_rows, int amx, int old) {
+ * threads (the file's comment), in a run of the pool shared by `share`
+ * products (matmul_batch's items). The minimum of work gives way where it
+ * would leave fewer than 4 tasks a thread in the run (so that a thread that
+ * starts late, or runs slower, still evens out: a lone product of a few
+ * rows). amx: the product takes the AMX kernel, whose tiles are 16 weight
+ * rows: whole runs of 16 always. The other kernels' tiles are 4 rows: runs
+ * of 16 where that still leaves 4 tasks a thread, else of 4. */
+static size_t rows_per_task(size_t threads, size_t n_out, size_t n_in, size_t n_rows, size_t share, int amx, int old) {
     if (threads <= 1) return round_up(n_out, TILE_ROWS);
     size_t per = (n_out + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
     if (n_rows <= ACT_MAX_ROWS || old) return round_up(per, TILE_ROWS);
     const size_t row_macs = n_rows * n_in; /* one output row's multiply-adds */
-    const size_t min_per = row_macs ? (MIN_TASK_MACS + row_macs - 1) / row_macs : 1;
+    size_t min_per = row_macs ? (MIN_TASK_MACS + row_macs - 1) / row_macs : 1;
+    const size_t balance = n_out * (share ? share : 1) / (4 * threads); /* the largest run that keeps 4 a thread */
+    if (min_per > balance) min_per = balance > 0 ? balance : 1;
     if (per < min_per) per = min_per;
     const size_t per16 = round_up(per, OUT_ALIGN);
     return amx || (n_out + per16 - 1) / per16 >= 4 * threads ? per16 : round_up(per, TILE_ROWS);
@@ -173,10 +178,11 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
  * already holds it. Three or more rows with `stage` set: the quantising is
  * only planned there (act_stage.h; stage->units 0 when there is none), for
  * the caller to run on the pool before the product's tasks; one or two
- * rows (or stage NULL): done here. old: CLOVER_OLD_SPLIT's split. */
+ * rows (or stage NULL): done here. share: the products in the run of the
+ * pool (rows_per_task); old: CLOVER_OLD_SPLIT's split. */
 static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, const void *w, size_t n_out, size_t n_in,
                              const float *x, size_t n_rows, float *y, uint8_t *xq, size_t xq_cap, size_t *xq_used,
-                             const matmul_job *shared, act_stage *stage, int old) {
+                             const matmul_job *shared, act_stage *stage, size_t share, int old) {
     if (stage) stage->units = 0;
     if (n_out == 0 || n_rows == 0) return 0;
     if (!quant_type_supported(type) || n_in % quant_block_elems(type) != 0) {
@@ -188,7 +194,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         for (size_t i = 0; i < n_rows * n_out; i++) y[i] = 0.0f;
         return 0;
     }
-    const size_t per = rows_per_task(threads, n_out, n_in, n_rows, amx_path(type, n_rows), old);
+    const size_t per = rows_per_task(threads, n_out, n_in, n_rows, share, amx_path(type, n_rows), old);
     *job = (matmul_job){
         .type = type,
         .w = w,
@@ -244,7 +250,7 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
     act_stage stage;
     const int old = n_rows > ACT_MAX_ROWS && old_split();
     const size_t tasks = matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq,
-                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL, &stage, old);
+                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL, &stage, 1, old);
     if (tasks) {
         if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
         act_stage_run_then(pool, &stage, stage.units ? 1 : 0, old, tasks, matmul_task, &job);
@@ -312,7 +318,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         size_t tasks;
         if (it->n_rows > ACT_MAX_ROWS) { /* the heap copy holds every item: never a flush */
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, heap, heap_bytes, &heap_used, shared, &b.stages[b.n_stages], old);
+                                   it->y, heap, heap_bytes, &heap_used, shared, &b.stages[b.n_stages], n_items, old);
             if (b.stages[b.n_stages].units) b.n_stages++; /* tasks 0 with a plan cannot happen: n_out, n_rows > 0 */
         } else {
             const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
@@ -321,7 +327,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
                 used = 0, macs = 0;
             }
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, stack, sizeof stack, &used, shared, NULL, old);
+                                   it->y, stack, sizeof stack, &used, shared, NULL, n_items, old);
         }
         if (tasks == 0) continue;
         macs += (double)it->n_out * (double)it->n_in * (double)it->n_rows;
