@@ -8,7 +8,18 @@
  * time with a pool), and G multiply-adds per second.
  *
  *   bench_gemm_levels [--threads T] [--out N] [--in K] [--rows 8,32,64,512] [--reps R]
- *                     [--types q8_0,q4_K,q5_K,q6_K]
+ *                     [--types q8_0,q4_K,q5_K,q6_K] [--gap-us G]
+ *
+ * --gap-us G sleeps G microseconds before each timed product (outside the
+ * timing): past the pool's spin (50 us, CLOVER_POOL_SPIN_US) its workers
+ * are asleep when the product starts, as between a pass's products when
+ * the caller works alone in between, so the time includes waking them
+ * (issue 30; CLOVER_POOL_CONDVAR=1 for the condition variable's wake-up).
+ * --ab VAR times every product twice a rep, without and with VAR=1 in the
+ * environment (a switch matmul reads per product, e.g. CLOVER_OLD_SPLIT),
+ * alternating which goes first, so that a machine whose speed drifts (the
+ * dev VM's two speeds, a shared host) weighs on both alike; it prints the
+ * best and the median of each and median(with) / median(without).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
@@ -34,7 +45,8 @@ static double now(int cpu) {
 }
 
 int main(int argc, char **argv) {
-    size_t threads = 1, n_out = 2048, n_in = 2048, reps = 5;
+    size_t threads = 1, n_out = 2048, n_in = 2048, reps = 5, gap_us = 0;
+    const char *ab = NULL;
     size_t rows[16] = {8, 32, 64, 512}, n_rows_list = 4;
     uint32_t types[4] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     size_t n_types = 4;
@@ -44,6 +56,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--out")) n_out = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--in")) n_in = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--reps")) reps = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--gap-us")) gap_us = strtoul(v, NULL, 10);
+        else if (!strcmp(a, "--ab")) ab = v;
         else if (!strcmp(a, "--types")) {
             n_types = 0;
             char name[16];
@@ -92,8 +106,15 @@ int main(int argc, char **argv) {
     rng_state r;
     rng_seed(&r, 7);
     for (size_t i = 0; i < max_rows * n_in; i++) x[i] = rng_normal(&r);
-    printf("level %s, threads %zu, out %zu, in %zu\n", quant_simd_level_name(), threads, n_out, n_in);
-    printf("%-6s %6s %10s %10s\n", "type", "rows", "ms", "GMAC/s");
+    printf("level %s, threads %zu, out %zu, in %zu%s\n", quant_simd_level_name(), threads, n_out, n_in,
+           gap_us ? ", a gap before each product" : "");
+    double *times = mem_alloc(2 * (reps + 1) * sizeof(double));
+    if (!times) return 1;
+    if (ab)
+        printf("%-6s %6s %10s %10s %10s %10s %10s %8s   (without / with %s=1)\n", "type", "rows", "ms", "GMAC/s",
+               "median", "ms_with", "med_with", "with/w-o", ab);
+    else
+        printf("%-6s %6s %10s %10s\n", "type", "rows", "ms", "GMAC/s");
     for (size_t t = 0; t < n_types; t++) {
         const size_t rb = quant_row_bytes(types[t], n_in);
         uint8_t *w = mem_alloc(rb * n_out);
@@ -103,19 +124,44 @@ int main(int argc, char **argv) {
             quant_quantize_row(types[t], src, w + o * rb, n_in);
         }
         for (size_t k = 0; k < n_rows_list; k++) {
-            double best = 1e30;
-            for (size_t rep = 0; rep < reps + 1; rep++) { /* one warm-up */
-                const double t0 = now(pool == NULL);
-                matmul(pool, types[t], w, n_out, n_in, x, rows[k], y);
-                const double dt = now(pool == NULL) - t0;
-                if (rep && dt < best) best = dt;
+            double best[2] = {1e30, 1e30};
+            size_t n_times[2] = {0, 0};
+            for (size_t rep = 0; rep < reps + 1; rep++) /* one warm-up */
+                for (size_t half = 0; half < (ab ? 2u : 1u); half++) {
+                    const size_t with = ab ? (rep + half) & 1 : 0; /* which goes first alternates */
+                    if (ab && with) setenv(ab, "1", 1);
+                    if (gap_us) {
+                        const struct timespec gap = {(time_t)(gap_us / 1000000), (long)(gap_us % 1000000) * 1000};
+                        nanosleep(&gap, NULL);
+                    }
+                    const double t0 = now(pool == NULL);
+                    matmul(pool, types[t], w, n_out, n_in, x, rows[k], y);
+                    const double dt = now(pool == NULL) - t0;
+                    if (ab && with) unsetenv(ab);
+                    if (!rep) continue;
+                    if (dt < best[with]) best[with] = dt;
+                    times[with * (reps + 1) + n_times[with]++] = dt;
+                }
+            printf("%-6s %6zu %10.3f %10.1f", quant_type_name(types[t]), rows[k], best[0] * 1e3,
+                   (double)n_out * n_in * rows[k] / best[0] * 1e-9);
+            if (ab) {
+                double med[2];
+                for (int h = 0; h < 2; h++) { /* insertion sort: a few dozen times */
+                    double *a = times + h * (reps + 1);
+                    for (size_t i = 1; i < n_times[h]; i++)
+                        for (size_t j = i; j > 0 && a[j - 1] > a[j]; j--) {
+                            const double tmp = a[j];
+                            a[j] = a[j - 1], a[j - 1] = tmp;
+                        }
+                    med[h] = a[n_times[h] / 2];
+                }
+                printf(" %10.3f %10.3f %10.3f %8.3f", med[0] * 1e3, best[1] * 1e3, med[1] * 1e3, med[1] / med[0]);
             }
-            printf("%-6s %6zu %10.3f %10.1f\n", quant_type_name(types[t]), rows[k], best * 1e3,
-                   (double)n_out * n_in * rows[k] / best * 1e-9);
+            printf("\n");
         }
         mem_free(w);
     }
-    mem_free(x), mem_free(y), mem_free(src);
+    mem_free(x), mem_free(y), mem_free(src), mem_free(times);
     threadpool_free(pool);
     return 0;
 }

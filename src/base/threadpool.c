@@ -7,23 +7,45 @@
  * atomic counter until none are left, then count themselves out. The caller
  * works too and returns once every worker has counted out, so the job fields
  * are never rewritten while a worker may still read them.
+ *
+ * Many threads (issue 30, 16 on the H200 host's Xeon): a worker past its
+ * spin sleeps on a futex on the generation word itself (Linux; elsewhere
+ * the condition variable), so that one wake-up call starts every sleeper at
+ * once. With a condition variable each woken worker must take the pool's
+ * mutex on its way out of pthread_cond_wait, so the wake-ups of 15 sleepers
+ * queue behind one another on that mutex, each a scheduler wake-up. The
+ * caller wakes only when someone sleeps (a count of sleepers), and the
+ * counters the threads write during a run (next_task, busy) and the word
+ * the idle ones poll (generation) have a cache line each. CLOVER_POOL_SPIN_US
+ * (read when a pool is made) sets the spin before sleeping (default 50);
+ * CLOVER_POOL_CONDVAR=1 keeps the condition variable (A/B timing).
  */
 #include "base/threadpool.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#define POOL_HAVE_FUTEX 1
+#else
+#define POOL_HAVE_FUTEX 0
+#endif
 
 #include "base/alloc.h"
 #include "base/error.h"
 
 enum {
     THREADPOOL_MAX_THREADS = 4096,
-    SPIN_NS = 50 * 1000, /* how long an idle thread polls before sleeping */
+    SPIN_NS = 50 * 1000, /* how long an idle thread polls before sleeping (CLOVER_POOL_SPIN_US) */
+    SPIN_MAX_US = 1000 * 1000,
 };
 
 typedef struct worker {
@@ -37,18 +59,23 @@ struct threadpool {
     worker *workers;  /* [n_threads - 1] */
     size_t n_started;
 
+    uint64_t spin_ns; /* an idle thread's poll before it sleeps */
+    bool futex;       /* sleepers wait on generation's futex, not on `wake` */
+
     pthread_mutex_t lock;
-    pthread_cond_t wake; /* a new generation (or stop) */
+    pthread_cond_t wake; /* a new generation (or stop), without futex */
     pthread_cond_t done; /* busy reached 0 */
-    atomic_uint generation;
     atomic_bool stop;
 
     /* The current job: written by the caller before the generation is bumped. */
     threadpool_task_fn fn;
     void *ctx;
     size_t n_tasks;
-    atomic_size_t next_task;
-    atomic_size_t busy; /* workers not yet finished with the current generation */
+
+    _Alignas(64) atomic_uint generation; /* polled by idle workers: a line of its own */
+    atomic_uint sleepers;                /* workers asleep or about to be (futex) */
+    _Alignas(64) atomic_size_t next_task; /* taken once a task by every thread */
+    _Alignas(64) atomic_size_t busy; /* workers not yet finished with the current generation */
 };
 
 /* Set while this thread runs tasks: its index, and that a nested run must go inline. */
@@ -85,17 +112,46 @@ static void run_tasks(threadpool *p, size_t thread) {
     }
 }
 
+#if POOL_HAVE_FUTEX
+static void futex_wait_u32(atomic_uint *word, unsigned expected) {
+    syscall(SYS_futex, (unsigned *)(void *)word, FUTEX_WAIT_PRIVATE, expected, NULL, NULL, 0);
+}
+static void futex_wake_all(atomic_uint *word) {
+    syscall(SYS_futex, (unsigned *)(void *)word, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+}
+#endif
+
+/* Futex sleepers: wakes them after the generation was bumped. seq_cst
+ * with a sleeper's increment and the bump: either the sleeper sees the new
+ * generation or this sees it counted (and the futex's own check of the
+ * word covers the gap before its wait). */
+static void wake_workers(threadpool *p) {
+#if POOL_HAVE_FUTEX
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0) futex_wake_all(&p->generation);
+#else
+    (void)p;
+#endif
+}
+
 /* Waits for a generation other than `seen`; returns it. */
 static unsigned wait_generation(threadpool *p, unsigned seen) {
     unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
     if (g != seen) return g;
-    const uint64_t until = now_ns() + SPIN_NS;
+    const uint64_t until = now_ns() + p->spin_ns;
     for (unsigned i = 1;; i++) {
         cpu_relax();
         g = atomic_load_explicit(&p->generation, memory_order_acquire);
         if (g != seen) return g;
         if ((i & 63) == 0 && now_ns() > until) break;
     }
+#if POOL_HAVE_FUTEX
+    if (p->futex) {
+        atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
+        while ((g = atomic_load_explicit(&p->generation, memory_order_seq_cst)) == seen) futex_wait_u32(&p->generation, seen);
+        atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
+        return g;
+    }
+#endif
     pthread_mutex_lock(&p->lock);
     while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
         pthread_cond_wait(&p->wake, &p->lock);
@@ -125,9 +181,12 @@ static void *worker_main(void *arg) {
 static void stop_workers(threadpool *p) {
     pthread_mutex_lock(&p->lock);
     atomic_store_explicit(&p->stop, true, memory_order_release);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst);
     pthread_cond_broadcast(&p->wake);
     pthread_mutex_unlock(&p->lock);
+#if POOL_HAVE_FUTEX
+    futex_wake_all(&p->generation);
+#endif
     for (size_t i = 0; i < p->n_started; i++) pthread_join(p->workers[i].thread, NULL);
     p->n_started = 0;
 }
@@ -141,6 +200,14 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     threadpool *p = mem_calloc(1, sizeof *p);
     if (!p) return error_set(err, CLOVER_E_NOMEM, "threadpool: out of memory");
     p->n_threads = n_threads;
+    p->spin_ns = SPIN_NS;
+    const char *spin = getenv("CLOVER_POOL_SPIN_US");
+    if (spin && *spin) {
+        const unsigned long us = strtoul(spin, NULL, 10);
+        p->spin_ns = (us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
+    }
+    const char *cv = getenv("CLOVER_POOL_CONDVAR");
+    p->futex = POOL_HAVE_FUTEX && !(cv && *cv && strcmp(cv, "0") != 0);
     if (n_threads > 1) {
         p->workers = mem_calloc(n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -152,6 +219,7 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     pthread_cond_init(&p->wake, NULL);
     pthread_cond_init(&p->done, NULL);
     atomic_init(&p->generation, 0);
+    atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, false);
     atomic_init(&p->next_task, 0);
     atomic_init(&p->busy, 0);
@@ -196,15 +264,22 @@ void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, voi
         return;
     }
     threadpool *p = pool;
-    pthread_mutex_lock(&p->lock);
+    /* No worker reads the job now (all counted out of the last run); the
+     * bump publishes it. Without futex the bump is under the lock, so that a
+     * worker between its last check and its wait cannot miss the broadcast. */
+    if (!p->futex) pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
     atomic_store_explicit(&p->busy, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->lock);
+    atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst);
+    if (p->futex) {
+        wake_workers(p);
+    } else {
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->lock);
+    }
 
     tls_in_task = true;
     tls_thread_index = 0;
@@ -213,7 +288,7 @@ void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, voi
 
     /* Wait for every worker to count out: spin first, then sleep. */
     if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;
-    const uint64_t until = now_ns() + SPIN_NS;
+    const uint64_t until = now_ns() + p->spin_ns;
     for (unsigned i = 1;; i++) {
         cpu_relax();
         if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;

@@ -5,7 +5,8 @@
  * counter, so uneven tasks balance) to the pool's workers and to the calling
  * thread, and returns when every task has finished. A run allocates nothing.
  * Between runs the workers spin briefly (the next matmul of a decode step is
- * microseconds away), then sleep on a condition variable.
+ * microseconds away; CLOVER_POOL_SPIN_US, default 50), then sleep on a futex
+ * (Linux: one call wakes them all) or a condition variable.
  *
  * One caller at a time per pool. A task that itself calls threadpool_run (on
  * any pool) gets its inner tasks run inline on its own thread, so nesting is

@@ -8,8 +8,11 @@
  */
 #include "quant/act_stage.h"
 
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "quant/gemm_amx.h"
 #include "quant/quant.h"
@@ -125,11 +128,17 @@ static void stage_set_task(void *ctx, size_t task, size_t thread) {
     act_stage_task(&set->s[i], task - set->first[i]);
 }
 
-void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
-    if (n == 0) return;
+/* Whether n stagings go to the pool (else the calling thread stages). */
+static int stage_on_pool(const threadpool *pool, const act_stage *s, size_t n) {
+    if (!pool || threadpool_size(pool) == 1 || n == 0) return 0;
     double floats = 0;
     for (size_t i = 0; i < n; i++) floats += (double)s[i].n_rows * (double)s[i].n_in;
-    if (floats < TASKS_MIN_FLOATS || act_stage_serial()) pool = NULL;
+    return floats >= TASKS_MIN_FLOATS && !act_stage_serial();
+}
+
+void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
+    if (n == 0) return;
+    if (!stage_on_pool(pool, s, n)) pool = NULL;
     /* In groups of 8 stagings: the set's index fits on the stack. */
     for (size_t i0 = 0; i0 < n; i0 += 8) {
         stage_set set = {.s = s + i0, .n = n - i0 < 8 ? n - i0 : 8};
@@ -140,4 +149,72 @@ void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
         }
         if (total) threadpool_run(pool, total, stage_set_task, &set);
     }
+}
+
+/* ---- the staging and a product in one run of the pool ---- */
+
+enum {
+    FUSE_MAX = 32,
+    WAIT_SPIN_NS = 20 * 1000, /* a waiting thread's spin before it yields between polls */
+};
+
+typedef struct fused_run {
+    const act_stage *s;
+    size_t n;
+    size_t first[FUSE_MAX + 1]; /* task index of each staging's first task; first[n] = the staging's tasks */
+    threadpool_task_fn fn;      /* the product's tasks, after the staging's */
+    void *ctx;
+    _Alignas(64) atomic_size_t staged; /* staging tasks finished (its own line: the waiters poll it) */
+} fused_run;
+
+static void fused_task(void *ctx, size_t task, size_t thread) {
+    fused_run *f = ctx;
+    const size_t n_stage = f->first[f->n];
+    if (task < n_stage) {
+        size_t i = 0;
+        while (task >= f->first[i + 1]) i++;
+        act_stage_task(&f->s[i], task - f->first[i]);
+        atomic_fetch_add_explicit(&f->staged, 1, memory_order_release);
+        return;
+    }
+    /* Every staging task was taken before this one (index order) and runs
+     * on a thread that is not waiting: the count reaches n_stage. A staging
+     * task takes microseconds; a wait past WAIT_SPIN_NS means a stager lost
+     * its core (a shared machine), so the waiter then yields between polls. */
+    uint64_t until = 0;
+    for (unsigned i = 1; atomic_load_explicit(&f->staged, memory_order_acquire) < n_stage; i++) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        if (i % 64) continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        const uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+        if (!until) until = now + WAIT_SPIN_NS;
+        else if (now > until) sched_yield();
+    }
+    f->fn(f->ctx, task - n_stage, thread);
+}
+
+static int stage_separate(void) {
+    const char *e = getenv("CLOVER_STAGE_SEPARATE");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+void act_stage_run_then(threadpool *pool, const act_stage *s, size_t n, int separate, size_t n_tasks,
+                        threadpool_task_fn fn, void *ctx) {
+    if (n > FUSE_MAX || separate || !stage_on_pool(pool, s, n) || stage_separate()) {
+        act_stage_run(pool, s, n);
+        threadpool_run(pool, n_tasks, fn, ctx);
+        return;
+    }
+    fused_run f = {.s = s, .n = n, .fn = fn, .ctx = ctx};
+    atomic_init(&f.staged, 0);
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        f.first[i] = total;
+        total += act_stage_tasks(&s[i]);
+    }
+    f.first[n] = total;
+    threadpool_run(pool, total + n_tasks, fused_task, &f);
 }

@@ -22,12 +22,25 @@
  * Tasks are runs of whole 4-row tiles, about 8 per thread so that the
  * dynamic hand-out of the pool evens out threads that run slower (another
  * process on the core, a cold cache). A run of rows is contiguous in W, so
- * each task streams its weights sequentially.
+ * each task streams its weights sequentially. For three or more rows (the
+ * multi-row kernels) a task is at least MIN_TASK_MACS of work where 4
+ * tasks a thread remain in the run, and whole 16-row runs at the AMX level
+ * (issue 30, many threads): at 16 threads a
+ * product of 512 outputs (a routed expert's gate / up) was cut into 128
+ * tasks of 4 rows, so the AMX kernel ran 16-row tiles configured for 4 (a
+ * quarter of each tdpbssd used, the float step done for all 16 rows), four
+ * tasks wrote each 64-byte line of every output row (false sharing), and a
+ * batch of 8 experts at 16 rows each was 2048 tasks of ~2 us on one atomic
+ * counter. Each output is computed the same whatever the split, so the
+ * bits do not change.
+ * CLOVER_OLD_SPLIT=1 (read per product) keeps the old split, and the
+ * staging in its own run of the pool (act_stage.h), for A/B timing.
  */
 #include "quant/matmul.h"
 
 #include <assert.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/alloc.h"
@@ -49,7 +62,45 @@ enum {
     ACT_MAX_ROWS = 2,            /* rows that take the per-row integer dot */
     ACT_STACK_BYTES = 40 * 1024, /* their buffer: 2 rows of 16384 K-quant activations */
     INLINE_MAX_MACS = 1 << 17,   /* products below this many multiply-adds skip the pool */
+    /* Three or more rows: tasks of at least MIN_TASK_MACS multiply-adds (~7
+     * us at the VNNI kernel's ~70 GMAC/s a core: the atomic hand-out and a
+     * task's setup stay a small part), whole runs of OUT_ALIGN outputs (the
+     * AMX kernel's 16-row tile, one 64-byte line of each output row) at the
+     * AMX level and wherever there are tasks enough (rows_per_task). */
+    OUT_ALIGN = 16,
+    MIN_TASK_MACS = 1 << 19,
 };
+
+/* Whether CLOVER_OLD_SPLIT=1 asks for the split of before issue 30's
+ * change (runs of 4-row tiles for any row count) and the staging in a run
+ * of the pool of its own: the A/B switch of the device runs (same bits). */
+static int old_split(void) {
+    const char *e = getenv("CLOVER_OLD_SPLIT");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+static size_t round_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
+
+/* Output rows per task for a product of n_rows rows split for `threads`
+ * threads (the file's comment), in a run of the pool shared by `share`
+ * products (matmul_batch's items). The minimum of work gives way where it
+ * would leave fewer than 4 tasks a thread in the run (so that a thread that
+ * starts late, or runs slower, still evens out: a lone product of a few
+ * rows). amx: the product takes the AMX kernel, whose tiles are 16 weight
+ * rows: whole runs of 16 always. The other kernels' tiles are 4 rows: runs
+ * of 16 where that still leaves 4 tasks a thread, else of 4. */
+static size_t rows_per_task(size_t threads, size_t n_out, size_t n_in, size_t n_rows, size_t share, int amx, int old) {
+    if (threads <= 1) return round_up(n_out, TILE_ROWS);
+    size_t per = (n_out + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
+    if (n_rows <= ACT_MAX_ROWS || old) return round_up(per, TILE_ROWS);
+    const size_t row_macs = n_rows * n_in; /* one output row's multiply-adds */
+    size_t min_per = row_macs ? (MIN_TASK_MACS + row_macs - 1) / row_macs : 1;
+    const size_t balance = n_out * (share ? share : 1) / (4 * threads); /* the largest run that keeps 4 a thread */
+    if (min_per > balance) min_per = balance > 0 ? balance : 1;
+    if (per < min_per) per = min_per;
+    const size_t per16 = round_up(per, OUT_ALIGN);
+    return amx || (n_out + per16 - 1) / per16 >= 4 * threads ? per16 : round_up(per, TILE_ROWS);
+}
 
 /* Bytes of one row of x's 8-bit copy when matmul takes the integer path for
  * this product (AVX2, Q8_0 or K-quant weights; one or two rows only when they
@@ -127,10 +178,11 @@ static void matmul_task(void *ctx, size_t task, size_t thread) {
  * already holds it. Three or more rows with `stage` set: the quantising is
  * only planned there (act_stage.h; stage->units 0 when there is none), for
  * the caller to run on the pool before the product's tasks; one or two
- * rows (or stage NULL): done here. */
+ * rows (or stage NULL): done here. share: the products in the run of the
+ * pool (rows_per_task); old: CLOVER_OLD_SPLIT's split. */
 static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, const void *w, size_t n_out, size_t n_in,
                              const float *x, size_t n_rows, float *y, uint8_t *xq, size_t xq_cap, size_t *xq_used,
-                             const matmul_job *shared, act_stage *stage) {
+                             const matmul_job *shared, act_stage *stage, size_t share, int old) {
     if (stage) stage->units = 0;
     if (n_out == 0 || n_rows == 0) return 0;
     if (!quant_type_supported(type) || n_in % quant_block_elems(type) != 0) {
@@ -142,8 +194,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         for (size_t i = 0; i < n_rows * n_out; i++) y[i] = 0.0f;
         return 0;
     }
-    size_t per = threads > 1 ? (n_out + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD) : n_out;
-    per = (per + TILE_ROWS - 1) / TILE_ROWS * TILE_ROWS;
+    const size_t per = rows_per_task(threads, n_out, n_in, n_rows, share, amx_path(type, n_rows), old);
     *job = (matmul_job){
         .type = type,
         .w = w,
@@ -197,12 +248,12 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
     size_t used = 0;
     matmul_job job;
     act_stage stage;
+    const int old = n_rows > ACT_MAX_ROWS && old_split();
     const size_t tasks = matmul_prepare(&job, threadpool_size(pool), type, w, n_out, n_in, x, n_rows, y, xq,
-                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL, &stage);
+                                        heap_bytes ? heap_bytes : sizeof stack, &used, NULL, &stage, 1, old);
     if (tasks) {
         if ((double)n_out * (double)n_in * (double)n_rows < INLINE_MAX_MACS) pool = NULL;
-        if (stage.units) act_stage_run(pool, &stage, 1);
-        threadpool_run(pool, tasks, matmul_task, &job);
+        act_stage_run_then(pool, &stage, stage.units ? 1 : 0, old, tasks, matmul_task, &job);
     }
     mem_free(heap);
 }
@@ -231,12 +282,11 @@ static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
     return (a == QUANT_Q8_0) == (b == QUANT_Q8_0) && amx_path(a, n_rows) == amx_path(b, n_rows);
 }
 
-static void batch_flush(threadpool *pool, batch_job *b, double macs) {
+static void batch_flush(threadpool *pool, batch_job *b, double macs, int old) {
     if (b->n == 0) return;
     if (macs < INLINE_MAX_MACS) pool = NULL;
-    act_stage_run(pool, b->stages, b->n_stages);
+    act_stage_run_then(pool, b->stages, b->n_stages, old, b->first[b->n], batch_task, b);
     b->n_stages = 0;
-    threadpool_run(pool, b->first[b->n], batch_task, b);
     b->n = 0;
 }
 
@@ -253,6 +303,9 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
     b.first[0] = 0;
     double macs = 0;
     const size_t threads = threadpool_size(pool);
+    int multi = 0; /* any item of three or more rows: only then is the switch read */
+    for (size_t i = 0; i < n_items; i++) multi |= items[i].n_rows > ACT_MAX_ROWS;
+    const int old = multi && old_split();
     for (size_t i = 0; i < n_items; i++) {
         const matmul_item *it = &items[i];
         const matmul_job *shared = NULL;
@@ -265,23 +318,23 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         size_t tasks;
         if (it->n_rows > ACT_MAX_ROWS) { /* the heap copy holds every item: never a flush */
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, heap, heap_bytes, &heap_used, shared, &b.stages[b.n_stages]);
+                                   it->y, heap, heap_bytes, &heap_used, shared, &b.stages[b.n_stages], n_items, old);
             if (b.stages[b.n_stages].units) b.n_stages++; /* tasks 0 with a plan cannot happen: n_out, n_rows > 0 */
         } else {
             const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
             if (!shared && need > sizeof stack - used) { /* the 8-bit copies are full: run what is ready */
-                batch_flush(pool, &b, macs);
+                batch_flush(pool, &b, macs, old);
                 used = 0, macs = 0;
             }
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
-                                   it->y, stack, sizeof stack, &used, shared, NULL);
+                                   it->y, stack, sizeof stack, &used, shared, NULL, n_items, old);
         }
         if (tasks == 0) continue;
         macs += (double)it->n_out * (double)it->n_in * (double)it->n_rows;
         b.first[b.n + 1] = b.first[b.n] + tasks;
         b.n++;
     }
-    batch_flush(pool, &b, macs);
+    batch_flush(pool, &b, macs, old);
     mem_free(heap);
 }
 

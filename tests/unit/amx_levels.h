@@ -256,4 +256,50 @@ static inline void al_batch(void) {
     threadpool_free(pool);
 }
 
+/* matmul's split for many threads (issue 30: whole 16-row runs, so the
+ * tile kernel gets 16-row tiles, and a minimum of work a task), with the
+ * staging fused into the product's run of the pool, kept in its own run
+ * (CLOVER_STAGE_SEPARATE=1), or split as before (CLOVER_OLD_SPLIT=1: runs
+ * of 4, partial 16-row tiles): pools of 3 and 16 threads against matmul
+ * with no pool (one task), bit for bit, 264 outputs (16 tiles and a partial
+ * one), rows past a 16-row group, staged on the calling thread (17 rows)
+ * and on the pool (40, 100). */
+static inline void al_split(void) {
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
+    static const size_t rows[] = {17, 40, 100}, pools[] = {3, 16};
+    static const char *const modes[] = {NULL, "CLOVER_STAGE_SEPARATE", "CLOVER_OLD_SPLIT"};
+    enum { NIN = 1024, NOUT = 264, NR = 100 };
+    rng_state r;
+    rng_seed(&r, 3434);
+    threadpool *pool[2] = {0};
+    clover_error err;
+    for (int p = 0; p < 2; p++) CHECK_EQ_INT(threadpool_create(&pool[p], pools[p], &err), CLOVER_OK);
+    uint8_t *w = mem_alloc(quant_row_bytes(QUANT_Q8_0, NIN) * NOUT); /* the largest of the three rows */
+    float *x = mem_alloc(NR * NIN * sizeof(float)), *y = mem_alloc(NR * NOUT * sizeof(float));
+    float *y1 = mem_alloc(NR * NOUT * sizeof(float));
+    int bad = 0;
+    for (size_t t = 0; t < 3 && w && x && y && y1; t++) {
+        gl_fill_weights(&r, types[t], w, NOUT, NIN, (int)(t & 1));
+        for (size_t i = 0; i < NR * NIN; i++) x[i] = rng_normal(&r);
+        for (size_t ri = 0; ri < 3; ri++) {
+            const size_t n = rows[ri];
+            matmul(NULL, types[t], w, NOUT, NIN, x, n, y1);
+            for (int p = 0; p < 2; p++)
+                for (int m = 0; m < 3; m++) {
+                    if (modes[m]) setenv(modes[m], "1", 1);
+                    memset(y, 0xFF, n * NOUT * sizeof(float));
+                    matmul(pool[p], types[t], w, NOUT, NIN, x, n, y);
+                    if (modes[m]) unsetenv(modes[m]);
+                    if (memcmp(y, y1, n * NOUT * sizeof(float)) != 0 && bad++ < 3)
+                        fprintf(stderr, "  %s rows %zu pool %zu %s: differs from the product with no pool\n",
+                                quant_type_name(types[t]), n, pools[p], modes[m] ? modes[m] : "(new split, fused)");
+                }
+        }
+    }
+    CHECK_MSG(w && x && y && y1, "allocation failed");
+    CHECK_MSG(bad == 0, "%d products split for many threads differ", bad);
+    mem_free(w), mem_free(x), mem_free(y), mem_free(y1);
+    for (int p = 0; p < 2; p++) threadpool_free(pool[p]);
+}
+
 #endif

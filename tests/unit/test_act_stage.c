@@ -10,8 +10,20 @@
  * product) with the pool staging, the serial staging
  * (CLOVER_SERIAL_STAGE=1) and no pool. The AMX layout is plain C and is
  * checked here on every CPU; products at the AMX level are
- * test_matmul_amx_emu's (emulated tiles, a pool of 2).
+ * test_matmul_amx_emu's (emulated tiles, pools of 2, 3 and 16).
+ *
+ * The staging and the product in one run of the pool (act_stage_run_then,
+ * issue 30): every task of the product, whenever it starts, finds every
+ * staged byte already equal to the old serial staging's (the product's
+ * tasks here compare the buffers themselves), with pools of 2, 3 and 16
+ * threads (more threads than this machine has cores: the waits then depend
+ * on the scheduler) and several stagings a run; and products through it,
+ * split as matmul now splits them (whole 16-row runs, a minimum of work)
+ * and as before (CLOVER_OLD_SPLIT=1), the staging in its own run
+ * (CLOVER_STAGE_SEPARATE=1) or on the calling thread, equal each row's
+ * one-row product bit for bit.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,9 +267,153 @@ out:
     threadpool_free(pool);
 }
 
+/* ---- the staging and a product in one run ---- */
+
+enum { FUSED_SETS = 3, FUSED_PRODUCT_TASKS = 37 };
+
+typedef struct fused_check {
+    const uint8_t *want[FUSED_SETS], *got[FUSED_SETS];
+    size_t bytes[FUSED_SETS], n;
+    atomic_int ran, early; /* product tasks run; those that found a byte not yet staged */
+    atomic_int bad_index;
+} fused_check;
+
+static void fused_product_task(void *ctx, size_t task, size_t thread) {
+    (void)thread;
+    fused_check *c = ctx;
+    if (task >= FUSED_PRODUCT_TASKS) atomic_fetch_add(&c->bad_index, 1);
+    for (size_t i = 0; i < c->n; i++)
+        if (memcmp(c->got[i], c->want[i], c->bytes[i]) != 0) {
+            atomic_fetch_add(&c->early, 1);
+            break;
+        }
+    atomic_fetch_add(&c->ran, 1);
+}
+
+static void test_fused(void) {
+    static const struct {
+        uint32_t type;
+        int layout;
+    } sets[][FUSED_SETS] = {
+        {{QUANT_Q8_0, ACT_STAGE_PLANAR_U8}, {QUANT_Q4_K, ACT_STAGE_ROWS_KPERM}, {QUANT_Q6_K, ACT_STAGE_ROWS}},
+        {{QUANT_Q8_0, ACT_STAGE_AMX}, {QUANT_Q4_K, ACT_STAGE_AMX}, {QUANT_Q8_0, ACT_STAGE_PLANAR}},
+    };
+    static const size_t pools[] = {2, 3, 16}, rows[] = {3, 17, 33, 100, 512};
+    rng_state r;
+    rng_seed(&r, 3232);
+    float *x = make_x(&r);
+    const size_t cap = gemm_amx_stage_bytes(QUANT_Q4_K, MAX_ROWS, N_IN) + MAX_ROWS * sizeof(act_q8_32) * (N_IN / 32);
+    uint8_t *want[FUSED_SETS] = {0}, *got[FUSED_SETS] = {0};
+    int alloc_ok = x != NULL;
+    for (size_t i = 0; i < FUSED_SETS; i++) {
+        want[i] = mem_alloc(cap), got[i] = mem_alloc(cap);
+        alloc_ok &= want[i] && got[i];
+    }
+    if (!alloc_ok) {
+        CHECK(!"allocation failed");
+        goto out;
+    }
+    int bad = 0, fused_runs = 0;
+    for (size_t pi = 0; pi < sizeof pools / sizeof pools[0]; pi++) {
+        threadpool *pool = NULL;
+        clover_error err;
+        CHECK_EQ_INT(threadpool_create(&pool, pools[pi], &err), CLOVER_OK);
+        for (size_t si = 0; si < sizeof sets / sizeof sets[0]; si++)
+            for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++)
+                for (size_t n = 1; n <= FUSED_SETS; n++) {
+                    const size_t nr = rows[ri];
+                    act_stage st[FUSED_SETS];
+                    fused_check c;
+                    memset(&c, 0, sizeof c);
+                    c.n = n;
+                    for (size_t i = 0; i < n; i++) {
+                        const uint32_t type = sets[si][i].type;
+                        const int layout = sets[si][i].layout;
+                        /* each staging its own rows of x (the last ones when they run out) */
+                        const float *xi = x + (i * nr + nr <= MAX_ROWS ? i * nr : MAX_ROWS - nr) * N_IN;
+                        c.bytes[i] = staged_bytes(type, layout, nr);
+                        old_stage(type, layout, xi, nr, want[i]);
+                        memset(got[i], 0x5A, c.bytes[i]);
+                        c.want[i] = want[i], c.got[i] = got[i];
+                        act_stage_plan(&st[i], type, layout, xi, nr, N_IN, got[i], pools[pi] * 4);
+                    }
+                    fused_runs += nr * N_IN * n >= 32768; /* act_stage.c's TASKS_MIN_FLOATS: fused, else staged first */
+                    act_stage_run_then(pool, st, n, 0, FUSED_PRODUCT_TASKS, fused_product_task, &c);
+                    int bytes_ok = 1;
+                    for (size_t i = 0; i < n; i++) bytes_ok &= memcmp(got[i], want[i], c.bytes[i]) == 0;
+                    const int wrong = atomic_load(&c.ran) != FUSED_PRODUCT_TASKS || atomic_load(&c.early) != 0 ||
+                                      atomic_load(&c.bad_index) != 0 || !bytes_ok;
+                    if (wrong && bad++ < 3)
+                        fprintf(stderr, "  pool %zu set %zu rows %zu stagings %zu: ran %d of %d, %d early, bytes %s\n",
+                                pools[pi], si, nr, n, atomic_load(&c.ran), FUSED_PRODUCT_TASKS, atomic_load(&c.early),
+                                bytes_ok ? "equal" : "differ");
+                }
+        threadpool_free(pool);
+    }
+    CHECK_MSG(bad == 0, "%d fused runs went wrong", bad);
+    CHECK_MSG(fused_runs > 0, "no case was large enough to go to the pool");
+out:
+    for (size_t i = 0; i < FUSED_SETS; i++) mem_free(want[i]), mem_free(got[i]);
+    mem_free(x);
+}
+
+/* Products of 520 outputs (past a 16-row run: a partial last task) split
+ * for pools of 2, 3 and 16 threads, the new split fused and separate, the
+ * old split, the serial staging: each row equals its one-row product. */
+static void test_products_split(void) {
+    enum { OUT2 = 520 };
+    static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t rows[] = {3, 16, 33, 100, 512}, pools[] = {2, 3, 16};
+    static const char *const modes[][2] = {{NULL, NULL},
+                                            {"CLOVER_STAGE_SEPARATE", "1"},
+                                            {"CLOVER_OLD_SPLIT", "1"},
+                                            {"CLOVER_SERIAL_STAGE", "1"}};
+    rng_state r;
+    rng_seed(&r, 3333);
+    float *x = make_x(&r);
+    float *y = mem_alloc(MAX_ROWS * OUT2 * sizeof(float)), *y1 = mem_alloc(MAX_ROWS * OUT2 * sizeof(float));
+    float *src = mem_alloc(N_IN * sizeof(float));
+    uint8_t *w = mem_alloc(OUT2 * quant_row_bytes(QUANT_Q6_K, N_IN) * 2);
+    threadpool *pool[3] = {0};
+    clover_error err;
+    for (size_t p = 0; p < 3; p++) CHECK_EQ_INT(threadpool_create(&pool[p], pools[p], &err), CLOVER_OK);
+    if (!x || !y || !y1 || !src || !w) {
+        CHECK(!"allocation failed");
+        goto out;
+    }
+    for (size_t t = 0; t < 4; t++) {
+        const uint32_t type = types[t];
+        const size_t rb = quant_row_bytes(type, N_IN);
+        for (size_t o = 0; o < OUT2; o++) {
+            for (size_t k = 0; k < N_IN; k++) src[k] = rng_normal(&r) * 0.05f;
+            quant_quantize_row(type, src, w + o * rb, N_IN);
+        }
+        for (size_t rr = 0; rr < MAX_ROWS; rr++) matmul(NULL, type, w, OUT2, N_IN, x + rr * N_IN, 1, y1 + rr * OUT2);
+        int bad = 0;
+        for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+            for (size_t p = 0; p < 3; p++)
+                for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                    const size_t n = rows[i];
+                    if (modes[m][0]) setenv(modes[m][0], modes[m][1], 1);
+                    memset(y, 0xFF, n * OUT2 * sizeof(float));
+                    matmul(pool[p], type, w, OUT2, N_IN, x, n, y);
+                    if (modes[m][0]) unsetenv(modes[m][0]);
+                    if (memcmp(y, y1, n * OUT2 * sizeof(float)) != 0 && bad++ < 3)
+                        fprintf(stderr, "  %s rows %zu pool %zu %s: differs from the one-row products\n",
+                                quant_type_name(type), n, pools[p], modes[m][0] ? modes[m][0] : "(new split, fused)");
+                }
+        CHECK_MSG(bad == 0, "%s: %d split products differ", quant_type_name(type), bad);
+    }
+out:
+    for (size_t p = 0; p < 3; p++) threadpool_free(pool[p]);
+    mem_free(x), mem_free(y), mem_free(y1), mem_free(src), mem_free(w);
+}
+
 int main(void) {
     printf("level: %s\n", quant_simd_level_name());
     RUN(test_bytes);
     RUN(test_products);
+    RUN(test_fused);
+    RUN(test_products_split);
     return TEST_EXIT();
 }

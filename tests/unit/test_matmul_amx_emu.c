@@ -29,12 +29,15 @@ static void test_matmul_rows(void) { al_matmul_rows(); }
 
 static void test_batch(void) { al_batch(); }
 
+static void test_split(void) { al_split(); }
+
 int main(void) {
     if (!quant_avx512_supported()) TEST_SKIP("the CPU lacks AVX-512 VNNI (the fake AMX level sits on it)");
     if (!quant_amx_active()) TEST_SKIP("a level switch is set (CLOVER_NO_AMX, CLOVER_NO_AVX512 or CLOVER_NO_SIMD)");
     printf("level: %s (emulated tiles)\n", quant_simd_level_name());
     RUN(test_matmul_rows);
     RUN(test_batch);
+    RUN(test_split);
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault", emu_amx_faults);
     return TEST_EXIT();
 }

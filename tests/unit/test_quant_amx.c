@@ -26,6 +26,8 @@ static void test_matmul_rows(void) { al_matmul_rows(); }
 
 static void test_batch(void) { al_batch(); }
 
+static void test_split(void) { al_split(); }
+
 int main(void) {
     if (!quant_amx_supported())
         TEST_SKIP("the CPU lacks AMX (amx_tile, amx_int8 with AVX-512 VNNI) or the OS does not grant its tile state");
@@ -33,5 +35,6 @@ int main(void) {
     if (quant_simd_active()) RUN(test_kernel);
     RUN(test_matmul_rows);
     RUN(test_batch);
+    RUN(test_split);
     return TEST_EXIT();
 }

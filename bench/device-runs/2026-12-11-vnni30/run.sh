@@ -10,6 +10,10 @@
 #   && nm -n build/bench/bench_backend > .gpu-vnni30/bench_backend.nm   (the perf step names symbols with it)
 # (without LLAMA_BENCH: put scripts/llama-src.sh's llama-src.txz into .gpu-vnni30/ and it is built here, as in
 # 2026-12-06-amx2/run.sh). Wall: ~300-420 s; a guard skips what would pass 540 s. Predictions: PREDICTIONS.md.
+# Branch scale30 (issue 30 at 16 threads; its section of PREDICTIONS.md) adds: the CPU's topology line, an A/B of
+# matmul's new split / fused staging / futex wake-up against the old ones in the same binary (CLOVER_OLD_SPLIT=1,
+# CLOVER_POOL_CONDVAR=1) with bench_gemm_levels at 16 threads (~25 s), and bench_backend amx / vnni with the old
+# switches (after llama-bench, guarded: ~45 s). It needs no other binary in the pack.
 #
 # Why --rows 512: the CPU engine commits a prompt in 512-row passes (backend_ops.default_rows), but the 2026-12-07
 # run timed bench_backend at --rows 64, where a routed expert gets ~2 rows of a chunk (64 x 8 / 256) and takes the
@@ -25,6 +29,8 @@ left() { echo $(( ${VNNI30_BUDGET:-540} - ($(date +%s) - T0) )); }
 say() { echo "$*" | tee -a "$S"; }
 say "start $(date -u +%T) commit $(cat $PK/COMMIT) cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus), load $(cut -d' ' -f1-3 /proc/loadavg)"
 say "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_vnni|avx512_bf16|amx_tile|amx_int8)$' | tr '\n' ' ')"
+# scale30: are the 16 cpus 16 cores or 8 with two threads each (AMX and the vector ports are per core)?
+say "topology: $(lscpu 2>/dev/null | grep -E '^(Thread\(s\) per core|Core\(s\) per socket|Socket\(s\)|NUMA node\(s\)|CPU max MHz|L2 cache|L3 cache)' | sed 's/  */ /g' | tr '\n' ';')"
 
 M=/tmp/vnni30-35b-a3b.gguf; A=/tmp/vnni30-35b-a3b-ar.gguf
 ( timeout 170 $P/bin/clover synth --preset ${VNNI30_PRESET:-qwen3.5-35b-a3b} -t 8 -o $M > "$R/synth.log" 2>&1; echo "synth rc=$?" >> "$R/synth.log" ) &
@@ -68,10 +74,29 @@ for ty in q8_0 q4_K q6_K; do for rows in 16 32 512; do
   say "  $ty $rows | $(v amx 1) | $(v vnni 1) | $(v avx2 1) ; $(v amx 16) | $(v vnni 16) | $(v avx2 16)"
 done; done
 
+# scale30 (issue 30, 16 threads): matmul's split (a task >= 2^19 multiply-adds; whole 16-row runs at the AMX level),
+# the staging and the product in one run of the pool, the pool's futex wake-up; against the old ones in the same
+# process: --ab CLOVER_OLD_SPLIT times each product without and with CLOVER_OLD_SPLIT=1 (runs of 4 rows, the staging
+# in a run of its own), alternating; CLOVER_POOL_CONDVAR=1 (read when the pool is made) is a second process. Shapes:
+# 2048 x 2048 and a routed expert's gate / up (512 x 2048); --gap-us 200: the pool's threads asleep when each product
+# starts (past their 50 us spin), as after a stretch of the caller's own work in a pass.
+sg() { local label=$1; shift
+  env "$@" timeout 60 $P/bin/bench_gemm_levels --threads 16 --types q8_0,q4_K --reps 9 --ab CLOVER_OLD_SPLIT $SGA \
+    > "$R/s30-$label.log" 2>&1; }
+for out in 2048 512; do SGA="--out $out --rows 16,32,512"; sg amx-$out; sg vnni-$out CLOVER_NO_AMX=1; done
+SGA="--out 512 --rows 16,32 --gap-us 200"; sg amx-gap; sg amx-gap-cv CLOVER_POOL_CONDVAR=1
+# --ab columns: type rows best GMAC/s median best_old median_old median_old/median (printed: best (median), old/new)
+say "scale30 bench_gemm_levels 16 threads, ms best (median): type rows | new | old (CLOVER_OLD_SPLIT=1) | old/new of medians"
+for sh in amx-2048 vnni-2048 amx-512 vnni-512 amx-gap amx-gap-cv; do for ty in q8_0 q4_K; do for rows in 16 32 512; do
+  l=$(awk -v t=$ty -v r=$rows '$1==t && $2==r {printf "%s (%s) | %s (%s) | %.2fx", $3, $5, $6, $7, $8}' \
+    "$R/s30-$sh.log" 2>/dev/null)
+  [ -n "$l" ] && say "  $sh $ty $rows | $l"
+done; done; done
+
 # clover's passes: per level at 512-row chunks, and the VNNI level at 64 (2026-12-07's setting).
 b() { local label=$1 lv=$2 rows=$3 reps=$4
   [ "$(left)" -gt 90 ] || { say "no time left for bench_backend $label"; return; }
-  timeout 80 $P/bin/bench_backend $M --threads 16 --prompt 512 --gen 12 --block 32 --rows $rows --reps $reps --mb 256 \
+  env ${BENV:-} timeout 80 $P/bin/bench_backend $M --threads 16 --prompt 512 --gen 12 --block 32 --rows $rows --reps $reps --mb 256 \
     --simd $lv > "$R/backend-$label.log" 2>&1
   say "bench_backend $label rc=$? $(grep -m1 '^threads' "$R/backend-$label.log") at $(( $(date +%s) - T0 ))s"; }
 b vnni-512 avx512 512 3; b amx-512 auto 512 2; b avx2-512 avx2 512 2; b vnni-64 avx512 64 2
@@ -88,6 +113,8 @@ if [ "$(left)" -gt 30 ]; then
   fi
   grep -E "^\| (model|.*pp512|.*tg32)" "$R/llama-bench.log" | tee -a "$S"
 else say "no time left for llama-bench"; fi
+# scale30: the passes with the old split, the staging's own run and the condition variable (same binary).
+BENV="CLOVER_OLD_SPLIT=1 CLOVER_POOL_CONDVAR=1"; b amx-512-old auto 512 2; b vnni-512-old avx512 512 2; BENV=
 # Where the VNNI prompt's time goes at 16 threads (perf, if the host has it; cpu-clock works without a PMU).
 if command -v perf > /dev/null && [ "$(left)" -gt 70 ]; then
   timeout 60 perf record -e cpu-clock -F 499 -o /tmp/vnni30-perf.data $P/bin/bench_backend $M --threads 16 --prompt 512 \
@@ -111,8 +138,12 @@ tg=$(awk -F'|' '/tg32/ {split($(NF-1), a, "±"); gsub(/ /, "", a[1]); print a[1]
 fig() { # label pattern field (1: median s, 3: median tok/s)
   awk -v pat="$2" -v c=$3 'f && index($0, pat) == 1 {n = split(substr($0, 29), a, " "); print a[c]; exit} /^summary/ {f = 1}' "$R/backend-$1.log" 2>/dev/null; }
 say "clover bench_backend, 16 threads, median; llama.cpp ($LLAMA_NOTE) pp512 ${pp:-?} tok/s, tg32 ${tg:-?} tok/s (2026-12-07: 94.7 / 17.4)"
-for l in vnni-512 amx-512 avx2-512 vnni-64; do
+for l in vnni-512 amx-512 avx2-512 vnni-64 amx-512-old vnni-512-old; do
+  [ -s "$R/backend-$l.log" ] || continue
   say "  $l: prompt 512 $(fig $l 'prompt 512' 3) tok/s; decode $(fig $l generation 3) tok/s; preview 32 p=0.90 $(fig $l 'preview 32 rows, p' 1) s, no coreset $(fig $l 'preview 32 rows, no' 1) s; commit 32 $(fig $l 'commit 32-row' 1) s"
+done
+for l in amx vnni; do [ -s "$R/backend-$l-512-old.log" ] &&
+  say "scale30 $l, new / old switches: prompt 512 $(fig $l-512 'prompt 512' 3) / $(fig $l-512-old 'prompt 512' 3) tok/s; preview 32 p=0.90 $(fig $l-512 'preview 32 rows, p' 1) / $(fig $l-512-old 'preview 32 rows, p' 1) s; commit 32 $(fig $l-512 'commit 32-row' 1) / $(fig $l-512-old 'commit 32-row' 1) s"
 done
 best=$(for l in vnni-512 amx-512; do fig $l 'prompt 512' 3; done | sort -g | tail -1)
 say "bar: prompt/pp512 $(awk -v a="$best" -v b="$pp" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "?"}') (need 1.5x); decode/tg $(awk -v a="$(fig vnni-512 generation 3)" -v b="$tg" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "?"}') (need 1.2x); preview avx2/vnni $(awk -v a="$(fig avx2-512 'preview 32 rows, p' 1)" -v b="$(fig vnni-512 'preview 32 rows, p' 1)" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "?"}'), avx2/amx $(awk -v a="$(fig avx2-512 'preview 32 rows, p' 1)" -v b="$(fig amx-512 'preview 32 rows, p' 1)" 'BEGIN{if (b>0) printf "%.2fx", a/b; else print "?"}') (need 3x)"
