@@ -176,7 +176,6 @@ struct backend_session {
     void *side;                 /* the shared expert's stream beside the routed experts (NULL: on stream) */
     void *side_ev[2];           /* fork (stream -> side) and join (side -> stream) of a MoE layer */
     bool side_open;             /* a MoE layer forked the side stream and has not joined it yet */
-    bool l2_prefetch;           /* weights asked into L2 ahead of their products, on side (CLOVER_CUDA_L2_PREFETCH=0: no) */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

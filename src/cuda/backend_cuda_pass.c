@@ -335,40 +335,6 @@ static int mm_glu(backend_session *s, const model_weight *wg, const model_weight
     return CLOVER_OK;
 }
 
-/* L2 prefetch of weights a few kernels ahead, on the side stream (l2_prefetch.cu: a hint, results cannot change).
- * The side stream is serial and each MoE layer's combine waits for its latest work (shexp_join), so a prefetch
- * forked here is joined within its layer. Only where the side stream exists (a shared expert), unless
- * CLOVER_CUDA_L2_PREFETCH=0. Errors are ignored: a hint that cannot be given changes nothing (a capture that an
- * error broke fails at its end with its own error). */
-static void prefetch_launch(backend_session *s, const model_weight *const *w, int nw) {
-    cuda_l2_ranges r = {{0}, {0}, 0};
-    for (int i = 0; i < nw && r.n < CUDA_L2_MAX_RANGES; i++) {
-        r.p[r.n] = cuda_model_weight(s->cm, w[i]);
-        r.bytes[r.n++] = (size_t)w[i]->nbytes;
-    }
-    (void)cuda_l2_prefetch(&r, s->side);
-}
-
-static void prefetch_side(backend_session *s, const model_weight *const *w, int nw) {
-    if (!s->side || !s->l2_prefetch || nw <= 0) return;
-    char why[CUDA_WHY] = "";
-    if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
-        return;
-    prefetch_launch(s, w, nw);
-}
-
-/* The first products of layer il + 1 (its input products), or none past the session's layers. */
-static int next_inputs(const backend_session *s, size_t il, const model_weight **w) {
-    if (il + 1 >= s->n_run) return 0;
-    const model_layer *nl = &s->model->layers[il + 1];
-    if (nl->kind == MODEL_LAYER_ATTENTION) {
-        w[0] = &nl->attn.q, w[1] = &nl->attn.k, w[2] = &nl->attn.v;
-        return 3;
-    }
-    w[0] = &nl->gdn.qkv, w[1] = &nl->gdn.z, w[2] = &nl->gdn.alpha, w[3] = &nl->gdn.beta;
-    return 4;
-}
-
 static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, bool causal,
                            const cuda_pass *p, clover_error *err) {
     const model_attention_weights *w = &ml->attn;
@@ -378,8 +344,6 @@ static int layer_attention(backend_session *s, const model_layer *ml, const cuda
     const bool ex[3] = {false, false, false};
     float *const out[3] = {sc->qg, sc->k, sc->v};
     if ((rc = mm_multi(s, qkv, ex, out, 3, sc->x, n, err))) return rc;
-    const model_weight *ow = &w->o;
-    prefetch_side(s, &ow, 1); /* o_proj's weights into L2 beside prepare and the attention over the cache */
     /* stacked: n_seq descriptors per layer slot, each sequence at most seq_rows rows (the grid's extent) */
     const cuda_attn_seq *seq = s->d_aseq + (size_t)ly->slot * s->seq_stride;
     const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
@@ -437,8 +401,6 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     const bool ex[4] = {false, false, false, false};
     float *const out[4] = {sc->mixed, sc->z, sc->ga, sc->gb};
     if ((rc = mm_multi(s, in, ex, out, 4, sc->x, n, err))) return rc;
-    const model_weight *ow = &w->out;
-    prefetch_side(s, &ow, 1); /* out_proj's weights into L2 beside the conv and the recurrence */
     /* the CPU's choice: the recurrence for one row, the chunked form for more (a stacked pass: per sequence,
      * so its sequences all have one row, or all more) */
     const int n_seq = s->stack ? (int)p->n_seq : 1, mr = s->stack ? (int)p->seq_rows : (int)s->max_rows;
@@ -455,14 +417,10 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
  * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
  * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
  * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
-static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t il, size_t n, clover_error *err) {
+static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
     char why[CUDA_WHY] = "";
     if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: shared expert stream: %s", why);
-    /* the next layer's input products into L2 while this MoE half runs (~25 us a layer at one row) */
-    const model_weight *nx[4];
-    const int nn = next_inputs(s, il, nx);
-    if (nn && s->l2_prefetch) prefetch_launch(s, nx, nn); /* a hint (prefetch_side) */
     void *main_stream = s->stream, *main_work = s->sc.mm_work;
     s->stream = s->side;
     s->sc.mm_work = s->sc.mm_work2;
@@ -500,7 +458,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
     const bool side = Fs && s->side;
-    if (side && (rc = shexp_on_side(s, w, il, n, err))) return rc; /* layer_moe joins */
+    if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
     if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
     if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at

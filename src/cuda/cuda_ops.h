@@ -136,16 +136,6 @@ int cuda_pick(int32_t *id, float *conf,             // [n], [n]
 int cuda_pick_each(int32_t *id, float *conf, const float *logits, const double *u, const cuda_pick_params *p,
                    size_t n, size_t V, void *stream);
 
-/* L2 prefetch (l2_prefetch.cu): asks L2 for up to CUDA_L2_MAX_RANGES byte ranges of device memory that nothing
- * writes while they may be in flight (weights). A hint: no result depends on it. One 32-thread launch. */
-enum { CUDA_L2_MAX_RANGES = 4 };
-typedef struct cuda_l2_ranges {
-    const void *p[CUDA_L2_MAX_RANGES];
-    size_t bytes[CUDA_L2_MAX_RANGES];
-    int n;
-} cuda_l2_ranges;
-int cuda_l2_prefetch(const cuda_l2_ranges *r, void *stream);
-
 #ifdef __cplusplus
 }
 #endif

@@ -374,29 +374,8 @@ static void test_combine(void) {
     free(ye), free(ref), free(out);
 }
 
-/* L2 prefetch: a hint over odd, unaligned ranges (the inside 16-byte pieces are asked for) and one past the 4 KB
- * mark: rc 0 and the bytes unchanged; more than CUDA_L2_MAX_RANGES ranges refused, a NULL range skipped. */
-static void test_l2_prefetch(void) {
-    const size_t nb = 300001;
-    uint8_t *h = malloc(nb), *back = malloc(nb);
-    for (size_t i = 0; i < nb; i++) h[i] = (uint8_t)(i * 131u + 7u);
-    uint8_t *d = cuda_test_upload(h, nb);
-    cuda_l2_ranges r = {{d + 3, d + 4096, NULL, d + nb - 10}, {nb - 3, 70000, 100, 10}, 4};
-    CHECK(cuda_l2_prefetch(&r, NULL) == 0);
-    sync_or_fail();
-    cuda_test_download(back, d, nb);
-    CHECK(memcmp(h, back, nb) == 0);
-    r.n = CUDA_L2_MAX_RANGES + 1;
-    CHECK(cuda_l2_prefetch(&r, NULL) != 0);
-    r.n = 0;
-    CHECK(cuda_l2_prefetch(&r, NULL) == 0);
-    cuda_free(d);
-    free(h), free(back);
-}
-
 int main(void) {
     cuda_test_require_device();
-    RUN(test_l2_prefetch);
     RUN(test_embed);
     RUN(test_rms_norm);
     RUN(test_add_swiglu);
