@@ -9,6 +9,7 @@
 #                        bench_backend, bench_lossless, bench_batch), plus EXTRA_BINS (below) and, when
 #                        LLAMA_BENCH names a built llama-bench, llama/llama-bench and its libraries
 #   .gpu-NAME/run.sh     the newest bench/device-runs/*-NAME/run.sh (and the files beside it)
+#   .gpu-NAME/lib.sh     bench/device-runs/lib.sh, the helpers the run scripts source
 #   .gpu-NAME/COMMIT     the commit the binaries were built from
 # One archive is made and copied into every NAME (each ~5 MB; a call carries 64 MiB in all: hide the default
 # model with scripts/device-tree.sh hide when several travel, and check with device-tree.sh size).
@@ -56,6 +57,7 @@ for n in "$@"; do
   rm -rf ".gpu-$n"; mkdir -p ".gpu-$n"
   cp "$tmp/pack.txz" ".gpu-$n/"
   cp "$src"/* ".gpu-$n/" 2>/dev/null || true
+  cp bench/device-runs/lib.sh ".gpu-$n/" # what the run scripts share (sourced from the pack)
   echo "$commit" > ".gpu-$n/COMMIT"
   echo "device-packs: .gpu-$n ($(du -sh ".gpu-$n" | cut -f1), binaries of $commit, run.sh from $src)"
 done

@@ -157,6 +157,20 @@ static int mm_pair(backend_session *s, const model_weight *w1, const model_weigh
  * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
 static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
                     const float *x, size_t n, clover_error *err) {
+    /* exact float products past D rows (the router and the shared expert's gate logit of a stacked step, a
+     * preview, a commit): cuda_matmul_exact, one launch each with the decode product's bits, instead of a
+     * decode_multi launch per 8 rows (16 rows: 2 launches, 28 us a layer on the H200, 2026-12-12-dec24 call 3).
+     * CLOVER_CUDA_EXACT_ROWS=0 keeps the 8-row launches (A/B). */
+    bool thin = n > D && s->exact_rows;
+    for (size_t i = 0; thin && i < nw; i++) thin = exact[i] && is_float(w[i]->type);
+    if (thin) {
+        char why[256] = "";
+        for (size_t i = 0; i < nw; i++)
+            if (cuda_matmul_exact(w[i]->type, cuda_model_weight(s->cm, w[i]), (size_t)w[i]->ne[1], (size_t)w[i]->ne[0],
+                                  x, n, y[i], s->stream, why, sizeof why))
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w[i]->name, why);
+        return CLOVER_OK;
+    }
     bool one = nw > 1 && nw <= CUDA_MATMUL_MAX_SEG;
     for (size_t i = 0; one && i < nw; i++)
         one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], exact[i]);

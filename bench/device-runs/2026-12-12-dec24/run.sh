@@ -33,32 +33,13 @@
 #  - r: ids equal new vs old except where a near-tie flips (GDN sum order): predicted equal on 64 tokens.
 set -uo pipefail
 PACK=${PACK:-.gpu-dec24}
-R=${OUT:-/tmp/out}; mkdir -p "$R"; O=/tmp/dec24logs; rm -rf $O; mkdir -p $O
-D=/tmp/dec24; rm -rf "$D"; mkdir -p "$D"
-T0=$(date +%s)
-tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$R/summary.txt"; exit 2; }
-export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
-unset CLOVER_CUDA_GDN_REC CLOVER_CUDA_SHEXP_SIDE CLOVER_CUDA_ATTN_DECODE CLOVER_CUDA_L2_PREFETCH
-OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0 CLOVER_CUDA_L2_PREFETCH=0"
 STEPS=${STEPS:-t m d n a r}
-has() { [[ " $STEPS " == *" $1 "* ]]; }
-S=$R/summary.txt
-say() { echo "$*" | tee -a "$S"; }
-el() { echo $(( $(date +%s) - T0 )); }
-say "start $(date -u +%T) steps: $STEPS pack $(cat "$PACK/COMMIT" 2>/dev/null); $(nproc) CPUs"
-timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee -a "$S"
-F=/tmp/synth35-ar.gguf
+. "$PACK/lib.sh"
+dr_init dec24
+unset CLOVER_CUDA_GDN_REC CLOVER_CUDA_SHEXP_SIDE CLOVER_CUDA_ATTN_DECODE CLOVER_CUDA_EXACT_ROWS
+OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0 CLOVER_CUDA_EXACT_ROWS=0"
 SPID=
-if has d || has a || has r; then ( [ -s $F ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $F.part \
-  > "$O/synth.log" 2>&1 && mv $F.part $F; } ) &
-SPID=$!; fi
-tst() { # NAME TAG LIMIT [ENV...]
-  local n=$1 tag=$2 lim=$3; shift 3
-  [ -x "$D/bin/$n" ] || { say "test $n: not in the pack"; return; }
-  local s=$(date +%s); env "$@" timeout "$lim" "$D/bin/$n" > "$O/t_${n}_$tag.log" 2>&1; local rc=$?
-  say "test $n ($tag${*:+: $*}) rc=$rc $(( $(date +%s) - s ))s $(tail -1 "$O/t_${n}_$tag.log")"
-  [ $rc = 0 ] || grep -E "FAIL|differ|error|not finite|not taken|CHECK" "$O/t_${n}_$tag.log" | head -8 | tee -a "$S"
-}
+if has d || has a || has r; then dr_synth35 --no-diffusion; fi
 if has t; then
   tst test_cuda_gdn new 120
   grep -E "err|bound" "$O/t_test_cuda_gdn_new.log" | head -12 | tee -a "$S"
@@ -149,5 +130,4 @@ if has r; then
   else say "clover run --ar: prefetch on / off DIFFER or failed (a hint must not change bits)"; fi
   grep -hE "^time|tok/s" "$O/run_new.txt" "$O/run_new.err" "$O/run_old.txt" "$O/run_old.err" 2>/dev/null | head -6 | tee -a "$S"
 fi
-say "end $(date -u +%T) ($(el)s)"
-(cd "$O" && tar czf "$R/logs.tgz" .)
+dr_end

@@ -1,0 +1,43 @@
+# lib.sh: what the device run scripts share, sourced by bench/device-runs/*-NAME/run.sh from their pack
+# (scripts/device-packs.sh copies it into every .gpu-NAME/). The scripts before 2026-12-12 repeat this preamble
+# each; they are kept as they ran.
+#   . "$PACK/lib.sh"; dr_init NAME      unpack $PACK/pack.txz into D=/tmp/NAME, logs in O=/tmp/NAMElogs, the
+#                                       summary S=$OUT/summary.txt, T0; LD_LIBRARY_PATH and CLOVER_SOURCE_DIR set;
+#                                       the start line (pack commit, CPUs, the GPU) said
+#   has X                               X is in $STEPS
+#   say TEXT / el                       a summary line (also printed) / seconds since T0
+#   tst NAME TAG LIMIT [ENV...]         bin/NAME with ENV under a time limit: rc, seconds, its last line said
+#   dr_synth35 [--no-diffusion]         the 35B-A3B synthetic file in the background: F (the path), SPID (wait)
+#   dr_end                              the end line; the logs as $OUT/logs.tgz
+dr_init() {
+    DR_NAME=$1
+    R=${OUT:-/tmp/out}; mkdir -p "$R"; S=$R/summary.txt
+    O=/tmp/${DR_NAME}logs; rm -rf "$O"; mkdir -p "$O"
+    D=/tmp/$DR_NAME; rm -rf "$D"; mkdir -p "$D"
+    T0=$(date +%s)
+    tar xJf "$PACK/pack.txz" -C "$D" || { echo "unpack failed" | tee "$S"; exit 2; }
+    export LD_LIBRARY_PATH=$D/lib CLOVER_SOURCE_DIR=$PWD PYTHONUNBUFFERED=1
+    say "start $(date -u +%T) steps: ${STEPS:-} pack $(cat "$PACK/COMMIT" 2>/dev/null); $(nproc) CPUs"
+    timeout 10 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee -a "$S"
+}
+has() { [[ " ${STEPS:-} " == *" $1 "* ]]; }
+say() { echo "$*" | tee -a "$S"; }
+el() { echo $(( $(date +%s) - T0 )); }
+tst() {
+    local n=$1 tag=$2 lim=$3; shift 3
+    [ -x "$D/bin/$n" ] || { say "test $n: not in the pack"; return; }
+    local s=$(date +%s); env "$@" timeout "$lim" "$D/bin/$n" > "$O/t_${n}_$tag.log" 2>&1; local rc=$?
+    say "test $n ($tag${*:+: $*}) rc=$rc $(( $(date +%s) - s ))s $(tail -1 "$O/t_${n}_$tag.log")"
+    [ $rc = 0 ] || grep -E "FAIL|differ|error|not finite|not taken|CHECK" "$O/t_${n}_$tag.log" | head -8 | tee -a "$S"
+}
+dr_synth35() {
+    local tag=${1:+-ar}
+    F=/tmp/synth35$tag.gguf
+    ( [ -s "$F" ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b "$@" -o "$F.part" \
+        > "$O/synth.log" 2>&1 && mv "$F.part" "$F"; } ) &
+    SPID=$!
+}
+dr_end() {
+    say "end $(date -u +%T) ($(el)s)"
+    (cd "$O" && tar czf "$R/logs.tgz" .)
+}
