@@ -176,7 +176,7 @@ struct backend_session {
     void *side;                 /* the shared expert's stream beside the routed experts (NULL: on stream) */
     void *side_ev[2];           /* fork (stream -> side) and join (side -> stream) of a MoE layer */
     bool side_open;             /* a MoE layer forked the side stream and has not joined it yet */
-    bool exact_rows;            /* exact float products past 8 rows in one cuda_matmul_exact launch (CLOVER_CUDA_EXACT_ROWS=0: no) */
+    bool exact_rows;            /* exact float products past 8 rows in one cuda_matmul_exact launch (CLOVER_CUDA_EXACT_ROWS=1: yes) */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

@@ -160,7 +160,7 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
     /* exact float products past D rows (the router and the shared expert's gate logit of a stacked step, a
      * preview, a commit): cuda_matmul_exact, one launch each with the decode product's bits, instead of a
      * decode_multi launch per 8 rows (16 rows: 2 launches, 28 us a layer on the H200, 2026-12-12-dec24 call 3).
-     * CLOVER_CUDA_EXACT_ROWS=0 keeps the 8-row launches (A/B). */
+     * CLOVER_CUDA_EXACT_ROWS=1 turns it on (off until it has run on a device: dec24's next call). */
     bool thin = n > D && s->exact_rows;
     for (size_t i = 0; thin && i < nw; i++) thin = exact[i] && is_float(w[i]->type);
     if (thin) {

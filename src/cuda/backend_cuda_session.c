@@ -464,8 +464,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         cuda_stream_destroy(s->side);
         s->side = s->side_ev[0] = s->side_ev[1] = NULL;
     }
-    const char *ex_env = getenv("CLOVER_CUDA_EXACT_ROWS");
-    s->exact_rows = !(ex_env && strcmp(ex_env, "0") == 0);
+    const char *ex_env = getenv("CLOVER_CUDA_EXACT_ROWS"); /* off until measured on a device (dec24 call 7) */
+    s->exact_rows = ex_env && strcmp(ex_env, "1") == 0;
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {

@@ -15,6 +15,10 @@
 #  a  bench_batch AR N=1,2,4,8,16 new vs old
 #  r  clover run --ar 64 tokens: ids new vs old
 # Call 2 (15:26 UTC, pack 00d7926, no attention change yet): bench/device-runs/2026-12-12-dec24/RESULTS.md.
+# Call 7 (next session): STEPS="t d a" STEP_CONFIGS="new: exact:CLOVER_CUDA_EXACT_ROWS=1" and the backend tests with
+#   CLOVER_CUDA_EXACT_ROWS=1 (tst ... CLOVER_CUDA_EXACT_ROWS=1): the router of >8-row passes in one cuda_matmul_exact
+#   launch. Predicted: 16 stacked sequences 11.6 -> ~10.8 ms (router 28 -> ~6 us a layer); bench_batch N=16 pass
+#   16.0 -> ~15.2 ms; tests pass with it (the same bits by cuda_matmul_exact's contract, test_exact).
 # Call 5: STEPS="t d a r" STEP_CONFIGS with pfoff (CLOVER_CUDA_L2_PREFETCH=0): the L2 prefetch of the next products
 # Call 4: STEPS="t d n h a" NCU_KERNELS="gdn_rec_reg_kernel:new" (GDN FULL form; h = ncu of the head's decode product)
 # Call 3 (pack with att24 merged and the GDN kernel's k/q staged in shared memory): predictions in RESULTS.md.
@@ -37,7 +41,7 @@ STEPS=${STEPS:-t m d n a r}
 . "$PACK/lib.sh"
 dr_init dec24
 unset CLOVER_CUDA_GDN_REC CLOVER_CUDA_SHEXP_SIDE CLOVER_CUDA_ATTN_DECODE CLOVER_CUDA_EXACT_ROWS
-OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0 CLOVER_CUDA_EXACT_ROWS=0"
+OLD="CLOVER_CUDA_GDN_REC=smem CLOVER_CUDA_SHEXP_SIDE=0 CLOVER_CUDA_ATTN_DECODE=0"
 SPID=
 if has d || has a || has r; then dr_synth35 --no-diffusion; fi
 if has t; then
@@ -52,6 +56,7 @@ if has t; then
     tst $n new 120
   done
   tst test_cuda_backend old 90 $OLD
+  for n in test_cuda_batch test_cuda_preview test_cuda_engine; do tst $n exact 120 CLOVER_CUDA_EXACT_ROWS=1; done
 fi
 if has m; then
   if command -v compute-sanitizer > /dev/null; then
