@@ -7,7 +7,7 @@
 #  - attention's decode form (src/cuda/attention_forward.cu, helper att24; CLOVER_CUDA_ATTN_DECODE=0 = old)
 #   cmake --build build -j2 && scripts/device-packs.sh build dec24
 #   run(command="bash .gpu-dec24/run.sh", carry=[".gpu-dec24"], timeout_s=600)
-# STEPS (default "t m d n a r"; h on request):
+# STEPS (default "t m d n a r"; h, s on request):
 #  t  test_cuda_gdn / attention (new and old paths), the backend's CUDA tests (new paths; backend also old)
 #  m  memcheck of test_cuda_gdn and test_cuda_attention (CLOVER_TEST_SMALL)
 #  d  bench_cuda_decode ops at 1 row new / old; the backend's step on the 35B-A3B AR file: new, side off, all old
@@ -15,6 +15,8 @@
 #  a  bench_batch AR N=1,2,4,8,16 new vs old
 #  r  clover run --ar 64 tokens: ids new vs old
 # Call 2 (15:26 UTC, pack 00d7926, no attention change yet): bench/device-runs/2026-12-12-dec24/RESULTS.md.
+# Call 7 (next session), also STEPS "s": ncu source counters of the head's one-row product (mmvs_kernel), its
+#   SASS page as head-sass.csv in $OUT, to count the instructions a weight byte of the dp4a dot.
 # Call 7 (next session): STEPS="t d a" STEP_CONFIGS="new: exact:CLOVER_CUDA_EXACT_ROWS=1" and the backend tests with
 #   CLOVER_CUDA_EXACT_ROWS=1 (tst ... CLOVER_CUDA_EXACT_ROWS=1): the router of >8-row passes in one cuda_matmul_exact
 #   launch. Predicted: 16 stacked sequences 11.6 -> ~10.8 ms (router 28 -> ~6 us a layer); bench_batch N=16 pass
@@ -106,6 +108,16 @@ if has h && command -v ncu > /dev/null; then # the output head's one-row decode 
   say "ncu head decode (mmv) rc=$?:"
   grep -E "mmv|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Theoretical Occupancy|Registers Per|Grid Size|Block Size|Warp Cycles Per Issued|Dynamic Shared|L2 Hit|Mem Busy|Max Bandwidth" "$O/ncu_head.log" | head -20 | tee -a "$S"
   grep -E "issue_stalled" "$O/ncu_head.log" | awk '{print $1, $NF}' | sed 's/smsp__average_warps_issue_stalled_//; s/_per_issue_active.ratio//' | sort -k2 -g -r | head -6 | tr '\n' ';' | sed 's/^/   stalls: /' | tee -a "$S"; echo | tee -a "$S"
+fi
+if has s && command -v ncu > /dev/null; then # where the one-row dense dot spends its issue slots (head, mmvs_kernel)
+  CLOVER_BENCH_QUICK=1 CLOVER_BENCH_MMAROWS=1 CLOVER_BENCH_MMAROWS_ONLY=head CLOVER_BENCH_MMAROWS_ROWS=1 timeout 120 ncu \
+    --kernel-name-base demangled -k "regex:mmvs" -c 1 --section SourceCounters --section InstructionStats \
+    --section WarpStateStats --import-source no -o /tmp/head-src -f "$D/bin/bench_cuda_matmul" > "$O/ncu_head_src.log" 2>&1
+  say "ncu head source counters rc=$?"
+  grep -E "Executed Instructions|Issued Instructions|Branch Instructions|Warp Cycles Per Issued" "$O/ncu_head_src.log" | head -6 | tee -a "$S"
+  # the SASS with its per-instruction counts and stall samples: the hot loop's instruction mix, for the next kernel
+  timeout 60 ncu --import /tmp/head-src.ncu-rep --page source --print-source sass --csv > "$R/head-sass.csv" 2> "$O/ncu_sass.err"
+  say "sass page rc=$? $(wc -l < "$R/head-sass.csv") lines (head-sass.csv)"
 fi
 if has a; then
   wait $SPID
