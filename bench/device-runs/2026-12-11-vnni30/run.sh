@@ -63,6 +63,20 @@ t test_matmul CLOVER_NO_AMX=1
 t test_matmul_batch
 wait $SYN $SYNA
 say "synth: $(tail -1 "$R/synth.log"), --no-diffusion $(tail -1 "$R/synth-ar.log"), at $(( $(date +%s) - T0 ))s"
+# The peer first, alone: its build and llama-bench never beside clover's timed runs (2026-12-04 16:05: the build
+# and llama-bench overlapped the new path's bench_backend runs, load 6-10, and those figures said nothing).
+LB=$P/llama/llama-bench; LLAMA_NOTE="AMX build"
+if [ -n "$LBB" ]; then wait $LBB; say "$(tail -1 "$R/llama-build.log")"; LB=/tmp/llama-cpu/bin/llama-bench; fi
+if [ "$(left)" -gt 30 ]; then
+  timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$R/llama-bench.log" 2>&1; rc=$?
+  say "llama-bench rc=$rc ($LLAMA_NOTE)"
+  if [ $rc = 132 ] || grep -q "Illegal instruction" "$R/llama-bench.log"; then
+    LLAMA_NOTE="AMX build died with SIGILL; --repack 0"
+    [ "$(left)" -gt 30 ] && timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 --repack 0 \
+      > "$R/llama-bench.log" 2>&1
+  fi
+  grep -E "^\| (model|.*pp512|.*tg32)" "$R/llama-bench.log" | tee -a "$S"
+else say "no time left for llama-bench"; fi
 
 # The kernels per level: 1 thread (thread CPU time: the kernel's own rate) and 16 (wall).
 g() { local label=$1 th=$2; shift 2
@@ -101,18 +115,6 @@ b() { local label=$1 lv=$2 rows=$3 reps=$4
   say "bench_backend $label rc=$? $(grep -m1 '^threads' "$R/backend-$label.log") at $(( $(date +%s) - T0 ))s"; }
 b vnni-512 avx512 512 3; b amx-512 auto 512 2; b avx2-512 avx2 512 2; b vnni-64 avx512 64 2
 
-LB=$P/llama/llama-bench; LLAMA_NOTE="AMX build"
-if [ -n "$LBB" ]; then wait $LBB; say "$(tail -1 "$R/llama-build.log")"; LB=/tmp/llama-cpu/bin/llama-bench; fi
-if [ "$(left)" -gt 30 ]; then
-  timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$R/llama-bench.log" 2>&1; rc=$?
-  say "llama-bench rc=$rc ($LLAMA_NOTE)"
-  if [ $rc = 132 ] || grep -q "Illegal instruction" "$R/llama-bench.log"; then
-    LLAMA_NOTE="AMX build died with SIGILL; --repack 0"
-    [ "$(left)" -gt 30 ] && timeout $(( $(left) > 100 ? 100 : $(left) )) $LB -m $A -p 512 -n 32 -t 16 -r 2 --repack 0 \
-      > "$R/llama-bench.log" 2>&1
-  fi
-  grep -E "^\| (model|.*pp512|.*tg32)" "$R/llama-bench.log" | tee -a "$S"
-else say "no time left for llama-bench"; fi
 # scale30: the passes with the old split, the staging's own run and the condition variable (same binary).
 BENV="CLOVER_OLD_SPLIT=1 CLOVER_POOL_CONDVAR=1"; b amx-512-old auto 512 2; b vnni-512-old avx512 512 2; BENV=
 # Where the VNNI prompt's time goes at 16 threads (perf, if the host has it; cpu-clock works without a PMU).
