@@ -371,16 +371,23 @@ static void bench_moe_decode(uint32_t type, size_t n_expert, size_t n_out, size_
 /* CLOVER_BENCH_QUICK=1: only the chunk products, each launched twice (for ncu). */
 static int g_quick;
 
-/* Chunk products, the weights rotated among enough copies (>= 256 MB in all)
- * that each launch reads them from memory, not from the 50 MB L2. */
+/* Copies of one weight matrix, enough of them (>= 256 MB in all, at most maxw) that a launch rotating among them
+ * reads its weights from memory, not from the 50 MB L2; one copy under CLOVER_BENCH_QUICK (ncu). The count. */
+static size_t rotated_weights(uint32_t type, size_t n_out, size_t n_in, void **w, size_t maxw) {
+    const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
+    size_t nw = (256u << 20) / wbytes + 1;
+    if (nw > maxw) nw = maxw;
+    if (g_quick) nw = 1; /* under ncu: one launch after the first */
+    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    return nw;
+}
+
+/* Chunk products on rotated weight copies (rotated_weights). */
 static void bench_chunk(uint32_t type, size_t n_out, size_t n_in, size_t rows, double bw, int ws) {
     enum { MAXW = 32 };
     const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
-    size_t nw = (256u << 20) / wbytes + 1;
-    if (nw > MAXW) nw = MAXW;
-    if (g_quick) nw = 1; /* under ncu: one launch after the first */
     void *w[MAXW];
-    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    const size_t nw = rotated_weights(type, n_out, n_in, w, MAXW);
     float *x = dev_floats(rows * n_in), *y = NULL;
     CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
     void *work = NULL;
@@ -802,11 +809,8 @@ static void bench_stream32_one(const char *name, size_t n_out, size_t n_in, size
     enum { MAXW = 32 };
     const uint32_t type = QUANT_Q8_0;
     const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
-    size_t nw = (256u << 20) / wbytes + 1;
-    if (nw > MAXW) nw = MAXW;
-    if (g_quick) nw = 1;
     void *w[MAXW];
-    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    const size_t nw = rotated_weights(type, n_out, n_in, w, MAXW);
     float *x = dev_floats(rows * n_in), *y = NULL;
     CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
     size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, rows), sb = cuda_matmul_stream_work_bytes(type, n_in, rows),
@@ -870,11 +874,8 @@ static void bench_mma_rows_one(const char *name, size_t n_out, size_t n_in, size
     enum { MAXW = 64 };
     const uint32_t type = QUANT_Q8_0;
     const size_t wbytes = quant_row_bytes(type, n_in) * n_out;
-    size_t nw = (256u << 20) / wbytes + 1;
-    if (nw > MAXW) nw = MAXW;
-    if (g_quick) nw = 1;
     void *w[MAXW];
-    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(type, n_out, n_in);
+    const size_t nw = rotated_weights(type, n_out, n_in, w, MAXW);
     float *x = dev_floats(rows * n_in), *y = NULL;
     CU(cudaMalloc((void **)&y, rows * n_out * sizeof(float)));
     size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, rows), db = cuda_matmul_decode_work_bytes(type, n_in, 8);
