@@ -87,6 +87,9 @@ void cuda_mmv_stage_set(int on);
  * in-projection) in a persistent, double-buffered kernel (matmul_mmv_stream.cu): 0 off (also CLOVER_CUDA_MMV_STREAM=0),
  * 1 on (the default, verified on the H200 2026-12-07), N > 1 on with at most N blocks (tests). Same bits. */
 void cuda_mmv_stream_set(int v);
+/* Q8_0 decode products with staged weights dot a block a lane (mmv_row_q8l in matmul_mmv.cuh) instead of 4 lanes a
+ * block: 1 on (the default), 0 off (also CLOVER_CUDA_MMV_LANE=0). Same bits; fewer instructions a weight byte. */
+void cuda_mmv_lane_set(int on);
 /* The few-row integer chunk kernel (matmul_igemm_few.cu: 1..32 rows, dense with scratch and grouped experts):
  * off unless CLOVER_CUDA_IGEMM_FEW=1 (unverified on a device when written, 2026-12-03); 1/0 turns it on/off
  * (tests, benches). The bits are the same either way (one canonical order). */

@@ -124,14 +124,14 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMV_MIN_BLOCKS(T, FUSE, GLU)) 
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
 #pragma unroll
             for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
-            mmv_row<T>(wrow, p.n_in, xr, ns, VEC, acc);
-            if (GLU) mmv_row<T>(wrow2, p.n_in, xr, ns, VEC, acc2);
+            mmv_row_any<T>(p.lane_q8, wrow, p.n_in, xr, ns, VEC, acc);
+            if (GLU) mmv_row_any<T>(p.lane_q8, wrow2, p.n_in, xr, ns, VEC, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 if (i >= ns) break; /* ns is the same for the whole block: no lane leaves a shuffle */
-                float v = mmv_reduce<T>(acc[i]);
+                float v = mmv_reduce_any<T>(p.lane_q8, acc[i]);
                 if (GLU) {
-                    float u = mmv_reduce<T>(acc2[i]);
+                    float u = mmv_reduce_any<T>(p.lane_q8, acc2[i]);
                     v = mmv_swiglu(v, u);
                 }
                 if (lane == 0) Y[(size_t)slots[i] * NOUT + o] = v;
@@ -230,6 +230,20 @@ static int cuda_mmv_stage_enabled(void) {
 }
 extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 : 0, __ATOMIC_RELAXED); }
 
+/* The lane-a-block Q8_0 dot (mmv_row_q8l): on unless CLOVER_CUDA_MMV_LANE=0; cuda_mmv_lane_set overrides. It reads
+ * staged rows only: a lane's 34-byte stride over global memory would scatter a warp's loads. */
+static int g_lane = -1;
+int mmv_lane_enabled(void) {
+    int v = __atomic_load_n(&g_lane, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_MMV_LANE");
+        v = !(e && strcmp(e, "0") == 0);
+        __atomic_store_n(&g_lane, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_mmv_lane_set(int on) { __atomic_store_n(&g_lane, on ? 1 : 0, __ATOMIC_RELAXED); }
+
 /* Staging (mmv_stage) when the rows are 16-byte aligned and the block's rows
  * fit beside the fused 8-bit rows in 48 KB; sets p->stage, p->x_smem and
  * returns the block's shared memory. */
@@ -239,6 +253,7 @@ static size_t mmv_plan_smem(mmv_params *p, size_t x_smem) {
     uintptr_t al = (uintptr_t)p->w | (uintptr_t)p->w2 | (uintptr_t)p->expert_stride | (uintptr_t)p->row_bytes;
     for (int i = 0; i < p->n_seg; i++) al |= (uintptr_t)p->seg_w[i];
     p->stage = cuda_mmv_stage_enabled() && (al & 15) == 0 && xs + span <= MMV_SMEM_MAX;
+    p->lane_q8 = p->stage && mmv_lane_enabled();
     p->x_smem = (unsigned)xs;
     return p->stage ? xs + span : x_smem;
 }

@@ -27,6 +27,7 @@ typedef struct mmv_params {
     int fused;         /* the 8-bit rows are made in shared memory (FUSE) */
     int stage;         /* the block's weight rows are copied to shared memory first (cp.async), at x_smem */
     unsigned x_smem;   /* bytes of shared memory before the staged weights (the fused rows, 16-aligned) */
+    int lane_q8;       /* Q8_0 with staged weights: mmv_row_q8l (a lane a block) instead of mmv_row (4 lanes a block) */
     float *y;       /* [n_slots][n_out] */
     /* n_seg > 1: the launch does several matrices of this type and n_in on the same rows (dense only), blocks
      * seg_blk0[i] .. seg_blk0[i+1]-1 the i-th; each block then computes exactly what a launch of its own would */
@@ -236,6 +237,94 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
     }
 }
 
+/* Q8_0, a lane a block (mmv_row_q8l + mmv_reduce_q8l): the same bits as
+ * mmv_row + mmv_reduce<MM_Q8_0> with fewer instructions a weight byte.
+ *
+ * Why: mmv_row gives a 34-byte block to 4 lanes, so every block pays its
+ * scale load, two shuffles of the integer sum, the term's two multiplies and
+ * an add in all 4 lanes, and its weight words come as 16-bit halves: ~25
+ * warp instructions a 272-byte step, one dependent chain a lane. The H200's
+ * ncu of the output head (2026-12-12-dec24 call 4) found that dot issue-bound
+ * (SM 69%, DRAM 36%), and the dense one-row products at 25-54% of the copy
+ * bandwidth. Here lane L dots block b0 + L whole: 9 aligned 32-bit loads and
+ * 8 funnel shifts give its 8 weight words, 8 dp4a its exact integer sum, one
+ * term; ~40 instructions a 1,088-byte step, the loads independent.
+ *
+ * Bits: a block's integer sum is exact whichever lanes add it, and its term
+ * is formed by the same expression, (d_w * x_d) * isum. mmv_row's lane group
+ * j (j = 0..7) adds the terms of blocks j, j+8, j+16, ... in that order; here
+ * the terms of a 32-block step sit in lanes j, j+8, j+16, j+24, so lane j
+ * adds them in that order after three shuffles down: the same partials p_j
+ * in lanes 0..7. mmv_reduce_q8l's xor 1, 2, 4 then form
+ * ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)), mmv_reduce's tree (xor 4, 8, 16 over
+ * lane groups), and float addition commutes exactly. test_cuda_matmul's
+ * test_mmv_lane checks both forms bit for bit. Lanes 8..31 end with values
+ * no one reads. wrow must be 2-byte aligned (Q8_0 rows are); reads stay
+ * inside the row. */
+__device__ __forceinline__ void mmv_row_q8l(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx,
+                                            float *acc) {
+    const int lane = threadIdx.x & 31, nb = n_in / 32;
+#pragma unroll 2
+    for (int b0 = 0; b0 < nb; b0 += 32) {
+        const int b = b0 + lane, bl = b < nb ? b : b0; /* past the end: a real block, its term never added */
+        const uint8_t *blk = wrow + (size_t)bl * MM_Q8_0_BYTES;
+        const uintptr_t qa = (uintptr_t)(blk + 2);
+        const unsigned *wp = (const unsigned *)(qa & ~(uintptr_t)3);
+        const unsigned sh = (unsigned)(qa & 3) * 8; /* 0 or 16 */
+        unsigned w[9];
+#pragma unroll
+        for (int k = 0; k < 8; k++) w[k] = wp[k];
+        /* the last 2 bytes of an unaligned block: a 16-bit load, never past the block */
+        w[8] = sh ? (unsigned)*(const unsigned short *)(wp + 8) : 0u;
+        int q[8];
+#pragma unroll
+        for (int k = 0; k < 8; k++) q[k] = (int)__funnelshift_r(w[k], w[k + 1], sh);
+        const float dw = mm_f16(blk);
+        float t[MMV_MAX];
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const uint8_t *xb = xr[i] + (size_t)bl * MM_ACT32_BYTES;
+            const int *xq = (const int *)(xb + 4);
+            int s0 = 0, s1 = 0;
+#pragma unroll
+            for (int k = 0; k < 8; k += 2) s0 = __dp4a(q[k], xq[k], s0), s1 = __dp4a(q[k + 1], xq[k + 1], s1);
+            t[i] = __fmul_rn(__fmul_rn(dw, *(const float *)xb), (float)(s0 + s1));
+        }
+#pragma unroll
+        for (int i = 0; i < MMV_MAX; i++) {
+            if (i >= nx) break;
+            const float t1 = __shfl_down_sync(0xffffffffu, t[i], 8);
+            const float t2 = __shfl_down_sync(0xffffffffu, t[i], 16);
+            const float t3 = __shfl_down_sync(0xffffffffu, t[i], 24);
+            float a = acc[i];
+            if (b < nb) a = __fadd_rn(a, t[i]);
+            if (b + 8 < nb) a = __fadd_rn(a, t1);
+            if (b + 16 < nb) a = __fadd_rn(a, t2);
+            if (b + 24 < nb) a = __fadd_rn(a, t3);
+            acc[i] = a;
+        }
+    }
+}
+__device__ __forceinline__ float mmv_reduce_q8l(float v) {
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 1));
+    v = __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 2));
+    return __fadd_rn(v, __shfl_xor_sync(0xffffffffu, v, 4));
+}
+/* The kernels' dot and reduction: the lane form when lane_q8 (uniform over the launch) and T is Q8_0. */
+template <int T>
+__device__ __forceinline__ void mmv_row_any(bool lane_q8, const uint8_t *wrow, int n_in, const uint8_t *const *xr,
+                                            int nx, int vec, float *acc) {
+    if (T == MM_Q8_0 && lane_q8)
+        mmv_row_q8l(wrow, n_in, xr, nx, acc);
+    else
+        mmv_row<T>(wrow, n_in, xr, nx, vec, acc);
+}
+template <int T>
+__device__ __forceinline__ float mmv_reduce_any(bool lane_q8, float v) {
+    return T == MM_Q8_0 && lane_q8 ? mmv_reduce_q8l(v) : mmv_reduce<T>(v);
+}
+
 /* Copies n bytes (a multiple of 16, both ends 16-byte aligned) from global
  * to shared memory with cp.async, the block's threads striding 16 bytes: all
  * of a block's weight bytes are in flight at once, with no registers held,
@@ -287,6 +376,8 @@ __device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0
 /* matmul_mmv_stream.cu: the persistent, double-buffered form of a dense
  * product; 1 when it launched, 0 when it does not apply (then mmv_kernel). */
 int mmv_stream_launch(uint32_t type, mmv_params *p, size_t x_smem, cudaStream_t st);
+/* matmul_mmv.cu: whether staged Q8_0 rows take the lane-a-block dot (CLOVER_CUDA_MMV_LANE, cuda_mmv_lane_set). */
+int mmv_lane_enabled(void);
 
 /* moe_fast.cu: the cheaper Q4_K / Q5_K expert form (cuda_moe_fast_enabled()); 1 when it launched, 0 when it does
  * not apply (then mmv_kernel). The caller checked the arguments. */

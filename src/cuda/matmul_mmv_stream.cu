@@ -114,14 +114,14 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, MMVS_MIN_BLOCKS(T, FUSE, GLU))
             for (int i = 0; i < MMV_MAX; i++) acc[i] = 0.0f;
 #pragma unroll
             for (int i = 0; i < (GLU ? MMV_MAX : 1); i++) acc2[i] = 0.0f;
-            mmv_row<T>(cur + soff, p.n_in, xr, ns, gr.vec, acc);
-            if (GLU) mmv_row<T>(cur + half + soff, p.n_in, xr, ns, gr.vec, acc2);
+            mmv_row_any<T>(p.lane_q8, cur + soff, p.n_in, xr, ns, gr.vec, acc);
+            if (GLU) mmv_row_any<T>(p.lane_q8, cur + half + soff, p.n_in, xr, ns, gr.vec, acc2);
 #pragma unroll
             for (int i = 0; i < MMV_MAX; i++) {
                 if (i >= ns) break;
-                float v = mmv_reduce<T>(acc[i]);
+                float v = mmv_reduce_any<T>(p.lane_q8, acc[i]);
                 if (GLU) {
-                    float u = mmv_reduce<T>(acc2[i]);
+                    float u = mmv_reduce_any<T>(p.lane_q8, acc2[i]);
                     v = mmv_swiglu(v, u);
                 }
                 if (lane == 0) gr.y[(size_t)i * gr.n_out + o] = v;
@@ -202,6 +202,7 @@ int mmv_stream_launch(uint32_t type, mmv_params *p, size_t x_smem, cudaStream_t 
     if (smem > MMVS_SMEM_MAX) return 0;
     const int groups = p->n_seg > 1 ? p->n_blocks : (p->n_out + rb - 1) / rb;
     p->stage = 1;
+    p->lane_q8 = mmv_lane_enabled();
     p->x_smem = (unsigned)xs;
     p->buf_bytes = (unsigned)buf;
     int ok = 0;
@@ -212,6 +213,6 @@ int mmv_stream_launch(uint32_t type, mmv_params *p, size_t x_smem, cudaStream_t 
     case MM_Q6_K: ok = mmvs_type<MM_Q6_K>(p, smem, groups, set, st); break;
     default: break;
     }
-    if (!ok) p->stage = 0, p->x_smem = 0, p->buf_bytes = 0; /* mmv_kernel plans its own */
+    if (!ok) p->stage = 0, p->lane_q8 = 0, p->x_smem = 0, p->buf_bytes = 0; /* mmv_kernel plans its own */
     return ok;
 }

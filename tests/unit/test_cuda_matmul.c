@@ -1101,6 +1101,97 @@ static void test_mmv_stream(void) {
     }
 }
 
+/* The lane-a-block Q8_0 dot (mmv_row_q8l, CLOVER_CUDA_MMV_LANE, on by default): with it on, Q8_0 decode products
+ * with staged weights give bit for bit what the 4-lanes-a-block dot (mmv_row) gives with it off, in both kernels
+ * (mmv_kernel: the stream form off; mmvs_kernel: a cap of 3 blocks and every resident block), for one matrix,
+ * gate + up with SwiGLU and three matrices in one launch, and the grouped expert form. Row lengths of 8, 24, 40
+ * (a partial second 32-block step), 64, 72 and 128 blocks (staging needs 16-byte rows: multiples of 8 blocks);
+ * 1, 2, 3 and 8 rows. Outputs poisoned first; the "off" outputs are also checked against the CPU's decode_ref. */
+static void lane_case(size_t n_in, size_t n_rows, int form, int cap) {
+    const uint32_t type = QUANT_Q8_0;
+    const size_t n_out = cap == 1 ? 9000 : 61, so[3] = {61, 200, 17}, n_y = form == 2 ? 278 : n_out;
+    size_t rb;
+    const size_t n_w = n_out > n_y ? n_out : n_y;
+    uint8_t *w = make_weights(type, n_w, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
+    float *x = malloc(n_rows * n_in * sizeof(float));
+    fill(x, n_rows * n_in, 2.0);
+    void *dw = dev_upload(w, n_w * rb), *dw2 = dev_upload(w2, n_out * rb);
+    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
+    float *dy[2], *h[2];
+    char why[256] = "", what[64];
+    static const char *forms[3] = {"decode", "glu", "multi"};
+    snprintf(what, sizeof what, "lane %s x%zu/%zu stream %d", forms[form], n_rows, n_in, cap);
+    cuda_mmv_stream_set(cap);
+    for (int on = 0; on < 2; on++) {
+        cuda_mmv_lane_set(on);
+        dy[on] = dev_poisoned(n_rows * n_y);
+        h[on] = malloc(n_rows * n_y * sizeof(float));
+        int rc;
+        if (form == 0)
+            rc = cuda_matmul_decode(type, dw, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
+        else if (form == 1)
+            rc = cuda_matmul_decode_glu(type, dw, dw2, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
+        else {
+            cuda_matmul_seg seg[3];
+            size_t o = 0;
+            for (int i = 0; i < 3; i++) {
+                seg[i] = (cuda_matmul_seg){.w = (const uint8_t *)dw + o * rb, .n_out = so[i], .y = dy[on] + o * n_rows};
+                o += so[i];
+            }
+            rc = cuda_matmul_decode_multi(type, seg, 3, n_in, dx, n_rows, work, NULL, why, sizeof why);
+        }
+        CHECK_MSG(rc == 0, "%s: %s", what, why);
+        CU(cudaDeviceSynchronize());
+        dev_download(h[on], dy[on], n_rows * n_y);
+    }
+    const char *env = getenv("CLOVER_CUDA_MMV_STREAM"), *envl = getenv("CLOVER_CUDA_MMV_LANE");
+    cuda_mmv_stream_set(env ? atoi(env) : 1);
+    cuda_mmv_lane_set(!(envl && strcmp(envl, "0") == 0));
+    size_t diff = 0, bad = 0;
+    for (size_t i = 0; i < n_rows * n_y; i++) {
+        diff += memcmp(&h[0][i], &h[1][i], sizeof(float)) != 0;
+        bad += !isfinite(h[0][i]);
+    }
+    if (form == 0) { /* the old dot against the CPU, a few outputs a row (the rest are equal bits) */
+        double worst = 0;
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out; o += 37) {
+                const double ref = decode_ref(type, w + o * rb, x + r * n_in, n_in), got = h[1][r * n_out + o];
+                const double e = fabs(got - ref) / (1.0 + fabs(ref));
+                if (e > worst) worst = e;
+            }
+        CHECK_MSG(worst <= 1e-5, "%s: the lane form is %.3g from the CPU's decode_ref", what, worst);
+    }
+    CHECK_MSG(bad == 0, "%s: %zu outputs of the old dot not finite (the test's inputs)", what, bad);
+    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from the 4-lanes-a-block dot's bits", what, diff, n_rows * n_y);
+    if (diff == 0 && bad == 0) printf("  %-44s bit-identical (%zu outputs)\n", what, n_rows * n_y);
+    for (int on = 0; on < 2; on++) cudaFree(dy[on]), free(h[on]);
+    free(w), free(w2), free(x);
+    cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(work);
+}
+
+static void test_mmv_lane(void) {
+    const size_t n_ins[6] = {256, 768, 1280, 2048, 2304, 4096}, rows[4] = {1, 2, 3, 8};
+    for (int ni = 0; ni < 6; ni++)
+        for (int r = 0; r < 4; r++)
+            for (int form = 0; form < 3; form++) {
+                lane_case(n_ins[ni], rows[r], form, 0);
+                lane_case(n_ins[ni], rows[r], form, 3);
+            }
+    lane_case(2048, 1, 0, 1); /* every resident block, the head's form */
+    lane_case(4096, 1, 1, 1);
+    for (int on = 1; on >= 0; on--) { /* the grouped expert form, both dots against the CPU (moe_case) */
+        cuda_mmv_lane_set(on);
+        moe_case(QUANT_Q8_0, 1, 0, 0, 0, 2);
+        moe_case(QUANT_Q8_0, 8, 1, 0, 0, 2);
+        moe_case(QUANT_Q8_0, 3, 0, 0, 2, 2);
+    }
+    const char *envl = getenv("CLOVER_CUDA_MMV_LANE");
+    cuda_mmv_lane_set(!(envl && strcmp(envl, "0") == 0));
+}
+
 static void test_moe_decode(void) {
     for (int t = 0; t < N_TYPES; t++) {
         moe_case(TYPES[t], 1, 0, 0, 0, 0);
@@ -1784,6 +1875,7 @@ int main(void) {
     RUN(test_mma_rows);
     RUN(test_igemm_wide);
     RUN(test_mmv_stream);
+    RUN(test_mmv_lane);
     RUN(test_stream32);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
