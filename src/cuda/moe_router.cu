@@ -147,13 +147,18 @@ extern "C" bool cuda_moe_router_ok(const cuda_router_args *a) {
     return (((uintptr_t)a->w | (uintptr_t)a->w2 | (uintptr_t)a->x) & 15) == 0;
 }
 
-/* Shared memory past 48 KB needs the kernel's opt-in, once per instantiation (a repeated set is harmless). */
+/* Shared memory past 48 KB needs the kernel's opt-in, once per instantiation and device (the attribute is the
+ * device's: a split model's two GPUs each need it; a repeated set is harmless, so the flags need no lock). */
 template <int NPER>
 static void rt_launch(const rt_params &p, unsigned grid, unsigned nw, size_t smem, cudaStream_t st) {
-    static int opted = 0;
-    if (smem > 48 * 1024 && !__atomic_load_n(&opted, __ATOMIC_RELAXED)) {
-        cudaFuncSetAttribute(k_router<NPER>, cudaFuncAttributeMaxDynamicSharedMemorySize, RT_SMEM_MAX);
-        __atomic_store_n(&opted, 1, __ATOMIC_RELAXED);
+    static uint64_t opted = 0; /* bit d: device d has it */
+    int dev = 0;
+    if (smem > 48 * 1024 && cudaGetDevice(&dev) == cudaSuccess &&
+        (dev >= 64 || !(__atomic_load_n(&opted, __ATOMIC_RELAXED) >> dev & 1u))) {
+        if (cudaFuncSetAttribute(k_router<NPER>, cudaFuncAttributeMaxDynamicSharedMemorySize, RT_SMEM_MAX) ==
+                cudaSuccess &&
+            dev < 64)
+            __atomic_fetch_or(&opted, (uint64_t)1 << dev, __ATOMIC_RELAXED);
     }
     pdl_launch(k_router<NPER>, dim3(grid), dim3(32 * nw), smem, st, p);
 }

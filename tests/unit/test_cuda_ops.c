@@ -324,8 +324,8 @@ static void router_oracle(const router_host *h, const float *w, const float *w2,
 }
 
 /* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [8][n_in]; special 1: a NaN in x row 1 (that row's logits
- * all NaN: every probability NaN, ids 0..k-1), 2: +inf in weight row E/2 (every row's logit there +-inf: the
- * same), 0: none. */
+ * all NaN: every probability NaN, ids 0..k-1), 2: +inf in weight row E/2 (every row's logit there +inf, every
+ * probability NaN, or -inf, that expert's probability 0, by the sign of x[5]), 0: none. */
 static void router_make(router_bufs *b, float **hw, float **hw2, float **hx, size_t E, size_t n_in, size_t n2,
                         int special, uint64_t seed) {
     const size_t R = 8;
