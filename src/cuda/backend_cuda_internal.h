@@ -129,6 +129,7 @@ typedef struct cuda_scratch {
     void *cs_work;       /* cuda_moe_coreset scratch */
     uint8_t *kept;       /* [n_layer][E] the last preview's coreset flags */
     uint32_t *kept_count; /* [1] kept experts summed over the layers */
+    uint32_t *route_ctr;  /* [1] the fused router's block counter (cuda_moe_router.h): 0 between launches */
     uint8_t *used;       /* [n_layer][E] experts routed to, marked when count_experts (benchmarks' floors) */
     float *plog;         /* [R][V] picked rows, forbidden and penalised */
     int32_t *pk_rows;    /* [2R] head rows, then the picked rows' index into logits */
@@ -177,6 +178,9 @@ struct backend_session {
     void *side_ev[2];           /* fork (stream -> side) and join (side -> stream) of a MoE layer */
     bool side_open;             /* a MoE layer forked the side stream and has not joined it yet */
     bool exact_rows;            /* exact float products past 8 rows in one cuda_matmul_exact launch (CLOVER_CUDA_EXACT_ROWS=1: yes) */
+    int router_fused;           /* the router product and routing in one launch (moe_router.cu): 0 no
+                                 * (CLOVER_CUDA_ROUTER_FUSED=0), 1 yes (the default), 2 yes without staging its
+                                 * weights in shared memory (=2, A/B) */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

@@ -17,7 +17,8 @@
  *  - Q8_0 / K-quant weights: up to 8 rows the CPU's 8-bit activation rounding
  *    (blocks of 32 / 256, d = max|x| / 127), more rows the TF32 tensor-core
  *    GEMM (operands rounded to 10-bit mantissas, f32 accumulation).
- * The MoE routes on the device (cuda_moe_route), the grouped expert products
+ * The MoE routes on the device (cuda_moe_route; up to 8 rows in the router
+ * product's own launch, cuda_moe_router), the grouped expert products
  * read each routed expert once for all the rows that use it, and the routed
  * outputs are summed in ascending expert id as the CPU does.
  *
@@ -41,6 +42,7 @@
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
+#include "cuda/cuda_moe_router.h"
 #include "cuda/cuda_ops.h"
 #include "cuda/cuda_preview.h"
 #include "quant/quant.h"
@@ -81,6 +83,11 @@ static bool takes_stream(const backend_session *s, const model_weight *w, size_t
     return cuda_matmul_stream_takes(w->type, (size_t)w->ne[0], n) &&
            ((uintptr_t)cuda_model_weight(s->cm, w) & 15) == 0 &&
            cuda_matmul_stream_work_bytes(w->type, (size_t)w->ne[0], n) <= s->sc.mm_work_bytes;
+}
+
+/* One type and one input width: two products that one decode launch can take together. */
+static bool same_width(const model_weight *a, const model_weight *b) {
+    return a->type == b->type && a->ne[0] == b->ne[0];
 }
 
 static bool same_shape(const model_weight *a, const model_weight *b) {
@@ -459,6 +466,42 @@ static int shexp_join(backend_session *s, clover_error *err) {
     return CLOVER_OK;
 }
 
+/* The fused router (moe_router.cu, cuda_moe_router.h): what mm_multi of {gate_inp (exact), gate_inp_shexp} and
+ * cuda_moe_route write, bit for bit, in one launch instead of two (the routing's launch and dependency were ~2-3
+ * us of the ~7 us a layer of the pair on the H200, issue 24). Where mm_multi would run both as one decode product:
+ * up to D rows, an F32 router and a shared expert's gate of its type and width on the decode kernel too (a gate
+ * that would take another form keeps the two launches, and its bits). CLOVER_CUDA_ROUTER_FUSED=0: the two launches. */
+static cuda_router_args router_args(const backend_session *s, const model_moe_weights *w, size_t n) {
+    const cuda_scratch *sc = &s->sc;
+    const bool sh = s->hp->n_ff_shexp != 0;
+    cuda_router_args a = {.type = w->gate_inp.type, .w = cuda_model_weight(s->cm, &w->gate_inp),
+                          .n_expert = (size_t)w->gate_inp.ne[1], .n_in = (size_t)w->gate_inp.ne[0],
+                          .w2 = sh ? cuda_model_weight(s->cm, &w->gate_inp_shexp) : NULL,
+                          .n_out2 = sh ? (size_t)w->gate_inp_shexp.ne[1] : 0, .y2 = sh ? sc->sg : NULL,
+                          .x = sc->x, .n_rows = n, .logits = sc->rlog, .idx = sc->ridx, .wts = sc->rw,
+                          .k = s->hp->n_expert_used, .counter = sc->route_ctr, .no_stage = s->router_fused == 2};
+    return a;
+}
+
+static bool router_fuses(const backend_session *s, const model_moe_weights *w, size_t n) {
+    if (!s->router_fused || n < 1 || n > D || w->gate_inp.type != QUANT_F32 ||
+        (size_t)w->gate_inp.ne[1] != s->hp->n_expert || !takes_decode(s, &w->gate_inp, true))
+        return false;
+    if (s->hp->n_ff_shexp &&
+        (!same_width(&w->gate_inp_shexp, &w->gate_inp) || !takes_decode(s, &w->gate_inp_shexp, false)))
+        return false;
+    const cuda_router_args a = router_args(s, w, n);
+    return cuda_moe_router_ok(&a);
+}
+
+static int router_fused(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
+    const cuda_router_args a = router_args(s, w, n);
+    char why[256] = "";
+    if (cuda_moe_router(&a, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s (routing): %s", w->gate_inp.name, why);
+    return CLOVER_OK;
+}
+
 static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
                              clover_error *err) {
     const model_moe_weights *w = &ml->moe;
@@ -473,8 +516,14 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     float *const out[2] = {sc->rlog, sc->sg};
     const bool side = Fs && s->side;
     if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
-    if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) return rc;
-    if (p->preview && s->stack) {
+    /* rows routed freely over all experts (no coreset, not a stacked preview's per-sequence routing): the router
+     * product, the shared expert's gate logit and the routing in one launch where they fit it */
+    const bool free_route = !(p->preview && (s->stack || p->coreset));
+    if (free_route && router_fuses(s, w, n)) {
+        if ((rc = router_fused(s, w, n, err))) return rc;
+    } else if ((rc = mm_multi(s, rw, ex, out, Fs ? 2 : 1, sc->x, n, err))) {
+        return rc;
+    } else if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
          * sc.kept[i][layer]), and its rows routed inside it; or routed freely */
         const size_t E = hp->n_expert;

@@ -155,6 +155,7 @@ static size_t session_layout(backend_session *s, char *base) {
     sc->cs_work = carve(&c, cuda_moe_coreset_work_bytes(R, k));
     sc->kept = carve(&c, s->seq_stride * hp->n_layer * E); /* the stack: [sequence][layer][E] */
     sc->kept_count = carve(&c, sizeof(uint32_t));
+    sc->route_ctr = carve(&c, sizeof(uint32_t));
     sc->used = carve(&c, (size_t)hp->n_layer * E);
     sc->plog = carve(&c, pick_rows_max(s) * V * f);
     sc->pk_rows = carve(&c, 2 * R * 4);
@@ -466,6 +467,9 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     }
     const char *ex_env = getenv("CLOVER_CUDA_EXACT_ROWS"); /* off until measured on a device (dec24 call 7) */
     s->exact_rows = ex_env && strcmp(ex_env, "1") == 0;
+    /* the router product and the routing in one launch (moe_router.cu) unless CLOVER_CUDA_ROUTER_FUSED=0 */
+    const char *rf_env = getenv("CLOVER_CUDA_ROUTER_FUSED");
+    s->router_fused = !rf_env || !*rf_env ? 1 : strcmp(rf_env, "0") == 0 ? 0 : strcmp(rf_env, "2") == 0 ? 2 : 1;
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {
@@ -500,7 +504,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: the attention / GDN kernels could not be set up");
         goto fail;
     }
-    if (zero_states(s, why)) {
+    /* the fused router's counter starts at 0 (each launch leaves it 0; cuda_moe_router.h) */
+    if (cuda_memset(s->sc.route_ctr, 0, sizeof(uint32_t), s->stream, why) || zero_states(s, why)) {
         rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
         goto fail;
     }

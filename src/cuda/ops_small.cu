@@ -14,6 +14,7 @@
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "cuda_pdl.cuh"
+#include "moe_route.cuh"
 
 static thread_local char g_err[256];
 
@@ -240,18 +241,9 @@ extern "C" int cuda_swiglu(float *h, const float *g, const float *u, size_t coun
 }
 
 /* One warp per row (ROUTE_ROWS rows per block), the row's logits in
- * registers: lane l holds experts l, l + 32, ... (NPER of them, NPER * 32 >=
- * E). Softmax as cpu_moe_route (max, e^(x - max), sum, times 1 / sum; the
- * max and sum by warp shuffles), then k rounds of a warp arg-max on
- * (probability descending, id ascending), which is cpu_moe_topk's order:
- * each lane keeps a bit mask of its candidates and clears the winner's bit.
- * A row holding a NaN or an inf logit, or only -inf, has every probability
- * NaN (the sum is NaN), and the CPU then takes the first k candidates in id
- * order with NaN weights: a NaN probability ranks as 0 here, so all tie and
- * the lowest ids win, the same picks.
- * allowed (NULL: every expert) restricts the top-k to a preview's coreset
- * (cpu_moe_route with allowed): the softmax stays over all experts, fewer than
- * k allowed leave padding slots of the lowest ids outside the set, weight 0. */
+ * registers: moe_route_warp (moe_route.cuh) is the routing itself, shared
+ * with the fused router product (moe_router.cu) so that the two write the
+ * same bits. */
 enum { ROUTE_ROWS = 4 };
 
 template <int NPER>
@@ -259,92 +251,9 @@ __global__ void __launch_bounds__(ROUTE_ROWS * 32)
     k_route(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n, size_t E, size_t k) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
-    const unsigned lane = threadIdx.x & 31;
     const size_t r = (size_t)blockIdx.x * ROUTE_ROWS + threadIdx.x / 32;
-    if (r >= n) return; /* a whole warp: the shuffles below see full warps */
-    const float *row = logits + r * E;
-    float p[NPER];
-    uint32_t cand = 0; /* bit i: expert lane + 32 i is a candidate not yet chosen */
-    float mx = -INFINITY;
-#pragma unroll
-    for (int i = 0; i < NPER; i++) {
-        const size_t e = lane + 32 * (size_t)i;
-        p[i] = e < E ? row[e] : -INFINITY;
-        if (e < E && (!allowed || allowed[e])) cand |= 1u << i;
-        mx = fmaxf(mx, p[i]); /* fmaxf drops NaN, as the CPU's `>` does */
-    }
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    float s = 0.0f;
-#pragma unroll
-    for (int i = 0; i < NPER; i++) {
-        const size_t e = lane + 32 * (size_t)i;
-        p[i] = e < E ? expf(p[i] - mx) : 0.0f;
-        s += p[i];
-    }
-    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    const float inv = 1.0f / s;
-#pragma unroll
-    for (int i = 0; i < NPER; i++) p[i] *= inv;
-
-    int32_t my_id = -1; /* lane j < m: the j-th pick and its probability */
-    float my_p = 0.0f;
-    size_t m = 0;
-    for (size_t j = 0; j < k; j++) {
-        float best = -INFINITY; /* probabilities are >= 0 (NaN ranks as 0): -inf is "none" */
-        int32_t bi = INT32_MAX;
-#pragma unroll
-        for (int i = 0; i < NPER; i++) {
-            const float key = isnan(p[i]) ? 0.0f : p[i];
-            if ((cand >> i & 1u) && key > best) { /* strict: the lower id (earlier i) keeps a tie */
-                best = key;
-                bi = (int32_t)(lane + 32 * i);
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-            const int32_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ob > best || (ob == best && oi < bi)) {
-                best = ob;
-                bi = oi;
-            }
-        }
-        if (bi == INT32_MAX) break; /* fewer than k candidates (uniform over the warp) */
-        float wp = 0.0f;
-        if ((unsigned)bi % 32 == lane) {
-#pragma unroll
-            for (int i = 0; i < NPER; i++)
-                if ((int32_t)(lane + 32 * i) == bi) {
-                    wp = p[i];
-                    cand &= ~(1u << i);
-                }
-        }
-        wp = __shfl_sync(0xffffffffu, wp, (unsigned)bi % 32);
-        if (lane == j) {
-            my_id = bi;
-            my_p = wp;
-        }
-        m = j + 1;
-    }
-    float top = 0.0f;
-    for (size_t j = 0; j < m; j++) top += __shfl_sync(0xffffffffu, my_p, (unsigned)j); /* descending, as the CPU */
-    if (lane < m) {
-        idx[r * k + lane] = my_id;
-        wts[r * k + lane] = my_p / top;
-    }
-    if (allowed && m < k) { /* padding slots: the lowest ids outside the set, in order, weight 0 */
-        size_t j = m;
-        for (size_t base = 0; base < E && j < k; base += 32) {
-            const size_t e = base + lane;
-            const bool out = e < E && !allowed[e];
-            const unsigned mask = __ballot_sync(0xffffffffu, out);
-            const size_t slot = j + (size_t)__popc(mask & ((1u << lane) - 1u));
-            if (out && slot < k) {
-                idx[r * k + slot] = (int32_t)e;
-                wts[r * k + slot] = 0.0f;
-            }
-            j += (size_t)__popc(mask);
-        }
-    }
+    if (r >= n) return; /* a whole warp: the shuffles see full warps */
+    moe_route_warp<NPER>(idx + r * k, wts + r * k, logits + r * E, allowed, E, k);
 }
 
 /* The smallest NPER of k_route holding E experts (E <= CUDA_ROUTE_MAX_EXPERT = 32 * 32). */

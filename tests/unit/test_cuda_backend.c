@@ -23,6 +23,7 @@
  */
 #include "backend_test.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_moe_router.h"
 #include "cuda_test.h"
 
 #define F32_BOUND 1e-4
@@ -154,6 +155,53 @@ done:
     free(la), free(lb);
 }
 
+/* The fused router (moe_router.cu, on by default) against the two launches it replaces (CLOVER_CUDA_ROUTER_FUSED=0,
+ * read when a session is made): a 5-row chunk (every row's logits) and 6 decode steps through the captured graph
+ * give the same logits bit for bit, and the same state; the fused form did run in the one session and not in the
+ * other (cuda_moe_router_launches). */
+static void router_fused_case(const test_model *tm, const char *what) {
+    const size_t V = tm->model->hp.n_vocab;
+    setenv("CLOVER_CUDA_ROUTER_FUSED", "0", 1);
+    tseq *old = mk(&backend_cuda, tm->model, 16, 128);
+    unsetenv("CLOVER_CUDA_ROUTER_FUSED");
+    tseq *neu = mk(&backend_cuda, tm->model, 16, 128);
+    float *lo = malloc(5 * V * 4), *ln = malloc(5 * V * 4);
+    if (!old || !neu) goto done;
+    clover_error err = {0};
+    int32_t p[5] = {3, 9, 27, 81, 243 % (int32_t)V};
+    backend_commit_seq oo = {.all_logits = lo}, on = {.all_logits = ln};
+    uint64_t n0 = cuda_moe_router_launches();
+    CHECK(seq_commit(old, p, 5, &oo, NULL, &err) == 0);
+    CHECK_MSG(cuda_moe_router_launches() == n0, "%s: the fused router ran with CLOVER_CUDA_ROUTER_FUSED=0", what);
+    CHECK(seq_commit(neu, p, 5, &on, NULL, &err) == 0);
+    CHECK_MSG(cuda_moe_router_launches() > n0, "%s: the fused router did not run for a 5-row chunk", what);
+    CHECK_MSG(memcmp(lo, ln, 5 * V * 4) == 0, "%s: 5-row chunk logits differ from the two launches'", what);
+    size_t same = 0;
+    for (int t = 0; t < 6; t++) {
+        int32_t id = (int32_t)((t * 29 + 1) % (int)V);
+        backend_commit_seq po = {.last_logits = lo}, pn = {.last_logits = ln}; /* the decode graph path */
+        CHECK(seq_commit(old, &id, 1, &po, NULL, &err) == 0);
+        n0 = cuda_moe_router_launches();
+        CHECK(seq_commit(neu, &id, 1, &pn, NULL, &err) == 0);
+        if (t == 0) CHECK_MSG(cuda_moe_router_launches() > n0, "%s: the decode step took no fused router", what);
+        same += memcmp(lo, ln, V * 4) == 0;
+    }
+    CHECK_MSG(same == 6, "%s: %zu of 6 decode steps' logits equal the two launches'", what, same);
+    size_t bo, bn;
+    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
+    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs from the two launches'", what);
+    printf("     %s: fused router = two launches (chunk of 5, 6 decode steps, state)\n", what);
+    free(so), free(sn);
+done:
+    seq_free(old), seq_free(neu);
+    free(lo), free(ln);
+}
+
+static void router_fused_equals_two_launches(void) {
+    router_fused_case(&tm32, "f32");
+    router_fused_case(&tmq8, "q8_0");
+}
+
 /* Scoring: the NLL of the fixture's text against the CPU backend's. */
 static void nll_matches_cpu(void) {
     size_t n;
@@ -240,6 +288,7 @@ int main(void) {
     RUN(decode_q8_small_rows);
     RUN(decode_q8);
     RUN(graph_equals_eager);
+    RUN(router_fused_equals_two_launches);
     RUN(nll_matches_cpu);
     RUN(state_roundtrip);
     RUN(errors);

@@ -13,6 +13,9 @@
 #include "cpu/backend_cpu_internal.h"
 #include "cpu/moe.h"
 #include "cpu/norm.h"
+#include "cuda/cuda_device.h"
+#include "cuda/cuda_matmul.h"
+#include "cuda/cuda_moe_router.h"
 #include "cuda/cuda_ops.h"
 #include "cuda_test.h"
 #include "backend/sampler.h"
@@ -201,6 +204,295 @@ static void test_route(void) {
     free(allowed), free(lg);
 }
 
+/* ---- the fused router (cuda_moe_router.h, moe_router.cu) ----
+ * One launch for the router product, a second matrix's product (the shared expert's gate) and the routing. It
+ * must write what the two launches it replaces write, bit for bit (cuda_matmul_decode, or cuda_matmul_decode_multi
+ * with the second matrix, then cuda_moe_route: the logits, the second outputs, ids and weights), and both must
+ * agree with the CPU: the logits within 1e-5 (normalised) of double dots (f32 sums of n_in <= 4096 products:
+ * sqrt(n) 2^-24 typical, as test_cuda_matmul's decode bound), non-finite exactly where the CPU's are, and the
+ * routing of those logits as cpu_moe_route's (route_case's rule: ids exact, weights within 1e-6, NaN where the
+ * CPU's are). */
+typedef struct router_bufs {
+    float *w, *w2, *x;                 /* device inputs */
+    float *y, *y2, *wts;               /* device outputs, poisoned */
+    int32_t *idx;
+    uint32_t *ctr;
+} router_bufs;
+
+typedef struct router_host {
+    float *y, *y2, *wts;
+    int32_t *idx;
+} router_host;
+
+static void router_host_get(router_host *h, const router_bufs *b, size_t n, size_t E, size_t n2, size_t k) {
+    h->y = malloc(n * E * 4), h->y2 = malloc((n * n2 + 1) * 4), h->wts = malloc(n * k * 4);
+    h->idx = malloc(n * k * 4);
+    cuda_test_download(h->y, b->y, n * E * 4);
+    if (n2) cuda_test_download(h->y2, b->y2, n * n2 * 4);
+    cuda_test_download(h->wts, b->wts, n * k * 4);
+    cuda_test_download(h->idx, b->idx, n * k * 4);
+}
+
+static void router_host_free(router_host *h) { free(h->y), free(h->y2), free(h->wts), free(h->idx); }
+
+static void router_poison(router_bufs *b, size_t n, size_t E, size_t n2, size_t k) {
+    char why[CUDA_WHY];
+    CHECK_MSG(cuda_fill_nan(b->y, n * E, why) == 0 && cuda_fill_nan(b->wts, n * k, why) == 0 &&
+                  cuda_fill_nan((float *)b->idx, n * k, why) == 0 && (!n2 || cuda_fill_nan(b->y2, n * n2, why) == 0),
+              "%s", why);
+}
+
+static cuda_router_args router_args_of(const router_bufs *b, size_t n, size_t E, size_t n_in, size_t n2, size_t k) {
+    cuda_router_args a = {.type = QUANT_F32, .w = b->w, .n_expert = E, .n_in = n_in, .w2 = n2 ? b->w2 : NULL,
+                          .n_out2 = n2, .y2 = n2 ? b->y2 : NULL, .x = b->x, .n_rows = n, .logits = b->y,
+                          .idx = b->idx, .wts = b->wts, .k = k, .counter = b->ctr};
+    return a;
+}
+
+/* The two launches the fused one replaces, as backend_cuda_pass.c ran them. */
+static void router_two_launches(const router_bufs *b, size_t n, size_t E, size_t n_in, size_t n2, size_t k, void *st) {
+    char why[256] = "";
+    if (n2) {
+        const cuda_matmul_seg seg[2] = {{b->w, E, b->y}, {b->w2, n2, b->y2}};
+        CHECK_MSG(cuda_matmul_decode_multi(QUANT_F32, seg, 2, n_in, b->x, n, NULL, st, why, sizeof why) == 0, "%s",
+                  why);
+    } else {
+        CHECK_MSG(cuda_matmul_decode(QUANT_F32, b->w, E, n_in, b->x, n, b->y, NULL, st, why, sizeof why) == 0, "%s",
+                  why);
+    }
+    CHECK(cuda_moe_route(b->idx, b->wts, b->y, n, E, k, st) == 0);
+}
+
+static void router_fused_call(const router_bufs *b, size_t n, size_t E, size_t n_in, size_t n2, size_t k,
+                              int no_stage, void *st) {
+    cuda_router_args a = router_args_of(b, n, E, n_in, n2, k);
+    a.no_stage = no_stage;
+    char why[256] = "";
+    CHECK_MSG(cuda_moe_router_ok(&a), "E %zu n_in %zu rows %zu k %zu: not taken", E, n_in, n, k);
+    CHECK_MSG(cuda_moe_router(&a, st, why, sizeof why) == 0, "%s", why);
+}
+
+static bool router_same(const router_host *a, const router_host *b, size_t n, size_t E, size_t n2, size_t k) {
+    return memcmp(a->y, b->y, n * E * 4) == 0 && (!n2 || memcmp(a->y2, b->y2, n * n2 * 4) == 0) &&
+           memcmp(a->idx, b->idx, n * k * 4) == 0 && memcmp(a->wts, b->wts, n * k * 4) == 0;
+}
+
+static uint32_t router_counter(const router_bufs *b) {
+    uint32_t c = 0xdeadbeef;
+    cuda_test_download(&c, b->ctr, 4);
+    return c;
+}
+
+/* The CPU's side: double dots for the logits (and the second outputs), cpu_moe_route on the device's logits. */
+static void router_oracle(const router_host *h, const float *w, const float *w2, const float *x, size_t n, size_t E,
+                          size_t n_in, size_t n2, size_t k, const char *what) {
+    const size_t no = n * (E + n2);
+    float *ref = malloc(no * 4), *got = malloc(no * 4);
+    for (size_t r = 0; r < n; r++)
+        for (size_t o = 0; o < E + n2; o++) {
+            const float *wr = o < E ? w + o * n_in : w2 + (o - E) * n_in;
+            double acc = 0.0;
+            for (size_t i = 0; i < n_in; i++) acc += (double)wr[i] * (double)x[r * n_in + i];
+            const size_t j = r * (E + n2) + o;
+            ref[j] = (float)acc;
+            got[j] = o < E ? h->y[r * E + o] : h->y2[r * n2 + (o - E)];
+            if (!isfinite(ref[j]) || !isfinite(got[j])) { /* NaN and inf exactly where the CPU has them */
+                CHECK_MSG(isnan(ref[j]) == isnan(got[j]) && isinf(ref[j]) == isinf(got[j]) &&
+                              (!isinf(ref[j]) || (ref[j] > 0) == (got[j] > 0)),
+                          "%s row %zu output %zu: device %g, CPU %g", what, r, o, (double)got[j], (double)ref[j]);
+                ref[j] = got[j] = 0.25f;
+            }
+        }
+    CHECK_NERR(got, ref, no, 1e-5);
+    float *probs = malloc(E * 4), *rw = malloc(n * k * 4), *ow = malloc(n * k * 4);
+    int32_t *ri = malloc(n * k * 4);
+    for (size_t r = 0; r < n; r++) {
+        const size_t m = cpu_moe_route(ri + r * k, rw + r * k, h->y + r * E, E, k, NULL, probs);
+        CHECK(m == k);
+    }
+    for (size_t i = 0; i < n * k; i++) {
+        ow[i] = h->wts[i];
+        CHECK_MSG(h->idx[i] == ri[i], "%s row %zu slot %zu: device id %d, CPU %d", what, i / k, i % k, h->idx[i],
+                  ri[i]);
+        CHECK_MSG(isnan(ow[i]) == isnan(rw[i]), "%s row %zu slot %zu: weight %g, CPU %g", what, i / k, i % k,
+                  (double)ow[i], (double)rw[i]);
+        if (isnan(ow[i]) && isnan(rw[i])) ow[i] = rw[i] = 0.125f;
+    }
+    CHECK_NERR(ow, rw, n * k, 1e-6);
+    free(ow);
+    free(probs), free(rw), free(ri), free(ref), free(got);
+}
+
+/* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [8][n_in]; special 1: a NaN in x row 1 (that row's logits
+ * all NaN: every probability NaN, ids 0..k-1), 2: +inf in weight row E/2 (every row's logit there +inf, every
+ * probability NaN, or -inf, that expert's probability 0, by the sign of x[5]), 0: none. */
+static void router_make(router_bufs *b, float **hw, float **hw2, float **hx, size_t E, size_t n_in, size_t n2,
+                        int special, uint64_t seed) {
+    const size_t R = 8;
+    *hw = malloc(E * n_in * 4), *hw2 = malloc((n2 ? n2 : 1) * n_in * 4), *hx = malloc(R * n_in * 4);
+    cuda_test_fill(*hw, E * n_in, seed, 1.0f / sqrtf((float)n_in) * 4.0f);
+    cuda_test_fill(*hw2, (n2 ? n2 : 1) * n_in, seed + 1, 1.0f / sqrtf((float)n_in));
+    cuda_test_fill(*hx, R * n_in, seed + 2, 1.0f);
+    if (special == 1) (*hx)[1 * n_in + 3] = NAN;
+    if (special == 2) (*hw)[(E / 2) * n_in + 5] = INFINITY;
+    b->w = cuda_test_upload(*hw, E * n_in * 4);
+    b->w2 = cuda_test_upload(*hw2, (n2 ? n2 : 1) * n_in * 4);
+    b->x = cuda_test_upload(*hx, R * n_in * 4);
+    b->y = cuda_test_poisoned(R * E), b->y2 = cuda_test_poisoned(R * (n2 ? n2 : 1));
+    b->wts = cuda_test_poisoned(R * 16);
+    b->idx = (int32_t *)cuda_test_poisoned(R * 16);
+    b->ctr = cuda_test_upload((const uint32_t[1]){0}, 4);
+}
+
+static void router_bufs_free(router_bufs *b) {
+    cuda_free(b->w), cuda_free(b->w2), cuda_free(b->x), cuda_free(b->y), cuda_free(b->y2), cuda_free(b->wts);
+    cuda_free(b->idx), cuda_free(b->ctr);
+}
+
+/* One shape at rows 1..8 (or rows_max), k = 8 (or E when smaller) and 1: the fused launch against the two launches
+ * bit for bit, staged and unstaged, PDL on and off, on a non-blocking stream; the CPU oracle; the counter back to 0. */
+static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t rows_max, uint64_t seed) {
+    router_bufs b;
+    float *hw, *hw2, *hx;
+    router_make(&b, &hw, &hw2, &hx, E, n_in, n2, special, seed);
+    void *st = NULL;
+    char why[CUDA_WHY];
+    CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
+    const size_t ks[2] = {E < 8 ? E : 8, 1};
+    for (size_t n = 1; n <= rows_max; n++)
+        for (int ki = 0; ki < 2; ki++) {
+            const size_t k = ks[ki];
+            char what[96];
+            snprintf(what, sizeof what, "fused router E %zu n_in %zu n2 %zu rows %zu k %zu special %d", E, n_in, n2,
+                     n, k, special);
+            router_poison(&b, n, E, n2, k);
+            router_two_launches(&b, n, E, n_in, n2, k, st);
+            sync_or_fail();
+            CHECK_MSG(cuda_stream_sync(st, why) == 0, "%s", why);
+            router_host two;
+            router_host_get(&two, &b, n, E, n2, k);
+            for (int form = 0; form < 3; form++) { /* staged, unstaged, staged with PDL off */
+                cuda_pdl_set(form != 2);
+                router_poison(&b, n, E, n2, k);
+                router_fused_call(&b, n, E, n_in, n2, k, form == 1, st);
+                CHECK_MSG(cuda_stream_sync(st, why) == 0, "%s", why);
+                router_host one;
+                router_host_get(&one, &b, n, E, n2, k);
+                CHECK_MSG(router_same(&one, &two, n, E, n2, k), "%s form %d: differs from the two launches", what,
+                          form);
+                CHECK_MSG(router_counter(&b) == 0, "%s form %d: the counter was left at %u", what, form,
+                          router_counter(&b));
+                if (form == 0) router_oracle(&one, hw, hw2, hx, n, E, n_in, n2, k, what);
+                router_host_free(&one);
+            }
+            cuda_pdl_set(1);
+            router_host_free(&two);
+        }
+    cuda_stream_destroy(st);
+    router_bufs_free(&b);
+    free(hw), free(hw2), free(hx);
+}
+
+/* The 35B-A3B's router (256 x 2048 and the 1-output shared expert gate), odd expert counts (200: 7 lanes' worth,
+ * 33: two register widths' boundary) and widths (1000: a partial last 256-value step; 264), 8192 wide (a block's
+ * staged rows past 48 KB: the opt-in), 16384 wide (past 96 KB: L2 prefetch instead); NaN and inf rows. */
+static void test_router_fused(void) {
+    router_shape(256, 2048, 1, 0, 8, 71);
+    router_shape(200, 1000, 0, 0, 8, 72);
+    router_shape(33, 264, 1, 0, 8, 73);
+    router_shape(64, 8192, 0, 0, 3, 74);
+    router_shape(16, 16384, 1, 0, 2, 78);
+    router_shape(256, 2048, 1, 1, 8, 75);
+    router_shape(200, 1000, 0, 2, 8, 76);
+    /* outside the fused form: refused without a launch (the caller keeps the two launches) */
+    router_bufs b;
+    float *hw, *hw2, *hx;
+    router_make(&b, &hw, &hw2, &hx, 33, 264, 1, 0, 77);
+    cuda_router_args a = router_args_of(&b, 3, 33, 264, 1, 4);
+    char why[256] = "";
+    CHECK(cuda_moe_router_ok(&a));
+    a.k = 0;
+    CHECK(!cuda_moe_router_ok(&a) && cuda_moe_router(&a, NULL, why, sizeof why) == -1 && why[0]);
+    a.k = 4, a.n_rows = 9;
+    CHECK(!cuda_moe_router_ok(&a));
+    a.n_rows = 3, a.x = b.x + 1; /* 4-byte aligned only */
+    CHECK(!cuda_moe_router_ok(&a));
+    a.x = b.x, a.n_in = 260; /* not a multiple of 8 */
+    CHECK(!cuda_moe_router_ok(&a));
+    a.n_in = 264, a.type = QUANT_F16;
+    CHECK(!cuda_moe_router_ok(&a));
+    router_bufs_free(&b);
+    free(hw), free(hw2), free(hx);
+}
+
+/* Graphs: two fused launches on one counter (8 rows k 8, then 3 rows k 1 on other rows) captured once and replayed
+ * twice, outputs poisoned before each replay: every replay's bits are the direct calls', the counter 0 after. */
+static void test_router_fused_graph(void) {
+    const size_t E = 256, n_in = 2048, n2 = 1;
+    router_bufs b, c;
+    float *hw, *hw2, *hx, *cw, *cw2, *cx;
+    router_make(&b, &hw, &hw2, &hx, E, n_in, n2, 0, 81);
+    router_make(&c, &cw, &cw2, &cx, E, n_in, n2, 0, 82);
+    cuda_free(c.ctr);
+    c.ctr = b.ctr; /* one word for both launches, as a session's 40 layers share theirs */
+    void *st = NULL, *exec = NULL;
+    char why[CUDA_WHY];
+    CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
+    router_fused_call(&b, 8, E, n_in, n2, 8, 0, st);
+    router_fused_call(&c, 3, E, n_in, n2, 1, 0, st);
+    CHECK_MSG(cuda_stream_sync(st, why) == 0, "%s", why);
+    router_host db, dc;
+    router_host_get(&db, &b, 8, E, n2, 8);
+    router_host_get(&dc, &c, 3, E, n2, 1);
+    router_oracle(&db, hw, hw2, hx, 8, E, n_in, n2, 8, "graph, direct, 8 rows");
+    router_oracle(&dc, cw, cw2, cx, 3, E, n_in, n2, 1, "graph, direct, 3 rows");
+    CHECK_MSG(cuda_graph_begin(st, why) == 0, "%s", why);
+    router_fused_call(&b, 8, E, n_in, n2, 8, 0, st);
+    router_fused_call(&c, 3, E, n_in, n2, 1, 0, st);
+    CHECK_MSG(cuda_graph_end(st, &exec, why) == 0, "%s", why);
+    for (int rep = 0; rep < 2; rep++) {
+        router_poison(&b, 8, E, n2, 8);
+        router_poison(&c, 3, E, n2, 1);
+        CHECK_MSG(cuda_graph_launch(exec, st, why) == 0 && cuda_stream_sync(st, why) == 0, "%s", why);
+        router_host gb, gc;
+        router_host_get(&gb, &b, 8, E, n2, 8);
+        router_host_get(&gc, &c, 3, E, n2, 1);
+        CHECK_MSG(router_same(&gb, &db, 8, E, n2, 8) && router_same(&gc, &dc, 3, E, n2, 1),
+                  "graph replay %d differs from the direct calls", rep);
+        CHECK_MSG(router_counter(&b) == 0, "graph replay %d: the counter was left at %u", rep, router_counter(&b));
+        router_host_free(&gb), router_host_free(&gc);
+    }
+    cuda_graph_destroy(exec);
+    cuda_stream_destroy(st);
+    router_host_free(&db), router_host_free(&dc);
+    c.ctr = NULL;
+    router_bufs_free(&b), router_bufs_free(&c);
+    free(hw), free(hw2), free(hx), free(cw), free(cw2), free(cx);
+}
+
+/* A small case for compute-sanitizer (memcheck, racecheck, synccheck): 3 rows, 33 experts, 64 wide, k 4, a
+ * 1-output second matrix; against the two launches and the CPU. */
+static void test_router_small(void) {
+    const size_t E = 33, n_in = 64, n2 = 1, n = 3, k = 4;
+    router_bufs b;
+    float *hw, *hw2, *hx;
+    router_make(&b, &hw, &hw2, &hx, E, n_in, n2, 0, 91);
+    router_two_launches(&b, n, E, n_in, n2, k, NULL);
+    sync_or_fail();
+    router_host two, one;
+    router_host_get(&two, &b, n, E, n2, k);
+    router_poison(&b, n, E, n2, k);
+    router_fused_call(&b, n, E, n_in, n2, k, 0, NULL);
+    sync_or_fail();
+    router_host_get(&one, &b, n, E, n2, k);
+    CHECK_MSG(router_same(&one, &two, n, E, n2, k), "small fused router differs from the two launches");
+    CHECK(router_counter(&b) == 0);
+    router_oracle(&one, hw, hw2, hx, n, E, n_in, n2, k, "small");
+    router_host_free(&one), router_host_free(&two);
+    router_bufs_free(&b);
+    free(hw), free(hw2), free(hx);
+}
+
 /* Gated shared expert: out + sigmoid(g) * sh, sigmoid's expf within 2 ulp: bound 1e-6. */
 static void test_shexp(void) {
     const size_t n = 3, H = 515;
@@ -380,6 +672,9 @@ int main(void) {
     RUN(test_rms_norm);
     RUN(test_add_swiglu);
     RUN(test_route);
+    RUN(test_router_fused);
+    RUN(test_router_fused_graph);
+    RUN(test_router_small);
     RUN(test_shexp);
     RUN(test_nll);
     RUN(test_pick);
