@@ -57,6 +57,30 @@
  * blocks launched, half exit at once), ~8 us at 4097 keys (16.8 MB: ~4 us
  * of bandwidth, 4 steps a warp).
  *
+ * The fused combine (on unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0): the merge
+ * of a decode row's splits was a second launch (attn_combine_kernel, 16
+ * blocks of 1024) costing about as much as the forward (a launch, a chain of
+ * dependent loads of seqs, m and l, then the sums). Instead each block of the
+ * decode form, once its partials are written, takes a ticket on a counter of
+ * its (sequence, KV head, head range) after a __threadfence; the block that
+ * draws the last ticket (all the splits' partials are then visible) resets
+ * the counter (so graph replays find it at zero) and merges the partials of
+ * that range's <= 8 heads. It adds the splits in exactly the combine
+ * kernel's order (warp h: head h's max and denominator, lane-strided then
+ * the xor butterfly; column i: partitions p = s mod (1024 / hd) summed in
+ * split order, then the partitions in order; explicit fmaf where the
+ * combine's a += b * c contracts), so the bits do not depend on which block
+ * finishes last nor on the switch. No block waits on another (no deadlock
+ * whatever is resident). The combining blocks: one per (sequence, KV head,
+ * head range), 2 for the 35B's single row, each reading its 8 heads' 33 x
+ * 1 KB partials (264 KB from L2 at 512 keys; ~2 us at ~64 B/clk an SM):
+ * spreading a head per block would need a second barrier (clusters), left
+ * for a measurement that says it is worth it. The counters are a static
+ * __device__ array of DEC_COUNTERS (4096): a pass with more (sequence, KV
+ * head, head range) blocks than that, and the switch at 0, take the separate
+ * combine. They assume one forward in flight per device at a time (the
+ * backend's passes are serial on its stream).
+ *
  * Split plans: a sequence's splits depend only on its own kv = pos + n and
  * n (and on the form, a process-wide switch), never on the other sequences
  * of the pass, so a row's result does not depend on what else is batched
@@ -95,8 +119,14 @@ enum {
     DEC_STEP = DEC_WARPS * DEC_KB, /* keys a block takes a step; splits are multiples of it */
     DEC_GP = 8,          /* query heads a decode block holds */
     DEC_NE = 8,          /* head_dim elements a lane holds: 8 x 32 lanes = CUDA_ATTN_MAX_HEAD_DIM */
-    DEC_TARGET = 132     /* one block per SM of an H200 (the block is register-bound to one) */
+    DEC_TARGET = 132,    /* one block per SM of an H200 (the block is register-bound to one) */
+    DEC_COUNTERS = 4096, /* the fused combine's tickets: n_seq x n_head_kv x dec_hr of a pass at most */
+    FC_P = 4             /* the fused combine keeps the partition sums in registers when 1024 / hd <= FC_P */
 };
+
+/* The fused combine's tickets, one per (sequence, KV head, head range) of a decode launch; zero at load,
+ * and back to zero after every launch (the last block resets its own). */
+static __device__ unsigned int g_dec_ticket[DEC_COUNTERS];
 
 typedef struct fwd_shape {
     int gp;    /* query heads of the group per block */
@@ -170,6 +200,16 @@ static int dec_form_on(void) {
         g_dec_form = !(v && strcmp(v, "0") == 0);
     }
     return g_dec_form;
+}
+
+/* 1 unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0 (read once) or cuda_attn_fused_combine_set said 0 */
+static int g_fused_comb = -1;
+static int fused_comb_on(void) {
+    if (g_fused_comb < 0) {
+        const char *v = getenv("CLOVER_CUDA_ATTN_FUSED_COMBINE");
+        g_fused_comb = !(v && strcmp(v, "0") == 0);
+    }
+    return g_fused_comb;
 }
 
 /* the dynamic shared memory of a block holding rt rows (nq = rt * gp query vectors) */
@@ -416,10 +456,104 @@ static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP],
     }
 }
 
+/* The fused combine (design comment above), run by the block that drew the
+ * last ticket of its (sequence, KV head, head range): heads rh0 .. rh0 + gq - 1
+ * of the pass. The same arithmetic in the same order as attn_combine_kernel,
+ * so the same bits: warp h makes head h's split weights and denominator as
+ * that kernel's warp 0 does; item e (VEC columns of one head) sums its
+ * column's partitions p = 0 .. P - 1 (P = COMB_THREADS / hd, splits p, p + P,
+ * ... in order) and adds them in order. Where P <= FC_P the partitions'
+ * sums are kept side by side in registers, so the loads of P splits are in
+ * flight together (the 35B: P = 4); otherwise one partition after another.
+ * Partials are read through L2 (__ldcg): other blocks wrote them. */
+template <int VEC>
+static __device__ __forceinline__ void dec_fused_combine(float *out, const float *qg, const float *part_o,
+                                                         const float *part_ml, int grid_stride, int n_splits,
+                                                         size_t rh0, int gq, int hd, int tid) {
+    static_assert(DEC_WARPS >= DEC_GP, "a warp per head");
+    __shared__ float cw[DEC_GP * MAX_SPLITS]; /* [head][split]: weights e^(m_s - M) */
+    __shared__ float cden[DEC_GP];
+    const int lane = tid & 31, warp = tid >> 5;
+    if (warp < gq) {
+        const float *ml = part_ml + (rh0 + warp) * grid_stride * 2;
+        float M = -INFINITY;
+        for (int s = lane; s < n_splits; s += 32) M = fmaxf(M, __ldcg(ml + 2 * s));
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float den = 0.0f;
+        for (int s = lane; s < n_splits; s += 32) {
+            const float m = __ldcg(ml + 2 * s);
+            const float w = m == -INFINITY ? 0.0f : expf(m - M);
+            cw[warp * MAX_SPLITS + s] = w;
+            den = fmaf(w, __ldcg(ml + 2 * s + 1), den);
+        }
+        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+        if (lane == 0) cden[warp] = den;
+    }
+    __syncthreads();
+    const int P = COMB_THREADS / hd, hv = hd / VEC; /* VEC == 4 only where hd % 4 == 0 */
+    for (int e = tid; e < gq * hv; e += DEC_THREADS) {
+        const int h = e / hv, i = (e % hv) * VEC;
+        const size_t rh = rh0 + h;
+        const float *po = part_o + rh * grid_stride * hd + i;
+        const float *w = cw + h * MAX_SPLITS;
+        float gate[VEC], tot[VEC];
+#pragma unroll
+        for (int v = 0; v < VEC; v++) gate[v] = qg[rh * 2 * hd + hd + i + v], tot[v] = 0.0f;
+        if (P <= FC_P) {
+            float ch[FC_P][VEC];
+#pragma unroll
+            for (int p = 0; p < FC_P; p++)
+#pragma unroll
+                for (int v = 0; v < VEC; v++) ch[p][v] = 0.0f;
+#pragma unroll 2
+            for (int s0 = 0; s0 < n_splits; s0 += P) {
+#pragma unroll
+                for (int p = 0; p < FC_P; p++) {
+                    const int s = s0 + p;
+                    if (p < P && s < n_splits) {
+                        float x[VEC];
+                        if constexpr (VEC == 4) {
+                            const float4 x4 = __ldcg((const float4 *)(po + (size_t)s * hd));
+                            x[0] = x4.x, x[1] = x4.y, x[2] = x4.z, x[3] = x4.w;
+                        } else {
+                            x[0] = __ldcg(po + (size_t)s * hd);
+                        }
+                        const float ws = w[s];
+#pragma unroll
+                        for (int v = 0; v < VEC; v++) ch[p][v] = fmaf(ws, x[v], ch[p][v]);
+                    }
+                }
+            }
+#pragma unroll
+            for (int p = 0; p < FC_P; p++)
+                if (p < P)
+#pragma unroll
+                    for (int v = 0; v < VEC; v++) tot[v] += ch[p][v];
+        } else {
+            for (int p = 0; p < P; p++) {
+                float ch[VEC];
+#pragma unroll
+                for (int v = 0; v < VEC; v++) ch[v] = 0.0f;
+#pragma unroll 4
+                for (int s = p; s < n_splits; s += P) {
+                    const float ws = w[s];
+#pragma unroll
+                    for (int v = 0; v < VEC; v++) ch[v] = fmaf(ws, __ldcg(po + (size_t)s * hd + v), ch[v]);
+                }
+#pragma unroll
+                for (int v = 0; v < VEC; v++) tot[v] += ch[v];
+            }
+        }
+#pragma unroll
+        for (int v = 0; v < VEC; v++) out[rh * hd + i + v] = (tot[v] / cden[h]) * sigmoidf_(gate[v]);
+    }
+}
+
 /* The decode form (design comment above): grid (decode splits of max_kv, 1,
  * n_seq x n_head_kv x dec_hr); blocks of sequences with n != 1 and past their
- * sequence's splits exit at once. */
-template <int VEC>
+ * sequence's splits exit at once. FUSED: the last block of each (sequence,
+ * KV head, head range) merges the splits (gridDim.z <= DEC_COUNTERS). */
+template <int VEC, bool FUSED>
 __global__ void __launch_bounds__(DEC_THREADS, 1)
     attn_dec_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, cuda_attn_dims d, float *part_o,
                     float *part_ml, int grid_stride) {
@@ -585,6 +719,27 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
             }
         }
     }
+    if constexpr (FUSED) {
+        if (n_splits == 1) return; /* finished above; no ticket */
+        __shared__ int last_s;
+        __syncthreads(); /* every thread's partial stores are issued */
+        if (tid == 0) {
+            __threadfence(); /* the block's partials are visible device-wide before its ticket */
+            const unsigned t = atomicAdd(&g_dec_ticket[z], 1u);
+            const int last = t == (unsigned)n_splits - 1;
+            if (last) {
+                /* every split of this launch has drawn: zero for the next launch or graph replay
+                 * (kernel boundaries order it before their tickets) */
+                g_dec_ticket[z] = 0;
+                __threadfence(); /* the other blocks' partials are read after their tickets */
+            }
+            last_s = last;
+        }
+        __syncthreads();
+        if (!last_s) return;
+        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq, hd,
+                               tid);
+    }
 }
 
 /* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head.
@@ -594,10 +749,11 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
  * fixed order); then COMB_THREADS / hd partitions of the splits sum each
  * column (an empty split has weight 0 and a zero partial), and the
  * partitions are added in a fixed order. dec: the decode form is on (rows of
- * sequences with n == 1 have its plan). */
+ * sequences with n == 1 have its plan); dec_done: its fused combine merged
+ * them already (skipped here). */
 __global__ void __launch_bounds__(COMB_THREADS)
     attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
-                        const float *part_o, const float *part_ml, int grid_stride, int dec) {
+                        const float *part_o, const float *part_ml, int grid_stride, int dec, int dec_done) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
@@ -613,7 +769,7 @@ __global__ void __launch_bounds__(COMB_THREADS)
             break;
         }
     }
-    if (!found) return;
+    if (!found || (dec && dec_done && n == 1)) return;
     int split_len, n_splits;
     if (dec && n == 1) {
         n_splits = dec_split(kv, d, &split_len);
@@ -704,6 +860,10 @@ extern "C" void cuda_attn_decode_set(int on) { g_dec_form = on ? 1 : 0; }
 
 extern "C" int cuda_attn_decode_on(void) { return dec_form_on(); }
 
+extern "C" void cuda_attn_fused_combine_set(int on) { g_fused_comb = on ? 1 : 0; }
+
+extern "C" int cuda_attn_fused_combine_on(void) { return fused_comb_on(); }
+
 extern "C" cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv) {
     cuda_attn_plan_t p;
     if (n == 1 && dec_form_on()) {
@@ -728,9 +888,13 @@ extern "C" int cuda_attn_init(void) {
                                          (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
     const int ds = (int)dec_smem_bytes(CUDA_ATTN_MAX_HEAD_DIM);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+        e = cudaFuncSetAttribute(attn_dec_kernel<4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
     if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+        e = cudaFuncSetAttribute(attn_dec_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
     return (int)e;
 }
 
@@ -767,19 +931,35 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
                    part_o, part_ml, gstride, rt, dec);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
+    /* the decode rows' splits merged inside the decode launch: the switch, and a ticket for each of its
+     * (sequence, KV head, head range) blocks; beyond DEC_COUNTERS the separate combine */
+    const bool fused = run_dec && gs_dec > 1 && fused_comb_on() && gz_dec <= DEC_COUNTERS;
     if (run_dec) {
         dim3 grid((unsigned)gs_dec, 1u, (unsigned)gz_dec);
-        if ((d->head_dim & 3) == 0)
-            pdl_launch(attn_dec_kernel<4>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
-                       part_o, part_ml, gstride);
-        else
-            pdl_launch(attn_dec_kernel<1>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
-                       part_o, part_ml, gstride);
+        const size_t ds = dec_smem_bytes(d->head_dim);
+        if ((d->head_dim & 3) == 0) {
+            if (fused)
+                pdl_launch(attn_dec_kernel<4, true>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
+                           gstride);
+            else
+                pdl_launch(attn_dec_kernel<4, false>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
+                           gstride);
+        } else {
+            if (fused)
+                pdl_launch(attn_dec_kernel<1, true>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
+                           gstride);
+            else
+                pdl_launch(attn_dec_kernel<1, false>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
+                           gstride);
+        }
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
-    if (!may_split) return 0;
+    /* the separate combine: the tile form's splits, and the decode form's unless fused (a decode-only
+     * pass then has one launch) */
+    const bool comb = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1 && !fused);
+    if (!comb) return 0;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
     pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gstride,
-               dec);
+               dec, fused ? 1 : 0);
     return (int)cudaGetLastError();
 }

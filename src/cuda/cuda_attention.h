@@ -31,7 +31,8 @@
  *     a block takes one KV head, <= 8 query heads and a split of the keys
  *     spread over its warps, q and o in registers, no barrier per key tile
  *     (attention_forward.cu). A second small kernel merges the splits
- *     (skipped when there is one). A sequence's split plan depends only on
+ *     (skipped when there is one; for decode rows the decode kernel's last
+ *     block of a head range does it, unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0). A sequence's split plan depends only on
  *     the dims, the form and its own pos + n and n (cuda_attn_plan), and the
  *     rows a block holds never change a query's arithmetic, so a row's
  *     result does not depend on the other sequences of the pass (tested bit
@@ -104,6 +105,18 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
  * its replays: the captured kernels and plans are the form's at capture. */
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
+
+/* The decode form's fused combine: the last block of each (sequence, KV head,
+ * head range) to finish merges the splits (a ticket counter), so a
+ * decode-only pass is one launch; the same bits as the separate combine
+ * kernel. On unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0 (read once);
+ * cuda_attn_fused_combine_set overrides it (tests, A/B), with the same rule
+ * as cuda_attn_decode_set about graphs. The counters are per device, so at
+ * most one cuda_attn_forward may be in flight on a device at a time while it
+ * is on; a pass with more than 4096 (sequence, KV head, head range) blocks
+ * (n_seq x n_head_kv x ceil(group / 8)) takes the separate combine. */
+void cuda_attn_fused_combine_set(int on);
+int cuda_attn_fused_combine_on(void);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and
