@@ -73,9 +73,18 @@
  * finishes last nor on the switch. No block waits on another (no deadlock
  * whatever is resident). The combining blocks: one per (sequence, KV head,
  * head range), 2 for the 35B's single row, each reading its 8 heads' 33 x
- * 1 KB partials (264 KB from L2 at 512 keys; ~2 us at ~64 B/clk an SM):
- * spreading a head per block would need a second barrier (clusters), left
- * for a measurement that says it is worth it. The counters are a static
+ * 1 KB partials (264 KB from L2 at 512 keys; ~2 us at ~64 B/clk an SM).
+ * Spreading them needs blocks that are still alive when the last ticket is
+ * drawn, and waiting on other blocks could deadlock, so the cluster forms
+ * (CLOVER_CUDA_ATTN_FUSED_COMBINE=2, 4 or 8; not the default until
+ * measured) launch the decode kernel in clusters of C blocks along the
+ * splits, which the hardware co-schedules: every block takes its ticket, the
+ * cluster meets at a barrier, and if any of its blocks drew the last ticket
+ * all C merge heads r, r + C, ... (r its rank): 2 x C combining blocks for
+ * the 35B, 264 / C KB each. The cost: two cluster barriers a block, blocks
+ * past the splits that run empty to meet them, and placement (C blocks of
+ * one SM each in one GPC: C = 8 may leave SMs idle when all 132 splits have
+ * work). The counters are a static
  * __device__ array of DEC_COUNTERS (4096): a pass with more (sequence, KV
  * head, head range) blocks than that, and the switch at 0, take the separate
  * combine. They assume one forward in flight per device at a time (the
@@ -94,6 +103,7 @@
  * Precision: f32 throughout (scores, exp, sums), like the CPU oracle; they
  * differ only in summation order and in the online rescaling.
  */
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -202,15 +212,21 @@ static int dec_form_on(void) {
     return g_dec_form;
 }
 
-/* 1 unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0 (read once) or cuda_attn_fused_combine_set said 0 */
+/* The decode form's combine (the FC of attn_dec_kernel): 1 unless CLOVER_CUDA_ATTN_FUSED_COMBINE says
+ * 0 (the separate kernel) or 2, 4, 8 (the cluster form; read once), or cuda_attn_fused_combine_set
+ * said otherwise */
 static int g_fused_comb = -1;
+static int fused_mode_of(int v) { return v == 0 || v == 2 || v == 4 || v == 8 ? v : 1; }
 static int fused_comb_on(void) {
     if (g_fused_comb < 0) {
         const char *v = getenv("CLOVER_CUDA_ATTN_FUSED_COMBINE");
-        g_fused_comb = !(v && strcmp(v, "0") == 0);
+        g_fused_comb = v && v[0] && !v[1] ? fused_mode_of(v[0] - '0') : 1;
     }
     return g_fused_comb;
 }
+/* cluster sizes cuda_attn_init found the device able to launch the decode form in (bit C: clusters
+ * of C): a mode it could not is taken as 1 */
+static int g_cluster_ok = 0;
 
 /* the dynamic shared memory of a block holding rt rows (nq = rt * gp query vectors) */
 static size_t fwd_smem_bytes(const cuda_attn_dims &d, int rt) {
@@ -457,8 +473,8 @@ static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP],
 }
 
 /* The fused combine (design comment above), run by the block that drew the
- * last ticket of its (sequence, KV head, head range): heads rh0 .. rh0 + gq - 1
- * of the pass. The same arithmetic in the same order as attn_combine_kernel,
+ * last ticket of its (sequence, KV head, head range), or by each block of its
+ * cluster: heads rh0 + hb, rh0 + hb + hs, ... (< rh0 + gq) of the pass. The same arithmetic in the same order as attn_combine_kernel,
  * so the same bits: warp h makes head h's split weights and denominator as
  * that kernel's warp 0 does; item e (VEC columns of one head) sums its
  * column's partitions p = 0 .. P - 1 (P = COMB_THREADS / hd, splits p, p + P,
@@ -469,13 +485,14 @@ static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP],
 template <int VEC>
 static __device__ __forceinline__ void dec_fused_combine(float *out, const float *qg, const float *part_o,
                                                          const float *part_ml, int grid_stride, int n_splits,
-                                                         size_t rh0, int gq, int hd, int tid) {
+                                                         size_t rh0, int gq, int hb, int hs, int hd, int tid) {
     static_assert(DEC_WARPS >= DEC_GP, "a warp per head");
-    __shared__ float cw[DEC_GP * MAX_SPLITS]; /* [head][split]: weights e^(m_s - M) */
+    __shared__ float cw[DEC_GP * MAX_SPLITS]; /* [my head][split]: weights e^(m_s - M) */
     __shared__ float cden[DEC_GP];
     const int lane = tid & 31, warp = tid >> 5;
-    if (warp < gq) {
-        const float *ml = part_ml + (rh0 + warp) * grid_stride * 2;
+    const int nmine = hb < gq ? (gq - hb + hs - 1) / hs : 0; /* my heads: k = 0 .. nmine - 1 is hb + k hs */
+    if (warp < nmine) {
+        const float *ml = part_ml + (rh0 + hb + (size_t)warp * hs) * grid_stride * 2;
         float M = -INFINITY;
         for (int s = lane; s < n_splits; s += 32) M = fmaxf(M, __ldcg(ml + 2 * s));
         for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
@@ -491,9 +508,9 @@ static __device__ __forceinline__ void dec_fused_combine(float *out, const float
     }
     __syncthreads();
     const int P = COMB_THREADS / hd, hv = hd / VEC; /* VEC == 4 only where hd % 4 == 0 */
-    for (int e = tid; e < gq * hv; e += DEC_THREADS) {
-        const int h = e / hv, i = (e % hv) * VEC;
-        const size_t rh = rh0 + h;
+    for (int e = tid; e < nmine * hv; e += DEC_THREADS) {
+        const int h = e / hv, i = (e % hv) * VEC; /* h: my h-th head */
+        const size_t rh = rh0 + hb + (size_t)h * hs;
         const float *po = part_o + rh * grid_stride * hd + i;
         const float *w = cw + h * MAX_SPLITS;
         float gate[VEC], tot[VEC];
@@ -551,9 +568,14 @@ static __device__ __forceinline__ void dec_fused_combine(float *out, const float
 
 /* The decode form (design comment above): grid (decode splits of max_kv, 1,
  * n_seq x n_head_kv x dec_hr); blocks of sequences with n != 1 and past their
- * sequence's splits exit at once. FUSED: the last block of each (sequence,
- * KV head, head range) merges the splits (gridDim.z <= DEC_COUNTERS). */
-template <int VEC, bool FUSED>
+ * sequence's splits exit at once. FC (the combine): 0, partials for
+ * attn_combine_kernel; 1, the last block of each (sequence, KV head, head
+ * range) merges the splits (gridDim.z <= DEC_COUNTERS); 2, 4 or 8, launched
+ * in clusters of FC blocks along the splits (gridDim.x a multiple of FC),
+ * and the FC blocks of the cluster holding the last block merge FC head
+ * subsets side by side: a cluster exits whole or not at all (its blocks
+ * meet at cluster barriers), so its blocks past the splits run empty. */
+template <int VEC, int FC>
 __global__ void __launch_bounds__(DEC_THREADS, 1)
     attn_dec_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, cuda_attn_dims d, float *part_o,
                     float *part_ml, int grid_stride) {
@@ -569,7 +591,9 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
     int split_len;
     const int n_splits = dec_split(kv, d, &split_len);
     const int split = blockIdx.x;
-    if (split >= n_splits) return;
+    if (FC < 2 ? split >= n_splits : split - split % FC >= n_splits) return;
+    /* a cluster block past the splits: no keys (s1 = kv < s0), writes nothing, still meets its cluster */
+    const bool live = split < n_splits;
     const int s0 = split * split_len, s1 = min(s0 + split_len, kv);
     const int h0 = kvh * group + hrange * DEC_GP; /* the block's first query head */
     const int gq = min(DEC_GP, group - hrange * DEC_GP);
@@ -702,7 +726,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
         Dh[tid] = den;
     }
     __syncthreads();
-    for (int e = tid; e < gq * hd; e += DEC_THREADS) {
+    for (int e = FC < 2 || live ? tid : gq * hd; e < gq * hd; e += DEC_THREADS) {
         const int h = e / hd, i = e % hd;
         float num = 0.0f;
 #pragma unroll
@@ -719,7 +743,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
             }
         }
     }
-    if constexpr (FUSED) {
+    if constexpr (FC == 1) {
         if (n_splits == 1) return; /* finished above; no ticket */
         __shared__ int last_s;
         __syncthreads(); /* every thread's partial stores are issued */
@@ -737,8 +761,36 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
         }
         __syncthreads();
         if (!last_s) return;
-        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq, hd,
-                               tid);
+        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq, 0, 1,
+                               hd, tid);
+    } else if constexpr (FC >= 2) {
+        if (n_splits == 1) return; /* uniform over the cluster (one z): no block meets a barrier */
+        namespace cg = cooperative_groups;
+        __shared__ int last_s;
+        __syncthreads();
+        if (tid == 0) {
+            int last = 0;
+            if (live) {
+                __threadfence();
+                const unsigned t = atomicAdd(&g_dec_ticket[z], 1u);
+                last = t == (unsigned)n_splits - 1;
+                if (last) {
+                    g_dec_ticket[z] = 0;
+                    __threadfence();
+                }
+            }
+            last_s = last;
+        }
+        cg::cluster_group cl = cg::this_cluster();
+        cl.sync(); /* every block's flag is set (release / acquire at cluster scope) */
+        int any = 0;
+#pragma unroll
+        for (int r = 0; r < FC; r++) any |= *cl.map_shared_rank(&last_s, (unsigned)r);
+        cl.sync(); /* no block exits while a peer still reads its flag */
+        if (!any) return;
+        __threadfence(); /* the other blocks' partials are read after the last ticket (seen through the barrier) */
+        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq,
+                               (int)cl.block_rank(), FC, hd, tid);
     }
 }
 
@@ -860,9 +912,12 @@ extern "C" void cuda_attn_decode_set(int on) { g_dec_form = on ? 1 : 0; }
 
 extern "C" int cuda_attn_decode_on(void) { return dec_form_on(); }
 
-extern "C" void cuda_attn_fused_combine_set(int on) { g_fused_comb = on ? 1 : 0; }
+extern "C" void cuda_attn_fused_combine_set(int mode) { g_fused_comb = fused_mode_of(mode); }
 
-extern "C" int cuda_attn_fused_combine_on(void) { return fused_comb_on(); }
+extern "C" int cuda_attn_fused_combine_on(void) {
+    const int m = fused_comb_on();
+    return m >= 2 && !(g_cluster_ok & m) ? 1 : m;
+}
 
 extern "C" cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv) {
     cuda_attn_plan_t p;
@@ -887,15 +942,38 @@ extern "C" int cuda_attn_init(void) {
     cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
     const int ds = (int)dec_smem_bytes(CUDA_ATTN_MAX_HEAD_DIM);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<4, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<1, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
-    if (e == cudaSuccess)
-        e = cudaFuncSetAttribute(attn_dec_kernel<1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
-    return (int)e;
+    void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *, int) = {
+        {attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>, attn_dec_kernel<4, 4>,
+         attn_dec_kernel<4, 8>},
+        {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>, attn_dec_kernel<1, 4>,
+         attn_dec_kernel<1, 8>}};
+    for (int v = 0; v < 2 && e == cudaSuccess; v++)
+        for (int f = 0; f < 5 && e == cudaSuccess; f++)
+            e = cudaFuncSetAttribute(dec[v][f], cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e != cudaSuccess) return (int)e;
+    /* the cluster forms: only where a cluster of the block's size fits (else mode 1); a failed query
+     * is no error of init's */
+    g_cluster_ok = 0;
+    for (int f = 2; f < 5; f++) {
+        const int c = 1 << (f - 1);
+        int ok = 1;
+        for (int v = 0; v < 2; v++) {
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = dim3((unsigned)c, 1u, 1u);
+            cfg.blockDim = dim3(DEC_THREADS);
+            cfg.dynamicSmemBytes = (size_t)ds;
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = 1;
+            int n = 0;
+            if (cudaOccupancyMaxActiveClusters(&n, dec[v][f], &cfg) != cudaSuccess || n < 1) ok = 0;
+        }
+        (void)cudaGetLastError(); /* a refused query leaves no sticky error behind */
+        if (ok) g_cluster_ok |= c;
+    }
+    return 0;
 }
 
 extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, int n_rows,
@@ -935,22 +1013,35 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
      * (sequence, KV head, head range) blocks; beyond DEC_COUNTERS the separate combine */
     const bool fused = run_dec && gs_dec > 1 && fused_comb_on() && gz_dec <= DEC_COUNTERS;
     if (run_dec) {
-        dim3 grid((unsigned)gs_dec, 1u, (unsigned)gz_dec);
+        int mode = fused ? fused_comb_on() : 0;
+        if (mode >= 2 && !(g_cluster_ok & mode)) mode = 1;
+        const int fi = mode == 0 ? 0 : mode == 1 ? 1 : mode == 2 ? 2 : mode == 4 ? 3 : 4;
+        const int c = mode >= 2 ? mode : 1; /* the grid's x a multiple of the cluster */
+        dim3 grid((unsigned)((gs_dec + c - 1) / c * c), 1u, (unsigned)gz_dec);
+        void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *,
+                                int) = {{attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>,
+                                         attn_dec_kernel<4, 4>, attn_dec_kernel<4, 8>},
+                                        {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>,
+                                         attn_dec_kernel<1, 4>, attn_dec_kernel<1, 8>}};
+        auto kern = dec[(d->head_dim & 3) == 0 ? 0 : 1][fi];
         const size_t ds = dec_smem_bytes(d->head_dim);
-        if ((d->head_dim & 3) == 0) {
-            if (fused)
-                pdl_launch(attn_dec_kernel<4, true>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
-                           gstride);
-            else
-                pdl_launch(attn_dec_kernel<4, false>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
-                           gstride);
+        if (c == 1) {
+            pdl_launch(kern, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml, gstride);
         } else {
-            if (fused)
-                pdl_launch(attn_dec_kernel<1, true>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
-                           gstride);
-            else
-                pdl_launch(attn_dec_kernel<1, false>, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml,
-                           gstride);
+            /* pdl_launch's launch plus the cluster shape */
+            cudaLaunchConfig_t cfg = {};
+            cfg.gridDim = grid;
+            cfg.blockDim = dim3(DEC_THREADS);
+            cfg.dynamicSmemBytes = ds;
+            cfg.stream = st;
+            cudaLaunchAttribute at[2];
+            at[0].id = cudaLaunchAttributeClusterDimension;
+            at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
+            at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[1].val.programmaticStreamSerializationAllowed = 1;
+            cfg.attrs = at;
+            cfg.numAttrs = st != NULL && cuda_pdl_enabled() ? 2 : 1;
+            (void)cudaLaunchKernelEx(&cfg, kern, out, qg, seqs, *d, part_o, part_ml, gstride);
         }
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }

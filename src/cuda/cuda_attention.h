@@ -109,13 +109,18 @@ int cuda_attn_decode_on(void);
 /* The decode form's fused combine: the last block of each (sequence, KV head,
  * head range) to finish merges the splits (a ticket counter), so a
  * decode-only pass is one launch; the same bits as the separate combine
- * kernel. On unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0 (read once);
- * cuda_attn_fused_combine_set overrides it (tests, A/B), with the same rule
- * as cuda_attn_decode_set about graphs. The counters are per device, so at
- * most one cuda_attn_forward may be in flight on a device at a time while it
- * is on; a pass with more than 4096 (sequence, KV head, head range) blocks
- * (n_seq x n_head_kv x ceil(group / 8)) takes the separate combine. */
-void cuda_attn_fused_combine_set(int on);
+ * kernel. Modes: 1 (the default), 0 (the separate attn_combine_kernel), 2, 4
+ * or 8 (the decode kernel launched in clusters of that many blocks, which
+ * all merge a share of the heads; taken as 1 where cuda_attn_init found the
+ * device unable to launch them). CLOVER_CUDA_ATTN_FUSED_COMBINE=0/1/2/4/8
+ * (read once); cuda_attn_fused_combine_set overrides it (tests, A/B), with
+ * the same rule as cuda_attn_decode_set about graphs;
+ * cuda_attn_fused_combine_on says the mode forward uses (after
+ * cuda_attn_init). The counters are per device, so at most one
+ * cuda_attn_forward may be in flight on a device at a time unless the mode is
+ * 0; a pass with more than 4096 (sequence, KV head, head range) blocks (n_seq
+ * x n_head_kv x ceil(group / 8)) takes the separate combine. */
+void cuda_attn_fused_combine_set(int mode);
 int cuda_attn_fused_combine_on(void);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to

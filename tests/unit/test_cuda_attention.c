@@ -236,17 +236,22 @@ static void run_case(const attn_case *c) {
         double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
         CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
         CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
-        /* the decode form's fused combine (the default) against the separate combine kernel: the same bits */
-        if (cuda_attn_decode_on() && cuda_attn_fused_combine_on()) {
-            dev_result sep;
-            cuda_attn_fused_combine_set(0);
-            dev_run(&sep, c, &a, all, causal, 0);
+        /* the decode form's combine modes against the fused one (the default, g): the separate combine
+         * kernel and the cluster forms give the same bits */
+        if (cuda_attn_decode_on() && cuda_attn_fused_combine_on() == 1) {
+            static const int modes[] = {0, 2, 4, 8};
+            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+                dev_result o;
+                cuda_attn_fused_combine_set(modes[m]);
+                dev_run(&o, c, &a, all, causal, modes[m] == 8);
+                CHECK_MSG(o.rc_prepare == 0 && o.rc_forward == 0, "%s (combine mode %d): forward %s", c->name,
+                          modes[m], cuda_attn_strerror(o.rc_forward));
+                CHECK_MSG(memcmp(o.out, g.out, R * nh * hd * sizeof(float)) == 0,
+                          "%s (%s): combine mode %d (ran as %d) differs from the fused", c->name,
+                          causal ? "causal" : "full", modes[m], cuda_attn_fused_combine_on());
+                dev_result_free(&o, c->n_seq);
+            }
             cuda_attn_fused_combine_set(1);
-            CHECK_MSG(sep.rc_prepare == 0 && sep.rc_forward == 0, "%s (separate combine): forward %s", c->name,
-                      cuda_attn_strerror(sep.rc_forward));
-            CHECK_MSG(memcmp(sep.out, g.out, R * nh * hd * sizeof(float)) == 0,
-                      "%s (%s): fused and separate combine differ", c->name, causal ? "causal" : "full");
-            dev_result_free(&sep, c->n_seq);
         }
         NOTE("%-32s %-4s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, cuda_attn_decode_on() ? "dec" : "tile",
              causal ? "causal" : "full", R, eq, ek, eo);
@@ -360,32 +365,40 @@ static void fused_combine_graph_replay(void) {
     dev_download(ref, out, on * sizeof(float));
     double eo = rel_l2(ref, a.ref_out[1], on);
     CHECK_MSG(eo < 5e-6, "separate combine: output rel %g", eo);
-    /* fused, plainly, twice in a row (the second finds the tickets reset by the first) */
+    static const int modes[] = {1, 2, 8};
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+        cuda_attn_fused_combine_set(modes[m]);
+        const int ran = cuda_attn_fused_combine_on();
+        /* plainly, twice in a row (the second finds the tickets reset by the first) */
+        for (int rep = 0; rep < 2; rep++) {
+            CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
+            CHECK(cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st) == 0);
+            CUDA_OK(cudaStreamSynchronize(st));
+            dev_download(got, out, on * sizeof(float));
+            CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0, "mode %d (as %d): plain run %d differs from the "
+                      "separate combine", modes[m], ran, rep);
+        }
+        /* captured once, replayed three times */
+        cudaGraph_t graph = NULL;
+        cudaGraphExec_t exec = NULL;
+        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        int rc = cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st);
+        CUDA_OK(cudaStreamEndCapture(st, &graph));
+        CHECK_MSG(rc == 0, "mode %d: captured forward: %s", modes[m], cuda_attn_strerror(rc));
+        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int rep = 0; rep < 3; rep++) {
+            CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
+            CUDA_OK(cudaGraphLaunch(exec, st));
+            CUDA_OK(cudaStreamSynchronize(st));
+            dev_download(got, out, on * sizeof(float));
+            CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0,
+                      "mode %d (as %d): graph replay %d differs from the separate combine", modes[m], ran, rep);
+        }
+        NOTE("combine mode %d (ran as %d): plain x2 and graph replays x3 = the separate combine", modes[m], ran);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+    }
     cuda_attn_fused_combine_set(1);
-    for (int rep = 0; rep < 2; rep++) {
-        CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
-        CHECK(cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st) == 0);
-        CUDA_OK(cudaStreamSynchronize(st));
-        dev_download(got, out, on * sizeof(float));
-        CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0, "fused plain run %d differs from the separate", rep);
-    }
-    /* fused, captured once, replayed three times */
-    cudaGraph_t graph = NULL;
-    cudaGraphExec_t exec = NULL;
-    CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-    int rc = cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st);
-    CUDA_OK(cudaStreamEndCapture(st, &graph));
-    CHECK_MSG(rc == 0, "captured forward: %s", cuda_attn_strerror(rc));
-    CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-    for (int rep = 0; rep < 3; rep++) {
-        CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
-        CUDA_OK(cudaGraphLaunch(exec, st));
-        CUDA_OK(cudaStreamSynchronize(st));
-        dev_download(got, out, on * sizeof(float));
-        CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0, "graph replay %d differs from the separate combine", rep);
-    }
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
     cudaStreamDestroy(st);
     free(ref), free(got);
     for (int s = 0; s < c->n_seq; s++) cudaFree(kc[s]), cudaFree(vc[s]);
@@ -432,16 +445,21 @@ static void fused_combine_ticket_bound(void) {
         float *qg = dev_upload_f(hqg, on * 2), *out = dev_poisoned(on);
         size_t wb = cuda_attn_workspace_bytes(&d, ns, 1, kv);
         float *ws = dev_poisoned(wb / sizeof(float));
-        for (int f = 0; f < 2; f++) {
+        for (int f = 0; f < 3; f++) { /* modes 0, 1, 2 */
             cuda_attn_fused_combine_set(f);
             CUDA_OK(cudaMemset(out, 0xff, on * sizeof(float)));
             int rc = cuda_attn_forward(out, qg, ds, ns, ns, 1, kv, 1, &d, ws, NULL);
-            CHECK_MSG(rc == 0, "%d sequences, fused %d: %s", ns, f, cuda_attn_strerror(rc));
+            CHECK_MSG(rc == 0, "%d sequences, combine mode %d: %s", ns, f, cuda_attn_strerror(rc));
             dev_download(f ? fus : sep, out, on * sizeof(float));
+            if (f) {
+                double e = rel_l2(fus, want, on);
+                CHECK_MSG(e < 5e-6, "%d sequences, combine mode %d: output rel %g", ns, f, e);
+                CHECK_MSG(memcmp(fus, sep, on * sizeof(float)) == 0,
+                          "%d sequences: combine mode %d and the separate combine differ", ns, f);
+            }
         }
-        double e = rel_l2(fus, want, on);
-        CHECK_MSG(e < 5e-6, "%d sequences: output rel %g", ns, e);
-        CHECK_MSG(memcmp(fus, sep, on * sizeof(float)) == 0, "%d sequences: fused and separate combine differ", ns);
+        double e = rel_l2(sep, want, on);
+        CHECK_MSG(e < 5e-6, "%d sequences, separate combine: output rel %g", ns, e);
         NOTE("%d one-row sequences (%d tickets): out %.2e, fused = separate", ns, ns * 2, e);
         cudaFree(ds), cudaFree(qg), cudaFree(out), cudaFree(ws);
         free(hs), free(hqg), free(q), free(gate), free(want), free(sep), free(fus);
@@ -483,6 +501,13 @@ static void bad_dims_refused(void) {
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 16) == 0);
+    /* the combine modes: 0, 1 (the default) and the cluster sizes; anything else is 1 */
+    cuda_attn_fused_combine_set(0);
+    CHECK(cuda_attn_fused_combine_on() == 0);
+    cuda_attn_fused_combine_set(3);
+    CHECK(cuda_attn_fused_combine_on() == 1);
+    cuda_attn_fused_combine_set(1);
+    CHECK(cuda_attn_fused_combine_on() == 1);
 }
 
 int main(void) {
