@@ -84,11 +84,11 @@
  * the 35B, 264 / C KB each. The cost: two cluster barriers a block, blocks
  * past the splits that run empty to meet them, and placement (C blocks of
  * one SM each in one GPC: C = 8 may leave SMs idle when all 132 splits have
- * work). The counters are a static
- * __device__ array of DEC_COUNTERS (4096): a pass with more (sequence, KV
- * head, head range) blocks than that, and the switch at 0, take the separate
- * combine. They assume one forward in flight per device at a time (the
- * backend's passes are serial on its stream).
+ * work). The counters are DEC_COUNTERS (4096) tickets at the start of the
+ * caller's workspace (zeroed once by cuda_attn_workspace_init), so forwards
+ * in flight at once on separate workspaces (two sessions' streams) never
+ * share one; a pass with more (sequence, KV head, head range) blocks than
+ * that, and the switch at 0, take the separate combine.
  *
  * Split plans: a sequence's splits depend only on its own kv = pos + n and
  * n (and on the form, a process-wide switch), never on the other sequences
@@ -134,9 +134,11 @@ enum {
     FC_P = 4             /* the fused combine keeps the partition sums in registers when 1024 / hd <= FC_P */
 };
 
-/* The fused combine's tickets, one per (sequence, KV head, head range) of a decode launch; zero at load,
- * and back to zero after every launch (the last block resets its own). */
-static __device__ unsigned int g_dec_ticket[DEC_COUNTERS];
+/* The fused combine's tickets, one per (sequence, KV head, head range) of a decode launch, live at the start
+ * of the caller's workspace (DEC_TICKET_BYTES): a workspace is one session's (or one test's), so two forwards in
+ * flight on two streams never share a ticket, where a device-wide array would. Zeroed once by
+ * cuda_attn_workspace_init; back to zero after every launch (the last block resets its own). */
+enum { DEC_TICKET_BYTES = DEC_COUNTERS * 4 }; /* a multiple of 256: the partials after it stay aligned */
 
 typedef struct fwd_shape {
     int gp;    /* query heads of the group per block */
@@ -578,7 +580,7 @@ static __device__ __forceinline__ void dec_fused_combine(float *out, const float
 template <int VEC, int FC>
 __global__ void __launch_bounds__(DEC_THREADS, 1)
     attn_dec_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, cuda_attn_dims d, float *part_o,
-                    float *part_ml, int grid_stride) {
+                    float *part_ml, int grid_stride, unsigned *tickets) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     constexpr int NCH = DEC_NE / VEC;
@@ -749,12 +751,12 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
         __syncthreads(); /* every thread's partial stores are issued */
         if (tid == 0) {
             __threadfence(); /* the block's partials are visible device-wide before its ticket */
-            const unsigned t = atomicAdd(&g_dec_ticket[z], 1u);
+            const unsigned t = atomicAdd(&tickets[z], 1u);
             const int last = t == (unsigned)n_splits - 1;
             if (last) {
                 /* every split of this launch has drawn: zero for the next launch or graph replay
                  * (kernel boundaries order it before their tickets) */
-                g_dec_ticket[z] = 0;
+                tickets[z] = 0;
                 __threadfence(); /* the other blocks' partials are read after their tickets */
             }
             last_s = last;
@@ -772,10 +774,10 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
             int last = 0;
             if (live) {
                 __threadfence();
-                const unsigned t = atomicAdd(&g_dec_ticket[z], 1u);
+                const unsigned t = atomicAdd(&tickets[z], 1u);
                 last = t == (unsigned)n_splits - 1;
                 if (last) {
-                    g_dec_ticket[z] = 0;
+                    tickets[z] = 0;
                     __threadfence();
                 }
             }
@@ -934,7 +936,13 @@ extern "C" size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows,
     (void)max_rows;
     size_t gs = (size_t)grid_stride_of(*d, max_kv);
     if (gs <= 1) return 0;
-    return sizeof(float) * (size_t)n_rows * (size_t)d->n_head * gs * ((size_t)d->head_dim + 2);
+    return DEC_TICKET_BYTES + sizeof(float) * (size_t)n_rows * (size_t)d->n_head * gs * ((size_t)d->head_dim + 2);
+}
+
+extern "C" int cuda_attn_workspace_init(void *workspace, size_t bytes, void *stream) {
+    if (bytes == 0) return 0;
+    if (workspace == NULL || bytes < DEC_TICKET_BYTES) return CUDA_ATTN_EINVAL;
+    return (int)cudaMemsetAsync(workspace, 0, DEC_TICKET_BYTES, (cudaStream_t)stream);
 }
 
 extern "C" int cuda_attn_init(void) {
@@ -942,7 +950,8 @@ extern "C" int cuda_attn_init(void) {
     cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
     const int ds = (int)dec_smem_bytes(CUDA_ATTN_MAX_HEAD_DIM);
-    void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *, int) = {
+    void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *, int,
+                             unsigned *) = {
         {attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>, attn_dec_kernel<4, 4>,
          attn_dec_kernel<4, 8>},
         {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>, attn_dec_kernel<1, 4>,
@@ -999,7 +1008,8 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     int tiles = (max_rows + rt - 1) / rt;
     const bool may_split = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1);
     if (gz > 65535 || gz_dec > 65535 || tiles > 65535 || (may_split && workspace == NULL)) return CUDA_ATTN_EINVAL;
-    float *part_o = (float *)workspace;
+    unsigned *tickets = (unsigned *)workspace; /* DEC_TICKET_BYTES, then the partials */
+    float *part_o = workspace ? (float *)((char *)workspace + DEC_TICKET_BYTES) : NULL;
     float *part_ml = gstride > 1 && workspace ? part_o + (size_t)n_rows * d->n_head * gstride * d->head_dim : NULL;
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSuccess;
@@ -1019,14 +1029,14 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
         const int c = mode >= 2 ? mode : 1; /* the grid's x a multiple of the cluster */
         dim3 grid((unsigned)((gs_dec + c - 1) / c * c), 1u, (unsigned)gz_dec);
         void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *,
-                                int) = {{attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>,
+                                int, unsigned *) = {{attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>,
                                          attn_dec_kernel<4, 4>, attn_dec_kernel<4, 8>},
                                         {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>,
                                          attn_dec_kernel<1, 4>, attn_dec_kernel<1, 8>}};
         auto kern = dec[(d->head_dim & 3) == 0 ? 0 : 1][fi];
         const size_t ds = dec_smem_bytes(d->head_dim);
         if (c == 1) {
-            pdl_launch(kern, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml, gstride);
+            pdl_launch(kern, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml, gstride, tickets);
         } else {
             /* pdl_launch's launch plus the cluster shape */
             cudaLaunchConfig_t cfg = {};
@@ -1041,7 +1051,7 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
             at[1].val.programmaticStreamSerializationAllowed = 1;
             cfg.attrs = at;
             cfg.numAttrs = st != NULL && cuda_pdl_enabled() ? 2 : 1;
-            (void)cudaLaunchKernelEx(&cfg, kern, out, qg, seqs, *d, part_o, part_ml, gstride);
+            (void)cudaLaunchKernelEx(&cfg, kern, out, qg, seqs, *d, part_o, part_ml, gstride, tickets);
         }
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }

@@ -116,10 +116,11 @@ int cuda_attn_decode_on(void);
  * (read once); cuda_attn_fused_combine_set overrides it (tests, A/B), with
  * the same rule as cuda_attn_decode_set about graphs;
  * cuda_attn_fused_combine_on says the mode forward uses (after
- * cuda_attn_init). The counters are per device, so at most one
- * cuda_attn_forward may be in flight on a device at a time unless the mode is
- * 0; a pass with more than 4096 (sequence, KV head, head range) blocks (n_seq
- * x n_head_kv x ceil(group / 8)) takes the separate combine. */
+ * cuda_attn_init). Its counters live in the workspace (below), so forwards on
+ * separate workspaces may be in flight at once; one workspace serves one
+ * forward at a time. A pass with more than 4096 (sequence, KV head, head
+ * range) blocks (n_seq x n_head_kv x ceil(group / 8)) takes the separate
+ * combine. */
 void cuda_attn_fused_combine_set(int mode);
 int cuda_attn_fused_combine_on(void);
 
@@ -133,8 +134,14 @@ int cuda_attn_fused_combine_on(void);
  * So size it for the rows of a decode pass rather than for the longest
  * prompt chunk where memory is short (a chunk of R rows of one sequence
  * uses only ~2 splits per row, but the partials are strided for the most
- * any row may take). */
+ * any row may take). When not 0 it starts with 16 KiB of the fused
+ * combine's counters, which must be zero before the first forward:
+ * cuda_attn_workspace_init once after allocating (every forward leaves them
+ * zero). */
 size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows, int max_rows, int max_kv);
+/* Zeroes a new workspace's counters (bytes: what cuda_attn_workspace_bytes
+ * gave; 0 does nothing) on stream; 0 or a CUDA error code. */
+int cuda_attn_workspace_init(void *workspace, size_t bytes, void *stream);
 
 /* Step 1 for every sequence's rows. max_rows >= every seq's n. */
 int cuda_attn_prepare(float *qg,                 // [n_rows][n_head][2*hd]: q normed + rotated in place
