@@ -449,10 +449,6 @@ static double attention(acts *A, int max_kv, double *prep, double pred_prep, dou
     c.qn = dev_floats(256, 1.0f), c.kn = dev_floats(256, 1.0f), c.invf = dev_floats(32, 0.01f);
     const size_t wb = cuda_attn_workspace_bytes(&c.ad, ns, 1, max_kv);
     CU(cudaMalloc(&c.work, wb ? wb : 256));
-    if (cuda_attn_workspace_init(c.work, wb, NULL) != 0) {
-        fprintf(stderr, "bench_cuda_decode: the attention workspace could not be cleared\n");
-        exit(1);
-    }
     const size_t nst = copies * (size_t)ns;
     float *caches = dev_floats(nst * 2 * kv, 1.0f);
     cuda_attn_seq *hs = malloc(nst * sizeof *hs);

@@ -128,10 +128,6 @@ static void bench_attention(double bw, int pos, int n, rng_state *r) {
     size_t wb = cuda_attn_workspace_bytes(&c.d, n, n, c.max_kv);
     c.ws = NULL;
     if (wb) CU(cudaMalloc((void **)&c.ws, wb));
-    if (cuda_attn_workspace_init(c.ws, wb, NULL) != 0) {
-        fprintf(stderr, "bench_cuda_mixer: the attention workspace could not be cleared\n");
-        exit(1);
-    }
     cuda_attn_seq s = {.k_cache = kc, .v_cache = vc, .pos = pos, .row0 = 0, .n = n};
     c.seqs = bench_dev_copy(&s, sizeof s);
     double t = time_step(attn_step, &c, n <= 8 ? 500 : 20, 1);

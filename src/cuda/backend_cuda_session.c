@@ -504,15 +504,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: the attention / GDN kernels could not be set up");
         goto fail;
     }
-    /* the fused router's counter and the attention's fused-combine counters start at 0 (each launch leaves them
-     * 0; cuda_moe_router.h, cuda_attention.h) */
-    const size_t awb = s->n_attn ? cuda_attn_workspace_bytes(&s->ad, (int)s->max_rows, (int)s->max_rows,
-                                                              (int)s->max_context)
-                                 : 0;
-    if (cuda_attn_workspace_init(s->sc.attn_work, awb, s->stream) != 0) {
-        rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: the attention workspace could not be cleared");
-        goto fail;
-    }
+    /* the fused router's counter starts at 0 (each launch leaves it 0; cuda_moe_router.h) */
     if (cuda_memset(s->sc.route_ctr, 0, sizeof(uint32_t), s->stream, why) || zero_states(s, why)) {
         rc = error_set(err, CLOVER_E_INTERNAL, "CUDA session: %s", why);
         goto fail;

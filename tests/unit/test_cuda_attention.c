@@ -175,7 +175,6 @@ static void dev_run(dev_result *res, const attn_case *c, const attn_data *a, uns
     cuda_attn_seq *ds = dev_upload(hs, sizeof(cuda_attn_seq) * (size_t)(ns ? ns : 1));
     size_t wb = cuda_attn_workspace_bytes(d, n_rows, max_rows, max_kv);
     float *ws = wb ? dev_poisoned(wb / sizeof(float)) : NULL;
-    CHECK(cuda_attn_workspace_init(ws, wb, NULL) == 0); /* the fused combine's counters: zero once */
     res->rc_prepare = cuda_attn_prepare(qg, k, v, qn, kn, invf, ds, ns, max_rows, d, NULL);
     res->rc_forward = cuda_attn_forward(out, qg, ds, ns, n_rows, max_rows, max_kv, causal, d, ws, NULL);
     CUDA_OK(cudaDeviceSynchronize());
@@ -354,7 +353,6 @@ static void fused_combine_graph_replay(void) {
     cuda_attn_seq *ds = dev_upload(hs, sizeof hs);
     size_t wb = cuda_attn_workspace_bytes(d, (int)R, 1, max_kv);
     float *ws = dev_poisoned(wb / sizeof(float));
-    CHECK(cuda_attn_workspace_init(ws, wb, NULL) == 0);
     cudaStream_t st;
     CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     CUDA_OK(cudaDeviceSynchronize()); /* the uploads and poisoning (legacy stream) before st's work */
@@ -447,7 +445,6 @@ static void fused_combine_ticket_bound(void) {
         float *qg = dev_upload_f(hqg, on * 2), *out = dev_poisoned(on);
         size_t wb = cuda_attn_workspace_bytes(&d, ns, 1, kv);
         float *ws = dev_poisoned(wb / sizeof(float));
-        CHECK(cuda_attn_workspace_init(ws, wb, NULL) == 0);
         for (int f = 0; f < 3; f++) { /* modes 0, 1, 2 */
             cuda_attn_fused_combine_set(f);
             CUDA_OK(cudaMemset(out, 0xff, on * sizeof(float)));
@@ -501,8 +498,8 @@ static void bad_dims_refused(void) {
     CHECK(q1.n_splits == 1);
     CHECK(q512.n_splits == p512.n_splits && q512.split_len == p512.split_len);
     /* the workspace holds either form's partials: 128 splits (tile) at 262144, 33 (decode) at 513 */
-    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == 16384 + sizeof(float) * 16 * 128 * 258); /* counters, partials */
-    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == 16384 + sizeof(float) * 16 * 33 * 258);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 16) == 0);
     /* the combine modes: 0, 1 (the default) and the cluster sizes; anything else is 1 */
     cuda_attn_fused_combine_set(0);
