@@ -57,39 +57,6 @@
  * blocks launched, half exit at once), ~8 us at 4097 keys (16.8 MB: ~4 us
  * of bandwidth, 4 steps a warp).
  *
- * The fused combine (on unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0): the merge
- * of a decode row's splits was a second launch (attn_combine_kernel, 16
- * blocks of 1024) costing about as much as the forward (a launch, a chain of
- * dependent loads of seqs, m and l, then the sums). Instead each block of the
- * decode form, once its partials are written, takes a ticket on a counter of
- * its (sequence, KV head, head range) after a __threadfence; the block that
- * draws the last ticket (all the splits' partials are then visible) resets
- * the counter (so graph replays find it at zero) and merges the partials of
- * that range's <= 8 heads. It adds the splits in exactly the combine
- * kernel's order (warp h: head h's max and denominator, lane-strided then
- * the xor butterfly; column i: partitions p = s mod (1024 / hd) summed in
- * split order, then the partitions in order; explicit fmaf where the
- * combine's a += b * c contracts), so the bits do not depend on which block
- * finishes last nor on the switch. No block waits on another (no deadlock
- * whatever is resident). The combining blocks: one per (sequence, KV head,
- * head range), 2 for the 35B's single row, each reading its 8 heads' 33 x
- * 1 KB partials (264 KB from L2 at 512 keys; ~2 us at ~64 B/clk an SM).
- * Spreading them needs blocks that are still alive when the last ticket is
- * drawn, and waiting on other blocks could deadlock, so the cluster forms
- * (CLOVER_CUDA_ATTN_FUSED_COMBINE=2, 4 or 8; not the default until
- * measured) launch the decode kernel in clusters of C blocks along the
- * splits, which the hardware co-schedules: every block takes its ticket, the
- * cluster meets at a barrier, and if any of its blocks drew the last ticket
- * all C merge heads r, r + C, ... (r its rank): 2 x C combining blocks for
- * the 35B, 264 / C KB each. The cost: two cluster barriers a block, blocks
- * past the splits that run empty to meet them, and placement (C blocks of
- * one SM each in one GPC: C = 8 may leave SMs idle when all 132 splits have
- * work). The counters are DEC_COUNTERS (4096) tickets at the start of the
- * caller's workspace (zeroed once by cuda_attn_workspace_init), so forwards
- * in flight at once on separate workspaces (two sessions' streams) never
- * share one; a pass with more (sequence, KV head, head range) blocks than
- * that, and the switch at 0, take the separate combine.
- *
  * Split plans: a sequence's splits depend only on its own kv = pos + n and
  * n (and on the form, a process-wide switch), never on the other sequences
  * of the pass, so a row's result does not depend on what else is batched
@@ -103,7 +70,6 @@
  * Precision: f32 throughout (scores, exp, sums), like the CPU oracle; they
  * differ only in summation order and in the online rescaling.
  */
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdlib.h>
@@ -129,16 +95,8 @@ enum {
     DEC_STEP = DEC_WARPS * DEC_KB, /* keys a block takes a step; splits are multiples of it */
     DEC_GP = 8,          /* query heads a decode block holds */
     DEC_NE = 8,          /* head_dim elements a lane holds: 8 x 32 lanes = CUDA_ATTN_MAX_HEAD_DIM */
-    DEC_TARGET = 132,    /* one block per SM of an H200 (the block is register-bound to one) */
-    DEC_COUNTERS = 4096, /* the fused combine's tickets: n_seq x n_head_kv x dec_hr of a pass at most */
-    FC_P = 4             /* the fused combine keeps the partition sums in registers when 1024 / hd <= FC_P */
+    DEC_TARGET = 132     /* one block per SM of an H200 (the block is register-bound to one) */
 };
-
-/* The fused combine's tickets, one per (sequence, KV head, head range) of a decode launch, live at the start
- * of the caller's workspace (DEC_TICKET_BYTES): a workspace is one session's (or one test's), so two forwards in
- * flight on two streams never share a ticket, where a device-wide array would. Zeroed once by
- * cuda_attn_workspace_init; back to zero after every launch (the last block resets its own). */
-enum { DEC_TICKET_BYTES = DEC_COUNTERS * 4 }; /* a multiple of 256: the partials after it stay aligned */
 
 typedef struct fwd_shape {
     int gp;    /* query heads of the group per block */
@@ -213,22 +171,6 @@ static int dec_form_on(void) {
     }
     return g_dec_form;
 }
-
-/* The decode form's combine (the FC of attn_dec_kernel): 1 unless CLOVER_CUDA_ATTN_FUSED_COMBINE says
- * 0 (the separate kernel) or 2, 4, 8 (the cluster form; read once), or cuda_attn_fused_combine_set
- * said otherwise */
-static int g_fused_comb = -1;
-static int fused_mode_of(int v) { return v == 0 || v == 2 || v == 4 || v == 8 ? v : 1; }
-static int fused_comb_on(void) {
-    if (g_fused_comb < 0) {
-        const char *v = getenv("CLOVER_CUDA_ATTN_FUSED_COMBINE");
-        g_fused_comb = v && v[0] && !v[1] ? fused_mode_of(v[0] - '0') : 1;
-    }
-    return g_fused_comb;
-}
-/* cluster sizes cuda_attn_init found the device able to launch the decode form in (bit C: clusters
- * of C): a mode it could not is taken as 1 */
-static int g_cluster_ok = 0;
 
 /* the dynamic shared memory of a block holding rt rows (nq = rt * gp query vectors) */
 static size_t fwd_smem_bytes(const cuda_attn_dims &d, int rt) {
@@ -474,113 +416,13 @@ static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP],
     }
 }
 
-/* The fused combine (design comment above), run by the block that drew the
- * last ticket of its (sequence, KV head, head range), or by each block of its
- * cluster: heads rh0 + hb, rh0 + hb + hs, ... (< rh0 + gq) of the pass. The same arithmetic in the same order as attn_combine_kernel,
- * so the same bits: warp h makes head h's split weights and denominator as
- * that kernel's warp 0 does; item e (VEC columns of one head) sums its
- * column's partitions p = 0 .. P - 1 (P = COMB_THREADS / hd, splits p, p + P,
- * ... in order) and adds them in order. Where P <= FC_P the partitions'
- * sums are kept side by side in registers, so the loads of P splits are in
- * flight together (the 35B: P = 4); otherwise one partition after another.
- * Partials are read through L2 (__ldcg): other blocks wrote them. */
-template <int VEC>
-static __device__ __forceinline__ void dec_fused_combine(float *out, const float *qg, const float *part_o,
-                                                         const float *part_ml, int grid_stride, int n_splits,
-                                                         size_t rh0, int gq, int hb, int hs, int hd, int tid) {
-    static_assert(DEC_WARPS >= DEC_GP, "a warp per head");
-    __shared__ float cw[DEC_GP * MAX_SPLITS]; /* [my head][split]: weights e^(m_s - M) */
-    __shared__ float cden[DEC_GP];
-    const int lane = tid & 31, warp = tid >> 5;
-    const int nmine = hb < gq ? (gq - hb + hs - 1) / hs : 0; /* my heads: k = 0 .. nmine - 1 is hb + k hs */
-    if (warp < nmine) {
-        const float *ml = part_ml + (rh0 + hb + (size_t)warp * hs) * grid_stride * 2;
-        float M = -INFINITY;
-        for (int s = lane; s < n_splits; s += 32) M = fmaxf(M, __ldcg(ml + 2 * s));
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float den = 0.0f;
-        for (int s = lane; s < n_splits; s += 32) {
-            const float m = __ldcg(ml + 2 * s);
-            const float w = m == -INFINITY ? 0.0f : expf(m - M);
-            cw[warp * MAX_SPLITS + s] = w;
-            den = fmaf(w, __ldcg(ml + 2 * s + 1), den);
-        }
-        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-        if (lane == 0) cden[warp] = den;
-    }
-    __syncthreads();
-    const int P = COMB_THREADS / hd, hv = hd / VEC; /* VEC == 4 only where hd % 4 == 0 */
-    for (int e = tid; e < nmine * hv; e += DEC_THREADS) {
-        const int h = e / hv, i = (e % hv) * VEC; /* h: my h-th head */
-        const size_t rh = rh0 + hb + (size_t)h * hs;
-        const float *po = part_o + rh * grid_stride * hd + i;
-        const float *w = cw + h * MAX_SPLITS;
-        float gate[VEC], tot[VEC];
-#pragma unroll
-        for (int v = 0; v < VEC; v++) gate[v] = qg[rh * 2 * hd + hd + i + v], tot[v] = 0.0f;
-        if (P <= FC_P) {
-            float ch[FC_P][VEC];
-#pragma unroll
-            for (int p = 0; p < FC_P; p++)
-#pragma unroll
-                for (int v = 0; v < VEC; v++) ch[p][v] = 0.0f;
-#pragma unroll 2
-            for (int s0 = 0; s0 < n_splits; s0 += P) {
-#pragma unroll
-                for (int p = 0; p < FC_P; p++) {
-                    const int s = s0 + p;
-                    if (p < P && s < n_splits) {
-                        float x[VEC];
-                        if constexpr (VEC == 4) {
-                            const float4 x4 = __ldcg((const float4 *)(po + (size_t)s * hd));
-                            x[0] = x4.x, x[1] = x4.y, x[2] = x4.z, x[3] = x4.w;
-                        } else {
-                            x[0] = __ldcg(po + (size_t)s * hd);
-                        }
-                        const float ws = w[s];
-#pragma unroll
-                        for (int v = 0; v < VEC; v++) ch[p][v] = fmaf(ws, x[v], ch[p][v]);
-                    }
-                }
-            }
-#pragma unroll
-            for (int p = 0; p < FC_P; p++)
-                if (p < P)
-#pragma unroll
-                    for (int v = 0; v < VEC; v++) tot[v] += ch[p][v];
-        } else {
-            for (int p = 0; p < P; p++) {
-                float ch[VEC];
-#pragma unroll
-                for (int v = 0; v < VEC; v++) ch[v] = 0.0f;
-#pragma unroll 4
-                for (int s = p; s < n_splits; s += P) {
-                    const float ws = w[s];
-#pragma unroll
-                    for (int v = 0; v < VEC; v++) ch[v] = fmaf(ws, __ldcg(po + (size_t)s * hd + v), ch[v]);
-                }
-#pragma unroll
-                for (int v = 0; v < VEC; v++) tot[v] += ch[v];
-            }
-        }
-#pragma unroll
-        for (int v = 0; v < VEC; v++) out[rh * hd + i + v] = (tot[v] / cden[h]) * sigmoidf_(gate[v]);
-    }
-}
-
 /* The decode form (design comment above): grid (decode splits of max_kv, 1,
  * n_seq x n_head_kv x dec_hr); blocks of sequences with n != 1 and past their
- * sequence's splits exit at once. FC (the combine): 0, partials for
- * attn_combine_kernel; 1, the last block of each (sequence, KV head, head
- * range) merges the splits (gridDim.z <= DEC_COUNTERS); 2, 4 or 8, launched
- * in clusters of FC blocks along the splits (gridDim.x a multiple of FC),
- * and the FC blocks of the cluster holding the last block merge FC head
- * subsets side by side: a cluster exits whole or not at all (its blocks
- * meet at cluster barriers), so its blocks past the splits run empty. */
-template <int VEC, int FC>
+ * sequence's splits exit at once. */
+template <int VEC>
 __global__ void __launch_bounds__(DEC_THREADS, 1)
     attn_dec_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, cuda_attn_dims d, float *part_o,
-                    float *part_ml, int grid_stride, unsigned *tickets) {
+                    float *part_ml, int grid_stride) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     constexpr int NCH = DEC_NE / VEC;
@@ -593,9 +435,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
     int split_len;
     const int n_splits = dec_split(kv, d, &split_len);
     const int split = blockIdx.x;
-    if (FC < 2 ? split >= n_splits : split - split % FC >= n_splits) return;
-    /* a cluster block past the splits: no keys (s1 = kv < s0), writes nothing, still meets its cluster */
-    const bool live = split < n_splits;
+    if (split >= n_splits) return;
     const int s0 = split * split_len, s1 = min(s0 + split_len, kv);
     const int h0 = kvh * group + hrange * DEC_GP; /* the block's first query head */
     const int gq = min(DEC_GP, group - hrange * DEC_GP);
@@ -728,7 +568,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
         Dh[tid] = den;
     }
     __syncthreads();
-    for (int e = FC < 2 || live ? tid : gq * hd; e < gq * hd; e += DEC_THREADS) {
+    for (int e = tid; e < gq * hd; e += DEC_THREADS) {
         const int h = e / hd, i = e % hd;
         float num = 0.0f;
 #pragma unroll
@@ -745,55 +585,6 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
             }
         }
     }
-    if constexpr (FC == 1) {
-        if (n_splits == 1) return; /* finished above; no ticket */
-        __shared__ int last_s;
-        __syncthreads(); /* every thread's partial stores are issued */
-        if (tid == 0) {
-            __threadfence(); /* the block's partials are visible device-wide before its ticket */
-            const unsigned t = atomicAdd(&tickets[z], 1u);
-            const int last = t == (unsigned)n_splits - 1;
-            if (last) {
-                /* every split of this launch has drawn: zero for the next launch or graph replay
-                 * (kernel boundaries order it before their tickets) */
-                tickets[z] = 0;
-                __threadfence(); /* the other blocks' partials are read after their tickets */
-            }
-            last_s = last;
-        }
-        __syncthreads();
-        if (!last_s) return;
-        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq, 0, 1,
-                               hd, tid);
-    } else if constexpr (FC >= 2) {
-        if (n_splits == 1) return; /* uniform over the cluster (one z): no block meets a barrier */
-        namespace cg = cooperative_groups;
-        __shared__ int last_s;
-        __syncthreads();
-        if (tid == 0) {
-            int last = 0;
-            if (live) {
-                __threadfence();
-                const unsigned t = atomicAdd(&tickets[z], 1u);
-                last = t == (unsigned)n_splits - 1;
-                if (last) {
-                    tickets[z] = 0;
-                    __threadfence();
-                }
-            }
-            last_s = last;
-        }
-        cg::cluster_group cl = cg::this_cluster();
-        cl.sync(); /* every block's flag is set (release / acquire at cluster scope) */
-        int any = 0;
-#pragma unroll
-        for (int r = 0; r < FC; r++) any |= *cl.map_shared_rank(&last_s, (unsigned)r);
-        cl.sync(); /* no block exits while a peer still reads its flag */
-        if (!any) return;
-        __threadfence(); /* the other blocks' partials are read after the last ticket (seen through the barrier) */
-        dec_fused_combine<VEC>(out, qg, part_o, part_ml, grid_stride, n_splits, (size_t)sq.row0 * nh + h0, gq,
-                               (int)cl.block_rank(), FC, hd, tid);
-    }
 }
 
 /* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head.
@@ -803,11 +594,10 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
  * fixed order); then COMB_THREADS / hd partitions of the splits sum each
  * column (an empty split has weight 0 and a zero partial), and the
  * partitions are added in a fixed order. dec: the decode form is on (rows of
- * sequences with n == 1 have its plan); dec_done: its fused combine merged
- * them already (skipped here). */
+ * sequences with n == 1 have its plan). */
 __global__ void __launch_bounds__(COMB_THREADS)
     attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
-                        const float *part_o, const float *part_ml, int grid_stride, int dec, int dec_done) {
+                        const float *part_o, const float *part_ml, int grid_stride, int dec) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
@@ -823,7 +613,7 @@ __global__ void __launch_bounds__(COMB_THREADS)
             break;
         }
     }
-    if (!found || (dec && dec_done && n == 1)) return;
+    if (!found) return;
     int split_len, n_splits;
     if (dec && n == 1) {
         n_splits = dec_split(kv, d, &split_len);
@@ -914,13 +704,6 @@ extern "C" void cuda_attn_decode_set(int on) { g_dec_form = on ? 1 : 0; }
 
 extern "C" int cuda_attn_decode_on(void) { return dec_form_on(); }
 
-extern "C" void cuda_attn_fused_combine_set(int mode) { g_fused_comb = fused_mode_of(mode); }
-
-extern "C" int cuda_attn_fused_combine_on(void) {
-    const int m = fused_comb_on();
-    return m >= 2 && !(g_cluster_ok & m) ? 1 : m;
-}
-
 extern "C" cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv) {
     cuda_attn_plan_t p;
     if (n == 1 && dec_form_on()) {
@@ -936,13 +719,7 @@ extern "C" size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows,
     (void)max_rows;
     size_t gs = (size_t)grid_stride_of(*d, max_kv);
     if (gs <= 1) return 0;
-    return DEC_TICKET_BYTES + sizeof(float) * (size_t)n_rows * (size_t)d->n_head * gs * ((size_t)d->head_dim + 2);
-}
-
-extern "C" int cuda_attn_workspace_init(void *workspace, size_t bytes, void *stream) {
-    if (bytes == 0) return 0;
-    if (workspace == NULL || bytes < DEC_TICKET_BYTES) return CUDA_ATTN_EINVAL;
-    return (int)cudaMemsetAsync(workspace, 0, DEC_TICKET_BYTES, (cudaStream_t)stream);
+    return sizeof(float) * (size_t)n_rows * (size_t)d->n_head * gs * ((size_t)d->head_dim + 2);
 }
 
 extern "C" int cuda_attn_init(void) {
@@ -950,39 +727,11 @@ extern "C" int cuda_attn_init(void) {
     cudaError_t e = cudaFuncSetAttribute(attn_fwd_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)fwd_smem_bytes(big, fwd_shape_of(big).rt));
     const int ds = (int)dec_smem_bytes(CUDA_ATTN_MAX_HEAD_DIM);
-    void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *, int,
-                             unsigned *) = {
-        {attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>, attn_dec_kernel<4, 4>,
-         attn_dec_kernel<4, 8>},
-        {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>, attn_dec_kernel<1, 4>,
-         attn_dec_kernel<1, 8>}};
-    for (int v = 0; v < 2 && e == cudaSuccess; v++)
-        for (int f = 0; f < 5 && e == cudaSuccess; f++)
-            e = cudaFuncSetAttribute(dec[v][f], cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
-    if (e != cudaSuccess) return (int)e;
-    /* the cluster forms: only where a cluster of the block's size fits (else mode 1); a failed query
-     * is no error of init's */
-    g_cluster_ok = 0;
-    for (int f = 2; f < 5; f++) {
-        const int c = 1 << (f - 1);
-        int ok = 1;
-        for (int v = 0; v < 2; v++) {
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = dim3((unsigned)c, 1u, 1u);
-            cfg.blockDim = dim3(DEC_THREADS);
-            cfg.dynamicSmemBytes = (size_t)ds;
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = 1;
-            int n = 0;
-            if (cudaOccupancyMaxActiveClusters(&n, dec[v][f], &cfg) != cudaSuccess || n < 1) ok = 0;
-        }
-        (void)cudaGetLastError(); /* a refused query leaves no sticky error behind */
-        if (ok) g_cluster_ok |= c;
-    }
-    return 0;
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e == cudaSuccess)
+        e = cudaFuncSetAttribute(attn_dec_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    return (int)e;
 }
 
 extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, int n_rows,
@@ -1008,8 +757,7 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     int tiles = (max_rows + rt - 1) / rt;
     const bool may_split = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1);
     if (gz > 65535 || gz_dec > 65535 || tiles > 65535 || (may_split && workspace == NULL)) return CUDA_ATTN_EINVAL;
-    unsigned *tickets = (unsigned *)workspace; /* DEC_TICKET_BYTES, then the partials */
-    float *part_o = workspace ? (float *)((char *)workspace + DEC_TICKET_BYTES) : NULL;
+    float *part_o = (float *)workspace;
     float *part_ml = gstride > 1 && workspace ? part_o + (size_t)n_rows * d->n_head * gstride * d->head_dim : NULL;
     cudaStream_t st = (cudaStream_t)stream;
     cudaError_t e = cudaSuccess;
@@ -1019,48 +767,19 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
                    part_o, part_ml, gstride, rt, dec);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
-    /* the decode rows' splits merged inside the decode launch: the switch, and a ticket for each of its
-     * (sequence, KV head, head range) blocks; beyond DEC_COUNTERS the separate combine */
-    const bool fused = run_dec && gs_dec > 1 && fused_comb_on() && gz_dec <= DEC_COUNTERS;
     if (run_dec) {
-        int mode = fused ? fused_comb_on() : 0;
-        if (mode >= 2 && !(g_cluster_ok & mode)) mode = 1;
-        const int fi = mode == 0 ? 0 : mode == 1 ? 1 : mode == 2 ? 2 : mode == 4 ? 3 : 4;
-        const int c = mode >= 2 ? mode : 1; /* the grid's x a multiple of the cluster */
-        dim3 grid((unsigned)((gs_dec + c - 1) / c * c), 1u, (unsigned)gz_dec);
-        void (*const dec[2][5])(float *, const float *, const cuda_attn_seq *, cuda_attn_dims, float *, float *,
-                                int, unsigned *) = {{attn_dec_kernel<4, 0>, attn_dec_kernel<4, 1>, attn_dec_kernel<4, 2>,
-                                         attn_dec_kernel<4, 4>, attn_dec_kernel<4, 8>},
-                                        {attn_dec_kernel<1, 0>, attn_dec_kernel<1, 1>, attn_dec_kernel<1, 2>,
-                                         attn_dec_kernel<1, 4>, attn_dec_kernel<1, 8>}};
-        auto kern = dec[(d->head_dim & 3) == 0 ? 0 : 1][fi];
-        const size_t ds = dec_smem_bytes(d->head_dim);
-        if (c == 1) {
-            pdl_launch(kern, grid, DEC_THREADS, ds, st, out, qg, seqs, *d, part_o, part_ml, gstride, tickets);
-        } else {
-            /* pdl_launch's launch plus the cluster shape */
-            cudaLaunchConfig_t cfg = {};
-            cfg.gridDim = grid;
-            cfg.blockDim = dim3(DEC_THREADS);
-            cfg.dynamicSmemBytes = ds;
-            cfg.stream = st;
-            cudaLaunchAttribute at[2];
-            at[0].id = cudaLaunchAttributeClusterDimension;
-            at[0].val.clusterDim.x = (unsigned)c, at[0].val.clusterDim.y = 1, at[0].val.clusterDim.z = 1;
-            at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[1].val.programmaticStreamSerializationAllowed = 1;
-            cfg.attrs = at;
-            cfg.numAttrs = st != NULL && cuda_pdl_enabled() ? 2 : 1;
-            (void)cudaLaunchKernelEx(&cfg, kern, out, qg, seqs, *d, part_o, part_ml, gstride, tickets);
-        }
+        dim3 grid((unsigned)gs_dec, 1u, (unsigned)gz_dec);
+        if ((d->head_dim & 3) == 0)
+            pdl_launch(attn_dec_kernel<4>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
+                       part_o, part_ml, gstride);
+        else
+            pdl_launch(attn_dec_kernel<1>, grid, DEC_THREADS, dec_smem_bytes(d->head_dim), st, out, qg, seqs, *d,
+                       part_o, part_ml, gstride);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
-    /* the separate combine: the tile form's splits, and the decode form's unless fused (a decode-only
-     * pass then has one launch) */
-    const bool comb = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1 && !fused);
-    if (!comb) return 0;
+    if (!may_split) return 0;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
     pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gstride,
-               dec, fused ? 1 : 0);
+               dec);
     return (int)cudaGetLastError();
 }

@@ -31,8 +31,7 @@
  *     a block takes one KV head, <= 8 query heads and a split of the keys
  *     spread over its warps, q and o in registers, no barrier per key tile
  *     (attention_forward.cu). A second small kernel merges the splits
- *     (skipped when there is one; for decode rows the decode kernel's last
- *     block of a head range does it, unless CLOVER_CUDA_ATTN_FUSED_COMBINE=0). A sequence's split plan depends only on
+ *     (skipped when there is one). A sequence's split plan depends only on
  *     the dims, the form and its own pos + n and n (cuda_attn_plan), and the
  *     rows a block holds never change a query's arithmetic, so a row's
  *     result does not depend on the other sequences of the pass (tested bit
@@ -106,24 +105,6 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
 
-/* The decode form's fused combine: the last block of each (sequence, KV head,
- * head range) to finish merges the splits (a ticket counter), so a
- * decode-only pass is one launch; the same bits as the separate combine
- * kernel. Modes: 1 (the default), 0 (the separate attn_combine_kernel), 2, 4
- * or 8 (the decode kernel launched in clusters of that many blocks, which
- * all merge a share of the heads; taken as 1 where cuda_attn_init found the
- * device unable to launch them). CLOVER_CUDA_ATTN_FUSED_COMBINE=0/1/2/4/8
- * (read once); cuda_attn_fused_combine_set overrides it (tests, A/B), with
- * the same rule as cuda_attn_decode_set about graphs;
- * cuda_attn_fused_combine_on says the mode forward uses (after
- * cuda_attn_init). Its counters live in the workspace (below), so forwards on
- * separate workspaces may be in flight at once; one workspace serves one
- * forward at a time. A pass with more than 4096 (sequence, KV head, head
- * range) blocks (n_seq x n_head_kv x ceil(group / 8)) takes the separate
- * combine. */
-void cuda_attn_fused_combine_set(int mode);
-int cuda_attn_fused_combine_on(void);
-
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and
  * pos + n <= max_kv for every sequence: the split partials,
@@ -134,14 +115,8 @@ int cuda_attn_fused_combine_on(void);
  * So size it for the rows of a decode pass rather than for the longest
  * prompt chunk where memory is short (a chunk of R rows of one sequence
  * uses only ~2 splits per row, but the partials are strided for the most
- * any row may take). When not 0 it starts with 16 KiB of the fused
- * combine's counters, which must be zero before the first forward:
- * cuda_attn_workspace_init once after allocating (every forward leaves them
- * zero). */
+ * any row may take). */
 size_t cuda_attn_workspace_bytes(const cuda_attn_dims *d, int n_rows, int max_rows, int max_kv);
-/* Zeroes a new workspace's counters (bytes: what cuda_attn_workspace_bytes
- * gave; 0 does nothing) on stream; 0 or a CUDA error code. */
-int cuda_attn_workspace_init(void *workspace, size_t bytes, void *stream);
 
 /* Step 1 for every sequence's rows. max_rows >= every seq's n. */
 int cuda_attn_prepare(float *qg,                 // [n_rows][n_head][2*hd]: q normed + rotated in place

@@ -12,13 +12,7 @@
  * partial last one, 65 splits), head dims 33 and 130 (no 16-byte loads), 36
  * and 64 (lanes past hd idle), groups 1, 3, 8, 12 and 40 (several head
  * ranges, the last one partial), and a decode row batched with a chunk (both
- * kernels in one pass, one combine), and 8 and 5 decode rows at once. The
- * decode form merges its splits in its own launch (the fused combine, the
- * default): every decode-form case is run again with the separate combine
- * kernel (cuda_attn_fused_combine_set(0)) and must give the same bits; a
- * captured graph of the fused forward replayed three times must too (its
- * tickets reset), and so must a pass of 2000 and one of 4100 one-row
- * sequences (past the 4096 tickets: the separate combine). Device outputs and the cache rows past the old end are
+ * kernels in one pass, one combine). Device outputs and the cache rows past the old end are
  * poisoned with NaN first: written rows must be finite, rows past pos + n must
  * still be NaN (nothing written out of place).
  *
@@ -49,7 +43,7 @@
 #include "cuda/cuda_attention.h"
 #include "cuda_mixer_test.h"
 
-enum { MAX_SEQ = 8, CACHE_SLACK = 3 };
+enum { MAX_SEQ = 4, CACHE_SLACK = 3 };
 
 typedef struct seq_case {
     int pos, n;
@@ -236,23 +230,6 @@ static void run_case(const attn_case *c) {
         double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
         CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
         CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
-        /* the decode form's combine modes against the fused one (the default, g): the separate combine
-         * kernel and the cluster forms give the same bits */
-        if (cuda_attn_decode_on() && cuda_attn_fused_combine_on() == 1) {
-            static const int modes[] = {0, 2, 4, 8};
-            for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-                dev_result o;
-                cuda_attn_fused_combine_set(modes[m]);
-                dev_run(&o, c, &a, all, causal, modes[m] == 8);
-                CHECK_MSG(o.rc_prepare == 0 && o.rc_forward == 0, "%s (combine mode %d): forward %s", c->name,
-                          modes[m], cuda_attn_strerror(o.rc_forward));
-                CHECK_MSG(memcmp(o.out, g.out, R * nh * hd * sizeof(float)) == 0,
-                          "%s (%s): combine mode %d (ran as %d) differs from the fused", c->name,
-                          causal ? "causal" : "full", modes[m], cuda_attn_fused_combine_on());
-                dev_result_free(&o, c->n_seq);
-            }
-            cuda_attn_fused_combine_set(1);
-        }
         NOTE("%-32s %-4s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, cuda_attn_decode_on() ? "dec" : "tile",
              causal ? "causal" : "full", R, eq, ek, eo);
         /* batch independence: each sequence alone gives its rows bit for bit */
@@ -300,18 +277,10 @@ static const attn_case CASES[] = {
     {"dec hd130 g8", {16, 2, 130, 16, 1e-6f}, 2, {{64, 1}, {3000, 1}}, 23},
     {"dec hd64 g12 (2 head ranges)", {12, 1, 64, 16, 1e-6f}, 2, {{100, 1}, {2047, 1}}, 24},
     {"dec hd24 g40 (5 head ranges)", {40, 1, 24, 8, 1e-6f}, 3, {{70, 1}, {0, 1}, {15, 1}}, 25},
-    /* 8 decode rows: 1 split (kv 1, 16), 2 (17), odd lengths over many splits (301, 777 keys), 33 (512),
-     * 65 (4097) */
-    {"dec 16/2/256, 8 rows", {16, 2, 256, 64, 1e-6f}, 8,
-     {{0, 1}, {15, 1}, {16, 1}, {300, 1}, {511, 1}, {776, 1}, {2048, 1}, {4096, 1}}, 26},
-    {"dec hd130 g8, 5 rows", {16, 2, 130, 16, 1e-6f}, 5, {{0, 1}, {44, 1}, {999, 1}, {1500, 1}, {129, 1}}, 27},
-    /* hd 250: scalar loads with 4 partitions (the fused combine's register form without 16-byte loads) */
-    {"dec hd250 g2", {4, 2, 250, 8, 1e-6f}, 2, {{600, 1}, {20, 1}}, 28},
 };
 
 static void operators_match_cpu(void) {
     cuda_attn_decode_set(1);
-    cuda_attn_fused_combine_set(1);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
 }
 
@@ -320,153 +289,6 @@ static void tile_form_matches_cpu(void) {
     cuda_attn_decode_set(0);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
     cuda_attn_decode_set(1);
-}
-
-/* The fused combine in a captured graph (on a stream: PDL on), replayed three times with the output
- * poisoned before each: the same bits as the separate combine run plainly every time (the last block
- * of each head range resets its ticket, or a replay would find no last block and leave NaN). */
-static void fused_combine_graph_replay(void) {
-    const attn_case *c = NULL;
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
-        if (strcmp(CASES[i].name, "dec 16/2/256, 8 rows") == 0) c = &CASES[i];
-    CHECK(c != NULL);
-    if (!c) return;
-    const cuda_attn_dims *d = &c->d;
-    const size_t nh = (size_t)d->n_head, nkv = (size_t)d->n_head_kv, hd = (size_t)d->head_dim;
-    attn_data a;
-    data_make(&a, c);
-    const size_t R = (size_t)a.n_rows, on = R * nh * hd;
-    float *qg = dev_upload_f(a.qg, R * nh * 2 * hd), *k = dev_upload_f(a.k, R * nkv * hd);
-    float *v = dev_upload_f(a.v, R * nkv * hd), *qn = dev_upload_f(a.q_norm, hd), *kn = dev_upload_f(a.k_norm, hd);
-    float *invf = dev_upload_f(a.inv_freq, (size_t)d->rot / 2 + 1);
-    float *out = dev_poisoned(on);
-    cuda_attn_seq hs[MAX_SEQ];
-    float *kc[MAX_SEQ], *vc[MAX_SEQ];
-    int max_kv = 0;
-    for (int s = 0; s < c->n_seq; s++) {
-        size_t rows = (size_t)a.cap[s] * nkv * hd;
-        kc[s] = dev_upload_f(a.kc0[s], rows);
-        vc[s] = dev_upload_f(a.vc0[s], rows);
-        hs[s] = (cuda_attn_seq){.k_cache = kc[s], .v_cache = vc[s], .pos = c->s[s].pos, .row0 = a.row0[s], .n = 1};
-        max_kv = c->s[s].pos + 1 > max_kv ? c->s[s].pos + 1 : max_kv;
-    }
-    cuda_attn_seq *ds = dev_upload(hs, sizeof hs);
-    size_t wb = cuda_attn_workspace_bytes(d, (int)R, 1, max_kv);
-    float *ws = dev_poisoned(wb / sizeof(float));
-    cudaStream_t st;
-    CUDA_OK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    CUDA_OK(cudaDeviceSynchronize()); /* the uploads and poisoning (legacy stream) before st's work */
-    CHECK(cuda_attn_prepare(qg, k, v, qn, kn, invf, ds, c->n_seq, 1, d, st) == 0);
-    float *ref = malloc(on * sizeof(float)), *got = malloc(on * sizeof(float));
-    /* the separate combine, plainly */
-    cuda_attn_fused_combine_set(0);
-    CHECK(cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st) == 0);
-    CUDA_OK(cudaStreamSynchronize(st));
-    dev_download(ref, out, on * sizeof(float));
-    double eo = rel_l2(ref, a.ref_out[1], on);
-    CHECK_MSG(eo < 5e-6, "separate combine: output rel %g", eo);
-    static const int modes[] = {1, 2, 8};
-    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
-        cuda_attn_fused_combine_set(modes[m]);
-        const int ran = cuda_attn_fused_combine_on();
-        /* plainly, twice in a row (the second finds the tickets reset by the first) */
-        for (int rep = 0; rep < 2; rep++) {
-            CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
-            CHECK(cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st) == 0);
-            CUDA_OK(cudaStreamSynchronize(st));
-            dev_download(got, out, on * sizeof(float));
-            CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0, "mode %d (as %d): plain run %d differs from the "
-                      "separate combine", modes[m], ran, rep);
-        }
-        /* captured once, replayed three times */
-        cudaGraph_t graph = NULL;
-        cudaGraphExec_t exec = NULL;
-        CUDA_OK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        int rc = cuda_attn_forward(out, qg, ds, c->n_seq, (int)R, 1, max_kv, 1, d, ws, st);
-        CUDA_OK(cudaStreamEndCapture(st, &graph));
-        CHECK_MSG(rc == 0, "mode %d: captured forward: %s", modes[m], cuda_attn_strerror(rc));
-        CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
-        for (int rep = 0; rep < 3; rep++) {
-            CUDA_OK(cudaMemsetAsync(out, 0xff, on * sizeof(float), st));
-            CUDA_OK(cudaGraphLaunch(exec, st));
-            CUDA_OK(cudaStreamSynchronize(st));
-            dev_download(got, out, on * sizeof(float));
-            CHECK_MSG(memcmp(got, ref, on * sizeof(float)) == 0,
-                      "mode %d (as %d): graph replay %d differs from the separate combine", modes[m], ran, rep);
-        }
-        NOTE("combine mode %d (ran as %d): plain x2 and graph replays x3 = the separate combine", modes[m], ran);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-    }
-    cuda_attn_fused_combine_set(1);
-    cudaStreamDestroy(st);
-    free(ref), free(got);
-    for (int s = 0; s < c->n_seq; s++) cudaFree(kc[s]), cudaFree(vc[s]);
-    cudaFree(qg), cudaFree(k), cudaFree(v), cudaFree(qn), cudaFree(kn), cudaFree(invf), cudaFree(out);
-    cudaFree(ds), cudaFree(ws);
-    data_free(&a, c->n_seq);
-}
-
-/* The tickets' bound: a decode pass of ns one-row sequences (one shared cache of 41 keys: 3 splits
- * each) has ns x 2 (sequence, KV head) blocks; 2000 sequences (4000 tickets) take the fused combine,
- * 4100 (8200 > 4096) the separate one. Both: the bits of the switch at 0, and the CPU oracle. */
-static void fused_combine_ticket_bound(void) {
-    const cuda_attn_dims d = {2, 2, 8, 0, 1e-6f};
-    const cpu_attn_dims cd = {.n_head = 2, .n_head_kv = 2, .head_dim = 8, .rot = 0, .eps = 1e-6f};
-    const int pos = 40, kv = pos + 1, counts[2] = {2000, 4100};
-    const size_t hd = 8, nh = 2, cache = (size_t)kv * 2 * hd;
-    cuda_attn_plan_t p = cuda_attn_plan(&d, 1, kv);
-    CHECK(p.n_splits == 3);
-    rng_state r;
-    rng_seed(&r, 31);
-    float *hk = malloc(cache * sizeof(float)), *hv = malloc(cache * sizeof(float));
-    fill_normal(hk, cache, &r, 0.0f, 1.0f);
-    fill_normal(hv, cache, &r, 0.0f, 1.0f);
-    float *kc = dev_upload_f(hk, cache), *vc = dev_upload_f(hv, cache);
-    float *scratch = malloc(cpu_attn_scratch_floats(&cd, (size_t)kv) * sizeof(float));
-    for (int t = 0; t < 2; t++) {
-        const int ns = counts[t];
-        const size_t on = (size_t)ns * nh * hd;
-        float *hqg = malloc(on * 2 * sizeof(float)), *q = malloc(on * sizeof(float));
-        float *gate = malloc(on * sizeof(float));
-        float *want = malloc(on * sizeof(float)), *sep = malloc(on * sizeof(float)), *fus = malloc(on * sizeof(float));
-        fill_normal(hqg, on * 2, &r, 0.0f, 1.0f);
-        for (size_t rh = 0; rh < (size_t)ns * nh; rh++) {
-            memcpy(q + rh * hd, hqg + rh * 2 * hd, hd * sizeof(float));
-            memcpy(gate + rh * hd, hqg + rh * 2 * hd + hd, hd * sizeof(float));
-        }
-        for (int s = 0; s < ns; s++)
-            cpu_attn_forward_scalar(want + (size_t)s * nh * hd, q + (size_t)s * nh * hd, gate + (size_t)s * nh * hd, hk,
-                                    hv, &cd, pos, 1, true, 0, nh, scratch);
-        cuda_attn_seq *hs = malloc((size_t)ns * sizeof *hs);
-        for (int s = 0; s < ns; s++)
-            hs[s] = (cuda_attn_seq){.k_cache = kc, .v_cache = vc, .pos = pos, .row0 = s, .n = 1};
-        cuda_attn_seq *ds = dev_upload(hs, (size_t)ns * sizeof *hs);
-        float *qg = dev_upload_f(hqg, on * 2), *out = dev_poisoned(on);
-        size_t wb = cuda_attn_workspace_bytes(&d, ns, 1, kv);
-        float *ws = dev_poisoned(wb / sizeof(float));
-        for (int f = 0; f < 3; f++) { /* modes 0, 1, 2 */
-            cuda_attn_fused_combine_set(f);
-            CUDA_OK(cudaMemset(out, 0xff, on * sizeof(float)));
-            int rc = cuda_attn_forward(out, qg, ds, ns, ns, 1, kv, 1, &d, ws, NULL);
-            CHECK_MSG(rc == 0, "%d sequences, combine mode %d: %s", ns, f, cuda_attn_strerror(rc));
-            dev_download(f ? fus : sep, out, on * sizeof(float));
-            if (f) {
-                double e = rel_l2(fus, want, on);
-                CHECK_MSG(e < 5e-6, "%d sequences, combine mode %d: output rel %g", ns, f, e);
-                CHECK_MSG(memcmp(fus, sep, on * sizeof(float)) == 0,
-                          "%d sequences: combine mode %d and the separate combine differ", ns, f);
-            }
-        }
-        double e = rel_l2(sep, want, on);
-        CHECK_MSG(e < 5e-6, "%d sequences, separate combine: output rel %g", ns, e);
-        NOTE("%d one-row sequences (%d tickets): out %.2e, fused = separate", ns, ns * 2, e);
-        cudaFree(ds), cudaFree(qg), cudaFree(out), cudaFree(ws);
-        free(hs), free(hqg), free(q), free(gate), free(want), free(sep), free(fus);
-    }
-    cuda_attn_fused_combine_set(1);
-    cudaFree(kc), cudaFree(vc);
-    free(hk), free(hv), free(scratch);
 }
 
 /* Host-side checks: bad dims are refused with a message naming the field, and no launch happens. */
@@ -501,13 +323,6 @@ static void bad_dims_refused(void) {
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 16) == 0);
-    /* the combine modes: 0, 1 (the default) and the cluster sizes; anything else is 1 */
-    cuda_attn_fused_combine_set(0);
-    CHECK(cuda_attn_fused_combine_on() == 0);
-    cuda_attn_fused_combine_set(3);
-    CHECK(cuda_attn_fused_combine_on() == 1);
-    cuda_attn_fused_combine_set(1);
-    CHECK(cuda_attn_fused_combine_on() == 1);
 }
 
 int main(void) {
@@ -516,7 +331,5 @@ int main(void) {
     CUDA_OK((cudaError_t)cuda_attn_init());
     RUN(operators_match_cpu);
     RUN(tile_form_matches_cpu);
-    RUN(fused_combine_graph_replay);
-    RUN(fused_combine_ticket_bound);
     return TEST_EXIT();
 }
