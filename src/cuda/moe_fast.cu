@@ -248,6 +248,19 @@ static unsigned long long g_fast_launches;
 extern "C" unsigned long long cuda_moe_fast_launches(void) { return __atomic_load_n(&g_fast_launches, __ATOMIC_RELAXED); }
 extern "C" void cuda_moe_fast_set(int on) { __atomic_store_n(&g_fast, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
 
+/* Gate + up rows a warp: 1 (the default), 2 or 4 with CLOVER_CUDA_MOEF_RPW (a developer switch for A/B; taken down
+ * to what fits 48 KB of shared memory). */
+static int moef_glu_rpw(void) {
+    static int v = -1;
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) {
+        const char *e = getenv("CLOVER_CUDA_MOEF_RPW");
+        r = e && (strcmp(e, "2") == 0 || strcmp(e, "4") == 0) ? atoi(e) : 1;
+        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
+
 /* 1 when the fast form took the product (the caller checked the arguments), 0 when it does not apply. */
 int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStream_t st) {
     if (!cuda_moe_fast_enabled() || (type != MM_Q4_K && type != MM_Q5_K) || a->n_in % 256) return 0;
@@ -267,15 +280,22 @@ int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStrea
     p.n_expert = (int)a->n_expert;
     p.xf = a->x;
     p.y = a->y;
-    p.rpw = w2 || p.row_bytes > 640 ? 1 : 4; /* mmv_kernel's rows a warp (its grid: a block per 8 * rpw rows) */
+    /* rows a warp: mmv_kernel's (its grid: a block per 8 * rpw rows), or for gate + up the developer switch's
+     * (fewer blocks, each warp's fixed work over more rows; the same arithmetic a row) where it fits */
+    const int glu_rpw = moef_glu_rpw();
     const size_t nb = (size_t)p.nb, ng = w2 ? 2 : 1;
     p.cap = a->n_rows < MMV_MAX ? (int)a->n_rows : MMV_MAX; /* one slot a row (a row repeating an expert: more groups) */
     p.x_row = (unsigned)((a->n_in + 36 * nb + 15) / 16 * 16);
     p.w_off = (unsigned)((size_t)p.cap * p.x_row);
-    p.w_warp = (unsigned)((size_t)p.rpw * p.row_bytes * ng);
-    p.t_off = p.w_off + MMV_WARPS * p.w_warp;
-    p.t_warp = (unsigned)(ng * MMV_MAX * p.rpw * nb * sizeof(float));
-    const size_t smem = (size_t)p.t_off + MMV_WARPS * (size_t)p.t_warp;
+    size_t smem = 0;
+    for (int rpw = w2 ? glu_rpw : p.row_bytes > 640 ? 1 : 4;; rpw /= 2) {
+        p.rpw = rpw;
+        p.w_warp = (unsigned)((size_t)p.rpw * p.row_bytes * ng);
+        p.t_off = p.w_off + MMV_WARPS * p.w_warp;
+        p.t_warp = (unsigned)(ng * MMV_MAX * p.rpw * nb * sizeof(float));
+        smem = (size_t)p.t_off + MMV_WARPS * (size_t)p.t_warp;
+        if (smem <= MMV_SMEM_MAX || !w2 || rpw == 1) break;
+    }
     if (smem > MMV_SMEM_MAX) return 0;
     const int rb = MMV_WARPS * p.rpw;
     const dim3 grid((unsigned)((a->n_out + rb - 1) / rb), (unsigned)p.n_slots), block(32 * MMV_WARPS);
