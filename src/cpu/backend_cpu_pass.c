@@ -105,7 +105,7 @@ static void shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
                            sc->allowed_of[i], be->pool);
         return;
     }
-    cpu_moe_forward_groups(sc->y, sc->x, n, w, sc->group, sc->allowed_of, be->pool, sc->moe);
+    cpu_moe_forward_groups(sc->y, sc->x, n, w, sc->group, sc->allowed_of, any ? sc->router : NULL, be->pool, sc->moe);
 }
 
 void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mode mode, backend_pass_stats *stats) {
