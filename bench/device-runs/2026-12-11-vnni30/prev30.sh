@@ -5,15 +5,17 @@
 # the router once a layer under the coreset; CLOVER_CPU_GROUPED=0 is the old order in the same binary (same bits).
 # bench_backend also runs one untimed preview before the timed ones now (the first one faulted in the logits buffer).
 #   cmake --build build -j2 && EXTRA_BINS="test_act_stage test_matmul test_matmul_batch test_quant_amx \
-#     test_matmul_amx_emu test_cpu_moe test_gdn_block test_batch" scripts/device-packs.sh build vnni30
+#     test_matmul_amx_emu test_cpu_moe test_gdn_block test_batch" scripts/device-packs.sh build vnni30 \
+#     && nm -n build/bench/bench_backend > .gpu-vnni30/bench_backend.nm   (step p names symbols with it)
 #   run(command="bash .gpu-vnni30/prev30.sh", carry=[".gpu-vnni30"], timeout_s=300)   (~2-3 minutes)
-# STEPS (default "t b"):
+# STEPS (default "t b p"):
 #  t  the tests, on the host's levels: test_quant_amx (real tiles), test_matmul_amx_emu, test_matmul (and at the
 #     VNNI level), test_matmul_batch, test_act_stage, test_cpu_moe / test_gdn_block / test_batch (the grouped order
 #     against CLOVER_CPU_GROUPED=0, bit for bit; a MoE-shaped 35-item batch, 1..64 rows, against the products alone)
 #  b  bench_backend, 16 threads, 512-row chunks, prompt 512 (the context of the previews), --reps 3: amx new / old,
 #     avx2 new / old, then amx new / old again while time is left (the preview's median of 3 in each)
-#  p  (not default) perf of one amx preview run at 16 threads, top symbols (where the rest of the time goes)
+#  p  perf of an amx run at 16 threads (prompt 32, previews, commits), top symbols, if the host has perf and time is
+#     left: how much of the rest is the pool's hand-out and waits (worker_main, fused_task, threadpool_run) or the kernels
 # Predictions (2026-12-04 16:12 on this host, --reps 1: amx 0.205 s, avx2 0.391 s = 1.91x; the bar is 3x). The work
 # moved to the pool is ~45 ms of one core a 40-layer preview (dev VM profile, docs/cpu-vnni-profile.md: GDN conv 18,
 # its norms 9, MoE 13, adds / norms 4, logits copy 4.7), plus the first preview's ~17 ms of page faults (bench):
@@ -23,7 +25,7 @@
 #       and prompt 512: new <= old (fewer MoE batches; the same work on the pool).
 set -uo pipefail
 PACK=${PACK:-.gpu-vnni30}
-STEPS=${STEPS:-t b}
+STEPS=${STEPS:-t b p}
 . "$PACK/lib.sh"
 dr_init prev30
 unset CLOVER_CPU_GROUPED CLOVER_OLD_SPLIT CLOVER_POOL_CONDVAR CLOVER_NO_AMX CLOVER_NO_AVX512
@@ -68,10 +70,17 @@ if has b; then
     say "  CLOVER_CPU_GROUPED=$g: amx ${a:-?} s, avx2 ${v:-?} s, ratio $(awk -v a="$a" -v v="$v" 'BEGIN { if (a > 0 && v > 0) printf "%.2fx", v / a; else print "?" }') (bar 3x)"
   done
 fi
-if has p && command -v perf > /dev/null && [ -s "$M" ]; then
+if has p && command -v perf > /dev/null && [ -s "$M" ] && [ "$(el)" -lt "${PREV30_BUDGET:-230}" ]; then
   timeout 90 perf record -e cpu-clock -F 999 -o /tmp/prev30-perf.data "$D/bin/bench_backend" "$M" --threads $TH \
     --prompt 32 --gen 1 --block 32 --rows 512 --reps 3 --mb 16 > "$O/perf-run.log" 2>&1
   perf report -i /tmp/prev30-perf.data --no-children --sort symbol 2>/dev/null | grep -v '^#' | grep -v '^$' | head -40 > "$O/perf-top.txt"
-  say "perf (amx, 16 threads, prompt 32 + previews + commits), top symbols:"; head -20 "$O/perf-top.txt" | tee -a "$S"
+  if [ -s "$PACK/bench_backend.nm" ]; then # the pack's binaries are stripped: name the addresses (as run.sh does)
+    awk 'NR == FNR { if ($2 ~ /^[tTwW]$/) { a[n] = $1; s[n++] = $3 } next }
+         { if (match($0, /0x[0-9a-f][0-9a-f]*/)) { x = substr($0, RSTART + 2, RLENGTH - 2); f = "?"
+             for (i = 0; i < n && a[i] <= x; i++) f = s[i]
+             $0 = $0 "  <" f ">" } print }' "$PACK/bench_backend.nm" "$O/perf-top.txt" > "$O/perf-named.txt" &&
+      mv "$O/perf-named.txt" "$O/perf-top.txt"
+  fi
+  say "perf (amx, $TH threads, prompt 32 + previews + commits), top symbols:"; head -20 "$O/perf-top.txt" | tee -a "$S"
 fi
 dr_end
