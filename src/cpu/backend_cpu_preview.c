@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "cpu/backend_cpu_internal.h"
+#include "cpu/cpu_simd.h"
 
 static int preview_check(backend *be, backend_session *s, const int32_t *block, size_t b,
                          const backend_preview_opts *opts, const backend_pick *pick, clover_error *err) {
@@ -81,6 +82,21 @@ static size_t preview_head_rows(backend *be, const backend_preview_seq *q, size_
     return m;
 }
 
+/* The raw logits of head rows a.. into the caller's array, a row a task. */
+typedef struct logit_copy {
+    float *dst;
+    const float *src;
+    const size_t *rows;
+    size_t off, a, g0, V;
+} logit_copy;
+
+static void logit_copy_task(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    const logit_copy *c = ctx;
+    const size_t i = c->a + t;
+    memcpy(c->dst + (c->rows[i] - c->off) * c->V, c->src + (i - c->g0) * c->V, c->V * sizeof(float));
+}
+
 /* The picks of one sequence's head rows a..b of the pass (entries of
  * sc.head_rows; its block starts at pass row off) whose logits are in the
  * window that starts at head row g0 (row a at row a - g0 of sc.logits). */
@@ -88,9 +104,13 @@ static int preview_picks(backend *be, backend_preview_seq *q, size_t off, size_t
                          backend_pass_stats *stats, clover_error *err) {
     const size_t V = be->hp->n_vocab;
     const size_t *rows = be->sc.head_rows;
-    if (q->logits)
+    if (q->logits && b - a > 1 && cpu_grouped()) { /* B rows of vocab floats (32 MB at 32 x 248320): on the pool */
+        logit_copy c = {q->logits, be->sc.logits, rows, off, a, g0, V};
+        threadpool_run(be->pool, b - a, logit_copy_task, &c);
+    } else if (q->logits) {
         for (size_t i = a; i < b; i++)
             memcpy(q->logits + (rows[i] - off) * V, be->sc.logits + (i - g0) * V, V * sizeof(float));
+    }
     if (!q->pending) return CLOVER_OK;
     size_t idx[256], lidx[256], n = 0;
     float u[256];

@@ -29,3 +29,8 @@ bool cpu_simd_supported(void) {
     pthread_once(&simd_once, simd_decide);
     return simd_supported;
 }
+
+bool cpu_grouped(void) {
+    const char *e = getenv("CLOVER_CPU_GROUPED");
+    return !(e && *e && strcmp(e, "0") == 0);
+}

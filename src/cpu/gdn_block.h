@@ -74,6 +74,10 @@ void gdn_block_conv_avx2(float *y,           // [b][conv_dim]
                          const float *ring,  // [K-1][conv_dim]
                          const float *wt,    // [2K-1][conv_dim]: left taps then right taps, tap-major
                          size_t conv_dim, size_t K, size_t b);
+/* Channels [c0, c1) only (row stride conv_dim): c0 a multiple of 8 and c1 one
+ * or conv_dim give each channel the bits gdn_block_conv_avx2 gives it. */
+void gdn_block_conv_avx2_range(float *y, const float *x, const float *ring, const float *wt, size_t conv_dim,
+                               size_t c0, size_t c1, size_t K, size_t b);
 void gdn_block_head_avx2(float *o,            // [b][nv][dv], head h written
                          const float *qkv,    // [b][conv_dim], q and k normalised (q unscaled)
                          const float *g,      // [b][nv]

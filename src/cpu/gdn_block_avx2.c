@@ -12,12 +12,12 @@
 #include "cpu/gdn_block.h"
 #include "cpu/simd_avx2.h"
 
-void gdn_block_conv_avx2(float *y, const float *x, const float *ring, const float *wt, size_t cd, size_t K,
-                         size_t b) {
+void gdn_block_conv_avx2_range(float *y, const float *x, const float *ring, const float *wt, size_t cd, size_t c0,
+                               size_t c1, size_t K, size_t b) {
     const size_t keep = K - 1;
     for (size_t i = 0; i < b; i++) {
-        size_t c = 0;
-        for (; c + 8 <= cd; c += 8) {
+        size_t c = c0;
+        for (; c + 8 <= c1; c += 8) {
             __m256 acc = _mm256_setzero_ps();
             for (size_t t = 0; t < K; t++) {
                 size_t e = i + t;
@@ -29,7 +29,7 @@ void gdn_block_conv_avx2(float *y, const float *x, const float *ring, const floa
                                                        _mm256_loadu_ps(x + (i + t) * cd + c)));
             _mm256_storeu_ps(y + i * cd + c, v8_silu(acc));
         }
-        for (; c < cd; c++) {
+        for (; c < c1; c++) {
             float acc = 0.0f;
             for (size_t t = 0; t < K; t++) {
                 size_t e = i + t;
@@ -40,6 +40,11 @@ void gdn_block_conv_avx2(float *y, const float *x, const float *ring, const floa
             y[i * cd + c] = cpu_silu(acc);
         }
     }
+}
+
+void gdn_block_conv_avx2(float *y, const float *x, const float *ring, const float *wt, size_t cd, size_t K,
+                         size_t b) {
+    gdn_block_conv_avx2_range(y, x, ring, wt, cd, 0, cd, K, b);
 }
 
 void gdn_block_head_avx2(float *o, const float *qkv, const float *g, const float *state, const gdn_block_weights *w,

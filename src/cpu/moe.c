@@ -90,7 +90,14 @@ typedef struct moe_scratch {
     uint32_t *sown;  /* [n*k] grouped: the slots of each slot's group in its expert */
 } moe_scratch;
 
-enum { MOE_SLOTS = 17, MOE_GROUP = 8 /* experts per matmul_batch */ };
+enum {
+    MOE_SLOTS = 17,
+    MOE_GROUP = 16,     /* experts per matmul_batch (cpu_grouped) */
+    MOE_GROUP_OLD = 8,  /* CLOVER_CPU_GROUPED=0 */
+    PAR_ROWS = 8,       /* gathered rows per task */
+    PAR_SWIGLU = 4096,  /* SwiGLU elements per task (a multiple of 8: the AVX2 loop's vectors stay the same) */
+    PAR_COLS = 64,      /* columns of the weighted sum per task (whole 64-byte lines) */
+};
 
 static size_t moe_round(size_t bytes) { return (bytes + 63) / 64 * 64; }
 
@@ -144,9 +151,63 @@ static void moe_runs(uint32_t *own, const uint32_t *group, const int32_t *rows, 
     }
 }
 
+/* The row-wise work of moe_run as pool tasks (cpu_grouped). */
+typedef struct moe_par {
+    int kind; /* 0 gather, 1 SwiGLU, 2 the weighted sum and the shared expert's gated add */
+    size_t n, H, slots, n_rows, Fs;
+    float *dst;              /* xe, h, or out */
+    const float *x;          /* gather: the rows; SwiGLU: gate */
+    const float *up;         /* SwiGLU */
+    const int32_t *rows;     /* gather, sum: the slots' rows */
+    const float *ye, *rw;    /* sum: the experts' outputs and weights */
+    const float *ys, *sg;    /* sum: the shared expert's output and gate logits (ys NULL: none) */
+    moe_swiglu_fn swiglu;
+} moe_par;
+
+static void moe_par_task(void *ctx, size_t task, size_t thread) {
+    (void)thread;
+    const moe_par *p = ctx;
+    if (p->kind == 0) {
+        const size_t a = task * PAR_ROWS, b = a + PAR_ROWS < p->slots ? a + PAR_ROWS : p->slots;
+        for (size_t i = a; i < b; i++) memcpy(p->dst + i * p->H, p->x + (size_t)p->rows[i] * p->H, p->H * sizeof *p->x);
+        return;
+    }
+    if (p->kind == 1) {
+        const size_t a = task * PAR_SWIGLU, m = p->n - a < PAR_SWIGLU ? p->n - a : PAR_SWIGLU;
+        p->swiglu(p->dst + a, p->x + a, p->up + a, m);
+        return;
+    }
+    const size_t c0 = task * PAR_COLS, c1 = c0 + PAR_COLS < p->H ? c0 + PAR_COLS : p->H, H = p->H;
+    for (size_t r = 0; r < p->n_rows; r++) memset(p->dst + r * H + c0, 0, (c1 - c0) * sizeof *p->dst);
+    for (size_t i = 0; i < p->slots; i++) { /* the slots in order: each element's sum in the serial order */
+        float *o = p->dst + (size_t)p->rows[i] * H;
+        const float *y = p->ye + i * H;
+        const float wt = p->rw[i];
+        for (size_t c = c0; c < c1; c++) o[c] += y[c] * wt;
+    }
+    if (!p->ys) return;
+    for (size_t r = 0; r < p->n_rows; r++) {
+        float gate = cpu_sigmoid(p->sg[r]);
+        float *o = p->dst + r * H;
+        const float *y = p->ys + r * H;
+        for (size_t c = c0; c < c1; c++) o[c] = o[c] + gate * y[c];
+    }
+}
+
+/* swiglu over n elements: on the pool in 8-aligned runs (par), else in one call. */
+static void moe_swiglu_run(threadpool *pool, bool par, moe_swiglu_fn swiglu, float *h, const float *gate,
+                           const float *up, size_t n) {
+    if (!par || n <= PAR_SWIGLU) {
+        swiglu(h, gate, up, n);
+        return;
+    }
+    moe_par p = {.kind = 1, .n = n, .dst = h, .x = gate, .up = up, .swiglu = swiglu};
+    threadpool_run(pool, (n + PAR_SWIGLU - 1) / PAR_SWIGLU, moe_par_task, &p);
+}
+
 static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
-                    const uint32_t *group, const uint8_t *const *allowed_of, threadpool *pool, void *scratch,
-                    moe_batch_fn batch, moe_swiglu_fn swiglu) {
+                    const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits, threadpool *pool,
+                    void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu) {
     const size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp;
     moe_scratch s;
     moe_layout(w, n, scratch, &s);
@@ -156,13 +217,18 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
         own = s.own;
     }
 
-    /* route */
-    const mm_group_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits, own);
-    batch(pool, &router, 1);
+    /* route (on the caller's logits when it has them: the same product) */
+    const float *logits = s.logits;
+    if (pre_logits && cpu_grouped()) {
+        logits = pre_logits;
+    } else {
+        const mm_group_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits, own);
+        batch(pool, &router, 1);
+    }
     for (size_t e = 0; e <= E; e++) s.count[e] = 0;
     for (size_t r = 0; r < n; r++) {
         const uint8_t *al = group ? allowed_of[group[r]] : allowed;
-        size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, s.logits + r * E, E, k, al, s.probs);
+        size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, logits + r * E, E, k, al, s.probs);
         for (size_t i = m; i < k; i++) s.idx[r * k + i] = -1;
         for (size_t i = 0; i < m; i++) s.count[s.idx[r * k + i] + 1]++;
     }
@@ -180,7 +246,15 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
     /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0) */
     if (route_trace_enabled()) route_trace_record(w->layer, E, k, n, s.count);
     const size_t slots = (size_t)s.count[E - 1];
-    for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
+    /* par: the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
+    const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped();
+    const size_t group_experts = par ? MOE_GROUP : MOE_GROUP_OLD;
+    if (par && slots > PAR_ROWS) {
+        moe_par p = {.kind = 0, .H = H, .slots = slots, .dst = s.xe, .x = x, .rows = s.rows};
+        threadpool_run(pool, (slots + PAR_ROWS - 1) / PAR_ROWS, moe_par_task, &p);
+    } else {
+        for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
+    }
     if (group) /* per expert: the slots of each group (contiguous: slots are in row order) */
         for (size_t e = 0; e < E; e++) {
             const size_t a = e ? (size_t)s.count[e - 1] : 0;
@@ -191,11 +265,12 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
     /* the experts in groups: gate and up of a group in one batch, SwiGLU, then the downs;
      * the shared expert rides with the first group */
     mm_group_item items[2 * MOE_GROUP + 3];
+    _Static_assert(2 * MOE_GROUP + 3 <= MATMUL_BATCH_MAX, "a group's products fit one matmul_batch");
     size_t e = 0;
     bool shared_done = Fs == 0;
     while (e < E || !shared_done) {
         size_t ni = 0, first_slot = 0, end_slot = 0, e0 = e;
-        for (size_t g = 0; e < E && g < MOE_GROUP; e++) {
+        for (size_t g = 0; e < E && g < group_experts; e++) {
             const size_t a = e ? (size_t)s.count[e - 1] : 0, m = (size_t)s.count[e] - a;
             if (m == 0) continue;
             if (g == 0) first_slot = a;
@@ -214,7 +289,8 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
         }
         if (ni == 0) break;
         batch(pool, items, ni);
-        swiglu(s.ge + first_slot * F, s.ge + first_slot * F, s.ue + first_slot * F, (end_slot - first_slot) * F);
+        moe_swiglu_run(pool, par, swiglu, s.ge + first_slot * F, s.ge + first_slot * F, s.ue + first_slot * F,
+                       (end_slot - first_slot) * F);
         ni = 0;
         for (size_t ee = e0; ee < e; ee++) {
             const size_t a = ee ? (size_t)s.count[ee - 1] : 0, m = (size_t)s.count[ee] - a;
@@ -223,7 +299,7 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
                                    m, s.ye + a * H, sown ? sown + a : NULL);
         }
         if (with_shared) {
-            swiglu(s.gs, s.gs, s.us, n * Fs);
+            moe_swiglu_run(pool, par, swiglu, s.gs, s.gs, s.us, n * Fs);
             items[ni++] = moe_item(w->sh_down_type, w->sh_down, H, Fs, s.gs, n, s.ys, own);
             shared_done = true;
         }
@@ -231,6 +307,12 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
     }
 
     /* accumulate in ascending expert id (HF's index_add_ order), then the gated shared expert */
+    if (par) {
+        moe_par p = {.kind = 2, .H = H, .slots = slots, .n_rows = n, .dst = out, .rows = s.rows, .ye = s.ye, .rw = s.rw,
+                     .ys = Fs ? s.ys : NULL, .sg = s.sg};
+        threadpool_run(pool, (H + PAR_COLS - 1) / PAR_COLS, moe_par_task, &p);
+        return;
+    }
     memset(out, 0, n * H * sizeof *out);
     for (size_t i = 0; i < slots; i++) {
         float *o = out + (size_t)s.rows[i] * H;
@@ -249,17 +331,17 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
 
 void cpu_moe_forward(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                      threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu);
 }
 
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
-                            const uint8_t *const *allowed_of, threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, NULL, group, allowed_of, pool, scratch, matmul_grouped_batch, cpu_swiglu);
+                            const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch) {
+    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu);
 }
 
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar);
 }
 
 void cpu_swiglu_scalar(float *h, const float *gate, const float *up, size_t n) {

@@ -109,9 +109,13 @@ void cpu_moe_forward(float *out,        // [n][H]
  * row's output is bit for bit cpu_moe_forward's over its sequence's rows
  * alone: every product gives a row the kernel of its own sequence's row
  * count there (the expert products: its sequence's rows routed to that
- * expert). The scratch is cpu_moe_scratch_bytes of all n rows. */
+ * expert). The scratch is cpu_moe_scratch_bytes of all n rows. logits:
+ * the router's logits of the n rows ([n][n_expert]) when the caller has
+ * computed them with the same grouped product (a preview's coreset needs
+ * them first), so the router runs once a layer, not twice; NULL: computed
+ * here (and always with CLOVER_CPU_GROUPED=0, the old order). */
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
-                            const uint8_t *const *allowed_of, threadpool *pool, void *scratch);
+                            const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch);
 /* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);

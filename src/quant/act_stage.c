@@ -154,7 +154,7 @@ void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
 /* ---- the staging and a product in one run of the pool ---- */
 
 enum {
-    FUSE_MAX = 32,
+    FUSE_MAX = 48, /* matmul_batch's items (MATMUL_BATCH_MAX), each a staging at most */
     WAIT_SPIN_NS = 20 * 1000, /* a waiting thread's spin before it yields between polls */
 };
 

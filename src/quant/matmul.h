@@ -41,7 +41,7 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
  * the same integer path for one or two rows), so results are identical;
  * items with the same x, n_in, n_rows and activation format share one
  * quantised copy of x. Up to MATMUL_BATCH_MAX items per call. */
-enum { MATMUL_BATCH_MAX = 32 };
+enum { MATMUL_BATCH_MAX = 48 }; /* 16 experts' gate and up, the shared expert's three (moe.c) */
 typedef struct matmul_item {
     uint32_t type;
     const void *w; /* [n_out] rows of n_in */

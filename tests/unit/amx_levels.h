@@ -256,6 +256,59 @@ static inline void al_batch(void) {
     threadpool_free(pool);
 }
 
+/* A full batch of the MoE's shape (moe.c with cpu_grouped: 16 experts'
+ * gate and up, each pair on its own rows, and the shared expert's three
+ * products on the layer's rows; MATMUL_BATCH_MAX items' worth), 1..64 rows
+ * an item (one-row dots, partial and whole 16-row groups), odd output
+ * counts, the AMX types and Q6_K: every item bit for bit what matmul gives
+ * it alone, on a pool of 3 threads. */
+static inline void al_batch_moe(void) {
+    static const uint32_t et[] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t rows_of[] = {32, 1, 2, 3, 17, 64, 16, 33, 5, 48, 31, 63, 4, 15, 8, 40};
+    enum { NIN = 512, NOUT = 37, EXPERTS = 16, ITEMS = 2 * EXPERTS + 3, NR = 64 };
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool, 3, &err), CLOVER_OK);
+    rng_state r;
+    rng_seed(&r, 4242);
+    uint8_t *w[4];
+    for (int t = 0; t < 4; t++) {
+        w[t] = mem_alloc(quant_row_bytes(et[t], NIN) * NOUT);
+        if (w[t]) gl_fill_weights(&r, et[t], w[t], NOUT, NIN, t & 1);
+    }
+    float *x = mem_alloc((EXPERTS + 1) * NR * NIN * sizeof(float));
+    float *y = mem_alloc(ITEMS * NR * NOUT * sizeof(float)), *y1 = mem_alloc(NR * NOUT * sizeof(float));
+    for (size_t i = 0; i < (EXPERTS + 1) * NR * NIN && x; i++) x[i] = rng_normal(&r);
+    int bad = 0;
+    for (size_t shift = 0; shift < 2 && x && y && y1; shift++) {
+        matmul_item items[ITEMS];
+        size_t n = 0;
+        for (size_t e = 0; e < EXPERTS; e++) {
+            const size_t rows = rows_of[(e + 7 * shift) % EXPERTS], t = (e + shift) % 4;
+            const float *xe = x + e * NR * NIN;
+            for (int k = 0; k < 2; k++, n++)
+                items[n] = (matmul_item){et[t], w[t], NOUT - (e + (size_t)k) % 4, NIN, xe, rows, y + n * NR * NOUT};
+        }
+        const float *xs = x + EXPERTS * NR * NIN;
+        const size_t rs = shift ? 29 : 32;
+        items[n] = (matmul_item){QUANT_Q8_0, w[1], NOUT, NIN, xs, rs, y + n * NR * NOUT}, n++;
+        items[n] = (matmul_item){QUANT_Q5_K, w[2], NOUT, NIN, xs, rs, y + n * NR * NOUT}, n++;
+        items[n] = (matmul_item){QUANT_Q8_0, w[1], 1, NIN, xs, rs, y + n * NR * NOUT}, n++;
+        matmul_batch(pool, items, n);
+        for (size_t i = 0; i < n; i++) {
+            const matmul_item *it = &items[i];
+            matmul(NULL, it->type, it->w, it->n_out, NIN, it->x, it->n_rows, y1);
+            if (memcmp(it->y, y1, it->n_rows * it->n_out * sizeof(float)) != 0 && bad++ < 3)
+                fprintf(stderr, "  item %zu (%s, %zu rows): batch and matmul differ\n", i, quant_type_name(it->type),
+                        it->n_rows);
+        }
+    }
+    CHECK_MSG(bad == 0, "%d items of the MoE-shaped batch differ from their products alone", bad);
+    for (int t = 0; t < 4; t++) mem_free(w[t]);
+    mem_free(x), mem_free(y), mem_free(y1);
+    threadpool_free(pool);
+}
+
 /* matmul's split for many threads (issue 30: whole 16-row runs, so the
  * tile kernel gets 16-row tiles, and a minimum of work a task), with the
  * staging fused into the product's run of the pool, kept in its own run

@@ -17,7 +17,13 @@
  * model exercises the per-row f32 dot next to the tiled kernel, and the
  * same cases on a Q8_0 copy of tiny_clover the 8-bit integer rows (no
  * reference values there: batched must equal alone, bit for bit).
+ * The passes' row-wise work on the pool (cpu_grouped: GDN block conv and
+ * norms, the MoE's gather / SwiGLU / sum, the residual adds and norms)
+ * gives the bits of the old order (CLOVER_CPU_GROUPED=0): commits, a
+ * 32-row preview with the coreset (logits and hidden states) and a
+ * two-block preview, f32 and Q8_0 models, a 3-thread pool.
  */
+#include <stdlib.h>
 #include "engine/session.h"
 #include "golden_generate.h"
 
@@ -276,6 +282,66 @@ static void backend_failure_is_per_sequence(void) {
     free(la), free(lb), free(sa), free(sb), free(st0), free(st1), free(pa), free(pb), free(qa2), free(qb2);
 }
 
+/* cpu_grouped against CLOVER_CPU_GROUPED=0 on two sessions fed the same calls. */
+static void grouped_passes_match_old_order_on(const test_model *tm) {
+    const clover_model *m = tm->model;
+    const size_t V = m->hp.n_vocab, L = m->hp.n_layer, H = m->hp.n_embd;
+    backend_config cfg = {.n_threads = 3, .max_rows = 64};
+    backend *be = NULL;
+    clover_error err = {0};
+    CHECK(backend_cpu.create(m, &cfg, &be, &err) == 0);
+    if (!be) return;
+    backend_session *s[2][2];
+    for (int g = 0; g < 2; g++)
+        for (int i = 0; i < 2; i++) CHECK(backend_cpu.session_create(be, &s[g][i], &err) == 0);
+    int32_t prompt[20], blk[32], blk2[9];
+    const int32_t mask = (int32_t)m->record.mask_token_id;
+    for (int i = 0; i < 20; i++) prompt[i] = (i * 7 + 3) % 400;
+    for (int i = 0; i < 32; i++) blk[i] = i % 3 ? mask : (int32_t)(i * 5 % 400);
+    for (int i = 0; i < 9; i++) blk2[i] = i % 2 ? mask : (int32_t)(i * 13 % 400);
+    backend_preview_opts o = {.record_block_size = m->record.block_size, .coreset = true, .coreset_top_p = 0.9f};
+    float *lg[2], *hid[2], *lg2[2], *cl[2];
+    for (int g = 0; g < 2; g++) {
+        lg[g] = malloc(32 * V * 4), hid[g] = malloc((L + 1) * 32 * H * 4), lg2[g] = malloc(41 * V * 4);
+        cl[g] = malloc(V * 4);
+    }
+    for (int g = 0; g < 2; g++) { /* g = 1: the old order */
+        if (g) setenv("CLOVER_CPU_GROUPED", "0", 1);
+        backend_commit_seq c[2] = {{.s = s[g][0], .ids = prompt, .n = 20}, {.s = s[g][1], .ids = prompt, .n = 11}};
+        CHECK(backend_cpu.commit(be, c, 2, NULL) == 0);
+        backend_preview_seq p = {.s = s[g][0], .block = blk, .b = 32, .opts = o, .logits = lg[g]};
+        CHECK(backend_cpu.preview(be, &p, 1, NULL) == 0);
+        CHECK(backend_cpu.preview_debug(s[g][0], hid[g], NULL, &err) == 0);
+        backend_preview_seq pq[2] = {{.s = s[g][0], .block = blk, .b = 32, .opts = o, .logits = lg2[g]},
+                                     {.s = s[g][1], .block = blk2, .b = 9, .opts = o, .logits = lg2[g] + 32 * V}};
+        CHECK(backend_cpu.preview(be, pq, 2, NULL) == 0);
+        backend_commit_seq cb = {.s = s[g][0], .ids = blk2, .n = 9, .last_logits = cl[g]};
+        CHECK(backend_cpu.commit(be, &cb, 1, NULL) == 0);
+        if (g) unsetenv("CLOVER_CPU_GROUPED");
+    }
+    CHECK_MSG(!memcmp(lg[0], lg[1], 32 * V * 4), "32-row preview logits differ");
+    CHECK_MSG(!memcmp(hid[0], hid[1], (L + 1) * 32 * H * 4), "32-row preview hidden states differ");
+    CHECK_MSG(!memcmp(lg2[0], lg2[1], 41 * V * 4), "two-block preview logits differ");
+    CHECK_MSG(!memcmp(cl[0], cl[1], V * 4), "commit logits differ");
+    const size_t n0 = backend_cpu.state_bytes(s[0][0]), n1 = backend_cpu.state_bytes(s[1][0]);
+    CHECK_EQ_INT((int)n0, (int)n1);
+    unsigned char *st0 = malloc(n0), *st1 = malloc(n1);
+    backend_cpu.state_export(s[0][0], st0, n0, &err);
+    backend_cpu.state_export(s[1][0], st1, n1, &err);
+    CHECK_MSG(!memcmp(st0, st1, n0), "committed states differ");
+    for (int g = 0; g < 2; g++) {
+        for (int i = 0; i < 2; i++) backend_cpu.session_free(s[g][i]);
+        free(lg[g]), free(hid[g]), free(lg2[g]), free(cl[g]);
+    }
+    free(st0), free(st1);
+    backend_cpu.destroy(be);
+}
+
+static void grouped_passes_match_old_order(void) {
+    grouped_passes_match_old_order_on(&tmc);
+    if (tmq.model) grouped_passes_match_old_order_on(&tmq);
+}
+
 int main(void) {
     if (fixture_open(&fxc, "tiny_clover") || fixture_open(&fxa, "tiny_ar")) return TEST_EXIT();
     if (test_model_convert(&tmc, &fxc, CONVERT_F32) == 0 && test_model_convert(&tma, &fxa, CONVERT_F32) == 0) {
@@ -283,6 +349,7 @@ int main(void) {
         RUN(a_bad_request_fails_alone);
         if (test_model_convert(&tmq, &fxc, CONVERT_Q8_0) == 0) RUN(quantised_cases_batched);
         RUN(backend_failure_is_per_sequence);
+        RUN(grouped_passes_match_old_order);
     }
     test_model_free(&tmc);
     test_model_free(&tma);

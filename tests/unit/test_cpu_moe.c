@@ -8,12 +8,17 @@
  *    allowed experts, against a float64 reference written out below;
  *  - the coreset on seed 000's hand-checked case
  *    `coreset_keeps_the_prefix_that_holds_top_p` and on ties;
- *  - the threaded, SIMD form against the scalar oracle with quantised experts.
+ *  - the threaded, SIMD form against the scalar oracle with quantised experts;
+ *  - the row-wise work on the pool and 16 experts a batch (cpu_grouped)
+ *    against the old order (CLOVER_CPU_GROUPED=0), bit for bit.
  */
+#include <stdlib.h>
+
 #include "base/threadpool.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/moe.h"
 #include "cpu_ops_test.h"
+#include "quant/matmul_group.h"
 #include "quant/quant.h"
 
 static void topk_ties_take_the_lower_index(void) {
@@ -310,6 +315,85 @@ static void moe_fast_matches_scalar_quantised(void) {
     free(tmp), free(router), free(sh_inp), free(x), free(a), free(b), free(scratch);
 }
 
+/* cpu_grouped's MoE (the gather, SwiGLU and weighted sum as pool tasks, 16
+ * experts a product batch) against the old order (CLOVER_CPU_GROUPED=0) on
+ * the same pool: bit for bit, 1..64 rows, 40 experts (several batches),
+ * with and without the shared expert, an allowed set, and two sequences'
+ * rows in one pass (cpu_moe_forward_groups, each with its own allowed set;
+ * and with the router's logits passed in, as a preview's coreset has them:
+ * the old order computes them again). */
+static void moe_grouped_matches_old_order(void) {
+    const size_t H = 256, E = 40, k = 8, F = 96, Fs = 160;
+    enum { MAXN = 64 };
+    rng_state r;
+    rng_seed(&r, 303);
+    cpu_moe_weights w = {.n_embd = H, .n_ff = F, .n_expert = E, .n_used = k, .n_ff_shexp = Fs};
+    float *router = malloc(E * H * 4), *sh_inp = malloc(H * 4);
+    ops_fill(router, E * H, &r, 0.3f);
+    ops_fill(sh_inp, H, &r, 0.1f);
+    w.router_type = QUANT_F32, w.router = router, w.sh_inp_type = QUANT_F32, w.sh_inp = sh_inp;
+    uint8_t *bufs[5];
+    const uint32_t types[5] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q5_K, QUANT_Q8_0};
+    const size_t rows[5] = {E * 2 * F, E * H, Fs, Fs, H}, n_in[5] = {H, F, H, H, Fs};
+    float *tmp = malloc(E * 2 * F * H * 4);
+    for (int t = 0; t < 5; t++) {
+        size_t rb = quant_row_bytes(types[t], n_in[t]);
+        bufs[t] = malloc(rows[t] * rb);
+        ops_fill(tmp, rows[t] * n_in[t], &r, 1.0f / sqrtf((float)n_in[t]));
+        for (size_t i = 0; i < rows[t]; i++) quant_quantize_row(types[t], tmp + i * n_in[t], bufs[t] + i * rb, n_in[t]);
+    }
+    const size_t gu_row = quant_row_bytes(QUANT_Q4_K, H);
+    w.gate_type = w.up_type = QUANT_Q4_K;
+    w.gate_exps = bufs[0], w.up_exps = bufs[0] + F * gu_row, w.gate_stride = w.up_stride = 2 * F * gu_row;
+    w.down_type = QUANT_Q8_0, w.down_exps = bufs[1], w.down_stride = H * quant_row_bytes(QUANT_Q8_0, F);
+    w.sh_gate_type = QUANT_Q8_0, w.sh_gate = bufs[2], w.sh_up_type = QUANT_Q5_K, w.sh_up = bufs[3];
+    w.sh_down_type = QUANT_Q8_0, w.sh_down = bufs[4];
+    float *x = malloc(MAXN * H * 4), *a = malloc(MAXN * H * 4), *b = malloc(MAXN * H * 4);
+    ops_fill(x, MAXN * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&w, MAXN));
+    uint8_t allowed[40], allowed2[40];
+    for (size_t e = 0; e < E; e++) allowed[e] = e % 3 != 1, allowed2[e] = e % 5 < 3;
+    const uint8_t *allowed_of[2] = {allowed, allowed2};
+    uint32_t group[MAXN], own[MAXN];
+    float *logits = malloc(MAXN * E * sizeof *logits);
+    const size_t ns[] = {1, 2, 3, 5, 17, 32, 33, 64};
+    clover_error err;
+    for (size_t threads = 2; threads <= 3; threads++) {
+        threadpool *pool = NULL;
+        CHECK(threadpool_create(&pool, threads, &err) == CLOVER_OK);
+        int bad = 0;
+        for (size_t shared = 0; shared < 2; shared++) {
+            w.n_ff_shexp = shared ? Fs : 0;
+            for (size_t in = 0; in < sizeof ns / sizeof ns[0]; in++) {
+                const size_t n = ns[in];
+                for (int mode = 0; mode < 4; mode++) { /* all experts, an allowed set, two groups, with logits */
+                    for (size_t i = 0; i < n; i++) group[i] = i < n / 3 ? 0 : 1;
+                    for (size_t i = 0; i < n; i++) own[i] = (uint32_t)(group[i] == 0 ? n / 3 : n - n / 3);
+                    if (mode == 3)
+                        matmul_grouped(pool, QUANT_F32, router, E, H, x, n, logits, own);
+                    for (int old = 1; old >= 0; old--) {
+                        if (old) setenv("CLOVER_CPU_GROUPED", "0", 1);
+                        float *out = old ? a : b;
+                        if (mode >= 2)
+                            cpu_moe_forward_groups(out, x, n, &w, group, allowed_of, mode == 3 ? logits : NULL, pool,
+                                                   scratch);
+                        else
+                            cpu_moe_forward(out, x, n, &w, mode ? allowed : NULL, pool, scratch);
+                        if (old) unsetenv("CLOVER_CPU_GROUPED");
+                    }
+                    if (memcmp(a, b, n * H * sizeof *a) != 0 && bad++ < 3)
+                        fprintf(stderr, "  %zu threads, shared %zu, %zu rows, mode %d: grouped and old differ\n",
+                                threads, shared, n, mode);
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "%zu threads: %d cases differ", threads, bad);
+        threadpool_free(pool);
+    }
+    for (int t = 0; t < 5; t++) free(bufs[t]);
+    free(tmp), free(router), free(sh_inp), free(x), free(a), free(b), free(scratch), free(logits);
+}
+
 static void weights_check_names_the_tensor(void) {
     static float f[4096];
     cpu_moe_weights w = {.n_embd = 64, .n_ff = 32, .n_expert = 4, .n_used = 2, .n_ff_shexp = 0,
@@ -356,6 +440,7 @@ int main(void) {
     RUN(coreset_ties_and_zeros);
     RUN(moe_matches_torch);
     RUN(moe_fast_matches_scalar_quantised);
+    RUN(moe_grouped_matches_old_order);
     RUN(swiglu_avx2_matches_scalar);
     RUN(weights_check_names_the_tensor);
     return TEST_EXIT();

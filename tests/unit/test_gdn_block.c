@@ -11,13 +11,17 @@
  *    difference, o = sigma(d) v + (1 - sigma(d)) u, and the right taps
  *    only ever see X[j >= 1] = 0, so they cannot matter;
  *  - ln(b/B) is a shift of the history bias;
- *  - the fast form (AVX2 kernels, heads over a pool) against the oracle.
+ *  - the fast form (AVX2 kernels, heads over a pool) against the oracle;
+ *  - the fast form with its conv, L2 norms and gated norm as pool tasks
+ *    (cpu_grouped) against the old order (CLOVER_CPU_GROUPED=0), bit for bit.
  */
 #include "base/threadpool.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/gdn_block.h"
 #include "cpu/norm.h"
 #include "cpu_ops_test.h"
+
+#include <stdlib.h>
 
 typedef struct block_case {
     cpu_gdn_dims d;
@@ -331,11 +335,54 @@ static void fast_matches_oracle(void) {
     threadpool_free(pool);
 }
 
+/* cpu_grouped: the conv in runs of channels on the pool, the key heads'
+ * L2 norms in the same tasks, the gated norm in each head's task: the same
+ * bits as the old order (conv and norms on the calling thread), for rows
+ * 1..64, odd value widths (a channel tail past the last 8-vector), run
+ * lengths that do not divide the value channels, and pools of 1..3 threads. */
+static void grouped_matches_old_order(void) {
+    const size_t shapes[][5] = {/* nk, nv, dk, dv, K */
+                                {2, 4, 16, 12, 4}, {4, 8, 128, 136, 4}, {2, 6, 8, 40, 5}, {3, 6, 24, 13, 4},
+                                {3, 6, 13, 11, 4}};
+    const size_t bs[] = {1, 2, 5, 17, 32, 33, 64};
+    threadpool *pools[3] = {NULL, NULL, NULL};
+    clover_error err;
+    CHECK(threadpool_create(&pools[1], 2, &err) == 0);
+    CHECK(threadpool_create(&pools[2], 3, &err) == 0);
+    int bad = 0, cases = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (size_t bi = 0; bi < sizeof bs / sizeof *bs; bi++) {
+            const size_t *sh = shapes[si];
+            block_case c;
+            case_make(&c, 5000 + si * 16 + bi, sh[0], sh[1], sh[2], sh[3], sh[4], bs[bi], (cpu_gdn_head_order)(bi % 2));
+            const size_t n = c.b * sh[1] * sh[3];
+            float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+            float *scratch = malloc(gdn_block_scratch_floats(&c.d, c.b, 3) * sizeof *scratch);
+            for (int p = 0; p < 3; p++) {
+                setenv("CLOVER_CPU_GROUPED", "0", 1);
+                gdn_block(a, c.mixed, c.z, c.a, c.ring, c.state, &c.w, &c.d, c.b, gdn_block_ln_ratio(c.b, 32), pools[p],
+                          scratch);
+                unsetenv("CLOVER_CPU_GROUPED");
+                gdn_block(b, c.mixed, c.z, c.a, c.ring, c.state, &c.w, &c.d, c.b, gdn_block_ln_ratio(c.b, 32), pools[p],
+                          scratch);
+                cases++;
+                if (memcmp(a, b, n * sizeof *a) != 0 && bad++ < 3)
+                    fprintf(stderr, "  shape %zu, b %zu, pool %d: grouped and old differ\n", si, c.b, p);
+            }
+            free(a), free(b), free(scratch);
+            case_free(&c);
+        }
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    threadpool_free(pools[1]);
+    threadpool_free(pools[2]);
+}
+
 int main(void) {
     RUN(oracle_matches_spec_in_float64);
     RUN(history_only_limit_is_the_causal_readout);
     RUN(one_row_by_hand);
     RUN(ln_ratio_shifts_the_history_bias);
     RUN(fast_matches_oracle);
+    RUN(grouped_matches_old_order);
     return TEST_EXIT();
 }

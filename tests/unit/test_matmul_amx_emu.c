@@ -29,6 +29,8 @@ static void test_matmul_rows(void) { al_matmul_rows(); }
 
 static void test_batch(void) { al_batch(); }
 
+static void test_batch_moe(void) { al_batch_moe(); }
+
 static void test_split(void) { al_split(); }
 
 int main(void) {
@@ -37,6 +39,7 @@ int main(void) {
     printf("level: %s (emulated tiles)\n", quant_simd_level_name());
     RUN(test_matmul_rows);
     RUN(test_batch);
+    RUN(test_batch_moe);
     RUN(test_split);
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault", emu_amx_faults);
     return TEST_EXIT();

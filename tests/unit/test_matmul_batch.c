@@ -2,7 +2,8 @@
  * test_matmul_batch.c: matmul_batch computes each item exactly as matmul
  * does (bit for bit: the same kernels, each output from one task), whatever
  * the pool, the item mix (every type, 1..5 rows, items sharing x and items
- * that do not, more 8-bit copies than one buffer holds) or degenerate items;
+ * that do not, more 8-bit copies than one buffer holds, a full batch of the
+ * MoE's shape with 1..64 rows an item) or degenerate items;
  * and matmul_oracle, the scalar twin of matmul's arithmetic, agrees with
  * matmul to float summation order (1e-5 of sum |w x|) on every path,
  * including the 8-bit activation one.
@@ -125,6 +126,73 @@ static void test_batch_many_copies(void) {
     mem_free(w), mem_free(src), mem_free(x), mem_free(yb);
 }
 
+/* A full batch of the MoE's shape (moe.c: 16 experts' gate and up, each
+ * pair on its own gathered rows, then the shared expert's gate, up and
+ * gate logit on the layer's rows): 1..64 rows an item (the one-row dots,
+ * the multi-row kernels, 16-row AMX groups with a partial last one), odd
+ * output counts, K-quant and Q8_0 experts; every item bit for bit what
+ * matmul gives it alone, on pools of 1..3 threads. */
+static void test_batch_moe_shape(void) {
+    enum { IN = 512, OUTS = 53, EXPERTS = 16, ITEMS = 2 * EXPERTS + 3, MAXR = 64 };
+    _Static_assert((int)ITEMS <= (int)MATMUL_BATCH_MAX, "the MoE's batch fits");
+    static const uint32_t et[] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q5_K, QUANT_Q6_K};
+    static const size_t rows_of[] = {1, 2, 3, 4, 7, 15, 16, 17, 31, 32, 33, 48, 63, 64, 5, 9};
+    rng_state r;
+    rng_seed(&r, 64);
+    uint8_t *w[4];
+    float *src = mem_alloc(IN * sizeof(float));
+    for (size_t t = 0; t < 4; t++) {
+        const size_t rb = quant_row_bytes(et[t], IN);
+        w[t] = mem_alloc(OUTS * rb);
+        for (size_t o = 0; o < OUTS; o++) {
+            for (size_t k = 0; k < IN; k++) src[k] = rng_normal(&r) * 0.05f;
+            quant_quantize_row(et[t], src, w[t] + o * rb, IN);
+        }
+    }
+    float *x = mem_alloc((EXPERTS + 1) * MAXR * IN * sizeof(float));
+    for (size_t i = 0; i < (EXPERTS + 1) * MAXR * IN; i++) x[i] = rng_normal(&r);
+    float *yb = mem_alloc(ITEMS * MAXR * OUTS * sizeof(float)), *ym = mem_alloc(MAXR * OUTS * sizeof(float));
+    threadpool *pools[3] = {NULL, NULL, NULL};
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pools[1], 2, &err), CLOVER_OK);
+    CHECK_EQ_INT(threadpool_create(&pools[2], 3, &err), CLOVER_OK);
+    int bad = 0;
+    for (size_t shift = 0; shift < 3; shift++) /* rotates the row counts over the experts */
+        for (int p = 0; p < 3; p++) {
+            matmul_item items[ITEMS];
+            size_t n = 0;
+            for (size_t e = 0; e < EXPERTS; e++) {
+                const size_t rows = rows_of[(e + 5 * shift) % EXPERTS], t = (e + shift) % 4;
+                const float *xe = x + e * MAXR * IN;
+                items[n] = (matmul_item){et[t], w[t], OUTS - e % 5, IN, xe, rows, yb + n * MAXR * OUTS};
+                n++;
+                items[n] = (matmul_item){et[t], w[t], OUTS - 2 * (e % 3), IN, xe, rows, yb + n * MAXR * OUTS};
+                n++;
+            }
+            const size_t rs = shift == 0 ? 32 : shift == 1 ? 1 : 61; /* the shared expert's rows */
+            const float *xs = x + EXPERTS * MAXR * IN;
+            items[n] = (matmul_item){QUANT_Q8_0, w[1], OUTS, IN, xs, rs, yb + n * MAXR * OUTS};
+            n++;
+            items[n] = (matmul_item){QUANT_Q6_K, w[3], OUTS - 1, IN, xs, rs, yb + n * MAXR * OUTS};
+            n++;
+            items[n] = (matmul_item){QUANT_Q8_0, w[1], 1, IN, xs, rs, yb + n * MAXR * OUTS};
+            n++;
+            matmul_batch(pools[p], items, n);
+            for (size_t i = 0; i < n; i++) {
+                const matmul_item *it = &items[i];
+                matmul(pools[p], it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows, ym);
+                if (memcmp(ym, it->y, it->n_out * it->n_rows * sizeof(float)) != 0 && bad++ < 3)
+                    fprintf(stderr, "  pool %d, item %zu (%s, %zu rows): batch and matmul differ\n", p, i,
+                            quant_type_name(it->type), it->n_rows);
+            }
+        }
+    CHECK_MSG(bad == 0, "%d items differ", bad);
+    threadpool_free(pools[1]);
+    threadpool_free(pools[2]);
+    for (size_t t = 0; t < 4; t++) mem_free(w[t]);
+    mem_free(src), mem_free(x), mem_free(yb), mem_free(ym);
+}
+
 /* Degenerate items do what matmul does: zeros for n_in 0, nothing for no rows or outputs. */
 static void test_batch_degenerate(void) {
     float x[4] = {1, 2, 3, 4}, y0[6], y1[6];
@@ -168,6 +236,7 @@ static void test_oracle_agrees(void) {
 int main(void) {
     RUN(test_batch_equals_matmul);
     RUN(test_batch_many_copies);
+    RUN(test_batch_moe_shape);
     RUN(test_batch_degenerate);
     RUN(test_oracle_agrees);
     return TEST_EXIT();

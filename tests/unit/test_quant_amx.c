@@ -26,6 +26,8 @@ static void test_matmul_rows(void) { al_matmul_rows(); }
 
 static void test_batch(void) { al_batch(); }
 
+static void test_batch_moe(void) { al_batch_moe(); }
+
 static void test_split(void) { al_split(); }
 
 int main(void) {
@@ -35,6 +37,7 @@ int main(void) {
     if (quant_simd_active()) RUN(test_kernel);
     RUN(test_matmul_rows);
     RUN(test_batch);
+    RUN(test_batch_moe);
     RUN(test_split);
     return TEST_EXIT();
 }
