@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # 2026-12-04 17:54 session, call 3 (issues 24, 25, 30): the peer in the same run as the step, the rest of the
 # lane form's tests, the experts' rows-a-warp A/B, the serve bench warm and cold, and (issue 30) the CPU preview.
-#   cmake --build build -j2 && scripts/device-packs.sh build final24   (LLAMA_BENCH=... to carry a llama-bench
-#   built on the dev VM: /tmp/llama-cuda-build/bin/llama-bench, CUDA sm_90a, PyPI llama-cpp-python 0.3.36's source)
+#   cmake --build build -j2 && scripts/device-packs.sh build final24, then .gpu-final24/llama.txz: llama-bench built
+#   on the dev VM (CUDA 13.0 sm_90a, PyPI llama-cpp-python 0.3.36's source via scripts/llama-src.sh, cmake -DGGML_CUDA=ON
+#   -DCMAKE_CUDA_ARCHITECTURES=90a -DGGML_NATIVE=OFF ... -DCMAKE_EXE_LINKER_FLAGS=-Wl,--allow-shlib-undefined: no
+#   libcuda here) as llama/ with its ggml / llama libraries, stripped; the device's own CUDA 13.0 cuBLAS and
+#   cudart (/usr/local/cuda/lib64) and NCCL (system) serve it there
 #   run(command="bash .gpu-final24/run.sh", carry=[".gpu-final24"], timeout_s=600)
 # STEPS (default "t d p s e"; c ran as its own call, .gpu-vnni30/prev30.sh):
 #  t  test_cuda_matmul test_glu / test_multi / test_graph_capture (not run in calls 1-2), test_moe_fast
@@ -64,8 +67,9 @@ fi
 if has p; then
   wait $SPID
   LB=$D/llama/llama-bench TG= PP=
+  [ -s "$PACK/llama.txz" ] && tar xJf "$PACK/llama.txz" -C "$D"
   if [ -x "$LB" ]; then
-    LD_LIBRARY_PATH=$D/lib timeout 150 "$LB" -m $F -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o csv > $O/llama-bench.csv 2> $O/llama-bench.err
+    LD_LIBRARY_PATH=$D/llama:/usr/local/cuda/lib64:$D/lib timeout 150 "$LB" -m $F -ngl 99 -fa 1 -p 512 -n 128 -r 3 -o csv > $O/llama-bench.csv 2> $O/llama-bench.err
     say "llama-bench rc=$? at +$(el)s"; cat $O/llama-bench.csv | tee -a "$S"; tail -3 $O/llama-bench.err | tee -a "$S"
     PP=$(python3 -c "import csv,sys;r=[x for x in csv.DictReader(open(sys.argv[1])) if x['n_prompt']=='512'];print(r[0]['avg_ts'] if r else '')" $O/llama-bench.csv 2>/dev/null)
     TG=$(python3 -c "import csv,sys;r=[x for x in csv.DictReader(open(sys.argv[1])) if x['n_gen']=='128'];print(r[0]['avg_ts'] if r else '')" $O/llama-bench.csv 2>/dev/null)
