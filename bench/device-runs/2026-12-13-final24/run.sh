@@ -104,8 +104,8 @@ if has e; then
     say "bench_cuda_preview rc=$? at +$(el)s"; grep -E "ms|tok/s" "$O/preview.log" | tee -a "$S"
   else say "bench_cuda_preview: no time or no file"; fi
 fi
-if has t && [ "$(el)" -lt 470 ]; then # the fast expert form's own bit-for-bit test at RPW=2 (slow: its CPU quantising)
-  tst test_cuda_matmul fast2 $(( 540 - $(el) )) CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=test_moe_fast CLOVER_CUDA_MOEF_RPW=2
+if has t && [ "$(el)" -lt 400 ]; then # the fast expert form's own bit-for-bit test at RPW=2 (slow: its CPU quantising)
+  tst test_cuda_matmul fast2 $(( 520 - $(el) )) CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=test_moe_fast CLOVER_CUDA_MOEF_RPW=2
   grep -E "cases bit-identical" "$O/t_test_cuda_matmul_fast2.log" | tee -a "$S"
 fi
 dr_end
