@@ -181,6 +181,29 @@ int main(int argc, char **argv) {
         if (at) printf("%-34s (KV read per step at 4096 tokens: %.3f GB, not in the floor)\n", "",
                        (double)cuda_session_kv_bytes_per_token(&m->hp, m) * NP * 1e-9);
     }
+    /* the engine's decode path (clover run --ar, the server): the greedy pick on the device, only the id comes
+     * back (the lines above copy the whole logits row back and take the argmax on the host, ~0.3 ms a step) */
+    if (!prompt_only) {
+        seq_reset(s);
+        if (seq_commit(s, ids, 1, &last, NULL, &err)) goto fail;
+        int32_t tok = argmax(lg, V), id = 0;
+        float conf = 0.0f;
+        const backend_pick pk = {.temperature = 0.0f};
+        double ts = 0.0;
+        for (size_t g = 0; g < gen + 3; g++) { /* 3 warm-up steps (the first captures the graph) */
+            if (g == 3) ts = timer_now();
+            backend_commit_seq q = {.s = s->s, .ids = &tok, .n = 1, .pick = &pk, .n_pick = 1};
+            q.pick_out.id = &id, q.pick_out.conf = &conf;
+            if (s->ops->commit(s->be, &q, 1, NULL)) {
+                err = q.err;
+                goto fail;
+            }
+            tok = id; /* the picked token is the next step's input, as in generation */
+        }
+        const double dt = timer_now() - ts;
+        line("decode, device pick (engine's path)", (double)gen / dt, "tok/s", decode_bytes / (bw * 1e9), peer_tg,
+             "tg128");
+    }
     /* the same decode steps kernel by kernel (no graph): what the graph saves */
     if (!prompt_only) {
         setenv("CLOVER_CUDA_NO_GRAPH", "1", 1);

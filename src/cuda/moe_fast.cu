@@ -248,14 +248,15 @@ static unsigned long long g_fast_launches;
 extern "C" unsigned long long cuda_moe_fast_launches(void) { return __atomic_load_n(&g_fast_launches, __ATOMIC_RELAXED); }
 extern "C" void cuda_moe_fast_set(int on) { __atomic_store_n(&g_fast, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
 
-/* Gate + up rows a warp: 1 (the default), 2 or 4 with CLOVER_CUDA_MOEF_RPW (a developer switch for A/B; taken down
- * to what fits 48 KB of shared memory). */
+/* Gate + up rows a warp: 2 (the default since the H200 run of 2026-12-13-final24: the one-row experts' gate + up
+ * 9.12 -> 8.04 us, the same ids), 1 or 4 with CLOVER_CUDA_MOEF_RPW (developer A/B); taken down to what fits 48 KB
+ * of shared memory. */
 static int moef_glu_rpw(void) {
     static int v = -1;
     int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
     if (r < 0) {
         const char *e = getenv("CLOVER_CUDA_MOEF_RPW");
-        r = e && (strcmp(e, "2") == 0 || strcmp(e, "4") == 0) ? atoi(e) : 1;
+        r = e && (strcmp(e, "1") == 0 || strcmp(e, "4") == 0) ? atoi(e) : 2;
         __atomic_store_n(&v, r, __ATOMIC_RELAXED);
     }
     return r;
