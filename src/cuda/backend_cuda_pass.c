@@ -438,6 +438,7 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
  * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
  * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
  * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
+enum { SHEXP_SIDE_MAX_ROWS = 64 }; /* decode, stacked decode and one or two blocks' previews and commits */
 static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
     char why[CUDA_WHY] = "";
     if (cuda_event_record(s->side_ev[0], s->stream, why) || cuda_stream_wait_event(s->side, s->side_ev[0], why))
@@ -514,7 +515,10 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     const model_weight *rw[2] = {&w->gate_inp, &w->gate_inp_shexp}; /* with the shared expert's gate logit */
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
-    const bool side = Fs && s->side;
+    /* beside the router only where the pass leaves SMs idle: a 512-row chunk's products fill the GPU, and there the
+     * side stream only contends (H200, 2026-12-13-final24 prompt24.sh: prompt 512 4,997 tok/s with it, 5,079
+     * without) */
+    const bool side = Fs && s->side && n <= SHEXP_SIDE_MAX_ROWS;
     if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
     /* rows routed freely over all experts (no coreset, not a stacked preview's per-sequence routing): the router
      * product, the shared expert's gate logit and the routing in one launch where they fit it */
