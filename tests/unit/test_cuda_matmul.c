@@ -1026,6 +1026,22 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(work);
 }
 
+/* One dense decode product of stream_case / lane_case: form 0 one matrix, 1 gate + up with SwiGLU (w2 the up
+ * weights), 2 three matrices of DENSE_SO rows one after another in w (outputs one after another in y). */
+static const size_t DENSE_SO[3] = {61, 200, 17};
+static int dense_form(uint32_t type, int form, const void *w, const void *w2, size_t rb, size_t n_out, size_t n_in,
+                      const float *x, size_t n_rows, float *y, void *work, char *why, size_t why_len) {
+    if (form == 0) return cuda_matmul_decode(type, w, n_out, n_in, x, n_rows, y, work, NULL, why, why_len);
+    if (form == 1) return cuda_matmul_decode_glu(type, w, w2, n_out, n_in, x, n_rows, y, work, NULL, why, why_len);
+    cuda_matmul_seg seg[3];
+    size_t o = 0;
+    for (int i = 0; i < 3; i++) {
+        seg[i] = (cuda_matmul_seg){.w = (const uint8_t *)w + o * rb, .n_out = DENSE_SO[i], .y = y + o * n_rows};
+        o += DENSE_SO[i];
+    }
+    return cuda_matmul_decode_multi(type, seg, 3, n_in, x, n_rows, work, NULL, why, why_len);
+}
+
 /* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM, on by default): with it on, dense
  * decode products (one matrix, gate + up with SwiGLU, several matrices in one launch) give bit for bit what
  * mmv_kernel gives with it off. A grid cap of 3 blocks makes each block walk many groups (the double buffer's
@@ -1034,7 +1050,7 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
  * short rows' 4 a warp). Outputs poisoned first: an output not written differs. CLOVER_TEST_SMALL: Q8_0 and
  * Q4_K only. */
 static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int cap) {
-    const size_t n_out = cap == 1 ? 9000 : 61, so[3] = {61, 200, 17}, n_y = form == 2 ? 278 : n_out;
+    const size_t n_out = cap == 1 ? 9000 : 61, n_y = form == 2 ? 278 : n_out;
     size_t rb;
     const size_t n_w = n_out > n_y ? n_out : n_y; /* multi: the three matrices' 278 rows one after another */
     uint8_t *w = make_weights(type, n_w, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
@@ -1052,20 +1068,7 @@ static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int
         cuda_mmv_stream_set(on ? cap : 0);
         dy[on] = dev_poisoned(n_rows * n_y);
         h[on] = malloc(n_rows * n_y * sizeof(float));
-        int rc;
-        if (form == 0)
-            rc = cuda_matmul_decode(type, dw, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
-        else if (form == 1)
-            rc = cuda_matmul_decode_glu(type, dw, dw2, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
-        else { /* three matrices, rows of w, outputs one after another in dy */
-            cuda_matmul_seg seg[3];
-            size_t o = 0;
-            for (int i = 0; i < 3; i++) {
-                seg[i] = (cuda_matmul_seg){.w = (const uint8_t *)dw + o * rb, .n_out = so[i], .y = dy[on] + o * n_rows};
-                o += so[i];
-            }
-            rc = cuda_matmul_decode_multi(type, seg, 3, n_in, dx, n_rows, work, NULL, why, sizeof why);
-        }
+        const int rc = dense_form(type, form, dw, dw2, rb, n_out, n_in, dx, n_rows, dy[on], work, why, sizeof why);
         CHECK_MSG(rc == 0, "%s: %s", what, why);
         CU(cudaDeviceSynchronize());
         dev_download(h[on], dy[on], n_rows * n_y);
@@ -1109,7 +1112,7 @@ static void test_mmv_stream(void) {
  * 1, 2, 3 and 8 rows. Outputs poisoned first; the "off" outputs are also checked against the CPU's decode_ref. */
 static void lane_case(size_t n_in, size_t n_rows, int form, int cap) {
     const uint32_t type = QUANT_Q8_0;
-    const size_t n_out = cap == 1 ? 9000 : 61, so[3] = {61, 200, 17}, n_y = form == 2 ? 278 : n_out;
+    const size_t n_out = cap == 1 ? 9000 : 61, n_y = form == 2 ? 278 : n_out;
     size_t rb;
     const size_t n_w = n_out > n_y ? n_out : n_y;
     uint8_t *w = make_weights(type, n_w, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
@@ -1128,20 +1131,7 @@ static void lane_case(size_t n_in, size_t n_rows, int form, int cap) {
         cuda_mmv_lane_set(on);
         dy[on] = dev_poisoned(n_rows * n_y);
         h[on] = malloc(n_rows * n_y * sizeof(float));
-        int rc;
-        if (form == 0)
-            rc = cuda_matmul_decode(type, dw, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
-        else if (form == 1)
-            rc = cuda_matmul_decode_glu(type, dw, dw2, n_out, n_in, dx, n_rows, dy[on], work, NULL, why, sizeof why);
-        else {
-            cuda_matmul_seg seg[3];
-            size_t o = 0;
-            for (int i = 0; i < 3; i++) {
-                seg[i] = (cuda_matmul_seg){.w = (const uint8_t *)dw + o * rb, .n_out = so[i], .y = dy[on] + o * n_rows};
-                o += so[i];
-            }
-            rc = cuda_matmul_decode_multi(type, seg, 3, n_in, dx, n_rows, work, NULL, why, sizeof why);
-        }
+        const int rc = dense_form(type, form, dw, dw2, rb, n_out, n_in, dx, n_rows, dy[on], work, why, sizeof why);
         CHECK_MSG(rc == 0, "%s: %s", what, why);
         CU(cudaDeviceSynchronize());
         dev_download(h[on], dy[on], n_rows * n_y);
