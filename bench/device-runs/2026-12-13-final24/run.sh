@@ -93,6 +93,9 @@ if has s; then
       [ "$(el)" -lt 540 ] || { say "serve: no time for round $round"; break; }
       r=$(timeout 60 python3 "$SR/serve_load.py" "$port" 16 64 "$O/serve-ar-$round.json" 2>&1)
       say "serve ar round $round (16 x 64): $r"
+      # the server's own counters so far (passes, busy seconds, tokens): ticks per request tell whether the 16
+      # requests' passes were stacked (next session: added after call 4, not run yet)
+      python3 -c "import urllib.request,sys;t=urllib.request.urlopen('http://127.0.0.1:%s/metrics'%sys.argv[1],timeout=10).read().decode();print(' '.join(l for l in t.splitlines() if l.startswith(('clover_passes_total','clover_busy_seconds_total','clover_completion_tokens_total','clover_prompt_tokens_total','clover_generations_total'))))" "$port" 2>&1 | sed 's/^/  metrics: /' | tee -a "$S"
     done
   else say "serve: did not start: $(tail -2 "$log")"; fi
   kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
