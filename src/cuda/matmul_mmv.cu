@@ -218,30 +218,25 @@ static int mmv_rpw(size_t row_bytes) { return row_bytes <= 640 ? 4 : 1; }
 
 /* The staging switch: on unless CLOVER_CUDA_MMV_STAGE=0; cuda_mmv_stage_set
  * overrides (bench_cuda_matmul times both). */
-static int g_stage = -1;
-static int cuda_mmv_stage_enabled(void) {
-    int v = __atomic_load_n(&g_stage, __ATOMIC_RELAXED);
+/* A switch on unless the variable is "0", read once into *cache (-1: not yet); a _set function overrides it. */
+static int switch_on_unless_0(int *cache, const char *name) {
+    int v = __atomic_load_n(cache, __ATOMIC_RELAXED);
     if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_MMV_STAGE");
+        const char *e = getenv(name);
         v = !(e && strcmp(e, "0") == 0);
-        __atomic_store_n(&g_stage, v, __ATOMIC_RELAXED);
+        __atomic_store_n(cache, v, __ATOMIC_RELAXED);
     }
     return v;
 }
+
+static int g_stage = -1;
+static int cuda_mmv_stage_enabled(void) { return switch_on_unless_0(&g_stage, "CLOVER_CUDA_MMV_STAGE"); }
 extern "C" void cuda_mmv_stage_set(int on) { __atomic_store_n(&g_stage, on ? 1 : 0, __ATOMIC_RELAXED); }
 
 /* The lane-a-block Q8_0 dot (mmv_row_q8l): on unless CLOVER_CUDA_MMV_LANE=0; cuda_mmv_lane_set overrides. It reads
  * staged rows only: a lane's 34-byte stride over global memory would scatter a warp's loads. */
 static int g_lane = -1;
-int mmv_lane_enabled(void) {
-    int v = __atomic_load_n(&g_lane, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_MMV_LANE");
-        v = !(e && strcmp(e, "0") == 0);
-        __atomic_store_n(&g_lane, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
+int mmv_lane_enabled(void) { return switch_on_unless_0(&g_lane, "CLOVER_CUDA_MMV_LANE"); }
 extern "C" void cuda_mmv_lane_set(int on) { __atomic_store_n(&g_lane, on ? 1 : 0, __ATOMIC_RELAXED); }
 
 /* Staging (mmv_stage) when the rows are 16-byte aligned and the block's rows

@@ -1042,14 +1042,12 @@ static int dense_form(uint32_t type, int form, const void *w, const void *w2, si
     return cuda_matmul_decode_multi(type, seg, 3, n_in, x, n_rows, work, NULL, why, why_len);
 }
 
-/* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM, on by default): with it on, dense
- * decode products (one matrix, gate + up with SwiGLU, several matrices in one launch) give bit for bit what
- * mmv_kernel gives with it off. A grid cap of 3 blocks makes each block walk many groups (the double buffer's
- * every turn, a partial last group, segment boundaries inside a block's walk); "auto" takes every resident
- * block (n_out 9000: more groups than blocks). Rows 1, 3, 8; n_in 2048 (8 rows a warp-group) and 512 (the
- * short rows' 4 a warp). Outputs poisoned first: an output not written differs. CLOVER_TEST_SMALL: Q8_0 and
- * Q4_K only. */
-static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int cap) {
+/* One A/B case of the dense decode forms (stream_case, lane_case): the same product (dense_form) with a switch
+ * off, then on, on poisoned outputs; every output must have the same bits, and the "off" ones be finite. lane 0:
+ * the switch is the stream form (0, then a grid cap of `cap`); lane 1: the stream form at `cap`, the switch the
+ * lane-a-block Q8_0 dot (off, then on), and form 0 also checked against the CPU's decode_ref. Both switches go
+ * back as the environment set them. */
+static void dense_ab(uint32_t type, size_t n_in, size_t n_rows, int form, int cap, int lane) {
     const size_t n_out = cap == 1 ? 9000 : 61, n_y = form == 2 ? 278 : n_out;
     size_t rb;
     const size_t n_w = n_out > n_y ? n_out : n_y; /* multi: the three matrices' 278 rows one after another */
@@ -1063,9 +1061,17 @@ static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int
     float *dy[2], *h[2];
     char why[256] = "", what[64];
     static const char *forms[3] = {"decode", "glu", "multi"};
-    snprintf(what, sizeof what, "stream %s %s x%zu/%zu cap %d", forms[form], quant_type_name(type), n_rows, n_in, cap);
+    if (lane)
+        snprintf(what, sizeof what, "lane %s x%zu/%zu stream %d", forms[form], n_rows, n_in, cap);
+    else
+        snprintf(what, sizeof what, "stream %s %s x%zu/%zu cap %d", forms[form], quant_type_name(type), n_rows, n_in,
+                 cap);
+    if (lane) cuda_mmv_stream_set(cap);
     for (int on = 0; on < 2; on++) {
-        cuda_mmv_stream_set(on ? cap : 0);
+        if (lane)
+            cuda_mmv_lane_set(on);
+        else
+            cuda_mmv_stream_set(on ? cap : 0);
         dy[on] = dev_poisoned(n_rows * n_y);
         h[on] = malloc(n_rows * n_y * sizeof(float));
         const int rc = dense_form(type, form, dw, dw2, rb, n_out, n_in, dx, n_rows, dy[on], work, why, sizeof why);
@@ -1073,19 +1079,43 @@ static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int
         CU(cudaDeviceSynchronize());
         dev_download(h[on], dy[on], n_rows * n_y);
     }
-    const char *env = getenv("CLOVER_CUDA_MMV_STREAM"); /* back as the environment set it */
+    const char *env = getenv("CLOVER_CUDA_MMV_STREAM"), *envl = getenv("CLOVER_CUDA_MMV_LANE");
     cuda_mmv_stream_set(env ? atoi(env) : 1);
+    cuda_mmv_lane_set(!(envl && strcmp(envl, "0") == 0));
     size_t diff = 0, bad = 0;
     for (size_t i = 0; i < n_rows * n_y; i++) {
         diff += memcmp(&h[0][i], &h[1][i], sizeof(float)) != 0;
         bad += !isfinite(h[0][i]);
     }
-    CHECK_MSG(bad == 0, "%s: %zu outputs of the old kernel not finite (the test's inputs)", what, bad);
-    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from mmv_kernel's bits", what, diff, n_rows * n_y);
+    if (lane && form == 0) { /* the new dot against the CPU, a few outputs a row (the rest are equal bits) */
+        double worst = 0;
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t o = 0; o < n_out; o += 37) {
+                const double ref = decode_ref(type, w + o * rb, x + r * n_in, n_in), got = h[1][r * n_out + o];
+                const double e = fabs(got - ref) / (1.0 + fabs(ref));
+                if (e > worst) worst = e;
+            }
+        CHECK_MSG(worst <= 1e-5, "%s: the lane form is %.3g from the CPU's decode_ref", what, worst);
+    }
+    CHECK_MSG(bad == 0, "%s: %zu outputs of the old %s not finite (the test's inputs)", what, bad,
+              lane ? "dot" : "kernel");
+    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from %s bits", what, diff, n_rows * n_y,
+              lane ? "the 4-lanes-a-block dot's" : "mmv_kernel's");
     if (diff == 0 && bad == 0) printf("  %-44s bit-identical (%zu outputs)\n", what, n_rows * n_y);
     for (int on = 0; on < 2; on++) cudaFree(dy[on]), free(h[on]);
     free(w), free(w2), free(x);
     cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(work);
+}
+
+/* The persistent dense decode product (matmul_mmv_stream.cu, CLOVER_CUDA_MMV_STREAM, on by default): with it on, dense
+ * decode products (one matrix, gate + up with SwiGLU, several matrices in one launch) give bit for bit what
+ * mmv_kernel gives with it off. A grid cap of 3 blocks makes each block walk many groups (the double buffer's
+ * every turn, a partial last group, segment boundaries inside a block's walk); "auto" takes every resident
+ * block (n_out 9000: more groups than blocks). Rows 1, 3, 8; n_in 2048 (8 rows a warp-group) and 512 (the
+ * short rows' 4 a warp). Outputs poisoned first: an output not written differs. CLOVER_TEST_SMALL: Q8_0 and
+ * Q4_K only. */
+static void stream_case(uint32_t type, size_t n_in, size_t n_rows, int form, int cap) {
+    dense_ab(type, n_in, n_rows, form, cap, 0);
 }
 
 static void test_mmv_stream(void) {
@@ -1109,57 +1139,10 @@ static void test_mmv_stream(void) {
  * (mmv_kernel: the stream form off; mmvs_kernel: a cap of 3 blocks and every resident block), for one matrix,
  * gate + up with SwiGLU and three matrices in one launch, and the grouped expert form. Row lengths of 8, 24, 40
  * (a partial second 32-block step), 64, 72 and 128 blocks (staging needs 16-byte rows: multiples of 8 blocks);
- * 1, 2, 3 and 8 rows. Outputs poisoned first; the "off" outputs are also checked against the CPU's decode_ref. */
+ * 1, 2, 3 and 8 rows. Outputs poisoned first; the lane form's outputs are also checked against the CPU's
+ * decode_ref. */
 static void lane_case(size_t n_in, size_t n_rows, int form, int cap) {
-    const uint32_t type = QUANT_Q8_0;
-    const size_t n_out = cap == 1 ? 9000 : 61, n_y = form == 2 ? 278 : n_out;
-    size_t rb;
-    const size_t n_w = n_out > n_y ? n_out : n_y;
-    uint8_t *w = make_weights(type, n_w, n_in, &rb), *w2 = make_weights(type, n_out, n_in, &rb);
-    float *x = malloc(n_rows * n_in * sizeof(float));
-    fill(x, n_rows * n_in, 2.0);
-    void *dw = dev_upload(w, n_w * rb), *dw2 = dev_upload(w2, n_out * rb);
-    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
-    void *work = NULL;
-    CU(cudaMalloc(&work, cuda_matmul_decode_work_bytes(type, n_in, n_rows) + 256));
-    float *dy[2], *h[2];
-    char why[256] = "", what[64];
-    static const char *forms[3] = {"decode", "glu", "multi"};
-    snprintf(what, sizeof what, "lane %s x%zu/%zu stream %d", forms[form], n_rows, n_in, cap);
-    cuda_mmv_stream_set(cap);
-    for (int on = 0; on < 2; on++) {
-        cuda_mmv_lane_set(on);
-        dy[on] = dev_poisoned(n_rows * n_y);
-        h[on] = malloc(n_rows * n_y * sizeof(float));
-        const int rc = dense_form(type, form, dw, dw2, rb, n_out, n_in, dx, n_rows, dy[on], work, why, sizeof why);
-        CHECK_MSG(rc == 0, "%s: %s", what, why);
-        CU(cudaDeviceSynchronize());
-        dev_download(h[on], dy[on], n_rows * n_y);
-    }
-    const char *env = getenv("CLOVER_CUDA_MMV_STREAM"), *envl = getenv("CLOVER_CUDA_MMV_LANE");
-    cuda_mmv_stream_set(env ? atoi(env) : 1);
-    cuda_mmv_lane_set(!(envl && strcmp(envl, "0") == 0));
-    size_t diff = 0, bad = 0;
-    for (size_t i = 0; i < n_rows * n_y; i++) {
-        diff += memcmp(&h[0][i], &h[1][i], sizeof(float)) != 0;
-        bad += !isfinite(h[0][i]);
-    }
-    if (form == 0) { /* the old dot against the CPU, a few outputs a row (the rest are equal bits) */
-        double worst = 0;
-        for (size_t r = 0; r < n_rows; r++)
-            for (size_t o = 0; o < n_out; o += 37) {
-                const double ref = decode_ref(type, w + o * rb, x + r * n_in, n_in), got = h[1][r * n_out + o];
-                const double e = fabs(got - ref) / (1.0 + fabs(ref));
-                if (e > worst) worst = e;
-            }
-        CHECK_MSG(worst <= 1e-5, "%s: the lane form is %.3g from the CPU's decode_ref", what, worst);
-    }
-    CHECK_MSG(bad == 0, "%s: %zu outputs of the old dot not finite (the test's inputs)", what, bad);
-    CHECK_MSG(diff == 0, "%s: %zu of %zu outputs differ from the 4-lanes-a-block dot's bits", what, diff, n_rows * n_y);
-    if (diff == 0 && bad == 0) printf("  %-44s bit-identical (%zu outputs)\n", what, n_rows * n_y);
-    for (int on = 0; on < 2; on++) cudaFree(dy[on]), free(h[on]);
-    free(w), free(w2), free(x);
-    cudaFree(dw), cudaFree(dw2), cudaFree(dx), cudaFree(work);
+    dense_ab(QUANT_Q8_0, n_in, n_rows, form, cap, 1);
 }
 
 static void test_mmv_lane(void) {
