@@ -38,6 +38,8 @@
  * allocated and filled), the model's load and upload extra.
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  *
+ * CLOVER_BENCH_DECODE_TRACE=1 (with MODEL): after the batched steps' timings, one step of 1 and one of 16
+ * sequences each between cudaProfilerStart/Stop (two windows for bench/cuda_kernel_trace.c).
  * CLOVER_BENCH_DECODE_NCU=1 (with MODEL): after the prompt, only one one-row pass kernel by kernel between
  * cudaProfilerStart/Stop, for `ncu --profile-from-start off` (CLOVER_BENCH_DECODE_ROWS=0 skips the ops).
  *
@@ -645,25 +647,30 @@ static double capture_pass(backend_session *s, const char *label, double pred_ms
 
 /* ms a step of N sequences' one-row commits in one backend call (greedy picks on the device: the AR step of
  * clover serve and bench_batch, which takes the stacked pass, backend_cuda_stack.c), over G steps after 3. */
-static double batched_step(backend *be, backend_session **ss, size_t N) {
-    enum { NMAX = 16, G = 32 };
+static void one_batched_step(backend *be, backend_session **ss, size_t N) {
+    enum { NMAX = 16 };
     backend_commit_seq q[NMAX];
     int32_t tok[NMAX], id[NMAX];
     float conf[NMAX];
     const backend_pick pk = {.temperature = 0.0f};
+    for (size_t i = 0; i < N; i++) {
+        tok[i] = 1000 + (int32_t)i; /* fixed tokens: no dependence on the picks */
+        q[i] = (backend_commit_seq){.s = ss[i], .ids = &tok[i], .n = 1, .pick = &pk, .n_pick = 1};
+        q[i].pick_out.id = &id[i], q[i].pick_out.conf = &conf[i];
+    }
+    if (backend_cuda.commit(be, q, N, NULL)) {
+        for (size_t i = 0; i < N; i++)
+            if (q[i].rc) fail(q[i].err.message);
+        fail("batched commit failed");
+    }
+}
+
+static double batched_step(backend *be, backend_session **ss, size_t N) {
+    enum { G = 32 };
     double ts = 0;
     for (int g = 0; g < G + 3; g++) {
         if (g == 3) ts = now_ms();
-        for (size_t i = 0; i < N; i++) {
-            tok[i] = 1000 + (int32_t)i; /* fixed tokens: no dependence on the picks */
-            q[i] = (backend_commit_seq){.s = ss[i], .ids = &tok[i], .n = 1, .pick = &pk, .n_pick = 1};
-            q[i].pick_out.id = &id[i], q[i].pick_out.conf = &conf[i];
-        }
-        if (backend_cuda.commit(be, q, N, NULL)) {
-            for (size_t i = 0; i < N; i++)
-                if (q[i].rc) fail(q[i].err.message);
-            fail("batched commit failed");
-        }
+        one_batched_step(be, ss, N);
     }
     return (now_ms() - ts) / G;
 }
@@ -730,6 +737,15 @@ static int bench_step(const char *path) {
                "AR N=1 pass); pred ~5.5]\n", t1, 1e3 / t1);
         printf("STEP batched commit, 16 sequences, device pick %8.3f ms  (%.1f tok/s)   [before 21.41 ms (bench_batch "
                "AR N=16 pass); pred ~21]\n", t16, 16e3 / t16);
+        const char *tr = getenv("CLOVER_BENCH_DECODE_TRACE");
+        if (tr && atoi(tr) == 1) { /* one marked step of 1 and of 16 sequences, for bench/cuda_kernel_trace.c */
+            for (size_t n = 1; n <= N; n += N - 1) {
+                CU(cudaProfilerStart());
+                one_batched_step(q->be, ss, n);
+                CU(cudaProfilerStop());
+                printf("TRACE marked: one batched step of %zu sequence%s (graph replay)\n", n, n > 1 ? "s" : "");
+            }
+        }
         for (size_t i = 1; i < N; i++) backend_cuda.session_free(ss[i]);
     }
     backend_session *s = q->s;

@@ -17,9 +17,13 @@
  * pass actually routes to, measured per layer (a second session with
  * CLOVER_CUDA_COUNT_EXPERTS marks them on the device), over the bandwidth.
  *
- * --profile: after the prompt, only one eager preview (coreset), one without
- * the coreset and one commit of the block, each between cudaProfilerStart and
- * cudaProfilerStop, for `ncu --profile-from-start off` (kernel by kernel).
+ * --profile: only the marked ranges, each between cudaProfilerStart and
+ * cudaProfilerStop, for bench/cuda_kernel_trace.c (CUPTI: graph replays as
+ * they run) or `ncu --profile-from-start off`: (1) the 512-token prompt's
+ * commit, then on the graph session after one unmarked warm-up each (the
+ * capture) (2) a preview with the coreset, (3) one without, (4) the commit
+ * of the block, and (5) a preview with the coreset on the session without
+ * graphs (each kernel its own launch).
  *
  *   bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X] [--profile]
  */
@@ -230,7 +234,9 @@ int main(int argc, char **argv) {
         if (ids[i] == mask) ids[i] = (int32_t)((ids[i] + 1) % V);
     }
     backend_commit_seq c = {.s = B.s, .ids = ids, .n = P};
+    if (profile) cudaProfilerStart();
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
+    if (profile) cudaProfilerStop(), printf("profiled 1: commit of the %zu-token prompt\n", P);
     c.s = B.cnt;
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
     c.s = B.eager;
@@ -240,25 +246,41 @@ int main(int argc, char **argv) {
     float conf[256];
     uint8_t pending[256];
     for (size_t i = 0; i < b; i++) block[i] = mask, pending[i] = 1;
-    if (profile) { /* the profiled ranges only, on the session without graphs (each kernel its own launch) */
+    if (profile) { /* the marked ranges only; each graph shape captured by an unmarked pass first */
         backend_pick pk = {.temperature = 0.0f, .forbid = &mask, .n_forbid = 1};
-        for (int cs = 1; cs >= 0; cs--) {
-            backend_preview_seq q = {.s = B.eager, .block = block, .b = b, .pending = pending, .pick = &pk,
-                                     .opts = {.record_block_size = m->record.block_size, .coreset = cs != 0,
-                                              .coreset_top_p = m->record.coreset_top_p},
-                                     .pick_out = {.id = id, .conf = conf}};
-            cudaProfilerStart();
-            const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
-            cudaProfilerStop();
-            if (rc) goto fail;
-            printf("profiled: preview %zu rows, first pass, %s\n", b, cs ? "coreset" : "no coreset");
+        int nr = 2;
+        for (int cs = 1; cs >= 0; cs--)
+            for (int warm = 1; warm >= 0; warm--) {
+                backend_preview_seq q = {.s = B.s, .block = block, .b = b, .pending = pending, .pick = &pk,
+                                         .opts = {.record_block_size = m->record.block_size, .coreset = cs != 0,
+                                                  .coreset_top_p = m->record.coreset_top_p},
+                                         .pick_out = {.id = id, .conf = conf}};
+                if (!warm) cudaProfilerStart();
+                const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
+                if (!warm) cudaProfilerStop();
+                if (rc) goto fail;
+                if (!warm) printf("profiled %d: preview %zu rows, first pass, %s (graph)\n", nr++, b,
+                                  cs ? "coreset" : "no coreset");
+            }
+        backend_checkpoint *pck = NULL;
+        if (backend_cuda.checkpoint_create(B.s, &pck, &err) || backend_cuda.checkpoint_save(B.s, pck, &err)) goto fail;
+        for (int warm = 1; warm >= 0; warm--) {
+            backend_commit_seq bc = {.s = B.s, .ids = ids + P, .n = b};
+            if (!warm) cudaProfilerStart();
+            const int rc = backend_commit1(&backend_cuda, B.be, &bc, NULL, &err);
+            if (!warm) cudaProfilerStop();
+            if (rc || backend_cuda.checkpoint_restore(B.s, pck, &err)) goto fail;
+            if (!warm) printf("profiled %d: commit of a %zu-row block (graph session)\n", nr++, b);
         }
-        backend_commit_seq bc = {.s = B.eager, .ids = ids + P, .n = b};
+        backend_preview_seq q = {.s = B.eager, .block = block, .b = b, .pending = pending, .pick = &pk,
+                                 .opts = {.record_block_size = m->record.block_size, .coreset = true,
+                                          .coreset_top_p = m->record.coreset_top_p},
+                                 .pick_out = {.id = id, .conf = conf}};
         cudaProfilerStart();
-        const int rc = backend_commit1(&backend_cuda, B.be, &bc, NULL, &err);
+        const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
         cudaProfilerStop();
         if (rc) goto fail;
-        printf("profiled: commit of a %zu-row block\n", b);
+        printf("profiled %d: preview %zu rows, first pass, coreset (eager: no graph)\n", nr, b);
         return 0;
     }
     char what[96];
