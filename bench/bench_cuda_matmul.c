@@ -24,7 +24,7 @@
  * CLOVER_BENCH_MOEFAST=1: only the routed experts' 1 / 4 / 8-row products of the 35B-A3B model, the fast form
  * (CLOVER_CUDA_MOE_FAST) off against on.
  *
- * CLOVER_BENCH_MMAROWS=1: only the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8, 16 rows: the decode
+ * CLOVER_BENCH_MMAROWS=1: only the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8, 16, 32 rows: the decode
  * form, the chunk form, and the few-row form with the weights as the mma A operand (CLOVER_CUDA_MMA_ROWS).
  *
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
@@ -865,9 +865,9 @@ static void bench_stream32(double bw) {
     }
 }
 
-/* CLOVER_BENCH_MMAROWS=1: the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8 and 16 rows in three forms:
+/* CLOVER_BENCH_MMAROWS=1: the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8, 16 and 32 rows in three forms:
  * the dp4a decode form (<= 8 rows), the chunk form (cuda_matmul_chunk_ws, matmul_igemm.cu) and the same call with
- * the few-row form of the weights as the mma A operand on (matmul_mma_rows.cu, cuda_mma_rows_set(16)); each
+ * the few-row form of the weights as the mma A operand on (matmul_mma_rows.cu, cuda_mma_rows_set(32)); each
  * launch on a weight copy of its own (>= 256 MB rotated: none from L2), back to back on one stream.
  * CLOVER_BENCH_MMAROWS_ONLY=NAME and _ROWS=N: one product at one row count (ncu). */
 static void bench_mma_rows_one(const char *name, size_t n_out, size_t n_in, size_t rows, double bw) {
@@ -886,7 +886,7 @@ static void bench_mma_rows_one(const char *name, size_t n_out, size_t n_in, size
     double t[3] = {0, 0, 0}; /* decode, chunk, mma */
     for (int form = 0; form < 3; form++) {
         if (form == 0 && rows > 8) continue;
-        cuda_mma_rows_set(form == 2 ? 16 : 0);
+        cuda_mma_rows_set(form == 2 ? 32 : 0);
 #define MR(W)                                                                                                      \
     (form == 0 ? cuda_matmul_decode(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why)              \
                : cuda_matmul_chunk_ws(type, (W), n_out, n_in, x, rows, y, work, NULL, why, sizeof why))
@@ -918,7 +918,7 @@ static void bench_mma_rows(double bw) {
         size_t n_out, n_in;
     } P[] = {{"gdn qkv", 8192, 2048}, {"gdn z", 4096, 2048}, {"gdn out", 2048, 4096}, {"attn k", 512, 2048},
              {"shexp up", 512, 2048}, {"shexp down", 2048, 512}, {"head", 248320, 2048}};
-    static const size_t R[] = {1, 2, 4, 8, 16};
+    static const size_t R[] = {1, 2, 4, 8, 16, 32};
     const char *only = getenv("CLOVER_BENCH_MMAROWS_ONLY");
     const char *only_rows = getenv("CLOVER_BENCH_MMAROWS_ROWS");
     for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {

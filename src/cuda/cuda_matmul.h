@@ -100,7 +100,7 @@ void cuda_igemm_wide_set(int on);
 
 /* The few-row dense Q8_0 product on the tensor cores with the weights as the mma A operand (matmul_mma_rows.cu:
  * each warp streams its weight rows through its own cp.async ring, K split over up to 8 warps for narrow
- * matrices): cuda_matmul_chunk_ws / _pair take it for 1..N rows when CLOVER_CUDA_MMA_ROWS=N (N <= 16; unset or 0:
+ * matrices): cuda_matmul_chunk_ws / _pair take it for 1..N rows when CLOVER_CUDA_MMA_ROWS=N (N <= 32; unset or 0:
  * off, the default: unverified on a device when written, 2026-12-04). cuda_mma_rows_set(N) overrides (0 off,
  * negative: the environment again). The bits are the chunk form's (one canonical order). The backend's passes
  * of <= CLOVER_CUDA_DECODE_ROWS rows still take the decode form: set that to 1 to send 2+ rows here. */

@@ -2,7 +2,7 @@
  * matmul_mma_rows.cu: the dense Q8_0 product for FEW rows (1..16; meant for 2..16, the 1-row product stays
  * the dp4a decode form) on the tensor cores, mma.sync m16n8k32 s8 with the WEIGHTS as the A operand (16
  * output features x 32 k, one Q8_0 block an mma) and the 8-bit activation rows as B (n = 8 rows a fragment,
- * 2 fragments for 9..16 rows). Bit for bit the canonical order of matmul_igemm.cu (its top comment):
+ * 2 fragments for 9..16 rows, 4 for 17..32). Bit for bit the canonical order of matmul_igemm.cu (its top comment):
  *   term of block b: (d_w * x_d) * (float)isum, __fmul_rn / __fadd_rn, no contraction;
  *   chain p_j = 0 + term_j + term_{j+8} + ... (block order), j = 0..7;
  *   y = ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)).
@@ -34,7 +34,7 @@
  * balanced tree of 8 leaves is the balanced tree of its KS balanced subtrees).
  * Only dense Q8_0 products with scratch (the rows quantised once by ig_quantize, matmul_igemm.cu's
  * chunk-major layout: chunk c of row r at xq + (c * xq_rows + r) * IG_ACS, block j at 36 j: f32 d, 32 int8)
- * and <= 16 rows; off unless CLOVER_CUDA_MMA_ROWS=N (rows 1..N take it, N <= 16) or cuda_mma_rows_set(N).
+ * and <= 32 rows; off unless CLOVER_CUDA_MMA_ROWS=N (rows 1..N take it, N <= 32) or cuda_mma_rows_set(N).
  * STATUS: written 2026-12-04 without a device: unverified, timed by bench/device-runs/2026-12-11-mma24.
  */
 #include <stdlib.h>
@@ -44,7 +44,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_mma_rows.cuh"
 
-enum { MR_THREADS = 256, MR_WARPS = 8, MR_CHUNK_BYTES = 8 * MM_Q8_0_BYTES, MR_MAX_ROWS = 16, MR_SMEM_MAX = 220 * 1024 };
+enum { MR_THREADS = 256, MR_WARPS = 8, MR_CHUNK_BYTES = 8 * MM_Q8_0_BYTES, MR_MAX_ROWS = 32, MR_SMEM_MAX = 220 * 1024 };
 
 /* Bytes a stage gives each row: 16-byte multiples whose word count is 4 mod 8, so the 8 rows (g = 0..7) a
  * fragment load touches fall in distinct banks (ig_pad's rule). */
@@ -284,14 +284,32 @@ static void mr_launch_n(const ig_params *p, cudaStream_t st) {
         mr_launch_t<1, 8, NT, 4>(p, st); /* 2048 outputs: 128 blocks */
 }
 
+/* 17..32 rows: 4 row tiles (a 17..24-row call computes a 4th tile of stale shared bytes whose columns are never
+ * stored: a column of an mma depends only on its own B column). The output head's 2-warp groups drop to 16
+ * outputs a warp there (MT 1): MT 2 x NT 4 x 4 chains would be 128 accumulators a thread, and its rings would
+ * exceed shared memory; 8 warps x 2 stages ahead x 16 rows x 136 bytes = 35 KB of weights in flight an SM. */
+static void mr_launch_32(const ig_params *p, cudaStream_t st) {
+    const int g32 = (p->n_out + 31) / 32, fks = mr_forced_ks();
+    if (fks == 2 || (!fks && g32 >= 1056))
+        mr_launch_t<1, 2, 4, 3>(p, st);
+    else if (fks == 4 || (!fks && g32 >= 528))
+        mr_launch_t<2, 4, 4, 3>(p, st);
+    else if (fks == 8 || g32 >= 132)
+        mr_launch_t<2, 8, 4, 4>(p, st);
+    else
+        mr_launch_t<1, 8, 4, 4>(p, st);
+}
+
 void mr_launch(const ig_params *p, cudaStream_t st) {
     if (p->n_rows <= 8)
         mr_launch_n<1>(p, st);
-    else
+    else if (p->n_rows <= 16)
         mr_launch_n<2>(p, st);
+    else
+        mr_launch_32(p, st);
 }
 
-/* The switch: CLOVER_CUDA_MMA_ROWS=N (0..16, read once; unset or 0: off); cuda_mma_rows_set overrides,
+/* The switch: CLOVER_CUDA_MMA_ROWS=N (0..32, read once; unset or 0: off); cuda_mma_rows_set overrides,
  * a negative value goes back to the environment. */
 static int g_mr = -1;
 static int mr_cap(void) {

@@ -1,5 +1,5 @@
 /*
- * matmul_mma_rows.cuh: the few-row (1..16) dense Q8_0 product of matmul_mma_rows.cu (weights as the mma A
+ * matmul_mma_rows.cuh: the few-row (1..32) dense Q8_0 product of matmul_mma_rows.cu (weights as the mma A
  * operand, rows as B) as matmul_gemm.cu dispatches it. CUDA C++, included only by src/cuda/matmul_*.cu.
  * Off unless CLOVER_CUDA_MMA_ROWS=N (or cuda_mma_rows_set(N)): UNVERIFIED on a device when written
  * (2026-12-04).

@@ -13,7 +13,7 @@
  *    or chunk (test_row_invariance, bit for bit); the wide-row kernels of
  *    64+ rows (matmul_igemm_wide.cu, off by default) bit for bit the 16 x 32
  *    ones (test_igemm_wide); the few-row form with the weights as the mma A operand (matmul_mma_rows.cu,
- *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..16 (test_mma_rows).
+ *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..32 (test_mma_rows).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
@@ -717,50 +717,50 @@ static void test_few_rows(void) {
 
 /* ---- the few-row product with the weights as the mma A operand (matmul_mma_rows.cu, CLOVER_CUDA_MMA_ROWS) ---- */
 
-/* Dense Q8_0 through cuda_matmul_chunk_ws at rows 1..16 (rows r0 .. r0 + n - 1 of a 24-row x, r0 = 3n mod 8; row 5
+/* Dense Q8_0 through cuda_matmul_chunk_ws at rows 1..32 (rows r0 .. r0 + n - 1 of a 40-row x, r0 = 3n mod 8; row 5
  * carries an infinity): with the switch on, every output bit for bit the chunk form's with it off (matmul_igemm.cu)
  * and, at <= 8 rows, the dp4a decode form's (cuda_matmul_decode); every output written (poisoned before each call);
- * the sampled outputs of the 16-row call within 1e-5 of the CPU's scalar integer oracle (decode_ref:
+ * the sampled outputs of the 32-row call within 1e-5 of the CPU's scalar integer oracle (decode_ref:
  * quant_act_quantize_scalar + quant_act_dot_scalar, the independent reference). off: the weights start `off` rows
  * into the upload (a pointer 2-byte aligned only: pieces across the tensor's first bytes), and the pair
- * (cuda_matmul_chunk_ws_pair) at 16 rows. The shapes pick each of the kernel's layouts: n_out < 4224 (16 outputs a
+ * (cuda_matmul_chunk_ws_pair) at 16 and 32 rows. The shapes pick each of the kernel's layouts: n_out < 4224 (16 outputs a
  * warp, K over 8 warps), < 16896 (32, 8 warps), < 33792 (32, 4 warps), more (32, 2 warps); n_in with a last
  * chunk of 1..7 blocks (some warps idle there) or whole chunks. */
 static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
-    const size_t n_x = 24, nr = n_out + off;
+    const size_t n_x = 40, nr = n_out + off;
     size_t rb;
     uint8_t *w = make_weights(QUANT_Q8_0, nr, n_in, &rb);
     float *x = malloc(n_x * n_in * sizeof(float));
     fill(x, n_x * n_in, 2.0);
     x[5 * n_in + n_in / 3] = INFINITY;
-    float *old = malloc(16 * n_out * sizeof(float)), *got = malloc(16 * n_out * sizeof(float));
-    float *dec = malloc(16 * n_out * sizeof(float));
+    float *old = malloc(32 * n_out * sizeof(float)), *got = malloc(32 * n_out * sizeof(float));
+    float *dec = malloc(32 * n_out * sizeof(float));
     uint8_t *dwall = dev_upload(w, nr * rb);
     const uint8_t *dw = dwall + off * rb;
-    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(16 * n_out), *dy2 = dev_poisoned(16 * n_out);
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(32 * n_out), *dy2 = dev_poisoned(32 * n_out);
     void *work = NULL, *dwork = NULL;
-    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, 16) + 256));
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, 32) + 256));
     CU(cudaMalloc(&dwork, cuda_matmul_decode_work_bytes(QUANT_Q8_0, n_in, 8) + 256));
     char why[256] = "", what[64];
     snprintf(what, sizeof what, "mma rows Q8_0 %zux%zu%s", n_in, n_out, off ? " offset" : "");
     size_t bad = 0, bad_dec = 0, unwritten = 0, bad_pair = 0, runs = 0;
-    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: rows 1, 2, 8, 9, 16 */
-    for (size_t n = 1; n <= 16; n++) {
-        if (small && n != 1 && n != 2 && n != 8 && n != 9 && n != 16) continue;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: rows 1, 2, 8, 9, 16, 17, 32 */
+    for (size_t n = 1; n <= 32; n++) {
+        if (small && n != 1 && n != 2 && n != 8 && n != 9 && n != 16 && n != 17 && n != 32) continue;
         const size_t r0 = (3 * n) % 8;
         const float *xs = dx + r0 * n_in;
         for (int on = 0; on < 2; on++) {
-            cuda_mma_rows_set(on ? 16 : 0);
+            cuda_mma_rows_set(on ? 32 : 0);
             CHECK_MSG(cuda_mma_rows_takes(QUANT_Q8_0, n) == on, "%s: the switch does not say whether it takes %zu rows",
                       what, n);
-            CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
+            CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
             CHECK_MSG(cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, xs, n, dy, work, NULL, why, sizeof why) == 0,
                       "%s", why);
             dev_download(on ? got : old, dy, n * n_out);
         }
         bad += few_diff(got, old, n * n_out);
         if (n <= CUDA_MATMUL_DECODE_MAX_ROWS) {
-            CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
+            CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
             CHECK_MSG(cuda_matmul_decode(QUANT_Q8_0, dw, n_out, n_in, xs, n, dy, dwork, NULL, why, sizeof why) == 0,
                       "%s", why);
             dev_download(dec, dy, n * n_out);
@@ -771,12 +771,12 @@ static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
                 for (size_t o = 0; o < n_out; o++) unwritten += isnan(got[r * n_out + o]) != 0;
         runs++;
     }
-    /* the 16-row call's outputs against the CPU (got holds it): rows 0..15 of x from r0 = 0, row 5 NaN */
+    /* the 32-row call's outputs against the CPU (got holds it): rows 0..31 of x from r0 = 0, row 5 NaN */
     {
         const size_t step = n_out > 600 ? n_out / 300 : 1;
         size_t ns = 0, nan_ok = 0;
         double e2 = 0, r2 = 0;
-        for (size_t r = 0; r < 16; r++)
+        for (size_t r = 0; r < 32; r++)
             for (size_t o = 0; o < n_out; o += step) {
                 const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
                 if (r == 5) {
@@ -789,21 +789,29 @@ static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
         const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
         CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
         CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
-        printf("  %-34s rows 1..16 bit-identical to the chunk form (%zu calls), CPU err %.2g (%zu outputs)\n", what,
+        printf("  %-34s rows 1..32 bit-identical to the chunk form (%zu calls), CPU err %.2g (%zu outputs)\n", what,
                runs, err, ns);
     }
-    /* the pair: these weights and the same from output 3 on, one quantisation of x, the switch on */
-    if (n_out > 3) {
-        cuda_mma_rows_set(16);
-        CU(cudaMemset(dy, 0xFF, 16 * n_out * sizeof(float)));
-        CU(cudaMemset(dy2, 0xFF, 16 * n_out * sizeof(float)));
-        CHECK_MSG(cuda_matmul_chunk_ws_pair(QUANT_Q8_0, dw, n_out, dw + 3 * rb, n_out - 3, n_in, dx, 16, dy, dy2, work,
+    /* the pair: these weights and the same from output 3 on, one quantisation of x, the switch on; 16 rows (two
+     * row tiles) against the 16-row single call, 32 rows (four) against the 32-row one */
+    for (size_t pr = 16; pr <= 32 && n_out > 3; pr += 16) {
+        cuda_mma_rows_set(32);
+        float *ref = pr == 32 ? got : old;
+        if (pr == 16) { /* old: the 16-row call from r0 = 0 with the switch on (the chunk form's bits, checked above) */
+            CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
+            CHECK_MSG(cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, dx, 16, dy, work, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            dev_download(old, dy, 16 * n_out);
+        }
+        CU(cudaMemset(dy, 0xFF, 32 * n_out * sizeof(float)));
+        CU(cudaMemset(dy2, 0xFF, 32 * n_out * sizeof(float)));
+        CHECK_MSG(cuda_matmul_chunk_ws_pair(QUANT_Q8_0, dw, n_out, dw + 3 * rb, n_out - 3, n_in, dx, pr, dy, dy2, work,
                                             NULL, why, sizeof why) == 0,
                   "%s", why);
-        dev_download(got, dy, 16 * n_out);
-        bad_pair += few_diff(got, old, 16 * n_out);
-        dev_download(dec, dy2, 16 * (n_out - 3));
-        for (size_t r = 0; r < 16; r++) bad_pair += few_diff(dec + r * (n_out - 3), old + r * n_out + 3, n_out - 3);
+        dev_download(dec, dy, pr * n_out);
+        bad_pair += few_diff(dec, ref, pr * n_out);
+        dev_download(dec, dy2, pr * (n_out - 3));
+        for (size_t r = 0; r < pr; r++) bad_pair += few_diff(dec + r * (n_out - 3), ref + r * n_out + 3, n_out - 3);
     }
     cuda_mma_rows_set(-1);
     CHECK_MSG(bad == 0 && unwritten == 0, "%s: %zu outputs differ from the chunk form, %zu not written", what, bad,
@@ -815,9 +823,11 @@ static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
 }
 
 static void test_mma_rows(void) {
-    cuda_mma_rows_set(16);
+    cuda_mma_rows_set(32);
     CHECK(cuda_mma_rows_takes(QUANT_Q4_K, 4) == 0); /* Q8_0 only */
-    CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 17) == 0);
+    CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 32) == 1 && cuda_mma_rows_takes(QUANT_Q8_0, 33) == 0);
+    cuda_mma_rows_set(40); /* past the form's limit: capped at 32 */
+    CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 33) == 0);
     cuda_mma_rows_set(4);
     CHECK(cuda_mma_rows_takes(QUANT_Q8_0, 4) == 1 && cuda_mma_rows_takes(QUANT_Q8_0, 5) == 0);
     cuda_mma_rows_set(-1);

@@ -5,8 +5,8 @@
 #   cmake --build build -j2 && EXTRA_BINS=libclover_kernel_trace.so scripts/device-packs.sh build trace24
 #   run(command="bash .gpu-trace24/run.sh", carry=[".gpu-trace24"], timeout_s=600)
 # STEPS (default "t x b d"):
-#  t  test_cuda_matmul test_mma_rows (switch off vs on, rows 1..16, bit for bit), the backend / batch / engine tests
-#     with CLOVER_CUDA_MMA_ROWS=16 CLOVER_CUDA_DECODE_ROWS=1 (2..16-row passes through the form)
+#  t  test_cuda_matmul test_mma_rows (switch off vs on, rows 1..32 (17..32: new, 4 row tiles), bit for bit), the
+#     backend / batch / engine tests with CLOVER_CUDA_MMA_ROWS=32 CLOVER_CUDA_DECODE_ROWS=1 (2..32-row passes)
 #  x  bench_cuda_preview --profile under the tracer (windows: 1 prompt 512 commit, 2 preview coreset graph, 3 preview
 #     no coreset graph, 4 commit of the 32-row block graph, 5 preview coreset eager); then bench_cuda_preview --reps 3
 #  b  bench_cuda_matmul CLOVER_BENCH_MMAROWS=1 (decode / chunk / mma at 1, 2, 4, 8, 16 rows; PREDICTIONS.md of mma24)
@@ -19,7 +19,8 @@
 #     the coreset ~0.4 ms, attention ~0.3 ms, small kernels (norms, quantisers, routing, combine) ~2 ms in all.
 #     Window 4 (commit): span ~16 ms, the expert products ~9 ms (~160 experts a layer). Window 1: ~100 ms.
 #     bench_cuda_preview: preview ~10.0 ms, commit ~16.0 (as final24).
-#  b: mma24's PREDICTIONS.md: qkv 8 rows mma ~8.5 us vs chunk ~16, head 8 rows ~185 vs ~251.
+#  b: mma24's PREDICTIONS.md: qkv 8 rows mma ~8.5 us vs chunk ~16, head 8 rows ~185 vs ~251; 32 rows qkv ~11 vs ~19,
+#     head ~260 vs ~300. With CLOVER_CUDA_MMA_ROWS=32 the preview ~8.5 ms (dense products ~3 -> ~1.6 ms), commit ~15.
 #  d: window 2 (16 sequences) ~11.6 ms, the routed experts ~5 ms of it.
 set -uo pipefail
 PACK=${PACK:-.gpu-trace24}
@@ -33,7 +34,7 @@ if has t; then
   tst test_cuda_matmul mma 120 CLOVER_TEST_ONLY=test_mma_rows
   grep -E "^  mma rows" "$O/t_test_cuda_matmul_mma.log" | tee -a "$S"
   for n in test_cuda_backend test_cuda_batch test_cuda_engine; do
-    tst $n mma 120 CLOVER_CUDA_MMA_ROWS=16 CLOVER_CUDA_DECODE_ROWS=1
+    tst $n mma 120 CLOVER_CUDA_MMA_ROWS=32 CLOVER_CUDA_DECODE_ROWS=1
   done
 fi
 if has x; then
@@ -46,6 +47,8 @@ if has x; then
     awk '/^== window 2/{f=1;next} /^== window/{f=0} f' $R/trace_preview.dm.txt | head -30 | cut -c1-220 | tee -a "$S"
   timeout 120 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview.log" 2>&1
   say "== bench_cuda_preview --reps 3 rc=$? at +$(el)s"; grep -vE "^\s*$" "$O/preview.log" | tail -14 | tee -a "$S"
+  CLOVER_CUDA_MMA_ROWS=32 timeout 120 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview_mma.log" 2>&1
+  say "== bench_cuda_preview --reps 3, CLOVER_CUDA_MMA_ROWS=32 rc=$? at +$(el)s"; grep -vE "^\s*$" "$O/preview_mma.log" | tail -14 | tee -a "$S"
 fi
 if has d; then dr_synth35 --no-diffusion; fi
 if has b; then
