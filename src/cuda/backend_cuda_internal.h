@@ -177,7 +177,7 @@ struct backend_session {
     void *side;                 /* the shared expert's stream beside the routed experts (NULL: on stream) */
     void *side_ev[2];           /* fork (stream -> side) and join (side -> stream) of a MoE layer */
     bool side_open;             /* a MoE layer forked the side stream and has not joined it yet */
-    bool exact_rows;            /* exact float products past 8 rows in one cuda_matmul_exact launch (CLOVER_CUDA_EXACT_ROWS=1: yes) */
+    bool exact_rows;            /* float products past 8 rows in one cuda_matmul_exact_multi launch (CLOVER_CUDA_EXACT_ROWS=0: no) */
     int router_fused;           /* the router product and routing in one launch (moe_router.cu): 0 no
                                  * (CLOVER_CUDA_ROUTER_FUSED=0), 1 yes (the default), 2 yes without staging its
                                  * weights in shared memory (=2, A/B) */

@@ -164,18 +164,25 @@ static int mm_pair(backend_session *s, const model_weight *w1, const model_weigh
  * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
 static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
                     const float *x, size_t n, clover_error *err) {
-    /* exact float products past D rows (the router and the shared expert's gate logit of a stacked step, a
-     * preview, a commit): cuda_matmul_exact, one launch each with the decode product's bits, instead of a
-     * decode_multi launch per 8 rows (16 rows: 2 launches, 28 us a layer on the H200, 2026-12-12-dec24 call 3).
-     * CLOVER_CUDA_EXACT_ROWS=1 turns it on (off until it has run on a device: dec24's next call). */
-    bool thin = n > D && s->exact_rows;
-    for (size_t i = 0; thin && i < nw; i++) thin = exact[i] && is_float(w[i]->type);
+    /* float products past D rows whose every row has the decode product's bits on its own path (the router, exact;
+     * the shared expert's 1-output gate logit, whose chunk path is the thin decode form): one launch for all of
+     * them with those bits (cuda_matmul_exact_multi, matmul_exact.cu) instead of a decode launch per 8 rows and
+     * a thin launch (a 32-row preview: 42 us a layer, 1.7 ms of 10.2; the 16-sequence step 46 us a layer, H200,
+     * 2026-12-14-trace24). On unless CLOVER_CUDA_EXACT_ROWS=0. */
+    bool thin = n > D && s->exact_rows && nw <= CUDA_MATMUL_MAX_SEG;
+    for (size_t i = 0; thin && i < nw; i++)
+        thin = is_float(w[i]->type) && same_width(w[i], w[0]) &&
+               (exact[i] || s->fp32 || s->cls_rows <= D || (size_t)w[i]->ne[1] <= CUDA_MATMUL_THIN_MAX_OUT);
     if (thin) {
         char why[256] = "";
-        for (size_t i = 0; i < nw; i++)
-            if (cuda_matmul_exact(w[i]->type, cuda_model_weight(s->cm, w[i]), (size_t)w[i]->ne[1], (size_t)w[i]->ne[0],
-                                  x, n, y[i], s->stream, why, sizeof why))
-                return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", w[i]->name, why);
+        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
+        for (size_t i = 0; i < nw; i++) {
+            seg[i].w = cuda_model_weight(s->cm, w[i]);
+            seg[i].n_out = (size_t)w[i]->ne[1];
+            seg[i].y = y[i];
+        }
+        if (cuda_matmul_exact_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->stream, why, sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
         return CLOVER_OK;
     }
     bool one = nw > 1 && nw <= CUDA_MATMUL_MAX_SEG;

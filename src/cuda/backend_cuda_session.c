@@ -465,8 +465,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         cuda_stream_destroy(s->side);
         s->side = s->side_ev[0] = s->side_ev[1] = NULL;
     }
-    const char *ex_env = getenv("CLOVER_CUDA_EXACT_ROWS"); /* off until measured on a device (dec24 call 7) */
-    s->exact_rows = ex_env && strcmp(ex_env, "1") == 0;
+    const char *ex_env = getenv("CLOVER_CUDA_EXACT_ROWS"); /* the many-row float form (matmul_exact.cu) unless 0 */
+    s->exact_rows = !(ex_env && strcmp(ex_env, "0") == 0);
     /* the router product and the routing in one launch (moe_router.cu) unless CLOVER_CUDA_ROUTER_FUSED=0 */
     const char *rf_env = getenv("CLOVER_CUDA_ROUTER_FUSED");
     s->router_fused = !rf_env || !*rf_env ? 1 : strcmp(rf_env, "0") == 0 ? 0 : strcmp(rf_env, "2") == 0 ? 2 : 1;

@@ -76,6 +76,7 @@ enum {
     CUDA_MATMUL_MAX_SEG = 4,         /* matrices of one cuda_matmul_decode_multi */
     CUDA_MOE_DECODE_MAX_ROWS = 32,   /* rows of cuda_moe_dec32 (the MoE's own decode form, moe_decode.cu) */
     CUDA_MATMUL_STREAM_MAX_ROWS = 32, /* rows of cuda_matmul_stream (9..32) */
+    CUDA_MATMUL_THIN_MAX_OUT = 64,   /* a float chunk product of <= this many outputs has the decode bits */
 };
 
 /* Decode products copy each thread block's weight rows to shared memory
@@ -122,7 +123,7 @@ int cuda_matmul_decode(uint32_t type, const void *w, size_t n_out, size_t n_in, 
                        float *y, void *work, void *stream, char *why, size_t why_len);
 /* Float weights (F32/F16/BF16) at any row count with the decode product's f32 arithmetic: each row's bits
  * are those cuda_matmul_decode gives it (in 8-row calls or alone), in one launch on the 16-byte path (a
- * warp per (row, output)), else in 8-row decode launches. For the exact products of a pass of many rows
+ * warp an output for 4 rows, matmul_exact.cu), else in 8-row decode launches. For the exact products of a pass of many rows
  * (the router's logits, which choose experts), which otherwise take one decode call per 8 rows. No work
  * buffer. -1 with why for an integer type or a bad shape. */
 int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,
@@ -147,6 +148,12 @@ typedef struct cuda_matmul_seg {
 } cuda_matmul_seg;
 int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                              size_t n_rows, void *work, void *stream, char *why, size_t why_len);
+/* Up to CUDA_MATMUL_MAX_SEG float matrices of one type and n_in on the same rows (the router and the shared
+ * expert's gate logit), each output with the bits cuda_matmul_decode gives its row, any n_rows >= 1, in one
+ * launch where the 16-byte path applies (matmul_exact.cu: a warp an output, its weights loaded once for 4
+ * rows), else matrix by matrix as cuda_matmul_exact. No work buffer. */
+int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
+                            size_t n_rows, void *stream, char *why, size_t why_len);
 /* Any n_rows >= 1 (needs no scratch; the integer path then rounds each tile's rows in its own shared memory, which
  * costs each of its blocks an L2 read of the f32 rows: use cuda_matmul_chunk_ws where scratch exists). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,

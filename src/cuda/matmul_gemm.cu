@@ -250,7 +250,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
             return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
         }
     }
-    if (n_out <= BN && mmv_thin_ok(type, w, n_in, x)) {
+    if (n_out <= CUDA_MATMUL_THIN_MAX_OUT && mmv_thin_ok(type, w, n_in, x)) {
         /* a float matrix of <= 64 outputs (a shared expert's 1-output gate): one column of TF32 tiles walks
          * all of n_in in one block per 64 rows (~100 us a layer measured); a warp per (row, output) in f32
          * instead. Chosen by the shape alone, so a row's bits still do not depend on the row count. */

@@ -351,10 +351,10 @@ extern "C" int cuda_matmul_exact(uint32_t type, const void *w, size_t n_out, siz
     if (n_rows < 1 || n_rows > (1u << 24)) MM_FAIL("%s: %zu rows", op, n_rows);
     if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
     if ((uintptr_t)w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
-    /* one launch (a block per 8 pairs, within the grid's limit): mmv_kernel's bits (mmv_thin_kernel) */
-    if (n_rows >= 2 && (double)n_rows * (double)n_out <= 8.0 * 2147483647.0 && mmv_thin_ok(type, w, n_in, x)) {
-        mmv_thin_launch(type, w, n_out, n_in, x, n_rows, y, (cudaStream_t)stream);
-        return mm_launch_status(op, why, why_len);
+    /* one launch: mmv_kernel's bits (matmul_exact.cu: a warp an output, its weights in registers for 4 rows) */
+    if (n_rows >= 2 && mmv_thin_ok(type, w, n_in, x)) {
+        const cuda_matmul_seg seg = {w, n_out, y};
+        return cuda_matmul_exact_multi(type, &seg, 1, n_in, x, n_rows, stream, why, why_len);
     }
     for (size_t r0 = 0; r0 < n_rows; r0 += MMV_MAX) {
         const size_t nr = n_rows - r0 < MMV_MAX ? n_rows - r0 : MMV_MAX;

@@ -161,6 +161,36 @@ __device__ __forceinline__ float mmv_reduce(float v) {
     return v;
 }
 
+/* The float weights' 16-byte path, shared by mmv_row and the exact many-row form (matmul_exact.cu) so that
+ * both do the very same operations: elements e .. e + 7 of a weight row as f32, and their fused multiply-adds
+ * into a row's running sum in element order. */
+template <int T>
+__device__ __forceinline__ void mmv_vec_weights(const uint8_t *wrow, int e, float *wv) {
+    if (T == MM_F32) {
+        const float4 a = *(const float4 *)(wrow + 4 * e), b = *(const float4 *)(wrow + 4 * e + 16);
+        wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
+    } else {
+        const uint4 a = *(const uint4 *)(wrow + 2 * e);
+        const unsigned u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            if (T == MM_F16) {
+                wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xFFFF)));
+                wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
+            } else {
+                wv[2 * i] = mm_bf16_bits(u[i] & 0xFFFF);
+                wv[2 * i + 1] = mm_bf16_bits(u[i] >> 16);
+            }
+        }
+    }
+}
+__device__ __forceinline__ float mmv_vec_dot8(const float *wv, const float *x, float t) {
+    const float4 a = *(const float4 *)x, b = *(const float4 *)(x + 4);
+    t = fmaf(wv[0], a.x, t), t = fmaf(wv[1], a.y, t), t = fmaf(wv[2], a.z, t), t = fmaf(wv[3], a.w, t);
+    t = fmaf(wv[4], b.x, t), t = fmaf(wv[5], b.y, t), t = fmaf(wv[6], b.z, t), t = fmaf(wv[7], b.w, t);
+    return t;
+}
+
 /* One warp: the dot of weight row `wrow` with nx rows. */
 template <int T>
 __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uint8_t *const *xr, int nx, int vec,
@@ -192,31 +222,11 @@ __device__ __forceinline__ void mmv_row(const uint8_t *wrow, int n_in, const uin
 #pragma unroll 2
         for (int e = 8 * lane; e < n_in; e += 256) {
             float wv[8];
-            if (T == MM_F32) {
-                const float4 a = *(const float4 *)(wrow + 4 * e), b = *(const float4 *)(wrow + 4 * e + 16);
-                wv[0] = a.x, wv[1] = a.y, wv[2] = a.z, wv[3] = a.w, wv[4] = b.x, wv[5] = b.y, wv[6] = b.z, wv[7] = b.w;
-            } else {
-                const uint4 a = *(const uint4 *)(wrow + 2 * e);
-                const unsigned u[4] = {a.x, a.y, a.z, a.w};
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    if (T == MM_F16) {
-                        wv[2 * i] = __half2float(__ushort_as_half((unsigned short)(u[i] & 0xFFFF)));
-                        wv[2 * i + 1] = __half2float(__ushort_as_half((unsigned short)(u[i] >> 16)));
-                    } else {
-                        wv[2 * i] = mm_bf16_bits(u[i] & 0xFFFF);
-                        wv[2 * i + 1] = mm_bf16_bits(u[i] >> 16);
-                    }
-                }
-            }
+            mmv_vec_weights<T>(wrow, e, wv);
 #pragma unroll
             for (int r = 0; r < MMV_MAX; r++) {
                 if (r >= nx) break;
-                const float4 a = *(const float4 *)(xr[r] + 4 * e), b = *(const float4 *)(xr[r] + 4 * e + 16);
-                float t = acc[r];
-                t = fmaf(wv[0], a.x, t), t = fmaf(wv[1], a.y, t), t = fmaf(wv[2], a.z, t), t = fmaf(wv[3], a.w, t);
-                t = fmaf(wv[4], b.x, t), t = fmaf(wv[5], b.y, t), t = fmaf(wv[6], b.z, t), t = fmaf(wv[7], b.w, t);
-                acc[r] = t;
+                acc[r] = mmv_vec_dot8(wv, (const float *)xr[r] + e, acc[r]);
             }
         }
     } else { /* float weights, f32 activations: lane takes elements lane, lane+32, ... */

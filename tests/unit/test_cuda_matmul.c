@@ -459,6 +459,79 @@ static void test_exact(void) {
     cudaFree(dy);
 }
 
+/* cuda_matmul_exact_multi (matmul_exact.cu): the router (256 outputs) and a 1-output gate logit, or 3 matrices, in
+ * one launch at 2..100 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
+ * slices of the weights in registers, the second partial): every output bit for bit what cuda_matmul_decode gives
+ * its row in 8-row calls, and within 1e-5 of the CPU's scalar dot (quant_dot_scalar); bad arguments refused. */
+static void test_exact_multi(void) {
+    const size_t ins[] = {520, 2048, 4104}, rows[] = {2, 9, 16, 17, 32, 100};
+    const size_t outs[2][3] = {{256, 1, 0}, {45, 3, 130}};
+    size_t cases = 0;
+    for (int t = 0; t < 3; t++)
+        for (int v = 0; v < 3; v++)
+            for (int form = 0; form < 2; form++) {
+                const uint32_t type = TYPES[t];
+                const size_t n_in = ins[v], ns = outs[form][2] ? 3 : 2, n_rows = rows[(t * 3 + v + form) % 6];
+                size_t rb = 0, tot = 0;
+                uint8_t *w[3];
+                void *dw[3];
+                float *dy[3], *dy2[3];
+                cuda_matmul_seg seg[3];
+                float *x = malloc(n_rows * n_in * sizeof(float));
+                fill(x, n_rows * n_in, 2.0);
+                float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+                for (size_t i = 0; i < ns; i++) {
+                    const size_t no = outs[form][i];
+                    w[i] = make_weights(type, no, n_in, &rb);
+                    dw[i] = dev_upload(w[i], no * rb);
+                    dy[i] = dev_poisoned(n_rows * no), dy2[i] = dev_poisoned(n_rows * no);
+                    seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
+                    tot += no;
+                }
+                char why[256] = "";
+                CHECK_MSG(cuda_matmul_exact_multi(type, seg, ns, n_in, dx, n_rows, NULL, why, sizeof why) == 0, "%s",
+                          why);
+                for (size_t i = 0; i < ns; i++) {
+                    const size_t no = outs[form][i];
+                    for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
+                        const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+                        CHECK_MSG(cuda_matmul_decode(type, dw[i], no, n_in, dx + r0 * n_in, nr, dy2[i] + r0 * no, NULL,
+                                                     NULL, why, sizeof why) == 0,
+                                  "%s", why);
+                    }
+                    float *got = malloc(n_rows * no * sizeof(float)), *dec = malloc(n_rows * no * sizeof(float));
+                    float *ref = malloc(n_rows * no * sizeof(float));
+                    dev_download(got, dy[i], n_rows * no);
+                    dev_download(dec, dy2[i], n_rows * no);
+                    for (size_t r = 0; r < n_rows; r++)
+                        for (size_t o = 0; o < no; o++)
+                            ref[r * no + o] = quant_dot_scalar(type, w[i] + o * rb, x + r * n_in, n_in);
+                    char what[64];
+                    snprintf(what, sizeof what, "exact_multi %zu/%zu x%zu", i, ns, n_rows);
+                    check_close(what, type, got, ref, n_rows * no, 1e-5);
+                    CHECK_MSG(memcmp(got, dec, n_rows * no * sizeof(float)) == 0,
+                              "cuda_matmul_exact_multi %s %zu wide, %zu rows, matrix %zu of %zu (%zu outputs): differs "
+                              "from the 8-row decode products",
+                              quant_type_name(type), n_in, n_rows, i, ns, no);
+                    free(got), free(dec), free(ref), free(w[i]);
+                    cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy2[i]);
+                }
+                free(x), cudaFree(dx);
+                cases++;
+            }
+    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..100 rows) bit-identical to the decode form\n",
+           cases);
+    char why[256] = "";
+    float *d = dev_poisoned(64);
+    cuda_matmul_seg sg = {d, 4, d};
+    CHECK(cuda_matmul_exact_multi(QUANT_Q8_0, &sg, 1, 32, d, 1, NULL, why, sizeof why) == -1 && why[0] != 0);
+    why[0] = 0;
+    CHECK(cuda_matmul_exact_multi(QUANT_F32, &sg, 0, 8, d, 1, NULL, why, sizeof why) == -1 && why[0] != 0);
+    why[0] = 0;
+    CHECK(cuda_matmul_exact_multi(QUANT_F32, &sg, 1, 8, d, 0, NULL, why, sizeof why) == -1 && why[0] != 0);
+    cudaFree(d);
+}
+
 /* The integer path at every row count 1..64 and with varied neighbours:
  * rows r0 .. r0 + n - 1 of a 72-row x (r0 = 7n mod 8), one launch each
  * (decode for n <= 8, chunk without and with scratch for every n, so the
@@ -1853,6 +1926,7 @@ int main(void) {
     RUN(test_chunk_types);
     RUN(test_chunk_thin);
     RUN(test_exact);
+    RUN(test_exact_multi);
     RUN(test_row_invariance);
     RUN(test_few_rows);
     RUN(test_mma_rows);
