@@ -156,6 +156,11 @@ typedef struct backend_config {
  * over the whole call, every sequence). */
 typedef struct backend_pass_stats {
     double gdn_s, attn_s, moe_s, head_s, pick_s;
+    /* Model passes the call ran (added to): one for a stacked pass however
+     * many sequences it carries, one per chunk of a sequence run alone; so
+     * sequences per pass shows how much a call's work was stacked (the
+     * server's /metrics). */
+    uint64_t passes;
     /* Preview only: experts kept by the coreset, summed over the MoE layers,
      * and the number of MoE layers counted (mean = kept / layers). */
     uint64_t coreset_kept, coreset_layers;
