@@ -310,9 +310,11 @@ int backend_cuda_stack_create(const clover_model *model, const backend_config *c
 
 /* backend_cuda_stack.c: one-row commits of n sequences (decode steps) as ONE pass on the stacked executor x:
  * every product reads its weights once for all n rows, attention and GDN index each row's own session, the
- * picks on the device, one host sync. Each q was checked (session, id, room, pick) by the caller. A row's
+ * picks on the device, one host sync. Each q was checked (session, ids, room, pick) by the caller. A row's
  * bits are those of its sequence alone (the products take the kernel of one row; the kernels compute rows
- * independently). Sets each q->rc. */
+ * independently). Sets each q->rc. Under CLOVER_CUDA_STACK_CHUNKS=1 also chunks of 2..max_rows rows (prompt
+ * chunks, n <= 64 and their rows within x's max_rows), which the caller groups (backend_cuda.c: one-row
+ * commits apart, the float products' decode or chunk form the same for all of a pass). */
 int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq *const *qs, size_t n,
                       backend_pass_stats *stats);
 
