@@ -59,6 +59,7 @@ struct backend {
     cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
     bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
     bool stack_chunks;      /* CLOVER_CUDA_STACK_CHUNKS=1: prompt chunks stacked too (off until run on a device) */
+    bool dev_snapshot;      /* CLOVER_CUDA_DEVICE_SNAPSHOT=1: state copies (prompt snapshots) in device memory (idem) */
     uint32_t n_run;         /* layers [0, n_run) (backend_config's range; n_layer: the whole model) */
     bool ranged;            /* n_run < n_layer: the front of a split (on unless CLOVER_CUDA_LAYER_RANGE=0) */
 };
@@ -143,6 +144,8 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     be->own_pinned = getenv("CLOVER_CUDA_OWN_PINNED") != NULL;
     const char *sc = getenv("CLOVER_CUDA_STACK_CHUNKS");
     be->stack_chunks = sc && strcmp(sc, "0") != 0;
+    const char *ds = getenv("CLOVER_CUDA_DEVICE_SNAPSHOT");
+    be->dev_snapshot = ds && strcmp(ds, "0") != 0;
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
     be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
     be->ranged = be->n_run < model->hp.n_layer;
@@ -534,6 +537,13 @@ static int cuda_checkpoint_restore(backend_session *s, const backend_checkpoint 
     return CLOVER_OK;
 }
 
+/* State copies in device memory when CLOVER_CUDA_DEVICE_SNAPSHOT=1; otherwise the engine exports (its fallback). */
+static int cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
+    if (!s || !s->be || !s->be->dev_snapshot)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: off (CLOVER_CUDA_DEVICE_SNAPSHOT=1 turns it on)");
+    return backend_cuda_state_save(s, copy, err);
+}
+
 static int cuda_truncate(backend_session *s, size_t n, clover_error *err) {
     if (!s) return error_set(err, CLOVER_E_INVALID, "truncate: no session");
     if (n > s->n_past)
@@ -564,6 +574,9 @@ const backend_ops backend_cuda = {
     .last_logits = cuda_last_logits,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
+    .state_save = cuda_state_save,
+    .state_load = backend_cuda_state_load,
+    .state_copy_free = backend_cuda_state_copy_free,
     .state_import = backend_cuda_state_import,
     .checkpoint_create = cuda_checkpoint_create,
     .checkpoint_free = cuda_checkpoint_free,

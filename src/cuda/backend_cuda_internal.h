@@ -325,6 +325,10 @@ bool cuda_backend_stack_graphs(const struct backend *be);
 size_t backend_cuda_state_bytes(const backend_session *s);
 int backend_cuda_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
 int backend_cuda_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+/* backend_ops.state_save / state_load / state_copy_free: the state in device memory (backend_cuda_state.c) */
+int backend_cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err);
+int backend_cuda_state_load(backend_session *s, const backend_state_copy *copy, clover_error *err);
+void backend_cuda_state_copy_free(backend_state_copy *copy);
 
 /* backend_cuda_pass.c: enqueues the trunk for n rows (ids already in sc.ids,
  * the descriptors for position pos written to the pinned mirrors and copied
