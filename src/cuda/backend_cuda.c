@@ -373,7 +373,8 @@ static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seq
                 ns = 0;
             }
         } else if (stacked && chunk_stackable(be, q)) {
-            if (!(q->rc = stack_check(be, q, &q->err))) chunk_add(be, &groups[q->n > CUDA_MATMUL_DECODE_MAX_ROWS], q, stats);
+            if (!(q->rc = stack_check(be, q, &q->err)))
+                chunk_add(be, &groups[q->n > CUDA_MATMUL_DECODE_MAX_ROWS], q, stats);
         } else {
             q->rc = commit_one(be, q, stats, &q->err);
         }

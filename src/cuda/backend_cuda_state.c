@@ -135,9 +135,11 @@ static int copy_pieces(const backend_session *s, unsigned char *p, size_t n, boo
                 return -1;
             p += 2 * half;
         } else {
-            if (ring && (save ? cuda_d2d(p, ly->ring, ring, s->stream, why) : cuda_d2d(ly->ring, p, ring, s->stream, why)))
+            if (ring && (save ? cuda_d2d(p, ly->ring, ring, s->stream, why)
+                              : cuda_d2d(ly->ring, p, ring, s->stream, why)))
                 return -1;
-            if (save ? cuda_d2d(p + ring, ly->state, st, s->stream, why) : cuda_d2d(ly->state, p + ring, st, s->stream, why))
+            if (save ? cuda_d2d(p + ring, ly->state, st, s->stream, why)
+                     : cuda_d2d(ly->state, p + ring, st, s->stream, why))
                 return -1;
             p += ring + st;
         }
@@ -148,7 +150,8 @@ static int copy_pieces(const backend_session *s, unsigned char *p, size_t n, boo
 int backend_cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
     if (!s || !copy) return error_set(err, CLOVER_E_INVALID, "state_save: no session or no copy pointer");
     char why[CUDA_WHY] = "";
-    if (!*copy && !(*copy = mem_calloc(1, sizeof **copy))) return error_set(err, CLOVER_E_NOMEM, "state_save: no memory");
+    if (!*copy && !(*copy = mem_calloc(1, sizeof **copy)))
+        return error_set(err, CLOVER_E_NOMEM, "state_save: no memory");
     backend_state_copy *c = *copy;
     const size_t bytes = state_size(s, s->n_past) - 8;
     c->n = 0;

@@ -228,8 +228,10 @@ int fo_state_save(const backend_session *s, backend_state_copy **copy, clover_er
     if (!s || !copy) return error_set(err, CLOVER_E_INVALID, "state_save: no session or no copy pointer");
     if (s->broken) return error_set(err, CLOVER_E_DEVICE, "state_save: this session's state was lost");
     const backend_ops *ops = ops_of(s);
-    if (!ops->state_save) return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: not offered by the %s backend", ops->name);
-    if (!*copy && !(*copy = mem_calloc(1, sizeof **copy))) return error_set(err, CLOVER_E_NOMEM, "state_save: no memory");
+    if (!ops->state_save)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: not offered by the %s backend", ops->name);
+    if (!*copy && !(*copy = mem_calloc(1, sizeof **copy)))
+        return error_set(err, CLOVER_E_NOMEM, "state_save: no memory");
     backend_state_copy *c = *copy;
     c->s = NULL;
     if (c->in && c->ops != ops) { /* made on the other side: of no use here */

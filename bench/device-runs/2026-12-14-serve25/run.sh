@@ -108,7 +108,7 @@ if has t; then # after the serve rounds, if time is left: a prompt alone, stacke
         --no-visual --ar > "$O/run_$tag.txt" 2> "$O/run_$tag.err"
     done
     a=$(grep "^ids:" "$O/run_off.txt" 2>/dev/null); b=$(grep "^ids:" "$O/run_on.txt" 2>/dev/null)
-    if [ -n "$a" ] && [ "$a" = "$b" ]; then say "clover run --ar (80-id prompt): chunks stacked = not, same ids (predicted)"
+    if [ -n "$a" ] && [ "$a" = "$b" ]; then say "clover run --ar (80-id prompt): chunks stacked = not, same ids"
     else say "clover run --ar: stacked chunks DIFFER or failed: $(tail -2 "$O/run_on.err" | tr '\n' ' ')"; fi
   else say "clover run --ar on / off: no time left"; fi
 fi

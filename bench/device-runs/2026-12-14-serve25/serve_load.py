@@ -51,7 +51,8 @@ def phase(fn):
 def fmt(s):
     return (f"{s['steps']:.0f} steps, {s['seqs_per_step']:.2f} seqs/step, {s['seqs_per_pass']:.2f} seqs/pass "
             f"({s['passes_per_step']:.2f} passes/step), {s['rows_per_step']:.1f} rows/step; wall {s['wall_s']:.3f} s = "
-            f"backend {s['backend_s']:.3f} + step host {s['step_host_s']:.3f} (snapshots {s['snapshot_s']:.3f}) + scheduler other {s['sched_other_s']:.3f} "
+            f"backend {s['backend_s']:.3f} + step host {s['step_host_s']:.3f} (snapshots {s['snapshot_s']:.3f}) "
+            f"+ scheduler other {s['sched_other_s']:.3f} "
             f"+ idle {s['idle_s']:.3f}")
 seq, con = [None] * n, [None] * n
 t_seq, s_seq = phase(lambda: [ask(i, seq) for i in range(n)])
