@@ -30,7 +30,8 @@ def srv(tmp_path_factory):
         pytest.fail(f"{ss.CLOVER} is missing: build the clover target first")
     d = tmp_path_factory.mktemp("steps")
     model = ss.convert_fixture("tiny_ar", d / "tiny_ar.gguf")
-    s = ss.start_server(model, d / "serve.log", "--max-batch", N, "--max-n", N, "--sessions", 1)
+    # the CPU backend: the pass counts below are its shared passes (a GPU machine's auto would pick CUDA)
+    s = ss.start_server(model, d / "serve.log", "--device", "cpu", "--max-batch", N, "--max-n", N, "--sessions", 1)
     try:
         yield s
     finally:
