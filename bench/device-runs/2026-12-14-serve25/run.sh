@@ -31,6 +31,9 @@
 # Predictions (written before the run):
 #  t  all pass; clover run --ar ids with the switch on = off (the same kernel choices: float products by the
 #     chunk's own rows, integer products the same bits at any row count, GDN chunked, the head on the last row).
+#     test_engine_snapshot has not run on a GPU before (auto picks it here): =0 and =1 give the same outcome
+#     (predicted: pass; if its golden tolerance fails on the GPU, it fails alike at =0 and =1, and the shim part,
+#     on the CPU, passes).
 #  s  old, round 1: sequential 235-260 tok/s, concurrent 560-620, ratio 2.3-2.6x (final24 call 4: 2.48x);
 #       concurrent split: ~66 steps, seqs/step ~15.5, passes ~95 (63 stacked decode + 32 prompt chunks: ~1.45 a
 #       step, ~11 seqs a pass), backend 1.35-1.55 s of ~1.7 s wall, step host 0.1-0.35 s (snapshots most of it:
