@@ -573,6 +573,18 @@ CLOVER_API int clover_request_step(clover_request *rq);
  * how many are still running (0: all done), or CLOVER_E_INVALID for a bad
  * argument. */
 CLOVER_API int clover_batch_step(clover_request *const *rqs, size_t n);
+/* What one clover_batch_step_ex did: how full its backend calls were and
+ * where its time went (a server's /metrics: sequences per pass). */
+typedef struct clover_step_stats {
+    size_t sequences;        /* requests that ran a backend operation in the step */
+    size_t rows;             /* token rows of those operations (prompt chunk and decode rows, preview blocks) */
+    size_t backend_calls;    /* backend calls (one per kind and engine) */
+    uint64_t backend_passes; /* model passes the backend ran for them: 1 when every sequence shared one pass */
+    double backend_s;        /* seconds inside the backend calls */
+    double step_s;           /* seconds of the whole step: the calls plus planning, absorbing and the callbacks */
+} clover_step_stats;
+/* clover_batch_step, and what it did in *st (may be NULL). */
+CLOVER_API int clover_batch_step_ex(clover_request *const *rqs, size_t n, clover_step_stats *st);
 CLOVER_API int clover_request_done(const clover_request *rq);
 /* A done request's outcome: its status (0, or the error clover_generate
  * would have returned, with its message in err) and, on success, its

@@ -127,6 +127,7 @@
 typedef struct backend backend;
 typedef struct backend_session backend_session;
 typedef struct backend_checkpoint backend_checkpoint;
+typedef struct backend_state_copy backend_state_copy;
 
 /* Top log-probabilities per row at most. */
 #define BACKEND_MAX_TOP 20
@@ -156,6 +157,11 @@ typedef struct backend_config {
  * over the whole call, every sequence). */
 typedef struct backend_pass_stats {
     double gdn_s, attn_s, moe_s, head_s, pick_s;
+    /* Model passes the call ran (added to): one for a stacked pass however
+     * many sequences it carries, one per chunk of a sequence run alone; so
+     * sequences per pass shows how much a call's work was stacked (the
+     * server's /metrics). */
+    uint64_t passes;
     /* Preview only: experts kept by the coreset, summed over the MoE layers,
      * and the number of MoE layers counted (mean = kept / layers). */
     uint64_t coreset_kept, coreset_layers;
@@ -308,6 +314,17 @@ typedef struct backend_ops {
     size_t (*state_bytes)(const backend_session *s);
     int (*state_export)(const backend_session *s, void *buf, size_t len, clover_error *err);
     int (*state_import)(backend_session *s, const void *buf, size_t len, clover_error *err);
+    /* Optional (NULL, or an error: the caller exports instead): the state as
+     * state_export / state_import would move it, kept by the backend where
+     * the session's state lives (a device's memory: no host transfer and no
+     * wait between passes; the engine's prompt snapshot). save makes *copy
+     * when it is NULL and reuses it (grown as needed) otherwise; a failed
+     * save leaves *copy freeable and the session unchanged; load is
+     * state_import of that state (a copy outlives later commits, resets and
+     * imports of the session it was taken from, and loads into it only). */
+    int (*state_save)(const backend_session *s, backend_state_copy **copy, clover_error *err);
+    int (*state_load)(backend_session *s, const backend_state_copy *copy, clover_error *err);
+    void (*state_copy_free)(backend_state_copy *copy);
 
     /* A checkpoint belongs to one session; save overwrites it. Restore is
      * valid while the session has only been committed to since the save

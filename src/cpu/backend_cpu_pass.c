@@ -177,6 +177,7 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
         n += q[best].n;
     }
     if (n == 0) return;
+    st->passes++;
 
     const size_t row_bytes = quant_row_bytes(m->token_embd.type, H), lo = be->layer_lo, hi = be->layer_hi;
     for (size_t i = 0; i < nq; i++) {

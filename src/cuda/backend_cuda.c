@@ -41,6 +41,7 @@
 #include "base/error.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
 #include "backend/sampler.h"
 
@@ -57,6 +58,8 @@ struct backend {
     bool stack_off;         /* it could not be made, or CLOVER_CUDA_NO_STACK: one-row commits run one by one */
     cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
     bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
+    bool stack_chunks;      /* CLOVER_CUDA_STACK_CHUNKS=1: prompt chunks stacked too (off until run on a device) */
+    bool dev_snapshot;      /* CLOVER_CUDA_DEVICE_SNAPSHOT=1: state copies (prompt snapshots) in device memory (idem) */
     uint32_t n_run;         /* layers [0, n_run) (backend_config's range; n_layer: the whole model) */
     bool ranged;            /* n_run < n_layer: the front of a split (on unless CLOVER_CUDA_LAYER_RANGE=0) */
 };
@@ -139,6 +142,10 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     /* CLOVER_CUDA_NO_STACK (any value): each decode step alone, as before issue 25's stacked pass (A/B timing) */
     be->stack_off = getenv("CLOVER_CUDA_NO_STACK") != NULL;
     be->own_pinned = getenv("CLOVER_CUDA_OWN_PINNED") != NULL;
+    const char *sc = getenv("CLOVER_CUDA_STACK_CHUNKS");
+    be->stack_chunks = sc && strcmp(sc, "0") != 0;
+    const char *ds = getenv("CLOVER_CUDA_DEVICE_SNAPSHOT");
+    be->dev_snapshot = ds && strcmp(ds, "0") != 0;
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
     be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
     be->ranged = be->n_run < model->hp.n_layer;
@@ -252,20 +259,48 @@ static bool stackable(const backend_commit_seq *q) {
            !(q->s && (q->s->graph_failed || q->s->count_experts));
 }
 
-/* What commit_one and cuda_commit_rows check, for a stacked row: nothing is enqueued for a failing one. */
+/* A prompt chunk the stacked pass takes (CLOVER_CUDA_STACK_CHUNKS=1): 2..max_rows rows with no per-row output,
+ * at most the last row's logits and its pick (what commit_one computes for it, its last row's head alone). */
+static bool chunk_stackable(const backend *be, const backend_commit_seq *q) {
+    return be->stack_chunks && q->n >= 2 && q->n <= be->stack->max_rows && q->n_pick <= 1 && !q->all_logits &&
+           !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden &&
+           !(q->s && (q->s->graph_failed || q->s->count_experts));
+}
+
+/* What commit_one and cuda_commit_rows check, for a stacked row or chunk: nothing is enqueued for a failing one. */
 static int stack_check(backend *be, const backend_commit_seq *q, clover_error *err) {
     backend_session *s = q->s;
     if (!s) return error_set(err, CLOVER_E_INVALID, "commit: no session");
     if (s->be != be) return error_set(err, CLOVER_E_INVALID, "commit: the session belongs to another backend");
-    if (!q->ids) return error_set(err, CLOVER_E_INVALID, "commit: 1 rows but no ids");
+    if (!q->ids) return error_set(err, CLOVER_E_INVALID, "commit: %zu rows but no ids", q->n);
     const uint32_t V = s->hp->n_vocab;
-    if (q->ids[0] < 0 || (uint32_t)q->ids[0] >= V)
-        return error_set(err, CLOVER_E_INVALID, "commit: token id %d at row 0 is outside the vocabulary 0..%u",
-                         (int)q->ids[0], V - 1);
-    if (s->n_past + 1 > s->max_context)
-        return error_set(err, CLOVER_E_INVALID, "commit: 1 rows after %zu committed exceed the session's context of %zu",
-                         s->n_past, s->max_context);
+    for (size_t r = 0; r < q->n; r++)
+        if (q->ids[r] < 0 || (uint32_t)q->ids[r] >= V)
+            return error_set(err, CLOVER_E_INVALID, "commit: token id %d at row %zu is outside the vocabulary 0..%u",
+                             (int)q->ids[r], r, V - 1);
+    if (q->n > s->max_context - s->n_past)
+        return error_set(err, CLOVER_E_INVALID,
+                         "commit: %zu rows after %zu committed exceed the session's context of %zu", q->n, s->n_past,
+                         s->max_context);
     return pick_check(be, q, err);
+}
+
+/* Chunk groups of one call (CLOVER_CUDA_STACK_CHUNKS=1): [0] chunks of 2..D rows, [1] of more (the float
+ * products' two forms, cuda_matmul.h's decode rows D); a group runs when its next chunk would not fit. */
+typedef struct chunk_group {
+    backend_commit_seq *q[STACK_SEQS];
+    size_t n, rows;
+} chunk_group;
+
+static void chunk_flush(backend *be, chunk_group *g, backend_pass_stats *stats) {
+    if (g->n) cuda_stack_decode(be->stack, &be->pick, g->q, g->n, stats);
+    g->n = g->rows = 0;
+}
+
+static void chunk_add(backend *be, chunk_group *g, backend_commit_seq *q, backend_pass_stats *stats) {
+    if (g->n == STACK_SEQS || g->rows + q->n > be->stack->max_rows) chunk_flush(be, g, stats);
+    g->q[g->n++] = q;
+    g->rows += q->n;
 }
 
 /* The stacked executor, made on first use; false when it cannot be (then commits run one by one). At 512 rows
@@ -320,8 +355,10 @@ static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seq
     backend_commit_seq *st[STACK_SEQS];
     size_t ns = 0;
     bool any = false;
-    for (size_t i = 0; i < n_seqs && be && !any; i++) any = stackable(&seqs[i]);
+    for (size_t i = 0; i < n_seqs && be && !any; i++) any = stackable(&seqs[i]) || (be->stack_chunks && seqs[i].n > 1);
     const bool stacked = any && stack_ready(be);
+    chunk_group groups[2];
+    groups[0].n = groups[0].rows = groups[1].n = groups[1].rows = 0;
     for (size_t i = 0; i < n_seqs; i++) {
         backend_commit_seq *q = &seqs[i];
         q->err.code = 0;
@@ -335,11 +372,16 @@ static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seq
                 cuda_stack_decode(be->stack, &be->pick, st, ns, stats);
                 ns = 0;
             }
+        } else if (stacked && chunk_stackable(be, q)) {
+            if (!(q->rc = stack_check(be, q, &q->err)))
+                chunk_add(be, &groups[q->n > CUDA_MATMUL_DECODE_MAX_ROWS], q, stats);
         } else {
             q->rc = commit_one(be, q, stats, &q->err);
         }
     }
     if (ns) cuda_stack_decode(be->stack, &be->pick, st, ns, stats);
+    chunk_flush(be, &groups[0], stats);
+    chunk_flush(be, &groups[1], stats);
     for (size_t i = 0; i < n_seqs; i++)
         if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;
@@ -496,6 +538,13 @@ static int cuda_checkpoint_restore(backend_session *s, const backend_checkpoint 
     return CLOVER_OK;
 }
 
+/* State copies in device memory when CLOVER_CUDA_DEVICE_SNAPSHOT=1; otherwise the engine exports (its fallback). */
+static int cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
+    if (!s || !s->be || !s->be->dev_snapshot)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: off (CLOVER_CUDA_DEVICE_SNAPSHOT=1 turns it on)");
+    return backend_cuda_state_save(s, copy, err);
+}
+
 static int cuda_truncate(backend_session *s, size_t n, clover_error *err) {
     if (!s) return error_set(err, CLOVER_E_INVALID, "truncate: no session");
     if (n > s->n_past)
@@ -526,6 +575,9 @@ const backend_ops backend_cuda = {
     .last_logits = cuda_last_logits,
     .state_bytes = backend_cuda_state_bytes,
     .state_export = backend_cuda_state_export,
+    .state_save = cuda_state_save,
+    .state_load = backend_cuda_state_load,
+    .state_copy_free = backend_cuda_state_copy_free,
     .state_import = backend_cuda_state_import,
     .checkpoint_create = cuda_checkpoint_create,
     .checkpoint_free = cuda_checkpoint_free,

@@ -92,11 +92,11 @@ int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cud
                          "commit: this session ends before layer %u: out_hidden is required, and no logits or NLL",
                          s->n_run);
     /* stats: per-family times would need events between the kernels, so this
-     * backend leaves them at zero (bench_backend times whole passes) */
-    (void)stats;
+     * backend leaves them at zero (bench_backend times whole passes); it counts the passes */
     char why[CUDA_WHY] = "";
     if (n == 1 && out->last_logits && !out->all_logits && !out->nll && !out->hidden) {
         s->h_ids[0] = ids[0];
+        if (stats) stats->passes++;
         if ((rc = decode_step(s, out->last_logits, err))) return rc;
         s->n_past += 1;
         return CLOVER_OK;
@@ -111,6 +111,7 @@ int cuda_commit_rows(backend_session *s, const int32_t *ids, size_t n, const cud
                        .hidden = out->hidden,
                        .hidden_rows = n,
                        .row0 = r0};
+        if (stats) stats->passes++;
         if ((rc = cuda_pass_enqueue(s, &p, err))) return rc;
         const size_t hr = nr - p.head_r0; /* rows of logits computed */
         if (out->nll) {

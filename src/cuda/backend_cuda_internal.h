@@ -311,9 +311,11 @@ int backend_cuda_stack_create(const clover_model *model, const backend_config *c
 
 /* backend_cuda_stack.c: one-row commits of n sequences (decode steps) as ONE pass on the stacked executor x:
  * every product reads its weights once for all n rows, attention and GDN index each row's own session, the
- * picks on the device, one host sync. Each q was checked (session, id, room, pick) by the caller. A row's
+ * picks on the device, one host sync. Each q was checked (session, ids, room, pick) by the caller. A row's
  * bits are those of its sequence alone (the products take the kernel of one row; the kernels compute rows
- * independently). Sets each q->rc. */
+ * independently). Sets each q->rc. Under CLOVER_CUDA_STACK_CHUNKS=1 also chunks of 2..max_rows rows (prompt
+ * chunks, n <= 64 and their rows within x's max_rows), which the caller groups (backend_cuda.c: one-row
+ * commits apart, the float products' decode or chunk form the same for all of a pass). */
 int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq *const *qs, size_t n,
                       backend_pass_stats *stats);
 
@@ -324,6 +326,10 @@ bool cuda_backend_stack_graphs(const struct backend *be);
 size_t backend_cuda_state_bytes(const backend_session *s);
 int backend_cuda_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
 int backend_cuda_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+/* backend_ops.state_save / state_load / state_copy_free: the state in device memory (backend_cuda_state.c) */
+int backend_cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err);
+int backend_cuda_state_load(backend_session *s, const backend_state_copy *copy, clover_error *err);
+void backend_cuda_state_copy_free(backend_state_copy *copy);
 
 /* backend_cuda_pass.c: enqueues the trunk for n rows (ids already in sc.ids,
  * the descriptors for position pos written to the pinned mirrors and copied

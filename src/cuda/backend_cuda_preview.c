@@ -110,6 +110,7 @@ bool cuda_think_open(const backend_penalties *pen, const int32_t *block, size_t 
  * recorded (its copies synchronise). */
 static int preview_trunk(backend_session *s, const cuda_pass *p, clover_error *err) {
     char why[CUDA_WHY] = "";
+    if (p->stats) p->stats->passes++;
     if (s->pgraph_off || p->hidden) return cuda_pass_enqueue(s, p, err);
     cuda_preview_graph *g = NULL, *slot = &s->pgraph[0];
     for (int i = 0; i < CUDA_PREVIEW_GRAPHS; i++) {

@@ -25,6 +25,21 @@
  * the whole call. Rows the device hands back (id -2) and rows asking for
  * log-probabilities or top-N are picked on the host from the row's logits
  * by backend/pick.c, the contract's oracle.
+ *
+ * Chunks (CLOVER_CUDA_STACK_CHUNKS=1, serve25): commits of 2..max_rows rows
+ * with no per-row output (prompt chunks; the last one with its pick) stack
+ * the same way, sequence i's rows at pass rows row0_i.., the pass's
+ * seq_rows the longest chunk. The caller groups them so that every kernel
+ * choice that follows a sequence's own row count is the same for all of a
+ * pass's chunks and for each chunk alone: float products take the decode
+ * kernel up to D rows of a sequence and the chunk form past D (so chunks of
+ * 2..D rows and of more than D rows never share a pass), the GDN layers the
+ * chunked form for every chunk (seq_rows > 1, as alone), the attention and
+ * GDN kernels one descriptor per sequence; integer products give the same
+ * bits at any row count. A chunk alone takes this path too (a pass of one),
+ * so alone and stacked run the same code. The head runs over each
+ * sequence's last row only, gathered (one row at a time for a float head,
+ * whose kernel follows the rows), eagerly: no graph per shape.
  */
 #include <stdio.h>
 #include <string.h>
@@ -55,6 +70,7 @@ static int stack_pass(backend_session *x, size_t n, bool want, backend_pass_stat
     char why[CUDA_WHY] = "";
     cuda_pass p = {.pos = 0, .n = n, .head_r0 = 0, .stats = stats, .n_seq = n, .seq_rows = 1};
     void **g = &x->sgraph[want][n];
+    if (stats) stats->passes++;
     if (!*g && !x->sgraph_failed) {
         if (cuda_graph_begin(x->stream, why) == 0) {
             int rc = cuda_pass_enqueue(x, &p, err);
@@ -81,6 +97,32 @@ static int stack_pass(backend_session *x, size_t n, bool want, backend_pass_stat
     if (rc) return rc;
     if (want && cuda_d2h_async(x->h_logits, x->sc.logits, n * V * sizeof(float), x->stream, why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA decode: %s", why);
+    return CLOVER_OK;
+}
+
+/* The stacked pass of chunks: total rows (descriptors and ids written by the caller), n sequences of at most
+ * seq_rows rows each; then, when head, the head over each sequence's last row (pass row last[i] gives logits
+ * row i) and, when want, those n rows of logits back. Eager: chunk shapes vary too much for a graph each. */
+static int stack_chunk_pass(backend_session *x, const int32_t *last, size_t total, size_t n, size_t seq_rows,
+                            bool head, bool want, backend_pass_stats *stats, clover_error *err) {
+    const size_t V = x->hp->n_vocab, R = x->max_rows;
+    cuda_scratch *sc = &x->sc;
+    char why[CUDA_WHY] = "";
+    cuda_pass p = {.pos = 0, .n = total, .head_r0 = total, .stats = stats, .n_seq = n, .seq_rows = seq_rows};
+    if (stats) stats->passes++;
+    int rc = cuda_pass_enqueue(x, &p, err);
+    if (rc || !head) return rc;
+    /* the second half of pk_rows: the first is the picks' (written after this, read by the device later) */
+    memcpy(x->h_pk_rows + R, last, n * sizeof(int32_t));
+    if (cuda_h2d_async(sc->pk_rows + R, x->h_pk_rows + R, n * sizeof(int32_t), x->stream, why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA chunks: %s", why);
+    if (cuda_pass_head_row_free(x))
+        rc = cuda_pass_head_rows_at(x, sc->pk_rows + R, n, 0, err);
+    else /* a float head's kernel follows its rows: one row each, as a chunk alone computes its last row */
+        for (size_t i = 0; i < n && !rc; i++) rc = cuda_pass_head_rows_at(x, sc->pk_rows + R + i, 1, i, err);
+    if (rc) return rc;
+    if (want && cuda_d2h_async(x->h_logits, sc->logits, n * V * sizeof(float), x->stream, why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA chunks: %s", why);
     return CLOVER_OK;
 }
 
@@ -116,23 +158,38 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
         fail_all(qs, n, CLOVER_E_INTERNAL, "more sequences than the stacked executor holds");
         return CLOVER_E_INTERNAL;
     }
-    bool want = false;
-    for (size_t i = 0; i < n; i++) {
+    bool want = false, head = false;
+    size_t total = 0, seq_rows = 0;
+    int32_t last[64];
+    for (size_t i = 0; i < n; i++) { /* sequence i's rows at pass rows total.. (decode steps: row i) */
         const backend_commit_seq *q = qs[i];
         const backend_session *s = q->s;
         want |= q->last_logits != NULL; /* a host-picked row (log-probabilities) fetches its own row after the sync */
-        x->h_ids[i] = q->ids[0];
+        head |= q->last_logits != NULL || q->n_pick;
+        if (total + q->n > x->max_rows || i >= 64) {
+            fail_all(qs, n, CLOVER_E_INTERNAL, "more rows than the stacked executor holds");
+            return CLOVER_E_INTERNAL;
+        }
+        memcpy(x->h_ids + total, q->ids, q->n * sizeof(int32_t));
         for (uint32_t l = 0; l < x->hp->n_layer; l++) {
             const cuda_layer *ly = &s->layers[l];
             const size_t slot = (size_t)ly->slot * st + i;
             if (ly->kind == MODEL_LAYER_ATTENTION)
                 x->h_aseq[slot] = (cuda_attn_seq){.k_cache = ly->k_cache, .v_cache = ly->v_cache,
-                                                  .pos = (int32_t)s->n_past, .row0 = (int32_t)i, .n = 1};
+                                                  .pos = (int32_t)s->n_past, .row0 = (int32_t)total,
+                                                  .n = (int32_t)q->n};
             else
-                x->h_gseq[slot] = (cuda_gdn_seq){.ring = ly->ring, .state = ly->state, .row0 = (int32_t)i, .n = 1};
+                x->h_gseq[slot] = (cuda_gdn_seq){.ring = ly->ring, .state = ly->state, .row0 = (int32_t)total,
+                                                 .n = (int32_t)q->n};
         }
+        if (q->n > seq_rows) seq_rows = q->n;
+        total += q->n;
+        last[i] = (int32_t)(total - 1);
     }
-    int rc = stack_pass(x, n, want, stats, &err);
+    /* one-row steps: the captured pass (every row's logits); chunks: the eager pass, the head on last rows */
+    if (seq_rows == 1) head = true;
+    int rc = seq_rows == 1 ? stack_pass(x, n, want, stats, &err)
+                           : stack_chunk_pass(x, last, total, n, seq_rows, head, want, stats, &err);
     if (rc) {
         fail_all(qs, n, rc, err.message);
         return rc;
@@ -162,7 +219,7 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
     int e = 0;
     /* each row's logits stay on the device, in its own session's scratch (last_logits: a later prompt equal to
      * the committed ids decodes from them without a recommit) */
-    for (size_t i = 0; i < n && !e; i++)
+    for (size_t i = 0; i < n && !e && head; i++)
         e = cuda_d2d(qs[i]->s->sc.logits, sc->logits + i * V, V * sizeof(float), x->stream, why);
     const bool timed = stats && x->ev[0] && x->ev[1];
     if (n_dev) {
@@ -207,8 +264,8 @@ int cuda_stack_decode(backend_session *x, host_pick_ctx *pc, backend_commit_seq 
     int first = CLOVER_OK;
     for (size_t i = 0; i < n; i++) {
         backend_commit_seq *q = qs[i];
-        q->s->n_past += 1;
-        q->s->kept_valid = true;
+        q->s->n_past += q->n;
+        q->s->kept_valid = head; /* no head (a chunk with no output): nothing kept */
         q->s->kept_at = q->s->n_past;
         q->s->kept_epoch = q->s->epoch;
         q->rc = CLOVER_OK;

@@ -171,6 +171,7 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
     if (e) rc = error_set(&perr, CLOVER_E_INTERNAL, "CUDA preview: %s", why);
     cuda_pass p = {.pos = 0, .n = n, .head_r0 = n, .stats = stats, .preview = true, .n_seq = m, .seq_rows = seq_rows,
                    .sseq = sseq};
+    if (!rc && stats) stats->passes++;
     if (!rc) rc = cuda_pass_enqueue(x, &p, &perr);
     /* the head: every block's masked rows at once when the row count changes no bit, else block by block */
     if (!rc && n_head) {

@@ -160,7 +160,13 @@ static void request_end(clover_request *r, int rc) {
 
 int clover_request_done(const clover_request *r) { return r ? r->done : 1; }
 
-int clover_batch_step(clover_request *const *rqs, size_t n) {
+int clover_batch_step(clover_request *const *rqs, size_t n) { return clover_batch_step_ex(rqs, n, NULL); }
+
+int clover_batch_step_ex(clover_request *const *rqs, size_t n, clover_step_stats *sst) {
+    clover_step_stats unused;
+    if (!sst) sst = &unused;
+    memset(sst, 0, sizeof *sst);
+    const double t_step = timer_now();
     if (n && !rqs) return CLOVER_E_INVALID;
     for (size_t i = 0; i < n; i++) /* plan */
         if (rqs[i] && !rqs[i]->done) {
@@ -203,6 +209,13 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
         double t2 = timer_now();
         if (nr) be->resolve(bk, rs, nr, NULL, &rst); /* each sequence's own cancel flag is in it */
         const double dc = t1 - t, dp = t2 - t1, dr = timer_now() - t2; /* a call's whole time is each of its sequences' */
+        sst->sequences += nc + np + nr;
+        sst->backend_calls += (nc != 0) + (np != 0) + (nr != 0);
+        sst->backend_passes += cst.passes + pst.passes + rst.passes;
+        sst->backend_s += dc + dp + dr;
+        for (size_t k = 0; k < nc; k++) sst->rows += cs[k].n;
+        for (size_t k = 0; k < np; k++) sst->rows += ps[k].b;
+        for (size_t k = 0; k < nr; k++) sst->rows += rs[k].b;
         for (size_t k = 0; k < nc; k++) {
             clover_request *r = cr[k];
             r->rq.s->cseq = cs[k];
@@ -228,6 +241,7 @@ int clover_batch_step(clover_request *const *rqs, size_t n) {
     mem_free(ran);
     int running = 0;
     for (size_t i = 0; i < n; i++) running += rqs[i] && !rqs[i]->done;
+    sst->step_s = timer_now() - t_step;
     return running;
 }
 

@@ -1,8 +1,9 @@
 /*
- * snapshot.c: the prompt snapshot's buffers. Taking one is a memcpy of the
+ * snapshot.c: the prompt snapshot's buffers. Taking one is a copy of the
  * state (no pass), so it is cheap next to the prompt it saves; the buffers
  * outlive a snapshot so a chat's turns reuse one allocation while the
- * conversation grows.
+ * conversation grows. A backend that keeps copies itself (state_save) holds
+ * it; one that cannot make a copy now gets the host export as before.
  */
 #include "engine/snapshot.h"
 
@@ -12,6 +13,7 @@
 #include "base/error.h"
 
 void engine_snapshot_free(engine_snapshot *sn) {
+    if (sn->copy && sn->copy_be) sn->copy_be->state_copy_free(sn->copy);
     mem_free(sn->state);
     mem_free(sn->ids);
     memset(sn, 0, sizeof *sn);
@@ -19,6 +21,7 @@ void engine_snapshot_free(engine_snapshot *sn) {
 
 void engine_snapshot_drop(engine_snapshot *sn) {
     sn->valid = false;
+    sn->in_copy = false;
     sn->n_ids = 0;
     sn->bytes = 0;
 }
@@ -53,20 +56,27 @@ int engine_snapshot_take(engine_snapshot *sn, const backend_ops *be, const backe
     if (bytes == 0 || bytes > max_bytes) return CLOVER_OK; /* over the cap: no snapshot */
     if (!mem_mul_ok(n, sizeof *ids, &id_bytes))
         return error_set(err, CLOVER_E_NOMEM, "prompt snapshot: %zu ids overflow", n);
-    void *state = sn->state, *idv = sn->ids;
+    void *idv = sn->ids;
     size_t cap_ids_bytes = sn->cap_ids * sizeof *ids;
-    int rc = grow(&state, &sn->cap_bytes, bytes);
-    sn->state = state;
-    if (!rc) {
-        rc = grow(&idv, &cap_ids_bytes, id_bytes);
-        sn->ids = idv;
-        sn->cap_ids = cap_ids_bytes / sizeof *ids;
+    int rc = grow(&idv, &cap_ids_bytes, id_bytes);
+    sn->ids = idv;
+    sn->cap_ids = cap_ids_bytes / sizeof *ids;
+    if (rc) return error_set(err, CLOVER_E_NOMEM, "prompt snapshot: no memory for %zu ids", n);
+    clover_error e2 = {0};
+    if (be->state_save && (!sn->copy || sn->copy_be == be) && be->state_save(bs, &sn->copy, &e2) == CLOVER_OK) {
+        sn->copy_be = be;
+        sn->in_copy = true;
+    } else { /* no copy the backend keeps (or it could not make one: its memory is full): host bytes */
+        if (sn->copy && !sn->copy_be) sn->copy_be = be;
+        void *state = sn->state;
+        rc = grow(&state, &sn->cap_bytes, bytes);
+        sn->state = state;
+        if (rc)
+            return error_set(err, CLOVER_E_NOMEM, "prompt snapshot: no memory for a %zu-byte state of %zu ids",
+                             bytes, n);
+        rc = be->state_export(bs, sn->state, bytes, err);
+        if (rc) return error_prefix(err, "prompt snapshot");
     }
-    if (rc)
-        return error_set(err, CLOVER_E_NOMEM, "prompt snapshot: no memory for a %zu-byte state of %zu ids", bytes,
-                         n);
-    rc = be->state_export(bs, sn->state, bytes, err);
-    if (rc) return error_prefix(err, "prompt snapshot");
     memcpy(sn->ids, ids, id_bytes);
     sn->n_ids = n;
     sn->bytes = bytes;
@@ -78,7 +88,7 @@ int engine_snapshot_restore(const engine_snapshot *sn, const backend_ops *be, ba
                             clover_error *err) {
     if (!sn->valid || !be->state_import)
         return error_set(err, CLOVER_E_INTERNAL, "prompt snapshot: nothing to restore");
-    int rc = be->state_import(bs, sn->state, sn->bytes, err);
+    int rc = sn->in_copy ? be->state_load(bs, sn->copy, err) : be->state_import(bs, sn->state, sn->bytes, err);
     if (rc) return error_prefix(err, "prompt snapshot");
     return CLOVER_OK;
 }

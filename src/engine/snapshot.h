@@ -16,6 +16,9 @@
  * layers with 32 value heads of 128 x 128, conv ring 3 x 8192; 10 attention
  * layers with 2 KV heads of 256) that is ~66 MB (63 MiB) of GDN state plus
  * 40 KiB per token. One buffer per session, grown when a longer state comes.
+ * A backend that keeps state copies itself (backend_ops.state_save) holds
+ * the snapshot there instead (the same bytes, on the device: a CUDA
+ * export and import of 63 MiB cross the host link between passes).
  */
 #ifndef CLOVER_ENGINE_SNAPSHOT_H
 #define CLOVER_ENGINE_SNAPSHOT_H
@@ -30,6 +33,11 @@
 typedef struct engine_snapshot {
     unsigned char *state; /* [bytes] backend.h's state layout */
     size_t bytes, cap_bytes;
+    /* where the backend keeps state copies itself (backend_ops.state_save: a device's memory, serve25), the
+     * snapshot is that copy and state is not used: no host transfer between the passes */
+    backend_state_copy *copy;
+    const backend_ops *copy_be; /* whose copy (freed through it) */
+    bool in_copy;               /* the valid snapshot is in copy */
     int32_t *ids; /* [n_ids] the ids the state holds */
     size_t n_ids, cap_ids;
     bool valid;

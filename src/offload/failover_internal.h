@@ -78,6 +78,12 @@ int fo_last_logits(backend_session *s, float *out, clover_error *err);
 size_t fo_state_bytes(const backend_session *s);
 int fo_state_export(const backend_session *s, void *buf, size_t len, clover_error *err);
 int fo_state_import(backend_session *s, const void *buf, size_t len, clover_error *err);
+/* State copies (backend_ops.state_save): the primary's, wrapped with the side that made them. A loaded copy is
+ * not in the replay log (no host bytes of it), so the session cannot be rebuilt on the fallback until its next
+ * reset or import: a device failure then loses that session's request, as a truncation below an import does. */
+int fo_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err);
+int fo_state_load(backend_session *s, const backend_state_copy *copy, clover_error *err);
+void fo_state_copy_free(backend_state_copy *copy);
 int fo_checkpoint_create(backend_session *s, backend_checkpoint **out, clover_error *err);
 void fo_checkpoint_free(backend_checkpoint *c);
 int fo_checkpoint_save(backend_session *s, backend_checkpoint *c, clover_error *err);

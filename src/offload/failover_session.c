@@ -218,6 +218,53 @@ int fo_state_import(backend_session *s, const void *buf, size_t len, clover_erro
     return CLOVER_OK;
 }
 
+struct backend_state_copy {
+    const backend_ops *ops;  /* the side that made in */
+    backend_state_copy *in;  /* its copy */
+    const backend_session *s;
+};
+
+int fo_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
+    if (!s || !copy) return error_set(err, CLOVER_E_INVALID, "state_save: no session or no copy pointer");
+    if (s->broken) return error_set(err, CLOVER_E_DEVICE, "state_save: this session's state was lost");
+    const backend_ops *ops = ops_of(s);
+    if (!ops->state_save)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: not offered by the %s backend", ops->name);
+    if (!*copy && !(*copy = mem_calloc(1, sizeof **copy)))
+        return error_set(err, CLOVER_E_NOMEM, "state_save: no memory");
+    backend_state_copy *c = *copy;
+    c->s = NULL;
+    if (c->in && c->ops != ops) { /* made on the other side: of no use here */
+        c->ops->state_copy_free(c->in);
+        c->in = NULL;
+    }
+    c->ops = ops;
+    int rc = ops->state_save(s->in, &c->in, err);
+    if (!rc) c->s = s;
+    return rc;
+}
+
+int fo_state_load(backend_session *s, const backend_state_copy *c, clover_error *err) {
+    if (!s || !c) return error_set(err, CLOVER_E_INVALID, "state_load: no session or no copy");
+    if (c->s != s || c->ops != ops_of(s) || !c->in)
+        return error_set(err, CLOVER_E_INVALID, "state_load: the copy is not this session's on its %s backend",
+                         ops_of(s)->name);
+    int rc = ops_of(s)->state_load(s->in, c->in, err);
+    if (rc) return rc;
+    log_clear(s); /* the state is the copy's, which the log cannot rebuild */
+    s->base_len = ops_of(s)->session_length(s->in);
+    s->broken = false;
+    s->no_replay = s->base_len != 0;
+    s->epoch++;
+    return CLOVER_OK;
+}
+
+void fo_state_copy_free(backend_state_copy *c) {
+    if (!c) return;
+    if (c->in) c->ops->state_copy_free(c->in);
+    mem_free(c);
+}
+
 int fo_checkpoint_create(backend_session *s, backend_checkpoint **out, clover_error *err) {
     if (!s || !out) return error_set(err, CLOVER_E_INVALID, "checkpoint: no session or no output pointer");
     backend_checkpoint *c = mem_calloc(1, sizeof *c);

@@ -22,6 +22,8 @@
  * gives the bits of the old order (CLOVER_CPU_GROUPED=0): commits, a
  * 32-row preview with the coreset (logits and hidden states) and a
  * two-block preview, f32 and Q8_0 models, a 3-thread pool.
+ * clover_batch_step_ex's account of each step (sequences, rows, backend
+ * calls and passes) matches the shapes of 16 requests started together.
  */
 #include <stdlib.h>
 #include "engine/session.h"
@@ -166,6 +168,53 @@ static void quantised_cases_batched(void) {
     size_t steps = run_batched(jobs, n, &tmq, 2);
     printf("     %zu Q8_0 requests in %zu batch steps: each equals its lone run\n", n, steps);
     free_jobs(jobs, n);
+}
+
+/* clover_batch_step_ex's account of a step (the server's /metrics), against the shapes of the requests: 16
+ * copies of one AR fixture prompt (L ids), T tokens each, started together, share every step: step 1 commits
+ * the 16 prompts (16 L rows, one shared pass: 16 L <= max_rows), steps 2..T the 16 decode rows (one pass
+ * each), step T + 1 only emits the last tokens (no operation); one backend call a step. */
+static void step_stats_show_shared_passes(void) {
+    enum { N = 16, T = 5 };
+    job jobs[1];
+    CHECK(load_jobs(jobs, 1, &fxa, &tma, CLOVER_MODE_AUTO) == 1);
+    const size_t L = jobs[0].g.n_prompt;
+    clover_engine *e = NULL;
+    clover_session_params sp;
+    clover_session_params_init(&sp);
+    sp.n_threads = 2;
+    clover_error err = {0};
+    CHECK_MSG(clover_engine_create(&e, tma.model, &sp, &err) == 0, "%s", err.message);
+    clover_session *ss[N] = {0};
+    clover_request *rq[N] = {0};
+    clover_generate_params p = jobs[0].g.p;
+    p.max_tokens = T;
+    p.ignore_eos = 1;
+    for (size_t i = 0; e && i < N; i++) {
+        CHECK(clover_engine_session_create(&ss[i], e, NULL, &err) == 0);
+        CHECK(clover_request_create(&rq[i], ss[i], jobs[0].g.prompt, L, &p, &err) == 0);
+    }
+    CHECK(L >= 1 && N * L <= 512);
+    for (size_t step = 1; e && step <= T + 1; step++) {
+        clover_step_stats st;
+        memset(&st, 0xff, sizeof st); /* every field must be written */
+        int running = clover_batch_step_ex(rq, N, &st);
+        const bool op = step <= T;
+        CHECK_MSG(st.sequences == (op ? N : 0), "step %zu: %zu sequences", step, st.sequences);
+        CHECK_MSG(st.rows == (step == 1 ? N * L : op ? N : 0), "step %zu: %zu rows", step, st.rows);
+        CHECK_EQ_INT(st.backend_calls, (op ? 1 : 0));
+        CHECK_MSG(st.backend_passes == (op ? 1u : 0u), "step %zu: %llu passes", step,
+                  (unsigned long long)st.backend_passes);
+        CHECK(st.backend_s >= 0.0 && st.backend_s <= st.step_s);
+        CHECK_EQ_INT(running, (op ? N : 0)); /* the T-th token is emitted (and the requests end) in step T + 1 */
+    }
+    for (size_t i = 0; i < N; i++) {
+        CHECK(clover_request_done(rq[i]));
+        clover_request_free(rq[i]);
+        clover_session_free(ss[i]);
+    }
+    clover_engine_free(e);
+    golden_request_free(&jobs[0].g);
 }
 
 /* Bad input in one request of a batch fails that request alone. */
@@ -346,6 +395,7 @@ int main(void) {
     if (fixture_open(&fxc, "tiny_clover") || fixture_open(&fxa, "tiny_ar")) return TEST_EXIT();
     if (test_model_convert(&tmc, &fxc, CONVERT_F32) == 0 && test_model_convert(&tma, &fxa, CONVERT_F32) == 0) {
         RUN(every_fixture_case_batched);
+        RUN(step_stats_show_shared_passes);
         RUN(a_bad_request_fails_alone);
         if (test_model_convert(&tmq, &fxc, CONVERT_Q8_0) == 0) RUN(quantised_cases_batched);
         RUN(backend_failure_is_per_sequence);

@@ -16,6 +16,12 @@
  *  - the committed ids win when they are the longer prefix; the snapshot
  *    survives a cancelled request; reset, no_snapshot (session or request)
  *    and a too-small snapshot_max_bytes keep none.
+ * All of it again on an engine whose backend keeps state copies itself
+ * (backend_ops.state_save / state_load, as CUDA's device copies): the CPU
+ * backend with those three ops added here over its own export / import,
+ * counting that the snapshot went through them; and once more with a save
+ * that fails after making its copy (a device out of memory), where the
+ * engine must fall back to the host export and free that copy.
  */
 #include "engine/session.h"
 #include "golden_generate.h"
@@ -27,6 +33,44 @@ static size_t n1, n2;
 static json_t *case1;
 #define K 20
 
+/* The CPU backend plus state copies of its own (the engine's other snapshot path). */
+struct backend_state_copy {
+    unsigned char *b;
+    size_t len;
+    const backend_session *s;
+};
+static backend_ops shim;
+static clover_engine *shim_engine; /* non-NULL: new_session makes its sessions on it */
+static int shim_saves, shim_loads, shim_fail;
+
+static int shim_save(const backend_session *s, backend_state_copy **c, clover_error *err) {
+    if (!*c && !(*c = calloc(1, sizeof **c))) return CLOVER_E_NOMEM;
+    backend_state_copy *k = *c;
+    size_t len = backend_cpu.state_bytes(s);
+    unsigned char *b = realloc(k->b, len ? len : 1);
+    if (!b) return CLOVER_E_NOMEM;
+    k->b = b;
+    k->s = NULL;
+    if (shim_fail) return error_set(err, CLOVER_E_NOMEM, "shim: no room for a copy"); /* *c stays freeable */
+    int rc = backend_cpu.state_export(s, k->b, len, err);
+    if (rc) return rc;
+    k->len = len;
+    k->s = s;
+    shim_saves++;
+    return CLOVER_OK;
+}
+
+static int shim_load(backend_session *s, const backend_state_copy *c, clover_error *err) {
+    if (c->s != s) return error_set(err, CLOVER_E_INVALID, "shim: another session's copy");
+    shim_loads++;
+    return backend_cpu.state_import(s, c->b, c->len, err);
+}
+
+static void shim_free(backend_state_copy *c) {
+    if (c) free(c->b);
+    free(c);
+}
+
 static clover_session *new_session(int no_snapshot, size_t max_bytes) {
     clover_session *s = NULL;
     clover_session_params sp;
@@ -35,7 +79,8 @@ static clover_session *new_session(int no_snapshot, size_t max_bytes) {
     sp.no_snapshot = no_snapshot;
     sp.snapshot_max_bytes = max_bytes;
     clover_error err = {0};
-    int rc = clover_session_create(&s, tm.model, &sp, &err);
+    int rc = shim_engine ? clover_engine_session_create(&s, shim_engine, &sp, &err)
+                         : clover_session_create(&s, tm.model, &sp, &err);
     CHECK_MSG(rc == 0, "session: %s", err.message);
     return s;
 }
@@ -249,6 +294,35 @@ int main(void) {
         RUN(committed_ids_win_when_longer);
         RUN(snapshot_survives_cancel);
         RUN(snapshot_off);
+        shim = backend_cpu;
+        shim.state_save = shim_save;
+        shim.state_load = shim_load;
+        shim.state_copy_free = shim_free;
+        clover_session_params sp;
+        clover_session_params_init(&sp);
+        sp.n_threads = 2;
+        clover_error err = {0};
+        CHECK_MSG(engine_create_on(&shim_engine, tm.model, &shim, &sp, "test", &err) == 0, "%s", err.message);
+        if (shim_engine) {
+            printf("     the same on a backend that keeps state copies itself:\n");
+            RUN(diffusion_reuse);
+            RUN(autoregressive_reuse);
+            RUN(committed_ids_win_when_longer);
+            RUN(snapshot_survives_cancel);
+            RUN(snapshot_off);
+            printf("     %d copies saved, %d loaded\n", shim_saves, shim_loads);
+            /* request 2 of diffusion_reuse, autoregressive_reuse and snapshot_survives_cancel comes through the
+             * snapshot: three loads, each of a copy saved before */
+            CHECK_EQ_INT(shim_loads, 3);
+            CHECK(shim_saves >= shim_loads);
+            shim_fail = 1;
+            const int loads = shim_loads;
+            printf("     and with copies refused (the host export instead):\n");
+            RUN(diffusion_reuse);
+            RUN(snapshot_survives_cancel);
+            CHECK_EQ_INT(shim_loads, loads);
+            clover_engine_free(shim_engine);
+        }
     }
     test_model_free(&tm);
     free(p1), free(p2), free(second);

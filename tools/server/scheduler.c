@@ -105,14 +105,17 @@ static void retire(scheduler *s, size_t k) {
     pthread_mutex_lock(&j->mu);
     int cancelled = j->finish_reason && !strcmp(j->finish_reason, "cancelled");
     size_t completion = j->completion_tokens, reused = j->reused_tokens, passes = j->stats.passes;
+    double snapshot_s = j->stats.snapshot_s;
     pthread_mutex_unlock(&j->mu);
-    metrics_count_generation(s->mt, j->n_prompt, reused, completion, passes, job_now() - t0, cancelled);
+    metrics_count_generation(s->mt, j->n_prompt, reused, completion, passes, job_now() - t0, snapshot_s, cancelled);
     job_unref(j);
 }
 
 /* One pass of every running job, then the finished ones leave. */
 static void tick(scheduler *s) {
-    clover_batch_step(s->act_rq, s->n_active); /* the slots change only on this thread */
+    clover_step_stats st;
+    clover_batch_step_ex(s->act_rq, s->n_active, &st); /* the slots change only on this thread */
+    metrics_count_step(s->mt, st.sequences, st.rows, st.backend_passes, st.backend_s, st.step_s);
     for (size_t k = s->n_active; k-- > 0;)
         if (clover_request_done(s->act_rq[k])) retire(s, k);
 }
@@ -124,6 +127,7 @@ static void *scheduler_main(void *arg) {
         while (!s->count && !s->n_active && !s->stopping)
             pthread_cond_wait(&s->cv, &s->mu);
         if (s->stopping) break;
+        const double t_work = job_now();
         while (s->count && s->n_active < s->max_batch) {
             job *j = take(s);
             pthread_mutex_unlock(&s->mu);
@@ -139,6 +143,7 @@ static void *scheduler_main(void *arg) {
         }
         pthread_mutex_unlock(&s->mu);
         if (s->n_active) tick(s);
+        metrics_count_scheduler(s->mt, job_now() - t_work);
         pthread_mutex_lock(&s->mu);
     }
     pthread_mutex_unlock(&s->mu);
