@@ -229,7 +229,6 @@ struct backend_session {
     bool stack;
     size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
     size_t pass_rows;           /* the rows of the pass being enqueued */
-    bool pass_preview;          /* ... and it is a preview (its masked rows route alike: cuda_moe_args.rows_alike) */
     bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
     size_t decode_rows;         /* dense integer products past this many rows take the chunk form (1..8) */
     size_t moe_decode_rows;     /* the same for the grouped expert products */

@@ -271,8 +271,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .k = k,
                        .x = x,
                        .x_per_slot = per_slot,
-                       .y = y,
-                       .rows_alike = s->pass_preview};
+                       .y = y};
     moe_source(s, w, &a);
     char why[256] = "";
     if (moe_dec32(s, w, n)) {
@@ -324,8 +323,7 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
                        .k = s->hp->n_expert_used,
                        .x = x,
                        .x_per_slot = 0,
-                       .y = yg,
-                       .rows_alike = s->pass_preview};
+                       .y = yg};
     moe_source(s, wg, &a);
     char why[256] = "";
     if (cuda_moe_chunk_pair(&a, moe_up_source(s, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
@@ -641,7 +639,6 @@ static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *er
                          p->n_seq, p->seq_rows);
     s->cls_rows = s->stack ? p->seq_rows : n;
     s->pass_rows = n;
-    s->pass_preview = p->preview;
     /* the per-pass facts: ids, then every layer's descriptor (positions, rows; a stacked pass's caller wrote
      * its sequences' own) */
     if (!s->stack) {

@@ -208,11 +208,6 @@ typedef struct cuda_moe_args {
      * (--gpu-mem: n_expert is the pool's slot count, this the model's experts), so the tiles, and the kernel,
      * are those of the all-device run. */
     size_t n_expert_plan;
-    /* 1: the rows route alike, to few experts (a preview's masked rows: ~8 experts a layer for 32 rows), so each
-     * routed expert has many slots: the chunk form takes tiles of up to 32 slots and 16 outputs a block, not the
-     * 8-slot, 128-output tiles meant for ~1 slot an expert. The bits are the same either way (the canonical
-     * order); CLOVER_CUDA_MOE_WIDE=1 ignores the hint (the old tiles), =0 never takes the 8-slot tiles. */
-    int rows_alike;
 } cuda_moe_args;
 
 /* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;

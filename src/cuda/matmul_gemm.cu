@@ -309,23 +309,10 @@ static size_t moe_max_tiles(const cuda_moe_args *a, size_t tile) {
     return (n_slots + tile - 1) / tile + (a->n_expert < n_slots ? a->n_expert : n_slots);
 }
 /* Slots per tile: the integer GEMM's rows per tile, else the TF32 GEMM's BM. */
-/* CLOVER_CUDA_MOE_WIDE (read once): unset -1 (the rule below), 1 the old rule without the rows_alike hint, 0 never */
-static int moe_wide_env(void) {
-    static int v = -2;
-    if (v == -2) {
-        const char *e = getenv("CLOVER_CUDA_MOE_WIDE");
-        v = !e || !*e ? -1 : strcmp(e, "0") == 0 ? 0 : 1;
-    }
-    return v;
-}
 static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     const size_t n_slots = a->n_rows * a->k;
-    /* few slots per expert (a 32-row commit: ~1.6): tiles of <= 8 slots, 128 outputs a block; not where the
-     * caller says the rows route alike (a preview: ~32 slots an expert, each expert's 128-output slab would be
-     * read by 4 tiles: 19.7 us a gate product at 32 rows, H200 2026-12-14-exact24) */
-    const int env = moe_wide_env();
-    q->wide = env != 0 && n_slots <= 4 * (a->n_expert_plan ? a->n_expert_plan : a->n_expert) &&
-              !(a->rows_alike && env < 0);
+    /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
+    q->wide = n_slots <= 4 * (a->n_expert_plan ? a->n_expert_plan : a->n_expert);
     if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
         return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;

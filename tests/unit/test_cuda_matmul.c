@@ -1060,8 +1060,6 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
     if (bad_id == 2) /* every slot on expert 2 (against the contract): groups split, still exact */
         for (size_t s = 0; s < n_slots; s++) ids[s] = 2;
     if (bad_id == 1) ids[1] = (int32_t)n_expert; /* slot 1: out of range */
-    if (bad_id == 3) /* rows alike (a preview's masked rows): every row on experts 1..k */
-        for (size_t s = 0; s < n_slots; s++) ids[s] = (int32_t)(1 + s % k);
     float *ref = malloc(n_slots * n_out * sizeof(float)), *got = malloc(n_slots * n_out * sizeof(float));
     for (size_t s = 0; s < n_slots; s++) {
         const float *xs = x + (x_per_slot ? s : s / k) * n_in;
@@ -1087,19 +1085,6 @@ static void moe_case(uint32_t type, size_t n_rows, int x_per_slot, int chunk, in
                                                                                                sizeof why);
     CHECK_MSG(rc == 0, "%s", why);
     dev_download(got, dy, n_slots * n_out);
-    if (chunk && is_int_type(type) && bad_id != 1) {
-        /* the rows_alike hint changes the tiles (32-slot, 16-output ones instead of the wide 8-slot ones where the
-         * slots per expert are few), never the bits */
-        float *dy3 = dev_poisoned(n_slots * n_out), *got3 = malloc(n_slots * n_out * sizeof(float));
-        a.y = dy3, a.rows_alike = 1;
-        CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
-        a.y = dy, a.rows_alike = 0;
-        dev_download(got3, dy3, n_slots * n_out);
-        CHECK_MSG(memcmp(got, got3, n_slots * n_out * sizeof(float)) == 0,
-                  "moe %s x%zu: the rows_alike tiles change the bits", quant_type_name(type), n_rows);
-        free(got3);
-        cudaFree(dy3);
-    }
     if (chunk && is_int_type(type) && n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS && bad_id != 1) {
         /* the decode form on the same slots: the same bits (one canonical order for both kernels) */
         float *dy2 = dev_poisoned(n_slots * n_out), *got2 = malloc(n_slots * n_out * sizeof(float));
@@ -1286,8 +1271,6 @@ static void test_moe_chunk(void) {
         moe_case(TYPES[t], 5, 1, 1, 0, 2);
     }
     moe_case(QUANT_Q4_K, 8, 1, 1, 2, 0); /* 32 slots on one expert: 4 wide tiles */
-    moe_case(QUANT_Q4_K, 32, 0, 1, 3, 0); /* a preview's rows alike: 4 experts of 32 slots, wide vs 32-slot tiles */
-    moe_case(QUANT_Q8_0, 32, 0, 1, 3, 0);
 }
 
 /* ---- moe_decode.cu: the MoE's own decode form, 1..32 rows (cuda_moe_dec32, CLOVER_CUDA_MOE_DEC32) ----
