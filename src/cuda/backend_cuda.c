@@ -59,7 +59,7 @@ struct backend {
     cuda_pinned pinned;     /* the sessions' shared pinned transfer buffers (made with the first session) */
     bool own_pinned;        /* CLOVER_CUDA_OWN_PINNED: each session pins its own, as before */
     bool stack_chunks;      /* CLOVER_CUDA_STACK_CHUNKS=1: prompt chunks stacked too (off until run on a device) */
-    bool dev_snapshot;      /* CLOVER_CUDA_DEVICE_SNAPSHOT=1: state copies (prompt snapshots) in device memory (idem) */
+    bool dev_snapshot;      /* state copies (prompt snapshots) in device memory unless CLOVER_CUDA_DEVICE_SNAPSHOT=0 */
     uint32_t n_run;         /* layers [0, n_run) (backend_config's range; n_layer: the whole model) */
     bool ranged;            /* n_run < n_layer: the front of a split (on unless CLOVER_CUDA_LAYER_RANGE=0) */
 };
@@ -145,14 +145,14 @@ static int cuda_create(const clover_model *model, const backend_config *cfg, bac
     const char *sc = getenv("CLOVER_CUDA_STACK_CHUNKS");
     be->stack_chunks = sc && strcmp(sc, "0") != 0;
     const char *ds = getenv("CLOVER_CUDA_DEVICE_SNAPSHOT");
-    be->dev_snapshot = ds && strcmp(ds, "0") != 0;
+    be->dev_snapshot = !(ds && strcmp(ds, "0") == 0);
     be->pick = (host_pick_ctx){.pool = NULL, .n_vocab = model->hp.n_vocab, .counts = be->counts, .n_samp = 1};
     be->n_run = cuda_config_layers(model, cfg, err); /* the probe passed: not 0 */
     be->ranged = be->n_run < model->hp.n_layer;
     if (be->ranged) be->stack_off = true; /* the stacked passes run whole models only: sequence by sequence */
     /* --gpu-mem: every MoE layer syncs to read its routing back, so no captured graphs; the stacked executor
      * (graphs and a 512-row scratch) stays off: sequences run one by one (docs/OFFLOAD.md) */
-    if (be->cfg.gpu_mem) be->stack_off = true;
+    if (be->cfg.gpu_mem) be->stack_off = true, be->dev_snapshot = false; /* and no snapshot copies in its budget */
     if ((rc = cuda_model_acquire(model, be->n_run, be->cfg.gpu_mem, &be->cm, err))) { /* the weights go up once */
         cuda_destroy(be);
         return rc;
@@ -538,10 +538,11 @@ static int cuda_checkpoint_restore(backend_session *s, const backend_checkpoint 
     return CLOVER_OK;
 }
 
-/* State copies in device memory when CLOVER_CUDA_DEVICE_SNAPSHOT=1; otherwise the engine exports (its fallback). */
+/* State copies in device memory unless CLOVER_CUDA_DEVICE_SNAPSHOT=0 or --gpu-mem; otherwise the engine exports. */
 static int cuda_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
     if (!s || !s->be || !s->be->dev_snapshot)
-        return error_set(err, CLOVER_E_UNSUPPORTED, "state_save: off (CLOVER_CUDA_DEVICE_SNAPSHOT=1 turns it on)");
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "state_save: device copies off (CLOVER_CUDA_DEVICE_SNAPSHOT=0 or --gpu-mem)");
     return backend_cuda_state_save(s, copy, err);
 }
 

@@ -222,7 +222,32 @@ struct backend_state_copy {
     const backend_ops *ops;  /* the side that made in */
     backend_state_copy *in;  /* its copy */
     const backend_session *s;
+    /* the saved session's replay log when it holds no imported base (a prompt committed from empty, the
+     * engine's snapshots): a load takes it over, so a session whose state came from a device copy can still be
+     * rebuilt on the fallback if the device fails (n_ids 0 and replayable false: not rebuildable) */
+    int32_t *ids;
+    size_t *cuts;
+    size_t n_ids, n_cuts;
+    bool replayable;
 };
+
+/* The copy keeps s's log (no base, not truncated below one); on no memory it keeps none (a load then marks the
+ * session not rebuildable, as before). */
+static void copy_keep_log(backend_state_copy *c, const backend_session *s) {
+    mem_free(c->ids), mem_free(c->cuts);
+    c->ids = NULL, c->cuts = NULL, c->n_ids = c->n_cuts = 0, c->replayable = false;
+    if (s->base || s->no_replay) return;
+    if (s->n_ids && (!(c->ids = mem_alloc(s->n_ids * sizeof *c->ids)) ||
+                     !(c->cuts = mem_alloc(s->n_cuts * sizeof *c->cuts)))) {
+        mem_free(c->ids), c->ids = NULL;
+        return;
+    }
+    if (s->n_ids) {
+        memcpy(c->ids, s->ids, s->n_ids * sizeof *c->ids);
+        memcpy(c->cuts, s->cuts, s->n_cuts * sizeof *c->cuts);
+    }
+    c->n_ids = s->n_ids, c->n_cuts = s->n_cuts, c->replayable = true;
+}
 
 int fo_state_save(const backend_session *s, backend_state_copy **copy, clover_error *err) {
     if (!s || !copy) return error_set(err, CLOVER_E_INVALID, "state_save: no session or no copy pointer");
@@ -240,7 +265,7 @@ int fo_state_save(const backend_session *s, backend_state_copy **copy, clover_er
     }
     c->ops = ops;
     int rc = ops->state_save(s->in, &c->in, err);
-    if (!rc) c->s = s;
+    if (!rc) c->s = s, copy_keep_log(c, s);
     return rc;
 }
 
@@ -251,17 +276,32 @@ int fo_state_load(backend_session *s, const backend_state_copy *c, clover_error 
                          ops_of(s)->name);
     int rc = ops_of(s)->state_load(s->in, c->in, err);
     if (rc) return rc;
-    log_clear(s); /* the state is the copy's, which the log cannot rebuild */
-    s->base_len = ops_of(s)->session_length(s->in);
+    log_clear(s);
     s->broken = false;
-    s->no_replay = s->base_len != 0;
     s->epoch++;
+    /* the copy's own log where it kept one (the committed length must agree), else the state is the copy's,
+     * which no log can rebuild */
+    const size_t len = ops_of(s)->session_length(s->in);
+    clover_error ge = {0}; /* no memory for the log: the session just cannot be rebuilt, the load stands */
+    if (c->replayable && c->n_ids == len && !grow((void **)&s->ids, &s->cap_ids, c->n_ids, sizeof *s->ids, &ge) &&
+        !grow((void **)&s->cuts, &s->cap_cuts, c->n_cuts, sizeof *s->cuts, &ge)) {
+        if (c->n_ids) {
+            memcpy(s->ids, c->ids, c->n_ids * sizeof *s->ids);
+            memcpy(s->cuts, c->cuts, c->n_cuts * sizeof *s->cuts);
+        }
+        s->n_ids = c->n_ids, s->n_cuts = c->n_cuts;
+        s->no_replay = false;
+        return CLOVER_OK;
+    }
+    s->base_len = len;
+    s->no_replay = s->base_len != 0;
     return CLOVER_OK;
 }
 
 void fo_state_copy_free(backend_state_copy *c) {
     if (!c) return;
     if (c->in) c->ops->state_copy_free(c->in);
+    mem_free(c->ids), mem_free(c->cuts);
     mem_free(c);
 }
 

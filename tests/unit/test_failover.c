@@ -196,6 +196,87 @@ static void after_a_snapshot(void) {
     golden_request_free(&g);
 }
 
+/* A state loaded from a device copy (backend_ops.state_save / state_load: CUDA's prompt snapshots in device memory)
+ * stays rebuildable: the copy keeps the saved session's replay log, so a device that dies after the load hands the
+ * session to the fallback with the copy's committed ids replayed. The "device" is the CPU backend plus host-memory
+ * copies of its own (copy_*); the reference is the plain CPU backend committing the same ids: the last logits bit
+ * for bit. Before the copy kept its log, the commit after the load failed ("its state cannot be rebuilt"). */
+struct backend_state_copy {
+    unsigned char *b;
+    size_t len;
+    const backend_session *s;
+};
+static int copy_save(const backend_session *s, backend_state_copy **c, clover_error *err) {
+    if (!*c && !(*c = calloc(1, sizeof **c))) return error_set(err, CLOVER_E_NOMEM, "no memory");
+    backend_state_copy *k = *c;
+    const size_t len = backend_cpu.state_bytes(s);
+    unsigned char *b = realloc(k->b, len ? len : 1);
+    if (!b) return error_set(err, CLOVER_E_NOMEM, "no memory");
+    k->b = b, k->len = len, k->s = s;
+    return backend_cpu.state_export(s, k->b, len, err);
+}
+static int copy_load(backend_session *s, const backend_state_copy *c, clover_error *err) {
+    if (c->s != s) return error_set(err, CLOVER_E_INVALID, "another session's copy");
+    return backend_cpu.state_import(s, c->b, c->len, err);
+}
+static void copy_free(backend_state_copy *c) {
+    if (c) free(c->b);
+    free(c);
+}
+
+static void after_a_device_copy(void) {
+    backend_ops dev = backend_cpu;
+    dev.state_save = copy_save, dev.state_load = copy_load, dev.state_copy_free = copy_free;
+    const backend_config cfg = {.n_threads = 2, .max_rows = 32, .max_context = 128};
+    const size_t V = tm.model->hp.n_vocab;
+    int32_t ids[40];
+    for (size_t i = 0; i < 40; i++) ids[i] = (int32_t)(5 + 7 * i % (V - 10));
+    float *ref = malloc(V * sizeof *ref), *got = malloc(V * sizeof *got);
+    clover_error err = {0};
+    /* the reference: 24 ids, then 5 more, on the CPU */
+    backend *rb = NULL;
+    backend_session *rs = NULL;
+    backend_commit_seq q = {.ids = ids, .n = 24};
+    int rc = backend_cpu.create(tm.model, &cfg, &rb, &err) || backend_cpu.session_create(rb, &rs, &err);
+    q.s = rs;
+    rc = rc || backend_commit1(&backend_cpu, rb, &q, NULL, &err);
+    q = (backend_commit_seq){.s = rs, .ids = ids + 30, .n = 5, .last_logits = ref};
+    rc = rc || backend_commit1(&backend_cpu, rb, &q, NULL, &err);
+    CHECK_MSG(rc == 0, "reference: %s", err.message);
+    /* the failover over the device: commit 24 (call 1), save a copy, commit 6 more (call 2), load the copy (back
+     * at 24), then the device dies at call 3, the 5 ids' commit: moved, the log of the copy replayed */
+    setenv("CLOVER_FAULT_INJECT", "commit:3:dead", 1);
+    backend *fb = NULL;
+    backend_session *s = NULL;
+    backend_state_copy *c = NULL;
+    size_t w0 = n_warn_dropped;
+    rc = failover_create(tm.model, &cfg, &dev, &backend_cpu, &fb, &err) ||
+         backend_failover.session_create(fb, &s, &err);
+    q = (backend_commit_seq){.s = s, .ids = ids, .n = 24};
+    rc = rc || backend_commit1(&backend_failover, fb, &q, NULL, &err);
+    rc = rc || backend_failover.state_save(s, &c, &err);
+    q = (backend_commit_seq){.s = s, .ids = ids + 24, .n = 6};
+    rc = rc || backend_commit1(&backend_failover, fb, &q, NULL, &err);
+    rc = rc || backend_failover.state_load(s, c, &err);
+    CHECK_MSG(rc == 0, "before the fault: %s", err.message);
+    q = (backend_commit_seq){.s = s, .ids = ids + 30, .n = 5, .last_logits = got};
+    rc = rc || backend_commit1(&backend_failover, fb, &q, NULL, &err);
+    CHECK_MSG(rc == 0, "the commit after the load, the device dead: %s", err.message);
+    if (!rc) {
+        CHECK_MSG(failover_session_moved(s), "the fault did not move the session");
+        CHECK(n_warn_dropped - w0 == 1);
+        CHECK_MSG(memcmp(ref, got, V * sizeof *ref) == 0, "the rebuilt session's logits differ from the reference");
+        CHECK(backend_failover.session_length(s) == 29);
+    }
+    unsetenv("CLOVER_FAULT_INJECT");
+    if (c) backend_failover.state_copy_free(c);
+    if (s) backend_failover.session_free(s);
+    if (fb) backend_failover.destroy(fb);
+    if (rs) backend_cpu.session_free(rs);
+    if (rb) backend_cpu.destroy(rb);
+    free(ref), free(got);
+}
+
 static void bad_plans(void) {
     const char *bad[] = {"commit", "commit:0", "preview:x", "load:2", "nothing:1", "commit:3:sometimes", "call:-1",
                          "full:2:dead", "full:0"};
@@ -236,6 +317,7 @@ int main(void) {
         RUN(diffusion_pass_loop);
         RUN(lossless);
         RUN(after_a_snapshot);
+        RUN(after_a_device_copy);
     }
     test_model_free(&tm);
     fixture_close(&fx);
