@@ -206,6 +206,26 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
         return CLOVER_OK;
     }
+    /* integer chunk products of one type and width: the 8-bit rows made once for all of them
+     * (cuda_matmul_chunk_ws_multi: the same bits as mm_as each) */
+    bool shared = !one && nw >= 2 && nw <= CUDA_MATMUL_MAX_SEG && !is_float(w[0]->type);
+    const size_t cw = shared ? cuda_matmul_chunk_work_bytes(w[0]->type, (size_t)w[0]->ne[0], n) : 0;
+    shared = shared && cw && cw <= s->sc.mm_work_bytes;
+    for (size_t i = 0; shared && i < nw; i++)
+        shared = same_width(w[i], w[0]) && !takes_decode(s, w[i], exact[i]) && !takes_stream(s, w[i], n);
+    if (shared) {
+        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
+        for (size_t i = 0; i < nw; i++) {
+            seg[i].w = cuda_model_weight(s->cm, w[i]);
+            seg[i].n_out = (size_t)w[i]->ne[1];
+            seg[i].y = y[i];
+        }
+        char why[256] = "";
+        if (cuda_matmul_chunk_ws_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->sc.mm_work, s->stream, why,
+                                       sizeof why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
+        return CLOVER_OK;
+    }
     if (!one) {
         for (size_t i = 0; i < nw; i++)
             if ((rc = mm_as(s, w[i], x, n, y[i], exact[i], err))) return rc;

@@ -288,6 +288,68 @@ extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, 
                         why_len);
 }
 
+/* Several integer chunk products of the same rows with their 8-bit rows made ONCE (ig_quantize into work) and
+ * read by every product: the same launches as one cuda_matmul_chunk_ws call each, less the repeated quantiser
+ * (a GDN layer's qkv / z / alpha / beta quantised x four times, H200 2026-12-14-exact24: ~0.8 ms of quantiser
+ * launches in a 16-sequence step). The bits are the separate calls' (the same bytes of xq, the same kernels).
+ * 0 with nothing launched when this form does not apply (float weights, no scratch, the few-row kernel's own
+ * pair form): the caller then makes the calls one by one. */
+static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                           const float *x, size_t n_rows, void *work, cudaStream_t st, char *why, size_t why_len,
+                           int *done) {
+    *done = 0;
+    if (!work || n_seg < 2 || !mm_is_int(type) || fw_take(type, n_rows)) return 0;
+    ig_params q = {};
+    if (!ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, 1, &q)) return 0;
+    for (size_t i = 0; i < n_seg; i++) {
+        if (mm_check_shape(op, type, seg[i].n_out, n_in, why, why_len)) return -1;
+        if (!seg[i].w || !seg[i].y) MM_FAIL("%s: a NULL pointer", op);
+        if ((uintptr_t)seg[i].w & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
+        if (ig_out_tiles(&q, seg[i].n_out) > 65535) MM_FAIL("%s: %zu outputs", op, seg[i].n_out);
+    }
+    if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("%s: %zu rows", op, n_rows);
+    if (!x) MM_FAIL("%s: a NULL pointer", op);
+    q.row_bytes = mm_row_bytes(type, n_in);
+    q.n_in = (int)n_in;
+    q.x = x;
+    q.n_rows = (int)n_rows;
+    q.xq = (const uint8_t *)work;
+    q.xq_rows = (int)n_rows;
+    ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
+    const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
+    for (size_t i = 0; i < n_seg; i++) { /* matmul_chunk's launch choice for each, on the shared rows */
+        q.w = q.w_lo = (const uint8_t *)seg[i].w;
+        q.w_end = q.w + seg[i].n_out * q.row_bytes;
+        q.n_out = (int)seg[i].n_out;
+        q.y = seg[i].y;
+        if (mr_take(type, n_rows))
+            mr_launch(&q, st);
+        else if (!igw_launch(type, &q, st))
+            ig_launch(type, &q, rt, ig_out_tiles(&q, seg[i].n_out), st);
+        if (mm_launch_status(op, why, why_len)) return -1;
+    }
+    *done = 1;
+    return 0;
+}
+
+extern "C" int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                          const float *x, size_t n_rows, void *work, void *stream, char *why,
+                                          size_t why_len) {
+    const char *op = "cuda_matmul_chunk_ws_multi";
+    if (n_seg < 1 || n_seg > CUDA_MATMUL_MAX_SEG || !seg) MM_FAIL("%s: %zu matrices", op, n_seg);
+    const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+    if (wb && !work) MM_FAIL("%s: a NULL pointer", op);
+    int done = 0;
+    if (chunk_ws_shared(op, type, seg, n_seg, n_in, x, n_rows, wb ? work : NULL, (cudaStream_t)stream, why, why_len,
+                        &done))
+        return -1;
+    for (size_t i = 0; !done && i < n_seg; i++)
+        if (matmul_chunk(op, type, seg[i].w, seg[i].n_out, n_in, x, n_rows, seg[i].y, wb ? work : NULL, stream, why,
+                         why_len))
+            return -1;
+    return 0;
+}
+
 extern "C" int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2,
                                          size_t n_in, const float *x, size_t n_rows, float *y, float *y2, void *work,
                                          void *stream, char *why, size_t why_len) {
@@ -297,6 +359,11 @@ extern "C" int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_
     if ((uintptr_t)w2 & (mm_align(type) - 1)) MM_FAIL("%s: weights not %zu-byte aligned", op, mm_align(type));
     const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
     if (wb && !work) MM_FAIL("%s: a NULL pointer", op);
+    const cuda_matmul_seg seg[2] = {{w, n_out, y}, {w2, n_out2, y2}};
+    int done = 0;
+    if (chunk_ws_shared(op, type, seg, 2, n_in, x, n_rows, wb ? work : NULL, (cudaStream_t)stream, why, why_len, &done))
+        return -1;
+    if (done) return 0;
     return matmul_chunk(op, type, w, n_out, n_in, x, n_rows, y, wb ? work : NULL, stream, why, why_len, w2, n_out2, y2);
 }
 
@@ -551,7 +618,16 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
         ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
-        return moe_second(a, w_up, y_up, work, stream, why, why_len);
+        if (w_up) { /* the pair's up product on the same tiles and 8-bit rows (no second grouping or quantiser) */
+            if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
+            if ((uintptr_t)w_up & (mm_align(a->type) - 1))
+                MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
+            q.w = q.w_lo = (const uint8_t *)w_up;
+            q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
+            q.y = y_up;
+            ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+        }
+        return mm_launch_status("cuda_moe_chunk", why, why_len);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)a->w;

@@ -459,6 +459,64 @@ static void test_exact(void) {
     cudaFree(dy);
 }
 
+/* cuda_matmul_chunk_ws_multi: 2..4 integer products of the same rows with the 8-bit rows made once, each output bit
+ * for bit the cuda_matmul_chunk_ws call of its matrix alone (which quantises for itself), at 3 / 17 / 32 / 70 rows
+ * (the row-tile forms and the wide 64+ tile), Q8_0 and Q4_K; a sampled output within 1e-5 of the CPU's integer
+ * oracle (decode_ref); outputs poisoned first. */
+static void test_chunk_multi(void) {
+    const uint32_t types[2] = {QUANT_Q8_0, QUANT_Q4_K};
+    const size_t outs[4] = {300, 45, 16, 130}, rows[4] = {3, 17, 32, 70};
+    size_t cases = 0;
+    for (int t = 0; t < 2; t++)
+        for (int v = 0; v < 4; v++) {
+            const uint32_t type = types[t];
+            const size_t n_in = 2048, n_rows = rows[v], ns = 2 + (size_t)(v % 3);
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+            void *work = NULL;
+            CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
+            uint8_t *w[4];
+            void *dw[4];
+            float *dy[4], *dy1[4];
+            cuda_matmul_seg seg[4];
+            size_t rb = 0;
+            for (size_t i = 0; i < ns; i++) {
+                w[i] = make_weights(type, outs[i], n_in, &rb);
+                dw[i] = dev_upload(w[i], outs[i] * rb);
+                dy[i] = dev_poisoned(n_rows * outs[i]), dy1[i] = dev_poisoned(n_rows * outs[i]);
+                seg[i] = (cuda_matmul_seg){dw[i], outs[i], dy[i]};
+            }
+            char why[256] = "";
+            CHECK_MSG(cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0,
+                      "%s", why);
+            for (size_t i = 0; i < ns; i++) {
+                CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], outs[i], n_in, dx, n_rows, dy1[i], work, NULL, why,
+                                               sizeof why) == 0,
+                          "%s", why);
+                float *got = malloc(n_rows * outs[i] * sizeof(float)), *one = malloc(n_rows * outs[i] * sizeof(float));
+                dev_download(got, dy[i], n_rows * outs[i]);
+                dev_download(one, dy1[i], n_rows * outs[i]);
+                size_t nan = 0;
+                for (size_t j = 0; j < n_rows * outs[i]; j++) nan += isnan(got[j]) != 0;
+                CHECK_MSG(nan == 0 && memcmp(got, one, n_rows * outs[i] * sizeof(float)) == 0,
+                          "chunk_ws_multi %s x%zu matrix %zu of %zu (%zu outputs): %zu not written, or differs from "
+                          "its own call",
+                          quant_type_name(type), n_rows, i, ns, outs[i], nan);
+                const size_t r = n_rows - 1, o = outs[i] / 2;
+                const float ref = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
+                CHECK_MSG(fabsf(got[r * outs[i] + o] - ref) <= 1e-5f * (fabsf(ref) + 1.0f),
+                          "chunk_ws_multi %s: %g against the CPU's %g", quant_type_name(type), got[r * outs[i] + o], ref);
+                free(got), free(one), free(w[i]);
+                cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy1[i]);
+            }
+            free(x), cudaFree(dx), cudaFree(work);
+            cases++;
+        }
+    printf("  chunk_ws_multi: %zu cases (Q8_0 / Q4_K, 2..4 matrices, 3..70 rows) bit-identical to the calls alone\n",
+           cases);
+}
+
 /* cuda_matmul_exact_multi (matmul_exact.cu): the router (256 outputs) and a 1-output gate logit, or 3 matrices, in
  * one launch at 2..100 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
  * slices of the weights in registers, the second partial): every output bit for bit what cuda_matmul_decode gives
@@ -1927,6 +1985,7 @@ int main(void) {
     RUN(test_chunk_thin);
     RUN(test_exact);
     RUN(test_exact_multi);
+    RUN(test_chunk_multi);
     RUN(test_row_invariance);
     RUN(test_few_rows);
     RUN(test_mma_rows);
