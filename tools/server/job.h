@@ -57,6 +57,11 @@ typedef struct job {
     char *stops[SERVER_MAX_STOPS];
     size_t n_stops;
     double t_submit; /* timer: queue wait */
+    double t_run;    /* timer: when the scheduler admitted it */
+    /* Called by the runner once the result is settled, just before the job reads as done: the scheduler's
+     * metrics count it there, so a client that has its answer finds its request counted in /metrics. */
+    void (*settled)(struct job *j, void *user);
+    void *settled_user;
     /* tool calls (chat with tools, tool_choice not "none"): the content is parsed for them */
     int tools_on;
     char *json_schema;  /* response_format's schema (params.json_schema points at it), or NULL */

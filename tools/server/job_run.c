@@ -260,6 +260,7 @@ static void job_finish(run_ctx *c, int rc, clover_generate_result *r) {
     answer_stream_free(&c->as);
     tool_gate_free(&c->gate);
     byte_buf_free(&c->ev);
+    if (j->settled) j->settled(j, j->settled_user);
     finish(j);
 }
 

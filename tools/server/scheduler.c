@@ -34,7 +34,6 @@ struct scheduler {
     job **act_job;          /* [max_batch] */
     job_runner **act_run;   /* [max_batch] */
     clover_request **act_rq; /* [max_batch] */
-    double *act_t0;         /* [max_batch] */
     int stopping;
     int started, joined;
     pthread_t thread;
@@ -49,9 +48,22 @@ static job *take(scheduler *s) {
 }
 
 /* Starts a taken job in a free slot (the scheduler thread, mu not held). */
+/* job.settled: the finished job counted in the metrics before its client can read it as done */
+static void count_settled(job *j, void *user) {
+    scheduler *s = user;
+    pthread_mutex_lock(&j->mu);
+    int cancelled = j->finish_reason && !strcmp(j->finish_reason, "cancelled");
+    size_t completion = j->completion_tokens, reused = j->reused_tokens, passes = j->stats.passes;
+    double snapshot_s = j->stats.snapshot_s;
+    pthread_mutex_unlock(&j->mu);
+    metrics_count_generation(s->mt, j->n_prompt, reused, completion, passes, job_now() - j->t_run, snapshot_s,
+                             cancelled);
+}
+
 static void admit(scheduler *s, job *j) {
     double t0 = job_now();
     j->queue_s = t0 - j->t_submit;
+    j->t_run = t0;
     pthread_mutex_lock(&j->mu);
     j->state = JOB_RUNNING;
     job_signal_locked(j);
@@ -77,12 +89,12 @@ static void admit(scheduler *s, job *j) {
         job_unref(j);
         return;
     }
+    j->settled = count_settled, j->settled_user = s; /* read by job_end on this thread */
     pthread_mutex_lock(&s->mu);
     size_t k = s->n_active++;
     s->act_job[k] = j;
     s->act_run[k] = jr;
     s->act_rq[k] = job_runner_request(jr);
-    s->act_t0[k] = t0;
     pthread_mutex_unlock(&s->mu);
 }
 
@@ -90,24 +102,16 @@ static void admit(scheduler *s, job *j) {
 static void retire(scheduler *s, size_t k) {
     job *j = s->act_job[k];
     job_runner *jr = s->act_run[k];
-    double t0 = s->act_t0[k];
     pthread_mutex_lock(&s->mu);
     for (size_t i = k + 1; i < s->n_active; i++) {
         s->act_job[i - 1] = s->act_job[i];
         s->act_run[i - 1] = s->act_run[i];
         s->act_rq[i - 1] = s->act_rq[i];
-        s->act_t0[i - 1] = s->act_t0[i];
     }
     s->n_active--;
     pthread_mutex_unlock(&s->mu);
     session_cache_release(&s->sessions, job_runner_session(jr));
-    job_end(jr);
-    pthread_mutex_lock(&j->mu);
-    int cancelled = j->finish_reason && !strcmp(j->finish_reason, "cancelled");
-    size_t completion = j->completion_tokens, reused = j->reused_tokens, passes = j->stats.passes;
-    double snapshot_s = j->stats.snapshot_s;
-    pthread_mutex_unlock(&j->mu);
-    metrics_count_generation(s->mt, j->n_prompt, reused, completion, passes, job_now() - t0, snapshot_s, cancelled);
+    job_end(jr); /* counts it in the metrics (count_settled) before the client can see it done */
     job_unref(j);
 }
 
@@ -155,7 +159,6 @@ static void free_slots(scheduler *s) {
     free(s->act_job);
     free(s->act_run);
     free(s->act_rq);
-    free(s->act_t0);
 }
 
 int scheduler_create(scheduler **out, const clover_model *m, const scheduler_options *o, metrics *mt,
@@ -171,8 +174,7 @@ int scheduler_create(scheduler **out, const clover_model *m, const scheduler_opt
     s->act_job = calloc(s->max_batch, sizeof *s->act_job);
     s->act_run = calloc(s->max_batch, sizeof *s->act_run);
     s->act_rq = calloc(s->max_batch, sizeof *s->act_rq);
-    s->act_t0 = calloc(s->max_batch, sizeof *s->act_t0);
-    if (!s->ring || !s->act_job || !s->act_run || !s->act_rq || !s->act_t0) goto nomem;
+    if (!s->ring || !s->act_job || !s->act_run || !s->act_rq) goto nomem;
     /* the reuse cache plus a session for every running job */
     int rc = session_cache_init(&s->sessions, m, (o->n_sessions ? o->n_sessions : 1) + s->max_batch, &o->session,
                                 err);
