@@ -166,12 +166,16 @@ int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in
                          float *y, void *work, void *stream, char *why, size_t why_len);
 /* Up to CUDA_MATMUL_MAX_SEG chunk products of the same rows x (same type and n_in; the q/k/v or qkv/z/alpha/beta
  * of a layer): bit for bit one cuda_matmul_chunk_ws call each, with the 8-bit rows made once for all of them on
- * the integer path. work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
+ * the integer path when the sharing switch is on. work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
 int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                                size_t n_rows, void *work, void *stream, char *why, size_t why_len);
+/* The sharing of one 8-bit copy of the rows (_multi, _pair, cuda_moe_chunk_pair): off unless CLOVER_CUDA_SHARE_XQ=1
+ * (written without a device, 2026-12-04); 1/0 on/off, negative: the environment again (tests, benches). */
+void cuda_matmul_share_set(int on);
 /* Two chunk products of the same rows x (same type and n_in; n_out and n_out2 outputs into y and y2): bit for bit
  * cuda_matmul_chunk_ws(w, n_out, y) then cuda_matmul_chunk_ws(w2, n_out2, y2); one quantisation of x on the
- * integer path (where the few-row kernel takes it, CLOVER_CUDA_IGEMM_FEW=1 at <= 32 rows, ONE launch for both).
+ * integer path with the sharing switch on (where the few-row kernel takes it, CLOVER_CUDA_IGEMM_FEW=1 at <= 32
+ * rows, ONE launch for both).
  * work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
 int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2, size_t n_in,
                               const float *x, size_t n_rows, float *y, float *y2, void *work, void *stream, char *why,
@@ -259,8 +263,8 @@ size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a);
 int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, size_t why_len);
 /* The experts' gate and up of the same rows: a is the gate's call; w_up / y_up the up's weights (same type, shape
  * and expert stride as a->w) and output. Bit for bit cuda_moe_chunk(a) then cuda_moe_chunk(a with w_up, y_up);
- * one grouping and one quantisation of x for both on the integer path (the few-row kernel, CLOVER_CUDA_IGEMM_FEW=1
- * at <= 32 rows, also ONE product launch), else the two calls (the TF32 form of float weights).
+ * one grouping and one quantisation of x for both on the integer path with the sharing switch on (the few-row
+ * kernel, CLOVER_CUDA_IGEMM_FEW=1 at <= 32 rows, also ONE product launch), else the two calls.
  * work: cuda_moe_chunk_work_bytes(a). (An out-of-range id: its slots NaN in y; in y_up too only on the two-call
  * path.) */
 int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,

@@ -294,11 +294,25 @@ extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, 
  * launches in a 16-sequence step). The bits are the separate calls' (the same bytes of xq, the same kernels).
  * 0 with nothing launched when this form does not apply (float weights, no scratch, the few-row kernel's own
  * pair form): the caller then makes the calls one by one. */
+/* The switch: CLOVER_CUDA_SHARE_XQ=1 (read once) or cuda_matmul_share_set(1); off by default until it has run on
+ * a device (written 2026-12-04 when no device was lent: bench/device-runs/2026-12-14-share24 is its run). */
+static int g_share = -1;
+static int share_on(void) {
+    int v = __atomic_load_n(&g_share, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_SHARE_XQ");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_share, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_matmul_share_set(int on) { __atomic_store_n(&g_share, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED); }
+
 static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
                            const float *x, size_t n_rows, void *work, cudaStream_t st, char *why, size_t why_len,
                            int *done) {
     *done = 0;
-    if (!work || n_seg < 2 || !mm_is_int(type) || fw_take(type, n_rows)) return 0;
+    if (!share_on() || !work || n_seg < 2 || !mm_is_int(type) || fw_take(type, n_rows)) return 0;
     ig_params q = {};
     if (!ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, 1, &q)) return 0;
     for (size_t i = 0; i < n_seg; i++) {
@@ -618,7 +632,8 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
         ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
-        if (w_up) { /* the pair's up product on the same tiles and 8-bit rows (no second grouping or quantiser) */
+        if (w_up && share_on()) { /* the pair's up product on the same tiles and 8-bit rows (no second grouping or
+                                   * quantiser) */
             if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
             if ((uintptr_t)w_up & (mm_align(a->type) - 1))
                 MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
@@ -626,8 +641,9 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
             q.y = y_up;
             ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+            return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
-        return mm_launch_status("cuda_moe_chunk", why, why_len);
+        return moe_second(a, w_up, y_up, work, stream, why, why_len);
     }
     gemm_params p = {};
     p.w = (const uint8_t *)a->w;

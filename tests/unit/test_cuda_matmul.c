@@ -459,8 +459,9 @@ static void test_exact(void) {
     cudaFree(dy);
 }
 
-/* cuda_matmul_chunk_ws_multi: 2..4 integer products of the same rows with the 8-bit rows made once, each output bit
- * for bit the cuda_matmul_chunk_ws call of its matrix alone (which quantises for itself), at 3 / 17 / 32 / 70 rows
+/* cuda_matmul_chunk_ws_multi: 2..4 integer products of the same rows with the 8-bit rows made once (the sharing
+ * switch on in every other case, off in the rest), each output bit for bit the cuda_matmul_chunk_ws call of its
+ * matrix alone (which quantises for itself), at 3 / 17 / 32 / 70 rows
  * (the row-tile forms and the wide 64+ tile), Q8_0 and Q4_K; a sampled output within 1e-5 of the CPU's integer
  * oracle (decode_ref); outputs poisoned first. */
 static void test_chunk_multi(void) {
@@ -488,8 +489,10 @@ static void test_chunk_multi(void) {
                 seg[i] = (cuda_matmul_seg){dw[i], outs[i], dy[i]};
             }
             char why[256] = "";
+            cuda_matmul_share_set((int)(cases % 2)); /* the shared copy and the calls one by one, in turn */
             CHECK_MSG(cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0,
                       "%s", why);
+            cuda_matmul_share_set(-1);
             for (size_t i = 0; i < ns; i++) {
                 CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], outs[i], n_in, dx, n_rows, dy1[i], work, NULL, why,
                                                sizeof why) == 0,
@@ -791,8 +794,9 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     CHECK_MSG(cuda_moe_chunk(&au, work, NULL, why, sizeof why) == 0, "%s", why);
     dev_download(old_u, dyu, n_slots * n_out);
     size_t bad_pair = 0;
-    for (int few = 0; few < 2; few++) {
-        cuda_igemm_few_set(few);
+    for (int few = 0; few < 3; few++) { /* the two calls, the few-row kernel's one launch, the shared grouping */
+        cuda_igemm_few_set(few == 1);
+        cuda_matmul_share_set(few == 2);
         CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
         CU(cudaMemset(dyu, 0xFF, n_slots * n_out * sizeof(float)));
         CHECK_MSG(cuda_moe_chunk_pair(&a, w_up, dyu, work, NULL, why, sizeof why) == 0, "%s", why);
@@ -801,6 +805,7 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         bad_pair += few_diff(got_g, old, n_slots * n_out) + few_diff(got_u, old_u, n_slots * n_out);
     }
     few_restore();
+    cuda_matmul_share_set(-1);
     CHECK_MSG(bad_pair == 0, "few moe pair %s n_in %zu n_out %zu rows %zu experts %zu: %zu outputs differ",
               quant_type_name(type), n_in, n_out, n_rows, n_used, bad_pair);
     free(old_u), free(got_g), free(got_u);

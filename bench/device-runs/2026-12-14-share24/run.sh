@@ -1,20 +1,23 @@
 #!/usr/bin/env bash
-# 2026-12-04 20:39 session, call 6 (issues 24, 25): the 8-bit rows made once for the products that share them
-# (cuda_matmul_chunk_ws_multi: qkv / z / alpha / beta, q / k / v; the dense pair; the experts' gate + up pair on one
-# grouping), and an ncu look at the grouped expert kernel at 16 rows for the next session.
+# Written in the 2026-12-04 20:39 session, NOT RUN (device lending paused after call 5): the next session's first
+# call. The 8-bit rows made once for the products that share them (CLOVER_CUDA_SHARE_XQ=1, off by default until
+# this run: cuda_matmul_chunk_ws_multi for qkv / z / alpha / beta and q / k / v; the dense pair; the experts' gate +
+# up pair on one grouping), and an ncu look at the grouped expert kernel at 16 rows.
 #   cmake --build build -j2 && EXTRA_BINS=libclover_kernel_trace.so scripts/device-packs.sh build share24
 #   run(command="bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
 # STEPS (default "t x d n"):
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
-#     test_exact_multi; backend, batch, engine, preview tests; clover run ids (diffusion and --ar) against call 2's
+#     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
+#     backend, batch, engine, preview tests with it; clover run ids (diffusion and --ar) with it against call 2's
 #     hashes (the same command: 7c7806005f9c / b33877c8fea2)
-#  x  bench_cuda_preview --reps 3; the PDL-off kernel trace (quantiser launches a pass)
-#  d  bench_cuda_decode (AR file): the steps (1 and 16 sequences)
+#  x  bench_cuda_preview --reps 3 with SHARE_XQ=0 and =1; the PDL-off kernel trace with =1 (quantisers a pass)
+#  d  bench_cuda_decode (AR file): the steps (1 and 16 sequences), =0 and =1
 #  n  ncu of igemm_kernel (the grouped experts' gate at 16 rows, bench_cuda_decode's ops) and igemm_q8_kernel:
 #     DRAM %, occupancy, stall reasons
 # Predictions (before the run):
 #  t: all pass; ids hashes equal call 2's (the same bits).
-#  x: quantiser launches a preview 401 -> ~200 (0.8 -> ~0.45 ms); preview 9.46 -> ~9.1 ms, commit 15.4 -> ~15.0.
+#  x: quantiser launches a preview 401 -> ~200 (0.8 -> ~0.45 ms); preview 9.46 -> ~9.1 ms, commit 15.4 -> ~15.0
+#     (=0 as exact24's new figures).
 #  d: 16-sequence step 10.72 -> ~10.3 ms.
 #  n: the expert kernel issue-bound (SM busy > DRAM %), DRAM ~30-40%.
 set -uo pipefail
@@ -27,13 +30,13 @@ CL=/tmp/synth35-clover.gguf
 ( [ -s $CL ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -o $CL.part > "$O/synth-cl.log" 2>&1 && mv $CL.part $CL; } ) & CPID=$!
 dr_synth35 --no-diffusion
 if has t; then
-  tst test_cuda_matmul share 200 CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=test_chunk_multi,test_few_rows,test_moe_chunk,test_row_invariance,test_mma_rows,test_exact_multi,test_chunk_types,test_glu,test_multi
+  tst test_cuda_matmul share 200 CLOVER_CUDA_SHARE_XQ=1 CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=test_chunk_multi,test_few_rows,test_moe_chunk,test_row_invariance,test_mma_rows,test_exact_multi,test_chunk_types,test_glu,test_multi
   grep -E "chunk_ws_multi" "$O/t_test_cuda_matmul_share.log" | tee -a "$S"
-  for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n new 150; done
+  for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n share 150 CLOVER_CUDA_SHARE_XQ=1; done
   wait $CPID $SPID
   for f in $CL $F; do
     mode=""; [ $f = $F ] && mode=--ar
-    timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
+    CLOVER_CUDA_SHARE_XQ=1 timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
       > "$O/run_$(basename $f).json" 2> "$O/run_$(basename $f).err"
     a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
     say "clover run $(basename $f) ${mode:-diffusion}: ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
@@ -41,9 +44,12 @@ if has t; then
 fi
 if has x; then
   wait $CPID
-  timeout 120 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview.log" 2>&1
-  say "== bench_cuda_preview --reps 3 rc=$? at +$(el)s"; grep -E "^(preview|commit|resolve|block)" "$O/preview.log" | cut -c1-110 | tee -a "$S"
-  CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$R/trace_preview.txt LD_PRELOAD=$TR timeout 150 "$D/bin/bench_cuda_preview" $CL --profile \
+  for sh in 0 1; do
+    CLOVER_CUDA_SHARE_XQ=$sh timeout 120 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview_$sh.log" 2>&1
+    say "== bench_cuda_preview --reps 3, CLOVER_CUDA_SHARE_XQ=$sh rc=$? at +$(el)s"
+    grep -E "^(preview|commit|resolve|block)" "$O/preview_$sh.log" | cut -c1-110 | tee -a "$S"
+  done
+  CLOVER_CUDA_SHARE_XQ=1 CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$R/trace_preview.txt LD_PRELOAD=$TR timeout 150 "$D/bin/bench_cuda_preview" $CL --profile \
     > "$O/preview_profile.log" 2>&1
   say "== bench_cuda_preview --profile, PDL off, under the tracer rc=$? at +$(el)s"
   [ -f $R/trace_preview.txt ] && c++filt < $R/trace_preview.txt > $R/trace_preview.dm.txt && rm $R/trace_preview.txt && \
@@ -52,8 +58,10 @@ if has x; then
 fi
 if has d; then
   wait $SPID
-  CLOVER_BENCH_DECODE_ROWS=0 timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode.log" 2>&1
-  say "== bench_cuda_decode rc=$? at +$(el)s"; grep -E "^STEP (seq|batched)" "$O/decode.log" | tee -a "$S"
+  for sh in 0 1; do
+    CLOVER_CUDA_SHARE_XQ=$sh CLOVER_BENCH_DECODE_ROWS=0 timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_$sh.log" 2>&1
+    say "== bench_cuda_decode CLOVER_CUDA_SHARE_XQ=$sh rc=$? at +$(el)s"; grep -E "^STEP (seq|batched)" "$O/decode_$sh.log" | tee -a "$S"
+  done
 fi
 if has n && command -v ncu > /dev/null; then
   for k in "igemm_kernel" "igemm_q8_kernel"; do
