@@ -160,91 +160,74 @@ static int mm_pair(backend_session *s, const model_weight *w1, const model_weigh
     return CLOVER_OK;
 }
 
+/* The segments of a multi-matrix launch: matrix i's device weights, outputs and rows r0.. of its output. */
+static void segs_of(const backend_session *s, const model_weight *const *w, float *const *y, size_t nw, size_t r0,
+                    cuda_matmul_seg *seg) {
+    for (size_t i = 0; i < nw; i++) {
+        seg[i].w = cuda_model_weight(s->cm, w[i]);
+        seg[i].n_out = (size_t)w[i]->ne[1];
+        seg[i].y = y[i] + r0 * seg[i].n_out;
+    }
+}
+
 /* Up to CUDA_MATMUL_MAX_SEG products of the same rows x in one launch when all take the decode kernel with one
  * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
 static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
                     const float *x, size_t n, clover_error *err) {
+    if (nw < 1 || nw > CUDA_MATMUL_MAX_SEG) {
+        int rc;
+        for (size_t i = 0; i < nw; i++)
+            if ((rc = mm_as(s, w[i], x, n, y[i], exact[i], err))) return rc;
+        return CLOVER_OK;
+    }
+    bool same = true;
+    for (size_t i = 1; i < nw; i++) same = same && same_width(w[i], w[0]);
     /* float products past D rows whose every row has the decode product's bits on its own path (the router, exact;
      * the shared expert's 1-output gate logit, whose chunk path is the thin decode form): one launch for all of
      * them with those bits (cuda_matmul_exact_multi, matmul_exact.cu) instead of a decode launch per 8 rows and
      * a thin launch (a 32-row preview: 42 us a layer, 1.7 ms of 10.2; the 16-sequence step 46 us a layer, H200,
      * 2026-12-14-trace24). On unless CLOVER_CUDA_EXACT_ROWS=0. */
-    bool thin = n > D && s->exact_rows && nw <= CUDA_MATMUL_MAX_SEG;
+    bool thin = same && n > D && s->exact_rows;
     for (size_t i = 0; thin && i < nw; i++)
-        thin = is_float(w[i]->type) && same_width(w[i], w[0]) &&
+        thin = is_float(w[i]->type) &&
                (exact[i] || s->fp32 || s->cls_rows <= D || (size_t)w[i]->ne[1] <= CUDA_MATMUL_THIN_MAX_OUT);
-    if (thin) {
-        char why[256] = "";
-        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
-        for (size_t i = 0; i < nw; i++) {
-            seg[i].w = cuda_model_weight(s->cm, w[i]);
-            seg[i].n_out = (size_t)w[i]->ne[1];
-            seg[i].y = y[i];
-        }
-        if (cuda_matmul_exact_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->stream, why, sizeof why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
-        return CLOVER_OK;
-    }
-    bool one = nw > 1 && nw <= CUDA_MATMUL_MAX_SEG;
-    for (size_t i = 0; one && i < nw; i++)
-        one = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && takes_decode(s, w[i], exact[i]);
-    int rc;
-    bool stream = !one && nw >= 1 && nw <= CUDA_MATMUL_MAX_SEG;
-    for (size_t i = 0; stream && i < nw; i++)
-        stream = w[i]->type == w[0]->type && w[i]->ne[0] == w[0]->ne[0] && !takes_decode(s, w[i], exact[i]) &&
-                 takes_stream(s, w[i], n);
-    if (stream) { /* 9..32 rows under CLOVER_CUDA_MMV_STREAM32: one quantisation of x and one launch */
-        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
-        for (size_t i = 0; i < nw; i++) {
-            seg[i].w = cuda_model_weight(s->cm, w[i]);
-            seg[i].n_out = (size_t)w[i]->ne[1];
-            seg[i].y = y[i];
-        }
-        char why[256] = "";
-        if (cuda_matmul_stream_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->sc.mm_work, s->stream, why,
-                                     sizeof why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
-        return CLOVER_OK;
-    }
-    /* integer chunk products of one type and width: the 8-bit rows made once for all of them
-     * (cuda_matmul_chunk_ws_multi: the same bits as mm_as each) */
-    bool shared = !one && nw >= 2 && nw <= CUDA_MATMUL_MAX_SEG && !is_float(w[0]->type);
+    bool one = same && nw > 1 && !thin;
+    for (size_t i = 0; one && i < nw; i++) one = takes_decode(s, w[i], exact[i]);
+    /* 9..32 rows under CLOVER_CUDA_MMV_STREAM32: one quantisation of x and one launch */
+    bool stream = same && !thin && !one;
+    for (size_t i = 0; stream && i < nw; i++) stream = !takes_decode(s, w[i], exact[i]) && takes_stream(s, w[i], n);
+    /* integer chunk products of one type and width: cuda_matmul_chunk_ws_multi (the same bits as mm_as each; one
+     * 8-bit copy of the rows for all of them under CLOVER_CUDA_SHARE_XQ=1) */
+    bool shared = same && !thin && !one && !stream && nw >= 2 && !is_float(w[0]->type);
     const size_t cw = shared ? cuda_matmul_chunk_work_bytes(w[0]->type, (size_t)w[0]->ne[0], n) : 0;
     shared = shared && cw && cw <= s->sc.mm_work_bytes;
-    for (size_t i = 0; shared && i < nw; i++)
-        shared = same_width(w[i], w[0]) && !takes_decode(s, w[i], exact[i]) && !takes_stream(s, w[i], n);
-    if (shared) {
-        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
-        for (size_t i = 0; i < nw; i++) {
-            seg[i].w = cuda_model_weight(s->cm, w[i]);
-            seg[i].n_out = (size_t)w[i]->ne[1];
-            seg[i].y = y[i];
-        }
-        char why[256] = "";
-        if (cuda_matmul_chunk_ws_multi(w[0]->type, seg, nw, (size_t)w[0]->ne[0], x, n, s->sc.mm_work, s->stream, why,
-                                       sizeof why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
-        return CLOVER_OK;
-    }
-    if (!one) {
+    for (size_t i = 0; shared && i < nw; i++) shared = !takes_decode(s, w[i], exact[i]) && !takes_stream(s, w[i], n);
+    if (!thin && !one && !stream && !shared) {
+        int rc;
         for (size_t i = 0; i < nw; i++)
             if ((rc = mm_as(s, w[i], x, n, y[i], exact[i], err))) return rc;
         return CLOVER_OK;
     }
+    const uint32_t type = w[0]->type;
     const size_t n_in = (size_t)w[0]->ne[0];
+    cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
     char why[256] = "";
-    for (size_t r0 = 0; r0 < n; r0 += D) {
-        const size_t nr = n - r0 < D ? n - r0 : D;
-        cuda_matmul_seg seg[CUDA_MATMUL_MAX_SEG];
-        for (size_t i = 0; i < nw; i++) {
-            seg[i].w = cuda_model_weight(s->cm, w[i]);
-            seg[i].n_out = (size_t)w[i]->ne[1];
-            seg[i].y = y[i] + r0 * seg[i].n_out;
+    int rc = 0;
+    if (one) { /* the decode launches, 8 rows each */
+        for (size_t r0 = 0; r0 < n && !rc; r0 += D) {
+            const size_t nr = n - r0 < D ? n - r0 : D;
+            segs_of(s, w, y, nw, r0, seg);
+            rc = cuda_matmul_decode_multi(type, seg, nw, n_in, x + r0 * n_in, nr, s->sc.mm_work, s->stream, why,
+                                          sizeof why);
         }
-        if (cuda_matmul_decode_multi(w[0]->type, seg, nw, n_in, x + r0 * n_in, nr, s->sc.mm_work, s->stream, why,
-                                     sizeof why))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
+    } else {
+        segs_of(s, w, y, nw, 0, seg);
+        rc = thin     ? cuda_matmul_exact_multi(type, seg, nw, n_in, x, n, s->stream, why, sizeof why)
+             : stream ? cuda_matmul_stream_multi(type, seg, nw, n_in, x, n, s->sc.mm_work, s->stream, why, sizeof why)
+                      : cuda_matmul_chunk_ws_multi(type, seg, nw, n_in, x, n, s->sc.mm_work, s->stream, why,
+                                                   sizeof why);
     }
+    if (rc) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
     return CLOVER_OK;
 }
 
