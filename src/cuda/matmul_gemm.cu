@@ -212,6 +212,17 @@ static int matmul_second(const char *op, uint32_t type, size_t n_in, const float
     return matmul_chunk(op, type, w2, n_out2, n_in, x, n_rows, y2, work, stream, why, why_len);
 }
 
+/* A dense integer product's kernel for q (its rows, outputs and 8-bit rows set): the few-row mma form where its
+ * switch takes the rows (it reads the rows from scratch), the wide 64+ row tile where on, else the 16 x BR tiles
+ * of rt x ot blocks. One choice for matmul_chunk and chunk_ws_shared. */
+static void ig_dense_launch(uint32_t type, const ig_params *q, bool scratch, unsigned rt, unsigned ot,
+                            cudaStream_t st) {
+    if (scratch && mr_take(type, (size_t)q->n_rows))
+        mr_launch(q, st); /* few rows, weights as A: matmul_mma_rows.cu (CLOVER_CUDA_MMA_ROWS) */
+    else if (!igw_launch(type, q, st))
+        ig_launch(type, q, rt, ot, st);
+}
+
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                         size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len, const void *w2,
                         size_t n_out2, float *y2) {
@@ -238,15 +249,12 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
                 q.xq_rows = (int)n_rows;
                 ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
             }
-            if (work && mr_take(type, n_rows)) { /* few rows, weights as A: matmul_mma_rows.cu (CLOVER_CUDA_MMA_ROWS) */
-                mr_launch(&q, st);
-                return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
-            }
-            if (work && fw_take(type, n_rows)) { /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits */
+            if (work && fw_take(type, n_rows) && !mr_take(type, n_rows)) {
+                /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits, the pair in one launch */
                 fw_launch(type, &q, (unsigned)((n_rows + FW_MAX_ROWS - 1) / FW_MAX_ROWS), w2, y2, (int)n_out2, st);
                 return mm_launch_status(op, why, why_len);
             }
-            if (!igw_launch(type, &q, st)) ig_launch(type, &q, rt, ot, st); /* 64+ rows: the wide tile, if on */
+            ig_dense_launch(type, &q, work != NULL, rt, ot, st);
             return matmul_second(op, type, n_in, x, n_rows, work, stream, why, why_len, w2, n_out2, y2);
         }
     }
@@ -331,15 +339,12 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     q.xq_rows = (int)n_rows;
     ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
     const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
-    for (size_t i = 0; i < n_seg; i++) { /* matmul_chunk's launch choice for each, on the shared rows */
+    for (size_t i = 0; i < n_seg; i++) { /* each product's kernel as matmul_chunk picks it, on the shared rows */
         q.w = q.w_lo = (const uint8_t *)seg[i].w;
         q.w_end = q.w + seg[i].n_out * q.row_bytes;
         q.n_out = (int)seg[i].n_out;
         q.y = seg[i].y;
-        if (mr_take(type, n_rows))
-            mr_launch(&q, st);
-        else if (!igw_launch(type, &q, st))
-            ig_launch(type, &q, rt, ig_out_tiles(&q, seg[i].n_out), st);
+        ig_dense_launch(type, &q, true, rt, ig_out_tiles(&q, seg[i].n_out), st);
         if (mm_launch_status(op, why, why_len)) return -1;
     }
     *done = 1;

@@ -257,6 +257,28 @@ static void moe_matches_torch(void) {
     ops_vectors_free(&v);
 }
 
+/* Quantised MoE weights for w (its shapes set): gate and up experts Q4_K interleaved per expert, down Q8_0, the
+ * shared expert's gate / up / down of the given types; bufs[5] owns the bytes (free them). */
+static void quant_moe_weights(cpu_moe_weights *w, const uint32_t sh_types[3], rng_state *r, uint8_t *bufs[5]) {
+    const size_t H = w->n_embd, E = w->n_expert, F = w->n_ff, Fs = w->n_ff_shexp;
+    const uint32_t types[5] = {QUANT_Q4_K, QUANT_Q8_0, sh_types[0], sh_types[1], sh_types[2]};
+    const size_t rows[5] = {E * 2 * F, E * H, Fs, Fs, H}, n_in[5] = {H, F, H, H, Fs};
+    float *tmp = malloc(E * 2 * F * H * 4);
+    for (int t = 0; t < 5; t++) {
+        const size_t rb = quant_row_bytes(types[t], n_in[t]);
+        bufs[t] = malloc(rows[t] * rb);
+        ops_fill(tmp, rows[t] * n_in[t], r, 1.0f / sqrtf((float)n_in[t]));
+        for (size_t i = 0; i < rows[t]; i++) quant_quantize_row(types[t], tmp + i * n_in[t], bufs[t] + i * rb, n_in[t]);
+    }
+    free(tmp);
+    const size_t gu_row = quant_row_bytes(QUANT_Q4_K, H);
+    w->gate_type = w->up_type = QUANT_Q4_K;
+    w->gate_exps = bufs[0], w->up_exps = bufs[0] + F * gu_row, w->gate_stride = w->up_stride = 2 * F * gu_row;
+    w->down_type = QUANT_Q8_0, w->down_exps = bufs[1], w->down_stride = H * quant_row_bytes(QUANT_Q8_0, F);
+    w->sh_gate_type = types[2], w->sh_gate = bufs[2], w->sh_up_type = types[3], w->sh_up = bufs[3];
+    w->sh_down_type = types[4], w->sh_down = bufs[4];
+}
+
 /* Quantised experts (gate/up Q4_K, down Q8_0, shared Q8_0 / Q6_K, router
  * F32), 11 rows: cpu_moe_forward on a 2-thread pool (tiled AVX2 matmul) against
  * cpu_moe_forward_scalar (matmul_oracle: quant_dot_scalar, or for the one-
@@ -268,28 +290,13 @@ static void moe_fast_matches_scalar_quantised(void) {
     const size_t H = 256, E = 6, k = 2, F = 64, Fs = 256, n = 11;
     rng_state r;
     rng_seed(&r, 77);
-    float *tmp = malloc(E * 2 * F * H * 4);
     cpu_moe_weights w = {.n_embd = H, .n_ff = F, .n_expert = E, .n_used = k, .n_ff_shexp = Fs};
     float *router = malloc(E * H * 4), *sh_inp = malloc(H * 4);
     ops_fill(router, E * H, &r, 0.1f);
     ops_fill(sh_inp, H, &r, 0.1f);
     w.router_type = QUANT_F32, w.router = router, w.sh_inp_type = QUANT_F32, w.sh_inp = sh_inp;
-    /* quantise rows of n_in elements: [rows][n_in] f32 -> type */
     uint8_t *bufs[5];
-    const uint32_t types[5] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q6_K};
-    const size_t rows[5] = {E * 2 * F, E * H, Fs, Fs, H}, n_in[5] = {H, F, H, H, Fs};
-    for (int t = 0; t < 5; t++) {
-        size_t rb = quant_row_bytes(types[t], n_in[t]);
-        bufs[t] = malloc(rows[t] * rb);
-        ops_fill(tmp, rows[t] * n_in[t], &r, 1.0f / sqrtf((float)n_in[t]));
-        for (size_t i = 0; i < rows[t]; i++) quant_quantize_row(types[t], tmp + i * n_in[t], bufs[t] + i * rb, n_in[t]);
-    }
-    size_t gu_row = quant_row_bytes(QUANT_Q4_K, H);
-    w.gate_type = w.up_type = QUANT_Q4_K;
-    w.gate_exps = bufs[0], w.up_exps = bufs[0] + F * gu_row, w.gate_stride = w.up_stride = 2 * F * gu_row;
-    w.down_type = QUANT_Q8_0, w.down_exps = bufs[1], w.down_stride = H * quant_row_bytes(QUANT_Q8_0, F);
-    w.sh_gate_type = QUANT_Q8_0, w.sh_gate = bufs[2], w.sh_up_type = QUANT_Q8_0, w.sh_up = bufs[3];
-    w.sh_down_type = QUANT_Q6_K, w.sh_down = bufs[4];
+    quant_moe_weights(&w, (const uint32_t[3]){QUANT_Q8_0, QUANT_Q8_0, QUANT_Q6_K}, &r, bufs);
 
     float *x = malloc(n * H * 4), *a = malloc(n * H * 4), *b = malloc(n * H * 4);
     ops_fill(x, n * H, &r, 1.0f);
@@ -312,7 +319,7 @@ static void moe_fast_matches_scalar_quantised(void) {
     CHECK_MSG(ops_nerr(b, a, n * H) < 1e-5, "allowed: %g", ops_nerr(b, a, n * H));
     threadpool_free(pool);
     for (int t = 0; t < 5; t++) free(bufs[t]);
-    free(tmp), free(router), free(sh_inp), free(x), free(a), free(b), free(scratch);
+    free(router), free(sh_inp), free(x), free(a), free(b), free(scratch);
 }
 
 /* cpu_grouped's MoE (the gather, SwiGLU and weighted sum as pool tasks, 16
@@ -333,21 +340,7 @@ static void moe_grouped_matches_old_order(void) {
     ops_fill(sh_inp, H, &r, 0.1f);
     w.router_type = QUANT_F32, w.router = router, w.sh_inp_type = QUANT_F32, w.sh_inp = sh_inp;
     uint8_t *bufs[5];
-    const uint32_t types[5] = {QUANT_Q4_K, QUANT_Q8_0, QUANT_Q8_0, QUANT_Q5_K, QUANT_Q8_0};
-    const size_t rows[5] = {E * 2 * F, E * H, Fs, Fs, H}, n_in[5] = {H, F, H, H, Fs};
-    float *tmp = malloc(E * 2 * F * H * 4);
-    for (int t = 0; t < 5; t++) {
-        size_t rb = quant_row_bytes(types[t], n_in[t]);
-        bufs[t] = malloc(rows[t] * rb);
-        ops_fill(tmp, rows[t] * n_in[t], &r, 1.0f / sqrtf((float)n_in[t]));
-        for (size_t i = 0; i < rows[t]; i++) quant_quantize_row(types[t], tmp + i * n_in[t], bufs[t] + i * rb, n_in[t]);
-    }
-    const size_t gu_row = quant_row_bytes(QUANT_Q4_K, H);
-    w.gate_type = w.up_type = QUANT_Q4_K;
-    w.gate_exps = bufs[0], w.up_exps = bufs[0] + F * gu_row, w.gate_stride = w.up_stride = 2 * F * gu_row;
-    w.down_type = QUANT_Q8_0, w.down_exps = bufs[1], w.down_stride = H * quant_row_bytes(QUANT_Q8_0, F);
-    w.sh_gate_type = QUANT_Q8_0, w.sh_gate = bufs[2], w.sh_up_type = QUANT_Q5_K, w.sh_up = bufs[3];
-    w.sh_down_type = QUANT_Q8_0, w.sh_down = bufs[4];
+    quant_moe_weights(&w, (const uint32_t[3]){QUANT_Q8_0, QUANT_Q5_K, QUANT_Q8_0}, &r, bufs);
     float *x = malloc(MAXN * H * 4), *a = malloc(MAXN * H * 4), *b = malloc(MAXN * H * 4);
     ops_fill(x, MAXN * H, &r, 1.0f);
     void *scratch = malloc(cpu_moe_scratch_bytes(&w, MAXN));
@@ -391,7 +384,7 @@ static void moe_grouped_matches_old_order(void) {
         threadpool_free(pool);
     }
     for (int t = 0; t < 5; t++) free(bufs[t]);
-    free(tmp), free(router), free(sh_inp), free(x), free(a), free(b), free(scratch), free(logits);
+    free(router), free(sh_inp), free(x), free(a), free(b), free(scratch), free(logits);
 }
 
 static void weights_check_names_the_tensor(void) {

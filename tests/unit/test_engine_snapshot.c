@@ -25,6 +25,7 @@
  */
 #include "engine/session.h"
 #include "golden_generate.h"
+#include "state_copy_shim.h"
 
 static fixture fx;
 static test_model tm;
@@ -33,43 +34,9 @@ static size_t n1, n2;
 static json_t *case1;
 #define K 20
 
-/* The CPU backend plus state copies of its own (the engine's other snapshot path). */
-struct backend_state_copy {
-    unsigned char *b;
-    size_t len;
-    const backend_session *s;
-};
+/* The CPU backend plus state copies of its own (the engine's other snapshot path): state_copy_shim.h. */
 static backend_ops shim;
 static clover_engine *shim_engine; /* non-NULL: new_session makes its sessions on it */
-static int shim_saves, shim_loads, shim_fail;
-
-static int shim_save(const backend_session *s, backend_state_copy **c, clover_error *err) {
-    if (!*c && !(*c = calloc(1, sizeof **c))) return CLOVER_E_NOMEM;
-    backend_state_copy *k = *c;
-    size_t len = backend_cpu.state_bytes(s);
-    unsigned char *b = realloc(k->b, len ? len : 1);
-    if (!b) return CLOVER_E_NOMEM;
-    k->b = b;
-    k->s = NULL;
-    if (shim_fail) return error_set(err, CLOVER_E_NOMEM, "shim: no room for a copy"); /* *c stays freeable */
-    int rc = backend_cpu.state_export(s, k->b, len, err);
-    if (rc) return rc;
-    k->len = len;
-    k->s = s;
-    shim_saves++;
-    return CLOVER_OK;
-}
-
-static int shim_load(backend_session *s, const backend_state_copy *c, clover_error *err) {
-    if (c->s != s) return error_set(err, CLOVER_E_INVALID, "shim: another session's copy");
-    shim_loads++;
-    return backend_cpu.state_import(s, c->b, c->len, err);
-}
-
-static void shim_free(backend_state_copy *c) {
-    if (c) free(c->b);
-    free(c);
-}
 
 static clover_session *new_session(int no_snapshot, size_t max_bytes) {
     clover_session *s = NULL;
@@ -294,10 +261,7 @@ int main(void) {
         RUN(committed_ids_win_when_longer);
         RUN(snapshot_survives_cancel);
         RUN(snapshot_off);
-        shim = backend_cpu;
-        shim.state_save = shim_save;
-        shim.state_load = shim_load;
-        shim.state_copy_free = shim_free;
+        shim = shim_ops();
         clover_session_params sp;
         clover_session_params_init(&sp);
         sp.n_threads = 2;

@@ -19,6 +19,7 @@
 #include "golden_generate.h"
 #include "offload/failover.h"
 #include "offload/fault_inject.h"
+#include "state_copy_shim.h"
 
 static fixture fx;
 static test_model tm;
@@ -199,34 +200,11 @@ static void after_a_snapshot(void) {
 /* A state loaded from a device copy (backend_ops.state_save / state_load: CUDA's prompt snapshots in device memory)
  * stays rebuildable: the copy keeps the saved session's replay log, so a device that dies after the load hands the
  * session to the fallback with the copy's committed ids replayed. The "device" is the CPU backend plus host-memory
- * copies of its own (copy_*); the reference is the plain CPU backend committing the same ids: the last logits bit
- * for bit. Before the copy kept its log, the commit after the load failed ("its state cannot be rebuilt"). */
-struct backend_state_copy {
-    unsigned char *b;
-    size_t len;
-    const backend_session *s;
-};
-static int copy_save(const backend_session *s, backend_state_copy **c, clover_error *err) {
-    if (!*c && !(*c = calloc(1, sizeof **c))) return error_set(err, CLOVER_E_NOMEM, "no memory");
-    backend_state_copy *k = *c;
-    const size_t len = backend_cpu.state_bytes(s);
-    unsigned char *b = realloc(k->b, len ? len : 1);
-    if (!b) return error_set(err, CLOVER_E_NOMEM, "no memory");
-    k->b = b, k->len = len, k->s = s;
-    return backend_cpu.state_export(s, k->b, len, err);
-}
-static int copy_load(backend_session *s, const backend_state_copy *c, clover_error *err) {
-    if (c->s != s) return error_set(err, CLOVER_E_INVALID, "another session's copy");
-    return backend_cpu.state_import(s, c->b, c->len, err);
-}
-static void copy_free(backend_state_copy *c) {
-    if (c) free(c->b);
-    free(c);
-}
-
+ * copies of its own (state_copy_shim.h); the reference is the plain CPU backend committing the same ids: the last
+ * logits bit for bit. Before the copy kept its log, the commit after the load failed ("its state cannot be
+ * rebuilt"). */
 static void after_a_device_copy(void) {
-    backend_ops dev = backend_cpu;
-    dev.state_save = copy_save, dev.state_load = copy_load, dev.state_copy_free = copy_free;
+    const backend_ops dev = shim_ops();
     const backend_config cfg = {.n_threads = 2, .max_rows = 32, .max_context = 128};
     const size_t V = tm.model->hp.n_vocab;
     int32_t ids[40];
