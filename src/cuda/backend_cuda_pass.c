@@ -252,12 +252,23 @@ static const void *moe_up_source(const backend_session *s, const model_weight *w
 
 /* Where a grouped product of n rows takes moe_decode.cu's decode form (CLOVER_CUDA_MOE_DEC32: 1 for 2..32 rows, 2
  * for 1..32): integer weights at any such n (its bits are both older forms' bits, cuda_matmul.h), float weights
- * only where the decode form would take them anyway (their chunk form is TF32, not the decode form's f32). */
+ * only where the decode form would take them anyway (their chunk form is TF32, not the decode form's f32). Not
+ * where the routing is narrowed to a coreset (unless CLOVER_CUDA_MOE_DEC32_NARROW=1): there ~8 experts take all
+ * the rows, ~n slots each, which the chunk form's tensor-core tiles fill and the decode form's per-slot dots do
+ * not; the decode form pays where the slots spread over many experts (~1.3 an expert at 16 rows of 8 of 256). */
 static bool moe_dec32(const backend_session *s, const model_weight *w, size_t n) {
     const int on = cuda_moe_dec32_enabled();
     if (!on || n > CUDA_MOE_DECODE_MAX_ROWS || n < (on == 2 ? 1u : 2u) || s->hp->n_expert_used > CUDA_MOE_MAX_K)
         return false;
+    if (s->moe_narrow && !s->dec32_narrow) return false;
     return !is_float(w->type) || moe_takes_decode(s, w);
+}
+
+/* A stacked preview with a sequence that routes inside its coreset. */
+static bool stack_has_coreset(const cuda_pass *p) {
+    for (size_t i = 0; p->sseq && i < p->n_seq; i++)
+        if (p->sseq[i].coreset) return true;
+    return false;
 }
 
 /* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
@@ -578,6 +589,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
         if ((rc = cuda_experts_layer(s, (uint32_t)il, n, &s->xv, err))) return rc;
         s->xv_moe = w;
     }
+    s->moe_narrow = p->preview && (p->coreset || stack_has_coreset(p));
     if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
         rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err);
     } else if (!(rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) {
@@ -585,6 +597,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     }
     if (!rc) rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err);
     s->xv_moe = NULL;
+    s->moe_narrow = false;
     if (rc) return rc;
     if (Fs == 0)
         return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);

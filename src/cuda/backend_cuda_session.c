@@ -337,6 +337,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
      * decode form's bits (2 when unset; 8 is the decode form wherever it can run, as before 2026-12-10) */
     s->decode_rows = env_rows("CLOVER_CUDA_DECODE_ROWS");
     s->moe_decode_rows = env_rows("CLOVER_CUDA_MOE_DECODE_ROWS"); /* the grouped expert products' own */
+    const char *narrow = getenv("CLOVER_CUDA_MOE_DEC32_NARROW"); /* 1: the MoE decode form inside coresets too */
+    s->dec32_narrow = narrow && strcmp(narrow, "1") == 0;
     s->stack_preview_off = getenv("CLOVER_CUDA_NO_STACK_PREVIEW") != NULL;
     s->pick_each = getenv("CLOVER_CUDA_PICK_EACH") != NULL;
     s->pgraph_off = s->graph_failed; /* the same switch for the preview's graphs */

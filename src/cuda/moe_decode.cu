@@ -33,7 +33,10 @@
  * above, but slower than the chunk form at 16 rows (2x) and than the 8-row
  * form at 1 row: the dot (mmv_block) is instruction-bound (~0.5
  * warp-instructions a weight byte a slot; ncu: SM 58%, DRAM 11%), not
- * latency- or grid-bound. Off by default for that reason.
+ * latency- or grid-bound. Off by default for that reason. Since 2026-12-04
+ * (not yet measured) Q4_K / Q5_K products go to moe_fast.cu's kernel
+ * instead, whose dot costs about a third of mmv_block's instructions a
+ * weight byte; this file's kernels keep the other types.
  * A bad id (outside 0..n_expert-1): the prep block writes NaN to its slot's
  * outputs and the slot is in no list.
  */
@@ -246,6 +249,10 @@ static int moe_dec32(const char *op, const cuda_moe_args *a, const void *w2, voi
     if (((uintptr_t)a->w | (uintptr_t)w2 | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("%s: weights or expert stride not %zu-byte aligned", op, mm_align(a->type));
     if ((uintptr_t)work & 255) MM_FAIL("%s: work not 256-byte aligned", op);
+    cudaStream_t st = (cudaStream_t)stream;
+    /* Q4_K / Q5_K: moe_fast.cu's kernel, one launch at any row count here (its groups of <= 8 slots an expert,
+     * the same bits; its dot costs about a third of mmv_block's instructions a weight byte) */
+    if (moef_launch(a->type, a, w2, st)) return mm_launch_status(op, why, why_len);
     const uint32_t type = a->type;
     const size_t n_slots = a->n_rows * a->k, n_x = a->x_per_slot ? n_slots : a->n_rows, cap = moed_cap(a);
     moed_params p = {};
@@ -296,7 +303,6 @@ static int moe_dec32(const char *op, const cuda_moe_args *a, const void *w2, voi
     const size_t smem = wsm + (p.xstage ? xsm : 0);
     const dim3 grid((unsigned)((a->n_out + rb - 1) / rb), (unsigned)cap);
     const bool glu = w2 != NULL;
-    cudaStream_t st = (cudaStream_t)stream;
     switch (type) {
         MOED_CASE(MM_F32);
         MOED_CASE(MM_F16);

@@ -1,8 +1,8 @@
 /*
- * moe_fast.cu: a cheaper 1..8-row form of the routed experts' Q4_K / Q5_K
- * decode product (cuda_moe_decode and _glu take it when
- * cuda_moe_fast_enabled(): on unless CLOVER_CUDA_MOE_FAST=0), with
- * mmv_kernel's bits exactly.
+ * moe_fast.cu: a cheaper form of the routed experts' Q4_K / Q5_K decode
+ * product (cuda_moe_decode and _glu take it at 1..8 rows, cuda_moe_dec32 and
+ * _glu at 1..32, when cuda_moe_fast_enabled(): on unless
+ * CLOVER_CUDA_MOE_FAST=0), with mmv_kernel's bits exactly.
  *
  * Why: at 1 row mmv_kernel's experts run in one wave that first stages its
  * weights and then dots them; the dot (16 lanes a super-block, the sub-block
@@ -43,6 +43,7 @@ typedef struct moef_params {
     unsigned x_row;       /* shared bytes of one 8-bit row: codes, then 8 nb sub-block sums, then nb d */
     unsigned w_off, w_warp; /* the staged weights: at w_off, w_warp bytes a warp */
     unsigned t_off, t_warp; /* the terms: at t_off, t_warp bytes a warp */
+    unsigned i_off;         /* the routing's n_slots ids */
 } moef_params;
 
 /* The swizzle: 16-byte group gi (0..15) of super-block b's codes lies at group phys(gi, b). Lane (b, c) of the dot
@@ -73,15 +74,21 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 4) moef_kernel(moef_params p) 
     }
     pdl_wait();
     pdl_trigger();
+    /* the routing in shared memory, one load a thread: the scans below read it n_slots / 32 times a warp instead
+     * of once a slot from global memory (at 32 rows of 8 experts a block scanned up to 255 ids one by one) */
+    int *sid = (int *)(sm + p.i_off);
+    for (int t = threadIdx.x; t < p.n_slots; t += blockDim.x) sid[t] = p.ids[t];
+    __syncthreads();
     const int s = blockIdx.y;
-    const int e = p.ids[s];
+    const int e = sid[s];
     if (e < 0 || e >= p.n_expert) { /* a bad id: its outputs are NaN (mmv_kernel's rule) */
         for (int j = 0; j < nrw; j++)
             if (lane == 0) p.y[(size_t)s * NOUT + ow + j] = __int_as_float(0x7fc00000);
         return;
     }
-    for (int t = 0; t < s; t++)
-        if (p.ids[t] == e) return; /* an earlier slot's block does this expert */
+    bool earlier = false;
+    for (int t = threadIdx.x; t < s; t += blockDim.x) earlier |= sid[t] == e;
+    if (__syncthreads_or(earlier)) return; /* an earlier slot's block does this expert */
     /* this warp's rows of expert e, in flight while the block quantises (gate, then up: two groups) */
     uint8_t *ws = sm + p.w_off + (size_t)warp * p.w_warp;
     const size_t span = (size_t)nrw * p.row_bytes, eo = (size_t)e * p.expert_stride + (size_t)ow * p.row_bytes;
@@ -106,9 +113,17 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 4) moef_kernel(moef_params p) 
     int slots[MMV_MAX];
     int next = s;
     for (;;) {
+        /* the next group: this expert's slots from `next` on, at most cap, in slot order (32 ids a ballot) */
         int ns = 0;
-        for (; next < p.n_slots && ns < p.cap; next++)
-            if (p.ids[next] == e) slots[ns++] = next;
+        while (next < p.n_slots && ns < p.cap) {
+            const int t = next + lane;
+            unsigned m = __ballot_sync(0xffffffffu, t < p.n_slots && sid[t] == e);
+            while (m && ns < p.cap) {
+                slots[ns++] = next + __ffs(m) - 1;
+                m &= m - 1;
+            }
+            next = m ? next + __ffs(m) - 1 : next + 32; /* m: the group is full, its next slot starts the next one */
+        }
         if (ns == 0) break;
         /* the group's rows, 8-bit: a warp a 256-value piece. Every piece of the warp is asked of L1 first (no
          * registers held), so that its pieces (8 a warp at 8 rows of 2048) cost one round trip, not one each. */
@@ -294,7 +309,8 @@ int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStrea
         p.w_warp = (unsigned)((size_t)p.rpw * p.row_bytes * ng);
         p.t_off = p.w_off + MMV_WARPS * p.w_warp;
         p.t_warp = (unsigned)(ng * MMV_MAX * p.rpw * nb * sizeof(float));
-        smem = (size_t)p.t_off + MMV_WARPS * (size_t)p.t_warp;
+        p.i_off = (unsigned)((size_t)p.t_off + MMV_WARPS * (size_t)p.t_warp);
+        smem = (size_t)p.i_off + (size_t)p.n_slots * sizeof(int32_t);
         if (smem <= MMV_SMEM_MAX || !w2 || rpw == 1) break;
     }
     if (smem > MMV_SMEM_MAX) return 0;

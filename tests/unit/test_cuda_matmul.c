@@ -1361,7 +1361,7 @@ static void make_ids_kind(int32_t *ids, size_t n_rows, size_t k, size_t n_expert
     if (kind == 3 && n_rows * k > 1) ids[1] = (int32_t)n_expert; /* a bad id in slot 1 where there is one */
 }
 
-static size_t dec32_cases;
+static size_t dec32_cases, dec32_fast_cases;
 
 /* make_weights, the last few results kept (the 35B shapes' 129 experts take seconds to quantise on the CPU). */
 static uint8_t *dec32_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
@@ -1411,10 +1411,33 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
              n_rows, k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : kind == 2 ? "same" : "bad",
              glu ? " glu" : "", x_per_slot ? " slot-x" : "", pool ? " pool" : "");
     a.y = dy;
+    const unsigned long long fast0 = cuda_moe_fast_launches();
     CHECK_MSG((glu ? cuda_moe_dec32_glu(&a, dw_up, work, NULL, why, sizeof why)
                    : cuda_moe_dec32(&a, work, NULL, why, sizeof why)) == 0,
               "%s: %s", what, why);
     dev_download(got, dy, ny);
+    const int fast = cuda_moe_fast_launches() != fast0; /* Q4_K / Q5_K: moe_fast.cu's kernel took it */
+    if (fast) {
+        /* moe_decode.cu's own kernel (the fast form off) on the same slots: the same bits */
+        CHECK_MSG(type == QUANT_Q4_K || type == QUANT_Q5_K, "%s: the fast form took a %s product", what,
+                  quant_type_name(type));
+        dec32_fast_cases++;
+        float *dy_s = dev_poisoned(ny), *slow = malloc(ny * sizeof(float));
+        cuda_moe_fast_set(0);
+        a.y = dy_s;
+        CHECK_MSG((glu ? cuda_moe_dec32_glu(&a, dw_up, work, NULL, why, sizeof why)
+                       : cuda_moe_dec32(&a, work, NULL, why, sizeof why)) == 0,
+                  "%s (fast form off): %s", what, why);
+        cuda_moe_fast_set(-1);
+        a.y = dy;
+        dev_download(slow, dy_s, ny);
+        size_t ds = 0;
+        for (size_t i = 0; i < ny; i++)
+            ds += memcmp(&got[i], &slow[i], sizeof(float)) != 0 && !(isnan(got[i]) && isnan(slow[i]));
+        CHECK_MSG(ds == 0, "%s: %zu of %zu outputs differ from moe_decode.cu's own kernel", what, ds, ny);
+        free(slow);
+        cudaFree(dy_s);
+    }
     /* the old decode form, 8 rows a call */
     for (size_t r0 = 0; r0 < n_rows; r0 += CUDA_MATMUL_DECODE_MAX_ROWS) {
         cuda_moe_args b = a;
@@ -1470,7 +1493,9 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
     }
     const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
     CHECK_MSG(err <= (is_int_type(type) ? 1e-5 : 1e-4), "%s: normalised error %.3g against the CPU", what, err);
-    if (diff == 0) printf("  %-60s bit-identical (%zu outputs), CPU err %.2g (%zu)\n", what, ny, err, checked);
+    if (diff == 0)
+        printf("  %-60s bit-identical (%zu outputs)%s, CPU err %.2g (%zu)\n", what, ny, fast ? " fast form" : "", err,
+               checked);
     dec32_cases++;
     free(wp), free(x), free(ids), free(got), free(old);
     cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(dy), cudaFree(dy_old), cudaFree(work),
@@ -1520,8 +1545,11 @@ static void test_moe_dec32(void) {
     a.k = 2;
     CHECK(cuda_moe_dec32_glu(&a, NULL, &dummy, NULL, why, sizeof why) == -1);
     CHECK(cuda_moe_dec32(&a, NULL, NULL, why, sizeof why) == -1);
-    printf("  dec32        %zu cases bit-identical to the decode form (and the chunk form for integer types)\n",
-           dec32_cases);
+    /* the fast form took every Q4_K / Q5_K case whose shared memory it fits: at least the 35B shapes' ten */
+    CHECK_MSG(!cuda_moe_fast_enabled() || dec32_fast_cases >= 10, "the fast form took %zu cases", dec32_fast_cases);
+    printf("  dec32        %zu cases bit-identical to the decode form (and the chunk form for integer types); %zu "
+           "through the fast form, bit-identical to moe_decode.cu's own kernel\n",
+           dec32_cases, dec32_fast_cases);
 }
 
 /* ---- moe_fast.cu: the cheaper Q4_K / Q5_K form of cuda_moe_decode (CLOVER_CUDA_MOE_FAST, cuda_moe_fast_set) ----

@@ -5,13 +5,19 @@
 # up pair on one grouping), and an ncu look at the grouped expert kernel at 16 rows.
 #   cmake --build build -j2 && EXTRA_BINS=libclover_kernel_trace.so scripts/device-packs.sh build share24
 #   run(command="bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
-# STEPS (default "t x d n"):
+# Step m was added in the 2026-12-04 22:50 session (lending paused again, not run): the MoE decode form of 1..32 rows
+# (CLOVER_CUDA_MOE_DEC32=1) now through moe_fast.cu's kernel for Q4_K / Q5_K, narrowed (coreset) passes excluded.
+# STEPS (default "t m x d n"):
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
 #     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
 #     backend, batch, engine, preview tests with it; clover run ids (diffusion and --ar) with it against call 2's
 #     hashes (the same command: 7c7806005f9c / b33877c8fea2)
 #  x  bench_cuda_preview --reps 3 with SHARE_XQ=0 and =1; the PDL-off kernel trace with =1 (quantisers a pass)
 #  d  bench_cuda_decode (AR file): the steps (1 and 16 sequences), =0 and =1
+#  m  test_cuda_matmul test_moe_dec32 / test_moe_fast / test_moe_decode / test_moe_many_experts (full size); backend,
+#     batch, engine, preview tests and clover run ids with CLOVER_CUDA_MOE_DEC32=1; bench_cuda_decode and
+#     bench_cuda_preview with DEC32=0 / 1 (and 1 + CLOVER_CUDA_MOE_DEC32_NARROW=1); the PDL-off trace of the 16-
+#     sequence step with DEC32=1; ncu of moef_kernel at 16 rows
 #  n  ncu of igemm_kernel (the grouped experts' gate at 16 rows, bench_cuda_decode's ops) and igemm_q8_kernel:
 #     DRAM %, occupancy, stall reasons
 # Predictions (before the run):
@@ -20,9 +26,13 @@
 #     (=0 as exact24's new figures).
 #  d: 16-sequence step 10.72 -> ~10.3 ms.
 #  n: the expert kernel issue-bound (SM busy > DRAM %), DRAM ~30-40%.
+#  m: all pass, test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
+#     -> ~9.0 ms (experts 4.75 -> ~3.0: gate + up ~118 MB at ~2.5 TB/s in one fused launch, no SwiGLU launch, down
+#     ~59 MB ~25 us); commit 15.4 -> ~13.5; preview no coreset 8.5 -> ~7.8; preview coreset unchanged (narrow
+#     excluded), with NARROW=1 slower (~11 ms). moef_kernel at 16 rows: DRAM 50-65%.
 set -uo pipefail
 PACK=${PACK:-.gpu-share24}
-STEPS=${STEPS:-t x d n}
+STEPS=${STEPS:-t m x d n}
 . "$PACK/lib.sh"
 dr_init share24
 TR=$D/bin/libclover_kernel_trace.so
@@ -41,6 +51,44 @@ if has t; then
     a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
     say "clover run $(basename $f) ${mode:-diffusion}: ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
   done
+fi
+if has m; then
+  tst test_cuda_matmul dec32 240 CLOVER_TEST_ONLY=test_moe_dec32,test_moe_fast,test_moe_decode,test_moe_many_experts
+  grep -E "^  dec32 |^  fast" "$O/t_test_cuda_matmul_dec32.log" | tee -a "$S"
+  for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n dec32 150 CLOVER_CUDA_MOE_DEC32=1; done
+  tst test_cuda_batch dec32n 150 CLOVER_CUDA_MOE_DEC32=2 CLOVER_CUDA_MOE_DEC32_NARROW=1
+  wait $CPID $SPID
+  for f in $CL $F; do
+    mode=""; [ $f = $F ] && mode=--ar
+    CLOVER_CUDA_MOE_DEC32=1 timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
+      > "$O/run_m_$(basename $f).json" 2> "$O/run_m_$(basename $f).err"
+    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_m_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
+    say "clover run $(basename $f) ${mode:-diffusion} DEC32=1: ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
+  done
+  for v in 0 1 0 1; do
+    CLOVER_CUDA_MOE_DEC32=$v CLOVER_BENCH_DECODE_ROWS=0 timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_m$v.log" 2>&1
+    say "== bench_cuda_decode CLOVER_CUDA_MOE_DEC32=$v rc=$? at +$(el)s"; grep -E "^STEP (seq|batched)" "$O/decode_m$v.log" | tee -a "$S"
+  done
+  for v in "0 0" "1 0" "1 1"; do
+    set -- $v
+    CLOVER_CUDA_MOE_DEC32=$1 CLOVER_CUDA_MOE_DEC32_NARROW=$2 timeout 120 "$D/bin/bench_cuda_preview" $CL --reps 3 > "$O/preview_m$1$2.log" 2>&1
+    say "== bench_cuda_preview --reps 3, CLOVER_CUDA_MOE_DEC32=$1 NARROW=$2 rc=$? at +$(el)s"
+    grep -E "^(preview|commit|resolve|block)" "$O/preview_m$1$2.log" | cut -c1-110 | tee -a "$S"
+  done
+  CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_PDL=0 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 CLOVER_TRACE_OUT=$R/trace_decode_m.txt \
+    LD_PRELOAD=$TR timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_m_trace.log" 2>&1
+  say "== bench_cuda_decode trace, DEC32=1, PDL off rc=$? at +$(el)s"
+  [ -f $R/trace_decode_m.txt ] && c++filt < $R/trace_decode_m.txt > $R/trace_decode_m.dm.txt && rm $R/trace_decode_m.txt && \
+    awk '/^== window 2/{f=1} f' $R/trace_decode_m.dm.txt | head -14 | cut -c1-150 | tee -a "$S"
+  if command -v ncu > /dev/null && [ "$(el)" -lt 300 ]; then
+    # the trace's two windows: the 1-sequence step's 80 moef launches, then the 16-sequence step's (skip 80, take 2)
+    CLOVER_CUDA_MOE_DEC32=1 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 timeout 120 ncu --profile-from-start off \
+      --kernel-name-base demangled -k "regex:^moef_kernel" -s 80 -c 2 \
+      --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
+      "$D/bin/bench_cuda_decode" $F > "$O/ncu_moef.log" 2>&1
+    say "ncu moef_kernel (16 rows) rc=$?:"
+    grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Warp Cycles Per Issued|L2 Hit" "$O/ncu_moef.log" | head -24 | tee -a "$S"
+  fi
 fi
 if has x; then
   wait $CPID
