@@ -260,9 +260,14 @@ static bool stackable(const backend_commit_seq *q) {
 }
 
 /* A prompt chunk the stacked pass takes (CLOVER_CUDA_STACK_CHUNKS=1): 2..max_rows rows with no per-row output,
- * at most the last row's logits and its pick (what commit_one computes for it, its last row's head alone). */
+ * at most the last row's logits and its pick (what commit_one computes for it, its last row's head alone). Never
+ * more rows than its session's max_rows: commit_one runs such a commit as passes of max_rows rows, and the chunk's
+ * rows must see the passes they would alone (a 37-row prompt on a 2-row session stacked as one 37-row pass took
+ * the chunked GDN over 37 rows and TF32 float products: test_cuda_backend's decode_q8_small_rows failed with it,
+ * prompt logits rel err 0.0056 against the CPU, H200 2026-12-14-moe24). */
 static bool chunk_stackable(const backend *be, const backend_commit_seq *q) {
-    return be->stack_chunks && q->n >= 2 && q->n <= be->stack->max_rows && q->n_pick <= 1 && !q->all_logits &&
+    return be->stack_chunks && q->n >= 2 && q->n <= be->stack->max_rows && q->s && q->n <= q->s->max_rows &&
+           q->n_pick <= 1 && !q->all_logits &&
            !q->nll && !q->targets && !q->hidden && !q->in_hidden && !q->out_hidden &&
            !(q->s && (q->s->graph_failed || q->s->count_experts));
 }

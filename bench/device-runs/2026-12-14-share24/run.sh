@@ -26,7 +26,7 @@
 #     (=0 as exact24's new figures).
 #  d: 16-sequence step 10.72 -> ~10.3 ms.
 #  n: the expert kernel issue-bound (SM busy > DRAM %), DRAM ~30-40%.
-#  m: all pass, test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
+#  m: all pass (test_cuda_backend with CLOVER_CUDA_STACK_CHUNKS=1 too, which failed in moe24), test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
 #     -> ~9.0 ms (experts 4.75 -> ~3.0: gate + up ~118 MB at ~2.5 TB/s in one fused launch, no SwiGLU launch, down
 #     ~59 MB ~25 us); commit 15.4 -> ~13.5; preview no coreset 8.5 -> ~7.8; preview coreset unchanged (narrow
 #     excluded), with NARROW=1 slower (~11 ms). moef_kernel at 16 rows: DRAM 50-65%.
@@ -57,6 +57,8 @@ if has m; then
   grep -E "^  dec32 |^  fast" "$O/t_test_cuda_matmul_dec32.log" | tee -a "$S"
   for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n dec32 150 CLOVER_CUDA_MOE_DEC32=1; done
   tst test_cuda_batch dec32n 150 CLOVER_CUDA_MOE_DEC32=2 CLOVER_CUDA_MOE_DEC32_NARROW=1
+  # the stacked prompt chunks with no chunk past its session's max_rows (moe24's decode_q8_small_rows failure)
+  for n in test_cuda_backend test_cuda_batch test_cuda_engine; do tst $n chunks 150 CLOVER_CUDA_STACK_CHUNKS=1; done
   wait $CPID $SPID
   for f in $CL $F; do
     mode=""; [ $f = $F ] && mode=--ar
