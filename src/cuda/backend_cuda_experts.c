@@ -48,11 +48,17 @@
  * decode at 16 / 8 GiB copy 73 / 60, ring 38 / 29, stage1 24 / 15 tok/s;
  * the host copy's fill 0.7-1.0 s and pin 0.4-0.7 s for 16.9 GiB.
  *
+ * The pool kept by the device (CLOVER_GPU_MEM_REMAP=device; host, the
+ * default until it has run on a device): steps 1-4 become two kernels on the
+ * pass's stream (expert_remap.cu: the map with its own tables here, exact
+ * LRU over slots, and the copies read from the host copy over the bus), so
+ * no layer syncs and the passes are captured as graphs again. It needs copy
+ * mode (the pinned host copy, mapped into the device's address space).
+ *
  * Not built yet (docs/OFFLOAD.md): prefetching the next layer's experts,
- * computing misses on the CPU, a device-side remap that avoids the sync
- * (and so captured graphs; decode runs eagerly under --gpu-mem), the stacked
- * executor under --gpu-mem (sequences run one by one), and several backends
- * sharing one pool concurrently (passes of one backend run one at a time).
+ * computing misses on the CPU, the stacked executor under --gpu-mem
+ * (sequences run one by one), and several backends sharing one pool
+ * concurrently (passes of one backend run one at a time).
  *
  * CLOVER_GPU_MEM_STATS=1 (a diagnostic, on stderr as it happens, so a run
  * killed by a timeout still shows how far it got): the budget's split and
@@ -81,6 +87,7 @@
 #include "base/threadpool.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
+#include "cuda/cuda_expert_remap.h"
 #include "cuda/cuda_mem.h"
 #include "quant/quant.h"
 
@@ -165,6 +172,10 @@ struct cuda_experts {
     bool pass_on, pass_preview;
     uint64_t n_pass, sum_copies, sum_stage_syncs, sum_staged;
     double sum_step_s, sum_sync_s, sum_issue_s, sum_wall_s, pin_s;
+    /* CLOVER_GPU_MEM_REMAP=device: the device's tables (one allocation) and the kernels' arguments */
+    bool on_device;
+    void *remap_mem;
+    cuda_remap_args ra;
 };
 
 static double now_s(void) {
@@ -574,6 +585,7 @@ void cuda_experts_free(cuda_experts *x) {
         if (x->stats) fprintf(stderr, "gpu-mem: host copy released in %.2f s\n", now_s() - th);
     }
     ring_release(x);
+    cuda_free(x->remap_mem);
     mem_free(x->img);
     cuda_host_free(x->stage);
     cuda_free(x->dev);
@@ -653,6 +665,67 @@ static int host_setup(cuda_experts *x, const clover_model *m, clover_error *err)
     return CLOVER_OK;
 }
 
+static uint64_t up8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
+
+/* CLOVER_GPU_MEM_REMAP=device: the device's tables made and filled (every slot free, nothing resident); host or
+ * unset: nothing. An error for another value, or when the pinned host copy it reads from is not in use. */
+static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
+    const char *v = getenv("CLOVER_GPU_MEM_REMAP");
+    if (!v || !*v || !strcmp(v, "host")) return CLOVER_OK;
+    if (strcmp(v, "device"))
+        return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_REMAP=%s: expected host or device", v);
+    const uint32_t L = m->hp.n_layer, E = m->hp.n_expert;
+    const size_t S = expert_pool_slots(&x->pool);
+    if (x->mode != HOST_COPY)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CLOVER_GPU_MEM_REMAP=device reads the experts from the pinned host copy, which is not in use "
+                         "(host mode %s: the host lacks the memory, or CLOVER_GPU_MEM_HOST chose another)",
+                         host_mode_names[x->mode]);
+    if (cuda_remap_map_smem(E, E) > 48 * 1024 || S > (size_t)INT32_MAX / 2 || (uint64_t)L * E > INT32_MAX)
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CLOVER_GPU_MEM_REMAP=device: %u experts a layer is too many", E);
+    char why[CUDA_WHY] = "";
+    void *hdev = NULL;
+    if (cuda_host_device_ptr(&hdev, x->hcopy, why))
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CLOVER_GPU_MEM_REMAP=device: the host copy's device address: %s",
+                         why);
+    /* one allocation, laid out in this order: slot_of, owner, jobs, n_jobs (int32); stamp, state, stats, the
+     * images' offsets, strides and ends (uint64) */
+    const uint64_t o_owner = up8((uint64_t)L * E * 4), o_jobs = up8(o_owner + S * 4), o_nj = up8(o_jobs + 8ull * E);
+    const uint64_t o_stamp = up8(o_nj + 4), o_state = o_stamp + S * 8, o_stats = o_state + 16, o_img = o_stats + 32;
+    const uint64_t bytes = o_img + 24ull * L;
+    uint8_t *h = mem_calloc(1, (size_t)bytes);
+    if (!h) return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
+    memset(h, 0xFF, (size_t)(o_jobs)); /* slot_of and owner: -1 */
+    uint64_t *img = (uint64_t *)(h + o_img), img_max = 0;
+    for (uint32_t l = 0; l < L; l++) {
+        img[l] = x->img[l].off, img[L + l] = x->img[l].stride, img[2 * L + l] = x->img[l].end;
+        if (x->img[l].end > img_max) img_max = x->img[l].end;
+    }
+    int rc = cuda_alloc(&x->remap_mem, (size_t)bytes, why) || cuda_h2d(x->remap_mem, h, (size_t)bytes, why);
+    mem_free(h);
+    if (rc) return error_set(err, CLOVER_E_NOMEM, "CLOVER_GPU_MEM_REMAP=device: its tables: %s", why);
+    char *d = x->remap_mem;
+    x->ra = (cuda_remap_args){.slot_of = (int32_t *)d,
+                              .owner = (int32_t *)(d + o_owner),
+                              .stamp = (unsigned long long *)(d + o_stamp),
+                              .state = (unsigned long long *)(d + o_state),
+                              .stats = (unsigned long long *)(d + o_stats),
+                              .jobs = (int32_t *)(d + o_jobs),
+                              .n_jobs = (int32_t *)(d + o_nj),
+                              .img_off = (const uint64_t *)(d + o_img),
+                              .img_stride = (const uint64_t *)(d + o_img) + L,
+                              .img_end = (const uint64_t *)(d + o_img) + 2 * L,
+                              .host = hdev,
+                              .pool = x->dev,
+                              .slot_bytes = x->pool.lay.slot_bytes,
+                              .img_max = img_max,
+                              .n_expert = E,
+                              .n_slots = (int)S};
+    x->on_device = true;
+    if (x->stats) fprintf(stderr, "gpu-mem: the pool kept on the device (CLOVER_GPU_MEM_REMAP=device)\n");
+    return CLOVER_OK;
+}
+
 int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
     const clover_model *m = cm->model;
     const model_hparams *hp = &m->hp;
@@ -696,6 +769,7 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
                 100.0 * (double)expert_pool_slots(&x->pool) / ((double)hp->n_layer * hp->n_expert), hp->n_layer,
                 hp->n_expert, expert_policy_name((expert_policy)pol));
     rc = host_setup(x, m, err);
+    if (!rc) rc = remap_setup(x, m, err);
     if (rc) {
         cuda_experts_free(x);
         return rc;
@@ -704,10 +778,13 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
     return CLOVER_OK;
 }
 
+bool cuda_experts_on_device(const cuda_experts *x) { return x && x->on_device; }
+
 uint64_t cuda_experts_pool_bytes(const cuda_experts *x) { return x ? x->pool.pool_bytes : 0; }
 
 void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     if (!x) return;
+    out->remap = x->on_device ? "device" : "host";
     out->reserve = x->reserve;
     out->pool_budget = x->pool.budget;
     out->pool_bytes = x->pool.pool_bytes;
@@ -721,6 +798,12 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     out->host_mode = host_mode_names[x->mode];
     out->host_copy_bytes = x->hcopy ? x->hcopy_bytes : 0;
     out->host_fill_s = x->fill_s;
+    unsigned long long st[4];
+    char why[CUDA_WHY];
+    if (x->on_device && !cuda_d2h(st, x->ra.stats, sizeof st, why)) { /* the device's counters (after the pass) */
+        out->hits = st[0], out->misses = st[1], out->evictions = st[2], out->copied = st[3];
+        out->copy_s = 0; /* inside the passes' kernels: not timed apart */
+    }
 }
 
 /* One part of one expert into its slot, on the pool's stream. */
@@ -748,6 +831,14 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     const model_hparams *hp = s->hp;
     const size_t nk = n * hp->n_expert_used;
     char why[CUDA_WHY] = "";
+    if (x->on_device) { /* expert_remap.cu: the map and the copies on the pass's stream */
+        if (cuda_remap_layer(&x->ra, il, s->sc.ridx, nk, s->sc.rslot, s->stream, why))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u: %s", il, why);
+        *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes,
+                                  .n_slots = expert_pool_slots(&x->pool)};
+        for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = x->pool.lay.part_off[p];
+        return CLOVER_OK;
+    }
     const bool st = x->stats && x->pass_on;
     double t0 = st ? now_s() : 0, t1 = 0;
     /* 1. the routing ids (the sync also drains every kernel that read a slot before this step) */
@@ -844,7 +935,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
 }
 
 void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview) {
-    if (!x || !x->stats) return;
+    if (!x || !x->stats || x->on_device) return; /* on the device: no split to measure, and a pass may be captured */
     x->pass_on = true;
     x->pass_preview = preview;
     x->pass_rows = rows;

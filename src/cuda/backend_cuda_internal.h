@@ -260,11 +260,14 @@ struct cuda_gpu_mem_info;
 void cuda_experts_info(const cuda_experts *x, struct cuda_gpu_mem_info *out); /* the pool's fields (cuda_backend.h) */
 /* Layer il of the pass of n rows routed in sc.ridx: syncs the stream, reads the ids back, copies the misses
  * into their slots (a second stream, which the pass's stream then waits for), writes the slot ids to
- * sc.rslot; out: where the products read. */
+ * sc.rslot; out: where the products read. With the pool kept on the device (CLOVER_GPU_MEM_REMAP=device) the
+ * same through two kernels on the pass's stream, no sync (expert_remap.cu). */
 int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_view *out, clover_error *err);
 /* CLOVER_GPU_MEM_STATS=1 only (else, or x NULL, nothing): around one pass's enqueue; the end waits for stream
  * and prints the pass's split on stderr (backend_cuda_experts.c's header); failed: the pass's error, or NULL. */
 void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview);
+/* The pool is kept by the device (no host sync in a pass: its passes may be captured as graphs). */
+bool cuda_experts_on_device(const cuda_experts *x);
 void cuda_experts_pass_end(cuda_experts *x, void *stream, const char *failed);
 
 /* Rows one pick launch takes at most (its plog scratch). */

@@ -358,9 +358,6 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     }
     rc = cuda_model_acquire(model, s->n_run, cfg->gpu_mem, &s->cm, err);
     if (rc) goto fail;
-    if (s->cm->gpu_mem) { /* every MoE layer syncs to read its routing back: nothing to capture */
-        s->graph_failed = s->sgraph_failed = s->pgraph_off = true;
-    }
     s->layers = mem_calloc(hp->n_layer, sizeof *s->layers);
     if (!s->layers) {
         rc = error_set(err, CLOVER_E_NOMEM, "CUDA session: no memory");
@@ -414,6 +411,8 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
         const uint64_t mine = arena_bytes + kv_bytes;
         const uint64_t room = cuda_session_fixed_state_bytes(hp, model) + GPU_MEM_MARGIN;
         if (!s->cm->ex && (rc = cuda_experts_create(s->cm, mine + room, err))) goto fail;
+        /* the pool kept by the host: every MoE layer syncs to read its routing back, nothing to capture */
+        if (!cuda_experts_on_device(s->cm->ex)) s->graph_failed = s->sgraph_failed = s->pgraph_off = true;
         const uint64_t used = s->cm->bytes + cuda_experts_pool_bytes(s->cm->ex) + s->cm->session_bytes;
         if (used + mine > s->cm->gpu_mem) {
             rc = error_set(err, CLOVER_E_NOMEM,

@@ -40,6 +40,7 @@ typedef struct cuda_gpu_mem_info {
     const char *host_mode; /* where the copies come from: "copy", "ring", "stage1" or "pin" (NULL: no pool) */
     uint64_t host_copy_bytes; /* "copy": the pinned host copy's size */
     double host_fill_s;   /* "copy": the time to fill it from the model's mapping */
+    const char *remap;    /* who maps experts to slots: "host" (a sync a layer) or "device" (NULL: no pool) */
 } cuda_gpu_mem_info;
 void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out);
 

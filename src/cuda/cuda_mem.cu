@@ -153,6 +153,11 @@ extern "C" void cuda_host_unregister(void *p) {
     if (p) cudaHostUnregister(p);
 }
 
+extern "C" int cuda_host_device_ptr(void **dev, void *p, char *why) {
+    TRY(cudaHostGetDevicePointer(dev, p, 0), "cudaHostGetDevicePointer");
+    return 0;
+}
+
 extern "C" int cuda_stream_wait_event(void *stream, void *ev, char *why) {
     TRY(cudaStreamWaitEvent(S(stream), (cudaEvent_t)ev, 0), "cudaStreamWaitEvent");
     return 0;

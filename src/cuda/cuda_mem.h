@@ -48,6 +48,8 @@ int cuda_event_done(void *ev, char *why);
  * over the link from there without a staging copy); read_only: the range may be a read-only mapping. */
 int cuda_host_register(void *p, size_t bytes, int read_only, char *why);
 void cuda_host_unregister(void *p); /* errors ignored (teardown) */
+/* The device's address of registered (or cuda_host_alloc'd) host memory p: 0, or -1 with why. */
+int cuda_host_device_ptr(void **dev, void *p, char *why);
 /* Work enqueued on `stream` after this waits for `ev` (recorded on another stream). */
 int cuda_stream_wait_event(void *stream, void *ev, char *why);
 

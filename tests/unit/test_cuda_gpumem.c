@@ -261,6 +261,39 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
         unsetenv("CLOVER_GPU_MEM_PAR_MIN");
         unsetenv("CLOVER_GPU_MEM_THREADS");
     }
+    /* the pool kept by the device (expert_remap.cu): the same bits at both budgets, its counters from the device,
+     * and the passes captured as graphs again */
+    setenv("CLOVER_GPU_MEM_HOST", "copy", 1);
+    setenv("CLOVER_GPU_MEM_REMAP", "device", 1);
+    for (int i = 0; i < 2; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s, pool on the device", names[i]);
+        if (run(m, budgets[i], &o)) {
+            compare(m, label, &ref, &o);
+            CHECK_MSG(o.info.remap && !strcmp(o.info.remap, "device"), "%s: remap %s", label,
+                      o.info.remap ? o.info.remap : "(none)");
+            CHECK_MSG(o.info.misses > 0 && o.info.evictions > 0 && o.info.hits > 0 && o.info.copied > 0,
+                      "%s: %llu hits, %llu misses, %llu evictions", label, (unsigned long long)o.info.hits,
+                      (unsigned long long)o.info.misses, (unsigned long long)o.info.evictions);
+        }
+        out_free(&o);
+    }
+    tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
+    if (m->has_record) tokens(m, budgets[0], CLOVER_MODE_DIFFUSION);
+    setenv("CLOVER_GPU_MEM_HOST", "ring", 1); /* no host copy: refused, naming what it needs */
+    {
+        clover_session_params sp;
+        clover_session_params_init(&sp);
+        sp.device = CLOVER_DEVICE_CUDA;
+        sp.gpu_mem = budgets[0];
+        clover_session *s = NULL;
+        clover_error err = {0};
+        CHECK(clover_session_create(&s, m, &sp, &err) != 0 && !s);
+        CHECK_MSG(strstr(err.message, "CLOVER_GPU_MEM_REMAP=device") != NULL, "%s", err.message);
+        clover_session_free(s);
+    }
+    unsetenv("CLOVER_GPU_MEM_REMAP");
+    unsetenv("CLOVER_GPU_MEM_HOST");
     setenv("CLOVER_GPU_MEM_PIN", "1", 1); /* the opt-in in-place pin */
     if (run(m, budgets[0], &o)) compare(m, "1.5 layers, pinned in place", &ref, &o);
     out_free(&o);
