@@ -82,13 +82,16 @@ if has m; then
   say "== bench_cuda_decode trace, DEC32=1, PDL off rc=$? at +$(el)s"
   [ -f $R/trace_decode_m.txt ] && c++filt < $R/trace_decode_m.txt > $R/trace_decode_m.dm.txt && rm $R/trace_decode_m.txt && \
     awk '/^== window 2/{f=1} f' $R/trace_decode_m.dm.txt | head -14 | cut -c1-150 | tee -a "$S"
-  if command -v ncu > /dev/null && [ "$(el)" -lt 300 ]; then
-    # the trace's two windows: the 1-sequence step's 80 moef launches, then the 16-sequence step's (skip 80, take 2)
-    CLOVER_CUDA_MOE_DEC32=1 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 timeout 120 ncu --profile-from-start off \
-      --kernel-name-base demangled -k "regex:^moef_kernel" -s 80 -c 2 \
+  # the ops alone at 16 rows (no model): the grouped expert products' time, the old chunk form against the new
+  for v in 0 1; do
+    CLOVER_CUDA_MOE_DEC32=$v CLOVER_BENCH_DECODE_ROWS=16 timeout 90 "$D/bin/bench_cuda_decode" > "$O/ops16_m$v.log" 2>&1
+    say "== bench_cuda_decode ops at 16 rows, CLOVER_CUDA_MOE_DEC32=$v rc=$?"; grep -iE "experts" "$O/ops16_m$v.log" | cut -c1-150 | tee -a "$S"
+  done
+  if command -v ncu > /dev/null && [ "$(el)" -lt 320 ]; then
+    CLOVER_CUDA_MOE_DEC32=1 CLOVER_BENCH_DECODE_ROWS=16 timeout 90 ncu -k regex:moef_kernel -c 2 \
       --section SpeedOfLight --section Occupancy --section LaunchStats --section WarpStateStats --section MemoryWorkloadAnalysis \
-      "$D/bin/bench_cuda_decode" $F > "$O/ncu_moef.log" 2>&1
-    say "ncu moef_kernel (16 rows) rc=$?:"
+      "$D/bin/bench_cuda_decode" > "$O/ncu_moef.log" 2>&1
+    say "ncu moef_kernel (16 rows: gate + up fused, then down) rc=$?:"
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Warp Cycles Per Issued|L2 Hit" "$O/ncu_moef.log" | head -24 | tee -a "$S"
   fi
 fi
