@@ -166,7 +166,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 4) moef_kernel(moef_params p) 
                 asm volatile("cp.async.wait_group 0;" ::: "memory");
             __syncwarp();
             const uint8_t *wg = ws + (size_t)g * p.rpw * p.row_bytes;
-            float *tg = tsm + g * MMV_MAX * (p.rpw * nb);
+            float *tg = tsm + g * p.cap * (p.rpw * nb);
 #pragma unroll 1
             for (int it0 = 0; it0 < items; it0 += 8) {
                 const int it = it0 + (lane >> 2), c = lane & 3;
@@ -235,7 +235,7 @@ __global__ void __launch_bounds__(32 * MMV_WARPS, 4) moef_kernel(moef_params p) 
             float v = 0.0f;
 #pragma unroll 1
             for (int g = 0; g < (GLU ? 2 : 1); g++) {
-                const float *t = tsm + g * MMV_MAX * (p.rpw * nb) + i * (p.rpw * nb) + r * nb;
+                const float *t = tsm + g * p.cap * (p.rpw * nb) + i * (p.rpw * nb) + r * nb;
                 float ae = 0.0f, ao = 0.0f;
                 for (int b = 0; b < nb; b += 2) ae = __fadd_rn(ae, t[b]);
                 for (int b = 1; b < nb; b += 2) ao = __fadd_rn(ao, t[b]);
@@ -277,6 +277,19 @@ static int moef_glu_rpw(void) {
     return r;
 }
 
+/* Slots a group past 8 rows: 2 (at 35B-A3B's shapes the gate + up then fit 2 weight rows a warp in 48 KB), or
+ * CLOVER_CUDA_MOEF_CAP=1..8 (developer A/B; only the blocking changes, never a bit). */
+static int moef_wide_cap(void) {
+    static int v = -1;
+    int c = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (c < 0) {
+        const char *e = getenv("CLOVER_CUDA_MOEF_CAP");
+        c = e && e[0] >= '1' && e[0] <= '8' && !e[1] ? e[0] - '0' : 2;
+        __atomic_store_n(&v, c, __ATOMIC_RELAXED);
+    }
+    return c;
+}
+
 /* 1 when the fast form took the product (the caller checked the arguments), 0 when it does not apply. */
 int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStream_t st) {
     if (!cuda_moe_fast_enabled() || (type != MM_Q4_K && type != MM_Q5_K) || a->n_in % 256) return 0;
@@ -300,7 +313,10 @@ int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStrea
      * (fewer blocks, each warp's fixed work over more rows; the same arithmetic a row) where it fits */
     const int glu_rpw = moef_glu_rpw();
     const size_t nb = (size_t)p.nb, ng = w2 ? 2 : 1;
-    p.cap = a->n_rows < MMV_MAX ? (int)a->n_rows : MMV_MAX; /* one slot a row (a row repeating an expert: more groups) */
+    /* slots a group: one a row up to 8 rows (a row repeating an expert: more groups); past 8 rows (cuda_moe_dec32:
+     * a 16-sequence step's 128 slots on ~100 experts, ~1.3 an expert) moef_wide_cap()'s, so that the group's rows
+     * and terms leave room for 2 weight rows a warp (half the blocks, each quantising its rows once) */
+    p.cap = a->n_rows <= MMV_MAX ? (int)a->n_rows : moef_wide_cap();
     p.x_row = (unsigned)((a->n_in + 36 * nb + 15) / 16 * 16);
     p.w_off = (unsigned)((size_t)p.cap * p.x_row);
     size_t smem = 0;
@@ -308,7 +324,7 @@ int moef_launch(uint32_t type, const cuda_moe_args *a, const void *w2, cudaStrea
         p.rpw = rpw;
         p.w_warp = (unsigned)((size_t)p.rpw * p.row_bytes * ng);
         p.t_off = p.w_off + MMV_WARPS * p.w_warp;
-        p.t_warp = (unsigned)(ng * MMV_MAX * p.rpw * nb * sizeof(float));
+        p.t_warp = (unsigned)(ng * (size_t)p.cap * p.rpw * nb * sizeof(float));
         p.i_off = (unsigned)((size_t)p.t_off + MMV_WARPS * (size_t)p.t_warp);
         smem = (size_t)p.i_off + (size_t)p.n_slots * sizeof(int32_t);
         if (smem <= MMV_SMEM_MAX || !w2 || rpw == 1) break;

@@ -29,7 +29,9 @@
 #  m: all pass (test_cuda_backend with CLOVER_CUDA_STACK_CHUNKS=1 too, which failed in moe24), test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
 #     -> ~9.0 ms (experts 4.75 -> ~3.0: gate + up ~118 MB at ~2.5 TB/s in one fused launch, no SwiGLU launch, down
 #     ~59 MB ~25 us); commit 15.4 -> ~13.5; preview no coreset 8.5 -> ~7.8; preview coreset unchanged (narrow
-#     excluded), with NARROW=1 slower (~11 ms). moef_kernel at 16 rows: DRAM 50-65%.
+#     excluded), with NARROW=1 slower (~11 ms). moef_kernel at 16 rows: DRAM 50-65%. Ops at 16 rows: gate + up
+#     (fused) ~40-50 us against the chunk pair's ~80 + SwiGLU; down ~20-25 against ~38; CAP=8 (1 weight row a warp)
+#     ~15-25% slower than CAP=2, CAP=3 within 5% of 2.
 set -uo pipefail
 PACK=${PACK:-.gpu-share24}
 STEPS=${STEPS:-t m x d n}
@@ -83,9 +85,12 @@ if has m; then
   [ -f $R/trace_decode_m.txt ] && c++filt < $R/trace_decode_m.txt > $R/trace_decode_m.dm.txt && rm $R/trace_decode_m.txt && \
     awk '/^== window 2/{f=1} f' $R/trace_decode_m.dm.txt | head -14 | cut -c1-150 | tee -a "$S"
   # the ops alone at 16 rows (no model): the grouped expert products' time, the old chunk form against the new
-  for v in 0 1; do
-    CLOVER_CUDA_MOE_DEC32=$v CLOVER_BENCH_DECODE_ROWS=16 timeout 90 "$D/bin/bench_cuda_decode" > "$O/ops16_m$v.log" 2>&1
-    say "== bench_cuda_decode ops at 16 rows, CLOVER_CUDA_MOE_DEC32=$v rc=$?"; grep -iE "experts" "$O/ops16_m$v.log" | cut -c1-150 | tee -a "$S"
+  # (and the fast form's slots a group past 8 rows: 2, the default, against 8 and 3)
+  for v in "0 2" "1 2" "1 8" "1 3"; do
+    set -- $v
+    CLOVER_CUDA_MOE_DEC32=$1 CLOVER_CUDA_MOEF_CAP=$2 CLOVER_BENCH_DECODE_ROWS=16 timeout 90 "$D/bin/bench_cuda_decode" > "$O/ops16_m$1$2.log" 2>&1
+    say "== bench_cuda_decode ops at 16 rows, CLOVER_CUDA_MOE_DEC32=$1 CLOVER_CUDA_MOEF_CAP=$2 rc=$?"
+    grep -iE "experts" "$O/ops16_m$1$2.log" | cut -c1-150 | tee -a "$S"
   done
   if command -v ncu > /dev/null && [ "$(el)" -lt 320 ]; then
     CLOVER_CUDA_MOE_DEC32=1 CLOVER_BENCH_DECODE_ROWS=16 timeout 90 ncu -k regex:moef_kernel -c 2 \
