@@ -17,12 +17,29 @@
  * When the CPU would have to redo the pick over the whole list (head too
  * wide, or the walk/cut reaching past an incomplete head) the row gets
  * id -2 and the caller picks it on the host.
+ *
+ * Greedy rows, split (CLOVER_CUDA_PICK_SPLIT=1; off until it has run on a
+ * device): step 1 is the whole of a greedy pick, and its 248k float64 exps
+ * on one SM took ~107 us of a ~2.8 ms decode step on the H200 (2026-12-14
+ * trace: FP64-bound). k_pick_greedy spreads the same 1024 threads' work over
+ * a cluster of 8 blocks of 128 (block b runs threads 128b..128b+127 of the
+ * one-block kernel, each over the same strided indices in the same order),
+ * exchanges the warps' partial results through distributed shared memory,
+ * and reduces them exactly as red_argmax / red_sum_d do: the same warp
+ * butterflies, then the 32 warps' sums added from 0.0 in warp order, so id
+ * and confidence are the one-block kernel's bits. The argmax's combination
+ * (larger value, then the lower index) is order-free.
  */
+#include <cooperative_groups.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
+
+namespace cg = cooperative_groups;
 
 static thread_local char g_err[256];
 
@@ -281,18 +298,106 @@ __global__ void __launch_bounds__(PICK_THREADS) k_pick(int32_t *out_id, float *o
     pick_row(out_id, out_conf, logits, draws, V, t, top_k, top_p, greedy, blockIdx.x);
 }
 
+enum { PG_BLOCKS = 8, PG_THREADS = PICK_THREADS / PG_BLOCKS, PG_WARPS = PG_THREADS / 32 };
+
+/* red_argmax's rule for one candidate (ov, oi) against (v, i): the larger value, equal values the lower index */
+__device__ __forceinline__ static void argmax_take(float &v, int32_t &i, float ov, int32_t oi) {
+    if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
+        v = ov;
+        i = oi;
+    }
+}
+
+/* Greedy rows (all of them when par is NULL, else those with temperature < 1e-6): pick_row's step 1 and its
+ * answer, one cluster of PG_BLOCKS blocks a row (grid (PG_BLOCKS, n)). */
+__global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
+    k_pick_greedy(int32_t *out_id, float *out_conf, const float *logits, size_t V, const cuda_pick_params *par) {
+    cg::cluster_group cl = cg::this_cluster();
+    const size_t r = blockIdx.y;
+    if (par && (double)par[r].temperature >= 1e-6) return; /* sampled: k_pick_each's (the whole cluster returns) */
+    __shared__ float wv[PG_WARPS];
+    __shared__ int32_t wi[PG_WARPS];
+    __shared__ double wz[PG_WARPS];
+    const unsigned b = cl.block_rank(), lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const size_t vt = (size_t)b * PG_THREADS + threadIdx.x; /* the one-block kernel's thread */
+    const float *row = logits + r * V;
+    float bv = -INFINITY;
+    int32_t bi = -1;
+    for (size_t i = vt; i < V; i += PICK_THREADS)
+        if (row[i] > bv) {
+            bv = row[i];
+            bi = (int32_t)i;
+        }
+    for (int o = 16; o > 0; o >>= 1) argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+    if (lane == 0) wv[warp] = bv, wi[warp] = bi;
+    cl.sync();
+    float mv = -INFINITY;
+    int32_t mi = -1;
+    for (unsigned q = 0; q < PG_BLOCKS; q++) {
+        const float *qv = cl.map_shared_rank(wv, q);
+        const int32_t *qi = cl.map_shared_rank(wi, q);
+        for (int w = 0; w < PG_WARPS; w++) argmax_take(mv, mi, qv[w], qi[w]);
+    }
+    if (mi < 0 || !isfinite(mv)) { /* every block took this branch (the same partials) */
+        if (b == 0 && threadIdx.x == 0) {
+            out_id[r] = -1;
+            out_conf[r] = NAN;
+        }
+        cl.sync(); /* no block leaves while another may still read its shared memory */
+        return;
+    }
+    const float mx = mv;
+    double zc = 0.0;
+    for (size_t i = vt; i < V; i += PICK_THREADS) zc += exp((double)(row[i] - mx));
+    for (int o = 16; o > 0; o >>= 1) zc += __shfl_xor_sync(0xffffffffu, zc, o);
+    if (lane == 0) wz[warp] = zc;
+    cl.sync();
+    if (b == 0 && threadIdx.x == 0) {
+        double a = 0.0; /* red_sum_d: the 32 warps' sums from 0.0 in warp order */
+        for (int w = 0; w < PG_BLOCKS * PG_WARPS; w++) a += cl.map_shared_rank(wz, (unsigned)(w / PG_WARPS))[w % PG_WARPS];
+        out_id[r] = mi;
+        out_conf[r] = (float)(exp((double)(row[mi] - mx)) / a);
+    }
+    cl.sync();
+}
+
+/* CLOVER_CUDA_PICK_SPLIT=1: greedy rows through k_pick_greedy (read once). */
+static int pick_split(void) {
+    static int v = -1;
+    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
+    if (r < 0) {
+        const char *e = getenv("CLOVER_CUDA_PICK_SPLIT");
+        r = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
+    }
+    return r;
+}
+static int g_split_set = -1;
+extern "C" void cuda_pick_split_set(int on) { __atomic_store_n(&g_split_set, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
+static int split_on(void) {
+    const int s = __atomic_load_n(&g_split_set, __ATOMIC_RELAXED);
+    return s >= 0 ? s : pick_split();
+}
+
+/* skip_greedy: k_pick_greedy has done the greedy rows */
 __global__ void __launch_bounds__(PICK_THREADS) k_pick_each(int32_t *out_id, float *out_conf, const float *logits,
                                                             const double *draws, const cuda_pick_params *par,
-                                                            size_t V) {
+                                                            size_t V, int skip_greedy) {
     const cuda_pick_params p = par[blockIdx.x];
     const int greedy = !((double)p.temperature >= 1e-6);
+    if (greedy && skip_greedy) return;
     pick_row(out_id, out_conf, logits, draws, V, p.temperature, p.top_k, p.top_p, greedy, blockIdx.x);
 }
 
 extern "C" int cuda_pick_each(int32_t *id, float *conf, const float *logits, const double *u,
                               const cuda_pick_params *p, size_t n, size_t V, void *stream) {
     if (n == 0) return 0;
-    k_pick_each<<<(unsigned)n, PICK_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, u, p, V);
+    const int split = split_on() && n <= 65535;
+    if (split) {
+        k_pick_greedy<<<dim3(PG_BLOCKS, (unsigned)n), PG_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, V, p);
+        if (CUDA_LAUNCH_STATUS(g_err, "cuda_pick_each (greedy rows)")) return -1;
+    }
+    k_pick_each<<<(unsigned)n, PICK_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, u, p, V, split);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_pick_each");
 }
 
@@ -300,6 +405,11 @@ extern "C" int cuda_pick(int32_t *id, float *conf, const float *logits, const do
                          const cuda_pick_params *p, void *stream) {
     if (n == 0) return 0;
     int greedy = !((double)p->temperature >= 1e-6);
+    if (greedy && split_on() && n <= 65535) {
+        k_pick_greedy<<<dim3(PG_BLOCKS, (unsigned)n), PG_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, V,
+                                                                                            NULL);
+        return CUDA_LAUNCH_STATUS(g_err, "cuda_pick (greedy)");
+    }
     k_pick<<<(unsigned)n, PICK_THREADS, 0, (cudaStream_t)stream>>>(id, conf, logits, u, V, p->temperature, p->top_k,
                                                                    p->top_p, greedy);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_pick");

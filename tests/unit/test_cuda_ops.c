@@ -604,6 +604,87 @@ static void test_pick(void) {
     free(lg3), free(lg16);
 }
 
+/* The split greedy pick (k_pick_greedy: a cluster of 8 blocks a row, CLOVER_CUDA_PICK_SPLIT) against the one-block
+ * kernel on the same rows: id and confidence bit for bit, through cuda_pick (greedy) and cuda_pick_each (greedy
+ * rows beside sampled ones, which both runs give to the one-block kernel). Rows: random at two spreads, a NaN, a
+ * forbidden id, every id forbidden (id -1), a +inf, a flat row (first maximum), +0 / -0 ties at the top, the
+ * vocabulary of the 35B-A3B (248320). And the greedy ids against the CPU's sampler. */
+static void split_rows(size_t V, float *lg, size_t n) {
+    cuda_test_fill(lg, n * V, 91 + V, 3.0f);
+    if (n > 1) cuda_test_fill(lg + V, V, 92 + V, 16.0f);
+    if (n > 2) lg[2 * V + 7] = NAN, lg[2 * V + 5] = -INFINITY;
+    if (n > 3)
+        for (size_t i = 0; i < V; i++) lg[3 * V + i] = -INFINITY;
+    if (n > 4) lg[4 * V + V / 2] = INFINITY;
+    if (n > 5)
+        for (size_t i = 0; i < V; i++) lg[5 * V + i] = 0.25f;
+    if (n > 6) {
+        for (size_t i = 0; i < V; i++) lg[6 * V + i] = -1.0f - (float)(i % 7);
+        lg[6 * V + V - 3] = 0.0f, lg[6 * V + 1029 % V] = -0.0f, lg[6 * V + 5000 % V] = 0.0f;
+    }
+}
+
+static void split_compare(const char *what, size_t n, size_t V, const float *dl, const double *du,
+                          const cuda_pick_params *cp, const cuda_pick_params *dpar, int32_t *id_out) {
+    int32_t id[2][8];
+    float conf[2][8];
+    for (int on = 0; on < 2; on++) {
+        int32_t *di = (int32_t *)cuda_test_poisoned(n);
+        float *dc = cuda_test_poisoned(n);
+        cuda_pick_split_set(on);
+        CHECK(dpar ? cuda_pick_each(di, dc, dl, du, dpar, n, V, NULL) == 0 : cuda_pick(di, dc, dl, du, n, V, cp, NULL) == 0);
+        sync_or_fail();
+        cuda_test_download(id[on], di, n * 4);
+        cuda_test_download(conf[on], dc, n * 4);
+        cuda_free(di), cuda_free(dc);
+    }
+    cuda_pick_split_set(-1);
+    for (size_t r = 0; r < n; r++)
+        CHECK_MSG(id[0][r] == id[1][r] && memcmp(&conf[0][r], &conf[1][r], 4) == 0,
+                  "%s V %zu row %zu: one block id %d conf %a, split id %d conf %a", what, V, r, id[0][r],
+                  (double)conf[0][r], id[1][r], (double)conf[1][r]);
+    if (id_out) memcpy(id_out, id[1], n * sizeof(int32_t));
+}
+
+static void test_pick_split(void) {
+    const size_t n = 7;
+    static const size_t Vs[] = {20011, 1000, 248320};
+    sampler_scratch sc;
+    clover_error err = {0};
+    CHECK(sampler_scratch_init(&sc, 248320, &err) == 0);
+    for (size_t vi = 0; vi < sizeof Vs / sizeof Vs[0]; vi++) {
+        const size_t V = Vs[vi];
+        float *lg = malloc(n * V * 4);
+        split_rows(V, lg, n);
+        double u[8];
+        for (size_t r = 0; r < n; r++) u[r] = 0.1 + 0.11 * (double)r;
+        float *dl = cuda_test_upload(lg, n * V * 4);
+        double *du = cuda_test_upload(u, n * sizeof(double));
+        const cuda_pick_params greedy = {0.0f, 0, 1.0f};
+        int32_t ids[8];
+        split_compare("cuda_pick greedy", n, V, dl, du, &greedy, NULL, ids);
+        const sampler_params sp = {0.0f, 0, 1.0f};
+        for (size_t r = 0; r < n; r++) {
+            int32_t ref = -9;
+            float rc = 0;
+            clover_error e2 = {0};
+            const int rrc = sampler_pick(&sp, lg + r * V, V, 0.0, &sc, &ref, &rc, &e2);
+            CHECK_MSG(rrc != 0 ? ids[r] == -1 : ids[r] == ref, "greedy V %zu row %zu: split %d, CPU %d (rc %d)", V, r,
+                      ids[r], ref, rrc);
+        }
+        /* per-row parameters: greedy rows beside sampled ones */
+        cuda_pick_params par[8];
+        for (size_t r = 0; r < n; r++)
+            par[r] = r % 3 == 1 ? (cuda_pick_params){0.7f, 40, 1.0f}
+                                : r % 3 == 2 ? (cuda_pick_params){1e-7f, 0, 1.0f} : greedy;
+        cuda_pick_params *dpar = cuda_test_upload(par, n * sizeof par[0]);
+        split_compare("cuda_pick_each mixed", n, V, dl, du, NULL, dpar, NULL);
+        cuda_free(dpar), cuda_free(dl), cuda_free(du);
+        free(lg);
+    }
+    sampler_scratch_free(&sc);
+}
+
 /* The routed experts' sum: ascending expert id (equal ids in slot order, a
  * stable sort), one rounding per product and per sum, exactly as the CPU's
  * loop: bound 0. */
@@ -678,6 +759,7 @@ int main(void) {
     RUN(test_shexp);
     RUN(test_nll);
     RUN(test_pick);
+    RUN(test_pick_split);
     RUN(test_combine);
     return TEST_EXIT();
 }

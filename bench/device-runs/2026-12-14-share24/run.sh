@@ -7,7 +7,10 @@
 #   run(command="bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
 # Step m was added in the 2026-12-04 22:50 session (lending paused again, not run): the MoE decode form of 1..32 rows
 # (CLOVER_CUDA_MOE_DEC32=1) now through moe_fast.cu's kernel for Q4_K / Q5_K, narrowed (coreset) passes excluded.
-# STEPS (default "t m x d n"):
+# Step p too (same session): the greedy pick split over a cluster of 8 blocks (CLOVER_CUDA_PICK_SPLIT=1).
+# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d n" (the same pack):
+#   run(command="STEPS='p d n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
+# STEPS:
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
 #     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
 #     backend, batch, engine, preview tests with it; clover run ids (diffusion and --ar) with it against call 2's
@@ -18,6 +21,9 @@
 #     batch, engine, preview tests and clover run ids with CLOVER_CUDA_MOE_DEC32=1; bench_cuda_decode and
 #     bench_cuda_preview with DEC32=0 / 1 (and 1 + CLOVER_CUDA_MOE_DEC32_NARROW=1); the PDL-off trace of the 16-
 #     sequence step with DEC32=1; ncu of moef_kernel at 16 rows
+#  p  test_cuda_ops test_pick / test_pick_split; backend, batch, engine, preview tests with CLOVER_CUDA_PICK_SPLIT=1;
+#     bench_cuda_backend's decode (device pick) with it off / on / off / on; the PDL-off trace of the 1-sequence
+#     step with it on (k_pick_greedy's time)
 #  n  ncu of igemm_kernel (the grouped experts' gate at 16 rows, bench_cuda_decode's ops) and igemm_q8_kernel:
 #     DRAM %, occupancy, stall reasons
 # Predictions (before the run):
@@ -26,6 +32,8 @@
 #     (=0 as exact24's new figures).
 #  d: 16-sequence step 10.72 -> ~10.3 ms.
 #  n: the expert kernel issue-bound (SM busy > DRAM %), DRAM ~30-40%.
+#  p: all pass; the pick 107 us -> ~10-15 us a step (k_pick_greedy ~8 SMs' FP64 instead of one); decode (device
+#     pick) 353 -> ~365 tok/s.
 #  m: all pass (test_cuda_backend with CLOVER_CUDA_STACK_CHUNKS=1 too, which failed in moe24), test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
 #     -> ~9.0 ms (experts 4.75 -> ~3.0: gate + up ~118 MB at ~2.5 TB/s in one fused launch, no SwiGLU launch, down
 #     ~59 MB ~25 us); commit 15.4 -> ~13.5; preview no coreset 8.5 -> ~7.8; preview coreset unchanged (narrow
@@ -34,7 +42,7 @@
 #     ~15-25% slower than CAP=2, CAP=3 within 5% of 2.
 set -uo pipefail
 PACK=${PACK:-.gpu-share24}
-STEPS=${STEPS:-t m x d n}
+STEPS=${STEPS:-t m x}
 . "$PACK/lib.sh"
 dr_init share24
 TR=$D/bin/libclover_kernel_trace.so
@@ -79,7 +87,7 @@ if has m; then
     say "== bench_cuda_preview --reps 3, CLOVER_CUDA_MOE_DEC32=$1 NARROW=$2 rc=$? at +$(el)s"
     grep -E "^(preview|commit|resolve|block)" "$O/preview_m$1$2.log" | cut -c1-110 | tee -a "$S"
   done
-  CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_PDL=0 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 CLOVER_TRACE_OUT=$R/trace_decode_m.txt \
+  [ "$(el)" -lt 420 ] && CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_PDL=0 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 CLOVER_TRACE_OUT=$R/trace_decode_m.txt \
     LD_PRELOAD=$TR timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_m_trace.log" 2>&1
   say "== bench_cuda_decode trace, DEC32=1, PDL off rc=$? at +$(el)s"
   [ -f $R/trace_decode_m.txt ] && c++filt < $R/trace_decode_m.txt > $R/trace_decode_m.dm.txt && rm $R/trace_decode_m.txt && \
@@ -99,6 +107,20 @@ if has m; then
     say "ncu moef_kernel (16 rows: gate + up fused, then down) rc=$?:"
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Compute \(SM\) Throughput|Achieved Occupancy|Registers Per|Grid Size|Dynamic Shared|Warp Cycles Per Issued|L2 Hit" "$O/ncu_moef.log" | head -24 | tee -a "$S"
   fi
+fi
+if has p; then
+  tst test_cuda_ops pick 120 CLOVER_TEST_ONLY=test_pick,test_pick_split
+  for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n pick 150 CLOVER_CUDA_PICK_SPLIT=1; done
+  wait $SPID
+  for v in 0 1 0 1; do
+    CLOVER_CUDA_PICK_SPLIT=$v timeout 90 "$D/bin/bench_cuda_backend" $F > "$O/backend_p$v.log" 2>&1
+    say "bench_cuda_backend CLOVER_CUDA_PICK_SPLIT=$v rc=$?: $(grep -E "decode" "$O/backend_p$v.log" | head -3 | tr '\n' ' ' | cut -c1-240)"
+  done
+  CLOVER_CUDA_PICK_SPLIT=1 CLOVER_CUDA_PDL=0 CLOVER_BENCH_DECODE_TRACE=1 CLOVER_BENCH_DECODE_ROWS=0 CLOVER_TRACE_OUT=$R/trace_decode_p.txt \
+    LD_PRELOAD=$TR timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_p_trace.log" 2>&1
+  say "== bench_cuda_decode trace, PICK_SPLIT=1, PDL off rc=$? at +$(el)s"
+  [ -f $R/trace_decode_p.txt ] && c++filt < $R/trace_decode_p.txt > $R/trace_decode_p.dm.txt && rm $R/trace_decode_p.txt && \
+    grep -E "^==|pick" $R/trace_decode_p.dm.txt | cut -c1-150 | tee -a "$S"
 fi
 if has x; then
   wait $CPID
