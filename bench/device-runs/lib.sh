@@ -8,6 +8,8 @@
 #   say TEXT / el                       a summary line (also printed) / seconds since T0
 #   tst NAME TAG LIMIT [ENV...]         bin/NAME with ENV under a time limit: rc, seconds, its last line said
 #   dr_synth35 [--no-diffusion]         the 35B-A3B synthetic file in the background: F (the path), SPID (wait)
+#   dr_mrun LABEL LIMIT CMD...          CMD under LIMIT (cut to what is left of DR_LIMIT, default 585 s) with the
+#                                       GPU's memory sampled every 100 ms: rc, seconds and the peak said
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -36,6 +38,18 @@ dr_synth35() {
     ( [ -s "$F" ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b "$@" -o "$F.part" \
         > "$O/synth.log" 2>&1 && mv "$F.part" "$F"; } ) &
     SPID=$!
+}
+dr_mrun() {
+    local label=$1 lim=$2; shift 2
+    local left=$(( ${DR_LIMIT:-585} - $(el) )); [ "$lim" -gt "$left" ] && lim=$left
+    [ "$lim" -lt 10 ] && { say "== $label skipped: $left s left"; return 1; }
+    nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > "$O/mem_$label.txt" 2>/dev/null &
+    local mp=$! s=$(date +%s)
+    timeout -k 3 "$lim" "$@" > "$O/$label.log" 2>&1; local rc=$?
+    kill $mp 2>/dev/null; wait $mp 2>/dev/null
+    local cmd="$*"
+    say "== $label rc=$rc $(( $(date +%s) - s ))s, GPU peak $(sort -n "$O/mem_$label.txt" | tail -1) MiB: ${cmd:0:200}"
+    return $rc
 }
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"

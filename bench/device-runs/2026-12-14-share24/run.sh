@@ -49,18 +49,23 @@ TR=$D/bin/libclover_kernel_trace.so
 CL=/tmp/synth35-clover.gguf
 ( [ -s $CL ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -o $CL.part > "$O/synth-cl.log" 2>&1 && mv $CL.part $CL; } ) & CPID=$!
 dr_synth35 --no-diffusion
+# TAG ENV...: `clover run` of both files (diffusion, --ar) with ENV; the ids' hash against call 2's
+run_ids() {
+  local tag=$1 f mode a; shift
+  for f in $CL $F; do
+    mode=""; [ $f = $F ] && mode=--ar
+    env "$@" timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
+      > "$O/run_${tag}_$(basename $f).json" 2> "$O/run_${tag}_$(basename $f).err"
+    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_${tag}_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
+    say "clover run $(basename $f) ${mode:-diffusion} ($*): ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
+  done
+}
 if has t; then
   tst test_cuda_matmul share 200 CLOVER_CUDA_SHARE_XQ=1 CLOVER_TEST_SMALL=1 CLOVER_TEST_ONLY=test_chunk_multi,test_few_rows,test_moe_chunk,test_row_invariance,test_mma_rows,test_exact_multi,test_chunk_types,test_glu,test_multi
   grep -E "chunk_ws_multi" "$O/t_test_cuda_matmul_share.log" | tee -a "$S"
   for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n share 150 CLOVER_CUDA_SHARE_XQ=1; done
   wait $CPID $SPID
-  for f in $CL $F; do
-    mode=""; [ $f = $F ] && mode=--ar
-    CLOVER_CUDA_SHARE_XQ=1 timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
-      > "$O/run_$(basename $f).json" 2> "$O/run_$(basename $f).err"
-    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
-    say "clover run $(basename $f) ${mode:-diffusion}: ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
-  done
+  run_ids share CLOVER_CUDA_SHARE_XQ=1
 fi
 if has m; then
   tst test_cuda_matmul dec32 240 CLOVER_TEST_ONLY=test_moe_dec32,test_moe_fast,test_moe_decode,test_moe_many_experts
@@ -70,13 +75,7 @@ if has m; then
   # the stacked prompt chunks with no chunk past its session's max_rows (moe24's decode_q8_small_rows failure)
   for n in test_cuda_backend test_cuda_batch test_cuda_engine; do tst $n chunks 150 CLOVER_CUDA_STACK_CHUNKS=1; done
   wait $CPID $SPID
-  for f in $CL $F; do
-    mode=""; [ $f = $F ] && mode=--ar
-    CLOVER_CUDA_MOE_DEC32=1 timeout 60 "$D/bin/clover" run -m $f --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual $mode --json \
-      > "$O/run_m_$(basename $f).json" 2> "$O/run_m_$(basename $f).err"
-    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_m_$(basename $f).json" 2>&1 | md5sum | cut -c1-12)
-    say "clover run $(basename $f) ${mode:-diffusion} DEC32=1: ids $a (call 2: diffusion 7c7806005f9c, --ar b33877c8fea2)"
-  done
+  run_ids dec32 CLOVER_CUDA_MOE_DEC32=1
   for v in 0 1 0 1; do
     CLOVER_CUDA_MOE_DEC32=$v CLOVER_BENCH_DECODE_ROWS=0 timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_m$v.log" 2>&1
     say "== bench_cuda_decode CLOVER_CUDA_MOE_DEC32=$v rc=$? at +$(el)s"; grep -E "^STEP (seq|batched)" "$O/decode_m$v.log" | tee -a "$S"

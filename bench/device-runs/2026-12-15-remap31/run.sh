@@ -33,17 +33,7 @@ F=/tmp/q35skew4nd.gguf FD=/tmp/q35skew4d.gguf
 ( [ -s $F ] || { timeout 150 "$C" synth --preset qwen3.5-35b-a3b --no-diffusion --route-skew 4 -o $F.part > $O/synth1.log 2>&1 && mv $F.part $F; }
   [ -s $FD ] || { timeout 150 "$C" synth --preset qwen3.5-35b-a3b --route-skew 4 -o $FD.part > $O/synth2.log 2>&1 && mv $FD.part $FD; } ) &
 SPID=$!
-# LABEL LIMIT CMD...: CMD with the GPU's memory sampled every 100 ms; says its rc, time and peak
-mrun() {
-  local label=$1 lim=$2; shift 2
-  local left=$(( 585 - $(el) )); [ "$lim" -gt "$left" ] && lim=$left
-  [ "$lim" -lt 10 ] && { say "== $label skipped: $left s left"; return 1; }
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 100 > $O/mem_$label.txt 2>/dev/null &
-  local mp=$! s=$(date +%s)
-  timeout -k 3 "$lim" "$@" > $O/$label.log 2>&1; local rc=$?
-  kill $mp 2>/dev/null; wait $mp 2>/dev/null
-  say "== $label rc=$rc $(( $(date +%s) - s ))s, GPU peak $(sort -n $O/mem_$label.txt | tail -1) MiB: ${*: -8}"
-}
+mrun() { dr_mrun "$@"; }
 if has t; then
   tst test_cuda_gpumem all 200
   grep -E "pool on the device|tokens|FAIL" "$O/t_test_cuda_gpumem_all.log" | head -12 | tee -a "$S"
