@@ -175,6 +175,7 @@ struct cuda_experts {
     /* CLOVER_GPU_MEM_REMAP=device: the device's tables (one allocation) and the kernels' arguments */
     bool on_device;
     void *remap_mem;
+    uint64_t remap_tables, remap_stamp, remap_stamp_bytes; /* slot_of + owner's bytes; stamp + state's offset, bytes */
     cuda_remap_args ra;
 };
 
@@ -681,7 +682,7 @@ static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err
                          "CLOVER_GPU_MEM_REMAP=device reads the experts from the pinned host copy, which is not in use "
                          "(host mode %s: the host lacks the memory, or CLOVER_GPU_MEM_HOST chose another)",
                          host_mode_names[x->mode]);
-    if (cuda_remap_map_smem(E, E) > 48 * 1024 || S > (size_t)INT32_MAX / 2 || (uint64_t)L * E > INT32_MAX)
+    if (cuda_remap_map_smem(E, E) > CUDA_REMAP_SMEM_MAX || S > (size_t)INT32_MAX / 2 || (uint64_t)L * E > INT32_MAX)
         return error_set(err, CLOVER_E_UNSUPPORTED, "CLOVER_GPU_MEM_REMAP=device: %u experts a layer is too many", E);
     char why[CUDA_WHY] = "";
     void *hdev = NULL;
@@ -705,6 +706,7 @@ static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err
     mem_free(h);
     if (rc) return error_set(err, CLOVER_E_NOMEM, "CLOVER_GPU_MEM_REMAP=device: its tables: %s", why);
     char *d = x->remap_mem;
+    x->remap_tables = o_jobs, x->remap_stamp = o_stamp, x->remap_stamp_bytes = o_stats - o_stamp;
     x->ra = (cuda_remap_args){.slot_of = (int32_t *)d,
                               .owner = (int32_t *)(d + o_owner),
                               .stamp = (unsigned long long *)(d + o_stamp),
@@ -832,8 +834,15 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     const size_t nk = n * hp->n_expert_used;
     char why[CUDA_WHY] = "";
     if (x->on_device) { /* expert_remap.cu: the map and the copies on the pass's stream */
-        if (cuda_remap_layer(&x->ra, il, s->sc.ridx, nk, s->sc.rslot, s->stream, why))
+        if (cuda_remap_layer(&x->ra, il, s->sc.ridx, nk, s->sc.rslot, s->stream, why)) {
+            /* the map may have run without its copies: the tables would name slots that never received their
+             * experts (the host path's expert_pool_forget). Every slot free again, on the stream, no sync (a
+             * capture in progress records it into the graph it discards) */
+            char w2[CUDA_WHY];
+            (void)(cuda_memset(x->remap_mem, 0xFF, (size_t)x->remap_tables, s->stream, w2) ||
+                   cuda_memset((char *)x->remap_mem + x->remap_stamp, 0, (size_t)x->remap_stamp_bytes, s->stream, w2));
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u: %s", il, why);
+        }
         *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes,
                                   .n_slots = expert_pool_slots(&x->pool)};
         for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = x->pool.lay.part_off[p];

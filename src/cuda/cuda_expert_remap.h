@@ -37,7 +37,10 @@ typedef struct cuda_remap_args {
  * copies enqueued after it. 0, or -1 with the launch error in why (CUDA_WHY bytes). */
 int cuda_remap_layer(const cuda_remap_args *a, uint32_t layer, const int32_t *ids, size_t nk, int32_t *rslot,
                      void *stream, char *why);
-/* The map kernel's shared memory for n_expert experts and nk routed slots (at most 48 KiB: n_expert <= ~6,000). */
+/* The map kernel's dynamic shared memory for n_expert experts and nk routed slots; at most CUDA_REMAP_SMEM_MAX
+ * (48 KiB less room for the kernel's ~400 bytes of static shared memory: static + dynamic must fit 48 KiB without
+ * the opt-in attribute; n_expert <= ~6,000). */
+#define CUDA_REMAP_SMEM_MAX (47u * 1024u)
 size_t cuda_remap_map_smem(uint32_t n_expert, size_t nk);
 
 #ifdef __cplusplus

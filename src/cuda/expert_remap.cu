@@ -169,7 +169,7 @@ extern "C" int cuda_remap_layer(const cuda_remap_args *a, uint32_t layer, const 
                                 int32_t *rslot, void *stream, char *why) {
     cudaStream_t st = (cudaStream_t)stream;
     const size_t smem = cuda_remap_map_smem(a->n_expert, nk);
-    if (smem > 48 * 1024) {
+    if (smem > CUDA_REMAP_SMEM_MAX) {
         if (why)
             snprintf(why, CUDA_WHY, "the expert pool's map of %u experts needs more shared memory than a block has",
                      a->n_expert);
