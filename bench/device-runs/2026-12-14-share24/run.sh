@@ -8,8 +8,8 @@
 # Step m was added in the 2026-12-04 22:50 session (lending paused again, not run): the MoE decode form of 1..32 rows
 # (CLOVER_CUDA_MOE_DEC32=1) now through moe_fast.cu's kernel for Q4_K / Q5_K, narrowed (coreset) passes excluded.
 # Step p too (same session): the greedy pick split over a cluster of 8 blocks (CLOVER_CUDA_PICK_SPLIT=1).
-# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d n" (the same pack):
-#   run(command="STEPS='p d n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
+# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d b n" (the same pack):
+#   run(command="STEPS='p d b n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
 # STEPS:
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
 #     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
@@ -24,6 +24,8 @@
 #  p  test_cuda_ops test_pick / test_pick_split; backend, batch, engine, preview tests with CLOVER_CUDA_PICK_SPLIT=1;
 #     bench_cuda_backend's decode (device pick) with it off / on / off / on; the PDL-off trace of the 1-sequence
 #     step with it on (k_pick_greedy's time)
+#  b  bench_batch --device cuda at 1, 2, 4, 8, 16, 32 requests (prompt 32, gen 64; AR and diffusion files) with
+#     CLOVER_CUDA_MOE_DEC32=1: issue 25's table
 #  n  ncu of igemm_kernel (the grouped experts' gate at 16 rows, bench_cuda_decode's ops) and igemm_q8_kernel:
 #     DRAM %, occupancy, stall reasons
 # Predictions (before the run):
@@ -140,6 +142,15 @@ if has d; then
   for sh in 0 1; do
     CLOVER_CUDA_SHARE_XQ=$sh CLOVER_BENCH_DECODE_ROWS=0 timeout 100 "$D/bin/bench_cuda_decode" $F > "$O/decode_$sh.log" 2>&1
     say "== bench_cuda_decode CLOVER_CUDA_SHARE_XQ=$sh rc=$? at +$(el)s"; grep -E "^STEP (seq|batched)" "$O/decode_$sh.log" | tee -a "$S"
+  done
+fi
+if has b; then
+  wait $CPID $SPID
+  for f in $F $CL; do
+    [ "$(el)" -lt 430 ] || { say "bench_batch: no time left for $(basename $f)"; continue; }
+    CLOVER_CUDA_MOE_DEC32=1 timeout 120 "$D/bin/bench_batch" $f --device cuda --n 1,2,4,8,16,32 --prompt 32 --gen 64 \
+      > "$O/bench_batch_$(basename $f).log" 2>&1
+    say "bench_batch $(basename $f) DEC32=1 rc=$? at +$(el)s:"; tail -12 "$O/bench_batch_$(basename $f).log" | cut -c1-160 | tee -a "$S"
   done
 fi
 if has n && command -v ncu > /dev/null; then
