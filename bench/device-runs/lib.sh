@@ -10,6 +10,9 @@
 #   dr_synth35 [--no-diffusion]         the 35B-A3B synthetic file in the background: F (the path), SPID (wait)
 #   dr_mrun LABEL LIMIT CMD...          CMD under LIMIT (cut to what is left of DR_LIMIT, default 585 s) with the
 #                                       GPU's memory sampled every 100 ms: rc, seconds and the peak said
+#   dr_serve FILE ENVS N TOKENS ROUNDS TAG   `clover serve --device cuda` of FILE with ENVS (assignments, may be
+#                                       empty), then 2026-12-14-serve25/serve_load.py's N chat requests one at a time
+#                                       and at once, ROUNDS times (the ratio, the answers compared): said
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -50,6 +53,23 @@ dr_mrun() {
     local cmd="$*"
     say "== $label rc=$rc $(( $(date +%s) - s ))s, GPU peak $(sort -n "$O/mem_$label.txt" | tail -1) MiB: ${cmd:0:200}"
     return $rc
+}
+dr_serve() {
+    local file=$1 envs=$2 n=$3 tok=$4 rounds=$5 tag=$6 log=$O/serve-$6.log
+    env $envs "$D/bin/clover" serve -m "$file" --device cuda --port 0 --max-batch 16 --sessions 1 --ctx 1024 > "$log" 2>&1 &
+    local pid=$! port=""
+    for _ in $(seq 1 240); do
+        port=$(grep -o 'listening on http://[^:]*:[0-9]*' "$log" | grep -o '[0-9]*$')
+        [ -n "$port" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.25
+    done
+    if [ -n "$port" ]; then
+        for round in $(seq 1 "$rounds"); do
+            [ "$(el)" -lt 500 ] || { say "serve $tag: no time for round $round"; break; }
+            local r=$(timeout 120 python3 bench/device-runs/2026-12-14-serve25/serve_load.py "$port" "$n" "$tok" "$O/serve-$tag-$round.json" 2>&1)
+            say "serve $tag${envs:+ ($envs)} round $round ($n x $tok):"; echo "$r" | tee -a "$S"
+        done
+    else say "serve $tag: did not start: $(tail -2 "$log")"; fi
+    kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
 }
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"

@@ -8,8 +8,8 @@
 # Step m was added in the 2026-12-04 22:50 session (lending paused again, not run): the MoE decode form of 1..32 rows
 # (CLOVER_CUDA_MOE_DEC32=1) now through moe_fast.cu's kernel for Q4_K / Q5_K, narrowed (coreset) passes excluded.
 # Step p too (same session): the greedy pick split over a cluster of 8 blocks (CLOVER_CUDA_PICK_SPLIT=1).
-# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d b n" (the same pack):
-#   run(command="STEPS='p d b n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
+# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d b s n" (the same pack):
+#   run(command="STEPS='p d b s n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
 # STEPS:
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
 #     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
@@ -26,6 +26,9 @@
 #     step with it on (k_pick_greedy's time)
 #  b  bench_batch --device cuda at 1, 2, 4, 8, 16, 32 requests (prompt 32, gen 64; AR and diffusion files) with
 #     CLOVER_CUDA_MOE_DEC32=1: issue 25's table
+#  s  clover serve --device cuda, 16 chat requests against one at a time (issue 25's bar): the AR file 16 x 128 with
+#     every new switch on (CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_SHARE_XQ=1 CLOVER_CUDA_PICK_SPLIT=1) and as is; the
+#     diffusion file 16 x 64 with the switches on
 #  n  ncu of igemm_kernel (the grouped experts' gate at 16 rows, bench_cuda_decode's ops) and igemm_q8_kernel:
 #     DRAM %, occupancy, stall reasons
 # Predictions (before the run):
@@ -34,6 +37,8 @@
 #     (=0 as exact24's new figures).
 #  d: 16-sequence step 10.72 -> ~10.3 ms.
 #  n: the expert kernel issue-bound (SM busy > DRAM %), DRAM ~30-40%.
+#  s: AR 16 x 128 ratio 4.27x (snap24) -> ~5x with the switches on (the 16-sequence step ~9 ms), answers identical;
+#     diffusion 16 x 64 ~2.5x.
 #  p: all pass; the pick 107 us -> ~10-15 us a step (k_pick_greedy ~8 SMs' FP64 instead of one); decode (device
 #     pick) 353 -> ~365 tok/s.
 #  m: all pass (test_cuda_backend with CLOVER_CUDA_STACK_CHUNKS=1 too, which failed in moe24), test_moe_dec32 >= 10 cases through the fast form; ids hashes equal call 2's. 16-sequence step 10.72
@@ -152,6 +157,13 @@ if has b; then
       > "$O/bench_batch_$(basename $f).log" 2>&1
     say "bench_batch $(basename $f) DEC32=1 rc=$? at +$(el)s:"; tail -12 "$O/bench_batch_$(basename $f).log" | cut -c1-160 | tee -a "$S"
   done
+fi
+if has s; then
+  wait $CPID $SPID
+  ON="CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_SHARE_XQ=1 CLOVER_CUDA_PICK_SPLIT=1"
+  dr_serve $F "$ON" 16 128 1 ar-on
+  dr_serve $F "" 16 128 1 ar-as-is
+  dr_serve $CL "$ON" 16 64 1 diffusion-on
 fi
 if has n && command -v ncu > /dev/null; then
   for k in "igemm_kernel" "igemm_q8_kernel"; do
