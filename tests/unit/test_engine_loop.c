@@ -76,6 +76,29 @@ static void row_put(float *row, size_t V, int32_t tok, float a) {
 
 static double conf_of(double a, size_t V) { return exp(a) / (exp(a) + (double)(V - 2)); }
 
+/* The start of most block-diffusion cases: the record with V 8 and blocks of
+ * 4 at the threshold, the fake's logits from preview, the session open and p
+ * at its defaults but max_tokens. */
+static clover_session *open_diffusion(float threshold, preview_fn preview, clover_generate_params *p,
+                                      size_t max_tokens) {
+    setup(8, 4, threshold, true);
+    fk.preview = preview;
+    clover_generate_params_init(p);
+    p->max_tokens = max_tokens;
+    return open_session();
+}
+
+/* open_diffusion and the case's first request (prompt, n, on p as it comes
+ * from there), which must succeed: r holds its result. */
+static clover_session *first_request(float threshold, preview_fn preview, size_t max_tokens, const int32_t *prompt,
+                                     size_t n, clover_generate_params *p, clover_generate_result *r) {
+    clover_session *s = open_diffusion(threshold, preview, p, max_tokens);
+    clover_error err;
+    int rc = clover_generate(s, prompt, n, p, r, &err);
+    CHECK_MSG(rc == 0, "first request: %s", err.message);
+    return s;
+}
+
 /* ---- threshold and fallback ---- */
 
 /* Row r proposes token r; the logit per pass (1-based) per row: */
@@ -92,16 +115,10 @@ static void preview_fallback(const int32_t *block, size_t b, size_t pos, int pas
 }
 
 static void threshold_and_fallback(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_fallback;
-    clover_session *s = open_session();
     const int32_t prompt[3] = {5, 4, 3};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 4;
     clover_generate_result r;
-    clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    clover_session *s = first_request(0.5f, preview_fallback, 4, prompt, 3, &p, &r);
     CHECK_EQ_INT(r.mode, CLOVER_MODE_DIFFUSION);
     CHECK_EQ_INT(r.n_generated, 4);
     for (int i = 0; i < 4; i++)
@@ -131,6 +148,7 @@ static void threshold_and_fallback(void) {
      * the lower row), pass 3 rows 2 and 3 remain... */
     fk.previews = 0;
     p.threshold = 1.0f;
+    clover_error err;
     CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
     CHECK_EQ_INT(r.passes_per_block[0], 4);
     const int32_t c3[4] = {0, 1, 7, 7};
@@ -155,13 +173,9 @@ static int record_token(void *user, int32_t id, float conf) {
 }
 
 static void stop_inside_a_block(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_stop;
-    clover_session *s = open_session();
-    const int32_t prompt[2] = {1, 2};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 16;
+    clover_session *s = open_diffusion(0.5f, preview_stop, &p, 16);
+    const int32_t prompt[2] = {1, 2};
     p.on_token = record_token;
     n_seen_tokens = 0;
     clover_generate_result r;
@@ -211,16 +225,10 @@ static void preview_count(const int32_t *block, size_t b, size_t pos, int pass, 
 }
 
 static void max_tokens_cuts_the_last_block(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_count;
-    clover_session *s = open_session();
     const int32_t prompt[3] = {0, 1, 2};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 6;
     clover_generate_result r;
-    clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    clover_session *s = first_request(0.5f, preview_count, 6, prompt, 3, &p, &r);
     const int32_t want[6] = {3, 4, 0, 1, 2, 3}; /* positions 3..8 mod 5 */
     CHECK_EQ_INT(r.n_generated, 6);
     for (int i = 0; i < 6 && i < (int)r.n_generated; i++)
@@ -232,6 +240,7 @@ static void max_tokens_cuts_the_last_block(void) {
     clover_generate_result_free(&r);
     /* max_tokens 0: the prompt is committed, nothing generated. */
     p.max_tokens = 0;
+    clover_error err;
     CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
     CHECK_EQ_INT(r.n_generated, 0);
     /* The session (7 ids) is not a prefix of this prompt: it starts afresh. */
@@ -252,16 +261,9 @@ static void max_tokens_cuts_the_last_block(void) {
 /* ---- prefix reuse ---- */
 
 static void prefix_reuse(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_count;
-    clover_session *s = open_session();
-    const int32_t prompt[3] = {0, 1, 2};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 8;
     clover_generate_result r;
-    clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    clover_session *s = first_request(0.5f, preview_count, 8, (const int32_t[3]){0, 1, 2}, 3, &p, &r);
     CHECK_EQ_INT(r.committed_after, 7);
     clover_generate_result_free(&r);
     /* The follow-up extends the committed sequence: only its tail is committed. */
@@ -271,6 +273,7 @@ static void prefix_reuse(void) {
     size_t rows0 = fk.commit_rows;
     int resets0 = fk.resets;
     p.max_tokens = 4;
+    clover_error err;
     CHECK_EQ_INT(clover_generate(s, next, 8, &p, &r, &err), 0);
     CHECK_EQ_INT(r.stats.reused_tokens, 7);
     CHECK_EQ_INT(fk.commit_rows - rows0, 1);
@@ -297,16 +300,12 @@ static int cancel_second(void *user, int32_t id, float conf) {
 }
 
 static void cancellation(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_fallback; /* three passes per block */
-    clover_session *s = open_session();
+    clover_generate_params p;
+    clover_session *s = open_diffusion(0.5f, preview_fallback, &p, 8); /* three passes per block */
     const int32_t prompt[2] = {1, 2};
     volatile int flag = 0;
     fk.cancel_flag = &flag;
     fk.cancel_at = 2; /* set during the second pass: seen before the third */
-    clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 8;
     p.cancel = &flag;
     clover_generate_result r;
     clover_error err;
@@ -408,16 +407,9 @@ static int expect_invalid(clover_session *s, const clover_generate_params *p, co
 }
 
 static void overrides_are_validated(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_count;
-    clover_session *s = open_session();
-    const int32_t prompt[2] = {1, 2};
-    clover_generate_result r;
-    clover_error err;
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 4;
-    CHECK_EQ_INT(clover_generate(s, prompt, 2, &p, &r, &err), 0);
+    clover_generate_result r;
+    clover_session *s = first_request(0.5f, preview_count, 4, (const int32_t[2]){1, 2}, 2, &p, &r);
     clover_generate_result_free(&r);
     size_t len = clover_session_length(s);
     p.threshold = 1.5f;
@@ -449,6 +441,7 @@ static void overrides_are_validated(void) {
     expect_invalid(s, &p, "repetition_penalty");
     p.penalties = NULL;
     const int32_t out_of_range[2] = {1, 9};
+    clover_error err;
     CHECK_EQ_INT(clover_generate(s, out_of_range, 2, &p, &r, &err), CLOVER_E_INVALID);
     CHECK(strstr(err.message, "prompt") != NULL);
     /* A rejected request leaves the session as it was. */
@@ -477,13 +470,9 @@ static void one_draw_per_pending_row(void) {
      * 2 0 1 1 | 0 3 0 | 3 1 | 2. Pass 1 draws for rows 0-3 (row 0 gets 2),
      * pass 2 for rows 1-3 (row 1 gets 0), pass 3 rows 2-3 (row 2: 3),
      * pass 4 row 3 (2). */
-    setup(8, 4, 0.3f, true);
-    fk.preview = preview_uniform;
-    clover_session *s = open_session();
-    const int32_t prompt[1] = {1};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 4;
+    clover_session *s = open_diffusion(0.3f, preview_uniform, &p, 4);
+    const int32_t prompt[1] = {1};
     p.temperature = 1.0f;
     p.seed = 42;
     clover_generate_result r;
@@ -620,16 +609,10 @@ static void first_preview_dump(void) {
 /* The engine takes resolve when offered (and only then); the fake's
  * checkpoints and truncation. */
 static void resolve_taken_and_checkpoints(void) {
-    setup(8, 4, 0.5f, true);
-    fk.preview = preview_fallback;
-    clover_session *s = open_session();
     const int32_t prompt[3] = {5, 4, 3};
     clover_generate_params p;
-    clover_generate_params_init(&p);
-    p.max_tokens = 4;
     clover_generate_result r;
-    clover_error err;
-    CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
+    clover_session *s = first_request(0.5f, preview_fallback, 4, prompt, 3, &p, &r);
     CHECK_EQ_INT(fk.resolves, ops_under_test->resolve ? 1 : 0);
     CHECK_EQ_INT(fk.previews, 3);
     clover_generate_result_free(&r);
@@ -637,6 +620,7 @@ static void resolve_taken_and_checkpoints(void) {
     fk.resolves = 0;
     fk.previews = 0; /* the script is per pass */
     p.logprobs = 1;
+    clover_error err;
     CHECK_EQ_INT(clover_generate(s, prompt, 3, &p, &r, &err), 0);
     CHECK_EQ_INT(fk.resolves, 0);
     CHECK(r.logprobs && fabs(r.logprobs[0] - log(r.confidences[0])) < 1e-5);
