@@ -4,7 +4,9 @@
  * clover_generate_params, and the result compared with the reference's
  * expected values (tests/fixtures/README.md): tokens, finish reason, prompt
  * and reused tokens, the committed length afterwards and passes per block
- * exactly; confidences within 1e-5.
+ * exactly; confidences within 1e-5. Also what the golden generation tests
+ * (test_golden_generate.c, test_golden_generate_ar.c) share: the loop over
+ * a manifest's `generate` cases, the NLL on a session of its own, and main.
  */
 #ifndef CLOVER_TEST_GOLDEN_GENERATE_H
 #define CLOVER_TEST_GOLDEN_GENERATE_H
@@ -104,6 +106,41 @@ static inline void golden_compare(const char *name, const clover_generate_result
     free(tokens);
 }
 
+/* Every case of a manifest's `generate` array on s, each on a fresh
+ * sequence (as the reference ran them): the result must be in mode `mode`
+ * and match the case's `expected` (golden_compare). */
+static inline void golden_generate_cases(clover_session *s, const clover_model *m, json_t *cases, clover_mode mode) {
+    json_t *c;
+    size_t i;
+    json_array_foreach(cases, i, c) {
+        const char *name = json_string_value(json_object_get(c, "name"));
+        golden_request g;
+        golden_request_init(&g, m, json_object_get(c, "prompt_ids"), json_object_get(c, "options"),
+                            json_object_get(c, "record_overrides"));
+        clover_session_reset(s);
+        clover_generate_result r;
+        clover_error err = {0};
+        int rc = clover_generate(s, g.prompt, g.n_prompt, &g.p, &r, &err);
+        CHECK_MSG(rc == 0, "%s: %s", name, err.message);
+        if (!rc) {
+            CHECK_EQ_INT(r.mode, mode);
+            golden_compare(name, &r, json_object_get(c, "expected"));
+            clover_generate_result_free(&r);
+        }
+        golden_request_free(&g);
+    }
+}
+
+/* The main of a golden generation test: tests/fixtures/<name> converted to
+ * an F32 GGUF into tm, then `cases` (the file's RUN() list) on it. */
+static inline int golden_main(fixture *fx, test_model *tm, const char *name, void (*cases)(void)) {
+    if (fixture_open(fx, name)) return TEST_EXIT();
+    if (test_model_convert(tm, fx, CONVERT_F32) == 0) cases();
+    test_model_free(tm);
+    fixture_close(fx);
+    return TEST_EXIT();
+}
+
 /* SPEC 5 through clover_score_tokens: per-token NLL and the mean within 1e-4. */
 static inline void golden_score(clover_session *s, json_t *nll) {
     size_t n;
@@ -133,6 +170,14 @@ static inline void golden_score(clover_session *s, json_t *nll) {
     }
     free(got);
     free(ids);
+}
+
+/* golden_score on a session made for it alone (NULL: its creation has
+ * already failed a check), freed afterwards. */
+static inline void golden_score_alone(clover_session *s, json_t *nll) {
+    if (!s) return;
+    golden_score(s, nll);
+    clover_session_free(s);
 }
 
 #endif

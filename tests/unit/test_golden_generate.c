@@ -40,28 +40,11 @@ static void stop_ids_match(void) {
 }
 
 static void generate_cases(void) {
-    json_t *cases = json_object_get(fx.manifest, "generate"), *c;
-    size_t i;
+    json_t *cases = json_object_get(fx.manifest, "generate");
     CHECK(json_array_size(cases) >= 11);
     clover_session *s = new_session();
     if (!s) return;
-    json_array_foreach(cases, i, c) {
-        const char *name = json_string_value(json_object_get(c, "name"));
-        golden_request g;
-        golden_request_init(&g, tm.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"),
-                            json_object_get(c, "record_overrides"));
-        clover_session_reset(s); /* each case on a fresh sequence, as the reference ran them */
-        clover_generate_result r;
-        clover_error err = {0};
-        int rc = clover_generate(s, g.prompt, g.n_prompt, &g.p, &r, &err);
-        CHECK_MSG(rc == 0, "%s: %s", name, err.message);
-        if (!rc) {
-            CHECK_EQ_INT(r.mode, CLOVER_MODE_DIFFUSION);
-            golden_compare(name, &r, json_object_get(c, "expected"));
-            clover_generate_result_free(&r);
-        }
-        golden_request_free(&g);
-    }
+    golden_generate_cases(s, tm.model, cases, CLOVER_MODE_DIFFUSION);
     clover_session_free(s);
 }
 
@@ -117,22 +100,13 @@ done:
     clover_session_free(fresh);
 }
 
-static void nll_of_text(void) {
-    clover_session *s = new_session();
-    if (!s) return;
-    golden_score(s, json_object_get(fx.manifest, "nll"));
-    clover_session_free(s);
+static void nll_of_text(void) { golden_score_alone(new_session(), json_object_get(fx.manifest, "nll")); }
+
+static void every_case(void) {
+    RUN(stop_ids_match);
+    RUN(generate_cases);
+    RUN(prefix_reuse);
+    RUN(nll_of_text);
 }
 
-int main(void) {
-    if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
-    if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
-        RUN(stop_ids_match);
-        RUN(generate_cases);
-        RUN(prefix_reuse);
-        RUN(nll_of_text);
-    }
-    test_model_free(&tm);
-    fixture_close(&fx);
-    return TEST_EXIT();
-}
+int main(void) { return golden_main(&fx, &tm, "tiny_clover", every_case); }

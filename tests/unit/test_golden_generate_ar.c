@@ -22,27 +22,11 @@ static clover_session *new_session(void) {
 }
 
 static void generate_cases(void) {
-    json_t *cases = json_object_get(fx.manifest, "generate"), *c;
-    size_t i;
+    json_t *cases = json_object_get(fx.manifest, "generate");
     CHECK_EQ_INT(json_array_size(cases), 3);
     clover_session *s = new_session();
     if (!s) return;
-    json_array_foreach(cases, i, c) {
-        const char *name = json_string_value(json_object_get(c, "name"));
-        golden_request g;
-        golden_request_init(&g, tm.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"), NULL);
-        clover_session_reset(s);
-        clover_generate_result r;
-        clover_error err = {0};
-        int rc = clover_generate(s, g.prompt, g.n_prompt, &g.p, &r, &err);
-        CHECK_MSG(rc == 0, "%s: %s", name, err.message);
-        if (!rc) {
-            CHECK_EQ_INT(r.mode, CLOVER_MODE_AUTOREGRESSIVE);
-            golden_compare(name, &r, json_object_get(c, "expected"));
-            clover_generate_result_free(&r);
-        }
-        golden_request_free(&g);
-    }
+    golden_generate_cases(s, tm.model, cases, CLOVER_MODE_AUTOREGRESSIVE); /* no record_overrides in this manifest */
     clover_session_free(s);
 }
 
@@ -100,22 +84,13 @@ static void diffusion_needs_the_record(void) {
     clover_session_free(s);
 }
 
-static void nll_of_text(void) {
-    clover_session *s = new_session();
-    if (!s) return;
-    golden_score(s, json_object_get(fx.manifest, "nll"));
-    clover_session_free(s);
+static void nll_of_text(void) { golden_score_alone(new_session(), json_object_get(fx.manifest, "nll")); }
+
+static void every_case(void) {
+    RUN(generate_cases);
+    RUN(continuing_equals_a_fresh_run);
+    RUN(diffusion_needs_the_record);
+    RUN(nll_of_text);
 }
 
-int main(void) {
-    if (fixture_open(&fx, "tiny_ar")) return TEST_EXIT();
-    if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
-        RUN(generate_cases);
-        RUN(continuing_equals_a_fresh_run);
-        RUN(diffusion_needs_the_record);
-        RUN(nll_of_text);
-    }
-    test_model_free(&tm);
-    fixture_close(&fx);
-    return TEST_EXIT();
-}
+int main(void) { return golden_main(&fx, &tm, "tiny_ar", every_case); }
