@@ -181,7 +181,7 @@ static inline void al_one_row(void) {
             return;
         }
         for (int rep = 0; rep < 4; rep++) {
-            gl_fill_weights(&r, type, w, 1, n_in, rep & 1);
+            fill_quant_weights(&r, type, w, 1, n_in, rep & 1);
             for (size_t k = 0; k < n_in; k++) x[k] = rng_normal(&r) * (rep == 2 ? 1e-30f : 1.0f);
             quant_act_quantize(type, x, xq, n_in);
             const float want = al_oracle(type, w, xq, n_in);
@@ -236,7 +236,7 @@ static inline void al_batch(void) {
     for (int t = 0; t < NT; t++) {
         w[t] = mem_alloc(quant_row_bytes(types[t], NIN) * NOUT);
         y[t] = mem_alloc(NR * NOUT * sizeof(float));
-        if (w[t]) gl_fill_weights(&r, types[t], w[t], NOUT, NIN, t & 1);
+        if (w[t]) fill_quant_weights(&r, types[t], w[t], NOUT, NIN, t & 1);
     }
     for (size_t i = 0; i < NR * NIN && x; i++) x[i] = rng_normal(&r);
     int bad = 0;
@@ -274,7 +274,7 @@ static inline void al_batch_moe(void) {
     uint8_t *w[4];
     for (int t = 0; t < 4; t++) {
         w[t] = mem_alloc(quant_row_bytes(et[t], NIN) * NOUT);
-        if (w[t]) gl_fill_weights(&r, et[t], w[t], NOUT, NIN, t & 1);
+        if (w[t]) fill_quant_weights(&r, et[t], w[t], NOUT, NIN, t & 1);
     }
     float *x = mem_alloc((EXPERTS + 1) * NR * NIN * sizeof(float));
     float *y = mem_alloc(ITEMS * NR * NOUT * sizeof(float)), *y1 = mem_alloc(NR * NOUT * sizeof(float));
@@ -332,7 +332,7 @@ static inline void al_split(void) {
     float *y1 = mem_alloc(NR * NOUT * sizeof(float));
     int bad = 0;
     for (size_t t = 0; t < 3 && w && x && y && y1; t++) {
-        gl_fill_weights(&r, types[t], w, NOUT, NIN, (int)(t & 1));
+        fill_quant_weights(&r, types[t], w, NOUT, NIN, (int)(t & 1));
         for (size_t i = 0; i < NR * NIN; i++) x[i] = rng_normal(&r);
         for (size_t ri = 0; ri < 3; ri++) {
             const size_t n = rows[ri];

@@ -30,6 +30,7 @@
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
 #include "test.h"
+#include "unit/quant_weights.h"
 
 typedef void (*gemm_kernel_fn)(const matmul_job *j, size_t o0, size_t o1);
 
@@ -45,30 +46,7 @@ static inline quant_act_dot_fn gl_avx2_dot(uint32_t type) {
     }
 }
 
-static inline void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw) {
-    const size_t rb = quant_row_bytes(type, n_in), bb = quant_block_bytes(type);
-    float *src = mem_alloc(n_in * sizeof(float));
-    for (size_t o = 0; o < n_out; o++) {
-        uint8_t *row = w + o * rb;
-        if (!raw) {
-            for (size_t k = 0; k < n_in; k++) src[k] = rng_normal(r) * 0.1f;
-            quant_quantize_row(type, src, row, n_in);
-            continue;
-        }
-        for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)(rng_next(r) >> 24);
-        for (uint8_t *b = row; b < row + rb; b += bb) {
-            const size_t at[2] = {type == QUANT_Q6_K ? bb - 2 : 0, 2};
-            const size_t n_f16 = type == QUANT_Q4_K || type == QUANT_Q5_K ? 2 : 1;
-            for (size_t f = 0; f < n_f16; f++) {
-                const uint16_t h = quant_f32_to_f16((rng_uniform(r) - 0.5f) * 0.02f);
-                b[at[f]] = (uint8_t)(h & 0xff), b[at[f] + 1] = (uint8_t)(h >> 8);
-            }
-        }
-    }
-    mem_free(src);
-}
-
-/* A case's inputs: the weights (gl_fill_weights), n_rows normal activation
+/* A case's inputs: the weights (fill_quant_weights), n_rows normal activation
  * rows with an all-zero row 1, a large row 2 and a NaN in row 4 (where the
  * rows exist), the weights dequantised by the scalar path into deq (n_out x
  * n_in) and each activation row quantised for the type's dot into xq (rows
@@ -76,7 +54,7 @@ static inline void gl_fill_weights(rng_state *r, uint32_t type, uint8_t *w, size
 static inline void gl_fill_case(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw, float *x,
                                 size_t n_rows, float *deq, uint8_t *xq) {
     const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
-    gl_fill_weights(r, type, w, n_out, n_in, raw);
+    fill_quant_weights(r, type, w, n_out, n_in, raw);
     for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(r);
     if (n_rows > 1) memset(x + 1 * n_in, 0, n_in * sizeof(float)); /* an all-zero row */
     if (n_rows > 2)
@@ -239,7 +217,7 @@ static inline void gl_matmul_rows(size_t dense, size_t step, gl_rows_fn also) {
         if (!w || !x || !y || !y1) {
             CHECK(!"allocation failed");
         } else {
-            gl_fill_weights(&r, type, w, n_out, n_in, (int)(t & 1));
+            fill_quant_weights(&r, type, w, n_out, n_in, (int)(t & 1));
             for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(&r);
             for (size_t rr = 0; rr < n_rows; rr++) matmul(NULL, type, w, n_out, n_in, x + rr * n_in, 1, y1 + rr * n_out);
             if (also) also(type, w, n_out, n_in, x, n_rows, y1);

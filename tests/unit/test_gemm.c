@@ -29,34 +29,9 @@
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "test.h"
+#include "unit/quant_weights.h"
 
 static const uint32_t int_types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
-
-/* Random weights: normal values quantised, or (raw) random bytes with every
- * f16 scale replaced by a small finite one. */
-static void fill_weights(rng_state *r, uint32_t type, uint8_t *w, size_t n_out, size_t n_in, int raw) {
-    const size_t rb = quant_row_bytes(type, n_in), bb = quant_block_bytes(type);
-    float *src = mem_alloc(n_in * sizeof(float));
-    for (size_t o = 0; o < n_out; o++) {
-        uint8_t *row = w + o * rb;
-        if (!raw) {
-            for (size_t k = 0; k < n_in; k++) src[k] = rng_normal(r) * 0.1f;
-            quant_quantize_row(type, src, row, n_in);
-            continue;
-        }
-        for (size_t i = 0; i < rb; i++) row[i] = (uint8_t)(rng_next(r) >> 24);
-        for (uint8_t *b = row; b < row + rb; b += bb) {
-            /* the f16 fields: Q8_0 d at 0; Q4_K/Q5_K d, dmin at 0, 2; Q6_K d at the end */
-            const size_t at[2] = {type == QUANT_Q6_K ? bb - 2 : 0, 2};
-            const size_t n_f16 = type == QUANT_Q4_K || type == QUANT_Q5_K ? 2 : 1;
-            for (size_t f = 0; f < n_f16; f++) {
-                const uint16_t h = quant_f32_to_f16((rng_uniform(r) - 0.5f) * 0.02f);
-                b[at[f]] = (uint8_t)(h & 0xff), b[at[f] + 1] = (uint8_t)(h >> 8);
-            }
-        }
-    }
-    mem_free(src);
-}
 
 /* The activation bound of quant.h and sum |w x|, from the scalar dequantisation. */
 static void bounds(uint32_t type, const uint8_t *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
@@ -96,7 +71,7 @@ static void check_case(threadpool *const pools[3], rng_state *r, uint32_t type, 
         CHECK(!"allocation failed");
         goto out;
     }
-    fill_weights(r, type, w, n_out, n_in, raw);
+    fill_quant_weights(r, type, w, n_out, n_in, raw);
     for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(r);
     for (size_t k = 0; k < n_in; k++) x[1 * n_in + k] = 0.0f;   /* an all-zero row */
     for (size_t k = 0; k < n_in; k++) x[2 * n_in + k] *= 1e4f;  /* a large one */
@@ -173,7 +148,7 @@ static void test_gemm_nan_row(void) {
         uint8_t *w = mem_alloc(rb * n_out);
         float *x = mem_alloc(n_rows * n_in * sizeof(float));
         float *y = mem_alloc(n_rows * n_out * sizeof(float)), *yn = mem_alloc(n_rows * n_out * sizeof(float));
-        fill_weights(&r, type, w, n_out, n_in, 0);
+        fill_quant_weights(&r, type, w, n_out, n_in, 0);
         for (size_t i = 0; i < n_rows * n_in; i++) x[i] = rng_normal(&r);
         matmul(NULL, type, w, n_out, n_in, x, n_rows, y);
         x[3 * n_in + 300] = NAN;
