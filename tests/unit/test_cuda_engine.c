@@ -39,27 +39,11 @@ static clover_session *cuda_session(const clover_model *m) {
 }
 
 static void ar_generate_cases(void) {
-    json_t *cases = json_object_get(fx_ar.manifest, "generate"), *c;
-    size_t i;
+    json_t *cases = json_object_get(fx_ar.manifest, "generate");
     CHECK_EQ_INT(json_array_size(cases), 3);
     clover_session *s = cuda_session(tm_ar.model);
     if (!s) return;
-    json_array_foreach(cases, i, c) {
-        const char *name = json_string_value(json_object_get(c, "name"));
-        golden_request g;
-        golden_request_init(&g, tm_ar.model, json_object_get(c, "prompt_ids"), json_object_get(c, "options"), NULL);
-        clover_session_reset(s);
-        clover_generate_result r;
-        clover_error err = {0};
-        int rc = clover_generate(s, g.prompt, g.n_prompt, &g.p, &r, &err);
-        CHECK_MSG(rc == 0, "%s: %s", name, err.message);
-        if (!rc) {
-            CHECK_EQ_INT(r.mode, CLOVER_MODE_AUTOREGRESSIVE);
-            golden_compare(name, &r, json_object_get(c, "expected"));
-            clover_generate_result_free(&r);
-        }
-        golden_request_free(&g);
-    }
+    golden_generate_cases(s, tm_ar.model, cases, CLOVER_MODE_AUTOREGRESSIVE);
     clover_session_free(s);
 }
 
