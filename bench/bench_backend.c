@@ -55,6 +55,7 @@
 #include "quant/quant.h"
 #include "quant/simd_level.h"
 
+#include "mem_bench.h"
 #include "../tests/unit/backend_seq.h" /* one sequence per call of the batched contract */
 
 enum { MAX_REPS = 64 };
@@ -121,45 +122,14 @@ static size_t argmax(const float *x, size_t n, int *finite) {
 
 /* ---- memory bandwidth ---- */
 
-typedef struct sum_job {
-    const uint64_t *p;
-    size_t words, per_task;
-    uint64_t sums[64];
-} sum_job;
-
-static uint64_t sum_words(const uint64_t *p, size_t n) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
-        a4 += p[i + 4], a5 += p[i + 5], a6 += p[i + 6], a7 += p[i + 7];
-    }
-    for (; i < n; i++) a0 += p[i];
-    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-}
-
-static void sum_task(void *ctx, size_t task, size_t thread) {
-    (void)thread;
-    sum_job *j = ctx;
-    size_t a = task * j->per_task, b = a + j->per_task < j->words ? a + j->per_task : j->words;
-    if (a < b) j->sums[task % 64] += sum_words(j->p + a, b - a);
-}
-
 /* GB/s of a read-only sum over buf, the best of reps (the highest bandwidth
  * seen makes the lowest, most demanding floor), on pool (NULL: one thread). */
 static double bandwidth(threadpool *pool, const uint64_t *buf, size_t bytes, int reps) {
-    sum_job j = {.p = buf, .words = bytes / 8};
-    const size_t tasks = pool ? 64 : 1;
-    j.per_task = (j.words + tasks - 1) / tasks;
+    bench_sum_job j;
+    const size_t tasks = bench_sum_job_init(&j, buf, bytes, pool);
     double t[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        double t0 = timer_now();
-        threadpool_run(pool, tasks, sum_task, &j);
-        t[r] = timer_now() - t0;
-    }
-    uint64_t s = 0;
-    for (int i = 0; i < 64; i++) s += j.sums[i];
-    if (s == 42) printf("(unlikely checksum)\n");
+    bench_time_tasks(pool, tasks, bench_sum_task, &j, t, reps);
+    bench_sum_keep(&j);
     return (double)bytes / min_of(t, reps) / 1e9;
 }
 
@@ -178,7 +148,7 @@ static int measure_bandwidth(threadpool *pool, size_t mb, double bw[3]) {
     double best_cpu = 1e30;
     for (int r = 0; r < 5; r++) {
         double t0 = cpu_now();
-        volatile uint64_t sink = sum_words(buf, bytes / 8);
+        volatile uint64_t sink = bench_sum_words(buf, bytes / 8);
         (void)sink;
         double dt = cpu_now() - t0;
         if (dt < best_cpu) best_cpu = dt;
@@ -338,7 +308,7 @@ static double warm_weights(const clover_model *m) {
     double t0 = timer_now();
     uint64_t s = 0;
     const model_weight *globals[3] = {&m->token_embd, &m->output_norm, &m->output};
-    for (int i = 0; i < 3; i++) s += sum_words(globals[i]->data, globals[i]->nbytes / 8);
+    for (int i = 0; i < 3; i++) s += bench_sum_words(globals[i]->data, globals[i]->nbytes / 8);
     for (size_t l = 0; l < m->hp.n_layer; l++) {
         /* the layer's matrices (a kind's absent ones have no data) and norms */
         const model_layer *ly = &m->layers[l];
@@ -348,7 +318,7 @@ static double warm_weights(const clover_model *m) {
                                    &ly->moe.gate_exps, &ly->moe.up_exps,   &ly->moe.down_exps, &ly->moe.gate_shexp,
                                    &ly->moe.up_shexp,  &ly->moe.down_shexp};
         for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-            if (w[i]->data) s += sum_words(w[i]->data, w[i]->nbytes / 8);
+            if (w[i]->data) s += bench_sum_words(w[i]->data, w[i]->nbytes / 8);
     }
     if (s == 42) printf("(unlikely checksum)\n");
     return timer_now() - t0;

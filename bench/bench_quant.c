@@ -32,6 +32,8 @@
 #include "quant/matmul.h"
 #include "quant/quant.h"
 
+#include "mem_bench.h"
+
 enum { N_IN = 4096, MAX_REPS = 31, SEED_ROWS = 64 };
 
 static int cmp_double(const void *a, const void *b) {
@@ -53,51 +55,25 @@ static double median(double *t, int n) {
 /* ---- memory bandwidth ---- */
 
 typedef struct mem_job {
-    const uint64_t *src;
+    bench_sum_job read; /* first: the sum task takes a mem_job as its own job */
     uint64_t *dst;
-    size_t words, per_task;
-    uint64_t sums[256];
 } mem_job;
-
-static uint64_t sum_words(const uint64_t *p, size_t n) {
-    uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0, a4 = 0, a5 = 0, a6 = 0, a7 = 0;
-    size_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        a0 += p[i], a1 += p[i + 1], a2 += p[i + 2], a3 += p[i + 3];
-        a4 += p[i + 4], a5 += p[i + 5], a6 += p[i + 6], a7 += p[i + 7];
-    }
-    for (; i < n; i++) a0 += p[i];
-    return a0 + a1 + a2 + a3 + a4 + a5 + a6 + a7;
-}
-
-static void sum_task(void *ctx, size_t task, size_t thread) {
-    (void)thread;
-    mem_job *j = ctx;
-    size_t a = task * j->per_task, b = a + j->per_task < j->words ? a + j->per_task : j->words;
-    j->sums[task % 256] += sum_words(j->src + a, b - a);
-}
 
 static void copy_task(void *ctx, size_t task, size_t thread) {
     (void)thread;
     mem_job *j = ctx;
-    size_t a = task * j->per_task, b = a + j->per_task < j->words ? a + j->per_task : j->words;
-    memcpy(j->dst + a, j->src + a, (b - a) * sizeof(uint64_t));
+    size_t a, b;
+    bench_sum_slice(&j->read, task, &a, &b);
+    memcpy(j->dst + a, j->read.p + a, (b - a) * sizeof(uint64_t));
 }
 
 /* GB/s of bytes read (sum) or bytes read + written (copy). */
 static double bench_memory(threadpool *pool, size_t bytes, int reps, int copy, uint64_t *src, uint64_t *dst) {
-    mem_job j = {.src = src, .dst = dst, .words = bytes / 8};
-    const size_t tasks = pool ? 64 : 1;
-    j.per_task = (j.words + tasks - 1) / tasks;
+    mem_job j = {.dst = dst};
+    const size_t tasks = bench_sum_job_init(&j.read, src, bytes, pool);
     double t[MAX_REPS];
-    for (int r = 0; r < reps; r++) {
-        double t0 = timer_now();
-        threadpool_run(pool, tasks, copy ? copy_task : sum_task, &j);
-        t[r] = timer_now() - t0;
-    }
-    uint64_t s = 0;
-    for (int i = 0; i < 256; i++) s += j.sums[i];
-    if (s == 42) printf("(unlikely checksum)\n"); /* keeps the sums alive */
+    bench_time_tasks(pool, tasks, copy ? copy_task : bench_sum_task, &j, t, reps);
+    bench_sum_keep(&j.read);
     return (copy ? 2.0 : 1.0) * (double)bytes / median(t, reps) / 1e9;
 }
 
@@ -217,7 +193,7 @@ int main(int argc, char **argv) {
     double best_cpu = 1e30;
     for (int r = 0; r < reps; r++) {
         double t0 = cpu_now();
-        volatile uint64_t sink = sum_words(src, bytes / 8);
+        volatile uint64_t sink = bench_sum_words(src, bytes / 8);
         (void)sink;
         const double dt = cpu_now() - t0;
         if (dt < best_cpu) best_cpu = dt;

@@ -117,6 +117,24 @@ static bool to_back(backend_session *s, int *rc, clover_error *e, size_t nb) {
     return *rc == CLOVER_OK;
 }
 
+/* Hands the sequences on from the front to the back, the same in both passes
+ * but for the sequence type (a commit's or a preview's, hence a macro): each
+ * of the n sequences takes the front's outcome, and those that go on are
+ * copied into b[0..nb) with the back's session and, as their input, the rows
+ * the front left in sp->h (f[i].out_hidden); map[j] is b[j]'s index in seqs. */
+#define HAND_ON(seqs, f, b, n, nb, map)                                         \
+    do {                                                                        \
+        for (size_t i_ = 0; i_ < (n); i_++) {                                   \
+            (seqs)[i_].rc = (f)[i_].rc, (seqs)[i_].err = (f)[i_].err;           \
+            if (to_back((seqs)[i_].s, &(seqs)[i_].rc, &(seqs)[i_].err, (nb))) { \
+                (b)[(nb)] = (seqs)[i_];                                         \
+                (b)[(nb)].s = (seqs)[i_].s->in[1];                              \
+                (b)[(nb)].in_hidden = (f)[i_].out_hidden;                       \
+                (map)[(nb)++] = i_;                                             \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+
 static int sp_commit(backend *sp, backend_commit_seq *seqs, size_t n, backend_pass_stats *st) {
     size_t rows = 0;
     for (size_t i = 0; i < n; i++) rows += seqs[i].n;
@@ -137,17 +155,7 @@ static int sp_commit(backend *sp, backend_commit_seq *seqs, size_t n, backend_pa
     for (size_t i = 0; i < n; i++)
         if (seqs[i].s && seqs[i].s->broken) f[i].s = NULL; /* fails it: the parts are out of step */
     sp->ops[0]->commit(sp->be[0], f, n, st);
-    off = 0;
-    for (size_t i = 0; i < n; i++) {
-        seqs[i].rc = f[i].rc, seqs[i].err = f[i].err;
-        if (to_back(seqs[i].s, &seqs[i].rc, &seqs[i].err, nb)) {
-            b[nb] = seqs[i];
-            b[nb].s = seqs[i].s->in[1];
-            b[nb].in_hidden = sp->h + off * H;
-            map[nb++] = i;
-        }
-        off += seqs[i].n;
-    }
+    HAND_ON(seqs, f, b, n, nb, map);
     sp->ops[1]->commit(sp->be[1], b, nb, st);
     for (size_t j = 0; j < nb; j++) {
         backend_commit_seq *q = &seqs[map[j]];
@@ -178,17 +186,7 @@ static int sp_preview(backend *sp, backend_preview_seq *seqs, size_t n, backend_
         off += seqs[i].b;
     }
     sp->ops[0]->preview(sp->be[0], f, n, st);
-    off = 0;
-    for (size_t i = 0; i < n; i++) {
-        seqs[i].rc = f[i].rc, seqs[i].err = f[i].err;
-        if (to_back(seqs[i].s, &seqs[i].rc, &seqs[i].err, nb)) {
-            b[nb] = seqs[i];
-            b[nb].s = seqs[i].s->in[1];
-            b[nb].in_hidden = sp->h + off * H;
-            map[nb++] = i;
-        }
-        off += seqs[i].b;
-    }
+    HAND_ON(seqs, f, b, n, nb, map);
     sp->ops[1]->preview(sp->be[1], b, nb, st);
     for (size_t j = 0; j < nb; j++) seqs[map[j]].rc = b[j].rc, seqs[map[j]].err = b[j].err;
     for (size_t i = 0; i < n; i++)

@@ -6,14 +6,12 @@
  */
 #include "body_watch.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <time.h>
 
 #include "gate.h"
 #include "job.h"
+#include "tick_thread.h"
 
 #define BODY_WATCH_TICK_NS 100000000L
 
@@ -24,12 +22,9 @@ typedef struct entry {
 } entry;
 
 struct body_watch {
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: the tick, or stopping */
+    tick_thread t; /* its mu guards v */
     entry *v;
     size_t n, cap;
-    int stopping;
-    pthread_t thread;
 };
 
 static void cut(const entry *e) {
@@ -60,37 +55,18 @@ static void walk(body_watch *w, double now) {
     }
 }
 
-static void *watch_main(void *arg) {
-    body_watch *w = arg;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += BODY_WATCH_TICK_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&w->cv, &w->mu, &until);
-        walk(w, job_now());
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
+/* Walks at every wake, not only after a whole tick: a walk cuts only bodies
+ * past their deadline, so an early one is harmless. */
+static void on_tick(void *arg, int ticked) {
+    (void)ticked;
+    walk(arg, job_now());
 }
 
 int body_watch_start(body_watch **out) {
     *out = NULL;
     body_watch *w = calloc(1, sizeof *w);
     if (!w) return -1;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&w->mu, NULL);
-    if (pthread_create(&w->thread, NULL, watch_main, w)) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
+    if (tick_thread_start(&w->t, BODY_WATCH_TICK_NS, on_tick, w)) {
         free(w);
         return -1;
     }
@@ -100,41 +76,35 @@ int body_watch_start(body_watch **out) {
 
 void body_watch_free(body_watch *w) {
     if (!w) return;
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
-    pthread_cond_signal(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
+    tick_thread_stop(&w->t);
     free(w->v);
     free(w);
 }
 
 int body_watch_add(body_watch *w, atomic_int *state, int fd, double deadline, int tls) {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->t.mu);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         entry *v = realloc(w->v, cap * sizeof *v);
         if (!v) {
-            pthread_mutex_unlock(&w->mu);
+            pthread_mutex_unlock(&w->t.mu);
             return -1;
         }
         w->v = v;
         w->cap = cap;
     }
     w->v[w->n++] = (entry){.state = state, .fd = fd, .tls = tls, .deadline = deadline};
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->t.mu);
     return 0;
 }
 
 void body_watch_remove(body_watch *w, atomic_int *state) {
     if (!w) return;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->t.mu);
     for (size_t i = 0; i < w->n; i++)
         if (w->v[i].state == state) {
             w->v[i] = w->v[--w->n];
             break;
         }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->t.mu);
 }

@@ -10,6 +10,7 @@
  */
 #include "job.h"
 
+#include "tick_thread.h"
 #include "tool_calls.h"
 
 #include <errno.h>
@@ -121,13 +122,7 @@ int job_peer_gone(int fd) {
 int job_wait_locked(job *j, int fd, int want_bytes) {
     for (;;) {
         if (j->state == JOB_DONE || (want_bytes && byte_buf_avail(&j->sse))) return 1;
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += JOB_WAIT_TICK_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
+        struct timespec until = tick_deadline(JOB_WAIT_TICK_NS);
         int rc = pthread_cond_timedwait(&j->cv, &j->mu, &until);
         if (rc == ETIMEDOUT && j->state != JOB_DONE && !(want_bytes && byte_buf_avail(&j->sse))) {
             pthread_mutex_unlock(&j->mu);

@@ -7,10 +7,9 @@
  */
 #include "waiter.h"
 
-#include <errno.h>
-#include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
+
+#include "tick_thread.h"
 
 #define WAITER_TICK_NS 50000000L
 
@@ -20,12 +19,9 @@ typedef struct watch {
 } watch;
 
 struct waiter {
-    pthread_mutex_t mu;
-    pthread_cond_t cv; /* CLOCK_MONOTONIC: the tick, or stopping */
+    tick_thread t; /* its mu guards v */
     watch *v;
     size_t n, cap;
-    int stopping;
-    pthread_t thread;
 };
 
 static void walk(waiter *w) {
@@ -41,37 +37,16 @@ static void walk(waiter *w) {
     }
 }
 
-static void *waiter_main(void *arg) {
-    waiter *w = arg;
-    pthread_mutex_lock(&w->mu);
-    while (!w->stopping) {
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += WAITER_TICK_NS;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        int rc = pthread_cond_timedwait(&w->cv, &w->mu, &until);
-        if (rc == ETIMEDOUT && !w->stopping) walk(w);
-    }
-    pthread_mutex_unlock(&w->mu);
-    return NULL;
+/* Walks after a whole tick only: a wake before one is the stop (or spurious). */
+static void on_tick(void *arg, int ticked) {
+    if (ticked) walk(arg);
 }
 
 int waiter_start(waiter **out) {
     *out = NULL;
     waiter *w = calloc(1, sizeof *w);
     if (!w) return -1;
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    pthread_mutex_init(&w->mu, NULL);
-    if (pthread_create(&w->thread, NULL, waiter_main, w)) {
-        pthread_cond_destroy(&w->cv);
-        pthread_mutex_destroy(&w->mu);
+    if (tick_thread_start(&w->t, WAITER_TICK_NS, on_tick, w)) {
         free(w);
         return -1;
     }
@@ -80,12 +55,12 @@ int waiter_start(waiter **out) {
 }
 
 int waiter_add(waiter *w, job *j, int fd) {
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->t.mu);
     if (w->n == w->cap) {
         size_t cap = w->cap ? 2 * w->cap : 64;
         watch *v = realloc(w->v, cap * sizeof *v);
         if (!v) {
-            pthread_mutex_unlock(&w->mu);
+            pthread_mutex_unlock(&w->t.mu);
             return -1;
         }
         w->v = v;
@@ -93,34 +68,28 @@ int waiter_add(waiter *w, job *j, int fd) {
     }
     job_ref(j);
     w->v[w->n++] = (watch){.j = j, .fd = fd};
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->t.mu);
     return 0;
 }
 
 void waiter_remove(waiter *w, job *j) {
     job *found = NULL;
-    pthread_mutex_lock(&w->mu);
+    pthread_mutex_lock(&w->t.mu);
     for (size_t i = 0; i < w->n; i++)
         if (w->v[i].j == j) {
             found = j;
             w->v[i] = w->v[--w->n];
             break;
         }
-    pthread_mutex_unlock(&w->mu);
+    pthread_mutex_unlock(&w->t.mu);
     job_unref(found);
 }
 
 void waiter_free(waiter *w) {
     if (!w) return;
-    pthread_mutex_lock(&w->mu);
-    w->stopping = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-    pthread_join(w->thread, NULL);
+    tick_thread_stop(&w->t);
     for (size_t i = 0; i < w->n; i++)
         job_unref(w->v[i].j);
     free(w->v);
-    pthread_cond_destroy(&w->cv);
-    pthread_mutex_destroy(&w->mu);
     free(w);
 }
