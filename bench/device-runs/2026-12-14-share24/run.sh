@@ -8,8 +8,8 @@
 # Step m was added in the 2026-12-04 22:50 session (lending paused again, not run): the MoE decode form of 1..32 rows
 # (CLOVER_CUDA_MOE_DEC32=1) now through moe_fast.cu's kernel for Q4_K / Q5_K, narrowed (coreset) passes excluded.
 # Step p too (same session): the greedy pick split over a cluster of 8 blocks (CLOVER_CUDA_PICK_SPLIT=1).
-# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p d b s n" (the same pack):
-#   run(command="STEPS='p d b s n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
+# Two calls (one does not fit 600 s): the default STEPS "t m x", then STEPS="p s b d n" (the same pack; steps run in the order of the file: t m p s x d b n):
+#   run(command="STEPS='p s b d n' bash .gpu-share24/run.sh", carry=[".gpu-share24"], timeout_s=600)
 # STEPS:
 #  t  test_cuda_matmul test_chunk_multi / test_few_rows / test_moe_chunk / test_row_invariance / test_mma_rows /
 #     test_exact_multi with CLOVER_CUDA_SHARE_XQ=1 (test_chunk_multi and test_few_rows set it themselves too);
@@ -22,7 +22,7 @@
 #     bench_cuda_preview with DEC32=0 / 1 (and 1 + CLOVER_CUDA_MOE_DEC32_NARROW=1); the PDL-off trace of the 16-
 #     sequence step with DEC32=1; ncu of moef_kernel at 16 rows
 #  p  test_cuda_ops test_pick / test_pick_split; backend, batch, engine, preview tests with CLOVER_CUDA_PICK_SPLIT=1;
-#     bench_cuda_backend's decode (device pick) with it off / on / off / on; the PDL-off trace of the 1-sequence
+#     bench_cuda_backend's decode (device pick) with it off / on; the PDL-off trace of the 1-sequence
 #     step with it on (k_pick_greedy's time)
 #  b  bench_batch --device cuda at 1, 2, 4, 8, 16, 32 requests (prompt 32, gen 64; AR and diffusion files) with
 #     CLOVER_CUDA_MOE_DEC32=1: issue 25's table
@@ -118,7 +118,7 @@ if has p; then
   tst test_cuda_ops pick 120 CLOVER_TEST_ONLY=test_pick,test_pick_split
   for n in test_cuda_backend test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n pick 150 CLOVER_CUDA_PICK_SPLIT=1; done
   wait $SPID
-  for v in 0 1 0 1; do
+  for v in 0 1; do
     CLOVER_CUDA_PICK_SPLIT=$v timeout 90 "$D/bin/bench_cuda_backend" $F > "$O/backend_p$v.log" 2>&1
     say "bench_cuda_backend CLOVER_CUDA_PICK_SPLIT=$v rc=$?: $(grep -E "decode" "$O/backend_p$v.log" | head -3 | tr '\n' ' ' | cut -c1-240)"
   done
@@ -127,6 +127,13 @@ if has p; then
   say "== bench_cuda_decode trace, PICK_SPLIT=1, PDL off rc=$? at +$(el)s"
   [ -f $R/trace_decode_p.txt ] && c++filt < $R/trace_decode_p.txt > $R/trace_decode_p.dm.txt && rm $R/trace_decode_p.txt && \
     grep -E "^==|pick" $R/trace_decode_p.dm.txt | cut -c1-150 | tee -a "$S"
+fi
+if has s; then
+  wait $CPID $SPID
+  ON="CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_SHARE_XQ=1 CLOVER_CUDA_PICK_SPLIT=1"
+  dr_serve $F "$ON" 16 128 1 ar-on
+  dr_serve $F "" 16 128 1 ar-as-is
+  dr_serve $CL "$ON" 16 64 1 diffusion-on
 fi
 if has x; then
   wait $CPID
@@ -157,13 +164,6 @@ if has b; then
       > "$O/bench_batch_$(basename $f).log" 2>&1
     say "bench_batch $(basename $f) DEC32=1 rc=$? at +$(el)s:"; tail -12 "$O/bench_batch_$(basename $f).log" | cut -c1-160 | tee -a "$S"
   done
-fi
-if has s; then
-  wait $CPID $SPID
-  ON="CLOVER_CUDA_MOE_DEC32=1 CLOVER_CUDA_SHARE_XQ=1 CLOVER_CUDA_PICK_SPLIT=1"
-  dr_serve $F "$ON" 16 128 1 ar-on
-  dr_serve $F "" 16 128 1 ar-as-is
-  dr_serve $CL "$ON" 16 64 1 diffusion-on
 fi
 if has n && command -v ncu > /dev/null; then
   for k in "igemm_kernel" "igemm_q8_kernel"; do
