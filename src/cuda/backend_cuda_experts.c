@@ -678,7 +678,8 @@ static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err
     const uint32_t L = m->hp.n_layer, E = m->hp.n_expert;
     const size_t S = expert_pool_slots(&x->pool);
     if (x->pool.cache.policy != EXPERT_LRU)
-        return error_set(err, CLOVER_E_UNSUPPORTED, "CLOVER_GPU_MEM_REMAP=device keeps LRU only (CLOVER_GPU_MEM_POLICY=%s)",
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CLOVER_GPU_MEM_REMAP=device keeps LRU only (CLOVER_GPU_MEM_POLICY=%s)",
                          expert_policy_name(x->pool.cache.policy));
     if (x->mode != HOST_COPY)
         return error_set(err, CLOVER_E_UNSUPPORTED,

@@ -328,7 +328,8 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
             bv = row[i];
             bi = (int32_t)i;
         }
-    for (int o = 16; o > 0; o >>= 1) argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
+    for (int o = 16; o > 0; o >>= 1)
+        argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
     if (lane == 0) wv[warp] = bv, wi[warp] = bi;
     cl.sync();
     float mv = -INFINITY;
@@ -354,7 +355,8 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
     cl.sync();
     if (b == 0 && threadIdx.x == 0) {
         double a = 0.0; /* red_sum_d: the 32 warps' sums from 0.0 in warp order */
-        for (int w = 0; w < PG_BLOCKS * PG_WARPS; w++) a += cl.map_shared_rank(wz, (unsigned)(w / PG_WARPS))[w % PG_WARPS];
+        for (int w = 0; w < PG_BLOCKS * PG_WARPS; w++)
+            a += cl.map_shared_rank(wz, (unsigned)(w / PG_WARPS))[w % PG_WARPS];
         out_id[r] = mi;
         out_conf[r] = (float)(exp((double)(row[mi] - mx)) / a);
     }
@@ -373,7 +375,9 @@ static int pick_split(void) {
     return r;
 }
 static int g_split_set = -1;
-extern "C" void cuda_pick_split_set(int on) { __atomic_store_n(&g_split_set, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
+extern "C" void cuda_pick_split_set(int on) {
+    __atomic_store_n(&g_split_set, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
 static int split_on(void) {
     const int s = __atomic_load_n(&g_split_set, __ATOMIC_RELAXED);
     return s >= 0 ? s : pick_split();

@@ -632,7 +632,8 @@ static void split_compare(const char *what, size_t n, size_t V, const float *dl,
         int32_t *di = (int32_t *)cuda_test_poisoned(n);
         float *dc = cuda_test_poisoned(n);
         cuda_pick_split_set(on);
-        CHECK(dpar ? cuda_pick_each(di, dc, dl, du, dpar, n, V, NULL) == 0 : cuda_pick(di, dc, dl, du, n, V, cp, NULL) == 0);
+        CHECK(dpar ? cuda_pick_each(di, dc, dl, du, dpar, n, V, NULL) == 0
+                   : cuda_pick(di, dc, dl, du, n, V, cp, NULL) == 0);
         sync_or_fail();
         cuda_test_download(id[on], di, n * 4);
         cuda_test_download(conf[on], dc, n * 4);
