@@ -832,6 +832,12 @@ static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char
     return rc;
 }
 
+/* Where the products read the pool: slot ids for expert ids, each part at its slot offset. */
+static void pool_view(const cuda_experts *x, cuda_expert_view *out) {
+    *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes, .n_slots = expert_pool_slots(&x->pool)};
+    for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = x->pool.lay.part_off[p];
+}
+
 int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_view *out, clover_error *err) {
     cuda_experts *x = s->cm->ex;
     const model_hparams *hp = s->hp;
@@ -847,9 +853,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
                    cuda_memset((char *)x->remap_mem + x->remap_stamp, 0, (size_t)x->remap_stamp_bytes, s->stream, w2));
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u: %s", il, why);
         }
-        *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes,
-                                  .n_slots = expert_pool_slots(&x->pool)};
-        for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = x->pool.lay.part_off[p];
+        pool_view(x, out);
         return CLOVER_OK;
     }
     const bool st = x->stats && x->pass_on;
@@ -942,8 +946,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     /* 4. the slot ids, then the view the products read */
     if (cuda_h2d_async(s->sc.rslot, slots, nk * sizeof(int32_t), s->stream, why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: slot ids: %s", why);
-    *out = (cuda_expert_view){.base = x->dev, .stride = lay->slot_bytes, .n_slots = expert_pool_slots(&x->pool)};
-    for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = lay->part_off[p];
+    pool_view(x, out);
     return CLOVER_OK;
 }
 

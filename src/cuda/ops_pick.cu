@@ -70,16 +70,18 @@ __device__ static double red_sum_d(double v, double *sh) {
     return r;
 }
 
+/* red_argmax's rule for one candidate (ov, oi) against (v, i): the larger value, equal values the lower index */
+__device__ __forceinline__ static void argmax_take(float &v, int32_t &i, float ov, int32_t oi) {
+    if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
+        v = ov;
+        i = oi;
+    }
+}
+
 /* The first maximum (value, index) over the block; NaN never wins (> compare). */
 __device__ static void red_argmax(float &v, int32_t &i, float *shv, int32_t *shi) {
-    for (int o = 16; o > 0; o >>= 1) {
-        float ov = __shfl_xor_sync(0xffffffffu, v, o);
-        int32_t oi = __shfl_xor_sync(0xffffffffu, i, o);
-        if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
-            v = ov;
-            i = oi;
-        }
-    }
+    for (int o = 16; o > 0; o >>= 1)
+        argmax_take(v, i, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, i, o));
     __syncthreads();
     if ((threadIdx.x & 31) == 0) {
         shv[threadIdx.x / 32] = v;
@@ -87,14 +89,11 @@ __device__ static void red_argmax(float &v, int32_t &i, float *shv, int32_t *shi
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        for (int w = 1; w < PICK_THREADS / 32; w++) {
-            float ov = shv[w];
-            int32_t oi = shi[w];
-            if (ov > shv[0] || (ov == shv[0] && oi >= 0 && (shi[0] < 0 || oi < shi[0]))) {
-                shv[0] = ov;
-                shi[0] = oi;
-            }
-        }
+        float bv = shv[0];
+        int32_t bi = shi[0];
+        for (int w = 1; w < PICK_THREADS / 32; w++) argmax_take(bv, bi, shv[w], shi[w]);
+        shv[0] = bv;
+        shi[0] = bi;
     }
     __syncthreads();
     v = shv[0];
@@ -300,14 +299,6 @@ __global__ void __launch_bounds__(PICK_THREADS) k_pick(int32_t *out_id, float *o
 
 enum { PG_BLOCKS = 8, PG_THREADS = PICK_THREADS / PG_BLOCKS, PG_WARPS = PG_THREADS / 32 };
 
-/* red_argmax's rule for one candidate (ov, oi) against (v, i): the larger value, equal values the lower index */
-__device__ __forceinline__ static void argmax_take(float &v, int32_t &i, float ov, int32_t oi) {
-    if (ov > v || (ov == v && oi >= 0 && (i < 0 || oi < i))) {
-        v = ov;
-        i = oi;
-    }
-}
-
 /* Greedy rows (all of them when par is NULL, else those with temperature < 1e-6): pick_row's step 1 and its
  * answer, one cluster of PG_BLOCKS blocks a row (grid (PG_BLOCKS, n)). */
 __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
@@ -363,25 +354,19 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
     cl.sync();
 }
 
-/* CLOVER_CUDA_PICK_SPLIT=1: greedy rows through k_pick_greedy (read once). */
-static int pick_split(void) {
-    static int v = -1;
-    int r = __atomic_load_n(&v, __ATOMIC_RELAXED);
-    if (r < 0) {
-        const char *e = getenv("CLOVER_CUDA_PICK_SPLIT");
-        r = e && strcmp(e, "1") == 0;
-        __atomic_store_n(&v, r, __ATOMIC_RELAXED);
-    }
-    return r;
-}
-static int g_split_set = -1;
-extern "C" void cuda_pick_split_set(int on) {
-    __atomic_store_n(&g_split_set, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
-}
+/* CLOVER_CUDA_PICK_SPLIT=1: greedy rows through k_pick_greedy (read once; cuda_pick_split_set overrides, -1 reads
+ * the environment again), the pattern of cuda_moe_fast_enabled. */
+static int g_split = -1;
 static int split_on(void) {
-    const int s = __atomic_load_n(&g_split_set, __ATOMIC_RELAXED);
-    return s >= 0 ? s : pick_split();
+    int v = __atomic_load_n(&g_split, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_PICK_SPLIT");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_split, v, __ATOMIC_RELAXED);
+    }
+    return v;
 }
+extern "C" void cuda_pick_split_set(int on) { __atomic_store_n(&g_split, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
 
 /* skip_greedy: k_pick_greedy has done the greedy rows */
 __global__ void __launch_bounds__(PICK_THREADS) k_pick_each(int32_t *out_id, float *out_conf, const float *logits,
