@@ -283,6 +283,9 @@ static void figure_done(figure *f, const char *what, double units, const char *u
     if (f->flops > 0) printf(" %.1f GFLOP/s (median);", f->flops / med / 1e9);
     printf(" %.2f cores (median CPU / wall); %ld major faults; load %s\n", median_of(f->cores, f->n), f->faults,
            f->load);
+    if (f->st.pool_runs) /* issue 30: what each run of the thread pool cost beyond its work shows in these */
+        printf("%-28s pool per run: %.0f runs, %.0f woke sleeping workers, the caller slept in %.0f\n", "",
+               (double)f->st.pool_runs / n, (double)f->st.pool_woke / n, (double)f->st.pool_caller_sleeps / n);
 }
 
 /* The figure beside its floor: bytes / bw, and floor / measured. */
@@ -301,6 +304,7 @@ static void figure_summary(const figure *f, double bw) {
 static void stats_add(backend_pass_stats *a, const backend_pass_stats *b) {
     a->gdn_s += b->gdn_s, a->attn_s += b->attn_s, a->moe_s += b->moe_s, a->head_s += b->head_s;
     a->coreset_kept += b->coreset_kept, a->coreset_layers += b->coreset_layers;
+    a->pool_runs += b->pool_runs, a->pool_woke += b->pool_woke, a->pool_caller_sleeps += b->pool_caller_sleeps;
 }
 
 /* Reads every tensor's bytes once (pages the mapping in); returns seconds. */

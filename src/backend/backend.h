@@ -168,6 +168,10 @@ typedef struct backend_pass_stats {
     /* --gpu-mem's expert cache (CUDA): uses found on the device, uses copied there, bytes and device seconds */
     uint64_t expert_hits, expert_misses, expert_copy_bytes;
     double expert_copy_s;
+    /* The CPU backend's thread pool during the call (threadpool_counts):
+     * runs handed to the workers, runs that had to wake sleeping workers,
+     * waits in which the caller slept. */
+    uint64_t pool_runs, pool_woke, pool_caller_sleeps;
 } backend_pass_stats;
 
 /* How one request picks (SPEC.md 3.1 and 3.2); all arrays are the caller's

@@ -3,28 +3,35 @@
  *
  * A run publishes its job (fn, ctx, n_tasks) and bumps a generation counter;
  * workers notice the new generation (spinning for a short while after their
- * last job, else woken from a condition variable), take task indices from an
- * atomic counter until none are left, then count themselves out. The caller
- * works too and returns once every worker has counted out, so the job fields
- * are never rewritten while a worker may still read them.
+ * last job, else woken from a futex or a condition variable) and take task
+ * indices from an atomic counter until none are left. The caller works too
+ * and returns once every task has finished: it does not wait for workers
+ * that never got to the run. On a VM a sleeping worker takes ~20-100 us to
+ * wake (the dev VM: ~23 us at 2 threads, bench_pool), and a run that waited
+ * for every worker to count out made the caller spin past its own spin and
+ * sleep too: an empty run after a gap took 108 us there against 23 for the
+ * wake-up alone, and a preview makes ~540 runs (issue 30). So a worker
+ * registers (active) before it reads the job and leaves at once when the
+ * caller has already closed that run (closed); the caller, once the tasks
+ * are done, closes the run and waits only for the registered workers, which
+ * are past their last task, before the job fields are rewritten.
  *
  * Many threads (issue 30, 16 on the H200 host's Xeon): a worker past its
  * spin sleeps on a futex on the generation word itself (Linux; elsewhere
  * the condition variable), so that one wake-up call starts every sleeper at
- * once. With a condition variable each woken worker must take the pool's
- * mutex on its way out of pthread_cond_wait, so the wake-ups of 15 sleepers
- * queue behind one another on that mutex, each a scheduler wake-up. The
- * caller wakes only when someone sleeps (a count of sleepers), and the
- * counters the threads write during a run (next_task, busy) and the word
- * the idle ones poll (generation) have a cache line each. CLOVER_POOL_SPIN_US
- * (read when a pool is made) sets the spin before sleeping (default 50);
- * CLOVER_POOL_CONDVAR=1 keeps the condition variable (A/B timing).
+ * once; the caller wakes only when someone sleeps (a count of sleepers), and
+ * the counters the threads write during a run (next_task, done, active) and
+ * the word the idle ones poll (generation) have a cache line each.
+ * CLOVER_POOL_SPIN_US (read when a pool is made) sets the spin before
+ * sleeping (default 50); CLOVER_POOL_CONDVAR=1 keeps the condition variable
+ * and CLOVER_POOL_WAIT_ALL=1 the wait for every worker (A/B timing).
  */
 #include "base/threadpool.h"
 
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -61,10 +68,11 @@ struct threadpool {
 
     uint64_t spin_ns; /* an idle thread's poll before it sleeps */
     bool futex;       /* sleepers wait on generation's futex, not on `wake` */
+    bool wait_all;    /* CLOVER_POOL_WAIT_ALL: a run waits for every worker to count out */
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a new generation (or stop), without futex */
-    pthread_cond_t done; /* busy reached 0 */
+    pthread_cond_t done; /* the caller's wait: the tasks done, or (wait_all) every worker out */
     atomic_bool stop;
 
     /* The current job: written by the caller before the generation is bumped. */
@@ -75,7 +83,18 @@ struct threadpool {
     _Alignas(64) atomic_uint generation; /* polled by idle workers: a line of its own */
     atomic_uint sleepers;                /* workers asleep or about to be (futex) */
     _Alignas(64) atomic_size_t next_task; /* taken once a task by every thread */
-    _Alignas(64) atomic_size_t busy; /* workers not yet finished with the current generation */
+    _Alignas(64) atomic_size_t tasks_done; /* tasks finished in the current run */
+    _Alignas(64) atomic_size_t active;     /* workers registered in the current run and not yet out */
+    atomic_uint closed;                    /* the last generation whose run the caller closed */
+    atomic_size_t left;                    /* workers out of the current run (wait_all) */
+    atomic_bool caller_asleep;             /* the caller waits on `done` */
+
+    threadpool_trace *trace; /* bench_pool's record of a run, or NULL */
+    atomic_uint test_delay_us; /* threadpool_set_test_delay */
+
+    /* threadpool_counts: the caller's (runs, caller_sleeps, woke) and the workers' (relaxed). */
+    uint64_t runs, caller_sleeps, woke;
+    atomic_uint_fast64_t worker_sleeps, late;
 };
 
 /* Set while this thread runs tasks: its index, and that a nested run must go inline. */
@@ -101,15 +120,23 @@ size_t threadpool_cpu_count(void) {
 
 size_t threadpool_size(const threadpool *pool) { return pool ? pool->n_threads : 1; }
 
+/* Takes tasks until none are left; adds the number it ran to tasks_done
+ * (seq_cst: against the caller's caller_asleep, notify_caller). */
 static void run_tasks(threadpool *p, size_t thread) {
     const threadpool_task_fn fn = p->fn;
     void *ctx = p->ctx;
     const size_t n = p->n_tasks;
+    threadpool_trace *trace = p->trace;
+    if (trace) trace->arrive[thread] = now_ns();
+    size_t ran = 0;
     for (;;) {
         size_t t = atomic_fetch_add_explicit(&p->next_task, 1, memory_order_relaxed);
         if (t >= n) break;
         fn(ctx, t, thread);
+        ran++;
     }
+    if (trace) trace->leave[thread] = now_ns();
+    if (ran) atomic_fetch_add_explicit(&p->tasks_done, ran, memory_order_seq_cst);
 }
 
 #if POOL_HAVE_FUTEX
@@ -144,6 +171,7 @@ static unsigned wait_generation(threadpool *p, unsigned seen) {
         if (g != seen) return g;
         if ((i & 63) == 0 && now_ns() > until) break;
     }
+    atomic_fetch_add_explicit(&p->worker_sleeps, 1, memory_order_relaxed);
 #if POOL_HAVE_FUTEX
     if (p->futex) {
         atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
@@ -159,6 +187,17 @@ static unsigned wait_generation(threadpool *p, unsigned seen) {
     return g;
 }
 
+/* After a worker's update of a counter the caller may sleep on (seq_cst,
+ * as the caller's flag): either the caller sees the update before it
+ * sleeps or this sees it asleep and wakes it (under the lock, so that the
+ * signal cannot fall between its check and its wait). */
+static void notify_caller(threadpool *p) {
+    if (!atomic_load_explicit(&p->caller_asleep, memory_order_seq_cst)) return;
+    pthread_mutex_lock(&p->lock);
+    pthread_cond_signal(&p->done);
+    pthread_mutex_unlock(&p->lock);
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     threadpool *p = w->pool;
@@ -168,12 +207,32 @@ static void *worker_main(void *arg) {
     for (;;) {
         seen = wait_generation(p, seen);
         if (atomic_load_explicit(&p->stop, memory_order_acquire)) break;
-        run_tasks(p, w->index);
-        if (atomic_fetch_sub_explicit(&p->busy, 1, memory_order_acq_rel) == 1) {
-            pthread_mutex_lock(&p->lock);
-            pthread_cond_signal(&p->done);
-            pthread_mutex_unlock(&p->lock);
+        const unsigned delay = atomic_load_explicit(&p->test_delay_us, memory_order_relaxed);
+        if (delay) {
+            const struct timespec ts = {(time_t)(delay / 1000000), (long)(delay % 1000000) * 1000};
+            nanosleep(&ts, NULL);
         }
+        if (p->wait_all) {
+            run_tasks(p, w->index);
+            atomic_fetch_add_explicit(&p->left, 1, memory_order_seq_cst);
+            notify_caller(p);
+            continue;
+        }
+        /* Register, then look whether the caller closed this run already
+         * (seq_cst both, against the caller's close and then its read of
+         * active): if not, the caller waits for this worker before it
+         * rewrites the job; if so, the job may be the next run's, half
+         * written: leave without reading it. Generations compare modulo
+         * 2^32 (a worker never lags 2^31 runs). */
+        atomic_fetch_add_explicit(&p->active, 1, memory_order_seq_cst);
+        if ((int)(atomic_load_explicit(&p->closed, memory_order_seq_cst) - seen) >= 0) {
+            atomic_fetch_add_explicit(&p->late, 1, memory_order_relaxed);
+            atomic_fetch_sub_explicit(&p->active, 1, memory_order_seq_cst);
+            continue;
+        }
+        run_tasks(p, w->index);
+        notify_caller(p);
+        atomic_fetch_sub_explicit(&p->active, 1, memory_order_seq_cst);
     }
     return NULL;
 }
@@ -208,6 +267,8 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     }
     const char *cv = getenv("CLOVER_POOL_CONDVAR");
     p->futex = POOL_HAVE_FUTEX && !(cv && *cv && strcmp(cv, "0") != 0);
+    const char *all = getenv("CLOVER_POOL_WAIT_ALL");
+    p->wait_all = all && *all && strcmp(all, "0") != 0;
     if (n_threads > 1) {
         p->workers = mem_calloc(n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
@@ -222,7 +283,14 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     atomic_init(&p->sleepers, 0);
     atomic_init(&p->stop, false);
     atomic_init(&p->next_task, 0);
-    atomic_init(&p->busy, 0);
+    atomic_init(&p->tasks_done, 0);
+    atomic_init(&p->active, 0);
+    atomic_init(&p->closed, 0);
+    atomic_init(&p->left, 0);
+    atomic_init(&p->caller_asleep, false);
+    atomic_init(&p->worker_sleeps, 0);
+    atomic_init(&p->late, 0);
+    atomic_init(&p->test_delay_us, 0);
     for (size_t i = 0; i + 1 < n_threads; i++) {
         worker *w = &p->workers[i];
         w->pool = p;
@@ -257,6 +325,24 @@ static void run_inline(size_t n_tasks, threadpool_task_fn fn, void *ctx) {
     tls_in_task = was_in_task;
 }
 
+/* The caller's wait until *counter reaches want: a spin, then sleep on
+ * `done` (notify_caller's other half). */
+static void caller_wait(threadpool *p, atomic_size_t *counter, size_t want) {
+    if (atomic_load_explicit(counter, memory_order_acquire) == want) return;
+    const uint64_t until = now_ns() + p->spin_ns;
+    for (unsigned i = 1;; i++) {
+        cpu_relax();
+        if (atomic_load_explicit(counter, memory_order_acquire) == want) return;
+        if ((i & 63) == 0 && now_ns() > until) break;
+    }
+    p->caller_sleeps++;
+    pthread_mutex_lock(&p->lock);
+    atomic_store_explicit(&p->caller_asleep, true, memory_order_seq_cst);
+    while (atomic_load_explicit(counter, memory_order_seq_cst) != want) pthread_cond_wait(&p->done, &p->lock);
+    atomic_store_explicit(&p->caller_asleep, false, memory_order_relaxed);
+    pthread_mutex_unlock(&p->lock);
+}
+
 void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, void *ctx) {
     if (n_tasks == 0) return;
     if (!pool || pool->n_threads == 1 || n_tasks == 1 || tls_in_task) {
@@ -264,17 +350,21 @@ void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, voi
         return;
     }
     threadpool *p = pool;
-    /* No worker reads the job now (all counted out of the last run); the
-     * bump publishes it. Without futex the bump is under the lock, so that a
-     * worker between its last check and its wait cannot miss the broadcast. */
+    /* No worker reads the job now (the last run was closed with none
+     * registered, or every worker counted out of it); the bump publishes
+     * it. Without futex the bump is under the lock, so that a worker
+     * between its last check and its wait cannot miss the broadcast. */
     if (!p->futex) pthread_mutex_lock(&p->lock);
     p->fn = fn;
     p->ctx = ctx;
     p->n_tasks = n_tasks;
     atomic_store_explicit(&p->next_task, 0, memory_order_relaxed);
-    atomic_store_explicit(&p->busy, p->n_threads - 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst);
+    atomic_store_explicit(&p->tasks_done, 0, memory_order_relaxed);
+    atomic_store_explicit(&p->left, 0, memory_order_relaxed);
+    const unsigned g = atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst) + 1;
+    p->runs++;
     if (p->futex) {
+        if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0) p->woke++;
         wake_workers(p);
     } else {
         pthread_cond_broadcast(&p->wake);
@@ -286,15 +376,35 @@ void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, voi
     run_tasks(p, 0);
     tls_in_task = false;
 
-    /* Wait for every worker to count out: spin first, then sleep. */
-    if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;
-    const uint64_t until = now_ns() + p->spin_ns;
-    for (unsigned i = 1;; i++) {
-        cpu_relax();
-        if (atomic_load_explicit(&p->busy, memory_order_acquire) == 0) return;
-        if ((i & 63) == 0 && now_ns() > until) break;
+    caller_wait(p, &p->tasks_done, n_tasks);
+    if (p->wait_all) {
+        caller_wait(p, &p->left, p->n_threads - 1);
+        return;
     }
-    pthread_mutex_lock(&p->lock);
-    while (atomic_load_explicit(&p->busy, memory_order_acquire) != 0) pthread_cond_wait(&p->done, &p->lock);
-    pthread_mutex_unlock(&p->lock);
+    /* Close the run, then wait for the workers registered in it: they are
+     * past their last task (every task is done), so this is their way out,
+     * a few instructions, unless the OS took a core from one. */
+    atomic_store_explicit(&p->closed, g, memory_order_seq_cst);
+    for (unsigned i = 1; atomic_load_explicit(&p->active, memory_order_seq_cst) != 0; i++) {
+        cpu_relax();
+        if ((i & 1023) == 0) sched_yield();
+    }
+}
+
+void threadpool_set_test_delay(threadpool *pool, unsigned us) {
+    if (pool) atomic_store_explicit(&pool->test_delay_us, us, memory_order_relaxed);
+}
+
+void threadpool_set_trace(threadpool *pool, threadpool_trace *trace) {
+    if (pool) pool->trace = trace;
+}
+
+void threadpool_get_counts(const threadpool *pool, threadpool_counts *out) {
+    *out = (threadpool_counts){0};
+    if (!pool) return;
+    out->runs = pool->runs;
+    out->woke = pool->woke;
+    out->caller_sleeps = pool->caller_sleeps;
+    out->worker_sleeps = atomic_load_explicit(&pool->worker_sleeps, memory_order_relaxed);
+    out->late = atomic_load_explicit(&pool->late, memory_order_relaxed);
 }

@@ -143,6 +143,8 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
         if (i < MAX_SEQS) done[i] = q->rc || q->n == 0 ? SIZE_MAX : 0;
     }
     if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
+    threadpool_counts pool0;
+    threadpool_get_counts(be->pool, &pool0);
     const size_t R = be->max_rows;
     cpu_shared_seq pass[MAX_SEQS];
     size_t who[MAX_SEQS];
@@ -193,6 +195,7 @@ int backend_cpu_commit(backend *be, backend_commit_seq *seqs, size_t n_seqs, bac
             done[i] = seqs[i].rc || end == seqs[i].n ? SIZE_MAX : end;
         }
     }
+    cpu_pool_stats_add(be, &pool0, stats);
     for (size_t i = 0; i < n_seqs; i++)
         if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;

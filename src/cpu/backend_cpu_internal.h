@@ -233,6 +233,16 @@ int backend_cpu_resolve(backend *be, backend_resolve_seq *seqs, size_t n_seqs, c
 int backend_cpu_preview_debug(backend_session *s, float *hidden, uint8_t *kept, clover_error *err);
 
 /* Shared argument checks (backend_cpu_commit.c). */
+/* Adds to stats what the pool did since `before` (threadpool_get_counts), if stats. */
+static inline void cpu_pool_stats_add(const backend *be, const threadpool_counts *before, backend_pass_stats *stats) {
+    if (!stats) return;
+    threadpool_counts now;
+    threadpool_get_counts(be->pool, &now);
+    stats->pool_runs += now.runs - before->runs;
+    stats->pool_woke += now.woke - before->woke;
+    stats->pool_caller_sleeps += now.caller_sleeps - before->caller_sleeps;
+}
+
 int cpu_check_ids(const char *what, const int32_t *ids, size_t n, uint32_t n_vocab, clover_error *err);
 int cpu_check_room(const backend_session *s, const char *what, size_t n, clover_error *err);
 

@@ -164,6 +164,8 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
         if (i < MAX_SEQS) todo[i] = q->rc == 0;
     }
     if (!be) return n_seqs ? seqs[0].rc : CLOVER_E_INVALID;
+    threadpool_counts pool0;
+    threadpool_get_counts(be->pool, &pool0);
     const size_t R = be->max_rows;
     cpu_shared_seq pass[MAX_SEQS];
     size_t who[MAX_SEQS], at[MAX_SEQS], m[MAX_SEQS];
@@ -195,6 +197,7 @@ int backend_cpu_preview(backend *be, backend_preview_seq *seqs, size_t n_seqs, b
         preview_heads ph = {be, seqs, who, pass, stats};
         cpu_head_windows(be, nh, at, m, np, preview_head_part, &ph, stats);
     }
+    cpu_pool_stats_add(be, &pool0, stats);
     for (size_t i = 0; i < n_seqs; i++)
         if (seqs[i].rc && !first) first = seqs[i].rc;
     return first;

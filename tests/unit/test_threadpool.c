@@ -3,9 +3,12 @@
  * the pool size; runs return only when all tasks are done; a NULL pool and a
  * one-thread pool run inline; nested runs go inline on the calling thread;
  * thousands of back-to-back runs (the decode pattern) neither lose a wake-up
- * nor deadlock.
+ * nor deadlock; workers that reach a run after its tasks are done (asleep
+ * past a zero spin) never touch that run's job once it has returned, and
+ * the counts say so; the trace records the threads that took part.
  */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -172,6 +175,114 @@ static void test_nested_runs_inline(void) {
     threadpool_free(nc.pool);
 }
 
+typedef struct late_ctx {
+    atomic_int done;   /* tasks run */
+    atomic_int closed; /* set by the test once the run returned */
+    atomic_int *after; /* tasks that ran after their run returned (shared by every run) */
+} late_ctx;
+
+static void late_task(void *ctx, size_t task, size_t thread) {
+    (void)task, (void)thread;
+    late_ctx *c = ctx;
+    if (atomic_load(&c->closed)) atomic_fetch_add(c->after, 1);
+    atomic_fetch_add(&c->done, 1);
+}
+
+/* Workers held back (threadpool_set_test_delay) reach runs that the caller
+ * finished alone: they must find the run closed and leave without reading
+ * its job, every run must still have each task run once, all before
+ * threadpool_run returns, and no task may run after its run returned. The
+ * job lives on the stack and is rewritten right after each return. Then
+ * workers that never spin (CLOVER_POOL_SPIN_US=0) sleep between runs:
+ * the runs wake them, and the counts say so. */
+static void late_runs(threadpool *p, int runs, int gap_every, atomic_int *after, long *wrong) {
+    for (int i = 0; i < runs; i++) {
+        late_ctx c;
+        atomic_init(&c.done, 0);
+        atomic_init(&c.closed, 0);
+        c.after = after;
+        const size_t n = 2 + (size_t)(i % 5);
+        threadpool_run(p, n, late_task, &c);
+        if (atomic_load(&c.done) != (int)n) (*wrong)++;
+        atomic_store(&c.closed, 1);
+        if (gap_every && i % gap_every == 0) {
+            const struct timespec ts = {0, 300 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+}
+
+static void test_late_workers(void) {
+    setenv("CLOVER_POOL_SPIN_US", "0", 1);
+    unsetenv("CLOVER_POOL_WAIT_ALL"); /* the A/B switch's old protocol has no late workers */
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 4, &err), CLOVER_OK);
+    unsetenv("CLOVER_POOL_SPIN_US");
+    if (!p) return;
+    atomic_int after;
+    atomic_init(&after, 0);
+    long wrong = 0;
+    threadpool_set_test_delay(p, 200);
+    late_runs(p, 300, 0, &after, &wrong);
+    threadpool_counts held;
+    for (int wait = 0; wait < 2000; wait++) { /* the held-back workers are still in their delay: up to 2 s */
+        const struct timespec ms = {0, 1000 * 1000};
+        nanosleep(&ms, NULL);
+        threadpool_get_counts(p, &held);
+        if (held.late > 0) break;
+    }
+    threadpool_set_test_delay(p, 0);
+    late_runs(p, 3000, 8, &after, &wrong);
+    threadpool_counts counts;
+    threadpool_get_counts(p, &counts);
+    CHECK_EQ_INT(wrong, 0);
+    CHECK_EQ_INT(atomic_load(&after), 0);
+    CHECK_MSG(held.late > 0, "no held-back worker found a closed run (runs %llu)", (unsigned long long)held.runs);
+    CHECK_EQ_INT(counts.runs, 3300);
+    CHECK_MSG(counts.worker_sleeps > held.worker_sleeps && counts.woke > held.woke,
+              "worker sleeps %llu, runs that woke them %llu", (unsigned long long)counts.worker_sleeps,
+              (unsigned long long)counts.woke);
+    threadpool_free(p);
+}
+
+/* The trace: the threads that took part in a run wrote arrive <= leave; with
+ * tasks that wait for each other every thread takes part. */
+typedef struct meet_ctx {
+    atomic_size_t started;
+    size_t n;
+} meet_ctx;
+
+static void meet_task(void *ctx, size_t task, size_t thread) {
+    (void)task, (void)thread;
+    meet_ctx *m = ctx;
+    atomic_fetch_add(&m->started, 1);
+    while (atomic_load(&m->started) < m->n) {
+    }
+}
+
+static void test_trace(void) {
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 3, &err), CLOVER_OK);
+    if (!p) return;
+    uint64_t arrive[3] = {0}, leave[3] = {0};
+    threadpool_trace t = {arrive, leave};
+    threadpool_set_trace(p, &t);
+    meet_ctx m;
+    atomic_init(&m.started, 0);
+    m.n = 3;
+    threadpool_run(p, 3, meet_task, &m);
+    threadpool_set_trace(p, NULL);
+    for (int i = 0; i < 3; i++) CHECK(arrive[i] != 0 && leave[i] >= arrive[i]);
+    threadpool_counts c;
+    threadpool_get_counts(p, &c);
+    CHECK(c.runs == 1);
+    threadpool_get_counts(NULL, &c);
+    CHECK(c.runs == 0);
+    threadpool_free(p);
+}
+
 static void test_create_defaults_and_errors(void) {
     threadpool *p = NULL;
     clover_error err;
@@ -193,6 +304,8 @@ int main(void) {
     RUN(test_caller_participates);
     RUN(test_back_to_back_runs);
     RUN(test_nested_runs_inline);
+    RUN(test_late_workers);
+    RUN(test_trace);
     RUN(test_create_defaults_and_errors);
     return TEST_EXIT();
 }
