@@ -23,9 +23,11 @@
  * the counters the threads write during a run (next_task, done, active) and
  * the word the idle ones poll (generation) have a cache line each.
  * CLOVER_POOL_SPIN_US (read when a pool is made) sets the spin before
- * sleeping (default 50); CLOVER_POOL_CONDVAR=1 keeps the condition variable
- * and CLOVER_POOL_WAIT_ALL=1 the wait for every worker (A/B timing).
+ * sleeping (default 50); CLOVER_POOL_CONDVAR=1 keeps the condition variable,
+ * CLOVER_POOL_WAIT_ALL=1 the wait for every worker, CLOVER_POOL_PIN=1 pins
+ * worker i to CPU i (A/B timing).
  */
+#define _GNU_SOURCE /* pthread_setaffinity_np, sched_getaffinity */
 #include "base/threadpool.h"
 
 #include <errno.h>
@@ -69,6 +71,7 @@ struct threadpool {
     uint64_t spin_ns; /* an idle thread's poll before it sleeps */
     bool futex;       /* sleepers wait on generation's futex, not on `wake` */
     bool wait_all;    /* CLOVER_POOL_WAIT_ALL: a run waits for every worker to count out */
+    bool pin;         /* CLOVER_POOL_PIN: worker i on CPU i */
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* a new generation (or stop), without futex */
@@ -198,9 +201,33 @@ static void notify_caller(threadpool *p) {
     pthread_mutex_unlock(&p->lock);
 }
 
+/* CLOVER_POOL_PIN=1 (A/B timing on many-core hosts, issue 30): worker i
+ * stays on CPU i of the process's allowed set (the caller, thread 0, is the
+ * user's thread and is left alone). Linux only; elsewhere, or when the set
+ * is smaller than the pool, the workers are not pinned. */
+static void pin_worker(size_t index) {
+#if defined(__linux__) && defined(CPU_SETSIZE)
+    cpu_set_t allowed, one;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return;
+    size_t seen = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, &allowed)) continue;
+        if (seen++ == index) {
+            CPU_ZERO(&one);
+            CPU_SET(c, &one);
+            pthread_setaffinity_np(pthread_self(), sizeof one, &one);
+            return;
+        }
+    }
+#else
+    (void)index;
+#endif
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     threadpool *p = w->pool;
+    if (p->pin) pin_worker(w->index);
     tls_in_task = true;
     tls_thread_index = w->index;
     unsigned seen = 0;
@@ -269,6 +296,8 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     p->futex = POOL_HAVE_FUTEX && !(cv && *cv && strcmp(cv, "0") != 0);
     const char *all = getenv("CLOVER_POOL_WAIT_ALL");
     p->wait_all = all && *all && strcmp(all, "0") != 0;
+    const char *pin = getenv("CLOVER_POOL_PIN");
+    p->pin = pin && *pin && strcmp(pin, "0") != 0;
     if (n_threads > 1) {
         p->workers = mem_calloc(n_threads - 1, sizeof *p->workers);
         if (!p->workers) {
