@@ -158,6 +158,9 @@ typedef struct moe_par {
     float *dst;              /* xe, h, or out */
     const float *x;          /* gather: the rows; SwiGLU: gate */
     const float *up;         /* SwiGLU */
+    size_t n2, tasks1;       /* SwiGLU: a second run of n2 elements (dst2 / x2 / up2) after the first's tasks1 tasks */
+    float *dst2;
+    const float *x2, *up2;
     const int32_t *rows;     /* gather, sum: the slots' rows */
     const float *ye, *rw;    /* sum: the experts' outputs and weights */
     const float *ys, *sg;    /* sum: the shared expert's output and gate logits (ys NULL: none) */
@@ -173,6 +176,11 @@ static void moe_par_task(void *ctx, size_t task, size_t thread) {
         return;
     }
     if (p->kind == 1) {
+        if (task >= p->tasks1) { /* the second run's elements, split from its own start as alone */
+            const size_t a = (task - p->tasks1) * PAR_SWIGLU, m = p->n2 - a < PAR_SWIGLU ? p->n2 - a : PAR_SWIGLU;
+            p->swiglu(p->dst2 + a, p->x2 + a, p->up2 + a, m);
+            return;
+        }
         const size_t a = task * PAR_SWIGLU, m = p->n - a < PAR_SWIGLU ? p->n - a : PAR_SWIGLU;
         p->swiglu(p->dst + a, p->x + a, p->up + a, m);
         return;
@@ -194,15 +202,21 @@ static void moe_par_task(void *ctx, size_t task, size_t thread) {
     }
 }
 
-/* swiglu over n elements: on the pool in 8-aligned runs (par), else in one call. */
+/* swiglu over n elements at h, and over n2 at h2 (n2 0: none): on the pool
+ * in 8-aligned runs from each one's start, one run of the pool for both
+ * (par, and more than two tasks' worth), else in one call each: the same
+ * bits. */
 static void moe_swiglu_run(threadpool *pool, bool par, moe_swiglu_fn swiglu, float *h, const float *gate,
-                           const float *up, size_t n) {
-    if (!par || n <= PAR_SWIGLU) {
-        swiglu(h, gate, up, n);
+                           const float *up, size_t n, float *h2, const float *gate2, const float *up2, size_t n2) {
+    const size_t t1 = (n + PAR_SWIGLU - 1) / PAR_SWIGLU, t2 = (n2 + PAR_SWIGLU - 1) / PAR_SWIGLU;
+    if (!par || n + n2 <= 2 * PAR_SWIGLU) { /* a decode step's 8 x 512 + 512: not worth a wake-up */
+        if (n) swiglu(h, gate, up, n);
+        if (n2) swiglu(h2, gate2, up2, n2);
         return;
     }
-    moe_par p = {.kind = 1, .n = n, .dst = h, .x = gate, .up = up, .swiglu = swiglu};
-    threadpool_run(pool, (n + PAR_SWIGLU - 1) / PAR_SWIGLU, moe_par_task, &p);
+    moe_par p = {.kind = 1, .n = n, .dst = h, .x = gate, .up = up, .tasks1 = t1, .n2 = n2, .dst2 = h2, .x2 = gate2,
+                 .up2 = up2, .swiglu = swiglu};
+    threadpool_run(pool, t1 + t2, moe_par_task, &p);
 }
 
 static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
@@ -289,8 +303,10 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
         }
         if (ni == 0) break;
         batch(pool, items, ni);
+        /* the group's SwiGLU, and the shared expert's with the first group: one run of the pool */
+        const size_t ns = with_shared ? n * Fs : 0;
         moe_swiglu_run(pool, par, swiglu, s.ge + first_slot * F, s.ge + first_slot * F, s.ue + first_slot * F,
-                       (end_slot - first_slot) * F);
+                       (end_slot - first_slot) * F, s.gs, s.gs, s.us, ns);
         ni = 0;
         for (size_t ee = e0; ee < e; ee++) {
             const size_t a = ee ? (size_t)s.count[ee - 1] : 0, m = (size_t)s.count[ee] - a;
@@ -299,7 +315,6 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
                                    m, s.ye + a * H, sown ? sown + a : NULL);
         }
         if (with_shared) {
-            moe_swiglu_run(pool, par, swiglu, s.gs, s.gs, s.us, n * Fs);
             items[ni++] = moe_item(w->sh_down_type, w->sh_down, H, Fs, s.gs, n, s.ys, own);
             shared_done = true;
         }
