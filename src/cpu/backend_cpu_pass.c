@@ -80,39 +80,6 @@ static void shared_gdn(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
     matmul_grouped(be->pool, w->out.type, w->out.data, H, vd, sc->gout, n, sc->y, sc->own);
 }
 
-/* The MoE of every row; a preview sequence with the coreset gets its own
- * (from its rows' router logits, computed with its own kernel). */
-static void shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, size_t n, backend_pass_stats *st) {
-    cpu_scratch *sc = &be->sc;
-    const cpu_moe_weights *w = &be->layers[il].moe_w;
-    const size_t E = w->n_expert;
-    bool any = false;
-    for (size_t i = 0; i < nq; i++) any |= q[i].coreset;
-    if (any) matmul_grouped(be->pool, w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router, sc->own);
-    for (size_t i = 0; i < nq; i++) {
-        sc->allowed_of[i] = NULL;
-        if (!q[i].coreset) {
-            if (q[i].kept) memset(q[i].kept + il * E, 1, E);
-            continue;
-        }
-        uint8_t *al = sc->allowed_seq + i * E;
-        cpu_moe_coreset(al, sc->router + q[i].off * E, q[i].n, E, w->n_used, q[i].top_p, sc->totals, sc->order);
-        size_t kept = 0;
-        for (size_t e = 0; e < E; e++) kept += al[e] != 0;
-        st->coreset_kept += kept;
-        st->coreset_layers++;
-        sc->allowed_of[i] = al;
-        if (q[i].kept) memcpy(q[i].kept + il * E, al, E);
-    }
-    if (be->moe_hook.ctx) { /* another MoE (moe_hook.h: the simulated expert parallelism): each sequence's rows, bit-identical */
-        for (size_t i = 0; i < nq; i++)
-            be->moe_hook.forward(be->moe_hook.ctx, sc->y + q[i].off * w->n_embd, sc->x + q[i].off * w->n_embd, q[i].n, w,
-                           sc->allowed_of[i], be->pool);
-        return;
-    }
-    cpu_moe_forward_groups(sc->y, sc->x, n, w, sc->group, sc->allowed_of, any ? sc->router : NULL, be->pool, sc->moe);
-}
-
 /* h += y, then the hidden-state copy of slot `slot` and x = rms_norm(h) with
  * norm_w (NULL: no norm), row by row on the pool. */
 typedef struct resid_job {
@@ -138,6 +105,52 @@ static void resid_task(void *ctx, size_t r, size_t thread) {
     if (j->norm_w) cpu_rms_norm(j->x + r * H, h, j->norm_w, 1, H, j->eps);
 }
 
+static void resid_epilogue_row(void *ctx, size_t r) { resid_task(ctx, r, 0); }
+
+/* The MoE of every row; a preview sequence with the coreset gets its own
+ * (from its rows' router logits, computed with its own kernel). after: the
+ * residual step that follows (resid_rows'); returns whether it ran it, row
+ * by row in the MoE's last run of the pool (cpu_moe_forward_groups_then). */
+static bool shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, size_t n, backend_pass_stats *st,
+                       resid_job *after) {
+    cpu_scratch *sc = &be->sc;
+    const cpu_moe_weights *w = &be->layers[il].moe_w;
+    const size_t E = w->n_expert;
+    bool any = false;
+    for (size_t i = 0; i < nq; i++) any |= q[i].coreset;
+    if (any) matmul_grouped(be->pool, w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router, sc->own);
+    for (size_t i = 0; i < nq; i++) {
+        sc->allowed_of[i] = NULL;
+        if (!q[i].coreset) {
+            if (q[i].kept) memset(q[i].kept + il * E, 1, E);
+            continue;
+        }
+        uint8_t *al = sc->allowed_seq + i * E;
+        cpu_moe_coreset(al, sc->router + q[i].off * E, q[i].n, E, w->n_used, q[i].top_p, sc->totals, sc->order);
+        size_t kept = 0;
+        for (size_t e = 0; e < E; e++) kept += al[e] != 0;
+        st->coreset_kept += kept;
+        st->coreset_layers++;
+        sc->allowed_of[i] = al;
+        if (q[i].kept) memcpy(q[i].kept + il * E, al, E);
+    }
+    if (be->moe_hook.ctx) { /* another MoE (moe_hook.h: the simulated expert parallelism): each sequence's rows, bit-identical */
+        for (size_t i = 0; i < nq; i++)
+            be->moe_hook.forward(be->moe_hook.ctx, sc->y + q[i].off * w->n_embd, sc->x + q[i].off * w->n_embd, q[i].n, w,
+                           sc->allowed_of[i], be->pool);
+        return false;
+    }
+    const cpu_moe_epilogue epi = {resid_epilogue_row, after};
+    return cpu_moe_forward_groups_then(sc->y, sc->x, n, w, sc->group, sc->allowed_of, any ? sc->router : NULL, be->pool,
+                                       sc->moe, &epi) != 0;
+}
+
+static resid_job resid_job_make(backend *be, const cpu_shared_seq *q, const float *norm_w, bool store, size_t slot) {
+    cpu_scratch *sc = &be->sc;
+    return (resid_job){.h = sc->h, .x = sc->x, .y = sc->y, .norm_w = norm_w, .q = q, .group = sc->group,
+                       .H = be->hp->n_embd, .slot = slot, .eps = be->hp->rms_eps, .store = store};
+}
+
 static void resid_rows(backend *be, const cpu_shared_seq *q, size_t nq, size_t n, const float *norm_w, bool store,
                        size_t slot) {
     cpu_scratch *sc = &be->sc;
@@ -148,8 +161,7 @@ static void resid_rows(backend *be, const cpu_shared_seq *q, size_t nq, size_t n
         if (norm_w) cpu_rms_norm(sc->x, sc->h, norm_w, n, H, be->hp->rms_eps);
         return;
     }
-    resid_job j = {.h = sc->h, .x = sc->x, .y = sc->y, .norm_w = norm_w, .q = q, .group = sc->group, .H = H,
-                   .slot = slot, .eps = be->hp->rms_eps, .store = store};
+    resid_job j = resid_job_make(be, q, norm_w, store, slot);
     threadpool_run(be->pool, n, resid_task, &j);
 }
 
@@ -204,9 +216,11 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
         }
         resid_rows(be, q, nq, n, ml->post_norm.data, false, 0);
         t0 = timer_now();
-        shared_moe(be, q, nq, l, n, st);
+        const float *next_norm = l + 1 < hi ? m->layers[l + 1].attn_norm.data : NULL;
+        resid_job after = resid_job_make(be, q, next_norm, true, l + 1);
+        const bool done = shared_moe(be, q, nq, l, n, st, &after); /* the residual step too, when it could */
         st->moe_s += timer_now() - t0;
-        resid_rows(be, q, nq, n, l + 1 < hi ? m->layers[l + 1].attn_norm.data : NULL, true, l + 1);
+        if (!done) resid_rows(be, q, nq, n, next_norm, true, l + 1);
     }
     if (hi < L)
         for (size_t i = 0; i < nq; i++) memcpy(q[i].out_h, sc->h + q[i].off * H, q[i].n * H * sizeof *sc->h);

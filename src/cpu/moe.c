@@ -88,10 +88,12 @@ typedef struct moe_scratch {
     float *sg;       /* [n] shared-expert gate logits */
     uint32_t *own;   /* [n] grouped: the rows of each row's group */
     uint32_t *sown;  /* [n*k] grouped: the slots of each slot's group in its expert */
+    int32_t *rslot;  /* [n][k] the slots of each row, ascending (the sum a row a task) */
+    int32_t *rcount; /* [n] how many */
 } moe_scratch;
 
 enum {
-    MOE_SLOTS = 17,
+    MOE_SLOTS = 19,
     MOE_GROUP = 16,     /* experts per matmul_batch (cpu_grouped) */
     MOE_GROUP_OLD = 8,  /* CLOVER_CPU_GROUPED=0 */
     PAR_ROWS = 8,       /* gathered rows per task */
@@ -106,12 +108,12 @@ static size_t moe_layout(const cpu_moe_weights *w, size_t n, char *base, moe_scr
     size_t sizes[MOE_SLOTS] = {n * E * 4,  E * 4,      nk * 4,     nk * 4,     (E + 1) * 4,
                                nk * 4,     nk * 4,     nk * H * 4, nk * F * 4, nk * F * 4,
                                nk * H * 4, n * Fs * 4, n * Fs * 4, n * H * 4,  n * 4,
-                               n * 4,      nk * 4};
+                               n * 4,      nk * 4,     nk * 4,     n * 4};
     void **slots[MOE_SLOTS] = {(void **)&s->logits, (void **)&s->probs, (void **)&s->idx,  (void **)&s->wts,
                                (void **)&s->count,  (void **)&s->rows,  (void **)&s->rw,   (void **)&s->xe,
                                (void **)&s->ge,     (void **)&s->ue,    (void **)&s->ye,   (void **)&s->gs,
                                (void **)&s->us,     (void **)&s->ys,    (void **)&s->sg,   (void **)&s->own,
-                               (void **)&s->sown};
+                               (void **)&s->sown,   (void **)&s->rslot, (void **)&s->rcount};
     size_t off = 0;
     for (int i = 0; i < MOE_SLOTS; i++) {
         if (base) *slots[i] = base + off;
@@ -153,7 +155,7 @@ static void moe_runs(uint32_t *own, const uint32_t *group, const int32_t *rows, 
 
 /* The row-wise work of moe_run as pool tasks (cpu_grouped). */
 typedef struct moe_par {
-    int kind; /* 0 gather, 1 SwiGLU, 2 the weighted sum and the shared expert's gated add */
+    int kind; /* 0 gather, 1 SwiGLU, 2 the weighted sum and the shared expert's gated add, 3 the same a row a task */
     size_t n, H, slots, n_rows, Fs;
     float *dst;              /* xe, h, or out */
     const float *x;          /* gather: the rows; SwiGLU: gate */
@@ -165,6 +167,9 @@ typedef struct moe_par {
     const float *ye, *rw;    /* sum: the experts' outputs and weights */
     const float *ys, *sg;    /* sum: the shared expert's output and gate logits (ys NULL: none) */
     moe_swiglu_fn swiglu;
+    const int32_t *rslot, *rcount; /* row sum: each row's slots, ascending */
+    size_t k;
+    const cpu_moe_epilogue *epi;   /* row sum: then this for the row */
 } moe_par;
 
 static void moe_par_task(void *ctx, size_t task, size_t thread) {
@@ -183,6 +188,24 @@ static void moe_par_task(void *ctx, size_t task, size_t thread) {
         }
         const size_t a = task * PAR_SWIGLU, m = p->n - a < PAR_SWIGLU ? p->n - a : PAR_SWIGLU;
         p->swiglu(p->dst + a, p->x + a, p->up + a, m);
+        return;
+    }
+    if (p->kind == 3) { /* row `task`: its slots in slot order, as kind 2 adds them to each of its elements */
+        const size_t H = p->H, r = task;
+        float *o = p->dst + r * H;
+        memset(o, 0, H * sizeof *o);
+        for (int32_t j = 0; j < p->rcount[r]; j++) {
+            const size_t i = (size_t)p->rslot[r * p->k + (size_t)j];
+            const float *y = p->ye + i * H;
+            const float wt = p->rw[i];
+            for (size_t c = 0; c < H; c++) o[c] += y[c] * wt;
+        }
+        if (p->ys) {
+            float gate = cpu_sigmoid(p->sg[r]);
+            const float *y = p->ys + r * H;
+            for (size_t c = 0; c < H; c++) o[c] = o[c] + gate * y[c];
+        }
+        p->epi->row(p->epi->ctx, r);
         return;
     }
     const size_t c0 = task * PAR_COLS, c1 = c0 + PAR_COLS < p->H ? c0 + PAR_COLS : p->H, H = p->H;
@@ -219,9 +242,10 @@ static void moe_swiglu_run(threadpool *pool, bool par, moe_swiglu_fn swiglu, flo
     threadpool_run(pool, t1 + t2, moe_par_task, &p);
 }
 
-static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
-                    const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits, threadpool *pool,
-                    void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu) {
+/* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. */
+static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
+                   const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits, threadpool *pool,
+                   void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu, const cpu_moe_epilogue *epi) {
     const size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp;
     moe_scratch s;
     moe_layout(w, n, scratch, &s);
@@ -322,11 +346,22 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
     }
 
     /* accumulate in ascending expert id (HF's index_add_ order), then the gated shared expert */
+    if (par && epi) { /* a row a task, then the caller's epilogue for it: one run (one row: inline, a decode step) */
+        for (size_t r = 0; r < n; r++) s.rcount[r] = 0;
+        for (size_t i = 0; i < slots; i++) { /* slot order: each row's list ascends */
+            const size_t r = (size_t)s.rows[i];
+            s.rslot[r * k + (size_t)s.rcount[r]++] = (int32_t)i;
+        }
+        moe_par p = {.kind = 3, .H = H, .slots = slots, .n_rows = n, .dst = out, .ye = s.ye, .rw = s.rw,
+                     .ys = Fs ? s.ys : NULL, .sg = s.sg, .rslot = s.rslot, .rcount = s.rcount, .k = k, .epi = epi};
+        threadpool_run(pool, n, moe_par_task, &p);
+        return 1;
+    }
     if (par) {
         moe_par p = {.kind = 2, .H = H, .slots = slots, .n_rows = n, .dst = out, .rows = s.rows, .ye = s.ye, .rw = s.rw,
                      .ys = Fs ? s.ys : NULL, .sg = s.sg};
         threadpool_run(pool, (H + PAR_COLS - 1) / PAR_COLS, moe_par_task, &p);
-        return;
+        return 0;
     }
     memset(out, 0, n * H * sizeof *out);
     for (size_t i = 0; i < slots; i++) {
@@ -335,28 +370,36 @@ static void moe_run(float *out, const float *x, size_t n, const cpu_moe_weights 
         const float wt = s.rw[i];
         for (size_t c = 0; c < H; c++) o[c] += y[c] * wt;
     }
-    if (Fs == 0) return;
+    if (Fs == 0) return 0;
     for (size_t r = 0; r < n; r++) {
         float gate = cpu_sigmoid(s.sg[r]);
         float *o = out + r * H;
         const float *y = s.ys + r * H;
         for (size_t c = 0; c < H; c++) o[c] = o[c] + gate * y[c];
     }
+    return 0;
 }
 
 void cpu_moe_forward(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                      threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL);
 }
 
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                             const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu);
+    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL);
+}
+
+int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
+                                const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
+                                const cpu_moe_epilogue *epi) {
+    return moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu,
+                   epi);
 }
 
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar, NULL);
 }
 
 void cpu_swiglu_scalar(float *h, const float *gate, const float *up, size_t n) {

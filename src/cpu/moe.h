@@ -116,6 +116,25 @@ void cpu_moe_forward(float *out,        // [n][H]
  * here (and always with CLOVER_CPU_GROUPED=0, the old order). */
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                             const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch);
+
+/* What a caller does with each finished output row, in the same run of the
+ * pool as the weighted sum (the pass's residual add and next norm): row(ctx,
+ * r) once row r of out is final, on any thread, rows concurrently. */
+typedef struct cpu_moe_epilogue {
+    void (*row)(void *ctx, size_t r);
+    void *ctx;
+} cpu_moe_epilogue;
+
+/* cpu_moe_forward_groups, then epi's row for every row; returns whether the
+ * rows were summed a row a task with the epilogue in the same run (the
+ * pool's work between products, cpu_grouped: one run of the pool a layer
+ * fewer; one row, as in a decode step, on the calling thread instead of a
+ * run of the pool for ~16k multiply-adds), else 0 and the caller runs the
+ * epilogue itself. out's bits are cpu_moe_forward_groups's either way: a row's sum
+ * takes its slots in the same order. */
+int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
+                                const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
+                                const cpu_moe_epilogue *epi);
 /* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);
