@@ -84,7 +84,7 @@ struct threadpool {
     size_t n_tasks;
 
     _Alignas(64) atomic_uint generation; /* polled by idle workers: a line of its own */
-    atomic_uint sleepers;                /* workers asleep or about to be (futex) */
+    atomic_uint sleepers;                /* workers asleep or about to be (the futex's wake-up; counts) */
     _Alignas(64) atomic_size_t next_task; /* taken once a task by every thread */
     _Alignas(64) atomic_size_t tasks_done; /* tasks finished in the current run */
     _Alignas(64) atomic_size_t active;     /* workers registered in the current run and not yet out */
@@ -175,9 +175,9 @@ static unsigned wait_generation(threadpool *p, unsigned seen) {
         if ((i & 63) == 0 && now_ns() > until) break;
     }
     atomic_fetch_add_explicit(&p->worker_sleeps, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
 #if POOL_HAVE_FUTEX
     if (p->futex) {
-        atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
         while ((g = atomic_load_explicit(&p->generation, memory_order_seq_cst)) == seen) futex_wait_u32(&p->generation, seen);
         atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
         return g;
@@ -187,6 +187,7 @@ static unsigned wait_generation(threadpool *p, unsigned seen) {
     while ((g = atomic_load_explicit(&p->generation, memory_order_acquire)) == seen)
         pthread_cond_wait(&p->wake, &p->lock);
     pthread_mutex_unlock(&p->lock);
+    atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
     return g;
 }
 
@@ -392,8 +393,8 @@ void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, voi
     atomic_store_explicit(&p->left, 0, memory_order_relaxed);
     const unsigned g = atomic_fetch_add_explicit(&p->generation, 1, memory_order_seq_cst) + 1;
     p->runs++;
+    if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0) p->woke++;
     if (p->futex) {
-        if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) != 0) p->woke++;
         wake_workers(p);
     } else {
         pthread_cond_broadcast(&p->wake);
