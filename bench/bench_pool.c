@@ -65,7 +65,7 @@ static int cmp_double(const void *a, const void *b) {
 /* median, p10 and p90 of n values (sorted in place), microseconds */
 static void print_stats(const char *what, double *us, size_t n) {
     qsort(us, n, sizeof *us, cmp_double);
-    printf("  %-44s median %9.1f  p10 %9.1f  p90 %9.1f us\n", what, us[n / 2], us[n / 10], us[n * 9 / 10]);
+    printf("  %-58s median %9.1f  p10 %9.1f  p90 %9.1f us\n", what, us[n / 2], us[n / 10], us[n * 9 / 10]);
 }
 
 /* ---- arrive: every thread takes one task, which waits for all ---- */
@@ -266,14 +266,14 @@ static void bench_kernel(threadpool *pool, size_t n, size_t reps, uint32_t type,
     const double a_med = alone[reps_k / 2];
     snprintf(what, sizeof what, "kernel %s: each of %zu threads, all at once", quant_type_name(type), n);
     print_stats(what, together, reps_k * n);
-    printf("  %-44s %.2fx\n", "  together / alone (medians)", together[reps_k * n / 2] / a_med);
+    printf("  %-58s %.2fx\n", "  together / alone (medians)", together[reps_k * n / 2] / a_med);
     snprintf(what, sizeof what, "kernel %s: split over the pool", quant_type_name(type));
     print_stats(what, split, reps_k);
-    printf("  %-44s %.2fx (ideal %zu)\n", "  alone / split (medians)", a_med / split[reps_k / 2], n);
+    printf("  %-58s %.2fx (ideal %zu)\n", "  alone / split (medians)", a_med / split[reps_k / 2], n);
     print_stats("  split: the last thread's arrival", last_in, reps_k);
     print_stats("  split: the last thread out of tasks", last_out, reps_k);
     qsort(arrived, reps_k, sizeof *arrived, cmp_double);
-    printf("  %-44s median %.0f of %zu\n", "  split: threads that took part", arrived[reps_k / 2], n);
+    printf("  %-58s median %.0f of %zu\n", "  split: threads that took part", arrived[reps_k / 2], n);
     mem_free(last_in), mem_free(last_out), mem_free(arrived), mem_free(arrive), mem_free(leave);
     for (size_t t = 0; t < n; t++) mem_free(k->w[t]), mem_free(k->x[t]), mem_free(k->y[t]);
     mem_free(src), mem_free(alone), mem_free(together), mem_free(split), mem_free(k);
