@@ -39,6 +39,18 @@ size_t threadpool_size(const threadpool *pool);
 /* Runs fn(ctx, t, thread) for every t < n_tasks; returns when all are done. */
 void threadpool_run(threadpool *pool, size_t n_tasks, threadpool_task_fn fn, void *ctx);
 
+/* Dependent loops in one run (threadpool_phases.c): phase p's tasks start
+ * only once every task of the phases before it has finished, as if each
+ * phase were its own threadpool_run, but with one publication and one wait
+ * for the pool. Up to THREADPOOL_MAX_PHASES phases (more: one run each). */
+enum { THREADPOOL_MAX_PHASES = 8 };
+typedef struct threadpool_phase {
+    size_t n_tasks;
+    threadpool_task_fn fn;
+    void *ctx;
+} threadpool_phase;
+void threadpool_run_phases(threadpool *pool, const threadpool_phase *phases, size_t n_phases);
+
 /* What the pool did since it was made (issue 30's diagnosis on many-core
  * hosts: a run that must wake sleeping workers costs their wake-up). Read
  * by the caller between runs; worker_sleeps and late are approximate while

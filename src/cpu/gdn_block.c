@@ -2,8 +2,8 @@
  * gdn_block.c: the scalar oracle of the GDN block operator (SPEC.md 2.1), its
  * scratch layout, and the fast driver (conv over channel vectors, one value
  * head per pool task; with cpu_grouped the conv and the key heads' L2 norms
- * are pool tasks over runs of channels, and each head task applies the
- * gated norm to its own rows: at 16 threads the conv alone, on the calling
+ * are pool tasks over runs of channels, in the same run as the head tasks
+ * (two phases), and each head task applies the gated norm to its own rows: at 16 threads the conv alone, on the calling
  * thread, was ~0.6 ms of a 32-row preview's GDN layer). The oracle follows the reference's order of sums so
  * that it is the readable statement of the formula; the fast form only
  * regroups the dot products and is tested against it.
@@ -216,14 +216,22 @@ void gdn_block(float *out, const float *mixed, const float *z, const float *a, c
     const bool simd = cpu_simd_active();
     block_scratch s;
     block_layout(d, b, threadpool_size(pool), scratch, &s);
-    /* grouped: the conv and the norms on the pool (needs key heads of whole 8-channel vectors) */
+    /* grouped: the conv and the norms on the pool (needs key heads of whole 8-channel vectors), in one run with
+     * the heads (threadpool_run_phases: every conv task before any head task) */
     const bool grouped = simd && d->k_dim % 8 == 0 && cpu_grouped();
+    block_gates(s.g, a, w, d->n_v_heads, b);
+    block_job job = {.o = out, .tmp = s.tmp, .qkv = s.y, .g = s.g, .state = state, .z = z, .w = w, .d = d, .b = b,
+                     .tmp_stride = block_tmp_floats(d, b), .ln_ratio = ln_ratio, .simd = simd, .norm = grouped};
     if (grouped) {
         const size_t qk = 2 * d->n_k_heads, vrest = cd - qk * d->k_dim;
         conv_job cj = {.y = s.y, .wt = s.wt, .x = mixed, .ring = ring, .w = w, .d = d, .cd = cd, .K = K, .b = b,
                        .qk_tasks = qk};
-        threadpool_run(pool, qk + (vrest + CONV_RUN - 1) / CONV_RUN, conv_task, &cj);
-    } else if (simd) {
+        const threadpool_phase ph[2] = {{qk + (vrest + CONV_RUN - 1) / CONV_RUN, conv_task, &cj},
+                                        {d->n_v_heads, block_head_task, &job}};
+        threadpool_run_phases(pool, ph, 2);
+        return;
+    }
+    if (simd) {
         for (size_t c = 0; c < cd; c++) {
             for (size_t t = 0; t < K; t++) s.wt[t * cd + c] = w->conv_w[c * K + t];
             for (size_t t = 0; t + 1 < K; t++) s.wt[(K + t) * cd + c] = w->conv_right[c * (K - 1) + t];
@@ -232,10 +240,7 @@ void gdn_block(float *out, const float *mixed, const float *z, const float *a, c
     } else {
         block_conv_scalar(s.y, mixed, ring, w, cd, K, b);
     }
-    if (!grouped) block_l2_norm(s.y, d, b);
-    block_gates(s.g, a, w, d->n_v_heads, b);
-    block_job job = {.o = out, .tmp = s.tmp, .qkv = s.y, .g = s.g, .state = state, .z = z, .w = w, .d = d, .b = b,
-                     .tmp_stride = block_tmp_floats(d, b), .ln_ratio = ln_ratio, .simd = simd, .norm = grouped};
+    block_l2_norm(s.y, d, b);
     threadpool_run(pool, d->n_v_heads, block_head_task, &job);
-    if (!grouped) cpu_rms_norm_gated(out, out, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps);
+    cpu_rms_norm_gated(out, out, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps);
 }

@@ -23,6 +23,7 @@
 #include "quant/matmul.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
+#include "base/threadpool.h"
 
 typedef void (*moe_batch_fn)(threadpool *pool, const mm_group_item *items, size_t n_items);
 typedef void (*moe_swiglu_fn)(float *h, const float *gate, const float *up, size_t n);
@@ -226,20 +227,35 @@ static void moe_par_task(void *ctx, size_t task, size_t thread) {
 }
 
 /* swiglu over n elements at h, and over n2 at h2 (n2 0: none): on the pool
- * in 8-aligned runs from each one's start, one run of the pool for both
- * (par, and more than two tasks' worth), else in one call each: the same
- * bits. */
-static void moe_swiglu_run(threadpool *pool, bool par, moe_swiglu_fn swiglu, float *h, const float *gate,
-                           const float *up, size_t n, float *h2, const float *gate2, const float *up2, size_t n2) {
+ * in 8-aligned runs from each one's start (par, and more than two tasks'
+ * worth): then *p and *ph describe those tasks for the caller to run (in
+ * the down products' run: matmul_grouped_batch_after) and 1 is returned;
+ * else done here, one call each, and 0. The same bits either way. */
+static int moe_swiglu_plan(bool par, moe_swiglu_fn swiglu, float *h, const float *gate, const float *up, size_t n,
+                           float *h2, const float *gate2, const float *up2, size_t n2, moe_par *p,
+                           threadpool_phase *ph) {
     const size_t t1 = (n + PAR_SWIGLU - 1) / PAR_SWIGLU, t2 = (n2 + PAR_SWIGLU - 1) / PAR_SWIGLU;
     if (!par || n + n2 <= 2 * PAR_SWIGLU) { /* a decode step's 8 x 512 + 512: not worth a wake-up */
         if (n) swiglu(h, gate, up, n);
         if (n2) swiglu(h2, gate2, up2, n2);
+        return 0;
+    }
+    *p = (moe_par){.kind = 1, .n = n, .dst = h, .x = gate, .up = up, .tasks1 = t1, .n2 = n2, .dst2 = h2, .x2 = gate2,
+                   .up2 = up2, .swiglu = swiglu};
+    *ph = (threadpool_phase){t1 + t2, moe_par_task, p};
+    return 1;
+}
+
+/* batch's products after pre's tasks (NULL: none): in one run of the pool on the fast path (par: batch is
+ * matmul_grouped_batch), else pre first. */
+static void moe_batch_after(threadpool *pool, bool par, moe_batch_fn batch, const threadpool_phase *pre,
+                            const mm_group_item *items, size_t n_items) {
+    if (par) {
+        matmul_grouped_batch_after(pool, pre, items, n_items);
         return;
     }
-    moe_par p = {.kind = 1, .n = n, .dst = h, .x = gate, .up = up, .tasks1 = t1, .n2 = n2, .dst2 = h2, .x2 = gate2,
-                 .up2 = up2, .swiglu = swiglu};
-    threadpool_run(pool, t1 + t2, moe_par_task, &p);
+    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+    if (n_items) batch(pool, items, n_items);
 }
 
 /* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. */
@@ -287,9 +303,12 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     /* par: the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
     const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped();
     const size_t group_experts = par ? MOE_GROUP : MOE_GROUP_OLD;
+    /* the gather on the pool: the first phase of the first group's products (one run of the pool) */
+    moe_par gather = {.kind = 0, .H = H, .slots = slots, .dst = s.xe, .x = x, .rows = s.rows};
+    threadpool_phase gather_ph = {(slots + PAR_ROWS - 1) / PAR_ROWS, moe_par_task, &gather};
+    const threadpool_phase *pre = NULL;
     if (par && slots > PAR_ROWS) {
-        moe_par p = {.kind = 0, .H = H, .slots = slots, .dst = s.xe, .x = x, .rows = s.rows};
-        threadpool_run(pool, (slots + PAR_ROWS - 1) / PAR_ROWS, moe_par_task, &p);
+        pre = &gather_ph;
     } else {
         for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
     }
@@ -326,11 +345,15 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
             items[ni++] = moe_item(w->sh_inp_type, w->sh_inp, 1, H, x, n, s.sg, own);
         }
         if (ni == 0) break;
-        batch(pool, items, ni);
-        /* the group's SwiGLU, and the shared expert's with the first group: one run of the pool */
+        moe_batch_after(pool, par, batch, pre, items, ni);
+        pre = NULL;
+        /* the group's SwiGLU, and the shared expert's with the first group: the first phase of the downs' run */
         const size_t ns = with_shared ? n * Fs : 0;
-        moe_swiglu_run(pool, par, swiglu, s.ge + first_slot * F, s.ge + first_slot * F, s.ue + first_slot * F,
-                       (end_slot - first_slot) * F, s.gs, s.gs, s.us, ns);
+        moe_par sw;
+        threadpool_phase sw_ph;
+        const bool sw_pool = moe_swiglu_plan(par, swiglu, s.ge + first_slot * F, s.ge + first_slot * F,
+                                             s.ue + first_slot * F, (end_slot - first_slot) * F, s.gs, s.gs, s.us, ns,
+                                             &sw, &sw_ph);
         ni = 0;
         for (size_t ee = e0; ee < e; ee++) {
             const size_t a = ee ? (size_t)s.count[ee - 1] : 0, m = (size_t)s.count[ee] - a;
@@ -342,8 +365,9 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
             items[ni++] = moe_item(w->sh_down_type, w->sh_down, H, Fs, s.gs, n, s.ys, own);
             shared_done = true;
         }
-        if (ni) batch(pool, items, ni);
+        moe_batch_after(pool, par, batch, sw_pool ? &sw_ph : NULL, items, ni);
     }
+    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx); /* no products at all: the gather alone */
 
     /* accumulate in ascending expert id (HF's index_add_ order), then the gated shared expert */
     if (par && epi) { /* a row a task, then the caller's epilogue for it: one run (one row: inline, a decode step) */

@@ -8,11 +8,8 @@
  */
 #include "quant/act_stage.h"
 
-#include <sched.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "quant/gemm_amx.h"
 #include "quant/quant.h"
@@ -153,47 +150,20 @@ void act_stage_run(threadpool *pool, const act_stage *s, size_t n) {
 
 /* ---- the staging and a product in one run of the pool ---- */
 
-enum {
-    FUSE_MAX = 48, /* matmul_batch's items (MATMUL_BATCH_MAX), each a staging at most */
-    WAIT_SPIN_NS = 20 * 1000, /* a waiting thread's spin before it yields between polls */
-};
+enum { FUSE_MAX = 48 }; /* matmul_batch's items (MATMUL_BATCH_MAX), each a staging at most */
 
-typedef struct fused_run {
+typedef struct fused_stages {
     const act_stage *s;
     size_t n;
     size_t first[FUSE_MAX + 1]; /* task index of each staging's first task; first[n] = the staging's tasks */
-    threadpool_task_fn fn;      /* the product's tasks, after the staging's */
-    void *ctx;
-    _Alignas(64) atomic_size_t staged; /* staging tasks finished (its own line: the waiters poll it) */
-} fused_run;
+} fused_stages;
 
-static void fused_task(void *ctx, size_t task, size_t thread) {
-    fused_run *f = ctx;
-    const size_t n_stage = f->first[f->n];
-    if (task < n_stage) {
-        size_t i = 0;
-        while (task >= f->first[i + 1]) i++;
-        act_stage_task(&f->s[i], task - f->first[i]);
-        atomic_fetch_add_explicit(&f->staged, 1, memory_order_release);
-        return;
-    }
-    /* Every staging task was taken before this one (index order) and runs
-     * on a thread that is not waiting: the count reaches n_stage. A staging
-     * task takes microseconds; a wait past WAIT_SPIN_NS means a stager lost
-     * its core (a shared machine), so the waiter then yields between polls. */
-    uint64_t until = 0;
-    for (unsigned i = 1; atomic_load_explicit(&f->staged, memory_order_acquire) < n_stage; i++) {
-#if defined(__x86_64__) || defined(__i386__)
-        __builtin_ia32_pause();
-#endif
-        if (i % 64) continue;
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        const uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-        if (!until) until = now + WAIT_SPIN_NS;
-        else if (now > until) sched_yield();
-    }
-    f->fn(f->ctx, task - n_stage, thread);
+static void fused_stage_task(void *ctx, size_t task, size_t thread) {
+    (void)thread;
+    const fused_stages *f = ctx;
+    size_t i = 0;
+    while (task >= f->first[i + 1]) i++;
+    act_stage_task(&f->s[i], task - f->first[i]);
 }
 
 static int stage_separate(void) {
@@ -203,18 +173,26 @@ static int stage_separate(void) {
 
 void act_stage_run_then(threadpool *pool, const act_stage *s, size_t n, int separate, size_t n_tasks,
                         threadpool_task_fn fn, void *ctx) {
+    act_stage_run_after(pool, NULL, s, n, separate, n_tasks, fn, ctx);
+}
+
+void act_stage_run_after(threadpool *pool, const threadpool_phase *pre, const act_stage *s, size_t n, int separate,
+                         size_t n_tasks, threadpool_task_fn fn, void *ctx) {
     if (n > FUSE_MAX || separate || !stage_on_pool(pool, s, n) || stage_separate()) {
+        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
         act_stage_run(pool, s, n);
         threadpool_run(pool, n_tasks, fn, ctx);
         return;
     }
-    fused_run f = {.s = s, .n = n, .fn = fn, .ctx = ctx};
-    atomic_init(&f.staged, 0);
+    /* the product's tasks after every staging task (threadpool_phases.c: one run of the pool) */
+    fused_stages f = {.s = s, .n = n};
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         f.first[i] = total;
         total += act_stage_tasks(&s[i]);
     }
     f.first[n] = total;
-    threadpool_run(pool, total + n_tasks, fused_task, &f);
+    const threadpool_phase none = {0, fused_stage_task, &f};
+    const threadpool_phase ph[3] = {pre ? *pre : none, {total, fused_stage_task, &f}, {n_tasks, fn, ctx}};
+    threadpool_run_phases(pool, ph, 3);
 }

@@ -73,6 +73,11 @@ void act_stage_run(threadpool *pool, const act_stage *s, size_t n);
  * CLOVER_STAGE_SEPARATE=1 keep the two runs. Same bytes, same bits. */
 void act_stage_run_then(threadpool *pool, const act_stage *s, size_t n, int separate, size_t n_tasks,
                         threadpool_task_fn fn, void *ctx);
+/* The same after the tasks of `pre` (NULL: none), which write the rows the
+ * stagings read (the MoE's gather, its SwiGLU): one run of the pool with
+ * three phases where the staging is fused, else pre's own run first. */
+void act_stage_run_after(threadpool *pool, const threadpool_phase *pre, const act_stage *s, size_t n, int separate,
+                         size_t n_tasks, threadpool_task_fn fn, void *ctx);
 
 /* Whether CLOVER_SERIAL_STAGE=1 asks for the calling thread's staging. */
 int act_stage_serial(void);

@@ -282,17 +282,34 @@ static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
     return (a == QUANT_Q8_0) == (b == QUANT_Q8_0) && amx_path(a, n_rows) == amx_path(b, n_rows);
 }
 
-static void batch_flush(threadpool *pool, batch_job *b, double macs, int old) {
-    if (b->n == 0) return;
-    if (macs < INLINE_MAX_MACS) pool = NULL;
-    act_stage_run_then(pool, b->stages, b->n_stages, old, b->first[b->n], batch_task, b);
+/* pre: run first (NULL: none; act_stage_run_after); the pool's run for a product too small for it is still pre's. */
+static void batch_flush(threadpool *pool, const threadpool_phase *pre, batch_job *b, double macs, int old) {
+    if (b->n == 0) {
+        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+        return;
+    }
+    if (macs < INLINE_MAX_MACS) {
+        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+        pool = NULL, pre = NULL;
+    }
+    act_stage_run_after(pool, pre, b->stages, b->n_stages, old, b->first[b->n], batch_task, b);
     b->n_stages = 0;
     b->n = 0;
 }
 
 void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
+    matmul_batch_after(pool, NULL, items, n_items);
+}
+
+void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const matmul_item *items, size_t n_items) {
     assert(n_items <= MATMUL_BATCH_MAX);
     if (n_items > MATMUL_BATCH_MAX) n_items = MATMUL_BATCH_MAX;
+    /* one or two rows are quantised here, on the calling thread, before any run: pre's rows must be there */
+    for (size_t i = 0; i < n_items && pre; i++)
+        if (items[i].n_rows <= ACT_MAX_ROWS) {
+            threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+            pre = NULL;
+        }
     _Alignas(64) uint8_t stack[2 * ACT_STACK_BYTES];
     size_t used = 0, heap_used = 0, heap_bytes = 0;
     for (size_t i = 0; i < n_items; i++) heap_bytes += act_heap_bytes(items[i].type, items[i].n_in, items[i].n_rows);
@@ -323,7 +340,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         } else {
             const size_t need = act_path_bytes(it->type, it->n_in, it->n_rows) * it->n_rows;
             if (!shared && need > sizeof stack - used) { /* the 8-bit copies are full: run what is ready */
-                batch_flush(pool, &b, macs, old);
+                batch_flush(pool, NULL, &b, macs, old); /* pre is NULL here: ran above (one- or two-row items) */
                 used = 0, macs = 0;
             }
             tasks = matmul_prepare(&b.jobs[b.n], threads, it->type, it->w, it->n_out, it->n_in, it->x, it->n_rows,
@@ -334,7 +351,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
         b.first[b.n + 1] = b.first[b.n] + tasks;
         b.n++;
     }
-    batch_flush(pool, &b, macs, old);
+    batch_flush(pool, pre, &b, macs, old);
     mem_free(heap);
 }
 

@@ -51,6 +51,11 @@ typedef struct matmul_item {
     float *y; /* [n_rows][n_out] */
 } matmul_item;
 void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items);
+/* matmul_batch after pre's tasks (NULL: none), which write the rows some
+ * items read: in the same run of the pool where every item has three or
+ * more rows and their staging goes to the pool (act_stage_run_after), else
+ * pre's own run first. The same results as pre's run, then matmul_batch. */
+void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const matmul_item *items, size_t n_items);
 
 /* The oracle: one thread, every output from quant_dot_scalar. */
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y);

@@ -76,18 +76,33 @@ static int row_path(const mm_group_item *it, size_t r) {
     return matmul_path(it->m.type, it->m.n_in, it->own ? it->own[r] : it->m.n_rows);
 }
 
+/* pre's tasks, now, as their own run (NULL: nothing); returns NULL: pre is done. */
+static const threadpool_phase *run_pre(threadpool *pool, const threadpool_phase *pre) {
+    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+    return NULL;
+}
+
 void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n_items) {
+    matmul_grouped_batch_after(pool, NULL, items, n_items);
+}
+
+void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, const mm_group_item *items,
+                                size_t n_items) {
     size_t n_runs = 0;
     for (size_t i = 0; i < n_items; i++)
         for (size_t r = 0; r < items[i].m.n_rows; r++)
             n_runs += r == 0 || row_path(&items[i], r) != row_path(&items[i], r - 1);
-    if (n_runs == 0) return;
+    if (n_runs == 0) {
+        run_pre(pool, pre);
+        return;
+    }
     matmul_item *direct = mem_alloc(n_runs * sizeof *direct);
     each_job *each = mem_alloc(n_runs * sizeof *each);
     size_t nd = 0, ne = 0, xq_total = 0;
     if (!direct || !each) { /* no memory for the plan: every run as its own product, still exact */
         mem_free(direct), mem_free(each);
         direct = NULL, each = NULL;
+        pre = run_pre(pool, pre); /* those products read the rows at once */
     }
     for (size_t i = 0; i < n_items; i++) {
         const matmul_item *m = &items[i].m;
@@ -114,8 +129,12 @@ void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n
             a = b;
         }
     }
+    /* pre rides in the first batch's run only when that batch is everything (the per-row runs below quantise
+     * their rows on this thread) */
+    if (ne || nd > MATMUL_BATCH_MAX) pre = run_pre(pool, pre);
     for (size_t d = 0; d < nd; d += MATMUL_BATCH_MAX)
-        matmul_batch(pool, direct + d, nd - d < MATMUL_BATCH_MAX ? nd - d : MATMUL_BATCH_MAX);
+        matmul_batch_after(pool, d ? NULL : pre, direct + d, nd - d < MATMUL_BATCH_MAX ? nd - d : MATMUL_BATCH_MAX);
+    if (nd == 0) run_pre(pool, pre);
     if (ne) {
         uint8_t *xq = xq_total ? mem_alloc(xq_total) : NULL;
         const size_t threads = threadpool_size(pool);

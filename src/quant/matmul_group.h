@@ -30,6 +30,11 @@ typedef struct mm_group_item {
 /* Every item's y, as described above; any number of items; the per-row
  * runs of all items go through one run of the pool. */
 void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n_items);
+/* matmul_grouped_batch after pre's tasks (NULL: none), which write rows the
+ * items read: in the same run of the pool where the items take one
+ * matmul_batch (matmul_batch_after), else pre's own run first. */
+void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, const mm_group_item *items,
+                                size_t n_items);
 
 /* One product (matmul_grouped_batch of one item). */
 void matmul_grouped(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,

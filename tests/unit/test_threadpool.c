@@ -5,7 +5,9 @@
  * thousands of back-to-back runs (the decode pattern) neither lose a wake-up
  * nor deadlock; workers that reach a run after its tasks are done (asleep
  * past a zero spin) never touch that run's job once it has returned, and
- * the counts say so; the trace records the threads that took part.
+ * the counts say so; the trace records the threads that took part; a
+ * phased run starts no task of a phase before the phases before it are
+ * done (an empty phase between them included).
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -283,6 +285,74 @@ static void test_trace(void) {
     threadpool_free(p);
 }
 
+enum { PH_A = 24, PH_B = 9, PH_C = 5 };
+
+typedef struct phase_ctx {
+    atomic_int a[PH_A], b[PH_B], c[PH_C];
+    atomic_int early; /* a task that found a task of an earlier phase not finished */
+} phase_ctx;
+
+static void phase_a(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    phase_ctx *p = ctx;
+    if (t % 7 == 3) { /* some slow ones: the next phase's tasks must wait for them */
+        const struct timespec ts = {0, 300 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    atomic_store(&p->a[t], (int)t + 1);
+}
+
+static void phase_b(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    phase_ctx *p = ctx;
+    int sum = 0;
+    for (int i = 0; i < PH_A; i++) {
+        const int v = atomic_load(&p->a[i]);
+        if (v == 0) atomic_fetch_add(&p->early, 1);
+        sum += v;
+    }
+    atomic_store(&p->b[t], sum + (int)t);
+}
+
+static void phase_c(void *ctx, size_t t, size_t thread) {
+    (void)thread;
+    phase_ctx *p = ctx;
+    int sum = 0;
+    for (int i = 0; i < PH_B; i++) {
+        const int v = atomic_load(&p->b[i]);
+        if (v == 0) atomic_fetch_add(&p->early, 1);
+        sum += v;
+    }
+    atomic_store(&p->c[t], sum);
+}
+
+static void check_phases(threadpool *pool) {
+    static phase_ctx p;
+    memset(&p, 0, sizeof p);
+    const threadpool_phase ph[4] = {{PH_A, phase_a, &p}, {0, phase_a, &p}, {PH_B, phase_b, &p}, {PH_C, phase_c, &p}};
+    threadpool_run_phases(pool, ph, 4);
+    const int sa = PH_A * (PH_A + 1) / 2, sb = PH_B * sa + PH_B * (PH_B - 1) / 2;
+    int wrong = 0;
+    for (int i = 0; i < PH_B; i++) wrong += atomic_load(&p.b[i]) != sa + i;
+    for (int i = 0; i < PH_C; i++) wrong += atomic_load(&p.c[i]) != sb;
+    CHECK_EQ_INT(wrong, 0);
+    CHECK_EQ_INT(atomic_load(&p.early), 0);
+}
+
+static void test_phases(void) {
+    check_phases(NULL); /* inline: phase after phase */
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 4, &err), CLOVER_OK);
+    if (!p) return;
+    threadpool_counts c0, c1;
+    threadpool_get_counts(p, &c0);
+    for (int i = 0; i < 20; i++) check_phases(p);
+    threadpool_get_counts(p, &c1);
+    CHECK_EQ_INT(c1.runs - c0.runs, 20); /* one run of the pool each */
+    threadpool_free(p);
+}
+
 static void test_create_defaults_and_errors(void) {
     threadpool *p = NULL;
     clover_error err;
@@ -306,6 +376,7 @@ int main(void) {
     RUN(test_nested_runs_inline);
     RUN(test_late_workers);
     RUN(test_trace);
+    RUN(test_phases);
     RUN(test_create_defaults_and_errors);
     return TEST_EXIT();
 }
