@@ -108,17 +108,24 @@ static void resid_task(void *ctx, size_t r, size_t thread) {
 static void resid_epilogue_row(void *ctx, size_t r) { resid_task(ctx, r, 0); }
 
 /* The MoE of every row; a preview sequence with the coreset gets its own
- * (from its rows' router logits, computed with its own kernel). after: the
+ * (from its rows' router logits, computed with its own kernel). before: the
+ * residual step that writes its input (NULL: done), run first, in the
+ * router product's run of the pool (matmul_grouped_batch_after); after: the
  * residual step that follows (resid_rows'); returns whether it ran it, row
  * by row in the MoE's last run of the pool (cpu_moe_forward_groups_then). */
 static bool shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, size_t n, backend_pass_stats *st,
-                       resid_job *after) {
+                       const threadpool_phase *before, resid_job *after) {
     cpu_scratch *sc = &be->sc;
     const cpu_moe_weights *w = &be->layers[il].moe_w;
     const size_t E = w->n_expert;
     bool any = false;
     for (size_t i = 0; i < nq; i++) any |= q[i].coreset;
-    if (any) matmul_grouped(be->pool, w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router, sc->own);
+    if (any || be->moe_hook.ctx) { /* the router here (or another MoE): the residual step in its run, or alone */
+        const mm_group_item router = {{w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router}, sc->own};
+        if (any) matmul_grouped_batch_after(be->pool, before, &router, 1);
+        else if (before) threadpool_run(be->pool, before->n_tasks, before->fn, before->ctx);
+        before = NULL;
+    }
     for (size_t i = 0; i < nq; i++) {
         sc->allowed_of[i] = NULL;
         if (!q[i].coreset) {
@@ -142,7 +149,7 @@ static bool shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
     }
     const cpu_moe_epilogue epi = {resid_epilogue_row, after};
     return cpu_moe_forward_groups_then(sc->y, sc->x, n, w, sc->group, sc->allowed_of, any ? sc->router : NULL, be->pool,
-                                       sc->moe, &epi) != 0;
+                                       sc->moe, before, &epi) != 0;
 }
 
 static resid_job resid_job_make(backend *be, const cpu_shared_seq *q, const float *norm_w, bool store, size_t slot) {
@@ -214,11 +221,16 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
             shared_gdn(be, q, nq, l, n, mode);
             st->gdn_s += timer_now() - t0;
         }
-        resid_rows(be, q, nq, n, ml->post_norm.data, false, 0);
+        /* the residual step after the mixer: in the router's run of the pool (cpu_grouped), else as before */
+        resid_job mid = resid_job_make(be, q, ml->post_norm.data, false, 0);
+        const threadpool_phase mid_ph = {n, resid_task, &mid};
+        const bool grouped = cpu_grouped();
+        if (!grouped) resid_rows(be, q, nq, n, ml->post_norm.data, false, 0);
         t0 = timer_now();
         const float *next_norm = l + 1 < hi ? m->layers[l + 1].attn_norm.data : NULL;
         resid_job after = resid_job_make(be, q, next_norm, true, l + 1);
-        const bool done = shared_moe(be, q, nq, l, n, st, &after); /* the residual step too, when it could */
+        /* the residual steps on either side too, when it could */
+        const bool done = shared_moe(be, q, nq, l, n, st, grouped ? &mid_ph : NULL, &after);
         st->moe_s += timer_now() - t0;
         if (!done) resid_rows(be, q, nq, n, next_norm, true, l + 1);
     }

@@ -261,7 +261,8 @@ static void moe_batch_after(threadpool *pool, bool par, moe_batch_fn batch, cons
 /* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. */
 static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                    const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits, threadpool *pool,
-                   void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu, const cpu_moe_epilogue *epi) {
+                   void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu, const threadpool_phase *before,
+                   const cpu_moe_epilogue *epi) {
     const size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp;
     moe_scratch s;
     moe_layout(w, n, scratch, &s);
@@ -273,11 +274,13 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
 
     /* route (on the caller's logits when it has them: the same product) */
     const float *logits = s.logits;
+    const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped(); /* the row-wise work on the pool */
     if (pre_logits && cpu_grouped()) {
         logits = pre_logits;
+        if (before) threadpool_run(pool, before->n_tasks, before->fn, before->ctx);
     } else {
         const mm_group_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits, own);
-        batch(pool, &router, 1);
+        moe_batch_after(pool, par, batch, before, &router, 1); /* the caller's step that writes x, then the router */
     }
     for (size_t e = 0; e <= E; e++) s.count[e] = 0;
     for (size_t r = 0; r < n; r++) {
@@ -300,8 +303,7 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0) */
     if (route_trace_enabled()) route_trace_record(w->layer, E, k, n, s.count);
     const size_t slots = (size_t)s.count[E - 1];
-    /* par: the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
-    const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped();
+    /* par (above): the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
     const size_t group_experts = par ? MOE_GROUP : MOE_GROUP_OLD;
     /* the gather on the pool: the first phase of the first group's products (one run of the pool) */
     moe_par gather = {.kind = 0, .H = H, .slots = slots, .dst = s.xe, .x = x, .rows = s.rows};
@@ -406,24 +408,25 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
 
 void cpu_moe_forward(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                      threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL, NULL);
 }
 
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                             const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL);
+    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL,
+            NULL);
 }
 
 int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                                 const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
-                                const cpu_moe_epilogue *epi) {
+                                const threadpool_phase *before, const cpu_moe_epilogue *epi) {
     return moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu,
-                   epi);
+                   before, epi);
 }
 
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar, NULL);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar, NULL, NULL);
 }
 
 void cpu_swiglu_scalar(float *h, const float *gate, const float *up, size_t n) {

@@ -134,7 +134,7 @@ typedef struct cpu_moe_epilogue {
  * takes its slots in the same order. */
 int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                                 const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
-                                const cpu_moe_epilogue *epi);
+                                const threadpool_phase *before, const cpu_moe_epilogue *epi);
 /* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);

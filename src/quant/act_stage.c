@@ -178,6 +178,11 @@ void act_stage_run_then(threadpool *pool, const act_stage *s, size_t n, int sepa
 
 void act_stage_run_after(threadpool *pool, const threadpool_phase *pre, const act_stage *s, size_t n, int separate,
                          size_t n_tasks, threadpool_task_fn fn, void *ctx) {
+    if (n == 0 && pre) { /* nothing to stage (float activations): pre, then the product, one run */
+        const threadpool_phase ph[2] = {*pre, {n_tasks, fn, ctx}};
+        threadpool_run_phases(pool, ph, 2);
+        return;
+    }
     if (n > FUSE_MAX || separate || !stage_on_pool(pool, s, n) || stage_separate()) {
         if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
         act_stage_run(pool, s, n);

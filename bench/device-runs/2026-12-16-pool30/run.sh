@@ -10,7 +10,8 @@
 # runs (13-14 a layer: bench_backend's new "pool per run" line), so a fixed ~100 us a run would be ~50 of its 159 ms
 # (amx), and the preview's 3x bar over the AVX2 level (2.27x measured) turns on it. Since then (this pack) the
 # layers' dependent loops share runs (threadpool_run_phases: GDN conv + heads, the MoE's gather / SwiGLU + the
-# products that read them, the MoE's sum + the residual step): ~8.5 runs a layer, ~340 a preview, in every mode. On the dev VM (2 vCPUs) an empty
+# products that read them, the MoE's sum + the residual step, the residual step + the router): ~7.5 runs a layer,
+# ~300 a preview, in every mode. On the dev VM (2 vCPUs) an empty
 # run whose worker slept took 108 us with the old wait (the worker's ~23 us wake-up, then the caller's own sleep past
 # its 50 us spin) and 2.7 us with the new one.
 # STEPS (default "t p s b"):
@@ -34,7 +35,7 @@
 #       threads (it is ~6x at 512 rows); avx2 q4_K near-linear (7.6x at 16). If amx at 8 ~ at 16: the vCPUs share
 #       cores' AMX units, and the preview's 3x over AVX2 is out of reach by the pool alone.
 #  - p: pinned: back-to-back arrival as unpinned, after a gap within 0.7-1.3x of unpinned (a VM's vCPUs float anyway).
-#  - b: the pool line: ~340 runs a preview (was ~540). Preview amx new 0.130-0.150 s (0.159 before this session's
+#  - b: the pool line: ~300 runs a preview (was ~540). Preview amx new 0.130-0.150 s (0.159 before this session's
 #       changes) vs old wait 0.140-0.160; spin 500/2000 0.13-0.15 with fewer runs that woke sleepers
 #       (old: predicted 50-200 of ~540 runs wake sleepers); avx2 0.34-0.36. avx2 / amx 2.3-2.7x: the 3x bar likely
 #       still not met by the pool alone.
