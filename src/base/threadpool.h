@@ -50,6 +50,8 @@ typedef struct threadpool_phase {
     void *ctx;
 } threadpool_phase;
 void threadpool_run_phases(threadpool *pool, const threadpool_phase *phases, size_t n_phases);
+/* One phase as its own run (threadpool_run of its tasks); NULL: nothing. */
+void threadpool_run_phase(threadpool *pool, const threadpool_phase *phase);
 
 /* What the pool did since it was made (issue 30's diagnosis on many-core
  * hosts: a run that must wake sleeping workers costs their wake-up). Read

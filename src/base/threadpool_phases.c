@@ -11,16 +11,16 @@
  * that order, and a task of phase p waits until every task of the phases
  * before it has finished. No deadlock: a waiting task's predecessors were all taken
  * before it, by threads that are running them (a task never waits for a
- * later one). A wait past WAIT_SPIN_NS means a thread running one of them
+ * later one). A wait past WAIT_SPIN_US means a thread running one of them
  * lost its core (a shared machine): the waiter then yields between polls.
  */
 #include <sched.h>
 #include <stdatomic.h>
-#include <time.h>
 
 #include "base/threadpool.h"
+#include "base/timer.h"
 
-enum { WAIT_SPIN_NS = 20 * 1000 };
+enum { WAIT_SPIN_US = 20 };
 
 typedef struct phased_run {
     const threadpool_phase *phases;
@@ -29,23 +29,17 @@ typedef struct phased_run {
     _Alignas(64) atomic_size_t done[THREADPOOL_MAX_PHASES]; /* finished tasks per phase (its own line) */
 } phased_run;
 
-static uint64_t now_ns(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Until phase p's tasks are all done. */
 static void wait_phase(phased_run *r, size_t p) {
     const size_t want = r->first[p + 1] - r->first[p];
-    uint64_t until = 0;
+    double until = 0;
     for (unsigned i = 1; atomic_load_explicit(&r->done[p], memory_order_acquire) < want; i++) {
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause();
 #endif
         if (i % 64) continue;
-        const uint64_t now = now_ns();
-        if (!until) until = now + WAIT_SPIN_NS;
+        const double now = timer_now();
+        if (!until) until = now + WAIT_SPIN_US * 1e-6;
         else if (now > until) sched_yield();
     }
 }
@@ -60,9 +54,13 @@ static void phased_task(void *ctx, size_t task, size_t thread) {
     atomic_fetch_add_explicit(&r->done[p], 1, memory_order_release);
 }
 
+void threadpool_run_phase(threadpool *pool, const threadpool_phase *phase) {
+    if (phase) threadpool_run(pool, phase->n_tasks, phase->fn, phase->ctx);
+}
+
 void threadpool_run_phases(threadpool *pool, const threadpool_phase *phases, size_t n_phases) {
     if (n_phases > THREADPOOL_MAX_PHASES || threadpool_size(pool) == 1) { /* in order, phase by phase */
-        for (size_t p = 0; p < n_phases; p++) threadpool_run(pool, phases[p].n_tasks, phases[p].fn, phases[p].ctx);
+        for (size_t p = 0; p < n_phases; p++) threadpool_run_phase(pool, &phases[p]);
         return;
     }
     phased_run r = {.phases = phases, .n = n_phases};

@@ -123,7 +123,7 @@ static bool shared_moe(backend *be, cpu_shared_seq *q, size_t nq, size_t il, siz
     if (any || be->moe_hook.ctx) { /* the router here (or another MoE): the residual step in its run, or alone */
         const mm_group_item router = {{w->router_type, w->router, E, w->n_embd, sc->x, n, sc->router}, sc->own};
         if (any) matmul_grouped_batch_after(be->pool, before, &router, 1);
-        else if (before) threadpool_run(be->pool, before->n_tasks, before->fn, before->ctx);
+        else threadpool_run_phase(be->pool, before);
         before = NULL;
     }
     for (size_t i = 0; i < nq; i++) {

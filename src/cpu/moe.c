@@ -254,7 +254,7 @@ static void moe_batch_after(threadpool *pool, bool par, moe_batch_fn batch, cons
         matmul_grouped_batch_after(pool, pre, items, n_items);
         return;
     }
-    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+    threadpool_run_phase(pool, pre);
     if (n_items) batch(pool, items, n_items);
 }
 
@@ -277,7 +277,7 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped(); /* the row-wise work on the pool */
     if (pre_logits && cpu_grouped()) {
         logits = pre_logits;
-        if (before) threadpool_run(pool, before->n_tasks, before->fn, before->ctx);
+        threadpool_run_phase(pool, before);
     } else {
         const mm_group_item router = moe_item(w->router_type, w->router, E, H, x, n, s.logits, own);
         moe_batch_after(pool, par, batch, before, &router, 1); /* the caller's step that writes x, then the router */
@@ -369,7 +369,7 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
         }
         moe_batch_after(pool, par, batch, sw_pool ? &sw_ph : NULL, items, ni);
     }
-    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx); /* no products at all: the gather alone */
+    threadpool_run_phase(pool, pre); /* no products at all: the gather alone */
 
     /* accumulate in ascending expert id (HF's index_add_ order), then the gated shared expert */
     if (par && epi) { /* a row a task, then the caller's epilogue for it: one run (one row: inline, a decode step) */

@@ -184,7 +184,7 @@ void act_stage_run_after(threadpool *pool, const threadpool_phase *pre, const ac
         return;
     }
     if (n > FUSE_MAX || separate || !stage_on_pool(pool, s, n) || stage_separate()) {
-        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+        threadpool_run_phase(pool, pre);
         act_stage_run(pool, s, n);
         threadpool_run(pool, n_tasks, fn, ctx);
         return;
@@ -197,7 +197,7 @@ void act_stage_run_after(threadpool *pool, const threadpool_phase *pre, const ac
         total += act_stage_tasks(&s[i]);
     }
     f.first[n] = total;
-    const threadpool_phase none = {0, fused_stage_task, &f};
-    const threadpool_phase ph[3] = {pre ? *pre : none, {total, fused_stage_task, &f}, {n_tasks, fn, ctx}};
-    threadpool_run_phases(pool, ph, 3);
+    threadpool_phase ph[3] = {{0}, {total, fused_stage_task, &f}, {n_tasks, fn, ctx}};
+    if (pre) ph[0] = *pre;
+    threadpool_run_phases(pool, ph + (pre ? 0 : 1), pre ? 3 : 2);
 }

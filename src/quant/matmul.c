@@ -284,12 +284,9 @@ static int act_same_format(uint32_t a, uint32_t b, size_t n_rows) {
 
 /* pre: run first (NULL: none; act_stage_run_after); the pool's run for a product too small for it is still pre's. */
 static void batch_flush(threadpool *pool, const threadpool_phase *pre, batch_job *b, double macs, int old) {
-    if (b->n == 0) {
-        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
-        return;
-    }
-    if (macs < INLINE_MAX_MACS) {
-        if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+    if (b->n == 0 || macs < INLINE_MAX_MACS) { /* pre alone (on the pool); the products, if any, inline */
+        threadpool_run_phase(pool, pre);
+        if (b->n == 0) return;
         pool = NULL, pre = NULL;
     }
     act_stage_run_after(pool, pre, b->stages, b->n_stages, old, b->first[b->n], batch_task, b);
@@ -307,7 +304,7 @@ void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const mat
     /* one or two rows are quantised here, on the calling thread, before any run: pre's rows must be there */
     for (size_t i = 0; i < n_items && pre; i++)
         if (items[i].n_rows <= ACT_MAX_ROWS) {
-            threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
+            threadpool_run_phase(pool, pre);
             pre = NULL;
         }
     _Alignas(64) uint8_t stack[2 * ACT_STACK_BYTES];

@@ -76,12 +76,6 @@ static int row_path(const mm_group_item *it, size_t r) {
     return matmul_path(it->m.type, it->m.n_in, it->own ? it->own[r] : it->m.n_rows);
 }
 
-/* pre's tasks, now, as their own run (NULL: nothing); returns NULL: pre is done. */
-static const threadpool_phase *run_pre(threadpool *pool, const threadpool_phase *pre) {
-    if (pre) threadpool_run(pool, pre->n_tasks, pre->fn, pre->ctx);
-    return NULL;
-}
-
 void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n_items) {
     matmul_grouped_batch_after(pool, NULL, items, n_items);
 }
@@ -93,7 +87,7 @@ void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, c
         for (size_t r = 0; r < items[i].m.n_rows; r++)
             n_runs += r == 0 || row_path(&items[i], r) != row_path(&items[i], r - 1);
     if (n_runs == 0) {
-        run_pre(pool, pre);
+        threadpool_run_phase(pool, pre);
         return;
     }
     matmul_item *direct = mem_alloc(n_runs * sizeof *direct);
@@ -102,7 +96,8 @@ void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, c
     if (!direct || !each) { /* no memory for the plan: every run as its own product, still exact */
         mem_free(direct), mem_free(each);
         direct = NULL, each = NULL;
-        pre = run_pre(pool, pre); /* those products read the rows at once */
+        threadpool_run_phase(pool, pre); /* those products read the rows at once */
+        pre = NULL;
     }
     for (size_t i = 0; i < n_items; i++) {
         const matmul_item *m = &items[i].m;
@@ -131,10 +126,12 @@ void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, c
     }
     /* pre rides in the first batch's run only when that batch is everything (the per-row runs below quantise
      * their rows on this thread) */
-    if (ne || nd > MATMUL_BATCH_MAX) pre = run_pre(pool, pre);
+    if (ne || nd == 0 || nd > MATMUL_BATCH_MAX) {
+        threadpool_run_phase(pool, pre);
+        pre = NULL;
+    }
     for (size_t d = 0; d < nd; d += MATMUL_BATCH_MAX)
         matmul_batch_after(pool, d ? NULL : pre, direct + d, nd - d < MATMUL_BATCH_MAX ? nd - d : MATMUL_BATCH_MAX);
-    if (nd == 0) run_pre(pool, pre);
     if (ne) {
         uint8_t *xq = xq_total ? mem_alloc(xq_total) : NULL;
         const size_t threads = threadpool_size(pool);

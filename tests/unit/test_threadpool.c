@@ -302,28 +302,27 @@ static void phase_a(void *ctx, size_t t, size_t thread) {
     atomic_store(&p->a[t], (int)t + 1);
 }
 
+/* The sum of an earlier phase's n results; a 0 among them (not yet written) counted in early. */
+static int sum_done(phase_ctx *p, atomic_int *v, int n) {
+    int sum = 0;
+    for (int i = 0; i < n; i++) {
+        const int x = atomic_load(&v[i]);
+        if (x == 0) atomic_fetch_add(&p->early, 1);
+        sum += x;
+    }
+    return sum;
+}
+
 static void phase_b(void *ctx, size_t t, size_t thread) {
     (void)thread;
     phase_ctx *p = ctx;
-    int sum = 0;
-    for (int i = 0; i < PH_A; i++) {
-        const int v = atomic_load(&p->a[i]);
-        if (v == 0) atomic_fetch_add(&p->early, 1);
-        sum += v;
-    }
-    atomic_store(&p->b[t], sum + (int)t);
+    atomic_store(&p->b[t], sum_done(p, p->a, PH_A) + (int)t);
 }
 
 static void phase_c(void *ctx, size_t t, size_t thread) {
     (void)thread;
     phase_ctx *p = ctx;
-    int sum = 0;
-    for (int i = 0; i < PH_B; i++) {
-        const int v = atomic_load(&p->b[i]);
-        if (v == 0) atomic_fetch_add(&p->early, 1);
-        sum += v;
-    }
-    atomic_store(&p->c[t], sum);
+    atomic_store(&p->c[t], sum_done(p, p->b, PH_B));
 }
 
 static void check_phases(threadpool *pool) {
