@@ -11,7 +11,8 @@
  *           takes exactly one): when the last thread arrives after the
  *           caller starts the run (the wake-up of the slowest worker), and
  *           the whole run's wall time. Workers spinning (back-to-back runs)
- *           and asleep (--gap-us before each run, past CLOVER_POOL_SPIN_US).
+ *           and after a gap (--gap-us before each run: asleep when the gap
+ *           is past CLOVER_POOL_SPIN_US + CLOVER_POOL_YIELD_US).
  *  work     N tasks of --work-us of arithmetic each: run time minus the work.
  *  empty    a run of N tasks that do nothing: the round trip.
  *  kernel   one product (--out x --in, --rows rows, q8_0 and q4_K) on one
@@ -312,9 +313,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_pool: %s\n", err.message);
         return 1;
     }
-    const char *spin = getenv("CLOVER_POOL_SPIN_US");
-    printf("bench_pool: %zu threads, level %s, spin %s us, %zu reps, gap %u us\n", threads,
-           quant_simd_level_name(), spin && *spin ? spin : "50 (default)", reps, gap_us);
+    const char *spin = getenv("CLOVER_POOL_SPIN_US"), *yield = getenv("CLOVER_POOL_YIELD_US");
+    printf("bench_pool: %zu threads, level %s, spin %s us, yield %s us, %zu reps, gap %u us\n", threads,
+           quant_simd_level_name(), spin && *spin ? spin : "50 (default)", yield && *yield ? yield : "2000 (default)",
+           reps, gap_us);
     bench_arrive(pool, threads, reps, 0, "(back to back)");
     bench_arrive(pool, threads, reps, gap_us, "(after a gap)");
     bench_work(pool, threads, reps, 0, work_us, "(back to back)");

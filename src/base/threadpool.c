@@ -23,7 +23,19 @@
  * the counters the threads write during a run (next_task, done, active) and
  * the word the idle ones poll (generation) have a cache line each.
  * CLOVER_POOL_SPIN_US (read when a pool is made) sets the spin before
- * sleeping (default 50); CLOVER_POOL_CONDVAR=1 keeps the condition variable,
+ * sleeping (default 50).
+ *
+ * After the spin an idle thread (a worker between runs, the caller waiting
+ * for the others' tasks) polls on with sched_yield() between polls for
+ * CLOVER_POOL_YIELD_US more (default 2000; 0: sleep right after the spin).
+ * On the H200 host's VM a thread that sleeps takes ~1-7 ms to run again (a
+ * halted vCPU; bench_pool, 16 threads: the slowest arrival after a 300 us
+ * gap 3.5 ms median), and the serial work between a pass's runs often
+ * exceeds 50 us: a 32-row AMX preview of the 35B-A3B file woke sleeping
+ * workers in 262 of its 282 runs and took 0.249 s, 0.151 s with a 2 ms spin
+ * (bench/device-runs/2026-12-16-pool30). Yielding instead of spinning keeps
+ * that on a loaded machine (CI's parallel tests) from holding a core others
+ * are waiting for. CLOVER_POOL_CONDVAR=1 keeps the condition variable,
  * CLOVER_POOL_WAIT_ALL=1 the wait for every worker, CLOVER_POOL_PIN=1 pins
  * worker i to CPU i (A/B timing).
  */
@@ -54,6 +66,7 @@
 enum {
     THREADPOOL_MAX_THREADS = 4096,
     SPIN_NS = 50 * 1000, /* how long an idle thread polls before sleeping (CLOVER_POOL_SPIN_US) */
+    YIELD_NS = 2000 * 1000, /* the yielding poll after the spin (CLOVER_POOL_YIELD_US) */
     SPIN_MAX_US = 1000 * 1000,
 };
 
@@ -68,7 +81,8 @@ struct threadpool {
     worker *workers;  /* [n_threads - 1] */
     size_t n_started;
 
-    uint64_t spin_ns; /* an idle thread's poll before it sleeps */
+    uint64_t spin_ns;  /* an idle thread's poll before it sleeps */
+    uint64_t yield_ns; /* then its poll with sched_yield() between polls */
     bool futex;       /* sleepers wait on generation's futex, not on `wake` */
     bool wait_all;    /* CLOVER_POOL_WAIT_ALL: a run waits for every worker to count out */
     bool pin;         /* CLOVER_POOL_PIN: worker i on CPU i */
@@ -114,6 +128,17 @@ static uint64_t now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* An idle thread's poll, called at each iteration i of its loop since t0: true while it should poll on (a pure
+ * spin for spin_ns, then a yield every 64 polls for yield_ns more), false once it is time to sleep. */
+static bool keep_polling(const threadpool *p, unsigned i, uint64_t t0) {
+    if ((i & 63) != 0) return true;
+    const uint64_t el = now_ns() - t0;
+    if (el < p->spin_ns) return true;
+    if (el >= p->spin_ns + p->yield_ns) return false;
+    sched_yield();
+    return true;
 }
 
 size_t threadpool_cpu_count(void) {
@@ -167,12 +192,12 @@ static void wake_workers(threadpool *p) {
 static unsigned wait_generation(threadpool *p, unsigned seen) {
     unsigned g = atomic_load_explicit(&p->generation, memory_order_acquire);
     if (g != seen) return g;
-    const uint64_t until = now_ns() + p->spin_ns;
+    const uint64_t t0 = now_ns();
     for (unsigned i = 1;; i++) {
         cpu_relax();
         g = atomic_load_explicit(&p->generation, memory_order_acquire);
         if (g != seen) return g;
-        if ((i & 63) == 0 && now_ns() > until) break;
+        if (!keep_polling(p, i, t0)) break;
     }
     atomic_fetch_add_explicit(&p->worker_sleeps, 1, memory_order_relaxed);
     atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
@@ -293,6 +318,12 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
         const unsigned long us = strtoul(spin, NULL, 10);
         p->spin_ns = (us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
     }
+    p->yield_ns = YIELD_NS;
+    const char *yield = getenv("CLOVER_POOL_YIELD_US");
+    if (yield && *yield) {
+        const unsigned long us = strtoul(yield, NULL, 10);
+        p->yield_ns = (us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
+    }
     const char *cv = getenv("CLOVER_POOL_CONDVAR");
     p->futex = POOL_HAVE_FUTEX && !(cv && *cv && strcmp(cv, "0") != 0);
     const char *all = getenv("CLOVER_POOL_WAIT_ALL");
@@ -359,11 +390,11 @@ static void run_inline(size_t n_tasks, threadpool_task_fn fn, void *ctx) {
  * `done` (notify_caller's other half). */
 static void caller_wait(threadpool *p, atomic_size_t *counter, size_t want) {
     if (atomic_load_explicit(counter, memory_order_acquire) == want) return;
-    const uint64_t until = now_ns() + p->spin_ns;
+    const uint64_t t0 = now_ns();
     for (unsigned i = 1;; i++) {
         cpu_relax();
         if (atomic_load_explicit(counter, memory_order_acquire) == want) return;
-        if ((i & 63) == 0 && now_ns() > until) break;
+        if (!keep_polling(p, i, t0)) break;
     }
     p->caller_sleeps++;
     pthread_mutex_lock(&p->lock);

@@ -183,6 +183,7 @@ static void step_stats_show_shared_passes(void) {
     clover_session_params sp;
     clover_session_params_init(&sp);
     sp.n_threads = 2;
+    sp.device = CLOVER_DEVICE_CPU; /* the CPU backend's account: auto takes CUDA where a GPU is (one pass a chunk) */
     clover_error err = {0};
     CHECK_MSG(clover_engine_create(&e, tma.model, &sp, &err) == 0, "%s", err.message);
     clover_session *ss[N] = {0};

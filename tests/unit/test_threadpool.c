@@ -216,11 +216,13 @@ static void late_runs(threadpool *p, int runs, int gap_every, atomic_int *after,
 
 static void test_late_workers(void) {
     setenv("CLOVER_POOL_SPIN_US", "0", 1);
+    setenv("CLOVER_POOL_YIELD_US", "0", 1);
     unsetenv("CLOVER_POOL_WAIT_ALL"); /* the A/B switch's old protocol has no late workers */
     threadpool *p = NULL;
     clover_error err;
     CHECK_EQ_INT(threadpool_create(&p, 4, &err), CLOVER_OK);
     unsetenv("CLOVER_POOL_SPIN_US");
+    unsetenv("CLOVER_POOL_YIELD_US");
     if (!p) return;
     atomic_int after;
     atomic_init(&after, 0);
@@ -245,6 +247,32 @@ static void test_late_workers(void) {
     CHECK_MSG(counts.worker_sleeps > held.worker_sleeps && counts.woke > held.woke,
               "worker sleeps %llu, runs that woke them %llu", (unsigned long long)counts.worker_sleeps,
               (unsigned long long)counts.woke);
+    threadpool_free(p);
+}
+
+/* The yielding poll after the spin: with no spin and a long yield window
+ * (CLOVER_POOL_YIELD_US=500000), workers stay awake through runs 300 us
+ * apart, so no worker sleeps and no run wakes one; with both at 0 (the case
+ * above) the same gaps put them to sleep. */
+static void test_yield_poll_keeps_workers_awake(void) {
+    setenv("CLOVER_POOL_SPIN_US", "0", 1);
+    setenv("CLOVER_POOL_YIELD_US", "500000", 1);
+    threadpool *p = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&p, 3, &err), CLOVER_OK);
+    unsetenv("CLOVER_POOL_SPIN_US");
+    unsetenv("CLOVER_POOL_YIELD_US");
+    if (!p) return;
+    atomic_int after;
+    atomic_init(&after, 0);
+    long wrong = 0;
+    late_runs(p, 200, 1, &after, &wrong);
+    threadpool_counts counts;
+    threadpool_get_counts(p, &counts);
+    CHECK_EQ_INT(wrong, 0);
+    CHECK_EQ_INT(counts.runs, 200);
+    CHECK_MSG(counts.worker_sleeps == 0 && counts.woke == 0, "worker sleeps %llu, runs that woke them %llu",
+              (unsigned long long)counts.worker_sleeps, (unsigned long long)counts.woke);
     threadpool_free(p);
 }
 
@@ -374,6 +402,7 @@ int main(void) {
     RUN(test_back_to_back_runs);
     RUN(test_nested_runs_inline);
     RUN(test_late_workers);
+    RUN(test_yield_poll_keeps_workers_awake);
     RUN(test_trace);
     RUN(test_phases);
     RUN(test_create_defaults_and_errors);
