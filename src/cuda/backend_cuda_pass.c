@@ -197,7 +197,7 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
     bool stream = same && !thin && !one;
     for (size_t i = 0; stream && i < nw; i++) stream = !takes_decode(s, w[i], exact[i]) && takes_stream(s, w[i], n);
     /* integer chunk products of one type and width: cuda_matmul_chunk_ws_multi (the same bits as mm_as each; one
-     * 8-bit copy of the rows for all of them under CLOVER_CUDA_SHARE_XQ=1) */
+     * 8-bit copy of the rows for all of them unless CLOVER_CUDA_SHARE_XQ=0) */
     bool shared = same && !thin && !one && !stream && nw >= 2 && !is_float(w[0]->type);
     const size_t cw = shared ? cuda_matmul_chunk_work_bytes(w[0]->type, (size_t)w[0]->ne[0], n) : 0;
     shared = shared && cw && cw <= s->sc.mm_work_bytes;

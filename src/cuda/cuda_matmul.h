@@ -169,8 +169,8 @@ int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in
  * the integer path when the sharing switch is on. work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
 int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                                size_t n_rows, void *work, void *stream, char *why, size_t why_len);
-/* The sharing of one 8-bit copy of the rows (_multi, _pair, cuda_moe_chunk_pair): off unless CLOVER_CUDA_SHARE_XQ=1
- * (written without a device, 2026-12-04); 1/0 on/off, negative: the environment again (tests, benches). */
+/* The sharing of one 8-bit copy of the rows (_multi, _pair, cuda_moe_chunk_pair): on unless CLOVER_CUDA_SHARE_XQ=0;
+ * 1/0 on/off, negative: the environment again (tests, benches). */
 void cuda_matmul_share_set(int on);
 /* Two chunk products of the same rows x (same type and n_in; n_out and n_out2 outputs into y and y2): bit for bit
  * cuda_matmul_chunk_ws(w, n_out, y) then cuda_matmul_chunk_ws(w2, n_out2, y2); one quantisation of x on the

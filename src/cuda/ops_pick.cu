@@ -78,6 +78,50 @@ __device__ __forceinline__ static void argmax_take(float &v, int32_t &i, float o
     }
 }
 
+/* One thread's part of step 1 over its indices i = t0, t0 + step, ... < V, in that order: the first maximum (only
+ * values > bv replace it: the first of equals stays) and, with sum_exp_strided, the sum of exp(double(row[i] - mx)).
+ * Eight indices' loads (and exps) are issued before they are used, then taken in index order: the same compares and
+ * the same float64 adds in the same order as the plain loop, so the same bits, with 8x the work in flight. The
+ * plain loop was latency-bound: k_pick_greedy's 4 warps an SM took 96 us for 248k exps (the 2026-12-05 trace).
+ * The one-block form keeps 1 (its 32 warps fill the SM's FP64 units; 8 would spill at 1024 threads' 64 registers). */
+template <int PICK_UNROLL>
+__device__ __forceinline__ static void max_strided(const float *row, size_t t0, size_t V, size_t step, float &bv,
+                                                   int32_t &bi) {
+    size_t i = t0;
+    for (; i + (PICK_UNROLL - 1) * step < V; i += PICK_UNROLL * step) {
+        float v[PICK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < PICK_UNROLL; u++) v[u] = row[i + u * step];
+#pragma unroll
+        for (int u = 0; u < PICK_UNROLL; u++)
+            if (v[u] > bv) {
+                bv = v[u];
+                bi = (int32_t)(i + u * step);
+            }
+    }
+    for (; i < V; i += step)
+        if (row[i] > bv) {
+            bv = row[i];
+            bi = (int32_t)i;
+        }
+}
+
+template <int PICK_UNROLL>
+__device__ __forceinline__ static double sum_exp_strided(const float *row, size_t t0, size_t V, size_t step,
+                                                         float mx) {
+    double z = 0.0;
+    size_t i = t0;
+    for (; i + (PICK_UNROLL - 1) * step < V; i += PICK_UNROLL * step) {
+        double e[PICK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < PICK_UNROLL; u++) e[u] = exp((double)(row[i + u * step] - mx));
+#pragma unroll
+        for (int u = 0; u < PICK_UNROLL; u++) z += e[u];
+    }
+    for (; i < V; i += step) z += exp((double)(row[i] - mx));
+    return z;
+}
+
 /* The first maximum (value, index) over the block; NaN never wins (> compare). */
 __device__ static void red_argmax(float &v, int32_t &i, float *shv, int32_t *shi) {
     for (int o = 16; o > 0; o >>= 1)
@@ -123,11 +167,7 @@ __device__ __forceinline__ static void pick_row(int32_t *out_id, float *out_conf
     /* 1. first maximum of the raw row (entries > -inf only, like sampler_argmax) */
     float bv = -INFINITY;
     int32_t bi = -1;
-    for (size_t i = tid; i < V; i += PICK_THREADS)
-        if (row[i] > bv) { /* ascending i per thread: the first of equals stays */
-            bv = row[i];
-            bi = (int32_t)i;
-        }
+    max_strided<1>(row, tid, V, PICK_THREADS, bv, bi); /* ascending i per thread: the first of equals stays */
     red_argmax(bv, bi, S.fsh, S.ish);
     if (bi < 0 || !isfinite(bv)) {
         if (tid == 0) {
@@ -137,8 +177,7 @@ __device__ __forceinline__ static void pick_row(int32_t *out_id, float *out_conf
         return;
     }
     const float mx = bv;
-    double zc = 0.0;
-    for (size_t i = tid; i < V; i += PICK_THREADS) zc += exp((double)(row[i] - mx));
+    double zc = sum_exp_strided<1>(row, tid, V, PICK_THREADS, mx);
     zc = red_sum_d(zc, S.dsh);
 
     int32_t pick = bi;
@@ -314,11 +353,7 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
     const float *row = logits + r * V;
     float bv = -INFINITY;
     int32_t bi = -1;
-    for (size_t i = vt; i < V; i += PICK_THREADS)
-        if (row[i] > bv) {
-            bv = row[i];
-            bi = (int32_t)i;
-        }
+    max_strided<8>(row, vt, V, PICK_THREADS, bv, bi);
     for (int o = 16; o > 0; o >>= 1)
         argmax_take(bv, bi, __shfl_xor_sync(0xffffffffu, bv, o), __shfl_xor_sync(0xffffffffu, bi, o));
     if (lane == 0) wv[warp] = bv, wi[warp] = bi;
@@ -339,8 +374,7 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
         return;
     }
     const float mx = mv;
-    double zc = 0.0;
-    for (size_t i = vt; i < V; i += PICK_THREADS) zc += exp((double)(row[i] - mx));
+    double zc = sum_exp_strided<8>(row, vt, V, PICK_THREADS, mx);
     for (int o = 16; o > 0; o >>= 1) zc += __shfl_xor_sync(0xffffffffu, zc, o);
     if (lane == 0) wz[warp] = zc;
     cl.sync();

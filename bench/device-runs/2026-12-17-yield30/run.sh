@@ -23,7 +23,7 @@ dr_init yield30
 unset CLOVER_POOL_WAIT_ALL CLOVER_POOL_SPIN_US CLOVER_POOL_YIELD_US CLOVER_POOL_CONDVAR CLOVER_NO_AMX CLOVER_NO_AVX512
 say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus); load $(cut -d' ' -f1-3 /proc/loadavg)"
 TH=16
-M=/tmp/pool30-35b-a3b.gguf
+M=${YIELD30_MODEL:-/tmp/pool30-35b-a3b.gguf}
 SPID=
 if has b && [ ! -s "$M" ]; then
   ( timeout 170 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -o "$M.part" > "$O/synth.log" 2>&1 && mv "$M.part" "$M" ) &
