@@ -33,6 +33,6 @@ hide)
     for f in models/*.gguf; do mv "$f" $H/; echo "hidden: $f"; done ;;
 restore)
     shopt -s nullglob
-    for f in $H/*.gguf; do mv "$f" models/; echo "restored: models/$(basename "$f")"; done ;;
+    mkdir -p models; for f in $H/*.gguf; do mv "$f" models/; echo "restored: models/$(basename "$f")"; done ;;
 *) echo "usage: device-tree.sh size [CARRY...] | hide | restore" >&2; exit 2 ;;
 esac

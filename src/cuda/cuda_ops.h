@@ -136,7 +136,7 @@ int cuda_pick(int32_t *id, float *conf,             // [n], [n]
 int cuda_pick_each(int32_t *id, float *conf, const float *logits, const double *u, const cuda_pick_params *p,
                    size_t n, size_t V, void *stream);
 /* Greedy rows of cuda_pick / cuda_pick_each through a cluster of 8 blocks a row (ops_pick.cu's header; the same
- * bits): 1 on, 0 off, -1 back to CLOVER_CUDA_PICK_SPLIT (=1 on; off when unset). Tests and benches. */
+ * bits): 1 on, 0 off, -1 back to CLOVER_CUDA_PICK_SPLIT (=0 off; on when unset). Tests and benches. */
 void cuda_pick_split_set(int on);
 
 #ifdef __cplusplus

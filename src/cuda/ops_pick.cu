@@ -18,8 +18,9 @@
  * wide, or the walk/cut reaching past an incomplete head) the row gets
  * id -2 and the caller picks it on the host.
  *
- * Greedy rows, split (CLOVER_CUDA_PICK_SPLIT=1; off until it has run on a
- * device): step 1 is the whole of a greedy pick, and its 248k float64 exps
+ * Greedy rows, split (on unless CLOVER_CUDA_PICK_SPLIT=0; on the H200,
+ * 2026-12-05, share24 and pick24: the tests equal, the same ids, decode
+ * +0.5-1.1% in three A/B pairs, 315 -> 319 tok/s): step 1 is the whole of a greedy pick, and its 248k float64 exps
  * on one SM took ~107 us of a ~2.8 ms decode step on the H200 (2026-12-14
  * trace: FP64-bound). k_pick_greedy spreads the same 1024 threads' work over
  * a cluster of 8 blocks of 128 (block b runs threads 128b..128b+127 of the
@@ -388,14 +389,14 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
     cl.sync();
 }
 
-/* CLOVER_CUDA_PICK_SPLIT=1: greedy rows through k_pick_greedy (read once; cuda_pick_split_set overrides, -1 reads
- * the environment again), the pattern of cuda_moe_fast_enabled. */
+/* Unless CLOVER_CUDA_PICK_SPLIT=0: greedy rows through k_pick_greedy (read once; cuda_pick_split_set overrides,
+ * -1 reads the environment again), the pattern of cuda_moe_fast_enabled. */
 static int g_split = -1;
 static int split_on(void) {
     int v = __atomic_load_n(&g_split, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("CLOVER_CUDA_PICK_SPLIT");
-        v = e && strcmp(e, "1") == 0;
+        v = !(e && strcmp(e, "0") == 0);
         __atomic_store_n(&g_split, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -290,6 +290,8 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
         clover_session_params sp;
         clover_session_params_init(&sp);
         sp.device = CLOVER_DEVICE_CUDA;
+        sp.max_context = 256; /* the sessions of run(): with the default 512 rows the budget, not the mode, refused */
+        sp.max_rows = 32;
         sp.gpu_mem = budgets[0];
         clover_session *s = NULL;
         clover_error err = {0};
