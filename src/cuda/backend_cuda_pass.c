@@ -550,9 +550,22 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
         return rc;
     } else if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
-         * sc.kept[i][layer]), and its rows routed inside it; or routed freely */
+         * sc.kept[i][layer]), and its rows routed inside it; or routed freely. CLOVER_CUDA_STACK_ROUTE=1: every
+         * sequence's in two launches (the same bits), else two a sequence. */
         const size_t E = hp->n_expert;
-        for (size_t i = 0; i < p->n_seq; i++) {
+        int multi = 1;
+        if (cuda_stack_route_on() && p->n_seq <= CUDA_ROUTE_SEQS_MAX) {
+            cuda_route_seqs m = {.n_seq = (int32_t)p->n_seq};
+            for (size_t i = 0; i < p->n_seq; i++)
+                m.seq[i] = (cuda_route_seq){.row0 = (int32_t)p->sseq[i].row0, .n = (int32_t)p->sseq[i].n,
+                                            .coreset = p->sseq[i].coreset, .top_p = p->sseq[i].top_p};
+            multi = cuda_moe_coreset_route_multi(sc->kept + il * E, hp->n_layer * E, sc->kept_count, sc->ridx,
+                                                 sc->rw, sc->rlog, &m, n, E, k, s->stream);
+            if (multi < 0)
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coresets and routing: %s",
+                                 cuda_preview_last_error());
+        }
+        for (size_t i = 0; multi && i < p->n_seq; i++) {
             const cuda_stack_seq *q = &p->sseq[i];
             int32_t *ri = sc->ridx + q->row0 * k;
             float *wi = sc->rw + q->row0 * k;

@@ -78,6 +78,31 @@ int cuda_moe_coreset(uint8_t *allowed,        // [E]
                      const float *logits,     // [n][E] router logits
                      size_t n, size_t n_expert, size_t k, float top_p, void *work, void *stream);
 
+/* A stacked preview's sequences for cuda_moe_coreset_route_multi: sequence i's rows are row0 .. row0 + n - 1
+ * of the pass, routed inside its coreset (its flags at allowed + i * stride) when coreset, else freely. */
+enum { CUDA_ROUTE_SEQS_MAX = 64 };
+typedef struct cuda_route_seq {
+    int32_t row0, n, coreset;
+    float top_p;
+} cuda_route_seq;
+typedef struct cuda_route_seqs {
+    int32_t n_seq;
+    cuda_route_seq seq[CUDA_ROUTE_SEQS_MAX];
+} cuda_route_seqs;
+
+/* Every sequence's coreset (one launch, a block a sequence) and every row's routing (one launch) of a stacked
+ * preview: the bits of cuda_moe_coreset then cuda_moe_route_allowed (or cuda_moe_route) per sequence on its
+ * rows, in two launches instead of two a sequence (issue 25: at 16 sequences ~24 us x 16 a layer of coresets).
+ * 0; 1 when this form does not take the call (nothing launched: the old coreset form, CLOVER_CUDA_CORESET=0;
+ * more than CUDA_ROUTE_SEQS_MAX sequences): the caller runs the per-sequence calls; -1 on error. */
+int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,
+                                 const float *logits,  // [n_rows][E]: the sequences' rows one after another
+                                 const cuda_route_seqs *m, size_t n_rows, size_t n_expert, size_t k, void *stream);
+/* The switch of the stacked preview's use of it: CLOVER_CUDA_STACK_ROUTE=1 (read once; off until it has run on a
+ * device); 1/0 on/off, negative: the environment again (tests, benches). */
+int cuda_stack_route_on(void);
+void cuda_stack_route_set(int on);
+
 /* (cuda_moe_route_allowed, the routing inside the coreset, is in cuda_ops.h
  * beside cuda_moe_route: one kernel for both.) */
 

@@ -202,6 +202,45 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
 }
 
+int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,
+                               const float *logits, const cuda_route_seqs *m, size_t n_rows, size_t E, size_t k,
+                               cudaStream_t st, char *err, size_t errn); /* moe_coreset_warp.cu */
+
+extern "C" int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx,
+                                            float *wts, const float *logits, const cuda_route_seqs *m, size_t n_rows,
+                                            size_t n_expert, size_t k, void *stream) {
+    if (!coreset_warp_on() || m->n_seq <= 0 || m->n_seq > CUDA_ROUTE_SEQS_MAX) return 1;
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT || k > CUDA_ROUTE_MAX_K || k > n_expert) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_coreset_route_multi: %zu experts, k %zu", n_expert, k);
+        return -1;
+    }
+    for (int i = 0; i < m->n_seq; i++)
+        if (m->seq[i].row0 < 0 || m->seq[i].n < 0 || (size_t)m->seq[i].row0 + (size_t)m->seq[i].n > n_rows) {
+            snprintf(g_err, sizeof g_err, "cuda_moe_coreset_route_multi: sequence %d's rows %d + %d past %zu", i,
+                     (int)m->seq[i].row0, (int)m->seq[i].n, n_rows);
+            return -1;
+        }
+    if (n_rows == 0) return 0;
+    if (coreset_route_multi_launch(allowed, stride, kept_count, idx, wts, logits, m, n_rows, n_expert, k,
+                                   (cudaStream_t)stream, g_err, sizeof g_err))
+        return -1;
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset_route_multi");
+}
+
+static int g_stack_route = -1;
+extern "C" int cuda_stack_route_on(void) {
+    int v = __atomic_load_n(&g_stack_route, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_STACK_ROUTE");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_stack_route, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_stack_route_set(int on) {
+    __atomic_store_n(&g_stack_route, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED);
+}
+
 __global__ void k_gather(float *dst, const float *src, const int32_t *rows, size_t width) {
     const size_t r = blockIdx.y;
     const float *s = src + (size_t)rows[r] * width;

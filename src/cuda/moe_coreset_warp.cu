@@ -33,8 +33,9 @@
 #include "cuda_ops.h"
 #include "cuda_pdl.cuh"
 #include "cuda_preview.h"
+#include "moe_route.cuh"
 
-enum { CW_WARPS = 32, CW_THREADS = 32 * CW_WARPS, CW_SMEM_MAX = 200 * 1024 };
+enum { CW_WARPS = 32, CW_THREADS = 32 * CW_WARPS, CW_SMEM_MAX = 200 * 1024, CW_ROUTE_ROWS = 4 };
 
 /* An order-preserving key of a logit for the arg-max: larger float, larger key; -0 and +0 one key (they
  * compare equal, so the lower id must win, as in the float comparison); NaN 0 = never picked (every float
@@ -45,9 +46,10 @@ __device__ static inline uint32_t cw_key(float v) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__global__ void __launch_bounds__(CW_THREADS, 1)
-    k_coreset_warp(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k, float top_p,
-                   int rw) {
+/* One block's coreset of n rows (the kernel's body; k_coreset_warp_multi runs it once a sequence, adding its kept
+ * count atomically: integer adds, the same total in any order). */
+__device__ __forceinline__ static void coreset_block(uint8_t *allowed, uint32_t *kept_count, const float *logits,
+                                                     int n, int E, int k, float top_p, int rw, bool atomic_count) {
     /* dynamic shared memory: P [rw][ES] doubles (a row's e^(l - max), then its picks' probabilities; ES = E
      * rounded up to odd, so lane r reading row r's element e hits its own banks), totals [E], the fractions in
      * rank order [E], the ranks [E] (int) */
@@ -166,15 +168,50 @@ __global__ void __launch_bounds__(CW_THREADS, 1)
             }
         }
         kept_s = kept;
-        *kept_count += (uint32_t)kept;
+        if (atomic_count) atomicAdd(kept_count, (uint32_t)kept);
+        else *kept_count += (uint32_t)kept;
     }
     __syncthreads();
     for (int e = tid; e < E; e += blockDim.x) allowed[e] = rank_s[e] < kept_s ? 1 : 0;
 }
 
-/* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0); 0, or -1 with `err` set. */
-int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
-                        float top_p, cudaStream_t st, char *err, size_t errn) {
+__global__ void __launch_bounds__(CW_THREADS, 1)
+    k_coreset_warp(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k, float top_p,
+                   int rw) {
+    coreset_block(allowed, kept_count, logits, n, E, k, top_p, rw, false);
+}
+
+/* A stacked preview's sequences, a block each (cuda_moe_coreset_route_multi): sequence i's rows from row0, its
+ * flags at allowed + i * stride; a sequence without a coreset leaves its flags alone. */
+__global__ void __launch_bounds__(CW_THREADS, 1)
+    k_coreset_warp_multi(uint8_t *allowed, size_t stride, uint32_t *kept_count, const float *logits,
+                         cuda_route_seqs m, int E, int k, int rw) {
+    const cuda_route_seq q = m.seq[blockIdx.x];
+    if (!q.coreset) return; /* the whole block */
+    coreset_block(allowed + blockIdx.x * stride, kept_count, logits + (size_t)q.row0 * E, q.n, E, k, q.top_p, rw,
+                  true);
+}
+
+/* The routing of every row of a stacked pass: row r inside its sequence's coreset (NULL flags: free), the body
+ * of k_route (moe_route_warp), so a row's ids and weights are those of cuda_moe_route(_allowed) on its rows. */
+template <int NPER>
+__global__ void __launch_bounds__(CW_ROUTE_ROWS * 32)
+    k_route_multi(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t stride,
+                  cuda_route_seqs m, int n_rows, int E, int k) {
+    pdl_wait(); /* the logits and flags are the previous kernels' outputs */
+    pdl_trigger();
+    const int r = (int)blockIdx.x * CW_ROUTE_ROWS + (int)(threadIdx.x / 32);
+    if (r >= n_rows) return; /* a whole warp */
+    int s = -1;
+    for (int i = 0; i < m.n_seq && s < 0; i++)
+        if (r >= m.seq[i].row0 && r < m.seq[i].row0 + m.seq[i].n) s = i;
+    if (s < 0) return; /* a row of no sequence: left as it was */
+    const uint8_t *a = m.seq[s].coreset ? allowed + (size_t)s * stride : (const uint8_t *)0;
+    moe_route_warp<NPER>(idx + (size_t)r * k, wts + (size_t)r * k, logits + (size_t)r * E, a, (size_t)E, (size_t)k);
+}
+
+/* The row warps and shared memory of a launch for E experts and k picks; 0, or -1 with `err` set. */
+static int coreset_shape(size_t E, size_t k, int *rw_out, size_t *smem_out, char *err, size_t errn) {
     if (E > CW_THREADS) {
         snprintf(err, errn, "cuda_moe_coreset: %zu experts, at most %d", E, CW_THREADS);
         return -1;
@@ -194,9 +231,52 @@ int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *log
     static int attr_set = 0;
     if (!attr_set) {
         cudaFuncSetAttribute(k_coreset_warp, cudaFuncAttributeMaxDynamicSharedMemorySize, CW_SMEM_MAX);
+        cudaFuncSetAttribute(k_coreset_warp_multi, cudaFuncAttributeMaxDynamicSharedMemorySize, CW_SMEM_MAX);
         attr_set = 1;
     }
+    *rw_out = rw;
+    *smem_out = smem;
+    return 0;
+}
+
+/* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0); 0, or -1 with `err` set. */
+int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
+                        float top_p, cudaStream_t st, char *err, size_t errn) {
+    int rw = 0;
+    size_t smem = 0;
+    if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
     pdl_launch(k_coreset_warp, dim3(1), dim3(CW_THREADS), smem, st, allowed, kept_count, logits, (int)n, (int)E,
                (int)k, top_p, rw);
+    return 0;
+}
+
+/* cuda_moe_coreset_route_multi's two launches (moe_coreset.cu checks the arguments); 0, or -1 with `err` set. */
+int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,
+                               const float *logits, const cuda_route_seqs *m, size_t n_rows, size_t E, size_t k,
+                               cudaStream_t st, char *err, size_t errn) {
+    int rw = 0;
+    size_t smem = 0;
+    if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
+    bool any = false;
+    for (int i = 0; i < m->n_seq; i++) any = any || m->seq[i].coreset;
+    if (any)
+        pdl_launch(k_coreset_warp_multi, dim3((unsigned)m->n_seq), dim3(CW_THREADS), smem, st, allowed, stride,
+                   kept_count, logits, *m, (int)E, (int)k, rw);
+    const unsigned grid = (unsigned)((n_rows + CW_ROUTE_ROWS - 1) / CW_ROUTE_ROWS), th = CW_ROUTE_ROWS * 32;
+    const size_t per = (E + 31) / 32;
+    if (per <= 1)
+        pdl_launch(k_route_multi<1>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+    else if (per <= 2)
+        pdl_launch(k_route_multi<2>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+    else if (per <= 4)
+        pdl_launch(k_route_multi<4>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+    else if (per <= 8)
+        pdl_launch(k_route_multi<8>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+    else if (per <= 16)
+        pdl_launch(k_route_multi<16>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E,
+                   (int)k);
+    else
+        pdl_launch(k_route_multi<32>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E,
+                   (int)k);
     return 0;
 }

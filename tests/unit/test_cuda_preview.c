@@ -3,7 +3,9 @@
  * the tiny Clover fixture converted to F32 (so the backend runs FP32
  * products and differs from the references by summation order only):
  *  - the coreset and the routing inside it against the CPU's on random
- *    router logits at the 35B-A3B's shape (256 experts, k 8);
+ *    router logits at the 35B-A3B's shape (256 experts, k 8); a stacked
+ *    preview's coresets and routing in two launches against the calls per
+ *    sequence, bit for bit;
  *  - the GDN block operator against gdn_block_scalar at the 35B-A3B's GDN
  *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows;
  *  - the three golden preview cases, one sequence per call (backend_seq.h): logits and the
@@ -113,6 +115,83 @@ static void coreset_kernel(void) {
         cuda_free(work), cuda_free(d_allowed), cuda_free(d_cnt), cuda_free(d_idx), cuda_free(d_w), cuda_free(d_lg);
         free(lg);
     }
+}
+
+/* cuda_moe_coreset_route_multi (a stacked preview's coresets and routing in two launches) against the per-sequence
+ * calls it replaces, bit for bit: six sequences of 32, 7, 1, 32, 13 and 5 rows side by side, two without a coreset
+ * (routed freely), top-p 0.9 / 0.5 / 1.0, two equal rows; the flags of each coreset sequence, the kept count, every
+ * row's ids and weights. A sequence without a coreset must leave its flags as they were. */
+static void coreset_route_multi(void) {
+    enum { NS = 6 };
+    const size_t E = 256, k = 8, L = 3;
+    const int32_t ns[NS] = {32, 7, 1, 32, 13, 5}, cs[NS] = {1, 1, 0, 1, 1, 0};
+    const float tp[NS] = {0.9f, 0.5f, 0.9f, 1.0f, 0.9f, 0.7f};
+    cuda_route_seqs m = {.n_seq = NS};
+    size_t n = 0;
+    for (int i = 0; i < NS; i++) {
+        m.seq[i] = (cuda_route_seq){.row0 = (int32_t)n, .n = ns[i], .coreset = cs[i], .top_p = tp[i]};
+        n += (size_t)ns[i];
+    }
+    float *lg = malloc(n * E * sizeof(float));
+    cuda_test_fill(lg, n * E, 300, 2.0f);
+    for (size_t i = 0; i < E; i++) lg[41 * E + i] = lg[40 * E + i]; /* two equal rows */
+    float *d_lg = cuda_test_upload(lg, n * E * sizeof(float));
+    const size_t stride = L * E, il = 1, fbytes = NS * stride;
+    uint8_t *poison = malloc(fbytes);
+    memset(poison, 7, fbytes);
+    void *work = NULL, *d_cnt[2] = {NULL, NULL}, *d_idx[2] = {NULL, NULL}, *d_w[2] = {NULL, NULL};
+    uint8_t *d_fl[2] = {cuda_test_upload(poison, fbytes), cuda_test_upload(poison, fbytes)};
+    char why[CUDA_WHY];
+    CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(32, k), why) == 0);
+    for (int v = 0; v < 2; v++) {
+        CHECK(cuda_alloc(&d_cnt[v], 4, why) == 0 && cuda_memset(d_cnt[v], 0, 4, NULL, why) == 0);
+        CHECK(cuda_alloc(&d_idx[v], n * k * 4, why) == 0 && cuda_alloc(&d_w[v], n * k * 4, why) == 0);
+    }
+    for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
+        const cuda_route_seq *q = &m.seq[i];
+        int32_t *ri = (int32_t *)d_idx[0] + (size_t)q->row0 * k;
+        float *wi = (float *)d_w[0] + (size_t)q->row0 * k;
+        const float *li = (const float *)d_lg + (size_t)q->row0 * E;
+        uint8_t *al = d_fl[0] + i * stride + il * E;
+        if (q->coreset) {
+            CHECK(cuda_moe_coreset(al, d_cnt[0], li, (size_t)q->n, E, k, q->top_p, work, NULL) == 0);
+            CHECK(cuda_moe_route_allowed(ri, wi, li, al, (size_t)q->n, E, k, NULL) == 0);
+        } else {
+            CHECK(cuda_moe_route(ri, wi, li, (size_t)q->n, E, k, NULL) == 0);
+        }
+    }
+    const int rc = cuda_moe_coreset_route_multi(d_fl[1] + il * E, stride, d_cnt[1], d_idx[1], d_w[1], d_lg, &m, n, E, k,
+                                                NULL);
+    CHECK_MSG(rc == 0, "cuda_moe_coreset_route_multi: rc %d (%s)", rc, cuda_preview_last_error());
+    uint8_t *fl[2] = {malloc(fbytes), malloc(fbytes)};
+    int32_t *idx[2] = {malloc(n * k * 4), malloc(n * k * 4)};
+    float *w[2] = {malloc(n * k * 4), malloc(n * k * 4)};
+    uint32_t cnt[2] = {0, 0};
+    for (int v = 0; v < 2; v++) {
+        cuda_test_download(fl[v], d_fl[v], fbytes);
+        cuda_test_download(idx[v], d_idx[v], n * k * 4);
+        cuda_test_download(w[v], d_w[v], n * k * 4);
+        cuda_test_download(&cnt[v], d_cnt[v], 4);
+    }
+    size_t kept = 0, untouched = 0;
+    for (int i = 0; i < NS; i++)
+        for (size_t e = 0; e < E; e++) {
+            kept += cs[i] && fl[0][i * stride + il * E + e];
+            untouched += !cs[i] && fl[1][i * stride + il * E + e] == 7;
+        }
+    CHECK_MSG(memcmp(fl[0], fl[1], fbytes) == 0, "the flags differ from the per-sequence calls'");
+    CHECK_MSG(untouched == 2 * E, "%zu of %zu flags of the sequences without a coreset kept", untouched, 2 * E);
+    CHECK_MSG(cnt[0] == cnt[1] && cnt[0] == kept, "kept count %u, per sequence %u, flags %zu", cnt[1], cnt[0], kept);
+    CHECK_MSG(memcmp(idx[0], idx[1], n * k * 4) == 0, "routed ids differ from the per-sequence calls'");
+    CHECK_MSG(memcmp(w[0], w[1], n * k * 4) == 0, "routing weights differ from the per-sequence calls' bits");
+    printf("     coresets and routing of %d sequences (%zu rows) in two launches: %zu experts kept, flags, ids and "
+           "weights equal to the per-sequence calls\n", NS, n, kept);
+    for (int v = 0; v < 2; v++) {
+        cuda_free(d_fl[v]), cuda_free(d_cnt[v]), cuda_free(d_idx[v]), cuda_free(d_w[v]);
+        free(fl[v]), free(idx[v]), free(w[v]);
+    }
+    cuda_free(work), cuda_free(d_lg);
+    free(lg), free(poison);
 }
 
 static void golden_previews(void) {
@@ -720,6 +799,7 @@ int main(void) {
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
         RUN(coreset_kernel);
+        RUN(coreset_route_multi);
         RUN(gdn_block_35b);
         RUN(coreset_forms);
         RUN(gdn_block_forms);
