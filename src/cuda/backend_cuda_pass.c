@@ -421,7 +421,20 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
         /* stacked: each sequence's block over its own committed ring and state, on its rows */
         const size_t cd = hp->gdn_conv_dim, zw = (size_t)hp->gdn_nv * hp->gdn_dv, nv = hp->gdn_nv;
         const size_t l = (size_t)(ly - s->layers);
-        for (size_t i = 0; i < p->n_seq; i++) {
+        int multi = 1; /* CLOVER_CUDA_STACK_GDN=1: every sequence's in two launches (the same bits) */
+        if (cuda_stack_gdn_on() && p->n_seq <= CUDA_GDN_SEQS_MAX) {
+            cuda_gdn_block_seqs m = {.n_seq = (int32_t)p->n_seq};
+            for (size_t i = 0; i < p->n_seq; i++) {
+                const cuda_layer *qy = &p->sseq[i].s->layers[l];
+                m.seq[i] = (cuda_gdn_block_seq){.ring = qy->ring, .state = qy->state, .row0 = (int32_t)p->sseq[i].row0,
+                                          .b = (int32_t)p->sseq[i].n, .ln_ratio = p->sseq[i].ln_ratio};
+            }
+            multi = cuda_gdn_block_multi(sc->gout, sc->mixed, sc->z, sc->ga, &bw, &s->gd, &m, sc->blk_work, s->stream);
+            if (multi < 0)
+                return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operators: %s",
+                                 cuda_preview_last_error());
+        }
+        for (size_t i = 0; multi && i < p->n_seq; i++) {
             const cuda_stack_seq *q = &p->sseq[i];
             const cuda_layer *qy = &q->s->layers[l];
             if (cuda_gdn_block(sc->gout + q->row0 * zw, sc->mixed + q->row0 * cd, sc->z + q->row0 * zw,

@@ -63,6 +63,31 @@ int cuda_gdn_block(float *y,               // [b][nv][dv]
                    float *work,            // cuda_gdn_block_work_floats
                    void *stream);
 
+/* A stacked preview's sequences for cuda_gdn_block_multi: sequence i's block is rows row0 .. row0 + b - 1 of
+ * the pass (mixed, z, a, y and work), over its own committed ring and state, with its own ln_ratio. */
+enum { CUDA_GDN_SEQS_MAX = 64 };
+typedef struct cuda_gdn_block_seq {
+    const float *ring, *state;
+    int32_t row0, b;
+    float ln_ratio;
+} cuda_gdn_block_seq;
+typedef struct cuda_gdn_block_seqs {
+    int32_t n_seq;
+    cuda_gdn_block_seq seq[CUDA_GDN_SEQS_MAX];
+} cuda_gdn_block_seqs;
+
+/* cuda_gdn_block of every sequence of m in two launches (grid z a sequence) instead of two a sequence, the same
+ * bits (issue 25: 16 sequences' blocks were 32 launches a GDN layer). work: cuda_gdn_block_work_floats for
+ * all the rows. 0; 1 when the two-launch form does not take it (CLOVER_CUDA_GDN_BLOCK=0, shapes, alignment,
+ * more than CUDA_GDN_SEQS_MAX sequences: nothing launched, the caller runs cuda_gdn_block a sequence); -1 on
+ * error (cuda_preview_last_error). */
+int cuda_gdn_block_multi(float *y, const float *mixed, const float *z, const float *a, const cuda_gdn_block_weights *w,
+                         const cuda_gdn_dims *d, const cuda_gdn_block_seqs *m, float *work, void *stream);
+/* The switch of the stacked preview's use of it: CLOVER_CUDA_STACK_GDN=1 (read once; off until it has run on a
+ * device); 1/0 on/off, negative: the environment again. */
+int cuda_stack_gdn_on(void);
+void cuda_stack_gdn_set(int on);
+
 /* Scratch bytes of cuda_moe_coreset for n rows. */
 size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
 

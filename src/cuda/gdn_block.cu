@@ -217,6 +217,35 @@ static int gdn_block_fused_on(void) {
     return g_fused_form;
 }
 
+int gdn_block_fused_multi_launch(float *y, const float *mixed, const float *z, const float *a,
+                                 const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, const cuda_gdn_block_seqs *m,
+                                 float *work, cudaStream_t st); /* gdn_block_fused.cu */
+
+extern "C" int cuda_gdn_block_multi(float *y, const float *mixed, const float *z, const float *a,
+                                    const cuda_gdn_block_weights *w, const cuda_gdn_dims *d,
+                                    const cuda_gdn_block_seqs *m, float *work, void *stream) {
+    if (!gdn_block_fused_on() || m->n_seq <= 0 || m->n_seq > CUDA_GDN_SEQS_MAX) return 1;
+    for (int i = 0; i < m->n_seq; i++)
+        if (m->seq[i].b < 0 || m->seq[i].row0 < 0) {
+            snprintf(g_err, sizeof g_err, "cuda_gdn_block_multi: sequence %d: %d rows from %d", i, (int)m->seq[i].b,
+                     (int)m->seq[i].row0);
+            return -1;
+        }
+    return gdn_block_fused_multi_launch(y, mixed, z, a, w, d, m, work, (cudaStream_t)stream);
+}
+
+static int g_stack_gdn = -1;
+extern "C" int cuda_stack_gdn_on(void) {
+    int v = __atomic_load_n(&g_stack_gdn, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_STACK_GDN");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_stack_gdn, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_stack_gdn_set(int on) { __atomic_store_n(&g_stack_gdn, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED); }
+
 extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, const float *a, const float *ring,
                               const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,
                               float ln_ratio, float *work, void *stream) {

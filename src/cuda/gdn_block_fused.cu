@@ -35,12 +35,12 @@ enum { F_RT = 8, F_THREADS = 256, F_WARPS = F_THREADS / 32, F_VCH = 128, F_SMEM_
 /* GN_THREADS: gdn_mix.cu's NORM_THREADS, the shape of its sum of squares (replayed below) */
 
 /* ---- 1. conv + L2 norm ---- */
-__global__ void __launch_bounds__(256)
-    k_block_conv_l2(float *y, const float *x, const float *ring, const float *w, const float *wr, int cd, int K, int b,
-                    int nk, int dk) {
+/* Row i of a b-row block (the kernel's body; k_block_conv_l2_multi runs it on each sequence's rows). */
+__device__ __forceinline__ static void conv_l2_row(float *y, const float *x, const float *ring, const float *w,
+                                                   const float *wr, int cd, int K, int b, int nk, int dk, int i) {
     pdl_wait(); /* the block's rows are the previous products' outputs (cuda_pdl.cuh) */
     pdl_trigger();
-    const int lane = threadIdx.x & 31, u = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, i = blockIdx.y;
+    const int lane = threadIdx.x & 31, u = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int uqk = 2 * nk, uv = (cd - uqk * dk + F_VCH - 1) / F_VCH;
     if (u >= uqk + uv) return;
     float *yr = y + (size_t)i * cd;
@@ -70,6 +70,22 @@ __global__ void __launch_bounds__(256)
     for (int q = 0; q < 4; q++)
         if (lane + 32 * q < dk) yr[base + lane + 32 * q] = v[q] * inv;
     for (int t = lane + 128; t < dk; t += 32) yr[base + t] *= inv;
+}
+
+__global__ void __launch_bounds__(256)
+    k_block_conv_l2(float *y, const float *x, const float *ring, const float *w, const float *wr, int cd, int K, int b,
+                    int nk, int dk) {
+    conv_l2_row(y, x, ring, w, wr, cd, K, b, nk, dk, (int)blockIdx.y);
+}
+
+/* Every sequence of a stacked preview (grid z): its rows from row0 of x and y, its own committed ring. */
+__global__ void __launch_bounds__(256)
+    k_block_conv_l2_multi(float *y, const float *x, const float *w, const float *wr, int cd, int K, int nk, int dk,
+                          cuda_gdn_block_seqs m) {
+    const cuda_gdn_block_seq q = m.seq[blockIdx.z];
+    if ((int)blockIdx.y >= q.b) return; /* the whole block */
+    conv_l2_row(y + (size_t)q.row0 * cd, x + (size_t)q.row0 * cd, q.ring, w, wr, cd, K, q.b, nk, dk,
+                (int)blockIdx.y);
 }
 
 /* ---- 2. heads + gated norm ---- */
@@ -111,9 +127,10 @@ __device__ static inline void cp_async16(float *dst, const float *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src) : "memory");
 }
 
-__global__ void __launch_bounds__(F_THREADS) k_block_head_fused(fused_args A) {
+/* Value head h, rows i0 .. i0 + F_RT - 1 of A's block (the kernel's body). */
+__device__ __forceinline__ static void head_fused_tile(const fused_args &A, int h, int i0) {
     extern __shared__ __align__(16) float sh[];
-    const int h = blockIdx.x, i0 = blockIdx.y * F_RT, b = A.b, bp = b + 1;
+    const int b = A.b, bp = b + 1;
     const int rows = b - i0 < F_RT ? b - i0 : F_RT;
     const int kh = A.tiled ? h % A.nk : h / (A.nv / A.nk);
     const int dk = A.dk, dv = A.dv, cd = A.cd, tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
@@ -260,6 +277,28 @@ __global__ void __launch_bounds__(F_THREADS) k_block_head_fused(fused_args A) {
     }
 }
 
+__global__ void __launch_bounds__(F_THREADS) k_block_head_fused(fused_args A) {
+    head_fused_tile(A, (int)blockIdx.x, (int)blockIdx.y * F_RT);
+}
+
+/* Every sequence of a stacked preview (grid z): A's pointers at the pass's row 0, moved to the sequence's rows;
+ * its own state, row count and ln_ratio. Shared memory is sized for the largest block; a smaller one's layout
+ * (fused_layout_of of its own b) fits inside it, and the arithmetic does not depend on where. */
+__global__ void __launch_bounds__(F_THREADS) k_block_head_fused_multi(fused_args A, cuda_gdn_block_seqs m) {
+    const cuda_gdn_block_seq q = m.seq[blockIdx.z];
+    const int i0 = (int)blockIdx.y * F_RT;
+    if (i0 >= q.b) return; /* the whole block */
+    const size_t zw = (size_t)A.nv * A.dv;
+    A.y += (size_t)q.row0 * zw;
+    A.qkv += (size_t)q.row0 * A.cd;
+    A.z += (size_t)q.row0 * zw;
+    A.a += (size_t)q.row0 * A.nv;
+    A.state = q.state;
+    A.b = q.b;
+    A.ln_ratio = q.ln_ratio;
+    head_fused_tile(A, (int)blockIdx.x, i0);
+}
+
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
@@ -287,5 +326,39 @@ int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const f
     pdl_launch(k_block_head_fused, dim3((unsigned)d->n_v_heads, (unsigned)((b + F_RT - 1) / F_RT)), dim3(F_THREADS),
                smem, st, A);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block heads + gated norm")) return -1;
+    return 0;
+}
+
+/* cuda_gdn_block_multi's two launches: 1 when the shapes or alignments do not fit (nothing launched; the caller
+ * runs each sequence alone), 0 launched, -1 a launch failed. */
+int gdn_block_fused_multi_launch(float *y, const float *mixed, const float *z, const float *a,
+                                 const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, const cuda_gdn_block_seqs *m,
+                                 float *work, cudaStream_t st) {
+    const int cd = cuda_gdn_conv_dim(d), dk = d->k_dim, dv = d->v_dim, nk = d->n_k_heads;
+    int bmax = 0;
+    bool aligned = ((uintptr_t)work % 16) == 0;
+    for (int i = 0; i < m->n_seq; i++) {
+        if (m->seq[i].b > bmax) bmax = m->seq[i].b;
+        aligned = aligned && ((uintptr_t)m->seq[i].state % 16) == 0;
+    }
+    if (bmax <= 0) return 0;
+    const fused_layout L = fused_layout_of(bmax, dk, dv);
+    const size_t smem = L.total * sizeof(float);
+    if (dk % 4 || dv % 4 || cd % 4 || dv > F_THREADS || F_THREADS % dv || smem > F_SMEM_MAX || !aligned) return 1;
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_block_head_fused_multi, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
+        attr_set = 1;
+    }
+    const int units = 2 * nk + (cd - 2 * nk * dk + F_VCH - 1) / F_VCH;
+    pdl_launch(k_block_conv_l2_multi, dim3((unsigned)((units + 7) / 8), (unsigned)bmax, (unsigned)m->n_seq),
+               dim3(256), 0, st, work, mixed, w->conv_w, w->conv_right, cd, d->conv_k, nk, dk, *m);
+    if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi conv + L2 norm")) return -1;
+    fused_args A = {y,  work, z,  a,  NULL, *w, nk, d->n_v_heads, dk, dv, cd, 0, d->tiled, 0.0f,
+                    (float)pow((double)dk, -0.5), d->eps};
+    pdl_launch(k_block_head_fused_multi,
+               dim3((unsigned)d->n_v_heads, (unsigned)((bmax + F_RT - 1) / F_RT), (unsigned)m->n_seq),
+               dim3(F_THREADS), smem, st, A, *m);
+    if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi heads + gated norm")) return -1;
     return 0;
 }

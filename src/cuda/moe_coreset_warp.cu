@@ -264,19 +264,18 @@ int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_c
                    kept_count, logits, *m, (int)E, (int)k, rw);
     const unsigned grid = (unsigned)((n_rows + CW_ROUTE_ROWS - 1) / CW_ROUTE_ROWS), th = CW_ROUTE_ROWS * 32;
     const size_t per = (E + 31) / 32;
+    const int nr = (int)n_rows, e = (int)E, kk = (int)k;
     if (per <= 1)
-        pdl_launch(k_route_multi<1>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+        pdl_launch(k_route_multi<1>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     else if (per <= 2)
-        pdl_launch(k_route_multi<2>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+        pdl_launch(k_route_multi<2>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     else if (per <= 4)
-        pdl_launch(k_route_multi<4>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+        pdl_launch(k_route_multi<4>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     else if (per <= 8)
-        pdl_launch(k_route_multi<8>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E, (int)k);
+        pdl_launch(k_route_multi<8>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     else if (per <= 16)
-        pdl_launch(k_route_multi<16>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E,
-                   (int)k);
+        pdl_launch(k_route_multi<16>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     else
-        pdl_launch(k_route_multi<32>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, (int)n_rows, (int)E,
-                   (int)k);
+        pdl_launch(k_route_multi<32>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
     return 0;
 }

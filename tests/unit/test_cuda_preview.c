@@ -7,7 +7,9 @@
  *    preview's coresets and routing in two launches against the calls per
  *    sequence, bit for bit;
  *  - the GDN block operator against gdn_block_scalar at the 35B-A3B's GDN
- *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows;
+ *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows; a
+ *    stacked preview's operators in two launches against one call a
+ *    sequence, bit for bit;
  *  - the three golden preview cases, one sequence per call (backend_seq.h): logits and the
  *    residual stream (CLOVER_CUDA_PREVIEW_HIDDEN) within the fixtures'
  *    bound 1e-4 of tools/reference, logits against the CPU backend's same
@@ -192,6 +194,69 @@ static void coreset_route_multi(void) {
     }
     cuda_free(work), cuda_free(d_lg);
     free(lg), free(poison);
+}
+
+/* cuda_gdn_block_multi (a stacked preview's GDN block operators in two launches) against cuda_gdn_block a
+ * sequence, bit for bit, at the 35B-A3B's GDN shape: five sequences of 32, 13, 1, 32 and 7 rows side by side, each
+ * its own ring, state and ln_ratio. */
+static void gdn_block_multi(void) {
+    enum { NS = 5 };
+    const size_t nk = 16, nv = 32, dk = 128, dv = 128, K = 4, cd = 2 * nk * dk + nv * dv, zw = nv * dv;
+    const cuda_gdn_dims d = {(int)nk, (int)nv, (int)dk, (int)dv, (int)K, 1e-6f, 1};
+    const int32_t bs[NS] = {32, 13, 1, 32, 7};
+    float *cw = malloc(cd * K * 4), *cr = malloc(cd * (K - 1) * 4), *vec = malloc(6 * nv * 4), *nw = malloc(dv * 4);
+    cuda_test_fill(cw, cd * K, 401, 0.5f);
+    cuda_test_fill(cr, cd * (K - 1), 402, 0.5f);
+    cuda_test_fill(vec, 6 * nv, 403, 1.0f);
+    cuda_test_fill(nw, dv, 404, 1.0f);
+    for (size_t h = 0; h < nv; h++) vec[h] = -expf(vec[h]);
+    float *d_cw = cuda_test_upload(cw, cd * K * 4), *d_cr = cuda_test_upload(cr, cd * (K - 1) * 4);
+    float *d_vec = cuda_test_upload(vec, 6 * nv * 4), *d_nw = cuda_test_upload(nw, dv * 4);
+    const cuda_gdn_block_weights dw = {d_cw, d_cr, d_vec, d_vec + nv, d_nw, d_vec + 2 * nv, d_vec + 3 * nv,
+                                       d_vec + 4 * nv};
+    cuda_gdn_block_seqs m = {.n_seq = NS};
+    float *d_ring[NS], *d_state[NS];
+    size_t n = 0;
+    for (int i = 0; i < NS; i++) {
+        float *ring = malloc((K - 1) * cd * 4), *state = malloc(nv * dk * dv * 4);
+        cuda_test_fill(ring, (K - 1) * cd, 410 + i, 1.0f);
+        cuda_test_fill(state, nv * dk * dv, 420 + i, 0.1f);
+        d_ring[i] = cuda_test_upload(ring, (K - 1) * cd * 4);
+        d_state[i] = cuda_test_upload(state, nv * dk * dv * 4);
+        free(ring), free(state);
+        m.seq[i] = (cuda_gdn_block_seq){.ring = d_ring[i], .state = d_state[i], .row0 = (int32_t)n, .b = bs[i],
+                                        .ln_ratio = logf((float)bs[i] / 32.0f)};
+        n += (size_t)bs[i];
+    }
+    float *mixed = malloc(n * cd * 4), *z = malloc(n * zw * 4), *a = malloc(n * nv * 4);
+    cuda_test_fill(mixed, n * cd, 430, 1.0f);
+    cuda_test_fill(z, n * zw, 431, 1.0f);
+    cuda_test_fill(a, n * nv, 432, 1.0f);
+    float *d_mixed = cuda_test_upload(mixed, n * cd * 4), *d_z = cuda_test_upload(z, n * zw * 4);
+    float *d_a = cuda_test_upload(a, n * nv * 4);
+    float *d_y[2] = {cuda_test_poisoned(n * zw), cuda_test_poisoned(n * zw)};
+    float *d_work = cuda_test_poisoned(cuda_gdn_block_work_floats(&d, (int)n));
+    for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
+        const size_t r0 = (size_t)m.seq[i].row0;
+        CHECK_MSG(cuda_gdn_block(d_y[0] + r0 * zw, d_mixed + r0 * cd, d_z + r0 * zw, d_a + r0 * nv, d_ring[i],
+                                 d_state[i], &dw, &d, bs[i], m.seq[i].ln_ratio, d_work, NULL) == 0,
+                  "%s", cuda_preview_last_error());
+    }
+    const int rc = cuda_gdn_block_multi(d_y[1], d_mixed, d_z, d_a, &dw, &d, &m, d_work, NULL);
+    CHECK_MSG(rc == 0, "cuda_gdn_block_multi: rc %d (%s)", rc, cuda_preview_last_error());
+    float *y[2] = {malloc(n * zw * 4), malloc(n * zw * 4)};
+    cuda_test_download(y[0], d_y[0], n * zw * 4);
+    cuda_test_download(y[1], d_y[1], n * zw * 4);
+    size_t bad = 0, diff = 0;
+    for (size_t i = 0; i < n * zw; i++) bad += !isfinite(y[1][i]), diff += memcmp(&y[0][i], &y[1][i], 4) != 0;
+    CHECK_MSG(bad == 0 && diff == 0, "%zu rows: %zu outputs not finite, %zu differ from the per-sequence calls' bits",
+              n, bad, diff);
+    printf("     gdn block operators of %d sequences (%zu rows) in two launches: equal to the per-sequence calls\n",
+           NS, n);
+    for (int i = 0; i < NS; i++) cuda_free(d_ring[i]), cuda_free(d_state[i]);
+    cuda_free(d_cw), cuda_free(d_cr), cuda_free(d_vec), cuda_free(d_nw), cuda_free(d_mixed), cuda_free(d_z);
+    cuda_free(d_a), cuda_free(d_y[0]), cuda_free(d_y[1]), cuda_free(d_work);
+    free(cw), free(cr), free(vec), free(nw), free(mixed), free(z), free(a), free(y[0]), free(y[1]);
 }
 
 static void golden_previews(void) {
@@ -801,6 +866,7 @@ int main(void) {
         RUN(coreset_kernel);
         RUN(coreset_route_multi);
         RUN(gdn_block_35b);
+        RUN(gdn_block_multi);
         RUN(coreset_forms);
         RUN(gdn_block_forms);
         RUN(golden_previews);

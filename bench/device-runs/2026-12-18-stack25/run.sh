@@ -3,25 +3,28 @@
 # block-diffusion requests >= 4x one at a time; share24 call 2: 1.69x): a stacked preview of 16 sequences ran each
 # sequence's coreset and routing as launches of its own (2 x 16 a layer, the coreset ~24 us each: ~15 ms of a
 # stacked pass). CLOVER_CUDA_STACK_ROUTE=1 (src/cuda/moe_coreset_warp.cu: k_coreset_warp_multi, a block a
-# sequence, and k_route_multi over every row) makes them two launches a layer, the same bits. Also re-runs
-# test_cuda_gpumem (its refusal case was fixed after remap31's run).
+# sequence, and k_route_multi over every row) makes them two launches a layer, the same bits; likewise
+# CLOVER_CUDA_STACK_GDN=1 the GDN block operator of every sequence (gdn_block_fused.cu's two kernels with a grid z
+# a sequence: 2 launches a GDN layer instead of 2 x 16). Also re-runs test_cuda_gpumem (its refusal case was fixed
+# after remap31's run).
 #   cmake --build build -j2 && EXTRA_BINS=libclover_kernel_trace.so scripts/device-packs.sh build stack25
 #   run(command="bash .gpu-stack25/run.sh", carry=[".gpu-stack25"], timeout_s=600)
 # STEPS (default "t b s r"):
-#  t  test_cuda_preview (coreset_route_multi: the two launches against the per-sequence calls, bit for bit) and
-#     test_cuda_batch / test_cuda_engine / test_cuda_preview with CLOVER_CUDA_STACK_ROUTE=1 (stacked previews equal
-#     each sequence alone); test_cuda_gpumem; clover run ids (diffusion) with it on and off
-#  b  bench_batch --device cuda, the diffusion file, N 1 / 4 / 16, STACK_ROUTE 0 and 1; the PDL-off kernel trace of
-#     N=16 with it on (which per-sequence launches remain: the GDN block operator's)
-#  s  clover serve --device cuda, 16 x 64 diffusion requests with STACK_ROUTE=1 and as is (issue 25's bar)
+#  t  test_cuda_preview (coreset_route_multi and gdn_block_multi: the two launches against the per-sequence calls,
+#     bit for bit) and test_cuda_batch / test_cuda_engine / test_cuda_preview with CLOVER_CUDA_STACK_ROUTE=1
+#     CLOVER_CUDA_STACK_GDN=1 (stacked previews equal each sequence alone); test_cuda_gpumem; clover run ids
+#     (diffusion) with both on and off
+#  b  bench_batch --device cuda, the diffusion file, N 1 / 4 / 16: neither, STACK_ROUTE, both; the PDL-off kernel
+#     trace of N=16 with both on (what a stacked pass spends)
+#  s  clover serve --device cuda, 16 x 64 diffusion requests with both on and as is (issue 25's bar)
 #  r  remap: test_cuda_gpumem under compute-sanitizer's memcheck (q8_0)
 # Predictions (before the run):
 #  t: all pass; ids equal on and off.
-#  b: N=16 agg 161 -> ~220-260 tok/s (a stacked pass ~37 ms -> ~20-25 ms: -15 ms of coresets, -2 ms of routing
-#     launches); N=1 unchanged (one sequence: the same two launches as before). Trace: k_coreset_warp_multi 40 a
-#     pass at ~25-30 us, cuda_gdn_block's kernels 16 x 40 a pass the largest per-sequence cost left.
-#  s: diffusion 16 x 64 ratio 1.69x -> ~2.3-2.8x, answers identical (bar 4x: not yet; next the GDN block operator
-#     over every sequence in one launch).
+#  b: N=16 agg 161 -> ~220-260 tok/s with STACK_ROUTE (a stacked pass ~37 ms -> ~20-25 ms: -15 ms of coresets,
+#     -2 ms of routing launches), ~300-350 with both (-~10 ms more: 30 GDN layers x 16 sequences x ~20 us of
+#     latency-bound launches); N=1 unchanged. Trace: k_coreset_warp_multi 40 a pass at ~25-30 us,
+#     k_block_head_fused_multi 30 a pass at ~40-60 us (16 x the work in one grid).
+#  s: diffusion 16 x 64 ratio 1.69x -> ~3-3.5x with both, answers identical (bar 4x).
 set -uo pipefail
 PACK=${PACK:-.gpu-stack25}
 STEPS=${STEPS:-t b s r}
@@ -34,33 +37,38 @@ CL=/tmp/synth35-clover.gguf
 if has t; then
   tst test_cuda_preview default 150
   grep -E "coresets and routing" "$O/t_test_cuda_preview_default.log" | tee -a "$S"
-  for n in test_cuda_batch test_cuda_engine test_cuda_preview; do tst $n route 150 CLOVER_CUDA_STACK_ROUTE=1; done
+  grep -E "gdn block operators of" "$O/t_test_cuda_preview_default.log" | tee -a "$S"
+  for n in test_cuda_batch test_cuda_engine test_cuda_preview; do
+    tst $n stack 150 CLOVER_CUDA_STACK_ROUTE=1 CLOVER_CUDA_STACK_GDN=1
+  done
   tst test_cuda_gpumem all 200
   wait $CPID
   for v in 0 1; do
-    CLOVER_CUDA_STACK_ROUTE=$v timeout 60 "$C" run -m $CL --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
+    CLOVER_CUDA_STACK_ROUTE=$v CLOVER_CUDA_STACK_GDN=$v timeout 60 "$C" run -m $CL --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
       > "$O/run_r$v.json" 2> "$O/run_r$v.err"
     a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_r$v.json" 2>&1 | md5sum | cut -c1-12)
-    say "clover run diffusion STACK_ROUTE=$v: ids $a (call 2 of share24: 7c7806005f9c)"
+    say "clover run diffusion STACK_ROUTE=STACK_GDN=$v: ids $a (call 2 of share24: 7c7806005f9c)"
   done
 fi
 if has b; then
   wait $CPID
-  for v in 0 1; do
-    [ "$(el)" -lt 380 ] || { say "bench_batch: no time left for STACK_ROUTE=$v"; continue; }
-    CLOVER_CUDA_STACK_ROUTE=$v timeout 150 "$D/bin/bench_batch" $CL --device cuda --n 1,4,16 --prompt 32 --gen 64 \
-      > "$O/bench_batch_r$v.log" 2>&1
-    say "bench_batch diffusion STACK_ROUTE=$v rc=$? at +$(el)s:"; tail -6 "$O/bench_batch_r$v.log" | cut -c1-160 | tee -a "$S"
+  for c in none:0:0 route:1:0 both:1:1; do
+    IFS=: read -r tag r g <<< "$c"
+    [ "$(el)" -lt 380 ] || { say "bench_batch: no time left for $tag"; continue; }
+    CLOVER_CUDA_STACK_ROUTE=$r CLOVER_CUDA_STACK_GDN=$g timeout 150 "$D/bin/bench_batch" $CL --device cuda --n 1,4,16 \
+      --prompt 32 --gen 64 > "$O/bench_batch_$tag.log" 2>&1
+    say "bench_batch diffusion $tag (STACK_ROUTE=$r STACK_GDN=$g) rc=$? at +$(el)s:"
+    tail -6 "$O/bench_batch_$tag.log" | cut -c1-160 | tee -a "$S"
   done
   if [ "$(el)" -lt 400 ]; then
-    CLOVER_CUDA_STACK_ROUTE=1 CLOVER_CUDA_PDL=0 LD_PRELOAD=$TR timeout 100 "$D/bin/bench_batch" $CL --device cuda --n 16 \
+    CLOVER_CUDA_STACK_ROUTE=1 CLOVER_CUDA_STACK_GDN=1 CLOVER_CUDA_PDL=0 LD_PRELOAD=$TR timeout 100 "$D/bin/bench_batch" $CL --device cuda --n 16 \
       --prompt 32 --gen 32 > "$O/trace_b16.log" 2>&1
-    say "== bench_batch N=16 trace (STACK_ROUTE=1, PDL off) rc=$?"; grep -A24 "== window" "$O/trace_b16.log" | cut -c1-170 | tee -a "$S"
+    say "== bench_batch N=16 trace (STACK_ROUTE=1 STACK_GDN=1, PDL off) rc=$?"; grep -A24 "== window" "$O/trace_b16.log" | cut -c1-170 | tee -a "$S"
   fi
 fi
 if has s; then
   wait $CPID
-  dr_serve $CL "CLOVER_CUDA_STACK_ROUTE=1" 16 64 1 diffusion-route
+  dr_serve $CL "CLOVER_CUDA_STACK_ROUTE=1 CLOVER_CUDA_STACK_GDN=1" 16 64 1 diffusion-stack
   dr_serve $CL "" 16 64 1 diffusion-as-is
 fi
 if has r && command -v compute-sanitizer > /dev/null && [ "$(el)" -lt 500 ]; then
