@@ -17,7 +17,11 @@
 #  b  bench_batch --device cuda, the diffusion file, N 1 / 4 / 16: neither, STACK_ROUTE, both; the PDL-off kernel
 #     trace of N=16 with both on (what a stacked pass spends)
 #  s  clover serve --device cuda, 16 x 64 diffusion requests with both on and as is (issue 25's bar)
+#  k  serve AR 16 x 128 on the --route-skew 4 file (issue 25's AR bar: on uniform routing 16 rows read ~98
+#     experts a layer against 8, so at both floors the ratio is at most 16 x 0.637 / 2.11 ms = 4.8x; a skewed
+#     router shares more experts)
 #  r  remap: test_cuda_gpumem under compute-sanitizer's memcheck (q8_0)
+#  n  ncu of k_router (a 1-row step: 12.5 us x 40 for a 2 MB product, ~25x its floor) and k_pick_greedy
 # Predictions (before the run):
 #  t: all pass; ids equal on and off.
 #  b: N=16 agg 161 -> ~220-260 tok/s with STACK_ROUTE (a stacked pass ~37 ms -> ~20-25 ms: -15 ms of coresets,
@@ -25,15 +29,20 @@
 #     latency-bound launches); N=1 unchanged. Trace: k_coreset_warp_multi 40 a pass at ~25-30 us,
 #     k_block_head_fused_multi 30 a pass at ~40-60 us (16 x the work in one grid).
 #  s: diffusion 16 x 64 ratio 1.69x -> ~3-3.5x with both, answers identical (bar 4x).
+#  k: AR ratio on the skewed file ~5-5.5x (uniform: 4.37x), answers identical.
+#  n: k_router latency-bound: DRAM < 10%, most warps stalled on the long scoreboard or the barrier.
 set -uo pipefail
 PACK=${PACK:-.gpu-stack25}
-STEPS=${STEPS:-t b s r}
+STEPS=${STEPS:-t b s k r n}
 . "$PACK/lib.sh"
 dr_init stack25
 TR=$D/bin/libclover_kernel_trace.so
 C=$D/bin/clover
 CL=/tmp/synth35-clover.gguf
 ( [ -s $CL ] || { timeout 150 "$C" synth --preset qwen3.5-35b-a3b -o $CL.part > "$O/synth-cl.log" 2>&1 && mv $CL.part $CL; } ) & CPID=$!
+SK=/tmp/q35skew4nd.gguf
+( ! has k || [ -s $SK ] || { timeout 200 "$C" synth --preset qwen3.5-35b-a3b --no-diffusion --route-skew 4 -o $SK.part \
+    > "$O/synth-sk.log" 2>&1 && mv $SK.part $SK; } ) & KPID=$!
 if has t; then
   tst test_cuda_preview default 150
   grep -E "coresets and routing" "$O/t_test_cuda_preview_default.log" | tee -a "$S"
@@ -71,8 +80,20 @@ if has s; then
   dr_serve $CL "CLOVER_CUDA_STACK_ROUTE=1 CLOVER_CUDA_STACK_GDN=1" 16 64 1 diffusion-stack
   dr_serve $CL "" 16 64 1 diffusion-as-is
 fi
+if has k; then
+  wait $KPID
+  if [ "$(el)" -lt 440 ]; then dr_serve $SK "" 16 128 1 ar-skew4; else say "serve ar-skew4: no time left"; fi
+fi
 if has r && command -v compute-sanitizer > /dev/null && [ "$(el)" -lt 500 ]; then
   CLOVER_TEST_ONLY=q8_0 timeout 90 compute-sanitizer --tool memcheck --leak-check no "$D/bin/test_cuda_gpumem" > $O/memcheck.log 2>&1
   say "memcheck test_cuda_gpumem q8_0 rc=$?: $(grep -E 'ERROR SUMMARY' $O/memcheck.log | tail -1)"
+fi
+if has n && command -v ncu > /dev/null && [ "$(el)" -lt 520 ]; then
+  CLOVER_BENCH_DECODE_ROWS=1 timeout 60 ncu --kernel-name-base demangled -k "regex:^k_router|^k_pick_greedy" -c 2 \
+    --section SpeedOfLight --section WarpStateStats --section LaunchStats --section Occupancy \
+    "$D/bin/bench_cuda_decode" > "$O/ncu_router.log" 2>&1
+  say "== ncu k_router / k_pick_greedy rc=$?"
+  grep -E "k_router|k_pick_greedy|Duration|DRAM Throughput|Memory Throughput|Achieved Occupancy|Stall|Registers" \
+    "$O/ncu_router.log" | head -30 | tee -a "$S"
 fi
 dr_end
