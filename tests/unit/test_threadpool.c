@@ -214,15 +214,22 @@ static void late_runs(threadpool *p, int runs, int gap_every, atomic_int *after,
     }
 }
 
-static void test_late_workers(void) {
+/* A pool of n threads made with CLOVER_POOL_SPIN_US=0 and CLOVER_POOL_YIELD_US=yield_us (both read when a pool
+ * is made, then unset again); NULL (a failed check) if it could not be made. */
+static threadpool *pool_idle(size_t n, const char *yield_us) {
     setenv("CLOVER_POOL_SPIN_US", "0", 1);
-    setenv("CLOVER_POOL_YIELD_US", "0", 1);
-    unsetenv("CLOVER_POOL_WAIT_ALL"); /* the A/B switch's old protocol has no late workers */
+    setenv("CLOVER_POOL_YIELD_US", yield_us, 1);
     threadpool *p = NULL;
     clover_error err;
-    CHECK_EQ_INT(threadpool_create(&p, 4, &err), CLOVER_OK);
+    CHECK_EQ_INT(threadpool_create(&p, n, &err), CLOVER_OK);
     unsetenv("CLOVER_POOL_SPIN_US");
     unsetenv("CLOVER_POOL_YIELD_US");
+    return p;
+}
+
+static void test_late_workers(void) {
+    unsetenv("CLOVER_POOL_WAIT_ALL"); /* the A/B switch's old protocol has no late workers */
+    threadpool *p = pool_idle(4, "0");
     if (!p) return;
     atomic_int after;
     atomic_init(&after, 0);
@@ -255,13 +262,7 @@ static void test_late_workers(void) {
  * apart, so no worker sleeps and no run wakes one; with both at 0 (the case
  * above) the same gaps put them to sleep. */
 static void test_yield_poll_keeps_workers_awake(void) {
-    setenv("CLOVER_POOL_SPIN_US", "0", 1);
-    setenv("CLOVER_POOL_YIELD_US", "500000", 1);
-    threadpool *p = NULL;
-    clover_error err;
-    CHECK_EQ_INT(threadpool_create(&p, 3, &err), CLOVER_OK);
-    unsetenv("CLOVER_POOL_SPIN_US");
-    unsetenv("CLOVER_POOL_YIELD_US");
+    threadpool *p = pool_idle(3, "500000");
     if (!p) return;
     atomic_int after;
     atomic_init(&after, 0);
