@@ -303,6 +303,20 @@ static void stop_workers(threadpool *p) {
     p->n_started = 0;
 }
 
+/* A duration in microseconds from the environment (capped at SPIN_MAX_US), in ns; dflt_ns when unset. */
+static uint64_t env_ns(const char *name, uint64_t dflt_ns) {
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt_ns;
+    const unsigned long us = strtoul(v, NULL, 10);
+    return (uint64_t)(us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
+}
+
+/* A switch from the environment: set and not "0". */
+static bool env_on(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
 int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     *out = NULL;
     if (n_threads == 0) n_threads = threadpool_cpu_count();
@@ -312,24 +326,11 @@ int threadpool_create(threadpool **out, size_t n_threads, clover_error *err) {
     threadpool *p = mem_calloc(1, sizeof *p);
     if (!p) return error_set(err, CLOVER_E_NOMEM, "threadpool: out of memory");
     p->n_threads = n_threads;
-    p->spin_ns = SPIN_NS;
-    const char *spin = getenv("CLOVER_POOL_SPIN_US");
-    if (spin && *spin) {
-        const unsigned long us = strtoul(spin, NULL, 10);
-        p->spin_ns = (us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
-    }
-    p->yield_ns = YIELD_NS;
-    const char *yield = getenv("CLOVER_POOL_YIELD_US");
-    if (yield && *yield) {
-        const unsigned long us = strtoul(yield, NULL, 10);
-        p->yield_ns = (us < SPIN_MAX_US ? us : SPIN_MAX_US) * 1000u;
-    }
-    const char *cv = getenv("CLOVER_POOL_CONDVAR");
-    p->futex = POOL_HAVE_FUTEX && !(cv && *cv && strcmp(cv, "0") != 0);
-    const char *all = getenv("CLOVER_POOL_WAIT_ALL");
-    p->wait_all = all && *all && strcmp(all, "0") != 0;
-    const char *pin = getenv("CLOVER_POOL_PIN");
-    p->pin = pin && *pin && strcmp(pin, "0") != 0;
+    p->spin_ns = env_ns("CLOVER_POOL_SPIN_US", SPIN_NS);
+    p->yield_ns = env_ns("CLOVER_POOL_YIELD_US", YIELD_NS);
+    p->futex = POOL_HAVE_FUTEX && !env_on("CLOVER_POOL_CONDVAR");
+    p->wait_all = env_on("CLOVER_POOL_WAIT_ALL");
+    p->pin = env_on("CLOVER_POOL_PIN");
     if (n_threads > 1) {
         p->workers = mem_calloc(n_threads - 1, sizeof *p->workers);
         if (!p->workers) {

@@ -421,7 +421,7 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
         /* stacked: each sequence's block over its own committed ring and state, on its rows */
         const size_t cd = hp->gdn_conv_dim, zw = (size_t)hp->gdn_nv * hp->gdn_dv, nv = hp->gdn_nv;
         const size_t l = (size_t)(ly - s->layers);
-        int multi = 1; /* CLOVER_CUDA_STACK_GDN=1: every sequence's in two launches (the same bits) */
+        int alone = 1; /* 1: one call a sequence below; CLOVER_CUDA_STACK_GDN=1: all in two launches (0) */
         if (cuda_stack_gdn_on() && p->n_seq <= CUDA_GDN_SEQS_MAX) {
             cuda_gdn_block_seqs m = {.n_seq = (int32_t)p->n_seq};
             for (size_t i = 0; i < p->n_seq; i++) {
@@ -429,12 +429,12 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
                 m.seq[i] = (cuda_gdn_block_seq){.ring = qy->ring, .state = qy->state, .row0 = (int32_t)p->sseq[i].row0,
                                           .b = (int32_t)p->sseq[i].n, .ln_ratio = p->sseq[i].ln_ratio};
             }
-            multi = cuda_gdn_block_multi(sc->gout, sc->mixed, sc->z, sc->ga, &bw, &s->gd, &m, sc->blk_work, s->stream);
-            if (multi < 0)
+            alone = cuda_gdn_block_multi(sc->gout, sc->mixed, sc->z, sc->ga, &bw, &s->gd, &m, sc->blk_work, s->stream);
+            if (alone < 0)
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: GDN block operators: %s",
                                  cuda_preview_last_error());
         }
-        for (size_t i = 0; multi && i < p->n_seq; i++) {
+        for (size_t i = 0; alone && i < p->n_seq; i++) {
             const cuda_stack_seq *q = &p->sseq[i];
             const cuda_layer *qy = &q->s->layers[l];
             if (cuda_gdn_block(sc->gout + q->row0 * zw, sc->mixed + q->row0 * cd, sc->z + q->row0 * zw,
@@ -566,19 +566,19 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
          * sc.kept[i][layer]), and its rows routed inside it; or routed freely. CLOVER_CUDA_STACK_ROUTE=1: every
          * sequence's in two launches (the same bits), else two a sequence. */
         const size_t E = hp->n_expert;
-        int multi = 1;
+        int alone = 1; /* 1: two calls a sequence below */
         if (cuda_stack_route_on() && p->n_seq <= CUDA_ROUTE_SEQS_MAX) {
             cuda_route_seqs m = {.n_seq = (int32_t)p->n_seq};
             for (size_t i = 0; i < p->n_seq; i++)
                 m.seq[i] = (cuda_route_seq){.row0 = (int32_t)p->sseq[i].row0, .n = (int32_t)p->sseq[i].n,
                                             .coreset = p->sseq[i].coreset, .top_p = p->sseq[i].top_p};
-            multi = cuda_moe_coreset_route_multi(sc->kept + il * E, hp->n_layer * E, sc->kept_count, sc->ridx,
+            alone = cuda_moe_coreset_route_multi(sc->kept + il * E, hp->n_layer * E, sc->kept_count, sc->ridx,
                                                  sc->rw, sc->rlog, &m, n, E, k, s->stream);
-            if (multi < 0)
+            if (alone < 0)
                 return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coresets and routing: %s",
                                  cuda_preview_last_error());
         }
-        for (size_t i = 0; multi && i < p->n_seq; i++) {
+        for (size_t i = 0; alone && i < p->n_seq; i++) {
             const cuda_stack_seq *q = &p->sseq[i];
             int32_t *ri = sc->ridx + q->row0 * k;
             float *wi = sc->rw + q->row0 * k;

@@ -25,6 +25,7 @@
 
 #include "cuda_check.h"
 #include "cuda_preview.h"
+#include "cuda_switch.h"
 #include "gdn_block_ops.cuh"
 
 /* one message buffer for every cuda_preview.h function (moe_coreset.cu too) */
@@ -235,16 +236,8 @@ extern "C" int cuda_gdn_block_multi(float *y, const float *mixed, const float *z
 }
 
 static int g_stack_gdn = -1;
-extern "C" int cuda_stack_gdn_on(void) {
-    int v = __atomic_load_n(&g_stack_gdn, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_STACK_GDN");
-        v = e && strcmp(e, "1") == 0;
-        __atomic_store_n(&g_stack_gdn, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-extern "C" void cuda_stack_gdn_set(int on) { __atomic_store_n(&g_stack_gdn, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED); }
+extern "C" int cuda_stack_gdn_on(void) { return cuda_switch_on(&g_stack_gdn, "CLOVER_CUDA_STACK_GDN", 0); }
+extern "C" void cuda_stack_gdn_set(int on) { cuda_switch_set(&g_stack_gdn, on); }
 
 extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, const float *a, const float *ring,
                               const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,

@@ -31,6 +31,7 @@
 #include "matmul_igemm_few.cuh"
 #include "matmul_mma_rows.cuh"
 #include "matmul_igemm_wide.cuh"
+#include "cuda_switch.h"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
 
@@ -306,16 +307,8 @@ extern "C" int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, 
  * H200 (bench/device-runs/2026-12-14-share24, 2026-12-05): the CUDA tests with it, the same ids, a 32-row preview
  * 9.50 -> 9.11 ms, a block commit 15.34 -> 14.86. */
 static int g_share = -1;
-static int share_on(void) {
-    int v = __atomic_load_n(&g_share, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_SHARE_XQ");
-        v = !(e && strcmp(e, "0") == 0);
-        __atomic_store_n(&g_share, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-extern "C" void cuda_matmul_share_set(int on) { __atomic_store_n(&g_share, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED); }
+static int share_on(void) { return cuda_switch_on(&g_share, "CLOVER_CUDA_SHARE_XQ", 1); }
+extern "C" void cuda_matmul_share_set(int on) { cuda_switch_set(&g_share, on); }
 
 static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
                            const float *x, size_t n_rows, void *work, cudaStream_t st, char *why, size_t why_len,

@@ -26,6 +26,7 @@
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "cuda_preview.h"
+#include "cuda_switch.h"
 
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 #define g_err g_preview_err
@@ -228,18 +229,8 @@ extern "C" int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uin
 }
 
 static int g_stack_route = -1;
-extern "C" int cuda_stack_route_on(void) {
-    int v = __atomic_load_n(&g_stack_route, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_STACK_ROUTE");
-        v = e && strcmp(e, "1") == 0;
-        __atomic_store_n(&g_stack_route, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-extern "C" void cuda_stack_route_set(int on) {
-    __atomic_store_n(&g_stack_route, on < 0 ? -1 : on != 0, __ATOMIC_RELAXED);
-}
+extern "C" int cuda_stack_route_on(void) { return cuda_switch_on(&g_stack_route, "CLOVER_CUDA_STACK_ROUTE", 0); }
+extern "C" void cuda_stack_route_set(int on) { cuda_switch_set(&g_stack_route, on); }
 
 __global__ void k_gather(float *dst, const float *src, const int32_t *rows, size_t width) {
     const size_t r = blockIdx.y;

@@ -39,6 +39,7 @@
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "cuda_switch.h"
 
 namespace cg = cooperative_groups;
 
@@ -390,18 +391,10 @@ __global__ void __cluster_dims__(PG_BLOCKS, 1, 1) __launch_bounds__(PG_THREADS)
 }
 
 /* Unless CLOVER_CUDA_PICK_SPLIT=0: greedy rows through k_pick_greedy (read once; cuda_pick_split_set overrides,
- * -1 reads the environment again), the pattern of cuda_moe_fast_enabled. */
+ * -1 reads the environment again; cuda_switch.h). */
 static int g_split = -1;
-static int split_on(void) {
-    int v = __atomic_load_n(&g_split, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_PICK_SPLIT");
-        v = !(e && strcmp(e, "0") == 0);
-        __atomic_store_n(&g_split, v, __ATOMIC_RELAXED);
-    }
-    return v;
-}
-extern "C" void cuda_pick_split_set(int on) { __atomic_store_n(&g_split, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED); }
+static int split_on(void) { return cuda_switch_on(&g_split, "CLOVER_CUDA_PICK_SPLIT", 1); }
+extern "C" void cuda_pick_split_set(int on) { cuda_switch_set(&g_split, on); }
 
 /* skip_greedy: k_pick_greedy has done the greedy rows */
 __global__ void __launch_bounds__(PICK_THREADS) k_pick_each(int32_t *out_id, float *out_conf, const float *logits,
