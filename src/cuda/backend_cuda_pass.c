@@ -421,7 +421,7 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
         /* stacked: each sequence's block over its own committed ring and state, on its rows */
         const size_t cd = hp->gdn_conv_dim, zw = (size_t)hp->gdn_nv * hp->gdn_dv, nv = hp->gdn_nv;
         const size_t l = (size_t)(ly - s->layers);
-        int alone = 1; /* 1: one call a sequence below; CLOVER_CUDA_STACK_GDN=1: all in two launches (0) */
+        int alone = 1; /* 1: one call a sequence below (CLOVER_CUDA_STACK_GDN=0); else all in two launches (0) */
         if (cuda_stack_gdn_on() && p->n_seq <= CUDA_GDN_SEQS_MAX) {
             cuda_gdn_block_seqs m = {.n_seq = (int32_t)p->n_seq};
             for (size_t i = 0; i < p->n_seq; i++) {
@@ -563,8 +563,8 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
         return rc;
     } else if (p->preview && s->stack) {
         /* stacked preview: each sequence's coreset from its own rows' logits (its kept flags at
-         * sc.kept[i][layer]), and its rows routed inside it; or routed freely. CLOVER_CUDA_STACK_ROUTE=1: every
-         * sequence's in two launches (the same bits), else two a sequence. */
+         * sc.kept[i][layer]), and its rows routed inside it; or routed freely. Every sequence's in two launches (the
+         * same bits), or with CLOVER_CUDA_STACK_ROUTE=0 two a sequence. */
         const size_t E = hp->n_expert;
         int alone = 1; /* 1: two calls a sequence below */
         if (cuda_stack_route_on() && p->n_seq <= CUDA_ROUTE_SEQS_MAX) {

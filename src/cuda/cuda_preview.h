@@ -83,8 +83,8 @@ typedef struct cuda_gdn_block_seqs {
  * error (cuda_preview_last_error). */
 int cuda_gdn_block_multi(float *y, const float *mixed, const float *z, const float *a, const cuda_gdn_block_weights *w,
                          const cuda_gdn_dims *d, const cuda_gdn_block_seqs *m, float *work, void *stream);
-/* The switch of the stacked preview's use of it: CLOVER_CUDA_STACK_GDN=1 (read once; off until it has run on a
- * device); 1/0 on/off, negative: the environment again. */
+/* The switch of the stacked preview's use of it: on unless CLOVER_CUDA_STACK_GDN=0 (read once; on since its H200
+ * run, bench/device-runs/2026-12-18-stack25); 1/0 on/off, negative: the environment again. */
 int cuda_stack_gdn_on(void);
 void cuda_stack_gdn_set(int on);
 
@@ -123,8 +123,8 @@ typedef struct cuda_route_seqs {
 int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,
                                  const float *logits,  // [n_rows][E]: the sequences' rows one after another
                                  const cuda_route_seqs *m, size_t n_rows, size_t n_expert, size_t k, void *stream);
-/* The switch of the stacked preview's use of it: CLOVER_CUDA_STACK_ROUTE=1 (read once; off until it has run on a
- * device); 1/0 on/off, negative: the environment again (tests, benches). */
+/* The switch of the stacked preview's use of it: on unless CLOVER_CUDA_STACK_ROUTE=0 (read once; on since its H200
+ * run, bench/device-runs/2026-12-18-stack25); 1/0 on/off, negative: the environment again (tests, benches). */
 int cuda_stack_route_on(void);
 void cuda_stack_route_set(int on);
 

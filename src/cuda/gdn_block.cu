@@ -236,7 +236,7 @@ extern "C" int cuda_gdn_block_multi(float *y, const float *mixed, const float *z
 }
 
 static int g_stack_gdn = -1;
-extern "C" int cuda_stack_gdn_on(void) { return cuda_switch_on(&g_stack_gdn, "CLOVER_CUDA_STACK_GDN", 0); }
+extern "C" int cuda_stack_gdn_on(void) { return cuda_switch_on(&g_stack_gdn, "CLOVER_CUDA_STACK_GDN", 1); }
 extern "C" void cuda_stack_gdn_set(int on) { cuda_switch_set(&g_stack_gdn, on); }
 
 extern "C" int cuda_gdn_block(float *y, const float *mixed, const float *z, const float *a, const float *ring,

@@ -589,7 +589,14 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     if (((uintptr_t)a->w | a->expert_stride) & (mm_align(a->type) - 1))
         MM_FAIL("cuda_moe_chunk: weights or expert stride not %zu-byte aligned", mm_align(a->type));
     ig_params q = {};
-    const size_t tile = moe_tile(a, &q, 1), max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
+    size_t tile = moe_tile(a, &q, 1);
+    const bool integer = tile != BM; /* else the TF32 GEMM's tiles of BM */
+    q.row_bytes = mm_row_bytes(a->type, a->n_in);
+    q.expert_stride = a->expert_stride;
+    /* many slots an expert: the wide kernel's tiles of 64 slots x 128 outputs (matmul_igemm_wide.cu) */
+    const bool igw = integer && !fw_take(a->type, a->n_rows) && igw_moe_takes(a->type, &q);
+    if (igw) tile = IGW_MOE_TILE;
+    const size_t max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
@@ -603,7 +610,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     else
         moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
                                              cursor, ntiles, perm, tiles, a->y);
-    if (tile != BM) { /* the integer path (matmul_igemm.cu) */
+    if (integer) { /* the integer path (matmul_igemm.cu; matmul_igemm_wide.cu for igw) */
         const unsigned ot = ig_out_tiles(&q, a->n_out);
         if (ot > 65535) MM_FAIL("cuda_moe_chunk: %zu outputs", a->n_out);
         q.w = q.w_lo = (const uint8_t *)a->w;
@@ -626,6 +633,19 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
         q.xq = xq;
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
+        if (igw && igw_moe_launch(a->type, &q, (unsigned)max_tiles, st)) {
+            if (!w_up) return mm_launch_status("cuda_moe_chunk", why, why_len);
+            if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
+            if ((uintptr_t)w_up & (mm_align(a->type) - 1))
+                MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
+            q.w = q.w_lo = (const uint8_t *)w_up; /* the up product on the same tiles and 8-bit rows */
+            q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
+            q.y = y_up;
+            if (!igw_moe_launch(a->type, &q, (unsigned)max_tiles, st))
+                MM_FAIL("cuda_moe_chunk_pair: the up product's launch was refused");
+            return mm_launch_status("cuda_moe_chunk", why, why_len);
+        }
+        if (igw) MM_FAIL("cuda_moe_chunk: the wide kernel refused a product it takes");
         if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
             fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);

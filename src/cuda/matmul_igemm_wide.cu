@@ -63,6 +63,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_wide.cuh"
+#include "cuda_switch.h"
 
 enum {
     IW_CHUNK = 256,  /* values a chunk (matmul_igemm.cu's IG_CHUNK) */
@@ -78,6 +79,7 @@ enum {
     IW_SMEM = IW_STAGES * IW_STS,             /* 155648 */
 };
 static_assert(IW_SBP >= IW_CB + 16 && IW_SBP % 16 == 0 && (IW_SBP / 4) % 8 == 4, "igw: weight row stride");
+static_assert((int)IGW_MOE_TILE == (int)IW_BR, "igw: a grouped tile is a block's rows");
 static_assert(IG_ACS % 16 == 0 && (IG_ACS / 4) % 8 == 4, "igw: row stride");
 static_assert(8 * IW_BO * IW_BR * sizeof(float) <= (size_t)IW_SMEM, "igw: the partials overlay the stages");
 
@@ -229,17 +231,21 @@ struct iwk {
 };
 
 template <int T>
-__device__ __forceinline__ void iwk_copy(const ig_params &p, int n0, int m0, int m_count, int c, uint8_t *st) {
+__device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbase, const int *xrow, int n0,
+                                         int m_count, int c, uint8_t *st) {
     constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, PPR = CB / 16;
     const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
-    const uint8_t *xa = p.xq + ((size_t)c * p.xq_rows + m0) * IG_ACS;
-    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + BO * CB + 16 * idx), "l"(xa + 16 * idx)
+    const uint8_t *xa = p.xq + (size_t)c * p.xq_rows * IG_ACS;
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS) { /* row i's chunk: IW_PA pieces */
+        const int i = idx / IW_PA, pc = idx - i * IW_PA;
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + BO * CB + 16 * idx),
+                     "l"(xa + (size_t)xrow[i] * IG_ACS + 16 * pc)
                      : "memory");
+    }
     for (int idx = threadIdx.x; idx < BO * PPR; idx += IW_THREADS) {
         const int r = idx / PPR, pc = idx - r * PPR, o = n0 + r;
         if (o >= p.n_out) continue;
-        const uint8_t *q = p.w + (size_t)o * p.row_bytes + (size_t)c * CB + 16 * pc;
+        const uint8_t *q = wbase + (size_t)o * p.row_bytes + (size_t)c * CB + 16 * pc;
         if (q >= p.w_lo && q + 16 <= p.w_end)
             asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + r * CB + 16 * pc), "l"(q) : "memory");
     }
@@ -251,13 +257,34 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int wm = warp & 3, wn = warp >> 2; /* the warp's 32 outputs and 32 rows */
-    const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * BO, m_count = min(IW_BR, p.n_rows - m0);
+    /* the block's rows: dense (p.perm NULL) rows m0.. of x and y; grouped, tile blockIdx.x of the grouping pass
+     * (matmul_gemm.cu): up to IW_BR slots s of one expert, 8-bit row x_per_slot ? s : s / k, output row s */
+    __shared__ int xrow[IW_BR], yrow[IW_BR];
+    const int n0 = blockIdx.y * BO;
+    const uint8_t *wbase = p.w;
+    int m_count;
+    if (p.perm == NULL) {
+        const int m0 = blockIdx.x * IW_BR;
+        m_count = min(IW_BR, p.n_rows - m0);
+        for (int i = tid; i < IW_BR; i += IW_THREADS) xrow[i] = yrow[i] = m0 + i;
+    } else {
+        if ((int)blockIdx.x >= *p.ntiles) return; /* the whole block: past the pass's tiles */
+        const int32_t *t = p.tiles + 3 * blockIdx.x;
+        wbase = p.w + (size_t)t[0] * p.expert_stride;
+        m_count = t[2];
+        for (int i = tid; i < IW_BR; i += IW_THREADS) {
+            const int s = i < m_count ? p.perm[t[1] + i] : 0;
+            yrow[i] = s;
+            xrow[i] = p.x_per_slot ? s : s / p.k;
+        }
+    }
+    __syncthreads(); /* xrow, yrow */
     const int nchunks = p.n_in / IW_CHUNK;
     /* live n-tiles of this warp (warp-uniform) */
     const int ntl = max(0, min(4, (m_count - 32 * wn + 7) / 8));
 #pragma unroll
     for (int s = 0; s < IW_STAGES - 1; s++) {
-        if (s < nchunks) iwk_copy<T>(p, n0, m0, m_count, s, sm + s * STS);
+        if (s < nchunks) iwk_copy<T>(p, wbase, xrow, n0, m_count, s, sm + s * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     float cur[2][4][4], oth[2][4][4]; /* the partial of this chunk's parity, and the other */
@@ -271,7 +298,7 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
         if (c + IW_STAGES - 1 < nchunks)
-            iwk_copy<T>(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
+            iwk_copy<T>(p, wbase, xrow, n0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = sm + (c % IW_STAGES) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
         const uint8_t *wr[2][2]; /* rows 32 wm + 16 mt + g (+ 8) */
@@ -370,16 +397,19 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
             for (int q = 0; q < 4; q++) {
                 const int o = n0 + 32 * wm + 16 * mt + g + 8 * (q >> 1), r = 32 * wn + 8 * nt + 2 * tig + (q & 1);
                 const float p0 = even ? cur[mt][nt][q] : oth[mt][nt][q], p1 = even ? oth[mt][nt][q] : cur[mt][nt][q];
-                if (o < p.n_out && r < m_count) p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(p0, p1);
+                if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = __fadd_rn(p0, p1);
             }
 }
 
+/* grid (row tiles of 64, or the grouping pass's n_tiles tiles; output tiles of 128) */
 template <int T>
-static int igw_launch_k(const ig_params *p, cudaStream_t st) {
+static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     constexpr int BO = iwk<T>::BO, SMEM = iwk<T>::SMEM;
-    if (((uintptr_t)p->w | p->row_bytes) & 15) return 0; /* rows 16-byte aligned (cuda_matmul's contract) */
-    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + BO - 1) / BO);
-    if (ot > 65535) return 0;
+    /* rows (and experts) 16-byte aligned (cuda_matmul's contract): a row's chunk is whole pieces */
+    if (((uintptr_t)p->w | p->row_bytes | (p->perm ? p->expert_stride : 0)) & 15) return 0;
+    const unsigned rt = p->perm ? n_tiles : (unsigned)((p->n_rows + IW_BR - 1) / IW_BR);
+    const unsigned ot = (unsigned)((p->n_out + BO - 1) / BO);
+    if (ot > 65535 || rt == 0) return 0;
     static int attr_set = 0;
     if (!attr_set) {
         if (cudaFuncSetAttribute(igw_k_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
@@ -390,6 +420,30 @@ static int igw_launch_k(const ig_params *p, cudaStream_t st) {
     }
     igw_k_kernel<T><<<dim3(rt, ot), IW_THREADS, SMEM, st>>>(*p);
     return 1;
+}
+
+/* The grouped experts on igw_k_kernel (CLOVER_CUDA_IGW_MOE=1; cuda_igw_moe_set): tiles of IW_BR slots x 128
+ * outputs, where matmul_igemm.cu's grouped tiles are 32 slots x 16 outputs and re-read a tile's 8-bit rows from L2
+ * for every 16 outputs (a stacked preview's 4096 slots: ~1.1 GB of L2 reads a product, ~150 us on the H200). */
+static int g_igw_moe = -1;
+static unsigned long long g_igw_moe_launches;
+extern "C" void cuda_igw_moe_set(int on) { cuda_switch_set(&g_igw_moe, on); }
+extern "C" unsigned long long cuda_igw_moe_launches(void) {
+    return __atomic_load_n(&g_igw_moe_launches, __ATOMIC_RELAXED);
+}
+
+int igw_moe_takes(uint32_t type, const ig_params *p) {
+    return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 0) && (type == MM_Q4_K || type == MM_Q5_K) &&
+           !p->wide && ((p->row_bytes | p->expert_stride) & 15) == 0;
+}
+
+int igw_moe_launch(uint32_t type, const ig_params *p, unsigned n_tiles, cudaStream_t st) {
+    if (!p->perm || !p->xq) return 0;
+    const int ok = type == MM_Q4_K ? igw_launch_k<MM_Q4_K>(p, n_tiles, st)
+                   : type == MM_Q5_K ? igw_launch_k<MM_Q5_K>(p, n_tiles, st)
+                                     : 0;
+    if (ok) __atomic_fetch_add(&g_igw_moe_launches, 1, __ATOMIC_RELAXED);
+    return ok;
 }
 
 /* The switch: on unless CLOVER_CUDA_IGEMM_WIDE=0 (read once); cuda_igemm_wide_set overrides (tests, benches). */
@@ -407,8 +461,8 @@ extern "C" void cuda_igemm_wide_set(int on) { __atomic_store_n(&g_wide, on ? 1 :
 
 int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
     if (!igw_enabled() || !p->xq || p->perm || p->wide || p->n_rows < IGW_MIN_ROWS) return 0;
-    if (type == MM_Q4_K) return igw_launch_k<MM_Q4_K>(p, st);
-    if (type == MM_Q5_K) return igw_launch_k<MM_Q5_K>(p, st);
+    if (type == MM_Q4_K) return igw_launch_k<MM_Q4_K>(p, 0, st);
+    if (type == MM_Q5_K) return igw_launch_k<MM_Q5_K>(p, 0, st);
     if (type != MM_Q8_0) return 0;
     const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
     if (ot > 65535) return 0;

@@ -229,7 +229,7 @@ extern "C" int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uin
 }
 
 static int g_stack_route = -1;
-extern "C" int cuda_stack_route_on(void) { return cuda_switch_on(&g_stack_route, "CLOVER_CUDA_STACK_ROUTE", 0); }
+extern "C" int cuda_stack_route_on(void) { return cuda_switch_on(&g_stack_route, "CLOVER_CUDA_STACK_ROUTE", 1); }
 extern "C" void cuda_stack_route_set(int on) { cuda_switch_set(&g_stack_route, on); }
 
 __global__ void k_gather(float *dst, const float *src, const int32_t *rows, size_t width) {

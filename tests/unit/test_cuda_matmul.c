@@ -1502,6 +1502,96 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
         cudaFree(work_old);
 }
 
+/* ---- the grouped experts on the wide kernel (matmul_igemm_wide.cu, CLOVER_CUDA_IGW_MOE) ----
+ * Many slots an expert (a stacked preview, a prompt): cuda_moe_chunk / _pair with the switch on take tiles of 64
+ * slots x 128 outputs; every output must equal the switch-off kernel's (matmul_igemm.cu) bit for bit, and the CPU's
+ * integer path (decode_ref) within 1e-5. Odd output counts (a partial 128-output tile), 3 super-blocks a row (an
+ * odd chunk count: the partials' parity), experts with several tiles, x a slot, a bad id (its outputs NaN). */
+static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int kind,
+                         int x_per_slot, int pair) {
+    const size_t n_slots = n_rows * k, n_x = x_per_slot ? n_slots : n_rows, ny = n_slots * n_out;
+    size_t rb;
+    uint8_t *w = make_weights(type, (pair ? 2 : 1) * n_expert * n_out, n_in, &rb);
+    const size_t ex = n_out * rb;
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    make_ids_kind(ids, n_rows, k, n_expert, kind);
+    cuda_moe_args a = {.type = type, .expert_stride = ex, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    uint8_t *dw = dev_upload(w, (pair ? 2 : 1) * n_expert * ex);
+    a.w = dw;
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    float *got[2][2], *dy[2][2]; /* [switch off / on][gate / up] */
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
+    char why[256] = "", what[96];
+    snprintf(what, sizeof what, "igw moe %s %zux%zu r%zu k%zu E%zu %s%s%s", quant_type_name(type), n_in, n_out, n_rows,
+             k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : "bad", x_per_slot ? " slot-x" : "",
+             pair ? " pair" : "");
+    unsigned long long taken = 0;
+    for (int on = 0; on < 2; on++) {
+        cuda_igw_moe_set(on);
+        for (int u = 0; u < 2; u++) {
+            dy[on][u] = dev_poisoned(ny);
+            got[on][u] = malloc(ny * sizeof(float));
+        }
+        a.y = dy[on][0];
+        const unsigned long long l0 = cuda_igw_moe_launches();
+        const int rc = pair ? cuda_moe_chunk_pair(&a, dw + n_expert * ex, dy[on][1], work, NULL, why, sizeof why)
+                            : cuda_moe_chunk(&a, work, NULL, why, sizeof why);
+        CHECK_MSG(rc == 0, "%s (switch %d): %s", what, on, why);
+        CU(cudaDeviceSynchronize());
+        if (on) taken = cuda_igw_moe_launches() - l0;
+        for (int u = 0; u < (pair ? 2 : 1); u++) dev_download(got[on][u], dy[on][u], ny);
+    }
+    cuda_igw_moe_set(-1);
+    CHECK_MSG(taken == (pair ? 2u : 1u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
+              pair ? 2 : 1);
+    size_t diff = 0, nan = 0;
+    for (int u = 0; u < (pair ? 2 : 1); u++)
+        for (size_t i = 0; i < ny; i++) {
+            diff += memcmp(&got[1][u][i], &got[0][u][i], sizeof(float)) != 0 &&
+                    !(isnan(got[1][u][i]) && isnan(got[0][u][i]));
+            nan += isnan(got[1][u][i]) != 0;
+        }
+    CHECK_MSG(diff == 0, "%s: %zu outputs differ from matmul_igemm.cu's", what, diff);
+    const size_t bad = kind == 3 ? (pair ? 2 : 1) * n_out : 0; /* slot 1's outputs: NaN */
+    CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
+    double e2 = 0, r2 = 0;
+    size_t checked = 0;
+    for (int u = 0; u < (pair ? 2 : 1); u++)
+        for (size_t sl = 0; sl < n_slots; sl += 5) {
+            if (kind == 3 && sl == 1) continue;
+            const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
+            for (size_t o = 0; o < n_out; o += 7) {
+                const float ref = decode_ref(type, w + u * n_expert * ex + ((size_t)ids[sl] * n_out + o) * rb, xs, n_in);
+                const double d = (double)got[1][u][sl * n_out + o] - ref;
+                e2 += d * d, r2 += (double)ref * ref;
+                checked++;
+            }
+        }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
+    printf("  %-62s bit-identical to the old kernel (%zu outputs), CPU err %.2g (%zu)\n", what, (pair ? 2 : 1) * ny,
+           err, checked);
+    for (int on = 0; on < 2; on++)
+        for (int u = 0; u < 2; u++) free(got[on][u]), cudaFree(dy[on][u]);
+    free(w), free(x), free(ids);
+    cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work);
+}
+
+static void test_moe_igw(void) {
+    const uint32_t types[2] = {QUANT_Q4_K, QUANT_Q5_K};
+    for (int t = 0; t < 2; t++) {
+        igw_moe_case(types[t], 512, 200, 96, 8, 16, 0, 0, 1);  /* ~48 slots an expert, gate + up */
+        igw_moe_case(types[t], 768, 130, 512, 8, 64, 1, 0, 0); /* dup: ~450 slots on 9 experts, 3 super-blocks */
+        igw_moe_case(types[t], 512, 256, 300, 4, 32, 0, 1, 0); /* x a slot (the down product) */
+        igw_moe_case(types[t], 256, 136, 64, 8, 8, 3, 0, 1);   /* a bad id; 1 super-block */
+    }
+}
+
 static void test_moe_dec32(void) {
     const int small = getenv("CLOVER_TEST_SMALL") != NULL;
     static const size_t R[] = {1, 2, 3, 7, 8, 9, 16, 17, 31, 32};
@@ -2028,6 +2118,7 @@ int main(void) {
     RUN(test_stream32);
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
+    RUN(test_moe_igw);
     RUN(test_moe_many_experts);
     RUN(test_moe_dec32);
     RUN(test_moe_fast);
