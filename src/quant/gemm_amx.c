@@ -54,6 +54,7 @@
 #include <string.h>
 
 #include "quant/gemm_amx.h"
+#include "quant/gemm_amx_pack.h"
 #include "quant/matmul_internal.h"
 #include "quant/quant_avx2_inline.h"
 #include "quant/quant_internal.h"
@@ -209,7 +210,9 @@ static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m51
  * acc = fma(-(dmin * d_x), M, acc): act_bsum_avx2.c's K-quant order. The
  * weights are unpacked per 16-row tile and chunk (nibbles and the Q5_K
  * fifth bit into bytes, as gemm_avx512.c decodes them) into A tiles of
- * stride 32, used by every group of the pass. */
+ * stride 32, used by every group of the pass; Q4_K weights in stable memory
+ * are read instead from their repacked panels (gemm_amx_pack.h: the same
+ * bytes and scales, made once per weight), with no unpack per tile. */
 enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
 
 typedef struct kq_prep {
@@ -249,21 +252,126 @@ static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t 
 }
 
 /* One super-block's mins step: sp = the group's 4 vectors of code-sum
- * pairs, dxb its scales, dmin / mins = row 0's at this super-block. */
+ * pairs, dxb its scales; row i's dmin at dmin[i * dms], its pair p at
+ * mins[i * mrs + p * mps] (constants at each call: the unpacked chunk's
+ * strides or a panel's). */
 static inline __attribute__((always_inline)) void kq_mins(const int32_t *sp, const float *dxb, const float *dmin,
-                                                          const int32_t *mins, __m512 acc[W_TILE]) {
+                                                          const size_t dms, const int32_t *mins, const size_t mrs,
+                                                          const size_t mps, __m512 acc[W_TILE]) {
     const __m512i p0 = _mm512_loadu_si512(sp), p1 = _mm512_loadu_si512(sp + 16);
     const __m512i p2 = _mm512_loadu_si512(sp + 32), p3 = _mm512_loadu_si512(sp + 48);
     const __m512 dx = _mm512_loadu_ps(dxb);
 #pragma GCC unroll 16
     for (int i = 0; i < W_TILE; i++) {
-        const int32_t *mi = mins + (size_t)i * KBK * 4;
+        const int32_t *mi = mins + (size_t)i * mrs;
         __m512i M = _mm512_madd_epi16(p0, _mm512_set1_epi32(mi[0]));
-        M = _mm512_dpwssd_epi32(M, p1, _mm512_set1_epi32(mi[1]));
-        M = _mm512_dpwssd_epi32(M, p2, _mm512_set1_epi32(mi[2]));
-        M = _mm512_dpwssd_epi32(M, p3, _mm512_set1_epi32(mi[3]));
-        acc[i] = _mm512_fnmadd_ps(_mm512_mul_ps(dx, _mm512_set1_ps(dmin[(size_t)i * KBK])), _mm512_cvtepi32_ps(M), acc[i]);
+        M = _mm512_dpwssd_epi32(M, p1, _mm512_set1_epi32(mi[mps]));
+        M = _mm512_dpwssd_epi32(M, p2, _mm512_set1_epi32(mi[2 * mps]));
+        M = _mm512_dpwssd_epi32(M, p3, _mm512_set1_epi32(mi[3 * mps]));
+        const __m512 dm = _mm512_mul_ps(dx, _mm512_set1_ps(dmin[(size_t)i * dms]));
+        acc[i] = _mm512_fnmadd_ps(dm, _mm512_cvtepi32_ps(M), acc[i]);
     }
+}
+
+/* ---- Q4_K from repacked panels (gemm_amx_pack.h) ----
+ *
+ * q4k_fill writes tile t's panels from the weight rows with the unpack
+ * above (the same k4_scales_mins, products and k4_codes as kq_prepare, so
+ * the same codes and scales, bit for bit); q4k_panels hands a task the
+ * panels of the tile at o, filling them first if no task has (the first to
+ * claim the tile fills it; a task that finds it being filled takes the
+ * unpacking path for that tile: the same bits, no waiting). */
+static void q4k_fill(const matmul_job *j, const gemm_amx_q4k_pack *pk, size_t t) {
+    gemm_amx_q4k_panel *pan = pk->panels + t * pk->nbk;
+    const size_t o = t * W_TILE;
+    const int m = j->n_out - o < W_TILE ? (int)(j->n_out - o) : W_TILE;
+    if (m < W_TILE) memset(pan, 0, pk->nbk * sizeof *pan); /* rows past the weight's last: codes and scales 0 */
+    for (int i = 0; i < m; i++) {
+        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes;
+        for (size_t B = 0; B < pk->nbk; B++) {
+            const uint8_t *blk = row + B * sizeof(block_q4_k);
+            gemm_amx_q4k_panel *P = pan + B;
+            const __m256i sm = k4_scales_mins(blk + 4);
+            _Alignas(32) float dsc[8];
+            _Alignas(16) int32_t mins[4];
+            _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)),
+                                               _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
+            _mm_store_si128((__m128i *)(void *)mins, _mm256_extracti128_si256(sm, 1));
+            for (int s = 0; s < GEMM_AMX_SUB; s++) P->dsc[s][i] = dsc[s];
+            for (int p = 0; p < 4; p++) P->mins[p][i] = mins[p];
+            P->dmin[i] = load_f16(blk + 2);
+            for (int c = 0; c < 4; c++) {
+                __m256i lo, hi;
+                k4_codes(blk + offsetof(block_q4_k, qs), _mm256_setzero_si256(), c, 0, &lo, &hi);
+                _mm256_storeu_si256((__m256i *)(void *)P->a[2 * c][i], lo);
+                _mm256_storeu_si256((__m256i *)(void *)P->a[2 * c + 1][i], hi);
+            }
+        }
+    }
+}
+
+static const gemm_amx_q4k_panel *q4k_panels(const matmul_job *j, size_t o) {
+    const gemm_amx_q4k_pack *pk = j->q4k;
+    if (!pk || o % W_TILE) return NULL; /* a range that starts off a tile boundary: not a panel's rows */
+    const size_t t = o / W_TILE;
+    unsigned char st = atomic_load_explicit(&pk->state[t], memory_order_acquire);
+    if (st == GEMM_AMX_PACK_EMPTY &&
+        atomic_compare_exchange_strong_explicit(&pk->state[t], &st, GEMM_AMX_PACK_FILLING, memory_order_acquire,
+                                                memory_order_acquire)) {
+        q4k_fill(j, pk, t);
+        atomic_store_explicit(&pk->state[t], GEMM_AMX_PACK_READY, memory_order_release);
+        st = GEMM_AMX_PACK_READY;
+    }
+    return st == GEMM_AMX_PACK_READY ? pk->panels + t * pk->nbk : NULL;
+}
+
+/* One group's super-blocks 0..nkb of panels pan: bt = the group's B tile of
+ * the first one's sub-block 0 (the next at + 512 each), dx its scales (16
+ * a super-block), sp its code-sum pairs (64 a super-block). Steps of four
+ * sub-blocks (half a super-block), each in C tiles 0..3, A and B tiles
+ * alternating between 4/5 and 6/7, the mins step after each super-block's
+ * second. pipe (a constant at each call): the tile work of step st + 1 is
+ * issued, and stored into the other half of cbuf, before the float steps
+ * of step st, which read what was stored a step earlier: the C tiles' stores
+ * have left the core's store buffer before their rows are loaded back,
+ * and the tile unit works on one step while the vector units finish the
+ * last (without pipe: the unpacking path's order of issue, tiles then
+ * float steps of the same sub-blocks). The float steps are the same, in
+ * the same sub-block order, either way. */
+static inline __attribute__((always_inline)) void q4k_group(const gemm_amx_q4k_panel *pan, const uint8_t *bt,
+                                                            const float *dx, const int32_t *sp, size_t nkb,
+                                                            const int pipe, int32_t cbuf[2][4][256],
+                                                            __m512 acc[W_TILE]) {
+#define Q4K_TILE(c, ta, tb, st)                                                                         \
+    do {                                                                                               \
+        _tile_zero(c);                                                                                 \
+        _tile_loadd(ta, pan[(st) >> 1].a[4 * ((st) & 1) + (c)], 32);                                   \
+        _tile_loadd(tb, bt + GEMM_AMX_TILE_BYTES * (GEMM_AMX_SUB * ((st) >> 1) + 4 * ((st) & 1) + (c)), 64); \
+        _tile_dpbssd(c, ta, tb);                                                                       \
+    } while (0)
+#define Q4K_ISSUE(st, h)                                 \
+    do {                                                 \
+        Q4K_TILE(0, 4, 5, st);                           \
+        Q4K_TILE(1, 6, 7, st);                           \
+        Q4K_TILE(2, 4, 5, st);                           \
+        Q4K_TILE(3, 6, 7, st);                           \
+        _tile_stored(0, cbuf[h][0], 64);                 \
+        _tile_stored(1, cbuf[h][1], 64);                 \
+        _tile_stored(2, cbuf[h][2], 64);                 \
+        _tile_stored(3, cbuf[h][3], 64);                 \
+    } while (0)
+    const size_t n = 2 * nkb;
+    if (pipe) Q4K_ISSUE(0, 0);
+    for (size_t st = 0; st < n; st++) {
+        const size_t h = pipe ? st & 1 : 0, B = st >> 1, s0 = 4 * (st & 1);
+        if (pipe && st + 1 < n) Q4K_ISSUE(st + 1, (st + 1) & 1);
+        if (!pipe) Q4K_ISSUE(st, 0);
+        const float *dxb = dx + W_TILE * B;
+        for (int c = 0; c < 4; c++) amx_fma(cbuf[h][c], pan[B].dsc[s0 + (size_t)c], 1, dxb, acc);
+        if (st & 1) kq_mins(sp + 4 * W_TILE * B, dxb, pan[B].dmin, 1, &pan[B].mins[0][0], 1, W_TILE, acc);
+    }
+#undef Q4K_ISSUE
+#undef Q4K_TILE
 }
 
 /* ---- the loops both formats share ----
@@ -282,7 +390,7 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     const size_t nc = kq ? j->n_in / QUANT_QK_K : nb, kc = kq ? (size_t)KBK : (size_t)KB; /* chunked units, a chunk's */
     const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
     const int32_t *sums = kq ? gemm_amx_sums(j->xq, j->n_rows, nb) : NULL;
-    _Alignas(64) int32_t cbuf[4][256];
+    _Alignas(64) int32_t cbuf[2][4][256]; /* the unpacking path and Q8_0 use cbuf[0] */
     _Alignas(64) float saved[X_GROUPS][W_TILE][16];
     const int flight4 = quant_amx_flight() == 4;
     const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
@@ -291,15 +399,16 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     for (size_t o = o0; o < o1; o += W_TILE) {
         const int m = o1 - o < W_TILE ? (int)(o1 - o) : W_TILE;
         if (m != configured) amx_configure(m), configured = m;
+        const gemm_amx_q4k_panel *pan = kq ? q4k_panels(j, o) : NULL; /* NULL: unpack per chunk */
         for (size_t g0 = 0; g0 < ng; g0 += X_GROUPS) {
             const size_t g1 = ng - g0 < X_GROUPS ? ng : g0 + X_GROUPS;
             for (size_t kb0 = 0; kb0 < nc; kb0 += kc) {
                 const size_t nkb = nc - kb0 < kc ? nc - kb0 : kc;
                 const int last = kb0 + nkb == nc;
-                if (kq)
-                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
-                else
+                if (!kq)
                     dw_fill(j, o, m, kb0, nkb, dwf);
+                else if (!pan) /* no panels for this tile (yet): unpack the chunk */
+                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
                 const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
@@ -309,20 +418,30 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                         const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
                         const float *dx = scales + (g * nb + kb0) * W_TILE;
                         if (flight4)
-                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf, acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf[0], acc);
                         else
-                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf, acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf[0], acc);
+                    } else if (pan) {
+                        const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * kb0) * GEMM_AMX_TILE_BYTES;
+                        const float *dx = scales + (g * nc + kb0) * W_TILE;
+                        const int32_t *sp = sums + (g * nc + kb0) * 4 * W_TILE;
+                        if (j->q4k_pipe)
+                            q4k_group(pan + kb0, bt, dx, sp, nkb, 1, cbuf, acc);
+                        else
+                            q4k_group(pan + kb0, bt, dx, sp, nkb, 0, cbuf, acc);
                     } else
                         for (size_t B = 0; B < nkb; B++) {
                             const size_t gb = g * nc + kb0 + B;
                             const uint8_t *wa = &P->a[GEMM_AMX_SUB * B][0][0];
                             const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * (kb0 + B)) * GEMM_AMX_TILE_BYTES;
                             const float *dx = scales + gb * W_TILE;
+                            const float *dsc = &P->dsc[0][GEMM_AMX_SUB * B];
                             if (flight4)
-                                amx_group(wa, 32, m, bt, dx, &P->dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 4, cbuf, acc);
+                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, 0, 4, cbuf[0], acc);
                             else
-                                amx_group(wa, 32, m, bt, dx, &P->dsc[0][GEMM_AMX_SUB * B], G, GEMM_AMX_SUB, 0, 2, cbuf, acc);
-                            kq_mins(sums + gb * 4 * W_TILE, dx, &P->dmin[0][B], &P->mins[0][B][0], acc);
+                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, 0, 2, cbuf[0], acc);
+                            kq_mins(sums + gb * 4 * W_TILE, dx, &P->dmin[0][B], KBK, &P->mins[0][B][0], KBK * 4, 1,
+                                    acc);
                         }
                     if (!last) {
 #pragma GCC unroll 16

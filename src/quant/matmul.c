@@ -11,7 +11,8 @@
  * dot gives, so a row's result never depends on how many rows share the pass
  * (at the AMX level, simd_level.h, Q8_0's, Q4_K's and Q5_K's three or more
  * rows go to gemm_amx.c instead, staged in its tile layout, and equal that
- * level's one-row dots, act_bsum_avx2.c, the same way). Float weights (and every type on a CPU
+ * level's one-row dots, act_bsum_avx2.c, the same way; Q4_K weights in
+ * stable memory through their repacked panels, gemm_amx_pack.h). Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
@@ -47,6 +48,7 @@
 
 #include "quant/act_stage.h"
 #include "quant/gemm_amx.h"
+#include "quant/gemm_amx_pack.h"
 #include "quant/matmul_internal.h"
 #include "quant/quant.h"
 #include "quant/quant_internal.h"
@@ -233,6 +235,10 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         job->act_dot = quant_act_dot_kernel(type);
         job->avx512 = quant_avx512_active();
         job->amx = amx_path(type, n_rows);
+        if (job->amx && type == QUANT_Q4_K) { /* the repacked panels, where the weight has (or may make) them */
+            job->q4k = gemm_amx_q4k_find(w, n_out, n_in);
+            job->q4k_pipe = job->q4k && gemm_amx_q4k_pipe_on();
+        }
     }
     return (n_out + per - 1) / per;
 }

@@ -29,6 +29,7 @@
 
 #include "base/threadpool.h"
 #include "quant/gemm_amx.h"
+#include "quant/gemm_amx_pack.h"
 #include "quant/matmul.h"
 #include "quant/simd_level.h"
 #include "unit/gemm_levels.h"
@@ -352,6 +353,176 @@ static inline void al_split(void) {
     CHECK_MSG(w && x && y && y1, "allocation failed");
     CHECK_MSG(bad == 0, "%d products split for many threads differ", bad);
     mem_free(w), mem_free(x), mem_free(y), mem_free(y1);
+    for (int p = 0; p < 2; p++) threadpool_free(pool[p]);
+}
+
+/* ---- the repacked Q4_K path (gemm_amx_pack.h) ----
+ *
+ * al_rp_case, one case of the tile kernel `kernel`: Q4_K weights
+ * registered as stable memory, their pack made by gemm_amx_q4k_find and its tiles filled lazily by the kernel's calls (two
+ * tasks split at `split`: at a tile boundary, both take the panels; off one,
+ * the second starts mid-tile and takes the unpacking path). Every output
+ * must equal, bit for bit, the unpacking kernel's (the same job with no
+ * pack) and the whole-block oracle's; with the software pipeline on (the
+ * default), then off (CLOVER_AMX_Q4K_PIPE=0: the panels now filled), then
+ * with tile 0 marked as being filled by another task (its rows take the
+ * unpacking path, the rest the panels). Returns the failed outputs. */
+static inline int al_rp_case(gemm_kernel_fn kernel, rng_state *r, size_t n_out, size_t n_in, size_t n_rows, int raw,
+                             size_t split) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in), ny = n_rows * n_out;
+    uint8_t *w = mem_alloc(rb * n_out), *xq = mem_alloc(n_rows * xqb + 64);
+    uint8_t *staged = mem_alloc(gemm_amx_stage_bytes(type, n_rows, n_in) + 64);
+    float *x = mem_alloc(n_rows * n_in * sizeof(float)), *deq = mem_alloc(n_out * n_in * sizeof(float));
+    float *y0 = mem_alloc(ny * sizeof(float)), *y = mem_alloc(ny * sizeof(float));
+    int bad = 0;
+    if (!w || !xq || !staged || !x || !deq || !y0 || !y) {
+        CHECK(!"allocation failed");
+        bad = 1;
+        goto out;
+    }
+    gl_fill_case(r, type, w, n_out, n_in, raw, x, n_rows, deq, xq);
+    gemm_amx_stage(type, x, n_rows, n_in, staged);
+    matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
+                    .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1, .y = y0};
+    if (split > n_out) split = n_out;
+    kernel(&j, 0, split);
+    kernel(&j, split, n_out);
+    gemm_amx_stable_add(w, rb * n_out);
+    const gemm_amx_q4k_pack *pk = gemm_amx_q4k_find(w, n_out, n_in);
+    CHECK_MSG(pk != NULL, "no pack for a weight in stable memory");
+    if (!pk) {
+        bad = 1;
+        goto out;
+    }
+    CHECK(gemm_amx_q4k_find(w, n_out, n_in) == pk); /* made once */
+    for (int mode = 0; mode < 3; mode++) {
+        j.q4k = pk, j.q4k_pipe = mode != 1, j.y = y;
+        _Atomic unsigned char *st0 = (_Atomic unsigned char *)&pk->state[0];
+        if (mode == 2) atomic_store(st0, GEMM_AMX_PACK_FILLING);
+        for (size_t i = 0; i < ny; i++) y[i] = -1.0f;
+        kernel(&j, 0, split);
+        kernel(&j, split, n_out);
+        if (mode == 2) atomic_store(st0, GEMM_AMX_PACK_READY);
+        for (size_t rr = 0; rr < n_rows; rr++)
+            for (size_t o = 0; o < n_out; o++) {
+                const size_t i = rr * n_out + o;
+                const float want = al_oracle(type, w + o * rb, xq + rr * xqb, n_in);
+                if ((!al_same(y[i], y0[i]) || !al_same(y[i], want)) && bad++ < 3)
+                    fprintf(stderr, "  repacked q4_K mode %d out=%zu in=%zu rows=%zu split=%zu: y[%zu][%zu] = %.9g, "
+                            "unpacking kernel %.9g, oracle %.9g\n", mode, n_out, n_in, n_rows, split, rr, o, y[i],
+                            y0[i], want);
+            }
+    }
+    for (size_t t = 0; t < pk->tiles; t++) /* a task that starts mid-tile never fills: only tile-aligned ones do */
+        if (split % 16 == 0 || t < (split + 15) / 16) CHECK(atomic_load(&pk->state[t]) == GEMM_AMX_PACK_READY);
+    gemm_amx_stable_remove(w, rb * n_out);
+out:
+    mem_free(w), mem_free(xq), mem_free(staged), mem_free(x), mem_free(deq), mem_free(y0), mem_free(y);
+    return bad;
+}
+
+static inline void al_repacked(gemm_kernel_fn kernel) {
+    static const size_t outs[] = {1, 5, 13, 37, 100}, ins[] = {256, 768, 2304}, splits[] = {16, 20, 32, 1000};
+    static const size_t spread[] = {3, 4, 15, 16, 17, 31, 33, 64, 65, 130};
+    rng_state r;
+    rng_seed(&r, 3031);
+    int bad = 0, cases = 0;
+    for (size_t rows = 1; rows <= 64; rows++, cases++) /* every row count on the smallest shape */
+        bad += al_rp_case(kernel, &r, 37, 256, rows, (int)(rows & 1), splits[rows % 4]);
+    for (size_t a = 0; a < sizeof outs / sizeof outs[0]; a++)
+        for (size_t b = 0; b < sizeof ins / sizeof ins[0]; b++)
+            for (size_t c = 0; c < sizeof spread / sizeof spread[0]; c += 1 + (ins[b] > 256))
+                bad += al_rp_case(kernel, &r, outs[a], ins[b], spread[c], (int)((a + c) & 1), splits[(a + b + c) % 4]),
+                cases++;
+    CHECK_MSG(bad == 0, "repacked q4_K: %d outputs differ from the unpacking kernel or the oracle in %d cases", bad,
+              cases);
+    CHECK_MSG(gemm_amx_q4k_pack_bytes() == 0, "packs left after their memory was removed");
+}
+
+/* The switches and the bounds: no pack where the memory is not stable, the
+ * switch is off or the budget is spent; a pack for the stable weight's
+ * shape only; removing the memory frees its packs. */
+static inline void al_repack_bookkeeping(void) {
+    enum { NOUT = 40, NIN = 512 };
+    const size_t rb = quant_row_bytes(QUANT_Q4_K, NIN);
+    uint8_t *w = mem_alloc(rb * NOUT);
+    if (!w) {
+        CHECK(!"allocation failed");
+        return;
+    }
+    memset(w, 0, rb * NOUT);
+    CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL); /* not stable */
+    gemm_amx_stable_add(w, rb * NOUT);
+    CHECK(gemm_amx_q4k_find(w, NOUT + 1, NIN) == NULL); /* past the stable bytes */
+    setenv("CLOVER_AMX_Q4K_REPACK", "0", 1);
+    CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL);
+    unsetenv("CLOVER_AMX_Q4K_REPACK");
+    setenv("CLOVER_AMX_Q4K_REPACK_MB", "0", 1);
+    CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL);
+    unsetenv("CLOVER_AMX_Q4K_REPACK_MB");
+    const gemm_amx_q4k_pack *pk = gemm_amx_q4k_find(w, NOUT, NIN);
+    CHECK(pk != NULL);
+    CHECK(gemm_amx_q4k_find(w, NOUT / 2, NIN) == NULL); /* another shape at the same address */
+    CHECK_EQ_INT((long long)gemm_amx_q4k_pack_bytes(), (long long)(3 * 2 * sizeof(gemm_amx_q4k_panel)));
+    gemm_amx_stable_remove(w, rb * NOUT);
+    CHECK_EQ_INT((long long)gemm_amx_q4k_pack_bytes(), 0);
+    CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL);
+    mem_free(w);
+}
+
+
+/* matmul at the level this process runs, Q4_K weights in stable memory (so
+ * its products take the panels where the level is AMX, filled lazily by the
+ * pool's tasks, several at once): 264 outputs (16 tiles and a partial one),
+ * 17, 40 and 100 rows, pools of 3 and 16 threads and none, each product
+ * bit for bit what it gives with CLOVER_AMX_Q4K_REPACK=0 (the unpacking
+ * path), the first product on each fresh pack, then again on the filled
+ * one, and with CLOVER_AMX_Q4K_PIPE=0. Where the level is AMX the pack
+ * must exist and be filled, every tile. */
+static inline void al_matmul_repacked(void) {
+    static const size_t rows[] = {17, 40, 100}, pools[] = {3, 16};
+    enum { NIN = 1024, NOUT = 264, NR = 100 };
+    rng_state r;
+    rng_seed(&r, 3535);
+    threadpool *pool[2] = {0};
+    clover_error err;
+    for (int p = 0; p < 2; p++) CHECK_EQ_INT(threadpool_create(&pool[p], pools[p], &err), CLOVER_OK);
+    const size_t bytes = quant_row_bytes(QUANT_Q4_K, NIN) * NOUT;
+    uint8_t *w = mem_alloc(bytes);
+    float *x = mem_alloc(NR * NIN * sizeof(float)), *y = mem_alloc(NR * NOUT * sizeof(float));
+    float *y0 = mem_alloc(NR * NOUT * sizeof(float));
+    int bad = 0;
+    const int amx = quant_simd_level() == QUANT_LEVEL_AMX;
+    for (size_t ri = 0; ri < 3 && w && x && y && y0; ri++)
+        for (int p = -1; p < 2; p++) {
+            const size_t n = rows[ri];
+            fill_quant_weights(&r, QUANT_Q4_K, w, NOUT, NIN, (int)(ri & 1)); /* before registering: stable after */
+            for (size_t i = 0; i < NR * NIN; i++) x[i] = rng_normal(&r);
+            threadpool *pl = p < 0 ? NULL : pool[p];
+            setenv("CLOVER_AMX_Q4K_REPACK", "0", 1);
+            matmul(pl, QUANT_Q4_K, w, NOUT, NIN, x, n, y0);
+            unsetenv("CLOVER_AMX_Q4K_REPACK");
+            gemm_amx_stable_add(w, bytes);
+            for (int pass = 0; pass < 3; pass++) {
+                if (pass == 2) setenv("CLOVER_AMX_Q4K_PIPE", "0", 1);
+                memset(y, 0xFF, n * NOUT * sizeof(float));
+                matmul(pl, QUANT_Q4_K, w, NOUT, NIN, x, n, y);
+                if (pass == 2) unsetenv("CLOVER_AMX_Q4K_PIPE");
+                if (memcmp(y, y0, n * NOUT * sizeof(float)) != 0 && bad++ < 3)
+                    fprintf(stderr, "  q4_K rows %zu pool %zu pass %d: the panels' product differs\n", n,
+                            p < 0 ? (size_t)0 : pools[p], pass);
+            }
+            const gemm_amx_q4k_pack *pk = gemm_amx_q4k_find(w, NOUT, NIN);
+            CHECK(pk != NULL); /* the memory is stable: made by the products, or here */
+            for (size_t t = 0; pk && amx && t < pk->tiles; t++)
+                CHECK(atomic_load(&pk->state[t]) == GEMM_AMX_PACK_READY);
+            gemm_amx_stable_remove(w, bytes); /* before the bytes change */
+        }
+    CHECK_MSG(w && x && y && y0, "allocation failed");
+    CHECK_MSG(bad == 0, "%d products through the panels differ from the unpacking path", bad);
+    CHECK_MSG(gemm_amx_q4k_pack_bytes() == 0, "packs left after their memory was removed");
+    mem_free(w), mem_free(x), mem_free(y), mem_free(y0);
     for (int p = 0; p < 2; p++) threadpool_free(pool[p]);
 }
 

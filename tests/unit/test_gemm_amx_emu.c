@@ -5,8 +5,12 @@
  * for bit against the scalar oracle of the whole-block order and the AMX
  * level's one-row dot (act_bsum_avx2.c), rows 1..64 and past the kernel's
  * groups and passes, odd block counts, partial weight tiles, with four
- * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2); and the
- * one-row dot alone against the oracle. This runs on every AVX2 CPU, so the
+ * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2); the
+ * repacked Q4_K panels (gemm_amx_pack.h) against the unpacking kernel and
+ * the oracle, bit for bit, rows 1..64 and past the groups, odd shapes,
+ * pipelined or not, tasks split on and off a tile boundary, a tile another
+ * task is still filling; the packs' bookkeeping; and the one-row dot alone
+ * against the oracle. This runs on every AVX2 CPU, so the
  * kernel's tile bookkeeping is checked in CI and on development machines,
  * which have no AMX; the instructions themselves are checked by
  * test_quant_amx where the CPU has them. Compiled with -mavx2 -mfma -mf16c
@@ -42,6 +46,13 @@ static void test_emulated_kernel(void) {
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault (unconfigured, bad shape or released)", emu_amx_faults);
 }
 
+static void test_repacked_q4k(void) {
+    al_repacked(matmul_rows_gemm_amx_emu);
+    CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault", emu_amx_faults);
+}
+
+static void test_repack_bookkeeping(void) { al_repack_bookkeeping(); }
+
 int main(void) {
     if (!quant_simd_active()) {
         const char *off = getenv("CLOVER_NO_SIMD");
@@ -50,5 +61,7 @@ int main(void) {
     }
     RUN(test_one_row_dot);
     RUN(test_emulated_kernel);
+    RUN(test_repacked_q4k);
+    RUN(test_repack_bookkeeping);
     return TEST_EXIT();
 }

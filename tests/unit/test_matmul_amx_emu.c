@@ -33,6 +33,8 @@ static void test_batch_moe(void) { al_batch_moe(); }
 
 static void test_split(void) { al_split(); }
 
+static void test_matmul_repacked(void) { al_matmul_repacked(); }
+
 int main(void) {
     if (!quant_avx512_supported()) TEST_SKIP("the CPU lacks AVX-512 VNNI (the fake AMX level sits on it)");
     if (!quant_amx_active()) TEST_SKIP("a level switch is set (CLOVER_NO_AMX, CLOVER_NO_AVX512 or CLOVER_NO_SIMD)");
@@ -41,6 +43,7 @@ int main(void) {
     RUN(test_batch);
     RUN(test_batch_moe);
     RUN(test_split);
+    RUN(test_matmul_repacked);
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault", emu_amx_faults);
     return TEST_EXIT();
 }

@@ -30,6 +30,10 @@ static void test_batch_moe(void) { al_batch_moe(); }
 
 static void test_split(void) { al_split(); }
 
+static void test_repacked_q4k(void) { al_repacked(matmul_rows_gemm_amx); }
+
+static void test_matmul_repacked(void) { al_matmul_repacked(); }
+
 int main(void) {
     if (!quant_amx_supported())
         TEST_SKIP("the CPU lacks AMX (amx_tile, amx_int8 with AVX-512 VNNI) or the OS does not grant its tile state");
@@ -39,5 +43,7 @@ int main(void) {
     RUN(test_batch);
     RUN(test_batch_moe);
     RUN(test_split);
+    if (quant_simd_active()) RUN(test_repacked_q4k);
+    RUN(test_matmul_repacked);
     return TEST_EXIT();
 }
