@@ -11,6 +11,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "model/model.h"
+#include "quant/gemm_amx_pack.h"
 #include "quant/quant.h"
 
 static int check_architecture(const gguf_file *f, clover_error *err) {
@@ -34,6 +35,20 @@ static int load_tokenizer(clover_model *m, clover_error *err) {
     return tokenizer_load_gguf(&m->tokenizer, m->file, err); /* its messages name the file and key */
 }
 
+/* The file's Q4_K tensors as stable memory (add) for the AMX level's
+ * repacked panels (gemm_amx_pack.h: read-only bytes for the model's life),
+ * or no longer, their panels freed (before the file is unmapped). */
+static void stable_q4k(const gguf_file *f, int add) {
+    for (size_t i = 0; f && i < gguf_tensor_count(f); i++) {
+        const gguf_tensor *t = gguf_tensor_at(f, i);
+        if (t->type != QUANT_Q4_K || !t->data || !t->nbytes) continue;
+        if (add)
+            gemm_amx_stable_add(t->data, (size_t)t->nbytes);
+        else
+            gemm_amx_stable_remove(t->data, (size_t)t->nbytes);
+    }
+}
+
 static int load_steps(clover_model *m, clover_error *err) {
     int rc;
     if ((rc = check_architecture(m->file, err))) return rc;
@@ -41,6 +56,7 @@ static int load_steps(clover_model *m, clover_error *err) {
     if ((rc = model_tokenizer_read(m->file, m->hp.n_vocab, &m->tok, err))) return rc;
     if ((rc = model_record_read(m->file, m->hp.n_vocab, &m->record, &m->has_record, err))) return rc;
     if ((rc = model_weights_bind(m, err))) return rc;
+    stable_q4k(m->file, 1);
     return load_tokenizer(m, err); /* last: the costliest step, once the file is known to be a model */
 }
 
@@ -91,6 +107,7 @@ void clover_model_free(clover_model *m) {
     tokenizer_free(m->tokenizer);
     mem_free(m->layers);
     mem_free(m->layer_kinds);
+    stable_q4k(m->file, 0);
     gguf_close(m->file);
     mem_free(m);
 }
