@@ -19,7 +19,11 @@
  * environment (a switch matmul reads per product, e.g. CLOVER_OLD_SPLIT),
  * alternating which goes first, so that a machine whose speed drifts (the
  * dev VM's two speeds, a shared host) weighs on both alike; it prints the
- * best and the median of each and median(with) / median(without).
+ * best and the median of each and median(with) / median(without). --ab
+ * VAR=VALUE sets VALUE instead of 1: --ab CLOVER_AMX_Q4K_REPACK=0 times the
+ * AMX level's Q4_K products through their repacked panels against the
+ * unpacking path (gemm_amx_pack.h; the weights here are registered as
+ * stable memory, so the panels are made on the warm-up rep, untimed).
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
@@ -31,6 +35,7 @@
 #include "base/rng.h"
 #include "base/threadpool.h"
 #include "base/timer.h"
+#include "quant/gemm_amx_pack.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
 #include "quant/simd_level.h"
@@ -46,7 +51,8 @@ static double now(int cpu) {
 
 int main(int argc, char **argv) {
     size_t threads = 1, n_out = 2048, n_in = 2048, reps = 5, gap_us = 0;
-    const char *ab = NULL;
+    const char *ab = NULL, *ab_val = "1";
+    char ab_name[128];
     size_t rows[16] = {8, 32, 64, 512}, n_rows_list = 4;
     uint32_t types[4] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K, QUANT_Q6_K};
     size_t n_types = 4;
@@ -57,7 +63,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--in")) n_in = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--reps")) reps = strtoul(v, NULL, 10);
         else if (!strcmp(a, "--gap-us")) gap_us = strtoul(v, NULL, 10);
-        else if (!strcmp(a, "--ab")) ab = v;
+        else if (!strcmp(a, "--ab")) {
+            const char *eq = strchr(v, '=');
+            snprintf(ab_name, sizeof ab_name, "%.*s", (int)(eq ? (size_t)(eq - v) : strlen(v)), v);
+            ab = ab_name, ab_val = eq ? eq + 1 : "1";
+        }
         else if (!strcmp(a, "--types")) {
             n_types = 0;
             char name[16];
@@ -111,8 +121,8 @@ int main(int argc, char **argv) {
     double *times = mem_alloc(2 * (reps + 1) * sizeof(double));
     if (!times) return 1;
     if (ab)
-        printf("%-6s %6s %10s %10s %10s %10s %10s %8s   (without / with %s=1)\n", "type", "rows", "ms", "GMAC/s",
-               "median", "ms_with", "med_with", "with/w-o", ab);
+        printf("%-6s %6s %10s %10s %10s %10s %10s %8s   (without / with %s=%s)\n", "type", "rows", "ms", "GMAC/s",
+               "median", "ms_with", "med_with", "with/w-o", ab, ab_val);
     else
         printf("%-6s %6s %10s %10s\n", "type", "rows", "ms", "GMAC/s");
     for (size_t t = 0; t < n_types; t++) {
@@ -123,13 +133,14 @@ int main(int argc, char **argv) {
             for (size_t k = 0; k < n_in; k++) src[k] = rng_normal(&r) * 0.05f;
             quant_quantize_row(types[t], src, w + o * rb, n_in);
         }
+        gemm_amx_stable_add(w, rb * n_out); /* as a model file's mapping is: Q4_K may take its panels */
         for (size_t k = 0; k < n_rows_list; k++) {
             double best[2] = {1e30, 1e30};
             size_t n_times[2] = {0, 0};
             for (size_t rep = 0; rep < reps + 1; rep++) /* one warm-up */
                 for (size_t half = 0; half < (ab ? 2u : 1u); half++) {
                     const size_t with = ab ? (rep + half) & 1 : 0; /* which goes first alternates */
-                    if (ab && with) setenv(ab, "1", 1);
+                    if (ab && with) setenv(ab, ab_val, 1);
                     if (gap_us) {
                         const struct timespec gap = {(time_t)(gap_us / 1000000), (long)(gap_us % 1000000) * 1000};
                         nanosleep(&gap, NULL);
@@ -159,6 +170,10 @@ int main(int argc, char **argv) {
             }
             printf("\n");
         }
+        if (gemm_amx_q4k_pack_bytes())
+            printf("%-6s panels %.1f MiB (the weight %.1f MiB)\n", quant_type_name(types[t]),
+                   gemm_amx_q4k_pack_bytes() / 1048576.0, rb * n_out / 1048576.0);
+        gemm_amx_stable_remove(w, rb * n_out);
         mem_free(w);
     }
     mem_free(x), mem_free(y), mem_free(src), mem_free(times);
