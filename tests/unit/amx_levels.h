@@ -359,14 +359,15 @@ static inline void al_split(void) {
 /* ---- the repacked Q4_K path (gemm_amx_pack.h) ----
  *
  * al_rp_case, one case of the tile kernel `kernel`: Q4_K weights
- * registered as stable memory, their pack made by gemm_amx_q4k_find and its tiles filled lazily by the kernel's calls (two
- * tasks split at `split`: at a tile boundary, both take the panels; off one,
- * the second starts mid-tile and takes the unpacking path). Every output
- * must equal, bit for bit, the unpacking kernel's (the same job with no
- * pack) and the whole-block oracle's; with the software pipeline on (the
- * default), then off (CLOVER_AMX_Q4K_PIPE=0: the panels now filled), then
- * with tile 0 marked as being filled by another task (its rows take the
- * unpacking path, the rest the panels). Returns the failed outputs. */
+ * registered as stable memory, their pack made by gemm_amx_q4k_find and
+ * its tiles filled lazily by the kernel's calls (two tasks split at
+ * `split`: at a tile boundary, both take the panels; off one, the second
+ * starts mid-tile and takes the unpacking path). Every output must equal,
+ * bit for bit, the unpacking kernel's (the same job with no pack) and the
+ * whole-block oracle's; with the software pipeline on (the default), then
+ * off (q4k_pipe 0, what CLOVER_AMX_Q4K_PIPE=0 sets; the panels now filled),
+ * then with tile 0 marked as being filled by another task (its rows take
+ * the unpacking path, the rest the panels). Returns the failed outputs. */
 static inline int al_rp_case(gemm_kernel_fn kernel, rng_state *r, size_t n_out, size_t n_in, size_t n_rows, int raw,
                              size_t split) {
     const uint32_t type = QUANT_Q4_K;
