@@ -672,6 +672,88 @@ __global__ void __launch_bounds__(COMB_THREADS)
     }
 }
 
+/* attn_combine_kernel's merge with a block of hd threads (rounded up to a warp) a (row, head) instead of
+ * COMB_THREADS: thread i walks column i's COMB_THREADS / hd partitions one after another, each summed over its
+ * splits in order, and adds them in partition order: the same fmas and adds in the same order as the 1024-thread
+ * block's threads and its reduction, so the same bits (test_cuda_attention compares them on every case). Why: a
+ * stacked preview of 16 blocks has 512 rows x 16 heads = 8,192 merges of a few splits each, and at 1024 threads a
+ * block only two fit an SM (31 waves, ~320 us a layer on the H200); here eight do. */
+__global__ void __launch_bounds__(256)
+    attn_combine_rows_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
+                             const float *part_o, const float *part_ml, int grid_stride, int dec) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
+    int kv = 0, n = 0;
+    bool found = false;
+    for (int s = 0; s < n_seq; s++) {
+        cuda_attn_seq sq = seqs[s];
+        if (row >= sq.row0 && row < sq.row0 + sq.n) {
+            kv = sq.pos + sq.n;
+            n = sq.n;
+            found = true;
+            break;
+        }
+    }
+    if (!found) return;
+    int split_len, n_splits;
+    if (dec && n == 1) {
+        n_splits = dec_split(kv, d, &split_len);
+    } else {
+        const fwd_shape sh = fwd_shape_of(d);
+        n_splits = attn_split(kv, n, d, sh, &split_len);
+    }
+    if (n_splits == 1) return; /* finished by the forward kernel */
+    const size_t rh = (size_t)row * nh + h;
+    const float *ml = part_ml + rh * grid_stride * 2;
+    const int P = COMB_THREADS / hd; /* attn_combine_kernel's partitions */
+    const float *po = part_o + rh * grid_stride * hd + tid;
+    const float gate = tid < hd ? qg[rh * 2 * hd + hd + tid] : 0.0f;
+    __shared__ float w_s[MAX_SPLITS];
+    __shared__ float den_s;
+    if (tid < 32) { /* attn_combine_kernel's weights and denominator, the same code */
+        float M = -INFINITY;
+        for (int s = tid; s < n_splits; s += 32) M = fmaxf(M, ml[2 * s]);
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float den = 0.0f;
+        for (int s = tid; s < n_splits; s += 32) {
+            float m = ml[2 * s];
+            float w = m == -INFINITY ? 0.0f : expf(m - M);
+            w_s[s] = w;
+            den += w * ml[2 * s + 1];
+        }
+        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+        if (tid == 0) den_s = den;
+    }
+    __syncthreads();
+    if (tid < hd) {
+        float tot = 0.0f;
+        for (int p = 0; p < P; p++) {
+            float num = 0.0f;
+            for (int s = p; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
+            tot += num;
+        }
+        out[rh * hd + tid] = (tot / den_s) * sigmoidf_(gate);
+    }
+}
+
+/* The rows from which a pass's merge takes attn_combine_rows_kernel: 0 never (the default until it has run on a
+ * device), N: passes of N rows or more; CLOVER_CUDA_ATTN_COMB_ROWS (read once), cuda_attn_comb_rows_set. */
+static int g_comb_rows = -1;
+static int comb_rows_min(void) {
+    int v = __atomic_load_n(&g_comb_rows, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_ATTN_COMB_ROWS");
+        v = e ? atoi(e) : 0;
+        if (v < 0) v = 0;
+        __atomic_store_n(&g_comb_rows, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_attn_comb_rows_set(int min_rows) {
+    __atomic_store_n(&g_comb_rows, min_rows < 0 ? -1 : min_rows, __ATOMIC_RELAXED);
+}
+
 /* the most splits any sequence can take in the tile form: a sequence's splits
  * are at most its target (largest for one row) and at most ceil(kv / KEY_TILE) */
 static int tile_grid_splits(const cuda_attn_dims &d, int max_kv) {
@@ -779,7 +861,12 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     }
     if (!may_split) return 0;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
-    pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gstride,
-               dec);
+    const int cr = comb_rows_min();
+    if (cr > 0 && n_rows >= cr)
+        pdl_launch(attn_combine_rows_kernel, cgrid, (unsigned)((d->head_dim + 31) / 32 * 32), 0, st, out, qg, seqs,
+                   n_seq, *d, part_o, part_ml, gstride, dec);
+    else
+        pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml,
+                   gstride, dec);
     return (int)cudaGetLastError();
 }

@@ -104,6 +104,10 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
  * its replays: the captured kernels and plans are the form's at capture. */
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
+/* The split merge of passes of min_rows rows or more with a block of head_dim threads a (row, head) instead of
+ * 1024 (attention_forward.cu: many rows, a few splits each: a stacked preview); the same bits. 0: never (the
+ * default, also CLOVER_CUDA_ATTN_COMB_ROWS unset or 0), negative: the environment again. */
+void cuda_attn_comb_rows_set(int min_rows);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and

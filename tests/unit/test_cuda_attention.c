@@ -31,6 +31,8 @@
  *    wrong mask row, KV head or scale each gives 1e-2 or more).
  *  - batch independence: a sequence's rows are bit-identical whether it runs
  *    alone or with other sequences in the pass.
+ *  - the split merge's two kernels (1024 threads a (row, head), or head_dim:
+ *    cuda_attn_comb_rows_set) give the same bits on every case.
  * Without a CUDA device the test prints SKIP and exits 77 after the host-side
  * argument checks.
  */
@@ -252,6 +254,15 @@ static void run_case(const attn_case *c) {
                   "%s (%s): output differs with max_rows / max_kv larger than the pass", c->name,
                   causal ? "causal" : "full");
         dev_result_free(&big, c->n_seq);
+        /* the merge with a block of head_dim threads (cuda_attn_comb_rows_set; stacked previews): the same bits */
+        dev_result cr;
+        cuda_attn_comb_rows_set(1);
+        dev_run(&cr, c, &a, all, causal, 0);
+        cuda_attn_comb_rows_set(-1);
+        CHECK_MSG(cr.rc_forward == 0 && memcmp(cr.out, g.out, R * nh * hd * sizeof(float)) == 0,
+                  "%s (%s): the head_dim-thread merge differs from the 1024-thread one", c->name,
+                  causal ? "causal" : "full");
+        dev_result_free(&cr, c->n_seq);
         free(gq);
         dev_result_free(&g, c->n_seq);
     }
