@@ -20,8 +20,8 @@
  * alternating which goes first, so that a machine whose speed drifts (the
  * dev VM's two speeds, a shared host) weighs on both alike; it prints the
  * best and the median of each and median(with) / median(without). --ab
- * VAR=VALUE sets VALUE instead of 1: --ab CLOVER_AMX_Q4K_REPACK=0 times the
- * AMX level's Q4_K products through their repacked panels against the
+ * VAR=VALUE sets VALUE instead of 1: --ab CLOVER_AMX_Q4K_REPACK (=1) times
+ * the AMX level's Q4_K products through their repacked panels against the
  * unpacking path (gemm_amx_pack.h; the weights here are registered as
  * stable memory, so the panels are made on the warm-up rep, untimed).
  */

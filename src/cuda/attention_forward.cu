@@ -737,14 +737,16 @@ __global__ void __launch_bounds__(256)
     }
 }
 
-/* The rows from which a pass's merge takes attn_combine_rows_kernel: 0 never (the default until it has run on a
- * device), N: passes of N rows or more; CLOVER_CUDA_ATTN_COMB_ROWS (read once), cuda_attn_comb_rows_set. */
+/* The rows from which a pass's merge takes attn_combine_rows_kernel: 0 never, N: passes of N rows or more;
+ * CLOVER_CUDA_ATTN_COMB_ROWS (read once; default 64: a stacked preview or a 64+-row chunk, while a lone 32-row
+ * preview and decode keep the 1024-thread blocks, which have more loads in flight for their few merges),
+ * cuda_attn_comb_rows_set. H200 (bench/device-runs/2026-12-19-igw25): 16 stacked blocks 243 -> 255 tok/s. */
 static int g_comb_rows = -1;
 static int comb_rows_min(void) {
     int v = __atomic_load_n(&g_comb_rows, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("CLOVER_CUDA_ATTN_COMB_ROWS");
-        v = e ? atoi(e) : 0;
+        v = e ? atoi(e) : 64;
         if (v < 0) v = 0;
         __atomic_store_n(&g_comb_rows, v, __ATOMIC_RELAXED);
     }

@@ -105,8 +105,8 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
 /* The split merge of passes of min_rows rows or more with a block of head_dim threads a (row, head) instead of
- * 1024 (attention_forward.cu: many rows, a few splits each: a stacked preview); the same bits. 0: never (the
- * default, also CLOVER_CUDA_ATTN_COMB_ROWS unset or 0), negative: the environment again. */
+ * 1024 (attention_forward.cu: many rows, a few splits each: a stacked preview); the same bits. 0: never, negative:
+ * the environment again (CLOVER_CUDA_ATTN_COMB_ROWS, default 64). */
 void cuda_attn_comb_rows_set(int min_rows);
 
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to

@@ -422,9 +422,11 @@ static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     return 1;
 }
 
-/* The grouped experts on igw_k_kernel (CLOVER_CUDA_IGW_MOE=1; cuda_igw_moe_set): tiles of IW_BR slots x 128
- * outputs, where matmul_igemm.cu's grouped tiles are 32 slots x 16 outputs and re-read a tile's 8-bit rows from L2
- * for every 16 outputs (a stacked preview's 4096 slots: ~1.1 GB of L2 reads a product, ~150 us on the H200). */
+/* The grouped experts on igw_k_kernel (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set): tiles of IW_BR slots x
+ * 128 outputs, where matmul_igemm.cu's grouped tiles are 32 slots x 16 outputs and re-read a tile's 8-bit rows from
+ * L2 for every 16 outputs (a stacked preview's 4096 slots: ~1.1 GB of L2 reads a product, 150 us on the H200). H200,
+ * bench/device-runs/2026-12-19-igw25: a stacked preview's gate / up 150 -> 97 us, down 216 -> 114; prompt 512
+ * 5,584 -> 6,068 tok/s; the same bits (test_moe_igw). */
 static int g_igw_moe = -1;
 static unsigned long long g_igw_moe_launches;
 extern "C" void cuda_igw_moe_set(int on) { cuda_switch_set(&g_igw_moe, on); }
@@ -433,7 +435,7 @@ extern "C" unsigned long long cuda_igw_moe_launches(void) {
 }
 
 int igw_moe_takes(uint32_t type, const ig_params *p) {
-    return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 0) && (type == MM_Q4_K || type == MM_Q5_K) &&
+    return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 1) && (type == MM_Q4_K || type == MM_Q5_K) &&
            !p->wide && ((p->row_bytes | p->expert_stride) & 15) == 0;
 }
 

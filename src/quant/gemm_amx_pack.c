@@ -28,7 +28,7 @@ static size_t pack_bytes; /* allocated now, against the budget */
 
 int gemm_amx_q4k_repack_on(void) {
     const char *e = getenv("CLOVER_AMX_Q4K_REPACK");
-    return !(e && e[0] == '0' && e[1] == '\0');
+    return e && e[0] == '1' && e[1] == '\0';
 }
 
 int gemm_amx_q4k_pipe_on(void) {

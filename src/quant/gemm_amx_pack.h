@@ -21,8 +21,13 @@
  * past it keep the unpacking path), never evicted: an evicting cache would
  * repack on every use once the working set (a MoE's experts) passes it,
  * which costs more than the unpack it saves.
- * CLOVER_AMX_Q4K_REPACK=0 (read per product) turns the packs off: the A/B
- * switch of the device runs (the same bits either way).
+ * Off by default: CLOVER_AMX_Q4K_REPACK=1 (read per product) turns the packs
+ * on (the same bits either way). Measured on the H200 host (16-vCPU Xeon,
+ * bench/device-runs/2026-12-19-amx30): the product alone 9-16% faster
+ * (2048 x 2048 at 32 rows, 16 threads: 1,217 against 1,091 GMAC/s), but a
+ * 32-row preview of the 35B-A3B file no faster (0.125-0.142 s against
+ * 0.126-0.128) and a 512-row prompt slower (2.32-2.47 s against 2.09-2.18:
+ * 2.14x the bytes to stream), so the unpacking path stays the default.
  *
  * Safety. A pack is keyed by the weight's address, so it is made only for
  * memory registered as stable (gemm_amx_stable_add: bytes that do not
@@ -59,7 +64,7 @@ typedef struct gemm_amx_q4k_pack {
     _Atomic unsigned char *state; /* [tiles]: GEMM_AMX_PACK_* */
 } gemm_amx_q4k_pack;
 
-/* Whether CLOVER_AMX_Q4K_REPACK leaves the packs on (default on; "0" off). */
+/* Whether CLOVER_AMX_Q4K_REPACK turns the packs on (default off; "1" on). */
 int gemm_amx_q4k_repack_on(void);
 /* Whether CLOVER_AMX_Q4K_PIPE leaves the panel kernel's software pipeline
  * on (default on; "0": each step's tiles, then its float steps, for A/B). */

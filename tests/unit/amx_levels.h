@@ -458,7 +458,7 @@ static inline void al_repack_bookkeeping(void) {
     CHECK(gemm_amx_q4k_find(w, NOUT + 1, NIN) == NULL); /* past the stable bytes */
     setenv("CLOVER_AMX_Q4K_REPACK", "0", 1);
     CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL);
-    unsetenv("CLOVER_AMX_Q4K_REPACK");
+    setenv("CLOVER_AMX_Q4K_REPACK", "1", 1); /* on again (the tests run with it on) */
     setenv("CLOVER_AMX_Q4K_REPACK_MB", "0", 1);
     CHECK(gemm_amx_q4k_find(w, NOUT, NIN) == NULL);
     unsetenv("CLOVER_AMX_Q4K_REPACK_MB");
@@ -503,7 +503,7 @@ static inline void al_matmul_repacked(void) {
             threadpool *pl = p < 0 ? NULL : pool[p];
             setenv("CLOVER_AMX_Q4K_REPACK", "0", 1);
             matmul(pl, QUANT_Q4_K, w, NOUT, NIN, x, n, y0);
-            unsetenv("CLOVER_AMX_Q4K_REPACK");
+            setenv("CLOVER_AMX_Q4K_REPACK", "1", 1); /* on again (the tests run with it on) */
             gemm_amx_stable_add(w, bytes);
             for (int pass = 0; pass < 3; pass++) {
                 if (pass == 2) setenv("CLOVER_AMX_Q4K_PIPE", "0", 1);

@@ -54,6 +54,7 @@ static void test_repacked_q4k(void) {
 static void test_repack_bookkeeping(void) { al_repack_bookkeeping(); }
 
 int main(void) {
+    setenv("CLOVER_AMX_Q4K_REPACK", "1", 1); /* the panels are off by default (gemm_amx_pack.h) */
     if (!quant_simd_active()) {
         const char *off = getenv("CLOVER_NO_SIMD");
         if (off && *off && strcmp(off, "0") != 0) TEST_SKIP("CLOVER_NO_SIMD is set: no AVX2 kernel to compare with");

@@ -36,6 +36,7 @@ static void test_split(void) { al_split(); }
 static void test_matmul_repacked(void) { al_matmul_repacked(); }
 
 int main(void) {
+    setenv("CLOVER_AMX_Q4K_REPACK", "1", 1); /* the panels are off by default (gemm_amx_pack.h) */
     if (!quant_avx512_supported()) TEST_SKIP("the CPU lacks AVX-512 VNNI (the fake AMX level sits on it)");
     if (!quant_amx_active()) TEST_SKIP("a level switch is set (CLOVER_NO_AMX, CLOVER_NO_AVX512 or CLOVER_NO_SIMD)");
     printf("level: %s (emulated tiles)\n", quant_simd_level_name());

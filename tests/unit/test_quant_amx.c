@@ -35,6 +35,7 @@ static void test_repacked_q4k(void) { al_repacked(matmul_rows_gemm_amx); }
 static void test_matmul_repacked(void) { al_matmul_repacked(); }
 
 int main(void) {
+    setenv("CLOVER_AMX_Q4K_REPACK", "1", 1); /* the panels are off by default (gemm_amx_pack.h) */
     if (!quant_amx_supported())
         TEST_SKIP("the CPU lacks AMX (amx_tile, amx_int8 with AVX-512 VNNI) or the OS does not grant its tile state");
     printf("level: %s\n", quant_simd_level_name());
