@@ -587,6 +587,40 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
     }
 }
 
+/* The merge's plan for row `row` of the pass: its sequence's splits (a pass has few sequences), 0 when the row is
+ * in none. dec: the decode form is on (rows of sequences with n == 1 have its plan). */
+__device__ __forceinline__ int comb_splits(int row, const cuda_attn_seq *seqs, int n_seq, const cuda_attn_dims &d,
+                                           int dec) {
+    for (int s = 0; s < n_seq; s++) {
+        const cuda_attn_seq sq = seqs[s];
+        if (row >= sq.row0 && row < sq.row0 + sq.n) {
+            const int kv = sq.pos + sq.n, n = sq.n;
+            int split_len;
+            if (dec && n == 1) return dec_split(kv, d, &split_len);
+            const fwd_shape sh = fwd_shape_of(d);
+            return attn_split(kv, n, d, sh, &split_len);
+        }
+    }
+    return 0;
+}
+
+/* Warp 0 of the block (tid < 32): the split weights e^(m_s - M) into w_s and their denominator into *den_s, in a
+ * fixed order (the max and the sum by the same shuffle trees), for both merge kernels. */
+__device__ __forceinline__ void comb_weights(float *w_s, float *den_s, const float *ml, int n_splits, int tid) {
+    float M = -INFINITY;
+    for (int s = tid; s < n_splits; s += 32) M = fmaxf(M, ml[2 * s]);
+    for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+    float den = 0.0f;
+    for (int s = tid; s < n_splits; s += 32) {
+        float m = ml[2 * s];
+        float w = m == -INFINITY ? 0.0f : expf(m - M); /* no visible key for this row in split s */
+        w_s[s] = w;
+        den += w * ml[2 * s + 1];
+    }
+    for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
+    if (tid == 0) *den_s = den;
+}
+
 /* Merges the splits of one (row, head): blockIdx.x = row of the pass, y = head.
  * Each thread first loads up to COMB_PRE of its partials (they do not need
  * the weights, so their latency overlaps warp 0's); the split weights
@@ -601,27 +635,8 @@ __global__ void __launch_bounds__(COMB_THREADS)
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
-    /* the row's sequence (a pass has few): its plan says how many splits it has */
-    int kv = 0, n = 0;
-    bool found = false;
-    for (int s = 0; s < n_seq; s++) {
-        cuda_attn_seq sq = seqs[s];
-        if (row >= sq.row0 && row < sq.row0 + sq.n) {
-            kv = sq.pos + sq.n;
-            n = sq.n;
-            found = true;
-            break;
-        }
-    }
-    if (!found) return;
-    int split_len, n_splits;
-    if (dec && n == 1) {
-        n_splits = dec_split(kv, d, &split_len);
-    } else {
-        const fwd_shape sh = fwd_shape_of(d);
-        n_splits = attn_split(kv, n, d, sh, &split_len);
-    }
-    if (n_splits == 1) return; /* finished by the forward kernel */
+    const int n_splits = comb_splits(row, seqs, n_seq, d, dec);
+    if (n_splits <= 1) return; /* in no sequence, or finished by the forward kernel */
     const size_t rh = (size_t)row * nh + h;
     const float *ml = part_ml + rh * grid_stride * 2;
     const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
@@ -637,20 +652,7 @@ __global__ void __launch_bounds__(COMB_THREADS)
     __shared__ float w_s[MAX_SPLITS];
     __shared__ float red[COMB_THREADS];
     __shared__ float den_s;
-    if (tid < 32) {
-        float M = -INFINITY;
-        for (int s = tid; s < n_splits; s += 32) M = fmaxf(M, ml[2 * s]);
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float den = 0.0f;
-        for (int s = tid; s < n_splits; s += 32) {
-            float m = ml[2 * s];
-            float w = m == -INFINITY ? 0.0f : expf(m - M); /* no visible key for this row in split s */
-            w_s[s] = w;
-            den += w * ml[2 * s + 1];
-        }
-        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-        if (tid == 0) den_s = den;
-    }
+    if (tid < 32) comb_weights(w_s, &den_s, ml, n_splits, tid);
     __syncthreads();
     if (p < P) {
         float num = 0.0f;
@@ -684,26 +686,8 @@ __global__ void __launch_bounds__(256)
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
-    int kv = 0, n = 0;
-    bool found = false;
-    for (int s = 0; s < n_seq; s++) {
-        cuda_attn_seq sq = seqs[s];
-        if (row >= sq.row0 && row < sq.row0 + sq.n) {
-            kv = sq.pos + sq.n;
-            n = sq.n;
-            found = true;
-            break;
-        }
-    }
-    if (!found) return;
-    int split_len, n_splits;
-    if (dec && n == 1) {
-        n_splits = dec_split(kv, d, &split_len);
-    } else {
-        const fwd_shape sh = fwd_shape_of(d);
-        n_splits = attn_split(kv, n, d, sh, &split_len);
-    }
-    if (n_splits == 1) return; /* finished by the forward kernel */
+    const int n_splits = comb_splits(row, seqs, n_seq, d, dec);
+    if (n_splits <= 1) return; /* in no sequence, or finished by the forward kernel */
     const size_t rh = (size_t)row * nh + h;
     const float *ml = part_ml + rh * grid_stride * 2;
     const int P = COMB_THREADS / hd; /* attn_combine_kernel's partitions */
@@ -711,20 +695,7 @@ __global__ void __launch_bounds__(256)
     const float gate = tid < hd ? qg[rh * 2 * hd + hd + tid] : 0.0f;
     __shared__ float w_s[MAX_SPLITS];
     __shared__ float den_s;
-    if (tid < 32) { /* attn_combine_kernel's weights and denominator, the same code */
-        float M = -INFINITY;
-        for (int s = tid; s < n_splits; s += 32) M = fmaxf(M, ml[2 * s]);
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float den = 0.0f;
-        for (int s = tid; s < n_splits; s += 32) {
-            float m = ml[2 * s];
-            float w = m == -INFINITY ? 0.0f : expf(m - M);
-            w_s[s] = w;
-            den += w * ml[2 * s + 1];
-        }
-        for (int o = 16; o > 0; o >>= 1) den += __shfl_xor_sync(0xffffffffu, den, o);
-        if (tid == 0) den_s = den;
-    }
+    if (tid < 32) comb_weights(w_s, &den_s, ml, n_splits, tid);
     __syncthreads();
     if (tid < hd) {
         float tot = 0.0f;

@@ -561,6 +561,15 @@ extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
            (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
 
+/* One grouped product on the grouping pass's tiles: matmul_igemm_wide.cu's kernel where it takes them (igw; false
+ * if it refused), else matmul_igemm.cu's (ot output tiles). */
+static bool moe_tiles_launch(uint32_t type, const ig_params *q, bool igw, unsigned ot, unsigned n_tiles,
+                             cudaStream_t st) {
+    if (igw) return igw_moe_launch(type, q, n_tiles, st) != 0;
+    ig_launch(type, q, ot, n_tiles, st);
+    return true;
+}
+
 /* After the first product of a pair on a path without the pair launch: the second (the up) as its own call. */
 static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
                      size_t why_len);
@@ -633,33 +642,20 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
         q.xq = xq;
         q.xq_rows = (int)n_x;
         ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
-        if (igw && igw_moe_launch(a->type, &q, (unsigned)max_tiles, st)) {
-            if (!w_up) return mm_launch_status("cuda_moe_chunk", why, why_len);
-            if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
-            if ((uintptr_t)w_up & (mm_align(a->type) - 1))
-                MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
-            q.w = q.w_lo = (const uint8_t *)w_up; /* the up product on the same tiles and 8-bit rows */
-            q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
-            q.y = y_up;
-            if (!igw_moe_launch(a->type, &q, (unsigned)max_tiles, st))
-                MM_FAIL("cuda_moe_chunk_pair: the up product's launch was refused");
-            return mm_launch_status("cuda_moe_chunk", why, why_len);
-        }
-        if (igw) MM_FAIL("cuda_moe_chunk: the wide kernel refused a product it takes");
         if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
             fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
-        ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
-        if (w_up && share_on()) { /* the pair's up product on the same tiles and 8-bit rows (no second grouping or
-                                   * quantiser) */
+        if (!moe_tiles_launch(a->type, &q, igw, ot, (unsigned)max_tiles, st))
+            MM_FAIL("cuda_moe_chunk: the wide kernel refused a product it takes");
+        if (w_up && (igw || share_on())) { /* the pair's up product on the same tiles and 8-bit rows (no second
+                                            * grouping or quantiser; cuda_moe_chunk_pair checked its alignment) */
             if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
-            if ((uintptr_t)w_up & (mm_align(a->type) - 1))
-                MM_FAIL("cuda_moe_chunk_pair: up weights not %zu-byte aligned", mm_align(a->type));
             q.w = q.w_lo = (const uint8_t *)w_up;
             q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
             q.y = y_up;
-            ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+            if (!moe_tiles_launch(a->type, &q, igw, ot, (unsigned)max_tiles, st))
+                MM_FAIL("cuda_moe_chunk_pair: the wide kernel refused the up product");
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
         return moe_second(a, w_up, y_up, work, stream, why, why_len);
