@@ -283,6 +283,11 @@ static void figure_done(figure *f, const char *what, double units, const char *u
     if (f->flops > 0) printf(" %.1f GFLOP/s (median);", f->flops / med / 1e9);
     printf(" %.2f cores (median CPU / wall); %ld major faults; load %s\n", median_of(f->cores, f->n), f->faults,
            f->load);
+    const double mm = f->st.gdn_mm_s + f->st.attn_mm_s + f->st.moe_mm_s + f->st.head_mm_s;
+    if (mm > 0) /* what a faster product kernel could take, and what it could not (the rest of each family) */
+        printf("%-28s in products: gdn %.4f  attn %.4f  moe %.4f  head %.4f s (%.0f%% of the families' time)\n", "",
+               f->st.gdn_mm_s / n, f->st.attn_mm_s / n, f->st.moe_mm_s / n, f->st.head_mm_s / n,
+               ops > 0 ? 100.0 * mm / n / ops : 0.0);
     if (f->st.pool_runs) /* issue 30: what each run of the thread pool cost beyond its work shows in these */
         printf("%-28s pool per run: %.0f runs, %.0f woke sleeping workers, the caller slept in %.0f\n", "",
                (double)f->st.pool_runs / n, (double)f->st.pool_woke / n, (double)f->st.pool_caller_sleeps / n);
@@ -303,6 +308,7 @@ static void figure_summary(const figure *f, double bw) {
 
 static void stats_add(backend_pass_stats *a, const backend_pass_stats *b) {
     a->gdn_s += b->gdn_s, a->attn_s += b->attn_s, a->moe_s += b->moe_s, a->head_s += b->head_s;
+    a->gdn_mm_s += b->gdn_mm_s, a->attn_mm_s += b->attn_mm_s, a->moe_mm_s += b->moe_mm_s, a->head_mm_s += b->head_mm_s;
     a->coreset_kept += b->coreset_kept, a->coreset_layers += b->coreset_layers;
     a->pool_runs += b->pool_runs, a->pool_woke += b->pool_woke, a->pool_caller_sleeps += b->pool_caller_sleeps;
 }

@@ -157,6 +157,10 @@ typedef struct backend_config {
  * over the whole call, every sequence). */
 typedef struct backend_pass_stats {
     double gdn_s, attn_s, moe_s, head_s, pick_s;
+    /* Of those, the calling thread's seconds inside the matrix products
+     * (matmul_thread_seconds; the CPU backend, 0 elsewhere): what is left is
+     * the mixers' own work, routing, norms and the pool's waits between runs. */
+    double gdn_mm_s, attn_mm_s, moe_mm_s, head_mm_s;
     /* Model passes the call ran (added to): one for a stacked pass however
      * many sequences it carries, one per chunk of a sequence run alone; so
      * sequences per pass shows how much a call's work was stacked (the

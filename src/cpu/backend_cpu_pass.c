@@ -20,6 +20,7 @@
 #include "cpu/backend_cpu_internal.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/norm.h"
+#include "quant/matmul.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
 
@@ -213,25 +214,28 @@ void cpu_pass_run_shared(backend *be, cpu_shared_seq *q, size_t nq, cpu_pass_mod
     for (size_t l = lo; l < hi; l++) {
         const model_layer *ml = &m->layers[l];
         if (l == lo) cpu_rms_norm(sc->x, sc->h, ml->attn_norm.data, n, H, eps); /* later layers: resid_rows */
-        double t0 = timer_now();
+        double t0 = timer_now(), p0 = matmul_thread_seconds();
         if (ml->kind == MODEL_LAYER_ATTENTION) {
             shared_attention(be, q, nq, l, n, mode);
             st->attn_s += timer_now() - t0;
+            st->attn_mm_s += matmul_thread_seconds() - p0;
         } else {
             shared_gdn(be, q, nq, l, n, mode);
             st->gdn_s += timer_now() - t0;
+            st->gdn_mm_s += matmul_thread_seconds() - p0;
         }
         /* the residual step after the mixer: in the router's run of the pool (cpu_grouped), else as before */
         resid_job mid = resid_job_make(be, q, ml->post_norm.data, false, 0);
         const threadpool_phase mid_ph = {n, resid_task, &mid};
         const bool grouped = cpu_grouped();
         if (!grouped) resid_rows(be, q, nq, n, ml->post_norm.data, false, 0);
-        t0 = timer_now();
+        t0 = timer_now(), p0 = matmul_thread_seconds();
         const float *next_norm = l + 1 < hi ? m->layers[l + 1].attn_norm.data : NULL;
         resid_job after = resid_job_make(be, q, next_norm, true, l + 1);
         /* the residual steps on either side too, when it could */
         const bool done = shared_moe(be, q, nq, l, n, st, grouped ? &mid_ph : NULL, &after);
         st->moe_s += timer_now() - t0;
+        st->moe_mm_s += matmul_thread_seconds() - p0;
         if (!done) resid_rows(be, q, nq, n, next_norm, true, l + 1);
     }
     if (hi < L)
@@ -252,9 +256,9 @@ void cpu_head_windows(backend *be, size_t nh, const size_t *at, const size_t *m,
                       void *ctx, backend_pass_stats *stats) {
     for (size_t g0 = 0; g0 < nh; g0 += be->logit_rows) {
         const size_t g1 = nh - g0 < be->logit_rows ? nh : g0 + be->logit_rows;
-        const double t0 = timer_now();
+        const double t0 = timer_now(), p0 = matmul_thread_seconds();
         head_logits(be, g0, g1 - g0);
-        if (stats) stats->head_s += timer_now() - t0;
+        if (stats) stats->head_s += timer_now() - t0, stats->head_mm_s += matmul_thread_seconds() - p0;
         for (size_t k = 0; k < n_seqs; k++) {
             const size_t a = at[k] > g0 ? at[k] : g0, b = at[k] + m[k] < g1 ? at[k] + m[k] : g1;
             if (a < b) each(ctx, k, a, b, g0);

@@ -45,6 +45,7 @@
 #include <string.h>
 
 #include "base/alloc.h"
+#include "base/timer.h"
 
 #include "quant/act_stage.h"
 #include "quant/gemm_amx.h"
@@ -243,8 +244,19 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
     return (n_out + per - 1) / per;
 }
 
-void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
-            float *y) {
+static _Thread_local double mm_seconds; /* matmul_thread_seconds */
+static _Thread_local int mm_depth;       /* entry points the thread is inside */
+
+double matmul_thread_seconds(void) { return mm_seconds; }
+
+double matmul_time_enter(void) { return mm_depth++ ? 0.0 : timer_now(); }
+
+void matmul_time_leave(double t0) {
+    if (--mm_depth == 0) mm_seconds += timer_now() - t0;
+}
+
+static void matmul_run(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
+                       size_t n_rows, float *y) {
     _Alignas(64) uint8_t stack[ACT_STACK_BYTES];
     const size_t heap_bytes = act_heap_bytes(type, n_in, n_rows);
     /* An allocation failure leaves the product on f32 activations: slower
@@ -262,6 +274,13 @@ void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t
         act_stage_run_then(pool, &stage, stage.units ? 1 : 0, old, tasks, matmul_task, &job);
     }
     mem_free(heap);
+}
+
+void matmul(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
+            float *y) {
+    const double t0 = matmul_time_enter();
+    matmul_run(pool, type, w, n_out, n_in, x, n_rows, y);
+    matmul_time_leave(t0);
 }
 
 /* ---- several products in one run ---- */
@@ -304,7 +323,7 @@ void matmul_batch(threadpool *pool, const matmul_item *items, size_t n_items) {
     matmul_batch_after(pool, NULL, items, n_items);
 }
 
-void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const matmul_item *items, size_t n_items) {
+static void batch_after(threadpool *pool, const threadpool_phase *pre, const matmul_item *items, size_t n_items) {
     assert(n_items <= MATMUL_BATCH_MAX);
     if (n_items > MATMUL_BATCH_MAX) n_items = MATMUL_BATCH_MAX;
     /* one or two rows are quantised here, on the calling thread, before any run: pre's rows must be there */
@@ -356,6 +375,12 @@ void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const mat
     }
     batch_flush(pool, pre, &b, macs, old);
     mem_free(heap);
+}
+
+void matmul_batch_after(threadpool *pool, const threadpool_phase *pre, const matmul_item *items, size_t n_items) {
+    const double t0 = matmul_time_enter();
+    batch_after(pool, pre, items, n_items);
+    matmul_time_leave(t0);
 }
 
 void matmul_scalar(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y) {

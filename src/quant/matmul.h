@@ -75,4 +75,12 @@ void matmul_oracle(uint32_t type, const void *w, size_t n_out, size_t n_in, cons
 enum { MATMUL_PATH_DOT = 0, MATMUL_PATH_INT8 = 1, MATMUL_PATH_TILED = 2 };
 int matmul_path(uint32_t type, size_t n_in, size_t n_rows);
 
+/* Seconds the calling thread has spent inside matmul, matmul_batch* and
+ * matmul_grouped* calls since it started (the outermost call only, wall
+ * clock, including a pre phase that rides in a product's run of the pool):
+ * a pass's product time is the difference around it, and the rest of the
+ * pass (mixers, routing, norms, the pool's waits outside products) is what
+ * a faster product kernel cannot remove. Two clock reads a call. */
+double matmul_thread_seconds(void);
+
 #endif

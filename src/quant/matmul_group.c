@@ -27,6 +27,7 @@
 
 #include "base/alloc.h"
 #include "quant/gemm_small.h"
+#include "quant/matmul_internal.h"
 #include "quant/quant.h"
 #include "quant/simd_level.h"
 
@@ -80,8 +81,7 @@ void matmul_grouped_batch(threadpool *pool, const mm_group_item *items, size_t n
     matmul_grouped_batch_after(pool, NULL, items, n_items);
 }
 
-void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, const mm_group_item *items,
-                                size_t n_items) {
+static void grouped_after(threadpool *pool, const threadpool_phase *pre, const mm_group_item *items, size_t n_items) {
     size_t n_runs = 0;
     for (size_t i = 0; i < n_items; i++)
         for (size_t r = 0; r < items[i].m.n_rows; r++)
@@ -175,6 +175,13 @@ void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, c
     }
     mem_free(direct);
     mem_free(each);
+}
+
+void matmul_grouped_batch_after(threadpool *pool, const threadpool_phase *pre, const mm_group_item *items,
+                                size_t n_items) {
+    const double t0 = matmul_time_enter();
+    grouped_after(pool, pre, items, n_items);
+    matmul_time_leave(t0);
 }
 
 void matmul_grouped(threadpool *pool, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,

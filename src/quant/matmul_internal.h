@@ -34,6 +34,11 @@ typedef struct matmul_job {
  * tiles dequantised once per block of activation rows (AVX2 CPUs only). */
 void matmul_rows_tiled_avx2(const matmul_job *job, size_t o0, size_t o1);
 
+/* matmul_thread_seconds' accounting, around each public entry point: the
+ * outermost call of a thread adds its wall time (enter returns its start). */
+double matmul_time_enter(void);
+void matmul_time_leave(double t0);
+
 /* The same with the rows in 8 bits (job->xq set, Q8_0 or K-quant weights):
  * the integer tile kernel of gemm_avx2.c, each output bit-identical to
  * job->act_dot on its row (AVX2 CPUs only). */

@@ -46,6 +46,9 @@ static void golden_causal_and_state(const fixture *fx, const test_model *tm) {
     printf("     hidden states: worst rel err %.3g at slot %zu (0 = embeddings)\n", worst, worst_l);
     CHECK_MSG(worst <= BOUND, "hidden states: rel err %.3g after layer %zu (slot %zu)", worst, worst_l - 1, worst_l);
     CHECK(st.gdn_s > 0 && st.attn_s > 0 && st.moe_s > 0 && st.head_s > 0);
+    /* the products' share of each family (matmul_thread_seconds): inside it, and there */
+    CHECK(st.gdn_mm_s > 0 && st.gdn_mm_s <= st.gdn_s && st.attn_mm_s > 0 && st.attn_mm_s <= st.attn_s);
+    CHECK(st.moe_mm_s > 0 && st.moe_mm_s <= st.moe_s && st.head_mm_s > 0 && st.head_mm_s <= st.head_s);
     CHECK(st.coreset_layers == 0);
 
     /* the committed state through state_export */

@@ -15,13 +15,16 @@
  * order), and nothing outside y may be written.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "base/alloc.h"
 #include "base/rng.h"
 #include "base/threadpool.h"
+#include "base/timer.h"
 #include "quant/matmul.h"
+#include "quant/matmul_group.h"
 #include "quant/quant.h"
 #include "test.h"
 
@@ -236,10 +239,54 @@ static void test_matmul_empty(void) {
     threadpool_free(pool2);
 }
 
+/* matmul_thread_seconds: a product adds its wall time to the calling thread's count, once however its entry
+ * points nest (matmul_grouped runs through matmul_grouped_batch_after and matmul_batch_after), and a product of
+ * another thread adds nothing to this one's. */
+static void *other_thread_product(void *arg) {
+    const float *x = arg;
+    float *y = malloc(32 * 512 * sizeof *y);
+    uint8_t *w = calloc(512, quant_row_bytes(QUANT_Q8_0, 1024));
+    if (y && w) matmul(NULL, QUANT_Q8_0, w, 512, 1024, x, 32, y);
+    free(y), free(w);
+    return NULL;
+}
+
+static void test_matmul_thread_seconds(void) {
+    threadpool *pool2 = NULL;
+    clover_error err;
+    CHECK_EQ_INT(threadpool_create(&pool2, 2, &err), CLOVER_OK);
+    const size_t n_out = 512, n_in = 1024, rows = 32, rb = quant_row_bytes(QUANT_Q8_0, n_in);
+    uint8_t *w = calloc(n_out, rb);
+    float *x = malloc(rows * n_in * sizeof *x), *y = malloc(rows * n_out * sizeof *y);
+    CHECK(w && x && y);
+    if (!w || !x || !y) goto done;
+    for (size_t i = 0; i < rows * n_in; i++) x[i] = (float)((i * 7919) % 97) / 97.0f - 0.5f;
+    for (int form = 0; form < 2; form++) {
+        const double s0 = matmul_thread_seconds(), t0 = timer_now();
+        for (int rep = 0; rep < 20; rep++)
+            if (form == 0)
+                matmul(pool2, QUANT_Q8_0, w, n_out, n_in, x, rows, y);
+            else
+                matmul_grouped(pool2, QUANT_Q8_0, w, n_out, n_in, x, rows, y, NULL);
+        const double wall = timer_now() - t0, in = matmul_thread_seconds() - s0;
+        printf("     %s: %.3f ms counted of %.3f ms\n", form ? "matmul_grouped" : "matmul", 1e3 * in, 1e3 * wall);
+        CHECK_MSG(in > 0 && in <= wall, "counted %.9f s of a %.9f s wall", in, wall);
+    }
+    pthread_t th;
+    const double s0 = matmul_thread_seconds();
+    CHECK_EQ_INT(pthread_create(&th, NULL, other_thread_product, x), 0);
+    pthread_join(th, NULL);
+    CHECK(matmul_thread_seconds() == s0);
+done:
+    free(w), free(x), free(y);
+    threadpool_free(pool2);
+}
+
 int main(void) {
     if (!quant_simd_active()) printf("     (no SIMD on this CPU or CLOVER_NO_SIMD set: testing the portable path)\n");
     RUN(test_matmul_small_shapes);
     RUN(test_matmul_block_boundaries);
     RUN(test_matmul_empty);
+    RUN(test_matmul_thread_seconds);
     return TEST_EXIT();
 }
