@@ -27,6 +27,9 @@
  * CLOVER_BENCH_MMAROWS=1: only the dense Q8_0 products of the 35B-A3B model at 1, 2, 4, 8, 16, 32 rows: the decode
  * form, the chunk form, and the few-row form with the weights as the mma A operand (CLOVER_CUDA_MMA_ROWS).
  *
+ * CLOVER_BENCH_ROWS32=1: only the dense Q8_0 products at 8, 16 and 32 rows with the K-split cluster form
+ * (CLOVER_CUDA_Q8_ROWS32) off and on, alternating, in graphs, GB/s beside the copy bandwidth's floor.
+ *
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
  * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
  *
@@ -930,6 +933,77 @@ static void bench_mma_rows(double bw) {
     }
 }
 
+/* CLOVER_BENCH_ROWS32=1: the dense Q8_0 products of the 35B-A3B model (and the issue's 1024 / 12288 shapes) at 8, 16
+ * and 32 rows, cuda_matmul_chunk_ws (its quantiser launch + the product) with the K-split cluster form
+ * (matmul_q8_rows32.cu, CLOVER_CUDA_Q8_ROWS32) off and on, alternating twice; each timed in a CUDA graph over >= 64 MB
+ * of rotated weight copies (none from L2), the best of the two runs of each form. GB/s: the weight bytes over the
+ * time; the floor: those bytes at the copy bandwidth. CLOVER_BENCH_ROWS32_ONLY=NAME and _ROWS=N: one (ncu). */
+typedef struct r32_ctx {
+    size_t n_out, n_in, rows, nw;
+    void **w;
+    const float *x;
+    float *y;
+    void *work;
+} r32_ctx;
+
+static void r32_body(void *ctx, size_t i, cudaStream_t st) {
+    const r32_ctx *c = ctx;
+    char why[256];
+    if (cuda_matmul_chunk_ws(QUANT_Q8_0, c->w[i % c->nw], c->n_out, c->n_in, c->x, c->rows, c->y, c->work, st, why,
+                             sizeof why))
+        fail(why);
+}
+
+static void bench_rows32_one(const char *name, size_t n_out, size_t n_in, size_t rows, double bw) {
+    enum { MAXW = 64 };
+    const size_t wbytes = quant_row_bytes(QUANT_Q8_0, n_in) * n_out;
+    void *w[MAXW];
+    size_t nw = (64u << 20) / wbytes + 1;
+    if (nw > MAXW) nw = MAXW;
+    if (g_quick) nw = 1;
+    for (size_t i = 0; i < nw; i++) w[i] = dev_weights(QUANT_Q8_0, n_out, n_in);
+    r32_ctx c = {n_out, n_in, rows, nw, w, dev_floats(rows * n_in), NULL, NULL};
+    CU(cudaMalloc((void **)&c.y, rows * n_out * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, rows) + 256));
+    double t[2] = {1e30, 1e30};
+    const size_t n = nw < 8 ? 8 : nw;
+    for (int rep = 0; rep < 2; rep++)
+        for (int on = 0; on < 2; on++) {
+            cuda_q8_rows32_set(on);
+            const double v = graph_time(r32_body, &c, n);
+            if (v < t[on]) t[on] = v;
+        }
+    cuda_q8_rows32_set(-1);
+    const double g0 = (double)wbytes / t[0] / 1e9, g1 = (double)wbytes / t[1] / 1e9;
+    printf("r32 %-10s %6zu x %-5zu rows %2zu: off %8.2f us %5.0f GB/s (%4.1f%%) | on %8.2f us %5.0f GB/s (%4.1f%%) | "
+           "floor %7.2f us | on/off %.2fx\n",
+           name, n_out, n_in, rows, t[0] * 1e6, g0, 100.0 * g0 / bw, t[1] * 1e6, g1, 100.0 * g1 / bw,
+           (double)wbytes / bw / 1e3, t[0] / t[1]);
+    for (size_t i = 0; i < nw; i++) CU(cudaFree(w[i]));
+    CU(cudaFree(c.work));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+}
+
+static void bench_rows32(double bw) {
+    static const struct {
+        const char *name;
+        size_t n_out, n_in;
+    } P[] = {{"gdn qkv", 8192, 2048},    {"gdn z", 4096, 2048},   {"gdn out", 2048, 4096}, {"attn k", 512, 2048},
+             {"shexp up", 512, 2048},    {"shexp down", 2048, 512}, {"n1024", 1024, 2048}, {"n12288", 12288, 2048},
+             {"head", 248320, 2048}};
+    static const size_t R[] = {8, 16, 32};
+    const char *only = getenv("CLOVER_BENCH_ROWS32_ONLY");
+    const char *only_rows = getenv("CLOVER_BENCH_ROWS32_ROWS");
+    for (size_t p = 0; p < sizeof P / sizeof P[0]; p++) {
+        if (only && strcmp(only, P[p].name) != 0) continue;
+        for (size_t r = 0; r < sizeof R / sizeof R[0]; r++) {
+            if (only_rows && (size_t)atoi(only_rows) != R[r]) continue;
+            bench_rows32_one(P[p].name, P[p].n_out, P[p].n_in, R[r], bw);
+        }
+    }
+}
+
 int main(void) {
     cuda_device_info info;
     const int found = bench_cuda_device("bench_cuda_matmul", &info);
@@ -944,6 +1018,11 @@ int main(void) {
     const char *s32 = getenv("CLOVER_BENCH_STREAM32");
     if (s32 && strcmp(s32, "1") == 0) {
         bench_stream32(bw);
+        return 0;
+    }
+    const char *r32 = getenv("CLOVER_BENCH_ROWS32");
+    if (r32 && strcmp(r32, "1") == 0) {
+        bench_rows32(bw);
         return 0;
     }
     const char *mr = getenv("CLOVER_BENCH_MMAROWS");

@@ -114,6 +114,18 @@ void cuda_mma_rows_set(int v);
 /* 1 when the switch is on and the form takes a dense product of this type and row count. */
 int cuda_mma_rows_takes(uint32_t type, size_t n_rows);
 
+/* Dense Q8_0 products of 1..32 rows (a preview's) with K split over a thread block cluster by the canonical order's
+ * partials (matmul_q8_rows32.cu): cuda_matmul_chunk_ws / _pair / _multi take it for n_in % 256 == 0 when
+ * CLOVER_CUDA_Q8_ROWS32=1 (off by default: unverified on a device when written, 2026-12-20). cuda_q8_rows32_set:
+ * 1/0 on/off, negative: the environment again. cuda_q8_rows32_layout_set(MW, KS): force a layout of MW warps x KS
+ * blocks (8x2, 8x4, 8x8, 4x8, 2x8, 1x8; also CLOVER_CUDA_Q8_ROWS32_LAYOUT=MWxKS), (0, 0) by shape, negative: the
+ * environment again. The bits are the chunk form's (one canonical order). */
+void cuda_q8_rows32_set(int on);
+void cuda_q8_rows32_layout_set(int mw, int ks);
+/* 1 when the switch is on and the form takes a dense product of this type, n_in and row count. */
+int cuda_q8_rows32_takes(uint32_t type, size_t n_in, size_t n_rows);
+unsigned long long cuda_q8_rows32_launches(void); /* launches so far (tests: it was taken) */
+
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
 

@@ -31,6 +31,7 @@
 #include "matmul_igemm_few.cuh"
 #include "matmul_mma_rows.cuh"
 #include "matmul_igemm_wide.cuh"
+#include "matmul_q8_rows32.cuh"
 #include "cuda_switch.h"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
@@ -214,12 +215,15 @@ static int matmul_second(const char *op, uint32_t type, size_t n_in, const float
 }
 
 /* A dense integer product's kernel for q (its rows, outputs and 8-bit rows set): the few-row mma form where its
- * switch takes the rows (it reads the rows from scratch), the wide 64+ row tile where on, else the 16 x BR tiles
- * of rt x ot blocks. One choice for matmul_chunk and chunk_ws_shared. */
+ * switch takes the rows (it reads the rows from scratch), the K-split cluster form of 1..32 Q8_0 rows where on,
+ * the wide 64+ row tile where on, else the 16 x BR tiles of rt x ot blocks. One choice for matmul_chunk and
+ * chunk_ws_shared. */
 static void ig_dense_launch(uint32_t type, const ig_params *q, bool scratch, unsigned rt, unsigned ot,
                             cudaStream_t st) {
     if (scratch && mr_take(type, (size_t)q->n_rows))
         mr_launch(q, st); /* few rows, weights as A: matmul_mma_rows.cu (CLOVER_CUDA_MMA_ROWS) */
+    else if (scratch && q8r_launch(type, q, st)) /* 1..32 rows: matmul_q8_rows32.cu (CLOVER_CUDA_Q8_ROWS32) */
+        return;
     else if (!igw_launch(type, q, st))
         ig_launch(type, q, rt, ot, st);
 }

@@ -13,7 +13,9 @@
  *    or chunk (test_row_invariance, bit for bit); the wide-row kernels of
  *    64+ rows (matmul_igemm_wide.cu, off by default) bit for bit the 16 x 32
  *    ones (test_igemm_wide); the few-row form with the weights as the mma A operand (matmul_mma_rows.cu,
- *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..32 (test_mma_rows).
+ *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..32 (test_mma_rows);
+ *    the K-split cluster form of 1..32 Q8_0 rows (matmul_q8_rows32.cu, CLOVER_CUDA_Q8_ROWS32, off by default)
+ *    bit for bit the chunk form (test_q8_rows32).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
@@ -974,6 +976,186 @@ static void test_mma_rows(void) {
     mma_rows_case(32 * 25, 16896 + 7, 0); /* 4 warps a group; a last chunk of 1 block */
     mma_rows_case(64, 33792 + 5, 0);      /* 2 warps a group (the output head's layout), 2 blocks */
     mma_rows_case(32 * 171, 77, 1);       /* long rows, odd everything */
+}
+
+/* The K-split cluster form of dense Q8_0 products at 1..32 rows (matmul_q8_rows32.cu, CLOVER_CUDA_Q8_ROWS32; off
+ * by default): cuda_matmul_chunk_ws with it on gives bit for bit what it gives with it off (matmul_igemm.cu's
+ * igemm_q8_kernel: the canonical order), at the model's shapes (outputs x inputs) and odd ones, rows 1, 8, 16, 17,
+ * 31, 32 (every row count 1..32 for the narrow ones), every output written (poisoned before each call; row 5 of x
+ * carries an infinity: its outputs NaN on both). The launch counter proves the new kernel ran (a refusal would
+ * make the comparison trivial). Then the pair (cuda_matmul_chunk_ws_pair: one 8-bit copy for both), the CPU's
+ * integer oracle on the 32-row call (1e-5), every layout forced on odd shapes, one call captured in a graph, and
+ * the refusals (unaligned weights, n_in % 256 != 0: the old kernel, same bits). CLOVER_TEST_SMALL: fewer cases. */
+static void q8r_restore(void) {
+    cuda_q8_rows32_set(-1);
+    cuda_q8_rows32_layout_set(-1, 0);
+}
+
+/* The product's outputs of rows 0..n-1 of dx into h, switch on or off; 0xFF-poisoned first. */
+static void q8r_run(const void *dw, size_t n_out, size_t n_in, const float *dx, size_t n, float *dy, void *work,
+                    int on, float *h) {
+    char why[256] = "";
+    cuda_q8_rows32_set(on);
+    CU(cudaMemset(dy, 0xFF, n * n_out * sizeof(float)));
+    CHECK_MSG(cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, dx, n, dy, work, NULL, why, sizeof why) == 0, "%s",
+              why);
+    dev_download(h, dy, n * n_out);
+}
+
+/* Outputs not finite outside row 5 (the infinity's): unwritten. */
+static size_t q8r_unwritten(const float *h, size_t n, size_t n_out) {
+    size_t bad = 0;
+    for (size_t r = 0; r < n; r++)
+        if (r != 5)
+            for (size_t o = 0; o < n_out; o++) bad += !isfinite(h[r * n_out + o]);
+    return bad;
+}
+
+static void q8r_case(size_t n_out, size_t n_in, size_t off, int forced) {
+    static const size_t ROWS[] = {1, 2, 8, 9, 16, 17, 24, 31, 32};
+    const size_t n_x = 32, nr = n_out + off;
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL, all = !small && n_out <= 1024 && !forced;
+    const int expect = off == 0 && n_in % 256 == 0; /* the form takes it */
+    size_t rb;
+    uint8_t *w = make_weights(QUANT_Q8_0, nr, n_in, &rb);
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    x[5 * n_in + n_in / 3] = INFINITY;
+    float *old = malloc(n_x * n_out * sizeof(float)), *got = malloc(n_x * n_out * sizeof(float));
+    uint8_t *dwall = dev_upload(w, nr * rb);
+    const uint8_t *dw = dwall + off * rb;
+    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(n_x * n_out);
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, n_x) + 256));
+    char what[64];
+    snprintf(what, sizeof what, "q8 rows32 %zux%zu%s", n_out, n_in, off ? " offset" : "");
+    static const int LAYOUT[][2] = {{8, 2}, {8, 4}, {8, 8}, {4, 8}, {2, 8}, {1, 8}};
+    const size_t n_layouts = forced ? sizeof LAYOUT / sizeof LAYOUT[0] : 1;
+    size_t bad = 0, unwritten = 0, calls = 0;
+    const unsigned long long launches0 = cuda_q8_rows32_launches();
+    for (size_t li = 0; li < n_layouts; li++) {
+        cuda_q8_rows32_layout_set(forced ? LAYOUT[li][0] : 0, forced ? LAYOUT[li][1] : 0);
+        for (size_t n = 1; n <= 32; n++) {
+            int listed = 0;
+            for (size_t k = 0; k < sizeof ROWS / sizeof ROWS[0]; k++) listed |= ROWS[k] == n;
+            if (!all && !listed) continue;
+            if ((small || forced) && n != 1 && n != 9 && n != 17 && n != 32) continue;
+            q8r_run(dw, n_out, n_in, dx, n, dy, work, 0, old);
+            q8r_run(dw, n_out, n_in, dx, n, dy, work, 1, got);
+            bad += few_diff(got, old, n * n_out);
+            unwritten += q8r_unwritten(got, n, n_out);
+            calls++;
+        }
+    }
+    const unsigned long long launched = cuda_q8_rows32_launches() - launches0;
+    CHECK_MSG(bad == 0 && unwritten == 0, "%s: %zu outputs differ from igemm_q8_kernel's bits, %zu not written", what,
+              bad, unwritten);
+    CHECK_MSG(launched == (expect ? calls : 0), "%s: the form launched %llu times in %zu calls (expected %s)", what,
+              launched, calls, expect ? "every call" : "none");
+    /* got holds the last 32-row call (switch on): sampled outputs against the CPU's integer oracle */
+    const size_t step = n_out > 600 ? n_out / 300 : 1;
+    size_t ns = 0, nan_ok = 0;
+    double e2 = 0, r2 = 0;
+    for (size_t r = 0; r < 32; r++)
+        for (size_t o = 0; o < n_out; o += step) {
+            const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
+            if (r == 5) {
+                nan_ok += isnan(ref) && isnan(g);
+                continue;
+            }
+            e2 += ((double)g - ref) * ((double)g - ref), r2 += (double)ref * ref;
+            ns++;
+        }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
+    CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
+    printf("  %-34s %s bit-identical to igemm_q8_kernel (%zu calls, %llu launches), CPU err %.2g\n", what,
+           forced ? "6 layouts" : "by shape", calls, launched, err);
+    free(w), free(x), free(old), free(got);
+    cudaFree(dwall), cudaFree(dx), cudaFree(dy), cudaFree(work);
+    q8r_restore();
+}
+
+/* The pair (gate + up of a shared expert: cuda_matmul_chunk_ws_pair, one 8-bit copy of x) with the form on equals
+ * the two single calls with it off; and one 32-row call captured in a graph (the backend's passes are graphs: a
+ * cluster launch inside a capture) equals the eager call. */
+static void q8r_pair_graph(size_t n_out, size_t n_in) {
+    const size_t n = 32, ny = n * n_out;
+    size_t rb;
+    uint8_t *w = make_weights(QUANT_Q8_0, 2 * n_out, n_in, &rb);
+    float *x = malloc(n * n_in * sizeof(float));
+    fill(x, n * n_in, 2.0);
+    float *ref1 = malloc(ny * sizeof(float)), *ref2 = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    uint8_t *dw = dev_upload(w, 2 * n_out * rb);
+    float *dx = dev_upload(x, n * n_in * sizeof(float)), *dy = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, n) + 256));
+    char why[256] = "";
+    q8r_run(dw, n_out, n_in, dx, n, dy, work, 0, ref1);
+    q8r_run(dw + n_out * rb, n_out, n_in, dx, n, dy, work, 0, ref2);
+    cuda_q8_rows32_set(1);
+    const unsigned long long l0 = cuda_q8_rows32_launches();
+    CU(cudaMemset(dy, 0xFF, ny * sizeof(float)));
+    CU(cudaMemset(dy2, 0xFF, ny * sizeof(float)));
+    CHECK_MSG(cuda_matmul_chunk_ws_pair(QUANT_Q8_0, dw, n_out, dw + n_out * rb, n_out, n_in, dx, n, dy, dy2, work, NULL,
+                                        why, sizeof why) == 0,
+              "%s", why);
+    size_t bad = 0;
+    dev_download(got, dy, ny);
+    bad += few_diff(got, ref1, ny) + q8r_unwritten(got, n, n_out);
+    dev_download(got, dy2, ny);
+    bad += few_diff(got, ref2, ny) + q8r_unwritten(got, n, n_out);
+    CHECK_MSG(bad == 0 && cuda_q8_rows32_launches() - l0 == 2, "q8 rows32 pair %zux%zu: %zu outputs differ", n_out,
+              n_in, bad);
+    /* the graph */
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    CU(cudaMemset(dy, 0xFF, ny * sizeof(float)));
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const int rc = cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, dx, n, dy, work, st, why, sizeof why);
+    CU(cudaStreamEndCapture(st, &gr));
+    CHECK_MSG(rc == 0, "q8 rows32 graph: %s", why);
+    CU(cudaGraphInstantiate(&ge, gr, 0));
+    CU(cudaGraphLaunch(ge, st));
+    CU(cudaStreamSynchronize(st));
+    dev_download(got, dy, ny);
+    const size_t bad_graph = few_diff(got, ref1, ny) + q8r_unwritten(got, n, n_out);
+    CHECK_MSG(bad_graph == 0, "q8 rows32 graph %zux%zu: %zu outputs differ from the eager call", n_out, n_in,
+              bad_graph);
+    printf("  q8 rows32 pair + graph %zux%zu: bit-identical\n", n_out, n_in);
+    CU(cudaGraphExecDestroy(ge));
+    CU(cudaGraphDestroy(gr));
+    CU(cudaStreamDestroy(st));
+    free(w), free(x), free(ref1), free(ref2), free(got);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+    q8r_restore();
+}
+
+static void test_q8_rows32(void) {
+    cuda_q8_rows32_set(1);
+    CHECK(cuda_q8_rows32_takes(QUANT_Q8_0, 2048, 32) == 1 && cuda_q8_rows32_takes(QUANT_Q8_0, 2048, 33) == 0);
+    CHECK(cuda_q8_rows32_takes(QUANT_Q4_K, 2048, 32) == 0 && cuda_q8_rows32_takes(QUANT_Q8_0, 32 * 19, 8) == 0);
+    cuda_q8_rows32_set(0);
+    CHECK(cuda_q8_rows32_takes(QUANT_Q8_0, 2048, 32) == 0);
+    q8r_restore();
+    /* the model's shapes (by shape: 512 1x8, 1024 2x8, 2048 4x8, 4096 8x8, 8192 / 12288 8x4, 16896+ 8x2) */
+    static const size_t SHAPES[][2] = {{512, 2048},  {1024, 2048}, {2048, 4096}, {2048, 512},
+                                       {4096, 2048}, {8192, 2048}, {12288, 2048}, {32, 2048}};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    for (size_t i = 0; i < sizeof SHAPES / sizeof SHAPES[0]; i++) {
+        if (small && i != 0 && i != 5) continue;
+        q8r_case(SHAPES[i][0], SHAPES[i][1], 0, 0);
+    }
+    q8r_case(16896 + 7, 256, 0, 0); /* the output head's layout (8 x 2), one chunk, a partial last group */
+    q8r_case(1000, 2048, 0, 1);     /* every layout: partial m-tiles and groups */
+    if (!small) {
+        q8r_case(77, 4096, 0, 1);   /* fewer outputs than one group of any layout */
+        q8r_case(512, 2048, 1, 0);  /* weights 2-byte aligned: refused, the old kernel */
+        q8r_case(45, 32 * 19, 0, 0); /* n_in % 256 != 0: refused */
+    }
+    q8r_pair_graph(512, 2048);
 }
 
 /* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; on by default): with it on,
@@ -2113,6 +2295,7 @@ int main(void) {
     RUN(test_few_rows);
     RUN(test_mma_rows);
     RUN(test_igemm_wide);
+    RUN(test_q8_rows32);
     RUN(test_mmv_stream);
     RUN(test_mmv_lane);
     RUN(test_stream32);
