@@ -864,6 +864,30 @@ static void test_few_rows(void) {
  * (cuda_matmul_chunk_ws_pair) at 16 and 32 rows. The shapes pick each of the kernel's layouts: n_out < 4224 (16 outputs a
  * warp, K over 8 warps), < 16896 (32, 8 warps), < 33792 (32, 4 warps), more (32, 2 warps); n_in with a last
  * chunk of 1..7 blocks (some warps idle there) or whole chunks. */
+/* Sampled outputs of a 32-row Q8_0 call (got: rows 0..31 of x, row 5 holding an infinity) against the CPU's
+ * integer oracle: the normalised error (checked <= 1e-5) and how many outputs it covered (*ns). */
+static double q8_rows_vs_cpu(const char *what, const uint8_t *w, size_t off, size_t rb, const float *x, size_t n_in,
+                             size_t n_out, const float *got, size_t *ns_out) {
+    const size_t step = n_out > 600 ? n_out / 300 : 1;
+    size_t ns = 0, nan_ok = 0;
+    double e2 = 0, r2 = 0;
+    for (size_t r = 0; r < 32; r++)
+        for (size_t o = 0; o < n_out; o += step) {
+            const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
+            if (r == 5) {
+                nan_ok += isnan(ref) && isnan(g);
+                continue;
+            }
+            e2 += ((double)g - ref) * ((double)g - ref), r2 += (double)ref * ref;
+            ns++;
+        }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
+    CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
+    if (ns_out) *ns_out = ns;
+    return err;
+}
+
 static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
     const size_t n_x = 40, nr = n_out + off;
     size_t rb;
@@ -911,22 +935,8 @@ static void mma_rows_case(size_t n_in, size_t n_out, size_t off) {
     }
     /* the 32-row call's outputs against the CPU (got holds it): rows 0..31 of x from r0 = 0, row 5 NaN */
     {
-        const size_t step = n_out > 600 ? n_out / 300 : 1;
-        size_t ns = 0, nan_ok = 0;
-        double e2 = 0, r2 = 0;
-        for (size_t r = 0; r < 32; r++)
-            for (size_t o = 0; o < n_out; o += step) {
-                const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
-                if (r == 5) {
-                    nan_ok += isnan(ref) && isnan(g);
-                    continue;
-                }
-                e2 += ((double)g - ref) * ((double)g - ref), r2 += (double)ref * ref;
-                ns++;
-            }
-        const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
-        CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
-        CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
+        size_t ns = 0;
+        const double err = q8_rows_vs_cpu(what, w, off, rb, x, n_in, n_out, got, &ns);
         printf("  %-34s rows 1..32 bit-identical to the chunk form (%zu calls), CPU err %.2g (%zu outputs)\n", what,
                runs, err, ns);
     }
@@ -1053,22 +1063,7 @@ static void q8r_case(size_t n_out, size_t n_in, size_t off, int forced) {
     CHECK_MSG(launched == (expect ? calls : 0), "%s: the form launched %llu times in %zu calls (expected %s)", what,
               launched, calls, expect ? "every call" : "none");
     /* got holds the last 32-row call (switch on): sampled outputs against the CPU's integer oracle */
-    const size_t step = n_out > 600 ? n_out / 300 : 1;
-    size_t ns = 0, nan_ok = 0;
-    double e2 = 0, r2 = 0;
-    for (size_t r = 0; r < 32; r++)
-        for (size_t o = 0; o < n_out; o += step) {
-            const float ref = decode_ref(QUANT_Q8_0, w + (off + o) * rb, x + r * n_in, n_in), g = got[r * n_out + o];
-            if (r == 5) {
-                nan_ok += isnan(ref) && isnan(g);
-                continue;
-            }
-            e2 += ((double)g - ref) * ((double)g - ref), r2 += (double)ref * ref;
-            ns++;
-        }
-    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
-    CHECK_MSG(err <= 1e-5 && r2 > 0, "%s: normalised error %.3g against the CPU's integer oracle", what, err);
-    CHECK_MSG(nan_ok == (n_out + step - 1) / step, "%s: the infinity's row is not NaN (%zu)", what, nan_ok);
+    const double err = q8_rows_vs_cpu(what, w, off, rb, x, n_in, n_out, got, NULL);
     printf("  %-34s %s bit-identical to igemm_q8_kernel (%zu calls, %llu launches), CPU err %.2g\n", what,
            forced ? "6 layouts" : "by shape", calls, launched, err);
     free(w), free(x), free(old), free(got);
