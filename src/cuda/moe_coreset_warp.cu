@@ -193,8 +193,9 @@ __global__ void __launch_bounds__(CW_THREADS, 1)
 }
 
 /* The routing of every row of a stacked pass: row r inside its sequence's coreset (NULL flags: free), the body
- * of k_route (moe_route_warp), so a row's ids and weights are those of cuda_moe_route(_allowed) on its rows. */
-template <int NPER>
+ * of k_route (moe_route_warp), so a row's ids and weights are those of cuda_moe_route(_allowed) on its rows; FAST:
+ * its fast form (cuda_route_fast), as k_route's. */
+template <int NPER, bool FAST>
 __global__ void __launch_bounds__(CW_ROUTE_ROWS * 32)
     k_route_multi(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t stride,
                   cuda_route_seqs m, int n_rows, int E, int k) {
@@ -207,7 +208,18 @@ __global__ void __launch_bounds__(CW_ROUTE_ROWS * 32)
         if (r >= m.seq[i].row0 && r < m.seq[i].row0 + m.seq[i].n) s = i;
     if (s < 0) return; /* a row of no sequence: left as it was */
     const uint8_t *a = m.seq[s].coreset ? allowed + (size_t)s * stride : (const uint8_t *)0;
-    moe_route_warp<NPER>(idx + (size_t)r * k, wts + (size_t)r * k, logits + (size_t)r * E, a, (size_t)E, (size_t)k);
+    moe_route_warp<NPER, FAST>(idx + (size_t)r * k, wts + (size_t)r * k, logits + (size_t)r * E, a, (size_t)E,
+                               (size_t)k);
+}
+
+template <int NPER>
+static void route_multi_launch_n(unsigned grid, unsigned th, cudaStream_t st, int32_t *idx, float *wts,
+                                 const float *logits, const uint8_t *allowed, size_t stride, const cuda_route_seqs *m,
+                                 int nr, int e, int kk) {
+    if (cuda_route_fast())
+        pdl_launch(k_route_multi<NPER, true>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+    else
+        pdl_launch(k_route_multi<NPER, false>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
 }
 
 /* The row warps and shared memory of a launch for E experts and k picks; 0, or -1 with `err` set. */
@@ -266,16 +278,16 @@ int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_c
     const size_t per = (E + 31) / 32;
     const int nr = (int)n_rows, e = (int)E, kk = (int)k;
     if (per <= 1)
-        pdl_launch(k_route_multi<1>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<1>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     else if (per <= 2)
-        pdl_launch(k_route_multi<2>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<2>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     else if (per <= 4)
-        pdl_launch(k_route_multi<4>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<4>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     else if (per <= 8)
-        pdl_launch(k_route_multi<8>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<8>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     else if (per <= 16)
-        pdl_launch(k_route_multi<16>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<16>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     else
-        pdl_launch(k_route_multi<32>, grid, th, 0, st, idx, wts, logits, allowed, stride, *m, nr, e, kk);
+        route_multi_launch_n<32>(grid, th, st, idx, wts, logits, allowed, stride, m, nr, e, kk);
     return 0;
 }

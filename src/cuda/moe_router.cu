@@ -30,6 +30,19 @@
  * after its PDL wait, so the previous launch on the stream has completed
  * and left it 0.
  *
+ * The fast form (FAST, cuda_route_fast: CLOVER_CUDA_ROUTE_FAST=1) takes
+ * moe_route_warp's fast top-k (the same bits) and replaces the fences by one
+ * atom.add.acq_rel.gpu of thread 0. Why that is enough (PTX memory model):
+ * the lanes' plain stores precede the barrier in program order, the barrier
+ * (bar.sync) orders them before thread 0's add, whose release half is
+ * cumulative, so they precede it in causality order; the last block's add
+ * reads the value every other add wrote (one location's atomics form a
+ * chain), its acquire half orders what follows, and its barrier carries that
+ * to every warp's loads. So each logit store precedes every routing load in
+ * causality order and the load sees it (L1 holds no stale copy either: the
+ * loads go through L2). The rows route in parallel either way: a block has
+ * at least n_rows warps, one row each.
+ *
  * PDL (cuda_pdl.cuh): a block's weight rows are constant, so they are copied
  * to shared memory with cp.async (or, when they would not fit, prefetched
  * into L2) before the wait, while the previous kernel (the layer's norm)
@@ -65,7 +78,7 @@ __device__ __forceinline__ const uint8_t *rt_wrow(const rt_params &p, int o) {
     return o < p.n_out ? p.w + (size_t)o * p.row_bytes : p.w2 + (size_t)(o - p.n_out) * p.row_bytes;
 }
 
-template <int NPER>
+template <int NPER, bool FAST>
 __global__ void __launch_bounds__(32 * RT_WARPS) k_router(rt_params p) {
     extern __shared__ __align__(16) uint8_t ws[]; /* stage: the block's weight rows, from output o_first on */
     __shared__ int last;
@@ -104,23 +117,28 @@ __global__ void __launch_bounds__(32 * RT_WARPS) k_router(rt_params p) {
                 p.y[(size_t)r * p.n_out + o] = v;
             else
                 p.y2[(size_t)r * p.n_out2 + (o - p.n_out)] = v;
-            __threadfence(); /* this logit is visible device-wide before the block counts itself out */
+            if (!FAST) __threadfence(); /* this logit is visible device-wide before the block counts itself out */
         }
     }
     __syncthreads(); /* every warp's write (and fence) precedes thread 0's count */
     if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned done = atomicAdd(p.counter, 1u);
+        unsigned done;
+        if (FAST) { /* release: the block's logits before the count; acquire: the others' before the reads below */
+            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(done) : "l"(p.counter) : "memory");
+        } else {
+            __threadfence();
+            done = atomicAdd(p.counter, 1u);
+        }
         last = done == gridDim.x - 1;
         if (last) {
             atomicExch(p.counter, 0u); /* every block has counted: the word is free for the next launch */
-            __threadfence();           /* the others' logits, seen through their fences, before the reads below */
+            if (!FAST) __threadfence(); /* the others' logits, seen through their fences, before the reads below */
         }
     }
     __syncthreads();
     if (!last) return; /* block-uniform */
     for (int r = warp; r < p.n_rows; r += nw) /* a warp per row, as k_route (nw >= n_rows: one round) */
-        moe_route_warp<NPER>(p.idx + (size_t)r * p.k, p.wts + (size_t)r * p.k, p.y + (size_t)r * p.n_out, NULL,
+        moe_route_warp<NPER, FAST>(p.idx + (size_t)r * p.k, p.wts + (size_t)r * p.k, p.y + (size_t)r * p.n_out, NULL,
                              (size_t)p.n_out, (size_t)p.k);
 }
 
@@ -149,18 +167,26 @@ extern "C" bool cuda_moe_router_ok(const cuda_router_args *a) {
 
 /* Shared memory past 48 KB needs the kernel's opt-in, once per instantiation and device (the attribute is the
  * device's: a split model's two GPUs each need it; a repeated set is harmless, so the flags need no lock). */
-template <int NPER>
-static void rt_launch(const rt_params &p, unsigned grid, unsigned nw, size_t smem, cudaStream_t st) {
+template <int NPER, bool FAST>
+static void rt_launch_f(const rt_params &p, unsigned grid, unsigned nw, size_t smem, cudaStream_t st) {
     static uint64_t opted = 0; /* bit d: device d has it */
     int dev = 0;
     if (smem > 48 * 1024 && cudaGetDevice(&dev) == cudaSuccess &&
         (dev >= 64 || !(__atomic_load_n(&opted, __ATOMIC_RELAXED) >> dev & 1u))) {
-        if (cudaFuncSetAttribute(k_router<NPER>, cudaFuncAttributeMaxDynamicSharedMemorySize, RT_SMEM_MAX) ==
+        if (cudaFuncSetAttribute(k_router<NPER, FAST>, cudaFuncAttributeMaxDynamicSharedMemorySize, RT_SMEM_MAX) ==
                 cudaSuccess &&
             dev < 64)
             __atomic_fetch_or(&opted, (uint64_t)1 << dev, __ATOMIC_RELAXED);
     }
-    pdl_launch(k_router<NPER>, dim3(grid), dim3(32 * nw), smem, st, p);
+    pdl_launch(k_router<NPER, FAST>, dim3(grid), dim3(32 * nw), smem, st, p);
+}
+
+template <int NPER>
+static void rt_launch(const rt_params &p, unsigned grid, unsigned nw, size_t smem, cudaStream_t st) {
+    if (cuda_route_fast())
+        rt_launch_f<NPER, true>(p, grid, nw, smem, st);
+    else
+        rt_launch_f<NPER, false>(p, grid, nw, smem, st);
 }
 
 static uint64_t g_launches;

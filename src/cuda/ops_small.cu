@@ -10,6 +10,8 @@
 #include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
@@ -246,14 +248,39 @@ extern "C" int cuda_swiglu(float *h, const float *g, const float *u, size_t coun
  * same bits. */
 enum { ROUTE_ROWS = 4 };
 
-template <int NPER>
+template <int NPER, bool FAST>
 __global__ void __launch_bounds__(ROUTE_ROWS * 32)
     k_route(int32_t *idx, float *wts, const float *logits, const uint8_t *allowed, size_t n, size_t E, size_t k) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const size_t r = (size_t)blockIdx.x * ROUTE_ROWS + threadIdx.x / 32;
     if (r >= n) return; /* a whole warp: the shuffles see full warps */
-    moe_route_warp<NPER>(idx + r * k, wts + r * k, logits + r * E, allowed, E, k);
+    moe_route_warp<NPER, FAST>(idx + r * k, wts + r * k, logits + r * E, allowed, E, k);
+}
+
+/* The routing's fast form (moe_route.cuh's FAST: the same ids and weight bits in fewer dependent steps): off unless
+ * CLOVER_CUDA_ROUTE_FAST=1 (read once); cuda_route_fast_set overrides it (tests, benches; -1: the variable again). */
+static int g_route_fast = -1;
+extern "C" int cuda_route_fast(void) {
+    int v = __atomic_load_n(&g_route_fast, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_ROUTE_FAST");
+        v = e && strcmp(e, "1") == 0;
+        __atomic_store_n(&g_route_fast, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_route_fast_set(int on) {
+    __atomic_store_n(&g_route_fast, on < 0 ? -1 : on ? 1 : 0, __ATOMIC_RELAXED);
+}
+
+template <int NPER>
+static void route_launch_n(unsigned grid, unsigned threads, cudaStream_t st, int32_t *idx, float *wts,
+                           const float *logits, const uint8_t *allowed, size_t n, size_t E, size_t k) {
+    if (cuda_route_fast())
+        pdl_launch(k_route<NPER, true>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+    else
+        pdl_launch(k_route<NPER, false>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
 }
 
 /* The smallest NPER of k_route holding E experts (E <= CUDA_ROUTE_MAX_EXPERT = 32 * 32). */
@@ -263,17 +290,17 @@ static int route_launch(int32_t *idx, float *wts, const float *logits, const uin
     const unsigned threads = ROUTE_ROWS * 32;
     const size_t per = (E + 31) / 32;
     if (per <= 1)
-        pdl_launch(k_route<1>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<1>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     else if (per <= 2)
-        pdl_launch(k_route<2>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<2>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     else if (per <= 4)
-        pdl_launch(k_route<4>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<4>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     else if (per <= 8)
-        pdl_launch(k_route<8>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<8>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     else if (per <= 16)
-        pdl_launch(k_route<16>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<16>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     else
-        pdl_launch(k_route<32>, grid, threads, 0, st, idx, wts, logits, allowed, n, E, k);
+        route_launch_n<32>(grid, threads, st, idx, wts, logits, allowed, n, E, k);
     return 0;
 }
 

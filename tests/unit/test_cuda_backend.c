@@ -24,6 +24,7 @@
 #include "backend_test.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_moe_router.h"
+#include "cuda/cuda_ops.h"
 #include "cuda_test.h"
 
 #define F32_BOUND 1e-4
@@ -202,6 +203,50 @@ static void router_fused_equals_two_launches(void) {
     router_fused_case(&tmq8, "q8_0");
 }
 
+/* The routing's fast form (CLOVER_CUDA_ROUTE_FAST, cuda_route_fast_set: the same ids and weight bits) in whole
+ * passes: two sessions, every call of one with the switch off and of the other with it on (a session captures its
+ * decode graph in its first decode step, so each graph holds its own form), a 5-row chunk and 6 decode steps: the
+ * same logits bit for bit, and the same state. */
+static void route_fast_pass_case(const test_model *tm, const char *what) {
+    const size_t V = tm->model->hp.n_vocab;
+    tseq *old = mk(&backend_cuda, tm->model, 16, 128), *neu = mk(&backend_cuda, tm->model, 16, 128);
+    float *lo = malloc(5 * V * 4), *ln = malloc(5 * V * 4);
+    if (!old || !neu) goto done;
+    clover_error err = {0};
+    int32_t p[5] = {3, 9, 27, 81, 243 % (int32_t)V};
+    backend_commit_seq oo = {.all_logits = lo}, on = {.all_logits = ln};
+    cuda_route_fast_set(0);
+    CHECK(seq_commit(old, p, 5, &oo, NULL, &err) == 0);
+    cuda_route_fast_set(1);
+    CHECK(seq_commit(neu, p, 5, &on, NULL, &err) == 0);
+    CHECK_MSG(memcmp(lo, ln, 5 * V * 4) == 0, "%s: 5-row chunk logits differ between the routing forms", what);
+    size_t same = 0;
+    for (int t = 0; t < 6; t++) {
+        int32_t id = (int32_t)((t * 29 + 1) % (int)V);
+        backend_commit_seq po = {.last_logits = lo}, pn = {.last_logits = ln}; /* the decode graph path */
+        cuda_route_fast_set(0);
+        CHECK(seq_commit(old, &id, 1, &po, NULL, &err) == 0);
+        cuda_route_fast_set(1);
+        CHECK(seq_commit(neu, &id, 1, &pn, NULL, &err) == 0);
+        same += memcmp(lo, ln, V * 4) == 0;
+    }
+    CHECK_MSG(same == 6, "%s: %zu of 6 decode steps' logits equal between the routing forms", what, same);
+    size_t bo, bn;
+    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
+    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs between the routing forms", what);
+    printf("     %s: the fast routing = the other (chunk of 5, 6 decode steps, state)\n", what);
+    free(so), free(sn);
+done:
+    cuda_route_fast_set(-1);
+    seq_free(old), seq_free(neu);
+    free(lo), free(ln);
+}
+
+static void route_fast_equals_other(void) {
+    route_fast_pass_case(&tm32, "f32");
+    route_fast_pass_case(&tmq8, "q8_0");
+}
+
 /* Scoring: the NLL of the fixture's text against the CPU backend's. */
 static void nll_matches_cpu(void) {
     size_t n;
@@ -289,6 +334,7 @@ int main(void) {
     RUN(decode_q8);
     RUN(graph_equals_eager);
     RUN(router_fused_equals_two_launches);
+    RUN(route_fast_equals_other);
     RUN(nll_matches_cpu);
     RUN(state_roundtrip);
     RUN(errors);

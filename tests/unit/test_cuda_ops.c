@@ -493,6 +493,197 @@ static void test_router_small(void) {
     free(hw), free(hw2), free(hx);
 }
 
+/* ---- the routing's fast form (CLOVER_CUDA_ROUTE_FAST, cuda_route_fast_set; moe_route.cuh's FAST) ----
+ * It must write the other form's ids and weights bit for bit (memcmp: NaN weights' bits too, and the poison of
+ * slots neither writes), in k_route (cuda_moe_route, cuda_moe_route_allowed) and in the fused router: random rows;
+ * exact ties (a grid of values; the top logit duplicated in the next lane and in its own lane's next slot, so the
+ * lanes' maxima tie and the lower id must win); rows where most probabilities are 0 (the picks past the non-zero
+ * ones tie at 0); NaN, inf and -inf rows; a zero max of either sign; coresets of k or more, fewer than k
+ * and no allowed experts. The fast form is also held to the CPU (route_case, router_oracle). */
+
+static void route_fast_case(const float *lg, const uint8_t *allowed, size_t n, size_t E, size_t k, int cpu,
+                            const char *what) {
+    float *dl = cuda_test_upload(lg, n * E * 4);
+    uint8_t *da = allowed ? cuda_test_upload(allowed, E) : NULL;
+    int32_t *ids[2];
+    uint32_t *wb[2]; /* the weights' bits */
+    for (int f = 0; f < 2; f++) {
+        cuda_route_fast_set(f);
+        float *dw = cuda_test_poisoned(n * k);
+        int32_t *di = (int32_t *)cuda_test_poisoned(n * k);
+        CHECK(allowed ? cuda_moe_route_allowed(di, dw, dl, da, n, E, k, NULL) == 0
+                      : cuda_moe_route(di, dw, dl, n, E, k, NULL) == 0);
+        sync_or_fail();
+        ids[f] = malloc(n * k * 4), wb[f] = malloc(n * k * 4);
+        cuda_test_download(ids[f], di, n * k * 4);
+        cuda_test_download(wb[f], dw, n * k * 4);
+        cuda_free(dw), cuda_free(di);
+    }
+    size_t bad = n * k;
+    for (size_t i = 0; i < n * k && bad == n * k; i++)
+        if (ids[0][i] != ids[1][i] || wb[0][i] != wb[1][i]) bad = i;
+    CHECK_MSG(bad == n * k, "%s E %zu k %zu row %zu slot %zu: fast id %d weight %08x, the other form's %d %08x", what,
+              E, k, bad / k, bad % k, ids[1][bad], wb[1][bad], ids[0][bad], wb[0][bad]); /* read on failure only */
+    if (cpu) {
+        cuda_route_fast_set(1);
+        route_case(lg, allowed, n, E, k, what);
+    }
+    cuda_route_fast_set(-1);
+    cuda_free(dl);
+    if (da) cuda_free(da);
+    free(ids[0]), free(ids[1]), free(wb[0]), free(wb[1]);
+}
+
+/* Row r's largest logit copied to the next lane and to its own lane's next slot (and that slot's next lane). */
+static void route_dup_top(float *lg, size_t n, size_t E) {
+    for (size_t r = 0; r < n; r++) {
+        float *x = lg + r * E;
+        size_t t = 0;
+        for (size_t e = 1; e < E; e++)
+            if (x[e] > x[t]) t = e;
+        x[(t + 1) % E] = x[(t + 32) % E] = x[(t + 33) % E] = x[t];
+    }
+}
+
+/* One shape: random rows, duplicated tops, a grid of ties, rows of mostly zero probabilities (no denormal ones: the
+ * CPU's expf and the device's may round those apart). */
+static void route_fast_shape(size_t n, size_t E, size_t k, uint64_t seed) {
+    float *lg = malloc(n * E * 4);
+    cuda_test_fill(lg, n * E, seed, 2.0f);
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: random");
+    route_dup_top(lg, n, E);
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: duplicated top");
+    for (size_t i = 0; i < n * E; i++) lg[i] = roundf(lg[i]) * 0.5f;
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: ties");
+    for (size_t i = 0; i < n * E; i++) /* every 9th expert; the rest e^-200 below: probability 0 exactly */
+        lg[i] = (i % E) % 9 == 0 ? lg[i] : -200.0f - fabsf(lg[i]);
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: zeros");
+    route_dup_top(lg, n, E);
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: zeros, duplicated top");
+    free(lg);
+}
+
+/* The special rows at E experts, k picks, without and with coresets. */
+static void route_fast_special(size_t E, size_t k, uint64_t seed) {
+    const size_t n = 10;
+    float *lg = malloc(n * E * 4);
+    cuda_test_fill(lg, n * E, seed, 2.0f);
+    for (size_t e = 0; e < E; e++) lg[0 * E + e] = 1.5f;                 /* all equal: ids 0..k-1 */
+    lg[1 * E + 77 % E] = NAN;                                            /* every probability NaN */
+    lg[2 * E + 200 % E] = INFINITY;                                      /* every probability NaN */
+    for (size_t e = 0; e < E; e++) lg[3 * E + e] = -INFINITY;            /* every probability NaN */
+    for (size_t e = 0; e < E; e++)                                       /* 3 picks, then ties at 0 */
+        lg[4 * E + e] = (e == 9 || e == 100 % E || e == E - 1) ? (float)e * 0.01f : -INFINITY;
+    for (size_t e = 0; e < E; e++) lg[5 * E + e] = -1.0f - (float)(e % 13); /* the max -0 */
+    lg[5 * E + 5] = -0.0f;
+    for (size_t e = 0; e < E; e++) lg[6 * E + e] = -1.0f - (float)(e % 11); /* -0 and +0 tie at the top */
+    lg[6 * E + 5] = -0.0f, lg[6 * E + 40 % E] = 0.0f;
+    for (size_t e = 0; e < E; e++) lg[7 * E + e] = -INFINITY;            /* a NaN among -inf */
+    lg[7 * E + 3] = NAN;
+    lg[8 * E + 1] = lg[8 * E + 66 % E] = INFINITY;                       /* two +inf */
+    route_dup_top(lg + 9 * E, 1, E);
+    route_fast_case(lg, NULL, n, E, k, 1, "fast: special");
+    uint8_t *allowed = malloc(E);
+    for (size_t e = 0; e < E; e++) allowed[e] = (uint8_t)(e % 7 == 3 || e == 0);
+    route_fast_case(lg, allowed, n, E, k, 1, "fast: allowed");
+    for (size_t e = 0; e < E; e++) allowed[e] = (uint8_t)(e == 1 || e == 100 % E || e == E - 2); /* 3 < k */
+    route_fast_case(lg, allowed, n, E, k, 1, "fast: allowed, padded");
+    memset(allowed, 0, E);
+    for (size_t e = 0, c = 0; e < E && c < k; e += 3, c++) allowed[e] = 1;
+    route_fast_case(lg, allowed, n, E, k, 1, "fast: allowed, exactly k");
+    memset(allowed, 0, E);
+    route_fast_case(lg, allowed, n, E, k, 1, "fast: none allowed");
+    free(allowed), free(lg);
+}
+
+/* k_route's forms: every register width (E 5 .. 1024), the 35B's 256 x 8 and a 128 x 4 at rows 1..8 (and 9: past
+ * a block's 4), k = 1 and k = 16; k > E without a coreset (the slots past E unwritten by both: no CPU rule). */
+static void test_route_fast(void) {
+    for (size_t n = 1; n <= 9; n++) {
+        route_fast_shape(n, 256, 8, 300 + n);
+        route_fast_shape(n, 128, 4, 320 + n);
+    }
+    const size_t shapes[9][3] = {{3, 5, 5},  {6, 33, 4},  {9, 37, 5},  {5, 64, 6},   {4, 1000, 16},
+                                 {2, 1024, 8}, {7, 256, 1}, {3, 32, 16}, {8, 512, 16}};
+    for (size_t s = 0; s < 9; s++) route_fast_shape(shapes[s][0], shapes[s][1], shapes[s][2], 340 + s);
+    route_fast_special(256, 8, 361);
+    route_fast_special(128, 4, 362);
+    route_fast_special(1024, 16, 363);
+    route_fast_special(48, 8, 364);
+    float *lg = malloc(3 * 5 * 4);
+    cuda_test_fill(lg, 15, 365, 1.0f);
+    route_fast_case(lg, NULL, 3, 5, 8, 0, "fast: k > E");
+    free(lg);
+}
+
+/* The fused router's forms on one shape, rows 1..rows_max, k = min(E, 8), min(E, 4) and 1: the fast form's fused
+ * launch bit for bit the other form's, its unstaged launch and its two launches (cuda_moe_route in the fast form)
+ * too, the CPU oracle, the counter back to 0. dup: weight rows copied (e to e + 1 at e % 8 == 0, to e + 32 at
+ * e % 8 == 2), so logits tie exactly across lanes and within a lane. */
+static void router_fast_shape(size_t E, size_t n_in, size_t n2, int special, int dup, size_t rows_max,
+                              uint64_t seed) {
+    router_bufs b;
+    float *hw, *hw2, *hx;
+    router_make(&b, &hw, &hw2, &hx, E, n_in, n2, special, seed);
+    char why[CUDA_WHY];
+    if (dup) {
+        for (size_t e = 0; e < E; e++) {
+            if (e % 8 == 0 && e + 1 < E) memcpy(hw + (e + 1) * n_in, hw + e * n_in, n_in * 4);
+            if (e % 8 == 2 && e + 32 < E) memcpy(hw + (e + 32) * n_in, hw + e * n_in, n_in * 4);
+        }
+        CHECK_MSG(cuda_h2d(b.w, hw, E * n_in * 4, why) == 0, "%s", why);
+    }
+    void *st = NULL;
+    CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
+    const size_t ks[3] = {E < 8 ? E : 8, E < 4 ? E : 4, 1};
+    for (size_t n = 1; n <= rows_max; n++)
+        for (int ki = 0; ki < 3; ki++) {
+            const size_t k = ks[ki];
+            char what[112];
+            snprintf(what, sizeof what, "fast fused router E %zu n_in %zu n2 %zu rows %zu k %zu special %d dup %d",
+                     E, n_in, n2, n, k, special, dup);
+            router_host h[4]; /* the other form fused, the fast form fused, unstaged, two launches */
+            for (int f = 0; f < 4; f++) {
+                cuda_route_fast_set(f > 0);
+                router_poison(&b, n, E, n2, k);
+                if (f < 3)
+                    router_fused_call(&b, n, E, n_in, n2, k, f == 2, st);
+                else
+                    router_two_launches(&b, n, E, n_in, n2, k, st);
+                CHECK_MSG(cuda_stream_sync(st, why) == 0, "%s", why);
+                router_host_get(&h[f], &b, n, E, n2, k);
+                CHECK_MSG(router_counter(&b) == 0, "%s form %d: the counter was left at %u", what, f,
+                          router_counter(&b));
+            }
+            CHECK_MSG(router_same(&h[1], &h[0], n, E, n2, k), "%s: the fast form differs from the other", what);
+            CHECK_MSG(router_same(&h[2], &h[0], n, E, n2, k), "%s: the fast form unstaged differs", what);
+            CHECK_MSG(router_same(&h[3], &h[0], n, E, n2, k), "%s: the fast form's two launches differ", what);
+            router_oracle(&h[1], hw, hw2, hx, n, E, n_in, n2, k, what);
+            for (int f = 0; f < 4; f++) router_host_free(&h[f]);
+        }
+    cuda_route_fast_set(-1);
+    cuda_stream_destroy(st);
+    router_bufs_free(&b);
+    free(hw), free(hw2), free(hx);
+}
+
+/* The fused router's fast form: the 35B-A3B's router at rows 1..8, with and without ties, its NaN and inf rows, odd
+ * expert counts and widths, a staged block past 48 KB; then the graph and small cases under the fast form (a
+ * captured replay of its counter, and the case compute-sanitizer runs). */
+static void test_router_fast(void) {
+    router_fast_shape(256, 2048, 1, 0, 0, 8, 371);
+    router_fast_shape(256, 2048, 1, 0, 1, 8, 372);
+    router_fast_shape(128, 2048, 0, 0, 1, 8, 373);
+    router_fast_shape(256, 2048, 1, 1, 0, 8, 374);
+    router_fast_shape(200, 1000, 0, 2, 1, 8, 375);
+    router_fast_shape(33, 264, 1, 0, 1, 8, 376);
+    router_fast_shape(64, 8192, 0, 0, 1, 3, 377);
+    cuda_route_fast_set(1);
+    test_router_fused_graph();
+    test_router_small();
+    cuda_route_fast_set(-1);
+}
+
 /* Gated shared expert: out + sigmoid(g) * sh, sigmoid's expf within 2 ulp: bound 1e-6. */
 static void test_shexp(void) {
     const size_t n = 3, H = 515;
@@ -757,6 +948,8 @@ int main(void) {
     RUN(test_router_fused);
     RUN(test_router_fused_graph);
     RUN(test_router_small);
+    RUN(test_route_fast);
+    RUN(test_router_fast);
     RUN(test_shexp);
     RUN(test_nll);
     RUN(test_pick);
