@@ -1,6 +1,9 @@
 /*
  * attention_forward.cu: step 2 of cuda_attention.h. Two forms of the
- * attention proper, one split merge (attn_combine_kernel).
+ * attention proper, the split merges (attn_combine_kernel and its rows
+ * variant; attn_merge_few_kernel), and the dispatch: a third form, the few
+ * form for sequences of 2..64 rows (attention_few.cu, CLOVER_CUDA_ATTN_FEW=1,
+ * off by default), takes those sequences from the tile form when on.
  *
  * The tile form (attn_fwd_kernel): chunks (a sequence with n > 1 rows in the
  * pass), and decode rows too when the decode form is off. A block takes one
@@ -65,7 +68,10 @@
  * forms write partials with one stride (grid_stride: the most splits either
  * may take for max_kv), so one combine serves a pass that mixes them (a
  * decode row and a chunk: both kernels run, each skipping the other's
- * sequences).
+ * sequences). With the few form on, its sequences' rows, and the decode
+ * rows, are merged by attn_merge_few_kernel (decode rows in the same order
+ * as the other merges, so the same bits), the tile form's by the others:
+ * a preview pass launches no 1024-thread merge that has nothing to do.
  *
  * Precision: f32 throughout (scores, exp, sums), like the CPU oracle; they
  * differ only in summation order and in the online rescaling.
@@ -75,6 +81,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_few.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_attention.h"
 
@@ -97,6 +104,8 @@ enum {
     DEC_NE = 8,          /* head_dim elements a lane holds: 8 x 32 lanes = CUDA_ATTN_MAX_HEAD_DIM */
     DEC_TARGET = 132     /* one block per SM of an H200 (the block is register-bound to one) */
 };
+
+static_assert((int)FEW_MAX_SPLITS == (int)MAX_SPLITS, "the merges' weight arrays hold the few form's splits");
 
 typedef struct fwd_shape {
     int gp;    /* query heads of the group per block */
@@ -183,7 +192,7 @@ static __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f
 
 __global__ void __launch_bounds__(FWD_THREADS, 2)
     attn_fwd_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int causal, cuda_attn_dims d,
-                    float *part_o, float *part_ml, int grid_stride, int rt, int skip_dec) {
+                    float *part_o, float *part_ml, int grid_stride, int rt, int skip_dec, int few_max) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     /* sh (fixed by the dims) makes the split plan; rt <= sh.rt rows per block
@@ -200,6 +209,7 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     const int tile = blockIdx.y, split = blockIdx.x;
     const int r_begin = tile * rt;
     if (r_begin >= sq.n || (skip_dec && sq.n == 1)) return; /* a decode row: attn_dec_kernel's */
+    if (sq.n >= FEW_MIN_ROWS && sq.n <= few_max) return;    /* attn_few_kernel's (attention_few.cu) */
     const int kv_all = sq.pos + sq.n;
     int split_len;
     const int n_splits = attn_split(kv_all, sq.n, d, sh, &split_len);
@@ -587,16 +597,29 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
     }
 }
 
+/* the forms a merge kernel takes (its `forms` mask) */
+enum { FORM_TILE = 1, FORM_DEC = 2, FORM_FEW = 4 };
+
 /* The merge's plan for row `row` of the pass: its sequence's splits (a pass has few sequences), 0 when the row is
- * in none. dec: the decode form is on (rows of sequences with n == 1 have its plan). */
+ * in none or its sequence's form is not in `forms`; *form: the form. dec: the decode form is on (rows of
+ * sequences with n == 1 have its plan); fc: the few form's knobs (sequences of FEW_MIN_ROWS..fc.max_rows rows). */
 __device__ __forceinline__ int comb_splits(int row, const cuda_attn_seq *seqs, int n_seq, const cuda_attn_dims &d,
-                                           int dec) {
+                                           int dec, const few_cfg &fc, int forms, int *form) {
     for (int s = 0; s < n_seq; s++) {
         const cuda_attn_seq sq = seqs[s];
         if (row >= sq.row0 && row < sq.row0 + sq.n) {
             const int kv = sq.pos + sq.n, n = sq.n;
             int split_len;
-            if (dec && n == 1) return dec_split(kv, d, &split_len);
+            if (dec && n == 1) {
+                *form = FORM_DEC;
+                return forms & FORM_DEC ? dec_split(kv, d, &split_len) : 0;
+            }
+            if (n >= FEW_MIN_ROWS && n <= fc.max_rows) {
+                *form = FORM_FEW;
+                return forms & FORM_FEW ? few_plan_of(n, kv, d, fc).n_splits : 0;
+            }
+            *form = FORM_TILE;
+            if (!(forms & FORM_TILE)) return 0;
             const fwd_shape sh = fwd_shape_of(d);
             return attn_split(kv, n, d, sh, &split_len);
         }
@@ -631,12 +654,13 @@ __device__ __forceinline__ void comb_weights(float *w_s, float *den_s, const flo
  * sequences with n == 1 have its plan). */
 __global__ void __launch_bounds__(COMB_THREADS)
     attn_combine_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
-                        const float *part_o, const float *part_ml, int grid_stride, int dec) {
+                        const float *part_o, const float *part_ml, int grid_stride, int dec, few_cfg fc, int forms) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
-    const int n_splits = comb_splits(row, seqs, n_seq, d, dec);
-    if (n_splits <= 1) return; /* in no sequence, or finished by the forward kernel */
+    int form = 0;
+    const int n_splits = comb_splits(row, seqs, n_seq, d, dec, fc, forms, &form);
+    if (n_splits <= 1) return; /* in no sequence, another merge's, or finished by the forward kernel */
     const size_t rh = (size_t)row * nh + h;
     const float *ml = part_ml + rh * grid_stride * 2;
     const int P = COMB_THREADS / hd; /* >= 4: hd <= 256 */
@@ -674,6 +698,19 @@ __global__ void __launch_bounds__(COMB_THREADS)
     }
 }
 
+/* Column tid's weighted sum of the splits in attn_combine_kernel's order (partitions p of the splits p, p + P,
+ * ..., each summed in order, then added in partition order): attn_combine_rows_kernel and, for decode rows,
+ * attn_merge_few_kernel, so that a decode row's bits do not depend on which of the three merges it. */
+__device__ __forceinline__ float comb_rows_sum(const float *po, const float *w_s, int n_splits, int P, int hd) {
+    float tot = 0.0f;
+    for (int p = 0; p < P; p++) {
+        float num = 0.0f;
+        for (int s = p; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
+        tot += num;
+    }
+    return tot;
+}
+
 /* attn_combine_kernel's merge with a block of hd threads (rounded up to a warp) a (row, head) instead of
  * COMB_THREADS: thread i walks column i's COMB_THREADS / hd partitions one after another, each summed over its
  * splits in order, and adds them in partition order: the same fmas and adds in the same order as the 1024-thread
@@ -682,12 +719,14 @@ __global__ void __launch_bounds__(COMB_THREADS)
  * block only two fit an SM (31 waves, ~320 us a layer on the H200); here eight do. */
 __global__ void __launch_bounds__(256)
     attn_combine_rows_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
-                             const float *part_o, const float *part_ml, int grid_stride, int dec) {
+                             const float *part_o, const float *part_ml, int grid_stride, int dec, few_cfg fc,
+                             int forms) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
-    const int n_splits = comb_splits(row, seqs, n_seq, d, dec);
-    if (n_splits <= 1) return; /* in no sequence, or finished by the forward kernel */
+    int form = 0;
+    const int n_splits = comb_splits(row, seqs, n_seq, d, dec, fc, forms, &form);
+    if (n_splits <= 1) return; /* in no sequence, another merge's, or finished by the forward kernel */
     const size_t rh = (size_t)row * nh + h;
     const float *ml = part_ml + rh * grid_stride * 2;
     const int P = COMB_THREADS / hd; /* attn_combine_kernel's partitions */
@@ -697,16 +736,98 @@ __global__ void __launch_bounds__(256)
     __shared__ float den_s;
     if (tid < 32) comb_weights(w_s, &den_s, ml, n_splits, tid);
     __syncthreads();
-    if (tid < hd) {
-        float tot = 0.0f;
-        for (int p = 0; p < P; p++) {
-            float num = 0.0f;
-            for (int s = p; s < n_splits; s += P) num += w_s[s] * po[(size_t)s * hd];
-            tot += num;
-        }
-        out[rh * hd + tid] = (tot / den_s) * sigmoidf_(gate);
-    }
+    if (tid < hd) out[rh * hd + tid] = (comb_rows_sum(po, w_s, n_splits, P, hd) / den_s) * sigmoidf_(gate);
 }
+
+/* The merge of the few form's rows (attention_few.cu) and, when the few form runs in a pass, of its decode rows:
+ * blockIdx.x = row of the pass, y = head, a block of head_dim threads (rounded up to a warp). Why not the two
+ * merges above: a 32-row preview has 512 (row, head) merges of ~8 splits; at 1024 threads a block (2 an SM, two
+ * waves) that took ~20 us a layer on the H200 (share24's trace), and attn_combine_rows_kernel's loads go one
+ * after another. Here each thread loads its first FEW_MERGE_PRE partials before the weights are known and the
+ * rest eight at a time, and all 512 blocks fit one wave (8 an SM). A few row's column is summed over the splits
+ * in split order; a decode row's in attn_combine_kernel's order (comb_rows_sum), so its bits do not depend on
+ * whether the few form ran in its pass. */
+enum { FEW_MERGE_PRE = 16 };
+__global__ void __launch_bounds__(256)
+    attn_merge_few_kernel(float *out, const float *qg, const cuda_attn_seq *seqs, int n_seq, cuda_attn_dims d,
+                          const float *part_o, const float *part_ml, int grid_stride, int dec, few_cfg fc) {
+    pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    const int row = blockIdx.x, h = blockIdx.y, nh = d.n_head, hd = d.head_dim, tid = threadIdx.x;
+    int form = 0;
+    const int n_splits = comb_splits(row, seqs, n_seq, d, dec, fc, FORM_FEW | FORM_DEC, &form);
+    if (n_splits <= 1) return; /* in no sequence, another merge's, or finished by the forward kernel */
+    const size_t rh = (size_t)row * nh + h;
+    const float *ml = part_ml + rh * grid_stride * 2;
+    const float *po = part_o + rh * grid_stride * hd + tid;
+    const bool col = tid < hd;
+    const float gate = col ? qg[rh * 2 * hd + hd + tid] : 0.0f;
+    float pre[FEW_MERGE_PRE];
+#pragma unroll
+    for (int u = 0; u < FEW_MERGE_PRE; u++) pre[u] = col && u < n_splits ? po[(size_t)u * hd] : 0.0f;
+    __shared__ float w_s[MAX_SPLITS];
+    __shared__ float den_s;
+    if (tid < 32) comb_weights(w_s, &den_s, ml, n_splits, tid);
+    __syncthreads();
+    if (!col) return;
+    float num = 0.0f;
+    if (form == FORM_FEW) {
+#pragma unroll
+        for (int u = 0; u < FEW_MERGE_PRE; u++)
+            if (u < n_splits) num += w_s[u] * pre[u];
+#pragma unroll 1
+        for (int s0 = FEW_MERGE_PRE; s0 < n_splits; s0 += 8) { /* eight loads in flight, then their sums in order */
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = s0 + u < n_splits ? po[(size_t)(s0 + u) * hd] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < 8; u++)
+                if (s0 + u < n_splits) num += w_s[s0 + u] * v[u];
+        }
+    } else {
+        num = comb_rows_sum(po, w_s, n_splits, COMB_THREADS / hd, hd);
+    }
+    out[rh * hd + tid] = (num / den_s) * sigmoidf_(gate);
+}
+
+/* The few form's knobs (attention_few.cuh), read once: CLOVER_CUDA_ATTN_FEW (0 or unset: off; 1: sequences of
+ * FEW_MIN_ROWS..FEW_MAX_ROWS rows; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
+ * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 4) and
+ * CLOVER_CUDA_ATTN_FEW_TARGET (blocks a sequence aims at, default 132), for tuning on the device. */
+static int g_few_rows = -1, g_few_ng = -1, g_few_target = -1;
+static few_cfg few_cfg_get(void) {
+    few_cfg c;
+    int v = __atomic_load_n(&g_few_rows, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_ATTN_FEW");
+        v = e ? atoi(e) : 0;
+        v = v <= 0 ? 0 : v == 1 || v > FEW_MAX_ROWS ? FEW_MAX_ROWS : v;
+        __atomic_store_n(&g_few_rows, v, __ATOMIC_RELAXED);
+    }
+    c.max_rows = v;
+    int ng = __atomic_load_n(&g_few_ng, __ATOMIC_RELAXED);
+    if (ng < 0) {
+        const char *e = getenv("CLOVER_CUDA_ATTN_FEW_NG");
+        ng = e ? atoi(e) : FEW_DEF_NG;
+        if (ng != 1 && ng != 2 && ng != 4 && ng != 8) ng = FEW_DEF_NG;
+        __atomic_store_n(&g_few_ng, ng, __ATOMIC_RELAXED);
+    }
+    c.ng = ng;
+    int t = __atomic_load_n(&g_few_target, __ATOMIC_RELAXED);
+    if (t < 0) {
+        const char *e = getenv("CLOVER_CUDA_ATTN_FEW_TARGET");
+        t = e ? atoi(e) : FEW_DEF_TARGET;
+        if (t < 1 || t > 4096) t = FEW_DEF_TARGET;
+        __atomic_store_n(&g_few_target, t, __ATOMIC_RELAXED);
+    }
+    c.target = t;
+    return c;
+}
+extern "C" void cuda_attn_few_set(int max_rows) {
+    int v = max_rows < 0 ? -1 : max_rows == 0 ? 0 : max_rows == 1 || max_rows > FEW_MAX_ROWS ? FEW_MAX_ROWS : max_rows;
+    __atomic_store_n(&g_few_rows, v, __ATOMIC_RELAXED);
+}
+extern "C" int cuda_attn_few_on(void) { return few_cfg_get().max_rows; }
 
 /* The rows from which a pass's merge takes attn_combine_rows_kernel: 0 never, N: passes of N rows or more;
  * CLOVER_CUDA_ATTN_COMB_ROWS (read once; default 64: a stacked preview or a 64+-row chunk, while a lone 32-row
@@ -748,11 +869,22 @@ static int dec_grid_splits(const cuda_attn_dims &d, int max_kv) {
     return target < by_len ? target : by_len;
 }
 
-/* the partials' stride (splits per (row, head)): either form may run, whatever the switch
- * says now, so the workspace does not depend on it */
+/* the same for the few form, whether on or not (for any n of 2..FEW_MAX_ROWS): for groups of <= 8 query heads it
+ * never exceeds the decode form's (a sequence's blocks aim at the decode form's target) */
+static int few_grid_splits(const cuda_attn_dims &d, int max_kv) {
+    few_cfg c = few_cfg_get();
+    c.max_rows = FEW_MAX_ROWS;
+    int most = 1;
+    few_grid_blocks(d, c, FEW_MAX_ROWS, max_kv, &most);
+    return most;
+}
+
+/* the partials' stride (splits per (row, head)): any form may run, whatever the switches
+ * say now, so the workspace does not depend on them */
 static int grid_stride_of(const cuda_attn_dims &d, int max_kv) {
-    int a = tile_grid_splits(d, max_kv), b = dec_grid_splits(d, max_kv);
-    return a > b ? a : b;
+    int a = tile_grid_splits(d, max_kv), b = dec_grid_splits(d, max_kv), c = few_grid_splits(d, max_kv);
+    a = a > b ? a : b;
+    return a > c ? a : c;
 }
 
 extern "C" void cuda_attn_decode_set(int on) { g_dec_form = on ? 1 : 0; }
@@ -761,8 +893,13 @@ extern "C" int cuda_attn_decode_on(void) { return dec_form_on(); }
 
 extern "C" cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv) {
     cuda_attn_plan_t p;
+    const few_cfg fc = few_cfg_get();
     if (n == 1 && dec_form_on()) {
         p.n_splits = dec_split(kv, *d, &p.split_len);
+    } else if (n >= FEW_MIN_ROWS && n <= fc.max_rows) {
+        const few_plan fp = few_plan_of(n, kv, *d, fc);
+        p.n_splits = fp.n_splits;
+        p.split_len = fp.split_len;
     } else {
         fwd_shape sh = fwd_shape_of(*d);
         p.n_splits = attn_split(kv, n, *d, sh, &p.split_len);
@@ -786,6 +923,7 @@ extern "C" int cuda_attn_init(void) {
         e = cudaFuncSetAttribute(attn_dec_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
     if (e == cudaSuccess)
         e = cudaFuncSetAttribute(attn_dec_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, ds);
+    if (e == cudaSuccess) e = (cudaError_t)attn_few_init();
     return (int)e;
 }
 
@@ -801,16 +939,24 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
      * blocks for one decode row. rt never changes a query's arithmetic. */
     if (max_rows > n_rows) max_rows = n_rows;
     const int dec = dec_form_on();
-    /* which kernels can have work: the decode form takes the sequences of one row, the tile
-     * form the rest (the host does not know the sequences' n, only that none exceeds max_rows) */
-    const bool run_dec = dec, run_tile = !dec || max_rows > 1;
+    const few_cfg fc = few_cfg_get();
+    const int few_max = fc.max_rows >= FEW_MIN_ROWS ? fc.max_rows : 0;
+    /* which kernels can have work: the decode form takes the sequences of one row, the few form (when on) those of
+     * 2..few_max rows, the tile form the rest (the host does not know the sequences' n, only that none exceeds
+     * max_rows) */
+    const bool run_dec = dec, run_few = few_max > 0 && max_rows >= FEW_MIN_ROWS;
+    const bool run_tile = !dec || max_rows > (few_max > 0 ? few_max : 1);
     fwd_shape sh = fwd_shape_of(*d);
     const int gstride = grid_stride_of(*d, max_kv);
     const int gs_tile = tile_grid_splits(*d, max_kv), gs_dec = dec_grid_splits(*d, max_kv);
+    int gs_few = 1;
+    if (run_few) few_grid_blocks(*d, fc, max_rows, max_kv, &gs_few);
     const long long gz = (long long)n_seq * d->n_head_kv * sh.hr, gz_dec = (long long)n_seq * d->n_head_kv * dec_hr(*d);
     const int rt = max_rows < sh.rt ? max_rows : sh.rt;
     int tiles = (max_rows + rt - 1) / rt;
-    const bool may_split = (run_tile && gs_tile > 1) || (run_dec && gs_dec > 1);
+    const bool split_tile = run_tile && gs_tile > 1, split_dec = run_dec && gs_dec > 1;
+    const bool split_few = run_few && gs_few > 1;
+    const bool may_split = split_tile || split_dec || split_few;
     if (gz > 65535 || gz_dec > 65535 || tiles > 65535 || (may_split && workspace == NULL)) return CUDA_ATTN_EINVAL;
     float *part_o = (float *)workspace;
     float *part_ml = gstride > 1 && workspace ? part_o + (size_t)n_rows * d->n_head * gstride * d->head_dim : NULL;
@@ -819,7 +965,7 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
     if (run_tile) {
         dim3 grid((unsigned)gs_tile, (unsigned)tiles, (unsigned)gz);
         pdl_launch(attn_fwd_kernel, grid, FWD_THREADS, fwd_smem_bytes(*d, rt), st, out, qg, seqs, causal ? 1 : 0, *d,
-                   part_o, part_ml, gstride, rt, dec);
+                   part_o, part_ml, gstride, rt, dec, few_max);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
     if (run_dec) {
@@ -832,14 +978,29 @@ extern "C" int cuda_attn_forward(float *out, const float *qg, const cuda_attn_se
                        part_o, part_ml, gstride);
         if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
     }
+    if (run_few) {
+        if ((e = (cudaError_t)attn_few_launch(out, qg, seqs, n_seq, max_rows, max_kv, causal ? 1 : 0, *d, fc, part_o,
+                                              part_ml, gstride, st)) != cudaSuccess)
+            return (int)e;
+    }
     if (!may_split) return 0;
     dim3 cgrid((unsigned)n_rows, (unsigned)d->n_head);
+    const unsigned hd_threads = (unsigned)((d->head_dim + 31) / 32 * 32);
+    /* where the few form runs, its merge takes the decode rows too (the same bits as the others' merge): a
+     * preview pass then launches no merge for decode rows it does not have */
+    if (run_few && (split_few || split_dec)) {
+        pdl_launch(attn_merge_few_kernel, cgrid, hd_threads, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml, gstride,
+                   dec, fc);
+        if ((e = cudaGetLastError()) != cudaSuccess) return (int)e;
+    }
+    const int forms = run_few ? FORM_TILE : FORM_TILE | FORM_DEC;
+    if (!(split_tile || (!run_few && split_dec))) return 0;
     const int cr = comb_rows_min();
     if (cr > 0 && n_rows >= cr)
-        pdl_launch(attn_combine_rows_kernel, cgrid, (unsigned)((d->head_dim + 31) / 32 * 32), 0, st, out, qg, seqs,
-                   n_seq, *d, part_o, part_ml, gstride, dec);
+        pdl_launch(attn_combine_rows_kernel, cgrid, hd_threads, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml,
+                   gstride, dec, fc, forms);
     else
         pdl_launch(attn_combine_kernel, cgrid, COMB_THREADS, 0, st, out, qg, seqs, n_seq, *d, part_o, part_ml,
-                   gstride, dec);
+                   gstride, dec, fc, forms);
     return (int)cudaGetLastError();
 }

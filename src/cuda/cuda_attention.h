@@ -30,7 +30,10 @@
  *     form, on unless CLOVER_CUDA_ATTN_DECODE=0 or cuda_attn_decode_set(0)):
  *     a block takes one KV head, <= 8 query heads and a split of the keys
  *     spread over its warps, q and o in registers, no barrier per key tile
- *     (attention_forward.cu). A second small kernel merges the splits
+ *     (attention_forward.cu). Sequences of 2..64 rows (the few form, off
+ *     unless CLOVER_CUDA_ATTN_FEW=1 or cuda_attn_few_set): the decode form's
+ *     blocks over groups of 8 (row, head) query vectors, several groups a
+ *     block (attention_few.cu). A second small kernel merges the splits
  *     (skipped when there is one). A sequence's split plan depends only on
  *     the dims, the form and its own pos + n and n (cuda_attn_plan), and the
  *     rows a block holds never change a query's arithmetic, so a row's
@@ -104,6 +107,12 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
  * its replays: the captured kernels and plans are the form's at capture. */
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
+/* The few form for sequences of 2..max_rows rows (attention_few.cu): off unless CLOVER_CUDA_ATTN_FEW is 1 (2..64
+ * rows) or N in 2..64 (2..N rows), read once; cuda_attn_few_set overrides it (0 off, 1 on for 2..64, N: 2..N,
+ * negative: the environment again). Its rows differ from the tile form's in the last bits (summation order). The
+ * same rule for graphs as the decode form's. cuda_attn_few_on: the rows it takes now (0: off). */
+void cuda_attn_few_set(int max_rows);
+int cuda_attn_few_on(void);
 /* The split merge of passes of min_rows rows or more with a block of head_dim threads a (row, head) instead of
  * 1024 (attention_forward.cu: many rows, a few splits each: a stacked preview); the same bits. 0: never, negative:
  * the environment again (CLOVER_CUDA_ATTN_COMB_ROWS, default 64). */
@@ -112,10 +121,10 @@ void cuda_attn_comb_rows_set(int min_rows);
 /* Bytes of device workspace a cuda_attn_forward needs for any pass of up to
  * n_rows rows in all (over every sequence), max_rows rows per sequence and
  * pos + n <= max_kv for every sequence: the split partials,
- * n_rows * n_head * S * (hd + 2) floats with S the most splits either form
+ * n_rows * n_head * S * (hd + 2) floats with S the most splits any form
  * may take (for the 35B-A3B min(128, ceil(max_kv / 32)) or min(66,
  * ceil(max_kv / 16)), the larger; about 2.1 MB per row at max_kv >= 4096),
- * 0 when max_kv <= 16. The same whether the decode form is on or off.
+ * 0 when max_kv <= 16. The same whether the decode and few forms are on or off.
  * So size it for the rows of a decode pass rather than for the longest
  * prompt chunk where memory is short (a chunk of R rows of one sequence
  * uses only ~2 splits per row, but the partials are strided for the most

@@ -12,7 +12,13 @@
  * partial last one, 65 splits), head dims 33 and 130 (no 16-byte loads), 36
  * and 64 (lanes past hd idle), groups 1, 3, 8, 12 and 40 (several head
  * ranges, the last one partial), and a decode row batched with a chunk (both
- * kernels in one pass, one combine). Device outputs and the cache rows past the old end are
+ * kernels in one pass, one combine). The few form (sequences of 2..64 rows, attention_few.cu;
+ * CLOVER_CUDA_ATTN_FEW, off by default) runs every case and FEW_CASES (rows 2, 3, 5, 7, 9, 16, 31,
+ * 32, 33, 40, 64 over 2, 33, 544, 3000 and 4097 keys; the 35B-A3B's 16/2/256 and odd geometries: group
+ * 3 with hd 40 and 33 (scalar loads), group 40 (5 query groups a row, a partial block), group 1, hd 130;
+ * a 64-row preview beside a 65-row chunk (the tile form) and a decode row), and the rows of the other
+ * forms must keep their bits when it is on. The tile form runs FEW_CASES too. Device outputs and the cache
+ * rows past the old end are
  * poisoned with NaN first: written rows must be finite, rows past pos + n must
  * still be NaN (nothing written out of place).
  *
@@ -30,7 +36,7 @@
  *    5e-6 keeps a factor of 10, and it is ~1000x below any real slip (a
  *    wrong mask row, KV head or scale each gives 1e-2 or more).
  *  - batch independence: a sequence's rows are bit-identical whether it runs
- *    alone or with other sequences in the pass.
+ *    alone or with other sequences in the pass (causal and not).
  *  - the split merge's two kernels (1024 threads a (row, head), or head_dim:
  *    cuda_attn_comb_rows_set) give the same bits on every case.
  * Without a CUDA device the test prints SKIP and exits 77 after the host-side
@@ -232,10 +238,10 @@ static void run_case(const attn_case *c) {
         double eo = rel_l2(g.out, a.ref_out[causal], R * nh * hd);
         CHECK_MSG(bad == 0, "%s: %zu output values not written or not finite", c->name, bad);
         CHECK_MSG(eo < 5e-6, "%s (%s): output rel %g", c->name, causal ? "causal" : "full", eo);
-        NOTE("%-32s %-4s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, cuda_attn_decode_on() ? "dec" : "tile",
-             causal ? "causal" : "full", R, eq, ek, eo);
+        NOTE("%-40s %-4s%-4s %-6s rows %3zu: q %.2e  k %.2e  out %.2e", c->name, cuda_attn_decode_on() ? "dec" : "tile",
+             cuda_attn_few_on() ? "+few" : "", causal ? "causal" : "full", R, eq, ek, eo);
         /* batch independence: each sequence alone gives its rows bit for bit */
-        if (causal && c->n_seq > 1) {
+        if (c->n_seq > 1) {
             for (int s = 0; s < c->n_seq; s++) {
                 dev_result one;
                 dev_run(&one, c, &a, 1u << s, causal, 0);
@@ -263,6 +269,22 @@ static void run_case(const attn_case *c) {
                   "%s (%s): the head_dim-thread merge differs from the 1024-thread one", c->name,
                   causal ? "causal" : "full");
         dev_result_free(&cr, c->n_seq);
+        /* the few form on: the sequences it does not take (1 row, more than it takes) keep their bits */
+        const int few = cuda_attn_few_on();
+        if (few) {
+            dev_result off;
+            cuda_attn_few_set(0);
+            dev_run(&off, c, &a, all, causal, 0);
+            cuda_attn_few_set(few);
+            for (int s = 0; s < c->n_seq; s++) {
+                if (c->s[s].n >= 2 && c->s[s].n <= few) continue;
+                size_t o = (size_t)a.row0[s] * nh * hd, cnt = (size_t)c->s[s].n * nh * hd;
+                CHECK_MSG(off.rc_forward == 0 && memcmp(off.out + o, g.out + o, cnt * sizeof(float)) == 0,
+                          "%s (%s) seq %d (%d rows): its bits change with the few form on", c->name,
+                          causal ? "causal" : "full", s, c->s[s].n);
+            }
+            dev_result_free(&off, c->n_seq);
+        }
         free(gq);
         dev_result_free(&g, c->n_seq);
     }
@@ -290,16 +312,52 @@ static const attn_case CASES[] = {
     {"dec hd24 g40 (5 head ranges)", {40, 1, 24, 8, 1e-6f}, 3, {{70, 1}, {0, 1}, {15, 1}}, 25},
 };
 
+/* the few form's (sequences of 2..64 rows): previews (not causal) and commit chunks (causal) of the 35B-A3B
+ * over 2..4097 keys, odd geometries, a 64-row sequence beside a 65-row one (tile form) and a decode row */
+static const attn_case FEW_CASES[] = {
+    {"few 16/2/256, preview 32 after 512", {16, 2, 256, 64, 1e-6f}, 1, {{512, 32}}, 31},
+    {"few 16/2/256, rows 2/7/16, kv 2/33/544", {16, 2, 256, 64, 1e-6f}, 3, {{0, 2}, {26, 7}, {528, 16}}, 32},
+    {"few 16/2/256, rows 31/33 over 4097", {16, 2, 256, 64, 1e-6f}, 2, {{4066, 31}, {4064, 33}}, 33},
+    {"few 16/2/256, 64 + 65 rows + decode", {16, 2, 256, 64, 1e-6f}, 3, {{480, 64}, {0, 65}, {543, 1}}, 34},
+    {"few hd40 g3, rows 2/7/31/64", {6, 2, 40, 12, 1e-6f}, 4, {{0, 2}, {26, 7}, {513, 31}, {100, 64}}, 35},
+    {"few hd33 g3 (scalar loads), rows 3/32", {6, 2, 33, 12, 1e-6f}, 2, {{40, 3}, {512, 32}}, 36},
+    {"few hd24 g40 (5 groups a row), rows 2/9", {40, 1, 24, 8, 1e-6f}, 2, {{70, 2}, {0, 9}}, 37},
+    {"few hd130 g8, 16 rows over 3000 + 1", {16, 2, 130, 16, 1e-6f}, 2, {{2984, 16}, {64, 1}}, 38},
+    {"few hd64 g1, rows 5/40", {4, 4, 64, 16, 1e-6f}, 2, {{1000, 5}, {7, 40}}, 39},
+};
+
+#define N_CASES (sizeof CASES / sizeof CASES[0])
+#define N_FEW_CASES (sizeof FEW_CASES / sizeof FEW_CASES[0])
+
+/* the decode form on, the few form as the environment says (CLOVER_CUDA_ATTN_FEW; off by default) */
 static void operators_match_cpu(void) {
     cuda_attn_decode_set(1);
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+    cuda_attn_few_set(-1);
+    for (size_t i = 0; i < N_CASES; i++) run_case(&CASES[i]);
 }
 
-/* the same with the decode form off: decode rows take the tile form (CLOVER_CUDA_ATTN_DECODE=0) */
+/* the same with the decode and few forms off: every row takes the tile form (CLOVER_CUDA_ATTN_DECODE=0), the
+ * few form's cases too */
 static void tile_form_matches_cpu(void) {
     cuda_attn_decode_set(0);
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
+    cuda_attn_few_set(0);
+    for (size_t i = 0; i < N_CASES; i++) run_case(&CASES[i]);
+    for (size_t i = 0; i < N_FEW_CASES; i++) run_case(&FEW_CASES[i]);
     cuda_attn_decode_set(1);
+    cuda_attn_few_set(-1);
+}
+
+/* the few form on (sequences of 2..64 rows), with the decode form on (every case) and off (its own cases: its
+ * merge then meets no decode row) */
+static void few_form_matches_cpu(void) {
+    cuda_attn_few_set(1);
+    cuda_attn_decode_set(1);
+    for (size_t i = 0; i < N_CASES; i++) run_case(&CASES[i]);
+    for (size_t i = 0; i < N_FEW_CASES; i++) run_case(&FEW_CASES[i]);
+    cuda_attn_decode_set(0);
+    for (size_t i = 0; i < N_FEW_CASES; i++) run_case(&FEW_CASES[i]);
+    cuda_attn_decode_set(1);
+    cuda_attn_few_set(-1);
 }
 
 /* Host-side checks: bad dims are refused with a message naming the field, and no launch happens. */
@@ -334,6 +392,34 @@ static void bad_dims_refused(void) {
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
     CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 16) == 0);
+    /* the few form: 2..64 rows; 32 rows over 544 keys = 8 query sets x 8 splits of 68 keys a KV head (128
+     * blocks); 2 rows over 4097: 65 splits of 64 (one query set: the decode form's target); 64 rows over 64 keys:
+     * 16 query sets x 4 splits of 16 (the least); decode rows and 65 rows keep their plans; the workspace does not
+     * change (for groups of <= 8 heads it never needs more splits) */
+    cuda_attn_few_set(0);
+    cuda_attn_plan_t t65 = cuda_attn_plan(&d, 65, 4096), t1 = cuda_attn_plan(&d, 1, 513);
+    cuda_attn_few_set(1);
+    CHECK(cuda_attn_few_on() == 64);
+    cuda_attn_plan_t f32 = cuda_attn_plan(&d, 32, 544), f2 = cuda_attn_plan(&d, 2, 4097);
+    cuda_attn_plan_t f1 = cuda_attn_plan(&d, 1, 513), f65 = cuda_attn_plan(&d, 65, 4096);
+    cuda_attn_plan_t f64 = cuda_attn_plan(&d, 64, 64);
+    if (!getenv("CLOVER_CUDA_ATTN_FEW_NG") && !getenv("CLOVER_CUDA_ATTN_FEW_TARGET")) {
+        CHECK_MSG(f32.n_splits == 8 && f32.split_len == 68, "few plan 32 x 544: %d x %d", f32.n_splits,
+                  f32.split_len);
+        CHECK_MSG(f2.n_splits == 65 && f2.split_len == 64, "few plan 2 x 4097: %d x %d", f2.n_splits, f2.split_len);
+        CHECK_MSG(f64.n_splits == 4 && f64.split_len == 16, "few plan 64 x 64: %d x %d", f64.n_splits,
+                  f64.split_len);
+    }
+    CHECK(f32.n_splits * f32.split_len >= 544 && f2.n_splits * f2.split_len >= 4097);
+    CHECK(f1.n_splits == t1.n_splits && f1.split_len == t1.split_len);
+    CHECK(f65.n_splits == t65.n_splits && f65.split_len == t65.split_len);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 262144) == sizeof(float) * 16 * 128 * 258);
+    CHECK(cuda_attn_workspace_bytes(&d, 1, 1, 513) == sizeof(float) * 16 * 33 * 258);
+    cuda_attn_few_set(7);
+    CHECK(cuda_attn_few_on() == 7);
+    cuda_attn_few_set(0);
+    CHECK(cuda_attn_few_on() == 0);
+    cuda_attn_few_set(-1);
 }
 
 int main(void) {
@@ -342,5 +428,6 @@ int main(void) {
     CUDA_OK((cudaError_t)cuda_attn_init());
     RUN(operators_match_cpu);
     RUN(tile_form_matches_cpu);
+    RUN(few_form_matches_cpu);
     return TEST_EXIT();
 }
