@@ -41,60 +41,14 @@
 #include <math.h>
 
 #include "attention_few.cuh"
+#include "attention_lanes.cuh"
+
+static_assert((int)FEW_KB == (int)LN_KB && (int)FEW_GP == (int)LN_GP && (int)FEW_NE == (int)LN_NE,
+              "the few form walks its keys by lanes_walk");
 #include "cuda_pdl.cuh"
 
 static __device__ __forceinline__ float few_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
 
-/* Loads keys j .. j + FEW_KB - 1 (those < s1) of one KV head: lane's slice of each row, 16 bytes at a time when
- * VEC == 4. Zeros where out of range. */
-template <int VEC>
-static __device__ __forceinline__ void few_load(float (&kb)[FEW_KB][FEW_NE], float (&vb)[FEW_KB][FEW_NE],
-                                                const float *kbase, const float *vbase, size_t row_stride, int j,
-                                                int s1, int hd, int lane) {
-    constexpr int NCH = FEW_NE / VEC;
-#pragma unroll
-    for (int t = 0; t < FEW_KB; t++) {
-        const bool ok = j + t < s1;
-        const size_t off = (size_t)(j + t) * row_stride;
-#pragma unroll
-        for (int c = 0; c < NCH; c++) {
-            const int i = (c * 32 + lane) * VEC; /* first dim of the chunk; VEC == 4 means hd % 4 == 0 */
-            if constexpr (VEC == 4) {
-                float4 kk = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kk;
-                if (ok && i < hd) {
-                    kk = __ldg((const float4 *)(kbase + off + i));
-                    vv = __ldg((const float4 *)(vbase + off + i));
-                }
-                kb[t][c * 4 + 0] = kk.x, kb[t][c * 4 + 1] = kk.y, kb[t][c * 4 + 2] = kk.z, kb[t][c * 4 + 3] = kk.w;
-                vb[t][c * 4 + 0] = vv.x, vb[t][c * 4 + 1] = vv.y, vb[t][c * 4 + 2] = vv.z, vb[t][c * 4 + 3] = vv.w;
-            } else {
-                float kk = 0.0f, vv = 0.0f;
-                if (ok && i < hd) {
-                    kk = __ldg(kbase + off + i);
-                    vv = __ldg(vbase + off + i);
-                }
-                kb[t][c] = kk;
-                vb[t][c] = vv;
-            }
-        }
-    }
-}
-
-/* One step of the transposing butterfly: a lane keeps the upper W of its 2W sums if lane bit (2W) is set, else
- * the lower, and adds its partner's copy. */
-template <int W>
-static __device__ __forceinline__ void few_halve(float (&part)[FEW_KB * FEW_GP], int lane) {
-    const bool up = (lane & (2 * W)) != 0;
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-        const float send = up ? part[k] : part[k + W];
-        const float keep = up ? part[k + W] : part[k];
-        part[k] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * W);
-    }
-}
-
-/* the shared memory: the 8 warps' o [warp][vector][hd], m and l [warp][vector], the merge weights
- * [warp][vector], the merged M and denominator [group * 8 + vector] */
 static size_t few_smem_bytes(int hd) {
     return sizeof(float) * ((size_t)FEW_WARPS * FEW_GP * (size_t)hd + 5 * FEW_WARPS * FEW_GP);
 }
@@ -140,7 +94,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 1)
 
     /* the online softmax state of vector my_h (after the butterfly a lane holds one (key, vector) score); the
      * keys it sees end at lim_mine (its row's causal limit, the split's end; none past gq) */
-    const int my_t = lane >> 4, my_h = (lane >> 1) & (FEW_GP - 1);
+    const int my_h = (lane >> 1) & (FEW_GP - 1);
     const int lim_row = causal ? sq.pos + (qv0 + my_h) / group + 1 : kv;
     const int lim_mine = my_h < gq ? min(s1, lim_row) : 0;
     /* the warp's keys end at its last vector's limit */
@@ -153,70 +107,8 @@ __global__ void __launch_bounds__(FEW_THREADS, 1)
     const size_t row_stride = (size_t)nkv * hd;
     const float *kbase = sq.k_cache + (size_t)kvh * hd, *vbase = sq.v_cache + (size_t)kvh * hd;
     const int wstep = pl.kw * FEW_KB;
-    float kb[FEW_KB][FEW_NE], vb[FEW_KB][FEW_NE];
-    int j = s0 + kl * FEW_KB;
-    few_load<VEC>(kb, vb, kbase, vbase, row_stride, j, we, hd, lane);
-    for (; j < we; j += wstep) {
-        /* the next step's rows are in flight while this one is computed */
-        float kn[FEW_KB][FEW_NE], vn[FEW_KB][FEW_NE];
-        few_load<VEC>(kn, vn, kbase, vbase, row_stride, j + wstep, we, hd, lane);
-        /* the lane's part of the FEW_KB x FEW_GP dots, index t * FEW_GP + h */
-        float part[FEW_KB * FEW_GP];
-#pragma unroll
-        for (int t = 0; t < FEW_KB; t++)
-#pragma unroll
-            for (int h = 0; h < FEW_GP; h++) {
-                float a = 0.0f;
-#pragma unroll
-                for (int e = 0; e < FEW_NE; e++) a = fmaf(q[h][e], kb[t][e], a);
-                part[t * FEW_GP + h] = a;
-            }
-        /* transposing butterfly (attention_forward.cu's decode form): lane 2i ends with dot i summed over the
-         * 32 lanes */
-        static_assert(FEW_KB * FEW_GP == 16, "the butterfly below halves 16 sums 4 times");
-        few_halve<8>(part, lane);
-        few_halve<4>(part, lane);
-        few_halve<2>(part, lane);
-        few_halve<1>(part, lane);
-        part[0] += __shfl_xor_sync(0xffffffffu, part[0], 1);
-        /* lane l has the score of key t = l >> 4 for vector h = (l >> 1) & 7 and keeps that vector's softmax
-         * state (lanes l ^ 16 hold the other key: one shuffle makes the max and the sum over the step's keys,
-         * the same in both); then alpha and p go to every lane */
-        {
-            const bool ok = j + my_t < lim_mine;
-            const float sv = ok ? part[0] * scale : -INFINITY;
-            const float mt = fmaxf(sv, __shfl_xor_sync(0xffffffffu, sv, 16));
-            const float m_new = fmaxf(m_mine, mt);
-            /* no visible key yet: alpha 1, p 0 (no -inf - -inf) */
-            const float alpha = m_new == -INFINITY ? 1.0f : expf(m_mine - m_new);
-            const float pv = ok ? expf(sv - m_new) : 0.0f;
-            l_mine = l_mine * alpha + (pv + __shfl_xor_sync(0xffffffffu, pv, 16));
-            m_mine = m_new;
-            float p[FEW_KB][FEW_GP], al[FEW_GP];
-#pragma unroll
-            for (int h = 0; h < FEW_GP; h++) {
-                al[h] = __shfl_sync(0xffffffffu, alpha, 2 * h);
-#pragma unroll
-                for (int t = 0; t < FEW_KB; t++) p[t][h] = __shfl_sync(0xffffffffu, pv, 2 * (t * FEW_GP + h));
-            }
-#pragma unroll
-            for (int h = 0; h < FEW_GP; h++) {
-                if (h >= gq) break; /* uniform */
-                if (al[h] != 1.0f) { /* uniform; o * 1 == o, so skipping is exact */
-#pragma unroll
-                    for (int e = 0; e < FEW_NE; e++) o[h][e] *= al[h];
-                }
-#pragma unroll
-                for (int t = 0; t < FEW_KB; t++)
-#pragma unroll
-                    for (int e = 0; e < FEW_NE; e++) o[h][e] = fmaf(p[t][h], vb[t][e], o[h][e]);
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < FEW_KB; t++)
-#pragma unroll
-            for (int e = 0; e < FEW_NE; e++) kb[t][e] = kn[t][e], vb[t][e] = vn[t][e];
-    }
+    lanes_walk<VEC>(o, m_mine, l_mine, q, kbase, vbase, row_stride, s0 + kl * FEW_KB, we, wstep, lim_mine, true,
+                    gq, hd, scale, lane);
 
     /* merge each group's key lanes in lane order */
     extern __shared__ float fsm[];
@@ -226,22 +118,7 @@ __global__ void __launch_bounds__(FEW_THREADS, 1)
     float *ww = wl + FEW_WARPS * FEW_GP;              /* [FEW_WARPS][FEW_GP]: merge weights */
     float *Mh = ww + FEW_WARPS * FEW_GP;              /* [ng * FEW_GP]: slot g * 8 + h */
     float *Dh = Mh + FEW_WARPS * FEW_GP;
-#pragma unroll
-    for (int h = 0; h < FEW_GP; h++) {
-        if (h >= gq) continue;
-        float *dst = wo + ((size_t)warp * FEW_GP + h) * hd;
-#pragma unroll
-        for (int c = 0; c < NCH; c++) {
-            const int i = (c * 32 + lane) * VEC;
-            if (i >= hd) continue;
-            if constexpr (VEC == 4)
-                *(float4 *)(dst + i) = make_float4(o[h][c * 4], o[h][c * 4 + 1], o[h][c * 4 + 2], o[h][c * 4 + 3]);
-            else
-                dst[i] = o[h][c];
-        }
-    }
-    if (lane < 2 * FEW_GP && (lane & 1) == 0) /* lane 2h: vector h's m and l */
-        wm[warp * FEW_GP + my_h] = m_mine, wl[warp * FEW_GP + my_h] = l_mine;
+    lanes_stash<VEC>(wo, wm, wl, o, m_mine, l_mine, warp, gq, hd, lane);
     __syncthreads();
     const int slots = pl.ng * FEW_GP;
     if (tid < slots) { /* slot (g, h): its lanes' weights e^(m_w - M) (0 for a lane with no keys), the denominator */

@@ -82,8 +82,10 @@
 #include <string.h>
 
 #include "attention_few.cuh"
+#include "attention_lanes.cuh"
 #include "cuda_pdl.cuh"
 #include "cuda_attention.h"
+#include "cuda_switch.h"
 
 enum {
     FWD_THREADS = 256,
@@ -105,6 +107,8 @@ enum {
     DEC_TARGET = 132     /* one block per SM of an H200 (the block is register-bound to one) */
 };
 
+static_assert((int)DEC_KB == (int)LN_KB && (int)DEC_GP == (int)LN_GP && (int)DEC_NE == (int)LN_NE,
+              "the decode form walks its keys by lanes_walk");
 static_assert((int)FEW_MAX_SPLITS == (int)MAX_SPLITS, "the merges' weight arrays hold the few form's splits");
 
 typedef struct fwd_shape {
@@ -378,54 +382,6 @@ __global__ void __launch_bounds__(FWD_THREADS, 2)
     }
 }
 
-/* Loads keys j .. j + DEC_KB - 1 (those < s1) of one KV head: lane's slice of
- * each row, 16 bytes at a time when VEC == 4. Zeros where out of range. */
-template <int VEC>
-static __device__ __forceinline__ void dec_load(float (&kb)[DEC_KB][DEC_NE], float (&vb)[DEC_KB][DEC_NE],
-                                                const float *kbase, const float *vbase, size_t row_stride, int j,
-                                                int s1, int hd, int lane) {
-    constexpr int NCH = DEC_NE / VEC;
-#pragma unroll
-    for (int t = 0; t < DEC_KB; t++) {
-        const bool ok = j + t < s1;
-        const size_t off = (size_t)(j + t) * row_stride;
-#pragma unroll
-        for (int c = 0; c < NCH; c++) {
-            const int i = (c * 32 + lane) * VEC; /* first dim of the chunk; VEC == 4 means hd % 4 == 0 */
-            if constexpr (VEC == 4) {
-                float4 kk = make_float4(0.0f, 0.0f, 0.0f, 0.0f), vv = kk;
-                if (ok && i < hd) {
-                    kk = __ldg((const float4 *)(kbase + off + i));
-                    vv = __ldg((const float4 *)(vbase + off + i));
-                }
-                kb[t][c * 4 + 0] = kk.x, kb[t][c * 4 + 1] = kk.y, kb[t][c * 4 + 2] = kk.z, kb[t][c * 4 + 3] = kk.w;
-                vb[t][c * 4 + 0] = vv.x, vb[t][c * 4 + 1] = vv.y, vb[t][c * 4 + 2] = vv.z, vb[t][c * 4 + 3] = vv.w;
-            } else {
-                float kk = 0.0f, vv = 0.0f;
-                if (ok && i < hd) {
-                    kk = __ldg(kbase + off + i);
-                    vv = __ldg(vbase + off + i);
-                }
-                kb[t][c] = kk;
-                vb[t][c] = vv;
-            }
-        }
-    }
-}
-
-/* One step of the transposing butterfly: a lane keeps the upper W of its 2W
- * sums if lane bit (2W) is set, else the lower, and adds its partner's copy. */
-template <int W>
-static __device__ __forceinline__ void dec_halve(float (&part)[DEC_KB * DEC_GP], int lane) {
-    const bool up = (lane & (2 * W)) != 0;
-#pragma unroll
-    for (int k = 0; k < W; k++) {
-        const float send = up ? part[k] : part[k + W];
-        const float keep = up ? part[k + W] : part[k];
-        part[k] = keep + __shfl_xor_sync(0xffffffffu, send, 2 * W);
-    }
-}
-
 /* The decode form (design comment above): grid (decode splits of max_kv, 1,
  * n_seq x n_head_kv x dec_hr); blocks of sequences with n != 1 and past their
  * sequence's splits exit at once. */
@@ -466,7 +422,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
             }
 
     /* the online softmax state of head my_h (after the butterfly a lane holds one (key, head) score) */
-    const int my_t = lane >> 4, my_h = (lane >> 1) & (DEC_GP - 1);
+    const int my_h = (lane >> 1) & (DEC_GP - 1);
     float m_mine = -INFINITY, l_mine = 0.0f, o[DEC_GP][DEC_NE];
 #pragma unroll
     for (int h = 0; h < DEC_GP; h++)
@@ -474,71 +430,8 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
         for (int e = 0; e < DEC_NE; e++) o[h][e] = 0.0f;
     const size_t row_stride = (size_t)nkv * hd;
     const float *kbase = sq.k_cache + (size_t)kvh * hd, *vbase = sq.v_cache + (size_t)kvh * hd;
-    float kb[DEC_KB][DEC_NE], vb[DEC_KB][DEC_NE];
-    int j = s0 + warp * DEC_KB;
-    dec_load<VEC>(kb, vb, kbase, vbase, row_stride, j, s1, hd, lane);
-    for (; j < s1; j += DEC_STEP) {
-        /* the next step's rows are in flight while this one is computed */
-        float kn[DEC_KB][DEC_NE], vn[DEC_KB][DEC_NE];
-        dec_load<VEC>(kn, vn, kbase, vbase, row_stride, j + DEC_STEP, s1, hd, lane);
-        /* the lane's part of the DEC_KB x DEC_GP dots, index t * DEC_GP + h */
-        float part[DEC_KB * DEC_GP];
-#pragma unroll
-        for (int t = 0; t < DEC_KB; t++)
-#pragma unroll
-            for (int h = 0; h < DEC_GP; h++) {
-                float a = 0.0f;
-#pragma unroll
-                for (int e = 0; e < DEC_NE; e++) a = fmaf(q[h][e], kb[t][e], a);
-                part[t * DEC_GP + h] = a;
-            }
-        /* transposing butterfly: at offset 16 a lane keeps half of its 16 sums (the upper half
-         * if lane bit 4 is set) and adds its partner's copy of that half; and so on at 8, 4, 2;
-         * then lane 2i holds dot i summed over 16 lanes, and offset 1 completes it */
-        static_assert(DEC_KB * DEC_GP == 16, "the butterfly below halves 16 sums 4 times");
-        dec_halve<8>(part, lane);
-        dec_halve<4>(part, lane);
-        dec_halve<2>(part, lane);
-        dec_halve<1>(part, lane);
-        part[0] += __shfl_xor_sync(0xffffffffu, part[0], 1);
-        /* lane l has the score of key t = l >> 4 for head h = (l >> 1) & 7 and keeps that head's
-         * softmax state (lanes l ^ 16 hold the other key of the head: one shuffle makes the max
-         * and the sum over the step's keys, the same in both); then alpha and p go to every lane */
-        {
-            const bool ok = j + my_t < s1 && my_h < gq;
-            const float sv = ok ? part[0] * scale : -INFINITY;
-            const float mt = fmaxf(sv, __shfl_xor_sync(0xffffffffu, sv, 16));
-            const float m_new = fmaxf(m_mine, mt);
-            /* a head past gq has no key: alpha 1, p 0 (no -inf - -inf); m_mine = -inf on the first step gives 0 */
-            const float alpha = m_new == -INFINITY ? 1.0f : expf(m_mine - m_new);
-            const float pv = ok ? expf(sv - m_new) : 0.0f;
-            l_mine = l_mine * alpha + (pv + __shfl_xor_sync(0xffffffffu, pv, 16));
-            m_mine = m_new;
-            float p[DEC_KB][DEC_GP], al[DEC_GP];
-#pragma unroll
-            for (int h = 0; h < DEC_GP; h++) {
-                al[h] = __shfl_sync(0xffffffffu, alpha, 2 * h);
-#pragma unroll
-                for (int t = 0; t < DEC_KB; t++) p[t][h] = __shfl_sync(0xffffffffu, pv, 2 * (t * DEC_GP + h));
-            }
-#pragma unroll
-            for (int h = 0; h < DEC_GP; h++) {
-                if (h >= gq) break; /* uniform */
-                if (al[h] != 1.0f) { /* uniform; o * 1 == o, so skipping is exact */
-#pragma unroll
-                    for (int e = 0; e < DEC_NE; e++) o[h][e] *= al[h];
-                }
-#pragma unroll
-                for (int t = 0; t < DEC_KB; t++)
-#pragma unroll
-                    for (int e = 0; e < DEC_NE; e++) o[h][e] = fmaf(p[t][h], vb[t][e], o[h][e]);
-            }
-        }
-#pragma unroll
-        for (int t = 0; t < DEC_KB; t++)
-#pragma unroll
-            for (int e = 0; e < DEC_NE; e++) kb[t][e] = kn[t][e], vb[t][e] = vn[t][e];
-    }
+    lanes_walk<VEC>(o, m_mine, l_mine, q, kbase, vbase, row_stride, s0 + warp * DEC_KB, s1, DEC_STEP, s1,
+                    my_h < gq, gq, hd, scale, lane);
 
     /* merge the warps in warp order */
     extern __shared__ float dsm[];
@@ -547,22 +440,7 @@ __global__ void __launch_bounds__(DEC_THREADS, 1)
     float *wl = wm + DEC_WARPS * DEC_GP;              /* [DEC_WARPS][DEC_GP] */
     float *ww = wl + DEC_WARPS * DEC_GP;              /* [DEC_WARPS][DEC_GP]: merge weights */
     float *Mh = ww + DEC_WARPS * DEC_GP, *Dh = Mh + DEC_GP;
-#pragma unroll
-    for (int h = 0; h < DEC_GP; h++) {
-        if (h >= gq) continue;
-        float *dst = wo + ((size_t)warp * DEC_GP + h) * hd;
-#pragma unroll
-        for (int c = 0; c < NCH; c++) {
-            const int i = (c * 32 + lane) * VEC;
-            if (i >= hd) continue;
-            if constexpr (VEC == 4)
-                *(float4 *)(dst + i) = make_float4(o[h][c * 4], o[h][c * 4 + 1], o[h][c * 4 + 2], o[h][c * 4 + 3]);
-            else
-                dst[i] = o[h][c];
-        }
-    }
-    if (lane < 2 * DEC_GP && (lane & 1) == 0) /* lane 2h: head h's m and l */
-        wm[warp * DEC_GP + my_h] = m_mine, wl[warp * DEC_GP + my_h] = l_mine;
+    lanes_stash<VEC>(wo, wm, wl, o, m_mine, l_mine, warp, gq, hd, lane);
     __syncthreads();
     if (tid < gq) { /* head tid: the warps' weights e^(m_w - M) (0 for a warp with no keys) and the denominator */
         float M = -INFINITY;
@@ -794,38 +672,19 @@ __global__ void __launch_bounds__(256)
  * FEW_MIN_ROWS..FEW_MAX_ROWS rows; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
  * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 4) and
  * CLOVER_CUDA_ATTN_FEW_TARGET (blocks a sequence aims at, default 132), for tuning on the device. */
-static int g_few_rows = -1, g_few_ng = -1, g_few_target = -1;
+static int g_few_rows = INT_MIN, g_few_ng = INT_MIN, g_few_target = INT_MIN; /* cuda_env_int: unread */
 static few_cfg few_cfg_get(void) {
+    const int v = cuda_env_int(&g_few_rows, "CLOVER_CUDA_ATTN_FEW", 0);
+    const int ng = cuda_env_int(&g_few_ng, "CLOVER_CUDA_ATTN_FEW_NG", FEW_DEF_NG);
+    const int t = cuda_env_int(&g_few_target, "CLOVER_CUDA_ATTN_FEW_TARGET", FEW_DEF_TARGET);
     few_cfg c;
-    int v = __atomic_load_n(&g_few_rows, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_ATTN_FEW");
-        v = e ? atoi(e) : 0;
-        v = v <= 0 ? 0 : v == 1 || v > FEW_MAX_ROWS ? FEW_MAX_ROWS : v;
-        __atomic_store_n(&g_few_rows, v, __ATOMIC_RELAXED);
-    }
-    c.max_rows = v;
-    int ng = __atomic_load_n(&g_few_ng, __ATOMIC_RELAXED);
-    if (ng < 0) {
-        const char *e = getenv("CLOVER_CUDA_ATTN_FEW_NG");
-        ng = e ? atoi(e) : FEW_DEF_NG;
-        if (ng != 1 && ng != 2 && ng != 4 && ng != 8) ng = FEW_DEF_NG;
-        __atomic_store_n(&g_few_ng, ng, __ATOMIC_RELAXED);
-    }
-    c.ng = ng;
-    int t = __atomic_load_n(&g_few_target, __ATOMIC_RELAXED);
-    if (t < 0) {
-        const char *e = getenv("CLOVER_CUDA_ATTN_FEW_TARGET");
-        t = e ? atoi(e) : FEW_DEF_TARGET;
-        if (t < 1 || t > 4096) t = FEW_DEF_TARGET;
-        __atomic_store_n(&g_few_target, t, __ATOMIC_RELAXED);
-    }
-    c.target = t;
+    c.max_rows = v <= 0 ? 0 : v == 1 || v > FEW_MAX_ROWS ? FEW_MAX_ROWS : v;
+    c.ng = ng == 1 || ng == 2 || ng == 4 || ng == 8 ? ng : FEW_DEF_NG;
+    c.target = t >= 1 && t <= 4096 ? t : FEW_DEF_TARGET;
     return c;
 }
 extern "C" void cuda_attn_few_set(int max_rows) {
-    int v = max_rows < 0 ? -1 : max_rows == 0 ? 0 : max_rows == 1 || max_rows > FEW_MAX_ROWS ? FEW_MAX_ROWS : max_rows;
-    __atomic_store_n(&g_few_rows, v, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_few_rows, max_rows < 0 ? INT_MIN : max_rows, __ATOMIC_RELAXED); /* negative: the env again */
 }
 extern "C" int cuda_attn_few_on(void) { return few_cfg_get().max_rows; }
 
