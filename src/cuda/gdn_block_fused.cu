@@ -22,6 +22,39 @@
  * Taken when the shapes allow (dk, dv, conv_dim multiples of 4; dv divides
  * 256; 16-byte aligned state and scratch; shared memory <= 200 KiB), else
  * gdn_block.cu runs its own form.
+ * 2'. k_block_head_once<G> (CLOVER_CUDA_GDN_HEAD_ONCE=1, off by default;
+ *    issues 24, 25): in 2 each of a head's ceil(b / 8) tiles copies the
+ *    head's 64 KiB state (35B-A3B, b 32: 4 tiles, ~100 KB a block; a lone
+ *    preview 128 blocks, 12.8 MB through L2 for 2 MiB of state; 16 stacked
+ *    sequences 2,048 blocks, 205 MB, measured 194 us a GDN layer). Here a
+ *    block takes a (sequence, value head): the state, k, v and all b q rows
+ *    copied once (112 KB: 3.6 MB lone, 57 MB for 16), then G groups of 256
+ *    threads, group g the tiles g, g + G, ..., each tile by the same step
+ *    functions as 2 (tile_scores, tile_softmax, tile_readout, tile_norm)
+ *    with the group's barrier for the block's: every output the same float
+ *    operations in the same order (the tile kernel's PTX keeps its float
+ *    operations and their order), only the block that runs a row changes.
+ *    G is 4 from 3 tiles up (152 KB, 1,024 threads x 64 registers: one
+ *    block an SM), halved while shared memory does not fit.
+ *    Estimate (H200, not measured): 16 stacked sequences run 512 blocks in
+ *    3.9 waves instead of 2,048 in 7.75 (two 112 KB blocks an SM) or 15.5
+ *    (one, if the default carveout gives less: asked at its most here); a
+ *    tile wave's ~25 us is inferred latency (128-step dot chains, lane 0's
+ *    sum, the norm's loads), not bytes (205 MB at L2 speed is ~30 of the
+ *    194 us), and a wave here issues 4 tiles' read-outs on one SM where
+ *    there were 2 or 1: ~30-35 us a wave, ~100-130 us a layer. A lone
+ *    preview gets 32 blocks on 32 SMs instead of 128 on 128: its 4 tiles'
+ *    read-outs (~1,000 instructions a thread, 8 warps a tile) share one
+ *    SM's 4 schedulers, ~4 us of issue where the tile form had ~1, against
+ *    ~1.5 us of L2 traffic saved: equal to ~3 us slower is expected.
+ *    Splitting dv over a cluster of 2 blocks (64 columns each, scores and
+ *    softmax computed twice with the same bits, the o halves swapped
+ *    through DSMEM before the norm so its sum runs over the whole row in
+ *    the same order) gives the lone preview 64 blocks of 2 tiles' issue
+ *    each: still fewer SMs and more issue an SM than the tile form's 128,
+ *    for bytes that are not its limit; and the stacked form gains no waves
+ *    (1,024 blocks, two an SM). Not built: the device run decides first
+ *    whether the stacked gain is real.
  */
 #include <math.h>
 #include <stdint.h>
@@ -29,6 +62,7 @@
 #include "cuda_check.h"
 #include "cuda_pdl.cuh"
 #include "cuda_preview.h"
+#include "cuda_switch.h"
 #include "gdn_block_ops.cuh"
 
 enum { F_RT = 8, F_THREADS = 256, F_WARPS = F_THREADS / 32, F_VCH = 128, F_SMEM_MAX = 200 * 1024, GN_THREADS = 128 };
@@ -127,61 +161,45 @@ __device__ static inline void cp_async16(float *dst, const float *src) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(src) : "memory");
 }
 
-/* Value head h, rows i0 .. i0 + F_RT - 1 of A's block (the kernel's body). */
-__device__ __forceinline__ static void head_fused_tile(const fused_args &A, int h, int i0) {
-    extern __shared__ __align__(16) float sh[];
-    const int b = A.b, bp = b + 1;
-    const int rows = b - i0 < F_RT ? b - i0 : F_RT;
-    const int kh = A.tiled ? h % A.nk : h / (A.nv / A.nk);
-    const int dk = A.dk, dv = A.dv, cd = A.cd, tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-    const fused_layout L = fused_layout_of(b, dk, dv);
-    float *p = sh, *qs = sh + L.q, *qsc = sh + L.qs, *ks = sh + L.k, *Ss = sh + L.s, *Vs = sh + L.v, *os = sh + L.o;
-    const int pst = L.pst, kp = L.kp;
-    pdl_wait(); /* q, k, v are the conv kernel's output */
-    pdl_trigger();
-    /* group 0: the tile's q rows, the block's k rows (for the scores) */
-    for (int idx = tid; idx < rows * dk / 4; idx += blockDim.x) {
-        const int ii = idx / (dk / 4), t = idx % (dk / 4) * 4;
-        cp_async16(qs + ii * dk + t, A.qkv + (size_t)(i0 + ii) * cd + (size_t)kh * dk + t);
-    }
-    for (int idx = tid; idx < b * dk; idx += blockDim.x) {
-        const int j = idx / dk, t = idx % dk;
-        cp_async4(ks + j * kp + t, A.qkv + (size_t)j * cd + (size_t)A.nk * dk + (size_t)kh * dk + t);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    /* group 1: the head's state and the block's v rows (for the read-out), in flight during the scores */
-    const float *S = A.state + (size_t)h * dk * dv;
-    for (int idx = tid; idx < dk * dv / 4; idx += blockDim.x) cp_async16(Ss + idx * 4, S + (size_t)idx * 4);
-    for (int idx = tid; idx < b * dv / 4; idx += blockDim.x) {
-        const int j = idx / (dv / 4), c = idx % (dv / 4) * 4;
-        cp_async16(Vs + j * dv + c, A.qkv + (size_t)j * cd + 2 * (size_t)A.nk * dk + (size_t)h * dv + c);
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 1;" ::: "memory");
-    __syncthreads();
+/* ---- a tile's steps: k_block_head_fused runs them a block a tile, k_block_head_once a group of F_THREADS threads
+ * a tile; the same code, so every output is the same float operations in the same order in both. t, lane and warp
+ * are the thread's place in its group; the barriers between the steps are the caller's. ---- */
+struct tile_bufs {
+    float *p, *qsc, *os;           /* the group's: scores [RT][pst], q * scale [RT][dk], o [RT][dv] */
+    const float *q, *ks, *Ss, *Vs; /* the tile's first q row [RT][dk]; the block's k [b][kp], S [dk][dv], v [b][dv] */
+    int pst, kp;
+};
+
+/* q * scale, the scores (each dot sequential over dk, as the oracle), the history slot of rows i0 .. i0 + rows - 1 */
+__device__ __forceinline__ static void tile_scores(const fused_args &A, const tile_bufs &T, int h, int i0, int rows,
+                                                   int t, unsigned nt) {
+    const int b = A.b, dk = A.dk, pst = T.pst, kp = T.kp;
     const float ls = A.w.logit_scale[h];
-    for (int idx = tid; idx < rows * dk; idx += blockDim.x) qsc[idx] = qs[idx] * A.scale;
-    for (int idx = tid; idx < rows * b; idx += blockDim.x) { /* scores: sequential over t, as the oracle */
+    for (int idx = t; idx < rows * dk; idx += nt) T.qsc[idx] = T.q[idx] * A.scale;
+    for (int idx = t; idx < rows * b; idx += nt) {
         const int ii = idx / b, j = idx % b;
-        const float *qi = qs + ii * dk, *kj = ks + j * kp;
+        const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
         float dot = 0.0f;
-        for (int t = 0; t < dk; t += 4) {
-            const float4 q4 = *(const float4 *)(qi + t);
-            dot += q4.x * kj[t];
-            dot += q4.y * kj[t + 1];
-            dot += q4.z * kj[t + 2];
-            dot += q4.w * kj[t + 3];
+        for (int u = 0; u < dk; u += 4) {
+            const float4 q4 = *(const float4 *)(qi + u);
+            dot += q4.x * kj[u];
+            dot += q4.y * kj[u + 1];
+            dot += q4.z * kj[u + 2];
+            dot += q4.w * kj[u + 3];
         }
-        p[ii * pst + j] = ls * dot;
+        T.p[ii * pst + j] = ls * dot;
     }
-    for (int ii = tid; ii < rows; ii += blockDim.x) {
+    for (int ii = t; ii < rows; ii += nt) {
         const int i = i0 + ii;
         const float g = A.w.ssm_a[h] * softplus_f(A.a[(size_t)i * A.nv + h] + A.w.dt_bias[h]);
-        p[ii * pst + b] = (A.w.history_bias[h] + A.w.history_c[h] * g) + A.ln_ratio;
+        T.p[ii * pst + b] = (A.w.history_bias[h] + A.w.history_c[h] * g) + A.ln_ratio;
     }
-    __syncthreads();
-    for (int ii = warp; ii < rows; ii += F_WARPS) { /* the softmax over b + 1 slots, a warp a row */
-        float *s = p + ii * pst;
+}
+
+/* the softmax over b + 1 slots, a warp a row (max and exps in parallel; the sum by one lane in slot order) */
+__device__ __forceinline__ static void tile_softmax(const tile_bufs &T, int bp, int rows, int lane, int warp) {
+    for (int ii = warp; ii < rows; ii += F_WARPS) {
+        float *s = T.p + ii * T.pst;
         float mx = -INFINITY;
         for (int j = lane; j < bp; j += 32) mx = fmaxf(mx, s[j]);
         for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
@@ -203,22 +221,24 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
         __syncwarp();
         for (int j = lane; j < bp; j += 32) s[j] *= inv;
     }
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    /* read-out: a thread owns column c for the rows rg, rg + NR, ... (k_block_head_s's split and sums) */
-    const int NR = F_THREADS / dv, c = tid % dv, rg = tid / dv;
+}
+
+/* read-out: a thread owns column c for the rows rg, rg + NR, ... (k_block_head_s's split and sums) */
+__device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, int dk, int dv, int rows, int t) {
+    const int NR = F_THREADS / dv, c = t % dv, rg = t / dv, pst = T.pst;
+    const float *Ss = T.Ss, *Vs = T.Vs, *qsc = T.qsc, *p = T.p;
     if (rg < NR) {
         float u[F_RT], acc[F_RT];
 #pragma unroll
         for (int r = 0; r < F_RT; r++) u[r] = 0.0f, acc[r] = 0.0f;
-        for (int t = 0; t < dk; t += 4) {
-            const float s0 = Ss[t * dv + c], s1 = Ss[(t + 1) * dv + c], s2 = Ss[(t + 2) * dv + c],
-                        s3 = Ss[(t + 3) * dv + c];
+        for (int k = 0; k < dk; k += 4) {
+            const float s0 = Ss[k * dv + c], s1 = Ss[(k + 1) * dv + c], s2 = Ss[(k + 2) * dv + c],
+                        s3 = Ss[(k + 3) * dv + c];
 #pragma unroll
             for (int r = 0; r < F_RT; r++) {
                 const int ii = rg + r * NR;
                 if (r * NR < F_RT && ii < rows) {
-                    const float4 q4 = *(const float4 *)(qsc + ii * dk + t);
+                    const float4 q4 = *(const float4 *)(qsc + ii * dk + k);
                     u[r] += s0 * q4.x;
                     u[r] += s1 * q4.y;
                     u[r] += s2 * q4.z;
@@ -253,14 +273,18 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
 #pragma unroll
         for (int r = 0; r < F_RT; r++) {
             const int ii = rg + r * NR;
-            if (r * NR < F_RT && ii < rows) os[ii * dv + c] = acc[r] + p[ii * pst + b] * u[r];
+            if (r * NR < F_RT && ii < rows) T.os[ii * dv + c] = acc[r] + p[ii * pst + b] * u[r];
         }
     }
-    __syncthreads();
-    /* gated RMSNorm, a warp a row: gdn_gated_norm_kernel's sums (GN_THREADS threads: per thread its columns in
-     * order, a xor tree per warp, the warps' sums in order) and its output expression */
+}
+
+/* gated RMSNorm, a warp a row: gdn_gated_norm_kernel's sums (GN_THREADS threads: per thread its columns in order, a
+ * xor tree per warp, the warps' sums in order) and its output expression */
+__device__ __forceinline__ static void tile_norm(const fused_args &A, const tile_bufs &T, int h, int i0, int rows,
+                                                 int lane, int warp) {
+    const int dv = A.dv;
     for (int ii = warp; ii < rows; ii += F_WARPS) {
-        const float *o = os + ii * dv;
+        const float *o = T.os + ii * dv;
         float tsum = 0.0f;
         for (int vw = 0; vw < GN_THREADS / 32; vw++) {
             float ss = 0.0f;
@@ -277,17 +301,73 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
     }
 }
 
+/* cp.async of q rows i0 .. i0 + rows - 1 of key head kh into qs [rows][dk]; of the block's k rows into ks [b][kp];
+ * of the head's state and the block's v rows into Ss, Vs: thread t of nt (unsigned, as blockDim.x was in the tile
+ * kernel's loops, so its code is unchanged). */
+__device__ __forceinline__ static void load_q(float *qs, const fused_args &A, int kh, int i0, int rows, int t,
+                                              unsigned nt) {
+    const int dk = A.dk;
+    for (int idx = t; idx < rows * dk / 4; idx += nt) {
+        const int ii = idx / (dk / 4), u = idx % (dk / 4) * 4;
+        cp_async16(qs + ii * dk + u, A.qkv + (size_t)(i0 + ii) * A.cd + (size_t)kh * dk + u);
+    }
+}
+__device__ __forceinline__ static void load_k(float *ks, int kp, const fused_args &A, int kh, int t, unsigned nt) {
+    const int dk = A.dk;
+    for (int idx = t; idx < A.b * dk; idx += nt) {
+        const int j = idx / dk, u = idx % dk;
+        cp_async4(ks + j * kp + u, A.qkv + (size_t)j * A.cd + (size_t)A.nk * dk + (size_t)kh * dk + u);
+    }
+}
+__device__ __forceinline__ static void load_sv(float *Ss, float *Vs, const fused_args &A, int h, int t, unsigned nt) {
+    const int dk = A.dk, dv = A.dv;
+    const float *S = A.state + (size_t)h * dk * dv;
+    for (int idx = t; idx < dk * dv / 4; idx += nt) cp_async16(Ss + idx * 4, S + (size_t)idx * 4);
+    for (int idx = t; idx < A.b * dv / 4; idx += nt) {
+        const int j = idx / (dv / 4), c = idx % (dv / 4) * 4;
+        cp_async16(Vs + j * dv + c, A.qkv + (size_t)j * A.cd + 2 * (size_t)A.nk * dk + (size_t)h * dv + c);
+    }
+}
+
+__device__ __forceinline__ static int head_key(const fused_args &A, int h) {
+    return A.tiled ? h % A.nk : h / (A.nv / A.nk);
+}
+
+/* Value head h, rows i0 .. i0 + F_RT - 1 of A's block (k_block_head_fused's body). */
+__device__ __forceinline__ static void head_fused_tile(const fused_args &A, int h, int i0) {
+    extern __shared__ __align__(16) float sh[];
+    const int b = A.b, rows = b - i0 < F_RT ? b - i0 : F_RT, kh = head_key(A, h);
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
+    const fused_layout L = fused_layout_of(b, A.dk, A.dv);
+    const tile_bufs T = {sh, sh + L.qs, sh + L.o, sh + L.q, sh + L.k, sh + L.s, sh + L.v, L.pst, L.kp};
+    pdl_wait(); /* q, k, v are the conv kernel's output */
+    pdl_trigger();
+    /* group 0: the tile's q rows, the block's k rows (for the scores) */
+    load_q(sh + L.q, A, kh, i0, rows, tid, blockDim.x);
+    load_k(sh + L.k, L.kp, A, kh, tid, blockDim.x);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    /* group 1: the head's state and the block's v rows (for the read-out), in flight during the scores */
+    load_sv(sh + L.s, sh + L.v, A, h, tid, blockDim.x);
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+    tile_scores(A, T, h, i0, rows, tid, blockDim.x);
+    __syncthreads();
+    tile_softmax(T, b + 1, rows, lane, warp);
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    tile_readout(T, b, A.dk, A.dv, rows, tid);
+    __syncthreads();
+    tile_norm(A, T, h, i0, rows, lane, warp);
+}
+
 __global__ void __launch_bounds__(F_THREADS) k_block_head_fused(fused_args A) {
     head_fused_tile(A, (int)blockIdx.x, (int)blockIdx.y * F_RT);
 }
 
-/* Every sequence of a stacked preview (grid z): A's pointers at the pass's row 0, moved to the sequence's rows;
- * its own state, row count and ln_ratio. Shared memory is sized for the largest block; a smaller one's layout
- * (fused_layout_of of its own b) fits inside it, and the arithmetic does not depend on where. */
-__global__ void __launch_bounds__(F_THREADS) k_block_head_fused_multi(fused_args A, cuda_gdn_block_seqs m) {
-    const cuda_gdn_block_seq q = m.seq[blockIdx.z];
-    const int i0 = (int)blockIdx.y * F_RT;
-    if (i0 >= q.b) return; /* the whole block */
+/* A stacked preview's sequence z: A's pointers at the pass's row 0 moved to its rows; its own state, row count and
+ * ln_ratio (both forms' multi kernels). */
+__device__ __forceinline__ static void seq_args(fused_args &A, const cuda_gdn_block_seq &q) {
     const size_t zw = (size_t)A.nv * A.dv;
     A.y += (size_t)q.row0 * zw;
     A.qkv += (size_t)q.row0 * A.cd;
@@ -296,10 +376,178 @@ __global__ void __launch_bounds__(F_THREADS) k_block_head_fused_multi(fused_args
     A.state = q.state;
     A.b = q.b;
     A.ln_ratio = q.ln_ratio;
+}
+
+/* Every sequence of a stacked preview (grid z). Shared memory is sized for the largest block; a smaller one's layout
+ * (fused_layout_of of its own b) fits inside it, and the arithmetic does not depend on where. */
+__global__ void __launch_bounds__(F_THREADS) k_block_head_fused_multi(fused_args A, cuda_gdn_block_seqs m) {
+    const cuda_gdn_block_seq q = m.seq[blockIdx.z];
+    const int i0 = (int)blockIdx.y * F_RT;
+    if (i0 >= q.b) return; /* the whole block */
+    seq_args(A, q);
     head_fused_tile(A, (int)blockIdx.x, i0);
 }
 
+/* ---- 2'. the head-once form (CLOVER_CUDA_GDN_HEAD_ONCE=1): a block a value head (and sequence), G groups of
+ * F_THREADS threads, group g taking the tiles g, g + G, ...; the state, k, v and every q row loaded once ---- */
+
+/* shared memory (floats): q [b][dk], k [b][kp], (pad to 4), S [dk][dv], v [b][dv], then per group p [RT][pst],
+ * q * scale [RT][dk], o [RT][dv] */
+struct once_layout {
+    int pst, kp;
+    size_t q, k, s, v, g, gsz, gqs, go, total;
+};
+
+__host__ __device__ static inline once_layout once_layout_of(int b, int dk, int dv, int G) {
+    once_layout L;
+    L.pst = (b + 1 + 3) / 4 * 4;
+    L.kp = dk + 1;
+    L.q = 0;
+    L.k = (size_t)b * dk;
+    L.s = (L.k + (size_t)b * L.kp + 3) / 4 * 4;
+    L.v = L.s + (size_t)dk * dv;
+    L.g = L.v + (size_t)b * dv;
+    L.gqs = (size_t)F_RT * L.pst;
+    L.go = L.gqs + (size_t)F_RT * dk;
+    L.gsz = L.go + (size_t)F_RT * dv;
+    L.total = L.g + (size_t)G * L.gsz;
+    return L;
+}
+
+/* a group's barrier (ids 1 .. G; __syncthreads is 0): the groups walk their tiles independently. Constant ids (a
+ * branch uniform in each warp): with an id in a register ptxas reserves all 16 barriers for the block. */
+template <int ID>
+__device__ __forceinline__ static void bar_named(void) {
+    asm volatile("bar.sync %0, %1;" ::"n"(ID), "n"((int)F_THREADS) : "memory");
+}
+template <int G>
+__device__ __forceinline__ static void group_sync(int g) {
+    if (G == 1 || g == 0) bar_named<1>();
+    else if (G == 2 || g == 1) bar_named<2>();
+    else if (g == 2) bar_named<3>();
+    else bar_named<4>();
+}
+
+template <int G>
+__device__ __forceinline__ static void head_once(const fused_args &A, int h) {
+    extern __shared__ __align__(16) float sh[];
+    const int b = A.b, dk = A.dk, kh = head_key(A, h), tiles = (b + F_RT - 1) / F_RT;
+    const int tid = threadIdx.x, g = tid / F_THREADS, t = tid % F_THREADS, lane = t & 31, warp = t / 32;
+    const once_layout L = once_layout_of(b, dk, A.dv, G);
+    float *gb = sh + L.g + (size_t)g * L.gsz;
+    tile_bufs T = {gb, gb + L.gqs, gb + L.go, sh + L.q, sh + L.k, sh + L.s, sh + L.v, L.pst, L.kp};
+    pdl_wait(); /* q, k, v are the conv kernel's output */
+    pdl_trigger();
+    load_q(sh + L.q, A, kh, 0, b, tid, (unsigned)(G * F_THREADS)); /* every row: each group reads its tiles' */
+    load_k(sh + L.k, L.kp, A, kh, tid, (unsigned)(G * F_THREADS));
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    load_sv(sh + L.s, sh + L.v, A, h, tid, (unsigned)(G * F_THREADS)); /* in flight during the first tiles' scores */
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 1;" ::: "memory");
+    __syncthreads();
+    int tile = g;
+    if (tile < tiles) { /* the group's first tile up to its softmax while S and v arrive */
+        const int i0 = tile * F_RT, rows = b - i0 < F_RT ? b - i0 : F_RT;
+        T.q = sh + L.q + (size_t)i0 * dk;
+        tile_scores(A, T, h, i0, rows, t, F_THREADS);
+        group_sync<G>(g);
+        tile_softmax(T, b + 1, rows, lane, warp);
+    }
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads(); /* every thread once, groups without a tile too */
+    for (; tile < tiles; tile += G) {
+        const int i0 = tile * F_RT, rows = b - i0 < F_RT ? b - i0 : F_RT;
+        if (tile != g) {
+            T.q = sh + L.q + (size_t)i0 * dk;
+            /* the tile before's read-out is past its barrier: p and qsc are free */
+            tile_scores(A, T, h, i0, rows, t, F_THREADS);
+            group_sync<G>(g);
+            tile_softmax(T, b + 1, rows, lane, warp);
+            group_sync<G>(g);
+        }
+        tile_readout(T, b, dk, A.dv, rows, t);
+        group_sync<G>(g);
+        tile_norm(A, T, h, i0, rows, lane, warp); /* (o is rewritten only past the next tile's first barrier) */
+    }
+}
+
+template <int G>
+__global__ void __launch_bounds__(G *F_THREADS) k_block_head_once(fused_args A) {
+    head_once<G>(A, (int)blockIdx.x);
+}
+
+template <int G>
+__global__ void __launch_bounds__(G *F_THREADS) k_block_head_once_multi(fused_args A, cuda_gdn_block_seqs m) {
+    const cuda_gdn_block_seq q = m.seq[blockIdx.z];
+    if (q.b <= 0) return; /* the whole block */
+    seq_args(A, q);
+    head_once<G>(A, (int)blockIdx.x);
+}
+
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
+
+/* ---- the head-once form's switch, group count and launch ---- */
+static int g_head_once = -1, g_head_once_g = INT_MIN;
+static unsigned long long g_head_once_launches;
+extern "C" int cuda_gdn_head_once_on(void) { return cuda_switch_on(&g_head_once, "CLOVER_CUDA_GDN_HEAD_ONCE", 0); }
+extern "C" void cuda_gdn_head_once_set(int on) { cuda_switch_set(&g_head_once, on); }
+extern "C" void cuda_gdn_head_once_groups_set(int g) {
+    __atomic_store_n(&g_head_once_g, g < 0 ? INT_MIN : g, __ATOMIC_RELAXED);
+}
+extern "C" unsigned long long cuda_gdn_head_once_launches(void) {
+    return __atomic_load_n(&g_head_once_launches, __ATOMIC_RELAXED);
+}
+
+/* The groups of a block of b rows: one a tile up to 4 (3 tiles: 4, a group idle rather than one walking two), or
+ * CLOVER_CUDA_GDN_HEAD_ONCE_G=1|2|4; halved while the shared memory does not fit. 0: it never fits (*smem: bytes). */
+static int head_once_groups(int b, int dk, int dv, size_t *smem) {
+    const int tiles = (b + F_RT - 1) / F_RT, f = cuda_env_int(&g_head_once_g, "CLOVER_CUDA_GDN_HEAD_ONCE_G", 0);
+    int G = f == 1 || f == 2 || f == 4 ? f : tiles >= 3 ? 4 : tiles >= 2 ? 2 : 1;
+    for (; G >= 1; G /= 2) {
+        *smem = once_layout_of(b, dk, dv, G).total * sizeof(float);
+        if (*smem <= F_SMEM_MAX) return G;
+    }
+    return 0;
+}
+
+/* k_block_head_once<G> (m NULL: one sequence, a block a value head) or its multi form (grid z a sequence). The
+ * carveout asked at its most: one 152 KB block an SM needs more than the default may give. */
+template <int G>
+static void head_once_launch(const fused_args &A, const cuda_gdn_block_seqs *m, size_t smem, cudaStream_t st) {
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_block_head_once<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
+        cudaFuncSetAttribute(k_block_head_once_multi<G>, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
+        cudaFuncSetAttribute(k_block_head_once<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+        cudaFuncSetAttribute(k_block_head_once_multi<G>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                             cudaSharedmemCarveoutMaxShared);
+        attr_set = 1;
+    }
+    if (m)
+        pdl_launch(k_block_head_once_multi<G>, dim3((unsigned)A.nv, 1, (unsigned)m->n_seq), dim3(G * F_THREADS),
+                   smem, st, A, *m);
+    else
+        pdl_launch(k_block_head_once<G>, dim3((unsigned)A.nv), dim3(G * F_THREADS), smem, st, A);
+    __atomic_fetch_add(&g_head_once_launches, 1ull, __ATOMIC_RELAXED);
+}
+
+/* The heads' launch of either form: the head-once one when switched on and its shared memory fits (bmax rows),
+ * else the tile one (its attributes set by the caller). */
+static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, size_t tile_smem,
+                         cudaStream_t st) {
+    size_t smem = 0;
+    const int G = cuda_gdn_head_once_on() ? head_once_groups(bmax, A.dk, A.dv, &smem) : 0;
+    if (G == 4) return head_once_launch<4>(A, m, smem, st);
+    if (G == 2) return head_once_launch<2>(A, m, smem, st);
+    if (G == 1) return head_once_launch<1>(A, m, smem, st);
+    const unsigned tiles = (unsigned)((bmax + F_RT - 1) / F_RT);
+    if (m)
+        pdl_launch(k_block_head_fused_multi, dim3((unsigned)A.nv, tiles, (unsigned)m->n_seq), dim3(F_THREADS),
+                   tile_smem, st, A, *m);
+    else
+        pdl_launch(k_block_head_fused, dim3((unsigned)A.nv, tiles), dim3(F_THREADS), tile_smem, st, A);
+}
 
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
  * -1: a launch failed (cuda_preview_last_error says why). */
@@ -323,8 +571,7 @@ int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const f
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  state, *w, nk, d->n_v_heads, dk, dv, cd, b, d->tiled, ln_ratio,
                     (float)pow((double)dk, -0.5), d->eps};
-    pdl_launch(k_block_head_fused, dim3((unsigned)d->n_v_heads, (unsigned)((b + F_RT - 1) / F_RT)), dim3(F_THREADS),
-               smem, st, A);
+    heads_launch(A, NULL, b, smem, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block heads + gated norm")) return -1;
     return 0;
 }
@@ -356,9 +603,7 @@ int gdn_block_fused_multi_launch(float *y, const float *mixed, const float *z, c
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  NULL, *w, nk, d->n_v_heads, dk, dv, cd, 0, d->tiled, 0.0f,
                     (float)pow((double)dk, -0.5), d->eps};
-    pdl_launch(k_block_head_fused_multi,
-               dim3((unsigned)d->n_v_heads, (unsigned)((bmax + F_RT - 1) / F_RT), (unsigned)m->n_seq),
-               dim3(F_THREADS), smem, st, A, *m);
+    heads_launch(A, m, bmax, smem, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi heads + gated norm")) return -1;
     return 0;
 }

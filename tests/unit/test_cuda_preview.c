@@ -27,6 +27,9 @@
  *    two-launch GDN block operator against the forms they replace, bit for
  *    bit, over rows 1..64, odd sizes, ties and infinities, and against the
  *    CPU oracles (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
+ *  - gdn_head_once (issues 24, 25): the head-once form of the GDN heads
+ *    (CLOVER_CUDA_GDN_HEAD_ONCE) against the tile form, bit for bit, lone
+ *    and stacked, every group count; the states untouched;
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -859,6 +862,121 @@ static void gdn_block_forms(void) {
            "max(1, max|ref|)\n", cases, worst_rel);
 }
 
+/* The head-once form of the block operator's heads (CLOVER_CUDA_GDN_HEAD_ONCE, gdn_block_fused.cu: a block a
+ * (sequence, value head) over all its row tiles) against the tile form it replaces, bit for bit: lone blocks of 1..64
+ * rows and a stacked preview of eight sequences of 1..32 rows, each its own ring, state and ln_ratio, at the
+ * 35B-A3B's heads (16 key / 32 value of 128, K 4) and two small odd geometries the fused path takes (dv 16: 16
+ * read-out row groups, grouped heads, K 3; dv 64 over dk 32, K 2), with the groups a block by shape and forced to 1,
+ * 2 and 4 (a group walking several tiles; idle groups). Every output written (NaN-poisoned), the rings and states
+ * untouched (a preview reads them only), every switched-on call counted as a head-once launch (the form ran), and
+ * the lone outputs against gdn_block_scalar within the fixtures' bound. */
+static void gdn_head_once(void) {
+    typedef struct {
+        int nk, nv, dk, dv, K, tiled;
+    } geo;
+    enum { NS = 8, NB = 11, NG = 4 };
+    const geo geos[3] = {{16, 32, 128, 128, 4, 1}, {2, 6, 16, 16, 3, 0}, {3, 3, 32, 64, 2, 1}};
+    const int32_t ms[NS] = {32, 13, 1, 32, 7, 24, 9, 17};
+    const size_t lone[NB] = {1, 2, 5, 8, 9, 13, 17, 24, 31, 32, 64};
+    const int groups[NG] = {0, 1, 2, 4};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
+    cuda_preview_set_forms(-1, 1);                          /* the fused form, whatever CLOVER_CUDA_GDN_BLOCK says */
+    size_t cases = 0, launches = 0;
+    double worst_rel = 0;
+    const unsigned long long launched0 = cuda_gdn_head_once_launches();
+    for (int gi = 0; gi < (small ? 2 : 3); gi++) {
+        const geo G = geos[gi];
+        const size_t nk = G.nk, nv = G.nv, dk = G.dk, dv = G.dv, K = G.K, cd = 2 * nk * dk + nv * dv, zw = nv * dv;
+        const size_t nr = 135, rb = (K - 1) * cd, sb = nv * dk * dv; /* rows: the stacked ones, >= the lone 64 */
+        const cpu_gdn_dims cd_cpu = {nk, nv, dk, dv, K, 1e-6f, G.tiled ? CPU_GDN_TILED : CPU_GDN_GROUPED};
+        const cuda_gdn_dims d = {G.nk, G.nv, G.dk, G.dv, G.K, 1e-6f, G.tiled};
+        float *cw = malloc(cd * K * 4), *cr = malloc(cd * (K - 1) * 4), *vec = malloc(6 * nv * 4), *nw = malloc(dv * 4);
+        cuda_test_fill(cw, cd * K, 501 + gi, 0.5f);
+        cuda_test_fill(cr, cd * (K - 1), 511 + gi, 0.5f);
+        cuda_test_fill(vec, 6 * nv, 521 + gi, 1.0f);
+        cuda_test_fill(nw, dv, 531 + gi, 1.0f);
+        for (size_t h = 0; h < nv; h++) vec[h] = -expf(vec[h]);
+        const gdn_block_weights w = {cw, cr, vec, vec + nv, nw, vec + 2 * nv, vec + 3 * nv, vec + 4 * nv};
+        float *d_cw = cuda_test_upload(cw, cd * K * 4), *d_cr = cuda_test_upload(cr, cd * (K - 1) * 4);
+        float *d_vec = cuda_test_upload(vec, 6 * nv * 4), *d_nw = cuda_test_upload(nw, dv * 4);
+        const cuda_gdn_block_weights dw = {d_cw, d_cr, d_vec, d_vec + nv, d_nw, d_vec + 2 * nv, d_vec + 3 * nv,
+                                           d_vec + 4 * nv};
+        float *ring = malloc(NS * rb * 4), *state = malloc(NS * sb * 4), *back = malloc(NS * sb * 4);
+        cuda_test_fill(ring, NS * rb, 541 + gi, 1.0f);
+        cuda_test_fill(state, NS * sb, 551 + gi, 0.1f);
+        float *d_ring = cuda_test_upload(ring, NS * rb * 4), *d_state = cuda_test_upload(state, NS * sb * 4);
+        cuda_gdn_block_seqs m = {.n_seq = NS};
+        for (int i = 0, r0 = 0; i < NS; r0 += ms[i], i++)
+            m.seq[i] = (cuda_gdn_block_seq){.ring = d_ring + i * rb, .state = d_state + i * sb, .row0 = r0,
+                                            .b = ms[i], .ln_ratio = logf((float)ms[i] / 32.0f)};
+        float *mixed = malloc(nr * cd * 4), *z = malloc(nr * zw * 4), *a = malloc(nr * nv * 4);
+        cuda_test_fill(mixed, nr * cd, 561 + gi, 1.0f);
+        cuda_test_fill(z, nr * zw, 571 + gi, 1.0f);
+        cuda_test_fill(a, nr * nv, 581 + gi, 1.0f);
+        float *d_mixed = cuda_test_upload(mixed, nr * cd * 4), *d_z = cuda_test_upload(z, nr * zw * 4);
+        float *d_a = cuda_test_upload(a, nr * nv * 4), *d_y = cuda_test_poisoned(nr * zw);
+        float *d_work = cuda_test_poisoned(cuda_gdn_block_work_floats(&d, (int)nr));
+        float *y0 = malloc(nr * zw * 4), *y1 = malloc(nr * zw * 4), *ref = malloc(64 * zw * 4);
+        float *scratch = malloc(gdn_block_scratch_floats(&cd_cpu, 64, 1) * 4);
+        char why[CUDA_WHY];
+        /* one call, the form asked (0 tile, 1 head-once with `gs` groups), the n outputs into y; b 0: the stack */
+#define HEAD_ONCE_RUN(y, on, gs, b, n)                                                                              \
+    do {                                                                                                            \
+        cuda_gdn_head_once_set(on);                                                                                 \
+        cuda_gdn_head_once_groups_set(gs);                                                                          \
+        CHECK(cuda_fill_nan(d_y, nr * zw, why) == 0);                                                               \
+        const int rc_ = (b) ? cuda_gdn_block(d_y, d_mixed, d_z, d_a, d_ring, d_state, &dw, &d, (int)(b),             \
+                                             logf((float)(b) / 32.0f), d_work, NULL)                                \
+                            : cuda_gdn_block_multi(d_y, d_mixed, d_z, d_a, &dw, &d, &m, d_work, NULL);              \
+        CHECK_MSG(rc_ == 0, "geometry %d, %zu rows, head-once %d/%d: rc %d (%s)", gi, (size_t)(b), on, gs, rc_,      \
+                  cuda_preview_last_error());                                                                       \
+        cuda_test_download(y, d_y, (n) * zw * 4);                                                                   \
+        launches += (on) != 0;                                                                                      \
+    } while (0)
+        for (int bi = 0; bi <= NB; bi++) { /* bi == NB: the stacked preview */
+            if (small && bi != 0 && bi != 5 && bi != 9 && bi != NB) continue;
+            const size_t b = bi < NB ? lone[bi] : 0, n = b ? b : nr;
+            HEAD_ONCE_RUN(y0, 0, 0, b, n);
+            for (int k = 0; k < NG; k++) {
+                if (small && k != 0) continue;
+                HEAD_ONCE_RUN(y1, 1, groups[k], b, n);
+                size_t diff = 0, bad = 0;
+                for (size_t i = 0; i < n * zw; i++) bad += !isfinite(y1[i]), diff += memcmp(&y0[i], &y1[i], 4) != 0;
+                CHECK_MSG(bad == 0 && diff == 0, "geometry %d, %s %zu rows, groups %d: %zu outputs not finite, %zu "
+                          "differ from the tile form's bits", gi, b ? "lone" : "stacked", n, groups[k], bad, diff);
+                cases++;
+            }
+            if (!b) continue;
+            gdn_block_scalar(ref, mixed, z, a, ring, state, &w, &cd_cpu, b, logf((float)b / 32.0f), scratch);
+            double worst = 0, mx = 1;
+            for (size_t i = 0; i < b * zw; i++) {
+                const double dd = fabs((double)y1[i] - (double)ref[i]);
+                if (!(dd <= worst)) worst = dd;
+                if (fabs((double)ref[i]) > mx) mx = fabs((double)ref[i]);
+            }
+            CHECK_MSG(worst <= BOUND_LOGITS * mx, "geometry %d, %zu rows: max error vs the oracle %.3g > %.3g", gi, b,
+                      worst, BOUND_LOGITS * mx);
+            if (worst / mx > worst_rel) worst_rel = worst / mx;
+        }
+#undef HEAD_ONCE_RUN
+        cuda_test_download(back, d_state, NS * sb * 4);
+        CHECK_MSG(memcmp(back, state, NS * sb * 4) == 0, "geometry %d: a preview changed a committed state", gi);
+        cuda_test_download(back, d_ring, NS * rb * 4);
+        CHECK_MSG(memcmp(back, ring, NS * rb * 4) == 0, "geometry %d: a preview changed a committed ring", gi);
+        cuda_free(d_cw), cuda_free(d_cr), cuda_free(d_vec), cuda_free(d_nw), cuda_free(d_ring), cuda_free(d_state);
+        cuda_free(d_mixed), cuda_free(d_z), cuda_free(d_a), cuda_free(d_y), cuda_free(d_work);
+        free(cw), free(cr), free(vec), free(nw), free(ring), free(state), free(back), free(mixed), free(z), free(a);
+        free(y0), free(y1), free(ref), free(scratch);
+    }
+    const unsigned long long ran = cuda_gdn_head_once_launches() - launched0;
+    CHECK_MSG(ran == launches, "%llu head-once launches for %zu switched-on calls", ran, launches);
+    cuda_gdn_head_once_set(-1);
+    cuda_gdn_head_once_groups_set(-1);
+    cuda_preview_set_forms(-1, -1);
+    printf("     gdn heads, head-once vs tiles: %zu cases bit for bit (%llu launches), states untouched; vs the oracle "
+           "within %.3g of max(1, max|ref|)\n", cases, ran, worst_rel);
+}
+
 int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
@@ -869,6 +987,7 @@ int main(void) {
         RUN(gdn_block_multi);
         RUN(coreset_forms);
         RUN(gdn_block_forms);
+        RUN(gdn_head_once);
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);
