@@ -103,6 +103,15 @@ void cuda_igemm_wide_set(int on);
  * 2026-12-05); 1/0 on/off, negative: the environment again. Same bits either way. */
 void cuda_igw_moe_set(int on);
 unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it was taken) */
+/* The grouped experts with few slots an expert (cuda_moe_chunk / _pair, Q4_K and Q5_K, the WIDE plans: a 32-row
+ * preview, a decode batch) on matmul_igemm.cu's PERSIST form: a fixed grid of ~1-2 blocks an SM walking tiles of
+ * 8, 16 or 32 slots of one expert, every item's chunks through one cp.async ring. On when CLOVER_CUDA_MOE_PERSIST=1
+ * (off by default: unverified on a device when written, 2026-12-21); cuda_moe_persist_set: 1/0 on/off, negative:
+ * the environment again. cuda_moe_persist_tile_set(TS): force 8/16/32 slots a tile (also
+ * CLOVER_CUDA_MOE_PERSIST_TS), 0 by shape, negative: the environment again. Same bits either way. */
+void cuda_moe_persist_set(int on);
+void cuda_moe_persist_tile_set(int ts);
+unsigned long long cuda_moe_persist_launches(void); /* launches so far (tests: it was taken) */
 
 /* The few-row dense Q8_0 product on the tensor cores with the weights as the mma A operand (matmul_mma_rows.cu:
  * each warp streams its weight rows through its own cp.async ring, K split over up to 8 warps for narrow

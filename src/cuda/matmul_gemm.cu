@@ -22,7 +22,10 @@
  * its end return), so each routed expert's weights are read once per tile of
  * 64 rows that use it, with no host synchronisation. Slots of an expert land
  * in perm in any order (atomics); rows are independent, so the result is
- * deterministic anyway.
+ * deterministic anyway. With CLOVER_CUDA_MOE_PERSIST=1 (off by default) the
+ * integer path's few-slot (WIDE) plans for Q4_K / Q5_K take matmul_igemm.cu's
+ * PERSIST form instead: tiles of 8, 16 or 32 slots (igp_tile, by shape) and a
+ * fixed grid of ~1-2 blocks an SM that walks them (same bits).
  */
 #include <math.h>
 
@@ -566,10 +569,12 @@ extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
 }
 
 /* One grouped product on the grouping pass's tiles: matmul_igemm_wide.cu's kernel where it takes them (igw; false
- * if it refused), else matmul_igemm.cu's (ot output tiles). */
-static bool moe_tiles_launch(uint32_t type, const ig_params *q, bool igw, unsigned ot, unsigned n_tiles,
+ * if it refused), matmul_igemm.cu's PERSIST form on tiles of igp slots (igp != 0; false if it refused), else
+ * matmul_igemm.cu's (ot output tiles). */
+static bool moe_tiles_launch(uint32_t type, const ig_params *q, bool igw, int igp, unsigned ot, unsigned n_tiles,
                              cudaStream_t st) {
     if (igw) return igw_moe_launch(type, q, n_tiles, st) != 0;
+    if (igp) return igp_launch(type, q, igp, n_tiles, st) != 0;
     ig_launch(type, q, ot, n_tiles, st);
     return true;
 }
@@ -609,6 +614,12 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     /* many slots an expert: the wide kernel's tiles of 64 slots x 128 outputs (matmul_igemm_wide.cu) */
     const bool igw = integer && !fw_take(a->type, a->n_rows) && igw_moe_takes(a->type, &q);
     if (igw) tile = IGW_MOE_TILE;
+    /* few slots an expert (WIDE plans) with CLOVER_CUDA_MOE_PERSIST=1: a fixed grid that walks tiles of 8-32 slots
+     * (matmul_igemm.cu's PERSIST form; no larger a table than the WIDE form's 8-slot one, so the work bytes hold) */
+    const int igp = integer && !igw && !fw_take(a->type, a->n_rows)
+                        ? igp_tile(a->type, &q, a->n_rows * a->k, a->n_expert, a->n_out)
+                        : 0;
+    if (igp) tile = (size_t)igp;
     const size_t max_tiles = moe_max_tiles(a, tile), n_slots = a->n_rows * a->k;
     if (max_tiles > 65535) MM_FAIL("cuda_moe_chunk: %zu tiles exceed one launch", max_tiles);
     cudaStream_t st = (cudaStream_t)stream;
@@ -650,16 +661,16 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
-        if (!moe_tiles_launch(a->type, &q, igw, ot, (unsigned)max_tiles, st))
-            MM_FAIL("cuda_moe_chunk: the wide kernel refused a product it takes");
+        if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, st))
+            MM_FAIL("cuda_moe_chunk: the %s kernel refused a product it takes", igp ? "persistent" : "wide");
         if (w_up && (igw || share_on())) { /* the pair's up product on the same tiles and 8-bit rows (no second
                                             * grouping or quantiser; cuda_moe_chunk_pair checked its alignment) */
             if (mm_launch_status("cuda_moe_chunk", why, why_len)) return -1;
             q.w = q.w_lo = (const uint8_t *)w_up;
             q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
             q.y = y_up;
-            if (!moe_tiles_launch(a->type, &q, igw, ot, (unsigned)max_tiles, st))
-                MM_FAIL("cuda_moe_chunk_pair: the wide kernel refused the up product");
+            if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, st))
+                MM_FAIL("cuda_moe_chunk_pair: the %s kernel refused the up product", igp ? "persistent" : "wide");
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
         return moe_second(a, w_up, y_up, work, stream, why, why_len);

@@ -45,6 +45,7 @@
 
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
+#include "cuda_switch.h"
 
 enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
 
@@ -603,6 +604,201 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     }
 }
 
+/* PERSIST (grouped Q4_K / Q5_K experts with few slots a pass, a preview's; CLOVER_CUDA_MOE_PERSIST=1, off by
+ * default, cuda_moe_persist_set): the WIDE form's arithmetic on a fixed grid of ~1-2 blocks an SM that walks the
+ * grouping pass's tiles. Why: the WIDE launch's grid.y is the worst-case tile count (288 for 256 slots on 256
+ * experts) while a preview fills ~32 (32 rows x top-8 on ~8 experts), so 1,000-4,000 empty blocks (each with
+ * ~100 KiB of shared memory, each reading the tile count) queue behind the working ones; and each used expert's
+ * rows are re-read by 4 tiles of 8 slots, each block walking K alone (the down product: 2 chunks, mostly latency).
+ * Work split: an item is (tile, 128 outputs); block b takes items b, b + G, b + 2G, ... (G = gridDim.x; outputs
+ * fastest, so the items of one tile, and the tiles of one expert, run side by side and share L2). At the start
+ * the block resolves its items' tiles (expert, first output, count, the slots' rows) into shared memory (the
+ * grid is sized on the host so that a block has at most `maxk`), then streams every item's chunks through ONE
+ * 4-stage cp.async ring: the next item's first chunks are in flight while this item's last are summed, with no
+ * barrier beyond the ring's one a chunk. Tiles hold TS = 8, 16 or 32 slots of one expert (NT = TS / 8 n-tiles
+ * a warp): each A fragment (two weight rows' nibbles and scales) is decoded once for NT mma, and an expert's
+ * rows are read once per TS slots. Bits: warp w owns m-tile w (16 outputs) for all NT n-tiles with both of the
+ * K-quants' partials, exactly as the WIDE form's warp does for its one n-tile: term_c = x_d * (d * (float)sq -
+ * dmin * (float)smn) (integer sq, smn), p_{c mod 2} += term_c in chunk order, y = p0 + p1. A row's outputs do
+ * not depend on its tile, so they are the WIDE form's bits whatever TS (test_moe_persist: bit for bit).
+ * Estimate (H200, the 35B-A3B preview: 8 experts x 32 slots): gate / up 512 x 2048 at TS 8: 128 items, one an SM,
+ * 8 chunks of ~420 instructions a warp (8 warps on 4 schedulers: ~850 clocks a chunk) + ~2 us of start: ~5-7 us
+ * (WIDE 19.4 us); down 2048 x 512 at TS 16: ~256 items on 2 blocks an SM, 2 chunks each: ~4-6 us (16.75 us). */
+enum { IGP_THREADS = IG_THREADS };
+
+template <int T, int NT>
+__global__ void __launch_bounds__(IGP_THREADS, NT == 4 ? 1 : 2) igp_kernel(ig_params p, int maxk) {
+    static_assert(T == MM_Q4_K || T == MM_Q5_K, "igp_kernel: the K-quants of 4 and 5 bits");
+    constexpr int BO = 8 * IG_BO, TS = 8 * NT, CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16;
+    constexpr int NW = (BO * PPR + IGP_THREADS - 1) / IGP_THREADS, NA = (TS * PA + IGP_THREADS - 1) / IGP_THREADS;
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int sts = BO * p.sbp + TS * IG_ACS; /* a stage: the weights' chunk, then the slots' rows' chunk */
+    uint8_t *stages = sm;
+    /* the block's items: [maxk][3] expert, first output, slots; [maxk][TS] each slot's row of xq and of y */
+    int *dsc = (int *)(stages + IG_STAGES * sts), *dxr = dsc + 3 * maxk, *dyr = dxr + TS * maxk;
+    const int ot = (p.n_out + BO - 1) / BO, G = (int)gridDim.x, b = (int)blockIdx.x;
+    const int nitems = min(*p.ntiles, p.tiles_cap) * ot;
+    const int nk = b < nitems ? min(maxk, (nitems - 1 - b) / G + 1) : 0;
+    if (nk == 0) return; /* the whole block: no barrier skipped by some threads only */
+    for (int idx = tid; idx < nk * TS; idx += IGP_THREADS) {
+        const int k = idx / TS, i = idx % TS, it = b + k * G;
+        const int32_t *t = p.tiles + 3 * (it / ot);
+        const int m = t[2], s = i < m ? p.perm[t[1] + i] : 0;
+        dyr[idx] = s;
+        dxr[idx] = p.x_per_slot ? s : s / p.k;
+        if (i == 0) dsc[3 * k] = t[0], dsc[3 * k + 1] = it % ot * BO, dsc[3 * k + 2] = m;
+    }
+    __syncthreads(); /* the items */
+    const int nchunks = p.n_in / IG_CHUNK, S = nk * nchunks; /* K-quants: n_in % 256 == 0 */
+    const unsigned sbase = (unsigned)__cvta_generic_to_shared(stages);
+    /* chunk c of item k into stage st: ig_copy_chunk's bytes (PREQ) to the same places of a stage */
+    auto issue = [&](int k, int c, int st) {
+        const int n0 = dsc[3 * k + 1], m = dsc[3 * k + 2];
+        const unsigned sd = sbase + (unsigned)(st * sts);
+        const uint8_t *xq = p.xq + (size_t)c * p.xq_rows * IG_ACS;
+#pragma unroll
+        for (int j = 0; j < NA; j++) {
+            const int idx = tid + j * IGP_THREADS, i = idx / PA, pc = idx % PA;
+            if (idx < m * PA)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + BO * p.sbp + i * IG_ACS + 16 * pc),
+                             "l"(xq + (size_t)dxr[k * TS + i] * IG_ACS + 16 * pc)
+                             : "memory");
+        }
+        const uint8_t *wb = p.w + (size_t)dsc[3 * k] * p.expert_stride + (size_t)c * CB;
+#pragma unroll
+        for (int j = 0; j < NW; j++) {
+            const int idx = tid + j * IGP_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+            if (idx >= BO * PPR || o >= p.n_out) continue;
+            const uint8_t *src = wb + (size_t)o * p.row_bytes;
+            const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
+            if (q >= src + CB) continue;
+            if (q >= p.w_lo && q + 16 <= p.w_end) {
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + r * p.sbp + 16 * pc), "l"(q)
+                             : "memory");
+            } else { /* the tensor's first or last bytes: byte by byte, inside it */
+                uint8_t *d = stages + st * sts + r * p.sbp + 16 * pc;
+                for (int i = 0; i < 16; i++)
+                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+            }
+        }
+    };
+    int ik = 0, ic = 0; /* the next (item, chunk) to copy */
+#pragma unroll
+    for (int s = 0; s < IG_STAGES - 1; s++) {
+        if (s < S) {
+            issue(ik, ic, s);
+            if (++ic == nchunks) ic = 0, ik++;
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    /* warp w: m-tile w (outputs n0 + 16w .. +15) x the item's NT n-tiles (slots 8i .. 8i+7), both partials */
+    const int r0 = 16 * warp + g, r1 = r0 + 8;
+    float acc[NT][2][4];
+    bool live[NT] = {};
+    const uint8_t *wrow0 = NULL, *wrow1 = NULL;
+    int k = 0, c = 0; /* the (item, chunk) being summed */
+    for (int s = 0; s < S; s++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
+        __syncthreads(); /* step s everywhere; every warp is past step s-1, whose stage the next copy takes */
+        if (s + IG_STAGES - 1 < S) {
+            issue(ik, ic, (s + IG_STAGES - 1) % IG_STAGES);
+            if (++ic == nchunks) ic = 0, ik++;
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        if (c == 0) { /* a new item: its weight rows, its live n-tiles, the partials from 0 */
+            const uint8_t *wbase = p.w + (size_t)dsc[3 * k] * p.expert_stride;
+            const int n0 = dsc[3 * k + 1], m = dsc[3 * k + 2];
+            wrow0 = wbase + (size_t)(n0 + r0) * p.row_bytes;
+            wrow1 = wbase + (size_t)(n0 + r1) * p.row_bytes;
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                live[i] = 8 * i < m;
+#pragma unroll
+                for (int j = 0; j < 2; j++)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[i][j][q] = 0.0f;
+            }
+        }
+        const uint8_t *stg = stages + (s % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
+        const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
+        const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
+        const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
+        const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
+        constexpr int qo = T == MM_Q4_K ? 16 : 48;
+        int sq[NT][4], smn[NT][4];
+#pragma unroll
+        for (int i = 0; i < NT; i++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
+        int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
+        if (T == MM_Q5_K) {
+            h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+            h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+        }
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            const int cq = j >> 1, sh = 4 * (j & 1);
+            int a0 = (ig_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+            int a1 = (ig_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
+            int a2 = (ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+            int a3 = (ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
+            if (T == MM_Q5_K) {
+                a0 |= ((h0a >> j) & 0x01010101) << 4;
+                a1 |= ((h1a >> j) & 0x01010101) << 4;
+                a2 |= ((h0b >> j) & 0x01010101) << 4;
+                a3 |= ((h1b >> j) & 0x01010101) << 4;
+            }
+            int sc0, m0, sc1, m1;
+            mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
+            mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                const uint8_t *xb = ab + (8 * i + g) * IG_ACS, *xc = ab + (8 * i + 2 * tig) * IG_ACS;
+                int cc[4] = {0, 0, 0, 0};
+                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 32 * j + 4 * tig), ig_ld32(xb + 20 + 32 * j + 4 * tig));
+                const int16_t *bs0 = (const int16_t *)(xc + 4 + 256), *bs1 = (const int16_t *)(xc + IG_ACS + 4 + 256);
+                const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
+                sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
+                smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
+            }
+        }
+        const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+            const uint8_t *xc = ab + (8 * i + 2 * tig) * IG_ACS;
+            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+                const float t =
+                    __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+                if (c & 1) /* super-block c: partial c mod 2 (a branch: a register array takes no runtime index) */
+                    acc[i][1][q] = __fadd_rn(acc[i][1][q], t);
+                else
+                    acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+            }
+        }
+        if (++c == nchunks) { /* the item's last chunk: y = p0 + p1 */
+            const int n0 = dsc[3 * k + 1], m = dsc[3 * k + 2];
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+#pragma unroll
+                for (int q = 0; q < 4; q++) {
+                    const int o = n0 + (q < 2 ? r0 : r1), r = 8 * i + 2 * tig + (q & 1);
+                    const float v = __fadd_rn(acc[i][0][q], acc[i][1][q]);
+                    if (o < p.n_out && r < m) p.y[(size_t)dyr[k * TS + r] * p.n_out + o] = v;
+                }
+            }
+            c = 0, k++;
+        }
+    }
+    asm volatile("cp.async.wait_all;" ::: "memory");
+}
+
 /* The chunk-major 8-bit rows of PREQ: chunk c of row r at xq + (c * n_rows + r) * IG_ACS, written byte for byte
  * as matmul_act.cu writes them (a warp per 32-value block for Q8_0, per 256 for the K-quants). */
 __global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, int n_in, uint8_t *xq) {
@@ -714,3 +910,103 @@ void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid
 }
 
 unsigned ig_out_tiles(const ig_params *p, size_t n_out) { return (unsigned)((n_out + p->bo - 1) / p->bo); }
+
+/* PERSIST (igp_kernel): on when CLOVER_CUDA_MOE_PERSIST=1 (off by default: unverified on a device when written,
+ * 2026-12-21); CLOVER_CUDA_MOE_PERSIST_TS=8/16/32 forces the slots a tile (else igp_tile picks by shape). */
+static int g_igp = -1, g_igp_ts = INT_MIN;
+static unsigned long long g_igp_launches;
+extern "C" void cuda_moe_persist_set(int on) { cuda_switch_set(&g_igp, on); }
+extern "C" void cuda_moe_persist_tile_set(int ts) {
+    __atomic_store_n(&g_igp_ts, ts < 0 ? INT_MIN : ts, __ATOMIC_RELAXED);
+}
+extern "C" unsigned long long cuda_moe_persist_launches(void) {
+    return __atomic_load_n(&g_igp_launches, __ATOMIC_RELAXED);
+}
+
+static int igp_sms(void) {
+    static int sms = 0; /* one device kind a process (the same count on every GPU of a host) */
+    if (sms <= 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) ==
+                                                      cudaSuccess && n > 0)
+            sms = n;
+        else
+            return 132;
+    }
+    return sms;
+}
+
+/* Shared memory of igp_kernel: the ring, then maxk items (3 words + a row of xq and of y a slot). */
+static size_t igp_smem(const ig_params *p, int ts, size_t maxk) {
+    return (size_t)IG_STAGES * ((size_t)8 * IG_BO * p->sbp + (size_t)ts * IG_ACS) + maxk * (3 + 2 * (size_t)ts) * 4;
+}
+static size_t igp_max_tiles(size_t n_slots, size_t n_expert, int ts) {
+    return (n_slots + ts - 1) / ts + (n_expert < n_slots ? n_expert : n_slots);
+}
+
+int igp_tile(uint32_t type, const ig_params *p, size_t n_slots, size_t n_expert, size_t n_out) {
+    if (!cuda_switch_on(&g_igp, "CLOVER_CUDA_MOE_PERSIST", 0) || !p->wide || (type != MM_Q4_K && type != MM_Q5_K))
+        return 0;
+    const int f = cuda_env_int(&g_igp_ts, "CLOVER_CUDA_MOE_PERSIST_TS", 0);
+    const size_t ot = (n_out + 8 * IG_BO - 1) / (8 * IG_BO), sms = (size_t)igp_sms();
+    int ts = 8; /* the largest tile whose items, were every slot on few experts (a preview), still fill the SMs */
+    if (f == 8 || f == 16 || f == 32)
+        ts = f;
+    else
+        for (int t = 32; t > 8; t /= 2)
+            if (ot * ((n_slots + t - 1) / t) >= sms) {
+                ts = t;
+                break;
+            }
+    /* a grid of at least one block an SM holds every item in maxk per block: decline what shared memory can't */
+    const size_t items = ot * igp_max_tiles(n_slots, n_expert, ts), maxk = (items + sms - 1) / sms;
+    return igp_smem(p, ts, maxk) <= IG_SMEM_MAX ? ts : 0;
+}
+
+template <int T, int NT>
+static int igp_launch_t(const ig_params *p, unsigned max_tiles, cudaStream_t st) {
+    static int attr_set = 0;
+    static size_t occ_smem = 0; /* the last occupancy asked (host calls, kept off the per-launch path) */
+    static int occ_bps = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(igp_kernel<T, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        attr_set = 1;
+    }
+    const int ts = 8 * NT;
+    const size_t items = (size_t)(p->n_out + 8 * IG_BO - 1) / (8 * IG_BO) * max_tiles, sms = (size_t)igp_sms();
+    /* blocks an SM at the ring's bytes and a first guess of the items', the grid (<= the items), then the items'
+     * bytes for that grid; a fixed grid for a fixed shape (graph capture), whatever the tiles turn out to be */
+    size_t maxk = (items + sms - 1) / sms, smem = igp_smem(p, ts, maxk), grid = sms;
+    if (smem > IG_SMEM_MAX) return 0;
+    if (occ_smem != smem) {
+        int bps = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, igp_kernel<T, NT>, IGP_THREADS, smem) != cudaSuccess)
+            bps = 1;
+        occ_bps = bps < 1 ? 1 : bps;
+        occ_smem = smem;
+    }
+    grid = sms * (size_t)occ_bps;
+    if (grid > items) grid = items;
+    maxk = (items + grid - 1) / grid;
+    smem = igp_smem(p, ts, maxk); /* <= the first guess: grid >= sms or grid == items (maxk 1) */
+    ig_params q = *p;
+    q.tiles_cap = (int)max_tiles;
+    igp_kernel<T, NT><<<(unsigned)grid, IGP_THREADS, smem, st>>>(q, (int)maxk);
+    __atomic_fetch_add(&g_igp_launches, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
+int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cudaStream_t st) {
+    if (!p->perm || !p->xq || !p->wide) return 0;
+    if (type == MM_Q4_K)
+        return ts == 8 ? igp_launch_t<MM_Q4_K, 1>(p, max_tiles, st)
+               : ts == 16 ? igp_launch_t<MM_Q4_K, 2>(p, max_tiles, st)
+               : ts == 32 ? igp_launch_t<MM_Q4_K, 4>(p, max_tiles, st)
+                          : 0;
+    if (type == MM_Q5_K)
+        return ts == 8 ? igp_launch_t<MM_Q5_K, 1>(p, max_tiles, st)
+               : ts == 16 ? igp_launch_t<MM_Q5_K, 2>(p, max_tiles, st)
+               : ts == 32 ? igp_launch_t<MM_Q5_K, 4>(p, max_tiles, st)
+                          : 0;
+    return 0;
+}

@@ -28,6 +28,7 @@ typedef struct ig_params {
     int xq_rows;       /* rows of xq */
     int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
     int bo;            /* outputs per block (ig_plan) */
+    int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
 } ig_params;
 
 /* Bytes of an 8-bit chunk of a row in the chunk-major layout (288 or 292 used, 16-byte aligned). */
@@ -43,5 +44,10 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
 /* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
 unsigned ig_out_tiles(const ig_params *p, size_t n_out);
+/* PERSIST (grouped Q4_K / Q5_K experts, WIDE plans, CLOVER_CUDA_MOE_PERSIST=1): the slots a tile the grouping
+ * pass must build for it (8, 16 or 32), or 0 when the form is off or does not take the product; then the launch
+ * on that table of max_tiles tiles (a fixed grid of ~1-2 blocks an SM; 1 when launched, 0 when refused). */
+int igp_tile(uint32_t type, const ig_params *p, size_t n_slots, size_t n_expert, size_t n_out);
+int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cudaStream_t st);
 
 #endif

@@ -15,7 +15,9 @@
  *    ones (test_igemm_wide); the few-row form with the weights as the mma A operand (matmul_mma_rows.cu,
  *    CLOVER_CUDA_MMA_ROWS, off by default) bit for bit the chunk and decode forms at rows 1..32 (test_mma_rows);
  *    the K-split cluster form of 1..32 Q8_0 rows (matmul_q8_rows32.cu, CLOVER_CUDA_Q8_ROWS32, off by default)
- *    bit for bit the chunk form (test_q8_rows32).
+ *    bit for bit the chunk form (test_q8_rows32); the grouped Q4_K / Q5_K products of few slots an expert on the
+ *    persistent grid (matmul_igemm.cu's PERSIST, CLOVER_CUDA_MOE_PERSIST, off by default) bit for bit the WIDE
+ *    form, tiles of 8 / 16 / 32 slots, eager and in a graph (test_moe_persist).
  *  - integer path against the CPU: the oracle is the CPU's integer path
  *    (quant_act_quantize_scalar + quant_act_dot_scalar). The integer sums are
  *    exact on both sides; only the order and grouping of the f32 scale
@@ -1769,6 +1771,171 @@ static void test_moe_igw(void) {
     }
 }
 
+/* PERSIST (matmul_igemm.cu's igp_kernel, CLOVER_CUDA_MOE_PERSIST): the grouped Q4_K / Q5_K products of few slots an
+ * expert on a fixed grid walking tiles of 8, 16 or 32 slots, against the WIDE form it replaces (the switch off),
+ * bit for bit: every output of the pass (poisoned before each run, so an unwritten one differs) for tiles of 8, 16,
+ * 32 slots and the size chosen by shape, eagerly and inside a captured graph; the slot layouts of a 35B-A3B
+ * preview (32 rows x top-8 all on the same 8 experts: 32 slots each; the down product with x a slot), a decode
+ * batch (16 rows x top-8 spread over 100 experts), one slot, no slot at all (every id bad: the kernel sees 0
+ * tiles), and a bad id among preview rows; gate + up pairs. Then sampled outputs against the CPU's integer oracle
+ * (1e-5, as the other grouped forms), a bad slot's outputs NaN, and the form taken (its launch count). */
+enum { PERSIST_PREVIEW, PERSIST_SPREAD, PERSIST_ALL_BAD, PERSIST_PREVIEW_BAD };
+
+static void persist_run(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, cudaStream_t st,
+                        int graph, const char *what) {
+    char why[256] = "";
+    cudaGraph_t g = NULL;
+    if (graph) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    const int rc = w_up ? cuda_moe_chunk_pair(a, w_up, y_up, work, st, why, sizeof why)
+                        : cuda_moe_chunk(a, work, st, why, sizeof why);
+    if (graph) CU(cudaStreamEndCapture(st, &g));
+    CHECK_MSG(rc == 0, "%s: %s", what, why);
+    if (g) {
+        cudaGraphExec_t exec = NULL;
+        CU(cudaGraphInstantiate(&exec, g, 0));
+        CU(cudaGraphLaunch(exec, st));
+        CU(cudaStreamSynchronize(st));
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(g);
+    }
+    CU(cudaStreamSynchronize(st));
+}
+
+static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int dist,
+                         int x_per_slot, int pair) {
+    const size_t n_slots = n_rows * k, n_x = x_per_slot ? n_slots : n_rows, ny = n_slots * n_out;
+    const int hot_only = dist == PERSIST_PREVIEW || dist == PERSIST_PREVIEW_BAD;
+    int32_t *ids = malloc(n_slots * sizeof(int32_t));
+    if (hot_only) /* row r: the k hot experts 3 + 5h (h < k), rotated by r: each gets n_rows slots */
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t j = 0; j < k; j++) ids[r * k + j] = (int32_t)(3 + 5 * ((j + r) % k));
+    else
+        make_ids_kind(ids, n_rows, k, n_expert, 0);
+    if (dist == PERSIST_ALL_BAD)
+        for (size_t s = 0; s < n_slots; s++) ids[s] = (int32_t)n_expert;
+    if (dist == PERSIST_PREVIEW_BAD) ids[1] = (int32_t)n_expert;
+    /* the weights: every expert's, or (previews) only the hot experts' quantised, the rest zero blocks (never read) */
+    const size_t nm = pair ? 2 : 1, rb = quant_row_bytes(type, n_in), ex = n_out * rb;
+    uint8_t *w = calloc(nm * n_expert, ex);
+    for (size_t u = 0; u < nm; u++)
+        for (size_t e = 0; e < n_expert; e++) {
+            if (hot_only && (e < 3 || (e - 3) % 5 != 0 || (e - 3) / 5 >= k)) continue;
+            size_t rb2;
+            uint8_t *we = make_weights(type, n_out, n_in, &rb2);
+            memcpy(w + (u * n_expert + e) * ex, we, ex);
+            free(we);
+        }
+    float *x = malloc(n_x * n_in * sizeof(float));
+    fill(x, n_x * n_in, 2.0);
+    cuda_moe_args a = {.type = type, .expert_stride = ex, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = x_per_slot};
+    uint8_t *dw = dev_upload(w, nm * n_expert * ex);
+    a.w = dw;
+    a.x = dev_upload(x, n_x * n_in * sizeof(float));
+    a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
+    void *work = NULL;
+    CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    char what[128];
+    static const char *const DIST[] = {"preview", "spread", "all-bad", "preview+bad"};
+    snprintf(what, sizeof what, "persist %s %zux%zu r%zu k%zu E%zu %s%s%s", quant_type_name(type), n_in, n_out, n_rows,
+             k, n_expert, DIST[dist], x_per_slot ? " slot-x" : "", pair ? " pair" : "");
+    /* the forms: the switch off (the reference), then on: tiles of 8 / 16 / 32 slots, by shape, by shape and 32
+     * inside a captured graph */
+    enum { NF = 7 };
+    const int f_on[NF] = {0, 1, 1, 1, 1, 1, 1}, f_ts[NF] = {0, 8, 16, 32, 0, 0, 32};
+    const int f_graph[NF] = {0, 0, 0, 0, 0, 1, 1};
+    float *got[NF][2];
+    size_t diffs = 0;
+    for (int f = 0; f < NF; f++) {
+        float *dy[2] = {dev_poisoned(ny), pair ? dev_poisoned(ny) : NULL};
+        a.y = dy[0];
+        cuda_moe_persist_set(f_on[f]);
+        cuda_moe_persist_tile_set(f_ts[f]);
+        const unsigned long long l0 = cuda_moe_persist_launches();
+        char wf[160];
+        snprintf(wf, sizeof wf, "%s, switch %d ts %d%s", what, f_on[f], f_ts[f], f_graph[f] ? " graph" : "");
+        persist_run(&a, pair ? dw + n_expert * ex : NULL, dy[1], work, st, f_graph[f], wf);
+        const unsigned long long taken = cuda_moe_persist_launches() - l0;
+        CHECK_MSG(taken == (f_on[f] ? nm : 0), "%s: the persistent kernel took %llu launches", wf, taken);
+        for (size_t u = 0; u < nm; u++) {
+            got[f][u] = malloc(ny * sizeof(float));
+            dev_download(got[f][u], dy[u], ny);
+            cudaFree(dy[u]);
+            if (f == 0) continue;
+            const size_t d = few_diff(got[f][u], got[0][u], ny);
+            CHECK_MSG(d == 0, "%s: %zu of %zu outputs differ from the WIDE form's", wf, d, ny);
+            diffs += d;
+        }
+    }
+    cuda_moe_persist_set(-1);
+    cuda_moe_persist_tile_set(-1);
+    /* the form by shape (what a pass runs; the others are its bits): the bad slots' outputs NaN, every other output
+     * finite, sampled ones against the CPU */
+    size_t nan = 0, unfinite = 0;
+    for (size_t u = 0; u < nm; u++)
+        for (size_t s = 0; s < n_slots; s++)
+            for (size_t o = 0; o < n_out; o++) {
+                const float v = got[4][u][s * n_out + o];
+                if (ids[s] < 0 || (size_t)ids[s] >= n_expert)
+                    nan += isnan(v) != 0;
+                else
+                    unfinite += !isfinite(v);
+            }
+    size_t n_bad = 0;
+    for (size_t s = 0; s < n_slots; s++) n_bad += (size_t)ids[s] >= n_expert;
+    CHECK_MSG(nan == n_bad * n_out * nm, "%s: %zu NaN outputs of bad slots (expected %zu)", what, nan,
+              n_bad * n_out * nm);
+    CHECK_MSG(unfinite == 0, "%s: %zu outputs not finite", what, unfinite);
+    double e2 = 0, r2 = 0;
+    size_t checked = 0;
+    for (size_t u = 0; u < nm; u++)
+        for (size_t sl = 0; sl < n_slots; sl += 5) {
+            if ((size_t)ids[sl] >= n_expert) continue;
+            const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
+            for (size_t o = 0; o < n_out; o += 7) {
+                const float ref = decode_ref(type, w + (u * n_expert + (size_t)ids[sl]) * ex + o * rb, xs, n_in);
+                const double d = (double)got[4][u][sl * n_out + o] - ref;
+                e2 += d * d, r2 += (double)ref * ref;
+                checked++;
+            }
+        }
+    const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
+    CHECK_MSG(checked == 0 || r2 > 0, "%s: the reference is all zeros", what);
+    CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
+    printf("  %-66s %s (%zu outputs x 6 forms), CPU err %.2g (%zu)\n", what,
+           diffs ? "DIFFERS" : "bit-identical to WIDE", nm * ny, err, checked);
+    for (int f = 0; f < NF; f++)
+        for (size_t u = 0; u < nm; u++) free(got[f][u]);
+    cudaStreamDestroy(st);
+    free(w), free(x), free(ids);
+    cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work);
+}
+
+/* CLOVER_TEST_SMALL (under compute-sanitizer): Q4_K only, the preview pair at n_in 512, the decode batch, no slot */
+static void test_moe_persist(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    const uint32_t types[2] = {QUANT_Q4_K, QUANT_Q5_K};
+    cuda_igemm_few_set(0); /* the few-row form would take the previews' 32 rows in both runs */
+    for (int t = 0; t < (small ? 1 : 2); t++) {
+        const uint32_t ty = types[t];
+        if (small) {
+            persist_case(ty, 512, 200, 32, 8, 64, PERSIST_PREVIEW, 0, 1);
+            persist_case(ty, 256, 136, 16, 8, 100, PERSIST_SPREAD, 0, 1);
+            persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1);
+            continue;
+        }
+        persist_case(ty, 2048, 512, 32, 8, 64, PERSIST_PREVIEW, 0, 1);     /* the 35B-A3B preview's gate + up */
+        persist_case(ty, 512, 2048, 32, 8, 64, PERSIST_PREVIEW, 1, 0);     /* its down: x a slot, 16 output tiles */
+        persist_case(ty, 256, 200, 16, 8, 100, PERSIST_SPREAD, 0, 1);      /* a decode batch's 128 slots, 1 chunk */
+        persist_case(ty, 768, 136, 1, 1, 5, PERSIST_SPREAD, 0, 0);         /* one slot, 3 chunks */
+        persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1);        /* no slot reaches the kernel */
+        persist_case(ty, 768, 200, 24, 6, 40, PERSIST_PREVIEW_BAD, 1, 0); /* 24 slots an expert, a bad id */
+    }
+    few_restore();
+}
+
 static void test_moe_dec32(void) {
     const int small = getenv("CLOVER_TEST_SMALL") != NULL;
     static const size_t R[] = {1, 2, 3, 7, 8, 9, 16, 17, 31, 32};
@@ -2297,6 +2464,7 @@ int main(void) {
     RUN(test_moe_decode);
     RUN(test_moe_chunk);
     RUN(test_moe_igw);
+    RUN(test_moe_persist);
     RUN(test_moe_many_experts);
     RUN(test_moe_dec32);
     RUN(test_moe_fast);
