@@ -315,17 +315,11 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
             }
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const int cq = j >> 1, sh = 4 * (j & 1);
-                int a0 = (ig_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-                int a1 = (ig_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-                int a2 = (ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-                int a3 = (ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-                if (T == MM_Q5_K) {
-                    a0 |= ((h0a >> j) & 0x01010101) << 4;
-                    a1 |= ((h1a >> j) & 0x01010101) << 4;
-                    a2 |= ((h0b >> j) & 0x01010101) << 4;
-                    a3 |= ((h1b >> j) & 0x01010101) << 4;
-                }
+                const int cq = j >> 1;
+                int a0, a1, a2, a3;
+                mm_k4_frag<T>(j, ig_ld32(w0 + qo + 32 * cq + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 4 * tig),
+                              ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig), h0a,
+                              h0b, h1a, h1b, a0, a1, a2, a3);
                 int sc0, m0, sc1, m1;
                 mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
                 mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
@@ -738,17 +732,11 @@ __global__ void __launch_bounds__(IGP_THREADS, NT == 4 ? 1 : 2) igp_kernel(ig_pa
         }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
-            const int cq = j >> 1, sh = 4 * (j & 1);
-            int a0 = (ig_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-            int a1 = (ig_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-            int a2 = (ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-            int a3 = (ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-            if (T == MM_Q5_K) {
-                a0 |= ((h0a >> j) & 0x01010101) << 4;
-                a1 |= ((h1a >> j) & 0x01010101) << 4;
-                a2 |= ((h0b >> j) & 0x01010101) << 4;
-                a3 |= ((h1b >> j) & 0x01010101) << 4;
-            }
+            const int cq = j >> 1;
+            int a0, a1, a2, a3;
+            mm_k4_frag<T>(j, ig_ld32(w0 + qo + 32 * cq + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 4 * tig),
+                          ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig), h0a,
+                          h0b, h1a, h1b, a0, a1, a2, a3);
             int sc0, m0, sc1, m1;
             mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
             mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);

@@ -127,17 +127,10 @@ __device__ __forceinline__ void fw_kterm(const uint8_t *v0, const uint8_t *v1, c
             int sq[4] = {0, 0, 0, 0}, smn[4] = {0, 0, 0, 0};
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const int cq = j >> 1, sh = 4 * (j & 1);
-                int a0 = (q0[2 * cq] >> sh) & 0x0F0F0F0F;
-                int a1 = (q1[2 * cq] >> sh) & 0x0F0F0F0F;
-                int a2 = (q0[2 * cq + 1] >> sh) & 0x0F0F0F0F;
-                int a3 = (q1[2 * cq + 1] >> sh) & 0x0F0F0F0F;
-                if (T == MM_Q5_K) {
-                    a0 |= ((h0a >> j) & 0x01010101) << 4;
-                    a1 |= ((h1a >> j) & 0x01010101) << 4;
-                    a2 |= ((h0b >> j) & 0x01010101) << 4;
-                    a3 |= ((h1b >> j) & 0x01010101) << 4;
-                }
+                const int cq = j >> 1;
+                int a0, a1, a2, a3;
+                mm_k4_frag<T>(j, q0[2 * cq], q1[2 * cq], q0[2 * cq + 1], q1[2 * cq + 1], h0a, h0b, h1a, h1b, a0, a1, a2,
+                              a3);
                 int sc0, m0, sc1, m1;
                 mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
                 mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);

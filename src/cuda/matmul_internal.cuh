@@ -212,6 +212,25 @@ __device__ __forceinline__ void mm_k4_scale_min_words(int j, unsigned s0, unsign
     }
 }
 
+/* Sub-block j's mma A fragment of a Q4_K / Q5_K super-block for two weight rows (r0, r1 = r0 + 8): q0a / q1a
+ * the rows' code words at 32 (j / 2) + 4 tig, q0b / q1b at + 16 (sub-blocks 2c and 2c + 1 share a 32-byte run,
+ * low and high nibbles), h0a.. the Q5_K fifth-bit words (unused for Q4_K). One copy for every integer kernel. */
+template <int T>
+__device__ __forceinline__ void mm_k4_frag(int j, int q0a, int q1a, int q0b, int q1b, int h0a, int h0b, int h1a,
+                                           int h1b, int &a0, int &a1, int &a2, int &a3) {
+    const int sh = 4 * (j & 1);
+    a0 = (q0a >> sh) & 0x0F0F0F0F;
+    a1 = (q1a >> sh) & 0x0F0F0F0F;
+    a2 = (q0b >> sh) & 0x0F0F0F0F;
+    a3 = (q1b >> sh) & 0x0F0F0F0F;
+    if (T == MM_Q5_K) {
+        a0 |= ((h0a >> j) & 0x01010101) << 4;
+        a1 |= ((h1a >> j) & 0x01010101) << 4;
+        a2 |= ((h0b >> j) & 0x01010101) << 4;
+        a3 |= ((h1b >> j) & 0x01010101) << 4;
+    }
+}
+
 __device__ __forceinline__ unsigned mm_ld16(const uint8_t *p) { return *(const unsigned short *)p; }
 /* 4 bytes at a 2-byte aligned address. */
 __device__ __forceinline__ unsigned mm_ld32a2(const uint8_t *p) { return mm_ld16(p) | (mm_ld16(p + 2) << 16); }
