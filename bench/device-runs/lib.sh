@@ -13,6 +13,10 @@
 #   dr_serve FILE ENVS N TOKENS ROUNDS TAG   `clover serve --device cuda` of FILE with ENVS (assignments, may be
 #                                       empty), then 2026-12-14-serve25/serve_load.py's N chat requests one at a time
 #                                       and at once, ROUNDS times (the ratio, the answers compared): said
+#   dr_ids FILE.json                    "N ids, hash H" of `clover run --json`'s ids (H: the first 12 hex digits of
+#                                       the md5 of the list as python prints it, as earlier scripts hashed them),
+#                                       or "no ids: WHY", so a failed run never reads as equal to another
+#   dr_ids_cmp A.json B.json TAG        "TAG ids: equal (N)" or the first position where they differ
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -74,4 +78,28 @@ dr_serve() {
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"
     (cd "$O" && tar czf "$R/logs.tgz" .)
+}
+dr_ids() {
+    python3 - "$1" <<'PY' 2>&1 | tail -1
+import hashlib, json, sys
+try:
+    ids = json.load(open(sys.argv[1])).get('ids') or []
+except Exception as e:
+    print("no ids: %s" % str(e)[:100]); sys.exit(0)
+print("%d ids, hash %s" % (len(ids), hashlib.md5((str(ids) + "\n").encode()).hexdigest()[:12]) if ids else "no ids")
+PY
+}
+dr_ids_cmp() {
+    python3 - "$1" "$2" "$3" <<'PY' 2>&1 | tail -1 | tee -a "$S"
+import json, sys
+try:
+    a, b = (json.load(open(p)).get('ids') or [] for p in sys.argv[1:3])
+except Exception as e:
+    print("%s ids: cannot compare: %s" % (sys.argv[3], str(e)[:100])); sys.exit(0)
+if not a or not b:
+    print("%s ids: cannot compare: %d / %d ids" % (sys.argv[3], len(a), len(b))); sys.exit(0)
+d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+print("%s ids: %s (%d / %d ids)" % (sys.argv[3], "equal" if a == b else "first difference at %s" %
+      (d if d is not None else min(len(a), len(b))), len(a), len(b)))
+PY
 }

@@ -59,16 +59,7 @@ if has r; then
       env $envs timeout 60 "$D/bin/clover" run -m $file --device cuda $extra --ids $(seq -s, 11 40) -n 64 \
         --ignore-eos --no-visual --json > "$O/run_${m}_$c.json" 2> "$O/run_${m}_$c.err"
     done
-    python3 - "$O/run_${m}_none.json" "$O/run_${m}_all.json" "$m" <<'PY' 2>&1 | tee -a "$S"
-import json, sys
-try:
-    a, b = (json.load(open(p)).get('ids') or [] for p in sys.argv[1:3])
-except Exception as e:
-    print(sys.argv[3], "ids: cannot compare:", e); sys.exit(0)
-d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-print("clover run %s ids none / all: %s (%d / %d ids)" % (sys.argv[3], "equal" if a == b else
-      "first difference at %s" % (d if d is not None else min(len(a), len(b))), len(a), len(b)))
-PY
+    dr_ids_cmp "$O/run_${m}_none.json" "$O/run_${m}_all.json" "clover run $m, none / all"
   done
 fi
 dr_end

@@ -61,18 +61,10 @@ if has t; then
   for v in 0 1; do
     CLOVER_CUDA_ATTN_FEW=$v timeout 60 "$D/bin/clover" run -m $CL --device cuda --ids $(seq -s, 11 40) -n 64 \
       --ignore-eos --no-visual --json > "$O/run_f$v.json" 2> "$O/run_f$v.err"
-    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_f$v.json" 2>&1 | md5sum | cut -c1-12)
+    a=$(dr_ids "$O/run_f$v.json")
     say "clover run diffusion CLOVER_CUDA_ATTN_FEW=$v: ids $a (igw25: 7c7806005f9c)"
   done
-  python3 - "$O/run_f0.json" "$O/run_f1.json" <<'EOF' 2>&1 | tee -a "$S"
-import json, sys
-try:
-    a, b = (json.load(open(p)).get('ids') or [] for p in sys.argv[1:3])
-except Exception as e:
-    print("ids: cannot compare:", e); sys.exit(0)
-d = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
-print("ids off / on: %s (%d / %d ids)" % ("equal" if a == b else "first difference at %s" % (d if d is not None else min(len(a), len(b))), len(a), len(b)))
-EOF
+  dr_ids_cmp "$O/run_f0.json" "$O/run_f1.json" "clover run diffusion, ATTN_FEW off / on"
 fi
 if has b; then
   wait $CPID

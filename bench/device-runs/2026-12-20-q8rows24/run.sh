@@ -66,7 +66,7 @@ if has r; then
       [ "$(el)" -lt 500 ] || break
       CLOVER_CUDA_Q8_ROWS32=$v timeout 60 "$C" run -m $CL --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual \
         --json $([ $mode = ar ] && echo --ar) > "$O/run_${mode}_$v.json" 2> "$O/run_${mode}_$v.err"
-      a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_${mode}_$v.json" 2>&1 | md5sum | cut -c1-12)
+      a=$(dr_ids "$O/run_${mode}_$v.json")
       say "clover run $mode CLOVER_CUDA_Q8_ROWS32=$v: ids $a (igw25 diffusion: 7c7806005f9c)"
     done
   done

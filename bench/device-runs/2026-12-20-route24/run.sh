@@ -51,8 +51,7 @@ if has t; then
   for v in 0 1; do
     CLOVER_CUDA_ROUTE_FAST=$v timeout 90 "$C" run -m $F --ids $IDS --ar -n 64 -c 1024 --device cuda --ignore-eos \
       --no-visual --json > "$O/run_ar$v.json" 2> "$O/run_ar$v.err"
-    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_ar$v.json" 2>&1 |
-      md5sum | cut -c1-12)
+    a=$(dr_ids "$O/run_ar$v.json")
     say "clover run --ar ROUTE_FAST=$v: ids $a"
   done
 fi

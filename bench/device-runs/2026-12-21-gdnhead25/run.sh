@@ -58,8 +58,7 @@ if has t; then
   for v in 0 1; do
     CLOVER_CUDA_GDN_HEAD_ONCE=$v timeout 60 "$D/bin/clover" run -m $CL --device cuda --ids $(seq -s, 11 40) -n 64 \
       --ignore-eos --no-visual --json > "$O/run_h$v.json" 2> "$O/run_h$v.err"
-    a=$(python3 -c "import json,sys;print(json.load(open(sys.argv[1])).get('ids'))" "$O/run_h$v.json" 2>&1 |
-      md5sum | cut -c1-12)
+    a=$(dr_ids "$O/run_h$v.json")
     say "clover run diffusion CLOVER_CUDA_GDN_HEAD_ONCE=$v: ids $a (igw25: 7c7806005f9c)"
   done
   python3 - "$O/run_h0.json" "$O/run_h1.json" <<'PY' 2>&1 | tee -a "$S"
