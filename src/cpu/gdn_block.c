@@ -18,9 +18,10 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/norm.h"
 
-/* Per-thread temporaries of one head: scores / probabilities [b + 1], q scaled [dk], u [dv]. */
+/* Per-thread temporaries of one head: scores / probabilities [b + 1], q scaled [dk], u [dv], for the
+ * GDN_HEAD_ROWS rows gdn_block_head_avx2 takes at a time (the oracle uses the first row's). */
 static size_t block_tmp_floats(const cpu_gdn_dims *d, size_t b) {
-    size_t n = b + 1 + d->k_dim + d->v_dim;
+    size_t n = GDN_HEAD_ROWS * (b + 1 + d->k_dim + d->v_dim);
     return (n + 15) / 16 * 16; /* keep each thread's slice on its own cache lines */
 }
 

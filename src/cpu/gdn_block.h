@@ -68,6 +68,9 @@ void gdn_block(float *out, const float *mixed, const float *z, const float *a, c
                const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
                float *scratch);
 
+/* Rows whose read-outs gdn_block_head_avx2 computes together (their accumulators in registers). */
+enum { GDN_HEAD_ROWS = 4 };
+
 /* The per-head AVX2 kernels of gdn_block (gdn_block_avx2.c), exposed for tests. */
 void gdn_block_conv_avx2(float *y,           // [b][conv_dim]
                          const float *x,     // [b][conv_dim]
@@ -83,6 +86,13 @@ void gdn_block_head_avx2(float *o,            // [b][nv][dv], head h written
                          const float *g,      // [b][nv]
                          const float *state,  // [nv][dk][dv]
                          const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, size_t h,
-                         float *tmp);         // [b + 1 + dk + dv]
+                         float *tmp);         // [GDN_HEAD_ROWS * (b + 1 + dk + dv)]
+/* Its two register-blocked parts (exposed for tests: each element is a chain of FMAs in a fixed order from +0).
+ * readout: u[r][c] = sum over t ascending of qs[r][t] S[t][c] for R <= GDN_HEAD_ROWS rows (u [R][dv], qs [R][dk],
+ * S [dk][dv]); mix: o[c] = sum over j = 0..b - 1 of (p[j] inv) v[j * cd + c], then + (p[b] inv) u[c]. dv a
+ * multiple of 8 takes FMAs only (past the last multiple of 8, v8_axpy's separate multiply and add). */
+void gdn_block_readout_avx2(float *u, const float *qs, const float *S, size_t R, size_t dk, size_t dv);
+void gdn_block_mix_avx2(float *o, const float *p, float inv, const float *v, size_t cd, const float *u, size_t b,
+                        size_t dv);
 
 #endif

@@ -377,6 +377,52 @@ static void grouped_matches_old_order(void) {
     threadpool_free(pools[2]);
 }
 
+/* The head's two register-blocked parts (gdn_block_readout_avx2, gdn_block_mix_avx2: rows of a group share each
+ * load of S, accumulators in registers) against scalar chains of fmaf in the order the per-row axpys used (t, then
+ * j, ascending, from +0): bit for bit, for every group size 1..4 and widths on and off their blocks (dv a multiple
+ * of 8: every element an FMA). So a row's read-out and mix do not depend on the rows grouped with it. */
+static void head_parts_match_fma_chains(void) {
+    if (!cpu_simd_active()) {
+        printf("     (no AVX2: the parts are not used)\n");
+        return;
+    }
+    const size_t dks[] = {8, 128}, dvs[] = {8, 16, 48, 64, 128, 136}, cd_pad = 5;
+    rng_state st;
+    rng_seed(&st, 99);
+    size_t bad = 0, n = 0;
+    for (size_t a = 0; a < sizeof dks / sizeof *dks; a++)
+        for (size_t e = 0; e < sizeof dvs / sizeof *dvs; e++) {
+            const size_t dk = dks[a], dv = dvs[e], b = 7, cd = dv + cd_pad;
+            float *S = malloc(dk * dv * sizeof *S), *qs = malloc(GDN_HEAD_ROWS * dk * sizeof *qs);
+            float *u = malloc(GDN_HEAD_ROWS * dv * sizeof *u), *v = malloc(b * cd * sizeof *v);
+            float *o = malloc(dv * sizeof *o), p[8];
+            for (size_t i = 0; i < dk * dv; i++) S[i] = urand(&st, -1.0f, 1.0f);
+            for (size_t i = 0; i < GDN_HEAD_ROWS * dk; i++) qs[i] = urand(&st, -1.1f, 1.1f);
+            for (size_t i = 0; i < b * cd; i++) v[i] = urand(&st, -1.0f, 1.0f);
+            for (size_t j = 0; j <= b; j++) p[j] = urand(&st, 0.001f, 1.0f);
+            for (size_t R = 1; R <= GDN_HEAD_ROWS; R++) {
+                gdn_block_readout_avx2(u, qs, S, R, dk, dv);
+                for (size_t r = 0; r < R; r++)
+                    for (size_t c = 0; c < dv; c++) {
+                        float want = 0.0f;
+                        for (size_t t = 0; t < dk; t++) want = fmaf(qs[r * dk + t], S[t * dv + c], want);
+                        bad += memcmp(&want, &u[r * dv + c], sizeof want) != 0, n++;
+                    }
+            }
+            const float inv = 0.37f;
+            gdn_block_mix_avx2(o, p, inv, v, cd, u, b, dv);
+            for (size_t c = 0; c < dv; c++) {
+                float want = 0.0f;
+                for (size_t j = 0; j < b; j++) want = fmaf(p[j] * inv, v[j * cd + c], want);
+                want = fmaf(p[b] * inv, u[c], want);
+                bad += memcmp(&want, &o[c], sizeof want) != 0, n++;
+            }
+            free(S), free(qs), free(u), free(v), free(o);
+        }
+    printf("     %zu of %zu outputs differ from the fmaf chains\n", bad, n);
+    CHECK_MSG(bad == 0, "%zu of %zu outputs differ from the scalar fmaf chains", bad, n);
+}
+
 int main(void) {
     RUN(oracle_matches_spec_in_float64);
     RUN(history_only_limit_is_the_causal_readout);
@@ -384,5 +430,6 @@ int main(void) {
     RUN(ln_ratio_shifts_the_history_bias);
     RUN(fast_matches_oracle);
     RUN(grouped_matches_old_order);
+    RUN(head_parts_match_fma_chains);
     return TEST_EXIT();
 }
