@@ -172,6 +172,67 @@ struct ig_pieces {
     }
 };
 
+/* One Q4_K / Q5_K super-block (a 256-value chunk) of weight rows r0 (w0) and r1 = r0 + 8 (w1, both in a stage)
+ * against the NT row tiles of 8 rows: tile i's B fragment row at xb[i] (its row g) and its C columns' rows at
+ * xc0[i], xc1[i] (rows 2 tig, 2 tig + 1; each a 304-byte chunk: scale, 256 codes, 16 pair sums). The integer
+ * sums of the 8 sub-blocks (scales and mins applied exactly), then the canonical term x_d * (d * sum_q - dmin *
+ * sum_m) added to partial 1 (second) or 0: the same operations for igemm_kernel and igp_kernel. */
+template <int T, int NT, int PL>
+__device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t *w1, const uint8_t *const (&xb)[NT],
+                                                const uint8_t *const (&xc0)[NT], const uint8_t *const (&xc1)[NT],
+                                                const bool (&live)[NT], int tig, bool second, float (&acc)[NT][PL][4]) {
+    const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
+    const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
+    constexpr int qo = T == MM_Q4_K ? 16 : 48;
+    int sq[NT][4], smn[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
+    int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
+    if (T == MM_Q5_K) {
+        h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+        h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; j++) {
+        const int cq = j >> 1;
+        int a0, a1, a2, a3;
+        mm_k4_frag<T>(j, ig_ld32(w0 + qo + 32 * cq + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 4 * tig),
+                      ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig), h0a, h0b,
+                      h1a, h1b, a0, a1, a2, a3);
+        int sc0, m0, sc1, m1;
+        mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
+        mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
+#pragma unroll
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+            int cc[4] = {0, 0, 0, 0};
+            mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[i] + 4 + 32 * j + 4 * tig),
+                       ig_ld32(xb[i] + 20 + 32 * j + 4 * tig));
+            const int16_t *bs0 = (const int16_t *)(xc0[i] + 4 + 256), *bs1 = (const int16_t *)(xc1[i] + 4 + 256);
+            const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
+            sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
+            smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
+        }
+    }
+    const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        if (!live[i]) continue;
+        const float xd0 = *(const float *)xc0[i], xd1 = *(const float *)xc1[i];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+            const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+            if (second) /* a branch: a register array takes no runtime index */
+                acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
+            else
+                acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+        }
+    }
+}
+
 /* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
 template <int T, bool PREQ, bool WIDE>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
@@ -300,57 +361,11 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
             }
         } else if (!WIDE && (c & 1) != kh) { /* the other half's super-block */
         } else if (T == MM_Q4_K || T == MM_Q5_K) {
-            const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
-            const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
-            const int qo = T == MM_Q4_K ? 16 : 48, xo = PREQ ? 0 : c * MM_ACTK_BYTES;
-            int sq[NT][4], smn[NT][4];
+            const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
+            const uint8_t *pb[NT], *pc0[NT], *pc1[NT];
 #pragma unroll
-            for (int i = 0; i < NT; i++)
-#pragma unroll
-                for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
-            int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
-            if (T == MM_Q5_K) {
-                h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
-                h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
-            }
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int cq = j >> 1;
-                int a0, a1, a2, a3;
-                mm_k4_frag<T>(j, ig_ld32(w0 + qo + 32 * cq + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 4 * tig),
-                              ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig), h0a,
-                              h0b, h1a, h1b, a0, a1, a2, a3);
-                int sc0, m0, sc1, m1;
-                mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
-                mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
-#pragma unroll
-                for (int i = 0; i < NT; i++) {
-                    if (!live[i]) continue;
-                    int cc[4] = {0, 0, 0, 0};
-                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 32 * j + 4 * tig),
-                               ig_ld32(ab + xb[i] + xo + 20 + 32 * j + 4 * tig));
-                    const int16_t *bs0 = (const int16_t *)(ab + xc0[i] + xo + 4 + 256);
-                    const int16_t *bs1 = (const int16_t *)(ab + xc1[i] + xo + 4 + 256);
-                    const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
-                    sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
-                    smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
-                }
-            }
-            const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
-#pragma unroll
-            for (int i = 0; i < NT; i++) {
-                if (!live[i]) continue;
-                const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
-                    const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
-                    if (WIDE && (c & 1)) /* super-block c: partial c mod 2 (= kh unless WIDE) */
-                        acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
-                    else
-                        acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
-                }
-            }
+            for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
+            ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc); /* partial c mod 2 */
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -717,58 +732,11 @@ __global__ void __launch_bounds__(IGP_THREADS, NT == 4 ? 1 : 2) igp_kernel(ig_pa
         const uint8_t *stg = stages + (s % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
         const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
-        const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
-        const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
-        constexpr int qo = T == MM_Q4_K ? 16 : 48;
-        int sq[NT][4], smn[NT][4];
+        const uint8_t *pb[NT], *pc0[NT], *pc1[NT];
 #pragma unroll
         for (int i = 0; i < NT; i++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
-        int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
-        if (T == MM_Q5_K) {
-            h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
-            h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
-        }
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int cq = j >> 1;
-            int a0, a1, a2, a3;
-            mm_k4_frag<T>(j, ig_ld32(w0 + qo + 32 * cq + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 4 * tig),
-                          ig_ld32(w0 + qo + 32 * cq + 16 + 4 * tig), ig_ld32(w1 + qo + 32 * cq + 16 + 4 * tig), h0a,
-                          h0b, h1a, h1b, a0, a1, a2, a3);
-            int sc0, m0, sc1, m1;
-            mm_k4_scale_min_words(j, s00, s01, s02, &sc0, &m0);
-            mm_k4_scale_min_words(j, s10, s11, s12, &sc1, &m1);
-#pragma unroll
-            for (int i = 0; i < NT; i++) {
-                if (!live[i]) continue;
-                const uint8_t *xb = ab + (8 * i + g) * IG_ACS, *xc = ab + (8 * i + 2 * tig) * IG_ACS;
-                int cc[4] = {0, 0, 0, 0};
-                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 32 * j + 4 * tig), ig_ld32(xb + 20 + 32 * j + 4 * tig));
-                const int16_t *bs0 = (const int16_t *)(xc + 4 + 256), *bs1 = (const int16_t *)(xc + IG_ACS + 4 + 256);
-                const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
-                sq[i][0] += sc0 * cc[0], sq[i][1] += sc0 * cc[1], sq[i][2] += sc1 * cc[2], sq[i][3] += sc1 * cc[3];
-                smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
-            }
-        }
-        const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
-#pragma unroll
-        for (int i = 0; i < NT; i++) {
-            if (!live[i]) continue;
-            const uint8_t *xc = ab + (8 * i + 2 * tig) * IG_ACS;
-            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
-                const float t =
-                    __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
-                if (c & 1) /* super-block c: partial c mod 2 (a branch: a register array takes no runtime index) */
-                    acc[i][1][q] = __fadd_rn(acc[i][1][q], t);
-                else
-                    acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
-            }
-        }
+            pb[i] = ab + (8 * i + g) * IG_ACS, pc0[i] = ab + (8 * i + 2 * tig) * IG_ACS, pc1[i] = pc0[i] + IG_ACS;
+        ig_k_superblock<T, NT, 2>(w0, w1, pb, pc0, pc1, live, tig, c & 1, acc); /* super-block c: partial c mod 2 */
         if (++c == nchunks) { /* the item's last chunk: y = p0 + p1 */
             const int n0 = dsc[3 * k + 1], m = dsc[3 * k + 2];
 #pragma unroll
