@@ -89,8 +89,20 @@ size_t expert_pool_slots(const expert_pool *p) { return p->cache.n_slots; }
 
 void expert_pool_forget(expert_pool *p) { expert_cache_clear(&p->cache); }
 
+#define STEP_HOST (-2) /* step_slot: an expert the host computes this step */
+
+bool expert_pool_resident(const expert_pool *p, uint32_t layer, uint32_t expert) {
+    return layer < p->n_layer && expert < p->n_expert && p->cache.slot_of[(size_t)layer * p->n_expert + expert] >= 0;
+}
+
 int expert_pool_step(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, int32_t *slots,
                      expert_copy *copies, size_t *n_copies, clover_error *err) {
+    return expert_pool_step_host(p, layer, ids, n, NULL, -1, slots, copies, n_copies, err);
+}
+
+int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, const uint8_t *host,
+                          int32_t host_slot, int32_t *slots, expert_copy *copies, size_t *n_copies,
+                          clover_error *err) {
     *n_copies = 0;
     if (layer >= p->n_layer)
         return error_set(err, CLOVER_E_INVALID, "expert pool: layer %u of %u", layer, p->n_layer);
@@ -101,9 +113,18 @@ int expert_pool_step(expert_pool *p, uint32_t layer, const int32_t *ids, size_t 
                              p->n_expert);
         p->step_slot[ids[i]] = 0; /* used; its slot below */
     }
+    /* the host's experts decided before any access: an admission below may evict a resident marked expert
+     * not yet accessed, which must still be read from the device as the caller planned (it is copied again) */
+    for (uint32_t e = 0; host && e < p->n_expert; e++)
+        if (p->step_slot[e] == 0 && host[e] && !expert_pool_resident(p, layer, e)) p->step_slot[e] = STEP_HOST;
     expert_cache_step(&p->cache);
     p->steps++;
     for (uint32_t e = 0; e < p->n_expert; e++) {
+        if (p->step_slot[e] == STEP_HOST) { /* the host computes it: not admitted */
+            p->step_slot[e] = host_slot;
+            p->host_uses++;
+            continue;
+        }
         if (p->step_slot[e] < 0) continue;
         expert_access a;
         int rc = expert_cache_access(&p->cache, layer, e, EXPERT_NEVER, &a, err);

@@ -25,6 +25,7 @@
 #ifndef CLOVER_BACKEND_EXPERT_POOL_H
 #define CLOVER_BACKEND_EXPERT_POOL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,7 @@ typedef struct expert_pool {
     int32_t *step_slot;  /* [n_expert] this step's slot of each expert, -1: not routed to */
     /* totals since creation */
     uint64_t steps, hits, misses, copied_bytes;
+    uint64_t host_uses; /* misses the host computed instead (expert_pool_step_host), not in misses */
 } expert_pool;
 
 /* policy: EXPERT_LRU or EXPERT_LFU. */
@@ -77,5 +79,14 @@ void expert_pool_forget(expert_pool *p);
  * expert order; *n_copies of them. */
 int expert_pool_step(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, int32_t *slots,
                      expert_copy *copies, size_t *n_copies, clover_error *err);
+/* Whether (layer, expert) is in a slot now (no use counted): a miss of the next step if not. */
+bool expert_pool_resident(const expert_pool *p, uint32_t layer, uint32_t expert);
+/* expert_pool_step where host ([n_expert] flags, NULL: none) marks the experts the host computes this step
+ * (backend/expert_split.h): a marked expert not resident is not admitted (no slot taken, nothing evicted or
+ * copied for it, still a miss at its next step) and its ids get host_slot; a marked resident one is a hit as
+ * usual (the device computes it). */
+int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, const uint8_t *host,
+                          int32_t host_slot, int32_t *slots, expert_copy *copies, size_t *n_copies,
+                          clover_error *err);
 
 #endif

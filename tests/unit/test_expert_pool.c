@@ -7,7 +7,8 @@
  *  - random traces at every budget from one layer to every expert: an independent shadow of the pool's
  *    content (slot -> expert, updated only by the copies the step asks for) must hold, after each step's
  *    copies, the expert every id is mapped to; a step's experts never share a slot; slots stay below
- *    n_slots and the pool's bytes never above the budget.
+ *    n_slots and the pool's bytes never above the budget;
+ *  - the same with experts the host computes (expert_pool_step_host): never admitted, never copied.
  */
 #include "backend/expert_pool.h"
 
@@ -189,11 +190,78 @@ static void bad_ids(void) {
     expert_pool_free(&p);
 }
 
+/* expert_pool_step_host: random routing and random host marks (a third of the experts a step); an independent
+ * shadow of the slots as in `shadow`, and of residency: a marked expert that was not resident gets the host's
+ * slot id, is neither copied nor admitted (still not resident after the step, counted in host_uses), and
+ * evicts nothing; a marked resident one is read from its slot as any hit. */
+static void shadow_host(void) {
+    enum { L = 5, E = 12, K = 3, ROWS = 9, HOST = 1000 };
+    expert_pool_layout l = layout();
+    for (uint64_t ns = E; ns <= L * E; ns += 7) {
+        expert_pool p;
+        clover_error err = {0};
+        CHECK(expert_pool_init(&p, EXPERT_LRU, L, E, &l, ns * l.slot_bytes, &err) == 0);
+        int64_t content[L * E];
+        for (size_t i = 0; i < L * E; i++) content[i] = -1;
+        rng_state r;
+        rng_seed(&r, 7 + ns);
+        bool ok = true;
+        uint64_t host_uses = 0, marked_misses = 0;
+        for (int step = 0; step < 200 && ok; step++) {
+            const uint32_t layer = (uint32_t)(rng_next(&r) % L);
+            const size_t rows = 1 + rng_next(&r) % ROWS;
+            int32_t ids[ROWS * K], slots[ROWS * K];
+            for (size_t rr = 0; rr < rows; rr++)
+                for (size_t j = 0; j < K; j++) {
+                    int32_t e;
+                    bool dup;
+                    do {
+                        e = (int32_t)(rng_next(&r) % E);
+                        dup = false;
+                        for (size_t q = 0; q < j; q++) dup |= ids[rr * K + q] == e;
+                    } while (dup);
+                    ids[rr * K + j] = e;
+                }
+            uint8_t host[E], was[E], used[E] = {0};
+            for (size_t e = 0; e < E; e++) {
+                host[e] = rng_next(&r) % 3 == 0;
+                was[e] = expert_pool_resident(&p, layer, (uint32_t)e);
+                /* residency as the shadow sees it */
+                bool sh = false;
+                for (size_t q = 0; q < ns; q++) sh |= content[q] == (int64_t)layer * E + (int64_t)e;
+                ok = ok && sh == (was[e] != 0);
+            }
+            for (size_t i = 0; i < rows * K; i++) used[ids[i]] = 1;
+            for (size_t e = 0; e < E; e++) marked_misses += used[e] && host[e] && !was[e];
+            expert_copy cp[E];
+            size_t nc = 0;
+            ok = ok && expert_pool_step_host(&p, layer, ids, rows * K, host, HOST, slots, cp, &nc, &err) == 0;
+            for (size_t i = 0; ok && i < nc; i++) {
+                ok = cp[i].slot >= 0 && (uint64_t)cp[i].slot < ns && !(host[cp[i].expert] && !was[cp[i].expert]);
+                if (ok) content[cp[i].slot] = (int64_t)layer * E + cp[i].expert;
+            }
+            for (size_t i = 0; ok && i < rows * K; i++) {
+                const int32_t e = ids[i];
+                if (host[e] && !was[e])
+                    ok = slots[i] == HOST && !expert_pool_resident(&p, layer, (uint32_t)e);
+                else
+                    ok = slots[i] >= 0 && (uint64_t)slots[i] < ns && content[slots[i]] == (int64_t)layer * E + e;
+            }
+            host_uses = p.host_uses;
+        }
+        CHECK_MSG(ok && host_uses == marked_misses && marked_misses > 0, "%llu slots: host uses %llu of %llu (%s)",
+                  (unsigned long long)ns, (unsigned long long)host_uses, (unsigned long long)marked_misses,
+                  err.message);
+        expert_pool_free(&p);
+    }
+}
+
 int main(void) {
     RUN(layout_and_budget);
     RUN(hand_lru);
     RUN(hand_lfu);
     RUN(shadow);
+    RUN(shadow_host);
     RUN(bad_ids);
     return TEST_EXIT();
 }
