@@ -122,6 +122,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/expert_host.h"
 #include "clover.h"
 
 typedef struct backend backend;
@@ -151,6 +152,10 @@ typedef struct backend_config {
      * (--gpu-mem); 0: no cap, every weight resident. The routed experts then page through a pool of slots
      * (src/cuda/backend_cuda_experts.c). */
     uint64_t gpu_mem;
+    /* CUDA with gpu_mem: makes the hook through which the host CPU computes the experts a layer misses
+     * (backend/expert_host.h; used under CLOVER_GPU_MEM_CPU=auto|all); NULL: the misses are always copied. Set
+     * by the layer that opens the backend (the engine: offload/expert_host_cpu.c), as cuda/ cannot call cpu/. */
+    expert_host_open_fn expert_host_open;
 } backend_config;
 
 /* Per-call timing by operator family, seconds (accumulated by the backend

@@ -85,6 +85,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 #include "base/threadpool.h"
+#include "cuda/backend_cuda_experts_host.h"
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_backend.h"
 #include "cuda/cuda_expert_remap.h"
@@ -177,6 +178,11 @@ struct cuda_experts {
     void *remap_mem;
     uint64_t remap_tables, remap_stamp, remap_stamp_bytes; /* slot_of + owner's bytes; stamp + state's offset, bytes */
     cuda_remap_args ra;
+    /* CLOVER_GPU_MEM_CPU=auto|all: the host's share of the misses (backend_cuda_experts_host.c) and the pool's
+     * all-zero slot its pairs read on the device (-1: none) */
+    cuda_host_share *host;
+    int32_t zero_slot;
+    uint64_t pending_copy_bytes; /* the bytes of the copies between ev_t0 and ev_t1 (the link's measured rate) */
 };
 
 static double now_s(void) {
@@ -575,6 +581,15 @@ void cuda_experts_free(cuda_experts *x) {
                 (unsigned long long)x->sum_copies, x->sum_issue_s, (unsigned long long)x->sum_staged,
                 (unsigned long long)x->sum_stage_syncs, (unsigned long long)x->n_h2d, x->pin_s, x->fill_s, x->hpin_s);
     }
+    if (x->stats && x->host) {
+        cuda_host_share_stats hs;
+        cuda_host_share_info(x->host, &hs);
+        fprintf(stderr,
+                "gpu-mem: the host computed %llu misses (%llu row pairs) in %llu layers, %.3f s (CLOVER_GPU_MEM_CPU=%s; "
+                "rates now: link %.1f GB/s, host %.1f GB/s + %.1f us a row)\n",
+                (unsigned long long)hs.experts, (unsigned long long)hs.pairs, (unsigned long long)hs.layers, hs.seconds,
+                hs.mode, hs.link_gbps, hs.host_gbps, hs.host_row_us);
+    }
     const double tu = now_s();
     for (size_t i = 0; i < x->n_regs; i++) cuda_host_unregister(x->regs[i].p);
     if (x->stats && x->n_regs) fprintf(stderr, "gpu-mem: unpinned in %.2f s\n", now_s() - tu);
@@ -586,6 +601,7 @@ void cuda_experts_free(cuda_experts *x) {
         if (x->stats) fprintf(stderr, "gpu-mem: host copy released in %.2f s\n", now_s() - th);
     }
     ring_release(x);
+    cuda_host_share_free(x->host);
     cuda_free(x->remap_mem);
     mem_free(x->img);
     cuda_host_free(x->stage);
@@ -732,7 +748,13 @@ static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err
     return CLOVER_OK;
 }
 
-int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
+/* The link's rate the host's plan starts from (measured from the first copies on): the host modes' decode
+ * figures on the H200 (2026-12-08-gmdiag, 2026-12-10-stage31). */
+static double link_guess(host_mode mode) {
+    return mode == HOST_COPY ? 50e9 : mode == HOST_RING ? 25e9 : 10e9;
+}
+
+int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *cfg, clover_error *err) {
     const clover_model *m = cm->model;
     const model_hparams *hp = &m->hp;
     expert_pool_layout lay;
@@ -745,9 +767,28 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
     const char *pn = getenv("CLOVER_GPU_MEM_POLICY");
     int pol = pn && *pn ? expert_policy_from_name(pn) : EXPERT_LRU;
     if (pol < 0) return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_POLICY=%s: expected lru or lfu", pn);
+    /* CLOVER_GPU_MEM_CPU=auto|all: the host computes some misses; their pairs read one all-zero slot, taken from
+     * the pool's budget (the pool must still hold a layer's experts) */
+    const char *cpu_name = NULL;
+    const int cpu_mode = cuda_host_share_mode(&cpu_name, err);
+    if (cpu_mode < 0) return cpu_mode;
+    const char *rv = getenv("CLOVER_GPU_MEM_REMAP");
+    if (cpu_mode && rv && !strcmp(rv, "device"))
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CLOVER_GPU_MEM_CPU=%s needs the pool kept by the host (CLOVER_GPU_MEM_REMAP=device maps "
+                         "the experts on the device, where the host cannot take any)",
+                         cpu_name);
+    if (cpu_mode && budget < (uint64_t)(hp->n_expert + 1) * lay.slot_bytes)
+        return error_set(err, CLOVER_E_NOMEM,
+                         "CLOVER_GPU_MEM_CPU=%s: --gpu-mem %.2f GiB leaves the pool %.2f GiB, too little for a layer's "
+                         "%u experts and the zero slot of the host's pairs (%.2f GiB)",
+                         cpu_name, (double)cm->gpu_mem / GIB, (double)budget / GIB, hp->n_expert,
+                         (double)(hp->n_expert + 1) * (double)lay.slot_bytes / GIB);
+    if (cpu_mode) budget -= lay.slot_bytes;
     cuda_experts *x = mem_calloc(1, sizeof *x);
     if (!x) return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
     x->stats = getenv("CLOVER_GPU_MEM_STATS") != NULL;
+    x->zero_slot = -1;
     x->dense = cm->bytes;
     x->reserve = reserve;
     if ((rc = expert_pool_init(&x->pool, (expert_policy)pol, hp->n_layer, hp->n_expert, &lay, budget, err))) {
@@ -760,8 +801,11 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
         cuda_experts_free(x);
         return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
     }
-    if (cuda_alloc((void **)&x->dev, x->pool.pool_bytes, why) || cuda_stream_create(&x->stream, why) ||
-        cuda_event_create(&x->ev_done, why) || cuda_event_create(&x->ev_t0, why) || cuda_event_create(&x->ev_t1, why)) {
+    const uint64_t zero_bytes = cpu_mode ? lay.slot_bytes : 0;
+    if (cuda_alloc((void **)&x->dev, x->pool.pool_bytes + zero_bytes, why) || cuda_stream_create(&x->stream, why) ||
+        cuda_event_create(&x->ev_done, why) || cuda_event_create(&x->ev_t0, why) || cuda_event_create(&x->ev_t1, why) ||
+        (zero_bytes && (cuda_memset(x->dev + x->pool.pool_bytes, 0, zero_bytes, x->stream, why) ||
+                        cuda_stream_sync(x->stream, why)))) {
         cuda_experts_free(x);
         return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: the expert pool of %.2f GiB: %s",
                          (double)budget / GIB, why);
@@ -776,6 +820,14 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err) {
                 hp->n_expert, expert_policy_name((expert_policy)pol));
     rc = host_setup(x, m, err);
     if (!rc) rc = remap_setup(x, m, err);
+    if (!rc && cpu_mode) {
+        rc = cuda_host_share_create(m, cfg, cpu_mode, lay.part_bytes[0] + lay.part_bytes[1] + lay.part_bytes[2],
+                                    link_guess(x->mode), &x->host, err);
+        if (!rc) x->zero_slot = (int32_t)expert_pool_slots(&x->pool);
+        if (!rc && x->stats)
+            fprintf(stderr, "gpu-mem: the host computes misses where that is faster (CLOVER_GPU_MEM_CPU=%s)\n",
+                    cpu_name);
+    }
     if (rc) {
         cuda_experts_free(x);
         return rc;
@@ -792,8 +844,9 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     if (!x) return;
     out->remap = x->on_device ? "device" : "host";
     out->reserve = x->reserve;
-    out->pool_budget = x->pool.budget;
-    out->pool_bytes = x->pool.pool_bytes;
+    const uint64_t zb = x->zero_slot >= 0 ? x->pool.lay.slot_bytes : 0; /* the zero slot is the pool's too */
+    out->pool_budget = x->pool.budget + zb;
+    out->pool_bytes = x->pool.pool_bytes + zb;
     out->slot_bytes = x->pool.lay.slot_bytes;
     out->n_slots = expert_pool_slots(&x->pool);
     out->hits = x->pool.hits;
@@ -804,6 +857,9 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     out->host_mode = host_mode_names[x->mode];
     out->host_copy_bytes = x->hcopy ? x->hcopy_bytes : 0;
     out->host_fill_s = x->fill_s;
+    cuda_host_share_stats hs;
+    cuda_host_share_info(x->host, &hs);
+    out->cpu_mode = hs.mode, out->host_experts = hs.experts, out->host_pairs = hs.pairs, out->host_s = hs.seconds;
     unsigned long long st[4];
     char why[CUDA_WHY];
     if (x->on_device && !cuda_d2h(st, x->ra.stats, sizeof st, why)) { /* the device's counters (after the pass) */
@@ -834,7 +890,9 @@ static int copy_part(cuda_experts *x, char *dst, const char *src, size_t n, char
 
 /* Where the products read the pool: slot ids for expert ids, each part at its slot offset. */
 static void pool_view(const cuda_experts *x, cuda_expert_view *out) {
-    *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes, .n_slots = expert_pool_slots(&x->pool)};
+    /* the zero slot, when there is one, is the slot after the pool's: a valid id for the kernels */
+    *out = (cuda_expert_view){.base = x->dev, .stride = x->pool.lay.slot_bytes,
+                              .n_slots = expert_pool_slots(&x->pool) + (x->zero_slot >= 0)};
     for (int p = 0; p < EXPERT_PARTS; p++) out->off[p] = x->pool.lay.part_off[p];
 }
 
@@ -858,9 +916,14 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     }
     const bool st = x->stats && x->pass_on;
     double t0 = st ? now_s() : 0, t1 = 0;
-    /* 1. the routing ids (the sync also drains every kernel that read a slot before this step) */
-    if (cuda_d2h_async(s->h_rx, s->sc.ridx, nk * sizeof(int32_t), s->stream, why) || cuda_stream_sync(s->stream, why))
+    /* 1. the routing ids (the sync also drains every kernel that read a slot before this step), and with the
+     * host's share the routing weights and the layer's input */
+    if (cuda_d2h_async(s->h_rx, s->sc.ridx, nk * sizeof(int32_t), s->stream, why) ||
+        (x->host && cuda_host_share_fetch(x->host, s->sc.rw, s->sc.x, n, s->stream, why)) ||
+        cuda_stream_sync(s->stream, why)) {
+        cuda_host_share_cancel(x->host);
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: routing ids: %s", why);
+    }
     if (st) {
         t1 = now_s();
         const double w = t1 - t0;
@@ -872,7 +935,10 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     }
     if (x->timing_pending) { /* the previous copies are done (the stream waited for them) */
         double t = 0;
-        if (!cuda_event_seconds(x->ev_t0, x->ev_t1, &t, why)) x->copy_s += t;
+        if (!cuda_event_seconds(x->ev_t0, x->ev_t1, &t, why)) {
+            x->copy_s += t;
+            cuda_host_share_observe_copy(x->host, x->pending_copy_bytes, t);
+        }
         x->timing_pending = false;
     }
     /* every earlier staged copy has landed (the sync above waited for them): the buffers start empty */
@@ -884,8 +950,13 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     int32_t *slots = s->h_rx + s->max_rows * hp->n_expert_used;
     size_t nc = 0;
     const uint64_t hits0 = x->pool.hits, misses0 = x->pool.misses;
-    int rc = expert_pool_step(&x->pool, il, s->h_rx, nk, slots, x->copies, &nc, err);
-    if (rc) return error_prefix(err, "CUDA pass: --gpu-mem: layer %u", il);
+    const uint8_t *host = x->host ? cuda_host_share_plan(x->host, &x->pool, il, s->h_rx, nk) : NULL;
+    int rc = expert_pool_step_host(&x->pool, il, s->h_rx, nk, host, x->zero_slot, slots, x->copies, &nc, err);
+    if (rc) {
+        cuda_host_share_cancel(x->host);
+        return error_prefix(err, "CUDA pass: --gpu-mem: layer %u", il);
+    }
+    if (host) cuda_host_share_take(x->host, il, s->h_rx, slots, n, nk, x->zero_slot);
     if (st) {
         const double t2 = now_s();
         x->pass_step_s += t2 - t1;
@@ -900,6 +971,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     if (nc) {
         if (cuda_event_record(x->ev_t0, x->stream, why))
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: %s", why);
+        const uint64_t bytes0 = x->copy_bytes;
         for (size_t i = 0; i < nc; i++) {
             const expert_copy *c = &x->copies[i];
             /* the pool never holds more than its budget: every slot lies inside it */
@@ -941,6 +1013,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
             return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: %s", why);
         }
         x->timing_pending = true;
+        x->pending_copy_bytes = x->copy_bytes - bytes0;
         if (st) x->pass_issue_s += now_s() - t1;
     }
     /* 4. the slot ids, then the view the products read */
@@ -948,6 +1021,14 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: slot ids: %s", why);
     pool_view(x, out);
     return CLOVER_OK;
+}
+
+int cuda_experts_host_join(backend_session *s, float *y, clover_error *err) {
+    cuda_experts *x = s->cm ? s->cm->ex : NULL;
+    if (!x || !x->host) return CLOVER_OK;
+    /* the expert outputs (sc.ye, [n * k][H]) were read by the weighted sum enqueued before: free until the next
+     * layer's products, and on the same stream */
+    return cuda_host_share_join(x->host, y, s->sc.ye, s->stream, err);
 }
 
 void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview) {

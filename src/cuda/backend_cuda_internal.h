@@ -253,7 +253,10 @@ int cuda_experts_layout(const clover_model *m, struct expert_pool_layout *lay, c
 /* The pool of cm (cm->gpu_mem set, its dense part uploaded), sized gpu_mem - the dense bytes - reserve (one
  * session's KV, state and scratch): made with the first session; a one-line error when it cannot hold one
  * layer's experts. */
-int cuda_experts_create(cuda_model *cm, uint64_t reserve, clover_error *err);
+int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *cfg, clover_error *err);
+/* After a MoE layer's weighted sum is enqueued: the host's share of its misses (CLOVER_GPU_MEM_CPU) computed and
+ * added into y; nothing without one. */
+int cuda_experts_host_join(backend_session *s, float *y, clover_error *err);
 void cuda_experts_free(cuda_experts *x);
 uint64_t cuda_experts_pool_bytes(const cuda_experts *x);
 struct cuda_gpu_mem_info;

@@ -625,17 +625,22 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     s->xv_moe = NULL;
     s->moe_narrow = false;
     if (rc) return rc;
-    if (Fs == 0)
-        return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
-    if (side) {
-        if ((rc = shexp_join(s, err))) return rc;
+    if (Fs == 0) {
+        rc = op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
     } else {
-        if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
-        if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+        if (side) {
+            if ((rc = shexp_join(s, err))) return rc;
+        } else {
+            if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
+            if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+        }
+        /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
+        rc = op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
+                       "expert sum + shared expert", err);
     }
-    /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
-    return op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
-                     "expert sum + shared expert", err);
+    /* --gpu-mem with CLOVER_GPU_MEM_CPU: the host computes its misses now, while the device runs the above */
+    if (!rc && s->cm->ex) rc = cuda_experts_host_join(s, sc->y, err);
+    return rc;
 }
 
 /* layer_moe_enqueue, and on its failure the side stream joined all the same: a capture in progress must end with

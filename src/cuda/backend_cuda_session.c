@@ -410,7 +410,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
          * runtime's small allocations); a later session must fit beside it */
         const uint64_t mine = arena_bytes + kv_bytes;
         const uint64_t room = cuda_session_fixed_state_bytes(hp, model) + GPU_MEM_MARGIN;
-        if (!s->cm->ex && (rc = cuda_experts_create(s->cm, mine + room, err))) goto fail;
+        if (!s->cm->ex && (rc = cuda_experts_create(s->cm, mine + room, cfg, err))) goto fail;
         /* the pool kept by the host: every MoE layer syncs to read its routing back, nothing to capture */
         if (!cuda_experts_on_device(s->cm->ex)) s->graph_failed = s->sgraph_failed = s->pgraph_off = true;
         const uint64_t used = s->cm->bytes + cuda_experts_pool_bytes(s->cm->ex) + s->cm->session_bytes;

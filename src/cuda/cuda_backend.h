@@ -41,6 +41,9 @@ typedef struct cuda_gpu_mem_info {
     uint64_t host_copy_bytes; /* "copy": the pinned host copy's size */
     double host_fill_s;   /* "copy": the time to fill it from the model's mapping */
     const char *remap;    /* who maps experts to slots: "host" (a sync a layer) or "device" (NULL: no pool) */
+    const char *cpu_mode; /* CLOVER_GPU_MEM_CPU: "auto" or "all" when the host computes misses (NULL: off) */
+    uint64_t host_experts, host_pairs; /* misses the host computed ((layer, expert) uses), their (row, expert) pairs */
+    double host_s;                     /* the host's wall time in them */
 } cuda_gpu_mem_info;
 void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out);
 
