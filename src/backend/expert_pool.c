@@ -72,7 +72,8 @@ int expert_pool_init(expert_pool *p, expert_policy policy, uint32_t n_layer, uin
     p->budget = budget;
     p->pool_bytes = (uint64_t)p->cache.n_slots * lay->slot_bytes;
     p->step_slot = mem_alloc(n_expert * sizeof *p->step_slot);
-    if (!p->step_slot) {
+    p->pf = mem_calloc(p->cache.n_slots, 1);
+    if (!p->step_slot || !p->pf) {
         expert_pool_free(p);
         return error_set(err, CLOVER_E_NOMEM, "expert pool: no memory");
     }
@@ -82,12 +83,16 @@ int expert_pool_init(expert_pool *p, expert_policy policy, uint32_t n_layer, uin
 void expert_pool_free(expert_pool *p) {
     expert_cache_free(&p->cache);
     mem_free(p->step_slot);
+    mem_free(p->pf);
     memset(p, 0, sizeof *p);
 }
 
 size_t expert_pool_slots(const expert_pool *p) { return p->cache.n_slots; }
 
-void expert_pool_forget(expert_pool *p) { expert_cache_clear(&p->cache); }
+void expert_pool_forget(expert_pool *p) {
+    expert_cache_clear(&p->cache);
+    if (p->pf) memset(p->pf, 0, p->cache.n_slots);
+}
 
 #define STEP_HOST (-2) /* step_slot: an expert the host computes this step */
 
@@ -135,7 +140,10 @@ int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, si
         p->step_slot[e] = a.slot;
         if (a.hit) {
             p->hits++;
+            p->prefetch_hits += p->pf[a.slot];
+            p->pf[a.slot] = 0;
         } else {
+            p->pf[a.slot] = 0;
             p->misses++;
             p->copied_bytes += p->lay.part_bytes[0] + p->lay.part_bytes[1] + p->lay.part_bytes[2];
             copies[(*n_copies)++] = (expert_copy){.expert = e, .slot = a.slot};
@@ -146,5 +154,30 @@ int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, si
     if (p->pool_bytes > p->budget || (uint64_t)p->cache.n_slots * p->lay.slot_bytes != p->pool_bytes)
         return error_set(err, CLOVER_E_INTERNAL, "expert pool: %llu bytes in slots, budget %llu",
                          (unsigned long long)p->pool_bytes, (unsigned long long)p->budget);
+    return CLOVER_OK;
+}
+
+int expert_pool_prefetch(expert_pool *p, uint32_t layer, const int32_t *experts, size_t n, expert_copy *copies,
+                         size_t *n_copies, clover_error *err) {
+    *n_copies = 0;
+    if (layer >= p->n_layer)
+        return error_set(err, CLOVER_E_INVALID, "expert pool: prefetch for layer %u of %u", layer, p->n_layer);
+    for (size_t i = 0; i < n; i++) {
+        const int32_t e = experts[i];
+        if (e < 0 || (uint32_t)e >= p->n_expert)
+            return error_set(err, CLOVER_E_INTERNAL, "expert pool: prefetch of expert %d of %u", e, p->n_expert);
+        if (expert_pool_resident(p, layer, (uint32_t)e)) continue; /* nothing to do, and no use counted */
+        expert_access a;
+        int rc = expert_cache_access(&p->cache, layer, (uint32_t)e, EXPERT_NEVER, &a, err);
+        if (rc) return rc;
+        if (a.slot < 0) break; /* every slot is the current step's: no room to guess into */
+        if ((size_t)a.slot >= p->cache.n_slots)
+            return error_set(err, CLOVER_E_INTERNAL, "expert pool: prefetch got slot %d of %zu", a.slot,
+                             p->cache.n_slots);
+        p->pf[a.slot] = 1;
+        p->prefetched++;
+        p->copied_bytes += p->lay.part_bytes[0] + p->lay.part_bytes[1] + p->lay.part_bytes[2];
+        copies[(*n_copies)++] = (expert_copy){.expert = (uint32_t)e, .slot = a.slot};
+    }
     return CLOVER_OK;
 }

@@ -64,6 +64,8 @@ typedef struct expert_pool {
     /* totals since creation */
     uint64_t steps, hits, misses, copied_bytes;
     uint64_t host_uses; /* misses the host computed instead (expert_pool_step_host), not in misses */
+    uint8_t *pf;        /* [n_slots] filled by a prefetch and not used since */
+    uint64_t prefetched, prefetch_hits; /* experts prefetched; of those, the ones a later step found (a hit) */
 } expert_pool;
 
 /* policy: EXPERT_LRU or EXPERT_LFU. */
@@ -88,5 +90,12 @@ bool expert_pool_resident(const expert_pool *p, uint32_t layer, uint32_t expert)
 int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, size_t n, const uint8_t *host,
                           int32_t host_slot, int32_t *slots, expert_copy *copies, size_t *n_copies,
                           clover_error *err);
+
+/* Prefetch inside the current step (after expert_pool_step[_host], before the next): each of experts[0..n)
+ * of `layer` (the next layer's guessed routing; distinct) not resident takes a slot the current step has not
+ * used (its own experts are never evicted, as within a step) and a copy is listed, in the order given; it
+ * stops when no such slot is left. A later step's hit on a prefetched expert counts in prefetch_hits. */
+int expert_pool_prefetch(expert_pool *p, uint32_t layer, const int32_t *experts, size_t n, expert_copy *copies,
+                         size_t *n_copies, clover_error *err);
 
 #endif

@@ -8,7 +8,8 @@
  *    content (slot -> expert, updated only by the copies the step asks for) must hold, after each step's
  *    copies, the expert every id is mapped to; a step's experts never share a slot; slots stay below
  *    n_slots and the pool's bytes never above the budget;
- *  - the same with experts the host computes (expert_pool_step_host): never admitted, never copied.
+ *  - the same with experts the host computes (expert_pool_step_host): never admitted, never copied;
+ *  - prefetch inside a step (expert_pool_prefetch) by hand: its copies, its counts, the step's own kept.
  */
 #include "backend/expert_pool.h"
 
@@ -256,12 +257,56 @@ static void shadow_host(void) {
     }
 }
 
+/* expert_pool_prefetch by hand (LRU, 2 layers of 4 experts):
+ *  6 slots: step L0 {0, 1} fills s0, s1; prefetch L1 {2, 3} fills s2, s3 (2 copies, 2 prefetched); step L1
+ *  {0, 2}: 2 a hit on a prefetched slot (prefetch_hits 1), 0 a miss into s4; a second step L1 {2} is a plain hit.
+ *  5 slots: step L0 {0, 1, 2, 3} fills s0..s3; prefetch L1 {0, 1}: 0 takes the empty s4, then every slot is the
+ *  step's own: it stops (1 copy, no error, no eviction of L0's experts).
+ *  4 slots: step L0 of all 4: prefetch lists nothing. A resident expert is not prefetched again; bad ids refused. */
+static void prefetch(void) {
+    expert_pool_layout l = layout();
+    expert_pool p;
+    clover_error err = {0};
+    int32_t slots[8];
+    expert_copy cp[8];
+    size_t nc = 9;
+    CHECK(expert_pool_init(&p, EXPERT_LRU, 2, 4, &l, 6 * l.slot_bytes, &err) == 0);
+    const int32_t a[2] = {0, 1}, g[2] = {2, 3}, b[2] = {0, 2}, c[1] = {2};
+    CHECK(expert_pool_step(&p, 0, a, 2, slots, cp, &nc, &err) == 0 && nc == 2);
+    CHECK(expert_pool_prefetch(&p, 1, g, 2, cp, &nc, &err) == 0 && nc == 2);
+    CHECK(cp[0].expert == 2 && cp[0].slot == 2 && cp[1].expert == 3 && cp[1].slot == 3 && p.prefetched == 2);
+    CHECK(expert_pool_resident(&p, 1, 2) && expert_pool_resident(&p, 1, 3) && expert_pool_resident(&p, 0, 0));
+    CHECK(expert_pool_prefetch(&p, 1, g, 1, cp, &nc, &err) == 0 && nc == 0 && p.prefetched == 2); /* resident */
+    CHECK(expert_pool_step(&p, 1, b, 2, slots, cp, &nc, &err) == 0);
+    CHECK(nc == 1 && cp[0].expert == 0 && cp[0].slot == 4 && slots[0] == 4 && slots[1] == 2);
+    CHECK_EQ_INT(p.prefetch_hits, 1);
+    CHECK(expert_pool_step(&p, 1, c, 1, slots, cp, &nc, &err) == 0 && nc == 0 && p.prefetch_hits == 1);
+    expert_pool_free(&p);
+
+    CHECK(expert_pool_init(&p, EXPERT_LRU, 2, 4, &l, 5 * l.slot_bytes, &err) == 0);
+    const int32_t all[4] = {0, 1, 2, 3};
+    CHECK(expert_pool_step(&p, 0, all, 4, slots, cp, &nc, &err) == 0 && nc == 4);
+    CHECK(expert_pool_prefetch(&p, 1, a, 2, cp, &nc, &err) == 0);
+    CHECK(nc == 1 && cp[0].expert == 0 && cp[0].slot == 4 && p.prefetched == 1);
+    for (uint32_t e = 0; e < 4; e++) CHECK(expert_pool_resident(&p, 0, e)); /* the step's own stay */
+    expert_pool_free(&p);
+
+    CHECK(expert_pool_init(&p, EXPERT_LRU, 2, 4, &l, 4 * l.slot_bytes, &err) == 0);
+    CHECK(expert_pool_step(&p, 0, all, 4, slots, cp, &nc, &err) == 0 && nc == 4);
+    CHECK(expert_pool_prefetch(&p, 1, a, 2, cp, &nc, &err) == 0 && nc == 0 && p.prefetched == 0);
+    const int32_t bad[1] = {4};
+    CHECK(expert_pool_prefetch(&p, 1, bad, 1, cp, &nc, &err) == CLOVER_E_INTERNAL);
+    CHECK(expert_pool_prefetch(&p, 2, a, 1, cp, &nc, &err) == CLOVER_E_INVALID);
+    expert_pool_free(&p);
+}
+
 int main(void) {
     RUN(layout_and_budget);
     RUN(hand_lru);
     RUN(hand_lfu);
     RUN(shadow);
     RUN(shadow_host);
+    RUN(prefetch);
     RUN(bad_ids);
     return TEST_EXIT();
 }
