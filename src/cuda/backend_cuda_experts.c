@@ -101,6 +101,9 @@
 #define RING_BYTES (4ull << 20)
 #define CHUNK_BYTES (256ull << 10)  /* a threaded memcpy's task */
 #define PAR_MIN (1ull << 20)        /* below this (CLOVER_GPU_MEM_PAR_MIN) a buffer is filled by the caller alone */
+/* Prefetch guesses for passes of at most this many rows (decode steps, small batches): a longer pass routes to
+ * most of a layer's experts, so its guess would be "everything" and its copies would contend with its own. */
+#define PF_ROWS 4
 
 typedef enum host_mode { HOST_AUTO, HOST_COPY, HOST_RING, HOST_STAGE1, HOST_PIN } host_mode;
 static const char *const host_mode_names[] = {"auto", "copy", "ring", "stage1", "pin"};
@@ -183,6 +186,16 @@ struct cuda_experts {
     cuda_host_share *host;
     int32_t zero_slot;
     uint64_t pending_copy_bytes; /* the bytes of the copies between ev_t0 and ev_t1 (the link's measured rate) */
+    /* CLOVER_GPU_MEM_PREFETCH=1: the next layer's experts guessed from this layer's input and copied while this
+     * layer computes (cuda_experts_prefetch_buffers below) */
+    bool pf_on, pf_guessed, pf_pending;
+    size_t pf_n;               /* rows of the pending guess */
+    float *pf_log, *pf_w;      /* device: [PF_ROWS][n_expert] the guess's router logits, [PF_ROWS][k] its weights */
+    int32_t *pf_idx, *h_pf;    /* device and pinned host: [PF_ROWS][k] the guessed ids */
+    int32_t *pf_list;          /* [n_expert] the guess's distinct experts */
+    uint8_t *pf_seen;          /* [n_expert] */
+    void *ev_pf;               /* after the prefetch copies: the next layer's step makes the pass wait on it */
+    uint64_t pf_bytes;         /* bytes prefetched (not in copy_bytes: their copies are not timed) */
 };
 
 static double now_s(void) {
@@ -581,6 +594,12 @@ void cuda_experts_free(cuda_experts *x) {
                 (unsigned long long)x->sum_copies, x->sum_issue_s, (unsigned long long)x->sum_staged,
                 (unsigned long long)x->sum_stage_syncs, (unsigned long long)x->n_h2d, x->pin_s, x->fill_s, x->hpin_s);
     }
+    if (x->stats && x->pf_on)
+        fprintf(stderr, "gpu-mem: prefetch: %llu experts guessed and copied (%.2f GiB), %llu of them used by the "
+                        "next step (%.1f%%)\n",
+                (unsigned long long)x->pool.prefetched, (double)x->pf_bytes / GIB,
+                (unsigned long long)x->pool.prefetch_hits,
+                x->pool.prefetched ? 100.0 * (double)x->pool.prefetch_hits / (double)x->pool.prefetched : 0.0);
     if (x->stats && x->host) {
         cuda_host_share_stats hs;
         cuda_host_share_info(x->host, &hs);
@@ -602,6 +621,13 @@ void cuda_experts_free(cuda_experts *x) {
     }
     ring_release(x);
     cuda_host_share_free(x->host);
+    cuda_free(x->pf_log);
+    cuda_free(x->pf_w);
+    cuda_free(x->pf_idx);
+    cuda_host_free(x->h_pf);
+    mem_free(x->pf_list);
+    mem_free(x->pf_seen);
+    cuda_event_destroy(x->ev_pf);
     cuda_free(x->remap_mem);
     mem_free(x->img);
     cuda_host_free(x->stage);
@@ -686,6 +712,81 @@ static uint64_t up8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
 
 /* CLOVER_GPU_MEM_REMAP=device: the device's tables made and filled (every slot free, nothing resident); host or
  * unset: nothing. An error for another value, or when the pinned host copy it reads from is not in use. */
+/* CLOVER_GPU_MEM_PREFETCH=1 (off by default until measured on a device): the guess's buffers. It needs the pool
+ * kept by the host (the device's map has no host step to add copies to) and the pinned host copy (a staged copy
+ * still in flight when the next layer's step empties the staging buffers would be overwritten): without the
+ * copy (the host lacked the memory, or CLOVER_GPU_MEM_HOST chose another mode) it stays off, said under
+ * CLOVER_GPU_MEM_STATS. */
+static int prefetch_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
+    const char *v = getenv("CLOVER_GPU_MEM_PREFETCH");
+    if (!v || !*v || !strcmp(v, "0")) return CLOVER_OK;
+    if (strcmp(v, "1")) return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_PREFETCH=%s: expected 0 or 1", v);
+    if (x->on_device)
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CLOVER_GPU_MEM_PREFETCH=1 needs the pool kept by the host (not CLOVER_GPU_MEM_REMAP=device)");
+    if (x->mode != HOST_COPY) {
+        if (x->stats)
+            fprintf(stderr, "gpu-mem: prefetch off: it copies from the pinned host copy, not in use (host mode %s)\n",
+                    host_mode_names[x->mode]);
+        return CLOVER_OK;
+    }
+    const size_t E = m->hp.n_expert, k = m->hp.n_expert_used;
+    char why[CUDA_WHY] = "";
+    if (cuda_alloc((void **)&x->pf_log, PF_ROWS * E * sizeof(float), why) ||
+        cuda_alloc((void **)&x->pf_w, PF_ROWS * k * sizeof(float), why) ||
+        cuda_alloc((void **)&x->pf_idx, PF_ROWS * k * sizeof(int32_t), why) ||
+        cuda_host_alloc((void **)&x->h_pf, PF_ROWS * k * sizeof(int32_t), why) || cuda_event_create(&x->ev_pf, why))
+        return error_set(err, CLOVER_E_NOMEM, "CLOVER_GPU_MEM_PREFETCH: its buffers: %s", why);
+    x->pf_list = mem_alloc(E * sizeof *x->pf_list);
+    x->pf_seen = mem_calloc(E, 1);
+    if (!x->pf_list || !x->pf_seen) return error_set(err, CLOVER_E_NOMEM, "CLOVER_GPU_MEM_PREFETCH: no memory");
+    x->pf_on = true;
+    if (x->stats) fprintf(stderr, "gpu-mem: prefetch on: passes of up to %d rows guess the next layer's experts\n",
+                          PF_ROWS);
+    return CLOVER_OK;
+}
+
+bool cuda_experts_prefetch_buffers(cuda_experts *x, uint32_t il, uint32_t n_layer, size_t n, cuda_prefetch_buf *b) {
+    if (!x || !x->pf_on || n == 0 || n > PF_ROWS || il + 1 >= n_layer) return false;
+    *b = (cuda_prefetch_buf){.log = x->pf_log, .w = x->pf_w, .idx = x->pf_idx};
+    return true;
+}
+
+void cuda_experts_prefetch_mark(cuda_experts *x, size_t n) {
+    x->pf_guessed = true;
+    x->pf_n = n;
+}
+
+/* After layer il's own copies: the guessed experts of layer il + 1 (h_pf, read back with il's routing ids) into
+ * slots il's step has not used, copied on the pool's stream behind il's copies; ev_pf after them. */
+static int prefetch_issue(cuda_experts *x, const backend_session *s, uint32_t il, char *why) {
+    const size_t E = s->hp->n_expert, nk = x->pf_n * s->hp->n_expert_used;
+    size_t m = 0;
+    for (size_t i = 0; i < nk; i++) {
+        const int32_t e = x->h_pf[i];
+        if (e >= 0 && (size_t)e < E && !x->pf_seen[e]) x->pf_seen[e] = 1, x->pf_list[m++] = e;
+    }
+    for (size_t i = 0; i < m; i++) x->pf_seen[x->pf_list[i]] = 0;
+    size_t nc = 0;
+    clover_error perr = {0};
+    if (expert_pool_prefetch(&x->pool, il + 1, x->pf_list, m, x->copies, &nc, &perr)) {
+        memcpy(why, perr.message, CUDA_WHY - 1); /* the pool's message, cut to the runtime's reason buffer */
+        why[CUDA_WHY - 1] = 0;
+        return -1;
+    }
+    const uint32_t l1 = il + 1;
+    for (size_t i = 0; i < nc; i++) {
+        const expert_copy *c = &x->copies[i];
+        if (run_add(x, x->dev + (uint64_t)c->slot * x->pool.lay.slot_bytes,
+                    x->hcopy + x->img[l1].off + (uint64_t)c->expert * x->img[l1].stride, (size_t)x->img[l1].end, why))
+            return -1;
+        x->pf_bytes += x->pool.lay.part_bytes[0] + x->pool.lay.part_bytes[1] + x->pool.lay.part_bytes[2];
+    }
+    if (run_flush(x, why) || (nc && cuda_event_record(x->ev_pf, x->stream, why))) return -1;
+    x->pf_pending = nc > 0;
+    return 0;
+}
+
 static int remap_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
     const char *v = getenv("CLOVER_GPU_MEM_REMAP");
     if (!v || !*v || !strcmp(v, "host")) return CLOVER_OK;
@@ -828,6 +929,7 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *
             fprintf(stderr, "gpu-mem: the host computes misses where that is faster (CLOVER_GPU_MEM_CPU=%s)\n",
                     cpu_name);
     }
+    if (!rc) rc = prefetch_setup(x, m, err);
     if (rc) {
         cuda_experts_free(x);
         return rc;
@@ -860,6 +962,7 @@ void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     cuda_host_share_stats hs;
     cuda_host_share_info(x->host, &hs);
     out->cpu_mode = hs.mode, out->host_experts = hs.experts, out->host_pairs = hs.pairs, out->host_s = hs.seconds;
+    out->prefetched = x->pool.prefetched, out->prefetch_hits = x->pool.prefetch_hits;
     unsigned long long st[4];
     char why[CUDA_WHY];
     if (x->on_device && !cuda_d2h(st, x->ra.stats, sizeof st, why)) { /* the device's counters (after the pass) */
@@ -918,7 +1021,11 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     double t0 = st ? now_s() : 0, t1 = 0;
     /* 1. the routing ids (the sync also drains every kernel that read a slot before this step), and with the
      * host's share the routing weights and the layer's input */
+    const bool guessed = x->pf_guessed;
+    x->pf_guessed = false;
     if (cuda_d2h_async(s->h_rx, s->sc.ridx, nk * sizeof(int32_t), s->stream, why) ||
+        (guessed && cuda_d2h_async(x->h_pf, x->pf_idx, x->pf_n * hp->n_expert_used * sizeof(int32_t), s->stream,
+                                   why)) ||
         (x->host && cuda_host_share_fetch(x->host, s->sc.rw, s->sc.x, n, s->stream, why)) ||
         cuda_stream_sync(s->stream, why)) {
         cuda_host_share_cancel(x->host);
@@ -1016,6 +1123,19 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
         x->pending_copy_bytes = x->copy_bytes - bytes0;
         if (st) x->pass_issue_s += now_s() - t1;
     }
+    /* the previous layer's prefetch copies land before this layer's products read its slots (a device-side wait:
+     * they ran beside the previous layer's work); then this layer's guess of the next one's experts */
+    if (x->pf_pending) {
+        if (cuda_stream_wait_event(s->stream, x->ev_pf, why)) {
+            expert_pool_forget(&x->pool);
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: prefetch: %s", why);
+        }
+        x->pf_pending = false;
+    }
+    if (guessed && prefetch_issue(x, s, il, why)) {
+        expert_pool_forget(&x->pool);
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: layer %u's prefetch: %s", il + 1, why);
+    }
     /* 4. the slot ids, then the view the products read */
     if (cuda_h2d_async(s->sc.rslot, slots, nk * sizeof(int32_t), s->stream, why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: slot ids: %s", why);
@@ -1032,6 +1152,7 @@ int cuda_experts_host_join(backend_session *s, float *y, clover_error *err) {
 }
 
 void cuda_experts_pass_begin(cuda_experts *x, size_t rows, bool preview) {
+    if (x) x->pf_guessed = false; /* a guess of a pass that failed after it */
     if (!x || !x->stats || x->on_device) return; /* on the device: no split to measure, and a pass may be captured */
     x->pass_on = true;
     x->pass_preview = preview;

@@ -257,6 +257,15 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *
 /* After a MoE layer's weighted sum is enqueued: the host's share of its misses (CLOVER_GPU_MEM_CPU) computed and
  * added into y; nothing without one. */
 int cuda_experts_host_join(backend_session *s, float *y, clover_error *err);
+/* CLOVER_GPU_MEM_PREFETCH=1: whether a pass of n rows should guess layer il + 1's routing now (from layer il's
+ * MoE input), and the device buffers for it; cuda_experts_prefetch_mark once the guess is enqueued (its ids in
+ * b->idx), and layer il's step copies the guessed experts while il computes. */
+typedef struct cuda_prefetch_buf {
+    float *log, *w;
+    int32_t *idx;
+} cuda_prefetch_buf;
+bool cuda_experts_prefetch_buffers(cuda_experts *x, uint32_t il, uint32_t n_layer, size_t n, cuda_prefetch_buf *b);
+void cuda_experts_prefetch_mark(cuda_experts *x, size_t n);
 void cuda_experts_free(cuda_experts *x);
 uint64_t cuda_experts_pool_bytes(const cuda_experts *x);
 struct cuda_gpu_mem_info;

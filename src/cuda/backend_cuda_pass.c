@@ -537,6 +537,23 @@ static int router_fused(backend_session *s, const model_moe_weights *w, size_t n
     return CLOVER_OK;
 }
 
+/* --gpu-mem with CLOVER_GPU_MEM_PREFETCH=1: layer il + 1's routing guessed from layer il's MoE input (its router,
+ * in f32, on rows that have not been through il's experts and il + 1's mixer yet: a guess, whose only effect is
+ * which slots hold what; the products read the same bytes either way) for the pool to copy while il computes. */
+static int prefetch_guess(backend_session *s, size_t il, size_t n, clover_error *err) {
+    cuda_prefetch_buf b;
+    if (!cuda_experts_prefetch_buffers(s->cm->ex, (uint32_t)il, s->hp->n_layer, n, &b)) return CLOVER_OK;
+    const model_weight *rw[1] = {&s->model->layers[il + 1].moe.gate_inp};
+    const bool ex[1] = {true};
+    float *const out[1] = {b.log};
+    int rc = mm_multi(s, rw, ex, out, 1, s->sc.x, n, err);
+    if (!rc)
+        rc = op_status(cuda_moe_route(b.idx, b.w, b.log, n, s->hp->n_expert, s->hp->n_expert_used, s->stream),
+                       "the next layer's guessed routing", err);
+    if (!rc) cuda_experts_prefetch_mark(s->cm->ex, n);
+    return rc;
+}
+
 static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
                              clover_error *err) {
     const model_moe_weights *w = &ml->moe;
@@ -612,6 +629,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     /* --gpu-mem: this layer's experts into the pool (the routing read back, the misses copied), then the three
      * grouped products read their slots (moe_source) */
     if (s->cm->ex) {
+        if (free_route && (rc = prefetch_guess(s, il, n, err))) return rc;
         if ((rc = cuda_experts_layer(s, (uint32_t)il, n, &s->xv, err))) return rc;
         s->xv_moe = w;
     }

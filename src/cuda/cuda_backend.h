@@ -44,6 +44,7 @@ typedef struct cuda_gpu_mem_info {
     const char *cpu_mode; /* CLOVER_GPU_MEM_CPU: "auto" or "all" when the host computes misses (NULL: off) */
     uint64_t host_experts, host_pairs; /* misses the host computed ((layer, expert) uses), their (row, expert) pairs */
     double host_s;                     /* the host's wall time in them */
+    uint64_t prefetched, prefetch_hits; /* CLOVER_GPU_MEM_PREFETCH: experts guessed and copied; those used next */
 } cuda_gpu_mem_info;
 void cuda_backend_gpu_mem(const backend *be, cuda_gpu_mem_info *out);
 
