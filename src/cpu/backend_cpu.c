@@ -13,7 +13,6 @@
 #include "base/error.h"
 #include "cpu/backend_cpu_internal.h"
 #include "cpu/rope.h"
-#include "quant/quant.h"
 
 /* The largest rows per pass a backend accepts (scratch grows linearly with it). */
 #define CPU_MAX_ROWS_LIMIT 65536u
@@ -84,36 +83,9 @@ static size_t backend_layout(backend *be, char *base) {
 }
 
 /* Binds one layer's weight views; false when the Clover tensors are missing. */
-static bool layer_bind(cpu_layer_w *ly, const model_layer *ml, const model_hparams *hp) {
-    const model_moe_weights *mw = &ml->moe;
-    const size_t H = hp->n_embd, F = hp->n_ff_exp;
+static bool layer_bind(cpu_layer_w *ly, const model_layer *ml, const model_hparams *hp, uint32_t layer) {
     ly->kind = ml->kind;
-    ly->moe_w = (cpu_moe_weights){
-        .n_embd = H,
-        .n_ff = F,
-        .n_expert = hp->n_expert,
-        .n_used = hp->n_expert_used,
-        .n_ff_shexp = hp->n_ff_shexp,
-        .router_type = mw->gate_inp.type,
-        .router = mw->gate_inp.data,
-        .gate_type = mw->gate_exps.type,
-        .up_type = mw->up_exps.type,
-        .down_type = mw->down_exps.type,
-        .gate_exps = mw->gate_exps.data,
-        .up_exps = mw->up_exps.data,
-        .down_exps = mw->down_exps.data,
-        .gate_stride = quant_row_bytes(mw->gate_exps.type, H) * F,
-        .up_stride = quant_row_bytes(mw->up_exps.type, H) * F,
-        .down_stride = quant_row_bytes(mw->down_exps.type, F) * H,
-        .sh_gate_type = mw->gate_shexp.type,
-        .sh_up_type = mw->up_shexp.type,
-        .sh_down_type = mw->down_shexp.type,
-        .sh_inp_type = mw->gate_inp_shexp.type,
-        .sh_gate = mw->gate_shexp.data,
-        .sh_up = mw->up_shexp.data,
-        .sh_down = mw->down_shexp.data,
-        .sh_inp = mw->gate_inp_shexp.data,
-    };
+    cpu_moe_weights_bind(&ly->moe_w, ml, hp, layer);
     if (ml->kind != MODEL_LAYER_GDN) return true;
     const model_gdn_weights *g = &ml->gdn;
     ly->gdn_w = (cpu_gdn_weights){.conv_w = g->conv.data, .ssm_a = g->a.data, .dt_bias = g->dt_bias.data,
@@ -178,8 +150,7 @@ static int backend_bind(backend *be, const clover_model *model, const backend_co
     if (!be->layers) return error_set(err, CLOVER_E_NOMEM, "cpu backend: out of memory for %u layers", hp->n_layer);
     be->can_preview = true;
     for (uint32_t l = 0; l < hp->n_layer; l++) {
-        be->can_preview &= layer_bind(&be->layers[l], &model->layers[l], hp);
-        be->layers[l].moe_w.layer = l;
+        be->can_preview &= layer_bind(&be->layers[l], &model->layers[l], hp, l);
     }
     return backend_check_dims(be, err);
 }

@@ -11,6 +11,10 @@
  * three runs of the pool instead of ~28, and each run costs a wake-up of
  * the threads and a wait for the slowest, tens of microseconds on a busy
  * machine against ~30 us of work per expert matrix.
+ *
+ * cpu_moe_experts (a device backend's host experts) is the same driver with
+ * the routing handed in instead of computed and the shared expert off: one
+ * code path, so its bits are the CPU backend's for the same routing.
  */
 #include <stdbool.h>
 #include <string.h>
@@ -258,11 +262,17 @@ static void moe_batch_after(threadpool *pool, bool par, moe_batch_fn batch, cons
     if (n_items) batch(pool, items, n_items);
 }
 
-/* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. */
+/* A routing decided by the caller (cpu_moe_experts): it replaces the router and the routing step. */
+typedef struct moe_given {
+    const int32_t *ids; /* [n][k], -1: no expert in that slot */
+    const float *wts;   /* [n][k] */
+} moe_given;
+
+/* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. given: NULL, or the routing to use. */
 static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
-                   const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits, threadpool *pool,
-                   void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu, const threadpool_phase *before,
-                   const cpu_moe_epilogue *epi) {
+                   const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits,
+                   const moe_given *given, threadpool *pool, void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu,
+                   const threadpool_phase *before, const cpu_moe_epilogue *epi) {
     const size_t E = w->n_expert, k = w->n_used, H = w->n_embd, F = w->n_ff, Fs = w->n_ff_shexp;
     moe_scratch s;
     moe_layout(w, n, scratch, &s);
@@ -275,7 +285,9 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     /* route (on the caller's logits when it has them: the same product) */
     const float *logits = s.logits;
     const bool par = pool && threadpool_size(pool) > 1 && cpu_grouped(); /* the row-wise work on the pool */
-    if (pre_logits && cpu_grouped()) {
+    if (given) { /* no router: the routing is the caller's */
+        threadpool_run_phase(pool, before);
+    } else if (pre_logits && cpu_grouped()) {
         logits = pre_logits;
         threadpool_run_phase(pool, before);
     } else {
@@ -283,25 +295,33 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
         moe_batch_after(pool, par, batch, before, &router, 1); /* the caller's step that writes x, then the router */
     }
     for (size_t e = 0; e <= E; e++) s.count[e] = 0;
-    for (size_t r = 0; r < n; r++) {
-        const uint8_t *al = group ? allowed_of[group[r]] : allowed;
-        size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, logits + r * E, E, k, al, s.probs);
-        for (size_t i = m; i < k; i++) s.idx[r * k + i] = -1;
-        for (size_t i = 0; i < m; i++) s.count[s.idx[r * k + i] + 1]++;
+    const int32_t *idx = given ? given->ids : s.idx; /* [n][k], -1 past a row's last expert or where masked */
+    const float *wts = given ? given->wts : s.wts;
+    if (given) {
+        for (size_t i = 0; i < n * k; i++)
+            if (idx[i] >= 0) s.count[idx[i] + 1]++;
+    } else {
+        for (size_t r = 0; r < n; r++) {
+            const uint8_t *al = group ? allowed_of[group[r]] : allowed;
+            size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, logits + r * E, E, k, al, s.probs);
+            for (size_t i = m; i < k; i++) s.idx[r * k + i] = -1;
+            for (size_t i = 0; i < m; i++) s.count[s.idx[r * k + i] + 1]++;
+        }
     }
     /* bucket by expert: count[e] becomes the first slot of expert e */
     for (size_t e = 0; e < E; e++) s.count[e + 1] += s.count[e];
     for (size_t r = 0; r < n; r++) {
         for (size_t i = 0; i < k; i++) {
-            int32_t e = s.idx[r * k + i];
+            int32_t e = idx[r * k + i];
             if (e < 0) continue;
             int32_t slot = s.count[e]++;
             s.rows[slot] = (int32_t)r;
-            s.rw[slot] = s.wts[r * k + i];
+            s.rw[slot] = wts[r * k + i];
         }
     }
-    /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0) */
-    if (route_trace_enabled()) route_trace_record(w->layer, E, k, n, s.count);
+    /* count[e] now ends expert e's run of slots; it starts at count[e - 1] (0 for e = 0). A given routing is
+     * a device backend's, which records its own (whole) routing: a line here would count its rows twice. */
+    if (!given && route_trace_enabled()) route_trace_record(w->layer, E, k, n, s.count);
     const size_t slots = (size_t)s.count[E - 1];
     /* par (above): the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
     const size_t group_experts = par ? MOE_GROUP : MOE_GROUP_OLD;
@@ -408,25 +428,67 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
 
 void cpu_moe_forward(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                      threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL, NULL);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL, NULL);
 }
 
 void cpu_moe_forward_groups(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                             const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch) {
-    moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL,
+    moe_run(out, x, n, w, NULL, group, allowed_of, logits, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL,
             NULL);
 }
 
 int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                                 const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
                                 const threadpool_phase *before, const cpu_moe_epilogue *epi) {
-    return moe_run(out, x, n, w, NULL, group, allowed_of, logits, pool, scratch, matmul_grouped_batch, cpu_swiglu,
+    return moe_run(out, x, n, w, NULL, group, allowed_of, logits, NULL, pool, scratch, matmul_grouped_batch, cpu_swiglu,
                    before, epi);
+}
+
+void cpu_moe_experts(float *out, const float *x, size_t n, const cpu_moe_weights *w, const int32_t *ids,
+                     const float *wts, threadpool *pool, void *scratch) {
+    cpu_moe_weights routed = *w; /* the routed experts only: moe_run skips a shared expert of width 0 */
+    routed.n_ff_shexp = 0;
+    const moe_given given = {ids, wts};
+    moe_run(out, x, n, &routed, NULL, NULL, NULL, NULL, &given, pool, scratch, matmul_grouped_batch, cpu_swiglu, NULL,
+            NULL);
+}
+
+void cpu_moe_weights_bind(cpu_moe_weights *out, const model_layer *ml, const model_hparams *hp, uint32_t layer) {
+    const model_moe_weights *mw = &ml->moe;
+    const size_t H = hp->n_embd, F = hp->n_ff_exp;
+    *out = (cpu_moe_weights){
+        .n_embd = H,
+        .n_ff = F,
+        .n_expert = hp->n_expert,
+        .n_used = hp->n_expert_used,
+        .n_ff_shexp = hp->n_ff_shexp,
+        .router_type = mw->gate_inp.type,
+        .router = mw->gate_inp.data,
+        .gate_type = mw->gate_exps.type,
+        .up_type = mw->up_exps.type,
+        .down_type = mw->down_exps.type,
+        .gate_exps = mw->gate_exps.data,
+        .up_exps = mw->up_exps.data,
+        .down_exps = mw->down_exps.data,
+        .gate_stride = quant_row_bytes(mw->gate_exps.type, H) * F,
+        .up_stride = quant_row_bytes(mw->up_exps.type, H) * F,
+        .down_stride = quant_row_bytes(mw->down_exps.type, F) * H,
+        .sh_gate_type = mw->gate_shexp.type,
+        .sh_up_type = mw->up_shexp.type,
+        .sh_down_type = mw->down_shexp.type,
+        .sh_inp_type = mw->gate_inp_shexp.type,
+        .sh_gate = mw->gate_shexp.data,
+        .sh_up = mw->up_shexp.data,
+        .sh_down = mw->down_shexp.data,
+        .sh_inp = mw->gate_inp_shexp.data,
+        .layer = layer,
+    };
 }
 
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch) {
-    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar, NULL, NULL);
+    moe_run(out, x, n, w, allowed, NULL, NULL, NULL, NULL, NULL, scratch, moe_batch_scalar, cpu_swiglu_scalar, NULL,
+            NULL);
 }
 
 void cpu_swiglu_scalar(float *h, const float *gate, const float *up, size_t n) {

@@ -28,6 +28,7 @@
 
 #include "base/threadpool.h"
 #include "clover.h"
+#include "model/model.h"
 
 /* ---- routing ---- */
 
@@ -87,6 +88,11 @@ typedef struct cpu_moe_weights {
     uint32_t layer;      /* the layer, for the routing trace (backend/route_trace.h) */
 } cpu_moe_weights;
 
+/* Binds layer `layer` of a loaded model (its GGUF tensors, nothing copied): the CPU backend's binding, shared
+ * with the host experts of a device backend (offload/expert_host_cpu.c) so the two compute with the same
+ * views. Check the result with cpu_moe_weights_check. */
+void cpu_moe_weights_bind(cpu_moe_weights *out, const model_layer *ml, const model_hparams *hp, uint32_t layer);
+
 /* Checks the block once (at model binding): 1 <= n_used <= n_expert, every
  * pointer set, every type one clover computes with and each row length a
  * multiple of its type's block, expert strides holding a whole expert.
@@ -135,6 +141,20 @@ typedef struct cpu_moe_epilogue {
 int cpu_moe_forward_groups_then(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint32_t *group,
                                 const uint8_t *const *allowed_of, const float *logits, threadpool *pool, void *scratch,
                                 const threadpool_phase *before, const cpu_moe_epilogue *epi);
+/* The routed experts alone with the routing given (backend/expert_host.h's compute): out[r] = the sum over
+ * row r's pairs j with ids[r*k + j] >= 0 (k = w->n_used), in ascending expert id (a repeated id: in slot
+ * order), of wts[r*k + j] * expert_{ids[r*k + j]}(x[r]); a row with no pair gets zeros. No router, no shared
+ * expert (w's n_ff_shexp is ignored), no routing trace. moe_run with its routing step replaced, so a row's
+ * bits are cpu_moe_forward's for the same routing on a model without a shared expert (the same products,
+ * SwiGLU and summation order). ids in [-1, n_expert) (not checked here); scratch: cpu_moe_scratch_bytes(w, n),
+ * 64-byte aligned; w->router may be NULL. */
+void cpu_moe_experts(float *out,          // [n][H]
+                     const float *x,      // [n][H]
+                     size_t n, const cpu_moe_weights *w,
+                     const int32_t *ids,  // [n][k]
+                     const float *wts,    // [n][k]
+                     threadpool *pool, void *scratch);
+
 /* The oracle: the same with matmul_oracle (matmul's arithmetic, scalar) and cpu_swiglu_scalar. */
 void cpu_moe_forward_scalar(float *out, const float *x, size_t n, const cpu_moe_weights *w,
                             const uint8_t *allowed, void *scratch);

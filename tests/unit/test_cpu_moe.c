@@ -10,7 +10,9 @@
  *    `coreset_keeps_the_prefix_that_holds_top_p` and on ties;
  *  - the threaded, SIMD form against the scalar oracle with quantised experts;
  *  - the row-wise work on the pool and 16 experts a batch (cpu_grouped)
- *    against the old order (CLOVER_CPU_GROUPED=0), bit for bit.
+ *    against the old order (CLOVER_CPU_GROUPED=0), bit for bit;
+ *  - cpu_moe_experts (the routing given): cpu_moe_forward's bits on its own
+ *    routing, a masked routing against a hand loop, the shared expert ignored.
  */
 #include <stdlib.h>
 
@@ -387,6 +389,218 @@ static void moe_grouped_matches_old_order(void) {
     free(router), free(sh_inp), free(x), free(a), free(b), free(scratch), free(logits);
 }
 
+/* ---- cpu_moe_experts: the routed experts with the routing given ---- */
+
+/* Experts for the cpu_moe_experts tests: H 256, 40 experts (three batches of 16), top-8, F 96, and a shared
+ * expert of 160 (the n_ff_shexp = 0 copy is the model without one). gate / up Q4_K, down as asked: Q8_0 (the
+ * routed experts of quant_moe_weights) or F32. */
+typedef struct moe_experts_fixture {
+    cpu_moe_weights w; /* with the shared expert */
+    uint8_t *bufs[5];
+    float *router, *sh_inp, *down_f32;
+} moe_experts_fixture;
+
+static void moe_experts_fixture_make(moe_experts_fixture *fx, int down_f32, uint64_t seed) {
+    const size_t H = 256, E = 40, k = 8, F = 96, Fs = 160;
+    rng_state r;
+    rng_seed(&r, seed);
+    memset(fx, 0, sizeof *fx);
+    fx->w = (cpu_moe_weights){.n_embd = H, .n_ff = F, .n_expert = E, .n_used = k, .n_ff_shexp = Fs};
+    fx->router = malloc(E * H * 4), fx->sh_inp = malloc(H * 4);
+    ops_fill(fx->router, E * H, &r, 0.3f);
+    ops_fill(fx->sh_inp, H, &r, 0.5f);
+    fx->w.router_type = QUANT_F32, fx->w.router = fx->router, fx->w.sh_inp_type = QUANT_F32,
+    fx->w.sh_inp = fx->sh_inp;
+    quant_moe_weights(&fx->w, (const uint32_t[3]){QUANT_Q8_0, QUANT_Q8_0, QUANT_Q8_0}, &r, fx->bufs);
+    if (down_f32) { /* [E][H][F] */
+        fx->down_f32 = malloc(E * H * F * 4);
+        ops_fill(fx->down_f32, E * H * F, &r, 1.0f / sqrtf((float)F));
+        fx->w.down_type = QUANT_F32, fx->w.down_exps = fx->down_f32, fx->w.down_stride = H * F * 4;
+    }
+}
+
+static void moe_experts_fixture_free(moe_experts_fixture *fx) {
+    for (int t = 0; t < 5; t++) free(fx->bufs[t]);
+    free(fx->router), free(fx->sh_inp), free(fx->down_f32);
+}
+
+/* (a) cpu_moe_experts given exactly the routing cpu_moe_forward computes (the router's logits by the same
+ * product, cpu_moe_route on them, -1 past the m it returns), on weights without a shared expert, is
+ * cpu_moe_forward bit for bit: the same driver with the routing step replaced. Pools of 1 and 3 threads (the
+ * serial sum and the pool's), 1, 5 and 40 rows (one-row products, tiled ones, several experts a batch), every
+ * expert allowed and a coreset of 5 of the 40 (fewer than k: rows with -1 slots, ids in descending
+ * probability, not ascending). */
+static void moe_experts_match_forward_on_its_routing(void) {
+    moe_experts_fixture fx;
+    moe_experts_fixture_make(&fx, 0, 404);
+    cpu_moe_weights w = fx.w;
+    w.n_ff_shexp = 0;
+    const size_t H = w.n_embd, E = w.n_expert, k = w.n_used, MAXN = 40;
+    rng_state r;
+    rng_seed(&r, 405);
+    float *x = malloc(MAXN * H * 4), *a = malloc(MAXN * H * 4), *b = malloc(MAXN * H * 4);
+    float *logits = malloc(MAXN * E * 4), *wts = malloc(MAXN * k * 4), probs[40];
+    int32_t *ids = malloc(MAXN * k * sizeof *ids);
+    ops_fill(x, MAXN * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&w, MAXN));
+    uint8_t few[40] = {0};
+    few[3] = few[11] = few[12] = few[30] = few[39] = 1;
+    const size_t ns[3] = {1, 5, 40};
+    clover_error err;
+    for (size_t threads = 1; threads <= 3; threads += 2) {
+        threadpool *pool = NULL;
+        CHECK(threadpool_create(&pool, threads, &err) == CLOVER_OK);
+        for (int restricted = 0; restricted < 2; restricted++) {
+            const uint8_t *allowed = restricted ? few : NULL;
+            for (size_t in = 0; in < 3; in++) {
+                const size_t n = ns[in];
+                cpu_moe_forward(a, x, n, &w, allowed, pool, scratch);
+                matmul_grouped(pool, w.router_type, w.router, E, H, x, n, logits, NULL);
+                size_t masked = 0;
+                for (size_t i = 0; i < n; i++) {
+                    size_t m = cpu_moe_route(ids + i * k, wts + i * k, logits + i * E, E, k, allowed, probs);
+                    for (size_t j = m; j < k; j++) ids[i * k + j] = -1, wts[i * k + j] = 0.0f, masked++;
+                }
+                CHECK(restricted ? masked == n * (k - 5) : masked == 0);
+                memset(b, 0xff, n * H * 4); /* NaNs: every element must be written */
+                cpu_moe_experts(b, x, n, &w, ids, wts, pool, scratch);
+                CHECK_MSG(memcmp(a, b, n * H * 4) == 0, "%zu threads, %zu rows, restricted %d: nerr %g", threads, n,
+                          restricted, ops_nerr(b, a, n * H));
+            }
+        }
+        threadpool_free(pool);
+    }
+    free(x), free(a), free(b), free(logits), free(wts), free(ids), free(scratch);
+    moe_experts_fixture_free(&fx);
+}
+
+/* A random routing of n rows: k distinct experts a row in random order with weights in (0, 1), about
+ * a third of the pairs masked (-1), row `empty` (if < n) every pair masked. */
+static void random_routing(int32_t *ids, float *wts, size_t n, size_t E, size_t k, size_t empty, rng_state *r) {
+    int32_t perm[64];
+    for (size_t i = 0; i < n; i++) {
+        for (size_t e = 0; e < E; e++) perm[e] = (int32_t)e;
+        for (size_t j = 0; j < k; j++) { /* a partial Fisher-Yates draw */
+            size_t t = j + (size_t)(rng_uniform(r) * (float)(E - j));
+            if (t >= E) t = E - 1;
+            int32_t v = perm[j];
+            perm[j] = perm[t], perm[t] = v;
+            ids[i * k + j] = rng_uniform(r) < 0.35f || i == empty ? -1 : perm[j];
+            wts[i * k + j] = 0.05f + 0.9f * rng_uniform(r);
+        }
+    }
+}
+
+/* The oracle of cpu_moe_experts, written out: per row its pairs with ids >= 0 in ascending expert id, each
+ * expert's gate and up by matmul_oracle on the row alone, cpu_swiglu_scalar, the down product, then
+ * out += y * wt in that order (0 for a row without pairs). */
+static void moe_experts_hand(float *out, const float *x, size_t n, const cpu_moe_weights *w, const int32_t *ids,
+                             const float *wts) {
+    const size_t H = w->n_embd, F = w->n_ff, k = w->n_used;
+    float *g = malloc(F * 4), *u = malloc(F * 4), *y = malloc(H * 4);
+    for (size_t i = 0; i < n; i++) {
+        float *o = out + i * H;
+        for (size_t c = 0; c < H; c++) o[c] = 0.0f;
+        for (int32_t e = 0; e < (int32_t)w->n_expert; e++) {
+            for (size_t j = 0; j < k; j++) {
+                if (ids[i * k + j] != e) continue;
+                matmul_oracle(w->gate_type, (const char *)w->gate_exps + (size_t)e * w->gate_stride, F, H, x + i * H,
+                              1, g);
+                matmul_oracle(w->up_type, (const char *)w->up_exps + (size_t)e * w->up_stride, F, H, x + i * H, 1, u);
+                cpu_swiglu_scalar(g, g, u, F);
+                matmul_oracle(w->down_type, (const char *)w->down_exps + (size_t)e * w->down_stride, H, F, g, 1, y);
+                for (size_t c = 0; c < H; c++) o[c] += y[c] * wts[i * k + j];
+            }
+        }
+    }
+    free(g), free(u), free(y);
+}
+
+/* (b) A masked routing (a third of the pairs -1, one row with all of them -1) against the hand loop above,
+ * 1 and 24 rows on a 3-thread pool. The down experts are F32 here: with 8-bit down activations (Q8_0 down)
+ * an ulp of difference in h can move one of its 8-bit codes by one, a 1/127-of-the-block step no
+ * summation bound covers. Then the two differ only by float order: gate / up are Q4_K x 8-bit integer
+ * sums with the 8 sub-block scales applied in another order (~8 ulps of the sum of |terms|), the AVX2
+ * SwiGLU's exp is within 2 ulps of expf (swiglu_avx2_matches_scalar: 4e-7 relative), and the F32 down
+ * product is a 96-term reduction reordered (at most 96 * 2^-24 = 5.7e-6 of its sum of |terms|, ~sqrt(96) *
+ * 2^-24 = 6e-7 in practice); the weighted sums are the same operations in the same order. 1e-5 of the
+ * output's scale holds the worst of these with a margin. The all-masked row is exactly +0. */
+static void moe_experts_masked_match_hand_loop(void) {
+    moe_experts_fixture fx;
+    moe_experts_fixture_make(&fx, 1, 505);
+    const cpu_moe_weights *w = &fx.w; /* with its shared expert: cpu_moe_experts ignores it */
+    const size_t H = w->n_embd, E = w->n_expert, k = w->n_used, MAXN = 24, empty = 2;
+    rng_state r;
+    rng_seed(&r, 506);
+    float *x = malloc(MAXN * H * 4), *a = malloc(MAXN * H * 4), *b = malloc(MAXN * H * 4), *wts = malloc(MAXN * k * 4);
+    int32_t *ids = malloc(MAXN * k * sizeof *ids);
+    ops_fill(x, MAXN * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(w, MAXN));
+    threadpool *pool = NULL;
+    clover_error err;
+    CHECK(threadpool_create(&pool, 3, &err) == CLOVER_OK);
+    const size_t ns[2] = {1, MAXN};
+    for (size_t in = 0; in < 2; in++) {
+        const size_t n = ns[in];
+        random_routing(ids, wts, n, E, k, empty, &r);
+        moe_experts_hand(a, x, n, w, ids, wts);
+        memset(b, 0xff, n * H * 4);
+        cpu_moe_experts(b, x, n, w, ids, wts, pool, scratch);
+        const double e = ops_nerr(b, a, n * H);
+        CHECK_MSG(e < 1e-5, "%zu rows: nerr %g", n, e);
+        OPS_NOTE("cpu_moe_experts vs the hand loop, %zu rows: nerr %.2g", n, e);
+        if (n > empty) {
+            int zero = 1;
+            for (size_t c = 0; c < H; c++) zero &= memcmp(&b[empty * H + c], &(float){0.0f}, 4) == 0;
+            CHECK_MSG(zero, "the row with every pair masked is not +0");
+        }
+    }
+    threadpool_free(pool);
+    free(x), free(a), free(b), free(wts), free(ids), free(scratch);
+    moe_experts_fixture_free(&fx);
+}
+
+/* (c) The shared expert is not cpu_moe_experts's: weights with one (n_ff_shexp 160), the same without (0),
+ * and with another shared expert altogether (other tensors, a gate that would open it fully) give the same
+ * bits, 1 and 17 rows, pools of 1 and 2. */
+static void moe_experts_ignore_the_shared_expert(void) {
+    moe_experts_fixture fx, other;
+    moe_experts_fixture_make(&fx, 0, 606);
+    moe_experts_fixture_make(&other, 0, 607);
+    cpu_moe_weights none = fx.w, alt = fx.w;
+    none.n_ff_shexp = 0;
+    alt.sh_gate = other.w.sh_gate, alt.sh_up = other.w.sh_up, alt.sh_down = other.w.sh_down;
+    float *big = malloc(alt.n_embd * 4);
+    for (size_t c = 0; c < alt.n_embd; c++) big[c] = 50.0f;
+    alt.sh_inp = big;
+    const size_t H = fx.w.n_embd, E = fx.w.n_expert, k = fx.w.n_used, MAXN = 17;
+    rng_state r;
+    rng_seed(&r, 608);
+    float *x = malloc(MAXN * H * 4), *wts = malloc(MAXN * k * 4), *out[3];
+    int32_t *ids = malloc(MAXN * k * sizeof *ids);
+    for (int i = 0; i < 3; i++) out[i] = malloc(MAXN * H * 4);
+    ops_fill(x, MAXN * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&fx.w, MAXN));
+    const cpu_moe_weights *ws[3] = {&fx.w, &none, &alt};
+    clover_error err;
+    for (size_t threads = 1; threads <= 2; threads++) {
+        threadpool *pool = NULL;
+        CHECK(threadpool_create(&pool, threads, &err) == CLOVER_OK);
+        for (size_t n = 1; n <= MAXN; n += MAXN - 1) {
+            random_routing(ids, wts, n, E, k, MAXN, &r);
+            for (int i = 0; i < 3; i++) cpu_moe_experts(out[i], x, n, ws[i], ids, wts, pool, scratch);
+            CHECK_MSG(memcmp(out[0], out[1], n * H * 4) == 0, "%zu threads, %zu rows: with / without", threads, n);
+            CHECK_MSG(memcmp(out[0], out[2], n * H * 4) == 0, "%zu threads, %zu rows: another shared expert",
+                      threads, n);
+        }
+        threadpool_free(pool);
+    }
+    for (int i = 0; i < 3; i++) free(out[i]);
+    free(x), free(wts), free(ids), free(scratch), free(big);
+    moe_experts_fixture_free(&fx);
+    moe_experts_fixture_free(&other);
+}
+
 static void weights_check_names_the_tensor(void) {
     static float f[4096];
     cpu_moe_weights w = {.n_embd = 64, .n_ff = 32, .n_expert = 4, .n_used = 2, .n_ff_shexp = 0,
@@ -436,5 +650,8 @@ int main(void) {
     RUN(moe_grouped_matches_old_order);
     RUN(swiglu_avx2_matches_scalar);
     RUN(weights_check_names_the_tensor);
+    RUN(moe_experts_match_forward_on_its_routing);
+    RUN(moe_experts_masked_match_hand_loop);
+    RUN(moe_experts_ignore_the_shared_expert);
     return TEST_EXIT();
 }
