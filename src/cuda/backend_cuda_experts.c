@@ -604,8 +604,8 @@ void cuda_experts_free(cuda_experts *x) {
         cuda_host_share_stats hs;
         cuda_host_share_info(x->host, &hs);
         fprintf(stderr,
-                "gpu-mem: the host computed %llu misses (%llu row pairs) in %llu layers, %.3f s (CLOVER_GPU_MEM_CPU=%s; "
-                "rates now: link %.1f GB/s, host %.1f GB/s + %.1f us a row)\n",
+                "gpu-mem: the host computed %llu misses (%llu row pairs) in %llu layers, %.3f s "
+                "(CLOVER_GPU_MEM_CPU=%s; rates now: link %.1f GB/s, host %.1f GB/s + %.1f us a row)\n",
                 (unsigned long long)hs.experts, (unsigned long long)hs.pairs, (unsigned long long)hs.layers, hs.seconds,
                 hs.mode, hs.link_gbps, hs.host_gbps, hs.host_row_us);
     }

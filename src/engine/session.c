@@ -18,6 +18,7 @@
 #include "engine/structured.h"
 #include "engine/stop_ids.h"
 #include "model/model.h"
+#include "offload/expert_host_cpu.h"
 
 /* Rows per pass when neither the caller nor the backend (backend_ops.default_rows) says. */
 #define SESSION_DEFAULT_ROWS 64
@@ -110,8 +111,10 @@ void engine_backend_config(const clover_model *model, const clover_session_param
      * a layer's experts, as a 512-row one does), so the default chunk is 512 rows: 8x fewer sweeps a prompt */
     if (params->gpu_mem && !params->max_rows) rows = 512;
     size_t block = model->has_record ? model->record.block_size : 0;
+    /* --gpu-mem: the CPU's MoE as the host the device may hand misses to (opened only under CLOVER_GPU_MEM_CPU) */
     *cfg = (backend_config){.n_threads = params->n_threads, .max_rows = rows < block ? block : rows,
-                            .max_context = params->max_context, .gpu_mem = params->gpu_mem};
+                            .max_context = params->max_context, .gpu_mem = params->gpu_mem,
+                            .expert_host_open = params->gpu_mem ? expert_host_cpu_open : NULL};
 }
 
 int engine_session_create(clover_session **out, const clover_model *model, const backend_ops *be,

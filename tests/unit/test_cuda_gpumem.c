@@ -18,7 +18,9 @@
  * one-slot ones, so the ring wraps and waits on its events many times a layer), stage1 (one staging buffer,
  * the path before the ring); the opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the
  * one-line refusals (no --device cuda, a budget below the dense part, one too small for one layer's experts,
- * an unknown CLOVER_GPU_MEM_HOST).
+ * an unknown CLOVER_GPU_MEM_HOST). With CLOVER_GPU_MEM_CPU=all and auto the host computes misses instead
+ * (backend_cuda_experts_host.c): within the cross-backend bound, not bit for bit, and its refusals. With
+ * CLOVER_GPU_MEM_PREFETCH=1 the next layer's guessed experts are copied early: bit for bit, guesses counted.
  * The cache was behind CLOVER_CUDA_GPU_MEM=1 until device runs checked it (2026-12-07 and -08, H200); it is
  * on now, and `gate` checks that no switch is needed.
  * Without a CUDA device: "SKIP: no CUDA device (...)" and exit 77.
@@ -30,6 +32,7 @@
 #include "clover.h"
 #include "cuda/cuda_backend.h"
 #include "cuda_test.h"
+#include "offload/expert_host_cpu.h"
 
 static clover_model *synth(const char *path, const char *type, uint32_t n_layer, uint32_t embd, uint32_t ff,
                            uint32_t n_expert) {
@@ -55,6 +58,9 @@ typedef struct run_out {
 
 enum { NP = 37, ND = 12, B = 8 };
 
+/* The host hook run() hands the backend (CLOVER_GPU_MEM_CPU's cases; the engine sets it for every session) */
+static expert_host_open_fn host_open;
+
 static void out_free(run_out *o) {
     free(o->prompt), free(o->dec), free(o->prev[0]), free(o->prev[1]), free(o->state);
     memset(o, 0, sizeof *o);
@@ -66,7 +72,8 @@ static void out_free(run_out *o) {
 static bool run(const clover_model *m, uint64_t gpu_mem, run_out *o) {
     memset(o, 0, sizeof *o);
     const size_t V = m->hp.n_vocab;
-    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = gpu_mem};
+    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = gpu_mem,
+                          .expert_host_open = host_open};
     clover_error err = {0};
     tseq *q = NULL;
     int rc = seq_create(&backend_cuda, m, &cfg, &q, &err);
@@ -177,6 +184,75 @@ static void tokens(const clover_model *m, uint64_t gpu_mem, clover_mode mode) {
               "greedy tokens (mode %d): %zu and %zu, not equal", (int)mode, n[0], n[1]);
     printf("     tokens (mode %d): %zu, equal\n", (int)mode, n[0]);
     free(tok[0]), free(tok[1]);
+}
+
+/* run()'s outputs within bound of the all-device run's (the host's share computes with the CPU's arithmetic). */
+static void close_to(const clover_model *m, const char *label, const run_out *ref, const run_out *o, double bound) {
+    const size_t V = m->hp.n_vocab;
+    const double ep = rel_err(o->prompt, ref->prompt, NP * V), ed = rel_err(o->dec, ref->dec, ND * V);
+    double ev = 0;
+    for (int c = 0; m->has_record && c < 2; c++) {
+        const double e = rel_err(o->prev[c], ref->prev[c], B * V);
+        if (!(e <= ev)) ev = e;
+    }
+    CHECK_MSG(ep <= bound && ed <= bound && ev <= bound, "%s: rel err prompt %.3g, decode %.3g, previews %.3g (bound "
+              "%.0e)", label, ep, ed, ev, bound);
+    CHECK(ref->state_bytes == o->state_bytes);
+    printf("     %s: rel err prompt %.3g decode %.3g previews %.3g (bound %.0e); the host computed %llu misses (%llu "
+           "pairs, %.3f s), %llu copied; pool %llu of %llu bytes\n",
+           label, ep, ed, ev, bound, (unsigned long long)o->info.host_experts, (unsigned long long)o->info.host_pairs,
+           o->info.host_s, (unsigned long long)o->info.misses, (unsigned long long)o->info.pool_bytes,
+           (unsigned long long)o->info.pool_budget);
+}
+
+/* CLOVER_GPU_MEM_CPU (backend_cuda_experts_host.c): the host computes misses instead of copying them. all: every
+ * miss, so nothing is ever admitted to the pool and nothing copied (every pass's rows fit the hook's 32); auto:
+ * the plan's share. Both within the cross-backend bound of the 8-bit activation paths (test_cuda_backend's
+ * 1e-3: the CPU groups the products' sums and evaluates SwiGLU's exp its own way). Then the refusals: an unknown
+ * value, the pool kept by the device, a backend opened without a host hook. */
+static void host_share(const clover_model *m, const run_out *ref, uint64_t budget) {
+    run_out o;
+    host_open = expert_host_cpu_open;
+    setenv("CLOVER_GPU_MEM_CPU", "all", 1);
+    if (run(m, budget, &o)) {
+        close_to(m, "1.5 layers, every miss on the host", ref, &o, 1e-3);
+        CHECK_MSG(o.info.cpu_mode && !strcmp(o.info.cpu_mode, "all"), "mode %s", o.info.cpu_mode ? o.info.cpu_mode
+                                                                                                  : "(none)");
+        /* nothing is ever admitted: every use is the host's, nothing copied */
+        CHECK_MSG(o.info.host_experts > 0 && o.info.host_pairs >= o.info.host_experts && o.info.misses == 0 &&
+                      o.info.copied == 0 && o.info.hits == 0,
+                  "all: host %llu misses, device %llu hits %llu misses %llu bytes copied",
+                  (unsigned long long)o.info.host_experts, (unsigned long long)o.info.hits,
+                  (unsigned long long)o.info.misses, (unsigned long long)o.info.copied);
+    }
+    out_free(&o);
+    setenv("CLOVER_GPU_MEM_CPU", "auto", 1);
+    if (run(m, budget, &o)) {
+        close_to(m, "1.5 layers, the plan's share on the host", ref, &o, 1e-3);
+        CHECK(o.info.cpu_mode && !strcmp(o.info.cpu_mode, "auto"));
+        CHECK(o.info.host_experts + o.info.misses > 0); /* 1.5 layers of slots: a pass misses somewhere */
+    }
+    out_free(&o);
+    /* refusals, each naming its cause */
+    clover_error err = {0};
+    tseq *q = NULL;
+    backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = budget,
+                          .expert_host_open = expert_host_cpu_open};
+    setenv("CLOVER_GPU_MEM_CPU", "half", 1);
+    CHECK(seq_create(&backend_cuda, m, &cfg, &q, &err) != 0 && !q);
+    CHECK_MSG(strstr(err.message, "CLOVER_GPU_MEM_CPU=half") != NULL, "%s", err.message);
+    setenv("CLOVER_GPU_MEM_CPU", "all", 1);
+    setenv("CLOVER_GPU_MEM_HOST", "copy", 1);
+    setenv("CLOVER_GPU_MEM_REMAP", "device", 1);
+    CHECK(seq_create(&backend_cuda, m, &cfg, &q, &err) != 0 && !q);
+    CHECK_MSG(strstr(err.message, "CLOVER_GPU_MEM_REMAP=device") != NULL, "%s", err.message);
+    unsetenv("CLOVER_GPU_MEM_REMAP");
+    unsetenv("CLOVER_GPU_MEM_HOST");
+    cfg.expert_host_open = NULL;
+    CHECK(seq_create(&backend_cuda, m, &cfg, &q, &err) != 0 && !q);
+    CHECK_MSG(strstr(err.message, "expert_host_open") != NULL, "%s", err.message);
+    unsetenv("CLOVER_GPU_MEM_CPU");
+    host_open = NULL;
 }
 
 static void refusals(const clover_model *m, const cuda_gpu_mem_info *probe) {
@@ -314,6 +390,35 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
     setenv("CLOVER_GPU_MEM_HOST", "ring", 1); /* the default is copy where the host has the memory */
     tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
     unsetenv("CLOVER_GPU_MEM_HOST");
+    /* prefetch (CLOVER_GPU_MEM_PREFETCH=1): the next layer's guessed experts copied early change which slots hold
+     * what, never a product's bytes: the same bits at both budgets and for tokens, and guesses made */
+    setenv("CLOVER_GPU_MEM_HOST", "copy", 1); /* prefetch copies from the pinned host copy */
+    setenv("CLOVER_GPU_MEM_PREFETCH", "1", 1);
+    for (int i = 0; i < 2; i++) {
+        char label[64];
+        snprintf(label, sizeof label, "%s, prefetch", names[i]);
+        if (run(m, budgets[i], &o)) {
+            compare(m, label, &ref, &o);
+            CHECK_MSG(o.info.prefetched > 0 && o.info.prefetch_hits <= o.info.prefetched,
+                      "%s: %llu prefetched, %llu used", label, (unsigned long long)o.info.prefetched,
+                      (unsigned long long)o.info.prefetch_hits);
+            printf("     %s: %llu experts prefetched, %llu used by the next step\n", label,
+                   (unsigned long long)o.info.prefetched, (unsigned long long)o.info.prefetch_hits);
+        }
+        out_free(&o);
+    }
+    tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
+    setenv("CLOVER_GPU_MEM_PREFETCH", "2", 1);
+    {
+        clover_error err = {0};
+        tseq *q = NULL;
+        backend_config cfg = {.n_threads = 1, .max_rows = 32, .max_context = 256, .gpu_mem = budgets[0]};
+        CHECK(seq_create(&backend_cuda, m, &cfg, &q, &err) != 0 && !q);
+        CHECK_MSG(strstr(err.message, "CLOVER_GPU_MEM_PREFETCH=2") != NULL, "%s", err.message);
+    }
+    unsetenv("CLOVER_GPU_MEM_PREFETCH");
+    unsetenv("CLOVER_GPU_MEM_HOST");
+    host_share(m, &ref, budgets[0]);
     refusals(m, &p);
     out_free(&big);
 done:
