@@ -31,12 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "backend/expert_pool.h"
 #include "backend/expert_split.h"
 #include "base/alloc.h"
 #include "base/error.h"
+#include "base/timer.h"
 #include "cuda/backend_cuda_experts_host.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_ops.h"
@@ -67,12 +67,6 @@ struct cuda_host_share {
     uint64_t experts, pairs, layers;
     double host_s;
 };
-
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int cuda_host_share_mode(const char **name, clover_error *err) {
     const char *v = getenv("CLOVER_GPU_MEM_CPU");
@@ -185,10 +179,10 @@ void cuda_host_share_take(cuda_host_share *h, uint32_t il, const int32_t *ids, c
 int cuda_host_share_join(cuda_host_share *h, float *y, float *d_tmp, void *stream, clover_error *err) {
     if (!h || !h->pending) return CLOVER_OK;
     h->pending = false;
-    const double t0 = now_s();
+    const double t0 = timer_now();
     int rc = h->hook.compute(h->hook.ctx, h->layer, h->h_y, h->h_x, h->n, h->h_id, h->h_w, err);
     if (rc) return error_prefix(err, "--gpu-mem: layer %u's experts on the host", h->layer);
-    const double t = now_s() - t0;
+    const double t = timer_now() - t0;
     expert_split_observe_host(&h->split, h->pend_experts * h->expert_bytes, h->pend_pairs, t);
     h->experts += h->pend_experts, h->pairs += h->pend_pairs, h->layers++, h->host_s += t;
     char why[CUDA_WHY] = "";

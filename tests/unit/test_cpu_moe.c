@@ -20,6 +20,7 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/moe.h"
 #include "cpu_ops_test.h"
+#include "moe_test.h"
 #include "quant/matmul_group.h"
 #include "quant/quant.h"
 
@@ -474,23 +475,6 @@ static void moe_experts_match_forward_on_its_routing(void) {
     moe_experts_fixture_free(&fx);
 }
 
-/* A random routing of n rows: k distinct experts a row in random order with weights in (0, 1), about
- * a third of the pairs masked (-1), row `empty` (if < n) every pair masked. */
-static void random_routing(int32_t *ids, float *wts, size_t n, size_t E, size_t k, size_t empty, rng_state *r) {
-    int32_t perm[64];
-    for (size_t i = 0; i < n; i++) {
-        for (size_t e = 0; e < E; e++) perm[e] = (int32_t)e;
-        for (size_t j = 0; j < k; j++) { /* a partial Fisher-Yates draw */
-            size_t t = j + (size_t)(rng_uniform(r) * (float)(E - j));
-            if (t >= E) t = E - 1;
-            int32_t v = perm[j];
-            perm[j] = perm[t], perm[t] = v;
-            ids[i * k + j] = rng_uniform(r) < 0.35f || i == empty ? -1 : perm[j];
-            wts[i * k + j] = 0.05f + 0.9f * rng_uniform(r);
-        }
-    }
-}
-
 /* The oracle of cpu_moe_experts, written out: per row its pairs with ids >= 0 in ascending expert id, each
  * expert's gate and up by matmul_oracle on the row alone, cpu_swiglu_scalar, the down product, then
  * out += y * wt in that order (0 for a row without pairs). */
@@ -542,7 +526,7 @@ static void moe_experts_masked_match_hand_loop(void) {
     const size_t ns[2] = {1, MAXN};
     for (size_t in = 0; in < 2; in++) {
         const size_t n = ns[in];
-        random_routing(ids, wts, n, E, k, empty, &r);
+        moe_test_routing(ids, wts, n, E, k, empty, &r);
         moe_experts_hand(a, x, n, w, ids, wts);
         memset(b, 0xff, n * H * 4);
         cpu_moe_experts(b, x, n, w, ids, wts, pool, scratch);
@@ -587,7 +571,7 @@ static void moe_experts_ignore_the_shared_expert(void) {
         threadpool *pool = NULL;
         CHECK(threadpool_create(&pool, threads, &err) == CLOVER_OK);
         for (size_t n = 1; n <= MAXN; n += MAXN - 1) {
-            random_routing(ids, wts, n, E, k, MAXN, &r);
+            moe_test_routing(ids, wts, n, E, k, MAXN, &r);
             for (int i = 0; i < 3; i++) cpu_moe_experts(out[i], x, n, ws[i], ids, wts, pool, scratch);
             CHECK_MSG(memcmp(out[0], out[1], n * H * 4) == 0, "%zu threads, %zu rows: with / without", threads, n);
             CHECK_MSG(memcmp(out[0], out[2], n * H * 4) == 0, "%zu threads, %zu rows: another shared expert",

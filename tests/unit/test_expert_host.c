@@ -22,6 +22,7 @@
 #include "offload/expert_host_cpu.h"
 #include "quant/matmul.h"
 #include "quant/quant.h"
+#include "moe_test.h"
 #include "test.h"
 
 enum { MAX_ROWS = 9, EMPTY_ROW = 4 };
@@ -39,23 +40,6 @@ static clover_model *synth(const char *type, char *path, size_t n) {
 
 static void fill(float *a, size_t n, rng_state *r) {
     for (size_t i = 0; i < n; i++) a[i] = 2.0f * rng_uniform(r) - 1.0f;
-}
-
-/* k distinct experts a row in random order, weights in (0, 1), about a third of the pairs -1, row EMPTY_ROW
- * (when < n) all -1. */
-static void routing(int32_t *ids, float *wts, size_t n, size_t E, size_t k, rng_state *r) {
-    int32_t perm[256];
-    for (size_t i = 0; i < n; i++) {
-        for (size_t e = 0; e < E; e++) perm[e] = (int32_t)e;
-        for (size_t j = 0; j < k; j++) {
-            size_t t = j + (size_t)(rng_uniform(r) * (float)(E - j));
-            if (t >= E) t = E - 1;
-            int32_t v = perm[j];
-            perm[j] = perm[t], perm[t] = v;
-            ids[i * k + j] = rng_uniform(r) < 0.35f || i == EMPTY_ROW ? -1 : perm[j];
-            wts[i * k + j] = 0.05f + 0.9f * rng_uniform(r);
-        }
-    }
 }
 
 /* Expert e's matrix of a stacked tensor {n_in, n_out, E}: ne[0] n_in, ne[1] n_out, from the tensor itself. */
@@ -125,7 +109,7 @@ static void hook_matches_hand_loop_every_layer(void) {
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         for (size_t n = 1; n <= MAX_ROWS; n += MAX_ROWS - 1) {
             fill(x, n * H, &r);
-            routing(ids, wts, n, E, k, &r);
+            moe_test_routing(ids, wts, n, E, k, EMPTY_ROW, &r);
             hand_loop(want, x, n, &m->layers[l], ids, wts, E, k);
             memset(got, 0xff, sizeof got); /* NaNs: every element must be written */
             rc = h.compute(h.ctx, l, got, x, n, ids, wts, &err);
@@ -183,7 +167,7 @@ static void hook_threads_and_rows_give_the_same_bits(void) {
         int32_t ids[MAX_ROWS * 8];
         for (uint32_t l = 0; !rc1 && !rc2 && l < hp->n_layer; l++) {
             fill(x, MAX_ROWS * H, &r);
-            routing(ids, wts, MAX_ROWS, E, k, &r);
+            moe_test_routing(ids, wts, MAX_ROWS, E, k, EMPTY_ROW, &r);
             CHECK(h1.compute(h1.ctx, l, a, x, MAX_ROWS, ids, wts, &err) == 0);
             CHECK(h2.compute(h2.ctx, l, b, x, MAX_ROWS, ids, wts, &err) == 0);
             CHECK_MSG(memcmp(a, b, MAX_ROWS * H * 4) == 0, "%s layer %u: 1 and 2 threads differ", types[t], l);
