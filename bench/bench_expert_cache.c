@@ -125,8 +125,10 @@ static double replay(const trace *t, expert_policy p, size_t slots, uint64_t *by
     }
     uint32_t step = UINT32_MAX;
     for (size_t i = 0; i < t->n; i++) {
-        if (t->u[i].step != step) {
-            expert_cache_step(&c);
+        if (t->u[i].step != step) { /* a new step: its distinct experts (a call lists each once) */
+            size_t uses = 0;
+            while (i + uses < t->n && t->u[i + uses].step == t->u[i].step) uses++;
+            expert_cache_step_of(&c, uses);
             step = t->u[i].step;
         }
         expert_access a;
@@ -217,8 +219,8 @@ int main(int argc, char **argv) {
            "same share of its %zu experts\n",
            (unsigned long long)layers, (unsigned long long)experts, (unsigned long long)bytes,
            target / (1024.0 * 1024 * 1024), keys);
-    printf("%-8s %6s %6s | %7s %7s %7s | %7s %7s | %s\n", "GiB", "share", "slots", "lru", "lfu", "admit",
-           "opt", "static", "bypassed (admit, opt)");
+    printf("%-8s %6s %6s | %7s %7s %7s %7s | %7s %7s | %s\n", "GiB", "share", "slots", "lru", "lfu", "admit",
+           "sweep", "opt", "static", "bypassed (admit, opt)");
     for (const char *p = budgets; *p;) {
         char *end;
         double gib = strtod(p, &end);
@@ -233,8 +235,9 @@ int main(int argc, char **argv) {
         double rate[EXPERT_N_POLICIES];
         uint64_t byp[EXPERT_N_POLICIES];
         for (int q = 0; q < EXPERT_N_POLICIES; q++) rate[q] = replay(&t, (expert_policy)q, slots, &byp[q]);
-        printf("%-8g %6.3f %6zu | %6.1f%% %6.1f%% %6.1f%% | %6.1f%% %6.1f%% | %llu, %llu\n", gib, share, slots,
-               100 * rate[EXPERT_LRU], 100 * rate[EXPERT_LFU], 100 * rate[EXPERT_ADMIT], 100 * rate[EXPERT_OPT],
+        printf("%-8g %6.3f %6zu | %6.1f%% %6.1f%% %6.1f%% %6.1f%% | %6.1f%% %6.1f%% | %llu, %llu\n", gib, share,
+               slots, 100 * rate[EXPERT_LRU], 100 * rate[EXPERT_LFU], 100 * rate[EXPERT_ADMIT],
+               100 * rate[EXPERT_SWEEP], 100 * rate[EXPERT_OPT],
                100 * static_layers(&t, slots), (unsigned long long)byp[EXPERT_ADMIT],
                (unsigned long long)byp[EXPERT_OPT]);
     }

@@ -10,7 +10,8 @@
  * clocks, so the list is in order of `last`, and the slots the current
  * step touched (all stamped after the step began) are its tail; when the
  * head is one of them every slot is, and there is no victim (-1), as the
- * scan found.
+ * scan found. SWEEP's victim in a sweep step is the other end of the
+ * untouched part: the slot before the first one this step appended.
  */
 #include "backend/expert_cache.h"
 
@@ -19,7 +20,7 @@
 #include "base/alloc.h"
 #include "base/error.h"
 
-static const char *const policy_names[EXPERT_N_POLICIES] = {"lru", "lfu", "admit", "opt"};
+static const char *const policy_names[EXPERT_N_POLICIES] = {"lru", "lfu", "admit", "opt", "sweep"};
 
 const char *expert_policy_name(expert_policy p) { return p < EXPERT_N_POLICIES ? policy_names[p] : "?"; }
 
@@ -50,7 +51,7 @@ int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, u
     c->touched = mem_calloc(s, sizeof *c->touched);
     c->lru_prev = mem_alloc(s * sizeof *c->lru_prev);
     c->lru_next = mem_alloc(s * sizeof *c->lru_next);
-    c->lru_head = c->lru_tail = -1;
+    c->lru_head = c->lru_tail = c->step_first = -1;
     if (!c->slot_of || !c->freq || !c->key_of || !c->last || !c->next || !c->touched || !c->lru_prev ||
         !c->lru_next) {
         expert_cache_free(c);
@@ -73,15 +74,26 @@ void expert_cache_free(expert_cache *c) {
     memset(c, 0, sizeof *c);
 }
 
-void expert_cache_step(expert_cache *c) { c->step++; }
+void expert_cache_step(expert_cache *c) {
+    c->step++;
+    c->step_first = -1;
+    c->sweep = false;
+}
+
+void expert_cache_step_of(expert_cache *c, size_t uses) {
+    expert_cache_step(c);
+    c->sweep = c->policy == EXPERT_SWEEP && uses * 2 > c->n_expert;
+}
 
 void expert_cache_clear(expert_cache *c) {
     for (size_t k = 0; k < (size_t)c->n_layer * c->n_expert; k++) c->slot_of[k] = -1;
     c->n_filled = 0;
-    c->lru_head = c->lru_tail = -1;
+    c->lru_head = c->lru_tail = c->step_first = -1;
 }
 
-static bool listed(const expert_cache *c) { return c->policy == EXPERT_LRU || c->policy == EXPERT_ADMIT; }
+static bool listed(const expert_cache *c) {
+    return c->policy == EXPERT_LRU || c->policy == EXPERT_ADMIT || c->policy == EXPERT_SWEEP;
+}
 
 static void lru_unlink(expert_cache *c, int32_t s) {
     const int32_t p = c->lru_prev[s], n = c->lru_next[s];
@@ -112,8 +124,13 @@ static bool worse(const expert_cache *c, size_t a, size_t b) {
     }
 }
 
-/* The victim among the slots this step has not touched; -1: none. */
+/* The victim among the slots this step has not touched; -1: none. A sweep's: the most recent of those, the
+ * slot just before the step's own run at the list's tail. */
 static int32_t victim(const expert_cache *c) {
+    if (listed(c) && c->sweep) {
+        const int32_t m = c->step_first >= 0 ? c->lru_prev[c->step_first] : c->lru_tail;
+        return m >= 0 && c->touched[m] != c->step ? m : -1;
+    }
     if (listed(c)) {
         const int32_t h = c->lru_head;
         return h >= 0 && c->touched[h] != c->step ? h : -1;
@@ -162,8 +179,12 @@ int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64
     }
     out->slot = s;
     if (listed(c)) {
-        if (was_listed) lru_unlink(c, s);
+        if (was_listed) {
+            if (s == c->step_first) c->step_first = c->lru_next[s]; /* a key used twice in one step */
+            lru_unlink(c, s);
+        }
         lru_append(c, s);
+        if (c->step_first < 0) c->step_first = s;
     }
     c->last[s] = now;
     c->next[s] = next_use;

@@ -18,8 +18,17 @@
  *          next use (the simulator knows the future); the victim is the
  *          one used farthest ahead, and the new expert itself is bypassed
  *          when its next use is the farthest. No runtime can do better.
+ *   SWEEP  LRU, except in a step that uses more than half of its layer's
+ *          experts (a prompt chunk: every layer in turn, then again at the
+ *          next chunk): there the victim is the MOST recently used slot the
+ *          step has not touched. Under a cyclic sweep larger than the pool
+ *          LRU evicts exactly what the sweep needs next and hits nothing;
+ *          evicting the most recent keeps the older part of the sweep
+ *          resident (for a pure cycle, Belady's choice). Decode steps, a
+ *          few experts each, stay LRU.
  * A step is what the device computes at once (one layer of one pass):
- * expert_cache_step starts the next one.
+ * expert_cache_step starts the next one (expert_cache_step_of with the
+ * number of distinct experts it will use, for SWEEP).
  */
 #ifndef CLOVER_BACKEND_EXPERT_CACHE_H
 #define CLOVER_BACKEND_EXPERT_CACHE_H
@@ -30,7 +39,14 @@
 
 #include "clover.h"
 
-typedef enum expert_policy { EXPERT_LRU, EXPERT_LFU, EXPERT_ADMIT, EXPERT_OPT, EXPERT_N_POLICIES } expert_policy;
+typedef enum expert_policy {
+    EXPERT_LRU,
+    EXPERT_LFU,
+    EXPERT_ADMIT,
+    EXPERT_OPT,
+    EXPERT_SWEEP,
+    EXPERT_N_POLICIES
+} expert_policy;
 
 #define EXPERT_NEVER UINT64_MAX /* next use of an expert not used again */
 
@@ -45,10 +61,12 @@ typedef struct expert_cache {
     uint64_t *next;    /* [n_slots] OPT: the next use */
     uint64_t *touched; /* [n_slots] the step of the last access */
     uint64_t *freq;    /* [n_layer * n_expert] accesses so far */
-    /* LRU and ADMIT: the filled slots in order of last access, least recent first (a doubly linked list over
-     * the slots, -1 ends it), so the victim is the head and not a scan of every slot (expert_cache.c) */
+    /* LRU, ADMIT and SWEEP: the filled slots in order of last access, least recent first (a doubly linked list
+     * over the slots, -1 ends it), so the victim is the head and not a scan of every slot (expert_cache.c) */
     int32_t *lru_prev, *lru_next; /* [n_slots] */
     int32_t lru_head, lru_tail;
+    int32_t step_first; /* the first slot the current step put at the list's tail (-1: none yet) */
+    bool sweep;         /* SWEEP: the current step is a sweep (victims from the most recent end) */
     uint64_t clock, step;
     uint64_t hits, misses, evictions, bypasses;
 } expert_cache;
@@ -61,7 +79,7 @@ typedef struct expert_access {
 } expert_access;
 
 const char *expert_policy_name(expert_policy p);
-/* By name (lru, lfu, admit, opt); -1 when unknown. */
+/* By name (lru, lfu, admit, opt, sweep); -1 when unknown. */
 int expert_policy_from_name(const char *name);
 
 /* floor(budget / slot_bytes) slots (0 allowed: every access bypasses). */
@@ -70,6 +88,8 @@ int expert_cache_init(expert_cache *c, expert_policy policy, uint32_t n_layer, u
 void expert_cache_free(expert_cache *c);
 
 void expert_cache_step(expert_cache *c);
+/* expert_cache_step for a step that will use `uses` distinct experts of its layer (SWEEP reads it). */
+void expert_cache_step_of(expert_cache *c, size_t uses);
 /* Forgets every resident expert (the slots' contents are no longer known: a copy into one failed); the
  * counts and the access frequencies stay. */
 void expert_cache_clear(expert_cache *c);

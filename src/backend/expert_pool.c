@@ -53,8 +53,9 @@ int expert_pool_budget(uint64_t gpu_mem, uint64_t dense, uint64_t reserve, const
 int expert_pool_init(expert_pool *p, expert_policy policy, uint32_t n_layer, uint32_t n_expert,
                      const expert_pool_layout *lay, uint64_t budget, clover_error *err) {
     memset(p, 0, sizeof *p);
-    if (policy != EXPERT_LRU && policy != EXPERT_LFU)
-        return error_set(err, CLOVER_E_INVALID, "expert pool: policy %s bypasses experts; the pool takes lru or lfu",
+    if (policy != EXPERT_LRU && policy != EXPERT_LFU && policy != EXPERT_SWEEP)
+        return error_set(err, CLOVER_E_INVALID,
+                         "expert pool: policy %s bypasses experts; the pool takes lru, lfu or sweep",
                          expert_policy_name(policy));
     if (!lay->slot_bytes) return error_set(err, CLOVER_E_INVALID, "expert pool: no slot layout");
     int rc = expert_cache_init(&p->cache, policy, n_layer, n_expert, lay->slot_bytes, budget, err);
@@ -120,9 +121,13 @@ int expert_pool_step_host(expert_pool *p, uint32_t layer, const int32_t *ids, si
     }
     /* the host's experts decided before any access: an admission below may evict a resident marked expert
      * not yet accessed, which must still be read from the device as the caller planned (it is copied again) */
-    for (uint32_t e = 0; host && e < p->n_expert; e++)
-        if (p->step_slot[e] == 0 && host[e] && !expert_pool_resident(p, layer, e)) p->step_slot[e] = STEP_HOST;
-    expert_cache_step(&p->cache);
+    size_t uses = 0; /* the step's distinct experts the device reads (SWEEP tells a sweep by them) */
+    for (uint32_t e = 0; e < p->n_expert; e++) {
+        if (p->step_slot[e] != 0) continue;
+        if (host && host[e] && !expert_pool_resident(p, layer, e)) p->step_slot[e] = STEP_HOST;
+        else uses++;
+    }
+    expert_cache_step_of(&p->cache, uses);
     p->steps++;
     for (uint32_t e = 0; e < p->n_expert; e++) {
         if (p->step_slot[e] == STEP_HOST) { /* the host computes it: not admitted */

@@ -15,9 +15,10 @@
  *
  * Per layer step (expert_pool_step): the rows' routing ids in, the slot of
  * each id out (same positions), and the misses to copy (expert -> slot) in
- * ascending expert order; the slots come from expert_cache.h's policy (LRU
- * or LFU: the policies that never bypass, as a bypassed expert would need a
- * product outside the pool). A step never evicts its own experts, so the
+ * ascending expert order; the slots come from expert_cache.h's policy (LRU,
+ * LFU or SWEEP: the policies that never bypass, as a bypassed expert would
+ * need a product outside the pool; the host's share, expert_pool_step_host,
+ * is the caller's choice, not the policy's). A step never evicts its own experts, so the
  * pool holds at least one layer's experts (n_expert slots); the budget is
  * checked at creation and the pool's bytes (n_slots * slot_bytes) never
  * exceed it (asserted on every step).

@@ -864,17 +864,20 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *
     uint64_t budget = 0;
     if ((rc = expert_pool_budget(cm->gpu_mem, cm->bytes, reserve, &lay, hp->n_layer, hp->n_expert, &budget, err)))
         return rc;
-    /* CLOVER_GPU_MEM_POLICY=lru|lfu (a diagnostic; default lru) */
-    const char *pn = getenv("CLOVER_GPU_MEM_POLICY");
-    int pol = pn && *pn ? expert_policy_from_name(pn) : EXPERT_LRU;
-    if (pol < 0) return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_POLICY=%s: expected lru or lfu", pn);
+    /* CLOVER_GPU_MEM_POLICY=lru|lfu|sweep. The default is sweep: LRU for decode steps and previews, the most
+     * recent victim in a step that uses most of its layer's experts, so a prompt's chunks keep the older part of
+     * their sweep over the layers instead of none (bench/RESULTS.md: on a 4,096-token prompt's routing trace, hits
+     * 18.7 -> 37.4% at 8 GiB and 32.0 -> 86.5% at 16; a chat trace's unchanged). Which slot holds an expert never
+     * changes a product's bits. The pool kept by the device keeps plain LRU (expert_remap.cu). */
+    const char *pn = getenv("CLOVER_GPU_MEM_POLICY"), *rm = getenv("CLOVER_GPU_MEM_REMAP");
+    int pol = pn && *pn ? expert_policy_from_name(pn) : rm && !strcmp(rm, "device") ? EXPERT_LRU : EXPERT_SWEEP;
+    if (pol < 0) return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_POLICY=%s: expected lru, lfu or sweep", pn);
     /* CLOVER_GPU_MEM_CPU=auto|all: the host computes some misses; their pairs read one all-zero slot, taken from
      * the pool's budget (the pool must still hold a layer's experts) */
     const char *cpu_name = NULL;
     const int cpu_mode = cuda_host_share_mode(&cpu_name, err);
     if (cpu_mode < 0) return cpu_mode;
-    const char *rv = getenv("CLOVER_GPU_MEM_REMAP");
-    if (cpu_mode && rv && !strcmp(rv, "device"))
+    if (cpu_mode && rm && !strcmp(rm, "device"))
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "CLOVER_GPU_MEM_CPU=%s needs the pool kept by the host (CLOVER_GPU_MEM_REMAP=device maps "
                          "the experts on the device, where the host cannot take any)",

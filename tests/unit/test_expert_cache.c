@@ -59,6 +59,7 @@ static void lru(void) {
         {0, 0, 0, 1, 3},                                      /* 3@4 < 1@5 < 4@6 */
     };
     run(EXPERT_LRU, 35, w, 8, true, 1, 7, 4, 0);
+    run(EXPERT_SWEEP, 35, w, 8, true, 1, 7, 4, 0); /* steps not marked as sweeps: SWEEP is LRU */
 }
 
 static void lfu(void) {
@@ -226,6 +227,42 @@ static void list_vs_scan(void) {
         }
 }
 
+/* SWEEP against LRU on a cyclic sweep by hand: 3 layers of 4 experts, 8 slots, each step one layer's 4 experts
+ * (4 * 2 > 4: every step a sweep), layers 0 1 2 0 1 2 0 1 2 (keys l * 4 + e).
+ *  steps 1-2 fill s0..s7 with keys 0..7 (list s0..s7, oldest first). Step 3 (keys 8..11): the victim is the
+ *  most recent untouched slot: s7 (key 7), then the slot before the step's first, s6 (6), s5 (5), s4 (4): keys
+ *  8 9 10 11 in s7 s6 s5 s4; list s0 s1 s2 s3 s7 s6 s5 s4. Step 4 (keys 0..3): 4 hits; list s7 s6 s5 s4 s0 s1
+ *  s2 s3. Step 5 (keys 4..7): victims s3 (key 3), s2 (2), s1 (1), s0 (0). Step 6 (keys 8..11): 4 hits. From
+ *  then on every cycle of 3 steps hits one layer (4 of 12: Belady's rate for this cycle): 12 hits in 9 steps.
+ *  LRU evicts what the cycle needs next: after the first 12 misses, nothing ever hits (0 of 36). */
+static void sweep(void) {
+    for (int pol = 0; pol < 2; pol++) {
+        expert_cache c;
+        clover_error err = {0};
+        CHECK(expert_cache_init(&c, pol ? EXPERT_SWEEP : EXPERT_LRU, 3, 4, 10, 80, &err) == 0);
+        static const int64_t step3_evicted[4] = {7, 6, 5, 4}, step5_evicted[4] = {3, 2, 1, 0};
+        static const int32_t step3_slot[4] = {7, 6, 5, 4};
+        bool ok = true;
+        for (int st = 0; st < 9; st++) {
+            const uint32_t layer = (uint32_t)(st % 3);
+            expert_cache_step_of(&c, 4);
+            for (uint32_t e = 0; e < 4; e++) {
+                expert_access a;
+                ok = ok && expert_cache_access(&c, layer, e, EXPERT_NEVER, &a, &err) == 0;
+                if (pol && st == 2) ok = ok && !a.hit && a.evicted == step3_evicted[e] && a.slot == step3_slot[e];
+                if (pol && st == 3) ok = ok && a.hit && a.slot == (int32_t)e;
+                if (pol && st == 4) ok = ok && !a.hit && a.evicted == step5_evicted[e] && a.slot == 3 - (int32_t)e;
+                if (pol && st == 5) ok = ok && a.hit;
+                if (!pol && st >= 3) ok = ok && !a.hit;
+            }
+        }
+        CHECK_MSG(ok && c.hits == (pol ? 12u : 0u) && c.misses == (pol ? 24u : 36u), "%s: %llu hits, %llu misses",
+                  expert_policy_name(c.policy), (unsigned long long)c.hits, (unsigned long long)c.misses);
+        CHECK(expert_policy_from_name("sweep") == EXPERT_SWEEP && !strcmp(expert_policy_name(EXPERT_SWEEP), "sweep"));
+        expert_cache_free(&c);
+    }
+}
+
 int main(void) {
     RUN(lru);
     RUN(lfu);
@@ -234,5 +271,6 @@ int main(void) {
     RUN(step_pins);
     RUN(small_and_bad);
     RUN(list_vs_scan);
+    RUN(sweep);
     return TEST_EXIT();
 }

@@ -17,6 +17,10 @@
 #     the margins exceed the bound, a difference reported); `clover bench` decode at 16 / 8 with: off (the
 #     default), pf (PREFETCH=1), auto (CPU=auto), autopf (both), all (CPU=all); then off and autopf again;
 #     CLOVER_GPU_MEM_STATS=1 (the host's misses, its time, the plan's rates, the guesses used)
+#  p  (not by default: a later call or riding the seq pack) the pool's default policy, sweep (expert_cache.h: LRU
+#     but the most recent victim in a step that uses most of its layer's experts), against CLOVER_GPU_MEM_POLICY=lru
+#     on a prompt of 2,048 tokens (4 chunks of 512: chunks 2-4 find the first's experts or not) at 16 / 8 GiB,
+#     alternating twice; `clover run --ar` ids with each policy equal to the all-device run's
 #  l  llama-bench -ngl 99 -fa 1 -p 0 -n 32 --n-cpu-moe 8 / 11 (16 GiB) and 27 / 30 (8 GiB)
 # Predictions (before the run):
 #  t: all pass; memcheck clean.
@@ -25,6 +29,10 @@
 #     40 x 8 x 1.77 MB = 566 MB a token from host memory at ~60-80 GB/s effective on 16 threads, no hit ever); at
 #     8 GiB off ~66-72, pf ~75-85, auto ~90-120, autopf ~95-125, all as at 16. ids: prefetch equal; the host's
 #     share equal in most runs (its arithmetic is the CPU's: a near-tie may flip; reported).
+#  p: prompt 2,048 at 16 GiB lru ~1,000-1,100 tok/s (every chunk sweeps all 40 layers' experts over the link,
+#     remap31's 512-token figure 1,020), sweep ~1,800-2,300 (chunks 2-4 hit ~70%: the 4,096-token trace's 86.5%
+#     at 16 GiB counts decode too); at 8 GiB lru ~850-1,000, sweep ~1.1-1.2x that (~24% of the sweep resident).
+#     ids equal under both policies (a slot's contents never change a product's bits).
 #  l: as remap31 (16 GiB: 83.8 / 87.8; 8 GiB: 66.3 / 63.1). Bar (issue 31): decode faster than llama.cpp's best
 #     split at both budgets (already so with off); this run says what the host's share adds.
 set -uo pipefail
@@ -78,6 +86,23 @@ if has c; then
       say "  $g GiB $m:"
       grep -vE '^gpu-mem' $O/C$g$m$k.log | grep -iE "decode|hit" | tail -2 | tee -a "$S"
       grep -E '^gpu-mem: (the host computed|prefetch:)|hit rate' $O/C$g$m$k.log | tail -3 | tee -a "$S"
+    done
+  done
+fi
+if has p; then
+  wait $SPID
+  for pol in lru sweep; do
+    mrun P$pol 60 env CLOVER_GPU_MEM_POLICY=$pol $C run -m $F --ids 1000,1001,1002,1003,1004,1005,1006,1007 --ar -n 32 \
+      -c 1024 --device cuda --gpu-mem 8
+    say "   ids ($pol, 8 GiB): $(grep -m1 '^ids:' $O/P$pol.log | md5sum | cut -c1-12)"
+  done
+  for g in 16 8; do
+    for pol in lru sweep lru sweep; do
+      [ "$(el)" -lt 540 ] || { say "no time for prompt $g $pol"; break; }
+      k=0; while [ -e "$O/Q$g$pol$k.log" ]; do k=$((k + 1)); done
+      mrun Q$g$pol$k 60 env CLOVER_GPU_MEM_POLICY=$pol CLOVER_GPU_MEM_STATS=1 $C bench -m $F --prompt-tokens 2048 \
+        --decode-tokens 8 --device cuda --gpu-mem $g || break
+      say "  $g GiB $pol: $(grep -E '^prompt' $O/Q$g$pol$k.log | head -1) | $(grep -E 'hit rate' $O/Q$g$pol$k.log | tail -1)"
     done
   done
 fi
