@@ -16,7 +16,8 @@
  * mode forced by CLOVER_GPU_MEM_HOST and checked to be the one in use (no silent fallback): copy (the pinned
  * host copy), ring (staging buffers with events: the default size with the memcpy threaded on every buffer, and
  * one-slot ones, so the ring wraps and waits on its events many times a layer), stage1 (one staging buffer,
- * the path before the ring); the opt-in in-place pin (CLOVER_GPU_MEM_PIN=1) and the LFU policy, and the
+ * the path before the ring); the opt-in in-place pin (CLOVER_GPU_MEM_PIN=1), the LFU and LRU policies (the
+ * default is sweep), and the
  * one-line refusals (no --device cuda, a budget below the dense part, one too small for one layer's experts,
  * an unknown CLOVER_GPU_MEM_HOST). With CLOVER_GPU_MEM_CPU=all and auto the host computes misses instead
  * (backend_cuda_experts_host.c): within the cross-backend bound, not bit for bit, and its refusals. With
@@ -383,6 +384,9 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
     unsetenv("CLOVER_GPU_MEM_PIN");
     setenv("CLOVER_GPU_MEM_POLICY", "lfu", 1);
     if (run(m, budgets[0], &o)) compare(m, "1.5 layers, lfu", &ref, &o);
+    out_free(&o);
+    setenv("CLOVER_GPU_MEM_POLICY", "lru", 1); /* plain LRU (the default is sweep: LRU but for prompt chunks) */
+    if (run(m, budgets[0], &o)) compare(m, "1.5 layers, lru", &ref, &o);
     out_free(&o);
     unsetenv("CLOVER_GPU_MEM_POLICY");
     tokens(m, budgets[0], CLOVER_MODE_AUTOREGRESSIVE);
