@@ -180,6 +180,10 @@ int cuda_matmul_decode_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n
  * rows), else matrix by matrix as cuda_matmul_exact. No work buffer. */
 int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                             size_t n_rows, void *stream, char *why, size_t why_len);
+/* Its row-block form (matmul_exact.cu: a block of 16 outputs keeps each weight slice in registers across a block
+ * of rows, for many rows): the same bits; off unless CLOVER_CUDA_EXACT_RB=1 (unverified on a device when written,
+ * 2026-12-05). 1 / 0: on / off; negative: the environment again. */
+void cuda_exact_rb_set(int on);
 /* Any n_rows >= 1 (needs no scratch; the integer path then rounds each tile's rows in its own shared memory, which
  * costs each of its blocks an L2 read of the f32 rows: use cuda_matmul_chunk_ws where scratch exists). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,

@@ -16,11 +16,23 @@
  *
  * Weights longer than EX_NJ x 256 elements are taken in slices of EX_NJ x 256 (every row's sum carried across
  * slices in a register), which keeps the element order.
+ *
+ * The row-block form (ex_rb_kernel, CLOVER_CUDA_EXACT_RB=1; off by default: written 2026-12-05 without a device):
+ * at many rows the form above is bound by L2 reads, not arithmetic: each warp takes 4 rows, so every weight row
+ * is read once per 4 rows (a 512-row chunk: 128 times, 263 MB for the router's 2 MB) and every row once per 8
+ * outputs (135 MB). Measured on the H200 (2026-12-18-stack25's trace): 107 us a layer for 512 rows, 4.3 ms of a
+ * 16-sequence stacked preview; its arithmetic is ~8 us. Here a block of EXB_WARPS warps takes EXB_WARPS
+ * neighbouring outputs and a block of rows; each warp keeps its weight slice in registers across all the block's
+ * rows (4 at a time, the same sums in the same order as above), so the weights are read once per row block
+ * (~15 at 512 rows: 31 MB) and each row once per 16 outputs (71 MB); row blocks are sized to fill ~2 waves of the
+ * GPU's SMs. Every output's bits are the form above's (the same per-row code: only which warp computes a row
+ * changes); test_cuda_matmul's exact_multi compares both with the decode products.
  */
 #include "cuda_matmul.h"
+#include "cuda_switch.h"
 #include "matmul_mmv.cuh"
 
-enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8 };
+enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
 
 typedef struct {
     const uint8_t *w[CUDA_MATMUL_MAX_SEG];
@@ -87,6 +99,93 @@ __global__ void __launch_bounds__(32 * EX_WARPS) ex_rows_kernel(ex_params p) {
     }
 }
 
+/* The row-block form: block (bx, by) takes outputs bx * EXB_WARPS .. + EXB_WARPS - 1 (a warp each) and rows
+ * by * p.rw .. + p.rw - 1 (p.rw a multiple of EX_RW), 4 rows at a time. */
+template <int T>
+__global__ void __launch_bounds__(32 * EXB_WARPS) ex_rb_kernel(ex_params p) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int og = (int)blockIdx.x * EXB_WARPS + warp, rb0 = (int)blockIdx.y * p.rw;
+    const int rb1 = min(rb0 + p.rw, p.n_rows);
+    if (og >= p.tot || rb0 >= p.n_rows) { /* warp-uniform */
+        pdl_wait();
+        pdl_trigger();
+        return;
+    }
+    const uint8_t *W = p.w[0];
+    float *y = p.y[0];
+    int n_out = p.n_out[0], o = og;
+#pragma unroll
+    for (int i = 1; i < CUDA_MATMUL_MAX_SEG; i++)
+        if (i < p.n_seg && o >= n_out) o -= n_out, W = p.w[i], y = p.y[i], n_out = p.n_out[i];
+    const uint8_t *wrow = W + (size_t)o * p.row_bytes;
+    const bool one_slice = p.n_in <= EX_NJ * 256; /* the weights stay in registers for every row of the block */
+    float wv[EX_NJ][8];
+    bool waited = false;
+    for (int r0 = rb0; r0 < rb1; r0 += EX_RW) {
+        const int nr = min(EX_RW, rb1 - r0);
+        float acc[EX_RW];
+#pragma unroll
+        for (int i = 0; i < EX_RW; i++) acc[i] = 0.0f;
+        for (int e0 = 0; e0 < p.n_in; e0 += EX_NJ * 256) {
+            if (!one_slice || r0 == rb0) {
+#pragma unroll
+                for (int j = 0; j < EX_NJ; j++) {
+                    const int e = e0 + 8 * lane + 256 * j;
+                    if (e < p.n_in) mmv_vec_weights<T>(wrow, e, wv[j]);
+                }
+            }
+            if (!waited) {
+                pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+                pdl_trigger();
+                waited = true;
+            }
+#pragma unroll
+            for (int j = 0; j < EX_NJ; j++) {
+                const int e = e0 + 8 * lane + 256 * j;
+                if (e >= p.n_in) break;
+#pragma unroll
+                for (int i = 0; i < EX_RW; i++)
+                    if (i < nr) acc[i] = mmv_vec_dot8(wv[j], p.x + (size_t)(r0 + i) * p.n_in + e, acc[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < EX_RW; i++) {
+            if (i >= nr) break;
+            const float v = mmv_reduce<T>(acc[i]);
+            if (lane == 0) y[(size_t)(r0 + i) * n_out + o] = v;
+        }
+    }
+}
+
+static int g_exact_rb = -1;
+extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
+
+static int ex_sms(void) {
+    static int sms = 0; /* one device kind a process */
+    if (sms <= 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
+                                                      cudaSuccess || n <= 0)
+            return 132;
+        sms = n;
+    }
+    return sms;
+}
+
+/* The row-block form's launch: rows per block a multiple of EX_RW chosen so the grid is ~2 waves (fewer rows a
+ * block, more weight re-reads; more, idle SMs), within grid.y's limit. */
+template <int T>
+static void ex_rb_launch(ex_params p, cudaStream_t st) {
+    const long bx = (p.tot + EXB_WARPS - 1) / EXB_WARPS, target = 2L * ex_sms();
+    long rpb = ((long)p.n_rows * bx + target - 1) / target;
+    const long cap = ((long)p.n_rows + 65534) / 65535; /* grid.y <= 65535 */
+    if (rpb < cap) rpb = cap;
+    rpb = (rpb + EX_RW - 1) / EX_RW * EX_RW;
+    p.rw = (int)rpb;
+    const dim3 grid((unsigned)bx, (unsigned)((p.n_rows + rpb - 1) / rpb)), block(32 * EXB_WARPS);
+    pdl_launch(ex_rb_kernel<T>, grid, block, 0, st, p);
+}
+
 extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
                                        const float *x, size_t n_rows, void *stream, char *why, size_t why_len) {
     const char *op = "cuda_matmul_exact_multi";
@@ -128,6 +227,15 @@ extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg
     if (warps / EX_WARPS + 1 > 2147483647u) MM_FAIL("%s: %zu rows x %zu outputs", op, n_rows, tot);
     const dim3 grid((unsigned)((warps + EX_WARPS - 1) / EX_WARPS)), block(32 * EX_WARPS);
     cudaStream_t st = (cudaStream_t)stream;
+    if (cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0)) {
+        switch (type) {
+        case MM_F32: ex_rb_launch<MM_F32>(p, st); break;
+        case MM_F16: ex_rb_launch<MM_F16>(p, st); break;
+        case MM_BF16: ex_rb_launch<MM_BF16>(p, st); break;
+        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
+        }
+        return mm_launch_status(op, why, why_len);
+    }
     switch (type) {
     case MM_F32: pdl_launch(ex_rows_kernel<MM_F32>, grid, block, 0, st, p); break;
     case MM_F16: pdl_launch(ex_rows_kernel<MM_F16>, grid, block, 0, st, p); break;

@@ -525,66 +525,74 @@ static void test_chunk_multi(void) {
 }
 
 /* cuda_matmul_exact_multi (matmul_exact.cu): the router (256 outputs) and a 1-output gate logit, or 3 matrices, in
- * one launch at 2..100 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
+ * one launch at 2..512 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
  * slices of the weights in registers, the second partial): every output bit for bit what cuda_matmul_decode gives
- * its row in 8-row calls, and within 1e-5 of the CPU's scalar dot (quant_dot_scalar); bad arguments refused. */
+ * its row in 8-row calls, and within 1e-5 of the CPU's scalar dot (quant_dot_scalar); bad arguments refused. Each
+ * case in both forms: 4 rows a warp, and the row blocks of CLOVER_CUDA_EXACT_RB (a partial last row block and a
+ * partial last block of 16 outputs at 300 rows and 45 / 3 / 130 outputs). */
 static void test_exact_multi(void) {
-    const size_t ins[] = {520, 2048, 4104}, rows[] = {2, 9, 16, 17, 32, 100};
+    const size_t ins[] = {520, 2048, 4104}, rows[] = {2, 9, 16, 17, 32, 100, 300, 512};
     const size_t outs[2][3] = {{256, 1, 0}, {45, 3, 130}};
     size_t cases = 0;
-    for (int t = 0; t < 3; t++)
-        for (int v = 0; v < 3; v++)
-            for (int form = 0; form < 2; form++) {
-                const uint32_t type = TYPES[t];
-                const size_t n_in = ins[v], ns = outs[form][2] ? 3 : 2, n_rows = rows[(t * 3 + v + form) % 6];
-                size_t rb = 0, tot = 0;
-                uint8_t *w[3];
-                void *dw[3];
-                float *dy[3], *dy2[3];
-                cuda_matmul_seg seg[3];
-                float *x = malloc(n_rows * n_in * sizeof(float));
-                fill(x, n_rows * n_in, 2.0);
-                float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
-                for (size_t i = 0; i < ns; i++) {
-                    const size_t no = outs[form][i];
-                    w[i] = make_weights(type, no, n_in, &rb);
-                    dw[i] = dev_upload(w[i], no * rb);
-                    dy[i] = dev_poisoned(n_rows * no), dy2[i] = dev_poisoned(n_rows * no);
-                    seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
-                    tot += no;
-                }
-                char why[256] = "";
-                CHECK_MSG(cuda_matmul_exact_multi(type, seg, ns, n_in, dx, n_rows, NULL, why, sizeof why) == 0, "%s",
-                          why);
-                for (size_t i = 0; i < ns; i++) {
-                    const size_t no = outs[form][i];
-                    for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
-                        const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
-                        CHECK_MSG(cuda_matmul_decode(type, dw[i], no, n_in, dx + r0 * n_in, nr, dy2[i] + r0 * no, NULL,
-                                                     NULL, why, sizeof why) == 0,
-                                  "%s", why);
+    for (int blocks = 0; blocks < 2; blocks++) {
+        for (int t = 0; t < 3; t++)
+            for (int v = 0; v < 3; v++)
+                for (int form = 0; form < 2; form++) {
+                    const uint32_t type = TYPES[t];
+                    const size_t n_in = ins[v], ns = outs[form][2] ? 3 : 2;
+                    const size_t n_rows = rows[(t * 3 + v + form + blocks) % 8];
+                    cuda_exact_rb_set(blocks);
+                    size_t rb = 0, tot = 0;
+                    uint8_t *w[3];
+                    void *dw[3];
+                    float *dy[3], *dy2[3];
+                    cuda_matmul_seg seg[3];
+                    float *x = malloc(n_rows * n_in * sizeof(float));
+                    fill(x, n_rows * n_in, 2.0);
+                    float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+                    for (size_t i = 0; i < ns; i++) {
+                        const size_t no = outs[form][i];
+                        w[i] = make_weights(type, no, n_in, &rb);
+                        dw[i] = dev_upload(w[i], no * rb);
+                        dy[i] = dev_poisoned(n_rows * no), dy2[i] = dev_poisoned(n_rows * no);
+                        seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
+                        tot += no;
                     }
-                    float *got = malloc(n_rows * no * sizeof(float)), *dec = malloc(n_rows * no * sizeof(float));
-                    float *ref = malloc(n_rows * no * sizeof(float));
-                    dev_download(got, dy[i], n_rows * no);
-                    dev_download(dec, dy2[i], n_rows * no);
-                    for (size_t r = 0; r < n_rows; r++)
-                        for (size_t o = 0; o < no; o++)
-                            ref[r * no + o] = quant_dot_scalar(type, w[i] + o * rb, x + r * n_in, n_in);
-                    char what[64];
-                    snprintf(what, sizeof what, "exact_multi %zu/%zu x%zu", i, ns, n_rows);
-                    check_close(what, type, got, ref, n_rows * no, 1e-5);
-                    CHECK_MSG(memcmp(got, dec, n_rows * no * sizeof(float)) == 0,
-                              "cuda_matmul_exact_multi %s %zu wide, %zu rows, matrix %zu of %zu (%zu outputs): differs "
-                              "from the 8-row decode products",
-                              quant_type_name(type), n_in, n_rows, i, ns, no);
-                    free(got), free(dec), free(ref), free(w[i]);
-                    cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy2[i]);
+                    char why[256] = "";
+                    CHECK_MSG(cuda_matmul_exact_multi(type, seg, ns, n_in, dx, n_rows, NULL, why, sizeof why) == 0,
+                              "%s", why);
+                    for (size_t i = 0; i < ns; i++) {
+                        const size_t no = outs[form][i];
+                        for (size_t r0 = 0; r0 < n_rows; r0 += 8) {
+                            const size_t nr = n_rows - r0 < 8 ? n_rows - r0 : 8;
+                            CHECK_MSG(cuda_matmul_decode(type, dw[i], no, n_in, dx + r0 * n_in, nr, dy2[i] + r0 * no,
+                                                         NULL, NULL, why, sizeof why) == 0,
+                                      "%s", why);
+                        }
+                        float *got = malloc(n_rows * no * sizeof(float)), *dec = malloc(n_rows * no * sizeof(float));
+                        float *ref = malloc(n_rows * no * sizeof(float));
+                        dev_download(got, dy[i], n_rows * no);
+                        dev_download(dec, dy2[i], n_rows * no);
+                        for (size_t r = 0; r < n_rows; r++)
+                            for (size_t o = 0; o < no; o++)
+                                ref[r * no + o] = quant_dot_scalar(type, w[i] + o * rb, x + r * n_in, n_in);
+                        char what[64];
+                        snprintf(what, sizeof what, "exact_multi %zu/%zu x%zu", i, ns, n_rows);
+                        check_close(what, type, got, ref, n_rows * no, 1e-5);
+                        CHECK_MSG(memcmp(got, dec, n_rows * no * sizeof(float)) == 0,
+                                  "cuda_matmul_exact_multi%s %s %zu wide, %zu rows, matrix %zu of %zu (%zu outputs): "
+                                  "differs from the 8-row decode products",
+                                  blocks ? " (row blocks)" : "", quant_type_name(type), n_in, n_rows, i, ns, no);
+                        free(got), free(dec), free(ref), free(w[i]);
+                        cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy2[i]);
+                    }
+                    free(x), cudaFree(dx);
+                    cases++;
                 }
-                free(x), cudaFree(dx);
-                cases++;
-            }
-    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..100 rows) bit-identical to the decode form\n",
+    }
+    cuda_exact_rb_set(-1);
+    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..512 rows, both forms) bit-identical to the "
+           "decode form\n",
            cases);
     char why[256] = "";
     float *d = dev_poisoned(64);
