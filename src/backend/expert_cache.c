@@ -141,6 +141,8 @@ static int32_t victim(const expert_cache *c) {
     return best;
 }
 
+bool expert_cache_has_room(const expert_cache *c) { return c->n_filled < c->n_slots || victim(c) >= 0; }
+
 int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64_t next_use, expert_access *out,
                         clover_error *err) {
     if (layer >= c->n_layer || expert >= c->n_expert)

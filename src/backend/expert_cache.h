@@ -94,6 +94,10 @@ void expert_cache_step_of(expert_cache *c, size_t uses);
  * counts and the access frequencies stay. */
 void expert_cache_clear(expert_cache *c);
 
+/* Whether a miss now would find a slot (an empty one, or a victim the current step has not touched; ADMIT and
+ * OPT may still bypass it), without counting anything. */
+bool expert_cache_has_room(const expert_cache *c);
+
 /* One use of (layer, expert); next_use: the clock value of its next use
  * (accesses are numbered 0, 1, ... in order), only read by OPT. */
 int expert_cache_access(expert_cache *c, uint32_t layer, uint32_t expert, uint64_t next_use, expert_access *out,

@@ -172,6 +172,7 @@ int expert_pool_prefetch(expert_pool *p, uint32_t layer, const int32_t *experts,
         if (e < 0 || (uint32_t)e >= p->n_expert)
             return error_set(err, CLOVER_E_INTERNAL, "expert pool: prefetch of expert %d of %u", e, p->n_expert);
         if (expert_pool_resident(p, layer, (uint32_t)e)) continue; /* nothing to do, and no use counted */
+        if (!expert_cache_has_room(&p->cache)) break; /* every slot is the current step's: nothing counted */
         expert_access a;
         int rc = expert_cache_access(&p->cache, layer, (uint32_t)e, EXPERT_NEVER, &a, err);
         if (rc) return rc;

@@ -882,13 +882,20 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *
                          "CLOVER_GPU_MEM_CPU=%s needs the pool kept by the host (CLOVER_GPU_MEM_REMAP=device maps "
                          "the experts on the device, where the host cannot take any)",
                          cpu_name);
+    if (cpu_mode && (!cfg || !cfg->expert_host_open)) /* before the host copy's fill (seconds) */
+        return error_set(err, CLOVER_E_UNSUPPORTED,
+                         "CLOVER_GPU_MEM_CPU=%s: this backend was opened without a host to compute experts on (the "
+                         "engine opens one; a bare backend needs backend_config.expert_host_open)",
+                         cpu_name);
     if (cpu_mode && budget < (uint64_t)(hp->n_expert + 1) * lay.slot_bytes)
         return error_set(err, CLOVER_E_NOMEM,
                          "CLOVER_GPU_MEM_CPU=%s: --gpu-mem %.2f GiB leaves the pool %.2f GiB, too little for a layer's "
                          "%u experts and the zero slot of the host's pairs (%.2f GiB)",
                          cpu_name, (double)cm->gpu_mem / GIB, (double)budget / GIB, hp->n_expert,
                          (double)(hp->n_expert + 1) * (double)lay.slot_bytes / GIB);
-    if (cpu_mode) budget -= lay.slot_bytes;
+    /* the zero slot from what the budget leaves beyond the pool, else from the pool (one expert fewer) */
+    const uint64_t left = cm->gpu_mem - cm->bytes - reserve; /* > budget: expert_pool_budget checked it */
+    if (cpu_mode && left - budget < lay.slot_bytes) budget -= lay.slot_bytes;
     cuda_experts *x = mem_calloc(1, sizeof *x);
     if (!x) return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
     x->stats = getenv("CLOVER_GPU_MEM_STATS") != NULL;
@@ -943,7 +950,9 @@ int cuda_experts_create(cuda_model *cm, uint64_t reserve, const backend_config *
 
 bool cuda_experts_on_device(const cuda_experts *x) { return x && x->on_device; }
 
-uint64_t cuda_experts_pool_bytes(const cuda_experts *x) { return x ? x->pool.pool_bytes : 0; }
+uint64_t cuda_experts_pool_bytes(const cuda_experts *x) { /* the zero slot of the host's pairs is the pool's too */
+    return x ? x->pool.pool_bytes + (x->zero_slot >= 0 ? x->pool.lay.slot_bytes : 0) : 0;
+}
 
 void cuda_experts_info(const cuda_experts *x, cuda_gpu_mem_info *out) {
     if (!x) return;
@@ -1029,7 +1038,6 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     if (cuda_d2h_async(s->h_rx, s->sc.ridx, nk * sizeof(int32_t), s->stream, why) ||
         (guessed && cuda_d2h_async(x->h_pf, x->pf_idx, x->pf_n * hp->n_expert_used * sizeof(int32_t), s->stream,
                                    why)) ||
-        (x->host && cuda_host_share_fetch(x->host, s->sc.rw, s->sc.x, n, s->stream, why)) ||
         cuda_stream_sync(s->stream, why)) {
         cuda_host_share_cancel(x->host);
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: routing ids: %s", why);
@@ -1060,7 +1068,11 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
     int32_t *slots = s->h_rx + s->max_rows * hp->n_expert_used;
     size_t nc = 0;
     const uint64_t hits0 = x->pool.hits, misses0 = x->pool.misses;
-    const uint8_t *host = x->host ? cuda_host_share_plan(x->host, &x->pool, il, s->h_rx, nk) : NULL;
+    const uint8_t *host = x->host ? cuda_host_share_plan(x->host, &x->pool, il, s->h_rx, n, nk) : NULL;
+    if (host && cuda_host_share_fetch(x->host, s->sc.rw, s->sc.x, n, s->stream, why)) { /* before the pool changes */
+        cuda_host_share_cancel(x->host);
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: --gpu-mem: the host's rows: %s", why);
+    }
     int rc = expert_pool_step_host(&x->pool, il, s->h_rx, nk, host, x->zero_slot, slots, x->copies, &nc, err);
     if (rc) {
         cuda_host_share_cancel(x->host);

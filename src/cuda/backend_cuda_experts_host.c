@@ -8,9 +8,13 @@
  * A layer with the host's share, on the pool kept by the host
  * (backend_cuda_experts.c's steps 1-4; CLOVER_GPU_MEM_REMAP=device knows
  * nothing on the host and is refused with this):
- *  1. with the routing ids, the routing weights and the layer's input x come
- *     back in the same sync (n * H floats: 8 KiB a decode row);
- *  2. the plan gives the host the misses whose wait it shortens; the pool
+ *  1. the routing ids come back (the pool's own step 1) and the plan, which
+ *     needs only them and the pool's residency, gives the host the misses
+ *     whose wait it shortens; only then (a layer the host takes part in)
+ *     the routing weights and the layer's input x come back in a second
+ *     sync (n * H floats: 8 KiB a decode row, 4 MiB a 512-row chunk, which
+ *     the plan rarely gives the host anything of);
+ *  2. the pool
  *     does not admit them (expert_pool_step_host) and their ids read the
  *     pool's zero slot: an all-zero expert whose products are exactly 0 (a
  *     K-quant or Q8_0 block of scale 0 gives 0 * x_d * sum), so the device's
@@ -58,7 +62,6 @@ struct cuda_host_share {
     uint32_t *rows_of;      /* [n_expert] rows routed to each expert this layer */
     uint32_t *miss_e, *miss_rows, *miss_order; /* [n_expert] the layer's misses, their rows, the plan's order */
     uint8_t *miss_host, *mark;                 /* [n_expert] the plan; mark[e]: the host computes e */
-    bool fetched;   /* this layer's x and weights were queued to come back */
     bool pending;   /* the host has pairs of `layer` to compute */
     uint32_t layer;
     size_t n;
@@ -97,10 +100,8 @@ int cuda_host_share_create(const clover_model *m, const backend_config *cfg, int
                            double link_bps, cuda_host_share **out, clover_error *err) {
     *out = NULL;
     if (mode == EXPERT_SPLIT_OFF) return CLOVER_OK;
-    if (!cfg || !cfg->expert_host_open)
-        return error_set(err, CLOVER_E_UNSUPPORTED,
-                         "CLOVER_GPU_MEM_CPU: this backend was opened without a host to compute experts on (the "
-                         "engine opens one; a bare backend needs backend_config.expert_host_open)");
+    if (!cfg || !cfg->expert_host_open) /* the caller refused it already, before the host copy's fill */
+        return error_set(err, CLOVER_E_UNSUPPORTED, "CLOVER_GPU_MEM_CPU: no backend_config.expert_host_open");
     const model_hparams *hp = &m->hp;
     cuda_host_share *h = mem_calloc(1, sizeof *h);
     if (!h) return error_set(err, CLOVER_E_NOMEM, "--gpu-mem: no memory");
@@ -133,19 +134,16 @@ int cuda_host_share_create(const clover_model *m, const backend_config *cfg, int
 }
 
 int cuda_host_share_fetch(cuda_host_share *h, const float *d_w, const float *d_x, size_t n, void *stream, char *why) {
-    h->fetched = false;
-    h->pending = false;
-    if (n == 0 || n > h->max_rows) return 0; /* more rows than the hook takes: the device alone */
     if (cuda_d2h_async(h->h_w, d_w, n * h->k * sizeof(float), stream, why) ||
-        cuda_d2h_async(h->h_x, d_x, n * h->H * sizeof(float), stream, why))
+        cuda_d2h_async(h->h_x, d_x, n * h->H * sizeof(float), stream, why) || cuda_stream_sync(stream, why))
         return -1;
-    h->fetched = true;
     return 0;
 }
 
 const uint8_t *cuda_host_share_plan(cuda_host_share *h, const expert_pool *pool, uint32_t il, const int32_t *ids,
-                                    size_t nk) {
-    if (!h->fetched) return NULL;
+                                    size_t n, size_t nk) {
+    h->pending = false;
+    if (n == 0 || n > h->max_rows) return NULL; /* more rows than the hook takes: the device alone */
     const size_t E = h->n_expert;
     memset(h->rows_of, 0, E * sizeof *h->rows_of);
     for (size_t i = 0; i < nk; i++)
@@ -194,7 +192,7 @@ int cuda_host_share_join(cuda_host_share *h, float *y, float *d_tmp, void *strea
 }
 
 void cuda_host_share_cancel(cuda_host_share *h) {
-    if (h) h->pending = h->fetched = false;
+    if (h) h->pending = false;
 }
 
 void cuda_host_share_observe_copy(cuda_host_share *h, uint64_t bytes, double seconds) {

@@ -32,13 +32,13 @@ int cuda_host_share_create(const clover_model *m, const backend_config *cfg, int
                            double link_bps, cuda_host_share **out, clover_error *err);
 void cuda_host_share_free(cuda_host_share *h);
 
-/* Before the layer's routing sync: its routing weights and input queued to come back (none past max_rows).
- * 0, or -1 with the runtime's reason in why. */
-int cuda_host_share_fetch(cuda_host_share *h, const float *d_w, const float *d_x, size_t n, void *stream, char *why);
-/* After the sync: the experts the host computes this layer ([n_expert] flags for expert_pool_step_host), or
- * NULL for none. */
+/* After the routing ids' sync: the experts the host computes this layer ([n_expert] flags for
+ * expert_pool_step_host), or NULL for none (always for more rows than the hook takes). */
 const uint8_t *cuda_host_share_plan(cuda_host_share *h, const expert_pool *pool, uint32_t il, const int32_t *ids,
-                                    size_t nk);
+                                    size_t n, size_t nk);
+/* When the plan gave the host experts: the layer's routing weights and input brought back (a sync of stream). 0,
+ * or -1 with the runtime's reason in why. */
+int cuda_host_share_fetch(cuda_host_share *h, const float *d_w, const float *d_x, size_t n, void *stream, char *why);
 /* After the pool's step: the pairs given zero_slot become the host's. */
 void cuda_host_share_take(cuda_host_share *h, uint32_t il, const int32_t *ids, const int32_t *slots, size_t n,
                           size_t nk, int32_t zero_slot);

@@ -180,6 +180,7 @@ static void ex_rb_launch(ex_params p, cudaStream_t st) {
     long rpb = ((long)p.n_rows * bx + target - 1) / target;
     const long cap = ((long)p.n_rows + 65534) / 65535; /* grid.y <= 65535 */
     if (rpb < cap) rpb = cap;
+    if (rpb > p.n_rows) rpb = p.n_rows; /* one row block at most (and no int overflow in the kernel's rb0 + rw) */
     rpb = (rpb + EX_RW - 1) / EX_RW * EX_RW;
     p.rw = (int)rpb;
     const dim3 grid((unsigned)bx, (unsigned)((p.n_rows + rpb - 1) / rpb)), block(32 * EXB_WARPS);

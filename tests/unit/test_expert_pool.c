@@ -293,7 +293,9 @@ static void prefetch(void) {
 
     CHECK(expert_pool_init(&p, EXPERT_LRU, 2, 4, &l, 4 * l.slot_bytes, &err) == 0);
     CHECK(expert_pool_step(&p, 0, all, 4, slots, cp, &nc, &err) == 0 && nc == 4);
+    const uint64_t cm0 = p.cache.misses, cl0 = p.cache.clock;
     CHECK(expert_pool_prefetch(&p, 1, a, 2, cp, &nc, &err) == 0 && nc == 0 && p.prefetched == 0);
+    CHECK(p.cache.misses == cm0 && p.cache.clock == cl0); /* no room: nothing counted in the cache either */
     const int32_t bad[1] = {4};
     CHECK(expert_pool_prefetch(&p, 1, bad, 1, cp, &nc, &err) == CLOVER_E_INTERNAL);
     CHECK(expert_pool_prefetch(&p, 2, a, 1, cp, &nc, &err) == CLOVER_E_INVALID);
