@@ -14,9 +14,9 @@
  *     the routing weights and the layer's input x come back in a second
  *     sync (n * H floats: 8 KiB a decode row, 4 MiB a 512-row chunk, which
  *     the plan rarely gives the host anything of);
- *  2. the pool
- *     does not admit them (expert_pool_step_host) and their ids read the
- *     pool's zero slot: an all-zero expert whose products are exactly 0 (a
+ *  2. the pool does not admit the host's experts (expert_pool_step_host)
+ *     and their ids read the pool's zero slot: an all-zero expert whose
+ *     products are exactly 0 (a
  *     K-quant or Q8_0 block of scale 0 gives 0 * x_d * sum), so the device's
  *     kernels, unchanged, add nothing for those pairs (0 * w adds +0);
  *  3. the device's kernels of the layer are enqueued as without the host;
