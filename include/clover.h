@@ -455,12 +455,15 @@ CLOVER_API int clover_json_schema_check(const char *schema, clover_error *err);
 
 /* Seconds by operator family, summed over passes; and --gpu-mem's expert
  * cache over those passes (0 without it): expert uses (one per MoE layer
- * step and routed expert) found on the device, and copied there first. */
+ * step and routed expert) found on the device, copied there first, or
+ * computed by the CPU instead (CLOVER_GPU_MEM_CPU). */
 typedef struct clover_op_seconds {
     double gdn_s, attn_s, moe_s, head_s;
     uint64_t expert_hits, expert_misses;
     uint64_t expert_copy_bytes; /* host to device */
     double expert_copy_s;       /* the device time of those copies */
+    uint64_t expert_host;       /* uses computed by the CPU, in neither count above */
+    double expert_host_s;       /* the CPU's wall time in them */
 } clover_op_seconds;
 
 typedef struct clover_generate_stats {

@@ -113,7 +113,7 @@ class clover_generate_params(Structure):
 class clover_op_seconds(Structure):
     _fields_ = [("gdn_s", c_double), ("attn_s", c_double), ("moe_s", c_double), ("head_s", c_double),
                 ("expert_hits", c_uint64), ("expert_misses", c_uint64), ("expert_copy_bytes", c_uint64),
-                ("expert_copy_s", c_double)]
+                ("expert_copy_s", c_double), ("expert_host", c_uint64), ("expert_host_s", c_double)]
 
 
 class clover_generate_stats(Structure):

@@ -177,6 +177,8 @@ typedef struct backend_pass_stats {
     /* --gpu-mem's expert cache (CUDA): uses found on the device, uses copied there, bytes and device seconds */
     uint64_t expert_hits, expert_misses, expert_copy_bytes;
     double expert_copy_s;
+    uint64_t expert_host; /* uses the CPU computed instead (CLOVER_GPU_MEM_CPU), and its seconds in them */
+    double expert_host_s;
     /* The CPU backend's thread pool during the call (threadpool_counts):
      * runs handed to the workers, runs that had to wake sleeping workers,
      * waits in which the caller slept. */

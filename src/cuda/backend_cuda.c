@@ -344,6 +344,8 @@ static void pool_add(const backend *be, const cuda_gpu_mem_info *m0, backend_pas
     stats->expert_misses += m.misses - m0->misses;
     stats->expert_copy_bytes += m.copied - m0->copied;
     stats->expert_copy_s += m.copy_s - m0->copy_s;
+    stats->expert_host += m.host_experts - m0->host_experts;
+    stats->expert_host_s += m.host_s - m0->host_s;
 }
 
 static int cuda_commit_calls(backend *be, backend_commit_seq *seqs, size_t n_seqs, backend_pass_stats *stats);

@@ -17,6 +17,8 @@ void engine_ops_add(clover_op_seconds *ops, const backend_pass_stats *st) {
     ops->expert_misses += st->expert_misses;
     ops->expert_copy_bytes += st->expert_copy_bytes;
     ops->expert_copy_s += st->expert_copy_s;
+    ops->expert_host += st->expert_host;
+    ops->expert_host_s += st->expert_host_s;
 }
 
 void engine_stats_add_preview(clover_generate_stats *st, const backend_pass_stats *pass) {

@@ -132,12 +132,15 @@ static double pass_bytes(const weight_bytes *w, const clover_model_info *in, siz
 
 /* --gpu-mem: the expert cache over a stage's passes (nothing without it). */
 static void print_cache(const clover_op_seconds *o) {
-    const uint64_t uses = o->expert_hits + o->expert_misses;
+    const uint64_t uses = o->expert_hits + o->expert_misses + o->expert_host;
     if (!uses) return;
-    printf("  expert cache: hit rate %.1f%% (%llu of %llu uses), %.3f GB copied host-to-device at %.1f GB/s\n",
+    printf("  expert cache: hit rate %.1f%% (%llu of %llu uses), %.3f GB copied host-to-device at %.1f GB/s",
            100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)o->expert_hits, (unsigned long long)uses,
            (double)o->expert_copy_bytes * 1e-9,
            o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0);
+    if (o->expert_host) /* CLOVER_GPU_MEM_CPU */
+        printf("; %llu computed by the CPU in %.3f s", (unsigned long long)o->expert_host, o->expert_host_s);
+    printf("\n");
 }
 
 static void print_row(const char *name, size_t rows, double ms, double tokens_per_pass, double bytes, double bw) {

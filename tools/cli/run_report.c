@@ -92,12 +92,14 @@ int run_print_json(const clover_generate_result *r, const run_text_info *t) {
 static void print_ops(const char *what, const clover_op_seconds *o) {
     printf("%-12s gdn %.4f s, attention %.4f s, moe %.4f s, head %.4f s\n", what, o->gdn_s, o->attn_s, o->moe_s,
            o->head_s);
-    const uint64_t uses = o->expert_hits + o->expert_misses;
+    const uint64_t uses = o->expert_hits + o->expert_misses + o->expert_host;
     if (uses) /* --gpu-mem */
-        printf("%-12s expert cache: hit rate %.1f%% of %llu uses, %.3f GB copied at %.1f GB/s\n", "",
-               100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)uses,
+        printf("%-12s expert cache: hit rate %.1f%% of %llu uses, %.3f GB copied at %.1f GB/s, %llu computed by the "
+               "CPU\n",
+               "", 100.0 * (double)o->expert_hits / (double)uses, (unsigned long long)uses,
                (double)o->expert_copy_bytes * 1e-9,
-               o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0);
+               o->expert_copy_s > 0 ? (double)o->expert_copy_bytes / o->expert_copy_s * 1e-9 : 0.0,
+               (unsigned long long)o->expert_host);
 }
 
 void run_print_ids_and_stats(const clover_generate_result *r) {
