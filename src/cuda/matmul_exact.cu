@@ -43,6 +43,54 @@ typedef struct {
     const float *x;
 } ex_params;
 
+/* This warp's matrix, output and weight row for global output og (constant indices only: a dynamic index into
+ * the parameters would copy them to local memory). */
+__device__ __forceinline__ const uint8_t *ex_pick(const ex_params &p, int og, float *&y, int &n_out, int &o) {
+    const uint8_t *W = p.w[0];
+    y = p.y[0];
+    n_out = p.n_out[0], o = og;
+#pragma unroll
+    for (int i = 1; i < CUDA_MATMUL_MAX_SEG; i++)
+        if (i < p.n_seg && o >= n_out) o -= n_out, W = p.w[i], y = p.y[i], n_out = p.n_out[i];
+    return W + (size_t)o * p.row_bytes;
+}
+
+/* The lane's weights of the slice from e0: elements 8 lane + 256 j .. + 7, j < EX_NJ (those past n_in unread). */
+template <int T>
+__device__ __forceinline__ void ex_load(float (&wv)[EX_NJ][8], const uint8_t *wrow, int e0, int n_in, int lane) {
+#pragma unroll
+    for (int j = 0; j < EX_NJ; j++) {
+        const int e = e0 + 8 * lane + 256 * j;
+        if (e < n_in) mmv_vec_weights<T>(wrow, e, wv[j]);
+    }
+}
+
+/* The slice's products into nr rows' sums from row r0: j outer, rows inner, so each row's sum still takes its
+ * elements in j order (the decode order) and the row index stays a constant (acc in registers). */
+__device__ __forceinline__ void ex_dot(float (&acc)[EX_RW], const float (&wv)[EX_NJ][8], const float *x, int r0,
+                                       int nr, int e0, int n_in, int lane) {
+#pragma unroll
+    for (int j = 0; j < EX_NJ; j++) {
+        const int e = e0 + 8 * lane + 256 * j;
+        if (e >= n_in) break;
+#pragma unroll
+        for (int i = 0; i < EX_RW; i++)
+            if (i < nr) acc[i] = mmv_vec_dot8(wv[j], x + (size_t)(r0 + i) * n_in + e, acc[i]);
+    }
+}
+
+/* The warp tree of each of the nr rows' sums, lane 0 writing them. */
+template <int T>
+__device__ __forceinline__ void ex_store(const float (&acc)[EX_RW], float *y, int r0, int nr, int n_out, int o,
+                                         int lane) {
+#pragma unroll
+    for (int i = 0; i < EX_RW; i++) {
+        if (i >= nr) break;
+        const float v = mmv_reduce<T>(acc[i]);
+        if (lane == 0) y[(size_t)(r0 + i) * n_out + o] = v;
+    }
+}
+
 template <int T>
 __global__ void __launch_bounds__(32 * EX_WARPS) ex_rows_kernel(ex_params p) {
     const int lane = threadIdx.x & 31;
@@ -55,48 +103,24 @@ __global__ void __launch_bounds__(32 * EX_WARPS) ex_rows_kernel(ex_params p) {
         return;
     }
     const int nr = min(p.rw, p.n_rows - r0);
-    /* this warp's matrix (constant indices only: a dynamic index into the parameters would copy them to local
-     * memory) */
-    const uint8_t *W = p.w[0];
-    float *y = p.y[0];
-    int n_out = p.n_out[0], o = (int)og;
-#pragma unroll
-    for (int i = 1; i < CUDA_MATMUL_MAX_SEG; i++)
-        if (i < p.n_seg && o >= n_out) o -= n_out, W = p.w[i], y = p.y[i], n_out = p.n_out[i];
-    const uint8_t *wrow = W + (size_t)o * p.row_bytes;
+    float *y;
+    int n_out, o;
+    const uint8_t *wrow = ex_pick(p, (int)og, y, n_out, o);
     float acc[EX_RW];
 #pragma unroll
     for (int i = 0; i < EX_RW; i++) acc[i] = 0.0f;
     bool waited = false;
     for (int e0 = 0; e0 < p.n_in; e0 += EX_NJ * 256) {
         float wv[EX_NJ][8];
-#pragma unroll
-        for (int j = 0; j < EX_NJ; j++) {
-            const int e = e0 + 8 * lane + 256 * j;
-            if (e < p.n_in) mmv_vec_weights<T>(wrow, e, wv[j]);
-        }
+        ex_load<T>(wv, wrow, e0, p.n_in, lane);
         if (!waited) {
             pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
             pdl_trigger();
             waited = true;
         }
-        /* j outer, rows inner: each row's sum still takes its elements in j order (the decode order), and the
-         * row index stays a constant (acc in registers) */
-#pragma unroll
-        for (int j = 0; j < EX_NJ; j++) {
-            const int e = e0 + 8 * lane + 256 * j;
-            if (e >= p.n_in) break;
-#pragma unroll
-            for (int i = 0; i < EX_RW; i++)
-                if (i < nr) acc[i] = mmv_vec_dot8(wv[j], p.x + (size_t)(r0 + i) * p.n_in + e, acc[i]);
-        }
+        ex_dot(acc, wv, p.x, r0, nr, e0, p.n_in, lane);
     }
-#pragma unroll
-    for (int i = 0; i < EX_RW; i++) {
-        if (i >= nr) break;
-        const float v = mmv_reduce<T>(acc[i]);
-        if (lane == 0) y[(size_t)(r0 + i) * n_out + o] = v;
-    }
+    ex_store<T>(acc, y, r0, nr, n_out, o, lane);
 }
 
 /* The row-block form: block (bx, by) takes outputs bx * EXB_WARPS .. + EXB_WARPS - 1 (a warp each) and rows
@@ -111,13 +135,9 @@ __global__ void __launch_bounds__(32 * EXB_WARPS) ex_rb_kernel(ex_params p) {
         pdl_trigger();
         return;
     }
-    const uint8_t *W = p.w[0];
-    float *y = p.y[0];
-    int n_out = p.n_out[0], o = og;
-#pragma unroll
-    for (int i = 1; i < CUDA_MATMUL_MAX_SEG; i++)
-        if (i < p.n_seg && o >= n_out) o -= n_out, W = p.w[i], y = p.y[i], n_out = p.n_out[i];
-    const uint8_t *wrow = W + (size_t)o * p.row_bytes;
+    float *y;
+    int n_out, o;
+    const uint8_t *wrow = ex_pick(p, og, y, n_out, o);
     const bool one_slice = p.n_in <= EX_NJ * 256; /* the weights stay in registers for every row of the block */
     float wv[EX_NJ][8];
     bool waited = false;
@@ -127,33 +147,15 @@ __global__ void __launch_bounds__(32 * EXB_WARPS) ex_rb_kernel(ex_params p) {
 #pragma unroll
         for (int i = 0; i < EX_RW; i++) acc[i] = 0.0f;
         for (int e0 = 0; e0 < p.n_in; e0 += EX_NJ * 256) {
-            if (!one_slice || r0 == rb0) {
-#pragma unroll
-                for (int j = 0; j < EX_NJ; j++) {
-                    const int e = e0 + 8 * lane + 256 * j;
-                    if (e < p.n_in) mmv_vec_weights<T>(wrow, e, wv[j]);
-                }
-            }
+            if (!one_slice || r0 == rb0) ex_load<T>(wv, wrow, e0, p.n_in, lane);
             if (!waited) {
                 pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
                 pdl_trigger();
                 waited = true;
             }
-#pragma unroll
-            for (int j = 0; j < EX_NJ; j++) {
-                const int e = e0 + 8 * lane + 256 * j;
-                if (e >= p.n_in) break;
-#pragma unroll
-                for (int i = 0; i < EX_RW; i++)
-                    if (i < nr) acc[i] = mmv_vec_dot8(wv[j], p.x + (size_t)(r0 + i) * p.n_in + e, acc[i]);
-            }
+            ex_dot(acc, wv, p.x, r0, nr, e0, p.n_in, lane);
         }
-#pragma unroll
-        for (int i = 0; i < EX_RW; i++) {
-            if (i >= nr) break;
-            const float v = mmv_reduce<T>(acc[i]);
-            if (lane == 0) y[(size_t)(r0 + i) * n_out + o] = v;
-        }
+        ex_store<T>(acc, y, r0, nr, n_out, o, lane);
     }
 }
 
