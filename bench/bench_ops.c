@@ -3,7 +3,10 @@
  * shipped model's sizes (Qwen3.5-35B-A3B: attention 16 x 256 with 2 KV heads,
  * GDN 16 key / 32 value heads of 128, hidden 2048), scalar oracle against the
  * fast path, and the GDN recurrence against the chunked form by row count
- * (which form the CPU backend should use). Prints one line per measurement.
+ * (which form the CPU backend should use), and a preview's GDN block operator
+ * on one thread against the pool (how far the mixers' own work scales: what
+ * a preview keeps outside its products on a many-core host). Prints one line
+ * per measurement.
  *
  *   bench_ops [threads [norm|attention|gdn]]   (default 1 thread, every section)
  */
@@ -18,6 +21,7 @@
 #include "cpu/attention.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/gdn.h"
+#include "cpu/gdn_block.h"
 #include "cpu/norm.h"
 
 static float *bench_random(size_t n, uint64_t seed, float scale) {
@@ -123,8 +127,26 @@ static void bench_gdn(threadpool *pool) {
         printf("gdn mix   %4zu rows  pool(%zu)  recurrent %8.2f ms   chunked %8.2f ms\n", mix_rows[i],
                threadpool_size(pool), tr * 1e3, tc * 1e3);
     }
+    /* a preview's block operator (conv, norms, every value head, the gated norm), 32 rows: one thread, the pool */
+    float *wr = bench_random(cd * 3, 16, 0.5f), *ls = bench_random(nv, 17, 0.3f), *hb = bench_random(nv, 18, 1.0f);
+    float *hc = bench_random(nv, 19, 1.0f);
+    const gdn_block_weights bw = {.conv_w = w, .conv_right = wr, .ssm_a = ssm_a, .dt_bias = dt, .norm_w = nw,
+                                  .logit_scale = ls, .history_bias = hb, .history_c = hc};
+    threadpool *one = NULL;
+    clover_error err;
+    float *blk_scratch = malloc(gdn_block_scratch_floats(&d, 32, threadpool_size(pool)) * 4);
+    if (blk_scratch && threadpool_create(&one, 1, &err) == CLOVER_OK) {
+        const float lr = gdn_block_ln_ratio(32, 32);
+        double t1, tp;
+        BENCH_TIME(t1, gdn_block(o, x, z, a, ring, S, &bw, &d, 32, lr, one, blk_scratch));
+        BENCH_TIME(tp, gdn_block(o, x, z, a, ring, S, &bw, &d, 32, lr, pool, blk_scratch));
+        printf("gdn block   32 rows  pool(1) %8.3f ms   pool(%zu) %8.3f ms   (%.2fx)\n", t1 * 1e3,
+               threadpool_size(pool), tp * 1e3, t1 / tp);
+    }
+    threadpool_free(one);
     free(x), free(w), free(qkv), free(ring), free(g), free(beta), free(S), free(o), free(scratch);
     free(z), free(b), free(a), free(ssm_a), free(dt), free(nw), free(mix_scratch);
+    free(wr), free(ls), free(hb), free(hc), free(blk_scratch);
 }
 
 int main(int argc, char **argv) {

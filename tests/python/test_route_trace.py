@@ -130,6 +130,9 @@ def simulate(recs, policy, slots):
         nxt[i] = seen.get(uses[i][0], float("inf"))
         seen[uses[i][0]] = i
     res, last, nextu, touched, freq, hits = set(), {}, {}, {}, {}, 0
+    size = {}  # uses a step makes (sweep: a step using more than half a layer's experts)
+    for _, step in uses:
+        size[step] = size.get(step, 0) + 1
     for i, (key, step) in enumerate(uses):
         freq[key] = freq.get(key, 0) + 1
         if key in res:
@@ -145,6 +148,8 @@ def simulate(recs, policy, slots):
                     v = max(free, key=lambda k: nextu[k])
                     if not nxt[i] < nextu[v]:
                         continue
+                elif policy == "sweep" and 2 * size[step] > EXPERTS:
+                    v = max(free, key=lambda k: last[k])  # the most recent the step has not touched
                 else:
                     v = min(free, key=lambda k: last[k])
                     if policy == "admit" and not freq[key] > freq[v]:
@@ -167,8 +172,9 @@ def test_simulator_hit_rates(traces, files):
         assert len(rows) == 4, r.stdout
         for row in rows:
             slots = int(row[2])
-            got = {p: float(row[i].rstrip("%")) for p, i in (("lru", 4), ("lfu", 5), ("admit", 6), ("opt", 8))}
+            got = {p: float(row[i].rstrip("%"))
+                   for p, i in (("lru", 4), ("lfu", 5), ("admit", 6), ("sweep", 7), ("opt", 9))}
             for p, rate in got.items():
                 hits, n = simulate(recs, p, slots)
                 assert rate == pytest.approx(100.0 * hits / n, abs=0.051), (name, slots, p, r.stdout)
-            assert got["opt"] >= max(got["lru"], got["lfu"], got["admit"]), r.stdout
+            assert got["opt"] >= max(got["lru"], got["lfu"], got["admit"], got["sweep"]), r.stdout
