@@ -5,18 +5,20 @@
 # matmul_thread_seconds), so the next change to the preview's avx2 / amx ratio (bar 3x; 2.18-2.6x measured) goes
 # where the time is: the AMX Q4_K kernel (if moe's products are most of moe), or the mixers' own work (if gdn /
 # attn have a large rest at 16 threads; at 2 threads on the dev VM the rest is 3-15% of each family).
-#   cmake --build build -j2 && EXTRA_BINS="bench_backend" scripts/device-packs.sh build ops30
+#   cmake --build build -j2 && EXTRA_BINS="bench_backend bench_ops" scripts/device-packs.sh build ops30
 #   run(command="bash .gpu-ops30/run.sh", carry=[".gpu-ops30"], timeout_s=300)  (or riding after another call)
-# STEPS (default "b"):
+# STEPS (default "b o"):
 #  b  bench_backend on the 35B-A3B diffusion file, 16 threads, --rows 512 --reps 3: amx, avx2, amx, avx2
 #     (alternating), each pass's families with their products' share
+#  o  (added 2026-12-05 08:52) bench_ops 16 gdn: a preview's GDN block operator (32 rows, the 35B's dims) on one
+#     thread against 16; predicted pool(1) ~2-2.5 ms, pool(16) ~0.2-0.3 ms (8-11x; the dev VM's 2 threads: 1.80x)
 # Predictions (before the run; amx30: preview amx 0.126 s = gdn 0.042 attn 0.021 moe 0.054 head 0.010, avx2 0.325):
 #  amx preview: products ~70-80% of gdn (~0.030 of 0.042), ~40-60% of attn (the attention core and its
 #  prepare on few threads), ~75-85% of moe; head ~100%. avx2: products >= 85% of every family. If so, the
 #  ratio's next step is the AMX Q4_K kernel and the attention layer's rest.
 set -uo pipefail
 PACK=${PACK:-.gpu-ops30}
-STEPS=${STEPS:-b}
+STEPS=${STEPS:-b o}
 . "$PACK/lib.sh"
 dr_init ops30
 unset CLOVER_AMX_Q4K_REPACK CLOVER_AMX_Q4K_PIPE CLOVER_AMX_Q4K_REPACK_MB CLOVER_NO_AMX CLOVER_NO_AVX512
@@ -26,7 +28,13 @@ if [ ! -s "$M" ]; then
   timeout 170 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -o "$M.part" > "$O/synth.log" 2>&1 && mv "$M.part" "$M"
   say "synth at +$(el)s: $(tail -1 "$O/synth.log")"
 fi
-[ -s "$M" ] || { say "no model file $M"; dr_end; exit 3; }
+[ -s "$M" ] || { say "no model file $M"; if has o; then
+  if [ -x "$D/bin/bench_ops" ]; then
+    timeout 60 "$D/bin/bench_ops" 16 gdn > "$O/ops_gdn.log" 2>&1
+    say "bench_ops 16 gdn rc=$?: $(grep -E '^gdn block' "$O/ops_gdn.log")"
+  else say "bench_ops not in the pack"; fi
+fi
+dr_end; exit 3; }
 fig() { awk -v p="$2" 'index($0, p) == 1 && $0 ~ /median/ { for (i = 1; i <= NF; i++) if ($i == "median") { print $(i + 1); exit } }' "$1" 2>/dev/null; }
 line() { grep -A3 -E "^$2" "$1" 2>/dev/null | grep -E "$3" | head -1 | sed -E 's/ +/ /g; s/^ //'; }
 if has b; then
