@@ -4,7 +4,7 @@
 # 35B-A3B synth per script: each item runs `bench/device-runs/*-NAME/run.sh` (from the carried tree) with
 # PACK=this pack, STEPS=the item's steps, OUT=$OUT/NAME (its own summary.txt and logs.tgz), under what is left of
 # SEQ_LIMIT; the synthetic files in /tmp are made by the first script that needs them and reused by the rest.
-#   cmake --build build -j2 && EXTRA_BINS="libclover_kernel_trace.so bench_backend" scripts/device-packs.sh build seq
+#   cmake --build build -j2 && EXTRA_BINS="libclover_kernel_trace.so bench_backend bench_ops" scripts/device-packs.sh build seq
 #   run(command="ITEMS='q8rows24:t attnfew24:t route24:t gdnhead25:t persist24:t' bash .gpu-seq/run.sh",
 #       carry=[".gpu-seq"], timeout_s=600)
 #   then, on the warm machine: ITEMS='q8rows24:b attnfew24:b persist24:b' ..., ITEMS='route24:b gdnhead25:k all24:b'
