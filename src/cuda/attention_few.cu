@@ -1,7 +1,9 @@
 /*
  * attention_few.cu: the few-row form of the attention forward (cuda_attention.h step 2) for sequences of
  * FEW_MIN_ROWS..FEW_MAX_ROWS (2..64) rows in the pass: a preview's block (bidirectional) and short commit chunks
- * (causal). On with CLOVER_CUDA_ATTN_FEW=1 or cuda_attn_few_set(1); off by default (the tile form).
+ * (causal). On by default since its H100 run (bench/device-runs/2026-12-22-on24: a 32-row preview 9.18-9.20 ->
+ * 8.50-8.52 ms, block diffusion 103.6-103.9 -> 110.5-110.8 tok/s); CLOVER_CUDA_ATTN_FEW=0 or cuda_attn_few_set(0)
+ * gives back the tile form.
  *
  * Why: the tile form (attention_forward.cu, attn_fwd_kernel) took 85 us a layer on the H200 for the 35B-A3B's
  * 32-row preview over 544 keys (16/2/256; ~143 M FMAs and ~2 MB of K/V a layer), plus a 20 us merge: three block

@@ -2,8 +2,8 @@
  * attention_forward.cu: step 2 of cuda_attention.h. Two forms of the
  * attention proper, the split merges (attn_combine_kernel and its rows
  * variant; attn_merge_few_kernel), and the dispatch: a third form, the few
- * form for sequences of 2..64 rows (attention_few.cu, CLOVER_CUDA_ATTN_FEW=1,
- * off by default), takes those sequences from the tile form when on.
+ * form for sequences of 2..64 rows (attention_few.cu; on unless
+ * CLOVER_CUDA_ATTN_FEW=0), takes those sequences from the tile form.
  *
  * The tile form (attn_fwd_kernel): chunks (a sequence with n > 1 rows in the
  * pass), and decode rows too when the decode form is off. A block takes one
@@ -668,13 +668,14 @@ __global__ void __launch_bounds__(256)
     out[rh * hd + tid] = (num / den_s) * sigmoidf_(gate);
 }
 
-/* The few form's knobs (attention_few.cuh), read once: CLOVER_CUDA_ATTN_FEW (0 or unset: off; 1: sequences of
- * FEW_MIN_ROWS..FEW_MAX_ROWS rows; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
+/* The few form's knobs (attention_few.cuh), read once: CLOVER_CUDA_ATTN_FEW (0: off; 1 or unset: sequences of
+ * FEW_MIN_ROWS..FEW_MAX_ROWS rows, the default since its H100 run, bench/device-runs/2026-12-22-on24: a 32-row
+ * preview 9.18-9.20 -> 8.50-8.52 ms; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
  * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 4) and
  * CLOVER_CUDA_ATTN_FEW_TARGET (blocks a sequence aims at, default 132), for tuning on the device. */
 static int g_few_rows = INT_MIN, g_few_ng = INT_MIN, g_few_target = INT_MIN; /* cuda_env_int: unread */
 static few_cfg few_cfg_get(void) {
-    const int v = cuda_env_int(&g_few_rows, "CLOVER_CUDA_ATTN_FEW", 0);
+    const int v = cuda_env_int(&g_few_rows, "CLOVER_CUDA_ATTN_FEW", 1);
     const int ng = cuda_env_int(&g_few_ng, "CLOVER_CUDA_ATTN_FEW_NG", FEW_DEF_NG);
     const int t = cuda_env_int(&g_few_target, "CLOVER_CUDA_ATTN_FEW_TARGET", FEW_DEF_TARGET);
     few_cfg c;

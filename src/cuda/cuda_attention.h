@@ -30,8 +30,8 @@
  *     form, on unless CLOVER_CUDA_ATTN_DECODE=0 or cuda_attn_decode_set(0)):
  *     a block takes one KV head, <= 8 query heads and a split of the keys
  *     spread over its warps, q and o in registers, no barrier per key tile
- *     (attention_forward.cu). Sequences of 2..64 rows (the few form, off
- *     unless CLOVER_CUDA_ATTN_FEW=1 or cuda_attn_few_set): the decode form's
+ *     (attention_forward.cu). Sequences of 2..64 rows (the few form, on
+ *     unless CLOVER_CUDA_ATTN_FEW=0 or cuda_attn_few_set(0)): the decode form's
  *     blocks over groups of 8 (row, head) query vectors, several groups a
  *     block (attention_few.cu). A second small kernel merges the splits
  *     (skipped when there is one). A sequence's split plan depends only on
@@ -107,8 +107,8 @@ cuda_attn_plan_t cuda_attn_plan(const cuda_attn_dims *d, int n, int kv);
  * its replays: the captured kernels and plans are the form's at capture. */
 void cuda_attn_decode_set(int on);
 int cuda_attn_decode_on(void);
-/* The few form for sequences of 2..max_rows rows (attention_few.cu): off unless CLOVER_CUDA_ATTN_FEW is 1 (2..64
- * rows) or N in 2..64 (2..N rows), read once; cuda_attn_few_set overrides it (0 off, 1 on for 2..64, N: 2..N,
+/* The few form for sequences of 2..max_rows rows (attention_few.cu): on for 2..64 rows unless CLOVER_CUDA_ATTN_FEW
+ * is 0 (off) or N in 2..64 (2..N rows), read once; cuda_attn_few_set overrides it (0 off, 1 on for 2..64, N: 2..N,
  * negative: the environment again). Its rows differ from the tile form's in the last bits (summation order). The
  * same rule for graphs as the decode form's. cuda_attn_few_on: the rows it takes now (0: off). */
 void cuda_attn_few_set(int max_rows);

@@ -83,8 +83,8 @@ int cuda_moe_route_allowed(int32_t *idx, float *wts, const float *logits, const 
                            size_t n_expert, size_t k, void *stream);
 
 /* Whether the routing (cuda_moe_route, cuda_moe_route_allowed and the fused router, cuda_moe_router.h) runs its
- * fast form: the same ids and weights, bit for bit, in fewer dependent steps (moe_route.cuh). Off unless
- * CLOVER_CUDA_ROUTE_FAST=1, read once; cuda_route_fast_set overrides it (tests, benches; -1: read the variable
+ * fast form: the same ids and weights, bit for bit, in fewer dependent steps (moe_route.cuh). On unless
+ * CLOVER_CUDA_ROUTE_FAST=0, read once; cuda_route_fast_set overrides it (tests, benches; -1: read the variable
  * again). Needs no device. */
 int cuda_route_fast(void);
 void cuda_route_fast_set(int on);

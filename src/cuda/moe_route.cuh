@@ -17,7 +17,7 @@
  * (cpu_moe_route with allowed): the softmax stays over all experts, fewer than
  * k allowed leave padding slots of the lowest ids outside the set, weight 0.
  *
- * FAST (CLOVER_CUDA_ROUTE_FAST=1, cuda_route_fast in ops_small.cu): the same
+ * FAST (on unless CLOVER_CUDA_ROUTE_FAST=0, cuda_route_fast in ops_small.cu): the same
  * picks, order and weight bits in fewer dependent steps, for the fused
  * router's tail (one warp a row after the grid's last block counts out) and
  * the other callers (k_route, moe_coreset_warp.cu's k_route_multi).

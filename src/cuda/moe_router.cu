@@ -30,7 +30,7 @@
  * after its PDL wait, so the previous launch on the stream has completed
  * and left it 0.
  *
- * The fast form (FAST, cuda_route_fast: CLOVER_CUDA_ROUTE_FAST=1) takes
+ * The fast form (FAST, cuda_route_fast: on unless CLOVER_CUDA_ROUTE_FAST=0) takes
  * moe_route_warp's fast top-k (the same bits) and replaces the fences by one
  * atom.add.acq_rel.gpu of thread 0. Why that is enough (PTX memory model):
  * the lanes' plain stores precede the barrier in program order, the barrier

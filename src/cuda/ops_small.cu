@@ -258,14 +258,15 @@ __global__ void __launch_bounds__(ROUTE_ROWS * 32)
     moe_route_warp<NPER, FAST>(idx + r * k, wts + r * k, logits + r * E, allowed, E, k);
 }
 
-/* The routing's fast form (moe_route.cuh's FAST: the same ids and weight bits in fewer dependent steps): off unless
- * CLOVER_CUDA_ROUTE_FAST=1 (read once); cuda_route_fast_set overrides it (tests, benches; -1: the variable again). */
+/* The routing's fast form (moe_route.cuh's FAST: the same ids and weight bits in fewer dependent steps): on unless
+ * CLOVER_CUDA_ROUTE_FAST=0 (read once; on since its H100 run, bench/device-runs/2026-12-22-on24: decode 298 / 293 ->
+ * 307 / 309 tok/s); cuda_route_fast_set overrides it (tests, benches; -1: the variable again). */
 static int g_route_fast = -1;
 extern "C" int cuda_route_fast(void) {
     int v = __atomic_load_n(&g_route_fast, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("CLOVER_CUDA_ROUTE_FAST");
-        v = e && strcmp(e, "1") == 0;
+        v = !(e && strcmp(e, "0") == 0);
         __atomic_store_n(&g_route_fast, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -13,7 +13,7 @@
  * and 64 (lanes past hd idle), groups 1, 3, 8, 12 and 40 (several head
  * ranges, the last one partial), and a decode row batched with a chunk (both
  * kernels in one pass, one combine). The few form (sequences of 2..64 rows, attention_few.cu;
- * CLOVER_CUDA_ATTN_FEW, off by default) runs every case and FEW_CASES (rows 2, 3, 5, 7, 9, 16, 31,
+ * CLOVER_CUDA_ATTN_FEW, on by default) runs every case and FEW_CASES (rows 2, 3, 5, 7, 9, 16, 31,
  * 32, 33, 40, 64 over 2, 33, 544, 3000 and 4097 keys; the 35B-A3B's 16/2/256 and odd geometries: group
  * 3 with hd 40 and 33 (scalar loads), group 40 (5 query groups a row, a partial block), group 1, hd 130;
  * a 64-row preview beside a 65-row chunk (the tile form) and a decode row), and the rows of the other
@@ -329,7 +329,7 @@ static const attn_case FEW_CASES[] = {
 #define N_CASES (sizeof CASES / sizeof CASES[0])
 #define N_FEW_CASES (sizeof FEW_CASES / sizeof FEW_CASES[0])
 
-/* the decode form on, the few form as the environment says (CLOVER_CUDA_ATTN_FEW; off by default) */
+/* the decode form on, the few form as the environment says (CLOVER_CUDA_ATTN_FEW; on by default) */
 static void operators_match_cpu(void) {
     cuda_attn_decode_set(1);
     cuda_attn_few_set(-1);
