@@ -2,7 +2,9 @@
 # Written 2026-12-05 10:33 (issues 24, 25), after seq1 / seq2 of the same session passed every prepared form's tests
 # on an H100: which of the six switches win, together and each left out, in one call on a warm machine.
 #   run(command="ITEMS='on24:b' bash .gpu-seq/run.sh", carry=[".gpu-seq"])   (the seq pack of 33b9184)
-# STEPS (default "b"; "c" added after b's run, same session):
+# STEPS (default "b"; "c" added after b's run, "v" after the defaults changed, same session):
+#  v  with the new defaults (ATTN_FEW and ROUTE_FAST on, no variable set): the CUDA test programs (attention, ops,
+#     backend, preview, batch, engine, matmul's q8 rows) and bench_cuda_preview --reps 3 (predicted ~8.4-8.5 ms)
 #  c  single switches: bench_cuda_preview --reps 3 none / few / few+route / few+persist / none / few;
 #     bench_cuda_backend --prompt-only 1 none / rb / none / rb; bench_batch diffusion N=16 none / once / rb / few /
 #     none; bench_cuda_backend (decode) none / route / none / route
@@ -54,6 +56,16 @@ if has b; then
     say "== bench_batch diffusion N=1,16, $v rc=$?"
     tail -3 "$O/batch_$v.log" | cut -c1-150 | tee -a "$S"
   done
+fi
+if has v; then
+  for n in test_cuda_attention test_cuda_ops test_cuda_backend test_cuda_preview test_cuda_batch test_cuda_engine; do
+    tst $n defaults 200
+  done
+  tst test_cuda_matmul q8r 120 CLOVER_TEST_ONLY=test_q8_rows32
+  wait $SPID
+  timeout 60 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/v_preview.log" 2>&1
+  say "== v: bench_cuda_preview --reps 3, the defaults rc=$?"
+  grep -E "^(preview 32 rows, first pass, coreset|commit|block)" "$O/v_preview.log" | cut -c1-100 | tee -a "$S"
 fi
 if has c; then
   wait $SPID
