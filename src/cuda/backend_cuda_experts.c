@@ -712,15 +712,19 @@ static uint64_t up8(uint64_t v) { return (v + 7) & ~(uint64_t)7; }
 
 /* CLOVER_GPU_MEM_REMAP=device: the device's tables made and filled (every slot free, nothing resident); host or
  * unset: nothing. An error for another value, or when the pinned host copy it reads from is not in use. */
-/* CLOVER_GPU_MEM_PREFETCH=1 (off by default until measured on a device): the guess's buffers. It needs the pool
- * kept by the host (the device's map has no host step to add copies to) and the pinned host copy (a staged copy
- * still in flight when the next layer's step empties the staging buffers would be overwritten): without the
- * copy (the host lacked the memory, or CLOVER_GPU_MEM_HOST chose another mode) it stays off, said under
- * CLOVER_GPU_MEM_STATS. */
+/* Prefetch, on by default since its H100 run (bench/device-runs/2026-12-22-on24: decode at 16 GiB 112.8-113.8 ->
+ * 138.4 tok/s, at 8 GiB 63.7-67.2 -> 75.9, 92% of the guesses used, ids equal); CLOVER_GPU_MEM_PREFETCH=0 turns it
+ * off. It needs the pool kept by the host (the device's map has no host step to add copies to) and the pinned host
+ * copy (a staged copy still in flight when the next layer's step empties the staging buffers would be
+ * overwritten): without them it stays off (said under CLOVER_GPU_MEM_STATS), and =1 with the device's map is
+ * refused. */
 static int prefetch_setup(cuda_experts *x, const clover_model *m, clover_error *err) {
     const char *v = getenv("CLOVER_GPU_MEM_PREFETCH");
-    if (!v || !*v || !strcmp(v, "0")) return CLOVER_OK;
-    if (strcmp(v, "1")) return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_PREFETCH=%s: expected 0 or 1", v);
+    const bool asked = v && !strcmp(v, "1");
+    if (v && *v && !asked && strcmp(v, "0"))
+        return error_set(err, CLOVER_E_INVALID, "CLOVER_GPU_MEM_PREFETCH=%s: expected 0 or 1", v);
+    if (v && !strcmp(v, "0")) return CLOVER_OK;
+    if (x->on_device && !asked) return CLOVER_OK;
     if (x->on_device)
         return error_set(err, CLOVER_E_UNSUPPORTED,
                          "CLOVER_GPU_MEM_PREFETCH=1 needs the pool kept by the host (not CLOVER_GPU_MEM_REMAP=device)");

@@ -173,7 +173,7 @@ static size_t session_layout(backend_session *s, char *base) {
     size_t mmw = mm_work_of(&m->output, D, R), moew = 0;
     /* --gpu-mem: the expert products take pool slot ids, up to one per expert of the model */
     const bool pool = s->cm && s->cm->gpu_mem;
-    const size_t ids_max = pool ? (size_t)hp->n_layer * E : E;
+    const size_t ids_max = pool ? (size_t)hp->n_layer * E + 1 : E; /* + the zero slot of the host's pairs */
     for (uint32_t l = 0; l < hp->n_layer; l++) {
         const model_layer *ml = &m->layers[l];
         const model_moe_weights *mw = &ml->moe;
