@@ -514,6 +514,12 @@ static int run_add(cuda_experts *x, char *dst, const char *src, size_t n, char *
     return 0;
 }
 
+/* Copy mode: expert e of layer l from its image in the pinned host copy into pool slot `slot` (a run_add). */
+static int image_add(cuda_experts *x, int32_t slot, uint32_t l, uint32_t e, char *why) {
+    return run_add(x, x->dev + (uint64_t)slot * x->pool.lay.slot_bytes,
+                   x->hcopy + x->img[l].off + (uint64_t)e * x->img[l].stride, (size_t)x->img[l].end, why);
+}
+
 static void chunk_task(void *ctx, size_t t, size_t thread) {
     (void)thread;
     const host_seg *c = (const host_seg *)ctx + t;
@@ -781,9 +787,7 @@ static int prefetch_issue(cuda_experts *x, const backend_session *s, uint32_t il
     const uint32_t l1 = il + 1;
     for (size_t i = 0; i < nc; i++) {
         const expert_copy *c = &x->copies[i];
-        if (run_add(x, x->dev + (uint64_t)c->slot * x->pool.lay.slot_bytes,
-                    x->hcopy + x->img[l1].off + (uint64_t)c->expert * x->img[l1].stride, (size_t)x->img[l1].end, why))
-            return -1;
+        if (image_add(x, c->slot, l1, c->expert, why)) return -1;
         x->pf_bytes += x->pool.lay.part_bytes[0] + x->pool.lay.part_bytes[1] + x->pool.lay.part_bytes[2];
     }
     if (run_flush(x, why) || (nc && cuda_event_record(x->ev_pf, x->stream, why))) return -1;
@@ -1109,8 +1113,7 @@ int cuda_experts_layer(backend_session *s, uint32_t il, size_t n, cuda_expert_vi
             char *slot = x->dev + (uint64_t)c->slot * lay->slot_bytes;
             int crc = 0;
             if (x->mode == HOST_COPY) /* its image, straight from the pinned copy */
-                crc = run_add(x, slot, x->hcopy + x->img[il].off + (uint64_t)c->expert * x->img[il].stride,
-                              (size_t)x->img[il].end, why);
+                crc = image_add(x, c->slot, il, c->expert, why);
             else if (x->mode == HOST_RING)
                 crc = ring_add(x, mw, il, c->expert, slot, why);
             for (int p = 0; p < EXPERT_PARTS && !crc; p++) {
