@@ -23,7 +23,8 @@
  * commit, then on the graph session after one unmarked warm-up each (the
  * capture) (2) a preview with the coreset, (3) one without, (4) the commit
  * of the block, and (5) a preview with the coreset on the session without
- * graphs (each kernel its own launch).
+ * graphs (each kernel its own launch). CLOVER_BENCH_PROFILE_ONLY=N marks range
+ * N alone (ncu over range 1's ~18,000 kernels outlasts a device call).
  *
  *   bench_cuda_preview MODEL [--block B] [--reps N] [--peer-pp32 X] [--profile]
  */
@@ -234,9 +235,12 @@ int main(int argc, char **argv) {
         if (ids[i] == mask) ids[i] = (int32_t)((ids[i] + 1) % V);
     }
     backend_commit_seq c = {.s = B.s, .ids = ids, .n = P};
-    if (profile) cudaProfilerStart();
+    const char *only_s = getenv("CLOVER_BENCH_PROFILE_ONLY");
+    const int only = only_s ? atoi(only_s) : 0; /* 0: every range marked */
+#define MARKED(range) (profile && (only == 0 || only == (range)))
+    if (MARKED(1)) cudaProfilerStart();
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
-    if (profile) cudaProfilerStop(), printf("profiled 1: commit of the %zu-token prompt\n", P);
+    if (MARKED(1)) cudaProfilerStop(), printf("profiled 1: commit of the %zu-token prompt\n", P);
     c.s = B.cnt;
     if (backend_commit1(&backend_cuda, B.be, &c, NULL, &err)) goto fail;
     c.s = B.eager;
@@ -255,33 +259,38 @@ int main(int argc, char **argv) {
                                          .opts = {.record_block_size = m->record.block_size, .coreset = cs != 0,
                                                   .coreset_top_p = m->record.coreset_top_p},
                                          .pick_out = {.id = id, .conf = conf}};
-                if (!warm) cudaProfilerStart();
+                const bool mark = !warm && MARKED(nr);
+                if (mark) cudaProfilerStart();
                 const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
-                if (!warm) cudaProfilerStop();
+                if (mark) cudaProfilerStop();
                 if (rc) goto fail;
-                if (!warm) printf("profiled %d: preview %zu rows, first pass, %s (graph)\n", nr++, b,
-                                  cs ? "coreset" : "no coreset");
+                if (mark) printf("profiled %d: preview %zu rows, first pass, %s (graph)\n", nr, b,
+                                 cs ? "coreset" : "no coreset");
+                nr += !warm;
             }
         backend_checkpoint *pck = NULL;
         if (backend_cuda.checkpoint_create(B.s, &pck, &err) || backend_cuda.checkpoint_save(B.s, pck, &err)) goto fail;
         for (int warm = 1; warm >= 0; warm--) {
             backend_commit_seq bc = {.s = B.s, .ids = ids + P, .n = b};
-            if (!warm) cudaProfilerStart();
+            const bool mark = !warm && MARKED(nr);
+            if (mark) cudaProfilerStart();
             const int rc = backend_commit1(&backend_cuda, B.be, &bc, NULL, &err);
-            if (!warm) cudaProfilerStop();
+            if (mark) cudaProfilerStop();
             if (rc || backend_cuda.checkpoint_restore(B.s, pck, &err)) goto fail;
-            if (!warm) printf("profiled %d: commit of a %zu-row block (graph session)\n", nr++, b);
+            if (mark) printf("profiled %d: commit of a %zu-row block (graph session)\n", nr, b);
+            nr += !warm;
         }
         backend_preview_seq q = {.s = B.eager, .block = block, .b = b, .pending = pending, .pick = &pk,
                                  .opts = {.record_block_size = m->record.block_size, .coreset = true,
                                           .coreset_top_p = m->record.coreset_top_p},
                                  .pick_out = {.id = id, .conf = conf}};
-        cudaProfilerStart();
+        if (MARKED(nr)) cudaProfilerStart();
         const int rc = backend_preview1(&backend_cuda, B.be, &q, NULL, &err);
-        cudaProfilerStop();
+        if (MARKED(nr)) cudaProfilerStop();
         if (rc) goto fail;
-        printf("profiled %d: preview %zu rows, first pass, coreset (eager: no graph)\n", nr, b);
+        if (MARKED(nr)) printf("profiled %d: preview %zu rows, first pass, coreset (eager: no graph)\n", nr, b);
         return 0;
+#undef MARKED
     }
     char what[96];
     snprintf(what, sizeof what, "preview %zu rows, first pass, coreset", b);

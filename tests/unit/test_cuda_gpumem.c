@@ -61,6 +61,8 @@ enum { NP = 37, ND = 12, B = 8 };
 
 /* The host hook run() hands the backend (CLOVER_GPU_MEM_CPU's cases; the engine sets it for every session) */
 static expert_host_open_fn host_open;
+/* The backend run() opens: CUDA, or the CPU backend for the cross-backend distance of host_share() */
+static const backend_ops *run_be = &backend_cuda;
 
 static void out_free(run_out *o) {
     free(o->prompt), free(o->dec), free(o->prev[0]), free(o->prev[1]), free(o->state);
@@ -77,8 +79,10 @@ static bool run(const clover_model *m, uint64_t gpu_mem, run_out *o) {
                           .expert_host_open = host_open};
     clover_error err = {0};
     tseq *q = NULL;
-    int rc = seq_create(&backend_cuda, m, &cfg, &q, &err);
-    CHECK_MSG(rc == 0, "CUDA session (gpu_mem %llu): %s", (unsigned long long)gpu_mem, err.message);
+    const bool cuda = run_be == &backend_cuda;
+    int rc = seq_create(run_be, m, &cfg, &q, &err);
+    CHECK_MSG(rc == 0, "%s session (gpu_mem %llu): %s", cuda ? "CUDA" : "CPU", (unsigned long long)gpu_mem,
+              err.message);
     if (rc) return false;
     o->prompt = malloc(NP * V * 4), o->dec = malloc(ND * V * 4);
     o->prev[0] = malloc(B * V * 4), o->prev[1] = malloc(B * V * 4);
@@ -87,7 +91,7 @@ static bool run(const clover_model *m, uint64_t gpu_mem, run_out *o) {
     do {                                                                                                            \
         rc = (call);                                                                                                \
         CHECK_MSG(rc == 0, "gpu_mem %llu: %s: %s", (unsigned long long)gpu_mem, #call, err.message);               \
-        cuda_backend_gpu_mem(q->be, &o->info);                                                                      \
+        if (cuda) cuda_backend_gpu_mem(q->be, &o->info);                                                            \
         CHECK_MSG(o->info.pool_bytes <= o->info.pool_budget && o->info.dense + o->info.pool_bytes +                \
                                                                      o->info.sessions <= o->info.gpu_mem,          \
                   "pool %llu bytes, budget %llu", (unsigned long long)o->info.pool_bytes,                           \
@@ -117,7 +121,7 @@ static bool run(const clover_model *m, uint64_t gpu_mem, run_out *o) {
     o->state = malloc(o->state_bytes);
     STEP(seq_state_export(q, o->state, o->state_bytes, &err));
 #undef STEP
-    o->graph = cuda_backend_graph_used(q->s);
+    o->graph = cuda ? cuda_backend_graph_used(q->s) : 0;
     seq_free(q);
     return ok;
 }
@@ -187,36 +191,64 @@ static void tokens(const clover_model *m, uint64_t gpu_mem, clover_mode mode) {
     free(tok[0]), free(tok[1]);
 }
 
-/* run()'s outputs within bound of the all-device run's (the host's share computes with the CPU's arithmetic). */
-static void close_to(const clover_model *m, const char *label, const run_out *ref, const run_out *o, double bound) {
+/* A run's distance from the all-device run: [0] the prompt's logits, [1] the decode steps', [2] the previews' (the
+ * larger of the two) */
+static void errs_of(const clover_model *m, const run_out *ref, const run_out *o, double e[3]) {
     const size_t V = m->hp.n_vocab;
-    const double ep = rel_err(o->prompt, ref->prompt, NP * V), ed = rel_err(o->dec, ref->dec, ND * V);
-    double ev = 0;
+    e[0] = rel_err(o->prompt, ref->prompt, NP * V), e[1] = rel_err(o->dec, ref->dec, ND * V), e[2] = 0;
     for (int c = 0; m->has_record && c < 2; c++) {
-        const double e = rel_err(o->prev[c], ref->prev[c], B * V);
-        if (!(e <= ev)) ev = e;
+        const double x = rel_err(o->prev[c], ref->prev[c], B * V);
+        if (!(x <= e[2])) e[2] = x;
     }
-    CHECK_MSG(ep <= bound && ed <= bound && ev <= bound, "%s: rel err prompt %.3g, decode %.3g, previews %.3g (bound "
-              "%.0e)", label, ep, ed, ev, bound);
+}
+
+/* run()'s outputs within bound of the all-device run's (the host's share computes with the CPU's arithmetic). */
+static void close_to(const clover_model *m, const char *label, const run_out *ref, const run_out *o,
+                     const double bound[3]) {
+    double e[3];
+    errs_of(m, ref, o, e);
+    CHECK_MSG(e[0] <= bound[0] && e[1] <= bound[1] && e[2] <= bound[2],
+              "%s: rel err prompt %.3g, decode %.3g, previews %.3g (bounds %.2g, %.2g, %.2g)", label, e[0], e[1], e[2],
+              bound[0], bound[1], bound[2]);
     CHECK(ref->state_bytes == o->state_bytes);
-    printf("     %s: rel err prompt %.3g decode %.3g previews %.3g (bound %.0e); the host computed %llu misses (%llu "
-           "pairs, %.3f s), %llu copied; pool %llu of %llu bytes\n",
-           label, ep, ed, ev, bound, (unsigned long long)o->info.host_experts, (unsigned long long)o->info.host_pairs,
-           o->info.host_s, (unsigned long long)o->info.misses, (unsigned long long)o->info.pool_bytes,
-           (unsigned long long)o->info.pool_budget);
+    printf("     %s: rel err prompt %.3g decode %.3g previews %.3g (bounds %.2g %.2g %.2g); the host computed %llu "
+           "misses (%llu pairs, %.3f s), %llu copied; pool %llu of %llu bytes\n",
+           label, e[0], e[1], e[2], bound[0], bound[1], bound[2], (unsigned long long)o->info.host_experts,
+           (unsigned long long)o->info.host_pairs, o->info.host_s, (unsigned long long)o->info.misses,
+           (unsigned long long)o->info.pool_bytes, (unsigned long long)o->info.pool_budget);
 }
 
 /* CLOVER_GPU_MEM_CPU (backend_cuda_experts_host.c): the host computes misses instead of copying them. all: every
  * miss, so nothing is ever admitted to the pool and nothing copied (every pass's rows fit the hook's 32); auto:
- * the plan's share. Both within the cross-backend bound of the 8-bit activation paths (test_cuda_backend's
- * 1e-3: the CPU groups the products' sums and evaluates SwiGLU's exp its own way). Then the refusals: an unknown
- * value, the pool kept by the device, a backend opened without a host hook. */
-static void host_share(const clover_model *m, const run_out *ref, uint64_t budget) {
+ * the plan's share. The host's pairs take the CPU backend's arithmetic, so the bound is the two backends'
+ * distance on the same calls:
+ *  - a float file (fp32) runs FP32 end to end on both (backend_cuda_pass.c: f32 activations and f32 sums at any
+ *    row count), so the host's share moves the result by summation order only: test_cuda_backend's F32 bound,
+ *    1e-4, sharp enough that a pair added twice, lost, or fed another row's input fails it;
+ *  - a quantised file: the CPU backend's own whole run on the same calls is measured here and the host's share,
+ *    which hands the CPU only some of the products, must stay within 1.5x its distance (at least 1e-3): the two
+ *    backends round many-row activations and group sums apart (the device measured 5e-2 in a prompt on the
+ *    8-layer q8_0 file with every expert on the host, H100 2026-12-05), which a fixed bound cannot state.
+ * Then the refusals: an unknown value, the pool kept by the device, a backend opened without a host hook. */
+static void host_share(const clover_model *m, const run_out *ref, uint64_t budget, bool fp32) {
     run_out o;
+    double bound[3] = {1e-4, 1e-4, 1e-4}, ec[3];
+    run_be = &backend_cpu;
+    const bool cpu_ok = run(m, 0, &o);
+    run_be = &backend_cuda;
+    if (!cpu_ok) {
+        out_free(&o);
+        return;
+    }
+    errs_of(m, ref, &o, ec);
+    out_free(&o);
+    printf("     the CPU backend on the same calls: rel err prompt %.3g decode %.3g previews %.3g\n", ec[0], ec[1],
+           ec[2]);
+    for (int i = 0; i < 3 && !fp32; i++) bound[i] = 1.5 * ec[i] > 1e-3 ? 1.5 * ec[i] : 1e-3;
     host_open = expert_host_cpu_open;
     setenv("CLOVER_GPU_MEM_CPU", "all", 1);
     if (run(m, budget, &o)) {
-        close_to(m, "1.5 layers, every miss on the host", ref, &o, 1e-3);
+        close_to(m, "1.5 layers, every miss on the host", ref, &o, bound);
         CHECK_MSG(o.info.cpu_mode && !strcmp(o.info.cpu_mode, "all"), "mode %s", o.info.cpu_mode ? o.info.cpu_mode
                                                                                                   : "(none)");
         /* nothing is ever admitted: every use is the host's, nothing copied */
@@ -229,7 +261,7 @@ static void host_share(const clover_model *m, const run_out *ref, uint64_t budge
     out_free(&o);
     setenv("CLOVER_GPU_MEM_CPU", "auto", 1);
     if (run(m, budget, &o)) {
-        close_to(m, "1.5 layers, the plan's share on the host", ref, &o, 1e-3);
+        close_to(m, "1.5 layers, the plan's share on the host", ref, &o, bound);
         CHECK(o.info.cpu_mode && !strcmp(o.info.cpu_mode, "auto"));
         CHECK(o.info.host_experts + o.info.misses > 0); /* 1.5 layers of slots: a pass misses somewhere */
     }
@@ -422,7 +454,7 @@ static void model_case(const char *type, uint32_t n_layer, uint32_t embd, uint32
     }
     unsetenv("CLOVER_GPU_MEM_PREFETCH");
     unsetenv("CLOVER_GPU_MEM_HOST");
-    host_share(m, &ref, budgets[0]);
+    host_share(m, &ref, budgets[0], !strcmp(type, "f32"));
     refusals(m, &p);
     out_free(&big);
 done:
@@ -432,6 +464,8 @@ done:
 }
 
 static void q8_0(void) { model_case("q8_0", 8, 128, 64, 32); }
+/* a float file: the host's share within the FP32 bound (host_share) */
+static void f32(void) { model_case("f32", 8, 128, 64, 32); }
 static void q4_k_m(void) { model_case("q4_k_m", 8, 256, 256, 16); }
 /* 24 layers of 64 experts: with every expert resident the pool's 1,536 slot ids pass 1,024, so the chunk form
  * groups them with moe_group_pool_kernel (matmul_gemm.cu), the path the 35B's pools take */
@@ -457,6 +491,7 @@ int main(void) {
     cuda_test_require_device();
     RUN(gate);
     RUN(q8_0);
+    RUN(f32);
     RUN(q4_k_m);
     RUN(many_slots);
     return TEST_EXIT();
