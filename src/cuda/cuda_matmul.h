@@ -135,6 +135,15 @@ void cuda_q8_rows32_layout_set(int mw, int ks);
 int cuda_q8_rows32_takes(uint32_t type, size_t n_in, size_t n_rows);
 unsigned long long cuda_q8_rows32_launches(void); /* launches so far (tests: it was taken) */
 
+/* Dense Q8_0 products of the same rows in one launch (cuda_matmul_chunk_ws_multi / _pair with the shared 8-bit
+ * rows, 2..63 rows, where each product would take matmul_igemm.cu's igemm_q8_kernel): every product's output tiles
+ * in one grid instead of a launch each (a GDN layer's qkv / z / alpha / beta, the attention's q / k / v, the shared
+ * expert's gate / up). On when CLOVER_CUDA_IG_SEG=1 (off by default: unverified on a device when written,
+ * 2026-12-05); cuda_ig_seg_set: 1/0 on/off, negative: the environment again. The bits are the separate launches'
+ * (the same blocks). */
+void cuda_ig_seg_set(int on);
+unsigned long long cuda_ig_seg_launches(void); /* launches so far (tests: it was taken) */
+
 /* 1 when the GPU computes with this type and n_in (a multiple of its block), else 0. */
 int cuda_matmul_supported(uint32_t type, size_t n_in);
 

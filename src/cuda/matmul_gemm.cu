@@ -340,6 +340,21 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     q.xq_rows = (int)n_rows;
     ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
     const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
+    /* the products that would each take igemm_q8_kernel (not the few-row, K-split or wide forms): one launch for all
+     * of them where CLOVER_CUDA_IG_SEG is on (the same blocks; a GDN layer's 4 launches, the attention's 3, the
+     * shared expert's pair become one, their tiles in one grid instead of a tail each) */
+    if (n_rows < IGW_MIN_ROWS && !mr_take(type, n_rows) && !cuda_q8_rows32_takes(type, n_in, n_rows)) {
+        static_assert((int)IG_SEG_MAX == (int)CUDA_MATMUL_MAX_SEG, "a segmented launch takes every _multi call");
+        const void *sw[IG_SEG_MAX];
+        size_t so[IG_SEG_MAX];
+        float *sy[IG_SEG_MAX];
+        for (size_t i = 0; i < n_seg && i < IG_SEG_MAX; i++) sw[i] = seg[i].w, so[i] = seg[i].n_out, sy[i] = seg[i].y;
+        if (n_seg <= IG_SEG_MAX && ig_launch_seg(type, &q, sw, so, sy, n_seg, rt, st)) {
+            if (mm_launch_status(op, why, why_len)) return -1;
+            *done = 1;
+            return 0;
+        }
+    }
     for (size_t i = 0; i < n_seg; i++) { /* each product's kernel as matmul_chunk picks it, on the shared rows */
         q.w = q.w_lo = (const uint8_t *)seg[i].w;
         q.w_end = q.w + seg[i].n_out * q.row_bytes;

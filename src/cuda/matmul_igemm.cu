@@ -477,9 +477,25 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     uint8_t *stages = sm;
     int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
+    /* the product's weights, their bytes, its outputs: p's, or under ig_launch_seg this block's product's (picked
+     * with constant indices: a dynamic index into p would copy it to local memory) */
+    const uint8_t *pw = p.w, *pw_lo = p.w_lo, *pw_end = p.w_end;
+    int pn_out = p.n_out;
+    float *py = p.y;
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
-        n0 = blockIdx.y * BO;
+        int by = (int)blockIdx.y;
+        if (p.n_seg > 0) { /* block-uniform: the last product whose first tile is at or before this block */
+            int t0 = 0;
+            pw = p.seg_w[0], pn_out = p.seg_n_out[0], py = p.seg_y[0];
+#pragma unroll
+            for (int sg = 1; sg < IG_SEG_MAX; sg++)
+                if (sg < p.n_seg && by >= p.seg_t0[sg])
+                    pw = p.seg_w[sg], pn_out = p.seg_n_out[sg], py = p.seg_y[sg], t0 = p.seg_t0[sg];
+            by -= t0;
+            pw_lo = pw, pw_end = pw + (size_t)pn_out * p.row_bytes;
+        }
+        n0 = by * BO;
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
@@ -494,7 +510,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             xrow[i] = p.x_per_slot ? s : s / p.k;
         }
     }
-    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    const uint8_t *wbase = pw + (size_t)e * p.expert_stride;
     const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK, nblk = p.n_in / 32;
     __syncthreads(); /* xrow */
     /* this thread's copy pieces, set once: 16-byte pieces of the rows' chunk (<= 3) and of the weights (<= 2) */
@@ -517,7 +533,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
 #pragma unroll
     for (int j = 0; j < 2; j++) {
         const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
-        wlive[j] = idx < BO * PPR && o < p.n_out;
+        wlive[j] = idx < BO * PPR && o < pn_out;
         const uint8_t *src = wbase + (size_t)(wlive[j] ? o : 0) * p.row_bytes;
         const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
         wq[j] = q;
@@ -536,12 +552,12 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
         for (int j = 0; j < 2; j++) {
             if (!wlive[j] || wrel[j] >= cb) continue;
             const uint8_t *q = wq[j] + (size_t)c * CB;
-            if (q >= p.w_lo && q + 16 <= p.w_end) {
+            if (q >= pw_lo && q + 16 <= pw_end) {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]), "l"(q) : "memory");
             } else { /* the tensor's first or last bytes: byte by byte, inside it */
                 uint8_t *d = stages + (c % IG_STAGES) * sts + wdst[j];
                 for (int i = 0; i < 16; i++)
-                    if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
+                    if (q + i >= pw_lo && q + i < pw_end) d[i] = q[i];
             }
         }
     };
@@ -608,7 +624,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             const int o = n0 + (q < 2 ? r0 : r1), r = 8 * i + 2 * tig + (q & 1);
             const float v = __fadd_rn(__fadd_rn(__fadd_rn(pp[0][q], pp[1][q]), __fadd_rn(pp[2][q], pp[3][q])),
                                       __fadd_rn(__fadd_rn(pp[4][q], pp[5][q]), __fadd_rn(pp[6][q], pp[7][q])));
-            if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
+            if (o < pn_out && r < m_count) py[(size_t)yrow[r] * pn_out + o] = v;
         }
     }
 }
@@ -840,6 +856,39 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
         attr_set = 1;
     }
     igemm_q8_kernel<<<grid, IG_THREADS, ig_smem(p), st>>>(*p);
+}
+
+/* ig_launch_seg's switch: CLOVER_CUDA_IG_SEG=1 (off by default: unverified on a device when written,
+ * 2026-12-05); cuda_ig_seg_set: 1/0 on/off, negative: the environment again. */
+static int g_ig_seg = -1;
+static unsigned long long g_ig_seg_launches;
+extern "C" void cuda_ig_seg_set(int on) { cuda_switch_set(&g_ig_seg, on); }
+extern "C" unsigned long long cuda_ig_seg_launches(void) {
+    return __atomic_load_n(&g_ig_seg_launches, __ATOMIC_RELAXED);
+}
+
+int ig_launch_seg(uint32_t type, ig_params *p, const void *const *w, const size_t *n_out, float *const *y, size_t n,
+                  unsigned grid_x, cudaStream_t st) {
+    if (!cuda_switch_on(&g_ig_seg, "CLOVER_CUDA_IG_SEG", 0) || type != MM_Q8_0 || !p->xq || p->perm || p->wide ||
+        !ig_q8_enabled() || n < 2 || n > IG_SEG_MAX)
+        return 0;
+    unsigned t = 0;
+    for (size_t i = 0; i < n; i++) {
+        p->seg_t0[i] = (int)t;
+        p->seg_w[i] = (const uint8_t *)w[i];
+        p->seg_n_out[i] = (int)n_out[i];
+        p->seg_y[i] = y[i];
+        t += ig_out_tiles(p, n_out[i]);
+    }
+    if (t > 65535) return 0;
+    p->seg_t0[n] = (int)t;
+    p->n_seg = (int)n;
+    p->w = p->w_lo = p->seg_w[0], p->w_end = p->w + (size_t)p->seg_n_out[0] * p->row_bytes; /* never read: set */
+    p->n_out = p->seg_n_out[0], p->y = p->seg_y[0];
+    ig_launch_q8(p, dim3(grid_x, t), st);
+    p->n_seg = 0;
+    __atomic_fetch_add(&g_ig_seg_launches, 1, __ATOMIC_RELAXED);
+    return 1;
 }
 
 template <int T>

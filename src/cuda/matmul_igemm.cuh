@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+enum { IG_SEG_MAX = 4 }; /* products of one segmented launch (cuda_matmul.h's CUDA_MATMUL_MAX_SEG) */
+
 typedef struct ig_params {
     const uint8_t *w, *w_lo, *w_end; /* the weights; the tensor's bytes are [w_lo, w_end) */
     size_t row_bytes, expert_stride;
@@ -29,6 +31,13 @@ typedef struct ig_params {
     int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
     int bo;            /* outputs per block (ig_plan) */
     int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
+    /* dense Q8_0 on igemm_q8_kernel only (ig_launch_seg): n_seg > 0 products of the same 8-bit rows in one grid,
+     * product s on grid.y blocks [seg_t0[s], seg_t0[s + 1]); w, w_lo, w_end, n_out, y are then product s's */
+    int n_seg;
+    int seg_t0[IG_SEG_MAX + 1];
+    const uint8_t *seg_w[IG_SEG_MAX];
+    float *seg_y[IG_SEG_MAX];
+    int seg_n_out[IG_SEG_MAX];
 } ig_params;
 
 /* Bytes of an 8-bit chunk of a row in the chunk-major layout (288 or 292 used, 16-byte aligned). */
@@ -44,6 +53,12 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
 /* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
 unsigned ig_out_tiles(const ig_params *p, size_t n_out);
+/* Dense Q8_0 products of the same pre-quantised rows (p: the rows, n_in, xq set as for ig_launch; w[i], n_out[i],
+ * y[i]: product i) in ONE launch of igemm_q8_kernel, product after product along grid.y: the bits of one
+ * ig_launch each (the same blocks, each computing what it computed alone). 1 when launched; 0, nothing launched,
+ * when the switch (CLOVER_CUDA_IG_SEG, cuda_ig_seg_set) is off or the products would not all take that kernel. */
+int ig_launch_seg(uint32_t type, ig_params *p, const void *const *w, const size_t *n_out, float *const *y, size_t n,
+                  unsigned grid_x, cudaStream_t st);
 /* PERSIST (grouped Q4_K / Q5_K experts, WIDE plans, CLOVER_CUDA_MOE_PERSIST=1): the slots a tile the grouping
  * pass must build for it (8, 16 or 32), or 0 when the form is off or does not take the product; then the launch
  * on that table of max_tiles tiles (a fixed grid of ~1-2 blocks an SM; 1 when launched, 0 when refused). */

@@ -524,6 +524,101 @@ static void test_chunk_multi(void) {
            cases);
 }
 
+/* cuda_matmul_chunk_ws_multi / _pair with CLOVER_CUDA_IG_SEG (cuda_ig_seg_set(1)): dense Q8_0 products of the same
+ * rows in one igemm_q8_kernel launch, product after product along grid.y. Each product's every output must be the
+ * bits of its own cuda_matmul_chunk_ws call (the form off: one launch a product), at 2..32 rows (the 8/16/32-row
+ * tiles, a partial last row tile), 2..4 products of 16..12,288 outputs (1 tile and many; 130 and 45: a partial
+ * last output tile), n_in 2048 and 2080 (65 blocks: rows of 2,210 bytes, so the products' weight rows lie at every
+ * 2-byte alignment, and a last 256-value chunk of one block); outputs poisoned first (all written); one of them
+ * within 1e-5 of the CPU's scalar dot; the launch counted (the form was taken) and none past 63 rows. */
+static void test_chunk_seg(void) {
+    static const size_t sets[4][4] = {{8192, 4096, 32, 32}, {512, 32, 32, 0}, {130, 45, 16, 0}, {12288, 2048, 0, 0}};
+    static const size_t rows[] = {2, 5, 8, 9, 16, 17, 31, 32};
+    size_t cases = 0;
+    for (size_t si = 0; si < 4; si++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
+            const uint32_t type = QUANT_Q8_0;
+            const size_t n_rows = rows[ri], n_in = (si + ri) % 2 ? 2080 : 2048;
+            size_t ns = 0;
+            while (ns < 4 && sets[si][ns]) ns++;
+            float *x = malloc(n_rows * n_in * sizeof(float));
+            fill(x, n_rows * n_in, 2.0);
+            float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
+            void *work = NULL;
+            CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
+            uint8_t *w[4];
+            void *dw[4];
+            float *dy[4], *dy1[4];
+            cuda_matmul_seg seg[4];
+            size_t rb = 0;
+            for (size_t i = 0; i < ns; i++) {
+                const size_t no = sets[si][i];
+                w[i] = make_weights(type, no, n_in, &rb);
+                dw[i] = dev_upload(w[i], no * rb);
+                dy[i] = dev_poisoned(n_rows * no), dy1[i] = dev_poisoned(n_rows * no);
+                seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
+            }
+            char why[256] = "";
+            const unsigned long long l0 = cuda_ig_seg_launches();
+            cuda_ig_seg_set(1);
+            const int rc = ns == 2 && cases % 2
+                               ? cuda_matmul_chunk_ws_pair(type, dw[0], seg[0].n_out, dw[1], seg[1].n_out, n_in, dx,
+                                                           n_rows, dy[0], dy[1], work, NULL, why, sizeof why)
+                               : cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why,
+                                                            sizeof why);
+            cuda_ig_seg_set(0);
+            CHECK_MSG(rc == 0, "%s", why);
+            CHECK_MSG(cuda_ig_seg_launches() == l0 + 1, "%zu products of %zu rows: the segmented launch not taken", ns,
+                      n_rows);
+            for (size_t i = 0; i < ns; i++) {
+                const size_t no = sets[si][i];
+                CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], no, n_in, dx, n_rows, dy1[i], work, NULL, why,
+                                               sizeof why) == 0,
+                          "%s", why);
+                float *got = malloc(n_rows * no * sizeof(float)), *one = malloc(n_rows * no * sizeof(float));
+                dev_download(got, dy[i], n_rows * no);
+                dev_download(one, dy1[i], n_rows * no);
+                size_t nan = 0;
+                for (size_t j = 0; j < n_rows * no; j++) nan += isnan(got[j]) != 0;
+                CHECK_MSG(nan == 0 && memcmp(got, one, n_rows * no * sizeof(float)) == 0,
+                          "segmented x%zu, n_in %zu, product %zu of %zu (%zu outputs): %zu not written, or differs "
+                          "from its own launch", n_rows, n_in, i, ns, no, nan);
+                const size_t r = n_rows - 1, o = no - 1;
+                const float ref = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
+                CHECK_MSG(fabsf(got[r * no + o] - ref) <= 1e-5f * (fabsf(ref) + 1.0f),
+                          "segmented: %g against the CPU's %g", got[r * no + o], ref);
+                free(got), free(one), free(w[i]);
+                cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy1[i]);
+            }
+            free(x), cudaFree(dx), cudaFree(work);
+            cases++;
+        }
+    /* past the row-tile kernel's rows (the wide form's 64+): never segmented */
+    {
+        const size_t n_rows = 64, n_in = 2048, no = 64;
+        size_t rb = 0;
+        uint8_t *w = make_weights(QUANT_Q8_0, no, n_in, &rb);
+        void *dw = dev_upload(w, no * rb), *work = NULL;
+        float *x = malloc(n_rows * n_in * sizeof(float));
+        fill(x, n_rows * n_in, 2.0);
+        float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * no),
+              *dy2 = dev_poisoned(n_rows * no);
+        CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, n_rows) + 256));
+        cuda_matmul_seg seg[2] = {{dw, no, dy}, {dw, no, dy2}};
+        char why[256] = "";
+        const unsigned long long l0 = cuda_ig_seg_launches();
+        cuda_ig_seg_set(1);
+        CHECK_MSG(cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0,
+                  "%s", why);
+        cuda_ig_seg_set(-1);
+        CHECK(cuda_ig_seg_launches() == l0);
+        free(w), free(x), cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+    }
+    printf("  segmented Q8_0 launches: %zu cases (2..4 products, 2..32 rows, n_in 2048 / 2080) bit-identical to the "
+           "launches one by one\n",
+           cases);
+}
+
 /* cuda_matmul_exact_multi (matmul_exact.cu): the router (256 outputs) and a 1-output gate logit, or 3 matrices, in
  * one launch at 2..512 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
  * slices of the weights in registers, the second partial): every output bit for bit what cuda_matmul_decode gives
@@ -2464,6 +2559,7 @@ int main(void) {
     RUN(test_exact);
     RUN(test_exact_multi);
     RUN(test_chunk_multi);
+    RUN(test_chunk_seg);
     RUN(test_row_invariance);
     RUN(test_few_rows);
     RUN(test_mma_rows);
