@@ -341,8 +341,8 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
     const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
     /* the products that would each take igemm_q8_kernel (not the few-row, K-split or wide forms): one launch for all
-     * of them where CLOVER_CUDA_IG_SEG is on (the same blocks; a GDN layer's 4 launches, the attention's 3, the
-     * shared expert's pair become one, their tiles in one grid instead of a tail each) */
+     * of them unless CLOVER_CUDA_IG_SEG=0 (the same blocks; a GDN layer's 4 launches, the attention's 3, the shared
+     * expert's pair become one, their tiles in one grid instead of a tail each) */
     if (n_rows < IGW_MIN_ROWS && !mr_take(type, n_rows) && !cuda_q8_rows32_takes(type, n_in, n_rows)) {
         static_assert((int)IG_SEG_MAX == (int)CUDA_MATMUL_MAX_SEG, "a segmented launch takes every _multi call");
         const void *sw[IG_SEG_MAX];

@@ -858,8 +858,9 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     igemm_q8_kernel<<<grid, IG_THREADS, ig_smem(p), st>>>(*p);
 }
 
-/* ig_launch_seg's switch: CLOVER_CUDA_IG_SEG=1 (off by default: unverified on a device when written,
- * 2026-12-05); cuda_ig_seg_set: 1/0 on/off, negative: the environment again. */
+/* ig_launch_seg's switch: on unless CLOVER_CUDA_IG_SEG=0 (on since its H200 run, bench/device-runs/2026-12-23-seg24:
+ * bit for bit, memcheck clean; a 32-row block commit 14.37-14.46 -> 13.61-13.66 ms, a 32-row preview 8.44 -> 8.26-8.28
+ * ms); cuda_ig_seg_set: 1/0 on/off, negative: the environment again. */
 static int g_ig_seg = -1;
 static unsigned long long g_ig_seg_launches;
 extern "C" void cuda_ig_seg_set(int on) { cuda_switch_set(&g_ig_seg, on); }
@@ -869,7 +870,7 @@ extern "C" unsigned long long cuda_ig_seg_launches(void) {
 
 int ig_launch_seg(uint32_t type, ig_params *p, const void *const *w, const size_t *n_out, float *const *y, size_t n,
                   unsigned grid_x, cudaStream_t st) {
-    if (!cuda_switch_on(&g_ig_seg, "CLOVER_CUDA_IG_SEG", 0) || type != MM_Q8_0 || !p->xq || p->perm || p->wide ||
+    if (!cuda_switch_on(&g_ig_seg, "CLOVER_CUDA_IG_SEG", 1) || type != MM_Q8_0 || !p->xq || p->perm || p->wide ||
         !ig_q8_enabled() || n < 2 || n > IG_SEG_MAX)
         return 0;
     unsigned t = 0;

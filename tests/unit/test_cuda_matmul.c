@@ -566,7 +566,7 @@ static void test_chunk_seg(void) {
                                                            n_rows, dy[0], dy[1], work, NULL, why, sizeof why)
                                : cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why,
                                                             sizeof why);
-            cuda_ig_seg_set(0);
+            cuda_ig_seg_set(-1);
             CHECK_MSG(rc == 0, "%s", why);
             CHECK_MSG(cuda_ig_seg_launches() == l0 + 1, "%zu products of %zu rows: the segmented launch not taken", ns,
                       n_rows);
