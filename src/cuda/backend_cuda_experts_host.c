@@ -174,13 +174,47 @@ void cuda_host_share_take(cuda_host_share *h, uint32_t il, const int32_t *ids, c
     h->pend_pairs = pairs;
 }
 
+/* CLOVER_GPU_MEM_CPU_CHECK=1 (a diagnostic): before the host's sum goes up, the device's expert outputs of the
+ * host's pairs (the zero slot's: every value must be exactly 0) and of its own pairs, a line a layer on stderr. */
+static void host_share_check(const cuda_host_share *h, const float *d_ye, void *stream) {
+    const size_t nk = h->n * h->k, H = h->H;
+    float *ye = malloc(nk * H * sizeof *ye);
+    char why[CUDA_WHY] = "";
+    if (!ye || cuda_stream_sync(stream, why) || cuda_d2h(ye, d_ye, nk * H * sizeof *ye, why)) {
+        fprintf(stderr, "gpu-mem check: layer %u: %s\n", h->layer, *why ? why : "no memory");
+        free(ye);
+        return;
+    }
+    size_t nonzero = 0, host_pairs = 0;
+    double host_max = 0, dev_max = 0, sum_max = 0;
+    for (size_t i = 0; i < nk; i++) {
+        const bool host = h->h_id[i] >= 0;
+        host_pairs += host;
+        for (size_t c = 0; c < H; c++) {
+            const double v = fabs((double)ye[i * H + c]);
+            if (host) nonzero += ye[i * H + c] != 0.0f, host_max = v > host_max ? v : host_max;
+            else dev_max = v > dev_max ? v : dev_max;
+        }
+    }
+    for (size_t i = 0; i < h->n * H; i++) {
+        const double v = fabs((double)h->h_y[i]);
+        sum_max = v > sum_max ? v : sum_max;
+    }
+    fprintf(stderr, "gpu-mem check: layer %u, %zu rows: %zu host pairs, %zu nonzero device values there (max %.3g); "
+            "device pairs' max %.3g; the host's sum max %.3g\n", h->layer, h->n, host_pairs, nonzero, host_max, dev_max,
+            sum_max);
+    free(ye);
+}
+
 int cuda_host_share_join(cuda_host_share *h, float *y, float *d_tmp, void *stream, clover_error *err) {
     if (!h || !h->pending) return CLOVER_OK;
     h->pending = false;
+    const char *ck = getenv("CLOVER_GPU_MEM_CPU_CHECK");
     const double t0 = timer_now();
     int rc = h->hook.compute(h->hook.ctx, h->layer, h->h_y, h->h_x, h->n, h->h_id, h->h_w, err);
     if (rc) return error_prefix(err, "--gpu-mem: layer %u's experts on the host", h->layer);
     const double t = timer_now() - t0;
+    if (ck && *ck == '1') host_share_check(h, d_tmp, stream);
     expert_split_observe_host(&h->split, h->pend_experts * h->expert_bytes, h->pend_pairs, t);
     h->experts += h->pend_experts, h->pairs += h->pend_pairs, h->layers++, h->host_s += t;
     char why[CUDA_WHY] = "";

@@ -14,9 +14,9 @@ int main(int argc, char **argv) {
     clover_synth_options o = {.preset = "tiny", .type = argc > 1 ? argv[1] : "q8_0", .seed = 11, .n_layer = 2, .n_embd = 128,
                               .n_expert = 32, .n_ff_exp = 64, .n_threads = 2, .route_skew = 4.0f};
     clover_error err = {0};
-    if (clover_synth("/tmp/scr/m.gguf", &o, &err)) { printf("synth: %s\n", err.message); return 1; }
+    if (clover_synth("/tmp/chk_m.gguf", &o, &err)) { printf("synth: %s\n", err.message); return 1; }
     clover_model *m = NULL;
-    if (clover_model_load(&m, "/tmp/scr/m.gguf", &err)) { printf("load: %s\n", err.message); return 1; }
+    if (clover_model_load(&m, "/tmp/chk_m.gguf", &err)) { printf("load: %s\n", err.message); return 1; }
     cpu_moe_weights w;
     cpu_moe_weights_bind(&w, &m->layers[0], &m->hp, 0);
     w.n_ff_shexp = 0;

@@ -16,6 +16,10 @@ STEPS=${STEPS:-t}
 dr_init hostdbg31
 say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus); flags: $(grep -m1 -o 'amx_int8\|avx512_vnni' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 if has t; then
+  # the device's expert outputs at the host's pairs (the zero slot's: all exactly 0?) layer by layer
+  CLOVER_GPU_MEM_CPU_CHECK=1 CLOVER_TEST_ONLY=q8_0 timeout 60 "$D/bin/test_cuda_gpumem" > "$O/check.log" 2>&1
+  say "check rc=$?: $(grep -c 'gpu-mem check' "$O/check.log") layer lines, $(grep 'gpu-mem check' "$O/check.log" | grep -vc ' 0 nonzero') with nonzero"
+  grep -E "gpu-mem check" "$O/check.log" | awk '!seen[$0]++' | head -24 | cut -c1-200 | tee -a "$S"
   for e in "" CLOVER_NO_AMX=1 CLOVER_NO_AVX512=1; do
     if [ -x "$PACK/chk" ]; then
       (cd /tmp && env $e timeout 60 "$OLDPWD/$PACK/chk" q8_0 > "$O/chk_${e:-none}.log" 2>&1)
