@@ -119,6 +119,11 @@ int cuda_gdn_chunked(float *o,                 // [n_rows][n_v_heads][dv]
                      const float *b, const float *a, const cuda_gdn_weights *w, const cuda_gdn_seq *seqs,
                      int n_seq, const cuda_gdn_dims *d, void *stream);
 
+/* The chunked form's dot products in 4 independent partial sums (gdn_chunked.cu's NP = 4): 1 on, 0 off (the
+ * default: unverified on a device when written, 2026-12-05; also CLOVER_CUDA_GDN_CHUNK_ILP=1), negative: the
+ * environment again. Within the form's bound of the CPU either way, not the same bits. */
+void cuda_gdn_chunk_ilp_set(int on);
+
 /* 3. y may equal o. */
 int cuda_gdn_gated_norm(float *y,        // [n_vec][dv]
                         const float *o,  // [n_vec][dv]

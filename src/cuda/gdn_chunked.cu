@@ -15,6 +15,13 @@
  * differ by reassociation of the dot products only.
  * Shared-memory rows of k, q and W are padded to dk + 1 floats so the warps
  * that read one column of many rows hit distinct banks.
+ * NP: the partial sums of every dot product and running sum. 1 is the order
+ * above, one chain an element; 4 (CLOVER_CUDA_GDN_CHUNK_ILP=1) splits each into
+ * independent partials (4 over dk or a chunk's rows, 2 over the substitution's
+ * earlier rows) added at the end: at one block of 8 warps an SM the dependent
+ * FMA chains, not the memory, bound this kernel (ncu, H200 2026-12-05: a 32-row
+ * commit's GDN layer 82 us, issue 32% active, "wait" the top stall). Only the
+ * reassociation changes (test_cuda_gdn: 1e-5 against the CPU's scalar form).
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -23,13 +30,51 @@
 
 enum { CH_THREADS = 256, CH_WARPS = CH_THREADS / 32, CC = CUDA_GDN_CHUNK, CDV = CUDA_GDN_DV_SLICE };
 
+/* sum over x < n of (a[x * sa] * sc) * b[x * sb]: NP 1 one chain in x order; 4 the partials of x mod 4, then
+ * (p0 + p1) + (p2 + p3) */
+template <int NP>
+__device__ __forceinline__ float ch_dot(const float *a, int sa, float sc, const float *b, int sb, int n) {
+    float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
+    int x = 0;
+    if (NP == 4)
+        for (; x + 4 <= n; x += 4) {
+            p0 += (a[x * sa] * sc) * b[x * sb];
+            p1 += (a[(x + 1) * sa] * sc) * b[(x + 1) * sb];
+            p2 += (a[(x + 2) * sa] * sc) * b[(x + 2) * sb];
+            p3 += (a[(x + 3) * sa] * sc) * b[(x + 3) * sb];
+        }
+    for (; x < n; x++) p0 += (a[x * sa] * sc) * b[x * sb];
+    return NP == 4 ? (p0 + p1) + (p2 + p3) : p0;
+}
+
+/* v - sum over j < i of a[j] * b[j * sb]: NP 1 one chain (v, then each term subtracted in j order); else the
+ * even and odd terms in two partials, subtracted together */
+template <int NP>
+__device__ __forceinline__ float ch_sub(float v, const float *a, const float *b, int sb, int i) {
+    if (NP == 1) {
+        for (int j = 0; j < i; j++) v -= a[j] * b[j * sb];
+        return v;
+    }
+    float s0 = 0.0f, s1 = 0.0f;
+    int j = 0;
+    for (; j + 2 <= i; j += 2) s0 += a[j] * b[j * sb], s1 += a[j + 1] * b[(j + 1) * sb];
+    if (j < i) s0 += a[j] * b[j * sb];
+    return v - (s0 + s1);
+}
+
 #include "gdn_internal.h"
+#include "cuda_switch.h"
+
+/* CLOVER_CUDA_GDN_CHUNK_ILP=1: the kernel's NP = 4 form (off by default: unverified on a device when written,
+ * 2026-12-05); cuda_gdn_chunk_ilp_set: 1/0 on/off, negative: the environment again. */
+static int g_ilp = -1;
 
 size_t gdn_chunked_smem_bytes(const cuda_gdn_dims *d) {
     size_t dkp = (size_t)d->k_dim + 1;
     return sizeof(float) * (3 * CC * dkp + CC * CC + (size_t)d->k_dim * CDV + CC * CDV + 4 * CC);
 }
 
+template <int NP>
 __global__ void __launch_bounds__(CH_THREADS)
     gdn_chunked_kernel(float *o, const float *qkv, const float *b, const float *a, cuda_gdn_weights w,
                        const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
@@ -115,11 +160,7 @@ __global__ void __launch_bounds__(CH_THREADS)
             int i = e / CC, j = e % CC;
             float val = 0.0f;
             if (i < L && j < i) {
-                const float bi = bet[i];
-                const float *ki = Ks + i * dkp, *kj = Ks + j * dkp;
-                float dot = 0.0f;
-                for (int c = 0; c < dk; c++) dot += (ki[c] * bi) * kj[c];
-                val = dot * expf(gam[i] - gam[j]);
+                val = ch_dot<NP>(Ks + i * dkp, 1, bet[i], Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
             }
             A[e] = val;
         }
@@ -128,14 +169,11 @@ __global__ void __launch_bounds__(CH_THREADS)
         for (int i = 0; i < L; i++) {
             const float *Ai = A + i * CC;
             if (tid < ws) {
-                float u = U[i * CDV + tid] * bet[i]; /* U holds v until row i is solved */
-                for (int j = 0; j < i; j++) u -= Ai[j] * U[j * CDV + tid];
-                U[i * CDV + tid] = u;
+                /* U holds v until row i is solved */
+                U[i * CDV + tid] = ch_sub<NP>(U[i * CDV + tid] * bet[i], Ai, U + tid, CDV, i);
             } else if (tid >= CDV) {
                 for (int c = tid - CDV; c < dk; c += CH_THREADS - CDV) {
-                    float wv = (Ks[i * dkp + c] * bet[i]) * eg[i];
-                    for (int j = 0; j < i; j++) wv -= Ai[j] * Ws[j * dkp + c];
-                    Ws[i * dkp + c] = wv;
+                    Ws[i * dkp + c] = ch_sub<NP>((Ks[i * dkp + c] * bet[i]) * eg[i], Ai, Ws + c, dkp, i);
                 }
             }
             __syncthreads();
@@ -144,20 +182,14 @@ __global__ void __launch_bounds__(CH_THREADS)
         for (int e = tid; e < L * CDV; e += CH_THREADS) {
             int i = e / CDV, c = e % CDV;
             if (c >= ws) continue;
-            const float *wi = Ws + i * dkp;
-            float acc = 0.0f;
-            for (int x = 0; x < dk; x++) acc += wi[x] * S[x * CDV + c];
-            U[e] -= acc;
+            U[e] -= ch_dot<NP>(Ws + i * dkp, 1, 1.0f, S + c, CDV, dk);
         }
         /* A <- (q_i . k_j) e^(gam_i - gam_j), j <= i */
         for (int e = tid; e < CC * CC; e += CH_THREADS) {
             int i = e / CC, j = e % CC;
             float val = 0.0f;
             if (i < L && j <= i) {
-                const float *qi = Qs + i * dkp, *kj = Ks + j * dkp;
-                float dot = 0.0f;
-                for (int c = 0; c < dk; c++) dot += qi[c] * kj[c];
-                val = dot * expf(gam[i] - gam[j]);
+                val = ch_dot<NP>(Qs + i * dkp, 1, 1.0f, Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
             }
             A[e] = val;
         }
@@ -166,12 +198,8 @@ __global__ void __launch_bounds__(CH_THREADS)
         for (int e = tid; e < L * CDV; e += CH_THREADS) {
             int i = e / CDV, c = e % CDV;
             if (c >= ws) continue;
-            const float egi = eg[i];
-            const float *qi = Qs + i * dkp;
-            float inter = 0.0f;
-            for (int x = 0; x < dk; x++) inter += (qi[x] * egi) * S[x * CDV + c];
-            float intra = 0.0f;
-            for (int j = 0; j <= i; j++) intra += A[i * CC + j] * U[j * CDV + c];
+            const float inter = ch_dot<NP>(Qs + i * dkp, 1, eg[i], S + c, CDV, dk);
+            const float intra = ch_dot<NP>(A + i * CC, 1, 1.0f, U + c, CDV, i + 1);
             o[((row0 + i) * nv + h) * dv + c0 + c] = inter + intra;
         }
         __syncthreads(); /* O read the old S */
@@ -182,9 +210,17 @@ __global__ void __launch_bounds__(CH_THREADS)
         for (int e = tid; e < dk * CDV; e += CH_THREADS) {
             int x = e / CDV, c = e % CDV;
             if (c >= ws) continue;
-            float upd = 0.0f;
-            for (int i = 0; i < L; i++) upd += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
-            S[e] = S[e] * egl + upd;
+            float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
+            int i = 0;
+            if (NP == 4)
+                for (; i + 4 <= L; i += 4) {
+                    p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
+                    p1 += (Ks[(i + 1) * dkp + x] * gg[i + 1]) * U[(i + 1) * CDV + c];
+                    p2 += (Ks[(i + 2) * dkp + x] * gg[i + 2]) * U[(i + 2) * CDV + c];
+                    p3 += (Ks[(i + 3) * dkp + x] * gg[i + 3]) * U[(i + 3) * CDV + c];
+                }
+            for (; i < L; i++) p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
+            S[e] = S[e] * egl + (NP == 4 ? (p0 + p1) + (p2 + p3) : p0);
         }
     }
     __syncthreads();
@@ -200,11 +236,20 @@ extern "C" int cuda_gdn_chunked(float *o, const float *qkv, const float *b, cons
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)((d->v_dim + CDV - 1) / CDV), (unsigned)n_seq);
-    gdn_chunked_kernel<<<grid, CH_THREADS, gdn_chunked_smem_bytes(d), (cudaStream_t)stream>>>(o, qkv, b, a, *w, seqs,
-                                                                                             *d);
+    const size_t smem = gdn_chunked_smem_bytes(d);
+    if (cuda_switch_on(&g_ilp, "CLOVER_CUDA_GDN_CHUNK_ILP", 0))
+        gdn_chunked_kernel<4><<<grid, CH_THREADS, smem, (cudaStream_t)stream>>>(o, qkv, b, a, *w, seqs, *d);
+    else
+        gdn_chunked_kernel<1><<<grid, CH_THREADS, smem, (cudaStream_t)stream>>>(o, qkv, b, a, *w, seqs, *d);
     return (int)cudaGetLastError();
 }
 
+extern "C" void cuda_gdn_chunk_ilp_set(int on) { cuda_switch_set(&g_ilp, on); }
+
 extern "C" int gdn_chunked_init(size_t max_smem) {
-    return (int)cudaFuncSetAttribute(gdn_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
+    const cudaError_t e1 =
+        cudaFuncSetAttribute(gdn_chunked_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
+    const cudaError_t e4 =
+        cudaFuncSetAttribute(gdn_chunked_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
+    return (int)(e1 != cudaSuccess ? e1 : e4);
 }

@@ -24,6 +24,8 @@
  *    condition (beta k k^T with unit-norm k: a few units). Any real slip
  *    (a wrong decay exponent, a wrong key head, a missed chunk boundary)
  *    gives 1e-2 or more.
+ *    The chunked cases run again with the form's dot products in 4 partial
+ *    sums (cuda_gdn_chunk_ilp_set): the same bound.
  *  - batch independence: a sequence's outputs and state are bit-identical
  *    whether it runs alone or with other sequences.
  * Without a CUDA device the test prints SKIP and exits 77 after the
@@ -269,6 +271,15 @@ static void operators_match_cpu(void) {
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) run_case(&CASES[i]);
 }
 
+/* The chunked cases again with the form's dot products in 4 partial sums (cuda_gdn_chunk_ilp_set(1)): the same
+ * bound against the CPU's scalar form (only the reassociation differs), sequences alone = together. */
+static void chunked_ilp_matches_cpu(void) {
+    cuda_gdn_chunk_ilp_set(1);
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++)
+        if (CASES[i].chunked) run_case(&CASES[i]);
+    cuda_gdn_chunk_ilp_set(-1);
+}
+
 static void bad_dims_refused(void) {
     char why[200];
     cuda_gdn_dims d = {3, 7, 17, 40, 3, 1e-6f, 1};
@@ -288,5 +299,6 @@ int main(void) {
     cuda_test_require_device();
     CUDA_OK((cudaError_t)cuda_gdn_init());
     RUN(operators_match_cpu);
+    RUN(chunked_ilp_matches_cpu);
     return TEST_EXIT();
 }
