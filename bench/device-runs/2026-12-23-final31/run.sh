@@ -12,6 +12,9 @@
 #  c  clover: `clover run --ar` and diffusion ids at --gpu-mem 16 / 8 against the all-device run; `clover bench`
 #     (prompt 512, decode, 32-row preview, block commit, block diffusion) on the diffusion file and decode on the
 #     --no-diffusion file, all-device, 16 and 8 GiB, with CLOVER_GPU_MEM_STATS=1 (hit rates, the link's GB/s)
+#  d  (added after seq3's c, l) decode alone, no diagnostics on: `clover bench --prompt-tokens 64 --decode-tokens 64`
+#     at 16 / 8 GiB with the host's share off (the default) and CLOVER_GPU_MEM_CPU=auto, then llama-bench's best splits
+#     of seq3 under clover's peaks (--n-cpu-moe 10 and 27) again
 #  l  llama-bench -ngl 99 -fa 1 -p 0 -n 32 -r 3 on the --no-diffusion file: --n-cpu-moe 6 8 10 11 12 14 (near 16 GiB)
 #     and 24 26 27 28 30 (near 8 GiB), and -ngl 30 28 26 / 14 12 10 (whole layers on the host), each with its peak
 # Predictions (before the run; H100 2026-12-05 08:52 with prefetch: 138.4 / 75.9 tok/s; H200 remap31: llama
@@ -62,6 +65,24 @@ if has c; then
     dr_mrun B$g 120 env CLOVER_GPU_MEM_STATS=1 $C bench -m $FD --prompt-tokens 512 --decode-tokens 32 --device cuda "${mem[@]}"
     say "  clover passes (diffusion file) $g GiB, peak $(peak B$g) MiB:"
     grep -vE '^gpu-mem' $O/B$g.log | grep -E '^(prompt|decode|preview|commit|block)|hit rate' | tee -a "$S"
+  done
+fi
+if has d; then
+  wait $PN
+  for g in 16 8; do
+    for cpu in off auto; do
+      dr_mrun Q$g$cpu 60 env CLOVER_GPU_MEM_CPU=$cpu $C bench -m $FN --prompt-tokens 64 --decode-tokens 64 --device cuda \
+        --gpu-mem $g
+      say "  clover $g GiB, host share $cpu, peak $(peak Q$g$cpu) MiB: $(grep -E '^decode' $O/Q$g$cpu.log)"
+    done
+  done
+  LB=$D/llama/llama-bench
+  [ -s "$PACK/llama.txz" ] && [ ! -x $LB ] && tar xJf "$PACK/llama.txz" -C "$D"
+  for n in 10 27; do
+    [ -x $LB ] || break
+    dr_mrun LD$n 45 env LD_LIBRARY_PATH=$D/llama:/usr/local/cuda/lib64:$D/lib $LB -m $FN -ngl 99 --n-cpu-moe $n -fa 1 \
+      -p 0 -n 32 -r 3 -t 16 -o csv > /dev/null || continue
+    say "  llama --n-cpu-moe $n: $(grep -E '^"' $O/LD$n.log | tail -1 | awk -F'","' '{print $(NF-1)}') tok/s, peak $(peak LD$n) MiB"
   done
 fi
 if has l; then
