@@ -87,7 +87,10 @@ static void amx_configure(int m) {
         c.rows[t] = (uint8_t)m, c.colsb[t] = 32;
         c.rows[t + 1] = 8, c.colsb[t + 1] = 64;
     }
-    _tile_loadconfig(&c);
+    /* not _tile_loadconfig: GCC 12 does not count the intrinsic as reading the 64 bytes, and at -O2 dropped the
+     * stores of rows and colsb (RelWithDebInfo: ldtilecfg of a garbage configuration, #GP, SIGSEGV on an AMX
+     * host). An asm whose memory operand is the whole struct keeps every store. */
+    __asm__ volatile("ldtilecfg %0" : : "m"(c));
 }
 
 /* dwf[i * KB + b] = the f16 scale of weight row o + i, block kb0 + b, as
