@@ -68,6 +68,14 @@ enum {
     PREFETCH = 1024, /* the weight lines asked for ahead on the first group of a pass */
 };
 
+/* ldtilecfg of the configuration at c. Not _tile_loadconfig: GCC 12 does not count that intrinsic as reading the
+ * 64 bytes, and at -O2 dropped the stores of rows and colsb before it (the README's RelWithDebInfo build: a
+ * garbage configuration, #GP, SIGSEGV in `clover run` on an AMX host). An asm whose memory operand is the whole
+ * struct keeps every store. tests/unit/amx_emu.h defines it first, as its emulated load. */
+#ifndef AMX_LOADCONFIG
+#define AMX_LOADCONFIG(cfg) __asm__ volatile("ldtilecfg %0" : : "m"(*(cfg)))
+#endif
+
 /* ldtilecfg's 64-byte operand (palette 1). */
 typedef struct tile_config {
     uint8_t palette, start_row, reserved[14];
@@ -87,10 +95,7 @@ static void amx_configure(int m) {
         c.rows[t] = (uint8_t)m, c.colsb[t] = 32;
         c.rows[t + 1] = 8, c.colsb[t + 1] = 64;
     }
-    /* not _tile_loadconfig: GCC 12 does not count the intrinsic as reading the 64 bytes, and at -O2 dropped the
-     * stores of rows and colsb (RelWithDebInfo: ldtilecfg of a garbage configuration, #GP, SIGSEGV on an AMX
-     * host). An asm whose memory operand is the whole struct keeps every store. */
-    __asm__ volatile("ldtilecfg %0" : : "m"(c));
+    AMX_LOADCONFIG(&c);
 }
 
 /* dwf[i * KB + b] = the f16 scale of weight row o + i, block kb0 + b, as

@@ -56,7 +56,9 @@ def test_version_names_the_backends():
     # the AVX-512 VNNI level: the kernel's own flags (/proc/cpuinfo lists them only when the OS saves ZMM state)
     wide = has and {"avx512f", "avx512bw", "avx512vl", "avx512_vnni"} <= flags
     assert (" + avx512 vnni " in out) == wide, out
-    level = "avx512-vnni" if wide else "avx2" if has else "scalar"
+    # the AMX level: its tile and int8 flags as well (/proc/cpuinfo lists them where the OS saves the tile state)
+    amx = wide and {"amx_tile", "amx_int8"} <= flags
+    level = "amx" if amx else "avx512-vnni" if wide else "avx2" if has else "scalar"
     assert f"(the {level} kernels run)" in out, out
 
 

@@ -106,6 +106,7 @@ static inline void emu_tile_dpbssd(int dst, int a, int b) {
 
 #undef _tile_loadconfig
 #define _tile_loadconfig emu_tile_loadconfig
+#define AMX_LOADCONFIG(cfg) emu_tile_loadconfig(cfg) /* gemm_amx.c's own ldtilecfg, emulated */
 #undef _tile_release
 #define _tile_release emu_tile_release
 #undef _tile_zero
