@@ -63,6 +63,7 @@ struct cuda_host_share {
     uint32_t *miss_e, *miss_rows, *miss_order; /* [n_expert] the layer's misses, their rows, the plan's order */
     uint8_t *miss_host, *mark;                 /* [n_expert] the plan; mark[e]: the host computes e */
     bool pending;   /* the host has pairs of `layer` to compute */
+    bool check;     /* CLOVER_GPU_MEM_CPU_CHECK=1: host_share_check after each layer's hook */
     uint32_t layer;
     size_t n;
     uint64_t pend_experts, pend_pairs;
@@ -108,6 +109,8 @@ int cuda_host_share_create(const clover_model *m, const backend_config *cfg, int
     h->max_rows = cfg->max_rows ? cfg->max_rows : 64;
     h->H = hp->n_embd, h->k = hp->n_expert_used, h->n_expert = hp->n_expert;
     h->expert_bytes = expert_bytes;
+    const char *ck = getenv("CLOVER_GPU_MEM_CPU_CHECK");
+    h->check = ck && !strcmp(ck, "1");
     const char *tv = getenv("CLOVER_GPU_MEM_CPU_THREADS"); /* the hook's threads (default: the backend's) */
     const size_t threads = tv && *tv ? (size_t)strtoul(tv, NULL, 10) : cfg->n_threads;
     int rc = cfg->expert_host_open(m, threads, h->max_rows, &h->hook, err);
@@ -209,12 +212,11 @@ static void host_share_check(const cuda_host_share *h, const float *d_ye, void *
 int cuda_host_share_join(cuda_host_share *h, float *y, float *d_tmp, void *stream, clover_error *err) {
     if (!h || !h->pending) return CLOVER_OK;
     h->pending = false;
-    const char *ck = getenv("CLOVER_GPU_MEM_CPU_CHECK");
     const double t0 = timer_now();
     int rc = h->hook.compute(h->hook.ctx, h->layer, h->h_y, h->h_x, h->n, h->h_id, h->h_w, err);
     if (rc) return error_prefix(err, "--gpu-mem: layer %u's experts on the host", h->layer);
     const double t = timer_now() - t0;
-    if (ck && *ck == '1') host_share_check(h, d_tmp, stream);
+    if (h->check) host_share_check(h, d_tmp, stream);
     expert_split_observe_host(&h->split, h->pend_experts * h->expert_bytes, h->pend_pairs, t);
     h->experts += h->pend_experts, h->pairs += h->pend_pairs, h->layers++, h->host_s += t;
     char why[CUDA_WHY] = "";

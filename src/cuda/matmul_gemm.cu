@@ -345,11 +345,7 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
      * expert's pair become one, their tiles in one grid instead of a tail each) */
     if (n_rows < IGW_MIN_ROWS && !mr_take(type, n_rows) && !cuda_q8_rows32_takes(type, n_in, n_rows)) {
         static_assert((int)IG_SEG_MAX == (int)CUDA_MATMUL_MAX_SEG, "a segmented launch takes every _multi call");
-        const void *sw[IG_SEG_MAX];
-        size_t so[IG_SEG_MAX];
-        float *sy[IG_SEG_MAX];
-        for (size_t i = 0; i < n_seg && i < IG_SEG_MAX; i++) sw[i] = seg[i].w, so[i] = seg[i].n_out, sy[i] = seg[i].y;
-        if (n_seg <= IG_SEG_MAX && ig_launch_seg(type, &q, sw, so, sy, n_seg, rt, st)) {
+        if (ig_launch_seg(type, &q, seg, n_seg, rt, st)) {
             if (mm_launch_status(op, why, why_len)) return -1;
             *done = 1;
             return 0;

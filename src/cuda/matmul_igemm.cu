@@ -868,18 +868,18 @@ extern "C" unsigned long long cuda_ig_seg_launches(void) {
     return __atomic_load_n(&g_ig_seg_launches, __ATOMIC_RELAXED);
 }
 
-int ig_launch_seg(uint32_t type, ig_params *p, const void *const *w, const size_t *n_out, float *const *y, size_t n,
-                  unsigned grid_x, cudaStream_t st) {
+int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_t n, unsigned grid_x,
+                  cudaStream_t st) {
     if (!cuda_switch_on(&g_ig_seg, "CLOVER_CUDA_IG_SEG", 1) || type != MM_Q8_0 || !p->xq || p->perm || p->wide ||
         !ig_q8_enabled() || n < 2 || n > IG_SEG_MAX)
         return 0;
     unsigned t = 0;
     for (size_t i = 0; i < n; i++) {
         p->seg_t0[i] = (int)t;
-        p->seg_w[i] = (const uint8_t *)w[i];
-        p->seg_n_out[i] = (int)n_out[i];
-        p->seg_y[i] = y[i];
-        t += ig_out_tiles(p, n_out[i]);
+        p->seg_w[i] = (const uint8_t *)seg[i].w;
+        p->seg_n_out[i] = (int)seg[i].n_out;
+        p->seg_y[i] = seg[i].y;
+        t += ig_out_tiles(p, seg[i].n_out);
     }
     if (t > 65535) return 0;
     p->seg_t0[n] = (int)t;

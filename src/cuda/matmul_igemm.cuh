@@ -7,6 +7,8 @@
 #define CLOVER_CUDA_MATMUL_IGEMM_CUH
 
 #include <cuda_runtime.h>
+
+#include "cuda_matmul.h"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -53,12 +55,12 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
 /* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
 unsigned ig_out_tiles(const ig_params *p, size_t n_out);
-/* Dense Q8_0 products of the same pre-quantised rows (p: the rows, n_in, xq set as for ig_launch; w[i], n_out[i],
- * y[i]: product i) in ONE launch of igemm_q8_kernel, product after product along grid.y: the bits of one
- * ig_launch each (the same blocks, each computing what it computed alone). 1 when launched; 0, nothing launched,
- * when the switch (CLOVER_CUDA_IG_SEG, cuda_ig_seg_set) is off or the products would not all take that kernel. */
-int ig_launch_seg(uint32_t type, ig_params *p, const void *const *w, const size_t *n_out, float *const *y, size_t n,
-                  unsigned grid_x, cudaStream_t st);
+/* Dense Q8_0 products of the same pre-quantised rows (p: the rows, n_in, xq set as for ig_launch; seg[i]: product
+ * i) in ONE launch of igemm_q8_kernel, product after product along grid.y: the bits of one ig_launch each (the
+ * same blocks, each computing what it computed alone). 1 when launched; 0, nothing launched, when the switch
+ * (CLOVER_CUDA_IG_SEG, cuda_ig_seg_set) is off or the products would not all take that kernel. */
+int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_t n, unsigned grid_x,
+                  cudaStream_t st);
 /* PERSIST (grouped Q4_K / Q5_K experts, WIDE plans, CLOVER_CUDA_MOE_PERSIST=1): the slots a tile the grouping
  * pass must build for it (8, 16 or 32), or 0 when the form is off or does not take the product; then the launch
  * on that table of max_tiles tiles (a fixed grid of ~1-2 blocks an SM; 1 when launched, 0 when refused). */

@@ -463,6 +463,64 @@ static void test_exact(void) {
     cudaFree(dy);
 }
 
+/* The products of test_chunk_multi and test_chunk_seg: ns matrices (outs[i] x n_in, type) on the host and the
+ * device, x of n_rows rows, the scratch, and each product's output twice, poisoned (seg[i].y: the call under
+ * test's; own[i]: the product's own cuda_matmul_chunk_ws call's). */
+typedef struct chunk_set {
+    uint32_t type;
+    size_t n_in, n_rows, ns, rb;
+    float *x, *dx, *own[4];
+    void *work, *dw[4];
+    uint8_t *w[4];
+    cuda_matmul_seg seg[4];
+} chunk_set;
+
+static void chunk_set_make(chunk_set *c, uint32_t type, const size_t *outs, size_t ns, size_t n_in, size_t n_rows) {
+    memset(c, 0, sizeof *c);
+    c->type = type, c->n_in = n_in, c->n_rows = n_rows, c->ns = ns;
+    c->x = malloc(n_rows * n_in * sizeof(float));
+    fill(c->x, n_rows * n_in, 2.0);
+    c->dx = dev_upload(c->x, n_rows * n_in * sizeof(float));
+    CU(cudaMalloc(&c->work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
+    for (size_t i = 0; i < ns; i++) {
+        c->w[i] = make_weights(type, outs[i], n_in, &c->rb);
+        c->dw[i] = dev_upload(c->w[i], outs[i] * c->rb);
+        c->seg[i] = (cuda_matmul_seg){c->dw[i], outs[i], dev_poisoned(n_rows * outs[i])};
+        c->own[i] = dev_poisoned(n_rows * outs[i]);
+    }
+}
+
+/* Every product's output (seg[i].y) fully written and bit for bit its own cuda_matmul_chunk_ws call's, and the
+ * output (last row, o_ref(n_out)) within 1e-5 of the CPU's integer oracle (decode_ref); then everything freed. */
+static void chunk_set_check_free(chunk_set *c, const char *what, size_t (*o_ref)(size_t n_out)) {
+    const size_t n_rows = c->n_rows, n_in = c->n_in;
+    char why[256] = "";
+    for (size_t i = 0; i < c->ns; i++) {
+        const size_t no = c->seg[i].n_out;
+        CHECK_MSG(cuda_matmul_chunk_ws(c->type, c->dw[i], no, n_in, c->dx, n_rows, c->own[i], c->work, NULL, why,
+                                       sizeof why) == 0,
+                  "%s", why);
+        float *got = malloc(n_rows * no * sizeof(float)), *one = malloc(n_rows * no * sizeof(float));
+        dev_download(got, c->seg[i].y, n_rows * no);
+        dev_download(one, c->own[i], n_rows * no);
+        size_t nan = 0;
+        for (size_t j = 0; j < n_rows * no; j++) nan += isnan(got[j]) != 0;
+        CHECK_MSG(nan == 0 && memcmp(got, one, n_rows * no * sizeof(float)) == 0,
+                  "%s %s x%zu, n_in %zu, matrix %zu of %zu (%zu outputs): %zu not written, or differs from its own "
+                  "call", what, quant_type_name(c->type), n_rows, n_in, i, c->ns, no, nan);
+        const size_t r = n_rows - 1, o = o_ref(no);
+        const float ref = decode_ref(c->type, c->w[i] + o * c->rb, c->x + r * n_in, n_in);
+        CHECK_MSG(fabsf(got[r * no + o] - ref) <= 1e-5f * (fabsf(ref) + 1.0f), "%s %s: %g against the CPU's %g",
+                  what, quant_type_name(c->type), got[r * no + o], ref);
+        free(got), free(one), free(c->w[i]);
+        cudaFree(c->dw[i]), cudaFree(c->seg[i].y), cudaFree(c->own[i]);
+    }
+    free(c->x), cudaFree(c->dx), cudaFree(c->work);
+}
+
+static size_t o_half(size_t n_out) { return n_out / 2; }
+static size_t o_last(size_t n_out) { return n_out - 1; }
+
 /* cuda_matmul_chunk_ws_multi: 2..4 integer products of the same rows with the 8-bit rows made once (the sharing
  * switch on in every other case, off in the rest), each output bit for bit the cuda_matmul_chunk_ws call of its
  * matrix alone (which quantises for itself), at 3 / 17 / 32 / 70 rows
@@ -474,50 +532,15 @@ static void test_chunk_multi(void) {
     size_t cases = 0;
     for (int t = 0; t < 2; t++)
         for (int v = 0; v < 4; v++) {
-            const uint32_t type = types[t];
-            const size_t n_in = 2048, n_rows = rows[v], ns = 2 + (size_t)(v % 3);
-            float *x = malloc(n_rows * n_in * sizeof(float));
-            fill(x, n_rows * n_in, 2.0);
-            float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
-            void *work = NULL;
-            CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
-            uint8_t *w[4];
-            void *dw[4];
-            float *dy[4], *dy1[4];
-            cuda_matmul_seg seg[4];
-            size_t rb = 0;
-            for (size_t i = 0; i < ns; i++) {
-                w[i] = make_weights(type, outs[i], n_in, &rb);
-                dw[i] = dev_upload(w[i], outs[i] * rb);
-                dy[i] = dev_poisoned(n_rows * outs[i]), dy1[i] = dev_poisoned(n_rows * outs[i]);
-                seg[i] = (cuda_matmul_seg){dw[i], outs[i], dy[i]};
-            }
+            chunk_set c;
+            chunk_set_make(&c, types[t], outs, 2 + (size_t)(v % 3), 2048, rows[v]);
             char why[256] = "";
             cuda_matmul_share_set((int)(cases % 2)); /* the shared copy and the calls one by one, in turn */
-            CHECK_MSG(cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0,
+            CHECK_MSG(cuda_matmul_chunk_ws_multi(c.type, c.seg, c.ns, c.n_in, c.dx, c.n_rows, c.work, NULL, why,
+                                                 sizeof why) == 0,
                       "%s", why);
             cuda_matmul_share_set(-1);
-            for (size_t i = 0; i < ns; i++) {
-                CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], outs[i], n_in, dx, n_rows, dy1[i], work, NULL, why,
-                                               sizeof why) == 0,
-                          "%s", why);
-                float *got = malloc(n_rows * outs[i] * sizeof(float)), *one = malloc(n_rows * outs[i] * sizeof(float));
-                dev_download(got, dy[i], n_rows * outs[i]);
-                dev_download(one, dy1[i], n_rows * outs[i]);
-                size_t nan = 0;
-                for (size_t j = 0; j < n_rows * outs[i]; j++) nan += isnan(got[j]) != 0;
-                CHECK_MSG(nan == 0 && memcmp(got, one, n_rows * outs[i] * sizeof(float)) == 0,
-                          "chunk_ws_multi %s x%zu matrix %zu of %zu (%zu outputs): %zu not written, or differs from "
-                          "its own call",
-                          quant_type_name(type), n_rows, i, ns, outs[i], nan);
-                const size_t r = n_rows - 1, o = outs[i] / 2;
-                const float ref = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
-                CHECK_MSG(fabsf(got[r * outs[i] + o] - ref) <= 1e-5f * (fabsf(ref) + 1.0f),
-                          "chunk_ws_multi %s: %g against the CPU's %g", quant_type_name(type), got[r * outs[i] + o], ref);
-                free(got), free(one), free(w[i]);
-                cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy1[i]);
-            }
-            free(x), cudaFree(dx), cudaFree(work);
+            chunk_set_check_free(&c, "chunk_ws_multi", o_half);
             cases++;
         }
     printf("  chunk_ws_multi: %zu cases (Q8_0 / Q4_K, 2..4 matrices, 3..70 rows) bit-identical to the calls alone\n",
@@ -537,82 +560,40 @@ static void test_chunk_seg(void) {
     size_t cases = 0;
     for (size_t si = 0; si < 4; si++)
         for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
-            const uint32_t type = QUANT_Q8_0;
-            const size_t n_rows = rows[ri], n_in = (si + ri) % 2 ? 2080 : 2048;
             size_t ns = 0;
             while (ns < 4 && sets[si][ns]) ns++;
-            float *x = malloc(n_rows * n_in * sizeof(float));
-            fill(x, n_rows * n_in, 2.0);
-            float *dx = dev_upload(x, n_rows * n_in * sizeof(float));
-            void *work = NULL;
-            CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
-            uint8_t *w[4];
-            void *dw[4];
-            float *dy[4], *dy1[4];
-            cuda_matmul_seg seg[4];
-            size_t rb = 0;
-            for (size_t i = 0; i < ns; i++) {
-                const size_t no = sets[si][i];
-                w[i] = make_weights(type, no, n_in, &rb);
-                dw[i] = dev_upload(w[i], no * rb);
-                dy[i] = dev_poisoned(n_rows * no), dy1[i] = dev_poisoned(n_rows * no);
-                seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
-            }
+            chunk_set c;
+            chunk_set_make(&c, QUANT_Q8_0, sets[si], ns, (si + ri) % 2 ? 2080 : 2048, rows[ri]);
             char why[256] = "";
             const unsigned long long l0 = cuda_ig_seg_launches();
             cuda_ig_seg_set(1);
             const int rc = ns == 2 && cases % 2
-                               ? cuda_matmul_chunk_ws_pair(type, dw[0], seg[0].n_out, dw[1], seg[1].n_out, n_in, dx,
-                                                           n_rows, dy[0], dy[1], work, NULL, why, sizeof why)
-                               : cuda_matmul_chunk_ws_multi(type, seg, ns, n_in, dx, n_rows, work, NULL, why,
-                                                            sizeof why);
+                               ? cuda_matmul_chunk_ws_pair(c.type, c.dw[0], c.seg[0].n_out, c.dw[1], c.seg[1].n_out,
+                                                           c.n_in, c.dx, c.n_rows, c.seg[0].y, c.seg[1].y, c.work,
+                                                           NULL, why, sizeof why)
+                               : cuda_matmul_chunk_ws_multi(c.type, c.seg, ns, c.n_in, c.dx, c.n_rows, c.work, NULL,
+                                                            why, sizeof why);
             cuda_ig_seg_set(-1);
             CHECK_MSG(rc == 0, "%s", why);
             CHECK_MSG(cuda_ig_seg_launches() == l0 + 1, "%zu products of %zu rows: the segmented launch not taken", ns,
-                      n_rows);
-            for (size_t i = 0; i < ns; i++) {
-                const size_t no = sets[si][i];
-                CHECK_MSG(cuda_matmul_chunk_ws(type, dw[i], no, n_in, dx, n_rows, dy1[i], work, NULL, why,
-                                               sizeof why) == 0,
-                          "%s", why);
-                float *got = malloc(n_rows * no * sizeof(float)), *one = malloc(n_rows * no * sizeof(float));
-                dev_download(got, dy[i], n_rows * no);
-                dev_download(one, dy1[i], n_rows * no);
-                size_t nan = 0;
-                for (size_t j = 0; j < n_rows * no; j++) nan += isnan(got[j]) != 0;
-                CHECK_MSG(nan == 0 && memcmp(got, one, n_rows * no * sizeof(float)) == 0,
-                          "segmented x%zu, n_in %zu, product %zu of %zu (%zu outputs): %zu not written, or differs "
-                          "from its own launch", n_rows, n_in, i, ns, no, nan);
-                const size_t r = n_rows - 1, o = no - 1;
-                const float ref = decode_ref(type, w[i] + o * rb, x + r * n_in, n_in);
-                CHECK_MSG(fabsf(got[r * no + o] - ref) <= 1e-5f * (fabsf(ref) + 1.0f),
-                          "segmented: %g against the CPU's %g", got[r * no + o], ref);
-                free(got), free(one), free(w[i]);
-                cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy1[i]);
-            }
-            free(x), cudaFree(dx), cudaFree(work);
+                      c.n_rows);
+            chunk_set_check_free(&c, "segmented", o_last);
             cases++;
         }
     /* past the row-tile kernel's rows (the wide form's 64+): never segmented */
     {
-        const size_t n_rows = 64, n_in = 2048, no = 64;
-        size_t rb = 0;
-        uint8_t *w = make_weights(QUANT_Q8_0, no, n_in, &rb);
-        void *dw = dev_upload(w, no * rb), *work = NULL;
-        float *x = malloc(n_rows * n_in * sizeof(float));
-        fill(x, n_rows * n_in, 2.0);
-        float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(n_rows * no),
-              *dy2 = dev_poisoned(n_rows * no);
-        CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, n_rows) + 256));
-        cuda_matmul_seg seg[2] = {{dw, no, dy}, {dw, no, dy2}};
+        const size_t outs[2] = {64, 64};
+        chunk_set c;
+        chunk_set_make(&c, QUANT_Q8_0, outs, 2, 2048, 64);
         char why[256] = "";
         const unsigned long long l0 = cuda_ig_seg_launches();
         cuda_ig_seg_set(1);
-        CHECK_MSG(cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, n_in, dx, n_rows, work, NULL, why, sizeof why) == 0,
+        CHECK_MSG(cuda_matmul_chunk_ws_multi(c.type, c.seg, 2, c.n_in, c.dx, c.n_rows, c.work, NULL, why,
+                                             sizeof why) == 0,
                   "%s", why);
         cuda_ig_seg_set(-1);
         CHECK(cuda_ig_seg_launches() == l0);
-        free(w), free(x), cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+        chunk_set_check_free(&c, "64 rows", o_last);
     }
     printf("  segmented Q8_0 launches: %zu cases (2..4 products, 2..32 rows, n_in 2048 / 2080) bit-identical to the "
            "launches one by one\n",
