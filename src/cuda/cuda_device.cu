@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "cuda_pdl.cuh"
+#include "cuda_switch.h"
 
 static void set_why(char *why, size_t n, const char *what, cudaError_t e) {
     if (why && n) snprintf(why, n, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
@@ -77,3 +78,9 @@ int cuda_pdl_enabled(void) {
 }
 
 extern "C" void cuda_pdl_set(int on) { __atomic_store_n(&g_pdl, on ? 1 : 0, __ATOMIC_RELAXED); }
+
+/* The many-row launches' PDL (pdl_launch_rows): on unless CLOVER_CUDA_PDL_ROWS=0; cuda_pdl_rows_set: 1/0 on/off,
+ * negative: the environment again. Read at launch time, as cuda_pdl_enabled. */
+static int g_pdl_rows = -1;
+int cuda_pdl_rows_enabled(void) { return cuda_switch_on(&g_pdl_rows, "CLOVER_CUDA_PDL_ROWS", 1); }
+extern "C" void cuda_pdl_rows_set(int on) { cuda_switch_set(&g_pdl_rows, on); }

@@ -32,6 +32,9 @@ int cuda_device_query(int index, cuda_device_info *info, char *why, size_t why_l
 /* Programmatic dependent launch of the decode kernels (src/cuda/cuda_pdl.cuh):
  * on by default, off with CLOVER_CUDA_PDL=0 or cuda_pdl_set(0). */
 void cuda_pdl_set(int on);
+/* The same for the many-row launches only (previews, commits, prompts: cuda_pdl.cuh's pdl_launch_rows): on by
+ * default, off with CLOVER_CUDA_PDL_ROWS=0 or cuda_pdl_rows_set(0); negative: the environment again. */
+void cuda_pdl_rows_set(int on);
 
 #ifdef __cplusplus
 }

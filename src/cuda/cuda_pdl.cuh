@@ -37,12 +37,15 @@ __device__ __forceinline__ void pdl_prefetch_l2(const void *p, size_t n) {
 
 /* 1 unless CLOVER_CUDA_PDL=0 (read once; defined in cuda_device.cu). */
 int cuda_pdl_enabled(void);
+/* The many-row launches (pdl_launch_rows): 1 unless CLOVER_CUDA_PDL_ROWS=0 (read once; cuda_device.cu). */
+int cuda_pdl_rows_enabled(void);
 
 /* kern<<<grid, block, smem, st>>>(args...), with programmatic stream
- * serialisation when st is not the legacy default stream and PDL is on. A
- * failed launch is left for cudaGetLastError, as <<<>>> leaves it. */
+ * serialisation when `on`, st is not the legacy default stream and PDL is
+ * on. A failed launch is left for cudaGetLastError, as <<<>>> leaves it. */
 template <typename... P, typename... A>
-static inline void pdl_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+static inline void pdl_launch_when(int on, void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                   A... args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
@@ -52,8 +55,27 @@ static inline void pdl_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t 
     at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = st != NULL && cuda_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = on && st != NULL && cuda_pdl_enabled() ? 1 : 0;
     (void)cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
+}
+
+/* The decode kernels' launch. */
+template <typename... P, typename... A>
+static inline void pdl_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {
+    pdl_launch_when(1, kern, grid, block, smem, st, args...);
+}
+
+/* 1 where pdl_launch_rows on stream st launches with PDL. */
+static inline int pdl_rows_on(cudaStream_t st) { return st != NULL && cuda_pdl_enabled() && cuda_pdl_rows_enabled(); }
+
+/* The launches of the many-row paths (previews, commits, prompts, stacked steps: the integer products, their
+ * quantiser and expert grouping, the chunked GDN), under their own switch so that one binary times them with
+ * and without PDL while the decode kernels keep it. Their kernels keep the rule above (pdl_wait before any read
+ * of what an earlier kernel wrote). */
+template <typename... P, typename... A>
+static inline void pdl_launch_rows(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                   A... args) {
+    pdl_launch_when(cuda_pdl_rows_enabled(), kern, grid, block, smem, st, args...);
 }
 
 #endif

@@ -27,6 +27,7 @@
 #include <math.h>
 
 #include "cuda_gdn.h"
+#include "cuda_pdl.cuh"
 
 enum { CH_THREADS = 256, CH_WARPS = CH_THREADS / 32, CC = CUDA_GDN_CHUNK, CDV = CUDA_GDN_DV_SLICE };
 
@@ -78,6 +79,8 @@ template <int NP>
 __global__ void __launch_bounds__(CH_THREADS)
     gdn_chunked_kernel(float *o, const float *qkv, const float *b, const float *a, cuda_gdn_weights w,
                        const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
+    pdl_wait(); /* q, k, v, a, b and the state are earlier kernels' (cuda_pdl.cuh) */
+    pdl_trigger();
     const cuda_gdn_seq sq = seqs[blockIdx.z];
     if (sq.n <= 0) return;
     const int h = blockIdx.x, c0 = blockIdx.y * CDV;
@@ -238,9 +241,11 @@ extern "C" int cuda_gdn_chunked(float *o, const float *qkv, const float *b, cons
     dim3 grid((unsigned)d->n_v_heads, (unsigned)((d->v_dim + CDV - 1) / CDV), (unsigned)n_seq);
     const size_t smem = gdn_chunked_smem_bytes(d);
     if (cuda_switch_on(&g_ilp, "CLOVER_CUDA_GDN_CHUNK_ILP", 0))
-        gdn_chunked_kernel<4><<<grid, CH_THREADS, smem, (cudaStream_t)stream>>>(o, qkv, b, a, *w, seqs, *d);
+        pdl_launch_rows(gdn_chunked_kernel<4>, grid, dim3(CH_THREADS), smem, (cudaStream_t)stream, o, qkv, b, a, *w,
+                        seqs, *d);
     else
-        gdn_chunked_kernel<1><<<grid, CH_THREADS, smem, (cudaStream_t)stream>>>(o, qkv, b, a, *w, seqs, *d);
+        pdl_launch_rows(gdn_chunked_kernel<1>, grid, dim3(CH_THREADS), smem, (cudaStream_t)stream, o, qkv, b, a, *w,
+                        seqs, *d);
     return (int)cudaGetLastError();
 }
 

@@ -35,6 +35,7 @@
 #include "matmul_mma_rows.cuh"
 #include "matmul_igemm_wide.cuh"
 #include "matmul_q8_rows32.cuh"
+#include "cuda_pdl.cuh"
 #include "cuda_switch.h"
 
 enum { BM = 64, BN = 64, BK = 32, LDS = BK + 4, GEMM_THREADS = 128 };
@@ -74,6 +75,8 @@ __global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(gemm_params p) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int n0 = blockIdx.x * BN;
     int e = 0, m_count;
+    pdl_wait(); /* the rows (and the tiles) are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     if (p.perm == NULL) {
         const int m0 = blockIdx.y * BM;
         m_count = min(BM, p.n_rows - m0);
@@ -174,13 +177,13 @@ __global__ void __launch_bounds__(GEMM_THREADS) gemm_kernel(gemm_params p) {
 static void gemm_launch(uint32_t type, const gemm_params *p, unsigned grid_y, cudaStream_t st) {
     const dim3 grid((unsigned)((p->n_out + BN - 1) / BN), grid_y), block(GEMM_THREADS);
     switch (type) {
-    case MM_F32: gemm_kernel<MM_F32><<<grid, block, 0, st>>>(*p); break;
-    case MM_F16: gemm_kernel<MM_F16><<<grid, block, 0, st>>>(*p); break;
-    case MM_BF16: gemm_kernel<MM_BF16><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q8_0: gemm_kernel<MM_Q8_0><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q4_K: gemm_kernel<MM_Q4_K><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q5_K: gemm_kernel<MM_Q5_K><<<grid, block, 0, st>>>(*p); break;
-    case MM_Q6_K: gemm_kernel<MM_Q6_K><<<grid, block, 0, st>>>(*p); break;
+    case MM_F32: pdl_launch_rows(gemm_kernel<MM_F32>, grid, block, 0, st, *p); break;
+    case MM_F16: pdl_launch_rows(gemm_kernel<MM_F16>, grid, block, 0, st, *p); break;
+    case MM_BF16: pdl_launch_rows(gemm_kernel<MM_BF16>, grid, block, 0, st, *p); break;
+    case MM_Q8_0: pdl_launch_rows(gemm_kernel<MM_Q8_0>, grid, block, 0, st, *p); break;
+    case MM_Q4_K: pdl_launch_rows(gemm_kernel<MM_Q4_K>, grid, block, 0, st, *p); break;
+    case MM_Q5_K: pdl_launch_rows(gemm_kernel<MM_Q5_K>, grid, block, 0, st, *p); break;
+    case MM_Q6_K: pdl_launch_rows(gemm_kernel<MM_Q6_K>, grid, block, 0, st, *p); break;
     default: break;
     }
 }
@@ -420,6 +423,8 @@ static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
 __device__ __forceinline__ void moe_group_count(const int32_t *ids, int n_slots, int n_expert, int n_out,
                                                 int32_t *counts, float *y) {
     const int tid = threadIdx.x, nt = blockDim.x;
+    pdl_wait(); /* the ids are the router's; the tables may still be read by the products before (cuda_pdl.cuh) */
+    pdl_trigger();
     for (int e = tid; e < n_expert; e += nt) counts[e] = 0;
     __syncthreads();
     for (int s = tid; s < n_slots; s += nt) {
@@ -468,6 +473,8 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
                                                               int32_t *tiles, float *y) {
     __shared__ int cnt[1024], cur[1024], wsum[2][32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    pdl_wait(); /* as moe_group_count */
+    pdl_trigger();
     cnt[tid] = 0;
     __syncthreads();
     for (int s = tid; s < n_slots; s += blockDim.x) {
@@ -637,14 +644,14 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
     int32_t *perm = ntiles + 1, *tiles = perm + n_slots;
     if (a->n_expert <= 1024)
-        moe_group_fast_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile,
-                                                  ntiles, perm, tiles, a->y);
+        pdl_launch_rows(moe_group_fast_kernel, dim3(1), dim3(1024), 0, st, a->ids, (int)n_slots, (int)a->n_expert,
+                        (int)a->n_out, (int)tile, ntiles, perm, tiles, a->y);
     else if (a->n_expert_plan) /* --gpu-mem's pool slots */
-        moe_group_pool_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile,
-                                                  counts, cursor, ntiles, perm, tiles, a->y);
+        pdl_launch_rows(moe_group_pool_kernel, dim3(1), dim3(1024), 0, st, a->ids, (int)n_slots, (int)a->n_expert,
+                        (int)a->n_out, (int)tile, counts, cursor, ntiles, perm, tiles, a->y);
     else
-        moe_group_kernel<<<1, 1024, 0, st>>>(a->ids, (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, counts,
-                                             cursor, ntiles, perm, tiles, a->y);
+        pdl_launch_rows(moe_group_kernel, dim3(1), dim3(1024), 0, st, a->ids, (int)n_slots, (int)a->n_expert,
+                        (int)a->n_out, (int)tile, counts, cursor, ntiles, perm, tiles, a->y);
     if (integer) { /* the integer path (matmul_igemm.cu; matmul_igemm_wide.cu for igw) */
         const unsigned ot = ig_out_tiles(&q, a->n_out);
         if (ot > 65535) MM_FAIL("cuda_moe_chunk: %zu outputs", a->n_out);

@@ -45,6 +45,7 @@
 
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
+#include "cuda_pdl.cuh"
 #include "cuda_switch.h"
 
 enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
@@ -244,6 +245,8 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
     int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
+    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
         n0 = blockIdx.y * BO;
@@ -496,9 +499,17 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             pw_lo = pw, pw_end = pw + (size_t)pn_out * p.row_bytes;
         }
         n0 = by * BO;
+        /* launched with PDL (p.pf): the block's weight rows start towards L2 while the kernel before finishes;
+         * the first row tile's blocks only (the others read the same rows) */
+        if (p.pf && blockIdx.x == 0 && n0 < pn_out)
+            pdl_prefetch_l2(pw + (size_t)n0 * p.row_bytes, (size_t)min(BO, pn_out - n0) * p.row_bytes);
+        pdl_wait();
+        pdl_trigger();
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
+        pdl_wait(); /* the tiles are an earlier kernel's */
+        pdl_trigger();
         if ((int)blockIdx.y >= *p.ntiles) return;
         const int32_t *t = p.tiles + 3 * blockIdx.y;
         n0 = blockIdx.x * BO;
@@ -663,6 +674,8 @@ __global__ void __launch_bounds__(IGP_THREADS, NT == 4 ? 1 : 2) igp_kernel(ig_pa
     /* the block's items: [maxk][3] expert, first output, slots; [maxk][TS] each slot's row of xq and of y */
     int *dsc = (int *)(stages + IG_STAGES * sts), *dxr = dsc + 3 * maxk, *dyr = dxr + TS * maxk;
     const int ot = (p.n_out + BO - 1) / BO, G = (int)gridDim.x, b = (int)blockIdx.x;
+    pdl_wait(); /* the tiles are an earlier kernel's (cuda_pdl.cuh) */
+    pdl_trigger();
     const int nitems = min(*p.ntiles, p.tiles_cap) * ot;
     const int nk = b < nitems ? min(maxk, (nitems - 1 - b) / G + 1) : 0;
     if (nk == 0) return; /* the whole block: no barrier skipped by some threads only */
@@ -777,6 +790,8 @@ __global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, in
     const int lane = threadIdx.x & 31;
     const size_t gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int q8 = type == MM_Q8_0, qb = q8 ? 32 : 256, nb = n_in / qb;
+    pdl_wait(); /* x is the kernel before's output (cuda_pdl.cuh) */
+    pdl_trigger();
     if (gw >= (size_t)n_rows * nb) return;
     const int r = (int)(gw / nb), b = (int)(gw % nb), c = b * qb / IG_CHUNK;
     uint8_t *dst = xq + ((size_t)c * n_rows + r) * IG_ACS;
@@ -835,7 +850,9 @@ size_t ig_xq_bytes(size_t n_in, size_t n_rows) {
 
 void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st) {
     const size_t warps = n_rows * (n_in / (type == MM_Q8_0 ? 32 : 256));
-    if (warps) ig_quantize_kernel<<<(unsigned)((warps + 7) / 8), 256, 0, st>>>(type, x, (int)n_rows, (int)n_in, xq);
+    if (warps)
+        pdl_launch_rows(ig_quantize_kernel, dim3((unsigned)((warps + 7) / 8)), dim3(256), 0, st, type, x, (int)n_rows,
+                        (int)n_in, xq);
 }
 
 template <int T, bool PREQ, bool WIDE>
@@ -846,7 +863,7 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
         cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
         attr_set = 1;
     }
-    igemm_kernel<T, PREQ, WIDE><<<grid, IG_THREADS, smem, st>>>(*p);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE>, grid, dim3(IG_THREADS), smem, st, *p);
 }
 
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
@@ -855,7 +872,9 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
         cudaFuncSetAttribute(igemm_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
         attr_set = 1;
     }
-    igemm_q8_kernel<<<grid, IG_THREADS, ig_smem(p), st>>>(*p);
+    ig_params q = *p;
+    q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
+    pdl_launch_rows(igemm_q8_kernel, grid, dim3(IG_THREADS), ig_smem(p), st, q);
 }
 
 /* ig_launch_seg's switch: on unless CLOVER_CUDA_IG_SEG=0 (on since its H200 run, bench/device-runs/2026-12-23-seg24:
@@ -997,7 +1016,7 @@ static int igp_launch_t(const ig_params *p, unsigned max_tiles, cudaStream_t st)
     smem = igp_smem(p, ts, maxk); /* <= the first guess: grid >= sms or grid == items (maxk 1) */
     ig_params q = *p;
     q.tiles_cap = (int)max_tiles;
-    igp_kernel<T, NT><<<(unsigned)grid, IGP_THREADS, smem, st>>>(q, (int)maxk);
+    pdl_launch_rows(igp_kernel<T, NT>, dim3((unsigned)grid), dim3(IGP_THREADS), smem, st, q, (int)maxk);
     __atomic_fetch_add(&g_igp_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }

@@ -33,6 +33,7 @@ typedef struct ig_params {
     int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
     int bo;            /* outputs per block (ig_plan) */
     int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
+    int pf;            /* igemm_q8_kernel launched with PDL: prefetch the block's weights into L2 before waiting */
     /* dense Q8_0 on igemm_q8_kernel only (ig_launch_seg): n_seg > 0 products of the same 8-bit rows in one grid,
      * product s on grid.y blocks [seg_t0[s], seg_t0[s + 1]); w, w_lo, w_end, n_out, y are then product s's */
     int n_seg;

@@ -63,6 +63,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_wide.cuh"
+#include "cuda_pdl.cuh"
 #include "cuda_switch.h"
 
 enum {
@@ -133,6 +134,8 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * IW_BO, m_count = min(IW_BR, p.n_rows - m0);
     const int nchunks = (p.n_in + IW_CHUNK - 1) / IW_CHUNK, nblk = p.n_in / 32;
+    pdl_wait(); /* the rows are the kernel before's output (cuda_pdl.cuh) */
+    pdl_trigger();
 #pragma unroll
     for (int s = 0; s < IW_STAGES - 1; s++) {
         if (s < nchunks) iw_copy(p, n0, m0, m_count, s, sm + s * IW_STS);
@@ -263,6 +266,8 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
     const int n0 = blockIdx.y * BO;
     const uint8_t *wbase = p.w;
     int m_count;
+    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * IW_BR;
         m_count = min(IW_BR, p.n_rows - m0);
@@ -418,7 +423,7 @@ static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
         }
         attr_set = 1;
     }
-    igw_k_kernel<T><<<dim3(rt, ot), IW_THREADS, SMEM, st>>>(*p);
+    pdl_launch_rows(igw_k_kernel<T>, dim3(rt, ot), dim3(IW_THREADS), SMEM, st, *p);
     return 1;
 }
 
@@ -476,6 +481,6 @@ int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
         }
         attr_set = 1;
     }
-    igw_q8_kernel<<<dim3(rt, ot), IW_THREADS, IW_SMEM, st>>>(*p);
+    pdl_launch_rows(igw_q8_kernel, dim3(rt, ot), dim3(IW_THREADS), IW_SMEM, st, *p);
     return 1;
 }

@@ -25,6 +25,7 @@
 
 #include "cuda_check.h"
 #include "cuda_ops.h"
+#include "cuda_pdl.cuh"
 #include "cuda_preview.h"
 #include "cuda_switch.h"
 
@@ -234,6 +235,8 @@ extern "C" void cuda_stack_route_set(int on) { cuda_switch_set(&g_stack_route, o
 
 __global__ void k_gather(float *dst, const float *src, const int32_t *rows, size_t width) {
     const size_t r = blockIdx.y;
+    pdl_wait(); /* src and rows are earlier kernels' (cuda_pdl.cuh) */
+    pdl_trigger();
     const float *s = src + (size_t)rows[r] * width;
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += (size_t)gridDim.x * blockDim.x)
         dst[r * width + c] = s[c];
@@ -243,17 +246,20 @@ extern "C" int cuda_gather_rows(float *dst, const float *src, const int32_t *row
                                 void *stream) {
     if (n == 0) return 0;
     dim3 g((unsigned)((width + 255) / 256 < 64 ? (width + 255) / 256 : 64), (unsigned)n);
-    k_gather<<<g, 256, 0, (cudaStream_t)stream>>>(dst, src, rows, width);
+    pdl_launch_rows(k_gather, g, dim3(256), 0, (cudaStream_t)stream, dst, src, rows, width);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_gather_rows");
 }
 
 __global__ void k_mark(uint8_t *used, const int32_t *ids, size_t n) {
     size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    pdl_wait(); /* the ids are the router's (cuda_pdl.cuh) */
+    pdl_trigger();
     if (i < n) used[ids[i]] = 1;
 }
 
 extern "C" int cuda_mark_experts(uint8_t *used, const int32_t *ids, size_t n_slots, void *stream) {
     if (n_slots == 0) return 0;
-    k_mark<<<(unsigned)((n_slots + 255) / 256), 256, 0, (cudaStream_t)stream>>>(used, ids, n_slots);
+    pdl_launch_rows(k_mark, dim3((unsigned)((n_slots + 255) / 256)), dim3(256), 0, (cudaStream_t)stream, used, ids,
+                    n_slots);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_mark_experts");
 }

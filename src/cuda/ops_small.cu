@@ -212,6 +212,8 @@ extern "C" int cuda_add_rms_norm(float *x, float *h, const float *y, const float
 }
 
 __global__ void k_add(float *h, const float *y, size_t count) {
+    pdl_wait(); /* cuda_pdl.cuh */
+    pdl_trigger();
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count; i += (size_t)gridDim.x * blockDim.x)
         h[i] = h[i] + y[i];
 }
@@ -223,7 +225,7 @@ static unsigned grid_for(size_t count) {
 
 extern "C" int cuda_add(float *h, const float *y, size_t count, void *stream) {
     if (count == 0) return 0;
-    k_add<<<grid_for(count), 256, 0, as_stream(stream)>>>(h, y, count);
+    pdl_launch_rows(k_add, dim3(grid_for(count)), dim3(256), 0, as_stream(stream), h, y, count);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_add");
 }
 

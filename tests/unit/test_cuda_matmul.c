@@ -2414,6 +2414,93 @@ static void test_graph_capture(void) {
     cudaFree((void *)a.w), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work_d), cudaFree(work_c);
 }
 
+/* Programmatic dependent launch of the many-row kernels (cuda_pdl.cuh's pdl_launch_rows): a chain in which every
+ * product reads the one before's outputs (dense Q8_0 at 32 and 80 rows: the quantiser, igemm_q8_kernel, the
+ * segmented launch, the wide 64-row form; the grouped experts: the grouping, the Q4_K expert tiles; a float
+ * product of 80 outputs: the TF32 form), with every intermediate poisoned (NaN) before each run. A kernel that read its input before its
+ * pdl_wait would read NaN or a stale value. Captured into one graph and replayed 8 times with the row launches'
+ * PDL on, it must give the bits of the same chain launched plainly, one kernel after the other (PDL off): the
+ * stream order is the reference. */
+static void pdl_rows_case(size_t n_rows) {
+    enum { N_IN = 256, N1 = 256, N2 = 512, NE = 6, K = 2, NM = 40, NF = 80, REPS = 8 };
+    char why[256] = "", what[48];
+    snprintf(what, sizeof what, "pdl rows x%zu", n_rows);
+    size_t rb1, rb2, rbm, rbf;
+    uint8_t *w1 = make_weights(QUANT_Q8_0, N1, N_IN, &rb1), *w2 = make_weights(QUANT_Q8_0, 2 * N2, N1, &rb2);
+    uint8_t *wm = make_weights(QUANT_Q4_K, NE * NM, N2, &rbm), *wf = make_weights(QUANT_F32, NF, NM, &rbf);
+    float *x = malloc(n_rows * N_IN * sizeof(float));
+    fill(x, n_rows * N_IN, 1.0);
+    int32_t *ids = malloc(n_rows * K * sizeof(int32_t));
+    make_ids(ids, n_rows, K, NE);
+    void *dw1 = dev_upload(w1, N1 * rb1), *dw2 = dev_upload(w2, 2 * N2 * rb2), *dwm = dev_upload(wm, NE * NM * rbm);
+    void *dwf = dev_upload(wf, NF * rbf);
+    float *dx = dev_upload(x, n_rows * N_IN * sizeof(float));
+    int32_t *dids = dev_upload(ids, n_rows * K * sizeof(int32_t));
+    const size_t ny[5] = {n_rows * N1, n_rows * N2, n_rows * N2, n_rows * K * NM, n_rows * K * NF};
+    float *dy[5];
+    for (int i = 0; i < 5; i++) dy[i] = dev_poisoned(ny[i]);
+    cuda_moe_args m = {.type = QUANT_Q4_K, .w = dwm, .expert_stride = NM * rbm, .n_expert = NE, .n_out = NM,
+                       .n_in = N2, .x = dy[1], .ids = dids, .y = dy[3], .n_rows = n_rows, .k = K};
+    size_t wb = cuda_moe_chunk_work_bytes(&m), wq = cuda_matmul_chunk_work_bytes(QUANT_Q8_0, N2, n_rows);
+    if (wq > wb) wb = wq;
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    cudaStream_t st;
+    CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    float *ref[5], *got[5];
+    for (int i = 0; i < 5; i++) ref[i] = malloc(ny[i] * sizeof(float)), got[i] = malloc(ny[i] * sizeof(float));
+    for (int pass = 0; pass < 2; pass++) { /* 0: plain launches, eager; 1: PDL, captured and replayed */
+        cuda_pdl_set(pass);
+        cuda_pdl_rows_set(pass);
+        cudaGraphExec_t exec = NULL;
+        cudaGraph_t graph = NULL;
+        if (pass) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+        { /* the poison, then the chain (in the graph, so every replay starts from NaN) */
+            for (int i = 0; i < 5; i++) CU(cudaMemsetAsync(dy[i], 0xFF, ny[i] * sizeof(float), st));
+            int rc = cuda_matmul_chunk_ws(QUANT_Q8_0, dw1, N1, N_IN, dx, n_rows, dy[0], work, st, why, sizeof why);
+            cuda_matmul_seg seg[2] = {{.w = dw2, .n_out = N2, .y = dy[1]},
+                                      {.w = (uint8_t *)dw2 + N2 * rb2, .n_out = N2, .y = dy[2]}};
+            if (rc == 0)
+                rc = cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, N1, dy[0], n_rows, work, st, why, sizeof why);
+            if (rc == 0) rc = cuda_moe_chunk(&m, work, st, why, sizeof why);
+            if (rc == 0) rc = cuda_matmul_chunk(QUANT_F32, dwf, NF, NM, dy[3], n_rows * K, dy[4], st, why, sizeof why);
+            CHECK_MSG(rc == 0, "%s: %s", what, why);
+        }
+        if (pass) {
+            CU(cudaStreamEndCapture(st, &graph));
+            CU(cudaGraphInstantiate(&exec, graph, 0));
+        }
+        for (int r = 0; r < (pass ? REPS : 1); r++) {
+            if (pass) CU(cudaGraphLaunch(exec, st));
+            CU(cudaStreamSynchronize(st));
+            for (int i = 0; i < 5; i++) {
+                dev_download(pass ? got[i] : ref[i], dy[i], ny[i]);
+                if (pass)
+                    CHECK_MSG(memcmp(got[i], ref[i], ny[i] * sizeof(float)) == 0,
+                              "%s: product %d of the PDL graph (replay %d) differs from the plain chain", what, i, r);
+                else {
+                    size_t bad = 0;
+                    for (size_t j = 0; j < ny[i]; j++) bad += !isfinite(ref[i][j]);
+                    CHECK_MSG(bad == 0, "%s: product %d: %zu outputs not finite in the plain chain", what, i, bad);
+                }
+            }
+        }
+        if (exec) cudaGraphExecDestroy(exec);
+        if (graph) cudaGraphDestroy(graph);
+    }
+    cuda_pdl_set(1);
+    cuda_pdl_rows_set(-1);
+    cudaStreamDestroy(st);
+    for (int i = 0; i < 5; i++) free(ref[i]), free(got[i]), cudaFree(dy[i]);
+    free(w1), free(w2), free(wm), free(wf), free(x), free(ids);
+    cudaFree(dw1), cudaFree(dw2), cudaFree(dwm), cudaFree(dwf), cudaFree(dx), cudaFree(dids), cudaFree(work);
+}
+
+static void test_pdl_rows(void) {
+    pdl_rows_case(32);
+    pdl_rows_case(80);
+}
+
 /* The stream form at 9..32 rows (matmul_mmv_stream32.cu, cuda_matmul_stream_multi, CLOVER_CUDA_MMV_STREAM32): every
  * output within 1e-5 of the CPU's integer oracle (the independent reference), and bit for bit the chunk form with
  * scratch (cuda_matmul_chunk_ws, one matrix at a time) and the decode form in calls of 8 rows (cuda_matmul_decode),
@@ -2559,5 +2646,6 @@ int main(void) {
     RUN(test_glu);
     RUN(test_multi);
     RUN(test_graph_capture);
+    RUN(test_pdl_rows);
     return TEST_EXIT();
 }
