@@ -679,6 +679,12 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
+        if (w_up && !igw && !igp && share_on() && ig_pair_takes(a->type, &q)) { /* gate and up in one launch */
+            q.w_up = (const uint8_t *)w_up;
+            q.y_up = y_up;
+            ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
+            return mm_launch_status("cuda_moe_chunk", why, why_len);
+        }
         if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, st))
             MM_FAIL("cuda_moe_chunk: the %s kernel refused a product it takes", igp ? "persistent" : "wide");
         if (w_up && (igw || share_on())) { /* the pair's up product on the same tiles and 8-bit rows (no second

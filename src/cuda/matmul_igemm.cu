@@ -238,6 +238,11 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
 template <int T, bool PREQ, bool WIDE>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
+    if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
+        const ptrdiff_t d = p.w_up - p.w;
+        p.w += d, p.w_lo += d, p.w_end += d;
+        p.y = p.y_up;
+    }
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
@@ -924,7 +929,7 @@ static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
 }
 
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {
-    const dim3 grid(grid_x, grid_y);
+    const dim3 grid(grid_x, grid_y, p->w_up ? 2 : 1);
     switch (type) {
     case MM_Q8_0: ig_launch_p<MM_Q8_0>(p, grid, st); break;
     case MM_Q4_K: ig_launch_p<MM_Q4_K>(p, grid, st); break;
@@ -932,6 +937,15 @@ void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid
     case MM_Q6_K: ig_launch_p<MM_Q6_K>(p, grid, st); break;
     default: break;
     }
+}
+
+/* The pair in one launch (p->w_up): on unless CLOVER_CUDA_MOE_PAIR1=0 (cuda_moe_pair1_set: 1/0, negative: the
+ * environment again); only igemm_kernel takes it (not igemm_q8_kernel's Q8_0 tiles of <= 32 rows). */
+static int g_pair1 = -1;
+extern "C" void cuda_moe_pair1_set(int on) { cuda_switch_set(&g_pair1, on); }
+int ig_pair_takes(uint32_t type, const ig_params *p) {
+    return cuda_switch_on(&g_pair1, "CLOVER_CUDA_MOE_PAIR1", 1) && p->perm && p->xq &&
+           !(type == MM_Q8_0 && !p->wide && ig_q8_enabled());
 }
 
 unsigned ig_out_tiles(const ig_params *p, size_t n_out) { return (unsigned)((n_out + p->bo - 1) / p->bo); }

@@ -34,6 +34,10 @@ typedef struct ig_params {
     int bo;            /* outputs per block (ig_plan) */
     int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
     int pf;            /* igemm_q8_kernel launched with PDL: prefetch the block's weights into L2 before waiting */
+    /* MoE on igemm_kernel: a pair's second product (the experts' up beside their gate) in the same launch, on
+     * grid.z == 1: weights w_up (the same shape, stride and alignment as w), outputs y_up; NULL: one product */
+    const uint8_t *w_up;
+    float *y_up;
     /* dense Q8_0 on igemm_q8_kernel only (ig_launch_seg): n_seg > 0 products of the same 8-bit rows in one grid,
      * product s on grid.y blocks [seg_t0[s], seg_t0[s + 1]); w, w_lo, w_end, n_out, y are then product s's */
     int n_seg;
@@ -53,9 +57,12 @@ int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p);
 /* The chunk-major 8-bit rows: bytes for n_rows rows, and the kernel that writes them. */
 size_t ig_xq_bytes(size_t n_in, size_t n_rows);
 void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st);
-/* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles). */
+/* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles), x 2 along z with p->w_up set (the
+ * pair: each block computes what it computes alone, for its z's product, so the bits of two launches). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);
 unsigned ig_out_tiles(const ig_params *p, size_t n_out);
+/* 1 when ig_launch takes p (grouped, rows pre-quantised) with p->w_up: the pair in one launch. */
+int ig_pair_takes(uint32_t type, const ig_params *p);
 /* Dense Q8_0 products of the same pre-quantised rows (p: the rows, n_in, xq set as for ig_launch; seg[i]: product
  * i) in ONE launch of igemm_q8_kernel, product after product along grid.y: the bits of one ig_launch each (the
  * same blocks, each computing what it computed alone). 1 when launched; 0, nothing launched, when the switch

@@ -882,9 +882,11 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     CHECK_MSG(cuda_moe_chunk(&au, work, NULL, why, sizeof why) == 0, "%s", why);
     dev_download(old_u, dyu, n_slots * n_out);
     size_t bad_pair = 0;
-    for (int few = 0; few < 3; few++) { /* the two calls, the few-row kernel's one launch, the shared grouping */
+    for (int few = 0; few < 4; few++) { /* the two calls, the few-row kernel's one launch, the shared grouping in
+                                          * one launch (grid.z the product) and in two */
         cuda_igemm_few_set(few == 1);
-        cuda_matmul_share_set(few == 2);
+        cuda_matmul_share_set(few >= 2);
+        cuda_moe_pair1_set(few == 2);
         CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
         CU(cudaMemset(dyu, 0xFF, n_slots * n_out * sizeof(float)));
         CHECK_MSG(cuda_moe_chunk_pair(&a, w_up, dyu, work, NULL, why, sizeof why) == 0, "%s", why);
@@ -894,6 +896,7 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     }
     few_restore();
     cuda_matmul_share_set(-1);
+    cuda_moe_pair1_set(-1);
     CHECK_MSG(bad_pair == 0, "few moe pair %s n_in %zu n_out %zu rows %zu experts %zu: %zu outputs differ",
               quant_type_name(type), n_in, n_out, n_rows, n_used, bad_pair);
     free(old_u), free(got_g), free(got_u);
@@ -2416,7 +2419,7 @@ static void test_graph_capture(void) {
 
 /* Programmatic dependent launch of the many-row kernels (cuda_pdl.cuh's pdl_launch_rows): a chain in which every
  * product reads the one before's outputs (dense Q8_0 at 32 and 80 rows: the quantiser, igemm_q8_kernel, the
- * segmented launch, the wide 64-row form; the grouped experts: the grouping, the Q4_K expert tiles; a float
+ * segmented launch, the wide 64-row form; the grouped experts: the grouping, the Q4_K gate and up tiles; a float
  * product of 80 outputs: the TF32 form), with every intermediate poisoned (NaN) before each run. A kernel that read its input before its
  * pdl_wait would read NaN or a stale value. Captured into one graph and replayed 8 times with the row launches'
  * PDL on, it must give the bits of the same chain launched plainly, one kernel after the other (PDL off): the
@@ -2427,18 +2430,19 @@ static void pdl_rows_case(size_t n_rows) {
     snprintf(what, sizeof what, "pdl rows x%zu", n_rows);
     size_t rb1, rb2, rbm, rbf;
     uint8_t *w1 = make_weights(QUANT_Q8_0, N1, N_IN, &rb1), *w2 = make_weights(QUANT_Q8_0, 2 * N2, N1, &rb2);
-    uint8_t *wm = make_weights(QUANT_Q4_K, NE * NM, N2, &rbm), *wf = make_weights(QUANT_F32, NF, NM, &rbf);
+    uint8_t *wm = make_weights(QUANT_Q4_K, (NE + 1) * NM, N2, &rbm), *wf = make_weights(QUANT_F32, NF, NM, &rbf);
     float *x = malloc(n_rows * N_IN * sizeof(float));
     fill(x, n_rows * N_IN, 1.0);
     int32_t *ids = malloc(n_rows * K * sizeof(int32_t));
     make_ids(ids, n_rows, K, NE);
-    void *dw1 = dev_upload(w1, N1 * rb1), *dw2 = dev_upload(w2, 2 * N2 * rb2), *dwm = dev_upload(wm, NE * NM * rbm);
+    void *dw1 = dev_upload(w1, N1 * rb1), *dw2 = dev_upload(w2, 2 * N2 * rb2);
+    void *dwm = dev_upload(wm, (NE + 1) * NM * rbm);
     void *dwf = dev_upload(wf, NF * rbf);
     float *dx = dev_upload(x, n_rows * N_IN * sizeof(float));
     int32_t *dids = dev_upload(ids, n_rows * K * sizeof(int32_t));
-    const size_t ny[5] = {n_rows * N1, n_rows * N2, n_rows * N2, n_rows * K * NM, n_rows * K * NF};
-    float *dy[5];
-    for (int i = 0; i < 5; i++) dy[i] = dev_poisoned(ny[i]);
+    const size_t ny[6] = {n_rows * N1, n_rows * N2, n_rows * N2, n_rows * K * NM, n_rows * K * NF, n_rows * K * NM};
+    float *dy[6];
+    for (int i = 0; i < 6; i++) dy[i] = dev_poisoned(ny[i]);
     cuda_moe_args m = {.type = QUANT_Q4_K, .w = dwm, .expert_stride = NM * rbm, .n_expert = NE, .n_out = NM,
                        .n_in = N2, .x = dy[1], .ids = dids, .y = dy[3], .n_rows = n_rows, .k = K};
     size_t wb = cuda_moe_chunk_work_bytes(&m), wq = cuda_matmul_chunk_work_bytes(QUANT_Q8_0, N2, n_rows);
@@ -2447,8 +2451,8 @@ static void pdl_rows_case(size_t n_rows) {
     CU(cudaMalloc(&work, wb + 256));
     cudaStream_t st;
     CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
-    float *ref[5], *got[5];
-    for (int i = 0; i < 5; i++) ref[i] = malloc(ny[i] * sizeof(float)), got[i] = malloc(ny[i] * sizeof(float));
+    float *ref[6], *got[6];
+    for (int i = 0; i < 6; i++) ref[i] = malloc(ny[i] * sizeof(float)), got[i] = malloc(ny[i] * sizeof(float));
     for (int pass = 0; pass < 2; pass++) { /* 0: plain launches, eager; 1: PDL, captured and replayed */
         cuda_pdl_set(pass);
         cuda_pdl_rows_set(pass);
@@ -2456,13 +2460,14 @@ static void pdl_rows_case(size_t n_rows) {
         cudaGraph_t graph = NULL;
         if (pass) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
         { /* the poison, then the chain (in the graph, so every replay starts from NaN) */
-            for (int i = 0; i < 5; i++) CU(cudaMemsetAsync(dy[i], 0xFF, ny[i] * sizeof(float), st));
+            for (int i = 0; i < 6; i++) CU(cudaMemsetAsync(dy[i], 0xFF, ny[i] * sizeof(float), st));
             int rc = cuda_matmul_chunk_ws(QUANT_Q8_0, dw1, N1, N_IN, dx, n_rows, dy[0], work, st, why, sizeof why);
             cuda_matmul_seg seg[2] = {{.w = dw2, .n_out = N2, .y = dy[1]},
                                       {.w = (uint8_t *)dw2 + N2 * rb2, .n_out = N2, .y = dy[2]}};
             if (rc == 0)
                 rc = cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, N1, dy[0], n_rows, work, st, why, sizeof why);
-            if (rc == 0) rc = cuda_moe_chunk(&m, work, st, why, sizeof why);
+            if (rc == 0) /* gate and up (the up: the weights one expert on) */
+                rc = cuda_moe_chunk_pair(&m, (uint8_t *)dwm + NM * rbm, dy[5], work, st, why, sizeof why);
             if (rc == 0) rc = cuda_matmul_chunk(QUANT_F32, dwf, NF, NM, dy[3], n_rows * K, dy[4], st, why, sizeof why);
             CHECK_MSG(rc == 0, "%s: %s", what, why);
         }
@@ -2473,7 +2478,7 @@ static void pdl_rows_case(size_t n_rows) {
         for (int r = 0; r < (pass ? REPS : 1); r++) {
             if (pass) CU(cudaGraphLaunch(exec, st));
             CU(cudaStreamSynchronize(st));
-            for (int i = 0; i < 5; i++) {
+            for (int i = 0; i < 6; i++) {
                 dev_download(pass ? got[i] : ref[i], dy[i], ny[i]);
                 if (pass)
                     CHECK_MSG(memcmp(got[i], ref[i], ny[i] * sizeof(float)) == 0,
@@ -2491,7 +2496,7 @@ static void pdl_rows_case(size_t n_rows) {
     cuda_pdl_set(1);
     cuda_pdl_rows_set(-1);
     cudaStreamDestroy(st);
-    for (int i = 0; i < 5; i++) free(ref[i]), free(got[i]), cudaFree(dy[i]);
+    for (int i = 0; i < 6; i++) free(ref[i]), free(got[i]), cudaFree(dy[i]);
     free(w1), free(w2), free(wm), free(wf), free(x), free(ids);
     cudaFree(dw1), cudaFree(dw2), cudaFree(dwm), cudaFree(dwf), cudaFree(dx), cudaFree(dids), cudaFree(work);
 }
