@@ -18,8 +18,9 @@
 #     bench_cuda_backend --prompt-only 1 00 / 11 twice; bench_batch diffusion N=1,16 00 / 11
 #  r  clover run ids (diffusion, --ar) with 00 and 11: equal
 #  s  ncu source counters (stall samples per SASS instruction and per source line) of the commit's
-#     gdn_chunked_kernel and the preview's grouped expert product igemm_kernel<12,1,1>: where their time goes
-#     (ncusrc.py beside this script prints the top lines)
+#     gdn_chunked_kernel and the preview's grouped expert product igemm_kernel<12,1,1>, coreset (k_coreset_warp)
+#     and GDN block heads (k_block_head_fused): where their time goes (ncusrc.py beside this script prints the top
+#     lines)
 # Predictions (before the run; seg24, H200: preview 8.26-8.28 ms, commit 13.61-13.66, block diffusion 112.9 tok/s):
 #  t: every case bit-identical, the suites pass.
 #  b: PDL: ~0.6 us saved a converted launch (the decode's PDL A/B: 0.33 ms over 533 kernels): preview ~800
@@ -29,7 +30,8 @@
 #     bench_batch N=16 diffusion +5..+10%.
 #  r: ids equal.
 #  s: gdn_chunked_kernel: most samples at the forward substitution's barrier and its dependent chains, and in
-#     the A / q k^T products' FMA chains; igemm_kernel: the cp.async wait at each chunk (few blocks in flight).
+#     the A / q k^T products' FMA chains; igemm_kernel: the cp.async wait at each chunk (few blocks in flight);
+#     k_coreset_warp: the float64 exp and the one-lane float64 sums; k_block_head_fused: the state's loads.
 set -uo pipefail
 PACK=${PACK:-.gpu-pdlrows24}
 STEPS=${STEPS:-t b r s}
@@ -86,10 +88,10 @@ fi
 if has s && command -v ncu > /dev/null; then
   wait $SPID
   # range 4: the block commit (graph nodes); range 5: the eager preview with the coreset
-  for k in "4 gdn_chunked_kernel gdn" "5 igemm_kernel moe"; do
+  for k in "4 gdn_chunked_kernel gdn" "5 igemm_kernel moe" "5 k_coreset_warp coreset" "5 k_block_head_fused head"; do
     set -- $k
-    [ "$(el)" -lt 500 ] || { say "ncu source $3: no time left"; continue; }
-    CLOVER_BENCH_PROFILE_ONLY=$1 timeout 120 ncu --profile-from-start off -k "regex:$2" -s 2 -c 1 \
+    [ "$(el)" -lt 480 ] || { say "ncu source $3: no time left"; continue; }
+    CLOVER_BENCH_PROFILE_ONLY=$1 timeout 100 ncu --profile-from-start off -k "regex:$2" -s 2 -c 1 \
       --section SourceCounters --section WarpStateStats --section SpeedOfLight -f -o "$O/src_$3" \
       "$D/bin/bench_cuda_preview" $F --profile > "$O/src_$3.out" 2>&1
     say "== ncu source $3 ($2, range $1) rc=$? at +$(el)s"
