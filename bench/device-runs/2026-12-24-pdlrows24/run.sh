@@ -92,16 +92,17 @@ if has s && command -v ncu > /dev/null; then
     set -- $k
     [ "$(el)" -lt 480 ] || { say "ncu source $3: no time left"; continue; }
     CLOVER_BENCH_PROFILE_ONLY=$1 timeout 100 ncu --profile-from-start off -k "regex:$2" -s 2 -c 1 \
-      --section SourceCounters --section WarpStateStats --section SpeedOfLight -f -o "$O/src_$3" \
+      --section SourceCounters --section WarpStateStats --section SpeedOfLight --import-source yes \
+      --source-folders "$PWD/src/cuda" -f -o "$O/src_$3" \
       "$D/bin/bench_cuda_preview" $F --profile > "$O/src_$3.out" 2>&1
     say "== ncu source $3 ($2, range $1) rc=$? at +$(el)s"
     for v in sass cuda; do
-      timeout 60 ncu -i "$O/src_$3.ncu-rep" --page source --csv --print-source $v \
-        --source-folders "$PWD/src/cuda" > "$O/src_$3_$v.csv" 2> "$O/src_$3_$v.err"
+      timeout 60 ncu -i "$O/src_$3.ncu-rep" --page source --csv --print-source $v > "$O/src_$3_$v.csv" \
+        2> "$O/src_$3_$v.err"
       say "   source page $v rc=$? $(wc -l < "$O/src_$3_$v.csv") lines"
       python3 "$HERE/ncusrc.py" "$O/src_$3_$v.csv" 30 2>&1 | cut -c1-200 | tee -a "$S"
     done
-    cp "$O/src_$3_sass.csv" "$O/src_$3_cuda.csv" "$R/" 2>/dev/null
+    python3 "$HERE/ncusrc.py" "$O/src_$3_cuda.csv" 60 > "$R/src_$3_top.txt" 2>&1
   done
 fi
 dr_end
