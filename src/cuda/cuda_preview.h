@@ -96,6 +96,10 @@ int cuda_gdn_head_once_on(void);
 void cuda_gdn_head_once_set(int on);
 void cuda_gdn_head_once_groups_set(int g);
 unsigned long long cuda_gdn_head_once_launches(void);
+/* The tile form's rows a tile (gdn_block_fused.cu): 4 where 8-row tiles would leave SMs without a block (a lone
+ * preview), else 8; the same bits either way. CLOVER_CUDA_GDN_HEAD_RT=4|8 forces it (read once); _set: 4, 8, 0 by
+ * shape, negative the environment again (tests, benches). */
+void cuda_gdn_head_rt_set(int rt);
 
 /* Scratch bytes of cuda_moe_coreset for n rows. */
 size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);

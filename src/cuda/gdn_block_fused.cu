@@ -138,17 +138,17 @@ struct fused_layout {
     size_t q, qs, k, s, v, o, total;
 };
 
-__host__ __device__ static inline fused_layout fused_layout_of(int b, int dk, int dv) {
+__host__ __device__ static inline fused_layout fused_layout_of(int b, int dk, int dv, int rt) {
     fused_layout L;
     L.pst = (b + 1 + 3) / 4 * 4;
     L.kp = dk + 1;
-    L.q = (size_t)F_RT * L.pst;
-    L.qs = L.q + (size_t)F_RT * dk;
-    L.k = L.qs + (size_t)F_RT * dk;
+    L.q = (size_t)rt * L.pst;
+    L.qs = L.q + (size_t)rt * dk;
+    L.k = L.qs + (size_t)rt * dk;
     L.s = (L.k + (size_t)b * L.kp + 3) / 4 * 4;
     L.v = L.s + (size_t)dk * dv;
     L.o = L.v + (size_t)b * dv;
-    L.total = L.o + (size_t)F_RT * dv;
+    L.total = L.o + (size_t)rt * dv;
     return L;
 }
 
@@ -223,21 +223,23 @@ __device__ __forceinline__ static void tile_softmax(const tile_bufs &T, int bp, 
     }
 }
 
-/* read-out: a thread owns column c for the rows rg, rg + NR, ... (k_block_head_s's split and sums) */
+/* read-out: a thread owns column c for the rows rg, rg + NR, ... of a tile of RT rows (k_block_head_s's split and
+ * sums: each output's operations and their order do not depend on RT) */
+template <int RT>
 __device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, int dk, int dv, int rows, int t) {
     const int NR = F_THREADS / dv, c = t % dv, rg = t / dv, pst = T.pst;
     const float *Ss = T.Ss, *Vs = T.Vs, *qsc = T.qsc, *p = T.p;
     if (rg < NR) {
-        float u[F_RT], acc[F_RT];
+        float u[RT], acc[RT];
 #pragma unroll
-        for (int r = 0; r < F_RT; r++) u[r] = 0.0f, acc[r] = 0.0f;
+        for (int r = 0; r < RT; r++) u[r] = 0.0f, acc[r] = 0.0f;
         for (int k = 0; k < dk; k += 4) {
             const float s0 = Ss[k * dv + c], s1 = Ss[(k + 1) * dv + c], s2 = Ss[(k + 2) * dv + c],
                         s3 = Ss[(k + 3) * dv + c];
 #pragma unroll
-            for (int r = 0; r < F_RT; r++) {
+            for (int r = 0; r < RT; r++) {
                 const int ii = rg + r * NR;
-                if (r * NR < F_RT && ii < rows) {
+                if (r * NR < RT && ii < rows) {
                     const float4 q4 = *(const float4 *)(qsc + ii * dk + k);
                     u[r] += s0 * q4.x;
                     u[r] += s1 * q4.y;
@@ -251,9 +253,9 @@ __device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, i
             const float v0 = Vs[j * dv + c], v1 = Vs[(j + 1) * dv + c], v2 = Vs[(j + 2) * dv + c],
                         v3 = Vs[(j + 3) * dv + c];
 #pragma unroll
-            for (int r = 0; r < F_RT; r++) {
+            for (int r = 0; r < RT; r++) {
                 const int ii = rg + r * NR;
-                if (r * NR < F_RT && ii < rows) {
+                if (r * NR < RT && ii < rows) {
                     const float4 p4 = *(const float4 *)(p + ii * pst + j);
                     acc[r] += p4.x * v0;
                     acc[r] += p4.y * v1;
@@ -265,15 +267,15 @@ __device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, i
         for (; j < b; j++) {
             const float vv = Vs[j * dv + c];
 #pragma unroll
-            for (int r = 0; r < F_RT; r++) {
+            for (int r = 0; r < RT; r++) {
                 const int ii = rg + r * NR;
-                if (r * NR < F_RT && ii < rows) acc[r] += p[ii * pst + j] * vv;
+                if (r * NR < RT && ii < rows) acc[r] += p[ii * pst + j] * vv;
             }
         }
 #pragma unroll
-        for (int r = 0; r < F_RT; r++) {
+        for (int r = 0; r < RT; r++) {
             const int ii = rg + r * NR;
-            if (r * NR < F_RT && ii < rows) T.os[ii * dv + c] = acc[r] + p[ii * pst + b] * u[r];
+            if (r * NR < RT && ii < rows) T.os[ii * dv + c] = acc[r] + p[ii * pst + b] * u[r];
         }
     }
 }
@@ -333,12 +335,13 @@ __device__ __forceinline__ static int head_key(const fused_args &A, int h) {
     return A.tiled ? h % A.nk : h / (A.nv / A.nk);
 }
 
-/* Value head h, rows i0 .. i0 + F_RT - 1 of A's block (k_block_head_fused's body). */
+/* Value head h, rows i0 .. i0 + RT - 1 of A's block (k_block_head_fused's body). */
+template <int RT>
 __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int h, int i0) {
     extern __shared__ __align__(16) float sh[];
-    const int b = A.b, rows = b - i0 < F_RT ? b - i0 : F_RT, kh = head_key(A, h);
+    const int b = A.b, rows = b - i0 < RT ? b - i0 : RT, kh = head_key(A, h);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid / 32;
-    const fused_layout L = fused_layout_of(b, A.dk, A.dv);
+    const fused_layout L = fused_layout_of(b, A.dk, A.dv, RT);
     const tile_bufs T = {sh, sh + L.qs, sh + L.o, sh + L.q, sh + L.k, sh + L.s, sh + L.v, L.pst, L.kp};
     pdl_wait(); /* q, k, v are the conv kernel's output */
     pdl_trigger();
@@ -356,13 +359,14 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
     tile_softmax(T, b + 1, rows, lane, warp);
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    tile_readout(T, b, A.dk, A.dv, rows, tid);
+    tile_readout<RT>(T, b, A.dk, A.dv, rows, tid);
     __syncthreads();
     tile_norm(A, T, h, i0, rows, lane, warp);
 }
 
+template <int RT>
 __global__ void __launch_bounds__(F_THREADS) k_block_head_fused(fused_args A) {
-    head_fused_tile(A, (int)blockIdx.x, (int)blockIdx.y * F_RT);
+    head_fused_tile<RT>(A, (int)blockIdx.x, (int)blockIdx.y * RT);
 }
 
 /* A stacked preview's sequence z: A's pointers at the pass's row 0 moved to its rows; its own state, row count and
@@ -380,12 +384,13 @@ __device__ __forceinline__ static void seq_args(fused_args &A, const cuda_gdn_bl
 
 /* Every sequence of a stacked preview (grid z). Shared memory is sized for the largest block; a smaller one's layout
  * (fused_layout_of of its own b) fits inside it, and the arithmetic does not depend on where. */
+template <int RT>
 __global__ void __launch_bounds__(F_THREADS) k_block_head_fused_multi(fused_args A, cuda_gdn_block_seqs m) {
     const cuda_gdn_block_seq q = m.seq[blockIdx.z];
-    const int i0 = (int)blockIdx.y * F_RT;
+    const int i0 = (int)blockIdx.y * RT;
     if (i0 >= q.b) return; /* the whole block */
     seq_args(A, q);
-    head_fused_tile(A, (int)blockIdx.x, i0);
+    head_fused_tile<RT>(A, (int)blockIdx.x, i0);
 }
 
 /* ---- 2'. the head-once form (CLOVER_CUDA_GDN_HEAD_ONCE=1): a block a value head (and sequence), G groups of
@@ -465,7 +470,7 @@ __device__ __forceinline__ static void head_once(const fused_args &A, int h) {
             tile_softmax(T, b + 1, rows, lane, warp);
             group_sync<G>(g);
         }
-        tile_readout(T, b, dk, A.dv, rows, t);
+        tile_readout<F_RT>(T, b, dk, A.dv, rows, t);
         group_sync<G>(g);
         tile_norm(A, T, h, i0, rows, lane, warp); /* (o is rewritten only past the next tile's first barrier) */
     }
@@ -496,6 +501,45 @@ extern "C" void cuda_gdn_head_once_groups_set(int g) {
 }
 extern "C" unsigned long long cuda_gdn_head_once_launches(void) {
     return __atomic_load_n(&g_head_once_launches, __ATOMIC_RELAXED);
+}
+
+/* ---- the tile form's rows a tile: 8, or 4 where the 8-row tiles would not give every SM a block (a lone preview:
+ * 32 value heads x 4 tiles = 128 blocks on the H100's 132 SMs; ncu, 2026-12-24-pdlrows24: 57% of the kernel in the
+ * read-out's dependent chains at 8 warps an SM). CLOVER_CUDA_GDN_HEAD_RT=4|8 forces it; cuda_gdn_head_rt_set: 4, 8,
+ * 0 by shape, negative the environment again. Each output's operations do not depend on the tile: the same bits. */
+static int g_head_rt = INT_MIN;
+extern "C" void cuda_gdn_head_rt_set(int rt) { __atomic_store_n(&g_head_rt, rt < 0 ? INT_MIN : rt, __ATOMIC_RELAXED); }
+static int head_sms(void) {
+    static int sms = 0; /* one device kind a process */
+    if (sms <= 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
+            return 132;
+        sms = n;
+    }
+    return sms;
+}
+static int head_rt(int bmax, int nv, int n_seq) {
+    const int f = cuda_env_int(&g_head_rt, "CLOVER_CUDA_GDN_HEAD_RT", 0);
+    if (f == 4 || f == 8) return f;
+    return (long)nv * ((bmax + 7) / 8) * n_seq <= head_sms() && bmax > 4 ? 4 : 8;
+}
+template <int RT>
+static void head_tile_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, cudaStream_t st) {
+    static int attr_set = 0;
+    if (!attr_set) {
+        cudaFuncSetAttribute(k_block_head_fused<RT>, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
+        cudaFuncSetAttribute(k_block_head_fused_multi<RT>, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
+        attr_set = 1;
+    }
+    const size_t smem = fused_layout_of(bmax, A.dk, A.dv, RT).total * sizeof(float);
+    const unsigned tiles = (unsigned)((bmax + RT - 1) / RT);
+    if (m)
+        pdl_launch(k_block_head_fused_multi<RT>, dim3((unsigned)A.nv, tiles, (unsigned)m->n_seq), dim3(F_THREADS),
+                   smem, st, A, *m);
+    else
+        pdl_launch(k_block_head_fused<RT>, dim3((unsigned)A.nv, tiles), dim3(F_THREADS), smem, st, A);
 }
 
 /* The groups of a block of b rows: one a tile up to 4 (3 tiles: 4, a group idle rather than one walking two), or
@@ -533,20 +577,15 @@ static void head_once_launch(const fused_args &A, const cuda_gdn_block_seqs *m, 
 }
 
 /* The heads' launch of either form: the head-once one when switched on and its shared memory fits (bmax rows),
- * else the tile one (its attributes set by the caller). */
-static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, size_t tile_smem,
-                         cudaStream_t st) {
+ * else the tile one (its 8-row tiles' shared memory checked by the caller; 4-row tiles take less). */
+static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, cudaStream_t st) {
     size_t smem = 0;
     const int G = cuda_gdn_head_once_on() ? head_once_groups(bmax, A.dk, A.dv, &smem) : 0;
     if (G == 4) return head_once_launch<4>(A, m, smem, st);
     if (G == 2) return head_once_launch<2>(A, m, smem, st);
     if (G == 1) return head_once_launch<1>(A, m, smem, st);
-    const unsigned tiles = (unsigned)((bmax + F_RT - 1) / F_RT);
-    if (m)
-        pdl_launch(k_block_head_fused_multi, dim3((unsigned)A.nv, tiles, (unsigned)m->n_seq), dim3(F_THREADS),
-                   tile_smem, st, A, *m);
-    else
-        pdl_launch(k_block_head_fused, dim3((unsigned)A.nv, tiles), dim3(F_THREADS), tile_smem, st, A);
+    if (head_rt(bmax, A.nv, m ? m->n_seq : 1) == 4) return head_tile_launch<4>(A, m, bmax, st);
+    head_tile_launch<F_RT>(A, m, bmax, st);
 }
 
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
@@ -555,23 +594,17 @@ int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const f
                            const float *state, const cuda_gdn_block_weights *w, const cuda_gdn_dims *d, int b,
                            float ln_ratio, float *work, cudaStream_t st) {
     const int cd = cuda_gdn_conv_dim(d), dk = d->k_dim, dv = d->v_dim, nk = d->n_k_heads;
-    const fused_layout L = fused_layout_of(b, dk, dv);
-    const size_t smem = L.total * sizeof(float);
+    const size_t smem = fused_layout_of(b, dk, dv, F_RT).total * sizeof(float);
     if (dk % 4 || dv % 4 || cd % 4 || dv > F_THREADS || F_THREADS % dv || smem > F_SMEM_MAX ||
         ((uintptr_t)work | (uintptr_t)state) % 16)
         return 1;
-    static int attr_set = 0;
-    if (!attr_set) {
-        cudaFuncSetAttribute(k_block_head_fused, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
-        attr_set = 1;
-    }
     const int units = 2 * nk + (cd - 2 * nk * dk + F_VCH - 1) / F_VCH;
     pdl_launch(k_block_conv_l2, dim3((unsigned)((units + 7) / 8), (unsigned)b), dim3(256), 0, st, work, mixed, ring,
                w->conv_w, w->conv_right, cd, d->conv_k, b, nk, dk);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  state, *w, nk, d->n_v_heads, dk, dv, cd, b, d->tiled, ln_ratio,
                     (float)pow((double)dk, -0.5), d->eps};
-    heads_launch(A, NULL, b, smem, st);
+    heads_launch(A, NULL, b, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block heads + gated norm")) return -1;
     return 0;
 }
@@ -589,21 +622,15 @@ int gdn_block_fused_multi_launch(float *y, const float *mixed, const float *z, c
         aligned = aligned && ((uintptr_t)m->seq[i].state % 16) == 0;
     }
     if (bmax <= 0) return 0;
-    const fused_layout L = fused_layout_of(bmax, dk, dv);
-    const size_t smem = L.total * sizeof(float);
+    const size_t smem = fused_layout_of(bmax, dk, dv, F_RT).total * sizeof(float);
     if (dk % 4 || dv % 4 || cd % 4 || dv > F_THREADS || F_THREADS % dv || smem > F_SMEM_MAX || !aligned) return 1;
-    static int attr_set = 0;
-    if (!attr_set) {
-        cudaFuncSetAttribute(k_block_head_fused_multi, cudaFuncAttributeMaxDynamicSharedMemorySize, F_SMEM_MAX);
-        attr_set = 1;
-    }
     const int units = 2 * nk + (cd - 2 * nk * dk + F_VCH - 1) / F_VCH;
     pdl_launch(k_block_conv_l2_multi, dim3((unsigned)((units + 7) / 8), (unsigned)bmax, (unsigned)m->n_seq),
                dim3(256), 0, st, work, mixed, w->conv_w, w->conv_right, cd, d->conv_k, nk, dk, *m);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  NULL, *w, nk, d->n_v_heads, dk, dv, cd, 0, d->tiled, 0.0f,
                     (float)pow((double)dk, -0.5), d->eps};
-    heads_launch(A, m, bmax, smem, st);
+    heads_launch(A, m, bmax, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi heads + gated norm")) return -1;
     return 0;
 }

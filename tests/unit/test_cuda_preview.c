@@ -869,7 +869,8 @@ static void gdn_block_forms(void) {
  * read-out row groups, grouped heads, K 3; dv 64 over dk 32, K 2), with the groups a block by shape and forced to 1,
  * 2 and 4 (a group walking several tiles; idle groups). Every output written (NaN-poisoned), the rings and states
  * untouched (a preview reads them only), every switched-on call counted as a head-once launch (the form ran), and
- * the lone outputs against gdn_block_scalar within the fixtures' bound. */
+ * the lone outputs against gdn_block_scalar within the fixtures' bound. The tile form's 4-row tiles
+ * (cuda_gdn_head_rt_set) against its 8-row tiles on the same calls, bit for bit. */
 static void gdn_head_once(void) {
     typedef struct {
         int nk, nv, dk, dv, K, tiled;
@@ -881,7 +882,7 @@ static void gdn_head_once(void) {
     const int groups[NG] = {0, 1, 2, 4};
     const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
     cuda_preview_set_forms(-1, 1);                          /* the fused form, whatever CLOVER_CUDA_GDN_BLOCK says */
-    size_t cases = 0, launches = 0;
+    size_t cases = 0, launches = 0, rt_cases = 0;
     double worst_rel = 0;
     const unsigned long long launched0 = cuda_gdn_head_once_launches();
     for (int gi = 0; gi < (small ? 2 : 3); gi++) {
@@ -936,7 +937,18 @@ static void gdn_head_once(void) {
         for (int bi = 0; bi <= NB; bi++) { /* bi == NB: the stacked preview */
             if (small && bi != 0 && bi != 5 && bi != 9 && bi != NB) continue;
             const size_t b = bi < NB ? lone[bi] : 0, n = b ? b : nr;
+            cuda_gdn_head_rt_set(8);
             HEAD_ONCE_RUN(y0, 0, 0, b, n);
+            cuda_gdn_head_rt_set(4); /* the tile form's 4-row tiles: the 8-row tiles' bits */
+            HEAD_ONCE_RUN(y1, 0, 0, b, n);
+            cuda_gdn_head_rt_set(0);
+            {
+                size_t diff = 0, bad = 0;
+                for (size_t i = 0; i < n * zw; i++) bad += !isfinite(y1[i]), diff += memcmp(&y0[i], &y1[i], 4) != 0;
+                CHECK_MSG(bad == 0 && diff == 0, "geometry %d, %s %zu rows, 4-row tiles: %zu outputs not finite, %zu "
+                          "differ from the 8-row tiles' bits", gi, b ? "lone" : "stacked", n, bad, diff);
+                rt_cases++;
+            }
             for (int k = 0; k < NG; k++) {
                 if (small && k != 0) continue;
                 HEAD_ONCE_RUN(y1, 1, groups[k], b, n);
@@ -972,9 +984,11 @@ static void gdn_head_once(void) {
     CHECK_MSG(ran == launches, "%llu head-once launches for %zu switched-on calls", ran, launches);
     cuda_gdn_head_once_set(-1);
     cuda_gdn_head_once_groups_set(-1);
+    cuda_gdn_head_rt_set(-1);
     cuda_preview_set_forms(-1, -1);
-    printf("     gdn heads, head-once vs tiles: %zu cases bit for bit (%llu launches), states untouched; vs the oracle "
-           "within %.3g of max(1, max|ref|)\n", cases, ran, worst_rel);
+    printf("     gdn heads, head-once vs tiles: %zu cases bit for bit (%llu launches), 4-row vs 8-row tiles: %zu cases "
+           "bit for bit, states untouched; vs the oracle within %.3g of max(1, max|ref|)\n", cases, ran, rt_cases,
+           worst_rel);
 }
 
 int main(void) {

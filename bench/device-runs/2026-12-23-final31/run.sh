@@ -90,9 +90,12 @@ if has l; then
   LB=$D/llama/llama-bench
   [ -s "$PACK/llama.txz" ] && tar xJf "$PACK/llama.txz" -C "$D"
   if [ -x $LB ]; then
-    for a in "--n-cpu-moe 8" "--n-cpu-moe 11" "--n-cpu-moe 27" "--n-cpu-moe 30" "--n-cpu-moe 6" "--n-cpu-moe 10" \
+    # L31_SPLITS (added 2026-12-05 14:27): a shorter list of --n-cpu-moe values, e.g. "8 10 11 12 26 27 28 30"
+    splits=("--n-cpu-moe 8" "--n-cpu-moe 11" "--n-cpu-moe 27" "--n-cpu-moe 30" "--n-cpu-moe 6" "--n-cpu-moe 10" \
         "--n-cpu-moe 12" "--n-cpu-moe 14" "--n-cpu-moe 24" "--n-cpu-moe 26" "--n-cpu-moe 28" "-ngl 30" "-ngl 28" \
-        "-ngl 26" "-ngl 14" "-ngl 12" "-ngl 10"; do
+        "-ngl 26" "-ngl 14" "-ngl 12" "-ngl 10")
+    if [ -n "${L31_SPLITS:-}" ]; then splits=(); for n in $L31_SPLITS; do splits+=("--n-cpu-moe $n"); done; fi
+    for a in "${splits[@]}"; do
       [ "$(el)" -lt 560 ] || { say "no time for llama-bench $a"; break; }
       t=L$(echo "$a" | tr -dc '0-9a-z')
       ngl=(-ngl 99); case "$a" in -ngl*) ngl=() ;; esac
