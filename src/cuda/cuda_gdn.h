@@ -124,6 +124,11 @@ int cuda_gdn_chunked(float *o,                 // [n_rows][n_v_heads][dv]
  * environment again. Within the form's bound of the CPU either way, not the same bits. */
 void cuda_gdn_chunk_ilp_set(int on);
 
+/* The chunked form's register-tiled phases (gdn_chunked.cu's TILE): 1 on (the default; also
+ * CLOVER_CUDA_GDN_CHUNK_TILE, on unless "0"), 0 off (the one-element-a-thread form), negative: the environment
+ * again. The same bits as off (the same operations per element); cuda_gdn_chunk_ilp_set(1) overrides it. */
+void cuda_gdn_chunk_tile_set(int on);
+
 /* 3. y may equal o. */
 int cuda_gdn_gated_norm(float *y,        // [n_vec][dv]
                         const float *o,  // [n_vec][dv]

@@ -22,6 +22,12 @@
  * FMA chains, not the memory, bound this kernel (ncu, H200 2026-12-05: a 32-row
  * commit's GDN layer 82 us, issue 32% active, "wait" the top stall). Only the
  * reassociation changes (test_cuda_gdn: 1e-5 against the CPU's scalar form).
+ * TILE (CLOVER_CUDA_GDN_CHUNK_TILE, on by default; the ILP switch wins): NP 1's chains, but a thread computes a small
+ * tile of outputs at once in the A / q k^T, V' / O and state phases (ch_tile_*; the forward substitution is NP 1's),
+ * so each shared load feeds several FMAs (NP 1: two loads an FMA) and a thread's chains are independent (ncu, H100
+ * 2026-12-24: issue and latency of scalar code bound it). The kernel alone on an H100, 32 heads x 128: 32 rows
+ * 57 -> 32 us, 150 rows 256 -> 150 us. Bit-identical to NP 1 (test_cuda_gdn): per element the same float operations
+ * in the same order and expression shape (the same FMA contraction), no partial sums.
  */
 #include <cuda_runtime.h>
 #include <math.h>
@@ -69,13 +75,203 @@ __device__ __forceinline__ float ch_sub(float v, const float *a, const float *b,
 /* CLOVER_CUDA_GDN_CHUNK_ILP=1: the kernel's NP = 4 form (off by default: unverified on a device when written,
  * 2026-12-05); cuda_gdn_chunk_ilp_set: 1/0 on/off, negative: the environment again. */
 static int g_ilp = -1;
+/* CLOVER_CUDA_GDN_CHUNK_TILE: the TILE form (on unless "0"; the ILP switch wins); cuda_gdn_chunk_tile_set: as
+ * cuda_gdn_chunk_ilp_set. */
+static int g_tile = -1;
 
 size_t gdn_chunked_smem_bytes(const cuda_gdn_dims *d) {
     size_t dkp = (size_t)d->k_dim + 1;
     return sizeof(float) * (3 * CC * dkp + CC * CC + (size_t)d->k_dim * CDV + CC * CDV + 4 * CC);
 }
 
-template <int NP>
+/* TILE = 1, the register-tiled phases (NP = 1 only). Each output keeps the float operations of NP 1 in their order:
+ * one chain from 0.0f in x order, (a * sc) * b added, so nvcc contracts it to the same FMA; a tile only shares the
+ * loads (and a row's a * sc, the same value) among its chains. Rows or columns past the chunk are read at a clamped
+ * index (initialised data) and never stored. */
+enum {
+    AQ_T = (CC / 2) * (CC / 2) / CH_THREADS, /* A / q k^T tiles a thread, at most */
+    VO_T = (CC / 2) * (CDV / 2) / CH_THREADS /* V' / O tiles a thread, at most */
+};
+static_assert(CH_THREADS == 256 && CC == 64 && CDV == 32 && CUDA_GDN_MAX_DK <= 128, "the tiles' thread maps");
+
+/* A (the system) and q k^T over the L x L square, H = ceil(L / 2): tile (ti, tj) < (H, H) holds rows {ti, ti + H} x
+ * columns {tj, tj + H} but its upper-right element (j >= H > i) is always masked: 3 elements of A and 3 of q k^T, six
+ * chains sharing the loads of k and q of rows ti, ti + H and of k of rows tj, tj + H (a warp: <= 2 consecutive ti,
+ * distinct tj, so distinct banks). A is stored (0.0f outside its mask and the tiles, as NP 1); q k^T waits in qk for
+ * the forward substitution to be done with A (ch_tile_qk_store). */
+__device__ __forceinline__ void ch_tile_aqk(float *A, float (&qk)[AQ_T][3], const float *Ks, const float *Qs,
+                                           const float *bet, const float *gam, int L, int dk, int dkp, int tid) {
+    const int H = (L + 1) >> 1;
+#pragma unroll
+    for (int k = 0; k < AQ_T; k++) {
+        const int t = tid + k * CH_THREADS;
+        if (t >= H * H) break;
+        const int ti = t / H, tj = t - ti * H, i1 = ti + H, j1 = tj + H;
+        const int r1 = min(i1, L - 1), s1 = min(j1, L - 1); /* rows read; i1 or j1 = L only when masked */
+        float a00 = 0.0f, a10 = 0.0f, a11 = 0.0f, q00 = 0.0f, q10 = 0.0f, q11 = 0.0f;
+        if (tj <= ti || i1 < L) { /* else every element is masked (q k^T's mask holds A's) */
+            const float b0 = bet[ti], b1 = bet[r1];
+            const float *k0 = Ks + ti * dkp, *k1 = Ks + r1 * dkp, *q0 = Qs + ti * dkp, *q1 = Qs + r1 * dkp;
+            const float *kj0 = Ks + tj * dkp, *kj1 = Ks + s1 * dkp;
+#pragma unroll 4
+            for (int x = 0; x < dk; x++) {
+                const float u0 = kj0[x], u1 = kj1[x];
+                const float c0 = k0[x] * b0, c1 = k1[x] * b1, p0 = q0[x], p1 = q1[x]; /* q_i * 1.0f of NP 1 */
+                a00 += c0 * u0;
+                a10 += c1 * u0;
+                a11 += c1 * u1;
+                q00 += p0 * u0;
+                q10 += p1 * u0;
+                q11 += p1 * u1;
+            }
+        }
+        const bool in1 = i1 < L;
+        const float d00 = expf(gam[ti] - gam[tj]);
+        const float d10 = in1 ? expf(gam[i1] - gam[tj]) : 0.0f, d11 = in1 ? expf(gam[i1] - gam[j1]) : 0.0f;
+        A[ti * CC + tj] = tj < ti ? a00 * d00 : 0.0f;
+        A[ti * CC + j1] = 0.0f;
+        A[i1 * CC + tj] = in1 ? a10 * d10 : 0.0f;
+        A[i1 * CC + j1] = in1 && tj < ti ? a11 * d11 : 0.0f;
+        qk[k][0] = tj <= ti ? q00 * d00 : 0.0f;
+        qk[k][1] = in1 ? q10 * d10 : 0.0f;
+        qk[k][2] = in1 && tj <= ti ? q11 * d11 : 0.0f;
+    }
+    for (int e = tid; e < CC * CC; e += CH_THREADS)
+        if (e / CC >= 2 * H || e % CC >= 2 * H) A[e] = 0.0f;
+}
+
+/* q k^T into A where ch_tile_aqk's tiles put A (their fourth element and the rest stay 0.0f, as q k^T's) */
+__device__ __forceinline__ void ch_tile_qk_store(float *A, const float (&qk)[AQ_T][3], int L, int tid) {
+    const int H = (L + 1) >> 1;
+#pragma unroll
+    for (int k = 0; k < AQ_T; k++) {
+        const int t = tid + k * CH_THREADS;
+        if (t >= H * H) break;
+        const int ti = t / H, tj = t - ti * H;
+        A[ti * CC + tj] = qk[k][0];
+        A[(ti + H) * CC + tj] = qk[k][1];
+        A[(ti + H) * CC + tj + H] = qk[k][2];
+    }
+}
+
+/* V' = U - W S and O's inter part (q e^gam) S in 2x2 tiles, rows {2 rg, 2 rg + 1} x columns {2 cg, 2 cg + 1}
+ * (cg = t mod 16: a warp reads 2 rows, banks distinct, and a float2 of S): eight chains sharing the loads of S. U is
+ * updated; inter waits in regs for the new A and V' (ch_tile_o). */
+__device__ __forceinline__ void ch_tile_vi(float *U, float (&inter)[VO_T][4], const float *Ws, const float *Qs,
+                                          const float *S, const float *eg, int L, int ws, int dk, int dkp, int tid) {
+    const int RP = (L + 1) >> 1;
+#pragma unroll
+    for (int k = 0; k < VO_T; k++) {
+        const int t = tid + k * CH_THREADS;
+        if (t >= RP * (CDV / 2)) break;
+        const int i0 = 2 * (t / (CDV / 2)), c = 2 * (t % (CDV / 2)), i1 = min(i0 + 1, L - 1);
+        if (c >= ws) continue;
+        const float e0 = eg[i0], e1 = eg[i1];
+        const float *w0 = Ws + i0 * dkp, *w1 = Ws + i1 * dkp, *q0 = Qs + i0 * dkp, *q1 = Qs + i1 * dkp;
+        float v00 = 0.0f, v01 = 0.0f, v10 = 0.0f, v11 = 0.0f, p00 = 0.0f, p01 = 0.0f, p10 = 0.0f, p11 = 0.0f;
+#pragma unroll 4
+        for (int x = 0; x < dk; x++) {
+            const float2 s = *(const float2 *)(S + x * CDV + c);
+            const float a0 = w0[x], a1 = w1[x], b0 = q0[x] * e0, b1 = q1[x] * e1; /* w_i * 1.0f of NP 1 */
+            v00 += a0 * s.x;
+            v01 += a0 * s.y;
+            v10 += a1 * s.x;
+            v11 += a1 * s.y;
+            p00 += b0 * s.x;
+            p01 += b0 * s.y;
+            p10 += b1 * s.x;
+            p11 += b1 * s.y;
+        }
+        const bool c1 = c + 1 < ws, r1 = i0 + 1 < L;
+        U[i0 * CDV + c] -= v00;
+        if (c1) U[i0 * CDV + c + 1] -= v01;
+        if (r1) U[i1 * CDV + c] -= v10;
+        if (r1 && c1) U[i1 * CDV + c + 1] -= v11;
+        inter[k][0] = p00, inter[k][1] = p01, inter[k][2] = p10, inter[k][3] = p11;
+    }
+}
+
+/* O = inter + A V' on ch_tile_vi's tiles: intra over j <= i, so the row pair shares j <= 2 rg and row 2 rg + 1 adds
+ * its last term alone */
+__device__ __forceinline__ void ch_tile_o(float *o, const float (&inter)[VO_T][4], const float *A, const float *U,
+                                         int L, int ws, size_t orow0, size_t ostride, int tid) {
+    const int RP = (L + 1) >> 1;
+#pragma unroll
+    for (int k = 0; k < VO_T; k++) {
+        const int t = tid + k * CH_THREADS;
+        if (t >= RP * (CDV / 2)) break;
+        const int i0 = 2 * (t / (CDV / 2)), c = 2 * (t % (CDV / 2));
+        if (c >= ws) continue;
+        const bool c1 = c + 1 < ws, r1 = i0 + 1 < L;
+        const float *a0 = A + i0 * CC, *a1 = A + (r1 ? i0 + 1 : i0) * CC;
+        float r00 = 0.0f, r01 = 0.0f, r10 = 0.0f, r11 = 0.0f;
+#pragma unroll 4
+        for (int j = 0; j <= i0; j++) {
+            const float2 u = *(const float2 *)(U + j * CDV + c);
+            const float b0 = a0[j], b1 = a1[j];
+            r00 += b0 * u.x;
+            r01 += b0 * u.y;
+            r10 += b1 * u.x;
+            r11 += b1 * u.y;
+        }
+        if (r1) {
+            const float2 u = *(const float2 *)(U + (i0 + 1) * CDV + c);
+            const float b1 = a1[i0 + 1];
+            r10 += b1 * u.x;
+            r11 += b1 * u.y;
+        }
+        float *o0 = o + (orow0 + i0) * ostride + c, *o1 = o0 + ostride;
+        o0[0] = inter[k][0] + r00;
+        if (c1) o0[1] = inter[k][1] + r01;
+        if (r1) o1[0] = inter[k][2] + r10;
+        if (r1 && c1) o1[1] = inter[k][3] + r11;
+    }
+}
+
+/* S = e^gam_L S + (k e^(gam_L - gam))^T V' in 4x4 tiles, rows x = tid / 8 + 32 a x columns 4 (tid mod 8) + b: a
+ * warp reads 4 rows of k (distinct banks) and float4s of V' and S (a quarter warp a whole row of S) */
+__device__ __forceinline__ void ch_tile_s(float *S, const float *Ks, const float *U, const float *gg, float egl,
+                                         int L, int ws, int dk, int dkp, int tid) {
+    const int c = 4 * (tid & 7), x0 = tid >> 3;
+    if (c >= ws) return;
+    int xr[4]; /* rows read: x past dk at dk - 1, never stored */
+#pragma unroll
+    for (int a = 0; a < 4; a++) xr[a] = min(x0 + 32 * a, dk - 1);
+    float p[4][4] = {};
+    for (int i = 0; i < L; i++) {
+        const float4 u = *(const float4 *)(U + i * CDV + c);
+        const float g = gg[i];
+        const float *kr = Ks + i * dkp;
+#pragma unroll
+        for (int a = 0; a < 4; a++) {
+            const float kx = kr[xr[a]] * g;
+            p[a][0] += kx * u.x;
+            p[a][1] += kx * u.y;
+            p[a][2] += kx * u.z;
+            p[a][3] += kx * u.w;
+        }
+    }
+#pragma unroll
+    for (int a = 0; a < 4; a++) {
+        const int x = x0 + 32 * a;
+        if (x >= dk) break;
+        float *sr = S + x * CDV + c;
+        if (c + 4 <= ws) {
+            float4 s = *(float4 *)sr;
+            s.x = s.x * egl + p[a][0];
+            s.y = s.y * egl + p[a][1];
+            s.z = s.z * egl + p[a][2];
+            s.w = s.w * egl + p[a][3];
+            *(float4 *)sr = s;
+        } else {
+#pragma unroll
+            for (int b = 0; b < 4; b++)
+                if (c + b < ws) sr[b] = sr[b] * egl + p[a][b];
+        }
+    }
+}
+
+template <int NP, int TILE = 0>
 __global__ void __launch_bounds__(CH_THREADS)
     gdn_chunked_kernel(float *o, const float *qkv, const float *b, const float *a, cuda_gdn_weights w,
                        const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
@@ -158,14 +354,19 @@ __global__ void __launch_bounds__(CH_THREADS)
         }
         __syncthreads();
         if (tid < L) eg[tid] = expf(gam[tid]);
-        /* A[i][j], j < i: ((beta_i k_i) . k_j) e^(gam_i - gam_j) */
-        for (int e = tid; e < CC * CC; e += CH_THREADS) {
-            int i = e / CC, j = e % CC;
-            float val = 0.0f;
-            if (i < L && j < i) {
-                val = ch_dot<NP>(Ks + i * dkp, 1, bet[i], Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
+        float qk[AQ_T][3]; /* TILE: q k^T until A is free */
+        if constexpr (TILE) {
+            ch_tile_aqk(A, qk, Ks, Qs, bet, gam, L, dk, dkp, tid);
+        } else {
+            /* A[i][j], j < i: ((beta_i k_i) . k_j) e^(gam_i - gam_j) */
+            for (int e = tid; e < CC * CC; e += CH_THREADS) {
+                int i = e / CC, j = e % CC;
+                float val = 0.0f;
+                if (i < L && j < i) {
+                    val = ch_dot<NP>(Ks + i * dkp, 1, bet[i], Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
+                }
+                A[e] = val;
             }
-            A[e] = val;
         }
         __syncthreads();
         /* forward substitution, row by row: thread c < ws owns U column c, thread CDV + c owns W column c */
@@ -181,49 +382,61 @@ __global__ void __launch_bounds__(CH_THREADS)
             }
             __syncthreads();
         }
-        /* V' = U - W S */
-        for (int e = tid; e < L * CDV; e += CH_THREADS) {
-            int i = e / CDV, c = e % CDV;
-            if (c >= ws) continue;
-            U[e] -= ch_dot<NP>(Ws + i * dkp, 1, 1.0f, S + c, CDV, dk);
-        }
-        /* A <- (q_i . k_j) e^(gam_i - gam_j), j <= i */
-        for (int e = tid; e < CC * CC; e += CH_THREADS) {
-            int i = e / CC, j = e % CC;
-            float val = 0.0f;
-            if (i < L && j <= i) {
-                val = ch_dot<NP>(Qs + i * dkp, 1, 1.0f, Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
+        if constexpr (TILE) {
+            float inter[VO_T][4];
+            ch_tile_qk_store(A, qk, L, tid);
+            ch_tile_vi(U, inter, Ws, Qs, S, eg, L, ws, dk, dkp, tid);
+            __syncthreads();
+            ch_tile_o(o + (size_t)h * dv + c0, inter, A, U, L, ws, row0, (size_t)nv * dv, tid);
+        } else {
+            /* V' = U - W S */
+            for (int e = tid; e < L * CDV; e += CH_THREADS) {
+                int i = e / CDV, c = e % CDV;
+                if (c >= ws) continue;
+                U[e] -= ch_dot<NP>(Ws + i * dkp, 1, 1.0f, S + c, CDV, dk);
             }
-            A[e] = val;
-        }
-        __syncthreads();
-        /* O = (q e^gam) S + A V' */
-        for (int e = tid; e < L * CDV; e += CH_THREADS) {
-            int i = e / CDV, c = e % CDV;
-            if (c >= ws) continue;
-            const float inter = ch_dot<NP>(Qs + i * dkp, 1, eg[i], S + c, CDV, dk);
-            const float intra = ch_dot<NP>(A + i * CC, 1, 1.0f, U + c, CDV, i + 1);
-            o[((row0 + i) * nv + h) * dv + c0 + c] = inter + intra;
+            /* A <- (q_i . k_j) e^(gam_i - gam_j), j <= i */
+            for (int e = tid; e < CC * CC; e += CH_THREADS) {
+                int i = e / CC, j = e % CC;
+                float val = 0.0f;
+                if (i < L && j <= i) {
+                    val = ch_dot<NP>(Qs + i * dkp, 1, 1.0f, Ks + j * dkp, 1, dk) * expf(gam[i] - gam[j]);
+                }
+                A[e] = val;
+            }
+            __syncthreads();
+            /* O = (q e^gam) S + A V' */
+            for (int e = tid; e < L * CDV; e += CH_THREADS) {
+                int i = e / CDV, c = e % CDV;
+                if (c >= ws) continue;
+                const float inter = ch_dot<NP>(Qs + i * dkp, 1, eg[i], S + c, CDV, dk);
+                const float intra = ch_dot<NP>(A + i * CC, 1, 1.0f, U + c, CDV, i + 1);
+                o[((row0 + i) * nv + h) * dv + c0 + c] = inter + intra;
+            }
         }
         __syncthreads(); /* O read the old S */
         const float gl = gam[L - 1], egl = expf(gl);
         if (tid < L) gg[tid] = expf(gl - gam[tid]);
         __syncthreads();
         /* S = e^gam_L S + (k e^(gam_L - gam))^T V' */
-        for (int e = tid; e < dk * CDV; e += CH_THREADS) {
-            int x = e / CDV, c = e % CDV;
-            if (c >= ws) continue;
-            float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
-            int i = 0;
-            if (NP == 4)
-                for (; i + 4 <= L; i += 4) {
-                    p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
-                    p1 += (Ks[(i + 1) * dkp + x] * gg[i + 1]) * U[(i + 1) * CDV + c];
-                    p2 += (Ks[(i + 2) * dkp + x] * gg[i + 2]) * U[(i + 2) * CDV + c];
-                    p3 += (Ks[(i + 3) * dkp + x] * gg[i + 3]) * U[(i + 3) * CDV + c];
-                }
-            for (; i < L; i++) p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
-            S[e] = S[e] * egl + (NP == 4 ? (p0 + p1) + (p2 + p3) : p0);
+        if constexpr (TILE) {
+            ch_tile_s(S, Ks, U, gg, egl, L, ws, dk, dkp, tid);
+        } else {
+            for (int e = tid; e < dk * CDV; e += CH_THREADS) {
+                int x = e / CDV, c = e % CDV;
+                if (c >= ws) continue;
+                float p0 = 0.0f, p1 = 0.0f, p2 = 0.0f, p3 = 0.0f;
+                int i = 0;
+                if (NP == 4)
+                    for (; i + 4 <= L; i += 4) {
+                        p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
+                        p1 += (Ks[(i + 1) * dkp + x] * gg[i + 1]) * U[(i + 1) * CDV + c];
+                        p2 += (Ks[(i + 2) * dkp + x] * gg[i + 2]) * U[(i + 2) * CDV + c];
+                        p3 += (Ks[(i + 3) * dkp + x] * gg[i + 3]) * U[(i + 3) * CDV + c];
+                    }
+                for (; i < L; i++) p0 += (Ks[i * dkp + x] * gg[i]) * U[i * CDV + c];
+                S[e] = S[e] * egl + (NP == 4 ? (p0 + p1) + (p2 + p3) : p0);
+            }
         }
     }
     __syncthreads();
@@ -243,6 +456,9 @@ extern "C" int cuda_gdn_chunked(float *o, const float *qkv, const float *b, cons
     if (cuda_switch_on(&g_ilp, "CLOVER_CUDA_GDN_CHUNK_ILP", 0))
         pdl_launch_rows(gdn_chunked_kernel<4>, grid, dim3(CH_THREADS), smem, (cudaStream_t)stream, o, qkv, b, a, *w,
                         seqs, *d);
+    else if (cuda_switch_on(&g_tile, "CLOVER_CUDA_GDN_CHUNK_TILE", 1))
+        pdl_launch_rows(gdn_chunked_kernel<1, 1>, grid, dim3(CH_THREADS), smem, (cudaStream_t)stream, o, qkv, b, a,
+                        *w, seqs, *d);
     else
         pdl_launch_rows(gdn_chunked_kernel<1>, grid, dim3(CH_THREADS), smem, (cudaStream_t)stream, o, qkv, b, a, *w,
                         seqs, *d);
@@ -251,10 +467,14 @@ extern "C" int cuda_gdn_chunked(float *o, const float *qkv, const float *b, cons
 
 extern "C" void cuda_gdn_chunk_ilp_set(int on) { cuda_switch_set(&g_ilp, on); }
 
+extern "C" void cuda_gdn_chunk_tile_set(int on) { cuda_switch_set(&g_tile, on); }
+
 extern "C" int gdn_chunked_init(size_t max_smem) {
     const cudaError_t e1 =
         cudaFuncSetAttribute(gdn_chunked_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
     const cudaError_t e4 =
         cudaFuncSetAttribute(gdn_chunked_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
-    return (int)(e1 != cudaSuccess ? e1 : e4);
+    const cudaError_t et =
+        cudaFuncSetAttribute(gdn_chunked_kernel<1, 1>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)max_smem);
+    return (int)(e1 != cudaSuccess ? e1 : e4 != cudaSuccess ? e4 : et);
 }

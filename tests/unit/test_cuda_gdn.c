@@ -26,6 +26,8 @@
  *    gives 1e-2 or more.
  *    The chunked cases run again with the form's dot products in 4 partial
  *    sums (cuda_gdn_chunk_ilp_set): the same bound.
+ *  - chunked, tiled (cuda_gdn_chunk_tile_set, the default) against NP = 1:
+ *    o and the states bit-identical (the same operations per element).
  *  - batch independence: a sequence's outputs and state are bit-identical
  *    whether it runs alone or with other sequences.
  * Without a CUDA device the test prints SKIP and exits 77 after the
@@ -280,6 +282,45 @@ static void chunked_ilp_matches_cpu(void) {
     cuda_gdn_chunk_ilp_set(-1);
 }
 
+/* The tiled chunked form (cuda_gdn_chunk_tile_set(1), the default) equals the NP = 1 form bit for bit: o and the
+ * final states, over partial and full chunks (1 to 150 rows, several sequences a pass) at the real size and an odd
+ * one; run_case holds it to the CPU bound as well. */
+static void chunked_tile_matches_np1(void) {
+    static const cuda_gdn_dims dims[] = {{16, 32, 128, 128, 4, 1e-6f, 1}, {3, 6, 17, 40, 3, 1e-6f, 0}};
+    static const int rows[][MAX_SEQ] = {{1, 33, 64}, {5, 150, 0}, {31, 32, 65}};
+    cuda_gdn_chunk_ilp_set(0);
+    for (int di = 0; di < 2; di++)
+        for (int ri = 0; ri < 3; ri++) {
+            char name[64];
+            snprintf(name, sizeof name, "tile dk%d dv%d, chunk %d+%d+%d", dims[di].k_dim, dims[di].v_dim,
+                     rows[ri][0], rows[ri][1], rows[ri][2]);
+            gdn_case c = {name, dims[di], rows[ri][2] ? 3 : 2, {0}, 1, (uint64_t)(40 + 3 * di + ri)};
+            memcpy(c.n, rows[ri], sizeof c.n);
+            const size_t nv = (size_t)c.d.n_v_heads, dv = (size_t)c.d.v_dim;
+            const size_t S = nv * (size_t)c.d.k_dim * dv;
+            cuda_gdn_chunk_tile_set(1);
+            run_case(&c);
+            gdn_data g;
+            data_make(&g, &c);
+            dev_result t, p;
+            dev_run(&t, &c, &g, (1u << c.n_seq) - 1, 0);
+            cuda_gdn_chunk_tile_set(0);
+            dev_run(&p, &c, &g, (1u << c.n_seq) - 1, 0);
+            CHECK_MSG(t.rc[1] == 0 && p.rc[1] == 0, "%s: %s / %s", name, cuda_gdn_strerror(t.rc[1]),
+                      cuda_gdn_strerror(p.rc[1]));
+            CHECK_MSG(memcmp(t.o, p.o, (size_t)g.n_rows * nv * dv * sizeof(float)) == 0, "%s: o differs from NP 1",
+                      name);
+            for (int s = 0; s < c.n_seq; s++)
+                CHECK_MSG(memcmp(t.state[s], p.state[s], S * sizeof(float)) == 0, "%s seq %d: state differs from NP 1",
+                          name, s);
+            dev_result_free(&t, c.n_seq);
+            dev_result_free(&p, c.n_seq);
+            data_free(&g, c.n_seq);
+        }
+    cuda_gdn_chunk_tile_set(-1);
+    cuda_gdn_chunk_ilp_set(-1);
+}
+
 static void bad_dims_refused(void) {
     char why[200];
     cuda_gdn_dims d = {3, 7, 17, 40, 3, 1e-6f, 1};
@@ -300,5 +341,6 @@ int main(void) {
     CUDA_OK((cudaError_t)cuda_gdn_init());
     RUN(operators_match_cpu);
     RUN(chunked_ilp_matches_cpu);
+    RUN(chunked_tile_matches_np1);
     return TEST_EXIT();
 }

@@ -42,7 +42,7 @@ fi
 if has c && command -v ncu > /dev/null; then
   wait $SPID
   CLOVER_BENCH_PROFILE_ONLY=5 timeout 120 ncu --profile-from-start off -k "regex:k_coreset_warp" -s 2 -c 1 \
-    --sampling-interval 0 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
+    --warp-sampling-interval 0 --section SourceCounters --section WarpStateStats --section SpeedOfLight \
     --section LaunchStats -f -o "$O/coreset" "$D/bin/bench_cuda_preview" $F --profile > "$O/coreset.out" 2>&1
   say "== ncu k_coreset_warp rc=$? at +$(el)s"
   timeout 60 ncu -i "$O/coreset.ncu-rep" --page details --csv > "$O/coreset_details.csv" 2>&1
