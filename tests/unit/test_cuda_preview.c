@@ -700,7 +700,9 @@ static void gdn_block_35b(void) {
  * CPU's: kept flags and counts bit for bit equal to the previous kernel's over rows 1..64 (one and several
  * rounds of the 32 row warps), odd expert counts (37, 100) up to 1024, k 1..16, top-p 0 / 0.5 / 0.9 / 1, and
  * logits with ties (values on a 0.5 grid: equal logits in a row, equal totals across experts), -inf, +-0 and
- * equal rows, read at an odd row offset; and, for the plain random logits at top-p < 1, equal to cpu_moe_coreset's set. */
+ * equal rows, read at an odd row offset; and, for the plain random logits at top-p < 1, equal to cpu_moe_coreset's set.
+ * Its split form (cuda_coreset_split_set: the rows a warp each over many blocks, then the one-block rest) against its
+ * one-block form on the same calls, bit for bit. */
 static void coreset_forms(void) {
     const size_t Es[4] = {256, 37, 100, 1024}, ks[4] = {8, 1, 3, 16}, ns[8] = {1, 2, 7, 31, 32, 33, 50, 64};
     const float tops[4] = {0.5f, 0.9f, 1.0f, 0.0f};
@@ -724,24 +726,29 @@ static void coreset_forms(void) {
             char why[CUDA_WHY];
             CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(nmax, k), why) == 0);
             CHECK(cuda_alloc(&d_allowed, E, why) == 0 && cuda_alloc(&d_cnt, 4, why) == 0);
-            uint8_t *got[2] = {malloc(E), malloc(E)}, *want = malloc(E);
+            uint8_t *got[3] = {malloc(E), malloc(E), malloc(E)}, *want = malloc(E);
             double *totals = malloc(E * sizeof(double));
             int32_t *order = malloc(E * sizeof(int32_t));
             for (int ni = 0; ni < 8; ni++)
                 for (int ti = 0; ti < 4; ti++) {
                     if (small && (ti != 1 || (ni != 0 && ni != 5))) continue;
                     const size_t n = ns[ni];
-                    uint32_t cnt[2] = {0, 0};
-                    for (int form = 0; form < 2; form++) {
-                        cuda_preview_set_forms(form, -1);
+                    uint32_t cnt[3] = {0, 0, 0};
+                    for (int form = 0; form < 3; form++) { /* the old kernel, the one-block warp form, the split */
+                        cuda_preview_set_forms(form > 0, -1);
+                        cuda_coreset_split_set(form == 2);
                         CHECK(cuda_memset(d_allowed, 0xAB, E, NULL, why) == 0 && cuda_memset(d_cnt, 0, 4, NULL, why) == 0);
                         CHECK_MSG(cuda_moe_coreset(d_allowed, d_cnt, d_lg, n, E, k, tops[ti], work, NULL) == 0, "%s",
                                   cuda_preview_last_error());
                         cuda_test_download(got[form], d_allowed, E);
                         cuda_test_download(&cnt[form], d_cnt, 4);
                     }
-                    size_t diff = 0, kept = 0;
-                    for (size_t e = 0; e < E; e++) diff += got[0][e] != got[1][e], kept += got[1][e] == 1;
+                    size_t diff = 0, kept = 0, dsplit = 0;
+                    for (size_t e = 0; e < E; e++)
+                        diff += got[0][e] != got[1][e], kept += got[1][e] == 1, dsplit += got[2][e] != got[1][e];
+                    CHECK_MSG(dsplit == 0 && cnt[2] == cnt[1], "E %zu k %zu n %zu dist %d top-p %.2f: the split form: "
+                              "%zu flags differ from the one-block form's, kept %u vs %u", E, k, n, dist,
+                              (double)tops[ti], dsplit, cnt[2], cnt[1]);
                     CHECK_MSG(diff == 0 && cnt[0] == cnt[1] && kept == cnt[1],
                               "E %zu k %zu n %zu dist %d top-p %.2f: %zu flags differ from the previous kernel's, "
                               "kept %u vs %u (%zu set)", E, k, n, dist, (double)tops[ti], diff, cnt[1], cnt[0], kept);
@@ -757,11 +764,12 @@ static void coreset_forms(void) {
                     cases++;
                 }
             cuda_preview_set_forms(-1, -1);
+            cuda_coreset_split_set(-1);
             cuda_free(work), cuda_free(d_allowed), cuda_free(d_cnt), cuda_free(d_all);
-            free(got[0]), free(got[1]), free(want), free(totals), free(order), free(lg);
+            free(got[0]), free(got[1]), free(got[2]), free(want), free(totals), free(order), free(lg);
         }
-    printf("     coreset kernel vs the previous one: %zu cases bit for bit (%zu also equal to the CPU's set)\n", cases,
-           vs_cpu);
+    printf("     coreset kernel vs the previous one, its split form vs its one-block form: %zu cases bit for bit (%zu "
+           "also equal to the CPU's set)\n", cases, vs_cpu);
 }
 
 /* One cuda_gdn_block call on host data, in the form asked (1 the two-launch form, 0 the previous four), the
