@@ -112,8 +112,9 @@ size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
  * float64 sums run in the CPU's order (the device exp may differ in the last
  * ulp), so equal logits give the same set but at float64 ties. */
 /* The coreset kernel's split form (moe_coreset_warp.cu: the rows' exps and picks a warp a row over many blocks,
- * then the one-block totals, ranks and walk on them): the same bits as the one-block form. On unless
- * CLOVER_CUDA_CORESET_SPLIT=0 (read once); 1/0 on/off, negative the environment again (tests, benches). */
+ * then the one-block totals, ranks and walk on them): the same bits as the one-block form, slower as built (H100:
+ * preview +0.5 ms). Off unless CLOVER_CUDA_CORESET_SPLIT=1 (read once); 1/0 on/off, negative the environment
+ * again (tests, benches). */
 void cuda_coreset_split_set(int on);
 
 int cuda_moe_coreset(uint8_t *allowed,        // [E]

@@ -293,8 +293,10 @@ static int coreset_shape(size_t E, size_t k, int *rw_out, size_t *smem_out, char
     return 0;
 }
 
-/* The split form (k_coreset_rows, then k_coreset_warp on its picks): on unless CLOVER_CUDA_CORESET_SPLIT=0;
- * cuda_coreset_split_set: 1/0, negative the environment again. The same bits either way. */
+/* The split form (k_coreset_rows, then k_coreset_warp on its picks): off unless CLOVER_CUDA_CORESET_SPLIT=1 (H100,
+ * 2026-12-24-coresplit24: the same bits, but a 32-row preview 7.17 -> 7.66 ms: the one-block kernel's totals over
+ * the [n][k] picks, each thread scanning every pick in global memory, cost more than the rows' phase saved);
+ * cuda_coreset_split_set: 1/0, negative the environment again. */
 static int g_split = -1;
 extern "C" void cuda_coreset_split_set(int on) { cuda_switch_set(&g_split, on); }
 
@@ -306,7 +308,7 @@ int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *log
     size_t smem = 0;
     if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
     const size_t rsmem = (size_t)CR_WARPS * (E | 1) * sizeof(double);
-    if (work && n > 0 && cuda_switch_on(&g_split, "CLOVER_CUDA_CORESET_SPLIT", 1) && rsmem <= 48 * 1024) {
+    if (work && n > 0 && cuda_switch_on(&g_split, "CLOVER_CUDA_CORESET_SPLIT", 0) && rsmem <= 48 * 1024) {
         double *p = (double *)work; /* [n][k], then the ids (cuda_moe_coreset_work_bytes) */
         int32_t *id = (int32_t *)(p + n * k);
         pdl_launch(k_coreset_rows, dim3((unsigned)((n + CR_WARPS - 1) / CR_WARPS)), dim3(CR_WARPS * 32), rsmem, st, id,
