@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Written in the 2026-12-05 14:27 session (issue 24; not yet run when written). The coreset kernel split in two
-# (moe_coreset_warp.cu, CLOVER_CUDA_CORESET_SPLIT, on by default): k_coreset_rows, a warp a row over n / 2 blocks
+# (moe_coreset_warp.cu, CLOVER_CUDA_CORESET_SPLIT; on in the pack that ran, off by default since: slower):
+# k_coreset_rows, a warp a row over n / 2 blocks
 # (the max, the float64 exps, the top-k rounds, the row's float64 sum, its picks' probabilities into the scratch
 # [n][k]), then the one-block kernel's totals (each expert's sum over the rows that picked it, ascending: the old
 # column sums without their 0.0 terms), ranks and walk. chunktile24's ncu: 60% of the one-block kernel's 26.8 us in
