@@ -49,4 +49,10 @@ if has b; then
     done
   done
 fi
+if has o; then # (2026-12-05 14:27: step o ran only when the model file was missing; now after b as well)
+  if [ -x "$D/bin/bench_ops" ]; then
+    timeout 60 "$D/bin/bench_ops" 16 gdn > "$O/ops_gdn.log" 2>&1
+    say "bench_ops 16 gdn rc=$?: $(grep -E '^gdn block' "$O/ops_gdn.log")"
+  else say "bench_ops not in the pack"; fi
+fi
 dr_end
