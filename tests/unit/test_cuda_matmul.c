@@ -2420,10 +2420,10 @@ static void test_graph_capture(void) {
 /* Programmatic dependent launch of the many-row kernels (cuda_pdl.cuh's pdl_launch_rows): a chain in which every
  * product reads the one before's outputs (dense Q8_0 at 32 and 80 rows: the quantiser, igemm_q8_kernel, the
  * segmented launch, the wide 64-row form; the grouped experts: the grouping, the Q4_K gate and up tiles; a float
- * product of 80 outputs: the TF32 form), with every intermediate poisoned (NaN) before each run. A kernel that read its input before its
- * pdl_wait would read NaN or a stale value. Captured into one graph and replayed 8 times with the row launches'
- * PDL on, it must give the bits of the same chain launched plainly, one kernel after the other (PDL off): the
- * stream order is the reference. */
+ * product of 80 outputs: the TF32 form), with every intermediate poisoned (NaN) before each run. A kernel that
+ * read its input before its pdl_wait would read NaN or a stale value. Captured into one graph and replayed 8 times
+ * with the row launches' PDL on, it must give the bits of the same chain launched plainly, one kernel after the
+ * other (PDL off): the stream order is the reference. */
 static void pdl_rows_case(size_t n_rows) {
     enum { N_IN = 256, N1 = 256, N2 = 512, NE = 6, K = 2, NM = 40, NF = 80, REPS = 8 };
     char why[256] = "", what[48];
