@@ -62,6 +62,20 @@ extern "C" int cuda_device_query(int index, cuda_device_info *info, char *why, s
     return 0;
 }
 
+int cuda_sm_count(void) {
+    static int sms = 0;
+    int v = __atomic_load_n(&sms, __ATOMIC_RELAXED);
+    if (v <= 0) {
+        int dev = 0, n = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
+                                                      cudaSuccess || n <= 0)
+            return 132;
+        __atomic_store_n(&sms, n, __ATOMIC_RELAXED);
+        v = n;
+    }
+    return v;
+}
+
 /* Programmatic dependent launch (cuda_pdl.cuh): on unless CLOVER_CUDA_PDL=0;
  * cuda_pdl_set overrides (the benches time both). Read at launch time, so a
  * graph keeps what was set when it was captured. */

@@ -29,6 +29,9 @@ int cuda_device_count(char *why, size_t why_len);
 
 /* Properties and current free memory of device `index`; 0 on success, -1 with why. */
 int cuda_device_query(int index, cuda_device_info *info, char *why, size_t why_len);
+/* The current device's SM count, read once a process (one device kind a process: the same count on every GPU of a
+ * host); 132 (an H100 / H200) when it cannot be read. For kernels that size their grids by it. */
+int cuda_sm_count(void);
 /* Programmatic dependent launch of the decode kernels (src/cuda/cuda_pdl.cuh):
  * on by default, off with CLOVER_CUDA_PDL=0 or cuda_pdl_set(0). */
 void cuda_pdl_set(int on);

@@ -62,6 +62,7 @@
 #include "cuda_check.h"
 #include "cuda_pdl.cuh"
 #include "cuda_preview.h"
+#include "cuda_device.h"
 #include "cuda_switch.h"
 #include "gdn_block_ops.cuh"
 
@@ -509,21 +510,10 @@ extern "C" unsigned long long cuda_gdn_head_once_launches(void) {
  * 0 by shape, negative the environment again. Each output's operations do not depend on the tile: the same bits. */
 static int g_head_rt = INT_MIN;
 extern "C" void cuda_gdn_head_rt_set(int rt) { __atomic_store_n(&g_head_rt, rt < 0 ? INT_MIN : rt, __ATOMIC_RELAXED); }
-static int head_sms(void) {
-    static int sms = 0; /* one device kind a process */
-    if (sms <= 0) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess ||
-            cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0)
-            return 132;
-        sms = n;
-    }
-    return sms;
-}
 static int head_rt(int bmax, int nv, int n_seq) {
     const int f = cuda_env_int(&g_head_rt, "CLOVER_CUDA_GDN_HEAD_RT", 0);
     if (f == 4 || f == 8) return f;
-    return (long)nv * ((bmax + 7) / 8) * n_seq <= head_sms() && bmax > 4 ? 4 : 8;
+    return (long)nv * ((bmax + 7) / 8) * n_seq <= cuda_sm_count() && bmax > 4 ? 4 : 8;
 }
 template <int RT>
 static void head_tile_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, cudaStream_t st) {

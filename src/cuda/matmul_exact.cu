@@ -29,6 +29,7 @@
  * changes); test_cuda_matmul's exact_multi compares both with the decode products.
  */
 #include "cuda_matmul.h"
+#include "cuda_device.h"
 #include "cuda_switch.h"
 #include "matmul_mmv.cuh"
 
@@ -162,23 +163,11 @@ __global__ void __launch_bounds__(32 * EXB_WARPS) ex_rb_kernel(ex_params p) {
 static int g_exact_rb = -1;
 extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
 
-static int ex_sms(void) {
-    static int sms = 0; /* one device kind a process */
-    if (sms <= 0) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) !=
-                                                      cudaSuccess || n <= 0)
-            return 132;
-        sms = n;
-    }
-    return sms;
-}
-
 /* The row-block form's launch: rows per block a multiple of EX_RW chosen so the grid is ~2 waves (fewer rows a
  * block, more weight re-reads; more, idle SMs), within grid.y's limit. */
 template <int T>
 static void ex_rb_launch(ex_params p, cudaStream_t st) {
-    const long bx = (p.tot + EXB_WARPS - 1) / EXB_WARPS, target = 2L * ex_sms();
+    const long bx = (p.tot + EXB_WARPS - 1) / EXB_WARPS, target = 2L * cuda_sm_count();
     long rpb = ((long)p.n_rows * bx + target - 1) / target;
     const long cap = ((long)p.n_rows + 65534) / 65535; /* grid.y <= 65535 */
     if (rpb < cap) rpb = cap;

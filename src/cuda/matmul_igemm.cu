@@ -46,6 +46,7 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "cuda_pdl.cuh"
+#include "cuda_device.h"
 #include "cuda_switch.h"
 
 enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
@@ -962,19 +963,6 @@ extern "C" unsigned long long cuda_moe_persist_launches(void) {
     return __atomic_load_n(&g_igp_launches, __ATOMIC_RELAXED);
 }
 
-static int igp_sms(void) {
-    static int sms = 0; /* one device kind a process (the same count on every GPU of a host) */
-    if (sms <= 0) {
-        int dev = 0, n = 0;
-        if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) ==
-                                                      cudaSuccess && n > 0)
-            sms = n;
-        else
-            return 132;
-    }
-    return sms;
-}
-
 /* Shared memory of igp_kernel: the ring, then maxk items (3 words + a row of xq and of y a slot). */
 static size_t igp_smem(const ig_params *p, int ts, size_t maxk) {
     return (size_t)IG_STAGES * ((size_t)8 * IG_BO * p->sbp + (size_t)ts * IG_ACS) + maxk * (3 + 2 * (size_t)ts) * 4;
@@ -987,7 +975,7 @@ int igp_tile(uint32_t type, const ig_params *p, size_t n_slots, size_t n_expert,
     if (!cuda_switch_on(&g_igp, "CLOVER_CUDA_MOE_PERSIST", 0) || !p->wide || (type != MM_Q4_K && type != MM_Q5_K))
         return 0;
     const int f = cuda_env_int(&g_igp_ts, "CLOVER_CUDA_MOE_PERSIST_TS", 0);
-    const size_t ot = (n_out + 8 * IG_BO - 1) / (8 * IG_BO), sms = (size_t)igp_sms();
+    const size_t ot = (n_out + 8 * IG_BO - 1) / (8 * IG_BO), sms = (size_t)cuda_sm_count();
     int ts = 8; /* the largest tile whose items, were every slot on few experts (a preview), still fill the SMs */
     if (f == 8 || f == 16 || f == 32)
         ts = f;
@@ -1012,7 +1000,7 @@ static int igp_launch_t(const ig_params *p, unsigned max_tiles, cudaStream_t st)
         attr_set = 1;
     }
     const int ts = 8 * NT;
-    const size_t items = (size_t)(p->n_out + 8 * IG_BO - 1) / (8 * IG_BO) * max_tiles, sms = (size_t)igp_sms();
+    const size_t items = (size_t)(p->n_out + 8 * IG_BO - 1) / (8 * IG_BO) * max_tiles, sms = (size_t)cuda_sm_count();
     /* blocks an SM at the ring's bytes and a first guess of the items', the grid (<= the items), then the items'
      * bytes for that grid; a fixed grid for a fixed shape (graph capture), whatever the tiles turn out to be */
     size_t maxk = (items + sms - 1) / sms, smem = igp_smem(p, ts, maxk), grid = sms;

@@ -2459,18 +2459,17 @@ static void pdl_rows_case(size_t n_rows) {
         cudaGraphExec_t exec = NULL;
         cudaGraph_t graph = NULL;
         if (pass) CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        { /* the poison, then the chain (in the graph, so every replay starts from NaN) */
-            for (int i = 0; i < 6; i++) CU(cudaMemsetAsync(dy[i], 0xFF, ny[i] * sizeof(float), st));
-            int rc = cuda_matmul_chunk_ws(QUANT_Q8_0, dw1, N1, N_IN, dx, n_rows, dy[0], work, st, why, sizeof why);
-            cuda_matmul_seg seg[2] = {{.w = dw2, .n_out = N2, .y = dy[1]},
-                                      {.w = (uint8_t *)dw2 + N2 * rb2, .n_out = N2, .y = dy[2]}};
-            if (rc == 0)
-                rc = cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, N1, dy[0], n_rows, work, st, why, sizeof why);
-            if (rc == 0) /* gate and up (the up: the weights one expert on) */
-                rc = cuda_moe_chunk_pair(&m, (uint8_t *)dwm + NM * rbm, dy[5], work, st, why, sizeof why);
-            if (rc == 0) rc = cuda_matmul_chunk(QUANT_F32, dwf, NF, NM, dy[3], n_rows * K, dy[4], st, why, sizeof why);
-            CHECK_MSG(rc == 0, "%s: %s", what, why);
-        }
+        /* the poison, then the chain (in the graph, so every replay starts from NaN) */
+        for (int i = 0; i < 6; i++) CU(cudaMemsetAsync(dy[i], 0xFF, ny[i] * sizeof(float), st));
+        int rc = cuda_matmul_chunk_ws(QUANT_Q8_0, dw1, N1, N_IN, dx, n_rows, dy[0], work, st, why, sizeof why);
+        cuda_matmul_seg seg[2] = {{.w = dw2, .n_out = N2, .y = dy[1]},
+                                  {.w = (uint8_t *)dw2 + N2 * rb2, .n_out = N2, .y = dy[2]}};
+        if (rc == 0)
+            rc = cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg, 2, N1, dy[0], n_rows, work, st, why, sizeof why);
+        if (rc == 0) /* gate and up (the up: the weights one expert on) */
+            rc = cuda_moe_chunk_pair(&m, (uint8_t *)dwm + NM * rbm, dy[5], work, st, why, sizeof why);
+        if (rc == 0) rc = cuda_matmul_chunk(QUANT_F32, dwf, NF, NM, dy[3], n_rows * K, dy[4], st, why, sizeof why);
+        CHECK_MSG(rc == 0, "%s: %s", what, why);
         if (pass) {
             CU(cudaStreamEndCapture(st, &graph));
             CU(cudaGraphInstantiate(&exec, graph, 0));
