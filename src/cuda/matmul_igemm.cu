@@ -235,8 +235,95 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
     }
 }
 
+/* ig_k_superblock's integer sums in fewer instructions (CLOVER_CUDA_IG_K2, on unless 0): the same integers, so the
+ * same bits. Its SASS spent ~45 instructions a sub-block on one mma (H100 build): each 32-byte code run loaded
+ * twice (once a nibble half), the scales and mins cut out one at a time, and the mins' activation sums read as
+ * four 16-bit loads and two adds a sub-block. Here a run's four words are loaded once for both of its sub-blocks,
+ * the eight 6-bit scales and mins of a row are unpacked four at a time (bytes of two words each), and the mins'
+ * sums are taken once a super-block: sum_m = sum_j m_j * (s_2j + s_2j+1) over the pair sums' 32-bit words with
+ * dp2a (two int16 x two int8 products and the accumulator: exact), m_j doubled into a byte pair by one byte_perm.
+ * Integer sums in any order are the same integers, so the canonical terms are unchanged. */
+template <int T, int NT, int PL>
+__device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_t *w1, const uint8_t *const (&xb)[NT],
+                                                 const uint8_t *const (&xc0)[NT], const uint8_t *const (&xc1)[NT],
+                                                 const bool (&live)[NT], int tig, bool second,
+                                                 float (&acc)[NT][PL][4]) {
+    const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
+    const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
+    /* byte j & 3 of word j >> 2: sub-block j's scale (sc) and min (mn), rows r0 (0) and r1 (1), as
+     * mm_k4_scale_min_words cuts them: j < 4 the low 6 bits of s0 / s1; j >= 4 s2's nibbles and the top 2 bits */
+    const unsigned sc0[2] = {s00 & 0x3F3F3F3Fu, (s02 & 0x0F0F0F0Fu) | ((s00 >> 2) & 0x30303030u)};
+    const unsigned mn0[2] = {s01 & 0x3F3F3F3Fu, ((s02 >> 4) & 0x0F0F0F0Fu) | ((s01 >> 2) & 0x30303030u)};
+    const unsigned sc1[2] = {s10 & 0x3F3F3F3Fu, (s12 & 0x0F0F0F0Fu) | ((s10 >> 2) & 0x30303030u)};
+    const unsigned mn1[2] = {s11 & 0x3F3F3F3Fu, ((s12 >> 4) & 0x0F0F0F0Fu) | ((s11 >> 2) & 0x30303030u)};
+    constexpr int qo = T == MM_Q4_K ? 16 : 48;
+    const uint8_t *q0 = w0 + qo + 4 * tig, *q1 = w1 + qo + 4 * tig;
+    int sq[NT][4], smn[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; i++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
+    int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
+    if (T == MM_Q5_K) {
+        h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+        h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+    }
+#pragma unroll
+    for (int cq = 0; cq < 4; cq++) { /* the 32-byte run of sub-blocks 2cq (low nibbles) and 2cq + 1 (high) */
+        const int q0a = ig_ld32(q0 + 32 * cq), q1a = ig_ld32(q1 + 32 * cq);
+        const int q0b = ig_ld32(q0 + 32 * cq + 16), q1b = ig_ld32(q1 + 32 * cq + 16);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int j = 2 * cq + h;
+            int a0, a1, a2, a3;
+            mm_k4_frag<T>(j, q0a, q1a, q0b, q1b, h0a, h0b, h1a, h1b, a0, a1, a2, a3);
+            const int sa = (int)((sc0[j >> 2] >> (8 * (j & 3))) & 0xFFu);
+            const int sb = (int)((sc1[j >> 2] >> (8 * (j & 3))) & 0xFFu);
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                int cc[4] = {0, 0, 0, 0};
+                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[i] + 4 + 32 * j + 4 * tig),
+                           ig_ld32(xb[i] + 20 + 32 * j + 4 * tig));
+                sq[i][0] += sa * cc[0], sq[i][1] += sa * cc[1], sq[i][2] += sb * cc[2], sq[i][3] += sb * cc[3];
+            }
+        }
+    }
+    /* sum_m: word j of a column's pair sums (byte 260 + 4j of its 304-byte chunk) holds s_2j and s_2j+1 */
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        if (!live[i]) continue;
+        const int *p0 = (const int *)(xc0[i] + 4 + 256), *p1 = (const int *)(xc1[i] + 4 + 256);
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) { /* sub-blocks 2jj, 2jj + 1: bytes (m, m, m', m') of each row */
+            const unsigned sel = jj & 1 ? 0x3322u : 0x1100u;
+            const int m0 = (int)__byte_perm(mn0[jj >> 1], 0u, sel), m1 = (int)__byte_perm(mn1[jj >> 1], 0u, sel);
+            const int x0a = p0[2 * jj], x0b = p0[2 * jj + 1], x1a = p1[2 * jj], x1b = p1[2 * jj + 1];
+            smn[i][0] = __dp2a_hi(x0b, m0, __dp2a_lo(x0a, m0, smn[i][0]));
+            smn[i][1] = __dp2a_hi(x1b, m0, __dp2a_lo(x1a, m0, smn[i][1]));
+            smn[i][2] = __dp2a_hi(x0b, m1, __dp2a_lo(x0a, m1, smn[i][2]));
+            smn[i][3] = __dp2a_hi(x1b, m1, __dp2a_lo(x1a, m1, smn[i][3]));
+        }
+    }
+    const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        if (!live[i]) continue;
+        const float xd0 = *(const float *)xc0[i], xd1 = *(const float *)xc1[i];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+            const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+            if (second)
+                acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
+            else
+                acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+        }
+    }
+}
+
 /* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
-template <int T, bool PREQ, bool WIDE>
+template <int T, bool PREQ, bool WIDE, bool K2>
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
     if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
@@ -374,7 +461,10 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
             const uint8_t *pb[NT], *pc0[NT], *pc1[NT];
 #pragma unroll
             for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
-            ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc); /* partial c mod 2 */
+            if (K2) /* partial c mod 2 */
+                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
+            else
+                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -861,15 +951,30 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
                         (int)n_in, xq);
 }
 
-template <int T, bool PREQ, bool WIDE>
-static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
+/* ig_k_superblock2 for the Q4_K / Q5_K super-blocks: on unless CLOVER_CUDA_IG_K2=0 (cuda_ig_k2_set: 1/0, negative:
+ * the environment again). */
+static int g_ig_k2 = -1;
+extern "C" void cuda_ig_k2_set(int on) { cuda_switch_set(&g_ig_k2, on); }
+
+template <int T, bool PREQ, bool WIDE, bool K2>
+static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     static int attr_set = 0;
     const size_t smem = ig_smem(p);
     if (!attr_set) {
-        cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             IG_SMEM_MAX);
         attr_set = 1;
     }
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE>, grid, dim3(IG_THREADS), smem, st, *p);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2>, grid, dim3(IG_THREADS), smem, st, *p);
+}
+
+template <int T, bool PREQ, bool WIDE>
+static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
+    constexpr bool K4 = T == MM_Q4_K || T == MM_Q5_K;
+    if (K4 && cuda_switch_on(&g_ig_k2, "CLOVER_CUDA_IG_K2", 1))
+        ig_launch_k<T, PREQ, WIDE, K4>(p, grid, st);
+    else
+        ig_launch_k<T, PREQ, WIDE, false>(p, grid, st);
 }
 
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {

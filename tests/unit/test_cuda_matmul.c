@@ -870,6 +870,20 @@ static void few_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
         dev_download(few ? got : old, dy, n_slots * n_out);
     }
+    /* the K-quant super-block's sums without ig_k_superblock2 (CLOVER_CUDA_IG_K2=0): the same bits */
+    cuda_igemm_few_set(0);
+    cuda_ig_k2_set(0);
+    CU(cudaMemset(dy, 0xFF, n_slots * n_out * sizeof(float)));
+    CHECK_MSG(cuda_moe_chunk(&a, work, NULL, why, sizeof why) == 0, "%s", why);
+    cuda_ig_k2_set(-1);
+    {
+        float *k1 = malloc(n_slots * n_out * sizeof(float));
+        dev_download(k1, dy, n_slots * n_out);
+        const size_t bad_k2 = few_diff(k1, old, n_slots * n_out);
+        CHECK_MSG(bad_k2 == 0, "moe %s n_in %zu n_out %zu rows %zu experts %zu: K2 off / on differ at %zu outputs",
+                  quant_type_name(type), n_in, n_out, n_rows, n_used, bad_k2);
+        free(k1);
+    }
     /* the pair (gate = these weights, up = the same bytes one expert on): one launch under the switch, two
      * calls without it; both bit for bit two separate old calls */
     const void *w_up = (const uint8_t *)a.w + n_out * rb;
