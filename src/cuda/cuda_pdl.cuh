@@ -59,6 +59,29 @@ static inline void pdl_launch_when(int on, void (*kern)(P...), dim3 grid, dim3 b
     (void)cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
 }
 
+/* pdl_launch_when's launch over thread-block clusters of `cluster` blocks along x (sm_90; grid.x a multiple of it),
+ * for kernels that share their blocks' shared memory (cooperative_groups::this_cluster). Returns the launch's
+ * status, so that a caller can fall back to a form without clusters where the launch is refused. */
+template <typename... P, typename... A>
+static inline cudaError_t pdl_launch_cluster(int on, unsigned cluster, void (*kern)(P...), dim3 grid, dim3 block,
+                                             size_t smem, cudaStream_t st, A... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = cluster;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[1].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = on && st != NULL && cuda_pdl_enabled() ? 2 : 1;
+    return cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
+}
+
 /* The decode kernels' launch. */
 template <typename... P, typename... A>
 static inline void pdl_launch(void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, A... args) {

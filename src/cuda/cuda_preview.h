@@ -101,7 +101,7 @@ unsigned long long cuda_gdn_head_once_launches(void);
  * shape, negative the environment again (tests, benches). */
 void cuda_gdn_head_rt_set(int rt);
 
-/* Scratch bytes of cuda_moe_coreset for n rows. */
+/* Scratch bytes of cuda_moe_coreset for n rows (the old kernel's, CLOVER_CUDA_CORESET=0; callers allocate it). */
 size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
 
 /* allowed[e] = 1 for the experts of the block's coreset (cpu_moe_coreset:
@@ -111,11 +111,11 @@ size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);
  * always), else 0; *kept_count += the kept experts (a device counter). The
  * float64 sums run in the CPU's order (the device exp may differ in the last
  * ulp), so equal logits give the same set but at float64 ties. */
-/* The coreset kernel's split form (moe_coreset_warp.cu: the rows' exps and picks a warp a row over many blocks,
- * then the one-block totals, ranks and walk on them): the same bits as the one-block form, slower as built (H100:
- * preview +0.5 ms). Off unless CLOVER_CUDA_CORESET_SPLIT=1 (read once); 1/0 on/off, negative the environment
- * again (tests, benches). */
-void cuda_coreset_split_set(int on);
+/* The coreset kernel's cluster form (moe_coreset_cluster.cu: a thread-block cluster of 8 blocks, the rows' exps and
+ * picks over 8 SMs, the totals through distributed shared memory; a cluster a sequence in the stacked form): the same
+ * bits as the one-block form (k_coreset_warp), which runs where the device has no cluster launch. On unless
+ * CLOVER_CUDA_CORESET_CLUSTER=0 (read once); 1/0 on/off, negative the environment again (tests, benches). */
+void cuda_coreset_cluster_set(int on);
 
 int cuda_moe_coreset(uint8_t *allowed,        // [E]
                      uint32_t *kept_count,    // [1], added to
@@ -134,8 +134,8 @@ typedef struct cuda_route_seqs {
     cuda_route_seq seq[CUDA_ROUTE_SEQS_MAX];
 } cuda_route_seqs;
 
-/* Every sequence's coreset (one launch, a block a sequence) and every row's routing (one launch) of a stacked
- * preview: the bits of cuda_moe_coreset then cuda_moe_route_allowed (or cuda_moe_route) per sequence on its
+/* Every sequence's coreset (one launch, a cluster or a block a sequence) and every row's routing (one launch) of a
+ * stacked preview: the bits of cuda_moe_coreset then cuda_moe_route_allowed (or cuda_moe_route) per sequence on its
  * rows, in two launches instead of two a sequence (issue 25: at 16 sequences ~24 us x 16 a layer of coresets).
  * 0; 1 when this form does not take the call (nothing launched: the old coreset form, CLOVER_CUDA_CORESET=0;
  * more than CUDA_ROUTE_SEQS_MAX sequences): the caller runs the per-sequence calls; -1 on error. */

@@ -14,7 +14,8 @@
  *    with the mass before each expert, as the CPU does. No host round trip:
  *    the kept flags feed the routing kernel directly. This is the form kept
  *    behind CLOVER_CUDA_CORESET=0; by default moe_coreset_warp.cu's kernel
- *    (every row's warp at once, the same sums in the same order) runs.
+ *    (every row's warp at once, the same sums in the same order) runs, on
+ *    a cluster of 8 blocks where the device has them (moe_coreset_cluster.cu).
  *  - routing: k_route's arithmetic (ops_small.cu: float32 softmax, the sum a
  *    block tree) with the experts outside the set excluded from the top-k.
  */

@@ -24,7 +24,12 @@
  *    batch, and every flag is set in parallel from its rank.
  * The old kernel took ~41 us a layer on the H200 at 32 rows (16 warps, two
  * rounds of rows, a thread scanning all 256 slots per expert); here the rows'
- * latency chains (256 float64 adds, 8 arg-max rounds) overlap.
+ * latency chains (256 float64 adds, 8 arg-max rounds) overlap. Its ~24 us
+ * (H100) are one SM's issue rate, so by default the launches below run the
+ * cluster form of moe_coreset_cluster.cu (the rows over 8 SMs, the same
+ * bits; CLOVER_CUDA_CORESET_CLUSTER=0: this kernel), which replaced the
+ * split form (rows over many blocks, their picks through global memory:
+ * slower, 2026-12-24-coresplit24).
  */
 #include <math.h>
 #include <stdint.h>
@@ -34,71 +39,15 @@
 #include "cuda_pdl.cuh"
 #include "cuda_preview.h"
 #include "cuda_switch.h"
+#include "moe_coreset_row.cuh"
 #include "moe_route.cuh"
 
-enum { CW_WARPS = 32, CW_THREADS = 32 * CW_WARPS, CW_SMEM_MAX = 200 * 1024, CW_ROUTE_ROWS = 4, CR_WARPS = 2 };
-
-/* An order-preserving key of a logit for the arg-max: larger float, larger key; -0 and +0 one key (they
- * compare equal, so the lower id must win, as in the float comparison); NaN 0 = never picked (every float
- * comparison with NaN is false in the old kernel); -inf stays above 0, so it can be picked, as there. */
-__device__ static inline uint32_t cw_key(float v) {
-    if (v != v) return 0u;
-    const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
-    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-
-/* Row r's e^(l - max) into ex [E] (float64) and its top-k picks: lane j < k holds pick j in pick (-1: none),
- * taken the lane's bit set of picked experts (expert lane + 32 m at bit m). The warp calls it together. */
-__device__ __forceinline__ static void coreset_row_picks(const float *row, double *ex, int E, int k, int lane,
-                                                         uint32_t &taken, int &pick) {
-    taken = 0;
-    pick = -1;
-    float fm = -INFINITY;
-    for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
-    for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
-    const double mx = (double)fm;
-    for (int e = lane; e < E; e += 32) ex[e] = exp((double)row[e] - mx);
-    for (int j = 0; j < k; j++) {
-        uint32_t best = 0u;
-        int bi = INT32_MAX;
-        for (int e = lane, m = 0; e < E; e += 32, m++) {
-            const uint32_t key = (taken >> m & 1u) ? 0u : cw_key(row[e]);
-            if (key > best) best = key, bi = e; /* strict: the lowest id of the lane keeps a tie */
-        }
-        const uint32_t top = __reduce_max_sync(0xffffffffu, best);
-        if (top == 0u) break; /* nothing left to pick (the old kernel's invalid slots add nothing) */
-        const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
-        if ((g & 31) == lane) taken |= 1u << (g >> 5);
-        if (lane == j) pick = g;
-    }
-}
-
-/* The float64 sum of a row's E values in expert order (the CPU's), one thread; 8 loads issued before their 8 adds. */
-__device__ __forceinline__ static double coreset_row_sum(const double *x, int E) {
-    double sum = 0.0;
-    int e = 0;
-    for (; e + 8 <= E; e += 8) {
-        const double a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
-        const double a4 = x[e + 4], a5 = x[e + 5], a6 = x[e + 6], a7 = x[e + 7];
-        sum += a0;
-        sum += a1;
-        sum += a2;
-        sum += a3;
-        sum += a4;
-        sum += a5;
-        sum += a6;
-        sum += a7;
-    }
-    for (; e < E; e++) sum += x[e];
-    return sum;
-}
+enum { CW_WARPS = 32, CW_THREADS = 32 * CW_WARPS, CW_SMEM_MAX = 200 * 1024, CW_ROUTE_ROWS = 4 };
 
 /* One block's coreset of n rows (the kernel's body; k_coreset_warp_multi runs it once a sequence, adding its kept
- * count atomically: integer adds, the same total in any order). With pre_id (the split form, k_coreset_rows before
- * it): the rows' picks [n][k] (ids, -1 none) and their probabilities come made, rw is 0 and only the totals on. */
+ * count atomically: integer adds, the same total in any order). */
 __device__ __forceinline__ static void coreset_block(uint8_t *allowed, uint32_t *kept_count, const float *logits,
-                                                     int n, int E, int k, float top_p, int rw, bool atomic_count,
-                                                     const int32_t *pre_id = NULL, const double *pre_p = NULL) {
+                                                     int n, int E, int k, float top_p, int rw, bool atomic_count) {
     /* dynamic shared memory: P [rw][ES] doubles (a row's e^(l - max), then its picks' probabilities; ES = E
      * rounded up to odd, so lane r reading row r's element e hits its own banks), totals [E], the fractions in
      * rank order [E], the ranks [E] (int) */
@@ -113,11 +62,7 @@ __device__ __forceinline__ static void coreset_block(uint8_t *allowed, uint32_t 
     pdl_trigger();
     for (int e = tid; e < E; e += blockDim.x) rank_s[e] = 0;
     double t = 0.0; /* thread e < E: expert e's total, rows in ascending order */
-    if (pre_id && tid < E) /* the rows that picked expert tid, ascending: the sum below without its 0.0 terms */
-        for (int r = 0; r < n; r++)
-            for (int j = 0; j < k; j++)
-                if (pre_id[(size_t)r * k + j] == tid) t += pre_p[(size_t)r * k + j];
-    for (int r0 = 0; !pre_id && r0 < n; r0 += rw) {
+    for (int r0 = 0; r0 < n; r0 += rw) {
         const int r = r0 + warp, in_round = n - r0 < rw ? n - r0 : rw;
         const bool mine = warp < rw && r < n;
         const float *row = logits + (size_t)r * E;
@@ -193,34 +138,8 @@ __device__ __forceinline__ static void coreset_block(uint8_t *allowed, uint32_t 
 
 __global__ void __launch_bounds__(CW_THREADS, 1)
     k_coreset_warp(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k, float top_p,
-                   int rw, const int32_t *pre_id, const double *pre_p) {
-    coreset_block(allowed, kept_count, logits, n, E, k, top_p, rw, false, pre_id, pre_p);
-}
-
-/* The split form's first launch: a warp a row, CR_WARPS rows a block, over as many SMs as the rows ask (the
- * one-block kernel ran 32 rows' exps and top-k rounds on one SM's 4 schedulers: ncu, 2026-12-24-chunktile24, 60% of
- * its 26.8 us, issue-bound). Row r's picks and their probabilities into id / p [r][k] (-1 and 0.0 past its picks):
- * the same code (coreset_row_picks, coreset_row_sum, one division a pick), so k_coreset_warp's totals from them are
- * the one-block form's bits. */
-__global__ void __launch_bounds__(CR_WARPS * 32, 1)
-    k_coreset_rows(int32_t *id, double *p, const float *logits, int n, int E, int k) {
-    extern __shared__ double smr[]; /* [CR_WARPS][E | 1] */
-    const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, r = (int)blockIdx.x * CR_WARPS + warp;
-    pdl_wait(); /* the logits are the router product's output (cuda_pdl.cuh) */
-    pdl_trigger();
-    if (r >= n) return; /* a whole warp; no block barrier below */
-    double *ex = smr + (size_t)warp * (E | 1);
-    uint32_t taken = 0;
-    int pick = -1;
-    coreset_row_picks(logits + (size_t)r * E, ex, E, k, lane, taken, pick);
-    __syncwarp();
-    double sum = 0.0;
-    if (lane == 0) sum = coreset_row_sum(ex, E);
-    sum = __shfl_sync(0xffffffffu, sum, 0);
-    if (lane < k) {
-        id[(size_t)r * k + lane] = pick;
-        p[(size_t)r * k + lane] = pick >= 0 ? ex[pick] / sum : 0.0;
-    }
+                   int rw) {
+    coreset_block(allowed, kept_count, logits, n, E, k, top_p, rw, false);
 }
 
 /* A stacked preview's sequences, a block each (cuda_moe_coreset_route_multi): sequence i's rows from row0, its
@@ -293,33 +212,18 @@ static int coreset_shape(size_t E, size_t k, int *rw_out, size_t *smem_out, char
     return 0;
 }
 
-/* The split form (k_coreset_rows, then k_coreset_warp on its picks): off unless CLOVER_CUDA_CORESET_SPLIT=1 (H100,
- * 2026-12-24-coresplit24: the same bits, but a 32-row preview 7.17 -> 7.66 ms: the one-block kernel's totals over
- * the [n][k] picks, each thread scanning every pick in global memory, cost more than the rows' phase saved);
- * cuda_coreset_split_set: 1/0, negative the environment again. */
-static int g_split = -1;
-extern "C" void cuda_coreset_split_set(int on) { cuda_switch_set(&g_split, on); }
-
-/* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0); work: cuda_moe_coreset_work_bytes(n, k) (the
- * split form's picks; NULL: the one-block form). 0, or -1 with `err` set. */
+/* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0): the cluster form (moe_coreset_cluster.cu, the
+ * same bits) where it takes the call, else the one-block kernel. work (cuda_moe_coreset_work_bytes) is the old
+ * kernel's; neither form here needs it. 0, or -1 with `err` set. */
 int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
                         float top_p, void *work, cudaStream_t st, char *err, size_t errn) {
+    (void)work;
     int rw = 0;
     size_t smem = 0;
     if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
-    const size_t rsmem = (size_t)CR_WARPS * (E | 1) * sizeof(double);
-    if (work && n > 0 && cuda_switch_on(&g_split, "CLOVER_CUDA_CORESET_SPLIT", 0) && rsmem <= 48 * 1024) {
-        double *p = (double *)work; /* [n][k], then the ids (cuda_moe_coreset_work_bytes) */
-        int32_t *id = (int32_t *)(p + n * k);
-        pdl_launch(k_coreset_rows, dim3((unsigned)((n + CR_WARPS - 1) / CR_WARPS)), dim3(CR_WARPS * 32), rsmem, st, id,
-                   p, logits, (int)n, (int)E, (int)k);
-        const size_t tail = smem - (size_t)rw * (E | 1) * sizeof(double); /* the totals, fractions and ranks */
-        pdl_launch(k_coreset_warp, dim3(1), dim3(CW_THREADS), tail, st, allowed, kept_count, logits, (int)n, (int)E,
-                   (int)k, top_p, 0, (const int32_t *)id, (const double *)p);
-        return 0;
-    }
+    if (coreset_cluster_launch(allowed, kept_count, logits, (int)n, (int)E, (int)k, top_p, st) == 0) return 0;
     pdl_launch(k_coreset_warp, dim3(1), dim3(CW_THREADS), smem, st, allowed, kept_count, logits, (int)n, (int)E,
-               (int)k, top_p, rw, (const int32_t *)NULL, (const double *)NULL);
+               (int)k, top_p, rw);
     return 0;
 }
 
@@ -332,7 +236,7 @@ int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_c
     if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
     bool any = false;
     for (int i = 0; i < m->n_seq; i++) any = any || m->seq[i].coreset;
-    if (any)
+    if (any && coreset_cluster_multi_launch(allowed, stride, kept_count, logits, m, (int)E, (int)k, st) != 0)
         pdl_launch(k_coreset_warp_multi, dim3((unsigned)m->n_seq), dim3(CW_THREADS), smem, st, allowed, stride,
                    kept_count, logits, *m, (int)E, (int)k, rw);
     const unsigned grid = (unsigned)((n_rows + CW_ROUTE_ROWS - 1) / CW_ROUTE_ROWS), th = CW_ROUTE_ROWS * 32;

@@ -5,7 +5,7 @@
  *  - the coreset and the routing inside it against the CPU's on random
  *    router logits at the 35B-A3B's shape (256 experts, k 8); a stacked
  *    preview's coresets and routing in two launches against the calls per
- *    sequence, bit for bit;
+ *    sequence, bit for bit, the coreset's cluster form on and off;
  *  - the GDN block operator against gdn_block_scalar at the 35B-A3B's GDN
  *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows; a
  *    stacked preview's operators in two launches against one call a
@@ -23,10 +23,11 @@
  *    identical ids, confidences within 2e-6 (float64 sums in another order);
  *  - two sequences in one preview call equal each alone, bit for bit; the
  *    preview trunk replayed from its captured graph equals the eager pass;
- *  - coreset_forms / gdn_block_forms (issue 24): the coreset kernel and the
- *    two-launch GDN block operator against the forms they replace, bit for
- *    bit, over rows 1..64, odd sizes, ties and infinities, and against the
- *    CPU oracles (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
+ *  - coreset_forms / gdn_block_forms (issue 24): the coreset kernel (its
+ *    one-block and cluster forms) and the two-launch GDN block operator
+ *    against the forms they replace, bit for bit, over rows 0..64, odd
+ *    sizes, ties and infinities, and against the CPU oracles
+ *    (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
  *  - gdn_head_once (issues 24, 25): the head-once form of the GDN heads
  *    (CLOVER_CUDA_GDN_HEAD_ONCE) against the tile form, bit for bit, lone
  *    and stacked, every group count; the states untouched;
@@ -125,9 +126,11 @@ static void coreset_kernel(void) {
 /* cuda_moe_coreset_route_multi (a stacked preview's coresets and routing in two launches) against the per-sequence
  * calls it replaces, bit for bit: six sequences of 32, 7, 1, 32, 13 and 5 rows side by side, two without a coreset
  * (routed freely), top-p 0.9 / 0.5 / 1.0, two equal rows; the flags of each coreset sequence, the kept count, every
- * row's ids and weights. A sequence without a coreset must leave its flags as they were. */
+ * row's ids and weights. A sequence without a coreset must leave its flags as they were. Each way with the coreset's
+ * cluster form (moe_coreset_cluster.cu: a cluster a sequence in the stacked launch) on and off (the one-block
+ * kernels): four runs, all equal to the first (per sequence, cluster off). */
 static void coreset_route_multi(void) {
-    enum { NS = 6 };
+    enum { NS = 6, NV = 4 };
     const size_t E = 256, k = 8, L = 3;
     const int32_t ns[NS] = {32, 7, 1, 32, 13, 5}, cs[NS] = {1, 1, 0, 1, 1, 0};
     const float tp[NS] = {0.9f, 0.5f, 0.9f, 1.0f, 0.9f, 0.7f};
@@ -144,54 +147,72 @@ static void coreset_route_multi(void) {
     const size_t stride = L * E, il = 1, fbytes = NS * stride;
     uint8_t *poison = malloc(fbytes);
     memset(poison, 7, fbytes);
-    void *work = NULL, *d_cnt[2] = {NULL, NULL}, *d_idx[2] = {NULL, NULL}, *d_w[2] = {NULL, NULL};
-    uint8_t *d_fl[2] = {cuda_test_upload(poison, fbytes), cuda_test_upload(poison, fbytes)};
+    void *work = NULL, *d_cnt[NV], *d_idx[NV], *d_w[NV];
+    uint8_t *d_fl[NV];
     char why[CUDA_WHY];
     CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(32, k), why) == 0);
-    for (int v = 0; v < 2; v++) {
+    for (int v = 0; v < NV; v++) {
+        d_fl[v] = cuda_test_upload(poison, fbytes);
+        d_cnt[v] = d_idx[v] = d_w[v] = NULL;
         CHECK(cuda_alloc(&d_cnt[v], 4, why) == 0 && cuda_memset(d_cnt[v], 0, 4, NULL, why) == 0);
         CHECK(cuda_alloc(&d_idx[v], n * k * 4, why) == 0 && cuda_alloc(&d_w[v], n * k * 4, why) == 0);
     }
-    for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
-        const cuda_route_seq *q = &m.seq[i];
-        int32_t *ri = (int32_t *)d_idx[0] + (size_t)q->row0 * k;
-        float *wi = (float *)d_w[0] + (size_t)q->row0 * k;
-        const float *li = (const float *)d_lg + (size_t)q->row0 * E;
-        uint8_t *al = d_fl[0] + i * stride + il * E;
-        if (q->coreset) {
-            CHECK(cuda_moe_coreset(al, d_cnt[0], li, (size_t)q->n, E, k, q->top_p, work, NULL) == 0);
-            CHECK(cuda_moe_route_allowed(ri, wi, li, al, (size_t)q->n, E, k, NULL) == 0);
-        } else {
-            CHECK(cuda_moe_route(ri, wi, li, (size_t)q->n, E, k, NULL) == 0);
+    for (int v = 0; v < NV; v++) { /* v 0, 1: per sequence, cluster off / on; 2, 3: stacked, cluster off / on */
+        cuda_coreset_cluster_set(v & 1);
+        if (v >= 2) {
+            const int rc = cuda_moe_coreset_route_multi(d_fl[v] + il * E, stride, d_cnt[v], d_idx[v], d_w[v], d_lg, &m,
+                                                        n, E, k, NULL);
+            CHECK_MSG(rc == 0, "cuda_moe_coreset_route_multi: rc %d (%s)", rc, cuda_preview_last_error());
+            continue;
+        }
+        for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
+            const cuda_route_seq *q = &m.seq[i];
+            int32_t *ri = (int32_t *)d_idx[v] + (size_t)q->row0 * k;
+            float *wi = (float *)d_w[v] + (size_t)q->row0 * k;
+            const float *li = (const float *)d_lg + (size_t)q->row0 * E;
+            uint8_t *al = d_fl[v] + i * stride + il * E;
+            if (q->coreset) {
+                CHECK(cuda_moe_coreset(al, d_cnt[v], li, (size_t)q->n, E, k, q->top_p, work, NULL) == 0);
+                CHECK(cuda_moe_route_allowed(ri, wi, li, al, (size_t)q->n, E, k, NULL) == 0);
+            } else {
+                CHECK(cuda_moe_route(ri, wi, li, (size_t)q->n, E, k, NULL) == 0);
+            }
         }
     }
-    const int rc = cuda_moe_coreset_route_multi(d_fl[1] + il * E, stride, d_cnt[1], d_idx[1], d_w[1], d_lg, &m, n, E, k,
-                                                NULL);
-    CHECK_MSG(rc == 0, "cuda_moe_coreset_route_multi: rc %d (%s)", rc, cuda_preview_last_error());
-    uint8_t *fl[2] = {malloc(fbytes), malloc(fbytes)};
-    int32_t *idx[2] = {malloc(n * k * 4), malloc(n * k * 4)};
-    float *w[2] = {malloc(n * k * 4), malloc(n * k * 4)};
-    uint32_t cnt[2] = {0, 0};
-    for (int v = 0; v < 2; v++) {
+    cuda_coreset_cluster_set(-1);
+    uint8_t *fl[NV];
+    int32_t *idx[NV];
+    float *w[NV];
+    uint32_t cnt[NV];
+    for (int v = 0; v < NV; v++) {
+        fl[v] = malloc(fbytes), idx[v] = malloc(n * k * 4), w[v] = malloc(n * k * 4);
         cuda_test_download(fl[v], d_fl[v], fbytes);
         cuda_test_download(idx[v], d_idx[v], n * k * 4);
         cuda_test_download(w[v], d_w[v], n * k * 4);
         cuda_test_download(&cnt[v], d_cnt[v], 4);
     }
-    size_t kept = 0, untouched = 0;
+    size_t kept = 0;
     for (int i = 0; i < NS; i++)
-        for (size_t e = 0; e < E; e++) {
-            kept += cs[i] && fl[0][i * stride + il * E + e];
-            untouched += !cs[i] && fl[1][i * stride + il * E + e] == 7;
-        }
-    CHECK_MSG(memcmp(fl[0], fl[1], fbytes) == 0, "the flags differ from the per-sequence calls'");
-    CHECK_MSG(untouched == 2 * E, "%zu of %zu flags of the sequences without a coreset kept", untouched, 2 * E);
-    CHECK_MSG(cnt[0] == cnt[1] && cnt[0] == kept, "kept count %u, per sequence %u, flags %zu", cnt[1], cnt[0], kept);
-    CHECK_MSG(memcmp(idx[0], idx[1], n * k * 4) == 0, "routed ids differ from the per-sequence calls'");
-    CHECK_MSG(memcmp(w[0], w[1], n * k * 4) == 0, "routing weights differ from the per-sequence calls' bits");
-    printf("     coresets and routing of %d sequences (%zu rows) in two launches: %zu experts kept, flags, ids and "
-           "weights equal to the per-sequence calls\n", NS, n, kept);
-    for (int v = 0; v < 2; v++) {
+        for (size_t e = 0; e < E; e++) kept += cs[i] && fl[0][i * stride + il * E + e];
+    for (int v = 1; v < NV; v++) {
+        size_t untouched = 0;
+        for (int i = 0; i < NS; i++)
+            for (size_t e = 0; e < E; e++) untouched += !cs[i] && fl[v][i * stride + il * E + e] == 7;
+        const char *what = v == 1   ? "per sequence, cluster on"
+                           : v == 2 ? "stacked, cluster off"
+                                    : "stacked, cluster on";
+        CHECK_MSG(memcmp(fl[0], fl[v], fbytes) == 0, "%s: the flags differ from the per-sequence calls'", what);
+        CHECK_MSG(untouched == 2 * E, "%s: %zu of %zu flags of the sequences without a coreset kept", what, untouched,
+                  2 * E);
+        CHECK_MSG(cnt[0] == cnt[v] && cnt[0] == kept, "%s: kept count %u, per sequence %u, flags %zu", what, cnt[v],
+                  cnt[0], kept);
+        CHECK_MSG(memcmp(idx[0], idx[v], n * k * 4) == 0, "%s: routed ids differ from the per-sequence calls'", what);
+        CHECK_MSG(memcmp(w[0], w[v], n * k * 4) == 0, "%s: routing weights differ from the per-sequence calls' bits",
+                  what);
+    }
+    printf("     coresets and routing of %d sequences (%zu rows) in two launches, cluster form on and off: %zu experts "
+           "kept, flags, ids and weights equal to the per-sequence calls (cluster on and off)\n", NS, n, kept);
+    for (int v = 0; v < NV; v++) {
         cuda_free(d_fl[v]), cuda_free(d_cnt[v]), cuda_free(d_idx[v]), cuda_free(d_w[v]);
         free(fl[v]), free(idx[v]), free(w[v]);
     }
@@ -697,14 +718,14 @@ static void gdn_block_35b(void) {
 }
 
 /* The coreset kernel of moe_coreset_warp.cu against the previous one (cuda_preview_set_forms 1 vs 0) and the
- * CPU's: kept flags and counts bit for bit equal to the previous kernel's over rows 1..64 (one and several
+ * CPU's: kept flags and counts bit for bit equal to the previous kernel's over rows 0..64 (one and several
  * rounds of the 32 row warps), odd expert counts (37, 100) up to 1024, k 1..16, top-p 0 / 0.5 / 0.9 / 1, and
  * logits with ties (values on a 0.5 grid: equal logits in a row, equal totals across experts), -inf, +-0 and
  * equal rows, read at an odd row offset; and, for the plain random logits at top-p < 1, equal to cpu_moe_coreset's set.
- * Its split form (cuda_coreset_split_set: the rows a warp each over many blocks, then the one-block rest) against its
- * one-block form on the same calls, bit for bit. */
+ * Its cluster form (cuda_coreset_cluster_set: 8 blocks, the rows over 8 SMs, the totals through distributed shared
+ * memory) against its one-block form on the same calls, bit for bit. */
 static void coreset_forms(void) {
-    const size_t Es[4] = {256, 37, 100, 1024}, ks[4] = {8, 1, 3, 16}, ns[8] = {1, 2, 7, 31, 32, 33, 50, 64};
+    const size_t Es[4] = {256, 37, 100, 1024}, ks[4] = {8, 1, 3, 16}, ns[9] = {0, 1, 2, 7, 31, 32, 33, 50, 64};
     const float tops[4] = {0.5f, 0.9f, 1.0f, 0.0f};
     const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
     size_t cases = 0, vs_cpu = 0;
@@ -729,31 +750,32 @@ static void coreset_forms(void) {
             uint8_t *got[3] = {malloc(E), malloc(E), malloc(E)}, *want = malloc(E);
             double *totals = malloc(E * sizeof(double));
             int32_t *order = malloc(E * sizeof(int32_t));
-            for (int ni = 0; ni < 8; ni++)
+            for (int ni = 0; ni < 9; ni++)
                 for (int ti = 0; ti < 4; ti++) {
-                    if (small && (ti != 1 || (ni != 0 && ni != 5))) continue;
+                    if (small && (ti != 1 || (ni != 1 && ni != 6))) continue;
                     const size_t n = ns[ni];
                     uint32_t cnt[3] = {0, 0, 0};
-                    for (int form = 0; form < 3; form++) { /* the old kernel, the one-block warp form, the split */
+                    for (int form = 0; form < 3; form++) { /* the old kernel, the one-block warp form, the cluster */
                         cuda_preview_set_forms(form > 0, -1);
-                        cuda_coreset_split_set(form == 2);
+                        cuda_coreset_cluster_set(form == 2);
                         CHECK(cuda_memset(d_allowed, 0xAB, E, NULL, why) == 0 && cuda_memset(d_cnt, 0, 4, NULL, why) == 0);
                         CHECK_MSG(cuda_moe_coreset(d_allowed, d_cnt, d_lg, n, E, k, tops[ti], work, NULL) == 0, "%s",
                                   cuda_preview_last_error());
                         cuda_test_download(got[form], d_allowed, E);
                         cuda_test_download(&cnt[form], d_cnt, 4);
                     }
-                    size_t diff = 0, kept = 0, dsplit = 0;
+                    size_t diff = 0, kept = 0, dcl = 0;
                     for (size_t e = 0; e < E; e++)
-                        diff += got[0][e] != got[1][e], kept += got[1][e] == 1, dsplit += got[2][e] != got[1][e];
-                    CHECK_MSG(dsplit == 0 && cnt[2] == cnt[1], "E %zu k %zu n %zu dist %d top-p %.2f: the split form: "
+                        diff += got[0][e] != got[1][e], kept += got[1][e] == 1, dcl += got[2][e] != got[1][e];
+                    CHECK_MSG(dcl == 0 && cnt[2] == cnt[1], "E %zu k %zu n %zu dist %d top-p %.2f: the cluster form: "
                               "%zu flags differ from the one-block form's, kept %u vs %u", E, k, n, dist,
-                              (double)tops[ti], dsplit, cnt[2], cnt[1]);
+                              (double)tops[ti], dcl, cnt[2], cnt[1]);
                     CHECK_MSG(diff == 0 && cnt[0] == cnt[1] && kept == cnt[1],
                               "E %zu k %zu n %zu dist %d top-p %.2f: %zu flags differ from the previous kernel's, "
                               "kept %u vs %u (%zu set)", E, k, n, dist, (double)tops[ti], diff, cnt[1], cnt[0], kept);
-                    if (dist == 0 && tops[ti] < 1.0f) { /* (at top-p 1 the walk ends where the mass meets 1 within
-                                                          * an ulp: the device exp's last bit can move it) */
+                    /* (at top-p 1 the walk ends where the mass meets 1 within an ulp: the device exp's last bit can
+                     * move it; no rows: nothing for the CPU's set to be compared on) */
+                    if (dist == 0 && tops[ti] < 1.0f && n > 0) {
                         cpu_moe_coreset(want, lg + off * E, n, E, k, tops[ti], totals, order);
                         size_t bad = 0;
                         for (size_t e = 0; e < E; e++) bad += want[e] != got[1][e];
@@ -764,12 +786,12 @@ static void coreset_forms(void) {
                     cases++;
                 }
             cuda_preview_set_forms(-1, -1);
-            cuda_coreset_split_set(-1);
+            cuda_coreset_cluster_set(-1);
             cuda_free(work), cuda_free(d_allowed), cuda_free(d_cnt), cuda_free(d_all);
             free(got[0]), free(got[1]), free(got[2]), free(want), free(totals), free(order), free(lg);
         }
-    printf("     coreset kernel vs the previous one, its split form vs its one-block form: %zu cases bit for bit (%zu "
-           "also equal to the CPU's set)\n", cases, vs_cpu);
+    printf("     coreset kernel vs the previous one, its cluster form vs its one-block form: %zu cases bit for bit "
+           "(%zu also equal to the CPU's set)\n", cases, vs_cpu);
 }
 
 /* One cuda_gdn_block call on host data, in the form asked (1 the two-launch form, 0 the previous four), the

@@ -1,0 +1,78 @@
+/*
+ * moe_coreset_row.cuh: the per-row pieces of the coreset kernels (SPEC.md 2.2) that both the one-block form
+ * (moe_coreset_warp.cu) and the cluster form (moe_coreset_cluster.cu) run, in one place so that the two forms'
+ * rows are the same instructions and so the same bits: a row's e^(l - max) and top-k picks by one warp, and its
+ * float64 sum in expert order by one thread. Also the two files' launch entry points.
+ */
+#ifndef CLOVER_MOE_CORESET_ROW_CUH
+#define CLOVER_MOE_CORESET_ROW_CUH
+
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_preview.h"
+
+/* An order-preserving key of a logit for the arg-max: larger float, larger key; -0 and +0 one key (they
+ * compare equal, so the lower id must win, as in the float comparison); NaN 0 = never picked (every float
+ * comparison with NaN is false in the old kernel); -inf stays above 0, so it can be picked, as there. */
+__device__ static inline uint32_t cw_key(float v) {
+    if (v != v) return 0u;
+    const uint32_t u = __float_as_uint(v == 0.0f ? 0.0f : v);
+    return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+/* Row r's e^(l - max) into ex [E] (float64) and its top-k picks: lane j < k holds pick j in pick (-1: none),
+ * taken the lane's bit set of picked experts (expert lane + 32 m at bit m). The warp calls it together. */
+__device__ __forceinline__ static void coreset_row_picks(const float *row, double *ex, int E, int k, int lane,
+                                                         uint32_t &taken, int &pick) {
+    taken = 0;
+    pick = -1;
+    float fm = -INFINITY;
+    for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
+    for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
+    const double mx = (double)fm;
+    for (int e = lane; e < E; e += 32) ex[e] = exp((double)row[e] - mx);
+    for (int j = 0; j < k; j++) {
+        uint32_t best = 0u;
+        int bi = INT32_MAX;
+        for (int e = lane, m = 0; e < E; e += 32, m++) {
+            const uint32_t key = (taken >> m & 1u) ? 0u : cw_key(row[e]);
+            if (key > best) best = key, bi = e; /* strict: the lowest id of the lane keeps a tie */
+        }
+        const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+        if (top == 0u) break; /* nothing left to pick (the old kernel's invalid slots add nothing) */
+        const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
+        if ((g & 31) == lane) taken |= 1u << (g >> 5);
+        if (lane == j) pick = g;
+    }
+}
+
+/* The float64 sum of a row's E values in expert order (the CPU's), one thread; 8 loads issued before their 8 adds. */
+__device__ __forceinline__ static double coreset_row_sum(const double *x, int E) {
+    double sum = 0.0;
+    int e = 0;
+    for (; e + 8 <= E; e += 8) {
+        const double a0 = x[e], a1 = x[e + 1], a2 = x[e + 2], a3 = x[e + 3];
+        const double a4 = x[e + 4], a5 = x[e + 5], a6 = x[e + 6], a7 = x[e + 7];
+        sum += a0;
+        sum += a1;
+        sum += a2;
+        sum += a3;
+        sum += a4;
+        sum += a5;
+        sum += a6;
+        sum += a7;
+    }
+    for (; e < E; e++) sum += x[e];
+    return sum;
+}
+
+/* moe_coreset_cluster.cu's launches, called by moe_coreset_warp.cu's (which checked E <= 1024, k <= 32): 0 when
+ * launched, 1 when the cluster form does not take the call (switched off, no cluster launch on this device, or
+ * the launch refused): the caller then runs its one-block kernel. */
+int coreset_cluster_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, int n, int E, int k,
+                           float top_p, cudaStream_t st);
+int coreset_cluster_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, const float *logits,
+                                 const cuda_route_seqs *m, int E, int k, cudaStream_t st);
+
+#endif
