@@ -6,9 +6,10 @@
  * warps' exps and top-k rounds (~73K warp instructions) issued by ONE SM's 4 schedulers. The split form (rows over
  * 16 blocks, picks through global memory, then the one-block rest) was slower: the rest scanned every pick in
  * global memory per expert. Here the rows spread over 8 SMs and the rest reads them from distributed shared memory:
- *  - rows: block b's warp w takes row r0 + 4 b + w (32 rows a round; more rows in rounds): coreset_row_picks, the
- *    row's sum by its lane 0 (coreset_row_sum: expert order, one thread), then the row in the block's shared memory
- *    becomes its dense probabilities (p = e / sum at its picks, one division a pick as before, 0.0 elsewhere);
+ *  - rows: block b's row slot w takes row r0 + 4 b + w (32 rows a round; more rows in rounds) with two warps: w's
+ *    top-k rounds (coreset_row_topk) beside warp w + 4's exps and their sum by its lane 0 (coreset_row_exps,
+ *    coreset_row_sum: expert order, one thread), then the row in the block's shared memory becomes its dense
+ *    probabilities (p = e / sum at its picks, one division a pick as before, 0.0 elsewhere);
  *  - cluster.sync; totals: block b owns the experts [b S, (b + 1) S), S = ceil(E / 8); expert e's thread adds its
  *    column over the round's rows in row order, reading the owners' rows through DSMEM (all 32 loads issued before
  *    the adds), its running total kept across rounds: 0.0 + p_row0 + p_row1 + ..., k_coreset_warp's chain (a row
@@ -25,8 +26,8 @@
  * coresets in a graph): 22.5 -> 15.8 us a coreset, the blocks on 8 distinct SMs. %globaltimer per phase: rows
  * 8.0 us (now one row's latency chain a warp: loads, exps, 8 top-k rounds, the 256-add row sum), column walk +
  * sync 1.1, publish 0.5, ranks beside the one-lane total 2.2 (that 256-add chain), last sync 0.5, fractions + walk
- * + flags 4 (random logits keep ~half the experts; a real router's ~8-16 walk shorter). Next: the row sum on
- * other warps, beside the top-k rounds (the sum needs only the exps).
+ * + flags 4 (random logits keep ~half the experts; a real router's ~8-16 walk shorter). Since: the row sum on
+ * its own warp beside the top-k rounds, the top-k's keys made once into registers (E <= 256): not yet measured.
  * One launch (a cluster a sequence in the stacked form), PDL as the other coreset launches; where the device has no
  * cluster launch or the launch is refused, moe_coreset_warp.cu runs k_coreset_warp instead.
  * CLOVER_CUDA_CORESET_CLUSTER=0 (or cuda_coreset_cluster_set(0)) runs k_coreset_warp always.
@@ -44,12 +45,14 @@
 
 namespace cg = cooperative_groups;
 
-/* 8: the portable cluster size (no opt-in); 4 warps: one a scheduler of the block's SM */
+/* 8: the portable cluster size (no opt-in); 4 rows a block, each with two warps: one for its top-k rounds, one for
+ * its exps and their one-lane sum (the sum needs only the exps, so the two chains run side by side) */
 enum {
     CC_BLOCKS = 8,
-    CC_WARPS = 4,
+    CC_RW = 4,
+    CC_WARPS = 2 * CC_RW,
     CC_THREADS = 32 * CC_WARPS,
-    CC_ROWS = CC_BLOCKS * CC_WARPS, /* rows a round */
+    CC_ROWS = CC_BLOCKS * CC_RW, /* rows a round */
     CC_SLICE_MAX = CC_THREADS,      /* experts a block owns: a thread each */
     CC_SMEM_MAX = 64 * 1024         /* E 1024: 4 rows of 1025 doubles + 2 x 1024 doubles + 1024 ints = 52 KiB */
 };
@@ -59,7 +62,7 @@ static_assert(CUDA_ROUTE_MAX_EXPERT <= CC_BLOCKS * CC_SLICE_MAX, "coreset cluste
  * totals [E] (every expert's, published by the owners), sorted [E] (the fractions in rank order) and rank [E]
  * (int); the last two used in the leader only, but laid out alike in every block so DSMEM offsets agree. */
 static size_t cc_smem(int E) {
-    return ((size_t)CC_WARPS * (size_t)(E | 1) + 2 * (size_t)E) * sizeof(double) + (size_t)E * sizeof(int);
+    return ((size_t)CC_RW * (size_t)(E | 1) + 2 * (size_t)E) * sizeof(double) + (size_t)E * sizeof(int);
 }
 
 /* One cluster's coreset of n rows (every block of the cluster calls it; n, E, k are the cluster's, so every
@@ -69,10 +72,10 @@ __device__ __forceinline__ static void coreset_cluster(uint8_t *allowed, uint32_
     cg::cluster_group cluster = cg::this_cluster();
     extern __shared__ double smc[];
     const int ES = E | 1;
-    double *P = smc, *totals = P + (size_t)CC_WARPS * ES, *sorted = totals + E;
+    double *P = smc, *totals = P + (size_t)CC_RW * ES, *sorted = totals + E;
     int *rank_all = (int *)(sorted + E);
     __shared__ int rank_s[CC_SLICE_MAX]; /* the ranks of the block's slice, counted by several threads */
-    __shared__ double total_s;
+    __shared__ double total_s, rsum[CC_RW];
     __shared__ int kept_s;
     const int tid = threadIdx.x, warp = tid / 32, lane = tid & 31, b = (int)cluster.block_rank();
     const int S = (E + CC_BLOCKS - 1) / CC_BLOCKS, e0 = b * S, left = E - e0;
@@ -85,21 +88,27 @@ __device__ __forceinline__ static void coreset_cluster(uint8_t *allowed, uint32_
     pdl_wait(); /* the logits are the router product's output (cuda_pdl.cuh) */
     pdl_trigger();
     double t = 0.0; /* thread i < Sb: expert e0 + i's total, rows in ascending order */
-    double *ex = P + (size_t)warp * ES;
+    const int rw = warp % CC_RW; /* the block's row slot of this warp; warps CC_RW.. are the sum warps */
+    const bool sum_warp = warp >= CC_RW;
+    double *ex = P + (size_t)rw * ES;
     if (n <= 0) cluster.sync(); /* no round: the sync that starts every block before any DSMEM access */
     for (int r0 = 0; r0 < n; r0 += CC_ROWS) {
-        const int r = r0 + CC_WARPS * b + warp, in_round = n - r0 < CC_ROWS ? n - r0 : CC_ROWS;
+        const int r = r0 + CC_RW * b + rw, in_round = n - r0 < CC_ROWS ? n - r0 : CC_ROWS;
         if (r0 > 0) cluster.sync(); /* every block has added the last round's rows before they are overwritten */
-        if (r < n) { /* a whole warp */
-            uint32_t taken = 0; /* bit m: expert lane + 32 m picked (E <= 32 * 32) */
-            int pick = -1;      /* lane j < k: the row's j-th pick */
-            coreset_row_picks(logits + (size_t)r * E, ex, E, k, lane, taken, pick);
+        const float *row = logits + (size_t)r * E;
+        uint32_t taken = 0; /* bit m: expert lane + 32 m picked (E <= 32 * 32) */
+        int pick = -1;      /* lane j < k: the row's j-th pick */
+        if (r < n && sum_warp) { /* the row's e^(l - max), then lane 0's sum: k_coreset_warp's sums[w] chain */
+            coreset_row_exps(row, ex, E, lane);
             __syncwarp(); /* every lane's e^(l - max) written before lane 0 adds them */
-            double sum = 0.0;
-            if (lane == 0) sum = coreset_row_sum(ex, E); /* k_coreset_warp's sums[w]: the same chain */
-            sum = __shfl_sync(0xffffffffu, sum, 0);
-            const double pv = pick >= 0 ? ex[pick] / sum : 0.0;
-            __syncwarp(); /* lane 0's reads and the picks' reads before the row is overwritten */
+            if (lane == 0) rsum[rw] = coreset_row_sum(ex, E);
+        } else if (r < n) {
+            coreset_row_topk(row, E, k, lane, taken, pick);
+        }
+        __syncthreads(); /* the rows' exps and sums */
+        if (r < n && !sum_warp) { /* the row becomes its picks' probabilities (one division a pick) and 0 */
+            const double pv = pick >= 0 ? ex[pick] / rsum[rw] : 0.0;
+            __syncwarp(); /* the picks' reads before the row is overwritten */
             for (int e = lane, m = 0; e < E; e += 32, m++)
                 if (!(taken >> m & 1u)) ex[e] = 0.0;
             if (pick >= 0) ex[pick] = pv;
@@ -108,10 +117,10 @@ __device__ __forceinline__ static void coreset_cluster(uint8_t *allowed, uint32_
         if (tid < Sb) {
             const int e = e0 + tid;
             double v[CC_ROWS];
-            /* row r0 + j: block j / 4's warp j % 4. All 32 loads first and unconditional (a row past n is a stale
-             * or unwritten row of the buffer, read and not added): no branch between them */
+            /* row r0 + j: block j / 4's row slot j % 4. All 32 loads first and unconditional (a row past n is a
+             * stale or unwritten row of the buffer, read and not added): no branch between them */
 #pragma unroll
-            for (int j = 0; j < CC_ROWS; j++) v[j] = src[j / CC_WARPS][(size_t)(j % CC_WARPS) * ES + e];
+            for (int j = 0; j < CC_ROWS; j++) v[j] = src[j / CC_RW][(size_t)(j % CC_RW) * ES + e];
 #pragma unroll
             for (int j = 0; j < CC_ROWS; j++)
                 if (j < in_round) t += v[j]; /* row order: k_coreset_warp's column walk */
@@ -147,24 +156,19 @@ __device__ __forceinline__ static void coreset_cluster(uint8_t *allowed, uint32_
     __syncthreads();
     /* the walk, as cpu_moe_coreset_from_totals (coreset_block's): kept while the mass before is < top_p, the first
      * always; the mass never decreases (a NaN stays NaN and compares false), so the kept experts are a prefix */
-    if (tid == 0) {
+    if (tid == 0) { /* the mass's adds a chain of their own: kept = the first i > 0 whose mass before is not
+                      * < top_p, found by a test that no add waits on; 32 fractions a step, stopping after the step
+                      * that found it (a real router keeps ~8-16: one step) */
         double before = 0.0;
-        int kept = 0;
-        bool go = true;
-        for (int i0 = 0; go && i0 < E; i0 += 8) {
-            double f[8];
-#pragma unroll
-            for (int q = 0; q < 8; q++) f[q] = i0 + q < E ? sorted[i0 + q] : 0.0;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
+        int kept = E;
+        for (int i0 = 0; kept == E && i0 < E; i0 += 32) {
+#pragma unroll 8
+            for (int q = 0; q < 32; q++) {
                 const int i = i0 + q;
-                if (!go || i >= E) break;
-                if (!(i == 0 || before < (double)top_p)) {
-                    go = false;
-                    break;
+                if (i < E) {
+                    if (i > 0 && kept == E && !(before < (double)top_p)) kept = i;
+                    before += sorted[i];
                 }
-                kept++;
-                before += f[q];
             }
         }
         kept_s = kept;

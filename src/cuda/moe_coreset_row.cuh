@@ -21,17 +21,49 @@ __device__ static inline uint32_t cw_key(float v) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-/* Row r's e^(l - max) into ex [E] (float64) and its top-k picks: lane j < k holds pick j in pick (-1: none),
- * taken the lane's bit set of picked experts (expert lane + 32 m at bit m). The warp calls it together. */
-__device__ __forceinline__ static void coreset_row_picks(const float *row, double *ex, int E, int k, int lane,
-                                                         uint32_t &taken, int &pick) {
-    taken = 0;
-    pick = -1;
+/* Row r's e^(l - max) into ex [E] (float64), the warp together. */
+__device__ __forceinline__ static void coreset_row_exps(const float *row, double *ex, int E, int lane) {
     float fm = -INFINITY;
     for (int e = lane; e < E; e += 32) fm = fmaxf(fm, row[e]);
     for (int o = 16; o > 0; o >>= 1) fm = fmaxf(fm, __shfl_xor_sync(0xffffffffu, fm, o));
     const double mx = (double)fm;
     for (int e = lane; e < E; e += 32) ex[e] = exp((double)row[e] - mx);
+}
+
+/* One round of the top-k: the first maximum of the keys not yet taken (ties to the lower id) into pick when this
+ * lane is j's; false when nothing is left (the old kernel's invalid slots add nothing). */
+__device__ __forceinline__ static bool coreset_topk_round(uint32_t best, int bi, int j, int lane, uint32_t &taken,
+                                                          int &pick) {
+    const uint32_t top = __reduce_max_sync(0xffffffffu, best);
+    if (top == 0u) return false;
+    const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
+    if ((g & 31) == lane) taken |= 1u << (g >> 5);
+    if (lane == j) pick = g;
+    return true;
+}
+
+/* Row r's top-k picks: lane j < k holds pick j in pick (-1: none), taken the lane's bit set of picked experts
+ * (expert lane + 32 m at bit m). The warp calls it together. Up to 256 experts the keys are made once into
+ * registers (NPER a lane); past that they are made again each round from the row: the same keys either way. */
+__device__ __forceinline__ static void coreset_row_topk(const float *row, int E, int k, int lane, uint32_t &taken,
+                                                        int &pick) {
+    constexpr int NPER = 8;
+    taken = 0;
+    pick = -1;
+    if (E <= 32 * NPER) {
+        uint32_t key[NPER];
+#pragma unroll
+        for (int m = 0; m < NPER; m++) key[m] = lane + 32 * m < E ? cw_key(row[lane + 32 * m]) : 0u;
+        for (int j = 0; j < k; j++) {
+            uint32_t best = 0u;
+            int bi = INT32_MAX;
+#pragma unroll
+            for (int m = 0; m < NPER; m++) /* strict: the lowest id of the lane keeps a tie */
+                if (!(taken >> m & 1u) && key[m] > best) best = key[m], bi = lane + 32 * m;
+            if (!coreset_topk_round(best, bi, j, lane, taken, pick)) break;
+        }
+        return;
+    }
     for (int j = 0; j < k; j++) {
         uint32_t best = 0u;
         int bi = INT32_MAX;
@@ -39,12 +71,15 @@ __device__ __forceinline__ static void coreset_row_picks(const float *row, doubl
             const uint32_t key = (taken >> m & 1u) ? 0u : cw_key(row[e]);
             if (key > best) best = key, bi = e; /* strict: the lowest id of the lane keeps a tie */
         }
-        const uint32_t top = __reduce_max_sync(0xffffffffu, best);
-        if (top == 0u) break; /* nothing left to pick (the old kernel's invalid slots add nothing) */
-        const int g = __reduce_min_sync(0xffffffffu, best == top ? bi : INT32_MAX);
-        if ((g & 31) == lane) taken |= 1u << (g >> 5);
-        if (lane == j) pick = g;
+        if (!coreset_topk_round(best, bi, j, lane, taken, pick)) break;
     }
+}
+
+/* Row r's e^(l - max) into ex [E] and its top-k picks (coreset_row_exps, then coreset_row_topk). */
+__device__ __forceinline__ static void coreset_row_picks(const float *row, double *ex, int E, int k, int lane,
+                                                         uint32_t &taken, int &pick) {
+    coreset_row_exps(row, ex, E, lane);
+    coreset_row_topk(row, E, k, lane, taken, pick);
 }
 
 /* The float64 sum of a row's E values in expert order (the CPU's), one thread; 8 loads issued before their 8 adds. */
