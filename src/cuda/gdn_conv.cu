@@ -28,14 +28,25 @@ __global__ void gdn_conv_kernel(float *qkv, const float *mixed, const float *con
 #pragma unroll
     for (int j = 0; j < CUDA_GDN_MAX_CONV_K; j++) w[j] = j < K ? conv_w[(size_t)c * K + j] : 0.0f;
     const float *x = mixed + (size_t)sq.row0 * cd + c; /* row e of x at x[e * cd] */
-    for (int t = t0; t < t1; t++) {
+    /* the tile's inputs E[t0 .. t1 - 1 + keep] into registers first, every load issued before the first output is
+     * stored (a store may alias a later load for all the compiler knows, so loads mixed with the stores waited on
+     * each other: ~19 us a 32-row commit's layer on the H100, 2026-12-25-k2core24's trace); each input is also
+     * read once instead of K times. The sums are the same expressions in the same order: the same bits. */
+    const int nt = t1 - t0;
+    float in[CONV_ROWS + CUDA_GDN_MAX_CONV_K - 1];
+#pragma unroll
+    for (int i = 0; i < CONV_ROWS + CUDA_GDN_MAX_CONV_K - 1; i++) {
+        const int e = t0 + i; /* row of E = [ring; x] */
+        in[i] = i >= nt + keep ? 0.0f : e < keep ? sq.ring[(size_t)e * cd + c] : x[(size_t)(e - keep) * cd];
+    }
+#pragma unroll
+    for (int i = 0; i < CONV_ROWS; i++) {
+        if (i >= nt) break;
         float acc = 0.0f;
-        for (int j = 0; j < K; j++) {
-            int e = t + j; /* row of E = [ring; x] */
-            float in = e < keep ? sq.ring[(size_t)e * cd + c] : x[(size_t)(e - keep) * cd];
-            acc += w[j] * in;
-        }
-        qkv[((size_t)sq.row0 + t) * cd + c] = acc / (1.0f + expf(-acc));
+#pragma unroll
+        for (int j = 0; j < CUDA_GDN_MAX_CONV_K; j++)
+            if (j < K) acc += w[j] * in[i + j];
+        qkv[((size_t)sq.row0 + t0 + i) * cd + c] = acc / (1.0f + expf(-acc));
     }
     if (t0 != 0 || keep == 0) return;
     /* the ring becomes E[n .. n + keep - 1]: read them all, then write */
