@@ -242,7 +242,10 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
  * the eight 6-bit scales and mins of a row are unpacked four at a time (bytes of two words each), and the mins'
  * sums are taken once a super-block: sum_m = sum_j m_j * (s_2j + s_2j+1) over the pair sums' 32-bit words with
  * dp2a (two int16 x two int8 products and the accumulator: exact), m_j doubled into a byte pair by one byte_perm.
- * Integer sums in any order are the same integers, so the canonical terms are unchanged. */
+ * Integer sums in any order are the same integers, so the canonical terms are unchanged. H100
+ * (bench/device-runs/2026-12-25-k2core24): a block commit 12.44 -> 11.83 ms (the experts' pair 108.8 -> 99.7 us a
+ * layer, down 61.6 -> 56.4), a 32-row preview -0.14 ms; the pair is then at 52% of DRAM peak, its top stall the
+ * chunk barrier. */
 template <int T, int NT, int PL>
 __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_t *w1, const uint8_t *const (&xb)[NT],
                                                  const uint8_t *const (&xc0)[NT], const uint8_t *const (&xc1)[NT],

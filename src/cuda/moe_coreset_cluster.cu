@@ -27,7 +27,9 @@
  * 8.0 us (now one row's latency chain a warp: loads, exps, 8 top-k rounds, the 256-add row sum), column walk +
  * sync 1.1, publish 0.5, ranks beside the one-lane total 2.2 (that 256-add chain), last sync 0.5, fractions + walk
  * + flags 4 (random logits keep ~half the experts; a real router's ~8-16 walk shorter). Since: the row sum on
- * its own warp beside the top-k rounds, the top-k's keys made once into registers (E <= 256): not yet measured.
+ * its own warp beside the top-k rounds, the top-k's keys made once into registers (E <= 256), the walk's adds a
+ * chain no test waits on. In the engine (H100, bench/device-runs/2026-12-25-k2core24, kernel trace with PDL off):
+ * 10.1 us a layer against k_coreset_warp's 24.1; a 32-row preview 6.78 -> 6.50 ms.
  * One launch (a cluster a sequence in the stacked form), PDL as the other coreset launches; where the device has no
  * cluster launch or the launch is refused, moe_coreset_warp.cu runs k_coreset_warp instead.
  * CLOVER_CUDA_CORESET_CLUSTER=0 (or cuda_coreset_cluster_set(0)) runs k_coreset_warp always.

@@ -83,7 +83,7 @@ if has r; then
   done
 fi
 if has m; then
-  tst test_cuda_matmul rest 240 CLOVER_TEST_ONLY=test_moe_fast,test_glu,test_multi,test_graph_capture,test_pdl_rows
+  tst test_cuda_matmul rest 240 CLOVER_TEST_ONLY=test_glu,test_multi,test_graph_capture,test_pdl_rows
 fi
 if has g; then
   tst test_cuda_gdn all 200
