@@ -174,6 +174,40 @@ struct ig_pieces {
     }
 };
 
+/* Q5_K's fifth-bit words of rows r0 (w0) and r1 (w1) for this lane (0 for Q4_K). */
+template <int T>
+__device__ __forceinline__ void ig_k_high(const uint8_t *w0, const uint8_t *w1, int tig, int &h0a, int &h0b, int &h1a,
+                                          int &h1b) {
+    h0a = h0b = h1a = h1b = 0;
+    if (T == MM_Q5_K) {
+        h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
+        h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
+    }
+}
+
+/* A Q4_K / Q5_K super-block's canonical terms x_d * (d * sum_q - dmin * sum_m) from its integer sums, added to
+ * partial 1 (second) or 0 of each live tile. */
+template <int NT, int PL>
+__device__ __forceinline__ void ig_k_terms(const uint8_t *w0, const uint8_t *w1, const uint8_t *const (&xc0)[NT],
+                                           const uint8_t *const (&xc1)[NT], const bool (&live)[NT], bool second,
+                                           const int (&sq)[NT][4], const int (&smn)[NT][4], float (&acc)[NT][PL][4]) {
+    const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
+#pragma unroll
+    for (int i = 0; i < NT; i++) {
+        if (!live[i]) continue;
+        const float xd0 = *(const float *)xc0[i], xd1 = *(const float *)xc1[i];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
+            const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
+            if (second) /* a branch: a register array takes no runtime index */
+                acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
+            else
+                acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
+        }
+    }
+}
+
 /* One Q4_K / Q5_K super-block (a 256-value chunk) of weight rows r0 (w0) and r1 = r0 + 8 (w1, both in a stage)
  * against the NT row tiles of 8 rows: tile i's B fragment row at xb[i] (its row g) and its C columns' rows at
  * xc0[i], xc1[i] (rows 2 tig, 2 tig + 1; each a 304-byte chunk: scale, 256 codes, 16 pair sums). The integer
@@ -186,16 +220,9 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
     const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
     const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
     constexpr int qo = T == MM_Q4_K ? 16 : 48;
-    int sq[NT][4], smn[NT][4];
-#pragma unroll
-    for (int i = 0; i < NT; i++)
-#pragma unroll
-        for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
-    int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
-    if (T == MM_Q5_K) {
-        h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
-        h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
-    }
+    int sq[NT][4] = {}, smn[NT][4] = {};
+    int h0a, h0b, h1a, h1b;
+    ig_k_high<T>(w0, w1, tig, h0a, h0b, h1a, h1b);
 #pragma unroll
     for (int j = 0; j < 8; j++) {
         const int cq = j >> 1;
@@ -218,21 +245,7 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
             smn[i][0] += m0 * xs0, smn[i][1] += m0 * xs1, smn[i][2] += m1 * xs0, smn[i][3] += m1 * xs1;
         }
     }
-    const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
-#pragma unroll
-    for (int i = 0; i < NT; i++) {
-        if (!live[i]) continue;
-        const float xd0 = *(const float *)xc0[i], xd1 = *(const float *)xc1[i];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
-            const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
-            if (second) /* a branch: a register array takes no runtime index */
-                acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
-            else
-                acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
-        }
-    }
+    ig_k_terms<NT, PL>(w0, w1, xc0, xc1, live, second, sq, smn, acc);
 }
 
 /* ig_k_superblock's integer sums in fewer instructions (CLOVER_CUDA_IG_K2, on unless 0): the same integers, so the
@@ -261,16 +274,9 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
     const unsigned mn1[2] = {s11 & 0x3F3F3F3Fu, ((s12 >> 4) & 0x0F0F0F0Fu) | ((s11 >> 2) & 0x30303030u)};
     constexpr int qo = T == MM_Q4_K ? 16 : 48;
     const uint8_t *q0 = w0 + qo + 4 * tig, *q1 = w1 + qo + 4 * tig;
-    int sq[NT][4], smn[NT][4];
-#pragma unroll
-    for (int i = 0; i < NT; i++)
-#pragma unroll
-        for (int q = 0; q < 4; q++) sq[i][q] = smn[i][q] = 0;
-    int h0a = 0, h0b = 0, h1a = 0, h1b = 0;
-    if (T == MM_Q5_K) {
-        h0a = ig_ld32(w0 + 16 + 4 * tig), h0b = ig_ld32(w0 + 32 + 4 * tig);
-        h1a = ig_ld32(w1 + 16 + 4 * tig), h1b = ig_ld32(w1 + 32 + 4 * tig);
-    }
+    int sq[NT][4] = {}, smn[NT][4] = {};
+    int h0a, h0b, h1a, h1b;
+    ig_k_high<T>(w0, w1, tig, h0a, h0b, h1a, h1b);
 #pragma unroll
     for (int cq = 0; cq < 4; cq++) { /* the 32-byte run of sub-blocks 2cq (low nibbles) and 2cq + 1 (high) */
         const int q0a = ig_ld32(q0 + 32 * cq), q1a = ig_ld32(q1 + 32 * cq);
@@ -308,21 +314,7 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
             smn[i][3] = __dp2a_hi(x1b, m1, __dp2a_lo(x1a, m1, smn[i][3]));
         }
     }
-    const float d0 = ig_f16(w0), dm0 = ig_f16(w0 + 2), d1 = ig_f16(w1), dm1 = ig_f16(w1 + 2);
-#pragma unroll
-    for (int i = 0; i < NT; i++) {
-        if (!live[i]) continue;
-        const float xd0 = *(const float *)xc0[i], xd1 = *(const float *)xc1[i];
-#pragma unroll
-        for (int q = 0; q < 4; q++) {
-            const float d = q < 2 ? d0 : d1, dm = q < 2 ? dm0 : dm1, xd = q & 1 ? xd1 : xd0;
-            const float t = __fmul_rn(xd, __fsub_rn(__fmul_rn(d, (float)sq[i][q]), __fmul_rn(dm, (float)smn[i][q])));
-            if (second)
-                acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
-            else
-                acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
-        }
-    }
+    ig_k_terms<NT, PL>(w0, w1, xc0, xc1, live, second, sq, smn, acc);
 }
 
 /* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
