@@ -217,10 +217,6 @@ void cuda_moe_pair1_set(int on);
 /* The grouped and dense integer kernel's Q4_K / Q5_K super-block sums in their short form (matmul_igemm.cu's
  * ig_k_superblock2, the same bits): on unless CLOVER_CUDA_IG_K2=0; 1/0 on/off, negative: the environment. */
 void cuda_ig_k2_set(int on);
-/* igemm_q8_kernel's 8-stage ring where a dense Q8_0 product's grid is at most one block an SM (the same bits): off
- * unless CLOVER_CUDA_IG_Q8_DEEP=1; 1/0 on/off, negative: the environment; the launches that took it, for tests. */
-void cuda_ig_q8_deep_set(int on);
-unsigned long long cuda_ig_q8_deep_launches(void);
 /* Two chunk products of the same rows x (same type and n_in; n_out and n_out2 outputs into y and y2): bit for bit
  * cuda_matmul_chunk_ws(w, n_out, y) then cuda_matmul_chunk_ws(w2, n_out2, y2); one quantisation of x on the
  * integer path with the sharing switch on (where the few-row kernel takes it, CLOVER_CUDA_IGEMM_FEW=1 at <= 32

@@ -49,7 +49,7 @@
 #include "cuda_device.h"
 #include "cuda_switch.h"
 
-enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_Q8_DEEP = 8, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
+enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
 
 __device__ __forceinline__ int ig_ld32(const uint8_t *p) { return *(const int *)p; }
 __device__ __forceinline__ int ig_ld32a2(const uint8_t *p) {
@@ -555,9 +555,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
  * advanced by a constant a chunk (a Q8_0 chunk is 272 bytes, a multiple of 16, so a row's alignment within
  * the stage never changes). Same terms, each partial's terms added in the same block order, the same tree
  * ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) through shared memory: the bits of igemm_kernel and of the decode
- * kernel (test_row_invariance). S: the cp.async ring's stages (IG_STAGES; IG_Q8_DEEP where the grid is at most one
- * block an SM, ig_launch_q8). */
-template <int S>
+ * kernel (test_row_invariance). */
 __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
     /* the fixed piece arrays below hold every piece (rows: <= NT * 8 of 19 pieces; weights: BO rows of 18);
@@ -565,13 +563,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
      * x 32 lanes x 4) fits in the stages of the smallest tile (8 rows; ig_pad gives sbp >= CB + 16) */
     static_assert(NT * 8 * PA <= 3 * IG_THREADS && BO * PPR <= 2 * IG_THREADS, "igemm_q8_kernel: copy pieces");
     static_assert(IG_THREADS / 32 == 8 && IG_CHUNK / 32 == 8, "igemm_q8_kernel: a warp per Q8_0 block of a chunk");
-    static_assert(8 * NT * 32 * 4 * sizeof(float) <= (size_t)S * (BO * (CB + 16) + 8 * IG_ACS),
+    static_assert(8 * NT * 32 * 4 * sizeof(float) <= (size_t)IG_STAGES * (BO * (CB + 16) + 8 * IG_ACS),
                   "igemm_q8_kernel: the reduction overlays the stages");
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int sts = BO * p.sbp + p.br * IG_ACS;
     uint8_t *stages = sm;
-    int *xrow = (int *)(stages + S * sts), *yrow = xrow + p.br;
+    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
     /* the product's weights, their bytes, its outputs: p's, or under ig_launch_seg this block's product's (picked
      * with constant indices: a dynamic index into p would copy it to local memory) */
@@ -645,7 +643,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
         wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
     }
     auto issue = [&](int c) {
-        const unsigned st = sbase + (unsigned)((c % S) * sts);
+        const unsigned st = sbase + (unsigned)((c % IG_STAGES) * sts);
 #pragma unroll
         for (int j = 0; j < 3; j++)
             if (alive[j])
@@ -659,14 +657,14 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             if (q >= pw_lo && q + 16 <= pw_end) {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]), "l"(q) : "memory");
             } else { /* the tensor's first or last bytes: byte by byte, inside it */
-                uint8_t *d = stages + (c % S) * sts + wdst[j];
+                uint8_t *d = stages + (c % IG_STAGES) * sts + wdst[j];
                 for (int i = 0; i < 16; i++)
                     if (q + i >= pw_lo && q + i < pw_end) d[i] = q[i];
             }
         }
     };
 #pragma unroll
-    for (int s = 0; s < S - 1; s++) {
+    for (int s = 0; s < IG_STAGES - 1; s++) {
         if (s < nchunks) issue(s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -682,12 +680,12 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
         for (int q = 0; q < 4; q++) acc[i][q] = 0.0f;
     }
     for (int c = 0; c < nchunks; c++) {
-        asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
+        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
-        if (c + S - 1 < nchunks) issue(c + S - 1);
+        if (c + IG_STAGES - 1 < nchunks) issue(c + IG_STAGES - 1);
         asm volatile("cp.async.commit_group;" ::: "memory");
         if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
-        const uint8_t *stg = stages + (c % S) * sts, *ab = stg + BO * p.sbp;
+        const uint8_t *stg = stages + (c % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
         const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
         const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
         const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
@@ -915,13 +913,11 @@ static int ig_q8_enabled(void) {
     return g_ig_q8;
 }
 
-/* Dynamic shared memory of a block with a ring of `stages` chunks. */
-static size_t ig_smem_stages(const ig_params *p, int stages) {
+static size_t ig_smem(const ig_params *p) {
     if (p->xq)
-        return (size_t)stages * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
-    return (size_t)p->br * p->act_stride + (size_t)stages * p->bo * p->sbp + 2 * sizeof(int) * p->br;
+        return (size_t)IG_STAGES * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
+    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * p->bo * p->sbp + 2 * sizeof(int) * p->br;
 }
-static size_t ig_smem(const ig_params *p) { return ig_smem_stages(p, IG_STAGES); }
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
@@ -976,40 +972,15 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
         ig_launch_k<T, PREQ, WIDE, false>(p, grid, st);
 }
 
-/* The deep ring of igemm_q8_kernel (IG_Q8_DEEP stages) where a grid is at most one block an SM: off unless
- * CLOVER_CUDA_IG_Q8_DEEP=1 (cuda_ig_q8_deep_set: 1/0, negative: the environment again; not yet run on a device).
- * Why: 2026-12-25-k2core24's ncu had the preview's 2048-output product (128 blocks, one an SM) waiting at its
- * loop head on the 4-stage ring (long scoreboard the top stall, DRAM 15%), the shared expert's gate/up (64 blocks)
- * alike: a block alone on its SM keeps only 3 chunks of 16 weight rows in flight. The same blocks, the same
- * arithmetic: the same bits (test_cuda_matmul's test_q8_deep). */
-static int g_ig_q8_deep = -1;
-static unsigned long long g_ig_q8_deep_launches;
-extern "C" void cuda_ig_q8_deep_set(int on) { cuda_switch_set(&g_ig_q8_deep, on); }
-extern "C" unsigned long long cuda_ig_q8_deep_launches(void) {
-    return __atomic_load_n(&g_ig_q8_deep_launches, __ATOMIC_RELAXED);
-}
-
-template <int S>
-static void ig_launch_q8_s(const ig_params *p, dim3 grid, size_t smem, cudaStream_t st) {
+static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     static int attr_set = 0;
     if (!attr_set) {
-        cudaFuncSetAttribute(igemm_q8_kernel<S>, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+        cudaFuncSetAttribute(igemm_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
         attr_set = 1;
     }
     ig_params q = *p;
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
-    pdl_launch_rows(igemm_q8_kernel<S>, grid, dim3(IG_THREADS), smem, st, q);
-}
-
-static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
-    const size_t deep = ig_smem_stages(p, IG_Q8_DEEP);
-    if (cuda_switch_on(&g_ig_q8_deep, "CLOVER_CUDA_IG_Q8_DEEP", 0) && deep <= IG_SMEM_MAX &&
-        (size_t)grid.x * grid.y * grid.z <= (size_t)cuda_sm_count()) {
-        ig_launch_q8_s<IG_Q8_DEEP>(p, grid, deep, st);
-        __atomic_fetch_add(&g_ig_q8_deep_launches, 1, __ATOMIC_RELAXED);
-        return;
-    }
-    ig_launch_q8_s<IG_STAGES>(p, grid, ig_smem(p), st);
+    pdl_launch_rows(igemm_q8_kernel, grid, dim3(IG_THREADS), ig_smem(p), st, q);
 }
 
 /* ig_launch_seg's switch: on unless CLOVER_CUDA_IG_SEG=0 (on since its H200 run, bench/device-runs/2026-12-23-seg24:

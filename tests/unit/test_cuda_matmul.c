@@ -554,34 +554,6 @@ static void test_chunk_multi(void) {
  * last output tile), n_in 2048 and 2080 (65 blocks: rows of 2,210 bytes, so the products' weight rows lie at every
  * 2-byte alignment, and a last 256-value chunk of one block); outputs poisoned first (all written); one of them
  * within 1e-5 of the CPU's scalar dot; the launch counted (the form was taken) and none past 63 rows. */
-/* igemm_q8_kernel's deep ring (CLOVER_CUDA_IG_Q8_DEEP, grids of at most one block an SM): products of 2..32 rows
- * with the switch on, each bit for bit its own call with the switch off, and near the CPU's (chunk_set_check_free);
- * the deep launch must have been taken. */
-static void test_q8_deep(void) {
-    static const size_t sets[4][2] = {{2048, 0}, {1024, 0}, {32, 0}, {512, 32}};
-    static const size_t ins[4] = {4096, 2048, 2080, 2048}, rows[] = {2, 9, 17, 32};
-    size_t cases = 0;
-    for (size_t si = 0; si < 4; si++)
-        for (size_t ri = 0; ri < sizeof rows / sizeof *rows; ri++) {
-            const size_t ns = sets[si][1] ? 2 : 1;
-            chunk_set c;
-            chunk_set_make(&c, QUANT_Q8_0, sets[si], ns, ins[si], rows[ri]);
-            char why[256] = "";
-            const unsigned long long l0 = cuda_ig_q8_deep_launches();
-            cuda_ig_q8_deep_set(1);
-            const int rc = cuda_matmul_chunk_ws_multi(c.type, c.seg, ns, c.n_in, c.dx, c.n_rows, c.work, NULL, why,
-                                                      sizeof why);
-            cuda_ig_q8_deep_set(0); /* the reference calls below: the 4-stage ring */
-            CHECK_MSG(rc == 0, "%s", why);
-            CHECK_MSG(cuda_ig_q8_deep_launches() > l0, "%zu outputs x %zu rows: the deep ring not taken",
-                      sets[si][0], c.n_rows);
-            chunk_set_check_free(&c, "deep ring", o_last);
-            cuda_ig_q8_deep_set(-1);
-            cases++;
-        }
-    printf("  deep ring: %zu Q8_0 cases (32..2048 outputs, 2..32 rows) bit-identical to the 4-stage ring\n", cases);
-}
-
 static void test_chunk_seg(void) {
     static const size_t sets[4][4] = {{8192, 4096, 32, 32}, {512, 32, 32, 0}, {130, 45, 16, 0}, {12288, 2048, 0, 0}};
     static const size_t rows[] = {2, 5, 8, 9, 16, 17, 31, 32};
@@ -2674,7 +2646,6 @@ int main(void) {
     RUN(test_exact_multi);
     RUN(test_chunk_multi);
     RUN(test_chunk_seg);
-    RUN(test_q8_deep);
     RUN(test_row_invariance);
     RUN(test_few_rows);
     RUN(test_mma_rows);

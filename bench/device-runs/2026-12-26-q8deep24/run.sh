@@ -12,6 +12,7 @@
 #     test_chunk_seg and test_row_invariance with the switch on; test_cuda_backend / preview / batch with it on
 #  b  bench_cuda_preview --reps 3 with CLOVER_CUDA_IG_Q8_DEEP 0 / 1 / 0 / 1; bench_cuda_backend --prompt-only 1 0 / 1
 #  r  clover run ids (diffusion and --ar) with 0 and 1: equal
+# Q8_TESTS (test_cuda_matmul's tests for t) and Q8_ALT (b's alternation) shorten a call with few device seconds left.
 # Predictions (before the run; H100, k2core24 seq4's trace: 2048-output 8.0 us x 80, the shared expert's gate/up
 #  13.7 x 40, a/b 6.4 x 30 in a preview; 8.9 x 80 and 7.5 x 40 in a commit):
 #  t: every case bit for bit, the deep launch taken.
@@ -25,13 +26,14 @@ dr_init q8deep24
 C=$D/bin/clover
 dr_synth35
 if has t; then
-  tst test_cuda_matmul deep 200 CLOVER_TEST_ONLY=test_q8_deep,test_chunk_seg,test_row_invariance CLOVER_CUDA_IG_Q8_DEEP=1
+  tst test_cuda_matmul deep 200 CLOVER_TEST_ONLY=${Q8_TESTS:-test_q8_deep,test_chunk_seg,test_row_invariance} \
+    CLOVER_CUDA_IG_Q8_DEEP=1
   grep -E "deep ring|segmented|invariance" "$O/t_test_cuda_matmul_deep.log" | head -4 | cut -c1-200 | tee -a "$S"
   for n in test_cuda_backend test_cuda_preview test_cuda_batch; do tst $n deep 150 CLOVER_CUDA_IG_Q8_DEEP=1; done
 fi
 if has b; then
   wait $SPID
-  for v in 0 1 0 1; do
+  for v in ${Q8_ALT:-0 1 0 1}; do
     [ "$(el)" -lt 420 ] || { say "bench_cuda_preview: no time left for $v"; break; }
     CLOVER_CUDA_IG_Q8_DEEP=$v timeout 90 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/preview_$v.log" 2>&1
     say "== bench_cuda_preview --reps 3, CLOVER_CUDA_IG_Q8_DEEP=$v rc=$? at +$(el)s"
