@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Written in the 2026-12-05 16:54 session (issue 24; not yet run when written: the session's device minutes were
-# spent). igemm_q8_kernel with an 8-stage cp.async ring where a dense Q8_0 product's grid is at most one block an SM
+# Written in the 2026-12-05 16:54 session (issue 24; ran the same session: RESULTS.md, no gain, the form removed;
+# written off by default). igemm_q8_kernel with an 8-stage cp.async ring where a dense Q8_0 product's grid is at most one block an SM
 # (CLOVER_CUDA_IG_Q8_DEEP=1, off by default until this runs): k2core24's ncu had the preview's 2048-output product
 # (128 blocks) waiting on its 4-stage ring at the loop head, DRAM 15%; the shared expert's gate/up (64 blocks) and
 # the a/b products (2 blocks) are of the same kind. The same blocks and arithmetic: the same bits.
