@@ -43,19 +43,27 @@ int cuda_pdl_rows_enabled(void);
 /* kern<<<grid, block, smem, st>>>(args...), with programmatic stream
  * serialisation when `on`, st is not the legacy default stream and PDL is
  * on. A failed launch is left for cudaGetLastError, as <<<>>> leaves it. */
-template <typename... P, typename... A>
-static inline void pdl_launch_when(int on, void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
-                                   A... args) {
+/* A launch's configuration with attribute slot `pdl` set to programmatic stream serialisation; numAttrs counts it
+ * when `on`, st is not the legacy default stream and PDL is on (the caller's attributes before the slot). */
+static inline cudaLaunchConfig_t pdl_config(int on, dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                            cudaLaunchAttribute *at, int pdl) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = st;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    at[pdl].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[pdl].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = on && st != NULL && cuda_pdl_enabled() ? 1 : 0;
+    cfg.numAttrs = (unsigned)pdl + (on && st != NULL && cuda_pdl_enabled() ? 1 : 0);
+    return cfg;
+}
+
+template <typename... P, typename... A>
+static inline void pdl_launch_when(int on, void (*kern)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st,
+                                   A... args) {
+    cudaLaunchAttribute at[1];
+    const cudaLaunchConfig_t cfg = pdl_config(on, grid, block, smem, st, at, 0);
     (void)cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
 }
 
@@ -65,20 +73,12 @@ static inline void pdl_launch_when(int on, void (*kern)(P...), dim3 grid, dim3 b
 template <typename... P, typename... A>
 static inline cudaError_t pdl_launch_cluster(int on, unsigned cluster, void (*kern)(P...), dim3 grid, dim3 block,
                                              size_t smem, cudaStream_t st, A... args) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid;
-    cfg.blockDim = block;
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = st;
     cudaLaunchAttribute at[2];
     at[0].id = cudaLaunchAttributeClusterDimension;
     at[0].val.clusterDim.x = cluster;
     at[0].val.clusterDim.y = 1;
     at[0].val.clusterDim.z = 1;
-    at[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[1].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = on && st != NULL && cuda_pdl_enabled() ? 2 : 1;
+    const cudaLaunchConfig_t cfg = pdl_config(on, grid, block, smem, st, at, 1);
     return cudaLaunchKernelEx(&cfg, kern, ((P)args)...);
 }
 

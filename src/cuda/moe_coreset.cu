@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(CS_THREADS) k_coreset(uint8_t *allowed, uint32
 
 /* moe_coreset_warp.cu: the same flags from a block of 32 row warps (the default) */
 int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
-                        float top_p, void *work, cudaStream_t st, char *err, size_t errn);
+                        float top_p, cudaStream_t st, char *err, size_t errn);
 
 /* 1 unless CLOVER_CUDA_CORESET=0 (read once) or cuda_preview_set_forms said 0: the kernel of
  * moe_coreset_warp.cu, else k_coreset above */
@@ -179,7 +179,7 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     }
     if (k > n_expert) k = n_expert;
     if (coreset_warp_on()) {
-        if (coreset_warp_launch(allowed, kept_count, logits, n, n_expert, k, top_p, work, (cudaStream_t)stream, g_err,
+        if (coreset_warp_launch(allowed, kept_count, logits, n, n_expert, k, top_p, (cudaStream_t)stream, g_err,
                                 sizeof g_err))
             return -1;
         return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");

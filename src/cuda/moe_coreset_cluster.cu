@@ -156,23 +156,8 @@ __device__ __forceinline__ static void coreset_cluster(uint8_t *allowed, uint32_
     if (!lead) return;
     for (int e = tid; e < E; e += CC_THREADS) sorted[rank_all[e]] = totals[e] / total_s;
     __syncthreads();
-    /* the walk, as cpu_moe_coreset_from_totals (coreset_block's): kept while the mass before is < top_p, the first
-     * always; the mass never decreases (a NaN stays NaN and compares false), so the kept experts are a prefix */
-    if (tid == 0) { /* the mass's adds a chain of their own: kept = the first i > 0 whose mass before is not
-                      * < top_p, found by a test that no add waits on; 32 fractions a step, stopping after the step
-                      * that found it (a real router keeps ~8-16: one step) */
-        double before = 0.0;
-        int kept = E;
-        for (int i0 = 0; kept == E && i0 < E; i0 += 32) {
-#pragma unroll 8
-            for (int q = 0; q < 32; q++) {
-                const int i = i0 + q;
-                if (i < E) {
-                    if (i > 0 && kept == E && !(before < (double)top_p)) kept = i;
-                    before += sorted[i];
-                }
-            }
-        }
+    if (tid == 0) {
+        const int kept = coreset_walk(sorted, E, top_p);
         kept_s = kept;
         atomicAdd(kept_count, (uint32_t)kept);
     }

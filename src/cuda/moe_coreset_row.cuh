@@ -102,6 +102,27 @@ __device__ __forceinline__ static double coreset_row_sum(const double *x, int E)
     return sum;
 }
 
+/* The walk of cpu_moe_coreset_from_totals over the fractions in rank order, one thread: the experts are kept while
+ * the mass before them is < top_p, the first always; the mass never decreases (a NaN stays NaN and compares false),
+ * so the kept experts are a prefix of the order. Returns how many. The mass's adds are a chain of their own: kept =
+ * the first i > 0 whose mass before is not < top_p, found by a test no add waits on, 32 fractions a step, stopping
+ * after the step that found it (a real router keeps ~8-16: one step). */
+__device__ __forceinline__ static int coreset_walk(const double *sorted, int E, float top_p) {
+    double before = 0.0;
+    int kept = E;
+    for (int i0 = 0; kept == E && i0 < E; i0 += 32) {
+#pragma unroll 8
+        for (int q = 0; q < 32; q++) {
+            const int i = i0 + q;
+            if (i < E) {
+                if (i > 0 && kept == E && !(before < (double)top_p)) kept = i;
+                before += sorted[i];
+            }
+        }
+    }
+    return kept;
+}
+
 /* moe_coreset_cluster.cu's launches, called by moe_coreset_warp.cu's (which checked E <= 1024, k <= 32): 0 when
  * launched, 1 when the cluster form does not take the call (switched off, no cluster launch on this device, or
  * the launch refused): the caller then runs its one-block kernel. */

@@ -106,28 +106,8 @@ __device__ __forceinline__ static void coreset_block(uint8_t *allowed, uint32_t 
     __syncthreads();
     for (int e = tid; e < E; e += blockDim.x) sorted[rank_s[e]] = totals[e] / total_s;
     __syncthreads();
-    /* the walk, as cpu_moe_coreset_from_totals: kept while the mass before is < top_p, the first always; the
-     * mass never decreases (a NaN stays NaN and compares false), so the kept experts are a prefix of the order */
-    if (tid == 0) {
-        double before = 0.0;
-        int kept = 0;
-        bool go = true;
-        for (int i0 = 0; go && i0 < E; i0 += 8) {
-            double f[8];
-#pragma unroll
-            for (int q = 0; q < 8; q++) f[q] = i0 + q < E ? sorted[i0 + q] : 0.0;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                const int i = i0 + q;
-                if (!go || i >= E) break;
-                if (!(i == 0 || before < (double)top_p)) {
-                    go = false;
-                    break;
-                }
-                kept++;
-                before += f[q];
-            }
-        }
+    if (tid == 0) { /* the walk (coreset_walk) */
+        const int kept = coreset_walk(sorted, E, top_p);
         kept_s = kept;
         if (atomic_count) atomicAdd(kept_count, (uint32_t)kept);
         else *kept_count += (uint32_t)kept;
@@ -213,11 +193,9 @@ static int coreset_shape(size_t E, size_t k, int *rw_out, size_t *smem_out, char
 }
 
 /* The launch (moe_coreset.cu calls it unless CLOVER_CUDA_CORESET=0): the cluster form (moe_coreset_cluster.cu, the
- * same bits) where it takes the call, else the one-block kernel. work (cuda_moe_coreset_work_bytes) is the old
- * kernel's; neither form here needs it. 0, or -1 with `err` set. */
+ * same bits) where it takes the call, else the one-block kernel. 0, or -1 with `err` set. */
 int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *logits, size_t n, size_t E, size_t k,
-                        float top_p, void *work, cudaStream_t st, char *err, size_t errn) {
-    (void)work;
+                        float top_p, cudaStream_t st, char *err, size_t errn) {
     int rw = 0;
     size_t smem = 0;
     if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
