@@ -271,10 +271,17 @@ static bool stack_has_coreset(const cuda_pass *p) {
     return false;
 }
 
+/* Where a grouped down product of n rows takes the chunk form with integer weights: its quantiser can form the rows
+ * silu(g) * u (cuda_moe_args.x_up; the bits of cuda_swiglu then the product, one launch fewer). */
+static bool glu_down_moe(const backend_session *s, const model_weight *wd, size_t n) {
+    return cuda_glu_quant_on() && !is_float(wd->type) && !moe_dec32(s, wd, n) && !moe_takes_decode(s, wd);
+}
+
 /* A grouped expert product over the routing in sc.ridx; with w_up, the experts' gate (w) and up fused with
- * SwiGLU (decode form only: the caller checks moe_fuses). */
+ * SwiGLU (decode form only: the caller checks moe_fuses); with x_up, the rows silu(x) * x_up (chunk form only:
+ * the caller checks glu_down_moe). */
 static int moe_mm_as(backend_session *s, const model_weight *w, const model_weight *w_up, const float *x,
-                     int per_slot, size_t n, float *y, clover_error *err) {
+                     int per_slot, size_t n, float *y, const float *x_up, clover_error *err) {
     const size_t k = s->hp->n_expert_used;
     cuda_moe_args a = {.type = w->type,
                        .n_expert = s->hp->n_expert,
@@ -288,6 +295,9 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .y = y};
     moe_source(s, w, &a);
     char why[256] = "";
+    if (x_up && (w_up || moe_dec32(s, w, n) || moe_takes_decode(s, w)))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: SwiGLU rows on a form without them", w->name);
+    a.x_up = x_up;
     if (moe_dec32(s, w, n)) {
         if (w_up ? cuda_moe_dec32_glu(&a, moe_up_source(s, w_up), s->sc.moe_work, s->stream, why, sizeof why)
                  : cuda_moe_dec32(&a, s->sc.moe_work, s->stream, why, sizeof why))
@@ -316,7 +326,7 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
 
 static int moe_mm(backend_session *s, const model_weight *w, const float *x, int per_slot, size_t n, float *y,
                   clover_error *err) {
-    return moe_mm_as(s, w, NULL, x, per_slot, n, y, err);
+    return moe_mm_as(s, w, NULL, x, per_slot, n, y, NULL, err);
 }
 
 /* The experts' gate and up in chunk form (not the decode kernel), same shape: cuda_moe_chunk_pair, bit for bit the
@@ -377,6 +387,35 @@ static int mm_glu(backend_session *s, const model_weight *wg, const model_weight
     return CLOVER_OK;
 }
 
+/* Where a down product of n rows h = silu(g) * u takes its integer chunk form with scratch: its quantiser can form
+ * h itself (cuda_matmul_chunk_ws_glu; the bits of cuda_swiglu then the product, one launch fewer). */
+static bool glu_down_dense(const backend_session *s, const model_weight *wd, size_t n) {
+    if (!cuda_glu_quant_on() || is_float(wd->type) || takes_decode(s, wd, false) || takes_stream(s, wd, n))
+        return false;
+    const size_t cw = cuda_matmul_chunk_work_bytes(wd->type, (size_t)wd->ne[0], n);
+    return cw && cw <= s->sc.mm_work_bytes;
+}
+
+/* The shared expert's FFN on x into ys: mm_glu then the down product, or, where mm_glu would run the two products
+ * and the SwiGLU kernel and the down product takes glu_down_dense, the two products and the down product with
+ * the SwiGLU formed by its quantiser (a 32-row preview: 40 launches of k_swiglu fewer). */
+static int shexp_ffn(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
+    cuda_scratch *sc = &s->sc;
+    const model_weight *wg = &w->gate_shexp, *wu = &w->up_shexp, *wd = &w->down_shexp;
+    const bool glu_fused = same_shape(wg, wu) && takes_decode(s, wg, false);
+    if (glu_fused || !glu_down_dense(s, wd, n)) {
+        int rc = mm_glu(s, wg, wu, sc->x, n, sc->gs, sc->us, err);
+        return rc ? rc : mm(s, wd, sc->gs, n, sc->ys, err);
+    }
+    int rc = mm_pair(s, wg, wu, sc->x, n, sc->gs, sc->us, err);
+    if (rc) return rc;
+    char why[256] = "";
+    if (cuda_matmul_chunk_ws_glu(wd->type, cuda_model_weight(s->cm, wd), (size_t)wd->ne[1], (size_t)wd->ne[0], sc->gs,
+                                 sc->us, n, sc->ys, sc->mm_work, s->stream, why, sizeof why))
+        return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s: %s", wd->name, why);
+    return CLOVER_OK;
+}
+
 static int layer_attention(backend_session *s, const model_layer *ml, const cuda_layer *ly, size_t n, bool causal,
                            const cuda_pass *p, clover_error *err) {
     const model_attention_weights *w = &ml->attn;
@@ -406,9 +445,13 @@ static int layer_gdn_block(backend_session *s, const model_layer *ml, const cuda
     const cuda_model *cm = s->cm;
     cuda_scratch *sc = &s->sc;
     int rc;
-    if ((rc = mm_pair(s, &w->qkv, &w->z, sc->x, n, sc->mixed, sc->z, err)) ||
-        (rc = mm(s, &w->alpha, sc->x, n, sc->ga, err)))
-        return rc;
+    /* qkv, z and alpha of the same rows as one mm_multi, as layer_gdn's four (one 8-bit copy of x and one launch
+     * where they share a type and width; the bits of the separate products): a 32-row preview had 30 a/b
+     * launches and 30 quantisers of its own (~0.26 ms of kernel time, H100 k2core24 seq4) */
+    const model_weight *in[3] = {&w->qkv, &w->z, &w->alpha};
+    const bool ex[3] = {false, false, false};
+    float *const out[3] = {sc->mixed, sc->z, sc->ga};
+    if ((rc = mm_multi(s, in, ex, out, 3, sc->x, n, err))) return rc;
     cuda_gdn_block_weights bw = {cuda_model_weight(cm, &w->conv),         cuda_model_weight(cm, &w->conv_right),
                                  cuda_model_weight(cm, &w->a),            cuda_model_weight(cm, &w->dt_bias),
                                  cuda_model_weight(cm, &w->norm),         cuda_model_weight(cm, &w->logit_scale),
@@ -480,8 +523,7 @@ static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t 
     void *main_stream = s->stream, *main_work = s->sc.mm_work;
     s->stream = s->side;
     s->sc.mm_work = s->sc.mm_work2;
-    int rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, s->sc.x, n, s->sc.gs, s->sc.us, err);
-    if (!rc) rc = mm(s, &w->down_shexp, s->sc.gs, n, s->sc.ys, err);
+    int rc = shexp_ffn(s, w, n, err);
     s->stream = main_stream;
     s->sc.mm_work = main_work;
     /* recorded even after a failure, so that a capture in progress ends joined (and then fails on rc) */
@@ -634,12 +676,17 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
         s->xv_moe = w;
     }
     s->moe_narrow = p->preview && (p->coreset || stack_has_coreset(p));
+    /* the down product's quantiser forms silu(ge) * ue where it takes the chunk form (glu_down_moe) */
+    const float *x_up = NULL;
     if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
-        rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, err);
+        rc = moe_mm_as(s, &w->gate_exps, &w->up_exps, sc->x, 0, n, sc->ge, NULL, err);
     } else if (!(rc = moe_mm_pair(s, &w->gate_exps, &w->up_exps, sc->x, n, sc->ge, sc->ue, err))) {
-        rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err);
+        if (glu_down_moe(s, &w->down_exps, n))
+            x_up = sc->ue;
+        else
+            rc = op_status(cuda_swiglu(sc->ge, sc->ge, sc->ue, n * k * F, s->stream), "SwiGLU", err);
     }
-    if (!rc) rc = moe_mm(s, &w->down_exps, sc->ge, 1, n, sc->ye, err);
+    if (!rc) rc = moe_mm_as(s, &w->down_exps, NULL, sc->ge, 1, n, sc->ye, x_up, err);
     s->xv_moe = NULL;
     s->moe_narrow = false;
     if (rc) return rc;
@@ -649,8 +696,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
         if (side) {
             if ((rc = shexp_join(s, err))) return rc;
         } else {
-            if ((rc = mm_glu(s, &w->gate_shexp, &w->up_shexp, sc->x, n, sc->gs, sc->us, err))) return rc;
-            if ((rc = mm(s, &w->down_shexp, sc->gs, n, sc->ys, err))) return rc;
+            if ((rc = shexp_ffn(s, w, n, err))) return rc;
         }
         /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
         rc = op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),

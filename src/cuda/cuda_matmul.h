@@ -203,6 +203,15 @@ int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, c
 size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows);
 int cuda_matmul_chunk_ws(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows,
                          float *y, void *work, void *stream, char *why, size_t why_len);
+/* y = (silu(g) * u) W^T with integer weights and scratch (cuda_matmul_chunk_work_bytes > 0): the quantiser into work
+ * forms silu(g) * u itself with cuda_swiglu's expression, so the bits equal cuda_swiglu(h, g, u) then
+ * cuda_matmul_chunk_ws(h), without that launch and its float copy (a shared expert's down product). -1 with why
+ * for float weights. cuda_glu_quant_on: the backend takes it unless CLOVER_CUDA_GLU_QUANT=0 (read once;
+ * cuda_glu_quant_set 1/0 overrides, negative: the environment again); cuda_moe_args.x_up is the grouped form. */
+int cuda_matmul_chunk_ws_glu(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *g, const float *u,
+                             size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len);
+int cuda_glu_quant_on(void);
+void cuda_glu_quant_set(int on);
 /* Up to CUDA_MATMUL_MAX_SEG chunk products of the same rows x (same type and n_in; the q/k/v or qkv/z/alpha/beta
  * of a layer): bit for bit one cuda_matmul_chunk_ws call each, with the 8-bit rows made once for all of them on
  * the integer path when the sharing switch is on. work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
@@ -262,6 +271,10 @@ typedef struct cuda_moe_args {
      * (--gpu-mem: n_expert is the pool's slot count, this the model's experts), so the tiles, and the kernel,
      * are those of the all-device run. */
     size_t n_expert_plan;
+    /* NULL, or (cuda_moe_chunk with integer weights only) the product's rows are silu(x) * x_up, x_up laid out as
+     * x, formed by the chunk form's quantiser with cuda_swiglu's expression: the bits of cuda_swiglu then the
+     * product, without that launch (cuda_glu_quant_on) */
+    const float *x_up;
 } cuda_moe_args;
 
 /* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;
@@ -314,6 +327,9 @@ int cuda_moe_chunk(const cuda_moe_args *a, void *work, void *stream, char *why, 
  * path.) */
 int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, void *stream, char *why,
                         size_t why_len);
+/* The integer chunk form's grouping of the slots and its 8-bit rows in one launch (the same table and bytes as the
+ * two launches): on unless CLOVER_CUDA_GROUP_QUANT=0 (read once); 1/0 overrides, negative: the environment again. */
+void cuda_group_quant_set(int on);
 
 #ifdef __cplusplus
 }

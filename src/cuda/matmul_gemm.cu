@@ -211,7 +211,7 @@ int mm_launch_status(const char *op, char *why, size_t why_len) {
 /* The dense chunk product; work (NULL or cuda_matmul_chunk_work_bytes) holds the 8-bit rows of the integer path. */
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                         size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len,
-                        const void *w2 = NULL, size_t n_out2 = 0, float *y2 = NULL);
+                        const void *w2 = NULL, size_t n_out2 = 0, float *y2 = NULL, const float *xu = NULL);
 /* After the first product of a dense pair on a path without the pair launch: the second as its own call. */
 static int matmul_second(const char *op, uint32_t type, size_t n_in, const float *x, size_t n_rows, void *work,
                          void *stream, char *why, size_t why_len, const void *w2, size_t n_out2, float *y2) {
@@ -236,7 +236,7 @@ static void ig_dense_launch(uint32_t type, const ig_params *q, bool scratch, uns
 
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                         size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len, const void *w2,
-                        size_t n_out2, float *y2) {
+                        size_t n_out2, float *y2, const float *xu) {
     if (mm_check_shape(op, type, n_out, n_in, why, why_len)) return -1;
     if (n_rows < 1 || n_rows > (size_t)BM * 65535) MM_FAIL("%s: %zu rows", op, n_rows);
     if (!w || !x || !y) MM_FAIL("%s: a NULL pointer", op);
@@ -244,7 +244,10 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
     cudaStream_t st = (cudaStream_t)stream;
     {
         ig_params q = {};
-        if (ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, work != NULL, &q)) { /* integer (matmul_igemm.cu) */
+        const int integer = ig_plan(type, n_in, n_rows > 32 ? 32 : (int)n_rows, work != NULL, &q);
+        /* xu: the rows are silu(x) * xu, which only the quantiser into work forms */
+        if (xu && (!integer || !work)) MM_FAIL("%s: SwiGLU rows need integer weights and scratch", op);
+        if (integer) { /* integer (matmul_igemm.cu) */
             q.w = q.w_lo = (const uint8_t *)w;
             q.row_bytes = mm_row_bytes(type, n_in);
             q.w_end = q.w + n_out * q.row_bytes;
@@ -258,7 +261,7 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
             if (work) {
                 q.xq = (const uint8_t *)work;
                 q.xq_rows = (int)n_rows;
-                ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
+                ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st, xu);
             }
             if (work && fw_take(type, n_rows) && !mr_take(type, n_rows)) {
                 /* few rows: matmul_igemm_few.cu (CLOVER_CUDA_IGEMM_FEW=1), same bits, the pair in one launch */
@@ -291,6 +294,21 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
 extern "C" int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                                  size_t n_rows, float *y, void *stream, char *why, size_t why_len) {
     return matmul_chunk("cuda_matmul_chunk", type, w, n_out, n_in, x, n_rows, y, NULL, stream, why, why_len);
+}
+
+/* The down product's rows made by its quantiser (cuda_matmul_chunk_ws_glu, cuda_moe_args.x_up): on unless
+ * CLOVER_CUDA_GLU_QUANT=0 (the caller's choice: cuda_glu_quant_on); cuda_glu_quant_set: 1/0, negative: the
+ * environment again. */
+static int g_glu_quant = -1;
+extern "C" int cuda_glu_quant_on(void) { return cuda_switch_on(&g_glu_quant, "CLOVER_CUDA_GLU_QUANT", 1); }
+extern "C" void cuda_glu_quant_set(int on) { cuda_switch_set(&g_glu_quant, on); }
+
+extern "C" int cuda_matmul_chunk_ws_glu(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *g,
+                                        const float *u, size_t n_rows, float *y, void *work, void *stream, char *why,
+                                        size_t why_len) {
+    const char *op = "cuda_matmul_chunk_ws_glu";
+    if (!u || !work) MM_FAIL("%s: a NULL pointer", op);
+    return matmul_chunk(op, type, w, n_out, n_in, g, n_rows, y, work, stream, why, why_len, NULL, 0, NULL, u);
 }
 
 extern "C" size_t cuda_matmul_chunk_work_bytes(uint32_t type, size_t n_in, size_t n_rows) {
@@ -468,13 +486,10 @@ __global__ void moe_group_kernel(const int32_t *ids, int n_slots, int n_expert, 
  * H200, ncu, 3 calls a MoE layer). Here thread e owns expert e: shared-memory counts, two block-wide
  * exclusive scans (slots and tiles before e), and thread e writes its own tiles. The table is the same
  * (experts ascending, each expert's tiles in order); slots land in perm in any order, as above. */
-__global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out,
-                                                              int tile, int32_t *ntiles, int32_t *perm,
-                                                              int32_t *tiles, float *y) {
+__device__ __forceinline__ void moe_group_fast(const int32_t *ids, int n_slots, int n_expert, int n_out, int tile,
+                                               int32_t *ntiles, int32_t *perm, int32_t *tiles, float *y) {
     __shared__ int cnt[1024], cur[1024], wsum[2][32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    pdl_wait(); /* as moe_group_count */
-    pdl_trigger();
     cnt[tid] = 0;
     __syncthreads();
     for (int s = tid; s < n_slots; s += blockDim.x) {
@@ -493,14 +508,16 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
     }
     if (lane == 31) wsum[0][warp] = a, wsum[1][warp] = b;
     __syncthreads();
-    if (warp == 0) { /* the warps' totals, scanned (exclusive) */
-        int x = wsum[0][lane], z = wsum[1][lane];
+    if (warp == 0) { /* the warps' totals, scanned (exclusive; a block of fewer than 32 warps: 0 past them) */
+        const bool in = lane < (int)(blockDim.x / 32);
+        const int x0 = in ? wsum[0][lane] : 0, z0 = in ? wsum[1][lane] : 0;
+        int x = x0, z = z0;
         for (int d = 1; d < 32; d <<= 1) {
             const int ux = __shfl_up_sync(0xffffffffu, x, d), uz = __shfl_up_sync(0xffffffffu, z, d);
             if (lane >= d) x += ux, z += uz;
         }
-        wsum[0][lane] = x - wsum[0][lane];
-        wsum[1][lane] = z - wsum[1][lane];
+        wsum[0][lane] = x - x0;
+        wsum[1][lane] = z - z0;
     }
     __syncthreads();
     const int off = wsum[0][warp] + a - c, t0 = wsum[1][warp] + b - nt; /* slots and tiles before expert tid */
@@ -518,6 +535,33 @@ __global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids
         const int e = ids[s];
         if (e >= 0 && e < n_expert) perm[atomicAdd(&cur[e], 1)] = s;
     }
+}
+
+__global__ void __launch_bounds__(1024) moe_group_fast_kernel(const int32_t *ids, int n_slots, int n_expert, int n_out,
+                                                              int tile, int32_t *ntiles, int32_t *perm,
+                                                              int32_t *tiles, float *y) {
+    pdl_wait(); /* as moe_group_count */
+    pdl_trigger();
+    moe_group_fast(ids, n_slots, n_expert, n_out, tile, ntiles, perm, tiles, y);
+}
+
+/* The grouping above and the 8-bit rows of the product (ig_quantize's) in ONE launch of GQ_THREADS-thread blocks:
+ * block 0 groups (up to GQ_THREADS experts: a thread an expert), blocks 1.. round the rows, a warp a block of values
+ * as ig_quantize_kernel (ig_quant_warp). The two read different inputs (ids, x) and write different words, so each
+ * writes what its own launch wrote: the same table and the same bytes, one launch a grouped product fewer (80 a
+ * 32-row preview, ~2.5 us each). 512 threads, not 1024: the quantiser's registers fit without a spill. */
+enum { GQ_THREADS = 512 };
+__global__ void __launch_bounds__(GQ_THREADS) moe_group_quant_kernel(const int32_t *ids, int n_slots, int n_expert,
+                                                               int n_out, int tile, int32_t *ntiles, int32_t *perm,
+                                                               int32_t *tiles, float *y, uint32_t type, const float *x,
+                                                               const float *u, int n_rows, int n_in, uint8_t *xq) {
+    pdl_wait(); /* the ids and the rows are earlier kernels' (cuda_pdl.cuh) */
+    pdl_trigger();
+    if (blockIdx.x == 0)
+        moe_group_fast(ids, n_slots, n_expert, n_out, tile, ntiles, perm, tiles, y);
+    else
+        ig_quant_warp(type, x, u, n_rows, n_in, xq, ((size_t)blockIdx.x - 1) * (GQ_THREADS / 32) + threadIdx.x / 32,
+                      threadIdx.x & 31);
 }
 
 /* The grouping of the kernel above for the ids of a large pool (--gpu-mem: slot ids up to the pool's slot count,
@@ -586,6 +630,12 @@ extern "C" size_t cuda_moe_chunk_work_bytes(const cuda_moe_args *a) {
            (tile != BM ? ig_xq_bytes(a->n_in, n_x) : 0);
 }
 
+/* moe_group_quant_kernel (the grouping and the 8-bit rows in one launch): on unless CLOVER_CUDA_GROUP_QUANT=0;
+ * cuda_group_quant_set: 1/0, negative: the environment again. */
+static int g_group_quant = -1;
+static int group_quant_on(void) { return cuda_switch_on(&g_group_quant, "CLOVER_CUDA_GROUP_QUANT", 1); }
+extern "C" void cuda_group_quant_set(int on) { cuda_switch_set(&g_group_quant, on); }
+
 /* One grouped product on the grouping pass's tiles: matmul_igemm_wide.cu's kernel where it takes them (igw; false
  * if it refused), matmul_igemm.cu's PERSIST form on tiles of igp slots (igp != 0; false if it refused), else
  * matmul_igemm.cu's (ot output tiles). */
@@ -627,6 +677,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     ig_params q = {};
     size_t tile = moe_tile(a, &q, 1);
     const bool integer = tile != BM; /* else the TF32 GEMM's tiles of BM */
+    if (a->x_up && (!integer || w_up)) MM_FAIL("cuda_moe_chunk: SwiGLU rows need integer weights and one product");
     q.row_bytes = mm_row_bytes(a->type, a->n_in);
     q.expert_stride = a->expert_stride;
     /* many slots an expert: the wide kernel's tiles of 64 slots x 128 outputs (matmul_igemm_wide.cu) */
@@ -643,7 +694,18 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     cudaStream_t st = (cudaStream_t)stream;
     int32_t *counts = (int32_t *)work, *cursor = counts + a->n_expert, *ntiles = cursor + a->n_expert;
     int32_t *perm = ntiles + 1, *tiles = perm + n_slots;
-    if (a->n_expert <= 1024)
+    /* the integer path's 8-bit rows after the grouping words (cuda_moe_chunk_work_bytes) */
+    const size_t n_x = a->x_per_slot ? n_slots : a->n_rows;
+    uint8_t *xq = (uint8_t *)work + mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + n_slots + 3 * max_tiles));
+    const size_t q_warps = n_x * (a->n_in / (a->type == MM_Q8_0 ? 32 : 256));
+    const size_t gq_warps = GQ_THREADS / 32;
+    const bool merged = integer && a->n_expert <= GQ_THREADS && group_quant_on() && q_warps <= gq_warps * 65535;
+    if (merged)
+        pdl_launch_rows(moe_group_quant_kernel, dim3(1 + (unsigned)((q_warps + gq_warps - 1) / gq_warps)),
+                        dim3(GQ_THREADS), 0, st, a->ids,
+                        (int)n_slots, (int)a->n_expert, (int)a->n_out, (int)tile, ntiles, perm, tiles, a->y, a->type,
+                        a->x, a->x_up, (int)n_x, (int)a->n_in, xq);
+    else if (a->n_expert <= 1024)
         pdl_launch_rows(moe_group_fast_kernel, dim3(1), dim3(1024), 0, st, a->ids, (int)n_slots, (int)a->n_expert,
                         (int)a->n_out, (int)tile, ntiles, perm, tiles, a->y);
     else if (a->n_expert_plan) /* --gpu-mem's pool slots */
@@ -668,13 +730,9 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
         q.ntiles = ntiles;
         q.k = (int)a->k;
         q.x_per_slot = a->x_per_slot != 0;
-        /* the 8-bit rows after the grouping words (cuda_moe_chunk_work_bytes) */
-        const size_t n_x = a->x_per_slot ? n_slots : a->n_rows;
-        uint8_t *xq = (uint8_t *)work +
-                      mm_align256(sizeof(int32_t) * (2 * a->n_expert + 1 + n_slots + 3 * max_tiles));
         q.xq = xq;
         q.xq_rows = (int)n_x;
-        ig_quantize(a->type, a->x, n_x, a->n_in, xq, st);
+        if (!merged) ig_quantize(a->type, a->x, n_x, a->n_in, xq, st, a->x_up);
         if (tile == FW_MAX_ROWS && fw_take(a->type, a->n_rows)) { /* matmul_igemm_few.cu, same bits */
             fw_launch(a->type, &q, (unsigned)max_tiles, w_up, y_up, (int)a->n_out, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);

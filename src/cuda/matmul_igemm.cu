@@ -877,20 +877,13 @@ __global__ void __launch_bounds__(IGP_THREADS, NT == 4 ? 1 : 2) igp_kernel(ig_pa
 
 /* The chunk-major 8-bit rows of PREQ: chunk c of row r at xq + (c * n_rows + r) * IG_ACS, written byte for byte
  * as matmul_act.cu writes them (a warp per 32-value block for Q8_0, per 256 for the K-quants). */
-__global__ void ig_quantize_kernel(uint32_t type, const float *x, int n_rows, int n_in, uint8_t *xq) {
+__global__ void ig_quantize_kernel(uint32_t type, const float *x, const float *u, int n_rows, int n_in,
+                                   uint8_t *xq) {
     const int lane = threadIdx.x & 31;
     const size_t gw = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32;
-    const int q8 = type == MM_Q8_0, qb = q8 ? 32 : 256, nb = n_in / qb;
     pdl_wait(); /* x is the kernel before's output (cuda_pdl.cuh) */
     pdl_trigger();
-    if (gw >= (size_t)n_rows * nb) return;
-    const int r = (int)(gw / nb), b = (int)(gw % nb), c = b * qb / IG_CHUNK;
-    uint8_t *dst = xq + ((size_t)c * n_rows + r) * IG_ACS;
-    const float *src = x + (size_t)r * n_in + (size_t)b * qb;
-    if (q8)
-        mm_act_block_32(src, dst + (b % 8) * MM_ACT32_BYTES, lane);
-    else
-        mm_act_block_k(src, dst, lane);
+    ig_quant_warp(type, x, u, n_rows, n_in, xq, gw, lane);
 }
 
 /* Shared-memory row stride of the 8-bit rows and of a weight chunk: 16-byte
@@ -939,11 +932,12 @@ size_t ig_xq_bytes(size_t n_in, size_t n_rows) {
     return mm_align256((n_in + IG_CHUNK - 1) / IG_CHUNK * n_rows * IG_ACS);
 }
 
-void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st) {
+void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st,
+                 const float *u) {
     const size_t warps = n_rows * (n_in / (type == MM_Q8_0 ? 32 : 256));
     if (warps)
-        pdl_launch_rows(ig_quantize_kernel, dim3((unsigned)((warps + 7) / 8)), dim3(256), 0, st, type, x, (int)n_rows,
-                        (int)n_in, xq);
+        pdl_launch_rows(ig_quantize_kernel, dim3((unsigned)((warps + 7) / 8)), dim3(256), 0, st, type, x, u,
+                        (int)n_rows, (int)n_in, xq);
 }
 
 /* ig_k_superblock2 for the Q4_K / Q5_K super-blocks: on unless CLOVER_CUDA_IG_K2=0 (cuda_ig_k2_set: 1/0, negative:

@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda_matmul.h"
+#include "matmul_internal.cuh"
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,9 +55,37 @@ enum { IG_ACS = 304 };
  * tile (preq: the rows come quantised, ig_quantize); 1 when the integer GEMM takes it, 0 when not (float types, or a row
  * too long for shared memory: the caller keeps the TF32 GEMM). */
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p);
-/* The chunk-major 8-bit rows: bytes for n_rows rows, and the kernel that writes them. */
+/* Warp gw's block of the chunk-major 8-bit rows (ig_quantize_kernel's body; moe_group_quant_kernel's too): Q8_0 a
+ * 32-value block, the K-quants a 256-value one; with u the values silu(x) * u (mm_swiglu). */
+__device__ __forceinline__ void ig_quant_warp(uint32_t type, const float *x, const float *u, int n_rows, int n_in,
+                                              uint8_t *xq, size_t gw, int lane) {
+    const int q8 = type == MM_Q8_0, qb = q8 ? 32 : 256, nb = n_in / qb;
+    if (gw >= (size_t)n_rows * nb) return;
+    const int r = (int)(gw / nb), b = (int)(gw % nb), c = b * qb / 256; /* 256: a chunk's values */
+    uint8_t *dst = xq + ((size_t)c * n_rows + r) * IG_ACS;
+    const size_t o = (size_t)r * n_in + (size_t)b * qb;
+    if (q8) {
+        dst += (b % 8) * MM_ACT32_BYTES;
+        if (u) /* silu(x) * u: a down product's rows, without the SwiGLU launch and its float copy */
+            mm_act_store_32(mm_swiglu(x[o + lane], u[o + lane]), dst, lane);
+        else
+            mm_act_block_32(x + o, dst, lane);
+    } else if (u) {
+        float xv[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) xv[i] = mm_swiglu(x[o + 8 * lane + i], u[o + 8 * lane + i]);
+        mm_act_store_k(xv, dst, lane);
+    } else {
+        mm_act_block_k(x + o, dst, lane);
+    }
+}
+
+/* The chunk-major 8-bit rows: bytes for n_rows rows, and the kernel that writes them; with u (not NULL, the
+ * layout of x) the rows rounded are silu(x) * u, each value mm_swiglu's (the bits of cuda_swiglu, then the plain
+ * quantiser on its output). */
 size_t ig_xq_bytes(size_t n_in, size_t n_rows);
-void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st);
+void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint8_t *xq, cudaStream_t st,
+                 const float *u = NULL);
 /* Dense: grid (row tiles, ig_out_tiles); MoE: grid (ig_out_tiles, max tiles), x 2 along z with p->w_up set (the
  * pair: each block computes what it computes alone, for its z's product, so the bits of two launches). */
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st);

@@ -115,13 +115,22 @@ __device__ __forceinline__ float mm_act_block(const float *xv, int8_t *q) {
     return __fdiv_rn(amax, 127.0f);
 }
 
-/* One warp writes the act_q8_32 block of the 32 values at src into dst. */
-__device__ __forceinline__ void mm_act_block_32(const float *src, uint8_t *dst, int lane) {
-    const float xv = src[lane];
+/* cpu_silu(g) * u, the expression of ops_small.cu's k_swiglu (so a product fused with it has the bits of the
+ * products followed by cuda_swiglu): the decode GLU forms (mmv_swiglu) and the quantiser of a down product's rows
+ * (ig_quantize with u) use it. */
+__device__ __forceinline__ float mm_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
+
+/* One warp writes the act_q8_32 block of the 32 values (xv: lane l's value l) into dst. */
+__device__ __forceinline__ void mm_act_store_32(float xv, uint8_t *dst, int lane) {
     int8_t q;
     const float d = mm_act_block<1>(&xv, &q);
     if (lane == 0) *(float *)dst = d;
     ((int8_t *)(dst + 4))[lane] = q;
+}
+
+/* One warp writes the act_q8_32 block of the 32 values at src into dst. */
+__device__ __forceinline__ void mm_act_block_32(const float *src, uint8_t *dst, int lane) {
+    mm_act_store_32(src[lane], dst, lane);
 }
 
 /* One warp writes the 8 act_q8_32 blocks of the 256 values at src (8
@@ -162,12 +171,9 @@ __device__ __forceinline__ void mm_act_blocks_32x8(const float *src, uint8_t *ds
     if ((lane & 3) == 0) *(float *)blk = d;
 }
 
-/* One warp writes the act_q8_k block of the 256 values at src into dst: lane
- * l holds values 8l..8l+7; the sum of each 16 (bsums[s]) is lanes 2s, 2s+1. */
-__device__ __forceinline__ void mm_act_block_k(const float *src, uint8_t *dst, int lane) {
-    float xv[8];
-#pragma unroll
-    for (int i = 0; i < 8; i++) xv[i] = src[8 * lane + i];
+/* One warp writes the act_q8_k block of 256 values into dst: lane l holds values 8l..8l+7 (xv); the sum of
+ * each 16 (bsums[s]) is lanes 2s, 2s+1. */
+__device__ __forceinline__ void mm_act_store_k(const float (&xv)[8], uint8_t *dst, int lane) {
     int8_t q[8];
     const float d = mm_act_block<8>(xv, q);
     if (lane == 0) *(float *)dst = d;
@@ -179,6 +185,14 @@ __device__ __forceinline__ void mm_act_block_k(const float *src, uint8_t *dst, i
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     if ((lane & 1) == 0) ((int16_t *)(dst + 4 + 256))[lane / 2] = (int16_t)sum;
+}
+
+/* One warp writes the act_q8_k block of the 256 values at src into dst. */
+__device__ __forceinline__ void mm_act_block_k(const float *src, uint8_t *dst, int lane) {
+    float xv[8];
+#pragma unroll
+    for (int i = 0; i < 8; i++) xv[i] = src[8 * lane + i];
+    mm_act_store_k(xv, dst, lane);
 }
 
 

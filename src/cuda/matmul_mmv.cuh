@@ -373,9 +373,9 @@ __device__ __forceinline__ void mmv_fuse_rows(const mmv_params &p, const int *sl
     }
 }
 
-/* cpu_silu(g) * u, the expression of ops_small.cu's k_swiglu (so the fused
- * product's bits equal the two products followed by cuda_swiglu). */
-__device__ __forceinline__ float mmv_swiglu(float g, float u) { return (g / (1.0f + expf(-g))) * u; }
+/* cpu_silu(g) * u as k_swiglu forms it (matmul_internal.cuh's mm_swiglu): the fused product's bits equal the two
+ * products followed by cuda_swiglu. */
+__device__ __forceinline__ float mmv_swiglu(float g, float u) { return mm_swiglu(g, u); }
 
 /* Fused kernels are capped so that 4 blocks fit an SM (3 for the forms that
  * would spill at 64 registers): a decode product's 256-512 blocks then run

@@ -2359,6 +2359,94 @@ static void test_glu(void) {
     glu_case(QUANT_Q4_K, 8, 1, 1); /* 8-bit rows in work, not shared memory */
 }
 
+/* ---- the down product's rows formed by its quantiser (cuda_matmul_chunk_ws_glu, cuda_moe_args.x_up) ----
+ * Each integer type, dense at 1..40 rows and grouped at 3..32 rows (few and many slots an expert): the product of
+ * the rows silu(g) * u made by the quantiser equals, bit for bit, cuda_swiglu(h, g, u) followed by the plain product
+ * of h (cuda_matmul_chunk_ws, cuda_moe_chunk: each tested against the CPU oracle above). g and u carry large, tiny,
+ * negative and zero values, one row an inf (its outputs NaN both ways). Outputs poisoned first. The grouped form
+ * with the grouping and the 8-bit rows in one launch (cuda_group_quant_set, the default) and in two; the reference
+ * (cuda_moe_chunk of h) in one. Float weights and no scratch are refused with a reason. */
+static int t_group_quant = 1;
+static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size_t n_expert) {
+    const size_t n_in = 512, n_out = moe ? 48 : 72, n_x = moe ? n_rows * k : n_rows;
+    size_t rb;
+    uint8_t *w = make_weights(type, (moe ? n_expert : 1) * n_out, n_in, &rb);
+    float *g = malloc(n_x * n_in * sizeof(float)), *u = malloc(n_x * n_in * sizeof(float));
+    fill(g, n_x * n_in, 6.0);
+    fill(u, n_x * n_in, 2.0);
+    for (size_t i = 0; i < n_x * n_in; i += 97) g[i] = i % 2 ? -30.0f : 1e-6f; /* silu's tails */
+    for (size_t i = 5; i < n_x * n_in; i += 131) u[i] = 0.0f;
+    if (n_x > 1) g[n_in + 7] = INFINITY; /* row 1: inf * u: a non-finite block */
+    const size_t ny = n_x * n_out;
+    float *dw = (float *)dev_upload(w, (moe ? n_expert : 1) * n_out * rb);
+    float *dg = (float *)dev_upload(g, n_x * n_in * sizeof(float)), *du = (float *)dev_upload(u, n_x * n_in * sizeof(float));
+    float *dh = dev_poisoned(n_x * n_in), *y0 = dev_poisoned(ny), *y1 = dev_poisoned(ny);
+    int32_t *ids = malloc((n_x + 1) * sizeof(int32_t));
+    cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
+                       .n_rows = n_rows, .k = k, .x_per_slot = 1};
+    size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
+    if (moe) {
+        make_ids(ids, n_rows, k, n_expert);
+        a.ids = dev_upload(ids, n_x * sizeof(int32_t));
+        a.w = dw;
+        wb = cuda_moe_chunk_work_bytes(&a);
+    }
+    void *work = NULL;
+    CU(cudaMalloc(&work, wb + 256));
+    char why[256] = "";
+    int rc = cuda_swiglu(dh, dg, du, n_x * n_in, NULL);
+    if (moe) {
+        a.x = dh, a.y = y0;
+        if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
+        a.x = dg, a.x_up = du, a.y = y1;
+        cuda_group_quant_set(t_group_quant); /* the grouping and the rows in one launch, or two */
+        if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
+        cuda_group_quant_set(-1);
+    } else {
+        if (!rc) rc = cuda_matmul_chunk_ws(type, dw, n_out, n_in, dh, n_rows, y0, work, NULL, why, sizeof why);
+        if (!rc) rc = cuda_matmul_chunk_ws_glu(type, dw, n_out, n_in, dg, du, n_rows, y1, work, NULL, why, sizeof why);
+    }
+    CHECK_MSG(rc == 0, "glu_quant type %u rows %zu moe %d: %s", (unsigned)type, n_rows, moe, why);
+    CU(cudaDeviceSynchronize());
+    float *h0 = malloc(ny * sizeof(float)), *h1 = malloc(ny * sizeof(float));
+    dev_download(h0, y0, ny);
+    dev_download(h1, y1, ny);
+    size_t differ = 0, finite = 0;
+    for (size_t i = 0; i < ny; i++) {
+        differ += memcmp(&h0[i], &h1[i], sizeof(float)) != 0;
+        finite += isfinite(h0[i]) != 0;
+    }
+    CHECK_MSG(differ == 0, "glu_quant type %u rows %zu moe %d: %zu of %zu outputs differ from cuda_swiglu + product",
+              (unsigned)type, n_rows, moe, differ, ny);
+    CHECK_MSG(finite + (n_x > 1 ? n_out : 0) == ny, "glu_quant type %u rows %zu moe %d: %zu of %zu outputs finite",
+              (unsigned)type, n_rows, moe, finite, ny);
+    free(h0), free(h1), free(g), free(u), free(w), free(ids);
+    cudaFree(work), cudaFree(dw), cudaFree(dg), cudaFree(du), cudaFree(dh), cudaFree(y0), cudaFree(y1);
+    if (moe) cudaFree((void *)a.ids);
+}
+
+static void test_glu_quant(void) {
+    for (int t = 3; t < N_TYPES; t++) { /* the integer types */
+        glu_quant_case(TYPES[t], 1, 0, 0, 0);
+        glu_quant_case(TYPES[t], 5, 0, 0, 0);
+        glu_quant_case(TYPES[t], 32, 0, 0, 0);
+        glu_quant_case(TYPES[t], 40, 0, 0, 0);
+        glu_quant_case(TYPES[t], 3, 1, 2, 6);   /* few slots an expert: the wide tiles */
+        glu_quant_case(TYPES[t], 32, 1, 8, 9);  /* a preview's coreset: ~28 slots an expert */
+        glu_quant_case(TYPES[t], 16, 1, 8, 64); /* a stacked step: 1-2 slots an expert */
+        t_group_quant = 0;                      /* the grouping and the rows in two launches */
+        glu_quant_case(TYPES[t], 32, 1, 8, 9);
+        t_group_quant = 1;
+    }
+    /* refused: float weights (no quantiser), no scratch, a pair with x_up */
+    char why[256] = "";
+    float *d = dev_poisoned(512 * 4);
+    CHECK(cuda_matmul_chunk_ws_glu(QUANT_F32, d, 2, 512, d, d, 1, d, d, NULL, why, sizeof why) != 0 &&
+          strstr(why, "integer") != NULL);
+    CHECK(cuda_matmul_chunk_ws_glu(QUANT_Q8_0, d, 2, 512, d, d, 1, d, NULL, NULL, why, sizeof why) != 0);
+    cudaFree(d);
+}
+
 /* The stream and graph rule: every entry point captured into one CUDA graph
  * (a capture fails on any synchronising or host-reading call) and replayed
  * gives the bits the direct calls give. */
@@ -2662,6 +2750,7 @@ int main(void) {
     RUN(test_moe_dec32);
     RUN(test_moe_fast);
     RUN(test_glu);
+    RUN(test_glu_quant);
     RUN(test_multi);
     RUN(test_graph_capture);
     RUN(test_pdl_rows);
