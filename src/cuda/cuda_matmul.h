@@ -330,6 +330,9 @@ int cuda_moe_chunk_pair(const cuda_moe_args *a, const void *w_up, float *y_up, v
 /* The integer chunk form's grouping of the slots and its 8-bit rows in one launch (the same table and bytes as the
  * two launches): on unless CLOVER_CUDA_GROUP_QUANT=0 (read once); 1/0 overrides, negative: the environment again. */
 void cuda_group_quant_set(int on);
+/* The integer chunk kernel's weight copies without range checks where every row's chunks are 16-byte aligned and
+ * whole (the same bytes): on unless CLOVER_CUDA_IG_ALIGNED=0; 1/0 overrides, negative: the environment again. */
+void cuda_ig_aligned_set(int on);
 
 #ifdef __cplusplus
 }

@@ -127,12 +127,21 @@ struct ig_pieces {
     int wpc[NW];
     const uint8_t *asrc[NA]; /* the rows' pieces (chunk 0), NULL when idle */
     unsigned adst[NA];
+    /* every row's chunks 16-byte aligned and whole (a chunk a multiple of 16 bytes, the rows and experts on
+     * 16-byte boundaries, Q8_0 rows of whole chunks): a piece is then always inside the tensor and its row, and
+     * copy() issues it without the range checks and the byte-by-byte fallback (the SASS of the grouped Q4_K pair
+     * spent ~175 of ~500 instructions a warp a chunk on them; H100 ncu, 2026-12-25-k2core24). The same bytes to
+     * the same places. */
+    bool aligned;
 
     __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count) {
+        aligned = p.aligned_ok && CB % 16 == 0 && ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
+                  (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
 #pragma unroll
         for (int j = 0; j < NW; j++) {
             const int idx = threadIdx.x + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
-            const bool live = idx < BO * PPR && o < p.n_out;
+            /* aligned: a row's CB / 16 pieces, its last (PPR - 1: a misaligned row's spill) idle */
+            const bool live = idx < BO * PPR && o < p.n_out && !(aligned && 16 * pc >= CB);
             wrow[j] = live ? wbase + (size_t)o * p.row_bytes : NULL;
             wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
             wpc[j] = pc;
@@ -155,6 +164,15 @@ struct ig_pieces {
             if (asrc[j])
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
                              : "memory");
+        if (aligned) {
+#pragma unroll
+            for (int j = 0; j < NW; j++)
+                if (wrow[j])
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]),
+                                 "l"(wrow[j] + (size_t)c * CB + 16 * wpc[j])
+                                 : "memory");
+            return;
+        }
         const int nbk = T == MM_Q8_0 ? min(8, p.n_in / 32 - 8 * c) : 1;
         const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
 #pragma unroll
@@ -945,6 +963,11 @@ void ig_quantize(uint32_t type, const float *x, size_t n_rows, size_t n_in, uint
 static int g_ig_k2 = -1;
 extern "C" void cuda_ig_k2_set(int on) { cuda_switch_set(&g_ig_k2, on); }
 
+/* ig_pieces' aligned copies: on unless CLOVER_CUDA_IG_ALIGNED=0 (cuda_ig_aligned_set: 1/0, negative: the
+ * environment again). */
+static int g_ig_aligned = -1;
+extern "C" void cuda_ig_aligned_set(int on) { cuda_switch_set(&g_ig_aligned, on); }
+
 template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     static int attr_set = 0;
@@ -954,7 +977,9 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
                              IG_SMEM_MAX);
         attr_set = 1;
     }
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2>, grid, dim3(IG_THREADS), smem, st, *p);
+    ig_params q = *p;
+    q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2>, grid, dim3(IG_THREADS), smem, st, q);
 }
 
 template <int T, bool PREQ, bool WIDE>

@@ -18,6 +18,7 @@ enum { IG_SEG_MAX = 4 }; /* products of one segmented launch (cuda_matmul.h's CU
 typedef struct ig_params {
     const uint8_t *w, *w_lo, *w_end; /* the weights; the tensor's bytes are [w_lo, w_end) */
     size_t row_bytes, expert_stride;
+    int aligned_ok; /* igemm_kernel: ig_pieces may take its aligned copies (CLOVER_CUDA_IG_ALIGNED; set at launch) */
     int n_out, n_in;
     const float *x;
     float *y;

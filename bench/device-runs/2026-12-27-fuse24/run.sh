@@ -15,11 +15,16 @@
 #  - GLU_QUANT: a down product's 8-bit rows formed as silu(g) * u by its quantiser (cuda_matmul_chunk_ws_glu,
 #    cuda_moe_args.x_up): no k_swiglu launch (2 a MoE layer) and no float copy;
 #  - GROUP_QUANT: a grouped product's slot grouping and its 8-bit rows in one launch (moe_group_quant_kernel);
-#  - a preview's GDN qkv, z and alpha products in one mm_multi (one quantiser, one segmented launch, as the commit).
+#  - a preview's GDN qkv, z and alpha products in one mm_multi (one quantiser, one segmented launch, as the commit);
+#  - IG_ALIGNED: igemm_kernel's weight copies without range checks where every row's chunks are 16-byte aligned and
+#    whole (ig_pieces.aligned): ncu's SASS of the commit's Q4_K pair had ~175 of ~500 instructions a warp a chunk in
+#    the copies (the kernel ~54% issue-busy), ~30-40 expected after.
 # Predictions (before seq2; H100 seq1 / k2core24: preview 6.49-6.53 ms, commit 11.38-11.40, the 16-row AR step
 #  14.26 ms traced with PDL off): ids equal to seq1's hashes with every form on and with each off; tests pass;
 #  preview -0.3..-0.5 ms (~650 us of kernel time removed, PDL overlaps part of it), commit -0.2..-0.3 ms, prompt 512
-#  within +-2%, bench_batch n 16 +2..+4% (the step's 80 swiglu and ~93 grouping launches).
+#  within +-2%, bench_batch n 16 +2..+4% (the step's 80 swiglu and ~93 grouping launches). IG_ALIGNED: the experts'
+#  pair and down -10..-20% where they are issue-bound: commit -0.6..-1.2 ms, the 16-row step -0.4..-0.8 ms, preview
+#  -0.1..-0.3 ms. Run as: SWITCHES="GLU_QUANT GROUP_QUANT IG_ALIGNED".
 set -uo pipefail
 PACK=${PACK:-.gpu-fuse24}
 STEPS=${STEPS:-t r b}
