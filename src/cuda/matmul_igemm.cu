@@ -135,7 +135,8 @@ struct ig_pieces {
     bool aligned;
 
     __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count) {
-        aligned = p.aligned_ok && CB % 16 == 0 && ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
+        aligned = p.aligned_ok && CB % 16 == 0 &&
+                  ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
                   (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
 #pragma unroll
         for (int j = 0; j < NW; j++) {
@@ -650,10 +651,13 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     unsigned wdst[2];
     int wrel[2]; /* the piece's offset from the row's first byte of the chunk (-15 .. CB) */
     bool wlive[2];
+    /* every row 16-byte aligned and of whole chunks: a piece is always inside its row (ig_pieces.aligned's rule),
+     * issued without the range checks; a row's last piece (a misaligned row's spill) idle */
+    const bool aligned = p.aligned_ok && ((p.row_bytes | (size_t)(uintptr_t)wbase) & 15) == 0 && nblk % 8 == 0;
 #pragma unroll
     for (int j = 0; j < 2; j++) {
         const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
-        wlive[j] = idx < BO * PPR && o < pn_out;
+        wlive[j] = idx < BO * PPR && o < pn_out && !(aligned && 16 * pc >= CB);
         const uint8_t *src = wbase + (size_t)(wlive[j] ? o : 0) * p.row_bytes;
         const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * pc;
         wq[j] = q;
@@ -667,6 +671,15 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             if (alive[j])
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + adst[j]), "l"(asrc[j] + (size_t)c * xstep)
                              : "memory");
+        if (aligned) {
+#pragma unroll
+            for (int j = 0; j < 2; j++)
+                if (wlive[j])
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]),
+                                 "l"(wq[j] + (size_t)c * CB)
+                                 : "memory");
+            return;
+        }
         const int cb = min(8, nblk - 8 * c) * MM_Q8_0_BYTES;
 #pragma unroll
         for (int j = 0; j < 2; j++) {
@@ -999,6 +1012,7 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     }
     ig_params q = *p;
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
+    q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
     pdl_launch_rows(igemm_q8_kernel, grid, dim3(IG_THREADS), ig_smem(p), st, q);
 }
 

@@ -2366,7 +2366,8 @@ static void test_glu(void) {
  * negative and zero values, one row an inf (its outputs NaN both ways). Outputs poisoned first. The grouped form
  * with the grouping and the 8-bit rows in one launch (cuda_group_quant_set, the default) and in two; the reference
  * (cuda_moe_chunk of h) in one, and with the integer kernel's weight copies in their range-checked form
- * (cuda_ig_aligned_set(0)) where the products under test take the aligned form: both forms' bits checked at once.
+ * (cuda_ig_aligned_set(0)) and dense Q8_0 tiles of 32 rows (cuda_ig_rows16_set(0)) where the products under test
+ * take the aligned form and, at 32 rows, 16-row tiles: those forms' bits checked at once.
  * Float weights and no scratch are refused with a reason. */
 static int t_group_quant = 1;
 static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size_t n_expert) {
@@ -2381,7 +2382,8 @@ static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size
     if (n_x > 1) g[n_in + 7] = INFINITY; /* row 1: inf * u: a non-finite block */
     const size_t ny = n_x * n_out;
     float *dw = (float *)dev_upload(w, (moe ? n_expert : 1) * n_out * rb);
-    float *dg = (float *)dev_upload(g, n_x * n_in * sizeof(float)), *du = (float *)dev_upload(u, n_x * n_in * sizeof(float));
+    float *dg = (float *)dev_upload(g, n_x * n_in * sizeof(float));
+    float *du = (float *)dev_upload(u, n_x * n_in * sizeof(float));
     float *dh = dev_poisoned(n_x * n_in), *y0 = dev_poisoned(ny), *y1 = dev_poisoned(ny);
     int32_t *ids = malloc((n_x + 1) * sizeof(int32_t));
     cuda_moe_args a = {.type = type, .expert_stride = n_out * rb, .n_expert = n_expert, .n_out = n_out, .n_in = n_in,
@@ -2397,11 +2399,13 @@ static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size
     CU(cudaMalloc(&work, wb + 256));
     char why[256] = "";
     int rc = cuda_swiglu(dh, dg, du, n_x * n_in, NULL);
-    cuda_ig_aligned_set(0); /* the reference with the weight copies' range-checked form */
+    cuda_ig_aligned_set(0); /* the reference with the weight copies' range-checked form, 32-row tiles */
+    cuda_ig_rows16_set(0);
     if (moe) {
         a.x = dh, a.y = y0;
         if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
         cuda_ig_aligned_set(-1);
+        cuda_ig_rows16_set(-1);
         a.x = dg, a.x_up = du, a.y = y1;
         cuda_group_quant_set(t_group_quant); /* the grouping and the rows in one launch, or two */
         if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
@@ -2409,6 +2413,7 @@ static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size
     } else {
         if (!rc) rc = cuda_matmul_chunk_ws(type, dw, n_out, n_in, dh, n_rows, y0, work, NULL, why, sizeof why);
         cuda_ig_aligned_set(-1);
+        cuda_ig_rows16_set(-1);
         if (!rc) rc = cuda_matmul_chunk_ws_glu(type, dw, n_out, n_in, dg, du, n_rows, y1, work, NULL, why, sizeof why);
     }
     CHECK_MSG(rc == 0, "glu_quant type %u rows %zu moe %d: %s", (unsigned)type, n_rows, moe, why);

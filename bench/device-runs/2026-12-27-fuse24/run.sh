@@ -25,6 +25,12 @@
 #  within +-2%, bench_batch n 16 +2..+4% (the step's 80 swiglu and ~93 grouping launches). IG_ALIGNED: the experts'
 #  pair and down -10..-20% where they are issue-bound: commit -0.6..-1.2 ms, the 16-row step -0.4..-0.8 ms, preview
 #  -0.1..-0.3 ms. Run as: SWITCHES="GLU_QUANT GROUP_QUANT IG_ALIGNED".
+# seq3's pack adds (predicted before seq3, H100 seq2: preview 6.12-6.13 ms, commit 10.92-11.07, bench_batch n 16
+#  1,106-1,125 agg tok/s):
+#  - IG_ALIGNED for igemm_q8_kernel too (the dense Q8_0 products' copies): preview -0.05..-0.15 ms;
+#  - IG_ROWS16: dense Q8_0 products of 17..32 rows with fewer output tiles than SMs in 16-row tiles (the 2048-output
+#    products 128 -> 256 blocks, the shared expert's gate/up 64 -> 128): those kernels -20..-35% (8.3 -> ~6 us,
+#    13.0 -> ~9 us): preview -0.25..-0.4 ms, commit -0.15..-0.3 ms. Run as: SWITCHES="IG_ROWS16 IG_ALIGNED".
 set -uo pipefail
 PACK=${PACK:-.gpu-fuse24}
 STEPS=${STEPS:-t r b}
