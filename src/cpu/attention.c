@@ -59,17 +59,17 @@ void cpu_attn_prepare(float *q, float *gate, float *k_cache, float *v_cache, con
 /* hd^-0.5 as torch's `head_dim ** -0.5` (a double) meets a float32 tensor */
 static float attn_scale(size_t hd) { return (float)pow((double)hd, -0.5); }
 
-void cpu_attn_forward_scalar(float *out, const float *q, const float *gate, const float *k_cache,
-                             const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
-                             size_t h_begin, size_t h_end, float *scratch) {
+static void attn_forward_scalar(float *out, const float *q, const float *gate, const float *k_cache,
+                                const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                                size_t n_keys, size_t h_begin, size_t h_end, float *scratch) {
     size_t nh = d->n_head, nkv = d->n_head_kv, hd = d->head_dim, group = nh / nkv;
     float scale = attn_scale(hd);
-    float *s = scratch; /* [pos + n] */
+    float *s = scratch; /* [the keys a row sees] */
     for (size_t h = h_begin; h < h_end; h++) {
         size_t kvh = h / group;
         for (size_t r = 0; r < n; r++) {
             const float *qv = q + (r * nh + h) * hd;
-            size_t n_vis = (size_t)pos + (causal ? r + 1 : n);
+            size_t n_vis = causal ? (size_t)pos + r + 1 : n_keys;
             float mx = -INFINITY;
             for (size_t j = 0; j < n_vis; j++) {
                 const float *kv = k_cache + (j * nkv + kvh) * hd;
@@ -97,11 +97,25 @@ void cpu_attn_forward_scalar(float *out, const float *q, const float *gate, cons
     }
 }
 
+void cpu_attn_forward_scalar(float *out, const float *q, const float *gate, const float *k_cache,
+                             const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                             size_t h_begin, size_t h_end, float *scratch) {
+    attn_forward_scalar(out, q, gate, k_cache, v_cache, d, pos, n, causal, (size_t)pos + n, h_begin, h_end, scratch);
+}
+
+void cpu_attn_forward_keys(float *out, const float *q, const float *gate, const float *k_cache, const float *v_cache,
+                           const cpu_attn_dims *d, int64_t pos, size_t n, bool causal, size_t n_keys, size_t h_begin,
+                           size_t h_end, float *scratch) {
+    if (cpu_simd_active())
+        cpu_attn_forward_keys_avx2(out, q, gate, k_cache, v_cache, d, pos, n, causal, n_keys, h_begin, h_end,
+                                   scratch);
+    else
+        attn_forward_scalar(out, q, gate, k_cache, v_cache, d, pos, n, causal, n_keys, h_begin, h_end, scratch);
+}
+
 void cpu_attn_forward(float *out, const float *q, const float *gate, const float *k_cache, const float *v_cache,
                       const cpu_attn_dims *d, int64_t pos, size_t n, bool causal, size_t h_begin, size_t h_end,
                       float *scratch) {
-    if (cpu_simd_active())
-        cpu_attn_forward_avx2(out, q, gate, k_cache, v_cache, d, pos, n, causal, h_begin, h_end, scratch);
-    else
-        cpu_attn_forward_scalar(out, q, gate, k_cache, v_cache, d, pos, n, causal, h_begin, h_end, scratch);
+    cpu_attn_forward_keys(out, q, gate, k_cache, v_cache, d, pos, n, causal, (size_t)pos + n, h_begin, h_end,
+                          scratch);
 }

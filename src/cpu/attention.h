@@ -13,7 +13,8 @@
  *    repeat_interleave), softmax(q k^T * hd^-0.5) v over the cache, then
  *    times sigmoid(gate). Causal: row r (position pos + r) sees cache rows
  *    0..pos+r. Not causal (the preview, SPEC.md 2): every row sees rows
- *    0..pos+n-1.
+ *    0..pos+n-1. cpu_attn_forward_keys takes that key extent apart from the
+ *    rows, so a slice of a non-causal pass can run on its own.
  *
  * The cache layout is position-major, [n_ctx][n_head_kv][hd], so appending a
  * row is one contiguous write. The oracle is two-pass (scores, max, exp,
@@ -78,9 +79,22 @@ void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const 
                            const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
                            size_t h_begin, size_t h_end, float *scratch);
 
+/* cpu_attn_forward of n rows at pos..pos+n-1 where a non-causal row sees keys 0..n_keys-1 (pos + n <= n_keys <=
+ * the scratch's n_ctx), a causal one 0..its own position as before (n_keys unused): rows r0.. of a non-causal pass
+ * of N rows at P are this at pos P + r0 with n_keys P + N. cpu_attn_forward is n_keys = pos + n. A row's output is
+ * the same operations in the same order whichever rows and heads share the call, so any split of a pass gives the
+ * same bits (test_cpu_attention_split). */
+void cpu_attn_forward_keys(float *out, const float *q, const float *gate, const float *k_cache, const float *v_cache,
+                           const cpu_attn_dims *d, int64_t pos, size_t n, bool causal, size_t n_keys, size_t h_begin,
+                           size_t h_end, float *scratch);
+void cpu_attn_forward_keys_avx2(float *out, const float *q, const float *gate, const float *k_cache,
+                                const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                                size_t n_keys, size_t h_begin, size_t h_end, float *scratch);
+
 /* All query heads and rows of cpu_attn_forward spread over pool (NULL: this
- * thread). Tasks are (KV head, run of rows, run of the group's heads); rows
- * are split only when causal (a non-causal row's keys depend on n). scratch:
+ * thread). Tasks are (KV head, run of rows, run of the group's heads), causal
+ * or not (a non-causal run still sees the whole pass's keys, pos + n); the
+ * same bits as one call for any pool size. scratch:
  * threadpool_size(pool) * cpu_attn_scratch_floats(d, n_ctx) floats. */
 void cpu_attn_forward_pool(threadpool *pool, float *out, const float *q, const float *gate, const float *k_cache,
                            const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,

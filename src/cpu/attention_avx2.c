@@ -29,9 +29,9 @@ static float attn_exp_tile(float *st, size_t nt, float m) {
     return sum;
 }
 
-void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const float *k_cache,
-                           const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
-                           size_t h_begin, size_t h_end, float *scratch) {
+void cpu_attn_forward_keys_avx2(float *out, const float *q, const float *gate, const float *k_cache,
+                                const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                                size_t n_keys, size_t h_begin, size_t h_end, float *scratch) {
     const size_t nh = d->n_head, nkv = d->n_head_kv, hd = d->head_dim, group = nh / nkv;
     const size_t RB = CPU_ATTN_ROW_BLOCK, T = CPU_ATTN_KEY_TILE;
     const float scale = (float)pow((double)hd, -0.5);
@@ -51,11 +51,11 @@ void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const 
                 lrun[i] = 0.0f;
             }
             for (size_t i = 0; i < rb * group * hd; i++) acc[i] = 0.0f;
-            size_t j_end = (size_t)pos + (causal ? r0 + rb : n);
+            size_t j_end = causal ? (size_t)pos + r0 + rb : n_keys;
             for (size_t j0 = 0; j0 < j_end; j0 += T) {
                 size_t j1 = j0 + T < j_end ? j0 + T : j_end;
                 for (size_t rr = 0; rr < rb; rr++) {
-                    size_t vis = (size_t)pos + (causal ? r0 + rr + 1 : n);
+                    size_t vis = causal ? (size_t)pos + r0 + rr + 1 : n_keys;
                     if (vis <= j0) continue;
                     size_t jt = j1 < vis ? j1 : vis, nt = jt - j0;
                     for (size_t h = ha; h < hb; h++) {
@@ -97,4 +97,11 @@ void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const 
             }
         }
     }
+}
+
+void cpu_attn_forward_avx2(float *out, const float *q, const float *gate, const float *k_cache,
+                           const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                           size_t h_begin, size_t h_end, float *scratch) {
+    cpu_attn_forward_keys_avx2(out, q, gate, k_cache, v_cache, d, pos, n, causal, (size_t)pos + n, h_begin, h_end,
+                               scratch);
 }

@@ -3,7 +3,13 @@
  * keeps a KV head's query heads together where it can (they share every K/V
  * tile) and splits them, and the rows, only as far as needed for about four
  * tasks per thread, so a decode step (one row) still spreads over the heads
- * and a long prompt over its rows.
+ * and a long prompt over its rows. Rows are split first, in whole row blocks
+ * of the tiled path: it walks the keys once per block anyway, so that costs
+ * no K/V reads, where a head split reads each tile once more per task. A
+ * non-causal pass (a preview block) splits its rows too, each run given the
+ * whole pass's key extent (cpu_attn_forward_keys): split over heads alone, a
+ * 32-row block of 16 query heads on 2 KV heads (the 35B-A3B) made at most 16
+ * tasks of 32 rows for the 64 a 16-thread pool asks, now 32 of 16 rows.
  */
 #include "cpu/attention.h"
 
@@ -29,9 +35,10 @@ static void attn_task(void *ctx, size_t task, size_t thread) {
     size_t r0 = rc * j->row_chunk, rows = j->n - r0 < j->row_chunk ? j->n - r0 : j->row_chunk;
     size_t h0 = kvh * group + hc * j->head_chunk;
     size_t h1 = h0 + j->head_chunk < (kvh + 1) * group ? h0 + j->head_chunk : (kvh + 1) * group;
-    /* rows r0.. of a causal pass are the pass of those rows alone at pos + r0 */
-    cpu_attn_forward(j->out + r0 * rs, j->q + r0 * rs, j->gate + r0 * rs, j->k_cache, j->v_cache, j->d,
-                     j->pos + (int64_t)r0, rows, j->causal, h0, h1, j->scratch + thread * j->scratch_stride);
+    /* rows r0.. of a pass are those rows alone at pos + r0; non-causal, they still see all pos + n keys */
+    cpu_attn_forward_keys(j->out + r0 * rs, j->q + r0 * rs, j->gate + r0 * rs, j->k_cache, j->v_cache, j->d,
+                          j->pos + (int64_t)r0, rows, j->causal, (size_t)j->pos + j->n, h0, h1,
+                          j->scratch + thread * j->scratch_stride);
 }
 
 void cpu_attn_forward_pool(threadpool *pool, float *out, const float *q, const float *gate, const float *k_cache,
@@ -43,7 +50,7 @@ void cpu_attn_forward_pool(threadpool *pool, float *out, const float *q, const f
     for (;;) {
         size_t tasks = d->n_head_kv * ((n + row_chunk - 1) / row_chunk) * ((group + head_chunk - 1) / head_chunk);
         if (tasks >= want) break;
-        if (causal && row_chunk > CPU_ATTN_ROW_BLOCK)
+        if (row_chunk > CPU_ATTN_ROW_BLOCK)
             row_chunk = ((row_chunk + 1) / 2 + CPU_ATTN_ROW_BLOCK - 1) / CPU_ATTN_ROW_BLOCK * CPU_ATTN_ROW_BLOCK;
         else if (head_chunk > 1)
             head_chunk = (head_chunk + 1) / 2;

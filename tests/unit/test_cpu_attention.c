@@ -166,7 +166,7 @@ static void attention_noncausal_sees_the_block(void) {
     attn_case_free(&c);
 }
 
-/* The pool form splits heads and (causal) rows into tasks; each task is the
+/* The pool form splits heads and rows into tasks; each task is the
  * same computation on a sub-range, so with a 3-thread pool it must equal the
  * one-call result of the dispatching function bit for bit: a decode row, a
  * prompt of 70 rows, and a non-causal block. */
