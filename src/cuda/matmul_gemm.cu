@@ -239,13 +239,14 @@ static void ig_dense_launch(uint32_t type, const ig_params *q, bool scratch, uns
  * output tiles than the GPU has SMs (a preview's 2048-output products: 128 blocks, one an SM, each waiting on its
  * ring (ncu, 2026-12-25-k2core24: 12% occupancy, DRAM 10-15%); a shared expert's gate / up: 64 blocks): twice the
  * blocks, each warp's partial over 2 row tiles instead of 4; the weights' second read hits L2. A row's
- * bits do not depend on its tile (matmul_igemm.cu). On unless CLOVER_CUDA_IG_ROWS16=0; cuda_ig_rows16_set: 1/0,
- * negative: the environment again. */
+ * bits do not depend on its tile (matmul_igemm.cu). Off unless CLOVER_CUDA_IG_ROWS16=1: measured neutral (H100,
+ * bench/device-runs/2026-12-27-fuse24 seq3: those kernels 8.26 -> 7.94 and 12.99 -> 10.54 us, a preview 6.00-6.02
+ * ms without against 6.04 with, a block commit -0.05 ms). cuda_ig_rows16_set: 1/0, negative: the environment. */
 static int g_rows16 = -1;
 extern "C" void cuda_ig_rows16_set(int on) { cuda_switch_set(&g_rows16, on); }
 static void ig_plan_rows16(uint32_t type, size_t n_in, size_t n_rows, size_t out_tiles, ig_params *q) {
     if (type == MM_Q8_0 && q->xq && !q->wide && n_rows > 16 && n_rows <= 32 && q->br == 32 &&
-        out_tiles < (size_t)cuda_sm_count() && cuda_switch_on(&g_rows16, "CLOVER_CUDA_IG_ROWS16", 1)) {
+        out_tiles < (size_t)cuda_sm_count() && cuda_switch_on(&g_rows16, "CLOVER_CUDA_IG_ROWS16", 0)) {
         const uint8_t *xq = q->xq; /* ig_plan sets a placeholder there */
         ig_plan(type, n_in, 16, 1, q);
         q->xq = xq;
