@@ -10,6 +10,7 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/rope.h"
 #include "cpu_ops_test.h"
+#include "attn_case.h"
 
 /* One query head of 4 dims (scale 1/2) over two cached keys:
  * scores (2 * 1) / 2 = 1 and 0, p = (e, 1) / (e + 1); gate 0 -> x 1/2. */
@@ -83,29 +84,6 @@ static void attention_matches_torch(void) {
     ops_vectors_free(&v);
 }
 
-typedef struct attn_case {
-    cpu_attn_dims d;
-    size_t pos, n;
-    float *q, *gate, *kc, *vc; /* q, gate [n][nh][hd]; caches [pos+n][nkv][hd] */
-} attn_case;
-
-static void attn_case_init(attn_case *c, size_t nh, size_t nkv, size_t hd, size_t pos, size_t n, uint64_t seed) {
-    c->d = (cpu_attn_dims){.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .rot = 0, .eps = 1e-6f};
-    c->pos = pos;
-    c->n = n;
-    rng_state r;
-    rng_seed(&r, seed);
-    c->q = malloc(n * nh * hd * 4);
-    c->gate = malloc(n * nh * hd * 4);
-    c->kc = malloc((pos + n) * nkv * hd * 4);
-    c->vc = malloc((pos + n) * nkv * hd * 4);
-    ops_fill(c->q, n * nh * hd, &r, 0.4f); /* scores of a few units: a peaked but not one-hot softmax */
-    ops_fill(c->gate, n * nh * hd, &r, 2.0f);
-    ops_fill(c->kc, (pos + n) * nkv * hd, &r, 1.0f);
-    ops_fill(c->vc, (pos + n) * nkv * hd, &r, 1.0f);
-}
-
-static void attn_case_free(attn_case *c) { free(c->q), free(c->gate), free(c->kc), free(c->vc); }
 
 /* Tiled one-pass (AVX2) against two-pass (scalar) on shapes that cross the
  * 16-row blocks and 64-key tiles, GQA groups of 1, 3 and 8, head sizes with

@@ -15,34 +15,12 @@
 #include "cpu/attention.h"
 #include "cpu/cpu_simd.h"
 #include "cpu_ops_test.h"
+#include "attn_case.h"
 
-typedef struct split_case {
-    cpu_attn_dims d;
-    size_t pos, n;
-    float *q, *gate, *kc, *vc; /* q, gate [n][nh][hd]; caches [pos+n][nkv][hd] */
-} split_case;
-
-static void split_case_init(split_case *c, size_t nh, size_t nkv, size_t hd, size_t pos, size_t n, uint64_t seed) {
-    c->d = (cpu_attn_dims){.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .rot = 0, .eps = 1e-6f};
-    c->pos = pos;
-    c->n = n;
-    rng_state r;
-    rng_seed(&r, seed);
-    c->q = malloc(n * nh * hd * 4);
-    c->gate = malloc(n * nh * hd * 4);
-    c->kc = malloc((pos + n) * nkv * hd * 4);
-    c->vc = malloc((pos + n) * nkv * hd * 4);
-    ops_fill(c->q, n * nh * hd, &r, 0.4f); /* as test_cpu_attention: a peaked but not one-hot softmax */
-    ops_fill(c->gate, n * nh * hd, &r, 2.0f);
-    ops_fill(c->kc, (pos + n) * nkv * hd, &r, 1.0f);
-    ops_fill(c->vc, (pos + n) * nkv * hd, &r, 1.0f);
-}
-
-static void split_case_free(split_case *c) { free(c->q), free(c->gate), free(c->kc), free(c->vc); }
 
 /* The pass as row runs of row_chunk and head runs of head_chunk (which may
  * cross KV groups), each its own call; NaN-filled first so a row left out shows. */
-static void forward_chunked(float *out, const split_case *c, bool causal, size_t row_chunk, size_t head_chunk,
+static void forward_chunked(float *out, const attn_case *c, bool causal, size_t row_chunk, size_t head_chunk,
                             float *scratch) {
     const size_t nh = c->d.n_head, rs = nh * c->d.head_dim;
     for (size_t i = 0; i < c->n * rs; i++) out[i] = NAN;
@@ -72,8 +50,8 @@ static void split_matches_one_call(void) {
     OPS_NOTE("level: %s", cpu_simd_active() ? "tiled AVX2" : "scalar");
     for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
         for (size_t ni = 0; ni < sizeof rows / sizeof *rows; ni++) {
-            split_case c;
-            split_case_init(&c, shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], rows[ni],
+            attn_case c;
+            attn_case_init(&c, shapes[si][0], shapes[si][1], shapes[si][2], shapes[si][3], rows[ni],
                             1000 + 10 * si + ni);
             const size_t nh = c.d.n_head, m = c.n * nh * c.d.head_dim, n_ctx = c.pos + c.n;
             const size_t per = cpu_attn_scratch_floats(&c.d, n_ctx);
@@ -105,7 +83,7 @@ static void split_matches_one_call(void) {
                 CHECK_MSG(e < 5e-6, "shape %zu, %zu rows, causal %d vs the oracle: nerr %g", si, c.n, causal, e);
             }
             free(one), free(b), free(ref), free(scratch);
-            split_case_free(&c);
+            attn_case_free(&c);
         }
     }
     for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) threadpool_free(pools[t]);
@@ -116,8 +94,8 @@ static void split_matches_one_call(void) {
  * their own (which would see only pos + r0 + rows keys), so the test above
  * would catch a split that lost the key extent. */
 static void slice_sees_the_whole_block(void) {
-    split_case c;
-    split_case_init(&c, 4, 2, 16, 9, 32, 77);
+    attn_case c;
+    attn_case_init(&c, 4, 2, 16, 9, 32, 77);
     const size_t nh = c.d.n_head, rs = nh * c.d.head_dim, r0 = 8, rows = 8;
     float *whole = malloc(c.n * rs * 4), *slice = malloc(rows * rs * 4), *alone = malloc(rows * rs * 4);
     float *scratch = malloc(cpu_attn_scratch_floats(&c.d, c.pos + c.n) * 4);
@@ -129,7 +107,7 @@ static void slice_sees_the_whole_block(void) {
     CHECK(ops_bits_equal(whole + r0 * rs, slice, rows * rs));
     CHECK(ops_nerr(alone, slice, rows * rs) > 1e-3);
     free(whole), free(slice), free(alone), free(scratch);
-    split_case_free(&c);
+    attn_case_free(&c);
 }
 
 int main(void) {
