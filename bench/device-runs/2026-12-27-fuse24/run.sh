@@ -10,6 +10,12 @@
 #  b  bench_cuda_preview --reps 3, every switch on then each off (alternating twice); bench_cuda_backend
 #     --prompt-only 1 (prompt 512, the 32-row chunk commit)
 #  k  bench_batch --device cuda --mode ar --n 16 --prompt 32 --gen 96 (issue 25's stacked step), all on / all off twice
+#  p  (added after seq7; NOT YET RUN: the session's device time ran out) the persistent grouped experts again
+#     (CLOVER_CUDA_MOE_PERSIST=1, tiles of 8 / 16 / 32 slots: igp_kernel decodes a weight fragment once for up to 4
+#     row tiles, where the 8-slot WIDE tiles of a coreset preview decode each expert's weights ~4 times; the SASS
+#     had that decode at ~2/3 of the WIDE kernel's instructions): bench_cuda_preview alternating with the defaults twice, and the kernel trace at TS=16 / 32.
+#     Predicted (H200 seq5: preview 5.80-5.82 ms, commit 10.39): TS=32 the preview's experts 20 + 16.6 -> ~12 + ~12
+#     us a layer, preview -0.3..-0.5 ms; TS=8 ~ the defaults; the commit unchanged (2 slots an expert: 8-slot tiles).
 # The forms (SWITCHES="GLU_QUANT GROUP_QUANT"; the preview's GDN alpha product in the qkv/z launch has no switch: its
 # bits are checked by the ids' hashes):
 #  - GLU_QUANT: a down product's 8-bit rows formed as silu(g) * u by its quantiser (cuda_matmul_chunk_ws_glu,
@@ -78,6 +84,27 @@ if has b; then
     env $e timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/prompt_$sw.log" 2>&1
     say "== bench_cuda_backend --prompt-only 1 ${e:-(all on)} rc=$? at +$(el)s"
     grep -E "prompt|commit" "$O/prompt_$sw.log" | head -4 | cut -c1-140 | tee -a "$S"
+  done
+fi
+if has p; then
+  wait $SPID
+  for rep in 1 2; do
+    for ts in def auto 8 16 32; do
+      e="CLOVER_CUDA_MOE_PERSIST=1 CLOVER_CUDA_MOE_PERSIST_TS=$ts"; [ $ts = def ] && e=""
+      [ $ts = auto ] && e="CLOVER_CUDA_MOE_PERSIST=1"
+      env $e timeout 90 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/persist_${ts}_$rep.log" 2>&1
+      say "== bench_cuda_preview --reps 3 ${e:-(defaults: PERSIST off)} rc=$? at +$(el)s"
+      grep -E "^(preview 32 rows, first|commit|block)" "$O/persist_${ts}_$rep.log" | cut -c1-110 | tee -a "$S"
+    done
+  done
+  TR=$D/bin/libclover_kernel_trace.so
+  for ts in 16 32; do
+    CLOVER_CUDA_MOE_PERSIST=1 CLOVER_CUDA_MOE_PERSIST_TS=$ts CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$R/trace_p$ts.txt \
+      LD_PRELOAD=$TR timeout 150 "$D/bin/bench_cuda_preview" $F --profile > "$O/persist_profile_$ts.log" 2>&1
+    say "== the kernel trace, PERSIST TS=$ts (PDL off) rc=$? at +$(el)s; a preview's experts (window 2):"
+    c++filt < $R/trace_p$ts.txt | awk '$0 ~ "^== window 2" {f=1;next} /^== window/{f=0} f' | \
+      grep -E "igp_kernel|igemm_kernel" | head -4 | cut -c1-160 | tee -a "$S"
+    rm -f $R/trace_p$ts.txt
   done
 fi
 if has k; then
