@@ -13,7 +13,8 @@
 #  p  (added after seq7; NOT YET RUN: the session's device time ran out) the persistent grouped experts again
 #     (CLOVER_CUDA_MOE_PERSIST=1, tiles of 8 / 16 / 32 slots: igp_kernel decodes a weight fragment once for up to 4
 #     row tiles, where the 8-slot WIDE tiles of a coreset preview decode each expert's weights ~4 times; the SASS
-#     had that decode at ~2/3 of the WIDE kernel's instructions): bench_cuda_preview alternating with the defaults twice, and the kernel trace at TS=16 / 32.
+#     had that decode at ~2/3 of the WIDE kernel's instructions): bench_cuda_preview alternating with the defaults
+#     twice, and the kernel trace at TS=16 / 32.
 #     Predicted (H200 seq5: preview 5.80-5.82 ms, commit 10.39): TS=32 the preview's experts 20 + 16.6 -> ~12 + ~12
 #     us a layer, preview -0.3..-0.5 ms; TS=8 ~ the defaults; the commit unchanged (2 slots an expert: 8-slot tiles).
 # The forms (SWITCHES="GLU_QUANT GROUP_QUANT"; the preview's GDN alpha product in the qkv/z launch has no switch: its
