@@ -333,10 +333,6 @@ void cuda_group_quant_set(int on);
 /* The integer chunk kernel's weight copies without range checks where every row's chunks are 16-byte aligned and
  * whole (the same bytes): on unless CLOVER_CUDA_IG_ALIGNED=0; 1/0 overrides, negative: the environment again. */
 void cuda_ig_aligned_set(int on);
-/* Dense Q8_0 products of 17..32 rows with their rows in scratch and fewer output tiles than SMs: tiles of 16 rows
- * (twice the blocks; the same bits): off unless CLOVER_CUDA_IG_ROWS16=1 (measured neutral); 1/0 overrides,
- * negative: the environment. */
-void cuda_ig_rows16_set(int on);
 
 #ifdef __cplusplus
 }

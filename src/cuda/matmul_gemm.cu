@@ -29,7 +29,6 @@
  */
 #include <math.h>
 
-#include "cuda_device.h"
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_few.cuh"
@@ -235,24 +234,6 @@ static void ig_dense_launch(uint32_t type, const ig_params *q, bool scratch, uns
         ig_launch(type, q, rt, ot, st);
 }
 
-/* Dense Q8_0 tiles of 16 rows instead of 32 where a product of 17..32 rows with its rows in scratch has fewer
- * output tiles than the GPU has SMs (a preview's 2048-output products: 128 blocks, one an SM, each waiting on its
- * ring (ncu, 2026-12-25-k2core24: 12% occupancy, DRAM 10-15%); a shared expert's gate / up: 64 blocks): twice the
- * blocks, each warp's partial over 2 row tiles instead of 4; the weights' second read hits L2. A row's
- * bits do not depend on its tile (matmul_igemm.cu). Off unless CLOVER_CUDA_IG_ROWS16=1: measured neutral (H100,
- * bench/device-runs/2026-12-27-fuse24 seq3: those kernels 8.26 -> 7.94 and 12.99 -> 10.54 us, a preview 6.00-6.02
- * ms without against 6.04 with, a block commit -0.05 ms). cuda_ig_rows16_set: 1/0, negative: the environment. */
-static int g_rows16 = -1;
-extern "C" void cuda_ig_rows16_set(int on) { cuda_switch_set(&g_rows16, on); }
-static void ig_plan_rows16(uint32_t type, size_t n_in, size_t n_rows, size_t out_tiles, ig_params *q) {
-    if (type == MM_Q8_0 && q->xq && !q->wide && n_rows > 16 && n_rows <= 32 && q->br == 32 &&
-        out_tiles < (size_t)cuda_sm_count() && cuda_switch_on(&g_rows16, "CLOVER_CUDA_IG_ROWS16", 0)) {
-        const uint8_t *xq = q->xq; /* ig_plan sets a placeholder there */
-        ig_plan(type, n_in, 16, 1, q);
-        q->xq = xq;
-    }
-}
-
 static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x,
                         size_t n_rows, float *y, void *work, void *stream, char *why, size_t why_len, const void *w2,
                         size_t n_out2, float *y2, const float *xu) {
@@ -275,10 +256,6 @@ static int matmul_chunk(const char *op, uint32_t type, const void *w, size_t n_o
             q.x = x;
             q.y = y;
             q.n_rows = (int)n_rows;
-            if (work) { /* ig_plan's placeholder: the rows come in scratch */
-                q.xq = (const uint8_t *)work;
-                ig_plan_rows16(type, n_in, n_rows, ig_out_tiles(&q, n_out), &q);
-            }
             const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br), ot = ig_out_tiles(&q, n_out);
             if (ot > 65535) MM_FAIL("%s: %zu outputs", op, n_out);
             if (work) {
@@ -382,9 +359,6 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     q.n_rows = (int)n_rows;
     q.xq = (const uint8_t *)work;
     q.xq_rows = (int)n_rows;
-    size_t tiles = 0;
-    for (size_t i = 0; i < n_seg; i++) tiles += ig_out_tiles(&q, seg[i].n_out);
-    ig_plan_rows16(type, n_in, n_rows, tiles, &q);
     ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
     const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
     /* the products that would each take igemm_q8_kernel (not the few-row, K-split or wide forms): one launch for all

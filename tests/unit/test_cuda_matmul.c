@@ -2366,8 +2366,7 @@ static void test_glu(void) {
  * negative and zero values, one row an inf (its outputs NaN both ways). Outputs poisoned first. The grouped form
  * with the grouping and the 8-bit rows in one launch (cuda_group_quant_set, the default) and in two; the reference
  * (cuda_moe_chunk of h) in one, and with the integer kernel's weight copies in their range-checked form
- * (cuda_ig_aligned_set(0)) and dense Q8_0 tiles of 32 rows (cuda_ig_rows16_set(0)), where the products under
- * test take the aligned form and, dense, 16-row tiles (cuda_ig_rows16_set(1)): those forms' bits checked at once.
+ * (cuda_ig_aligned_set(0)) where the products under test take the aligned form: both forms' bits checked at once.
  * Float weights and no scratch are refused with a reason. */
 static int t_group_quant = 1;
 static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size_t n_expert) {
@@ -2399,13 +2398,11 @@ static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size
     CU(cudaMalloc(&work, wb + 256));
     char why[256] = "";
     int rc = cuda_swiglu(dh, dg, du, n_x * n_in, NULL);
-    cuda_ig_aligned_set(0); /* the reference with the weight copies' range-checked form, 32-row tiles */
-    cuda_ig_rows16_set(0);
+    cuda_ig_aligned_set(0); /* the reference with the weight copies' range-checked form */
     if (moe) {
         a.x = dh, a.y = y0;
         if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
         cuda_ig_aligned_set(-1);
-        cuda_ig_rows16_set(-1);
         a.x = dg, a.x_up = du, a.y = y1;
         cuda_group_quant_set(t_group_quant); /* the grouping and the rows in one launch, or two */
         if (!rc) rc = cuda_moe_chunk(&a, work, NULL, why, sizeof why);
@@ -2413,9 +2410,7 @@ static void glu_quant_case(uint32_t type, size_t n_rows, int moe, size_t k, size
     } else {
         if (!rc) rc = cuda_matmul_chunk_ws(type, dw, n_out, n_in, dh, n_rows, y0, work, NULL, why, sizeof why);
         cuda_ig_aligned_set(-1);
-        cuda_ig_rows16_set(1); /* the product under test in 16-row tiles where they apply (off by default) */
         if (!rc) rc = cuda_matmul_chunk_ws_glu(type, dw, n_out, n_in, dg, du, n_rows, y1, work, NULL, why, sizeof why);
-        cuda_ig_rows16_set(-1);
     }
     CHECK_MSG(rc == 0, "glu_quant type %u rows %zu moe %d: %s", (unsigned)type, n_rows, moe, why);
     CU(cudaDeviceSynchronize());
