@@ -184,9 +184,12 @@ static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
 }
 
 /* FULL: dk == 128, every row of every thread real: no per-row guards (as branches they serialised the shared
- * loads behind them: 128 branches a row in the first build) */
-template <bool FULL>
-__global__ void __launch_bounds__(4 * 128, 1)
+ * loads behind them: 128 branches a row in the first build). MINB: blocks an SM. At 1 the kernel took 96 registers
+ * a thread, so one 512-thread block an SM: a stacked step of 16 sequences (512 blocks) ran in 4 waves of ~10 us
+ * (45.4 us a layer, H100 step25). At 2 ptxas fits it in 64 (a few bytes of spill outside the row loop) and the
+ * waves halve; the arithmetic is the same instructions in the same order, so the same bits. */
+template <bool FULL, int MINB>
+__global__ void __launch_bounds__(4 * 128, MINB)
     gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                        cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
     const cuda_gdn_seq sq = seqs[blockIdx.y]; /* written by a host copy before the pass */
@@ -274,14 +277,20 @@ __global__ void __launch_bounds__(4 * 128, 1)
         if (FULL || i0 + r < dk) Sg[(i0 + r) * dv] = S[r];
 }
 
-/* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem (read once). */
-static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
+/* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an
+ * SM (the form before MINB 2, for A/B); otherwise the register form at two. */
+static int gdn_rec_forced(void) {
     static int forced = -1;
     if (forced < 0) {
         const char *e = getenv("CLOVER_CUDA_GDN_REC");
-        forced = e && strcmp(e, "smem") == 0;
+        forced = !e ? 0 : strcmp(e, "smem") == 0 ? 1 : strcmp(e, "reg1") == 0 ? 2 : 0;
     }
-    return !forced && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
+    return forced;
+}
+
+/* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem. */
+static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
+    return gdn_rec_forced() != 1 && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
 }
 
 extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, const float *b, const float *a,
@@ -291,9 +300,11 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
     if (gdn_rec_reg_takes(d)) {
+        const bool one = gdn_rec_forced() == 2, full = d->k_dim == 4 * REG_ROWS;
         void (*k)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
                   const cuda_gdn_seq *, cuda_gdn_dims) =
-            d->k_dim == 4 * REG_ROWS ? gdn_rec_reg_kernel<true> : gdn_rec_reg_kernel<false>;
+            full ? (one ? gdn_rec_reg_kernel<true, 1> : gdn_rec_reg_kernel<true, 2>)
+                 : (one ? gdn_rec_reg_kernel<false, 1> : gdn_rec_reg_kernel<false, 2>);
         pdl_launch(k, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
         return (int)cudaGetLastError();
     }
