@@ -6,7 +6,9 @@
  * (which form the CPU backend should use), and a preview's GDN block operator
  * on one thread against the pool (how far the mixers' own work scales: what
  * a preview keeps outside its products on a many-core host). Prints one line
- * per measurement.
+ * per measurement. Attention prints the AVX-512 level's kernel beside the
+ * AVX2 one where the CPU has it (and their ratio); its pool runs the
+ * process's level (CLOVER_NO_AVX512=1 keeps it at AVX2).
  *
  *   bench_ops [threads [norm|attention|gdn]]   (default 1 thread, every section)
  */
@@ -23,6 +25,7 @@
 #include "cpu/gdn.h"
 #include "cpu/gdn_block.h"
 #include "cpu/norm.h"
+#include "quant/simd_level.h"
 
 static float *bench_random(size_t n, uint64_t seed, float scale) {
     float *x = malloc(n * sizeof *x);
@@ -57,22 +60,29 @@ static void bench_norm(void) {
 
 static void bench_attention(threadpool *pool) {
     cpu_attn_dims d = {.n_head = 16, .n_head_kv = 2, .head_dim = 256, .rot = 64, .eps = 1e-6f};
-    const size_t cases[][2] = {{0, 512}, {4095, 1}, {4064, 32}}; /* pos, n */
-    const char *names[3] = {"prompt 512 rows at 0", "decode 1 row at 4095", "32 rows at 4064"};
-    for (int c = 0; c < 3; c++) {
+    /* pos, n, causal: the last is a block-diffusion preview (32 rows seeing all 544 keys) */
+    const size_t cases[][3] = {{0, 512, 1}, {4095, 1, 1}, {4064, 32, 1}, {512, 32, 0}};
+    const char *names[4] = {"prompt 512 rows at 0", "decode 1 row at 4095", "32 rows at 4064", "preview 32 nc/544"};
+    for (int c = 0; c < 4; c++) {
         size_t pos = cases[c][0], n = cases[c][1], ctx = pos + n, rs = d.n_head * d.head_dim;
+        bool causal = cases[c][2] != 0;
         float *q = bench_random(n * rs, 3, 0.1f), *gate = bench_random(n * rs, 4, 1.0f);
         float *kc = bench_random(ctx * 2 * 256, 5, 1.0f), *vc = bench_random(ctx * 2 * 256, 6, 1.0f);
         float *out = malloc(n * rs * 4);
         size_t per = cpu_attn_scratch_floats(&d, ctx);
         float *scratch = malloc(threadpool_size(pool) * per * 4);
-        double ts, tf = 0, tp;
-        BENCH_TIME(ts, cpu_attn_forward_scalar(out, q, gate, kc, vc, &d, (int64_t)pos, n, true, 0, 16, scratch));
+        double ts, tf = 0, t5 = 0, tp;
+        BENCH_TIME(ts, cpu_attn_forward_scalar(out, q, gate, kc, vc, &d, (int64_t)pos, n, causal, 0, 16, scratch));
         if (cpu_simd_supported())
-            BENCH_TIME(tf, cpu_attn_forward_avx2(out, q, gate, kc, vc, &d, (int64_t)pos, n, true, 0, 16, scratch));
-        BENCH_TIME(tp, cpu_attn_forward_pool(pool, out, q, gate, kc, vc, &d, (int64_t)pos, n, true, ctx, scratch));
-        printf("attention       %-20s scalar %8.2f ms   avx2 %8.2f ms   pool(%zu) %8.2f ms\n", names[c], ts * 1e3,
-               tf * 1e3, threadpool_size(pool), tp * 1e3);
+            BENCH_TIME(tf, cpu_attn_forward_avx2(out, q, gate, kc, vc, &d, (int64_t)pos, n, causal, 0, 16, scratch));
+        if (cpu_simd_supported() && quant_avx512_supported())
+            BENCH_TIME(t5, cpu_attn_forward_keys_avx512(out, q, gate, kc, vc, &d, (int64_t)pos, n, causal, ctx, 0, 16,
+                                                        scratch));
+        BENCH_TIME(tp, cpu_attn_forward_pool(pool, out, q, gate, kc, vc, &d, (int64_t)pos, n, causal, ctx, scratch));
+        printf("attention       %-20s scalar %8.2f ms   avx2 %8.2f ms   avx512 %8.2f ms (%.2fx)   "
+               "pool(%zu, %s) %8.2f ms\n",
+               names[c], ts * 1e3, tf * 1e3, t5 * 1e3, t5 > 0 ? tf / t5 : 0.0, threadpool_size(pool),
+               quant_simd_level_name(), tp * 1e3);
         free(q), free(gate), free(kc), free(vc), free(out), free(scratch);
     }
 }

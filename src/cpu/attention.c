@@ -9,6 +9,7 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/norm.h"
 #include "cpu/rope.h"
+#include "quant/simd_level.h"
 
 int cpu_attn_dims_check(const cpu_attn_dims *d, clover_error *err) {
     if (d->n_head == 0 || d->n_head_kv == 0 || d->head_dim == 0)
@@ -27,7 +28,10 @@ int cpu_attn_dims_check(const cpu_attn_dims *d, clover_error *err) {
 
 size_t cpu_attn_scratch_floats(const cpu_attn_dims *d, size_t n_ctx) {
     size_t group = d->n_head / d->n_head_kv;
-    size_t fast = (size_t)CPU_ATTN_ROW_BLOCK * group * (d->head_dim + 2) + CPU_ATTN_KEY_TILE;
+    /* the AVX-512 level's (attention_avx512.c): acc, m, l, corr and a tile's scores per query of a row block, the
+     * tile's K transposed and a score block's 8 queries packed; the AVX2 level uses a prefix of it */
+    size_t fast = (size_t)CPU_ATTN_ROW_BLOCK * group * (d->head_dim + 3 + CPU_ATTN_KEY_TILE) +
+                  d->head_dim * (CPU_ATTN_KEY_TILE + 8);
     return n_ctx > fast ? n_ctx : fast;
 }
 
@@ -106,7 +110,10 @@ void cpu_attn_forward_scalar(float *out, const float *q, const float *gate, cons
 void cpu_attn_forward_keys(float *out, const float *q, const float *gate, const float *k_cache, const float *v_cache,
                            const cpu_attn_dims *d, int64_t pos, size_t n, bool causal, size_t n_keys, size_t h_begin,
                            size_t h_end, float *scratch) {
-    if (cpu_simd_active())
+    if (quant_avx512_active()) /* the AVX-512 level (simd_level.h; CLOVER_NO_AVX512 keeps the AVX2 kernel) */
+        cpu_attn_forward_keys_avx512(out, q, gate, k_cache, v_cache, d, pos, n, causal, n_keys, h_begin, h_end,
+                                     scratch);
+    else if (cpu_simd_active())
         cpu_attn_forward_keys_avx2(out, q, gate, k_cache, v_cache, d, pos, n, causal, n_keys, h_begin, h_end,
                                    scratch);
     else

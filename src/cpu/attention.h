@@ -46,7 +46,7 @@ typedef struct cpu_attn_dims {
  * a message naming the field. The operators themselves assume checked dims. */
 int cpu_attn_dims_check(const cpu_attn_dims *d, clover_error *err);
 
-/* Floats of scratch one cpu_attn_forward call needs (scalar or AVX2) when the
+/* Floats of scratch one cpu_attn_forward call needs (any level) when the
  * cache holds up to n_ctx rows (pos + n <= n_ctx). */
 size_t cpu_attn_scratch_floats(const cpu_attn_dims *d, size_t n_ctx);
 
@@ -90,6 +90,11 @@ void cpu_attn_forward_keys(float *out, const float *q, const float *gate, const 
 void cpu_attn_forward_keys_avx2(float *out, const float *q, const float *gate, const float *k_cache,
                                 const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
                                 size_t n_keys, size_t h_begin, size_t h_end, float *scratch);
+/* The AVX-512 level (attention_avx512.c: register-blocked, batch-invariant, its own bits): cpu_attn_forward_keys
+ * runs it when quant_avx512_active(); callable only where quant_avx512_supported(). */
+void cpu_attn_forward_keys_avx512(float *out, const float *q, const float *gate, const float *k_cache,
+                                  const float *v_cache, const cpu_attn_dims *d, int64_t pos, size_t n, bool causal,
+                                  size_t n_keys, size_t h_begin, size_t h_end, float *scratch);
 
 /* All query heads and rows of cpu_attn_forward spread over pool (NULL: this
  * thread). Tasks are (KV head, run of rows, run of the group's heads), causal
