@@ -12,6 +12,14 @@
 #     hashes 2cdbf2f9ccaf / d1f13e945396
 #  b  bench_batch --device cuda --mode ar --n 1 / 16 (--prompt 32 --gen 96), default and reg1 alternating, twice
 #  k  the kernel trace of bench_batch --n 16 (PDL off), default and reg1: gdn_rec_reg_kernel's us a launch
+#  d  (added after seq2) the stacked diffusion pass (serve's diffusion ratio 2.03x, bar 4x: seq2's concurrent run did
+#     32 passes a step of ~12.8 sequences' 32-row previews at ~22 ms a pass, against ~6.7 ms a sequence alone):
+#     bench_batch --mode diffusion --prompt 32 --gen 64 --n 1,16 with the defaults, with CLOVER_CUDA_MOE_PERSIST=1
+#     (auto tiles) and with its 32-slot tiles (a stacked preview gives an expert ~30 slots: the case the 4-tile
+#     persistent form was built for, slower on one preview's ~4-8); then the kernel trace of --n 16 (PDL off), the
+#     top 32 kernels. Predicted: PERSIST TS=32 -5..+10% at n 16 (unknown: fuse24 seq8 had it +25% slower on one
+#     preview), the defaults' n 16 ~270-290 tok/s; the trace's top: the grouped experts (pair + down ~35-45%), the
+#     preview's attention and GDN block operators, the coresets.
 # Predicted (H200; fuse24 seq5-7: bench_batch n 16 ~1,100-1,300 agg tok/s, the step ~12-13 ms): the recurrence at 16
 #  sequences 45 -> 24-28 us a launch (-0.5..-0.6 ms a step, +4..5% agg tok/s at n 16), at one sequence within +-0.5 us
 #  (32 blocks either way); ids equal in both forms; tests pass.
@@ -69,5 +77,20 @@ if has k; then
     say "== trace n 16 ${e:-(default)} (PDL off) rc=$? at +$(el)s: $(grep -E '^ +16 ' "$O/trace_$sw.log" | tail -1)"
     c++filt < $R/trace_$sw.txt | grep -E "gdn_rec_reg_kernel|^== window" | head -3 | cut -c1-170 | tee -a "$S"
   done
+fi
+if has d; then
+  wait $SPID
+  for e in "" "CLOVER_CUDA_MOE_PERSIST=1" "CLOVER_CUDA_MOE_PERSIST=1 CLOVER_CUDA_MOE_PERSIST_TS=32"; do
+    [ "$(el)" -lt "${OCC_DBUDGET:-400}" ] || { say "diffusion batch: no time left"; break; }
+    env $e timeout 120 "$D/bin/bench_batch" $F --device cuda --mode diffusion --prompt 32 --gen 64 --n 1,16 \
+      > "$O/dbatch_${#e}.log" 2>&1
+    say "== bench_batch --mode diffusion --n 1,16 ${e:-(default)} rc=$? at +$(el)s"
+    tail -3 "$O/dbatch_${#e}.log" | cut -c1-160 | tee -a "$S"
+  done
+  TR=$D/bin/libclover_kernel_trace.so
+  CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$R/trace_d16.txt LD_PRELOAD=$TR timeout 150 "$D/bin/bench_batch" $F \
+    --device cuda --mode diffusion --prompt 32 --gen 64 --n 16 > "$O/trace_d16.log" 2>&1
+  say "== trace diffusion n 16 (PDL off) rc=$? at +$(el)s: $(tail -1 "$O/trace_d16.log" | cut -c1-140)"
+  c++filt < $R/trace_d16.txt | awk '/^== window/ {w++} w <= 1' | head -36 | cut -c1-200 | tee -a "$S"
 fi
 dr_end
