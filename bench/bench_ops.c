@@ -146,12 +146,21 @@ static void bench_gdn(threadpool *pool) {
     clover_error err;
     float *blk_scratch = malloc(gdn_block_scratch_floats(&d, 32, threadpool_size(pool)) * 4);
     if (blk_scratch && threadpool_create(&one, 1, &err) == CLOVER_OK) {
+        /* the AVX2 level (what `--simd avx2` runs) and the AVX-512 level (gdn_block's choice where
+         * quant_avx512_active(), issue 30) side by side, whatever the process's own level is */
         const float lr = gdn_block_ln_ratio(32, 32);
-        double t1, tp;
-        BENCH_TIME(t1, gdn_block(o, x, z, a, ring, S, &bw, &d, 32, lr, one, blk_scratch));
-        BENCH_TIME(tp, gdn_block(o, x, z, a, ring, S, &bw, &d, 32, lr, pool, blk_scratch));
-        printf("gdn block   32 rows  pool(1) %8.3f ms   pool(%zu) %8.3f ms   (%.2fx)\n", t1 * 1e3,
-               threadpool_size(pool), tp * 1e3, t1 / tp);
+        double a1, ap, v1 = 0, vp = 0;
+        BENCH_TIME(a1, gdn_block_avx2(o, x, z, a, ring, S, &bw, &d, 32, lr, one, blk_scratch));
+        BENCH_TIME(ap, gdn_block_avx2(o, x, z, a, ring, S, &bw, &d, 32, lr, pool, blk_scratch));
+        printf("gdn block   32 rows  avx2    pool(1) %8.3f ms   pool(%zu) %8.3f ms   (%.2fx)\n", a1 * 1e3,
+               threadpool_size(pool), ap * 1e3, a1 / ap);
+        if (quant_avx512_supported()) {
+            BENCH_TIME(v1, gdn_block_avx512(o, x, z, a, ring, S, &bw, &d, 32, lr, one, blk_scratch));
+            BENCH_TIME(vp, gdn_block_avx512(o, x, z, a, ring, S, &bw, &d, 32, lr, pool, blk_scratch));
+            printf("gdn block   32 rows  avx512  pool(1) %8.3f ms   pool(%zu) %8.3f ms   (%.2fx; %.2fx / %.2fx the "
+                   "avx2 level)\n",
+                   v1 * 1e3, threadpool_size(pool), vp * 1e3, v1 / vp, a1 / v1, ap / vp);
+        }
     }
     threadpool_free(one);
     free(x), free(w), free(qkv), free(ring), free(g), free(beta), free(S), free(o), free(scratch);

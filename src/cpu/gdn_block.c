@@ -6,7 +6,9 @@
  * (two phases), and each head task applies the gated norm to its own rows: at 16 threads the conv alone, on the calling
  * thread, was ~0.6 ms of a 32-row preview's GDN layer). The oracle follows the reference's order of sums so
  * that it is the readable statement of the formula; the fast form only
- * regroups the dot products and is tested against it.
+ * regroups the dot products and is tested against it. gdn_block picks the
+ * AVX-512 level (gdn_block_avx512.c, one task per key head) where
+ * quant_avx512_active(), else this AVX2 driver, whose bits it leaves as they were.
  */
 #include "cpu/gdn_block.h"
 
@@ -17,11 +19,14 @@
 #include "cpu/act.h"
 #include "cpu/cpu_simd.h"
 #include "cpu/norm.h"
+#include "quant/simd_level.h"
 
 /* Per-thread temporaries of one head: scores / probabilities [b + 1], q scaled [dk], u [dv], for the
- * GDN_HEAD_ROWS rows gdn_block_head_avx2 takes at a time (the oracle uses the first row's). */
+ * GDN_HEAD_ROWS rows gdn_block_head_avx2 takes at a time (the oracle uses the first row's), or the AVX-512
+ * level's (gdn_block_head_avx512_tmp_floats), whichever is larger. */
 static size_t block_tmp_floats(const cpu_gdn_dims *d, size_t b) {
-    size_t n = GDN_HEAD_ROWS * (b + 1 + d->k_dim + d->v_dim);
+    size_t n = GDN_HEAD_ROWS * (b + 1 + d->k_dim + d->v_dim), n512 = gdn_block_head_avx512_tmp_floats(d, b);
+    n = n > n512 ? n : n512;
     return (n + 15) / 16 * 16; /* keep each thread's slice on its own cache lines */
 }
 
@@ -31,14 +36,16 @@ typedef struct block_scratch {
     float *g;   /* [b][nv] decay */
     float *wt;  /* [2K-1][conv_dim]: taps transposed for the fast conv */
     float *tmp; /* [n_threads][block_tmp_floats] */
+    float *kt;  /* [nk][dk][gdn_block_kt_stride(b)]: the AVX-512 level's transposed keys */
 } block_scratch;
 
 static size_t block_layout(const cpu_gdn_dims *d, size_t b, size_t n_threads, float *base, block_scratch *s) {
     size_t cd = cpu_gdn_conv_dim(d), K = d->conv_k;
-    size_t sizes[4] = {b * cd, b * d->n_v_heads, (2 * K - 1) * cd, n_threads * block_tmp_floats(d, b)};
-    float **slots[4] = {&s->y, &s->g, &s->wt, &s->tmp};
+    size_t sizes[5] = {b * cd, b * d->n_v_heads, (2 * K - 1) * cd, n_threads * block_tmp_floats(d, b),
+                       d->n_k_heads * d->k_dim * gdn_block_kt_stride(b)};
+    float **slots[5] = {&s->y, &s->g, &s->wt, &s->tmp, &s->kt};
     size_t off = 0;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         if (base) *slots[i] = base + off;
         off += (sizes[i] + 15) / 16 * 16;
     }
@@ -210,9 +217,9 @@ static void conv_task(void *ctx, size_t task, size_t thread) {
         for (size_t i = 0; i < j->b; i++) l2_head(j->y + i * cd + c0, dk);
 }
 
-void gdn_block(float *out, const float *mixed, const float *z, const float *a, const float *ring, const float *state,
-               const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
-               float *scratch) {
+void gdn_block_avx2(float *out, const float *mixed, const float *z, const float *a, const float *ring,
+                    const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio,
+                    threadpool *pool, float *scratch) {
     const size_t cd = cpu_gdn_conv_dim(d), K = d->conv_k;
     const bool simd = cpu_simd_active();
     block_scratch s;
@@ -244,4 +251,60 @@ void gdn_block(float *out, const float *mixed, const float *z, const float *a, c
     block_l2_norm(s.y, d, b);
     threadpool_run(pool, d->n_v_heads, block_head_task, &job);
     cpu_rms_norm_gated(out, out, z, w->norm_w, b * d->n_v_heads, d->v_dim, d->eps);
+}
+
+/* The AVX-512 level: one pool task per key head, all of it (the conv of its q and k channels and of its value
+ * heads' v channels, the L2 norms and transposed keys, then each of its value heads: gates, scores, softmax,
+ * read-out, mix, gated norm). A head's inputs are made by its own task, so there is no barrier between a conv
+ * phase and a head phase and no conv output crosses cores: the two-phase order (64 conv tasks, then 32 head
+ * tasks) scaled 5.9x on 16 threads of the issue-30 host, near linearly on the nk = 16 tasks of the 35B's 16 key
+ * heads. Every channel and head takes the same kernels as in any split: the bits do not depend on the pool, and
+ * cpu_grouped has no old order to keep here. */
+typedef struct block512_job {
+    float *o, *y, *kt, *tmp;
+    const float *x, *ring, *z, *a, *state;
+    const gdn_block_weights *w;
+    const cpu_gdn_dims *d;
+    size_t b, tmp_stride;
+    float ln_ratio;
+} block512_job;
+
+static void key_head512_task(void *ctx, size_t kh, size_t thread) {
+    const block512_job *j = ctx;
+    const cpu_gdn_dims *d = j->d;
+    const size_t nk = d->n_k_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d), K = d->conv_k;
+    const size_t kts = gdn_block_kt_stride(j->b);
+    const float *cw = j->w->conv_w, *cr = j->w->conv_right;
+    for (size_t qk = 0; qk < 2; qk++) { /* q of head kh, then k (normalised, and transposed into kt) */
+        const size_t c0 = (qk * nk + kh) * dk;
+        gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dk, K, j->b);
+        gdn_block_l2_avx512(j->y + c0, cd, dk, j->b, qk ? j->kt + kh * dk * kts : NULL, kts);
+    }
+    for (size_t h = 0; h < d->n_v_heads; h++) {
+        if (cpu_gdn_key_head(d, h) != kh) continue;
+        const size_t c0 = 2 * nk * dk + h * dv;
+        gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dv, K, j->b);
+        gdn_block_head_avx512(j->o, j->y, j->kt, j->a, j->z, j->state, j->w, d, j->b, j->ln_ratio, h,
+                              j->tmp + thread * j->tmp_stride);
+    }
+}
+
+void gdn_block_avx512(float *out, const float *mixed, const float *z, const float *a, const float *ring,
+                      const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b,
+                      float ln_ratio, threadpool *pool, float *scratch) {
+    block_scratch s;
+    block_layout(d, b, threadpool_size(pool), scratch, &s);
+    block512_job j = {.o = out, .y = s.y, .kt = s.kt, .tmp = s.tmp, .x = mixed, .ring = ring, .z = z, .a = a,
+                      .state = state, .w = w, .d = d, .b = b, .tmp_stride = block_tmp_floats(d, b),
+                      .ln_ratio = ln_ratio};
+    threadpool_run(pool, d->n_k_heads, key_head512_task, &j);
+}
+
+void gdn_block(float *out, const float *mixed, const float *z, const float *a, const float *ring, const float *state,
+               const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
+               float *scratch) {
+    if (quant_avx512_active())
+        gdn_block_avx512(out, mixed, z, a, ring, state, w, d, b, ln_ratio, pool, scratch);
+    else
+        gdn_block_avx2(out, mixed, z, a, ring, state, w, d, b, ln_ratio, pool, scratch);
 }

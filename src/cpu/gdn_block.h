@@ -23,7 +23,9 @@
  * The oracle (gdn_block_scalar) is plain loops on one thread. The fast form
  * (gdn_block) runs the conv over channel vectors, then one value head per
  * pool task with AVX2 dot products and axpys: per head the work is b*b*dk for
- * the scores and b*dk*dv for the read-out, independent across heads.
+ * the scores and b*dk*dv for the read-out, independent across heads. The
+ * AVX-512 level (gdn_block_avx512.c, issue 30) does the same work as
+ * register-blocked products, one pool task per key head.
  */
 #ifndef CLOVER_CPU_GDN_BLOCK_H
 #define CLOVER_CPU_GDN_BLOCK_H
@@ -63,10 +65,20 @@ void gdn_block_scalar(float *out,          // [b][nv*dv]
                       const float *state,  // [nv][dk][dv], committed
                       const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, float *scratch);
 
-/* The same, fast: AVX2 when cpu_simd_active(), value heads spread over pool (may be NULL). */
+/* The same, fast: gdn_block_avx512 where quant_avx512_active() (quant/simd_level.h; `--simd avx2`, i.e.
+ * CLOVER_NO_AVX512=1, turns it off), else gdn_block_avx2. Value heads spread over pool (may be NULL). */
 void gdn_block(float *out, const float *mixed, const float *z, const float *a, const float *ring, const float *state,
                const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio, threadpool *pool,
                float *scratch);
+/* The AVX2 level (the scalar kernels where !cpu_simd_active()), its bits those of before the AVX-512 level. */
+void gdn_block_avx2(float *out, const float *mixed, const float *z, const float *a, const float *ring,
+                    const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b, float ln_ratio,
+                    threadpool *pool, float *scratch);
+/* The AVX-512 level (gdn_block_avx512.c): callable where quant_avx512_supported(). Its bits do not depend on the
+ * pool's size or on cpu_grouped(); they differ from the AVX2 level's by float rounding. */
+void gdn_block_avx512(float *out, const float *mixed, const float *z, const float *a, const float *ring,
+                      const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b,
+                      float ln_ratio, threadpool *pool, float *scratch);
 
 /* Rows whose read-outs gdn_block_head_avx2 computes together (their accumulators in registers). */
 enum { GDN_HEAD_ROWS = 4 };
@@ -94,5 +106,23 @@ void gdn_block_head_avx2(float *o,            // [b][nv][dv], head h written
 void gdn_block_readout_avx2(float *u, const float *qs, const float *S, size_t R, size_t dk, size_t dv);
 void gdn_block_mix_avx2(float *o, const float *p, float inv, const float *v, size_t cd, const float *u, size_t b,
                         size_t dv);
+
+/* The AVX-512 level's kernels (gdn_block_avx512.c), exposed for tests. */
+enum { GDN_HEAD_ROWS_AVX512 = 8 }; /* rows a head kernel takes at a time (accumulators in registers) */
+/* Row stride of a key head's transposed keys kt [dk][stride] (b rounded up to 16). */
+static inline size_t gdn_block_kt_stride(size_t b) { return (b + 15) / 16 * 16; }
+/* The conv (taps read from the weights' own layout) and silu for channels [c0, c1) of every row; any c0, c1 give
+ * each channel the same bits (masked tails, no scalar path). */
+void gdn_block_conv_avx512_range(float *y, const float *x, const float *ring, const float *conv_w,
+                                 const float *conv_right, size_t cd, size_t c0, size_t c1, size_t K, size_t b);
+/* One key head's dk values of each of b rows (row stride cd) L2-normalised in place; kt non-NULL (a k head) also
+ * takes them transposed, kt[t * kt_stride + i]. */
+void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *kt, size_t kt_stride);
+/* Value head h's rows of o [b][nv][dv], the gated norm applied: gates, scores over kt_all [nk][dk][kt stride],
+ * softmax, read-out of S, mix. tmp: gdn_block_head_avx512_tmp_floats. */
+size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b);
+void gdn_block_head_avx512(float *o, const float *qkv, const float *kt_all, const float *a, const float *z,
+                           const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b,
+                           float ln_ratio, size_t h, float *tmp);
 
 #endif
