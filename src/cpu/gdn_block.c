@@ -36,16 +36,14 @@ typedef struct block_scratch {
     float *g;   /* [b][nv] decay */
     float *wt;  /* [2K-1][conv_dim]: taps transposed for the fast conv */
     float *tmp; /* [n_threads][block_tmp_floats] */
-    float *kt;  /* [nk][dk][gdn_block_kt_stride(b)]: the AVX-512 level's transposed keys */
 } block_scratch;
 
 static size_t block_layout(const cpu_gdn_dims *d, size_t b, size_t n_threads, float *base, block_scratch *s) {
     size_t cd = cpu_gdn_conv_dim(d), K = d->conv_k;
-    size_t sizes[5] = {b * cd, b * d->n_v_heads, (2 * K - 1) * cd, n_threads * block_tmp_floats(d, b),
-                       d->n_k_heads * d->k_dim * gdn_block_kt_stride(b)};
-    float **slots[5] = {&s->y, &s->g, &s->wt, &s->tmp, &s->kt};
+    size_t sizes[4] = {b * cd, b * d->n_v_heads, (2 * K - 1) * cd, n_threads * block_tmp_floats(d, b)};
+    float **slots[4] = {&s->y, &s->g, &s->wt, &s->tmp};
     size_t off = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 4; i++) {
         if (base) *slots[i] = base + off;
         off += (sizes[i] + 15) / 16 * 16;
     }
@@ -261,7 +259,7 @@ void gdn_block_avx2(float *out, const float *mixed, const float *z, const float 
  * heads. Every channel and head takes the same kernels as in any split: the bits do not depend on the pool, and
  * cpu_grouped has no old order to keep here. */
 typedef struct block512_job {
-    float *o, *y, *kt, *tmp;
+    float *o, *y, *tmp;
     const float *x, *ring, *z, *a, *state;
     const gdn_block_weights *w;
     const cpu_gdn_dims *d;
@@ -273,19 +271,24 @@ static void key_head512_task(void *ctx, size_t kh, size_t thread) {
     const block512_job *j = ctx;
     const cpu_gdn_dims *d = j->d;
     const size_t nk = d->n_k_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d), K = d->conv_k;
-    const size_t kts = gdn_block_kt_stride(j->b);
+    const size_t kts = gdn_block_kt_stride(j->b), bp = (j->b + GDN_HEAD_ROWS_AVX512 - 1) / GDN_HEAD_ROWS_AVX512 *
+                                                      GDN_HEAD_ROWS_AVX512;
     const float *cw = j->w->conv_w, *cr = j->w->conv_right;
-    for (size_t qk = 0; qk < 2; qk++) { /* q of head kh, then k (normalised, and transposed into kt) */
+    /* the task's temporaries: k transposed, q transposed and scaled, the raw dots, the heads' own */
+    float *kt = j->tmp + thread * j->tmp_stride, *qt = kt + dk * kts, *D = qt + dk * bp, *head_tmp = D + bp * kts;
+    for (size_t qk = 0; qk < 2; qk++) { /* q of head kh, then k, normalised */
         const size_t c0 = (qk * nk + kh) * dk;
         gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dk, K, j->b);
-        gdn_block_l2_avx512(j->y + c0, cd, dk, j->b, qk ? j->kt + kh * dk * kts : NULL, kts);
+        gdn_block_l2_avx512(j->y + c0, cd, dk, j->b, qk ? kt : qt, qk ? kts : bp,
+                            qk ? 1.0f : (float)pow((double)dk, -0.5));
     }
+    /* q . k once for the key head's value heads (each scales them by its logit_scale) */
+    gdn_block_dots_avx512(D, j->y + kh * dk, cd, kt, dk, j->b);
     for (size_t h = 0; h < d->n_v_heads; h++) {
         if (cpu_gdn_key_head(d, h) != kh) continue;
         const size_t c0 = 2 * nk * dk + h * dv;
         gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dv, K, j->b);
-        gdn_block_head_avx512(j->o, j->y, j->kt, j->a, j->z, j->state, j->w, d, j->b, j->ln_ratio, h,
-                              j->tmp + thread * j->tmp_stride);
+        gdn_block_head_avx512(j->o, j->y, D, qt, j->a, j->z, j->state, j->w, d, j->b, j->ln_ratio, h, head_tmp);
     }
 }
 
@@ -294,7 +297,7 @@ void gdn_block_avx512(float *out, const float *mixed, const float *z, const floa
                       float ln_ratio, threadpool *pool, float *scratch) {
     block_scratch s;
     block_layout(d, b, threadpool_size(pool), scratch, &s);
-    block512_job j = {.o = out, .y = s.y, .kt = s.kt, .tmp = s.tmp, .x = mixed, .ring = ring, .z = z, .a = a,
+    block512_job j = {.o = out, .y = s.y, .tmp = s.tmp, .x = mixed, .ring = ring, .z = z, .a = a,
                       .state = state, .w = w, .d = d, .b = b, .tmp_stride = block_tmp_floats(d, b),
                       .ln_ratio = ln_ratio};
     threadpool_run(pool, d->n_k_heads, key_head512_task, &j);

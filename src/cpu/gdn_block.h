@@ -115,14 +115,18 @@ static inline size_t gdn_block_kt_stride(size_t b) { return (b + 15) / 16 * 16; 
  * each channel the same bits (masked tails, no scalar path). */
 void gdn_block_conv_avx512_range(float *y, const float *x, const float *ring, const float *conv_w,
                                  const float *conv_right, size_t cd, size_t c0, size_t c1, size_t K, size_t b);
-/* One key head's dk values of each of b rows (row stride cd) L2-normalised in place; kt non-NULL (a k head) also
- * takes them transposed, kt[t * kt_stride + i]. */
-void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *kt, size_t kt_stride);
-/* Value head h's rows of o [b][nv][dv], the gated norm applied: gates, scores over kt_all [nk][dk][kt stride],
- * softmax, read-out of S, mix. tmp: gdn_block_head_avx512_tmp_floats. */
+/* One key head's dk values of each of b rows (row stride cd) L2-normalised in place; tr non-NULL also takes them
+ * transposed and times tr_scale, tr[t * tr_stride + i] (columns b.. up to a multiple of 8 repeat row b - 1). */
+void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *tr, size_t tr_stride, float tr_scale);
+/* A key head's raw dots D[i][j] = q_i . k_j (t ascending from +0; q rows of stride cd, kt its keys transposed
+ * [dk][gdn_block_kt_stride(b)]; D rows of that stride, b rounded up to 8 of them, those past b repeating b - 1). */
+void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b);
+/* Per-thread floats of a key-head task: kt, qt, D and gdn_block_head_avx512's tmp. */
 size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b);
-void gdn_block_head_avx512(float *o, const float *qkv, const float *kt_all, const float *a, const float *z,
-                           const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b,
-                           float ln_ratio, size_t h, float *tmp);
+/* Value head h's rows of o [b][nv][dv], the gated norm applied: gates, slots ls D + the history slot, softmax,
+ * read-out of S with qt (its key head's q transposed and scaled by dk^-1/2, [dk][b rounded up to 8]), mix. */
+void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const float *qt, const float *a,
+                           const float *z, const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d,
+                           size_t b, float ln_ratio, size_t h, float *tmp);
 
 #endif

@@ -7,23 +7,26 @@
  * Where the AVX2 kernels spent their time (perf, 35B geometry, 32 rows, one
  * thread, ~1.9 ms): the read-out S^T q 28%, the scores (32 x 32 horizontal
  * dot products a head) 21%, the conv with its tap transpose 26%, the mix 14%,
- * the gated norm 6%, expf 3%. Here every part is a small register-blocked
- * matrix product over 16-lane vectors, with masks for every tail (no scalar
- * tails, so a channel's or column's bits do not depend on where a run or a
- * block ends):
- *  - conv: 16 channels at a time, their 2K-1 taps gathered once into
- *    registers (no transposed copy), rows inner, FMAs in the oracle's order;
- *  - L2 norms in the conv task of each q / k head; a k head also writes its
- *    keys transposed (kt [dk][round16(b)]) so the scores are q_r[t] * kt[t][:]
- *    broadcast FMAs, 8 rows x 32 keys in 16 accumulators, no horizontal sums;
- *  - softmax over b + 1 slots in vectors (v16_exp, the polynomial of v8_exp);
- *  - read-out u = S^T qs and mix o = P V + p_hist u, 8 rows x 32 columns in
- *    registers (S loaded once per 8 rows instead of once per 4);
- *  - the gates and the gated norm of the head's rows inside its task.
- * A row group past the last row repeats the last row (its results are not
- * stored), so every row takes the same code whatever b is. Each output is a
- * fixed chain over the head's data: the bits do not depend on the pool.
- * Results differ from the AVX2 level by float rounding (FMAs, tree sums).
+ * the gated norm 6%, expf 3%. Here each part is a small register-blocked
+ * product over 16-lane vectors with masks for every tail (no scalar tails:
+ * a channel's or column's bits do not depend on where a run or block ends),
+ * run by gdn_block_avx512 (gdn_block.c) as one pool task per key head:
+ *  - conv: a block of 128 channels, its 2K-1 taps gathered once into a small
+ *    transposed copy, rows outside the channels, FMAs in the oracle's order,
+ *    silu with rcp14 + a Newton step instead of a division;
+ *  - L2 norms; the key head's k and scaled q also go transposed (kt, qt);
+ *  - dots q_i . k_j once per key head (its value heads share them) as
+ *    q_r[t] x kt[t][:] broadcast FMAs, 8 rows x 32 keys in 16 accumulators,
+ *    no horizontal sums; softmax over b + 1 slots in vectors (v16_exp, the
+ *    polynomial of v8_exp);
+ *  - read-out u = S^T q and mix o = P V + p_hist u, 8 rows x 32 columns in
+ *    registers, column blocks outside the row groups so a block of S stays
+ *    in L1 and S is read from memory once per head;
+ *  - gates and the gated norm of the head's rows in the same task.
+ * The last row group repeats the last row (not stored), so every row takes
+ * the same code whatever b is; each output is a fixed chain over its head's
+ * data, so the bits do not depend on the pool. They differ from the AVX2
+ * level's by float rounding (FMAs, tree sums, the exp polynomial).
  */
 #include <immintrin.h>
 #include <math.h>
@@ -38,11 +41,9 @@ _Static_assert(GDN_HEAD_ROWS_AVX512 == 8, "the head kernels write out eight rows
 static inline __mmask16 tail16(size_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u); }
 static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
 
-/* e^x as v8_exp (simd_avx2.h) computes it, 16 lanes: +inf above 88.72, 0 below -87.34, NaN kept */
-static inline __m512 v16_exp(__m512 x) {
+/* e^x on x clamped to [-87.34, 88.72] (a NaN x gives a finite value): v8_exp's (simd_avx2.h) polynomial, 16 lanes */
+static inline __m512 v16_exp_clamped(__m512 x) {
     const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-87.33654022216797f);
-    const __mmask16 big = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
     const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -56,66 +57,87 @@ static inline __m512 v16_exp(__m512 x) {
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
     p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    __m512 y = _mm512_scalef_ps(p, n); /* p 2^n, n in [-126, 128]: scalef keeps it exact where it is normal */
-    y = _mm512_mask_mov_ps(y, big, _mm512_set1_ps(__builtin_inff()));
+    return _mm512_scalef_ps(p, n); /* p 2^n, n in [-126, 128]: scalef keeps it exact where it is normal */
+}
+
+/* e^x as v8_exp computes it: +inf above 88.72, 0 below -87.34, NaN kept (the softmax's, where they matter) */
+static inline __m512 v16_exp(__m512 x) {
+    const __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72283935546875f), _CMP_GT_OQ);
+    const __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654022216797f), _CMP_LT_OQ);
+    __m512 y = _mm512_mask_mov_ps(v16_exp_clamped(x), big, _mm512_set1_ps(__builtin_inff()));
     y = _mm512_mask_mov_ps(y, small, _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(y, nan, x);
+    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
 /* x / (1 + e^-x), the quotient as x r with r = 1 / (1 + e^-x) from rcp14 and one Newton step (~1 ulp): vdivps
- * was the conv's bottleneck (one per 16 channels of a row, ~10 cycles each). The denominator is held at FLT_MAX
- * (e^-x = inf, x < -88.7: x r ~ -3e-37 for the -0 of x / inf; the Newton step would make inf * 0 a NaN); a NaN x
- * stays NaN. */
+ * was the conv's bottleneck (one per 16 channels of a row, ~10 cycles each). e^-x is clamped (x < -88.7 gives
+ * ~FLT_MAX, not inf, and the denominator is held at FLT_MAX: x r ~ -3e-37 for the -0 of x / inf, where the Newton
+ * step would make inf * 0 a NaN); a NaN x stays NaN through the product x r, so the clamped exp needs no masks. */
 static inline __m512 v16_silu(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
-    const __m512 den = _mm512_min_ps(_mm512_add_ps(one, v16_exp(_mm512_sub_ps(_mm512_setzero_ps(), x))),
+    const __m512 den = _mm512_min_ps(_mm512_add_ps(one, v16_exp_clamped(_mm512_sub_ps(_mm512_setzero_ps(), x))),
                                      _mm512_set1_ps(3.40282347e38f));
     __m512 r = _mm512_rcp14_ps(den);
     r = _mm512_fmadd_ps(r, _mm512_fnmadd_ps(den, r, one), r); /* r + r (1 - den r) */
     return _mm512_mul_ps(x, r);
 }
 
-/* Taps up to this many (K <= 8) stay in registers across the rows; longer kernels gather each tap per row (the
- * same values, the same FMAs: the same bits). */
-enum { TAPS_IN_REGS = 15 };
+/* Taps up to this many (K <= 8) are gathered once per block of channels into a small transposed copy; longer
+ * kernels gather each tap at each use (the same values, the same FMAs: the same bits). */
+enum { TAPS_COPIED = 15, CONV_BLOCK = 128 };
 
+/* The rows run outside the channels of a block (at most CONV_BLOCK): a row's loads and its store of y are
+ * whole-block runs. Rows inside (one column of 16 channels down every row, as first written) made each load of x
+ * follow a store of y at the same address mod 4 KiB (rows are cd floats apart: 4K aliasing, ~50 cycles a vector;
+ * now ~20). */
 void gdn_block_conv_avx512_range(float *y, const float *x, const float *ring, const float *conv_w,
                                  const float *conv_right, size_t cd, size_t c0, size_t c1, size_t K, size_t b) {
     const size_t keep = K - 1, n_taps = 2 * K - 1;
+    const bool copied = n_taps <= TAPS_COPIED;
     const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (size_t c = c0; c < c1; c += 16) {
-        const __mmask16 m = tail16(c1 - c);
-        /* tap t of channel c + l: conv_w[(c + l) K + t] (t < K), conv_right[(c + l)(K - 1) + t - K] (t >= K) */
-        const __m512i il = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int)c)),
-                                              _mm512_set1_epi32((int)K));
-        const __m512i ir = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int)c)),
-                                              _mm512_set1_epi32((int)keep));
-#define TAP(t)                                                                                                      \
-    ((t) < K ? _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_add_epi32(il, _mm512_set1_epi32((int)(t))), \
-                                        conv_w, 4)                                                                  \
-             : _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m,                                                     \
-                                        _mm512_add_epi32(ir, _mm512_set1_epi32((int)((t) - K))), conv_right, 4))
-        __m512 tw[TAPS_IN_REGS];
-        const bool in_regs = n_taps <= TAPS_IN_REGS;
-        if (in_regs)
-            for (size_t t = 0; t < n_taps; t++) tw[t] = TAP(t);
-        for (size_t i = 0; i < b; i++) {
-            __m512 acc = _mm512_setzero_ps();
-            for (size_t t = 0; t < K; t++) { /* left taps over E = [ring; x] */
-                const size_t e = i + t;
-                const float *row = e < keep ? ring + e * cd : x + (e - keep) * cd;
-                acc = _mm512_fmadd_ps(in_regs ? tw[t] : TAP(t), _mm512_maskz_loadu_ps(m, row + c), acc);
+    float wt[TAPS_COPIED * CONV_BLOCK]; /* [tap][channel of the block] */
+    for (size_t cb = c0; cb < c1; cb += CONV_BLOCK) {
+        const size_t ce = c1 - cb < CONV_BLOCK ? c1 : cb + CONV_BLOCK;
+        /* tap t of channel c: conv_w[c K + t] (t < K), conv_right[c (K - 1) + t - K] (t >= K) */
+#define TAP(t, c, m)                                                                                               \
+    ((t) < K ? _mm512_mask_i32gather_ps(                                                                           \
+                   _mm512_setzero_ps(), m,                                                                         \
+                   _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int)(c))),        \
+                                                       _mm512_set1_epi32((int)K)),                                 \
+                                    _mm512_set1_epi32((int)(t))),                                                  \
+                   conv_w, 4)                                                                                      \
+             : _mm512_mask_i32gather_ps(                                                                           \
+                   _mm512_setzero_ps(), m,                                                                         \
+                   _mm512_add_epi32(_mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int)(c))),        \
+                                                       _mm512_set1_epi32((int)keep)),                              \
+                                    _mm512_set1_epi32((int)((t) - K))),                                            \
+                   conv_right, 4))
+        if (copied)
+            for (size_t c = cb; c < ce; c += 16)
+                for (size_t t = 0; t < n_taps; t++)
+                    _mm512_storeu_ps(wt + t * CONV_BLOCK + (c - cb), TAP(t, c, tail16(ce - c)));
+        for (size_t i = 0; i < b; i++)
+            for (size_t c = cb; c < ce; c += 16) {
+                const __mmask16 m = tail16(ce - c);
+                const float *wc = wt + (c - cb);
+                __m512 acc = _mm512_setzero_ps();
+                for (size_t t = 0; t < K; t++) { /* left taps over E = [ring; x] */
+                    const size_t e = i + t;
+                    const float *row = e < keep ? ring + e * cd : x + (e - keep) * cd;
+                    const __m512 tw = copied ? _mm512_loadu_ps(wc + t * CONV_BLOCK) : TAP(t, c, m);
+                    acc = _mm512_fmadd_ps(tw, _mm512_maskz_loadu_ps(m, row + c), acc);
+                }
+                for (size_t t = 1; t < K && i + t < b; t++) { /* right taps over x's next rows (0 past the block) */
+                    const __m512 tw = copied ? _mm512_loadu_ps(wc + (keep + t) * CONV_BLOCK) : TAP(keep + t, c, m);
+                    acc = _mm512_fmadd_ps(tw, _mm512_maskz_loadu_ps(m, x + (i + t) * cd + c), acc);
+                }
+                _mm512_mask_storeu_ps(y + i * cd + c, m, v16_silu(acc));
             }
-            for (size_t t = 1; t < K && i + t < b; t++) /* right taps over x's next rows (0 past the block) */
-                acc = _mm512_fmadd_ps(in_regs ? tw[keep + t] : TAP(keep + t),
-                                      _mm512_maskz_loadu_ps(m, x + (i + t) * cd + c), acc);
-            _mm512_mask_storeu_ps(y + i * cd + c, m, v16_silu(acc));
-        }
 #undef TAP
     }
 }
 
-void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *kt, size_t kt_stride) {
+void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *tr, size_t tr_stride, float tr_scale) {
     for (size_t i = 0; i < b; i++) {
         float *vi = v + i * cd;
         __m512 ss = _mm512_setzero_ps();
@@ -128,16 +150,19 @@ void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *kt, si
             const __mmask16 m = tail16(dk - t);
             _mm512_mask_storeu_ps(vi + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, vi + t), inv));
         }
-        if (kt)
-            for (size_t t = 0; t < dk; t++) kt[t * kt_stride + i] = vi[t];
+        if (tr)
+            for (size_t t = 0; t < dk; t++) tr[t * tr_stride + i] = vi[t] * tr_scale;
     }
+    if (tr) /* columns past b (to the stride's multiple of 8) repeat the last row */
+        for (size_t t = 0; t < dk; t++)
+            for (size_t i = b; i < round_up(b, ROWS); i++) tr[t * tr_stride + i] = tr[t * tr_stride + b - 1];
 }
 
 size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b) {
-    /* qs [dk][bp], weights [b + 1][bp], a group's scores [8][round16(b + 1)], read-outs [bp][round32(dv)] (bp: b
-     * rounded up to 8) */
-    const size_t bp = round_up(b, ROWS);
-    return bp * (d->k_dim + (b + 1) + round_up(d->v_dim, 32)) + ROWS * round_up(b + 1, 16);
+    /* kt [dk][kts], qt [dk][bp], dots [bp][kts], weights [b + 1][bp], read-outs [bp][round32(dv)], a row's slots
+     * [round16(b + 1)] (bp: b rounded up to 8, kts: to 16) */
+    const size_t bp = round_up(b, ROWS), kts = gdn_block_kt_stride(b);
+    return d->k_dim * (kts + bp) + bp * (kts + round_up(d->v_dim, 32)) + (b + 1) * bp + round_up(b + 1, 16);
 }
 
 /* Eight accumulator rows of two vectors each, written out (an array indexed by a loop that is not unrolled would
@@ -151,35 +176,49 @@ size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b) {
         a##r##0 = _mm512_fmadd_ps(qb, k0, a##r##0), a##r##1 = _mm512_fmadd_ps(qb, k1, a##r##1);                    \
     }
 
-/* Scores of a group of 8 rows (q[r] its rows' normalised q): sc[r][j] = ls (sum over t ascending of q_r[t] k_j[t]),
- * 32 keys at a time; then the history slot and the softmax; weights W[j][i] = p_ij / sum_i, qs[t][i] = q_i[t] dk^-1/2
- * for the group's columns i0..i0+7 of W and qs (row stride bp). */
-static void group_softmax(float *W, float *qs, float *sc, const float *const q[ROWS], const float *kt, size_t kts,
-                          const float *a, const gdn_block_weights *w, size_t nv, size_t dk, size_t b, size_t bp,
-                          size_t i0, size_t R, float ln_ratio, size_t h) {
-    const size_t bq = round_up(b + 1, 16);
-    const float ls = w->logit_scale[h], scale = (float)pow((double)dk, -0.5);
-    for (size_t jc = 0; jc < b; jc += 32) {
-        const __mmask16 m0 = tail16(b - jc), m1 = b - jc > 16 ? tail16(b - jc - 16) : 0;
-        ROWS8(ZERO)
-        float bc[ROWS];
-        for (size_t t = 0; t < dk; t++) {
-            const __m512 k0 = _mm512_maskz_loadu_ps(m0, kt + t * kts + jc);
-            const __m512 k1 = _mm512_maskz_loadu_ps(m1, kt + t * kts + jc + 16);
-            for (size_t r = 0; r < ROWS; r++) bc[r] = q[r][t];
-            ROWS8(FMA2)
+void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b) {
+    const size_t kts = gdn_block_kt_stride(b);
+    for (size_t i0 = 0; i0 < b; i0 += ROWS) {
+        const size_t R = b - i0 < ROWS ? b - i0 : ROWS;
+        const float *qr[ROWS];
+        for (size_t r = 0; r < ROWS; r++) qr[r] = q + (i0 + (r < R ? r : R - 1)) * cd;
+        for (size_t jc = 0; jc < b; jc += 32) {
+            const __mmask16 m0 = tail16(b - jc), m1 = b - jc > 16 ? tail16(b - jc - 16) : 0;
+            ROWS8(ZERO)
+            float bc[ROWS];
+            for (size_t t = 0; t < dk; t++) {
+                const __m512 k0 = _mm512_maskz_loadu_ps(m0, kt + t * kts + jc);
+                const __m512 k1 = _mm512_maskz_loadu_ps(m1, kt + t * kts + jc + 16);
+                for (size_t r = 0; r < ROWS; r++) bc[r] = qr[r][t];
+                ROWS8(FMA2)
+            }
+#define STORE_D(r)                                                                                                 \
+    _mm512_mask_storeu_ps(D + (i0 + r) * kts + jc, m0, a##r##0);                                                   \
+    _mm512_mask_storeu_ps(D + (i0 + r) * kts + jc + 16, m1, a##r##1);
+            ROWS8(STORE_D)
+#undef STORE_D
         }
-        const __m512 lsv = _mm512_set1_ps(ls);
-#define STORE_SC(r)                                                                                                \
-    _mm512_mask_storeu_ps(sc + r * bq + jc, m0, _mm512_mul_ps(lsv, a##r##0));                                      \
-    _mm512_mask_storeu_ps(sc + r * bq + jc + 16, m1, _mm512_mul_ps(lsv, a##r##1));
-        ROWS8(STORE_SC)
-#undef STORE_SC
     }
-    for (size_t r = 0; r < ROWS; r++) {
-        const size_t i = i0 + (r < R ? r : R - 1);
-        const float g = w->ssm_a[h] * cpu_softplus(a[i * nv + h] + w->dt_bias[h]);
-        float *p = sc + r * bq;
+}
+
+void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const float *qt, const float *a,
+                           const float *z, const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d,
+                           size_t b, float ln_ratio, size_t h, float *tmp) {
+    const size_t nk = d->n_k_heads, nv = d->n_v_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d);
+    const size_t bp = round_up(b, ROWS), dvp = round_up(dv, 32), kts = gdn_block_kt_stride(b);
+    const float ls = w->logit_scale[h];
+    const float *S = state + h * dk * dv, *vh = qkv + 2 * nk * dk + h * dv;
+    float *W = tmp, *u = W + (b + 1) * bp, *p = u + bp * dvp;
+    /* every row's slots: ls (q_i . k_j), the history slot, softmax; W[j][i] = p_ij / sum_i (rows past b repeat
+     * the last) */
+    for (size_t i = 0; i < bp; i++) {
+        const size_t is = i < b ? i : b - 1;
+        const __m512 lsv = _mm512_set1_ps(ls);
+        for (size_t j = 0; j < b; j += 16) {
+            const __mmask16 m = tail16(b - j);
+            _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(lsv, _mm512_maskz_loadu_ps(m, D + is * kts + j)));
+        }
+        const float g = w->ssm_a[h] * cpu_softplus(a[is * nv + h] + w->dt_bias[h]);
         p[b] = (w->history_bias[h] + w->history_c[h] * g) + ln_ratio;
         __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
         for (size_t j = 0; j <= b; j += 16)
@@ -192,25 +231,7 @@ static void group_softmax(float *W, float *qs, float *sc, const float *const q[R
             sum = _mm512_add_ps(sum, e);
         }
         const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-        for (size_t j = 0; j <= b; j++) W[j * bp + i0 + r] = p[j] * inv;
-        for (size_t t = 0; t < dk; t++) qs[t * bp + i0 + r] = q[r][t] * scale;
-    }
-}
-
-void gdn_block_head_avx512(float *o, const float *qkv, const float *kt_all, const float *a, const float *z,
-                           const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d, size_t b,
-                           float ln_ratio, size_t h, float *tmp) {
-    const size_t nk = d->n_k_heads, nv = d->n_v_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d);
-    const size_t kh = cpu_gdn_key_head(d, h), bp = round_up(b, ROWS), dvp = round_up(dv, 32);
-    const size_t kts = gdn_block_kt_stride(b);
-    const float *S = state + h * dk * dv, *kt = kt_all + kh * dk * kts, *vh = qkv + 2 * nk * dk + h * dv;
-    float *qs = tmp, *W = qs + dk * bp, *u = W + (b + 1) * bp, *sc = u + bp * dvp;
-    /* scores and softmax of every row first (groups of 8, the last repeating the last row) */
-    for (size_t i0 = 0; i0 < b; i0 += ROWS) {
-        const size_t R = b - i0 < ROWS ? b - i0 : ROWS;
-        const float *q[ROWS];
-        for (size_t r = 0; r < ROWS; r++) q[r] = qkv + (i0 + (r < R ? r : R - 1)) * cd + kh * dk;
-        group_softmax(W, qs, sc, q, kt, kts, a, w, nv, dk, b, bp, i0, R, ln_ratio, h);
+        for (size_t j = 0; j <= b; j++) W[j * bp + i] = p[j] * inv;
     }
     /* then read-out and mix by 32 columns: a column block of S (dk x 128 bytes) stays in L1 for every row group,
      * so S (64 KiB a head at 128 x 128) is read from memory once, not once per group */
@@ -218,12 +239,12 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *kt_all, cons
         const __mmask16 m0 = tail16(dv - c), m1 = dv - c > 16 ? tail16(dv - c - 16) : 0;
         for (size_t i0 = 0; i0 < b; i0 += ROWS) {
             const size_t R = b - i0 < ROWS ? b - i0 : ROWS;
-            {   /* u[i] = S^T qs[:, i], t ascending from +0 */
+            {   /* u[i] = S^T qt[:, i], t ascending from +0 */
                 ROWS8(ZERO)
                 for (size_t t = 0; t < dk; t++) {
                     const __m512 k0 = _mm512_maskz_loadu_ps(m0, S + t * dv + c);
                     const __m512 k1 = _mm512_maskz_loadu_ps(m1, S + t * dv + c + 16);
-                    const float *bc = qs + t * bp + i0;
+                    const float *bc = qt + t * bp + i0;
                     ROWS8(FMA2)
                 }
 #define STORE_U(r)                                                                                                 \
