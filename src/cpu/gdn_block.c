@@ -275,20 +275,28 @@ static void key_head512_task(void *ctx, size_t kh, size_t thread) {
                                                       GDN_HEAD_ROWS_AVX512;
     const float *cw = j->w->conv_w, *cr = j->w->conv_right;
     /* the task's temporaries: k transposed, q transposed and scaled, the raw dots, the heads' own */
-    float *kt = j->tmp + thread * j->tmp_stride, *qt = kt + dk * kts, *D = qt + dk * bp, *head_tmp = D + bp * kts;
+    const size_t span = bp < GDN_SPAN_AVX512 ? bp : GDN_SPAN_AVX512;
+    float *kt = j->tmp + thread * j->tmp_stride, *qt = kt + dk * kts, *D = qt + dk * bp, *head_tmp = D + span * kts;
     for (size_t qk = 0; qk < 2; qk++) { /* q of head kh, then k, normalised */
         const size_t c0 = (qk * nk + kh) * dk;
         gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dk, K, j->b);
         gdn_block_l2_avx512(j->y + c0, cd, dk, j->b, qk ? kt : qt, qk ? kts : bp,
                             qk ? 1.0f : (float)pow((double)dk, -0.5));
     }
-    /* q . k once for the key head's value heads (each scales them by its logit_scale) */
-    gdn_block_dots_avx512(D, j->y + kh * dk, cd, kt, dk, j->b);
-    for (size_t h = 0; h < d->n_v_heads; h++) {
-        if (cpu_gdn_key_head(d, h) != kh) continue;
-        const size_t c0 = 2 * nk * dk + h * dv;
-        gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dv, K, j->b);
-        gdn_block_head_avx512(j->o, j->y, D, qt, j->a, j->z, j->state, j->w, d, j->b, j->ln_ratio, h, head_tmp);
+    for (size_t h = 0; h < d->n_v_heads; h++) /* the value heads' v */
+        if (cpu_gdn_key_head(d, h) == kh) {
+            const size_t c0 = 2 * nk * dk + h * dv;
+            gdn_block_conv_avx512_range(j->y, j->x, j->ring, cw, cr, cd, c0, c0 + dv, K, j->b);
+        }
+    /* spans of 64 rows (the temporaries linear in b): q . k once for the key head's value heads (each scales them
+     * by its logit_scale), then each value head's rows of the span */
+    for (size_t s0 = 0; s0 < j->b; s0 += GDN_SPAN_AVX512) {
+        const size_t n = j->b - s0 < GDN_SPAN_AVX512 ? j->b - s0 : GDN_SPAN_AVX512;
+        gdn_block_dots_avx512(D, j->y + s0 * cd + kh * dk, cd, kt, dk, j->b, n);
+        for (size_t h = 0; h < d->n_v_heads; h++)
+            if (cpu_gdn_key_head(d, h) == kh)
+                gdn_block_head_avx512(j->o, j->y, D, qt, j->a, j->z, j->state, j->w, d, j->b, s0, n, j->ln_ratio, h,
+                                      head_tmp);
     }
 }
 

@@ -109,6 +109,7 @@ void gdn_block_mix_avx2(float *o, const float *p, float inv, const float *v, siz
 
 /* The AVX-512 level's kernels (gdn_block_avx512.c), exposed for tests. */
 enum { GDN_HEAD_ROWS_AVX512 = 8 }; /* rows a head kernel takes at a time (accumulators in registers) */
+enum { GDN_SPAN_AVX512 = 64 };     /* rows a key-head task's dots, weights and read-outs hold at a time */
 /* Row stride of a key head's transposed keys kt [dk][stride] (b rounded up to 16). */
 static inline size_t gdn_block_kt_stride(size_t b) { return (b + 15) / 16 * 16; }
 /* The conv (taps read from the weights' own layout) and silu for channels [c0, c1) of every row; any c0, c1 give
@@ -118,15 +119,17 @@ void gdn_block_conv_avx512_range(float *y, const float *x, const float *ring, co
 /* One key head's dk values of each of b rows (row stride cd) L2-normalised in place; tr non-NULL also takes them
  * transposed and times tr_scale, tr[t * tr_stride + i] (columns b.. up to a multiple of 8 repeat row b - 1). */
 void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *tr, size_t tr_stride, float tr_scale);
-/* A key head's raw dots D[i][j] = q_i . k_j (t ascending from +0; q rows of stride cd, kt its keys transposed
- * [dk][gdn_block_kt_stride(b)]; D rows of that stride, b rounded up to 8 of them, those past b repeating b - 1). */
-void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b);
+/* A key head's raw dots D[i][j] = q_i . k_j for n of its rows (t ascending from +0; q the first row's, rows of
+ * stride cd; kt its b keys transposed [dk][gdn_block_kt_stride(b)]; D rows of that stride, n rounded up to 8 of
+ * them, those past n repeating row n - 1). */
+void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b, size_t n);
 /* Per-thread floats of a key-head task: kt, qt, D and gdn_block_head_avx512's tmp. */
 size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b);
-/* Value head h's rows of o [b][nv][dv], the gated norm applied: gates, slots ls D + the history slot, softmax,
- * read-out of S with qt (its key head's q transposed and scaled by dk^-1/2, [dk][b rounded up to 8]), mix. */
+/* Value head h's rows s0 .. s0 + n - 1 (n <= GDN_SPAN_AVX512) of o [b][nv][dv], the gated norm applied: gates,
+ * slots ls D (the span's dots) + the history slot, softmax, read-out of S with qt (its key head's q transposed and
+ * scaled by dk^-1/2, [dk][b rounded up to 8]), mix. */
 void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const float *qt, const float *a,
                            const float *z, const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d,
-                           size_t b, float ln_ratio, size_t h, float *tmp);
+                           size_t b, size_t s0, size_t n, float ln_ratio, size_t h, float *tmp);
 
 #endif

@@ -159,10 +159,11 @@ void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *tr, si
 }
 
 size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b) {
-    /* kt [dk][kts], qt [dk][bp], dots [bp][kts], weights [b + 1][bp], read-outs [bp][round32(dv)], a row's slots
-     * [round16(b + 1)] (bp: b rounded up to 8, kts: to 16) */
-    const size_t bp = round_up(b, ROWS), kts = gdn_block_kt_stride(b);
-    return d->k_dim * (kts + bp) + bp * (kts + round_up(d->v_dim, 32)) + (b + 1) * bp + round_up(b + 1, 16);
+    /* kt [dk][kts], qt [dk][bp], then for a span of at most GDN_SPAN_AVX512 rows: dots [span][kts], weights
+     * [b + 1][span], read-outs [span][round32(dv)], a row's slots [round16(b + 1)] (bp: b rounded up to 8, kts: to
+     * 16): linear in b but for the dots and weights, b x 64 */
+    const size_t bp = round_up(b, ROWS), kts = gdn_block_kt_stride(b), sp = bp < GDN_SPAN_AVX512 ? bp : GDN_SPAN_AVX512;
+    return d->k_dim * (kts + bp) + sp * (kts + round_up(d->v_dim, 32)) + (b + 1) * sp + round_up(b + 1, 16);
 }
 
 /* Eight accumulator rows of two vectors each, written out (an array indexed by a loop that is not unrolled would
@@ -176,10 +177,10 @@ size_t gdn_block_head_avx512_tmp_floats(const cpu_gdn_dims *d, size_t b) {
         a##r##0 = _mm512_fmadd_ps(qb, k0, a##r##0), a##r##1 = _mm512_fmadd_ps(qb, k1, a##r##1);                    \
     }
 
-void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b) {
+void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt, size_t dk, size_t b, size_t n) {
     const size_t kts = gdn_block_kt_stride(b);
-    for (size_t i0 = 0; i0 < b; i0 += ROWS) {
-        const size_t R = b - i0 < ROWS ? b - i0 : ROWS;
+    for (size_t i0 = 0; i0 < n; i0 += ROWS) {
+        const size_t R = n - i0 < ROWS ? n - i0 : ROWS;
         const float *qr[ROWS];
         for (size_t r = 0; r < ROWS; r++) qr[r] = q + (i0 + (r < R ? r : R - 1)) * cd;
         for (size_t jc = 0; jc < b; jc += 32) {
@@ -203,22 +204,22 @@ void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt,
 
 void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const float *qt, const float *a,
                            const float *z, const float *state, const gdn_block_weights *w, const cpu_gdn_dims *d,
-                           size_t b, float ln_ratio, size_t h, float *tmp) {
+                           size_t b, size_t s0, size_t n, float ln_ratio, size_t h, float *tmp) {
     const size_t nk = d->n_k_heads, nv = d->n_v_heads, dk = d->k_dim, dv = d->v_dim, cd = cpu_gdn_conv_dim(d);
-    const size_t bp = round_up(b, ROWS), dvp = round_up(dv, 32), kts = gdn_block_kt_stride(b);
+    const size_t bp = round_up(b, ROWS), np = round_up(n, ROWS), dvp = round_up(dv, 32), kts = gdn_block_kt_stride(b);
     const float ls = w->logit_scale[h];
     const float *S = state + h * dk * dv, *vh = qkv + 2 * nk * dk + h * dv;
-    float *W = tmp, *u = W + (b + 1) * bp, *p = u + bp * dvp;
-    /* every row's slots: ls (q_i . k_j), the history slot, softmax; W[j][i] = p_ij / sum_i (rows past b repeat
-     * the last) */
-    for (size_t i = 0; i < bp; i++) {
-        const size_t is = i < b ? i : b - 1;
+    float *W = tmp, *u = W + (b + 1) * np, *p = u + np * dvp;
+    /* every row's slots: ls (q_i . k_j), the history slot, softmax; W[j][i] = p_ij / sum_i (rows past the span's
+     * n repeat its last) */
+    for (size_t i = 0; i < np; i++) {
+        const size_t is = i < n ? i : n - 1;
         const __m512 lsv = _mm512_set1_ps(ls);
         for (size_t j = 0; j < b; j += 16) {
             const __mmask16 m = tail16(b - j);
             _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(lsv, _mm512_maskz_loadu_ps(m, D + is * kts + j)));
         }
-        const float g = w->ssm_a[h] * cpu_softplus(a[is * nv + h] + w->dt_bias[h]);
+        const float g = w->ssm_a[h] * cpu_softplus(a[(s0 + is) * nv + h] + w->dt_bias[h]);
         p[b] = (w->history_bias[h] + w->history_c[h] * g) + ln_ratio;
         __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
         for (size_t j = 0; j <= b; j += 16)
@@ -231,20 +232,20 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
             sum = _mm512_add_ps(sum, e);
         }
         const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-        for (size_t j = 0; j <= b; j++) W[j * bp + i] = p[j] * inv;
+        for (size_t j = 0; j <= b; j++) W[j * np + i] = p[j] * inv;
     }
     /* then read-out and mix by 32 columns: a column block of S (dk x 128 bytes) stays in L1 for every row group,
      * so S (64 KiB a head at 128 x 128) is read from memory once, not once per group */
     for (size_t c = 0; c < dv; c += 32) {
         const __mmask16 m0 = tail16(dv - c), m1 = dv - c > 16 ? tail16(dv - c - 16) : 0;
-        for (size_t i0 = 0; i0 < b; i0 += ROWS) {
-            const size_t R = b - i0 < ROWS ? b - i0 : ROWS;
-            {   /* u[i] = S^T qt[:, i], t ascending from +0 */
+        for (size_t i0 = 0; i0 < n; i0 += ROWS) {
+            const size_t R = n - i0 < ROWS ? n - i0 : ROWS;
+            {   /* u[i] = S^T qt[:, s0 + i], t ascending from +0 */
                 ROWS8(ZERO)
                 for (size_t t = 0; t < dk; t++) {
                     const __m512 k0 = _mm512_maskz_loadu_ps(m0, S + t * dv + c);
                     const __m512 k1 = _mm512_maskz_loadu_ps(m1, S + t * dv + c + 16);
-                    const float *bc = qt + t * bp + i0;
+                    const float *bc = qt + t * bp + s0 + i0;
                     ROWS8(FMA2)
                 }
 #define STORE_U(r)                                                                                                 \
@@ -257,16 +258,16 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
             for (size_t j = 0; j < b; j++) {
                 const __m512 k0 = _mm512_maskz_loadu_ps(m0, vh + j * cd + c);
                 const __m512 k1 = _mm512_maskz_loadu_ps(m1, vh + j * cd + c + 16);
-                const float *bc = W + j * bp + i0;
+                const float *bc = W + j * np + i0;
                 ROWS8(FMA2)
             }
 #define HIST(r)                                                                                                    \
     {                                                                                                              \
-        const __m512 wb = _mm512_set1_ps(W[b * bp + i0 + r]);                                                      \
+        const __m512 wb = _mm512_set1_ps(W[b * np + i0 + r]);                                                      \
         a##r##0 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(u + (i0 + r) * dvp + c), a##r##0);                           \
         a##r##1 = _mm512_fmadd_ps(wb, _mm512_loadu_ps(u + (i0 + r) * dvp + c + 16), a##r##1);                      \
         if (r < R) {                                                                                               \
-            float *orow = o + ((i0 + r) * nv + h) * dv + c;                                                        \
+            float *orow = o + ((s0 + i0 + r) * nv + h) * dv + c;                                                   \
             _mm512_mask_storeu_ps(orow, m0, a##r##0), _mm512_mask_storeu_ps(orow + 16, m1, a##r##1);               \
         }                                                                                                          \
     }
@@ -275,7 +276,7 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
         }
     }
     /* the gated norm of each row: (w (x / rms)) silu(z) */
-    for (size_t i = 0; i < b; i++) {
+    for (size_t i = s0; i < s0 + n; i++) {
         float *orow = o + (i * nv + h) * dv;
         const float *zrow = z + (i * nv + h) * dv;
         __m512 ss = _mm512_setzero_ps();

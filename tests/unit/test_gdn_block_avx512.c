@@ -1,7 +1,8 @@
 /*
  * test_gdn_block_avx512.c: the AVX-512 level of the GDN block operator
  * (gdn_block_avx512.c, issue 30) and what choosing it must leave alone.
- *  - against the scalar oracle (odd dims, b = 1..64, both head orders, K = 2..5),
+ *  - against the scalar oracle (odd dims, b = 1..130: spans of 64 rows and a
+ *    partial one, both head orders, K = 2..5),
  *    within test_gdn_block's bound for the AVX2 level;
  *  - its bits do not depend on the pool (NULL, 1, 2, 3, 7 threads) nor on
  *    cpu_grouped (CLOVER_CPU_GROUPED=0 runs the conv tasks on the caller);
@@ -108,7 +109,7 @@ static const size_t shapes[][6] = {/* nk, nv, dk, dv, K, b */
                                    {3, 6, 13, 11, 4, 1},   {3, 6, 13, 11, 4, 7},   {2, 4, 16, 12, 4, 8},
                                    {1, 3, 33, 17, 2, 5},   {4, 8, 128, 128, 4, 9}, {2, 6, 8, 40, 5, 3},
                                    {4, 8, 128, 136, 4, 33}, {2, 4, 24, 48, 4, 17}, {3, 6, 16, 16, 3, 64},
-                                   {16, 32, 128, 128, 4, 32}};
+                                   {16, 32, 128, 128, 4, 32}, {2, 4, 16, 20, 4, 80}, {4, 8, 64, 72, 4, 130}};
 
 static void avx512_matches_oracle(void) {
     double worst = 0;
