@@ -24,50 +24,18 @@
 #include <math.h>
 
 #include "cpu/attention.h"
+#include "cpu/simd_avx512.h"
 
 #define ATTN_INLINE static inline __attribute__((always_inline))
 
 enum { T = CPU_ATTN_KEY_TILE, QS = 8 /* queries per score block */, QV = 4 /* query heads per P.V block */ };
-
-/* e^x as v8_exp (simd_avx2.h) on 16 lanes: the same reduction and polynomial, +inf above 88.72, 0 below
- * -87.34, NaN in NaN out. */
-ATTN_INLINE __m512 v16_exp(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-87.33654022216797f);
-    __mmask16 big = _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), small = _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ);
-    __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    /* 2^n in two halves so n = 128 and n = -126 stay normal */
-    __m512i ni = _mm512_cvtps_epi32(n);
-    __m512i n1 = _mm512_srai_epi32(ni, 1), n2 = _mm512_sub_epi32(ni, n1);
-    __m512 s1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n1, _mm512_set1_epi32(127)), 23));
-    __m512 s2 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n2, _mm512_set1_epi32(127)), 23));
-    __m512 y = _mm512_mul_ps(_mm512_mul_ps(p, s1), s2);
-    y = _mm512_mask_mov_ps(y, big, _mm512_set1_ps(__builtin_inff()));
-    y = _mm512_mask_mov_ps(y, small, _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(y, nan, x);
-}
-
-/* lanes [0, k) of 16 (k >= 16: all) */
-ATTN_INLINE __mmask16 lanes(size_t k) { return k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << k) - 1u); }
 
 /* kt[d * T + jj] = K[j0 + jj][d] for jj < nt, 0 for nt <= jj < nt rounded up to 16: 16 x 16 blocks transposed in
  * registers (a dims tail loaded and stored under a mask). */
 static void attn_fill_kt(float *kt, const float *kb, size_t kstride, size_t hd, size_t nt) {
     for (size_t jb = 0; jb < nt; jb += 16) {
         for (size_t d0 = 0; d0 < hd; d0 += 16) {
-            const __mmask16 dm = lanes(hd - d0);
+            const __mmask16 dm = v16_lanes(hd - d0);
             __m512 r[16], t[16], u[16];
             for (size_t i = 0; i < 16; i++)
                 r[i] = jb + i < nt ? _mm512_maskz_loadu_ps(dm, kb + (jb + i) * kstride + d0) : _mm512_setzero_ps();
@@ -203,7 +171,7 @@ static void attn_pv_q(int q, float *acc, size_t hd, const float *p, const float 
         const size_t rem = hd - d0;
         const int nv = rem >= 64 ? 4 : (int)((rem + 15) / 16);
         __mmask16 mk[4];
-        for (int vi = 0; vi < 4; vi++) mk[vi] = rem > 16 * (size_t)vi ? lanes(rem - 16 * (size_t)vi) : 0;
+        for (int vi = 0; vi < 4; vi++) mk[vi] = rem > 16 * (size_t)vi ? v16_lanes(rem - 16 * (size_t)vi) : 0;
         switch (q) {
         case 1: ATTN_PV_NV(1) break;
         case 2: ATTN_PV_NV(2) break;
@@ -219,7 +187,7 @@ static float attn_softmax_tile(float *s, size_t nk, float *m, float *l) {
     const size_t nvq = (nk + 15) / 16;
     __m512 mx = _mm512_set1_ps(-INFINITY);
     for (size_t v = 0; v < nvq; v++) /* max(x, mx) is mx where x is NaN: NaN scores are skipped as in AVX2 */
-        mx = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), lanes(nk - 16 * v), s + 16 * v), mx);
+        mx = _mm512_max_ps(_mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), v16_lanes(nk - 16 * v), s + 16 * v), mx);
     const float tmax = _mm512_reduce_max_ps(mx), m_old = *m;
     const float m_new = tmax > m_old ? tmax : m_old;
     float corr = 1.0f;
@@ -231,7 +199,7 @@ static float attn_softmax_tile(float *s, size_t nk, float *m, float *l) {
     const __m512 vm = _mm512_set1_ps(m_new);
     __m512 sum = _mm512_setzero_ps();
     for (size_t v = 0; v < nvq; v++) {
-        __m512 e = _mm512_maskz_mov_ps(lanes(nk - 16 * v), v16_exp(_mm512_sub_ps(_mm512_loadu_ps(s + 16 * v), vm)));
+        __m512 e = _mm512_maskz_mov_ps(v16_lanes(nk - 16 * v), v16_exp(_mm512_sub_ps(_mm512_loadu_ps(s + 16 * v), vm)));
         _mm512_storeu_ps(s + 16 * v, e);
         sum = _mm512_add_ps(sum, e);
     }
@@ -308,7 +276,7 @@ void cpu_attn_forward_keys_avx512(float *out, const float *q, const float *gate,
                     float *o = out + ((r0 + rr) * nh + h) * hd;
                     const __m512 inv = _mm512_set1_ps(1.0f / lrun[slot]);
                     for (size_t i = 0; i < hd; i += 16) {
-                        const __mmask16 mk = lanes(hd - i);
+                        const __mmask16 mk = v16_lanes(hd - i);
                         __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, a + i), inv);
                         __m512 g = v16_sigmoid(_mm512_maskz_loadu_ps(mk, gv + i));
                         _mm512_mask_storeu_ps(o + i, mk, _mm512_mul_ps(x, g));

@@ -34,44 +34,16 @@
 
 #include "cpu/act.h"
 #include "cpu/gdn_block.h"
+#include "cpu/simd_avx512.h"
 
 enum { ROWS = GDN_HEAD_ROWS_AVX512 };
 _Static_assert(GDN_HEAD_ROWS_AVX512 == 8, "the head kernels write out eight rows");
 
-static inline __mmask16 tail16(size_t n) { return n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u); }
 static inline size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
-
-/* e^x on x clamped to [-87.34, 88.72] (a NaN x gives a finite value): v8_exp's (simd_avx2.h) polynomial, 16 lanes */
-static inline __m512 v16_exp_clamped(__m512 x) {
-    const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-87.33654022216797f);
-    const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
-    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.0f / 5040.0f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 720.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(p, n); /* p 2^n, n in [-126, 128]: scalef keeps it exact where it is normal */
-}
-
-/* e^x as v8_exp computes it: +inf above 88.72, 0 below -87.34, NaN kept (the softmax's, where they matter) */
-static inline __m512 v16_exp(__m512 x) {
-    const __mmask16 big = _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.72283935546875f), _CMP_GT_OQ);
-    const __mmask16 small = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33654022216797f), _CMP_LT_OQ);
-    __m512 y = _mm512_mask_mov_ps(v16_exp_clamped(x), big, _mm512_set1_ps(__builtin_inff()));
-    y = _mm512_mask_mov_ps(y, small, _mm512_setzero_ps());
-    return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-}
 
 /* x / (1 + e^-x), the quotient as x r with r = 1 / (1 + e^-x) from rcp14 and one Newton step (~1 ulp): vdivps
  * was the conv's bottleneck (one per 16 channels of a row, ~10 cycles each). e^-x is clamped (x < -88.7 gives
- * ~FLT_MAX, not inf, and the denominator is held at FLT_MAX: x r ~ -3e-37 for the -0 of x / inf, where the Newton
+ * a huge value or +inf, and the denominator is held at FLT_MAX: x r ~ -3e-37 for the -0 of x / inf, where the Newton
  * step would make inf * 0 a NaN); a NaN x stays NaN through the product x r, so the clamped exp needs no masks. */
 static inline __m512 v16_silu(__m512 x) {
     const __m512 one = _mm512_set1_ps(1.0f);
@@ -115,10 +87,10 @@ void gdn_block_conv_avx512_range(float *y, const float *x, const float *ring, co
         if (copied)
             for (size_t c = cb; c < ce; c += 16)
                 for (size_t t = 0; t < n_taps; t++)
-                    _mm512_storeu_ps(wt + t * CONV_BLOCK + (c - cb), TAP(t, c, tail16(ce - c)));
+                    _mm512_storeu_ps(wt + t * CONV_BLOCK + (c - cb), TAP(t, c, v16_lanes(ce - c)));
         for (size_t i = 0; i < b; i++)
             for (size_t c = cb; c < ce; c += 16) {
-                const __mmask16 m = tail16(ce - c);
+                const __mmask16 m = v16_lanes(ce - c);
                 const float *wc = wt + (c - cb);
                 __m512 acc = _mm512_setzero_ps();
                 for (size_t t = 0; t < K; t++) { /* left taps over E = [ring; x] */
@@ -142,12 +114,12 @@ void gdn_block_l2_avx512(float *v, size_t cd, size_t dk, size_t b, float *tr, si
         float *vi = v + i * cd;
         __m512 ss = _mm512_setzero_ps();
         for (size_t t = 0; t < dk; t += 16) {
-            const __m512 e = _mm512_maskz_loadu_ps(tail16(dk - t), vi + t);
+            const __m512 e = _mm512_maskz_loadu_ps(v16_lanes(dk - t), vi + t);
             ss = _mm512_fmadd_ps(e, e, ss);
         }
         const __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(ss) + CPU_GDN_L2_EPS));
         for (size_t t = 0; t < dk; t += 16) {
-            const __mmask16 m = tail16(dk - t);
+            const __mmask16 m = v16_lanes(dk - t);
             _mm512_mask_storeu_ps(vi + t, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, vi + t), inv));
         }
         if (tr)
@@ -184,7 +156,7 @@ void gdn_block_dots_avx512(float *D, const float *q, size_t cd, const float *kt,
         const float *qr[ROWS];
         for (size_t r = 0; r < ROWS; r++) qr[r] = q + (i0 + (r < R ? r : R - 1)) * cd;
         for (size_t jc = 0; jc < b; jc += 32) {
-            const __mmask16 m0 = tail16(b - jc), m1 = b - jc > 16 ? tail16(b - jc - 16) : 0;
+            const __mmask16 m0 = v16_lanes(b - jc), m1 = b - jc > 16 ? v16_lanes(b - jc - 16) : 0;
             ROWS8(ZERO)
             float bc[ROWS];
             for (size_t t = 0; t < dk; t++) {
@@ -216,17 +188,17 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
         const size_t is = i < n ? i : n - 1;
         const __m512 lsv = _mm512_set1_ps(ls);
         for (size_t j = 0; j < b; j += 16) {
-            const __mmask16 m = tail16(b - j);
+            const __mmask16 m = v16_lanes(b - j);
             _mm512_mask_storeu_ps(p + j, m, _mm512_mul_ps(lsv, _mm512_maskz_loadu_ps(m, D + is * kts + j)));
         }
         const float g = w->ssm_a[h] * cpu_softplus(a[(s0 + is) * nv + h] + w->dt_bias[h]);
         p[b] = (w->history_bias[h] + w->history_c[h] * g) + ln_ratio;
         __m512 mx = _mm512_set1_ps(-INFINITY), sum = _mm512_setzero_ps();
         for (size_t j = 0; j <= b; j += 16)
-            mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), tail16(b + 1 - j), p + j));
+            mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), v16_lanes(b + 1 - j), p + j));
         const __m512 mxv = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
         for (size_t j = 0; j <= b; j += 16) {
-            const __mmask16 m = tail16(b + 1 - j);
+            const __mmask16 m = v16_lanes(b + 1 - j);
             const __m512 e = _mm512_maskz_mov_ps(m, v16_exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, p + j), mxv)));
             _mm512_mask_storeu_ps(p + j, m, e);
             sum = _mm512_add_ps(sum, e);
@@ -237,7 +209,7 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
     /* then read-out and mix by 32 columns: a column block of S (dk x 128 bytes) stays in L1 for every row group,
      * so S (64 KiB a head at 128 x 128) is read from memory once, not once per group */
     for (size_t c = 0; c < dv; c += 32) {
-        const __mmask16 m0 = tail16(dv - c), m1 = dv - c > 16 ? tail16(dv - c - 16) : 0;
+        const __mmask16 m0 = v16_lanes(dv - c), m1 = dv - c > 16 ? v16_lanes(dv - c - 16) : 0;
         for (size_t i0 = 0; i0 < n; i0 += ROWS) {
             const size_t R = n - i0 < ROWS ? n - i0 : ROWS;
             {   /* u[i] = S^T qt[:, s0 + i], t ascending from +0 */
@@ -281,12 +253,12 @@ void gdn_block_head_avx512(float *o, const float *qkv, const float *D, const flo
         const float *zrow = z + (i * nv + h) * dv;
         __m512 ss = _mm512_setzero_ps();
         for (size_t c = 0; c < dv; c += 16) {
-            const __m512 e = _mm512_maskz_loadu_ps(tail16(dv - c), orow + c);
+            const __m512 e = _mm512_maskz_loadu_ps(v16_lanes(dv - c), orow + c);
             ss = _mm512_fmadd_ps(e, e, ss);
         }
         const __m512 inv = _mm512_set1_ps(1.0f / sqrtf(_mm512_reduce_add_ps(ss) / (float)dv + d->eps));
         for (size_t c = 0; c < dv; c += 16) {
-            const __mmask16 m = tail16(dv - c);
+            const __mmask16 m = v16_lanes(dv - c);
             const __m512 t = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, w->norm_w + c),
                                            _mm512_mul_ps(_mm512_maskz_loadu_ps(m, orow + c), inv));
             _mm512_mask_storeu_ps(orow + c, m, _mm512_mul_ps(t, v16_silu(_mm512_maskz_loadu_ps(m, zrow + c))));
