@@ -204,7 +204,6 @@ __global__ void __launch_bounds__(4 * 128, MINB)
 #pragma unroll
         for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
     }
-    const float ssm_a = w.ssm_a[h], dt_bias = w.dt_bias[h], norm_w = w.norm_w[j];
     pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if (sq.n <= 0) return;
@@ -221,12 +220,13 @@ __global__ void __launch_bounds__(4 * 128, MINB)
             const int i = e & (4 * REG_ROWS - 1);
             kq[e >> 7][i] = i < dk ? (e < 4 * REG_ROWS ? kr[i] : qr[i]) : 0.0f;
         }
-        const float bb = b[row * nv + h], aa = a[row * nv + h] + dt_bias, vj = xr[2 * nk * dk + h * dv + j];
+        /* the head's constants read each row (L1 hits), not held over the loop: at MINB 2 every register counts */
+        const float bb = b[row * nv + h], aa = a[row * nv + h] + w.dt_bias[h], vj = xr[2 * nk * dk + h * dv + j];
         __syncthreads();
         const float inv_k = 1.0f / sqrtf(warp_sq128(kq[0], lane) + 1e-6f);
         const float inv_q = 1.0f / sqrtf(warp_sq128(kq[1], lane) + 1e-6f);
         const float sp = aa > 20.0f ? aa : log1pf(expf(aa));
-        const float beta = 1.0f / (1.0f + expf(-bb)), decay = expf(ssm_a * sp);
+        const float beta = 1.0f / (1.0f + expf(-bb)), decay = expf(w.ssm_a[h] * sp);
         const float4 *k4 = (const float4 *)(kq[0] + i0), *q4 = (const float4 *)(kq[1] + i0);
         float kv = 0.0f;
 #pragma unroll
@@ -269,12 +269,15 @@ __global__ void __launch_bounds__(4 * 128, MINB)
         const float inv_o = 1.0f / sqrtf(tot / (float)dv + d.eps);
         if (p == 0) {
             const float zj = z[row * nv * dv + (size_t)h * dv + j];
-            y[row * nv * dv + (size_t)h * dv + j] = (norm_w * (o * inv_o)) * (zj / (1.0f + expf(-zj)));
+            y[row * nv * dv + (size_t)h * dv + j] = (w.norm_w[j] * (o * inv_o)) * (zj / (1.0f + expf(-zj)));
         }
     }
+    /* the state's address again from the descriptor (its pointer not held in two registers over the row loop:
+     * at MINB 2 that pair was ptxas's spill) */
+    float *Sw = seqs[blockIdx.y].state + (size_t)h * dk * dv + j;
 #pragma unroll
     for (int r = 0; r < REG_ROWS; r++)
-        if (FULL || i0 + r < dk) Sg[(i0 + r) * dv] = S[r];
+        if (FULL || i0 + r < dk) Sw[(i0 + r) * dv] = S[r];
 }
 
 /* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an
