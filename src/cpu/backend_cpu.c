@@ -71,6 +71,9 @@ static size_t backend_layout(backend *be, char *base) {
     sc->router = carve(&c, R * E * f);
     sc->totals = carve(&c, E * sizeof(double));
     sc->order = carve(&c, E * sizeof(int32_t));
+    sc->core_idx = carve(&c, R * hp->n_expert_used * sizeof(int32_t));
+    sc->core_ms = carve(&c, R * 2 * sizeof(double));
+    sc->core_m = carve(&c, R * sizeof(uint32_t));
     sc->allowed = carve(&c, E);
     sc->group = carve(&c, R * sizeof(uint32_t));
     sc->own = carve(&c, R * sizeof(uint32_t));

@@ -87,6 +87,9 @@ typedef struct cpu_scratch {
     float *router;     /* [R][n_expert] router logits of a preview block */
     double *totals;    /* [n_expert] */
     int32_t *order;    /* [n_expert] */
+    int32_t *core_idx; /* [R][n_expert_used] each preview row's top-k experts (cpu_moe_coreset_row) */
+    double *core_ms;   /* [R][2] each preview row's softmax max and sum */
+    uint32_t *core_m;  /* [R] each preview row's pick count */
     uint8_t *allowed;  /* [n_expert] the coreset of the current layer */
     /* a shared pass over several sequences (backend_cpu_pass.c) */
     uint32_t *group;   /* [R] each row's sequence */

@@ -17,8 +17,9 @@ bool cpu_simd_active(void);
 bool cpu_simd_supported(void);
 
 /* Whether the passes spread their row-wise work between the products over
- * the pool (the preview's GDN block conv and the MoE's gather, SwiGLU and
- * weighted sum; 16 experts a product batch instead of 8). At 16 threads
+ * the pool (the preview's GDN block conv, the coreset's row softmaxes and
+ * top-k, the MoE's routing, gather, SwiGLU and weighted sum; 16 experts a
+ * product batch instead of 8). At 16 threads
  * that work, done on the calling thread, weighed ~0.4-0.7 ms a layer while
  * the pool's threads waited. CLOVER_CPU_GROUPED=0 (read at each call, for
  * A/B timing in one process) keeps the old order: the same bits either way. */

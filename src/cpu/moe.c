@@ -269,6 +269,33 @@ typedef struct moe_given {
 } moe_given;
 
 /* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. given: NULL, or the routing to use. */
+/* The routing of row r (softmax, top-k among its sequence's allowed experts, weights), -1 past its last pick. On
+ * the pool (par, a row a task: 32 rows of 256 experts took ~38 us a layer on the calling thread while the pool
+ * waited) each task's probabilities live on its stack; alone, in the scratch. The same bits either way. */
+enum { MOE_ROUTE_STACK = 1024 };
+typedef struct {
+    int32_t *idx;
+    float *wts;
+    const float *logits;
+    size_t E, k;
+    const uint8_t *allowed;
+    const uint32_t *group;
+    const uint8_t *const *allowed_of;
+    float *probs;
+    bool use_scratch;
+} moe_route_job;
+
+static void moe_route_task(void *ctx, size_t r, size_t thread) {
+    (void)thread;
+    const moe_route_job *j = ctx;
+    float stack[MOE_ROUTE_STACK];
+    const uint8_t *al = j->group ? j->allowed_of[j->group[r]] : j->allowed;
+    const size_t k = j->k;
+    size_t m = cpu_moe_route(j->idx + r * k, j->wts + r * k, j->logits + r * j->E, j->E, k, al,
+                             j->use_scratch ? j->probs : stack);
+    for (size_t i = m; i < k; i++) j->idx[r * k + i] = -1;
+}
+
 static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *w, const uint8_t *allowed,
                    const uint32_t *group, const uint8_t *const *allowed_of, const float *pre_logits,
                    const moe_given *given, threadpool *pool, void *scratch, moe_batch_fn batch, moe_swiglu_fn swiglu,
@@ -301,12 +328,16 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
         for (size_t i = 0; i < n * k; i++)
             if (idx[i] >= 0) s.count[idx[i] + 1]++;
     } else {
-        for (size_t r = 0; r < n; r++) {
-            const uint8_t *al = group ? allowed_of[group[r]] : allowed;
-            size_t m = cpu_moe_route(s.idx + r * k, s.wts + r * k, logits + r * E, E, k, al, s.probs);
-            for (size_t i = m; i < k; i++) s.idx[r * k + i] = -1;
-            for (size_t i = 0; i < m; i++) s.count[s.idx[r * k + i] + 1]++;
+        moe_route_job rj = {.idx = s.idx, .wts = s.wts, .logits = logits, .E = E, .k = k, .allowed = allowed,
+                            .group = group, .allowed_of = allowed_of, .probs = s.probs};
+        if (par && n >= 2 && E <= MOE_ROUTE_STACK) {
+            threadpool_run(pool, n, moe_route_task, &rj);
+        } else {
+            rj.use_scratch = true;
+            for (size_t r = 0; r < n; r++) moe_route_task(&rj, r, 0);
         }
+        for (size_t i = 0; i < n * k; i++)
+            if (s.idx[i] >= 0) s.count[s.idx[i] + 1]++;
     }
     /* bucket by expert: count[e] becomes the first slot of expert e */
     for (size_t e = 0; e < E; e++) s.count[e + 1] += s.count[e];

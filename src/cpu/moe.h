@@ -58,6 +58,12 @@ void cpu_moe_coreset(uint8_t *allowed,       // [n_expert] out: 1 = kept
                      size_t b, size_t n_expert, size_t k, float top_p,
                      double *totals,         // scratch [n_expert]
                      int32_t *order);        // scratch [n_expert]
+/* The coreset's steps, for callers that spread the rows over threads (cpu_moe_coreset is them in order):
+ * cpu_moe_coreset_row gives a row's top-k experts by logit (idx, [k]; returns how many: k, or n_expert if fewer)
+ * and its float64 softmax max and sum; cpu_moe_coreset_add adds those experts' probabilities to totals. Rows added
+ * in row order, then cpu_moe_coreset_from_totals, give cpu_moe_coreset's bits whichever thread made each row. */
+size_t cpu_moe_coreset_row(int32_t *idx, double *mx, double *sum, const float *row, size_t n_expert, size_t k);
+void cpu_moe_coreset_add(double *totals, const int32_t *idx, size_t m, const float *row, double mx, double sum);
 /* The last step alone: the kept experts given each expert's summed top-k probability. */
 void cpu_moe_coreset_from_totals(uint8_t *allowed, const double *totals, size_t n_expert, float top_p,
                                  int32_t *order);

@@ -85,18 +85,28 @@ void cpu_moe_coreset_from_totals(uint8_t *allowed, const double *totals, size_t 
     }
 }
 
+size_t cpu_moe_coreset_row(int32_t *idx, double *mx, double *sum, const float *row, size_t n_expert, size_t k) {
+    if (k > n_expert) k = n_expert;
+    double m = -INFINITY, s = 0.0;
+    for (size_t e = 0; e < n_expert; e++)
+        if ((double)row[e] > m) m = (double)row[e];
+    for (size_t e = 0; e < n_expert; e++) s += exp((double)row[e] - m);
+    *mx = m, *sum = s;
+    return cpu_moe_topk(idx, row, n_expert, k, NULL);
+}
+
+void cpu_moe_coreset_add(double *totals, const int32_t *idx, size_t m, const float *row, double mx, double sum) {
+    for (size_t i = 0; i < m; i++) totals[idx[i]] += exp((double)row[idx[i]] - mx) / sum;
+}
+
 void cpu_moe_coreset(uint8_t *allowed, const float *logits, size_t b, size_t n_expert, size_t k, float top_p,
                      double *totals, int32_t *order) {
-    if (k > n_expert) k = n_expert;
     for (size_t e = 0; e < n_expert; e++) totals[e] = 0.0;
     for (size_t r = 0; r < b; r++) {
         const float *row = logits + r * n_expert;
-        double mx = -INFINITY, sum = 0.0;
-        for (size_t e = 0; e < n_expert; e++)
-            if ((double)row[e] > mx) mx = (double)row[e];
-        for (size_t e = 0; e < n_expert; e++) sum += exp((double)row[e] - mx);
-        size_t m = cpu_moe_topk(order, row, n_expert, k, NULL);
-        for (size_t i = 0; i < m; i++) totals[order[i]] += exp((double)row[order[i]] - mx) / sum;
+        double mx, sum;
+        size_t m = cpu_moe_coreset_row(order, &mx, &sum, row, n_expert, k);
+        cpu_moe_coreset_add(totals, order, m, row, mx, sum);
     }
     cpu_moe_coreset_from_totals(allowed, totals, n_expert, top_p, order);
 }

@@ -18,7 +18,8 @@
  * same cases on a Q8_0 copy of tiny_clover the 8-bit integer rows (no
  * reference values there: batched must equal alone, bit for bit).
  * The passes' row-wise work on the pool (cpu_grouped: GDN block conv and
- * norms, the MoE's gather / SwiGLU / sum, the residual adds and norms)
+ * norms, the coreset's rows, the MoE's routing / gather / SwiGLU / sum, the
+ * residual adds and norms)
  * gives the bits of the old order (CLOVER_CPU_GROUPED=0): commits, a
  * 32-row preview with the coreset (logits and hidden states) and a
  * two-block preview, f32 and Q8_0 models, a 3-thread pool.
