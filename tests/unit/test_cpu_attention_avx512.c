@@ -50,21 +50,6 @@ static void avx512_matches_scalar(void) {
     OPS_NOTE("worst nerr vs the oracle: %.2g", worst);
 }
 
-/* The pass as row runs of row_chunk and head runs of head_chunk, each its own call of the AVX-512 kernel. */
-static void chunked(float *out, const attn_case *c, bool causal, size_t row_chunk, size_t head_chunk,
-                    float *scratch) {
-    const size_t nh = c->d.n_head, rs = nh * c->d.head_dim;
-    for (size_t i = 0; i < c->n * rs; i++) out[i] = NAN;
-    for (size_t r0 = 0; r0 < c->n; r0 += row_chunk) {
-        size_t rows = c->n - r0 < row_chunk ? c->n - r0 : row_chunk;
-        for (size_t h0 = 0; h0 < nh; h0 += head_chunk) {
-            size_t h1 = h0 + head_chunk < nh ? h0 + head_chunk : nh;
-            cpu_attn_forward_keys_avx512(out + r0 * rs, c->q + r0 * rs, c->gate + r0 * rs, c->kc, c->vc, &c->d,
-                                         (int64_t)(c->pos + r0), rows, causal, c->pos + c->n, h0, h1, scratch);
-        }
-    }
-}
-
 /* 2. Bits of a row across row counts, slices and head ranges (memcmp). */
 static void avx512_rows_are_batch_invariant(void) {
     const size_t shapes[][4] = {/* nh, nkv, hd, pos */
@@ -88,7 +73,8 @@ static void avx512_rows_are_batch_invariant(void) {
                                              0, nh, scratch);
                 for (size_t ri = 0; ri < sizeof row_chunks / sizeof *row_chunks; ri++)
                     for (size_t hi = 0; hi < sizeof head_chunks / sizeof *head_chunks; hi++) {
-                        chunked(b, &c, causal, row_chunks[ri], head_chunks[hi], scratch);
+                        attn_case_chunked(cpu_attn_forward_keys_avx512, b, &c, causal, row_chunks[ri], head_chunks[hi],
+                                          scratch);
                         CHECK_MSG(ops_bits_equal(one, b, m),
                                   "shape %zu, %zu rows, causal %d, rows by %zu, heads by %zu", si, c.n, causal,
                                   row_chunks[ri], head_chunks[hi]);

@@ -18,22 +18,6 @@
 #include "attn_case.h"
 
 
-/* The pass as row runs of row_chunk and head runs of head_chunk (which may
- * cross KV groups), each its own call; NaN-filled first so a row left out shows. */
-static void forward_chunked(float *out, const attn_case *c, bool causal, size_t row_chunk, size_t head_chunk,
-                            float *scratch) {
-    const size_t nh = c->d.n_head, rs = nh * c->d.head_dim;
-    for (size_t i = 0; i < c->n * rs; i++) out[i] = NAN;
-    for (size_t r0 = 0; r0 < c->n; r0 += row_chunk) {
-        size_t rows = c->n - r0 < row_chunk ? c->n - r0 : row_chunk;
-        for (size_t h0 = 0; h0 < nh; h0 += head_chunk) {
-            size_t h1 = h0 + head_chunk < nh ? h0 + head_chunk : nh;
-            cpu_attn_forward_keys(out + r0 * rs, c->q + r0 * rs, c->gate + r0 * rs, c->kc, c->vc, &c->d,
-                                  (int64_t)(c->pos + r0), rows, causal, c->pos + c->n, h0, h1, scratch);
-        }
-    }
-}
-
 static void split_matches_one_call(void) {
     const size_t shapes[][4] = {/* nh, nkv, hd, pos: the 35B-A3B's heads, GQA 2 with a tail of hd, GQA 3 */
                                 {16, 2, 256, 200},
@@ -68,7 +52,8 @@ static void split_matches_one_call(void) {
                 }
                 for (size_t ri = 0; ri < sizeof row_chunks / sizeof *row_chunks; ri++)
                     for (size_t hi = 0; hi < sizeof head_chunks / sizeof *head_chunks; hi++) {
-                        forward_chunked(b, &c, causal, row_chunks[ri], head_chunks[hi], scratch);
+                        attn_case_chunked(cpu_attn_forward_keys, b, &c, causal, row_chunks[ri], head_chunks[hi],
+                                          scratch);
                         CHECK_MSG(ops_bits_equal(one, b, m),
                                   "shape %zu, %zu rows, causal %d, rows by %zu, heads by %zu: nerr %g", si, c.n,
                                   causal, row_chunks[ri], head_chunks[hi], ops_nerr(b, one, m));

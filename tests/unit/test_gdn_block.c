@@ -20,57 +20,11 @@
 #include "cpu/gdn_block.h"
 #include "cpu/norm.h"
 #include "cpu_ops_test.h"
+#include "gdn_block_case.h"
 
 #include <stdlib.h>
 
-typedef struct block_case {
-    cpu_gdn_dims d;
-    size_t b, cd, K;
-    float *mixed, *z, *a, *ring, *state;
-    float *conv_w, *conv_right, *ssm_a, *dt_bias, *norm_w, *ls, *hb, *hc;
-    gdn_block_weights w;
-} block_case;
-
 static float urand(rng_state *r, float lo, float hi) { return lo + (hi - lo) * rng_uniform(r); }
-
-static float *rand_vec(rng_state *r, size_t n, float lo, float hi) {
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = urand(r, lo, hi);
-    return v;
-}
-
-static void case_make(block_case *c, uint64_t seed, size_t nk, size_t nv, size_t dk, size_t dv, size_t K, size_t b,
-                      cpu_gdn_head_order order) {
-    rng_state r;
-    rng_seed(&r, seed);
-    c->d = (cpu_gdn_dims){.n_k_heads = nk, .n_v_heads = nv, .k_dim = dk, .v_dim = dv, .conv_k = K, .eps = 1e-6f,
-                          .order = order};
-    c->b = b;
-    c->K = K;
-    c->cd = cpu_gdn_conv_dim(&c->d);
-    c->mixed = rand_vec(&r, b * c->cd, -2, 2);
-    c->z = rand_vec(&r, b * nv * dv, -2, 2);
-    c->a = rand_vec(&r, b * nv, -3, 3);
-    c->ring = rand_vec(&r, (K - 1) * c->cd, -2, 2);
-    c->state = rand_vec(&r, nv * dk * dv, -1, 1);
-    c->conv_w = rand_vec(&r, c->cd * K, -0.7f, 0.7f);
-    c->conv_right = rand_vec(&r, c->cd * (K - 1), -0.5f, 0.5f);
-    c->ssm_a = rand_vec(&r, nv, -4, -0.5f);
-    c->dt_bias = rand_vec(&r, nv, -1, 1);
-    c->norm_w = rand_vec(&r, dv, 0.5f, 1.5f);
-    c->ls = rand_vec(&r, nv, 2, 8);
-    c->hb = rand_vec(&r, nv, -0.5f, 1.5f);
-    c->hc = rand_vec(&r, nv, 0.2f, 1);
-    c->w = (gdn_block_weights){.conv_w = c->conv_w, .conv_right = c->conv_right, .ssm_a = c->ssm_a,
-                               .dt_bias = c->dt_bias, .norm_w = c->norm_w, .logit_scale = c->ls,
-                               .history_bias = c->hb, .history_c = c->hc};
-}
-
-static void case_free(block_case *c) {
-    float *all[] = {c->mixed, c->z,      c->a,       c->ring, c->state, c->conv_w, c->conv_right,
-                    c->ssm_a, c->dt_bias, c->norm_w, c->ls,   c->hb,    c->hc};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
-}
 
 static float *run_oracle(const block_case *c, uint32_t B) {
     float *out = malloc(c->b * c->d.n_v_heads * c->d.v_dim * sizeof *out);
@@ -176,7 +130,7 @@ static void oracle_matches_spec_in_float64(void) {
     for (int order = 0; order < 2; order++)
         for (size_t b = 1; b <= 9; b += 2) {
             block_case c;
-            case_make(&c, 100 + b + 10 * (size_t)order, 3, 6, 13, 11, 4, b, (cpu_gdn_head_order)order);
+            block_case_make(&c, 100 + b + 10 * (size_t)order, 3, 6, 13, 11, 4, b, (cpu_gdn_head_order)order);
             uint32_t B = 8;
             float *got = run_oracle(&c, B);
             double *want = spec_block(&c, B);
@@ -185,19 +139,19 @@ static void oracle_matches_spec_in_float64(void) {
             /* float32 sums of at most dk + b terms of O(1) values, then a norm */
             CHECK_MSG(e <= 5e-6, "order %d, b %zu: rel err %.3g", order, b, e);
             free(got), free(want);
-            case_free(&c);
+            block_case_free(&c);
         }
     /* K = 2 (one right tap) and K = 5 */
     for (size_t K = 2; K <= 5; K += 3) {
         block_case c;
-        case_make(&c, 7 + K, 2, 2, 8, 5, K, 6, CPU_GDN_TILED);
+        block_case_make(&c, 7 + K, 2, 2, 8, 5, K, 6, CPU_GDN_TILED);
         float *got = run_oracle(&c, 32);
         double *want = spec_block(&c, 32);
         double e = rel_err_d(got, want, 6 * 2 * 5);
         worst = fmax(worst, e);
         CHECK_MSG(e <= 5e-6, "K %zu: rel err %.3g", K, e);
         free(got), free(want);
-        case_free(&c);
+        block_case_free(&c);
     }
     printf("     oracle vs float64 SPEC: worst rel err %.3g\n", worst);
 }
@@ -206,7 +160,7 @@ static void history_only_limit_is_the_causal_readout(void) {
     for (int order = 0; order < 2; order++) {
         block_case c;
         const size_t b = 5, nv = 4, dv = 7;
-        case_make(&c, 31 + (uint64_t)order, 2, nv, 6, dv, 4, b, (cpu_gdn_head_order)order);
+        block_case_make(&c, 31 + (uint64_t)order, 2, nv, 6, dv, 4, b, (cpu_gdn_head_order)order);
         for (size_t i = 0; i < c.cd * (c.K - 1); i++) c.conv_right[i] = 0;
         for (size_t h = 0; h < nv; h++) c.ls[h] = 0, c.hb[h] = 1e4f;
         float *got = run_oracle(&c, 8);
@@ -227,14 +181,14 @@ static void history_only_limit_is_the_causal_readout(void) {
         printf("     history-only limit (order %d): rel err %.3g against the causal read-out\n", order, e);
         CHECK_MSG(e <= 1e-6, "order %d: %.3g", order, e);
         free(got), free(ring), free(qkv), free(S), free(o), free(zero);
-        case_free(&c);
+        block_case_free(&c);
     }
 }
 
 static void one_row_by_hand(void) {
     /* nk = nv = 1, dk = 3, dv = 2, K = 3, a fresh-looking ring of zeros but for one row */
     block_case c;
-    case_make(&c, 77, 1, 1, 3, 2, 3, 1, CPU_GDN_TILED);
+    block_case_make(&c, 77, 1, 1, 3, 2, 3, 1, CPU_GDN_TILED);
     const size_t cd = c.cd; /* 3 + 3 + 2 */
     float *got = run_oracle(&c, 4);
     /* the right taps multiply X[1], X[2] = 0: any values give the same bits */
@@ -265,12 +219,12 @@ static void one_row_by_hand(void) {
         CHECK_NEAR(got[col], want, 1e-5 * fmax(1, fabs(want)));
     }
     free(got), free(again);
-    case_free(&c);
+    block_case_free(&c);
 }
 
 static void ln_ratio_shifts_the_history_bias(void) {
     block_case c;
-    case_make(&c, 5, 2, 4, 8, 8, 4, 4, CPU_GDN_TILED);
+    block_case_make(&c, 5, 2, 4, 8, 8, 4, 4, CPU_GDN_TILED);
     float *smaller = run_oracle(&c, 32); /* b = 4 of B = 32: ln(1/8) */
     for (size_t h = 0; h < 4; h++) c.hb[h] += (float)log(4.0 / 32.0);
     float *shifted = run_oracle(&c, 4); /* ln(4/4) = 0 */
@@ -279,7 +233,7 @@ static void ln_ratio_shifts_the_history_bias(void) {
     CHECK(gdn_block_ln_ratio(32, 32) == 0.0f);
     CHECK(gdn_block_ln_ratio(4, 8) == (float)log(0.5));
     free(smaller), free(shifted);
-    case_free(&c);
+    block_case_free(&c);
 }
 
 static void fast_matches_oracle(void) {
@@ -294,7 +248,7 @@ static void fast_matches_oracle(void) {
         for (int order = 0; order < 2; order++) {
             const size_t *sh = shapes[si];
             block_case c;
-            case_make(&c, 1000 + si * 2 + (size_t)order, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5],
+            block_case_make(&c, 1000 + si * 2 + (size_t)order, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5],
                       (cpu_gdn_head_order)order);
             size_t n = sh[5] * sh[1] * sh[3];
             float *want = run_oracle(&c, 8), *got = malloc(n * sizeof *got);
@@ -329,7 +283,7 @@ static void fast_matches_oracle(void) {
                 free(wt), free(y);
             }
             free(want), free(got), free(scratch);
-            case_free(&c);
+            block_case_free(&c);
         }
     printf("     fast vs oracle: worst rel err %.3g (simd %s)\n", worst, cpu_simd_active() ? "on" : "off");
     threadpool_free(pool);
@@ -354,7 +308,8 @@ static void grouped_matches_old_order(void) {
         for (size_t bi = 0; bi < sizeof bs / sizeof *bs; bi++) {
             const size_t *sh = shapes[si];
             block_case c;
-            case_make(&c, 5000 + si * 16 + bi, sh[0], sh[1], sh[2], sh[3], sh[4], bs[bi], (cpu_gdn_head_order)(bi % 2));
+            block_case_make(&c, 5000 + si * 16 + bi, sh[0], sh[1], sh[2], sh[3], sh[4], bs[bi],
+                            (cpu_gdn_head_order)(bi % 2));
             const size_t n = c.b * sh[1] * sh[3];
             float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
             float *scratch = malloc(gdn_block_scratch_floats(&c.d, c.b, 3) * sizeof *scratch);
@@ -370,7 +325,7 @@ static void grouped_matches_old_order(void) {
                     fprintf(stderr, "  shape %zu, b %zu, pool %d: grouped and old differ\n", si, c.b, p);
             }
             free(a), free(b), free(scratch);
-            case_free(&c);
+            block_case_free(&c);
         }
     CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
     threadpool_free(pools[1]);

@@ -19,56 +19,16 @@
 #include "cpu/cpu_simd.h"
 #include "cpu/gdn_block.h"
 #include "cpu_ops_test.h"
+#include "gdn_block_case.h"
 #include "quant/simd_level.h"
 
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* a block case: random inputs of a shape (nk, nv, dk, dv, K, b), seeded */
-typedef struct block_case {
-    cpu_gdn_dims d;
-    size_t b, cd, K, n_out;
-    float *mixed, *z, *a, *ring, *state;
-    float *conv_w, *conv_right, *ssm_a, *dt_bias, *norm_w, *ls, *hb, *hc;
-    gdn_block_weights w;
-} block_case;
-
-static float *rand_vec(rng_state *r, size_t n, float lo, float hi) {
-    float *v = malloc((n ? n : 1) * sizeof *v);
-    for (size_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * rng_uniform(r);
-    return v;
-}
-
+/* a block case (gdn_block_case.h) of shape sh = {nk, nv, dk, dv, K, b} */
 static void case_make(block_case *c, uint64_t seed, const size_t sh[6], cpu_gdn_head_order order) {
-    const size_t nk = sh[0], nv = sh[1], dk = sh[2], dv = sh[3], K = sh[4], b = sh[5];
-    rng_state r;
-    rng_seed(&r, seed);
-    c->d = (cpu_gdn_dims){.n_k_heads = nk, .n_v_heads = nv, .k_dim = dk, .v_dim = dv, .conv_k = K, .eps = 1e-6f,
-                          .order = order};
-    c->b = b, c->K = K, c->cd = cpu_gdn_conv_dim(&c->d), c->n_out = b * nv * dv;
-    c->mixed = rand_vec(&r, b * c->cd, -2, 2);
-    c->z = rand_vec(&r, b * nv * dv, -2, 2);
-    c->a = rand_vec(&r, b * nv, -3, 3);
-    c->ring = rand_vec(&r, (K - 1) * c->cd, -2, 2);
-    c->state = rand_vec(&r, nv * dk * dv, -1, 1);
-    c->conv_w = rand_vec(&r, c->cd * K, -0.7f, 0.7f);
-    c->conv_right = rand_vec(&r, c->cd * (K - 1), -0.5f, 0.5f);
-    c->ssm_a = rand_vec(&r, nv, -4, -0.5f);
-    c->dt_bias = rand_vec(&r, nv, -1, 1);
-    c->norm_w = rand_vec(&r, dv, 0.5f, 1.5f);
-    c->ls = rand_vec(&r, nv, 2, 8);
-    c->hb = rand_vec(&r, nv, -0.5f, 1.5f);
-    c->hc = rand_vec(&r, nv, 0.2f, 1);
-    c->w = (gdn_block_weights){.conv_w = c->conv_w, .conv_right = c->conv_right, .ssm_a = c->ssm_a,
-                               .dt_bias = c->dt_bias, .norm_w = c->norm_w, .logit_scale = c->ls,
-                               .history_bias = c->hb, .history_c = c->hc};
-}
-
-static void case_free(block_case *c) {
-    float *all[] = {c->mixed, c->z,      c->a,       c->ring, c->state, c->conv_w, c->conv_right,
-                    c->ssm_a, c->dt_bias, c->norm_w, c->ls,   c->hb,    c->hc};
-    for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+    block_case_make(c, seed, sh[0], sh[1], sh[2], sh[3], sh[4], sh[5], order);
 }
 
 /* FNV-1a over the bits of n floats */
@@ -127,7 +87,7 @@ static void avx512_matches_oracle(void) {
             /* test_gdn_block's bound for the AVX2 level: float32 sums of at most dk + b terms, then a norm */
             CHECK_MSG(e <= 5e-6, "shape %zu order %d: rel err %.3g", si, order, e);
             free(want), free(got), free(scratch);
-            case_free(&c);
+            block_case_free(&c);
         }
     printf("     avx512 vs oracle: worst rel err %.3g\n", worst);
 }
@@ -155,7 +115,7 @@ static void avx512_bits_do_not_depend_on_the_pool(void) {
                     fprintf(stderr, "  shape %zu, pool %zu, grouped %d: bits differ\n", si, sizes[p], grouped);
             }
         free(ref), free(got);
-        case_free(&c);
+        block_case_free(&c);
     }
     CHECK_MSG(bad == 0, "%d of %d runs differ from the one-thread bits", bad, cases);
     for (int p = 0; p < 4; p++) threadpool_free(pools[p]);
@@ -175,7 +135,7 @@ static int dispatch_agrees(block_fn level) {
         run_fn(level, &c, y, pool);
         bad += memcmp(x, y, c.n_out * sizeof *x) != 0;
         free(x), free(y);
-        case_free(&c);
+        block_case_free(&c);
     }
     threadpool_free(pool);
     return bad;
@@ -220,7 +180,7 @@ static void avx2_level_bits_unchanged(void) {
         CHECK_MSG(h == golden_hashes[s], "shape %zu: AVX2 level hash %016llx, recorded %016llx", s,
                   (unsigned long long)h, (unsigned long long)golden_hashes[s]);
         free(x);
-        case_free(&c);
+        block_case_free(&c);
     }
     threadpool_free(pool);
 }
@@ -252,7 +212,7 @@ static void nonfinite_inputs_like_avx2(void) {
                 fprintf(stderr, "  input %d value %zu: %zu outputs finite at one level only (%zu non-finite)\n", input,
                         v, diff, nonfinite);
             free(x), free(y);
-            case_free(&c);
+            block_case_free(&c);
         }
     printf("     %zu non-finite outputs over %d runs, the same at both levels\n", total_nonfinite, runs);
     CHECK_MSG(mismatched == 0, "%d of %d runs differ in which outputs are finite", mismatched, runs);
