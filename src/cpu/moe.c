@@ -271,7 +271,8 @@ typedef struct moe_given {
 /* Returns 1 when epi (non-NULL) ran in the sum's run (kind 3), else 0. given: NULL, or the routing to use. */
 /* The routing of row r (softmax, top-k among its sequence's allowed experts, weights), -1 past its last pick. On
  * the pool (par, a row a task: 32 rows of 256 experts took ~38 us a layer on the calling thread while the pool
- * waited) each task's probabilities live on its stack; alone, in the scratch. The same bits either way. */
+ * waited), so the probabilities live on the task's stack; only more experts than that holds (then run on the
+ * caller) use the scratch. The same bits either way. */
 enum { MOE_ROUTE_STACK = 1024 };
 typedef struct {
     int32_t *idx;
@@ -281,8 +282,7 @@ typedef struct {
     const uint8_t *allowed;
     const uint32_t *group;
     const uint8_t *const *allowed_of;
-    float *probs;
-    bool use_scratch;
+    float *probs; /* E > MOE_ROUTE_STACK: the caller's scratch */
 } moe_route_job;
 
 static void moe_route_task(void *ctx, size_t r, size_t thread) {
@@ -292,7 +292,7 @@ static void moe_route_task(void *ctx, size_t r, size_t thread) {
     const uint8_t *al = j->group ? j->allowed_of[j->group[r]] : j->allowed;
     const size_t k = j->k;
     size_t m = cpu_moe_route(j->idx + r * k, j->wts + r * k, j->logits + r * j->E, j->E, k, al,
-                             j->use_scratch ? j->probs : stack);
+                             j->E > MOE_ROUTE_STACK ? j->probs : stack);
     for (size_t i = m; i < k; i++) j->idx[r * k + i] = -1;
 }
 
@@ -330,12 +330,10 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     } else {
         moe_route_job rj = {.idx = s.idx, .wts = s.wts, .logits = logits, .E = E, .k = k, .allowed = allowed,
                             .group = group, .allowed_of = allowed_of, .probs = s.probs};
-        if (par && n >= 2 && E <= MOE_ROUTE_STACK) {
+        if (par && n >= 2 && E <= MOE_ROUTE_STACK)
             threadpool_run(pool, n, moe_route_task, &rj);
-        } else {
-            rj.use_scratch = true;
+        else
             for (size_t r = 0; r < n; r++) moe_route_task(&rj, r, 0);
-        }
         for (size_t i = 0; i < n * k; i++)
             if (s.idx[i] >= 0) s.count[s.idx[i] + 1]++;
     }

@@ -6,6 +6,7 @@
 #ifndef CLOVER_TEST_GDN_BLOCK_CASE_H
 #define CLOVER_TEST_GDN_BLOCK_CASE_H
 
+#include <math.h>
 #include <stdlib.h>
 
 #include "base/rng.h"
@@ -54,6 +55,17 @@ static inline void block_case_free(block_case *c) {
     float *all[] = {c->mixed, c->z,      c->a,       c->ring, c->state, c->conv_w, c->conv_right,
                     c->ssm_a, c->dt_bias, c->norm_w, c->ls,   c->hb,    c->hc};
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]);
+}
+
+/* max |x - ref| over max |ref| (NaN in x counts as an error: !(e <= diff)) */
+static inline double block_case_rel_err(const float *x, const float *ref, size_t n) {
+    double scale = 1e-30, diff = 0;
+    for (size_t i = 0; i < n; i++) {
+        scale = fmax(scale, fabs((double)ref[i]));
+        double e = fabs((double)x[i] - (double)ref[i]);
+        if (!(e <= diff)) diff = e;
+    }
+    return diff / scale;
 }
 
 #endif

@@ -115,16 +115,6 @@ static double rel_err_d(const float *x, const double *ref, size_t n) {
     return diff / scale;
 }
 
-static double rel_err_f(const float *x, const float *ref, size_t n) {
-    double scale = 1e-30, diff = 0;
-    for (size_t i = 0; i < n; i++) {
-        scale = fmax(scale, fabs((double)ref[i]));
-        double e = fabs((double)x[i] - (double)ref[i]);
-        if (!(e <= diff)) diff = e;
-    }
-    return diff / scale;
-}
-
 static void oracle_matches_spec_in_float64(void) {
     double worst = 0;
     for (int order = 0; order < 2; order++)
@@ -177,7 +167,7 @@ static void history_only_limit_is_the_causal_readout(void) {
             cpu_gdn_recurrent_scalar(o + i * nv * dv, S, qkv + i * c.cd, zero, zero, &c.d, 1, 0, nv);
         cpu_rms_norm_gated_scalar(o, o, c.z, c.norm_w, b * nv, dv, c.d.eps);
         CHECK(memcmp(S, c.state, nv * c.d.k_dim * dv * sizeof *S) == 0);
-        double e = rel_err_f(got, o, b * nv * dv);
+        double e = block_case_rel_err(got, o, b * nv * dv);
         printf("     history-only limit (order %d): rel err %.3g against the causal read-out\n", order, e);
         CHECK_MSG(e <= 1e-6, "order %d: %.3g", order, e);
         free(got), free(ring), free(qkv), free(S), free(o), free(zero);
@@ -228,7 +218,7 @@ static void ln_ratio_shifts_the_history_bias(void) {
     float *smaller = run_oracle(&c, 32); /* b = 4 of B = 32: ln(1/8) */
     for (size_t h = 0; h < 4; h++) c.hb[h] += (float)log(4.0 / 32.0);
     float *shifted = run_oracle(&c, 4); /* ln(4/4) = 0 */
-    double e = rel_err_f(shifted, smaller, 4 * 4 * 8);
+    double e = block_case_rel_err(shifted, smaller, 4 * 4 * 8);
     CHECK_MSG(e <= 1e-5, "%.3g", e);
     CHECK(gdn_block_ln_ratio(32, 32) == 0.0f);
     CHECK(gdn_block_ln_ratio(4, 8) == (float)log(0.5));
@@ -256,7 +246,7 @@ static void fast_matches_oracle(void) {
             for (int pooled = 0; pooled < 2; pooled++) {
                 gdn_block(got, c.mixed, c.z, c.a, c.ring, c.state, &c.w, &c.d, c.b, gdn_block_ln_ratio(c.b, 8),
                           pooled ? pool : NULL, scratch);
-                double e = rel_err_f(got, want, n);
+                double e = block_case_rel_err(got, want, n);
                 worst = fmax(worst, e);
                 CHECK_MSG(e <= 5e-6, "shape %zu order %d pooled %d: %.3g", si, order, pooled, e);
             }

@@ -55,16 +55,6 @@ static void run_fn(block_fn fn, const block_case *c, float *out, threadpool *poo
     free(scratch);
 }
 
-static double rel_err_f(const float *x, const float *ref, size_t n) {
-    double scale = 1e-30, diff = 0;
-    for (size_t i = 0; i < n; i++) {
-        scale = fmax(scale, fabs((double)ref[i]));
-        double e = fabs((double)x[i] - (double)ref[i]);
-        if (!(e <= diff)) diff = e;
-    }
-    return diff / scale;
-}
-
 static const size_t shapes[][6] = {/* nk, nv, dk, dv, K, b */
                                    {3, 6, 13, 11, 4, 1},   {3, 6, 13, 11, 4, 7},   {2, 4, 16, 12, 4, 8},
                                    {1, 3, 33, 17, 2, 5},   {4, 8, 128, 128, 4, 9}, {2, 6, 8, 40, 5, 3},
@@ -82,7 +72,7 @@ static void avx512_matches_oracle(void) {
             gdn_block_scalar(want, c.mixed, c.z, c.a, c.ring, c.state, &c.w, &c.d, c.b, gdn_block_ln_ratio(c.b, 32),
                              scratch);
             run_fn(gdn_block_avx512, &c, got, NULL);
-            double e = rel_err_f(got, want, c.n_out);
+            double e = block_case_rel_err(got, want, c.n_out);
             worst = fmax(worst, e);
             /* test_gdn_block's bound for the AVX2 level: float32 sums of at most dk + b terms, then a norm */
             CHECK_MSG(e <= 5e-6, "shape %zu order %d: rel err %.3g", si, order, e);
