@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Written in the 2026-12-05 23:37 session (issue 30): the bar's three figures in ONE call on the device's 16-vCPU
+# Xeon host (AMX, AVX-512 VNNI), the peer and clover never timed at once: llama.cpp's CPU llama-bench
+# (-p 512 -n 32 -t 16, AMX build; AMX off if it dies with SIGILL) on the --no-diffusion 35B-A3B file, then clover's
+# bench_backend at the amx (auto) and avx2 levels alternating twice on the diffusion file (the same trunk weights):
+# prompt 512, decode (one row + head), the 32-row preview p=0.9, the block commit.
+#   cmake --build build -j2 && EXTRA_BINS="bench_backend test_quant_amx test_matmul_amx_emu test_matmul \
+#     test_matmul_batch test_gemm" scripts/device-packs.sh build seq &&
+#     scripts/llama-src.sh .gpu-seq/llama-src.txz
+#   run(command="(bash bench/device-runs/2026-12-29-final30/prep.sh &); ITEMS='final30:l,t,b' bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=600)
+# STEPS:
+#  l  llama.cpp's CPU build from $PACK/llama-src.txz (prep.sh, in the background from the top of the call), then
+#     llama-bench alone
+#  t  test_quant_amx, test_matmul_amx_emu, test_matmul, test_matmul_batch, test_gemm on the host (real AMX tiles)
+#  b  bench_backend --threads 16, auto / avx2 / auto / avx2
+# Predictions: in bench/device-runs/2026-12-29-final30/RESULTS.md, written before the call.
+set -uo pipefail
+PACK=${PACK:-.gpu-seq}
+STEPS=${STEPS:-l t b}
+. "$PACK/lib.sh"
+dr_init final30
+unset CLOVER_AMX_Q4K_REPACK CLOVER_AMX_Q4K_PIPE CLOVER_AMX_Q4K_REPACK_MB CLOVER_NO_AMX CLOVER_NO_AVX512
+say "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2) ($(nproc) cpus); load $(cut -d' ' -f1-3 /proc/loadavg)"
+say "flags: $(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx512f|avx512_vnni|amx_tile|amx_int8)$' | tr '\n' ' ')"
+M=${FINAL30_M:-/tmp/synth35.gguf} A=${FINAL30_A:-/tmp/synth35-ar.gguf} LIM=${DR_LIMIT:-585}
+# prep.sh (started at the top of the call, beside the GPU items) builds llama.cpp and writes the --no-diffusion file;
+# without it, start it now and wait
+has l && [ ! -e /tmp/llama-cpu/prep.log ] && { PACK=$PACK bash "$(dirname "$0")/prep.sh" & }
+[ -s "$M" ] || { timeout 200 "$D/bin/clover" synth --preset qwen3.5-35b-a3b -t 8 -o "$M.part" > "$O/synth.log" 2>&1 &&
+  mv "$M.part" "$M"; }
+if has t; then
+  for n in test_quant_amx test_matmul_amx_emu test_matmul test_matmul_batch test_gemm; do tst $n host 120; done
+fi
+if has l; then
+  while [ ! -e /tmp/llama-cpu/done ] && [ "$(el)" -lt $(( LIM - 200 )) ]; do sleep 2; done
+  say "prep at +$(el)s: $(cat /tmp/llama-cpu/prep.log 2>&1 | tail -1); $(tail -1 /tmp/llama-cpu/synth-ar.log 2>&1)"
+  cp /tmp/llama-cpu/*.log "$O/" 2>/dev/null
+  LB=/tmp/llama-cpu/bin/llama-bench
+  if [ -x $LB ] && [ -s $A ]; then
+    LD_LIBRARY_PATH=/tmp/llama-cpu/bin timeout 150 $LB -m $A -p 512 -n 32 -t 16 -r 2 > "$O/llama-bench.log" 2>&1
+    rc=$?; say "llama-bench rc=$rc at +$(el)s (AMX build), load $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ $rc = 132 ] || grep -q "Illegal instruction" "$O/llama-bench.log"; then
+      LD_LIBRARY_PATH=/tmp/llama-cpu/bin GGML_AMX=0 timeout 150 $LB -m $A -p 512 -n 32 -t 16 -r 2 \
+        > "$O/llama-bench.log" 2>&1; say "llama-bench again (SIGILL) rc=$?"
+    fi
+    grep -E "pp512|tg32" "$O/llama-bench.log" | tee -a "$S"
+  else say "no llama-bench or no $A"; fi
+fi
+fig() { awk -v p="$2" 'index($0, p) == 1 && $0 ~ /median/ { for (i = 1; i <= NF; i++) if ($i == "median") { print $(i + 1); exit } }' "$1" 2>/dev/null; }
+if has b; then
+  for lv in auto avx2 auto avx2; do
+    [ "$(el)" -lt $(( LIM - 45 )) ] || { say "no time for $lv"; continue; }
+    k=0; while [ -e "$O/b_$lv$k.log" ]; do k=$((k + 1)); done; L=$O/b_$lv$k.log
+    timeout 100 "$D/bin/bench_backend" "$M" --threads 16 --prompt 512 --gen 12 --block 32 --rows 512 --reps 3 \
+      --mb 256 --simd $lv > "$L" 2>&1
+    say "$lv rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; commit 32 $(fig "$L" 'commit 32-row') s; prompt 512 $(fig "$L" 'prompt 512') s; $(grep -m1 -E '^(decode|generation)' "$L" | sed -E 's/ +/ /g')"
+  done
+fi
+dr_end
