@@ -40,7 +40,15 @@
  * saved between chunks (the block order is kept). Four blocks are in
  * flight (C tiles 0..3), so that the tile work of some overlaps the float
  * steps of others; CLOVER_AMX_FLIGHT=2 takes two (simd_level.h), for the
- * device benchmark to say which pays (same bits either way). Tiles are
+ * device benchmark to say which pays (same bits either way). What a unit
+ * (16 weight rows x 16 activation rows x one block) costs on this core,
+ * measured on the dev VM's AMX Xeon (bench/device-runs/amx-kernel-notes.md):
+ * tdpbssd, tilestored and the 512-bit float step take ~12-13 TSC ticks
+ * each and barely overlap one another (a pipelined order, tiles of the next
+ * step before the float steps of this one, gained nothing for Q8_0), so
+ * the kernel keeps everything else off the unit's path: the accumulators
+ * in registers (a local copy in amx_group), the outputs written as rows
+ * (amx_emit), the next chunk's weight lines prefetched (amx_pf). Tiles are
  * configured at the start of each call and released at its end (a call is
  * at least 16 weight rows x all rows x all blocks, so the configuration is
  * a small part of it, and no tile state outlives the call).
@@ -51,6 +59,7 @@
  */
 #include <immintrin.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "quant/gemm_amx.h"
@@ -133,6 +142,44 @@ static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, con
                                  _mm512_cvtepi32_ps(_mm512_loadu_si512(cb + 16 * i)), acc[i]);
 }
 
+/* Q8_0: the weight lines of the chunk a task takes next (the same tile's
+ * next chunk, or the next tile's first), asked for into L2 a few at a time
+ * while the first group of the current chunk runs, so that the next
+ * chunk's first touch (dw_fill's gathers) finds more of them there instead
+ * of waiting on memory (that first touch was most of the ~0.8 ms an
+ * 8192 x 2048 product at 32 rows spends outside the tiles and float steps,
+ * one thread on the dev VM). It gained ~3-4% there; the same for the
+ * K-quants' unpack (kq_prepare) lost 5-9%, so they do not take it.
+ * CLOVER_AMX_PF=0 turns it off (read per call: an A/B for a host whose
+ * memory behaves otherwise, e.g. 16 threads sharing its bandwidth). row: the current row's first byte
+ * of the chunk, [at, end) its lines still to ask for; rows: rows after it. */
+typedef struct amx_pf {
+    const char *row, *at, *end;
+    size_t stride, bytes;
+    int rows, per_step;
+} amx_pf;
+
+/* pf for rows o.. o + m - 1, Q8_0 blocks b0.. b0 + n - 1, spread over `steps` calls of pf_step. */
+static void pf_plan(amx_pf *pf, const matmul_job *j, size_t o, int m, size_t b0, size_t n, size_t steps) {
+    pf->row = (const char *)j->w + o * j->row_bytes + b0 * QB;
+    pf->stride = j->row_bytes, pf->bytes = n * QB, pf->rows = m - 1;
+    pf->at = (const char *)((uintptr_t)pf->row & ~(uintptr_t)63), pf->end = pf->row + pf->bytes;
+    const size_t lines = (size_t)m * (pf->bytes / 64 + 2);
+    pf->per_step = (int)((lines + steps - 1) / (steps ? steps : 1));
+}
+
+static inline void pf_step(amx_pf *pf) {
+    for (int k = 0; k < pf->per_step; k++) {
+        if (pf->at >= pf->end) {
+            if (pf->rows <= 0) return;
+            pf->row += pf->stride, pf->rows--;
+            pf->at = (const char *)((uintptr_t)pf->row & ~(uintptr_t)63), pf->end = pf->row + pf->bytes;
+        }
+        _mm_prefetch(pf->at, _MM_HINT_T1);
+        pf->at += 64;
+    }
+}
+
 /* Where one group's blocks are (constants at each call): the A tile of
  * block b at wa + astep * b with row stride `stride`, its weight scales at
  * dwf + b (row stride dws), its activation scales at dx + dxstep * b. */
@@ -145,13 +192,22 @@ typedef struct amx_geom {
  * tile work is issued before their float steps, each in its own C tile
  * (tile registers are few and, as far as Intel documents, not renamed: a C
  * tile is busy from its tilezero to its tilestored, so more C tiles let
- * more tdpbssd overlap; A and B alternate between 4/5 and 6/7). prefetch:
- * ask for the A rows' lines ahead (Q8_0's first group: the weights stream
- * from memory). */
+ * more tdpbssd overlap; A and B alternate between 4/5 and 6/7). Not
+ * pipelined as q4k_group is (step s + 1's tiles issued before step s's
+ * float steps): measured on the dev VM that was ~5% slower for Q8_0, since
+ * tdpbssd, tilestored and the 512-bit float steps do not overlap on this
+ * core anyway (bench/device-runs/amx-kernel-notes.md). pf (Q8_0's first group of a pass, else NULL): ask for the A
+ * rows' lines PREFETCH bytes ahead into L1, and for pf's lines, a step's
+ * share each step. */
 static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, size_t stride, int m, const uint8_t *bt,
                                                             const float *dx, const float *dwf, const amx_geom G,
-                                                            size_t nkb, int prefetch, const int flight,
-                                                            int32_t cbuf[4][256], __m512 acc[W_TILE]) {
+                                                            size_t nkb, amx_pf *pf, const int flight,
+                                                            int32_t cbuf[4][256], __m512 acc_io[W_TILE]) {
+    __m512 acc[W_TILE]; /* a copy whose address never escapes: GCC 12 kept acc_io on the stack, a load and a
+                         * store per row every 4 blocks (the tile builtins clobber memory), on top of tilestored */
+#pragma GCC unroll 16
+    for (int i = 0; i < W_TILE; i++) acc[i] = acc_io[i];
+
 #define AMX_BLOCK(c, ta, tb, k)                                              \
     do {                                                                     \
         _tile_zero(c);                                                       \
@@ -159,28 +215,38 @@ static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, s
         _tile_loadd(tb, bt + GEMM_AMX_TILE_BYTES * (k), 64);                 \
         _tile_dpbssd(c, ta, tb);                                             \
     } while (0)
+#define AMX_PREFETCH(k)                                                                         \
+    do {                                                                                        \
+        if (pf) {                                                                               \
+            const char *ahead = (const char *)wa + G.astep * (k) + PREFETCH;                     \
+            for (int i = 0; i < m; i++) _mm_prefetch(ahead + (size_t)i * stride, _MM_HINT_T0); \
+            pf_step(pf);                                                                        \
+        }                                                                                       \
+    } while (0)
+#define AMX_ISSUE4(k)                                    \
+    do {                                                 \
+        AMX_PREFETCH(k);                                 \
+        AMX_BLOCK(0, 4, 5, (k));                         \
+        AMX_BLOCK(1, 6, 7, (k) + 1);                     \
+        AMX_BLOCK(2, 4, 5, (k) + 2);                     \
+        AMX_BLOCK(3, 6, 7, (k) + 3);                     \
+        _tile_stored(0, cbuf[0], 64);                    \
+        _tile_stored(1, cbuf[1], 64);                    \
+        _tile_stored(2, cbuf[2], 64);                    \
+        _tile_stored(3, cbuf[3], 64);                    \
+    } while (0)
 #define AMX_FMA(c, k) amx_fma(cbuf[c], dwf + (k), G.dws, dx + G.dxstep * (k), acc)
     size_t b = 0;
     if (flight == 4)
         for (; b + 4 <= nkb; b += 4) {
-            if (prefetch)
-                for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
-            AMX_BLOCK(0, 4, 5, b);
-            AMX_BLOCK(1, 6, 7, b + 1);
-            AMX_BLOCK(2, 4, 5, b + 2);
-            AMX_BLOCK(3, 6, 7, b + 3);
-            _tile_stored(0, cbuf[0], 64);
-            _tile_stored(1, cbuf[1], 64);
-            _tile_stored(2, cbuf[2], 64);
-            _tile_stored(3, cbuf[3], 64);
+            AMX_ISSUE4(b);
             AMX_FMA(0, b);
             AMX_FMA(1, b + 1);
             AMX_FMA(2, b + 2);
             AMX_FMA(3, b + 3);
         }
     for (; b + 2 <= nkb; b += 2) {
-        if (prefetch && flight == 2)
-            for (int i = 0; i < m; i++) _mm_prefetch((const char *)wa + i * stride + G.astep * b + PREFETCH, _MM_HINT_T0);
+        if (flight == 2) AMX_PREFETCH(b);
         AMX_BLOCK(0, 4, 5, b);
         AMX_BLOCK(1, 6, 7, b + 1);
         _tile_stored(0, cbuf[0], 64);
@@ -193,19 +259,51 @@ static inline __attribute__((always_inline)) void amx_group(const uint8_t *wa, s
         _tile_stored(0, cbuf[0], 64);
         AMX_FMA(0, b);
     }
+#pragma GCC unroll 16
+    for (int i = 0; i < W_TILE; i++) acc_io[i] = acc[i];
 #undef AMX_FMA
+#undef AMX_ISSUE4
+#undef AMX_PREFETCH
 #undef AMX_BLOCK
 }
 
-/* acc, after a pass's last chunk: the outputs of group g's rows. */
+/* acc, after a pass's last chunk: the outputs of group g's rows. acc[i]
+ * holds weight row i's 16 activation rows, y wants each activation row's
+ * weight rows side by side: a full tile is transposed in 8 x 8 blocks of
+ * 256-bit halves and written as 32-byte runs of y's rows (16 row stores
+ * of 64 bytes a tile instead of 256 scattered 4-byte ones: those were
+ * ~15% of the Q8_0 kernel's samples at 32 rows, perf on the dev VM). */
 static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m512 acc[W_TILE]) {
-    _Alignas(64) float out[16];
+    _Alignas(64) float t[W_TILE][16]; /* t[i][r]: weight row i, activation row r */
     const size_t r0 = g * GEMM_AMX_ROWS;
     const size_t nr = j->n_rows - r0 < GEMM_AMX_ROWS ? j->n_rows - r0 : GEMM_AMX_ROWS;
-    for (int i = 0; i < m; i++) {
-        _mm512_storeu_ps(out, acc[i]);
-        for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = out[r];
+    for (int i = 0; i < W_TILE; i++) _mm512_store_ps(t[i], acc[i]);
+    if (m < W_TILE) {
+        for (int i = 0; i < m; i++)
+            for (size_t r = 0; r < nr; r++) j->y[(r0 + r) * j->n_out + o + (size_t)i] = t[i][r];
+        return;
     }
+    for (int h = 0; h < 2; h++) /* activation rows 8h.. */
+        for (int q = 0; q < 2; q++) { /* weight rows 8q.. */
+            __m256 v[8], u[8];
+            for (int k = 0; k < 8; k++) v[k] = _mm256_load_ps(&t[8 * q + k][8 * h]);
+            for (int k = 0; k < 8; k += 2) {
+                u[k] = _mm256_unpacklo_ps(v[k], v[k + 1]);
+                u[k + 1] = _mm256_unpackhi_ps(v[k], v[k + 1]);
+            }
+            for (int k = 0; k < 8; k += 4) {
+                v[k] = _mm256_shuffle_ps(u[k], u[k + 2], 0x44);
+                v[k + 1] = _mm256_shuffle_ps(u[k], u[k + 2], 0xEE);
+                v[k + 2] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0x44);
+                v[k + 3] = _mm256_shuffle_ps(u[k + 1], u[k + 3], 0xEE);
+            }
+            for (int k = 0; k < 4; k++) {
+                u[k] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x20);
+                u[k + 4] = _mm256_permute2f128_ps(v[k], v[k + 4], 0x31);
+            }
+            for (int r = 0; r < 8 && (size_t)(8 * h + r) < nr; r++)
+                _mm256_storeu_ps(j->y + (r0 + 8 * (size_t)h + (size_t)r) * j->n_out + o + 8 * (size_t)q, u[r]);
+        }
 }
 
 /* ---- Q4_K / Q5_K ----
@@ -401,6 +499,8 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     _Alignas(64) int32_t cbuf[2][4][256]; /* the unpacking path and Q8_0 use cbuf[0] */
     _Alignas(64) float saved[X_GROUPS][W_TILE][16];
     const int flight4 = quant_amx_flight() == 4;
+    const char *pfe = getenv("CLOVER_AMX_PF");
+    const int pf_on = !(pfe && pfe[0] == '0' && pfe[1] == '\0');
     const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
@@ -418,6 +518,15 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                 else if (!pan) /* no panels for this tile (yet): unpack the chunk */
                     kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
                 const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
+                amx_pf pf, *pfp = NULL; /* the next chunk's lines: the same tile's, or the next tile's */
+                const size_t steps = flight4 ? nkb / 4 : nkb / 2; /* amx_group's steps that prefetch */
+                if (pf_on && !kq && steps) {
+                    if (!last)
+                        pf_plan(&pf, j, o, m, kb0 + kc, nc - kb0 - kc < kc ? nc - kb0 - kc : kc, steps), pfp = &pf;
+                    else if (g1 == ng && o + W_TILE < o1)
+                        pf_plan(&pf, j, o + W_TILE, o1 - o - W_TILE < W_TILE ? (int)(o1 - o - W_TILE) : W_TILE, 0,
+                                nc < kc ? nc : kc, steps), pfp = &pf;
+                }
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
 #pragma GCC unroll 16
@@ -425,10 +534,11 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                     if (!kq) {
                         const uint8_t *bt = j->xq + (g * nb + kb0) * GEMM_AMX_TILE_BYTES;
                         const float *dx = scales + (g * nb + kb0) * W_TILE;
+                        amx_pf *gpf = g == g0 ? pfp : NULL;
                         if (flight4)
-                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 4, cbuf[0], acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, gpf, 4, cbuf[0], acc);
                         else
-                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, g == g0, 2, cbuf[0], acc);
+                            amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, gpf, 2, cbuf[0], acc);
                     } else if (pan) {
                         const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * kb0) * GEMM_AMX_TILE_BYTES;
                         const float *dx = scales + (g * nc + kb0) * W_TILE;
@@ -445,9 +555,9 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                             const float *dx = scales + gb * W_TILE;
                             const float *dsc = &P->dsc[0][GEMM_AMX_SUB * B];
                             if (flight4)
-                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, 0, 4, cbuf[0], acc);
+                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, NULL, 4, cbuf[0], acc);
                             else
-                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, 0, 2, cbuf[0], acc);
+                                amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, NULL, 2, cbuf[0], acc);
                             kq_mins(sums + gb * 4 * W_TILE, dx, &P->dmin[0][B], KBK, &P->mins[0][B][0], KBK * 4, 1,
                                     acc);
                         }
