@@ -13,6 +13,8 @@
 #     llama-bench alone
 #  t  test_quant_amx, test_matmul_amx_emu, test_matmul, test_matmul_batch, test_gemm on the host (real AMX tiles)
 #  b  bench_backend --threads 16, auto / avx2 / auto / avx2
+#  g  bench_gemm_levels at 16 threads (amx): the preview's product shapes at 32 rows (and 8 for the experts), to
+#     see whether a product at 16 threads is bound by memory, the tile work or the pool (~30 s)
 # Predictions: in bench/device-runs/2026-12-29-final30/RESULTS.md, written before the call.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
@@ -55,5 +57,15 @@ if has b; then
       --mb 256 --simd $lv > "$L" 2>&1
     say "$lv rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; commit 32 $(fig "$L" 'commit 32-row') s; prompt 512 $(fig "$L" 'prompt 512') s; $(grep -m1 -E '^(decode|generation)' "$L" | sed -E 's/ +/ /g')"
   done
+fi
+if has g && [ -x "$D/bin/bench_gemm_levels" ]; then
+  G=$D/bin/bench_gemm_levels
+  for sh in "8192 2048 q8_0 32" "2048 4096 q8_0 32" "2048 2048 q8_0 32" "512 2048 q4_K 8,32" "2048 512 q4_K 8,32"; do
+    set -- $sh; [ "$(el)" -lt $(( LIM - 10 )) ] || break
+    timeout 30 $G --threads 16 --out $1 --in $2 --rows $4 --reps 9 --types $3 > "$O/g_$1_$2_$3.log" 2>&1
+    say "gemm 16 threads $1 x $2 $3: $(grep -E "^$3 " "$O/g_$1_$2_$3.log" | sed -E 's/ +/ /g' | tr '\n' ';')"
+  done
+  timeout 30 $G --threads 1 --out 8192 --in 2048 --rows 32 --reps 5 --types q8_0,q4_K > "$O/g_t1.log" 2>&1
+  say "gemm 1 thread 8192 x 2048: $(grep -E '^q' "$O/g_t1.log" | sed -E 's/ +/ /g' | tr '\n' ';')"
 fi
 dr_end
