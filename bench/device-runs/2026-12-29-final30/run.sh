@@ -65,7 +65,15 @@ if has g && [ -x "$D/bin/bench_gemm_levels" ]; then
     timeout 30 $G --threads 16 --out $1 --in $2 --rows $4 --reps 9 --types $3 > "$O/g_$1_$2_$3.log" 2>&1
     say "gemm 16 threads $1 x $2 $3: $(grep -E "^$3 " "$O/g_$1_$2_$3.log" | sed -E 's/ +/ /g' | tr '\n' ';')"
   done
-  timeout 30 $G --threads 1 --out 8192 --in 2048 --rows 32 --reps 5 --types q8_0,q4_K > "$O/g_t1.log" 2>&1
-  say "gemm 1 thread 8192 x 2048: $(grep -E '^q' "$O/g_t1.log" | sed -E 's/ +/ /g' | tr '\n' ';')"
+  for sh in "8192 2048" "2048 2048"; do
+    set -- $sh; [ "$(el)" -lt $(( LIM - 10 )) ] || break
+    timeout 30 $G --threads 1 --out $1 --in $2 --rows 32 --reps 5 --types q8_0,q4_K > "$O/g_t1_$1.log" 2>&1
+    say "gemm 1 thread $1 x $2: $(grep -E '^q' "$O/g_t1_$1.log" | sed -E 's/ +/ /g' | tr '\n' ';')"
+  done
+  if [ "$(el)" -lt $(( LIM - 15 )) ]; then
+    timeout 40 $G --threads 16 --out 8192 --in 2048 --rows 32 --reps 9 --types q8_0 --ab CLOVER_AMX_PF=0 \
+      > "$O/g_pf.log" 2>&1
+    say "gemm 16 threads --ab CLOVER_AMX_PF=0 (ms GMAC/s median, then with it: ms median with/w-o): $(grep -E '^q8_0' "$O/g_pf.log" | sed -E 's/ +/ /g')"
+  fi
 fi
 dr_end
