@@ -63,6 +63,12 @@ void cpu_attn_prepare(float *q,             // [n][n_head][hd], out: normed, rot
                       const cpu_attn_dims *d, int64_t pos, size_t n,
                       float *cs);           // scratch [rot]
 
+/* cpu_attn_prepare in runs of rows over the pool (attention_pool.c): the same bits as one call; cs is scratch
+ * [threadpool_size(pool)][rot]. A pass of fewer than 4 rows runs on the calling thread. */
+void cpu_attn_prepare_pool(threadpool *pool, float *q, float *gate, float *k_cache, float *v_cache, const float *qg,
+                           const float *k, const float *v, const float *q_norm, const float *k_norm,
+                           const float *inv_freq, const cpu_attn_dims *d, int64_t pos, size_t n, float *cs);
+
 /* Query heads [h_begin, h_end) of all n rows; disjoint head ranges may run
  * concurrently (each with its own scratch of cpu_attn_scratch_floats). */
 void cpu_attn_forward(float *out,            // [n][n_head][hd], gated

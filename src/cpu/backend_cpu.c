@@ -51,7 +51,7 @@ static size_t backend_layout(backend *be, char *base) {
     sc->q = carve(&c, R * nh * hd * f);
     sc->gate = carve(&c, R * nh * hd * f);
     sc->att = carve(&c, R * nh * hd * f);
-    sc->cs = carve(&c, rot * f);
+    sc->cs = carve(&c, T * rot * f); /* a thread's [rot] (cpu_attn_prepare_pool) */
     be->inv_freq = carve(&c, (rot / 2) * f);
 
     sc->mixed = carve(&c, R * cd * f);

@@ -74,7 +74,7 @@ typedef struct cpu_scratch {
     float *q;    /* [R][n_head][hd] normed, rotated */
     float *gate; /* [R][n_head][hd] */
     float *att;  /* [R][n_head][hd] gated attention output */
-    float *cs;   /* [rot] cos | sin */
+    float *cs;   /* [threads][rot] cos | sin */
     /* GDN */
     float *mixed; /* [R][conv_dim] in_proj_qkv output */
     float *z;     /* [R][nv*dv] */

@@ -44,9 +44,9 @@ static void shared_attention(backend *be, cpu_shared_seq *q, size_t nq, size_t i
     for (size_t i = 0; i < nq; i++) {
         cpu_layer *ly = &q[i].s->layers[il];
         const size_t o = q[i].off, m = q[i].n;
-        cpu_attn_prepare(sc->q + o * nh * hd, sc->gate + o * nh * hd, ly->k_cache, ly->v_cache,
-                         sc->qg + o * 2 * nh * hd, sc->k + o * nkv * hd, sc->v + o * nkv * hd, w->q_norm.data,
-                         w->k_norm.data, be->inv_freq, d, (int64_t)q[i].pos, m, sc->cs);
+        cpu_attn_prepare_pool(be->pool, sc->q + o * nh * hd, sc->gate + o * nh * hd, ly->k_cache, ly->v_cache,
+                              sc->qg + o * 2 * nh * hd, sc->k + o * nkv * hd, sc->v + o * nkv * hd, w->q_norm.data,
+                              w->k_norm.data, be->inv_freq, d, (int64_t)q[i].pos, m, sc->cs);
         cpu_attn_forward_pool(be->pool, sc->att + o * nh * hd, sc->q + o * nh * hd, sc->gate + o * nh * hd,
                               ly->k_cache, ly->v_cache, d, (int64_t)q[i].pos, m, mode == CPU_PASS_COMMIT,
                               be->attn_ctx, be->attn_scratch);

@@ -4,7 +4,7 @@
  * (the preview block) over rows as well as heads, each run of rows given the
  * whole block's keys (cpu_attn_forward_keys); a row must not see a different
  * key set, nor its sums a different order, whichever rows and heads share its
- * task. Checked for non-causal blocks of 1, 5, 32 and 33 rows (under, at and
+ * task. The pass's prepare (norms, RoPE, cache rows) on the pool likewise. Checked for non-causal blocks of 1, 5, 32 and 33 rows (under, at and
  * over the 16-row blocks of the tiled path) and causal passes as before, both
  * over pools of 1..16 threads and over forced row / head chunkings, plus the
  * pool's non-causal result against the two-pass oracle. Runs once at the
@@ -14,6 +14,7 @@
 #include "base/threadpool.h"
 #include "cpu/attention.h"
 #include "cpu/cpu_simd.h"
+#include "model/rope_table.h"
 #include "cpu_ops_test.h"
 #include "attn_case.h"
 
@@ -95,8 +96,60 @@ static void slice_sees_the_whole_block(void) {
     attn_case_free(&c);
 }
 
+/* cpu_attn_prepare_pool (q / k norms, RoPE, the cache writes in runs of rows on the pool) writes the bits of one
+ * cpu_attn_prepare call: q, gate and the two caches' rows, over pools of 1..16 threads and passes of 1..33 rows (under
+ * its 4-row threshold, an uneven last run, more rows than threads), partial and whole rotary dims and none. */
+static void prepare_pool_matches_one_call(void) {
+    const size_t shapes[][5] = {/* nh, nkv, hd, rot, pos: the 35B-A3B's (64 of 256 rotary dims), whole, none */
+                                {16, 2, 256, 64, 200},
+                                {6, 3, 40, 40, 63},
+                                {3, 1, 8, 0, 9}};
+    const size_t rows[] = {1, 3, 4, 5, 17, 32, 33};
+    const size_t threads[] = {1, 2, 3, 4, 7, 16};
+    threadpool *pools[sizeof threads / sizeof *threads];
+    clover_error err;
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+        CHECK(threadpool_create(&pools[t], threads[t], &err) == CLOVER_OK);
+    for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+        for (size_t ni = 0; ni < sizeof rows / sizeof *rows; ni++) {
+            const size_t nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2], pos = shapes[si][4];
+            const size_t n = rows[ni], nq = n * nh * hd, nc = (pos + n) * nkv * hd, rot = shapes[si][3];
+            const cpu_attn_dims d = {.n_head = nh, .n_head_kv = nkv, .head_dim = hd, .rot = rot, .eps = 1e-6f};
+            rng_state r;
+            rng_seed(&r, 4000 + 10 * si + ni);
+            float *qg = malloc(2 * nq * 4), *k = malloc(n * nkv * hd * 4), *v = malloc(n * nkv * hd * 4);
+            float *qn = malloc(hd * 4), *kn = malloc(hd * 4), *inv = malloc((rot / 2 + 1) * 4);
+            float *cs = malloc(16 * (rot + 1) * 4), *out[2][4];
+            ops_fill(qg, 2 * nq, &r, 1.0f), ops_fill(k, n * nkv * hd, &r, 1.0f), ops_fill(v, n * nkv * hd, &r, 1.0f);
+            ops_fill(qn, hd, &r, 1.0f), ops_fill(kn, hd, &r, 1.0f);
+            if (rot) rope_inv_freq(inv, rot, 1e7f);
+            for (int o = 0; o < 2; o++) {
+                for (int i = 0; i < 2; i++) out[o][i] = malloc(nq * 4);
+                for (int i = 2; i < 4; i++) {
+                    out[o][i] = malloc(nc * 4);
+                    memset(out[o][i], 0, nc * 4);
+                }
+            }
+            cpu_attn_prepare(out[0][0], out[0][1], out[0][2], out[0][3], qg, k, v, qn, kn, inv, &d, (int64_t)pos, n,
+                             cs);
+            for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+                memset(out[1][0], 0xff, nq * 4), memset(out[1][1], 0xff, nq * 4);
+                cpu_attn_prepare_pool(pools[t], out[1][0], out[1][1], out[1][2], out[1][3], qg, k, v, qn, kn, inv, &d,
+                                      (int64_t)pos, n, cs);
+                for (int i = 0; i < 4; i++)
+                    CHECK_MSG(ops_bits_equal(out[0][i], out[1][i], i < 2 ? nq : nc),
+                              "prepare: shape %zu, %zu rows, %zu threads, output %d differs", si, n, threads[t], i);
+            }
+            for (int o = 0; o < 2; o++)
+                for (int i = 0; i < 4; i++) free(out[o][i]);
+            free(qg), free(k), free(v), free(qn), free(kn), free(inv), free(cs);
+        }
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) threadpool_free(pools[t]);
+}
+
 int main(void) {
     RUN(split_matches_one_call);
+    RUN(prepare_pool_matches_one_call);
     RUN(slice_sees_the_whole_block);
     return TEST_EXIT();
 }
