@@ -33,6 +33,11 @@
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
  * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
  *
+ * CLOVER_BENCH_X2=1: only the integer chunk kernels' X2 forms (CLOVER_CUDA_IG_X2: two chunks a ring stage) off against
+ * on at the 35B-A3B shapes of a 32-row pass (and the 2048 x 4096 product at 16 / 8 rows): each product in a graph over
+ * weight copies (off, on, off, on, then on at 2 and at 3 stages forced), one line each with the best off / on times,
+ * GB/s and the share of the copy bandwidth.
+ *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
 #include <cuda_runtime.h>
@@ -570,6 +575,18 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
         rc = cuda_matmul_chunk_ws_pair(c->type, w, c->n_out, c->w + ((i + 1) % LY_COPIES) * c->mat, c->n_out2, c->n_in,
                                        c->x, c->rows, c->y, c->y2, c->work, st, why, sizeof why);
         break;
+    case 8: { /* a GDN layer's input products qkv, z, alpha, beta (MULTI_OUT) of the same rows: one _multi call */
+        cuda_matmul_seg seg[4];
+        const size_t rb = quant_row_bytes(c->type, c->n_in);
+        size_t off = 0, yo = 0;
+        for (int j = 0; j < 4; j++) {
+            seg[j] = (cuda_matmul_seg){.w = w + off, .n_out = MULTI_OUT[j], .y = c->y + yo};
+            off += MULTI_OUT[j] * rb;
+            yo += c->rows * MULTI_OUT[j];
+        }
+        rc = cuda_matmul_chunk_ws_multi(c->type, seg, 4, c->n_in, c->x, c->rows, c->work, st, why, sizeof why);
+        break;
+    }
     case 4: /* the plain routing */
         rc = cuda_moe_route(c->ridx, c->rw, c->x, c->rows, LY_E, LY_K, st);
         if (rc) snprintf(why, sizeof why, "route: %s", cuda_ops_last_error());
@@ -804,6 +821,91 @@ static void bench_layer(double bw) {
     layer_dense("dense q8_0 z 4096x2048 at 2 rows", q8, 4096, 2048, 2, 0, bw);
 }
 
+/* ---- CLOVER_BENCH_X2: the X2 forms (cuda_ig_x2_set) off / on ---- */
+
+/* The op's graph time over `copies` weight copies in each form: off, on, off, on, on at 2 and 3 stages; one line. */
+static void x2_line(const char *name, layer_ctx *c, double bytes, double bw, size_t copies) {
+    static const int forms[6] = {0, 1, 0, 1, 2, 3};
+    double t[6];
+    for (int f = 0; f < 6; f++) {
+        cuda_ig_x2_set(forms[f]);
+        layer_body(c, 0, NULL); /* outside the capture: the kernels' one-time attribute and occupancy calls */
+        CU(cudaDeviceSynchronize());
+        t[f] = graph_time(layer_body, c, copies);
+    }
+    cuda_ig_x2_set(-1);
+    const double off = t[0] < t[2] ? t[0] : t[2], on = t[1] < t[3] ? t[1] : t[3];
+    printf("x2   %-42s off %8.2f %8.2f | on %8.2f %8.2f | 2st %8.2f 3st %8.2f us | %7.1f MB off %5.0f GB/s "
+           "(%4.1f%%) on %5.0f GB/s (%4.1f%%) | on/off %.3f\n",
+           name, t[0] * 1e6, t[2] * 1e6, t[1] * 1e6, t[3] * 1e6, t[4] * 1e6, t[5] * 1e6, bytes * 1e-6,
+           bytes / off / 1e9, 100 * bytes / off / 1e9 / bw, bytes / on / 1e9, 100 * bytes / on / 1e9 / bw, on / off);
+}
+
+/* A dense Q8_0 product (op 0), the shared expert's gate + up pair (op 7, n_out2) or the GDN inputs (op 8). */
+static void x2_dense(const char *name, int op, size_t n_out, size_t n_out2, size_t n_in, size_t rows, size_t copies,
+                     double bw) {
+    const uint32_t type = QUANT_Q8_0;
+    const size_t rb = quant_row_bytes(type, n_in), nw = op == 8 ? 8192 + 4096 + 32 + 32 : n_out, mat = rb * nw;
+    layer_ctx c = {.op = op, .type = type, .mat = mat, .n_out = n_out, .n_out2 = n_out2, .n_in = n_in, .rows = rows};
+    c.w = dev_weights(type, copies * nw, n_in);
+    c.x = dev_floats(rows * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * nw * sizeof(float)));
+    if (op == 7) CU(cudaMalloc((void **)&c.y2, rows * n_out2 * sizeof(float)));
+    CU(cudaMalloc(&c.work, cuda_matmul_chunk_work_bytes(type, n_in, rows) + 256));
+    x2_line(name, &c, (double)rb * (op == 7 ? n_out + n_out2 : nw), bw, copies);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    if (c.y2) CU(cudaFree(c.y2));
+    CU(cudaFree(c.work));
+}
+
+/* The grouped Q4_K experts of 32 rows (256 experts, k 8; a preview's routing: every row on the same 8, or a
+ * commit's): the gate + up pair (op 6) or one product (op 2; the down: x a slot) */
+static void x2_moe(const char *name, int op, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
+    const uint32_t type = QUANT_Q4_K;
+    const size_t ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    int32_t ids_h[LY_ROWS * LY_K];
+    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
+    layer_ctx c = {.op = op, .type = type, .mat = LY_E * ex};
+    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
+    int32_t *ids = NULL;
+    CU(cudaMalloc((void **)&ids, sizeof ids_h));
+    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+    c.x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
+    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
+    if (op == 6) CU(cudaMalloc((void **)&c.y2, rows * LY_K * n_out * sizeof(float)));
+    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
+                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = per_slot, .y = c.y};
+    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
+    x2_line(nm, &c, (double)((op == 6 ? 2 : 1) * distinct * ex), bw, LY_COPIES);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree(ids));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    if (c.y2) CU(cudaFree(c.y2));
+    CU(cudaFree(c.work));
+}
+
+static void bench_x2(double bw) {
+    printf("X2 forms (two chunks a ring stage) off / on, 35B-A3B shapes at %d rows unless said, graphs over weight "
+           "copies:\n",
+           LY_ROWS);
+    x2_dense("dense q8_0 out 2048x4096", 0, 2048, 0, 4096, 32, LY_COPIES, bw);
+    x2_dense("dense q8_0 out 2048x4096, 16 rows", 0, 2048, 0, 4096, 16, LY_COPIES, bw);
+    x2_dense("dense q8_0 out 2048x4096, 8 rows", 0, 2048, 0, 4096, 8, LY_COPIES, bw);
+    x2_dense("gdn qkv+z+alpha+beta (8192+4096+32+32)x2048", 8, 0, 0, 2048, 32, LY_COPIES, bw);
+    x2_dense("shexp gate+up pair 512+512x2048", 7, 512, 512, 2048, 32, LY_COPIES, bw);
+    x2_dense("shexp down 2048x512", 0, 2048, 0, 512, 32, LY_COPIES, bw);
+    x2_moe("moe q4_K gate+up pair, preview", 6, 512, 2048, 0, 1, bw);
+    x2_moe("moe q4_K gate+up pair, commit", 6, 512, 2048, 0, 0, bw);
+    x2_moe("moe q4_K down 2048x512, preview", 2, 2048, 512, 1, 1, bw);
+    x2_moe("moe q4_K down 2048x512, commit", 2, 2048, 512, 1, 0, bw);
+    x2_dense("head 248320x2048 (2 copies)", 0, 248320, 0, 2048, 32, 2, bw);
+}
+
 /* CLOVER_BENCH_STREAM32=1: the dense Q8_0 products of the 35B-A3B model at 8..32 rows in the chunk form (with
  * scratch) and the stream form of 9..32 rows (matmul_mmv_stream32.cu), the weights rotated among copies as in
  * bench_chunk; at 8 rows the decode form (the 1..8-row stream) instead of the stream32 figure. One line a
@@ -1033,6 +1135,11 @@ int main(void) {
     const char *mf = getenv("CLOVER_BENCH_MOEFAST");
     if (mf && strcmp(mf, "1") == 0) {
         bench_moe_fast(bw);
+        return 0;
+    }
+    const char *x2 = getenv("CLOVER_BENCH_X2");
+    if (x2 && strcmp(x2, "1") == 0) {
+        bench_x2(bw);
         return 0;
     }
     const char *le = getenv("CLOVER_BENCH_LAYER");

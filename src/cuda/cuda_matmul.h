@@ -333,6 +333,12 @@ void cuda_group_quant_set(int on);
 /* The integer chunk kernel's weight copies without range checks where every row's chunks are 16-byte aligned and
  * whole (the same bytes): on unless CLOVER_CUDA_IG_ALIGNED=0; 1/0 overrides, negative: the environment again. */
 void cuda_ig_aligned_set(int on);
+/* The integer chunk kernels' X2 forms (matmul_igemm.cu: two 256-value chunks a ring stage, half the waits and
+ * barriers; dense Q8_0 and the grouped Q4_K / Q5_K WIDE tiles; the same bits): OFF unless CLOVER_CUDA_IG_X2=1 until
+ * measured on a device; 1/0 overrides (2 or 3: on, with that many stages of two chunks where shared memory holds
+ * them, else the form's own choice), negative: the environment again. */
+void cuda_ig_x2_set(int on);
+unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2 / 3 stages (tests: taken) */
 
 #ifdef __cplusplus
 }

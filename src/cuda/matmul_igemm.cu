@@ -39,7 +39,10 @@
  * the tiles of matmul_gemm.cu's grouping pass (up to BR slots of one expert
  * each) on grid.y, each routed expert's rows read once per tile.
  * Measured (H200, bench/device-runs/cuda-matmul-notes.md): issue-bound, not yet at the bandwidth.
+ * X2 (CLOVER_CUDA_IG_X2=1, off until measured): igemm_q8_kernel and the WIDE Q4_K / Q5_K form with two chunks a
+ * ring stage (one wait and one barrier for two chunks; the same bits), ig_launch_k / ig_launch_q8 pick it.
  */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -336,10 +339,85 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
     ig_k_terms<NT, PL>(w0, w1, xc0, xc1, live, second, sq, smn, acc);
 }
 
-/* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial */
-template <int T, bool PREQ, bool WIDE, bool K2>
-__global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
+/* ig_k_superblock2 for the two super-blocks of an S2 stage (chunks c and c + 1, c even) of one live row tile
+ * (WIDE: NT = 1): the integer sums of both in one straight run, sub-block by sub-block, so the fragment decodes and
+ * mma of one overlap the other's (no branch between them); then chunk c's term into partial 0 and chunk c + 1's
+ * into partial 1, as ig_k_superblock2 adds them one chunk at a time: the same integers and float operations. */
+template <int T, int PL>
+__device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2], const uint8_t *const (&w1)[2],
+                                                    const uint8_t *const (&xb)[2][1],
+                                                    const uint8_t *const (&xc0)[2][1],
+                                                    const uint8_t *const (&xc1)[2][1], int tig,
+                                                    float (&acc)[1][PL][4]) {
+    constexpr int qo = T == MM_Q4_K ? 16 : 48;
+    unsigned sc0[2][2], mn0[2][2], sc1[2][2], mn1[2][2];
+    int h0a[2], h0b[2], h1a[2], h1b[2];
+    int sq[2][1][4] = {}, smn[2][1][4] = {};
+#pragma unroll
+    for (int h = 0; h < 2; h++) { /* the scales and mins as ig_k_superblock2 cuts them */
+        const unsigned s00 = ig_ld32(w0[h] + 4), s01 = ig_ld32(w0[h] + 8), s02 = ig_ld32(w0[h] + 12);
+        const unsigned s10 = ig_ld32(w1[h] + 4), s11 = ig_ld32(w1[h] + 8), s12 = ig_ld32(w1[h] + 12);
+        sc0[h][0] = s00 & 0x3F3F3F3Fu, sc0[h][1] = (s02 & 0x0F0F0F0Fu) | ((s00 >> 2) & 0x30303030u);
+        mn0[h][0] = s01 & 0x3F3F3F3Fu, mn0[h][1] = ((s02 >> 4) & 0x0F0F0F0Fu) | ((s01 >> 2) & 0x30303030u);
+        sc1[h][0] = s10 & 0x3F3F3F3Fu, sc1[h][1] = (s12 & 0x0F0F0F0Fu) | ((s10 >> 2) & 0x30303030u);
+        mn1[h][0] = s11 & 0x3F3F3F3Fu, mn1[h][1] = ((s12 >> 4) & 0x0F0F0F0Fu) | ((s11 >> 2) & 0x30303030u);
+        ig_k_high<T>(w0[h], w1[h], tig, h0a[h], h0b[h], h1a[h], h1b[h]);
+    }
+#pragma unroll
+    for (int cq = 0; cq < 4; cq++) {
+        int q0a[2], q1a[2], q0b[2], q1b[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const uint8_t *q0 = w0[h] + qo + 4 * tig + 32 * cq, *q1 = w1[h] + qo + 4 * tig + 32 * cq;
+            q0a[h] = ig_ld32(q0), q1a[h] = ig_ld32(q1), q0b[h] = ig_ld32(q0 + 16), q1b[h] = ig_ld32(q1 + 16);
+        }
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const int j = 2 * cq + hh;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                int a0, a1, a2, a3;
+                mm_k4_frag<T>(j, q0a[h], q1a[h], q0b[h], q1b[h], h0a[h], h0b[h], h1a[h], h1b[h], a0, a1, a2, a3);
+                const int sa = (int)((sc0[h][j >> 2] >> (8 * (j & 3))) & 0xFFu);
+                const int sb = (int)((sc1[h][j >> 2] >> (8 * (j & 3))) & 0xFFu);
+                int cc[4] = {0, 0, 0, 0};
+                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[h][0] + 4 + 32 * j + 4 * tig),
+                           ig_ld32(xb[h][0] + 20 + 32 * j + 4 * tig));
+                sq[h][0][0] += sa * cc[0], sq[h][0][1] += sa * cc[1], sq[h][0][2] += sb * cc[2],
+                    sq[h][0][3] += sb * cc[3];
+            }
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int *p0 = (const int *)(xc0[h][0] + 4 + 256), *p1 = (const int *)(xc1[h][0] + 4 + 256);
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            const unsigned sel = jj & 1 ? 0x3322u : 0x1100u;
+            const int m0 = (int)__byte_perm(mn0[h][jj >> 1], 0u, sel), m1 = (int)__byte_perm(mn1[h][jj >> 1], 0u, sel);
+            const int x0a = p0[2 * jj], x0b = p0[2 * jj + 1], x1a = p1[2 * jj], x1b = p1[2 * jj + 1];
+            smn[h][0][0] = __dp2a_hi(x0b, m0, __dp2a_lo(x0a, m0, smn[h][0][0]));
+            smn[h][0][1] = __dp2a_hi(x1b, m0, __dp2a_lo(x1a, m0, smn[h][0][1]));
+            smn[h][0][2] = __dp2a_hi(x0b, m1, __dp2a_lo(x0a, m1, smn[h][0][2]));
+            smn[h][0][3] = __dp2a_hi(x1b, m1, __dp2a_lo(x1a, m1, smn[h][0][3]));
+        }
+    }
+    const bool live[1] = {true};
+    ig_k_terms<1, PL>(w0[0], w1[0], xc0[0], xc1[0], live, false, sq[0], smn[0], acc); /* chunk c: partial 0 */
+    ig_k_terms<1, PL>(w0[1], w1[1], xc0[1], xc1[1], live, true, sq[1], smn[1], acc);  /* chunk c + 1: partial 1 */
+}
+
+/* WIDE (MoE tiles of <= 8 rows): 8 warps over 128 outputs, each warp one m-tile, every partial.
+ * S2 > 0 (CLOVER_CUDA_IG_X2; WIDE Q4_K / Q5_K with K2 only): the ring's chunks waited for and barriered two at a
+ * time (S2 stages of two chunks, 2 * S2 chunk slots), the two super-blocks of a stage summed together
+ * (ig_k_superblock2_x2). Chunk 2s goes to partial 0 and 2s + 1 to partial 1, as chunk parity gives them in the
+ * one-chunk form: every partial's terms in the same order, so the same bits. */
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
     constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
+    constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
+    static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
+                  "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
     if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
         const ptrdiff_t d = p.w_up - p.w;
         p.w += d, p.w_lo += d, p.w_end += d;
@@ -350,7 +428,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
     const int sts = BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
-    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
+    int *xrow = (int *)(stages + NSLOT * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
@@ -377,14 +455,18 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     __syncthreads(); /* xrow */
     ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once */
     if (PREQ) pcs.init(p, wbase, n0, xrow, m_count);
-    /* the first chunks in flight before anything else */
+    /* the first chunks in flight before anything else (one commit group a stage) */
 #pragma unroll
-    for (int s = 0; s < IG_STAGES - 1; s++) {
-        if (s < nchunks) {
-            if (PREQ)
-                pcs.copy(p, s, stages + s * sts);
-            else
-                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, s, stages + s * sts, xrow, m_count);
+    for (int s = 0; s < NST - 1; s++) {
+#pragma unroll
+        for (int h = 0; h < CPS; h++) {
+            const int cs = CPS * s + h;
+            if (cs < nchunks) {
+                if (PREQ)
+                    pcs.copy(p, cs, stages + cs * sts);
+                else
+                    ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, cs, stages + cs * sts, xrow, m_count);
+            }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -430,18 +512,41 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
     const int r0 = 16 * mt + g, r1 = r0 + 8;
     const uint8_t *wrow0 = wbase + (size_t)(n0 + r0) * p.row_bytes, *wrow1 = wbase + (size_t)(n0 + r1) * p.row_bytes;
 
-    for (int c = 0; c < nchunks; c++) {
-        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
-        __syncthreads(); /* chunk c everywhere (and the rows); every warp is past chunk c-1 */
-        if (c + IG_STAGES - 1 < nchunks) {
-            uint8_t *sd = stages + ((c + IG_STAGES - 1) % IG_STAGES) * sts;
-            if (PREQ)
-                pcs.copy(p, c + IG_STAGES - 1, sd);
-            else
-                ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, c + IG_STAGES - 1, sd, xrow, m_count);
+    const int nsteps = (nchunks + CPS - 1) / CPS;
+    for (int st = 0; st < nsteps; st++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(NST - 2) : "memory");
+        __syncthreads(); /* step st's chunks everywhere (and the rows); every warp is past step st-1 */
+#pragma unroll
+        for (int h = 0; h < CPS; h++) {
+            const int cn = CPS * (st + NST - 1) + h;
+            if (cn < nchunks) {
+                uint8_t *sd = stages + (cn % NSLOT) * sts;
+                if (PREQ)
+                    pcs.copy(p, cn, sd);
+                else
+                    ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, cn, sd, xrow, m_count);
+            }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-        const uint8_t *stg = stages + (c % IG_STAGES) * sts;
+        if (CPS == 2) { /* S2: the stage's two super-blocks (chunks c, c + 1: partials 0, 1), or a last lone one */
+            const int c = 2 * st;
+            const uint8_t *w0[2], *w1[2], *pb[2][1], *pc0[2][1], *pc1[2][1];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *stg = stages + ((c + h) % NSLOT) * sts, *ab = stg + BO * p.sbp;
+                w0[h] = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)(c + h) * CB) & 15);
+                w1[h] = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)(c + h) * CB) & 15);
+                pb[h][0] = ab + xb[0], pc0[h][0] = ab + xc0[0], pc1[h][0] = ab + xc1[0];
+            }
+            if (!live[0]) continue; /* (a WIDE tile has a slot: never taken) */
+            if (c + 1 < nchunks)
+                ig_k_superblock2_x2<T>(w0, w1, pb, pc0, pc1, tig, acc);
+            else
+                ig_k_superblock2<T, NT, PL>(w0[0], w1[0], pb[0], pc0[0], pc1[0], live, tig, false, acc);
+            continue;
+        }
+        const int c = st;
+        const uint8_t *stg = stages + (c % NSLOT) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
         const uint8_t *w1 = stg + r1 * p.sbp + (((uintptr_t)wrow1 + (size_t)c * CB) & 15);
@@ -574,9 +679,16 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_kernel(ig_params p) {
  * advanced by a constant a chunk (a Q8_0 chunk is 272 bytes, a multiple of 16, so a row's alignment within
  * the stage never changes). Same terms, each partial's terms added in the same block order, the same tree
  * ((p0+p1)+(p2+p3))+((p4+p5)+(p6+p7)) through shared memory: the bits of igemm_kernel and of the decode
- * kernel (test_row_invariance). */
-__global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
+ * kernel (test_row_invariance).
+ * S2 > 0 (CLOVER_CUDA_IG_X2): the ring's chunks waited for and barriered two at a time (S2 stages of two chunks,
+ * the same 2 * S2 chunk slots), both chunks' fragments loaded and their mma issued before the float adds, chunk
+ * 2s's term into each partial before chunk 2s + 1's: the same additions in the same order, so the same bits. */
+template <int S2>
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 3 : 1) igemm_q8_kernel(ig_params p) {
     constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
+    /* chunks a stage, stages, chunk slots of the ring (chunk c in slot c % NSLOT) */
+    constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
+    static_assert(NST >= 2 && NSLOT >= IG_STAGES, "igemm_q8_kernel: the ring");
     /* the fixed piece arrays below hold every piece (rows: <= NT * 8 of 19 pieces; weights: BO rows of 18);
      * warp w owns block w of a 256-value chunk (8 warps, 8 blocks); the partials' reduction (8 warps x NT tiles
      * x 32 lanes x 4) fits in the stages of the smallest tile (8 rows; ig_pad gives sbp >= CB + 16) */
@@ -588,7 +700,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int sts = BO * p.sbp + p.br * IG_ACS;
     uint8_t *stages = sm;
-    int *xrow = (int *)(stages + IG_STAGES * sts), *yrow = xrow + p.br;
+    int *xrow = (int *)(stages + NSLOT * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
     /* the product's weights, their bytes, its outputs: p's, or under ig_launch_seg this block's product's (picked
      * with constant indices: a dynamic index into p would copy it to local memory) */
@@ -665,7 +777,7 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
         wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
     }
     auto issue = [&](int c) {
-        const unsigned st = sbase + (unsigned)((c % IG_STAGES) * sts);
+        const unsigned st = sbase + (unsigned)((c % NSLOT) * sts);
 #pragma unroll
         for (int j = 0; j < 3; j++)
             if (alive[j])
@@ -688,15 +800,17 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
             if (q >= pw_lo && q + 16 <= pw_end) {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(st + wdst[j]), "l"(q) : "memory");
             } else { /* the tensor's first or last bytes: byte by byte, inside it */
-                uint8_t *d = stages + (c % IG_STAGES) * sts + wdst[j];
+                uint8_t *d = stages + (c % NSLOT) * sts + wdst[j];
                 for (int i = 0; i < 16; i++)
                     if (q + i >= pw_lo && q + i < pw_end) d[i] = q[i];
             }
         }
     };
 #pragma unroll
-    for (int s = 0; s < IG_STAGES - 1; s++) {
-        if (s < nchunks) issue(s);
+    for (int s = 0; s < NST - 1; s++) { /* one commit group a stage */
+#pragma unroll
+        for (int h = 0; h < CPS; h++)
+            if (CPS * s + h < nchunks) issue(CPS * s + h);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     const int r0 = g, r1 = g + 8;
@@ -710,30 +824,75 @@ __global__ void __launch_bounds__(IG_THREADS, 1) igemm_q8_kernel(ig_params p) {
 #pragma unroll
         for (int q = 0; q < 4; q++) acc[i][q] = 0.0f;
     }
-    for (int c = 0; c < nchunks; c++) {
-        asm volatile("cp.async.wait_group %0;" ::"n"(IG_STAGES - 2) : "memory");
-        __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
-        if (c + IG_STAGES - 1 < nchunks) issue(c + IG_STAGES - 1);
+    const int nsteps = (nchunks + CPS - 1) / CPS;
+    for (int s = 0; s < nsteps; s++) {
+        asm volatile("cp.async.wait_group %0;" ::"n"(NST - 2) : "memory");
+        __syncthreads(); /* step s's chunks everywhere; every warp is past step s-1 */
+#pragma unroll
+        for (int h = 0; h < CPS; h++)
+            if (CPS * (s + NST - 1) + h < nchunks) issue(CPS * (s + NST - 1) + h);
         asm volatile("cp.async.commit_group;" ::: "memory");
+        const int c = CPS * s;
         if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
-        const uint8_t *stg = stages + (c % IG_STAGES) * sts, *ab = stg + BO * p.sbp;
-        const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
-        const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
-        const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
-        const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
-        const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
-        const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
+        if (CPS == 1) {
+            const uint8_t *stg = stages + (c % NSLOT) * sts, *ab = stg + BO * p.sbp;
+            const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
+            const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
+            const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
+            const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
+            const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
+            const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
+#pragma unroll
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
+                int cc[4] = {0, 0, 0, 0};
+                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
+                const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+            }
+            continue;
+        }
+        /* two chunks: h = 1 present unless the count is odd or its block is past the end (n_in % 256 != 0) */
+        const bool two = c + 1 < nchunks && warp < nblk - 8 * (c + 1);
+        int a[2][4];
+        float dw[2][2];
+        const uint8_t *xa[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int ch = two ? c + h : c; /* a lone chunk loads its own bytes twice: no branch between the two */
+            const uint8_t *stg = stages + (ch % NSLOT) * sts;
+            const uint8_t *b0 = stg + r0 * p.sbp + off0 + warp * MM_Q8_0_BYTES;
+            const uint8_t *b1 = stg + r1 * p.sbp + off1 + warp * MM_Q8_0_BYTES;
+            a[h][0] = ig_ld32a2(b0 + 2 + 4 * tig), a[h][1] = ig_ld32a2(b1 + 2 + 4 * tig);
+            a[h][2] = ig_ld32a2(b0 + 18 + 4 * tig), a[h][3] = ig_ld32a2(b1 + 18 + 4 * tig);
+            dw[h][0] = ig_f16(b0), dw[h][1] = ig_f16(b1);
+            xa[h] = stg + BO * p.sbp + warp * MM_ACT32_BYTES;
+        }
 #pragma unroll
         for (int i = 0; i < NT; i++) {
             if (!live[i]) continue;
-            const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
-            int cc[4] = {0, 0, 0, 0};
-            mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
-            const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
-            acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
-            acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
-            acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
-            acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+            int cc[2][4];
+            float xd[2][2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* both chunks' mma first */
+                const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
+                cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
+                mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
+                           ig_ld32(xb + 20 + 4 * tig));
+                xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
+            }
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
+                if (h == 1 && !two) break;
+                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
+                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
+                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
+                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
+            }
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
@@ -937,11 +1096,13 @@ static int ig_q8_enabled(void) {
     return g_ig_q8;
 }
 
-static size_t ig_smem(const ig_params *p) {
+/* Shared memory of a launch whose ring has `slots` chunk slots (IG_STAGES, or 2 * S2 in the X2 forms). */
+static size_t ig_smem_slots(const ig_params *p, int slots) {
     if (p->xq)
-        return (size_t)IG_STAGES * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
-    return (size_t)p->br * p->act_stride + (size_t)IG_STAGES * p->bo * p->sbp + 2 * sizeof(int) * p->br;
+        return (size_t)slots * ((size_t)p->bo * p->sbp + (size_t)p->br * IG_ACS) + 2 * sizeof(int) * p->br;
+    return (size_t)p->br * p->act_stride + (size_t)slots * p->bo * p->sbp + 2 * sizeof(int) * p->br;
 }
+static size_t ig_smem(const ig_params *p) { return ig_smem_slots(p, IG_STAGES); }
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
@@ -981,18 +1142,99 @@ extern "C" void cuda_ig_k2_set(int on) { cuda_switch_set(&g_ig_k2, on); }
 static int g_ig_aligned = -1;
 extern "C" void cuda_ig_aligned_set(int on) { cuda_switch_set(&g_ig_aligned, on); }
 
-template <int T, bool PREQ, bool WIDE, bool K2>
-static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
-    static int attr_set = 0;
-    const size_t smem = ig_smem(p);
-    if (!attr_set) {
-        cudaFuncSetAttribute(igemm_kernel<T, PREQ, WIDE, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             IG_SMEM_MAX);
-        attr_set = 1;
+/* The X2 forms (two chunks a ring stage: half the waits and barriers, both chunks' decodes and mma before their
+ * float adds; the same bits): igemm_q8_kernel<S2> and igemm_kernel's WIDE Q4_K / Q5_K form with K2. OFF unless
+ * CLOVER_CUDA_IG_X2=1 until measured on a device (written 2026-12-06 without one; bench/device-runs/
+ * 2026-12-30-x2ig24); cuda_ig_x2_set: 1/0, negative: the environment again. Stages of two chunks: 3 where that
+ * keeps the one-chunk form's blocks an SM (shared memory and registers, cudaOccupancy...) or the grid is one wave
+ * anyway, else 2 (the one-chunk form's 4 chunk slots); CLOVER_CUDA_IG_X2_STAGES=2 or 3 forces it (A/B timing), as
+ * cuda_ig_x2_set(2 or 3) does. */
+static int g_ig_x2 = -1, g_ig_x2_st = INT_MIN, g_ig_x2_force;
+extern "C" void cuda_ig_x2_set(int on) {
+    cuda_switch_set(&g_ig_x2, on);
+    __atomic_store_n(&g_ig_x2_force, on == 2 || on == 3 ? on : 0, __ATOMIC_RELAXED);
+}
+static int ig_x2_on(void) { return cuda_switch_on(&g_ig_x2, "CLOVER_CUDA_IG_X2", 0); }
+static unsigned long long g_ig_x2_launches[2]; /* X2 launches with 2 / 3 stages (tests: taken) */
+extern "C" unsigned long long cuda_ig_x2_launches(int stages) {
+    return stages == 2 || stages == 3 ? __atomic_load_n(&g_ig_x2_launches[stages - 2], __ATOMIC_RELAXED) : 0;
+}
+
+static pthread_mutex_t g_ig_mu = PTHREAD_MUTEX_INITIALIZER; /* adds to the two caches below */
+
+/* Blocks an SM of kernel f at smem bytes of shared memory (f's attribute set to IG_SMEM_MAX first); a few
+ * (kernel, smem) answers kept, so the query runs once a shape, not at every launch (nor in a graph capture after). */
+static int ig_blocks_sm(const void *f, size_t smem) {
+    static struct { const void *f; size_t smem; int bps; } cache[32];
+    static int n; /* entries below n are whole (release / acquire); added under g_ig_mu */
+    const int m = __atomic_load_n(&n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < m; i++)
+        if (cache[i].f == f && cache[i].smem == smem) return cache[i].bps;
+    int bps = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&bps, f, IG_THREADS, smem) != cudaSuccess) bps = 0;
+    pthread_mutex_lock(&g_ig_mu);
+    const int k = n;
+    if (k < 32) {
+        cache[k].f = f, cache[k].smem = smem, cache[k].bps = bps;
+        __atomic_store_n(&n, k + 1, __ATOMIC_RELEASE);
     }
+    pthread_mutex_unlock(&g_ig_mu);
+    return bps;
+}
+/* The stages of two chunks for an X2 launch of `blocks` blocks: f3 the 3-stage kernel, f1 the one-chunk form (both
+ * ig_attr'd). 3 where its blocks an SM are the one-chunk form's, or where the grid fits one wave at its own (a
+ * 2048-output product of 32 rows: 128 blocks, one an SM either way, so more chunks in flight cost no occupancy). */
+static int ig_x2_stages(const ig_params *p, const void *f1, const void *f3, size_t blocks) {
+    const int set = __atomic_load_n(&g_ig_x2_force, __ATOMIC_RELAXED);
+    const int force = set ? set : cuda_env_int(&g_ig_x2_st, "CLOVER_CUDA_IG_X2_STAGES", 0);
+    if ((force == 2 || force == 3) && ig_smem_slots(p, 2 * force) <= IG_SMEM_MAX) return force;
+    if (ig_smem_slots(p, 6) > IG_SMEM_MAX) return 2;
+    const int b1 = ig_blocks_sm(f1, ig_smem_slots(p, IG_STAGES)), b3 = ig_blocks_sm(f3, ig_smem_slots(p, 6));
+    return b3 > 0 && (b3 >= b1 || blocks <= (size_t)b3 * (size_t)cuda_sm_count()) ? 3 : 2;
+}
+
+/* Once a kernel: the dynamic shared memory it may take (IG_SMEM_MAX). */
+static void ig_attr(const void *f) {
+    static const void *done[64];
+    static int n; /* as ig_blocks_sm's */
+    const int m = __atomic_load_n(&n, __ATOMIC_ACQUIRE);
+    for (int i = 0; i < m; i++)
+        if (done[i] == f) return;
+    cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
+    pthread_mutex_lock(&g_ig_mu);
+    const int k = n;
+    if (k < 64) {
+        done[k] = f;
+        __atomic_store_n(&n, k + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g_ig_mu);
+}
+
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
+    ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>);
     ig_params q = *p;
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2>, grid, dim3(IG_THREADS), smem, st, q);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2>, grid, dim3(IG_THREADS),
+                    ig_smem_slots(p, S2 ? 2 * S2 : IG_STAGES), st, q);
+    if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
+}
+
+template <int T, bool PREQ, bool WIDE, bool K2>
+static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
+    constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
+    if (X2 && ig_x2_on()) {
+        constexpr int S2a = X2 ? 2 : 0, S2b = X2 ? 3 : 0; /* 0: never launched (the branch is dead) */
+        ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, 0>);
+        ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, S2b>);
+        if (ig_x2_stages(p, (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0>,
+                         (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2b>, (size_t)grid.x * grid.y * grid.z) == 3)
+            ig_launch_s<T, PREQ, WIDE, K2, S2b>(p, grid, st);
+        else
+            ig_launch_s<T, PREQ, WIDE, K2, S2a>(p, grid, st);
+        return;
+    }
+    ig_launch_s<T, PREQ, WIDE, K2, 0>(p, grid, st);
 }
 
 template <int T, bool PREQ, bool WIDE>
@@ -1005,15 +1247,23 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
 }
 
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
-    static int attr_set = 0;
-    if (!attr_set) {
-        cudaFuncSetAttribute(igemm_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IG_SMEM_MAX);
-        attr_set = 1;
-    }
+    ig_attr((const void *)igemm_q8_kernel<0>);
     ig_params q = *p;
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    pdl_launch_rows(igemm_q8_kernel, grid, dim3(IG_THREADS), ig_smem(p), st, q);
+    if (ig_x2_on()) {
+        ig_attr((const void *)igemm_q8_kernel<2>);
+        ig_attr((const void *)igemm_q8_kernel<3>);
+        const int s2 = ig_x2_stages(p, (const void *)igemm_q8_kernel<0>, (const void *)igemm_q8_kernel<3>,
+                                    (size_t)grid.x * grid.y * grid.z);
+        if (s2 == 3)
+            pdl_launch_rows(igemm_q8_kernel<3>, grid, dim3(IG_THREADS), ig_smem_slots(p, 6), st, q);
+        else
+            pdl_launch_rows(igemm_q8_kernel<2>, grid, dim3(IG_THREADS), ig_smem_slots(p, 4), st, q);
+        __atomic_fetch_add(&g_ig_x2_launches[s2 - 2], 1, __ATOMIC_RELAXED);
+        return;
+    }
+    pdl_launch_rows(igemm_q8_kernel<0>, grid, dim3(IG_THREADS), ig_smem(p), st, q);
 }
 
 /* ig_launch_seg's switch: on unless CLOVER_CUDA_IG_SEG=0 (on since its H200 run, bench/device-runs/2026-12-23-seg24:
