@@ -1143,18 +1143,33 @@ static int g_ig_aligned = -1;
 extern "C" void cuda_ig_aligned_set(int on) { cuda_switch_set(&g_ig_aligned, on); }
 
 /* The X2 forms (two chunks a ring stage: half the waits and barriers, both chunks' decodes and mma before their
- * float adds; the same bits): igemm_q8_kernel<S2> and igemm_kernel's WIDE Q4_K / Q5_K form with K2. OFF unless
- * CLOVER_CUDA_IG_X2=1 until measured on a device (written 2026-12-06 without one; bench/device-runs/
- * 2026-12-30-x2ig24); cuda_ig_x2_set: 1/0, negative: the environment again. Stages of two chunks: 3 where that
- * keeps the one-chunk form's blocks an SM (shared memory and registers, cudaOccupancy...) or the grid is one wave
- * anyway, else 2 (the one-chunk form's 4 chunk slots); CLOVER_CUDA_IG_X2_STAGES=2 or 3 forces it (A/B timing), as
- * cuda_ig_x2_set(2 or 3) does. */
-static int g_ig_x2 = -1, g_ig_x2_st = INT_MIN, g_ig_x2_force;
+ * float adds; the same bits): igemm_q8_kernel<S2> and igemm_kernel's WIDE Q4_K / Q5_K form with K2. Measured on an
+ * H100 (bench/device-runs/2026-12-30-x2ig24/RESULTS.md): they pay where a grid is under one wave (a 2048-output Q8_0
+ * product of 32 rows 19.9 -> 16.6 us, the shared expert's pair 11.5 -> 9.1 us in bench_cuda_matmul) and on the
+ * grouped Q4_K experts (a preview's pair 22.3 -> 19.3 us, a commit's 87.4 -> 83.3), and lose on the many-wave Q8_0
+ * grids (the head 344 -> 371 us, the GDN's segmented product 23.4 -> 25.4). So CLOVER_CUDA_IG_X2 unset is AUTO:
+ * the grouped Q4_K WIDE tiles, and dense Q8_0 grids of 32-row tiles that fit one wave at 3 stages; "1" every X2
+ * form (A/B), "0" none.
+ * cuda_ig_x2_set: 0 none, 1 all, 2 / 3 all at that many stages, 4 auto, negative: the environment again. Stages of
+ * two chunks under "1": 3 where that keeps the one-chunk form's blocks an SM (cudaOccupancy...) or the grid is one
+ * wave anyway, else 2; CLOVER_CUDA_IG_X2_STAGES=2 or 3 forces it (A/B timing), as cuda_ig_x2_set(2 or 3) does. */
+enum { IG_X2_OFF = 0, IG_X2_ALL = 1, IG_X2_AUTO = 4 };
+static int g_ig_x2 = INT_MIN, g_ig_x2_st = INT_MIN, g_ig_x2_force;
 extern "C" void cuda_ig_x2_set(int on) {
-    cuda_switch_set(&g_ig_x2, on);
+    __atomic_store_n(&g_ig_x2, on < 0 ? INT_MIN : on == 0 ? IG_X2_OFF : on == IG_X2_AUTO ? IG_X2_AUTO : IG_X2_ALL,
+                     __ATOMIC_RELAXED);
     __atomic_store_n(&g_ig_x2_force, on == 2 || on == 3 ? on : 0, __ATOMIC_RELAXED);
 }
-static int ig_x2_on(void) { return cuda_switch_on(&g_ig_x2, "CLOVER_CUDA_IG_X2", 0); }
+/* IG_X2_OFF, IG_X2_ALL or IG_X2_AUTO */
+static int ig_x2_mode(void) {
+    int v = __atomic_load_n(&g_ig_x2, __ATOMIC_RELAXED);
+    if (v == INT_MIN) {
+        const char *e = getenv("CLOVER_CUDA_IG_X2");
+        v = e && strcmp(e, "0") == 0 ? IG_X2_OFF : e && strcmp(e, "1") == 0 ? IG_X2_ALL : IG_X2_AUTO;
+        __atomic_store_n(&g_ig_x2, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
 static unsigned long long g_ig_x2_launches[2]; /* X2 launches with 2 / 3 stages (tests: taken) */
 extern "C" unsigned long long cuda_ig_x2_launches(int stages) {
     return stages == 2 || stages == 3 ? __atomic_load_n(&g_ig_x2_launches[stages - 2], __ATOMIC_RELAXED) : 0;
@@ -1223,7 +1238,8 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
 template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
-    if (X2 && ig_x2_on()) {
+    const int mode = X2 ? ig_x2_mode() : IG_X2_OFF; /* AUTO: Q4_K (measured), not Q5_K (not yet) */
+    if (X2 && (mode == IG_X2_ALL || (mode == IG_X2_AUTO && T == MM_Q4_K))) {
         constexpr int S2a = X2 ? 2 : 0, S2b = X2 ? 3 : 0; /* 0: never launched (the branch is dead) */
         ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, 0>);
         ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, S2b>);
@@ -1251,11 +1267,22 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_params q = *p;
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    if (ig_x2_on()) {
+    const int mode = ig_x2_mode();
+    const size_t blocks = (size_t)grid.x * grid.y * grid.z;
+    /* AUTO: a dense product's 32-row tiles, 3 stages, where the grid is one wave (at 8 and 16 rows X2 lost 4-6%) */
+    if (mode == IG_X2_AUTO && p->perm == NULL && p->br == 32 && ig_smem_slots(p, 6) <= IG_SMEM_MAX) {
+        ig_attr((const void *)igemm_q8_kernel<3>);
+        const int b3 = ig_blocks_sm((const void *)igemm_q8_kernel<3>, ig_smem_slots(p, 6));
+        if (b3 > 0 && blocks <= (size_t)b3 * (size_t)cuda_sm_count()) {
+            pdl_launch_rows(igemm_q8_kernel<3>, grid, dim3(IG_THREADS), ig_smem_slots(p, 6), st, q);
+            __atomic_fetch_add(&g_ig_x2_launches[1], 1, __ATOMIC_RELAXED);
+            return;
+        }
+    }
+    if (mode == IG_X2_ALL) {
         ig_attr((const void *)igemm_q8_kernel<2>);
         ig_attr((const void *)igemm_q8_kernel<3>);
-        const int s2 = ig_x2_stages(p, (const void *)igemm_q8_kernel<0>, (const void *)igemm_q8_kernel<3>,
-                                    (size_t)grid.x * grid.y * grid.z);
+        const int s2 = ig_x2_stages(p, (const void *)igemm_q8_kernel<0>, (const void *)igemm_q8_kernel<3>, blocks);
         if (s2 == 3)
             pdl_launch_rows(igemm_q8_kernel<3>, grid, dim3(IG_THREADS), ig_smem_slots(p, 6), st, q);
         else

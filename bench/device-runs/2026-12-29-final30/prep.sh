@@ -10,7 +10,8 @@ mkdir -p /tmp/llama-cpu; L=/tmp/llama-cpu/prep.log; T0=$(date +%s)
     mkdir -p /tmp/llama-cpu-src && tar xJf "$PACK/llama-src.txz" -C /tmp/llama-cpu-src &&
     cmake -S /tmp/llama-cpu-src/llama.cpp -B /tmp/llama-cpu -DGGML_CUDA=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON \
       -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_AVX512=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON \
-      -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON -DGGML_AMX_BF16=ON -DLLAMA_CURL=OFF \
+      -DGGML_AVX_VNNI=ON -DGGML_AMX_TILE=ON -DGGML_AMX_INT8=ON -DGGML_AMX_BF16=ON -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+      -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_BUILD_TOOLS=ON \
       -DLLAMA_OPENSSL=OFF -DCMAKE_BUILD_TYPE=Release > /tmp/llama-cpu/cmake.log 2>&1 &&
     nice -n 10 timeout 300 cmake --build /tmp/llama-cpu -j10 --target llama-bench > /tmp/llama-cpu/build.log 2>&1
     echo "llama-bench build rc=$? at $(( $(date +%s) - T0 ))s"
