@@ -160,7 +160,8 @@ static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, con
  * stream stops between tiles and each tile's burst waited on memory (~20%
  * of the kernel's samples at 32 rows); asked for a tile ahead, the layer's
  * experts ran 1.13-1.14x faster on one thread (bench_moe_products --ab
- * CLOVER_AMX_KPF=0, the dev VM). CLOVER_AMX_KPF=0 turns that part off.
+ * CLOVER_AMX_KPF=0, the dev VM). CLOVER_AMX_KPF=0 turns that part off
+ * (and kq_prepare's rows ahead; CLOVER_AMX_KPF=1 those only).
  * row: the current row's first byte of the chunk, [at, end) its lines still
  * to ask for; rows: rows after it. */
 typedef struct amx_pf {
@@ -331,6 +332,7 @@ static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m51
  * are read instead from their repacked panels (gemm_amx_pack.h: the same
  * bytes and scales, made once per weight), with no unpack per tile. */
 enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
+enum { KQ_ROW_PF = 2 };                      /* kq_prepare: rows ahead whose lines it asks for */
 
 typedef struct kq_prep {
     uint8_t a[KSB][W_TILE][32];   /* sub-block sb's A tile: row i's 32 codes */
@@ -339,8 +341,12 @@ typedef struct kq_prep {
     int32_t mins[W_TILE][KBK][4]; /* min(2p) | min(2p + 1) << 16 */
 } kq_prep;
 
+/* Unpacks a 16-row tile's chunk into P. row_pf: ask for the lines of the row KQ_ROW_PF rows ahead while one is
+ * unpacked, for a task's first tile, which no tile before it prefetched (amx_pf): its rows then wait on memory
+ * side by side instead of one after another (1-2% of a layer's experts at 2 threads on the dev VM,
+ * bench_moe_products --ab CLOVER_AMX_KPF=1, which keeps the tile-ahead prefetch only; 4 rows ahead was no better). */
 static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
-                       size_t bsz, kq_prep *P) {
+                       size_t bsz, kq_prep *P, int row_pf) {
     for (int i = 0; i < W_TILE; i++) {
         if (i >= m) { /* rows past a partial tile: never loaded into A, their scales 0 */
             memset(P->dsc[i], 0, sizeof P->dsc[i]);
@@ -349,6 +355,10 @@ static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t 
             continue;
         }
         const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * bsz;
+        if (row_pf && i + KQ_ROW_PF < m) { /* a row's lines KQ_ROW_PF rows ahead (kq_prepare's comment) */
+            const char *ahead = (const char *)row + KQ_ROW_PF * j->row_bytes;
+            for (size_t b = 0; b < nkb * bsz + 64; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+        }
         for (size_t B = 0; B < nkb; B++) {
             const uint8_t *blk = row + B * bsz;
             /* 8 scales (int16, low half) and mins (high half: as int32 lanes, the pairs kq_mins takes) */
@@ -514,6 +524,7 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     const int pf_on = !(pfe && pfe[0] == '0' && pfe[1] == '\0');
     const char *kpfe = kq ? getenv("CLOVER_AMX_KPF") : NULL;
     const int kpf_on = !(kpfe && kpfe[0] == '0' && kpfe[1] == '\0');
+    const int krow_pf = kpf_on && !(kpfe && kpfe[0] == '1' && kpfe[1] == '\0');
     const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
@@ -529,7 +540,7 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                 if (!kq)
                     dw_fill(j, o, m, kb0, nkb, dwf);
                 else if (!pan) /* no panels for this tile (yet): unpack the chunk */
-                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
+                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P, krow_pf);
                 const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 amx_pf pf, *pfp = NULL; /* the next chunk's lines: the same tile's, or the next tile's */
                 /* the steps that prefetch: Q8_0's amx_group steps of the pass's first group; the unpacking path's
