@@ -17,6 +17,7 @@
  * code path, so its bits are the CPU backend's for the same routing.
  */
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -156,6 +157,19 @@ static void moe_runs(uint32_t *own, const uint32_t *group, const int32_t *rows, 
         for (size_t i = a; i < b; i++) own[i] = (uint32_t)(b - a);
         a = b;
     }
+}
+
+static bool moe_gather_always(void) {
+    const char *e = getenv("CLOVER_MOE_GATHER");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
+/* Whether an expert's m slots' rows are rows 0..n-1 in order (all of x). */
+static bool moe_all_rows(const int32_t *rows, size_t m, size_t n) {
+    if (m != n) return false;
+    for (size_t i = 0; i < m; i++)
+        if (rows[i] != (int32_t)i) return false;
+    return true;
 }
 
 /* The row-wise work of moe_run as pool tasks (cpu_grouped). */
@@ -354,15 +368,25 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
     const size_t slots = (size_t)s.count[E - 1];
     /* par (above): the row-wise work on the pool (cpu_grouped; never for the oracle, which has no pool) */
     const size_t group_experts = par ? MOE_GROUP : MOE_GROUP_OLD;
+    /* An expert routed every row, in row order (a preview's coreset of fewer experts than k routes every row to
+     * each), reads x itself: then its gate and up products and the shared expert's share one 8-bit staging of x
+     * (matmul_batch stages the rows of one x pointer once), where each expert staged its own gathered copy of the
+     * same rows (the same values, so the same bytes and outputs). When every used expert is one, nothing is
+     * gathered. CLOVER_MOE_GATHER=1 gathers every expert's rows as before (A/B timing; the same bits). */
+    const bool use_x = !moe_gather_always();
+    bool all_full = use_x;
+    for (size_t e = 0; e < E && all_full; e++) {
+        const size_t a = e ? (size_t)s.count[e - 1] : 0, m = (size_t)s.count[e] - a;
+        all_full = m == 0 || moe_all_rows(s.rows + a, m, n);
+    }
     /* the gather on the pool: the first phase of the first group's products (one run of the pool) */
     moe_par gather = {.kind = 0, .H = H, .slots = slots, .dst = s.xe, .x = x, .rows = s.rows};
     threadpool_phase gather_ph = {(slots + PAR_ROWS - 1) / PAR_ROWS, moe_par_task, &gather};
     const threadpool_phase *pre = NULL;
-    if (par && slots > PAR_ROWS) {
+    if (!all_full && par && slots > PAR_ROWS)
         pre = &gather_ph;
-    } else {
+    else if (!all_full)
         for (size_t i = 0; i < slots; i++) memcpy(s.xe + i * H, x + (size_t)s.rows[i] * H, H * sizeof *x);
-    }
     if (group) /* per expert: the slots of each group (contiguous: slots are in row order) */
         for (size_t e = 0; e < E; e++) {
             const size_t a = e ? (size_t)s.count[e - 1] : 0;
@@ -383,9 +407,10 @@ static int moe_run(float *out, const float *x, size_t n, const cpu_moe_weights *
             if (m == 0) continue;
             if (g == 0) first_slot = a;
             end_slot = a + m;
-            items[ni++] = moe_item(w->gate_type, (const char *)w->gate_exps + e * w->gate_stride, F, H, s.xe + a * H, m,
+            const float *xin = all_full || (use_x && moe_all_rows(s.rows + a, m, n)) ? x : s.xe + a * H;
+            items[ni++] = moe_item(w->gate_type, (const char *)w->gate_exps + e * w->gate_stride, F, H, xin, m,
                                    s.ge + a * F, sown ? sown + a : NULL);
-            items[ni++] = moe_item(w->up_type, (const char *)w->up_exps + e * w->up_stride, F, H, s.xe + a * H, m,
+            items[ni++] = moe_item(w->up_type, (const char *)w->up_exps + e * w->up_stride, F, H, xin, m,
                                    s.ue + a * F, sown ? sown + a : NULL);
             g++;
         }

@@ -149,20 +149,32 @@ static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, con
  * of waiting on memory (that first touch was most of the ~0.8 ms an
  * 8192 x 2048 product at 32 rows spends outside the tiles and float steps,
  * one thread on the dev VM). It gained ~3-4% there; the same for the
- * K-quants' unpack (kq_prepare) lost 5-9%, so they do not take it.
+ * K-quants' unpack (kq_prepare) lost 5-9% on one 8192 x 2048 product
+ * (likely one long sequential stream the hardware prefetcher follows).
  * CLOVER_AMX_PF=0 turns it off (read per call: an A/B for a host whose
- * memory behaves otherwise, e.g. 16 threads sharing its bandwidth). row: the current row's first byte
- * of the chunk, [at, end) its lines still to ask for; rows: rows after it. */
+ * memory behaves otherwise, e.g. 16 threads sharing its bandwidth).
+ * The K-quants' unpacking path takes it too, spread over every group's
+ * super-blocks (issue 30, the MoE): a routed expert's weights are 16-row
+ * tiles of 18 KiB (gate / up) or 4.6 KiB (down) read in a burst by
+ * kq_prepare, then ~8,000 ticks of tile work with no weight loads, so the
+ * stream stops between tiles and each tile's burst waited on memory (~20%
+ * of the kernel's samples at 32 rows); asked for a tile ahead, the layer's
+ * experts ran 1.13-1.14x faster on one thread (bench_moe_products --ab
+ * CLOVER_AMX_KPF=0, the dev VM). CLOVER_AMX_KPF=0 turns that part off
+ * (and kq_prepare's rows ahead; CLOVER_AMX_KPF=1 those only).
+ * row: the current row's first byte of the chunk, [at, end) its lines still
+ * to ask for; rows: rows after it. */
 typedef struct amx_pf {
     const char *row, *at, *end;
     size_t stride, bytes;
     int rows, per_step;
 } amx_pf;
 
-/* pf for rows o.. o + m - 1, Q8_0 blocks b0.. b0 + n - 1, spread over `steps` calls of pf_step. */
-static void pf_plan(amx_pf *pf, const matmul_job *j, size_t o, int m, size_t b0, size_t n, size_t steps) {
-    pf->row = (const char *)j->w + o * j->row_bytes + b0 * QB;
-    pf->stride = j->row_bytes, pf->bytes = n * QB, pf->rows = m - 1;
+/* pf for rows o.. o + m - 1, blocks (Q8_0's, or the K-quants' super-blocks: bsz bytes each) b0.. b0 + n - 1,
+ * spread over `steps` calls of pf_step. */
+static void pf_plan(amx_pf *pf, const matmul_job *j, size_t o, int m, size_t b0, size_t n, size_t bsz, size_t steps) {
+    pf->row = (const char *)j->w + o * j->row_bytes + b0 * bsz;
+    pf->stride = j->row_bytes, pf->bytes = n * bsz, pf->rows = m - 1;
     pf->at = (const char *)((uintptr_t)pf->row & ~(uintptr_t)63), pf->end = pf->row + pf->bytes;
     const size_t lines = (size_t)m * (pf->bytes / 64 + 2);
     pf->per_step = (int)((lines + steps - 1) / (steps ? steps : 1));
@@ -320,6 +332,7 @@ static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m51
  * are read instead from their repacked panels (gemm_amx_pack.h: the same
  * bytes and scales, made once per weight), with no unpack per tile. */
 enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
+enum { KQ_ROW_PF = 2 };                      /* kq_prepare: rows ahead whose lines it asks for */
 
 typedef struct kq_prep {
     uint8_t a[KSB][W_TILE][32];   /* sub-block sb's A tile: row i's 32 codes */
@@ -328,8 +341,12 @@ typedef struct kq_prep {
     int32_t mins[W_TILE][KBK][4]; /* min(2p) | min(2p + 1) << 16 */
 } kq_prep;
 
+/* Unpacks a 16-row tile's chunk into P. row_pf: ask for the lines of the row KQ_ROW_PF rows ahead while one is
+ * unpacked, for a task's first tile, which no tile before it prefetched (amx_pf): its rows then wait on memory
+ * side by side instead of one after another (1-2% of a layer's experts at 2 threads on the dev VM,
+ * bench_moe_products --ab CLOVER_AMX_KPF=1, which keeps the tile-ahead prefetch only; 4 rows ahead was no better). */
 static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
-                       size_t bsz, kq_prep *P) {
+                       size_t bsz, kq_prep *P, int row_pf) {
     for (int i = 0; i < W_TILE; i++) {
         if (i >= m) { /* rows past a partial tile: never loaded into A, their scales 0 */
             memset(P->dsc[i], 0, sizeof P->dsc[i]);
@@ -338,6 +355,10 @@ static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t 
             continue;
         }
         const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes + kb0 * bsz;
+        if (row_pf && i + KQ_ROW_PF < m) { /* a row's lines KQ_ROW_PF rows ahead (kq_prepare's comment) */
+            const char *ahead = (const char *)row + KQ_ROW_PF * j->row_bytes;
+            for (size_t b = 0; b < nkb * bsz + 64; b += 64) _mm_prefetch(ahead + b, _MM_HINT_T0);
+        }
         for (size_t B = 0; B < nkb; B++) {
             const uint8_t *blk = row + B * bsz;
             /* 8 scales (int16, low half) and mins (high half: as int32 lanes, the pairs kq_mins takes) */
@@ -501,6 +522,9 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     const int flight4 = quant_amx_flight() == 4;
     const char *pfe = getenv("CLOVER_AMX_PF");
     const int pf_on = !(pfe && pfe[0] == '0' && pfe[1] == '\0');
+    const char *kpfe = kq ? getenv("CLOVER_AMX_KPF") : NULL;
+    const int kpf_on = !(kpfe && kpfe[0] == '0' && kpfe[1] == '\0');
+    const int krow_pf = kpf_on && !(kpfe && kpfe[0] == '1' && kpfe[1] == '\0');
     const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
@@ -516,16 +540,19 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                 if (!kq)
                     dw_fill(j, o, m, kb0, nkb, dwf);
                 else if (!pan) /* no panels for this tile (yet): unpack the chunk */
-                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P);
+                    kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P, krow_pf);
                 const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 amx_pf pf, *pfp = NULL; /* the next chunk's lines: the same tile's, or the next tile's */
-                const size_t steps = flight4 ? nkb / 4 : nkb / 2; /* amx_group's steps that prefetch */
-                if (pf_on && !kq && steps) {
+                /* the steps that prefetch: Q8_0's amx_group steps of the pass's first group; the unpacking path's
+                 * super-blocks of every group of the pass */
+                const size_t steps = kq ? (g1 - g0) * nkb : flight4 ? nkb / 4 : nkb / 2;
+                if ((kq ? kpf_on && !pan : pf_on) && steps) {
+                    const size_t bb = kq ? bsz : QB;
                     if (!last)
-                        pf_plan(&pf, j, o, m, kb0 + kc, nc - kb0 - kc < kc ? nc - kb0 - kc : kc, steps), pfp = &pf;
+                        pf_plan(&pf, j, o, m, kb0 + kc, nc - kb0 - kc < kc ? nc - kb0 - kc : kc, bb, steps), pfp = &pf;
                     else if (g1 == ng && o + W_TILE < o1)
                         pf_plan(&pf, j, o + W_TILE, o1 - o - W_TILE < W_TILE ? (int)(o1 - o - W_TILE) : W_TILE, 0,
-                                nc < kc ? nc : kc, steps), pfp = &pf;
+                                nc < kc ? nc : kc, bb, steps), pfp = &pf;
                 }
                 for (size_t g = g0; g < g1; g++) {
                     __m512 acc[W_TILE];
@@ -560,6 +587,7 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                                 amx_group(wa, 32, m, bt, dx, dsc, G, GEMM_AMX_SUB, NULL, 2, cbuf[0], acc);
                             kq_mins(sums + gb * 4 * W_TILE, dx, &P->dmin[0][B], KBK, &P->mins[0][B][0], KBK * 4, 1,
                                     acc);
+                            if (pfp) pf_step(pfp);
                         }
                     if (!last) {
 #pragma GCC unroll 16

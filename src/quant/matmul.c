@@ -25,7 +25,8 @@
  * process on the core, a cold cache). A run of rows is contiguous in W, so
  * each task streams its weights sequentially. For three or more rows (the
  * multi-row kernels) a task is at least MIN_TASK_MACS of work where 4
- * tasks a thread remain in the run, and whole 16-row runs at the AMX level
+ * tasks a thread remain in the run, and whole 16-row runs at the AMX level,
+ * for K-quants at least 4 of them where 4 tasks a thread remain (amx_task_tiles)
  * (issue 30, many threads): at 16 threads a
  * product of 512 outputs (a routed expert's gate / up) was cut into 128
  * tasks of 4 rows, so the AMX kernel ran 16-row tiles configured for 4 (a
@@ -84,6 +85,18 @@ static int old_split(void) {
 
 static size_t round_up(size_t n, size_t align) { return (n + align - 1) / align * align; }
 
+/* At the AMX level, the fewest 16-row tiles a task of three or more rows against K-quant weights takes where 4
+ * tasks a thread remain in the run (rows_per_task): the kernel asks for a tile's weight lines while it computes
+ * the tile before it in the task (gemm_amx.c's amx_pf), so a task's first tile is the only one that waits on
+ * memory. A preview's MoE run at 16 threads had tasks of one tile (a routed expert's 512 gate or up outputs, 1 M
+ * multiply-adds at 32 rows), every one of them a first. Q8_0 keeps the split of before: its dense products were
+ * not measured with it. CLOVER_AMX_TASK_TILES=N (read per product) sets N, 1 the split of before. */
+static size_t amx_task_tiles(void) {
+    const char *e = getenv("CLOVER_AMX_TASK_TILES");
+    const long v = e && *e ? strtol(e, NULL, 10) : 4;
+    return v >= 1 && v <= 64 ? (size_t)v : 4;
+}
+
 /* Output rows per task for a product of n_rows rows split for `threads`
  * threads (the file's comment), in a run of the pool shared by `share`
  * products (matmul_batch's items). The minimum of work gives way where it
@@ -92,12 +105,15 @@ static size_t round_up(size_t n, size_t align) { return (n + align - 1) / align 
  * rows). amx: the product takes the AMX kernel, whose tiles are 16 weight
  * rows: whole runs of 16 always. The other kernels' tiles are 4 rows: runs
  * of 16 where that still leaves 4 tasks a thread, else of 4. */
-static size_t rows_per_task(size_t threads, size_t n_out, size_t n_in, size_t n_rows, size_t share, int amx, int old) {
+static size_t rows_per_task(size_t threads, size_t n_out, size_t n_in, size_t n_rows, size_t share, int amx,
+                            size_t amx_tiles, int old) {
     if (threads <= 1) return round_up(n_out, TILE_ROWS);
     size_t per = (n_out + threads * TASKS_PER_THREAD - 1) / (threads * TASKS_PER_THREAD);
     if (n_rows <= ACT_MAX_ROWS || old) return round_up(per, TILE_ROWS);
     const size_t row_macs = n_rows * n_in; /* one output row's multiply-adds */
     size_t min_per = row_macs ? (MIN_TASK_MACS + row_macs - 1) / row_macs : 1;
+    const size_t amx_min = amx_tiles * OUT_ALIGN; /* tiles whose weights the one before prefetches */
+    if (min_per < amx_min) min_per = amx_min;
     const size_t balance = n_out * (share ? share : 1) / (4 * threads); /* the largest run that keeps 4 a thread */
     if (min_per > balance) min_per = balance > 0 ? balance : 1;
     if (per < min_per) per = min_per;
@@ -197,7 +213,9 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         for (size_t i = 0; i < n_rows * n_out; i++) y[i] = 0.0f;
         return 0;
     }
-    const size_t per = rows_per_task(threads, n_out, n_in, n_rows, share, amx_path(type, n_rows), old);
+    const int amx = amx_path(type, n_rows);
+    const size_t per = rows_per_task(threads, n_out, n_in, n_rows, share, amx,
+                                     amx && type != QUANT_Q8_0 ? amx_task_tiles() : 0, old);
     *job = (matmul_job){
         .type = type,
         .w = w,

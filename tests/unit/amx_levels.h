@@ -314,14 +314,23 @@ static inline void al_batch_moe(void) {
  * tile kernel gets 16-row tiles, and a minimum of work a task), with the
  * staging fused into the product's run of the pool, kept in its own run
  * (CLOVER_STAGE_SEPARATE=1), or split as before (CLOVER_OLD_SPLIT=1: runs
- * of 4, partial 16-row tiles): pools of 3 and 16 threads against matmul
- * with no pool (one task), bit for bit, 264 outputs (16 tiles and a partial
- * one), rows past a 16-row group, staged on the calling thread (17 rows)
- * and on the pool (40, 100). */
+ * of 4, partial 16-row tiles), with the K-quants' prefetch off or tile-
+ * ahead only (CLOVER_AMX_KPF=0 / 1) and with 1 or 3 tiles the fewest a
+ * task takes (CLOVER_AMX_TASK_TILES): pools of 3 and 16 threads against
+ * matmul with no pool (one task), bit for bit, 264 outputs (16 tiles and a
+ * partial one), rows past a 16-row group, staged on the calling thread (17
+ * rows) and on the pool (40, 100). */
 static inline void al_split(void) {
     static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
     static const size_t rows[] = {17, 40, 100}, pools[] = {3, 16};
-    static const char *const modes[] = {NULL, "CLOVER_STAGE_SEPARATE", "CLOVER_OLD_SPLIT"};
+    static const char *const modes[][2] = {{NULL, NULL},
+                                           {"CLOVER_STAGE_SEPARATE", "1"},
+                                           {"CLOVER_OLD_SPLIT", "1"},
+                                           {"CLOVER_AMX_KPF", "0"},
+                                           {"CLOVER_AMX_KPF", "1"},
+                                           {"CLOVER_AMX_TASK_TILES", "1"},
+                                           {"CLOVER_AMX_TASK_TILES", "3"}};
+    enum { N_MODES = sizeof modes / sizeof modes[0] };
     enum { NIN = 1024, NOUT = 264, NR = 100 };
     rng_state r;
     rng_seed(&r, 3434);
@@ -339,14 +348,15 @@ static inline void al_split(void) {
             const size_t n = rows[ri];
             matmul(NULL, types[t], w, NOUT, NIN, x, n, y1);
             for (int p = 0; p < 2; p++)
-                for (int m = 0; m < 3; m++) {
-                    if (modes[m]) setenv(modes[m], "1", 1);
+                for (int m = 0; m < N_MODES; m++) {
+                    if (modes[m][0]) setenv(modes[m][0], modes[m][1], 1);
                     memset(y, 0xFF, n * NOUT * sizeof(float));
                     matmul(pool[p], types[t], w, NOUT, NIN, x, n, y);
-                    if (modes[m]) unsetenv(modes[m]);
+                    if (modes[m][0]) unsetenv(modes[m][0]);
                     if (memcmp(y, y1, n * NOUT * sizeof(float)) != 0 && bad++ < 3)
-                        fprintf(stderr, "  %s rows %zu pool %zu %s: differs from the product with no pool\n",
-                                quant_type_name(types[t]), n, pools[p], modes[m] ? modes[m] : "(new split, fused)");
+                        fprintf(stderr, "  %s rows %zu pool %zu %s=%s: differs from the product with no pool\n",
+                                quant_type_name(types[t]), n, pools[p], modes[m][0] ? modes[m][0] : "(new split)",
+                                modes[m][1] ? modes[m][1] : "fused");
                 }
         }
     }

@@ -585,6 +585,60 @@ static void moe_experts_ignore_the_shared_expert(void) {
     moe_experts_fixture_free(&other);
 }
 
+/* (d) Experts routed every row (a preview's coreset of fewer experts than k: every row takes each of them), whose
+ * products then read x itself and share one 8-bit staging of it (moe_run), against each row run alone (one-row
+ * products: the batch-invariance rule makes a row's bits its own whatever the row count) and against
+ * CLOVER_MOE_GATHER=1 (every expert on its own gathered copy, as before): bit for bit. Three routings: all of a
+ * coreset of 5 for every row (every expert full), the same plus a sixth expert for the even rows (full and
+ * partial experts in one batch), and the coreset in another slot order per row. 3, 16, 32 and 33 rows (the AMX
+ * level's one and two groups of 16, and a partial third), pools of 1, 2 and 3 threads. */
+static void moe_experts_full_rows_match_rows_alone(void) {
+    moe_experts_fixture fx;
+    moe_experts_fixture_make(&fx, 0, 707);
+    cpu_moe_weights w = fx.w;
+    w.n_ff_shexp = 0;
+    const size_t H = w.n_embd, k = w.n_used, MAXN = 33;
+    rng_state r;
+    rng_seed(&r, 708);
+    float *x = malloc(MAXN * H * 4), *a = malloc(MAXN * H * 4), *b = malloc(MAXN * H * 4), *c = malloc(MAXN * H * 4);
+    float *wts = malloc(MAXN * k * 4);
+    int32_t *ids = malloc(MAXN * k * sizeof *ids);
+    ops_fill(x, MAXN * H, &r, 1.0f);
+    void *scratch = malloc(cpu_moe_scratch_bytes(&w, MAXN));
+    const int32_t coreset[6] = {3, 11, 12, 30, 39, 17};
+    const size_t ns[4] = {3, 16, 32, 33};
+    clover_error err;
+    int bad = 0;
+    for (size_t threads = 1; threads <= 3; threads++) {
+        threadpool *pool = NULL;
+        CHECK(threadpool_create(&pool, threads, &err) == CLOVER_OK);
+        for (int kind = 0; kind < 3; kind++)
+            for (size_t in = 0; in < 4; in++) {
+                const size_t n = ns[in];
+                for (size_t i = 0; i < n; i++)
+                    for (size_t j = 0; j < k; j++) {
+                        const size_t used = kind == 1 && i % 2 == 0 ? 6 : 5, jj = kind == 2 ? (j + i) % used : j;
+                        ids[i * k + j] = j < used ? coreset[jj] : -1;
+                        wts[i * k + j] = j < used ? 0.1f + 0.05f * (float)((i + j) % 7) : 0.0f;
+                    }
+                cpu_moe_experts(a, x, n, &w, ids, wts, pool, scratch);
+                for (size_t i = 0; i < n; i++) /* each row alone */
+                    cpu_moe_experts(b + i * H, x + i * H, 1, &w, ids + i * k, wts + i * k, pool, scratch);
+                setenv("CLOVER_MOE_GATHER", "1", 1);
+                cpu_moe_experts(c, x, n, &w, ids, wts, pool, scratch);
+                unsetenv("CLOVER_MOE_GATHER");
+                const int alone = memcmp(a, b, n * H * 4) == 0, gathered = memcmp(a, c, n * H * 4) == 0;
+                if ((!alone || !gathered) && bad++ < 3)
+                    fprintf(stderr, "  %zu threads, routing %d, %zu rows: rows alone %s, gathered %s\n", threads,
+                            kind, n, alone ? "same" : "differ", gathered ? "same" : "differ");
+            }
+        threadpool_free(pool);
+    }
+    CHECK_MSG(bad == 0, "%d cases differ", bad);
+    free(x), free(a), free(b), free(c), free(wts), free(ids), free(scratch);
+    moe_experts_fixture_free(&fx);
+}
+
 static void weights_check_names_the_tensor(void) {
     static float f[4096];
     cpu_moe_weights w = {.n_embd = 64, .n_ff = 32, .n_expert = 4, .n_used = 2, .n_ff_shexp = 0,
@@ -637,5 +691,6 @@ int main(void) {
     RUN(moe_experts_match_forward_on_its_routing);
     RUN(moe_experts_masked_match_hand_loop);
     RUN(moe_experts_ignore_the_shared_expert);
+    RUN(moe_experts_full_rows_match_rows_alone);
     return TEST_EXIT();
 }
