@@ -13,6 +13,9 @@
 #     llama-bench alone
 #  t  test_quant_amx, test_matmul_amx_emu, test_matmul, test_matmul_batch, test_gemm on the host (real AMX tiles)
 #  b  bench_backend --threads 16, auto / avx2 / auto / avx2
+#  m  (2026-12-06) the preview's MoE products at the amx level: bench_moe_products --threads 16 --ab (the shared
+#     staging, the K-quant prefetch and the 4-tile tasks of 865b6f9 off at once), then bench_backend amx with those
+#     switches on (the default) / off, alternating twice (preview p=0.9)
 #  g  bench_gemm_levels at 16 threads (amx): the preview's product shapes at 32 rows (and 8 for the experts), to
 #     see whether a product at 16 threads is bound by memory, the tile work or the pool (~30 s)
 # Predictions: in bench/device-runs/2026-12-29-final30/RESULTS.md, written before the call.
@@ -56,6 +59,20 @@ if has b; then
     timeout 100 "$D/bin/bench_backend" "$M" --threads 16 --prompt 512 --gen 12 --block 32 --rows 512 --reps 3 \
       --mb 256 --simd $lv > "$L" 2>&1
     say "$lv rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; commit 32 $(fig "$L" 'commit 32-row') s; prompt 512 $(fig "$L" 'prompt 512') s; $(grep -m1 -E '^(decode|generation)' "$L" | sed -E 's/ +/ /g')"
+  done
+fi
+if has m; then
+  OLD="CLOVER_MOE_GATHER=1 CLOVER_AMX_KPF=0 CLOVER_AMX_TASK_TILES=1"
+  timeout 60 "$D/bin/bench_moe_products" --threads 16 --reps 30 --ab "${OLD// /,}" > "$O/moe_ab.log" 2>&1
+  say "bench_moe_products --threads 16 --ab (old switches) rc=$? at +$(el)s"
+  grep -E "^(level|without|with|median)" "$O/moe_ab.log" | cut -c1-160 | tee -a "$S"
+  for v in new old new old; do
+    [ "$(el)" -lt $(( LIM - 25 )) ] || { say "no time for moe $v"; continue; }
+    k=0; while [ -e "$O/m_$v$k.log" ]; do k=$((k + 1)); done; L=$O/m_$v$k.log
+    if [ $v = old ]; then e=$OLD; else e=X=0; fi
+    env $e timeout 60 "$D/bin/bench_backend" "$M" --threads 16 --prompt 32 --gen 1 --block 32 --rows 64 --reps 5 \
+      --mb 64 --simd auto > "$L" 2>&1
+    say "moe $v rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; $(grep -A2 -m1 '^preview 32 rows, p' "$L" | grep -o 'in products: [^(]*' | head -1)"
   done
 fi
 if has g && [ -x "$D/bin/bench_gemm_levels" ]; then

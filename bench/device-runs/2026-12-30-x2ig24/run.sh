@@ -52,20 +52,21 @@ if has p; then
     say "== bench_cuda_preview --reps 3, CLOVER_CUDA_IG_X2=$v rc=$? at +$(el)s"
     grep -E "^(preview 32 rows, first|commit|block)" "$O/preview_$v.log" | cut -c1-110 | tee -a "$S"
   done
-  for v in 0 1; do
+  ON=${X2_ON:-1} # the form against off: 1 (every X2 form) or auto (the default since ee3735d: any other value)
+  for v in 0 $ON; do
     CLOVER_CUDA_IG_X2=$v timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos \
       --no-visual --json > "$O/run_$v.json" 2> "$O/run_$v.err"
     CLOVER_CUDA_IG_X2=$v timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 --ignore-eos \
       --no-visual --json > "$O/ar_$v.json" 2> "$O/ar_$v.err"
   done
   say "clover run IG_X2=0: diffusion $(dr_ids "$O/run_0.json"), --ar $(dr_ids "$O/ar_0.json")"
-  dr_ids_cmp "$O/run_0.json" "$O/run_1.json" "clover run diffusion, IG_X2 0 / 1"
-  dr_ids_cmp "$O/ar_0.json" "$O/ar_1.json" "clover run --ar, IG_X2 0 / 1"
+  dr_ids_cmp "$O/run_0.json" "$O/run_$ON.json" "clover run diffusion, IG_X2 0 / $ON"
+  dr_ids_cmp "$O/ar_0.json" "$O/ar_$ON.json" "clover run --ar, IG_X2 0 / $ON"
 fi
 if has k; then
   wait $SPID
   TR=$D/bin/libclover_kernel_trace.so
-  for v in 0 1; do
+  for v in 0 ${X2_ON:-1}; do
     [ "$(el)" -lt "${X2_KBUDGET:-480}" ] || { say "trace: no time left for $v"; break; }
     CLOVER_CUDA_IG_X2=$v CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$R/trace_$v.txt LD_PRELOAD=$TR timeout 120 \
       "$D/bin/bench_cuda_preview" $F --profile > "$O/trace_$v.log" 2>&1
