@@ -27,30 +27,9 @@
 #include "quant/quant.h"
 #include "test.h"
 
-static uint64_t rng_state = 0x2545F4914F6CDD1Dull;
-static double urand(void) { /* splitmix64 -> [0, 1) */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
-}
-static void fill(float *v, size_t n, double scale) { /* nonzero, a varied scale per 32-block */
-    double s = scale;
-    for (size_t i = 0; i < n; i++) {
-        if (i % 32 == 0) s = scale * (0.25 + 1.75 * urand());
-        double r = (urand() - 0.5) * 2.0 * s;
-        if (r == 0) r = s * 1e-3;
-        v[i] = (float)r;
-    }
-}
-static int cuda_ok(cudaError_t e, const char *what) {
-    if (e != cudaSuccess) {
-        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-        return 0;
-    }
-    return 1;
-}
-#define CU(call) CHECK(cuda_ok((call), #call))
+#define CUDA_MATMUL_TEST_SEED 0x2545F4914F6CDD1Dull
+#include "cuda_matmul_test.h"
+
 static void *dev_upload(const void *h, size_t bytes, size_t off) { /* at byte off of a fresh buffer */
     uint8_t *d = NULL;
     CU(cudaMalloc((void **)&d, bytes + off + 16));

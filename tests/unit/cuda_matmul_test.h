@@ -1,0 +1,47 @@
+/*
+ * cuda_matmul_test.h: the seeded inputs and the CUDA call check that test_cuda_matmul.c and test_cuda_ig_x2.c share:
+ * a splitmix64 stream in [0, 1) (each file its own, seeded with CUDA_MATMUL_TEST_SEED, defined before the include),
+ * values of a varied scale per 32-block (so the 8-bit scales differ), and CU(call), a failed runtime call as a
+ * failed check with the runtime's words.
+ */
+#ifndef CLOVER_TESTS_CUDA_MATMUL_TEST_H
+#define CLOVER_TESTS_CUDA_MATMUL_TEST_H
+
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "test.h"
+
+#ifndef CUDA_MATMUL_TEST_SEED
+#error "define CUDA_MATMUL_TEST_SEED (the file's splitmix64 seed) before including cuda_matmul_test.h"
+#endif
+
+static uint64_t rng_state = CUDA_MATMUL_TEST_SEED;
+static double urand(void) { /* splitmix64 -> [0, 1) */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (double)((z ^ (z >> 31)) >> 11) / 9007199254740992.0;
+}
+/* Nonzero values of varied scale per 32-block, so the 8-bit scales differ. */
+static void fill(float *v, size_t n, double scale) {
+    double s = scale;
+    for (size_t i = 0; i < n; i++) {
+        if (i % 32 == 0) s = scale * (0.25 + 1.75 * urand());
+        double r = (urand() - 0.5) * 2.0 * s;
+        if (r == 0) r = s * 1e-3;
+        v[i] = (float)r;
+    }
+}
+
+static int cuda_ok(cudaError_t e, const char *what) {
+    if (e != cudaSuccess) {
+        fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+#define CU(call) CHECK(cuda_ok((call), #call))
+
+#endif
