@@ -16,6 +16,8 @@
 #  m  bench_cuda_matmul CLOVER_BENCH_X2=1 (each product off / on alternating, 2 / 3 stages forced; GB/s vs copy bw)
 #  p  bench_cuda_preview --reps 3, CLOVER_CUDA_IG_X2=0 / 1 / 0 / 1 (preview, commit, block diffusion); clover run ids
 #     (diffusion and --ar, 64 tokens) with 0 and 1: equal
+#  b  (added 2026-12-06) the stacked 16-sequence steps (issue 25): bench_batch --n 16, --mode ar (--gen 96) and
+#     diffusion (--gen 64), CLOVER_CUDA_IG_X2=0 / $X2_ON alternating twice
 #  k  the kernel trace of a preview (bench_cuda_preview --profile, PDL off) with 0 and 1: igemm_q8_kernel / igemm_kernel
 # Predictions: RESULTS.md (written before any run).
 set -uo pipefail
@@ -62,6 +64,20 @@ if has p; then
   say "clover run IG_X2=0: diffusion $(dr_ids "$O/run_0.json"), --ar $(dr_ids "$O/ar_0.json")"
   dr_ids_cmp "$O/run_0.json" "$O/run_$ON.json" "clover run diffusion, IG_X2 0 / $ON"
   dr_ids_cmp "$O/ar_0.json" "$O/ar_$ON.json" "clover run --ar, IG_X2 0 / $ON"
+fi
+if has b; then
+  wait $SPID
+  for rep in 1 2; do
+    for v in 0 ${X2_ON:-1}; do
+      for m in ar diffusion; do
+        [ "$(el)" -lt "${X2_BBUDGET:-200}" ] || { say "bench_batch: no time left"; break 3; }
+        g=96; [ $m = ar ] || g=64
+        CLOVER_CUDA_IG_X2=$v timeout 60 "$D/bin/bench_batch" $F --device cuda --mode $m --n 16 --prompt 32 --gen $g \
+          > "$O/batch_${m}_${v}_$rep.log" 2>&1
+        say "== bench_batch --mode $m --n 16 IG_X2=$v rc=$? at +$(el)s: $(grep -E "^ +16 " "$O/batch_${m}_${v}_$rep.log" | tail -1)"
+      done
+    done
+  done
 fi
 if has k; then
   wait $SPID
