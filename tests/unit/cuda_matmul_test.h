@@ -2,7 +2,7 @@
  * cuda_matmul_test.h: the seeded inputs and the CUDA call check that test_cuda_matmul.c and test_cuda_ig_x2.c share:
  * a splitmix64 stream in [0, 1) (each file its own, seeded with CUDA_MATMUL_TEST_SEED, defined before the include),
  * values of a varied scale per 32-block (so the 8-bit scales differ), and CU(call), a failed runtime call as a
- * failed check with the runtime's words.
+ * failed check with the runtime's words, and rows of quantised random weights.
  */
 #ifndef CLOVER_TESTS_CUDA_MATMUL_TEST_H
 #define CLOVER_TESTS_CUDA_MATMUL_TEST_H
@@ -10,7 +10,9 @@
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "quant/quant.h"
 #include "test.h"
 
 #ifndef CUDA_MATMUL_TEST_SEED
@@ -43,5 +45,18 @@ static int cuda_ok(cudaError_t e, const char *what) {
     return 1;
 }
 #define CU(call) CHECK(cuda_ok((call), #call))
+
+/* rows quantised random weight rows of type, n_in each (*row_bytes: a row's bytes). */
+static uint8_t *make_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
+    *row_bytes = quant_row_bytes(type, n_in);
+    uint8_t *w = malloc(rows * *row_bytes);
+    float *f = malloc(n_in * sizeof(float));
+    for (size_t o = 0; o < rows; o++) {
+        fill(f, n_in, 0.05);
+        quant_quantize_row(type, f, w + o * *row_bytes, n_in);
+    }
+    free(f);
+    return w;
+}
 
 #endif

@@ -36,17 +36,6 @@ static void *dev_upload(const void *h, size_t bytes, size_t off) { /* at byte of
     if (bytes) CU(cudaMemcpy(d + off, h, bytes, cudaMemcpyHostToDevice));
     return d + off;
 }
-static uint8_t *make_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
-    *row_bytes = quant_row_bytes(type, n_in);
-    uint8_t *w = malloc(rows * *row_bytes);
-    float *f = malloc(n_in * sizeof(float));
-    for (size_t o = 0; o < rows; o++) {
-        fill(f, n_in, 0.05);
-        quant_quantize_row(type, f, w + o * *row_bytes, n_in);
-    }
-    free(f);
-    return w;
-}
 /* The CPU's integer oracle of one dot, the 8-bit row made once per row (xq: quant_act_row_bytes). */
 static float oracle(uint32_t type, const uint8_t *row, const void *xq, size_t n_in) {
     return quant_act_dot_scalar(type, row, xq, n_in);

@@ -84,19 +84,6 @@ static void dev_download(float *h, const float *d, size_t n) {
     CU(cudaMemcpy(h, d, n * sizeof(float), cudaMemcpyDeviceToHost));
 }
 
-/* Quantised random weights [n_mat * n_out][n_in] of type. */
-static uint8_t *make_weights(uint32_t type, size_t rows, size_t n_in, size_t *row_bytes) {
-    *row_bytes = quant_row_bytes(type, n_in);
-    uint8_t *w = malloc(rows * *row_bytes);
-    float *f = malloc(n_in * sizeof(float));
-    for (size_t o = 0; o < rows; o++) {
-        fill(f, n_in, 0.05);
-        quant_quantize_row(type, f, w + o * *row_bytes, n_in);
-    }
-    free(f);
-    return w;
-}
-
 /* The decode oracle of one dot: the CPU's integer path for Q8_0/K-quants, the scalar f32 dot otherwise. */
 static float decode_ref(uint32_t type, const uint8_t *row, const float *x, size_t n_in) {
     const size_t xb = quant_act_row_bytes(type, n_in);
