@@ -645,29 +645,45 @@ static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t 
 
 /* Experts: preview routing (every row to the same 8 experts, as a first pass's all-mask rows route) or a
  * commit's (distinct random experts a row). */
-static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
+/* The grouped Q4_K experts of a layer at LY_ROWS rows (LY_E experts, k LY_K) for op (2: one product, 6: the gate +
+ * up pair, y2 its second output), preview (every row on the same experts) or commit routing; per_slot: x a slot
+ * (a down product). Fills *ex with one expert's bytes; returns the distinct experts. moe_ctx_free undoes it. */
+static size_t moe_ctx_make(layer_ctx *c, int op, size_t n_out, size_t n_in, int per_slot, int preview, size_t *ex) {
     const uint32_t type = QUANT_Q4_K;
-    const size_t ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
+    const size_t rows = LY_ROWS;
+    *ex = quant_row_bytes(type, n_in) * n_out;
     int32_t ids_h[LY_ROWS * LY_K];
     const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
-    layer_ctx c = {.op = 2, .type = type, .mat = LY_E * ex};
-    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
+    *c = (layer_ctx){.op = op, .type = type, .mat = LY_E * *ex};
+    c->w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
     int32_t *ids = NULL;
     CU(cudaMalloc((void **)&ids, sizeof ids_h));
     CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
-    c.x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
-    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
-    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
-                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = per_slot, .y = c.y};
-    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    c->x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
+    CU(cudaMalloc((void **)&c->y, rows * LY_K * n_out * sizeof(float)));
+    if (op == 6) CU(cudaMalloc((void **)&c->y2, rows * LY_K * n_out * sizeof(float)));
+    c->moe = (cuda_moe_args){.type = type, .expert_stride = *ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
+                             .ids = ids, .n_rows = rows, .k = LY_K, .x = c->x, .x_per_slot = per_slot, .y = c->y};
+    CU(cudaMalloc(&c->work, cuda_moe_chunk_work_bytes(&c->moe) + 256));
+    return distinct;
+}
+static void moe_ctx_free(layer_ctx *c) {
+    CU(cudaFree((void *)c->w));
+    CU(cudaFree((void *)c->moe.ids));
+    CU(cudaFree((void *)c->x));
+    CU(cudaFree(c->y));
+    if (c->y2) CU(cudaFree(c->y2));
+    CU(cudaFree(c->work));
+}
+
+static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
+    layer_ctx c;
+    size_t ex;
+    const size_t distinct = moe_ctx_make(&c, 2, n_out, n_in, per_slot, preview, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     const double t = layer_twice(nm, &c, (double)(distinct * ex), bw, 1);
-    CU(cudaFree((void *)c.w));
-    CU(cudaFree(ids));
-    CU(cudaFree((void *)c.x));
-    CU(cudaFree(c.y));
-    CU(cudaFree(c.work));
+    moe_ctx_free(&c);
     return t;
 }
 
@@ -694,30 +710,13 @@ static double layer_dense_pair(const char *name, size_t n_out, size_t n_out2, si
 /* The experts' gate + up of a layer through cuda_moe_chunk_pair (the old line: its two calls; [few]: one
  * grouping, one quantisation, one launch); bytes: both products' distinct experts. */
 static double layer_moe_pair(const char *name, int preview, double bw) {
-    const uint32_t type = QUANT_Q4_K;
-    const size_t n_out = 512, n_in = 2048, ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
-    int32_t ids_h[LY_ROWS * LY_K];
-    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
-    layer_ctx c = {.op = 6, .type = type, .mat = LY_E * ex};
-    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
-    int32_t *ids = NULL;
-    CU(cudaMalloc((void **)&ids, sizeof ids_h));
-    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
-    c.x = dev_floats(rows * n_in);
-    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
-    CU(cudaMalloc((void **)&c.y2, rows * LY_K * n_out * sizeof(float)));
-    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
-                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = 0, .y = c.y};
-    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    layer_ctx c;
+    size_t ex;
+    const size_t distinct = moe_ctx_make(&c, 6, 512, 2048, 0, preview, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     const double t = layer_twice(nm, &c, (double)(2 * distinct * ex), bw, 1);
-    CU(cudaFree((void *)c.w));
-    CU(cudaFree(ids));
-    CU(cudaFree((void *)c.x));
-    CU(cudaFree(c.y));
-    CU(cudaFree(c.y2));
-    CU(cudaFree(c.work));
+    moe_ctx_free(&c);
     return t;
 }
 
@@ -863,30 +862,13 @@ static void x2_dense(const char *name, int op, size_t n_out, size_t n_out2, size
 /* The grouped Q4_K experts of 32 rows (256 experts, k 8; a preview's routing: every row on the same 8, or a
  * commit's): the gate + up pair (op 6) or one product (op 2; the down: x a slot) */
 static void x2_moe(const char *name, int op, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
-    const uint32_t type = QUANT_Q4_K;
-    const size_t ex = quant_row_bytes(type, n_in) * n_out, rows = LY_ROWS;
-    int32_t ids_h[LY_ROWS * LY_K];
-    const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
-    layer_ctx c = {.op = op, .type = type, .mat = LY_E * ex};
-    c.w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
-    int32_t *ids = NULL;
-    CU(cudaMalloc((void **)&ids, sizeof ids_h));
-    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
-    c.x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
-    CU(cudaMalloc((void **)&c.y, rows * LY_K * n_out * sizeof(float)));
-    if (op == 6) CU(cudaMalloc((void **)&c.y2, rows * LY_K * n_out * sizeof(float)));
-    c.moe = (cuda_moe_args){.type = type, .expert_stride = ex, .n_expert = LY_E, .n_out = n_out, .n_in = n_in,
-                            .ids = ids, .n_rows = rows, .k = LY_K, .x = c.x, .x_per_slot = per_slot, .y = c.y};
-    CU(cudaMalloc(&c.work, cuda_moe_chunk_work_bytes(&c.moe) + 256));
+    layer_ctx c;
+    size_t ex;
+    const size_t distinct = moe_ctx_make(&c, op, n_out, n_in, per_slot, preview, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     x2_line(nm, &c, (double)((op == 6 ? 2 : 1) * distinct * ex), bw, LY_COPIES);
-    CU(cudaFree((void *)c.w));
-    CU(cudaFree(ids));
-    CU(cudaFree((void *)c.x));
-    CU(cudaFree(c.y));
-    if (c.y2) CU(cudaFree(c.y2));
-    CU(cudaFree(c.work));
+    moe_ctx_free(&c);
 }
 
 static void bench_x2(double bw) {
