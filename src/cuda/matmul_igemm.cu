@@ -1147,9 +1147,10 @@ extern "C" void cuda_ig_aligned_set(int on) { cuda_switch_set(&g_ig_aligned, on)
  * H100 (bench/device-runs/2026-12-30-x2ig24/RESULTS.md): they pay where a grid is under one wave (a 2048-output Q8_0
  * product of 32 rows 19.9 -> 16.6 us, the shared expert's pair 11.5 -> 9.1 us in bench_cuda_matmul) and on the
  * grouped Q4_K experts (a preview's pair 22.3 -> 19.3 us, a commit's 87.4 -> 83.3), and lose on the many-wave Q8_0
- * grids (the head 344 -> 371 us, the GDN's segmented product 23.4 -> 25.4). So CLOVER_CUDA_IG_X2 unset is AUTO:
- * the grouped Q4_K WIDE tiles, and dense Q8_0 grids of 32-row tiles that fit one wave at 3 stages; "1" every X2
- * form (A/B), "0" none.
+ * grids (the head 344 -> 371 us, the GDN's segmented product 23.4 -> 25.4). In the passes (x2ig24 RESULTS.md,
+ * same file): the grouped tiles' X2 changed nothing in a preview or a commit under PDL and cost the 16-sequence AR
+ * step 8-12% of its tokens/s (bench_batch, an H100, 2026-12-06). So CLOVER_CUDA_IG_X2 unset is AUTO: dense Q8_0
+ * grids of 32-row tiles that fit one wave at 3 stages only; "1" every X2 form (A/B), "0" none.
  * cuda_ig_x2_set: 0 none, 1 all, 2 / 3 all at that many stages, 4 auto, negative: the environment again. Stages of
  * two chunks under "1": 3 where that keeps the one-chunk form's blocks an SM (cudaOccupancy...) or the grid is one
  * wave anyway, else 2; CLOVER_CUDA_IG_X2_STAGES=2 or 3 forces it (A/B timing), as cuda_ig_x2_set(2 or 3) does. */
@@ -1238,8 +1239,8 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
 template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
-    const int mode = X2 ? ig_x2_mode() : IG_X2_OFF; /* AUTO: Q4_K (measured), not Q5_K (not yet) */
-    if (X2 && (mode == IG_X2_ALL || (mode == IG_X2_AUTO && T == MM_Q4_K))) {
+    const int mode = X2 ? ig_x2_mode() : IG_X2_OFF; /* AUTO: one-chunk here (see ig_x2_mode's comment) */
+    if (X2 && mode == IG_X2_ALL) {
         constexpr int S2a = X2 ? 2 : 0, S2b = X2 ? 3 : 0; /* 0: never launched (the branch is dead) */
         ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, 0>);
         ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, S2b>);
