@@ -98,11 +98,6 @@ void cuda_igemm_few_set(int on);
 /* The wide-row integer chunk product (matmul_igemm_wide.cu: Q8_0, dense, 64+ rows, with scratch): 1 turns it on,
  * 0 off; the default is on unless CLOVER_CUDA_IGEMM_WIDE=0 (verified on the H200, 2026-12-07). Same bits either way. */
 void cuda_igemm_wide_set(int on);
-/* The wide kernel for dense Q8_0 products of 17..63 rows whose 64-output tiles make >= 4 waves of one block an SM
- * (the output head of a 32-row preview): off unless CLOVER_CUDA_IGW_TALL=1 (unverified on a device when written,
- * 2026-12-06); 1/0 on/off, negative: the environment again. Same bits either way. */
-void cuda_igw_tall_set(int on);
-unsigned long long cuda_igw_tall_launches(void); /* launches so far (tests: it was taken) */
 /* The grouped experts (cuda_moe_chunk / _pair, Q4_K and Q5_K, many slots an expert: a stacked preview, a prompt)
  * on the wide kernel's tiles of 64 slots x 128 outputs: on unless CLOVER_CUDA_IGW_MOE=0 (verified on the H200,
  * 2026-12-05); 1/0 on/off, negative: the environment again. Same bits either way. */

@@ -63,7 +63,6 @@
 #include "matmul_internal.cuh"
 #include "matmul_igemm.cuh"
 #include "matmul_igemm_wide.cuh"
-#include "cuda_device.h"
 #include "cuda_pdl.cuh"
 #include "cuda_switch.h"
 
@@ -467,31 +466,8 @@ static int igw_enabled(void) {
 }
 extern "C" void cuda_igemm_wide_set(int on) { __atomic_store_n(&g_wide, on ? 1 : 0, __ATOMIC_RELAXED); }
 
-/* TALL: a dense Q8_0 product of 17..63 rows whose grid of 64-output tiles is >= IGW_TALL_WAVES waves of one block an
- * SM (in the 35B-A3B model only the output head: 248320 outputs, a 32-row preview's head). igemm_q8_kernel gives
- * such a product 16-output blocks that each pull all the rows' 8-bit chunks through L2 (the head at 32 rows: 15,520
- * blocks, ~1.1 GB of row reads for 540 MB of weights; 340 us on an H100, 53% of the copy bandwidth); here a block
- * takes 64 outputs and reads the rows once for them, half its row tiles idle at 32 rows (the tile's arithmetic is
- * not what bounds it: ~3 us a block against ~9 us of its weights' bytes). The same bits (the canonical order).
- * Off unless CLOVER_CUDA_IGW_TALL=1 (unverified on a device when written, 2026-12-06); cuda_igw_tall_set: 1/0,
- * negative: the environment again. */
-enum { IGW_TALL_MIN_ROWS = 17, IGW_TALL_WAVES = 4 };
-static int g_igw_tall = -1;
-static unsigned long long g_igw_tall_launches;
-extern "C" void cuda_igw_tall_set(int on) { cuda_switch_set(&g_igw_tall, on); }
-extern "C" unsigned long long cuda_igw_tall_launches(void) {
-    return __atomic_load_n(&g_igw_tall_launches, __ATOMIC_RELAXED);
-}
-static bool igw_tall(uint32_t type, const ig_params *p) {
-    return type == MM_Q8_0 && p->n_rows >= IGW_TALL_MIN_ROWS && p->n_rows < IGW_MIN_ROWS &&
-           (size_t)(p->n_out + IW_BO - 1) / IW_BO >= (size_t)IGW_TALL_WAVES * (size_t)cuda_sm_count() &&
-           cuda_switch_on(&g_igw_tall, "CLOVER_CUDA_IGW_TALL", 0);
-}
-
 int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
-    if (!igw_enabled() || !p->xq || p->perm || p->wide) return 0;
-    const bool tall = p->n_rows < IGW_MIN_ROWS && igw_tall(type, p);
-    if (p->n_rows < IGW_MIN_ROWS && !tall) return 0;
+    if (!igw_enabled() || !p->xq || p->perm || p->wide || p->n_rows < IGW_MIN_ROWS) return 0;
     if (type == MM_Q4_K) return igw_launch_k<MM_Q4_K>(p, 0, st);
     if (type == MM_Q5_K) return igw_launch_k<MM_Q5_K>(p, 0, st);
     if (type != MM_Q8_0) return 0;
@@ -506,6 +482,5 @@ int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
         attr_set = 1;
     }
     pdl_launch_rows(igw_q8_kernel, dim3(rt, ot), dim3(IW_THREADS), IW_SMEM, st, *p);
-    if (tall) __atomic_fetch_add(&g_igw_tall_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }

@@ -16,9 +16,8 @@
 enum { IGW_MIN_ROWS = 64 };
 
 /* Launches the product p (ig_plan'd, xq quantised, dense) with the wide kernel and returns 1 when it is switched
- * on (CLOVER_CUDA_IGEMM_WIDE=1 / cuda_igemm_wide_set) and takes it (Q8_0, n_rows >= IGW_MIN_ROWS; or 17..63 rows
- * of a many-wave grid under CLOVER_CUDA_IGW_TALL=1); else 0 and launches nothing. Same bits as ig_launch (the
- * canonical order of matmul_igemm.cu). */
+ * on (CLOVER_CUDA_IGEMM_WIDE=1 / cuda_igemm_wide_set) and takes it (Q8_0, n_rows >= IGW_MIN_ROWS); else 0 and
+ * launches nothing. Same bits as ig_launch (the canonical order of matmul_igemm.cu). */
 int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st);
 
 /* Grouped experts (p->perm, tiles of IGW_MOE_TILE slots from the grouping pass, xq quantised) on the same kernel:

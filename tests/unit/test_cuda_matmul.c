@@ -1229,15 +1229,9 @@ static void test_q8_rows32(void) {
  * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
  * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
  * infinity (its outputs NaN on both).
- * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. The TALL form (17..63 rows of a
- * many-wave Q8_0 grid, CLOVER_CUDA_IGW_TALL) the same way, its launches counted. CLOVER_TEST_SMALL: 3 cases a type
- * and one TALL (for compute-sanitizer). */
-static void wide_case_t(uint32_t type, size_t n_rows, size_t n_out, size_t n_in, int tall);
+ * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
+ * (for compute-sanitizer). */
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
-    wide_case_t(type, n_rows, n_out, n_in, -1);
-}
-/* tall: -1 no switch, else CLOVER_CUDA_IGW_TALL on for the wide run and 1 / 0: its form must / must not be taken */
-static void wide_case_t(uint32_t type, size_t n_rows, size_t n_out, size_t n_in, int tall) {
     size_t rb;
     uint8_t *w = make_weights(type, n_out, n_in, &rb);
     float *x = malloc(n_rows * n_in * sizeof(float));
@@ -1253,15 +1247,8 @@ static void wide_case_t(uint32_t type, size_t n_rows, size_t n_out, size_t n_in,
     cuda_igemm_wide_set(0);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy, work, NULL, why, sizeof why) == 0, "%s", why);
     cuda_igemm_wide_set(1);
-    if (tall >= 0) cuda_igw_tall_set(1);
-    const unsigned long long t0 = cuda_igw_tall_launches();
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
-    if (tall >= 0) {
-        CHECK_MSG(cuda_igw_tall_launches() - t0 == (unsigned long long)tall, "tall x%zu/%zu/%zu %s: %llu launches, "
-                  "expected %d", n_rows, n_out, n_in, quant_type_name(type), cuda_igw_tall_launches() - t0, tall);
-        cuda_igw_tall_set(-1);
-    }
     const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
     cuda_igemm_wide_set(!(env && strcmp(env, "0") == 0));
     dev_download(old, dy, ny);
@@ -1315,21 +1302,6 @@ static void test_igemm_wide(void) {
             wide_case(type, R[i], 64 + 77, n_odd); /* not */
         }
         wide_case(type, 512, 200, 4096);
-    }
-    /* TALL (CLOVER_CUDA_IGW_TALL): 17..63 rows of a Q8_0 grid of >= 4 waves of 64-output tiles (the output head of a
-     * 32-row preview) on the wide kernel: the bits of the 16 x 32 kernels; fewer rows, a narrow grid or a K-quant
-     * not taken */
-    const size_t tall_out = (size_t)64 * 4 * (size_t)cuda_sm_count() + 77; /* a partial last tile */
-    static const size_t TR[] = {17, 32, 33, 63};
-    for (size_t i = 0; i < sizeof TR / sizeof TR[0]; i++) {
-        if (small && TR[i] != 32) continue;
-        wide_case_t(QUANT_Q8_0, TR[i], tall_out, 256, 1);
-        if (!small) wide_case_t(QUANT_Q8_0, TR[i], tall_out, 32 * 9, 1); /* a partial chunk, rows unaligned */
-    }
-    if (!small) {
-        wide_case_t(QUANT_Q8_0, 16, tall_out, 256, 0);
-        wide_case_t(QUANT_Q8_0, 32, 64 * 4 * (size_t)cuda_sm_count() - 64, 256, 0);
-        wide_case_t(QUANT_Q4_K, 32, tall_out, 256, 0);
     }
 }
 
