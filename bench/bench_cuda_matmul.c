@@ -38,6 +38,11 @@
  * weight copies (off, on, off, on, then on at 2 and at 3 stages forced), one line each with the best off / on times,
  * GB/s and the share of the copy bandwidth.
  *
+ * CLOVER_BENCH_TILES=1: only the grouped Q4_K experts' tile loop (CLOVER_CUDA_MOE_TILE_LOOP) off against on for a
+ * preview's routing (32 rows on 8 experts), a commit's (32 rows, ~160 experts) and a 16-row AR step's (~100): the
+ * gate + up pair and the down, each in a graph over weight copies, off / on alternating 5 times, the medians and
+ * on/off; CLOVER_BENCH_TILES_CAPS=N,M,...: also the loop at those caps on grid.y forced (tuning the cap).
+ *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
 #include <cuda_runtime.h>
@@ -645,20 +650,21 @@ static double layer_dense(const char *name, uint32_t type, size_t n_out, size_t 
 
 /* Experts: preview routing (every row to the same 8 experts, as a first pass's all-mask rows route) or a
  * commit's (distinct random experts a row). */
-/* The grouped Q4_K experts of a layer at LY_ROWS rows (LY_E experts, k LY_K) for op (2: one product, 6: the gate +
- * up pair, y2 its second output), preview (every row on the same experts) or commit routing; per_slot: x a slot
- * (a down product). Fills *ex with one expert's bytes; returns the distinct experts. moe_ctx_free undoes it. */
-static size_t moe_ctx_make(layer_ctx *c, int op, size_t n_out, size_t n_in, int per_slot, int preview, size_t *ex) {
+/* The grouped Q4_K experts of a layer at rows (<= LY_ROWS) rows (LY_E experts, k LY_K) for op (2: one product, 6:
+ * the gate + up pair, y2 its second output), preview (every row on the same experts) or commit routing (random:
+ * ~160 experts at 32 rows, ~100 at 16); per_slot: x a slot (a down product). Fills *ex with one expert's bytes;
+ * returns the distinct experts. moe_ctx_free undoes it. */
+static size_t moe_ctx_make(layer_ctx *c, int op, size_t n_out, size_t n_in, int per_slot, int preview, size_t rows,
+                           size_t *ex) {
     const uint32_t type = QUANT_Q4_K;
-    const size_t rows = LY_ROWS;
     *ex = quant_row_bytes(type, n_in) * n_out;
     int32_t ids_h[LY_ROWS * LY_K];
     const size_t distinct = pick_expert_ids(ids_h, rows, LY_K, LY_E, preview);
     *c = (layer_ctx){.op = op, .type = type, .mat = LY_E * *ex};
     c->w = dev_weights(type, LY_COPIES * LY_E * n_out, n_in);
     int32_t *ids = NULL;
-    CU(cudaMalloc((void **)&ids, sizeof ids_h));
-    CU(cudaMemcpy(ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+    CU(cudaMalloc((void **)&ids, rows * LY_K * sizeof(int32_t)));
+    CU(cudaMemcpy(ids, ids_h, rows * LY_K * sizeof(int32_t), cudaMemcpyHostToDevice));
     c->x = dev_floats((per_slot ? rows * LY_K : rows) * n_in);
     CU(cudaMalloc((void **)&c->y, rows * LY_K * n_out * sizeof(float)));
     if (op == 6) CU(cudaMalloc((void **)&c->y2, rows * LY_K * n_out * sizeof(float)));
@@ -679,7 +685,7 @@ static void moe_ctx_free(layer_ctx *c) {
 static double layer_moe(const char *name, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
     layer_ctx c;
     size_t ex;
-    const size_t distinct = moe_ctx_make(&c, 2, n_out, n_in, per_slot, preview, &ex);
+    const size_t distinct = moe_ctx_make(&c, 2, n_out, n_in, per_slot, preview, LY_ROWS, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     const double t = layer_twice(nm, &c, (double)(distinct * ex), bw, 1);
@@ -712,7 +718,7 @@ static double layer_dense_pair(const char *name, size_t n_out, size_t n_out2, si
 static double layer_moe_pair(const char *name, int preview, double bw) {
     layer_ctx c;
     size_t ex;
-    const size_t distinct = moe_ctx_make(&c, 6, 512, 2048, 0, preview, &ex);
+    const size_t distinct = moe_ctx_make(&c, 6, 512, 2048, 0, preview, LY_ROWS, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     const double t = layer_twice(nm, &c, (double)(2 * distinct * ex), bw, 1);
@@ -864,7 +870,7 @@ static void x2_dense(const char *name, int op, size_t n_out, size_t n_out2, size
 static void x2_moe(const char *name, int op, size_t n_out, size_t n_in, int per_slot, int preview, double bw) {
     layer_ctx c;
     size_t ex;
-    const size_t distinct = moe_ctx_make(&c, op, n_out, n_in, per_slot, preview, &ex);
+    const size_t distinct = moe_ctx_make(&c, op, n_out, n_in, per_slot, preview, LY_ROWS, &ex);
     char nm[96];
     snprintf(nm, sizeof nm, "%s (%zu experts)", name, distinct);
     x2_line(nm, &c, (double)((op == 6 ? 2 : 1) * distinct * ex), bw, LY_COPIES);
@@ -886,6 +892,78 @@ static void bench_x2(double bw) {
     x2_moe("moe q4_K down 2048x512, preview", 2, 2048, 512, 1, 1, bw);
     x2_moe("moe q4_K down 2048x512, commit", 2, 2048, 512, 1, 0, bw);
     x2_dense("head 248320x2048 (2 copies)", 0, 248320, 0, 2048, 32, 2, bw);
+}
+
+/* ---- CLOVER_BENCH_TILES: the grouped experts' tile loop (cuda_moe_tile_loop_set) off / on ---- */
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+static double median(double *v, size_t n) {
+    qsort(v, n, sizeof *v, cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The grouped Q4_K experts at rows rows (preview: every row on the same 8 of 256; else random, ~160 experts at 32
+ * rows, ~100 at 16), op 6 (the gate + up pair, 512 x 2048 each) or 2 (the down 2048 x 512, x a slot): graph times
+ * over the weight copies with the loop off and on alternating TILES_REPS times, the medians and on/off; then, if
+ * CLOVER_BENCH_TILES_CAPS=N,M,... is set, the loop at each cap forced (cuda_moe_tile_cap_set), medians of 3. */
+static void tiles_line(const char *name, int op, int preview, size_t rows, double bw) {
+    enum { TILES_REPS = 5 };
+    layer_ctx c;
+    size_t ex;
+    const int down = op == 2;
+    const size_t distinct = moe_ctx_make(&c, op, down ? 2048 : 512, down ? 512 : 2048, down, preview, rows, &ex);
+    const double bytes = (double)((down ? 1 : 2) * distinct * ex);
+    double t[2][TILES_REPS];
+    for (int r = 0; r < TILES_REPS; r++)
+        for (int on = 0; on < 2; on++) {
+            cuda_moe_tile_loop_set(on);
+            layer_body(&c, 0, NULL); /* outside the capture: the kernels' one-time attribute and occupancy calls */
+            CU(cudaDeviceSynchronize());
+            t[on][r] = graph_time(layer_body, &c, LY_COPIES);
+        }
+    const double off = median(t[0], TILES_REPS), on = median(t[1], TILES_REPS);
+    char nm[96];
+    snprintf(nm, sizeof nm, "%s (%zu rows, %zu experts)", name, rows, distinct);
+    printf("tiles %-46s off %8.2f | on %8.2f us (medians of %d) | %6.1f MB off %5.0f GB/s on %5.0f GB/s (%4.1f%% of "
+           "copy bw) | on/off %.3f\n",
+           nm, off * 1e6, on * 1e6, TILES_REPS, bytes * 1e-6, bytes / off / 1e9, bytes / on / 1e9,
+           100 * bytes / on / 1e9 / bw, on / off);
+    const char *caps = getenv("CLOVER_BENCH_TILES_CAPS");
+    for (const char *q = caps; q && *q;) {
+        const int cap = atoi(q);
+        if (cap > 0) {
+            double tc[3];
+            cuda_moe_tile_loop_set(1);
+            cuda_moe_tile_cap_set(cap);
+            for (int r = 0; r < 3; r++) {
+                layer_body(&c, 0, NULL);
+                CU(cudaDeviceSynchronize());
+                tc[r] = graph_time(layer_body, &c, LY_COPIES);
+            }
+            const double m = median(tc, 3);
+            printf("tiles %-46s cap %4d  %8.2f us | on/off %.3f\n", nm, cap, m * 1e6, m / off);
+        }
+        q = strchr(q, ',');
+        if (q) q++;
+    }
+    cuda_moe_tile_cap_set(-1);
+    cuda_moe_tile_loop_set(-1);
+    moe_ctx_free(&c);
+}
+
+static void bench_tiles(double bw) {
+    printf("grouped experts' tile loop off / on (grid.y the worst-case tile count / ~2 waves of blocks), 35B-A3B "
+           "shapes, graphs over %d weight copies:\n",
+           LY_COPIES);
+    tiles_line("moe q4_K gate+up pair, preview", 6, 1, LY_ROWS, bw);
+    tiles_line("moe q4_K down 2048x512, preview", 2, 1, LY_ROWS, bw);
+    tiles_line("moe q4_K gate+up pair, commit", 6, 0, LY_ROWS, bw);
+    tiles_line("moe q4_K down 2048x512, commit", 2, 0, LY_ROWS, bw);
+    tiles_line("moe q4_K gate+up pair, AR step", 6, 0, 16, bw);
+    tiles_line("moe q4_K down 2048x512, AR step", 2, 0, 16, bw);
 }
 
 /* CLOVER_BENCH_STREAM32=1: the dense Q8_0 products of the 35B-A3B model at 8..32 rows in the chunk form (with
@@ -1122,6 +1200,11 @@ int main(void) {
     const char *x2 = getenv("CLOVER_BENCH_X2");
     if (x2 && strcmp(x2, "1") == 0) {
         bench_x2(bw);
+        return 0;
+    }
+    const char *ti = getenv("CLOVER_BENCH_TILES");
+    if (ti && strcmp(ti, "1") == 0) {
+        bench_tiles(bw);
         return 0;
     }
     const char *le = getenv("CLOVER_BENCH_LAYER");

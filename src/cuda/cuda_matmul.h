@@ -339,6 +339,15 @@ void cuda_ig_aligned_set(int on);
  * them, else the form's own choice), negative: the environment again. */
 void cuda_ig_x2_set(int on);
 unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2 / 3 stages (tests: taken) */
+/* The tile loop of the grouped integer kernel's WIDE tiles (cuda_moe_chunk / _pair with few slots an expert: a
+ * preview, a commit, a decode batch's experts): grid.y cut from the worst-case tile count to about two waves of
+ * blocks, each block walking the tiles y, y + gridDim.y, ... that the grouping pass made; the same bits. On unless
+ * CLOVER_CUDA_MOE_TILE_LOOP=0 (0: the full grid of one tile a block); cuda_moe_tile_loop_set: 1/0 on/off, negative:
+ * the environment again. cuda_moe_tile_cap_set(N): force the cap on grid.y (also CLOVER_CUDA_MOE_TILE_CAP=N), 0 by
+ * shape, negative: the environment again. */
+void cuda_moe_tile_loop_set(int on);
+void cuda_moe_tile_cap_set(int cap);
+unsigned long long cuda_moe_tile_loop_launches(void); /* launches with grid.y below the worst case (tests: taken) */
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,10 @@
  * MoE: a one-block pass on the device counts the slots of each expert,
  * lays them out grouped by expert (perm) and writes a table of tiles of up
  * to 64 slots of one expert; the GEMM's grid.y walks that table (blocks past
- * its end return), so each routed expert's weights are read once per tile of
- * 64 rows that use it, with no host synchronisation. Slots of an expert land
+ * its end return; the integer path's WIDE tiles: a grid of ~2 waves whose
+ * blocks loop over it, matmul_igemm.cu's tile loop), so each routed expert's
+ * weights are read once per tile of 64 rows that use it, with no host
+ * synchronisation. Slots of an expert land
  * in perm in any order (atomics); rows are independent, so the result is
  * deterministic anyway. With CLOVER_CUDA_MOE_PERSIST=1 (off by default) the
  * integer path's few-slot (WIDE) plans for Q4_K / Q5_K take matmul_igemm.cu's

@@ -41,6 +41,10 @@
  * Measured (H200, bench/device-runs/cuda-matmul-notes.md): issue-bound, not yet at the bandwidth.
  * X2 (CLOVER_CUDA_IG_X2=1, off until measured): igemm_q8_kernel and the WIDE Q4_K / Q5_K form with two chunks a
  * ring stage (one wait and one barrier for two chunks; the same bits), ig_launch_k / ig_launch_q8 pick it.
+ * Tile loop (CLOVER_CUDA_MOE_TILE_LOOP, on unless 0): a WIDE grouped launch's grid.y is ~2 waves of blocks instead of
+ * the worst-case tile count (288 for 32 rows x top-8 of 256 experts; a preview fills ~30), each block walking tiles
+ * y, y + gridDim.y, ... with the one-tile code unchanged (the same bits): the empty blocks' scheduling was most of a
+ * preview's expert products (ig_tile_rows).
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -137,13 +141,14 @@ struct ig_pieces {
      * the same places. */
     bool aligned;
 
-    __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count) {
+    __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count,
+                                         int tid) {
         aligned = p.aligned_ok && CB % 16 == 0 &&
                   ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
                   (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
 #pragma unroll
         for (int j = 0; j < NW; j++) {
-            const int idx = threadIdx.x + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
+            const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
             /* aligned: a row's CB / 16 pieces, its last (PPR - 1: a misaligned row's spill) idle */
             const bool live = idx < BO * PPR && o < p.n_out && !(aligned && 16 * pc >= CB);
             wrow[j] = live ? wbase + (size_t)o * p.row_bytes : NULL;
@@ -152,7 +157,7 @@ struct ig_pieces {
         }
 #pragma unroll
         for (int j = 0; j < NA; j++) {
-            const int idx = threadIdx.x + j * IG_THREADS, i = idx / PA, pc = idx % PA;
+            const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
             const bool live = idx < m_count * PA;
             asrc[j] = live ? p.xq + (size_t)xrow[i] * IG_ACS + 16 * pc : NULL;
             adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
@@ -411,35 +416,32 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * S2 > 0 (CLOVER_CUDA_IG_X2; WIDE Q4_K / Q5_K with K2 only): the ring's chunks waited for and barriered two at a
  * time (S2 stages of two chunks, 2 * S2 chunk slots), the two super-blocks of a stage summed together
  * (ig_k_superblock2_x2). Chunk 2s goes to partial 0 and 2s + 1 to partial 1, as chunk parity gives them in the
- * one-chunk form: every partial's terms in the same order, so the same bits. */
+ * one-chunk form: every partial's terms in the same order, so the same bits.
+ * igemm_tile is one block's work (igemm_kernel's body): dense, output tile blockIdx.y of row tile blockIdx.x;
+ * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
+ * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
+ * and yrow for the next tile. */
 template <int T, bool PREQ, bool WIDE, bool K2, int S2>
-__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
+__device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
-    static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
-                  "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
-    if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
-        const ptrdiff_t d = p.w_up - p.w;
-        p.w += d, p.w_lo += d, p.w_end += d;
-        p.y = p.y_up;
-    }
     extern __shared__ __align__(16) uint8_t sm[];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    /* WIDE: + ty >> 30 (0: ty < 2^17) keeps ptxas from hoisting the threads' set-up (the copy pieces' places)
+     * out of igemm_kernel's tile loop, where it held ~25 more registers across the chunk loop */
+    const int tid = threadIdx.x + (WIDE ? (int)(ty >> 30) : 0);
+    const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
     const int sts = BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
     int *xrow = (int *)(stages + NSLOT * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
-    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
-    pdl_trigger();
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
         n0 = blockIdx.y * BO;
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
-        if ((int)blockIdx.y >= *p.ntiles) return;
-        const int32_t *t = p.tiles + 3 * blockIdx.y;
+        const int32_t *t = p.tiles + 3 * ty;
         n0 = blockIdx.x * BO;
         e = t[0];
         m_count = t[2];
@@ -453,8 +455,8 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
     constexpr int CB = ig_chunk_bytes<T>();
     const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
     __syncthreads(); /* xrow */
-    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once */
-    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count);
+    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once a tile */
+    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count, tid);
     /* the first chunks in flight before anything else (one commit group a stage) */
 #pragma unroll
     for (int s = 0; s < NST - 1; s++) {
@@ -638,7 +640,7 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
                         : __fadd_rn(acc[0][0][q], acc[0][1 % PL][q]);
             if (live[0] && o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
         }
-        return;
+        return; /* (the tile loop's barrier follows in igemm_kernel) */
     }
     __syncthreads(); /* the stages are free: the halves meet there */
     float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
@@ -666,6 +668,32 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
             }
         }
+    }
+}
+
+/* The tile loop (WIDE grouped launches, CLOVER_CUDA_MOE_TILE_LOOP, on unless 0): grid.y is then min(the worst-case
+ * tile count, ~2 waves of blocks; ig_tile_rows), and block y walks the tiles y, y + gridDim.y, ... below the count,
+ * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
+ * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
+ * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
+    static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
+                  "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
+    if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
+        const ptrdiff_t d = p.w_up - p.w;
+        p.w += d, p.w_lo += d, p.w_end += d;
+        p.y = p.y_up;
+    }
+    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    if (p.perm != NULL && (int)blockIdx.y >= *p.ntiles) return;
+    for (unsigned ty = blockIdx.y;;) {
+        igemm_tile<T, PREQ, WIDE, K2, S2>(p, ty);
+        if (!WIDE || p.perm == NULL) return; /* dense, and the non-WIDE tiles: one a block */
+        ty += gridDim.y;
+        if ((int)ty >= *p.ntiles) return;
+        __syncthreads(); /* the last tile's reads of the stages, xrow and yrow are over */
     }
 }
 
@@ -1226,13 +1254,49 @@ static void ig_attr(const void *f) {
     pthread_mutex_unlock(&g_ig_mu);
 }
 
+/* The tile loop of igemm_kernel's WIDE grouped launches (see igemm_kernel): on unless CLOVER_CUDA_MOE_TILE_LOOP=0
+ * (cuda_moe_tile_loop_set: 1/0, negative: the environment again). Why: grid.y is the worst-case tile count (288 for
+ * 32 rows x top-8 of 256 experts) while a preview's coreset fills ~28-40 tiles, so ~90% of the blocks (each with
+ * ~100 KB of shared memory) only read the tile count and leave, and the block scheduler's time on them showed in
+ * the kernel trace (H100: the pair 20.3 us, the down 16.6 us for ~13 MB of weights a layer; the pair's second
+ * product dispatched only after all of the first's 1,152 blocks). The cap on grid.y: about two waves of the
+ * launch's blocks, ceil(2 * SMs * blocks an SM / (grid.x * grid.z)), at least 1, from the shapes only (a graph
+ * replays it whatever the tiles); CLOVER_CUDA_MOE_TILE_CAP=N or cuda_moe_tile_cap_set(N) forces N (A/B timing,
+ * tests; 0: by shape, negative: the environment again). */
+static int g_tile_loop = -1, g_tile_cap = INT_MIN;
+static unsigned long long g_tile_loop_launches;
+extern "C" void cuda_moe_tile_loop_set(int on) { cuda_switch_set(&g_tile_loop, on); }
+extern "C" void cuda_moe_tile_cap_set(int cap) {
+    __atomic_store_n(&g_tile_cap, cap < 0 ? INT_MIN : cap, __ATOMIC_RELAXED);
+}
+extern "C" unsigned long long cuda_moe_tile_loop_launches(void) {
+    return __atomic_load_n(&g_tile_loop_launches, __ATOMIC_RELAXED);
+}
+/* grid.y of a WIDE grouped launch of kernel f (ig_attr'd) at smem bytes: the worst case, or the cap below it */
+static unsigned ig_tile_rows(const void *f, size_t smem, dim3 grid) {
+    if (!cuda_switch_on(&g_tile_loop, "CLOVER_CUDA_MOE_TILE_LOOP", 1)) return grid.y;
+    const int force = cuda_env_int(&g_tile_cap, "CLOVER_CUDA_MOE_TILE_CAP", 0);
+    size_t cap = force > 0 ? (size_t)force : 0;
+    if (!cap) {
+        const int bps = ig_blocks_sm(f, smem);
+        const size_t per_y = (size_t)grid.x * grid.z, waves = 2 * (size_t)cuda_sm_count() * (size_t)(bps > 0 ? bps : 1);
+        cap = (waves + per_y - 1) / per_y;
+    }
+    if (cap < 1) cap = 1;
+    if (cap >= grid.y) return grid.y;
+    __atomic_fetch_add(&g_tile_loop_launches, 1, __ATOMIC_RELAXED);
+    return (unsigned)cap;
+}
+
 template <int T, bool PREQ, bool WIDE, bool K2, int S2>
 static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
-    ig_attr((const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>);
+    const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>;
+    ig_attr(f);
     ig_params q = *p;
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2>, grid, dim3(IG_THREADS),
-                    ig_smem_slots(p, S2 ? 2 * S2 : IG_STAGES), st, q);
+    const size_t smem = ig_smem_slots(p, S2 ? 2 * S2 : IG_STAGES);
+    if (WIDE && p->perm) grid.y = ig_tile_rows(f, smem, grid); /* the tile loop (igemm_kernel) */
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2>, grid, dim3(IG_THREADS), smem, st, q);
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
 

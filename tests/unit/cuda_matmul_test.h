@@ -1,13 +1,15 @@
 /*
- * cuda_matmul_test.h: the seeded inputs and the CUDA call check that test_cuda_matmul.c and test_cuda_ig_x2.c share:
- * a splitmix64 stream in [0, 1) (each file its own, seeded with CUDA_MATMUL_TEST_SEED, defined before the include),
- * values of a varied scale per 32-block (so the 8-bit scales differ), and CU(call), a failed runtime call as a
- * failed check with the runtime's words, and rows of quantised random weights.
+ * cuda_matmul_test.h: the seeded inputs and the CUDA call check that test_cuda_matmul.c, test_cuda_ig_x2.c and
+ * test_cuda_moe_tiles.c share: a splitmix64 stream in [0, 1) (each file its own, seeded with CUDA_MATMUL_TEST_SEED,
+ * defined before the include), values of a varied scale per 32-block (so the 8-bit scales differ), and CU(call), a
+ * failed runtime call as a failed check with the runtime's words, rows of quantised random weights, the CPU's 8-bit
+ * rows for its integer oracle, and the NaN count and normalised error of an output.
  */
 #ifndef CLOVER_TESTS_CUDA_MATMUL_TEST_H
 #define CLOVER_TESTS_CUDA_MATMUL_TEST_H
 
 #include <cuda_runtime.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,30 @@ static uint8_t *make_weights(uint32_t type, size_t rows, size_t n_in, size_t *ro
     }
     free(f);
     return w;
+}
+
+/* The CPU integer oracle's 8-bit rows (quant_act_quantize_scalar, quant_act_row_bytes each) of n_rows rows of x:
+ * quant_act_dot_scalar(type, weight row, row r, n_in) is that oracle's dot. */
+static inline void *act_rows(uint32_t type, const float *x, size_t n_rows, size_t n_in) {
+    const size_t xb = quant_act_row_bytes(type, n_in);
+    uint8_t *q = malloc(n_rows * xb);
+    for (size_t r = 0; r < n_rows; r++) quant_act_quantize_scalar(type, x + r * n_in, q + r * xb, n_in);
+    return q;
+}
+/* NaNs among n values (an output poisoned with 0xFF bytes and not written). */
+static inline size_t n_nan(const float *v, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) k += isnan(v[i]) != 0;
+    return k;
+}
+/* ||got - ref|| / ||ref|| in double (INFINITY for a zero ref). */
+static inline double rel_err(const float *got, const float *ref, size_t n) {
+    double e2 = 0, r2 = 0;
+    for (size_t i = 0; i < n; i++) {
+        e2 += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
+        r2 += (double)ref[i] * ref[i];
+    }
+    return r2 > 0 ? sqrt(e2 / r2) : INFINITY;
 }
 
 #endif

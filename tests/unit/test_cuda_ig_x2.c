@@ -40,25 +40,6 @@ static void *dev_upload(const void *h, size_t bytes, size_t off) { /* at byte of
 static float oracle(uint32_t type, const uint8_t *row, const void *xq, size_t n_in) {
     return quant_act_dot_scalar(type, row, xq, n_in);
 }
-static void *act_rows(uint32_t type, const float *x, size_t n_rows, size_t n_in) {
-    const size_t xb = quant_act_row_bytes(type, n_in);
-    uint8_t *q = malloc(n_rows * xb);
-    for (size_t r = 0; r < n_rows; r++) quant_act_quantize_scalar(type, x + r * n_in, q + r * xb, n_in);
-    return q;
-}
-static size_t n_nan(const float *v, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) k += isnan(v[i]) != 0;
-    return k;
-}
-static double rel_err(const float *got, const float *ref, size_t n) {
-    double e2 = 0, r2 = 0;
-    for (size_t i = 0; i < n; i++) {
-        e2 += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]);
-        r2 += (double)ref[i] * ref[i];
-    }
-    return r2 > 0 ? sqrt(e2 / r2) : INFINITY;
-}
 
 static int g_small; /* CLOVER_TEST_SMALL=1 */
 
