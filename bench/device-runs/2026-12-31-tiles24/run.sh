@@ -19,6 +19,9 @@
 #  p  bench_cuda_preview --reps 3, CLOVER_CUDA_MOE_TILE_LOOP=0 / 1 / 0 / 1 (preview, commit, block diffusion); clover
 #     run ids (diffusion and --ar, 64 tokens) with 0 and 1: equal
 #  k  the kernel trace of a preview (bench_cuda_preview --profile, PDL off) with 0 and 1: igemm_kernel's grid and us
+#  r  (added 2026-12-06, after the first run) test_cuda_matmul's cases after test_moe_fast (the step t's run of the
+#     whole file ends at its 150 s limit inside test_moe_fast): test_glu, test_glu_quant, test_multi,
+#     test_graph_capture, test_pdl_rows, with the loop on (~5 s)
 #  b  the stacked 16-sequence steps: bench_batch --n 16, --mode ar (--gen 96) and diffusion (--gen 64), loop 0 / 1
 #     alternating twice (run last: the longest step)
 # Predictions: RESULTS.md (written before any run).
@@ -42,8 +45,12 @@ $(grep -E 'ERROR SUMMARY' "$O/memcheck_tiles.log" | tail -1) $(grep -E 'passed' 
   fi
   tst test_cuda_matmul all 150
   tst test_cuda_ig_x2 all 150
+  tst test_cuda_matmul rest 150 CLOVER_TEST_ONLY=test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows
   tst test_cuda_preview all 120
   tst test_cuda_batch all 120
+fi
+if has r; then
+  tst test_cuda_matmul rest 150 CLOVER_TEST_ONLY=test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows
 fi
 if has m; then
   CLOVER_BENCH_TILES=1 CLOVER_BENCH_TILES_CAPS=${TILES_CAPS:-8,16,33,66,132} timeout 150 "$D/bin/bench_cuda_matmul" \
