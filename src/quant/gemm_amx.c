@@ -342,9 +342,9 @@ enum { KBK_DEFAULT = 2 };                    /* super-blocks a chunk (kq_chunk) 
 /* Super-blocks per chunk. A chunk's unpacked A tiles (4.9 KiB a super-block) and a group's B tiles of the same
  * super-blocks (4 KiB a super-block) are read once per group of the pass: at 2, with 32 rows, both groups' and
  * the A tiles stay in L1 (~26 KiB of its 48), where with the 8 of before (~71 KiB) each group's pass read them
- * back from L2 (512 x 2048, 32 rows, one thread, dev VM: 1, 2 and 3 super-blocks gave 0.81-0.89, 0.76-0.86 and
- * 0.92-0.95 of 8's time, 4 the same as 8). CLOVER_AMX_KCHUNK=N (1..8, read per call) sets it, 8 the chunk of
- * before. */
+ * back from L2 (one thread, dev VM: 512 x 2048 at 32 rows 0.83 of 8's time; 2048 x 2048 at 8-128 rows 0.78-0.90,
+ * with 1 0.81-0.92, 3 0.92-0.95, 4 0.98-1.04; bench/device-runs/amx-kernel-notes.md). CLOVER_AMX_KCHUNK=N (1..8,
+ * read per call) sets it, 8 the chunk of before. */
 static size_t kq_chunk(void) {
     const char *e = getenv("CLOVER_AMX_KCHUNK");
     const long v = e && *e ? strtol(e, NULL, 10) : KBK_DEFAULT;
