@@ -161,7 +161,8 @@ static inline __attribute__((always_inline)) void amx_fma(const int32_t *cb, con
  * of the kernel's samples at 32 rows); asked for a tile ahead, the layer's
  * experts ran 1.13-1.14x faster on one thread (bench_moe_products --ab
  * CLOVER_AMX_KPF=0, the dev VM). CLOVER_AMX_KPF=0 turns that part off
- * (and kq_prepare's rows ahead; CLOVER_AMX_KPF=1 those only).
+ * (and kq_prepare's rows ahead; CLOVER_AMX_KPF=1 those only; kq_unpack
+ * has none).
  * row: the current row's first byte of the chunk, [at, end) its lines still
  * to ask for; rows: rows after it. */
 typedef struct amx_pf {
@@ -328,11 +329,27 @@ static void amx_emit(const matmul_job *j, size_t o, int m, size_t g, const __m51
  * acc = fma(-(dmin * d_x), M, acc): act_bsum_avx2.c's K-quant order. The
  * weights are unpacked per 16-row tile and chunk (nibbles and the Q5_K
  * fifth bit into bytes, as gemm_avx512.c decodes them) into A tiles of
- * stride 32, used by every group of the pass; Q4_K weights in stable memory
- * are read instead from their repacked panels (gemm_amx_pack.h: the same
- * bytes and scales, made once per weight), with no unpack per tile. */
-enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks per chunk (2048 values), their sub-blocks */
+ * stride 32, used by every group of the pass: by kq_unpack, in the repacked
+ * panels' layout, for q4k_group (kq_prepare's row-at-a-time form and
+ * amx_group with CLOVER_AMX_KUNPACK=0, read per call); Q4_K weights in
+ * stable memory are read instead from their repacked panels
+ * (gemm_amx_pack.h: the same bytes and scales, made once per weight), with
+ * no unpack per tile. */
+enum { KBK = 8, KSB = KBK * GEMM_AMX_SUB }; /* super-blocks a chunk holds at most (2048 values), their sub-blocks */
 enum { KQ_ROW_PF = 2 };                      /* kq_prepare: rows ahead whose lines it asks for */
+enum { KBK_DEFAULT = 2 };                    /* super-blocks a chunk (kq_chunk) */
+
+/* Super-blocks per chunk. A chunk's unpacked A tiles (4.9 KiB a super-block) and a group's B tiles of the same
+ * super-blocks (4 KiB a super-block) are read once per group of the pass: at 2, with 32 rows, both groups' and
+ * the A tiles stay in L1 (~26 KiB of its 48), where with the 8 of before (~71 KiB) each group's pass read them
+ * back from L2 (one thread, dev VM: 512 x 2048 at 32 rows 0.83 of 8's time; 2048 x 2048 at 8-128 rows 0.78-0.90,
+ * with 1 0.81-0.92, 3 0.92-0.95, 4 0.98-1.04; bench/device-runs/amx-kernel-notes.md). CLOVER_AMX_KCHUNK=N (1..8,
+ * read per call) sets it, 8 the chunk of before. */
+static size_t kq_chunk(void) {
+    const char *e = getenv("CLOVER_AMX_KCHUNK");
+    const long v = e && *e ? strtol(e, NULL, 10) : KBK_DEFAULT;
+    return v >= 1 && v <= KBK ? (size_t)v : KBK_DEFAULT;
+}
 
 typedef struct kq_prep {
     uint8_t a[KSB][W_TILE][32];   /* sub-block sb's A tile: row i's 32 codes */
@@ -341,10 +358,11 @@ typedef struct kq_prep {
     int32_t mins[W_TILE][KBK][4]; /* min(2p) | min(2p + 1) << 16 */
 } kq_prep;
 
-/* Unpacks a 16-row tile's chunk into P. row_pf: ask for the lines of the row KQ_ROW_PF rows ahead while one is
- * unpacked, for a task's first tile, which no tile before it prefetched (amx_pf): its rows then wait on memory
- * side by side instead of one after another (1-2% of a layer's experts at 2 threads on the dev VM,
- * bench_moe_products --ab CLOVER_AMX_KPF=1, which keeps the tile-ahead prefetch only; 4 rows ahead was no better). */
+/* Unpacks a 16-row tile's chunk into P, a row at a time (CLOVER_AMX_KUNPACK=0's form). row_pf: ask for the
+ * lines of the row KQ_ROW_PF rows ahead while one is unpacked, for a task's first tile, which no tile before it
+ * prefetched (amx_pf): its rows then wait on memory side by side instead of one after another (1-2% of a layer's
+ * experts at 2 threads on the dev VM, bench_moe_products --ab CLOVER_AMX_KPF=1, which keeps the tile-ahead
+ * prefetch only; 4 rows ahead was no better). */
 static void kq_prepare(const matmul_job *j, size_t o, int m, size_t kb0, size_t nkb, size_t qs_off, ptrdiff_t qh_off,
                        size_t bsz, kq_prep *P, int row_pf) {
     for (int i = 0; i < W_TILE; i++) {
@@ -400,41 +418,139 @@ static inline __attribute__((always_inline)) void kq_mins(const int32_t *sp, con
     }
 }
 
+/* ---- the chunk unpacked into panels ----
+ *
+ * kq_unpack writes a 16-row tile's super-blocks kb0.. kb0 + nkb - 1 into
+ * panels (gemm_amx_pack.h's layout) for q4k_group: the unpacking path's
+ * form (issue 30), and q4k_fill's. Why not kq_prepare's row at a time: at
+ * 32 rows a tile's unpack serves only two groups of 16 activation rows, and
+ * it was ~30% of the kernel's samples (perf, 512 x 2048, one thread, the dev
+ * VM), most of it the scales and mins: k4_scales_mins' scalar bit work, one
+ * weight row and super-block at a time. Here the 16 rows of a super-block
+ * go together: their 16-byte heads (d, dmin, the 12 scale bytes) are
+ * transposed into 4 vectors of 16 dword lanes, one lane a row, so each of
+ * k4_scales_mins' operations runs once for the 16 rows (the same 32-bit
+ * operations, so the same scales and mins), and a scale or min pair is one
+ * vpshufb away from the panel's row of 16; the codes go two weight rows a
+ * 512-bit vector (a sub-block's rows i and i + 1 are 64 adjacent bytes of
+ * its A tile), k4_codes' operations on two rows at once, the Q5_K fifth
+ * bit moved to bit 4 by a 16-bit shift (the bits a shift carries across a
+ * byte never reach bit 4). The values are k4_codes' and k4_scales_mins'
+ * bit for bit: d * scale is the same exact product. Rows past a partial
+ * tile read a zero block (codes, scales, d, dmin 0). No rows-ahead
+ * prefetch as kq_prepare's: a super-block's 16 rows are loaded side by
+ * side, so a cold tile's rows already wait on memory together (the MoE's
+ * layer with it or without, CLOVER_AMX_KPF=1: within 1%). */
+static const uint8_t kq_zero[sizeof(block_q5_k)] __attribute__((aligned(64)));
+
+/* Row i's block at blk (row stride rs), or the zero block for rows i >= m. */
+static inline const uint8_t *kq_blk(const uint8_t *blk, size_t rs, int i, int m) {
+    return i < m ? blk + (size_t)i * rs : kq_zero;
+}
+
+static inline __m128i kq_head(const uint8_t *blk, size_t rs, int i, int m) {
+    return _mm_loadu_si128((const __m128i *)(const void *)kq_blk(blk, rs, i, m));
+}
+
+/* Dwords 0..3 of the 16-byte heads of rows 0..15 (kq_blk) as 4 vectors, lane i = row i. */
+static inline __attribute__((always_inline)) void kq_heads(const uint8_t *blk, size_t rs, int m, __m512i W[4]) {
+    __m512i Z[4]; /* Z[k]: the heads of rows k, 4 + k, 8 + k, 12 + k in its 128-bit lanes 0..3 */
+#pragma GCC unroll 4 /* Z[] in registers: a vector stored and read back in parts stalls the loads */
+    for (int k = 0; k < 4; k++) {
+        __m512i z = _mm512_castsi128_si512(kq_head(blk, rs, k, m));
+        z = _mm512_inserti32x4(z, kq_head(blk, rs, 4 + k, m), 1);
+        z = _mm512_inserti32x4(z, kq_head(blk, rs, 8 + k, m), 2);
+        Z[k] = _mm512_inserti32x4(z, kq_head(blk, rs, 12 + k, m), 3);
+    }
+    /* a 4 x 4 dword transpose in each 128-bit lane L: W[d] lane L element k = Z[k] lane L dword d = row 4L + k */
+    const __m512i t0 = _mm512_unpacklo_epi32(Z[0], Z[1]), t1 = _mm512_unpackhi_epi32(Z[0], Z[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(Z[2], Z[3]), t3 = _mm512_unpackhi_epi32(Z[2], Z[3]);
+    W[0] = _mm512_unpacklo_epi64(t0, t2), W[1] = _mm512_unpackhi_epi64(t0, t2);
+    W[2] = _mm512_unpacklo_epi64(t1, t3), W[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* k4_scales_mins' upper four bytes, 16 rows at once: (hi & low4) | ((lo >> 6) & low2) << 4, with hi = u[2] (or
+ * u[2] >> 4 for the mins), lo = u[0] (u[1]). */
+static inline __m512i kq_upper(__m512i hi, __m512i lo) {
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi32(lo, 6), _mm512_set1_epi32(0x03030303));
+    return _mm512_or_si512(_mm512_and_si512(hi, _mm512_set1_epi32(0x0f0f0f0f)), _mm512_slli_epi32(top, 4));
+}
+
+/* vpshufb controls, one 128-bit lane's (-128: a zero byte): 0..3 take byte b = 0..3 of each dword into its
+ * byte 0 (scale b as an int32); 4, 5 bytes b and b + 1 into bytes 0 and 2 (b = 0, 2: the min pair
+ * min(b) | min(b + 1) << 16). */
+static const int8_t kq_pick[6][16] __attribute__((aligned(16))) = {
+    {0, -128, -128, -128, 4, -128, -128, -128, 8, -128, -128, -128, 12, -128, -128, -128},
+    {1, -128, -128, -128, 5, -128, -128, -128, 9, -128, -128, -128, 13, -128, -128, -128},
+    {2, -128, -128, -128, 6, -128, -128, -128, 10, -128, -128, -128, 14, -128, -128, -128},
+    {3, -128, -128, -128, 7, -128, -128, -128, 11, -128, -128, -128, 15, -128, -128, -128},
+    {0, -128, 1, -128, 4, -128, 5, -128, 8, -128, 9, -128, 12, -128, 13, -128},
+    {2, -128, 3, -128, 6, -128, 7, -128, 10, -128, 11, -128, 14, -128, 15, -128},
+};
+
+/* 32 bytes at p0 and at p1 as one vector. */
+static inline __m512i kq_two(const uint8_t *p0, const uint8_t *p1) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(load_256(p0)), load_256(p1), 1);
+}
+
+static inline __attribute__((always_inline)) void kq_unpack(const matmul_job *j, size_t o, int m, size_t kb0,
+                                                            size_t nkb, size_t qs_off, ptrdiff_t qh_off, size_t bsz,
+                                                            gemm_amx_q4k_panel *pan) {
+    const __m512i low6 = _mm512_set1_epi32(0x3f3f3f3f), m4 = _mm512_set1_epi8(0x0F), b16 = _mm512_set1_epi8(0x10);
+    __m512i pick[6];
+    for (int k = 0; k < 6; k++)
+        pick[k] = _mm512_broadcast_i32x4(_mm_load_si128((const __m128i *)(const void *)kq_pick[k]));
+    const size_t rs = j->row_bytes;
+    for (size_t B = 0; B < nkb; B++) {
+        gemm_amx_q4k_panel *P = pan + B;
+        const uint8_t *blk = j->w + o * rs + (kb0 + B) * bsz; /* row 0's block */
+        /* the scales and mins: k4_scales_mins' operations, a row a lane (W[1..3] = its u[0..2]) */
+        __m512i W[4];
+        kq_heads(blk, rs, m, W);
+        const __m512 d = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(W[0]));
+        _mm512_store_ps(P->dmin, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(W[0], 16))));
+        const __m512i sc[2] = {_mm512_and_si512(W[1], low6), kq_upper(W[3], W[1])};
+        const __m512i mn[2] = {_mm512_and_si512(W[2], low6), kq_upper(_mm512_srli_epi32(W[3], 4), W[2])};
+        for (int s = 0; s < GEMM_AMX_SUB; s++) {
+            const __m512 scale = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(sc[s >> 2], pick[s & 3]));
+            _mm512_store_ps(P->dsc[s], _mm512_mul_ps(d, scale));
+        }
+        for (int p = 0; p < 4; p++) _mm512_store_si512(P->mins[p], _mm512_shuffle_epi8(mn[p >> 1], pick[4 + (p & 1)]));
+        /* the codes: rows i and i + 1 a vector (a partial tile's odd last row with the zero block) */
+        for (int i = 0; i < m; i += 2) {
+            const uint8_t *b0 = blk + (size_t)i * rs, *b1 = kq_blk(blk, rs, i + 1, m);
+            const __m512i h = qh_off >= 0 ? kq_two(b0 + qh_off, b1 + qh_off) : _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int c = 0; c < 4; c++) {
+                const __m512i q = kq_two(b0 + qs_off + 32 * c, b1 + qs_off + 32 * c);
+                __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+                if (qh_off >= 0) { /* bit 2c (lo), 2c + 1 (hi) of qh byte l: + 16 to code l */
+                    const __m512i bl = c < 2 ? _mm512_slli_epi16(h, 4 - 2 * c) : _mm512_srli_epi16(h, 2 * c - 4);
+                    const __m512i bh = c < 2 ? _mm512_slli_epi16(h, 3 - 2 * c) : _mm512_srli_epi16(h, 2 * c - 3);
+                    lo = _mm512_or_si512(lo, _mm512_and_si512(bl, b16));
+                    hi = _mm512_or_si512(hi, _mm512_and_si512(bh, b16));
+                }
+                _mm512_store_si512(P->a[2 * c][i], lo);
+                _mm512_store_si512(P->a[2 * c + 1][i], hi);
+            }
+        }
+    }
+}
+
 /* ---- Q4_K from repacked panels (gemm_amx_pack.h) ----
  *
- * q4k_fill writes tile t's panels from the weight rows with the unpack
- * above (the same k4_scales_mins, products and k4_codes as kq_prepare, so
- * the same codes and scales, bit for bit); q4k_panels hands a task the
- * panels of the tile at o, filling them first if no task has (the first to
- * claim the tile fills it; a task that finds it being filled takes the
- * unpacking path for that tile: the same bits, no waiting). */
+ * q4k_fill writes tile t's panels from the weight rows with kq_unpack
+ * (the unpacking path's own unpack, so the same codes and scales, bit for
+ * bit); q4k_panels hands a task the panels of the tile at o, filling them
+ * first if no task has (the first to claim the tile fills it; a task that
+ * finds it being filled takes the unpacking path for that tile: the same
+ * bits, no waiting). */
 static void q4k_fill(const matmul_job *j, const gemm_amx_q4k_pack *pk, size_t t) {
     gemm_amx_q4k_panel *pan = pk->panels + t * pk->nbk;
     const size_t o = t * W_TILE;
     const int m = j->n_out - o < W_TILE ? (int)(j->n_out - o) : W_TILE;
     if (m < W_TILE) memset(pan, 0, pk->nbk * sizeof *pan); /* rows past the weight's last: codes and scales 0 */
-    for (int i = 0; i < m; i++) {
-        const uint8_t *row = j->w + (o + (size_t)i) * j->row_bytes;
-        for (size_t B = 0; B < pk->nbk; B++) {
-            const uint8_t *blk = row + B * sizeof(block_q4_k);
-            gemm_amx_q4k_panel *P = pan + B;
-            const __m256i sm = k4_scales_mins(blk + 4);
-            _Alignas(32) float dsc[8];
-            _Alignas(16) int32_t mins[4];
-            _mm256_store_ps(dsc, _mm256_mul_ps(_mm256_set1_ps(load_f16(blk)),
-                                               _mm256_cvtepi32_ps(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(sm)))));
-            _mm_store_si128((__m128i *)(void *)mins, _mm256_extracti128_si256(sm, 1));
-            for (int s = 0; s < GEMM_AMX_SUB; s++) P->dsc[s][i] = dsc[s];
-            for (int p = 0; p < 4; p++) P->mins[p][i] = mins[p];
-            P->dmin[i] = load_f16(blk + 2);
-            for (int c = 0; c < 4; c++) {
-                __m256i lo, hi;
-                k4_codes(blk + offsetof(block_q4_k, qs), _mm256_setzero_si256(), c, 0, &lo, &hi);
-                _mm256_storeu_si256((__m256i *)(void *)P->a[2 * c][i], lo);
-                _mm256_storeu_si256((__m256i *)(void *)P->a[2 * c + 1][i], hi);
-            }
-        }
-    }
+    kq_unpack(j, o, m, 0, pk->nbk, offsetof(block_q4_k, qs), -1, sizeof(block_q4_k), pan);
 }
 
 static const gemm_amx_q4k_panel *q4k_panels(const matmul_job *j, size_t o) {
@@ -462,13 +578,17 @@ static const gemm_amx_q4k_panel *q4k_panels(const matmul_job *j, size_t o) {
  * of step st, which read what was stored a step earlier: the C tiles' stores
  * have left the core's store buffer before their rows are loaded back,
  * and the tile unit works on one step while the vector units finish the
- * last (without pipe: the unpacking path's order of issue, tiles then
- * float steps of the same sub-blocks). The float steps are the same, in
- * the same sub-block order, either way. */
+ * last (without pipe: amx_group's order of issue, tiles then float steps
+ * of the same sub-blocks). The float steps are the same, in
+ * the same sub-block order, either way. pf: a share of its lines asked for
+ * after each step (the unpacking path's, amx_pf), or NULL: per step rather
+ * than per super-block, the stream of prefetches is smoother (a layer's
+ * cold experts, bench_moe_products, one thread: 0.95-0.96 of the time in 6
+ * of 7 rounds, two threads 0.96-1.02; a warm product no change). */
 static inline __attribute__((always_inline)) void q4k_group(const gemm_amx_q4k_panel *pan, const uint8_t *bt,
                                                             const float *dx, const int32_t *sp, size_t nkb,
                                                             const int pipe, int32_t cbuf[2][4][256],
-                                                            __m512 acc[W_TILE]) {
+                                                            __m512 acc[W_TILE], amx_pf *pf) {
 #define Q4K_TILE(c, ta, tb, st)                                                                         \
     do {                                                                                               \
         _tile_zero(c);                                                                                 \
@@ -496,6 +616,7 @@ static inline __attribute__((always_inline)) void q4k_group(const gemm_amx_q4k_p
         const float *dxb = dx + W_TILE * B;
         for (int c = 0; c < 4; c++) amx_fma(cbuf[h][c], pan[B].dsc[s0 + (size_t)c], 1, dxb, acc);
         if (st & 1) kq_mins(sp + 4 * W_TILE * B, dxb, pan[B].dmin, 1, &pan[B].mins[0][0], 1, W_TILE, acc);
+        if (pf) pf_step(pf);
     }
 #undef Q4K_ISSUE
 #undef Q4K_TILE
@@ -507,14 +628,14 @@ static inline __attribute__((always_inline)) void q4k_group(const gemm_amx_q4k_p
  * chunks (KB Q8_0 blocks, or KBK super-blocks), each group's accumulators
  * saved between chunks and written out after the last. kq (a constant at
  * each call): 0 for Q8_0 (dwf takes each chunk's weight scales), 1 for
- * Q4_K / Q5_K (P takes each chunk's unpacked tiles; qs_off, qh_off, bsz as
- * kq_prepare). Always inlined, so each format gets its own copy of the
+ * Q4_K / Q5_K (U takes each chunk's unpacked panels, or P with
+ * CLOVER_AMX_KUNPACK=0; qs_off, qh_off, bsz as kq_unpack). Always inlined, so each format gets its own copy of the
  * loops with no test of kq left in them. */
 static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j, size_t o0, size_t o1, const int kq,
-                                                            float *dwf, kq_prep *P, size_t qs_off, ptrdiff_t qh_off,
-                                                            size_t bsz) {
+                                                            float *dwf, kq_prep *P, gemm_amx_q4k_panel *U,
+                                                            size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
     const size_t nb = j->n_in / QUANT_QK8_0, ng = gemm_amx_groups(j->n_rows);
-    const size_t nc = kq ? j->n_in / QUANT_QK_K : nb, kc = kq ? (size_t)KBK : (size_t)KB; /* chunked units, a chunk's */
+    const size_t nc = kq ? j->n_in / QUANT_QK_K : nb, kc = kq ? kq_chunk() : (size_t)KB; /* chunked units, a chunk's */
     const float *scales = gemm_amx_scales(j->xq, j->n_rows, nb);
     const int32_t *sums = kq ? gemm_amx_sums(j->xq, j->n_rows, nb) : NULL;
     _Alignas(64) int32_t cbuf[2][4][256]; /* the unpacking path and Q8_0 use cbuf[0] */
@@ -525,6 +646,8 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
     const char *kpfe = kq ? getenv("CLOVER_AMX_KPF") : NULL;
     const int kpf_on = !(kpfe && kpfe[0] == '0' && kpfe[1] == '\0');
     const int krow_pf = kpf_on && !(kpfe && kpfe[0] == '1' && kpfe[1] == '\0');
+    const char *kue = kq ? getenv("CLOVER_AMX_KUNPACK") : NULL;
+    const int kunpack = !(kue && kue[0] == '0' && kue[1] == '\0'); /* kq_unpack's panels; "0": kq_prepare */
     const amx_geom G = kq ? (amx_geom){sizeof P->a[0], KSB, 0} : (amx_geom){QB, KB, W_TILE};
     memset(cbuf, 0, sizeof cbuf); /* rows >= m of a partial tile are read, never used */
     int configured = 0;
@@ -539,13 +662,15 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                 const int last = kb0 + nkb == nc;
                 if (!kq)
                     dw_fill(j, o, m, kb0, nkb, dwf);
-                else if (!pan) /* no panels for this tile (yet): unpack the chunk */
+                else if (!pan && kunpack) /* no panels for this tile (yet): unpack the chunk */
+                    kq_unpack(j, o, m, kb0, nkb, qs_off, qh_off, bsz, U);
+                else if (!pan)
                     kq_prepare(j, o, m, kb0, nkb, qs_off, qh_off, bsz, P, krow_pf);
                 const uint8_t *wq = j->w + o * j->row_bytes + kb0 * QB + 2; /* Q8_0: the chunk's A tiles */
                 amx_pf pf, *pfp = NULL; /* the next chunk's lines: the same tile's, or the next tile's */
                 /* the steps that prefetch: Q8_0's amx_group steps of the pass's first group; the unpacking path's
-                 * super-blocks of every group of the pass */
-                const size_t steps = kq ? (g1 - g0) * nkb : flight4 ? nkb / 4 : nkb / 2;
+                 * q4k_group steps (kq_prepare's super-blocks) of every group of the pass */
+                const size_t steps = kq ? (g1 - g0) * nkb * (kunpack ? 2 : 1) : flight4 ? nkb / 4 : nkb / 2;
                 if ((kq ? kpf_on && !pan : pf_on) && steps) {
                     const size_t bb = kq ? bsz : QB;
                     if (!last)
@@ -566,14 +691,15 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
                             amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, gpf, 4, cbuf[0], acc);
                         else
                             amx_group(wq, j->row_bytes, m, bt, dx, dwf, G, nkb, gpf, 2, cbuf[0], acc);
-                    } else if (pan) {
+                    } else if (pan || kunpack) {
+                        const gemm_amx_q4k_panel *pc = pan ? pan + kb0 : U; /* the chunk's panels */
                         const uint8_t *bt = j->xq + (g * nb + GEMM_AMX_SUB * kb0) * GEMM_AMX_TILE_BYTES;
                         const float *dx = scales + (g * nc + kb0) * W_TILE;
                         const int32_t *sp = sums + (g * nc + kb0) * 4 * W_TILE;
                         if (j->q4k_pipe)
-                            q4k_group(pan + kb0, bt, dx, sp, nkb, 1, cbuf, acc);
+                            q4k_group(pc, bt, dx, sp, nkb, 1, cbuf, acc, pfp);
                         else
-                            q4k_group(pan + kb0, bt, dx, sp, nkb, 0, cbuf, acc);
+                            q4k_group(pc, bt, dx, sp, nkb, 0, cbuf, acc, pfp);
                     } else
                         for (size_t B = 0; B < nkb; B++) {
                             const size_t gb = g * nc + kb0 + B;
@@ -603,12 +729,16 @@ static inline __attribute__((always_inline)) void amx_tiles(const matmul_job *j,
 
 static void amx_q8_0(const matmul_job *j, size_t o0, size_t o1) {
     _Alignas(64) float dwf[W_TILE * KB];
-    amx_tiles(j, o0, o1, 0, dwf, NULL, 0, -1, 0);
+    amx_tiles(j, o0, o1, 0, dwf, NULL, NULL, 0, -1, 0);
 }
 
-static void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off, ptrdiff_t qh_off, size_t bsz) {
-    _Alignas(64) kq_prep P;
-    amx_tiles(j, o0, o1, 1, NULL, &P, qs_off, qh_off, bsz);
+static inline __attribute__((always_inline)) void amx_k(const matmul_job *j, size_t o0, size_t o1, size_t qs_off,
+                                                        ptrdiff_t qh_off, size_t bsz) { /* a copy per type */
+    _Alignas(64) union { /* one chunk unpacked: kq_unpack's panels, or kq_prepare's form (CLOVER_AMX_KUNPACK=0) */
+        gemm_amx_q4k_panel pan[KBK];
+        kq_prep p;
+    } u;
+    amx_tiles(j, o0, o1, 1, NULL, &u.p, u.pan, qs_off, qh_off, bsz);
 }
 
 /* ---- the driver ---- */

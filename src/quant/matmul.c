@@ -254,10 +254,9 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         job->act_dot = quant_act_dot_kernel(type);
         job->avx512 = quant_avx512_active();
         job->amx = amx_path(type, n_rows);
-        if (job->amx && type == QUANT_Q4_K) { /* the repacked panels, where the weight has (or may make) them */
+        if (job->amx && type == QUANT_Q4_K) /* the repacked panels, where the weight has (or may make) them */
             job->q4k = gemm_amx_q4k_find(w, n_out, n_in);
-            job->q4k_pipe = job->q4k && gemm_amx_q4k_pipe_on();
-        }
+        job->q4k_pipe = job->amx && type != QUANT_Q8_0 && gemm_amx_q4k_pipe_on(); /* the panels' kernel, either path */
     }
     return (n_out + per - 1) / per;
 }

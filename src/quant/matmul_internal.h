@@ -24,8 +24,9 @@ typedef struct matmul_job {
     quant_act_dot_fn act_dot; /* with xq: the type's integer dot */
     int avx512;               /* with xq: the multi-row kernel of gemm_avx512.c rather than gemm_avx2.c */
     int amx;                  /* with xq (Q8_0, 3+ rows): gemm_amx.c's kernel, xq in gemm_amx.h's layout */
-    /* with amx, Q4_K: the weight's repacked panels (gemm_amx_pack.h), or NULL; q4k_pipe: their kernel overlaps
-     * one step's tile work with the last step's float steps (CLOVER_AMX_Q4K_PIPE=0 turns it off) */
+    /* with amx, Q4_K: the weight's repacked panels (gemm_amx_pack.h), or NULL; q4k_pipe (Q4_K, Q5_K): the
+     * panels' kernel, on repacked or freshly unpacked panels, overlaps one step's tile work with the last step's
+     * float steps (CLOVER_AMX_Q4K_PIPE=0 turns it off) */
     const struct gemm_amx_q4k_pack *q4k;
     int q4k_pipe;
 } matmul_job;

@@ -90,6 +90,10 @@ static inline quant_act_dot_fn al_one_row_dot(uint32_t type) {
 
 static inline int al_same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
 
+/* q4k_pipe of al_case's jobs: the K-quants' panel kernel pipelined (1) or not (0: matmul's with
+ * CLOVER_AMX_Q4K_PIPE=0). */
+static int al_pipe;
+
 /* One case: returns the number of failed outputs (and reports the first). */
 static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
                           int raw) {
@@ -109,7 +113,7 @@ static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
     memset(staged, 0xA5, gemm_amx_stage_bytes(type, n_rows, n_in)); /* the padding must be written, not found */
     gemm_amx_stage(type, x, n_rows, n_in, staged);
     matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
-                    .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1};
+                    .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1, .q4k_pipe = al_pipe};
     for (size_t i = 0; i < ny; i++) y[i] = -1.0f;
     /* two tasks' ranges: the first ends off a 16-row tile boundary (matmul's tasks are runs of 4) */
     const size_t split = n_out > 20 ? 20 : n_out > 4 ? 4 : n_out;
@@ -157,6 +161,24 @@ static inline void al_all(gemm_kernel_fn kernel, int quick) {
                                  spread, sizeof spread / sizeof spread[0], quick, &cases);
         CHECK_MSG(bad == 0, "%s: %d outputs differ from the whole-block oracle or the one-row dot in %d cases",
                   quant_type_name(type), bad, cases);
+    }
+}
+
+/* al_all, quick, over the K-quant forms the switches select (gemm_amx.c; the same bits each): the panel kernel
+ * pipelined, the chunk unpacked a row at a time (CLOVER_AMX_KUNPACK=0), chunks of 1, 3 (a partial last one at 9
+ * super-blocks) and 8 super-blocks (CLOVER_AMX_KCHUNK). */
+static inline void al_forms(gemm_kernel_fn kernel) {
+    static const char *const forms[][2] = {{NULL, NULL},
+                                           {"CLOVER_AMX_KUNPACK", "0"},
+                                           {"CLOVER_AMX_KCHUNK", "1"},
+                                           {"CLOVER_AMX_KCHUNK", "3"},
+                                           {"CLOVER_AMX_KCHUNK", "8"}};
+    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
+        if (forms[f][0]) setenv(forms[f][0], forms[f][1], 1);
+        al_pipe = !forms[f][0];
+        al_all(kernel, 1);
+        al_pipe = 0;
+        if (forms[f][0]) unsetenv(forms[f][0]);
     }
 }
 
@@ -315,8 +337,11 @@ static inline void al_batch_moe(void) {
  * staging fused into the product's run of the pool, kept in its own run
  * (CLOVER_STAGE_SEPARATE=1), or split as before (CLOVER_OLD_SPLIT=1: runs
  * of 4, partial 16-row tiles), with the K-quants' prefetch off or tile-
- * ahead only (CLOVER_AMX_KPF=0 / 1) and with 1 or 3 tiles the fewest a
- * task takes (CLOVER_AMX_TASK_TILES): pools of 3 and 16 threads against
+ * ahead only (CLOVER_AMX_KPF=0 / 1), with 1 or 3 tiles the fewest a
+ * task takes (CLOVER_AMX_TASK_TILES), the K-quants unpacked a row at a time
+ * (CLOVER_AMX_KUNPACK=0), chunks of 1, 3 (a partial last one) or 8 super-
+ * blocks (CLOVER_AMX_KCHUNK) and the panel kernel's pipeline off
+ * (CLOVER_AMX_Q4K_PIPE=0): pools of 3 and 16 threads against
  * matmul with no pool (one task), bit for bit, 264 outputs (16 tiles and a
  * partial one), rows past a 16-row group, staged on the calling thread (17
  * rows) and on the pool (40, 100). */
@@ -329,7 +354,12 @@ static inline void al_split(void) {
                                            {"CLOVER_AMX_KPF", "0"},
                                            {"CLOVER_AMX_KPF", "1"},
                                            {"CLOVER_AMX_TASK_TILES", "1"},
-                                           {"CLOVER_AMX_TASK_TILES", "3"}};
+                                           {"CLOVER_AMX_TASK_TILES", "3"},
+                                           {"CLOVER_AMX_KUNPACK", "0"},
+                                           {"CLOVER_AMX_KCHUNK", "1"},
+                                           {"CLOVER_AMX_KCHUNK", "3"},
+                                           {"CLOVER_AMX_KCHUNK", "8"},
+                                           {"CLOVER_AMX_Q4K_PIPE", "0"}};
     enum { N_MODES = sizeof modes / sizeof modes[0] };
     enum { NIN = 1024, NOUT = 264, NR = 100 };
     rng_state r;

@@ -185,6 +185,66 @@ static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b) {
     return (emu_m512){_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)};
 }
 
+/* gemm_amx.c's kq_unpack: the in-lane shuffles, shifts and logic per half as AVX2; the 128-bit inserts by lane. */
+static inline emu_m512i emu_castsi128_si512(__m128i a) {
+    return (emu_m512i){_mm256_setr_m128i(a, _mm_setzero_si128()), _mm256_setzero_si256()};
+}
+static inline emu_m512i emu_inserti32x4(emu_m512i a, __m128i b, int imm) {
+    __m256i *h = imm & 2 ? &a.hi : &a.lo;
+    const __m128i keep = imm & 1 ? _mm256_castsi256_si128(*h) : _mm256_extracti128_si256(*h, 1);
+    *h = imm & 1 ? _mm256_setr_m128i(keep, b) : _mm256_setr_m128i(b, keep);
+    return a;
+}
+static inline emu_m512i emu_unpacklo_epi32(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_unpacklo_epi32(a.lo, b.lo), _mm256_unpacklo_epi32(a.hi, b.hi)};
+}
+static inline emu_m512i emu_unpackhi_epi32(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_unpackhi_epi32(a.lo, b.lo), _mm256_unpackhi_epi32(a.hi, b.hi)};
+}
+static inline emu_m512i emu_unpacklo_epi64(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_unpacklo_epi64(a.lo, b.lo), _mm256_unpacklo_epi64(a.hi, b.hi)};
+}
+static inline emu_m512i emu_unpackhi_epi64(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_unpackhi_epi64(a.lo, b.lo), _mm256_unpackhi_epi64(a.hi, b.hi)};
+}
+static inline emu_m512i emu_and_si512(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_and_si256(a.lo, b.lo), _mm256_and_si256(a.hi, b.hi)};
+}
+static inline emu_m512i emu_or_si512(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_or_si256(a.lo, b.lo), _mm256_or_si256(a.hi, b.hi)};
+}
+static inline emu_m512i emu_srli_epi32(emu_m512i a, unsigned n) {
+    return (emu_m512i){_mm256_srli_epi32(a.lo, (int)n), _mm256_srli_epi32(a.hi, (int)n)};
+}
+static inline emu_m512i emu_slli_epi32(emu_m512i a, unsigned n) {
+    return (emu_m512i){_mm256_slli_epi32(a.lo, (int)n), _mm256_slli_epi32(a.hi, (int)n)};
+}
+static inline emu_m512i emu_srli_epi16(emu_m512i a, unsigned n) {
+    return (emu_m512i){_mm256_srli_epi16(a.lo, (int)n), _mm256_srli_epi16(a.hi, (int)n)};
+}
+static inline emu_m512i emu_slli_epi16(emu_m512i a, unsigned n) {
+    return (emu_m512i){_mm256_slli_epi16(a.lo, (int)n), _mm256_slli_epi16(a.hi, (int)n)};
+}
+static inline emu_m512i emu_shuffle_epi8(emu_m512i a, emu_m512i b) {
+    return (emu_m512i){_mm256_shuffle_epi8(a.lo, b.lo), _mm256_shuffle_epi8(a.hi, b.hi)};
+}
+/* vpmovdw: word i = the low 16 bits of dword i. */
+static inline __m256i emu_cvtepi32_epi16(emu_m512i a) {
+    uint32_t d[16];
+    uint16_t w[16];
+    _mm256_storeu_si256((__m256i *)d, a.lo);
+    _mm256_storeu_si256((__m256i *)(d + 8), a.hi);
+    for (int i = 0; i < 16; i++) w[i] = (uint16_t)d[i];
+    return _mm256_loadu_si256((const __m256i *)w);
+}
+static inline emu_m512 emu_cvtph_ps(__m256i a) {
+    return (emu_m512){_mm256_cvtph_ps(_mm256_castsi256_si128(a)), _mm256_cvtph_ps(_mm256_extracti128_si256(a, 1))};
+}
+static inline void emu_store_si512(void *p, emu_m512i a) {
+    _mm256_storeu_si256((__m256i *)p, a.lo);
+    _mm256_storeu_si256((__m256i *)p + 1, a.hi);
+}
+
 #undef _mm512_inserti64x4
 #define _mm512_inserti64x4 emu_inserti64x4
 #undef _mm512_castsi256_si512
@@ -266,5 +326,38 @@ static inline emu_m512 emu_add_ps(emu_m512 a, emu_m512 b) {
 #define _mm512_broadcast_i64x4 emu_broadcast_i64x4
 #undef _mm512_add_ps
 #define _mm512_add_ps emu_add_ps
+
+#undef _mm512_castsi128_si512
+#define _mm512_castsi128_si512 emu_castsi128_si512
+#undef _mm512_inserti32x4
+#define _mm512_inserti32x4 emu_inserti32x4
+#undef _mm512_unpacklo_epi32
+#define _mm512_unpacklo_epi32 emu_unpacklo_epi32
+#undef _mm512_unpackhi_epi32
+#define _mm512_unpackhi_epi32 emu_unpackhi_epi32
+#undef _mm512_unpacklo_epi64
+#define _mm512_unpacklo_epi64 emu_unpacklo_epi64
+#undef _mm512_unpackhi_epi64
+#define _mm512_unpackhi_epi64 emu_unpackhi_epi64
+#undef _mm512_and_si512
+#define _mm512_and_si512 emu_and_si512
+#undef _mm512_or_si512
+#define _mm512_or_si512 emu_or_si512
+#undef _mm512_srli_epi32
+#define _mm512_srli_epi32 emu_srli_epi32
+#undef _mm512_slli_epi32
+#define _mm512_slli_epi32 emu_slli_epi32
+#undef _mm512_srli_epi16
+#define _mm512_srli_epi16 emu_srli_epi16
+#undef _mm512_slli_epi16
+#define _mm512_slli_epi16 emu_slli_epi16
+#undef _mm512_shuffle_epi8
+#define _mm512_shuffle_epi8 emu_shuffle_epi8
+#undef _mm512_cvtepi32_epi16
+#define _mm512_cvtepi32_epi16 emu_cvtepi32_epi16
+#undef _mm512_cvtph_ps
+#define _mm512_cvtph_ps emu_cvtph_ps
+#undef _mm512_store_si512
+#define _mm512_store_si512 emu_store_si512
 
 #endif

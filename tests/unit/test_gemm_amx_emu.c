@@ -5,7 +5,9 @@
  * for bit against the scalar oracle of the whole-block order and the AMX
  * level's one-row dot (act_bsum_avx2.c), rows 1..64 and past the kernel's
  * groups and passes, odd block counts, partial weight tiles, with four
- * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2); the
+ * blocks in flight (the default) and two (CLOVER_AMX_FLIGHT=2), the K-quant
+ * forms the switches select (al_forms: chunk sizes, the row-at-a-time
+ * unpack, the pipelined panel kernel); the
  * repacked Q4_K panels (gemm_amx_pack.h) against the unpacking kernel and
  * the oracle, bit for bit, rows 1..64 and past the groups, odd shapes,
  * pipelined or not, tasks split on and off a tile boundary, a tile another
@@ -43,6 +45,7 @@ static void test_emulated_kernel(void) {
     emu_flight = 2;
     al_all(matmul_rows_gemm_amx_emu, 1);
     emu_flight = 4;
+    al_forms(matmul_rows_gemm_amx_emu);
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault (unconfigured, bad shape or released)", emu_amx_faults);
 }
 

@@ -3,7 +3,8 @@
  * products (gemm_amx.c, act_bsum_avx2.c) on a CPU that has it.
  *  1. The kernel itself on real tiles (amx_levels.h): rows 1..64 and past,
  *     odd shapes, partial tiles, bit for bit against the scalar oracle of
- *     the whole-block order and the AMX level's one-row decode dot.
+ *     the whole-block order and the AMX level's one-row decode dot; again
+ *     for each K-quant form the switches select (al_forms).
  *  2. Through matmul at the level it picks here (AMX unless CLOVER_NO_AMX,
  *     CLOVER_NO_AVX512 or CLOVER_NO_SIMD is set): each row of an n-row
  *     product (Q8_0, Q4_K, Q5_K, and Q6_K, which stays on the AVX-512
@@ -20,7 +21,10 @@
 #include "quant/simd_level.h"
 #include "unit/amx_levels.h"
 
-static void test_kernel(void) { al_all(matmul_rows_gemm_amx, 0); }
+static void test_kernel(void) {
+    al_all(matmul_rows_gemm_amx, 0);
+    al_forms(matmul_rows_gemm_amx);
+}
 
 static void test_matmul_rows(void) { al_matmul_rows(); }
 
