@@ -18,6 +18,10 @@
 #     switches on (the default) / off, alternating twice (preview p=0.9)
 #  g  bench_gemm_levels at 16 threads (amx): the preview's product shapes at 32 rows (and 8 for the experts), to
 #     see whether a product at 16 threads is bound by memory, the tile work or the pool (~30 s)
+#  q  (2026-12-06 05:51 session) the AMX Q4_K products of 954d266 (kq_unpack: 16 weight rows a super-block at once,
+#     chunks of 2 super-blocks, the prefetch a share a step): bench_moe_products --ab against the old kernel
+#     (CLOVER_AMX_KUNPACK=0,CLOVER_AMX_KCHUNK=8) at 16 and 1 threads and KCHUNK=4 at 16; bench_gemm_levels q4_K
+#     512 x 2048 / 2048 x 512 at 32 rows --ab KUNPACK=0; bench_backend amx preview new / old alternating twice (~90 s)
 # Predictions: in bench/device-runs/2026-12-29-final30/RESULTS.md, written before the call.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
@@ -73,6 +77,30 @@ if has m; then
     env $e timeout 60 "$D/bin/bench_backend" "$M" --threads 16 --prompt 32 --gen 1 --block 32 --rows 64 --reps 5 \
       --mb 64 --simd auto > "$L" 2>&1
     say "moe $v rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; $(grep -A2 -m1 '^preview 32 rows, p' "$L" | grep -o 'in products: [^(]*' | head -1)"
+  done
+fi
+if has q; then
+  KOLD="CLOVER_AMX_KUNPACK=0,CLOVER_AMX_KCHUNK=8"
+  for a in "16 $KOLD" "16 CLOVER_AMX_KCHUNK=4" "1 $KOLD"; do
+    set -- $a; [ "$(el)" -lt $(( LIM - 30 )) ] || break
+    timeout 60 "$D/bin/bench_moe_products" --threads $1 --reps $([ $1 = 1 ] && echo 30 || echo 50) --ab "$2" \
+      > "$O/q_moe_$1_${2%%=*}.log" 2>&1
+    say "bench_moe_products --threads $1 --ab $2 rc=$? at +$(el)s"
+    grep -E "^(level|without|with|median)" "$O/q_moe_$1_${2%%=*}.log" | cut -c1-160 | tee -a "$S"
+  done
+  for sh in "512 2048" "2048 512"; do
+    set -- $sh; [ "$(el)" -lt $(( LIM - 20 )) ] || break
+    timeout 40 "$D/bin/bench_gemm_levels" --threads 16 --out $1 --in $2 --rows 32 --types q4_K --reps 50 \
+      --ab CLOVER_AMX_KUNPACK=0 > "$O/q_g_$1.log" 2>&1
+    say "gemm 16 threads q4_K $1 x $2, 32 rows --ab KUNPACK=0: $(grep -E '^q4_K' "$O/q_g_$1.log" | sed -E 's/ +/ /g')"
+  done
+  for v in new old new old; do
+    [ "$(el)" -lt $(( LIM - 25 )) ] || { say "no time for q $v"; continue; }
+    k=0; while [ -e "$O/q_$v$k.log" ]; do k=$((k + 1)); done; L=$O/q_$v$k.log
+    if [ $v = old ]; then e="${KOLD/,/ }"; else e=X=0; fi
+    env $e timeout 60 "$D/bin/bench_backend" "$M" --threads 16 --prompt 32 --gen 1 --block 32 --rows 64 --reps 5 \
+      --mb 64 --simd auto > "$L" 2>&1
+    say "q4k $v rc=$? at +$(el)s: preview p=0.9 $(fig "$L" 'preview 32 rows, p') s; $(grep -A2 -m1 '^preview 32 rows, p' "$L" | grep -o 'in products: [^(]*' | head -1)"
   done
 fi
 if has g && [ -x "$D/bin/bench_gemm_levels" ]; then
