@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Written in the 2026-12-06 session by a helper without a device (issue 24; not run yet). The tile loop of the
+# Written in the 2026-12-06 session by a helper without a device (issue 24; run since: RESULTS.md). The tile loop of the
 # grouped integer kernel's WIDE tiles (matmul_igemm.cu's igemm_kernel, CLOVER_CUDA_MOE_TILE_LOOP, ON by default; 0:
 # the old full grid): grid.y was the worst-case tile count (288 for 32 rows x top-8 of 256 experts) while a preview
 # fills ~28-40 tiles, so ~90% of the blocks (~100 KB of shared memory each) only read the tile count and left; the
