@@ -601,11 +601,17 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
     if (rc) fail(why);
 }
 
+/* The op's graph time (s) over `copies` weight copies, run once outside the capture first (the kernels' one-time
+ * attribute and occupancy calls). */
+static double layer_time(layer_ctx *c, size_t copies) {
+    layer_body(c, 0, NULL);
+    CU(cudaDeviceSynchronize());
+    return graph_time(layer_body, c, copies);
+}
+
 /* The op's graph time (us) over the copies, printed with its weight bytes a launch. */
 static double layer_op(const char *name, layer_ctx *c, double bytes, double bw) {
-    layer_body(c, 0, NULL); /* once outside the capture: the kernels' one-time attribute calls */
-    CU(cudaDeviceSynchronize());
-    const double t = graph_time(layer_body, c, LY_COPIES);
+    const double t = layer_time(c, LY_COPIES);
     printf("layer   %-44s %8.2f us", name, t * 1e6);
     if (bytes > 0) printf("  %6.1f MB  %5.0f GB/s (%5.1f%% of copy bw)", bytes * 1e-6, bytes / t / 1e9, 100 * bytes / t / 1e9 / bw);
     printf("\n");
@@ -834,9 +840,7 @@ static void x2_line(const char *name, layer_ctx *c, double bytes, double bw, siz
     double t[6];
     for (int f = 0; f < 6; f++) {
         cuda_ig_x2_set(forms[f]);
-        layer_body(c, 0, NULL); /* outside the capture: the kernels' one-time attribute and occupancy calls */
-        CU(cudaDeviceSynchronize());
-        t[f] = graph_time(layer_body, c, copies);
+        t[f] = layer_time(c, copies);
     }
     cuda_ig_x2_set(-1);
     const double off = t[0] < t[2] ? t[0] : t[2], on = t[1] < t[3] ? t[1] : t[3];
@@ -920,9 +924,7 @@ static void tiles_line(const char *name, int op, int preview, size_t rows, doubl
     for (int r = 0; r < TILES_REPS; r++)
         for (int on = 0; on < 2; on++) {
             cuda_moe_tile_loop_set(on);
-            layer_body(&c, 0, NULL); /* outside the capture: the kernels' one-time attribute and occupancy calls */
-            CU(cudaDeviceSynchronize());
-            t[on][r] = graph_time(layer_body, &c, LY_COPIES);
+            t[on][r] = layer_time(&c, LY_COPIES);
         }
     const double off = median(t[0], TILES_REPS), on = median(t[1], TILES_REPS);
     char nm[96];
@@ -938,11 +940,7 @@ static void tiles_line(const char *name, int op, int preview, size_t rows, doubl
             double tc[3];
             cuda_moe_tile_loop_set(1);
             cuda_moe_tile_cap_set(cap);
-            for (int r = 0; r < 3; r++) {
-                layer_body(&c, 0, NULL);
-                CU(cudaDeviceSynchronize());
-                tc[r] = graph_time(layer_body, &c, LY_COPIES);
-            }
+            for (int r = 0; r < 3; r++) tc[r] = layer_time(&c, LY_COPIES);
             const double m = median(tc, 3);
             printf("tiles %-46s cap %4d  %8.2f us | on/off %.3f\n", nm, cap, m * 1e6, m / off);
         }
