@@ -1,7 +1,8 @@
 /*
  * matmul_q8_rows32.cu: dense Q8_0 products of 1..32 rows (a preview's, a stacked step's) with the K dimension split
  * over a thread block cluster, so that narrow matrices fill the GPU and every SM keeps enough bytes in flight.
- * Off unless CLOVER_CUDA_Q8_ROWS32=1 (UNVERIFIED on a device when written, 2026-12-20; issue 24).
+ * Off unless CLOVER_CUDA_Q8_ROWS32=1. Bit-identical on an H100 (2026-12-22-on24), where a preview with it was
+ * slower while its launch had no PDL (every other many-row product starts early under PDL); it has PDL since.
  *
  * Why: matmul_igemm.cu's igemm_q8_kernel gives a block 16 outputs and all 32 rows' 8-bit chunks, its 8 warps one
  * canonical partial each: a 512-output product is 32 blocks on 132 SMs, every block pulls all of the rows (~2x its
@@ -28,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_pdl.cuh"
 #include "cuda_switch.h"
 #include "matmul_internal.cuh"
 #include "matmul_q8_rows32.cuh"
@@ -118,18 +120,29 @@ __global__ void __cluster_dims__(KS, 1, 1)
         adst[j] = (unsigned)(SH::BO * SBW + i * SBA + 16 * pc);
     }
     const unsigned sbase = (unsigned)__cvta_generic_to_shared(sm);
-    auto issue = [&](int c) {
+    auto issue_w = [&](int c) { /* the weights' pieces of chunk c (constant: allowed before pdl_wait) */
         const unsigned st = sbase + (unsigned)((c % S) * ST);
 #pragma unroll
         for (int j = 0; j < SH::WIT; j++)
             if (wsrc[j]) q8r_cp16(st + wdst[j], wsrc[j] + (size_t)c * Q8R_CB);
+    };
+    auto issue_a = [&](int c) { /* the rows' pieces of chunk c (an earlier kernel's output: after pdl_wait) */
+        const unsigned st = sbase + (unsigned)((c % S) * ST);
 #pragma unroll
         for (int j = 0; j < SH::AIT; j++)
             if (asrc[j]) q8r_cp16(st + adst[j], asrc[j] + (size_t)c * xstep);
     };
+    /* PDL (cuda_pdl.cuh): the first stages' weights start while the kernel before finishes; the rows follow the
+     * wait. The first commit group then holds every prologue weight piece and chunk 0's rows: waiting on it waits
+     * for more than chunk 0, never for less, so the ring's order and the arithmetic are unchanged. */
+#pragma unroll
+    for (int s = 0; s < S - 1; s++)
+        if (s < nchunks) issue_w(s);
+    pdl_wait();
+    pdl_trigger();
 #pragma unroll
     for (int s = 0; s < S - 1; s++) {
-        if (s < nchunks) issue(s);
+        if (s < nchunks) issue_a(s);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
 
@@ -147,7 +160,7 @@ __global__ void __cluster_dims__(KS, 1, 1)
     for (int c = 0; c < nchunks; c++) {
         asm volatile("cp.async.wait_group %0;" ::"n"(S - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
-        if (c + S - 1 < nchunks) issue(c + S - 1);
+        if (c + S - 1 < nchunks) issue_w(c + S - 1), issue_a(c + S - 1);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = sm + (c % S) * ST;
         const uint8_t *wb0 = stg + r0 * SBW + ow, *wb1 = wb0 + 8 * SBW, *ab = stg + SH::BO * SBW + oa;
@@ -265,7 +278,8 @@ static int q8r_launch_t(const ig_params *q, cudaStream_t st) {
         attr = e == cudaSuccess ? 1 : -1;
     }
     if (attr < 0) return 0;
-    q8r_kernel<KS, MW><<<dim3(KS, groups), SH::THREADS, SH::SMEM, st>>>(*q);
+    /* the cluster size is the kernel's own (__cluster_dims__); PDL as the other many-row products' launches */
+    pdl_launch_rows(q8r_kernel<KS, MW>, dim3(KS, groups), dim3(SH::THREADS), (size_t)SH::SMEM, st, *q);
     __atomic_fetch_add(&g_q8r_launches, 1, __ATOMIC_RELAXED);
     return 1;
 }
