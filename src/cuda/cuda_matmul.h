@@ -123,10 +123,17 @@ void cuda_mma_rows_set(int v);
 /* 1 when the switch is on and the form takes a dense product of this type and row count. */
 int cuda_mma_rows_takes(uint32_t type, size_t n_rows);
 
+/* The row split of dense Q8_0 products on igemm_q8_kernel (matmul_igemm.cu's ig_split_br): a product whose output
+ * tiles x row tiles of 8 (or 16) rows fit in 2 blocks an SM takes that smaller row tile instead of the one that
+ * holds all of its rows; on unless CLOVER_CUDA_IG_SPLIT=0. cuda_ig_split_set: 1/0 on/off, negative: the
+ * environment again. The bits are the unsplit launch's (a row's order does not depend on its tile). */
+void cuda_ig_split_set(int on);
+unsigned long long cuda_ig_split_launches(void); /* split launches so far (tests: it was taken) */
+
 /* Dense Q8_0 products of 1..32 rows (a preview's) with K split over a thread block cluster by the canonical order's
  * partials (matmul_q8_rows32.cu): cuda_matmul_chunk_ws / _pair / _multi take it for n_in % 256 == 0 when
- * CLOVER_CUDA_Q8_ROWS32=1 (off by default: unverified on a device when written, 2026-12-20). cuda_q8_rows32_set:
- * 1/0 on/off, negative: the environment again. cuda_q8_rows32_layout_set(MW, KS): force a layout of MW warps x KS
+ * CLOVER_CUDA_Q8_ROWS32=1; unset, only the output head's products of 8+ rows (AUTO: the only shape it made faster on
+ * an H100), 0 none. cuda_q8_rows32_set: 1/0 every product / none, negative: the environment again. cuda_q8_rows32_layout_set(MW, KS): force a layout of MW warps x KS
  * blocks (8x2, 8x4, 8x8, 4x8, 2x8, 1x8; also CLOVER_CUDA_Q8_ROWS32_LAYOUT=MWxKS), (0, 0) by shape, negative: the
  * environment again. The bits are the chunk form's (one canonical order). */
 void cuda_q8_rows32_set(int on);

@@ -1327,9 +1327,40 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
         ig_launch_k<T, PREQ, WIDE, false>(p, grid, st);
 }
 
+/* The row split of a dense igemm_q8_kernel launch (CLOVER_CUDA_IG_SPLIT, on unless 0; cuda_ig_split_set: 1/0,
+ * negative: the environment again). ig_plan gives a product the smallest row tile that holds its rows (32 at a
+ * preview's 32), and a block then walks every chunk for all of its row tiles: at few output tiles (a shared
+ * expert's 1024 outputs are 64 blocks, a 2048-output product 128, on 132 SMs) that chain is the product's time
+ * (bench_cuda_matmul, H100: 1024 x 2048 at 8 rows 5.5 us, at 32 rows 9.0). So where the output tiles times the
+ * row tiles of a smaller tile (8 or 16 rows) still fit in 2 blocks an SM, the product takes that tile: 2-4x the
+ * blocks, each with 1/4-1/2 of the mma and float work a chunk, the weights read once from DRAM and the other row
+ * tiles' copies from L2 (the blocks of one output tile are neighbours on x). A row's arithmetic does not depend
+ * on its tile (igemm_q8_kernel's order is per output and row): the same bits (test_ig_split). */
+static int g_ig_split = -1;
+static unsigned long long g_ig_split_launches;
+extern "C" void cuda_ig_split_set(int on) { cuda_switch_set(&g_ig_split, on); }
+extern "C" unsigned long long cuda_ig_split_launches(void) {
+    return __atomic_load_n(&g_ig_split_launches, __ATOMIC_RELAXED);
+}
+static int ig_split_br(const ig_params *p, unsigned out_tiles) {
+    if (p->perm || p->wide || !p->xq || !cuda_switch_on(&g_ig_split, "CLOVER_CUDA_IG_SPLIT", 1)) return p->br;
+    const size_t cap = 2 * (size_t)cuda_sm_count();
+    for (int br = 8; br < p->br; br *= 2)
+        if ((size_t)out_tiles * (size_t)((p->n_rows + br - 1) / br) <= cap) return br;
+    return p->br;
+}
+
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_attr((const void *)igemm_q8_kernel<0>);
     ig_params q = *p;
+    if (p->perm == NULL) { /* dense: grid (row tiles, output tiles of every product) */
+        q.br = ig_split_br(p, grid.y);
+        if (q.br != p->br) {
+            grid.x = (unsigned)((q.n_rows + q.br - 1) / q.br);
+            __atomic_fetch_add(&g_ig_split_launches, 1, __ATOMIC_RELAXED);
+        }
+        p = &q; /* the X2 choice and the shared memory below are the split tile's */
+    }
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
     const int mode = ig_x2_mode();

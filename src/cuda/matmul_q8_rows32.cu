@@ -1,8 +1,8 @@
 /*
  * matmul_q8_rows32.cu: dense Q8_0 products of 1..32 rows (a preview's, a stacked step's) with the K dimension split
  * over a thread block cluster, so that narrow matrices fill the GPU and every SM keeps enough bytes in flight.
- * Off unless CLOVER_CUDA_Q8_ROWS32=1. Bit-identical on an H100 (2026-12-22-on24), where a preview with it was
- * slower while its launch had no PDL (every other many-row product starts early under PDL); it has PDL since.
+ * AUTO by default: the output head only (see q8r_mode below); CLOVER_CUDA_Q8_ROWS32=1 every product, 0 none.
+ * Bit-identical on H100s (2026-12-22-on24; with PDL, 2027-01-01-r32pdl24).
  *
  * Why: matmul_igemm.cu's igemm_q8_kernel gives a block 16 outputs and all 32 rows' 8-bit chunks, its 8 warps one
  * canonical partial each: a 512-output product is 32 blocks on 132 SMs, every block pulls all of the rows (~2x its
@@ -233,10 +233,17 @@ __global__ void __cluster_dims__(KS, 1, 1)
 
 /* ---- the switch and the launch ---- */
 
-/* Off unless CLOVER_CUDA_Q8_ROWS32=1 (read once); cuda_q8_rows32_set overrides (tests, benches). */
-static int g_q8r = -1;
+/* CLOVER_CUDA_Q8_ROWS32 (read once): 1 every product it takes, 0 none, unset (or anything else) AUTO: only the
+ * products of >= Q8R_AUTO_OUT outputs (the output head) at 8+ rows. Why AUTO: on an H100 (2026-12-06,
+ * bench/device-runs/2027-01-01-r32pdl24) the form with PDL was slower than igemm_q8_kernel on every product of a
+ * layer (0.44-0.96x at 32 rows) and in the passes (preview 5.88 -> 6.69 ms), but faster on the 248,320-output
+ * head: 339 -> 292 us at 32 rows, 273 -> 238 at 16, 240 -> 220 at 8 (52 -> 61% of the copy bandwidth at 32).
+ * cuda_q8_rows32_set overrides (tests, benches): 1 / 0, negative: the environment again. */
+enum { Q8R_AUTO_OUT = 65536, Q8R_AUTO_MIN_ROWS = 8 };
+static int g_q8r = INT_MIN;
+static int q8r_mode(void) { return cuda_env_int(&g_q8r, "CLOVER_CUDA_Q8_ROWS32", 2); } /* 2: AUTO */
 static unsigned long long g_q8r_launches;
-extern "C" void cuda_q8_rows32_set(int on) { cuda_switch_set(&g_q8r, on); }
+extern "C" void cuda_q8_rows32_set(int on) { __atomic_store_n(&g_q8r, on < 0 ? INT_MIN : on != 0, __ATOMIC_RELAXED); }
 extern "C" unsigned long long cuda_q8_rows32_launches(void) {
     return __atomic_load_n(&g_q8r_launches, __ATOMIC_RELAXED);
 }
@@ -258,9 +265,12 @@ extern "C" void cuda_q8_rows32_layout_set(int mw, int ks) {
     __atomic_store_n(&g_q8r_layout, mw < 0 ? -1 : 10 * mw + ks, __ATOMIC_RELAXED);
 }
 
+static int q8r_shape_ok(uint32_t type, size_t n_in, size_t n_rows) {
+    return type == MM_Q8_0 && n_rows >= 1 && n_rows <= Q8R_MAX_ROWS && n_in >= Q8R_CHUNK && n_in % Q8R_CHUNK == 0;
+}
+/* every product of the shape (mode 1 only: AUTO's few products leave the segmented launches as they are) */
 extern "C" int cuda_q8_rows32_takes(uint32_t type, size_t n_in, size_t n_rows) {
-    return cuda_switch_on(&g_q8r, "CLOVER_CUDA_Q8_ROWS32", 0) && type == MM_Q8_0 && n_rows >= 1 &&
-           n_rows <= Q8R_MAX_ROWS && n_in >= Q8R_CHUNK && n_in % Q8R_CHUNK == 0;
+    return q8r_mode() == 1 && q8r_shape_ok(type, n_in, n_rows);
 }
 
 template <int KS, int MW>
@@ -297,7 +307,9 @@ static int q8r_layout(int n_out) {
 }
 
 int q8r_launch(uint32_t type, const ig_params *q, cudaStream_t st) {
-    if (!cuda_q8_rows32_takes(type, (size_t)q->n_in, (size_t)q->n_rows) || !q->xq || q->perm || q->wide) return 0;
+    const int mode = q8r_mode();
+    const bool take = mode == 1 || (mode == 2 && q->n_out >= Q8R_AUTO_OUT && q->n_rows >= Q8R_AUTO_MIN_ROWS);
+    if (!take || !q8r_shape_ok(type, (size_t)q->n_in, (size_t)q->n_rows) || !q->xq || q->perm || q->wide) return 0;
     if ((((uintptr_t)q->w | (uintptr_t)q->xq | q->row_bytes) & 15) != 0) return 0;
     switch (q8r_layout(q->n_out)) {
     case 82: return q8r_launch_t<2, 8>(q, st);
