@@ -29,7 +29,6 @@
  *
  * CLOVER_BENCH_ROWS32=1: only the dense Q8_0 products at 8, 16 and 32 rows with the K-split cluster form
  * (CLOVER_CUDA_Q8_ROWS32) off and on, alternating, in graphs, GB/s beside the copy bandwidth's floor.
- * CLOVER_BENCH_SPLIT=1: the same products and rows with the row split (CLOVER_CUDA_IG_SPLIT) off and on instead.
  *
  * CLOVER_BENCH_STREAM32=1: only the dense Q8_0 products of the 35B-A3B model at 8, 12, 16, 24 and 32 rows, the
  * chunk form against the stream form of 9..32 rows (CLOVER_BENCH_STREAM32_ONLY=NAME and _ROWS=N: one of them, for ncu).
@@ -1099,10 +1098,6 @@ static void bench_mma_rows(double bw) {
  * (matmul_q8_rows32.cu, CLOVER_CUDA_Q8_ROWS32) off and on, alternating twice; each timed in a CUDA graph over >= 64 MB
  * of rotated weight copies (none from L2), the best of the two runs of each form. GB/s: the weight bytes over the
  * time; the floor: those bytes at the copy bandwidth. CLOVER_BENCH_ROWS32_ONLY=NAME and _ROWS=N: one (ncu). */
-/* the switch the r32 lines compare off / on: the K-split form, or (CLOVER_BENCH_SPLIT=1) the row split */
-static void (*g_r32_set)(int) = cuda_q8_rows32_set;
-static const char *g_r32_tag = "r32";
-
 typedef struct r32_ctx {
     size_t n_out, n_in, rows, nw;
     void **w;
@@ -1134,15 +1129,15 @@ static void bench_rows32_one(const char *name, size_t n_out, size_t n_in, size_t
     const size_t n = nw < 8 ? 8 : nw;
     for (int rep = 0; rep < 2; rep++)
         for (int on = 0; on < 2; on++) {
-            g_r32_set(on);
+            cuda_q8_rows32_set(on);
             const double v = graph_time(r32_body, &c, n);
             if (v < t[on]) t[on] = v;
         }
-    g_r32_set(-1);
+    cuda_q8_rows32_set(-1);
     const double g0 = (double)wbytes / t[0] / 1e9, g1 = (double)wbytes / t[1] / 1e9;
-    printf("%s %-10s %6zu x %-5zu rows %2zu: off %8.2f us %5.0f GB/s (%4.1f%%) | on %8.2f us %5.0f GB/s (%4.1f%%) | "
+    printf("r32 %-10s %6zu x %-5zu rows %2zu: off %8.2f us %5.0f GB/s (%4.1f%%) | on %8.2f us %5.0f GB/s (%4.1f%%) | "
            "floor %7.2f us | on/off %.2fx\n",
-           g_r32_tag, name, n_out, n_in, rows, t[0] * 1e6, g0, 100.0 * g0 / bw, t[1] * 1e6, g1, 100.0 * g1 / bw,
+           name, n_out, n_in, rows, t[0] * 1e6, g0, 100.0 * g0 / bw, t[1] * 1e6, g1, 100.0 * g1 / bw,
            (double)wbytes / bw / 1e3, t[0] / t[1]);
     for (size_t i = 0; i < nw; i++) CU(cudaFree(w[i]));
     CU(cudaFree(c.work));
@@ -1185,8 +1180,7 @@ int main(void) {
         bench_stream32(bw);
         return 0;
     }
-    const char *r32 = getenv("CLOVER_BENCH_ROWS32"), *spl = getenv("CLOVER_BENCH_SPLIT");
-    if (spl && strcmp(spl, "1") == 0) g_r32_set = cuda_ig_split_set, g_r32_tag = "split", r32 = "1";
+    const char *r32 = getenv("CLOVER_BENCH_ROWS32");
     if (r32 && strcmp(r32, "1") == 0) {
         bench_rows32(bw);
         return 0;

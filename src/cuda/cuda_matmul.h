@@ -123,12 +123,11 @@ void cuda_mma_rows_set(int v);
 /* 1 when the switch is on and the form takes a dense product of this type and row count. */
 int cuda_mma_rows_takes(uint32_t type, size_t n_rows);
 
-/* The row split of dense Q8_0 products on igemm_q8_kernel (matmul_igemm.cu's ig_split_br): a product whose output
- * tiles x row tiles of 8 (or 16) rows fit in 2 blocks an SM takes that smaller row tile instead of the one that
- * holds all of its rows; on unless CLOVER_CUDA_IG_SPLIT=0. cuda_ig_split_set: 1/0 on/off, negative: the
- * environment again. The bits are the unsplit launch's (a row's order does not depend on its tile). */
-void cuda_ig_split_set(int on);
-unsigned long long cuda_ig_split_launches(void); /* split launches so far (tests: it was taken) */
+/* The grouped few-slot (WIDE) expert tiles on 64-output blocks whose warps split the chunks by parity
+ * (matmul_igemm.cu's WIDE 2): on when CLOVER_CUDA_MOE_WIDE2=1 (off until measured on a device). cuda_moe_wide2_set:
+ * 1/0 on/off, negative: the environment again. The bits are the WIDE form's. */
+void cuda_moe_wide2_set(int on);
+unsigned long long cuda_moe_wide2_launches(void); /* launches so far (tests: it was taken) */
 
 /* Dense Q8_0 products of 1..32 rows (a preview's) with K split over a thread block cluster by the canonical order's
  * partials (matmul_q8_rows32.cu): cuda_matmul_chunk_ws / _pair / _multi take it for n_in % 256 == 0 when

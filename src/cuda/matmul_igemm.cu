@@ -421,9 +421,9 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
  * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
  * and yrow for the next tile. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+template <int T, bool PREQ, int WIDE, bool K2, int S2>
 __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
-    constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
+    constexpr int BO = WIDE == 1 ? 8 * IG_BO : WIDE == 2 ? 4 * IG_BO : IG_BO;
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
     extern __shared__ __align__(16) uint8_t sm[];
     /* WIDE: + ty >> 30 (0: ty < 2^17) keeps ptxas from hoisting the threads' set-up (the copy pieces' places)
@@ -491,8 +491,11 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     /* warp w: the block's 16 outputs for the 8 rows of tile w&3, and half of the canonical order's partials
      * (kh = w>>2): Q8_0 blocks 4kh..4kh+3 of each chunk (partials p_{4kh..4kh+3}), K-quants the chunks of
      * parity kh (partial p_kh); the two halves meet at the end in the tree's last addition */
-    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
-    const int mt = WIDE ? warp : 0, nt0 = WIDE ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
+    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE == 1 ? 8 : 4) : (WIDE == 1 ? 2 : 1);
+    /* WIDE (1): warp w the m-tile w of 128 outputs, every partial; WIDE 2: the m-tile w & 3 of 64 outputs and the
+     * half w >> 2 of the partials, as the non-WIDE form splits them (each warp walks half of the chunks) */
+    const int mt = WIDE == 1 ? warp : WIDE == 2 ? warp & 3 : 0, nt0 = WIDE ? 0 : warp & 3;
+    const int kh = WIDE == 1 ? 0 : warp >> 2;
     bool live[NT];
     float acc[NT][PL][4];
     /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1), as
@@ -555,8 +558,8 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         if (T == MM_Q8_0) {
             const int nbk = min(8, p.n_in / 32 - 8 * c);
 #pragma unroll
-            for (int bl = 0; bl < (WIDE ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
-                const int blk = (WIDE ? 0 : 4 * kh) + bl;
+            for (int bl = 0; bl < (WIDE == 1 ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
+                const int blk = (WIDE == 1 ? 0 : 4 * kh) + bl;
                 if (blk >= nbk) break;
                 const uint8_t *b0 = w0 + blk * MM_Q8_0_BYTES, *b1 = w1 + blk * MM_Q8_0_BYTES;
                 const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
@@ -576,16 +579,16 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                     acc[i][bl][3] = __fadd_rn(acc[i][bl][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
                 }
             }
-        } else if (!WIDE && (c & 1) != kh) { /* the other half's super-block */
+        } else if (WIDE != 1 && (c & 1) != kh) { /* the other half's super-block */
         } else if (T == MM_Q4_K || T == MM_Q5_K) {
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             const uint8_t *pb[NT], *pc0[NT], *pc1[NT];
 #pragma unroll
             for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
             if (K2) /* partial c mod 2 */
-                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
+                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE == 1 && (c & 1), acc);
             else
-                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
+                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE == 1 && (c & 1), acc);
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -619,7 +622,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 for (int q = 0; q < 4; q++) {
                     const float d = q < 2 ? d0 : d1, xd = q & 1 ? xd1 : xd0;
                     const float t = __fmul_rn(__fmul_rn(d, xd), (float)is[i][q]);
-                    if (WIDE && (c & 1))
+                    if (WIDE == 1 && (c & 1))
                         acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
                     else
                         acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
@@ -628,7 +631,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    if (WIDE) { /* every partial in this thread: the whole tree */
+    if (WIDE == 1) { /* every partial in this thread: the whole tree */
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int o = n0 + (q < 2 ? r0 : r1), r = 2 * tig + (q & 1);
@@ -643,7 +646,8 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         return; /* (the tile loop's barrier follows in igemm_kernel) */
     }
     __syncthreads(); /* the stages are free: the halves meet there */
-    float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
+    float *red = (float *)stages; /* [4 row tiles (WIDE 2: m-tiles)][32 lanes][4] */
+    const int rs = WIDE ? mt : nt0;
     float L[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++)
@@ -654,7 +658,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                               : acc[i][0][q];
     if (kh == 1)
 #pragma unroll
-        for (int q = 0; q < 4; q++) red[(nt0 * 32 + lane) * 4 + q] = L[0][q];
+        for (int q = 0; q < 4; q++) red[(rs * 32 + lane) * 4 + q] = L[0][q];
     __syncthreads();
     if (kh == 0) {
 #pragma unroll
@@ -664,7 +668,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             for (int q = 0; q < 4; q++) {
                 const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
                 /* Q8_0: ((p0+p1)+(p2+p3)) + ((p4+p5)+(p6+p7)); K-quants: p0 + p1 */
-                const float v = __fadd_rn(L[i][q], red[(nt0 * 32 + lane) * 4 + q]);
+                const float v = __fadd_rn(L[i][q], red[(rs * 32 + lane) * 4 + q]);
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
             }
         }
@@ -676,9 +680,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
  * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
  * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
  * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+template <int T, bool PREQ, int WIDE, bool K2, int S2>
 __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
-    static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
+    static_assert(S2 == 0 || (PREQ && WIDE == 1 && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
     if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
         const ptrdiff_t d = p.w_up - p.w;
@@ -1134,7 +1138,7 @@ static size_t ig_smem(const ig_params *p) { return ig_smem_slots(p, IG_STAGES); 
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
-    p->bo = p->wide ? 8 * IG_BO : IG_BO;
+    p->bo = p->wide == 2 ? 4 * IG_BO : p->wide ? 8 * IG_BO : IG_BO;
     if (p->wide) max_rows = 8;
     int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
     p->sbp = ig_pad((size_t)cb + 16);
@@ -1288,7 +1292,7 @@ static unsigned ig_tile_rows(const void *f, size_t smem, dim3 grid) {
     return (unsigned)cap;
 }
 
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+template <int T, bool PREQ, int WIDE, bool K2, int S2>
 static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
     const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>;
     ig_attr(f);
@@ -1300,9 +1304,9 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
 
-template <int T, bool PREQ, bool WIDE, bool K2>
+template <int T, bool PREQ, int WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
-    constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
+    constexpr bool X2 = PREQ && WIDE == 1 && K2 && (T == MM_Q4_K || T == MM_Q5_K);
     const int mode = X2 ? ig_x2_mode() : IG_X2_OFF; /* AUTO: one-chunk here (see ig_x2_mode's comment) */
     if (X2 && mode == IG_X2_ALL) {
         constexpr int S2a = X2 ? 2 : 0, S2b = X2 ? 3 : 0; /* 0: never launched (the branch is dead) */
@@ -1318,7 +1322,7 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_launch_s<T, PREQ, WIDE, K2, 0>(p, grid, st);
 }
 
-template <int T, bool PREQ, bool WIDE>
+template <int T, bool PREQ, int WIDE>
 static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
     constexpr bool K4 = T == MM_Q4_K || T == MM_Q5_K;
     if (K4 && cuda_switch_on(&g_ig_k2, "CLOVER_CUDA_IG_K2", 1))
@@ -1327,40 +1331,9 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
         ig_launch_k<T, PREQ, WIDE, false>(p, grid, st);
 }
 
-/* The row split of a dense igemm_q8_kernel launch (CLOVER_CUDA_IG_SPLIT, on unless 0; cuda_ig_split_set: 1/0,
- * negative: the environment again). ig_plan gives a product the smallest row tile that holds its rows (32 at a
- * preview's 32), and a block then walks every chunk for all of its row tiles: at few output tiles (a shared
- * expert's 1024 outputs are 64 blocks, a 2048-output product 128, on 132 SMs) that chain is the product's time
- * (bench_cuda_matmul, H100: 1024 x 2048 at 8 rows 5.5 us, at 32 rows 9.0). So where the output tiles times the
- * row tiles of a smaller tile (8 or 16 rows) still fit in 2 blocks an SM, the product takes that tile: 2-4x the
- * blocks, each with 1/4-1/2 of the mma and float work a chunk, the weights read once from DRAM and the other row
- * tiles' copies from L2 (the blocks of one output tile are neighbours on x). A row's arithmetic does not depend
- * on its tile (igemm_q8_kernel's order is per output and row): the same bits (test_ig_split). */
-static int g_ig_split = -1;
-static unsigned long long g_ig_split_launches;
-extern "C" void cuda_ig_split_set(int on) { cuda_switch_set(&g_ig_split, on); }
-extern "C" unsigned long long cuda_ig_split_launches(void) {
-    return __atomic_load_n(&g_ig_split_launches, __ATOMIC_RELAXED);
-}
-static int ig_split_br(const ig_params *p, unsigned out_tiles) {
-    if (p->perm || p->wide || !p->xq || !cuda_switch_on(&g_ig_split, "CLOVER_CUDA_IG_SPLIT", 1)) return p->br;
-    const size_t cap = 2 * (size_t)cuda_sm_count();
-    for (int br = 8; br < p->br; br *= 2)
-        if ((size_t)out_tiles * (size_t)((p->n_rows + br - 1) / br) <= cap) return br;
-    return p->br;
-}
-
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_attr((const void *)igemm_q8_kernel<0>);
     ig_params q = *p;
-    if (p->perm == NULL) { /* dense: grid (row tiles, output tiles of every product) */
-        q.br = ig_split_br(p, grid.y);
-        if (q.br != p->br) {
-            grid.x = (unsigned)((q.n_rows + q.br - 1) / q.br);
-            __atomic_fetch_add(&g_ig_split_launches, 1, __ATOMIC_RELAXED);
-        }
-        p = &q; /* the X2 choice and the shared memory below are the split tile's */
-    }
     q.pf = pdl_rows_on(st); /* the weights' L2 prefetch only where the kernel may start early */
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
     const int mode = ig_x2_mode();
@@ -1423,16 +1396,34 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
     return 1;
 }
 
+/* WIDE 2 (CLOVER_CUDA_MOE_WIDE2=1, off until measured; cuda_moe_wide2_set: 1/0, negative: the environment again):
+ * the grouped tiles of few slots (a preview's) on blocks of 64 outputs whose warps split the chunks by parity as
+ * the 16-output form does, instead of 128 outputs with every warp walking every chunk. Why: the preview's expert
+ * products are bound by each warp's chain of 8 chunk steps (~2.3 us a step at 2 blocks an SM; tiles24), and this
+ * halves the chain, doubles the blocks and halves a block's shared memory (4 blocks an SM instead of 2). The
+ * partials' terms and their order are the WIDE form's: p0 the even chunks', p1 the odd ones', then p0 + p1 (the
+ * 16-output form's meeting through shared memory): the same bits (test_cuda_moe_tiles). */
+static int g_wide2 = -1;
+static unsigned long long g_wide2_launches;
+extern "C" void cuda_moe_wide2_set(int on) { cuda_switch_set(&g_wide2, on); }
+extern "C" unsigned long long cuda_moe_wide2_launches(void) {
+    return __atomic_load_n(&g_wide2_launches, __ATOMIC_RELAXED);
+}
+int ig_wide2_on(void) { return cuda_switch_on(&g_wide2, "CLOVER_CUDA_MOE_WIDE2", 0); }
+
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (T == MM_Q8_0 && p->xq && !p->wide && ig_q8_enabled())
         ig_launch_q8(p, grid, st);
-    else if (p->xq && p->wide)
-        ig_launch_t<T, true, true>(p, grid, st);
+    else if (p->xq && p->wide == 2) {
+        ig_launch_t<T, true, 2>(p, grid, st);
+        __atomic_fetch_add(&g_wide2_launches, 1, __ATOMIC_RELAXED);
+    } else if (p->xq && p->wide)
+        ig_launch_t<T, true, 1>(p, grid, st);
     else if (p->xq)
-        ig_launch_t<T, true, false>(p, grid, st);
+        ig_launch_t<T, true, 0>(p, grid, st);
     else
-        ig_launch_t<T, false, false>(p, grid, st);
+        ig_launch_t<T, false, 0>(p, grid, st);
 }
 
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {

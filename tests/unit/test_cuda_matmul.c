@@ -1222,88 +1222,6 @@ static void test_q8_rows32(void) {
     q8r_pair_graph(512, 2048);
 }
 
-/* The row split of dense Q8_0 products (matmul_igemm.cu's ig_split_br, CLOVER_CUDA_IG_SPLIT, on by default): with
- * it on, cuda_matmul_chunk_ws gives bit for bit what it gives with it off (the whole-rows tile), at the model's
- * few-tile shapes and rows 9..32, every output written (poisoned first; row 5 carries an infinity); the split is
- * taken where the shape asks for it (512 x 2048 at 32 rows: 32 output tiles x 4 row tiles of 8 fit 2 blocks an
- * SM on any GPU of >= 64 SMs) and not where it does not (12288 x 2048: 768 output tiles); the pair
- * (cuda_matmul_chunk_ws_pair: one segmented launch) equal to the split-off pair; the 32-row call within 1e-5 of the
- * CPU's integer oracle. */
-static void split_run(const void *dw, size_t n_out, size_t n_in, const float *dx, size_t n, float *dy, void *work,
-                      int on, float *h) {
-    char why[256] = "";
-    cuda_ig_split_set(on);
-    CU(cudaMemset(dy, 0xFF, n * n_out * sizeof(float)));
-    CHECK_MSG(cuda_matmul_chunk_ws(QUANT_Q8_0, dw, n_out, n_in, dx, n, dy, work, NULL, why, sizeof why) == 0, "%s",
-              why);
-    dev_download(h, dy, n * n_out);
-}
-
-static void split_case(size_t n_out, size_t n_in, int expect) {
-    static const size_t ROWS[] = {9, 16, 17, 24, 32};
-    const size_t n_x = 32;
-    size_t rb;
-    uint8_t *w = make_weights(QUANT_Q8_0, 2 * n_out, n_in, &rb);
-    float *x = malloc(n_x * n_in * sizeof(float));
-    fill(x, n_x * n_in, 2.0);
-    x[5 * n_in + n_in / 3] = INFINITY;
-    const size_t ny = n_x * n_out;
-    float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), *old2 = malloc(ny * sizeof(float));
-    uint8_t *dw = dev_upload(w, 2 * n_out * rb);
-    float *dx = dev_upload(x, n_x * n_in * sizeof(float)), *dy = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
-    void *work = NULL;
-    CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n_in, n_x) + 256));
-    size_t bad = 0, unwritten = 0;
-    const unsigned long long l0 = cuda_ig_split_launches();
-    for (size_t k = 0; k < sizeof ROWS / sizeof ROWS[0]; k++) {
-        const size_t n = ROWS[k];
-        split_run(dw, n_out, n_in, dx, n, dy, work, 0, old);
-        split_run(dw, n_out, n_in, dx, n, dy, work, 1, got);
-        bad += few_diff(got, old, n * n_out);
-        unwritten += q8r_unwritten(got, n, n_out);
-    }
-    const unsigned long long split = cuda_ig_split_launches() - l0;
-    CHECK_MSG(bad == 0 && unwritten == 0, "ig split %zux%zu: %zu outputs differ from the unsplit bits, %zu not written",
-              n_out, n_in, bad, unwritten);
-    CHECK_MSG(expect ? split > 0 : split == 0, "ig split %zux%zu: %llu split launches (expected %s)", n_out, n_in,
-              split, expect ? "some" : "none");
-    const double err = q8_rows_vs_cpu("ig split", w, 0, rb, x, n_in, n_out, got, NULL);
-    /* the pair: gate = the first n_out rows, up = the next; off then on */
-    char why[256] = "";
-    size_t bad_pair = 0;
-    for (int on = 0; on < 2; on++) {
-        cuda_ig_split_set(on);
-        CU(cudaMemset(dy, 0xFF, ny * sizeof(float)));
-        CU(cudaMemset(dy2, 0xFF, ny * sizeof(float)));
-        CHECK_MSG(cuda_matmul_chunk_ws_pair(QUANT_Q8_0, dw, n_out, dw + n_out * rb, n_out, n_in, dx, n_x, dy, dy2, work,
-                                            NULL, why, sizeof why) == 0,
-                  "%s", why);
-        if (!on) { /* the references: gate and up unsplit */
-            dev_download(old, dy, ny);
-            dev_download(old2, dy2, ny);
-            continue;
-        }
-        dev_download(got, dy, ny);
-        bad_pair += few_diff(got, old, ny) + q8r_unwritten(got, n_x, n_out);
-        dev_download(got, dy2, ny);
-        bad_pair += few_diff(got, old2, ny) + q8r_unwritten(got, n_x, n_out);
-    }
-    CHECK_MSG(bad_pair == 0, "ig split pair %zux%zu: %zu outputs differ or unwritten", n_out, n_in, bad_pair);
-    printf("  ig split %zux%zu: bit-identical at rows 9..32 and in the pair, %llu split launches, CPU err %.2g\n",
-           n_out, n_in, split, err);
-    cuda_ig_split_set(-1);
-    free(w), free(x), free(old), free(got), free(old2);
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
-}
-
-static void test_ig_split(void) {
-    split_case(512, 2048, 1);
-    split_case(1024, 2048, 1);
-    split_case(2048, 4096, 1);
-    split_case(2048, 512, 1);
-    split_case(12288, 2048, 0);
-}
-
 /* The wide-row integer product (matmul_igemm_wide.cu, CLOVER_CUDA_IGEMM_WIDE; on by default): with it on,
  * cuda_matmul_chunk_ws at 64+ rows gives bit for bit what the 16 x 32 kernels of matmul_igemm.cu give with it off
  * (the canonical order), for Q8_0, Q4_K and Q5_K, at row counts that fill the 64-row tile, leave a 1-row or
@@ -2790,7 +2708,6 @@ int main(void) {
     RUN(test_mma_rows);
     RUN(test_igemm_wide);
     RUN(test_q8_rows32);
-    RUN(test_ig_split);
     RUN(test_mmv_stream);
     RUN(test_mmv_lane);
     RUN(test_stream32);
