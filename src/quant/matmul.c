@@ -12,7 +12,9 @@
  * (at the AMX level, simd_level.h, Q8_0's, Q4_K's and Q5_K's three or more
  * rows go to gemm_amx.c instead, staged in its tile layout, and equal that
  * level's one-row dots, act_bsum_avx2.c, the same way; Q4_K weights in
- * stable memory through their repacked panels, gemm_amx_pack.h). Float weights (and every type on a CPU
+ * stable memory through their repacked panels, gemm_amx_pack.h; one or two
+ * rows there take act_bsum_avx512.c's dots, the same bits, 4 weight rows a
+ * call: quant_act_dot4_fn). Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
