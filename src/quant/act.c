@@ -63,8 +63,9 @@ static quant_act_dot_fn act_kernel(uint32_t type, bool simd) {
 }
 
 /* The dot of the active level: the AMX level's Q8_0 / Q4_K / Q5_K dots sum
- * whole blocks or sub-blocks (act_bsum_avx2.c), as its tile kernel does;
- * every other case is act_kernel's. */
+ * whole blocks or sub-blocks (act_bsum_avx512.c, or act_bsum_avx2.c with
+ * CLOVER_BSUM512=0: the same bits), as its tile kernel does; every other
+ * case is act_kernel's. */
 static quant_act_dot_fn act_kernel_active(uint32_t type) {
     if (quant_bsum512_active()) { /* the same bits on AVX-512 VNNI (act_bsum_avx512.c); CLOVER_BSUM512=0: off */
         if (type == QUANT_Q8_0) return quant_act_dot_q8_0_bsum_avx512;
