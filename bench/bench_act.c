@@ -9,7 +9,10 @@
  * row (ns per value), and both dots streaming weights from memory (--mb MB
  * of weights, one thread, thread CPU time, best of --reps) beside the
  * read-only bandwidth of one thread measured the same way. A ceiling above
- * the bandwidth means the product is memory-bound.
+ * the bandwidth means the product is memory-bound. Where the level has a
+ * 4-row form of the integer dot (quant_act_dot4_kernel: the AMX level's
+ * AVX-512 bsum dots), a second line times it the same way (its speed-up
+ * against the one-row integer dot).
  *
  *   bench_act [--mb MB] [--reps R]
  */
@@ -54,17 +57,25 @@ static uint8_t *make_weights(uint32_t type, size_t bytes, size_t *n_out) {
 
 static volatile float sink;
 
-/* Best-of-reps thread CPU seconds of one pass over all rows: f32 dots (act = 0) or integer dots. */
+/* The cache-resident weight rows of a type (make_weights' count for ~192 KB). */
+static size_t rows_small(size_t rb) { return 192 * 1000 / rb < 4 ? 4 : 192 * 1000 / rb; }
+
+/* Best-of-reps thread CPU seconds of one pass over all rows: f32 dots (act = 0), integer dots (1) or the
+ * integer 4-row dots (2: quant_act_dot4_kernel, rows a multiple of 4). */
 static double time_rows(uint32_t type, const uint8_t *w, size_t rows, const float *x, const void *xq, int act, int reps,
                         int iters) {
     const size_t rb = quant_row_bytes(type, N_IN);
+    const quant_act_dot4_fn dot4 = quant_act_dot4_kernel(type);
     double best = 1e30;
     for (int k = 0; k < reps; k++) {
         double t0 = cpu_now();
-        float s = 0;
+        float s = 0, y[4];
         for (int it = 0; it < iters; it++)
-            for (size_t o = 0; o < rows; o++)
-                s += act ? quant_act_dot(type, w + o * rb, xq, N_IN) : quant_dot(type, w + o * rb, x, N_IN);
+            if (act == 2)
+                for (size_t o = 0; o + 4 <= rows; o += 4) dot4(w + o * rb, rb, xq, N_IN, y), s += y[0] + y[3];
+            else
+                for (size_t o = 0; o < rows; o++)
+                    s += act ? quant_act_dot(type, w + o * rb, xq, N_IN) : quant_dot(type, w + o * rb, x, N_IN);
         sink = s;
         double dt = (cpu_now() - t0) / iters;
         if (dt < best) best = dt;
@@ -146,6 +157,18 @@ int main(int argc, char **argv) {
                quant_type_name(type), gf, gi, gi / gf, ti / (wb_small / rb * N_IN) * 1e9, tq / N_IN * 1e9,
                big / mf / 1e9, 100 * big / mf / 1e9 / bw, big / mi / 1e9, 100 * big / mi / 1e9 / bw);
         mem_free(w);
+        if (quant_act_dot4_kernel(type)) { /* the 4-row form of the same dot, where the level has one */
+            w = make_weights(type, 192 * 1000, &rows);
+            const double t4 = time_rows(type, w, rows / 4 * 4, x, xq, 2, 9, iters);
+            mem_free(w);
+            w = make_weights(type, mb * 1000000, &rows);
+            const double m4 = time_rows(type, w, rows / 4 * 4, x, xq, 2, reps, 1);
+            const double g4 = (double)rb * (double)(rows_small(rb) / 4 * 4) / t4 / 1e9,
+                         gm4 = (double)rb * (double)(rows / 4 * 4) / m4 / 1e9;
+            printf("      |  4-row int dot: %7.2f %8.2fx                |          |                 %7.2f %4.0f%%\n",
+                   g4, g4 / gi, gm4, 100 * gm4 / bw);
+            mem_free(w);
+        }
     }
     mem_free(x);
     mem_free(xq);

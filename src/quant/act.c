@@ -2,7 +2,8 @@
  * act.c: the dispatch of quant.h's 8-bit activation path: which activation
  * block goes with which weight type, and the scalar or AVX2 kernels (the
  * same run-time choice as quant.c's; at the AMX level, simd_level.h, Q8_0,
- * Q4_K and Q5_K take the whole-block dots of act_bsum_avx2.c). Like quant.c, these trust their
+ * Q4_K and Q5_K take the whole-block dots of act_bsum_avx512.c, or of
+ * act_bsum_avx2.c with CLOVER_BSUM512=0: the same bits). Like quant.c, these trust their
  * preconditions (a type with an integer path, n a multiple of its block):
  * a broken one asserts in debug builds and yields NaN in release builds.
  */
@@ -62,9 +63,15 @@ static quant_act_dot_fn act_kernel(uint32_t type, bool simd) {
 }
 
 /* The dot of the active level: the AMX level's Q8_0 / Q4_K / Q5_K dots sum
- * whole blocks or sub-blocks (act_bsum_avx2.c), as its tile kernel does;
- * every other case is act_kernel's. */
+ * whole blocks or sub-blocks (act_bsum_avx512.c, or act_bsum_avx2.c with
+ * CLOVER_BSUM512=0: the same bits), as its tile kernel does; every other
+ * case is act_kernel's. */
 static quant_act_dot_fn act_kernel_active(uint32_t type) {
+    if (quant_bsum512_active()) { /* the same bits on AVX-512 VNNI (act_bsum_avx512.c); CLOVER_BSUM512=0: off */
+        if (type == QUANT_Q8_0) return quant_act_dot_q8_0_bsum_avx512;
+        if (type == QUANT_Q4_K) return quant_act_dot_q4_k_bsum_avx512;
+        if (type == QUANT_Q5_K) return quant_act_dot_q5_k_bsum_avx512;
+    }
     if (quant_amx_active()) {
         if (type == QUANT_Q8_0) return quant_act_dot_q8_0_bsum_avx2;
         if (type == QUANT_Q4_K) return quant_act_dot_q4_k_bsum_avx2;
@@ -74,6 +81,16 @@ static quant_act_dot_fn act_kernel_active(uint32_t type) {
 }
 
 quant_act_dot_fn quant_act_dot_kernel(uint32_t weight_type) { return act_kernel_active(weight_type); }
+
+quant_act_dot4_fn quant_act_dot4_kernel(uint32_t weight_type) {
+    if (!quant_bsum512_active()) return NULL;
+    switch (weight_type) {
+    case QUANT_Q8_0: return quant_act_dot4_q8_0_bsum_avx512;
+    case QUANT_Q4_K: return quant_act_dot4_q4_k_bsum_avx512;
+    case QUANT_Q5_K: return quant_act_dot4_q5_k_bsum_avx512;
+    default: return NULL;
+    }
+}
 
 float quant_act_dot_scalar(uint32_t weight_type, const void *row, const void *xq, size_t n) {
     return act_ok(weight_type, n) ? act_kernel(weight_type, false)(row, xq, n) : NAN;

@@ -12,7 +12,9 @@
  * (at the AMX level, simd_level.h, Q8_0's, Q4_K's and Q5_K's three or more
  * rows go to gemm_amx.c instead, staged in its tile layout, and equal that
  * level's one-row dots, act_bsum_avx2.c, the same way; Q4_K weights in
- * stable memory through their repacked panels, gemm_amx_pack.h). Float weights (and every type on a CPU
+ * stable memory through their repacked panels, gemm_amx_pack.h; one or two
+ * rows there take act_bsum_avx512.c's dots, the same bits, 4 weight rows a
+ * call: quant_act_dot4_fn). Float weights (and every type on a CPU
  * without AVX2) keep f32 activations: the fused dot for one or two rows, the
  * tiled f32 kernel of matmul_avx2.c for more.
  *
@@ -162,7 +164,13 @@ static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
 }
 
 static void matmul_rows_act(const matmul_job *j, size_t o0, size_t o1) {
-    for (size_t o = o0; o < o1; o++) {
+    size_t o = o0;
+    if (j->act_dot4) /* 4 weight rows against each activation row: the four dots' chains side by side */
+        for (; o + 4 <= o1; o += 4)
+            for (size_t r = 0; r < j->n_rows; r++)
+                j->act_dot4(j->w + o * j->row_bytes, j->row_bytes, j->xq + r * j->xq_bytes, j->n_in,
+                            j->y + r * j->n_out + o);
+    for (; o < o1; o++) {
         const uint8_t *row = j->w + o * j->row_bytes;
         for (size_t r = 0; r < j->n_rows; r++)
             j->y[r * j->n_out + o] = j->act_dot(row, j->xq + r * j->xq_bytes, j->n_in);
@@ -252,6 +260,7 @@ static size_t matmul_prepare(matmul_job *job, size_t threads, uint32_t type, con
         }
         job->xq_bytes = xq_bytes;
         job->act_dot = quant_act_dot_kernel(type);
+        job->act_dot4 = quant_act_dot4_kernel(type);
         job->avx512 = quant_avx512_active();
         job->amx = amx_path(type, n_rows);
         if (job->amx && type == QUANT_Q4_K) /* the repacked panels, where the weight has (or may make) them */

@@ -43,6 +43,7 @@ typedef struct each_job {
     const uint8_t *xq; /* INT8: the rows in 8 bits */
     size_t xq_bytes;
     quant_act_dot_fn act_dot;
+    quant_act_dot4_fn act_dot4; /* its 4-row form, or NULL */
     int small; /* Q8_0 on the 8-bit path, 3..GEMM_SMALL_MAX_ROWS rows: gemm_small.h's kernel */
     size_t per, first_task;
 } each_job;
@@ -63,7 +64,13 @@ static void each_task(void *ctx, size_t task, size_t thread) {
         gemm_small_q8_0_avx2(j->w, j->row_bytes, o0, o1, j->n_in, j->xq, j->xq_bytes, j->n_rows, j->y, j->n_out);
         return;
     }
-    for (size_t o = o0; o < o1; o++) { /* the weight row stays in L1 across the rows */
+    size_t o = o0;
+    if (j->xq && j->act_dot4) /* 4 weight rows at a time, each output the one-row dot's bits */
+        for (; o + 4 <= o1; o += 4)
+            for (size_t r = 0; r < j->n_rows; r++)
+                j->act_dot4(j->w + o * j->row_bytes, j->row_bytes, j->xq + r * j->xq_bytes, j->n_in,
+                            j->y + r * j->n_out + o);
+    for (; o < o1; o++) { /* the weight row stays in L1 across the rows */
         const uint8_t *row = j->w + o * j->row_bytes;
         if (j->xq)
             for (size_t r = 0; r < j->n_rows; r++) j->y[r * j->n_out + o] = j->act_dot(row, j->xq + r * j->xq_bytes, j->n_in);
@@ -152,6 +159,7 @@ static void grouped_after(threadpool *pool, const threadpool_phase *pre, const m
             if (same) {
                 j->xq = same->xq;
                 j->act_dot = quant_act_dot_kernel(j->type);
+                j->act_dot4 = quant_act_dot4_kernel(j->type);
             } else if (j->xq_bytes && xq) {
                 uint8_t *dst = xq + off;
                 for (size_t r = 0; r < j->n_rows; r++)
@@ -159,6 +167,7 @@ static void grouped_after(threadpool *pool, const threadpool_phase *pre, const m
                 off += (j->xq_bytes * j->n_rows + 63) / 64 * 64;
                 j->xq = dst;
                 j->act_dot = quant_act_dot_kernel(j->type);
+                j->act_dot4 = quant_act_dot4_kernel(j->type);
             }
             size_t per = threads > 1 ? (j->n_out + threads * EACH_TASKS_PER_THREAD - 1) / (threads * EACH_TASKS_PER_THREAD)
                                      : j->n_out;

@@ -22,6 +22,7 @@ typedef struct matmul_job {
     const uint8_t *xq; /* [n_rows] rows of xq_bytes: x in 8 bits (quant_act_*), or NULL */
     size_t xq_bytes;
     quant_act_dot_fn act_dot; /* with xq: the type's integer dot */
+    quant_act_dot4_fn act_dot4; /* with xq: its 4-row form (the same bits a row), or NULL */
     int avx512;               /* with xq: the multi-row kernel of gemm_avx512.c rather than gemm_avx2.c */
     int amx;                  /* with xq (Q8_0, 3+ rows): gemm_amx.c's kernel, xq in gemm_amx.h's layout */
     /* with amx, Q4_K: the weight's repacked panels (gemm_amx_pack.h), or NULL; q4k_pipe (Q4_K, Q5_K): the

@@ -93,6 +93,12 @@ float quant_act_dot_scalar(uint32_t weight_type, const void *row, const void *xq
  * n must be a multiple of the type's activation block. */
 typedef float (*quant_act_dot_fn)(const void *row, const void *xq, size_t n);
 quant_act_dot_fn quant_act_dot_kernel(uint32_t weight_type);
+/* Four weight rows (row + r * row_bytes, r = 0..3) against one activation
+ * row: y[r] gets exactly the bits of the dispatched one-row dot of row r,
+ * the four computed side by side. NULL where the active level has no such
+ * form (only the AMX level's AVX-512 dots do: act_bsum_avx512.c). */
+typedef void (*quant_act_dot4_fn)(const void *row, size_t row_bytes, const void *xq, size_t n, float *y);
+quant_act_dot4_fn quant_act_dot4_kernel(uint32_t weight_type);
 
 /* Whether the AVX2 fast paths are in use (CPU support; CLOVER_NO_SIMD=1 turns them off for diagnosis). */
 bool quant_simd_active(void);

@@ -148,6 +148,14 @@ float quant_act_dot_q8_0_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q8_0_bsum_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q4_k_bsum_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q5_k_bsum_avx2(const void *row, const void *xq, size_t n);
+/* The same dots on AVX-512 VNNI, the same bits (act_bsum_avx512.c; quant_avx512_supported CPUs only), and their
+ * 4-row forms (quant_act_dot4_fn). */
+float quant_act_dot_q8_0_bsum_avx512(const void *row, const void *xq, size_t n);
+float quant_act_dot_q4_k_bsum_avx512(const void *row, const void *xq, size_t n);
+float quant_act_dot_q5_k_bsum_avx512(const void *row, const void *xq, size_t n);
+void quant_act_dot4_q8_0_bsum_avx512(const void *row, size_t row_bytes, const void *xq, size_t n, float *y);
+void quant_act_dot4_q4_k_bsum_avx512(const void *row, size_t row_bytes, const void *xq, size_t n, float *y);
+void quant_act_dot4_q5_k_bsum_avx512(const void *row, size_t row_bytes, const void *xq, size_t n, float *y);
 float quant_act_dot_q4_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q5_k_avx2(const void *row, const void *xq, size_t n);
 float quant_act_dot_q6_k_avx2(const void *row, const void *xq, size_t n);

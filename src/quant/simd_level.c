@@ -34,7 +34,7 @@ enum {
 };
 
 static pthread_once_t level_once = PTHREAD_ONCE_INIT;
-static bool avx512_ok, avx512_on, amx_ok, amx_on;
+static bool avx512_ok, avx512_on, amx_ok, amx_on, bsum512_on;
 static int amx_flight = 4;
 
 static bool env_set(const char *name) {
@@ -69,6 +69,8 @@ static void level_detect(void) {
 #endif
     avx512_on = avx512_ok && quant_simd_active() && !env_set("CLOVER_NO_AVX512");
     amx_on = amx_ok && avx512_on && !env_set("CLOVER_NO_AMX");
+    const char *bsum = getenv("CLOVER_BSUM512"); /* on unless "0" */
+    bsum512_on = amx_on && !(bsum && bsum[0] == '0' && bsum[1] == '\0');
     const char *flight = getenv("CLOVER_AMX_FLIGHT");
     if (flight && flight[0] == '2' && flight[1] == '\0') amx_flight = 2;
 }
@@ -91,6 +93,11 @@ bool quant_amx_supported(void) {
 bool quant_amx_active(void) {
     pthread_once(&level_once, level_detect);
     return amx_on;
+}
+
+bool quant_bsum512_active(void) {
+    pthread_once(&level_once, level_detect);
+    return bsum512_on;
 }
 
 int quant_amx_flight(void) {

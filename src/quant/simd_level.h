@@ -40,6 +40,10 @@ bool quant_amx_supported(void);
 /* True when the AMX level is in use: supported, the AVX-512 level active,
  * and CLOVER_NO_AMX not set. */
 bool quant_amx_active(void);
+/* True when the AMX level's one-row dots run on AVX-512 VNNI
+ * (act_bsum_avx512.c, the same bits as act_bsum_avx2.c's): the AMX level
+ * active and CLOVER_BSUM512=0 not set. */
+bool quant_bsum512_active(void);
 /* The AMX kernel's blocks in flight (gemm_amx.c): 4, or 2 with
  * CLOVER_AMX_FLIGHT=2 (a benchmark knob: the bits are the same). */
 int quant_amx_flight(void);
