@@ -123,12 +123,6 @@ void cuda_mma_rows_set(int v);
 /* 1 when the switch is on and the form takes a dense product of this type and row count. */
 int cuda_mma_rows_takes(uint32_t type, size_t n_rows);
 
-/* The grouped few-slot (WIDE) expert tiles on 64-output blocks whose warps split the chunks by parity
- * (matmul_igemm.cu's WIDE 2): on when CLOVER_CUDA_MOE_WIDE2=1 (off until measured on a device). cuda_moe_wide2_set:
- * 1/0 on/off, negative: the environment again. The bits are the WIDE form's. */
-void cuda_moe_wide2_set(int on);
-unsigned long long cuda_moe_wide2_launches(void); /* launches so far (tests: it was taken) */
-
 /* Dense Q8_0 products of 1..32 rows (a preview's) with K split over a thread block cluster by the canonical order's
  * partials (matmul_q8_rows32.cu): cuda_matmul_chunk_ws / _pair / _multi take it for n_in % 256 == 0 when
  * CLOVER_CUDA_Q8_ROWS32=1; unset, only the output head's products of 8+ rows (AUTO: the only shape it made faster on

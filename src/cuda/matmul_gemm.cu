@@ -434,7 +434,6 @@ static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
     const size_t n_slots = a->n_rows * a->k;
     /* few slots per expert (a 32-row preview: ~1): tiles of <= 8 slots, 128 outputs a block */
     q->wide = n_slots <= 4 * (a->n_expert_plan ? a->n_expert_plan : a->n_expert);
-    if (q->wide && ig_wide2_on()) q->wide = 2; /* 64-output blocks, the chunks split over the warps' halves */
     if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
         return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;

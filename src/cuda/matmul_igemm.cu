@@ -421,9 +421,9 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
  * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
  * and yrow for the next tile. */
-template <int T, bool PREQ, int WIDE, bool K2, int S2>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
 __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
-    constexpr int BO = WIDE == 1 ? 8 * IG_BO : WIDE == 2 ? 4 * IG_BO : IG_BO;
+    constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
     extern __shared__ __align__(16) uint8_t sm[];
     /* WIDE: + ty >> 30 (0: ty < 2^17) keeps ptxas from hoisting the threads' set-up (the copy pieces' places)
@@ -491,11 +491,8 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     /* warp w: the block's 16 outputs for the 8 rows of tile w&3, and half of the canonical order's partials
      * (kh = w>>2): Q8_0 blocks 4kh..4kh+3 of each chunk (partials p_{4kh..4kh+3}), K-quants the chunks of
      * parity kh (partial p_kh); the two halves meet at the end in the tree's last addition */
-    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE == 1 ? 8 : 4) : (WIDE == 1 ? 2 : 1);
-    /* WIDE (1): warp w the m-tile w of 128 outputs, every partial; WIDE 2: the m-tile w & 3 of 64 outputs and the
-     * half w >> 2 of the partials, as the non-WIDE form splits them (each warp walks half of the chunks) */
-    const int mt = WIDE == 1 ? warp : WIDE == 2 ? warp & 3 : 0, nt0 = WIDE ? 0 : warp & 3;
-    const int kh = WIDE == 1 ? 0 : warp >> 2;
+    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
+    const int mt = WIDE ? warp : 0, nt0 = WIDE ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
     bool live[NT];
     float acc[NT][PL][4];
     /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1), as
@@ -558,8 +555,8 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         if (T == MM_Q8_0) {
             const int nbk = min(8, p.n_in / 32 - 8 * c);
 #pragma unroll
-            for (int bl = 0; bl < (WIDE == 1 ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
-                const int blk = (WIDE == 1 ? 0 : 4 * kh) + bl;
+            for (int bl = 0; bl < (WIDE ? 8 : 4); bl++) { /* block 8c + blk of the chunk: partial blk, slot bl */
+                const int blk = (WIDE ? 0 : 4 * kh) + bl;
                 if (blk >= nbk) break;
                 const uint8_t *b0 = w0 + blk * MM_Q8_0_BYTES, *b1 = w1 + blk * MM_Q8_0_BYTES;
                 const int a0 = ig_ld32a2(b0 + 2 + 4 * tig), a1 = ig_ld32a2(b1 + 2 + 4 * tig);
@@ -579,16 +576,16 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                     acc[i][bl][3] = __fadd_rn(acc[i][bl][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
                 }
             }
-        } else if (WIDE != 1 && (c & 1) != kh) { /* the other half's super-block */
+        } else if (!WIDE && (c & 1) != kh) { /* the other half's super-block */
         } else if (T == MM_Q4_K || T == MM_Q5_K) {
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             const uint8_t *pb[NT], *pc0[NT], *pc1[NT];
 #pragma unroll
             for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
             if (K2) /* partial c mod 2 */
-                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE == 1 && (c & 1), acc);
+                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
             else
-                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE == 1 && (c & 1), acc);
+                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -622,7 +619,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 for (int q = 0; q < 4; q++) {
                     const float d = q < 2 ? d0 : d1, xd = q & 1 ? xd1 : xd0;
                     const float t = __fmul_rn(__fmul_rn(d, xd), (float)is[i][q]);
-                    if (WIDE == 1 && (c & 1))
+                    if (WIDE && (c & 1))
                         acc[i][1 % PL][q] = __fadd_rn(acc[i][1 % PL][q], t);
                     else
                         acc[i][0][q] = __fadd_rn(acc[i][0][q], t);
@@ -631,7 +628,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    if (WIDE == 1) { /* every partial in this thread: the whole tree */
+    if (WIDE) { /* every partial in this thread: the whole tree */
 #pragma unroll
         for (int q = 0; q < 4; q++) {
             const int o = n0 + (q < 2 ? r0 : r1), r = 2 * tig + (q & 1);
@@ -646,8 +643,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         return; /* (the tile loop's barrier follows in igemm_kernel) */
     }
     __syncthreads(); /* the stages are free: the halves meet there */
-    float *red = (float *)stages; /* [4 row tiles (WIDE 2: m-tiles)][32 lanes][4] */
-    const int rs = WIDE ? mt : nt0;
+    float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
     float L[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++)
@@ -658,7 +654,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                               : acc[i][0][q];
     if (kh == 1)
 #pragma unroll
-        for (int q = 0; q < 4; q++) red[(rs * 32 + lane) * 4 + q] = L[0][q];
+        for (int q = 0; q < 4; q++) red[(nt0 * 32 + lane) * 4 + q] = L[0][q];
     __syncthreads();
     if (kh == 0) {
 #pragma unroll
@@ -668,7 +664,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             for (int q = 0; q < 4; q++) {
                 const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
                 /* Q8_0: ((p0+p1)+(p2+p3)) + ((p4+p5)+(p6+p7)); K-quants: p0 + p1 */
-                const float v = __fadd_rn(L[i][q], red[(rs * 32 + lane) * 4 + q]);
+                const float v = __fadd_rn(L[i][q], red[(nt0 * 32 + lane) * 4 + q]);
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
             }
         }
@@ -680,9 +676,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
  * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
  * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
  * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
-template <int T, bool PREQ, int WIDE, bool K2, int S2>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
 __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
-    static_assert(S2 == 0 || (PREQ && WIDE == 1 && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
+    static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
     if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
         const ptrdiff_t d = p.w_up - p.w;
@@ -1138,7 +1134,7 @@ static size_t ig_smem(const ig_params *p) { return ig_smem_slots(p, IG_STAGES); 
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
-    p->bo = p->wide == 2 ? 4 * IG_BO : p->wide ? 8 * IG_BO : IG_BO;
+    p->bo = p->wide ? 8 * IG_BO : IG_BO;
     if (p->wide) max_rows = 8;
     int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
     p->sbp = ig_pad((size_t)cb + 16);
@@ -1292,7 +1288,7 @@ static unsigned ig_tile_rows(const void *f, size_t smem, dim3 grid) {
     return (unsigned)cap;
 }
 
-template <int T, bool PREQ, int WIDE, bool K2, int S2>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2>
 static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
     const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>;
     ig_attr(f);
@@ -1304,9 +1300,9 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
 
-template <int T, bool PREQ, int WIDE, bool K2>
+template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
-    constexpr bool X2 = PREQ && WIDE == 1 && K2 && (T == MM_Q4_K || T == MM_Q5_K);
+    constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
     const int mode = X2 ? ig_x2_mode() : IG_X2_OFF; /* AUTO: one-chunk here (see ig_x2_mode's comment) */
     if (X2 && mode == IG_X2_ALL) {
         constexpr int S2a = X2 ? 2 : 0, S2b = X2 ? 3 : 0; /* 0: never launched (the branch is dead) */
@@ -1322,7 +1318,7 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_launch_s<T, PREQ, WIDE, K2, 0>(p, grid, st);
 }
 
-template <int T, bool PREQ, int WIDE>
+template <int T, bool PREQ, bool WIDE>
 static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
     constexpr bool K4 = T == MM_Q4_K || T == MM_Q5_K;
     if (K4 && cuda_switch_on(&g_ig_k2, "CLOVER_CUDA_IG_K2", 1))
@@ -1396,34 +1392,16 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
     return 1;
 }
 
-/* WIDE 2 (CLOVER_CUDA_MOE_WIDE2=1, off until measured; cuda_moe_wide2_set: 1/0, negative: the environment again):
- * the grouped tiles of few slots (a preview's) on blocks of 64 outputs whose warps split the chunks by parity as
- * the 16-output form does, instead of 128 outputs with every warp walking every chunk. Why: the preview's expert
- * products are bound by each warp's chain of 8 chunk steps (~2.3 us a step at 2 blocks an SM; tiles24), and this
- * halves the chain, doubles the blocks and halves a block's shared memory (4 blocks an SM instead of 2). The
- * partials' terms and their order are the WIDE form's: p0 the even chunks', p1 the odd ones', then p0 + p1 (the
- * 16-output form's meeting through shared memory): the same bits (test_cuda_moe_tiles). */
-static int g_wide2 = -1;
-static unsigned long long g_wide2_launches;
-extern "C" void cuda_moe_wide2_set(int on) { cuda_switch_set(&g_wide2, on); }
-extern "C" unsigned long long cuda_moe_wide2_launches(void) {
-    return __atomic_load_n(&g_wide2_launches, __ATOMIC_RELAXED);
-}
-int ig_wide2_on(void) { return cuda_switch_on(&g_wide2, "CLOVER_CUDA_MOE_WIDE2", 0); }
-
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (T == MM_Q8_0 && p->xq && !p->wide && ig_q8_enabled())
         ig_launch_q8(p, grid, st);
-    else if (p->xq && p->wide == 2) {
-        ig_launch_t<T, true, 2>(p, grid, st);
-        __atomic_fetch_add(&g_wide2_launches, 1, __ATOMIC_RELAXED);
-    } else if (p->xq && p->wide)
-        ig_launch_t<T, true, 1>(p, grid, st);
+    else if (p->xq && p->wide)
+        ig_launch_t<T, true, true>(p, grid, st);
     else if (p->xq)
-        ig_launch_t<T, true, 0>(p, grid, st);
+        ig_launch_t<T, true, false>(p, grid, st);
     else
-        ig_launch_t<T, false, 0>(p, grid, st);
+        ig_launch_t<T, false, false>(p, grid, st);
 }
 
 void ig_launch(uint32_t type, const ig_params *p, unsigned grid_x, unsigned grid_y, cudaStream_t st) {

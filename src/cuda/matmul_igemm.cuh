@@ -56,8 +56,6 @@ enum { IG_ACS = 304 };
  * tile (preq: the rows come quantised, ig_quantize); 1 when the integer GEMM takes it, 0 when not (float types, or a row
  * too long for shared memory: the caller keeps the TF32 GEMM). */
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p);
-/* 1 where the grouped few-slot tiles take the 64-output WIDE 2 blocks (CLOVER_CUDA_MOE_WIDE2, matmul_igemm.cu) */
-int ig_wide2_on(void);
 /* Warp gw's block of the chunk-major 8-bit rows (ig_quantize_kernel's body; moe_group_quant_kernel's too): Q8_0 a
  * 32-value block, the K-quants a 256-value one; with u the values silu(x) * u (mm_swiglu). */
 __device__ __forceinline__ void ig_quant_warp(uint32_t type, const float *x, const float *u, int n_rows, int n_in,

@@ -11,8 +11,6 @@
  *  - each against the loop at the cap by shape, at caps 3 and 1 forced (every block walks several tiles, or one
  *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), and
  *    with the K2 sums off (cap 2); the launches with a cut grid counted (cuda_moe_tile_loop_launches);
- *  - the WIDE 2 form (64-output blocks, the chunks split over the warps' halves: cuda_moe_wide2_set) with the loop
- *    by shape, at cap 1 and on the full grid with K2 off, its launches counted (cuda_moe_wide2_launches);
  *  - a CUDA graph captured with the loop on (its first launches, the occupancy query inside the capture) replayed on
  *    two routings of different tile counts: the eager full grid's bits for each (a fixed grid whatever the tiles).
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases (for
@@ -39,38 +37,34 @@ enum { POOL = 13, WIDE_TILE = 8, BO = 128 }; /* distinct weight matrices; a WIDE
  * cuda_ig_x2_set takes it, K2 */
 typedef struct form {
     const char *name;
-    int loop, cap, x2, k2, w2; /* w2: the 64-output WIDE 2 blocks (cuda_moe_wide2_set) */
+    int loop, cap, x2, k2;
 } form;
 static const form FORMS[] = {
-    {"loop", 1, 0, 0, 1, 0},           {"loop cap 3", 1, 3, 0, 1, 0}, {"loop cap 1", 1, 1, 0, 1, 0},
-    {"loop cap 3, X2", 1, 3, 1, 1, 0}, {"loop, X2 3 stages", 1, 0, 3, 1, 0}, {"loop cap 2, K2 off", 1, 2, 0, 0, 0},
-    {"WIDE 2, loop", 1, 0, 0, 1, 1},   {"WIDE 2, loop cap 1", 1, 1, 0, 1, 1}, {"WIDE 2, full grid, K2 off", 0, 0, 0, 0, 1},
+    {"loop", 1, 0, 0, 1},           {"loop cap 3", 1, 3, 0, 1}, {"loop cap 1", 1, 1, 0, 1},
+    {"loop cap 3, X2", 1, 3, 1, 1}, {"loop, X2 3 stages", 1, 0, 3, 1}, {"loop cap 2, K2 off", 1, 2, 0, 0},
 };
 enum { N_FORMS = sizeof FORMS / sizeof FORMS[0] };
-static const form REF = {"full grid", 0, 0, 0, 1, 0};
+static const form REF = {"full grid", 0, 0, 0, 1};
 static void form_set(const form *f) {
     cuda_moe_tile_loop_set(f->loop);
     cuda_moe_tile_cap_set(f->cap);
     cuda_ig_x2_set(f->x2);
     cuda_ig_k2_set(f->k2);
-    cuda_moe_wide2_set(f->w2);
 }
 static void forms_reset(void) {
     cuda_moe_tile_loop_set(-1);
     cuda_moe_tile_cap_set(-1);
     cuda_ig_x2_set(-1);
     cuda_ig_k2_set(-1);
-    cuda_moe_wide2_set(-1);
 }
 
 /* Whether a launch of the grouping pass's worst case of max_tiles tiles on per = grid.x * grid.z blocks a tile row
  * gets a cut grid under form f: 1 yes, 0 no, -1 either (by shape: ceil(2 * SMs * blocks an SM / per), blocks an SM
- * 1 or 2 at ~100-170 KB of shared memory a block; WIDE 2's ~50 KB blocks: up to 4). */
+ * 1 or 2 at ~100-170 KB of shared memory a block). */
 static int cut(const form *f, size_t max_tiles, size_t per) {
     if (!f->loop) return 0;
     if (f->cap > 0) return (size_t)f->cap < max_tiles;
-    const size_t sms = (size_t)cuda_sm_count(), bps = f->w2 ? 4 : 2;
-    const size_t hi = (2 * bps * sms + per - 1) / per, lo = (2 * sms + per - 1) / per;
+    const size_t sms = (size_t)cuda_sm_count(), hi = (4 * sms + per - 1) / per, lo = (2 * sms + per - 1) / per;
     return hi < max_tiles ? 1 : lo >= max_tiles ? 0 : -1;
 }
 
@@ -211,12 +205,8 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
         for (int f = 0; f < N_FORMS; f++) {
             form_set(&FORMS[f]);
             l0 = cuda_moe_tile_loop_launches();
-            const unsigned long long w0 = cuda_moe_wide2_launches();
             set_run(&m, mode, NULL, got, got_u);
-            const unsigned long long w2n = cuda_moe_wide2_launches() - w0;
-            CHECK_MSG(FORMS[f].w2 ? w2n > 0 : w2n == 0, "%s, %s: %llu WIDE 2 launches", what, FORMS[f].name, w2n);
-            const size_t otf = FORMS[f].w2 ? (n_out + BO / 2 - 1) / (BO / 2) : ot; /* WIDE 2: 64 outputs a block */
-            const int c = cut(&FORMS[f], mt, otf * (mode == 1 ? 2 : 1));
+            const int c = cut(&FORMS[f], mt, ot * (mode == 1 ? 2 : 1));
             const unsigned long long want = c > 0 ? (mode == 2 ? 2u : 1u) : 0u, n = cuda_moe_tile_loop_launches() - l0;
             CHECK_MSG(c < 0 || n == want, "%s, %s: %llu launches with a cut grid, not %llu (%zu tiles at most)", what,
                       FORMS[f].name, n, want, mt);
@@ -327,7 +317,7 @@ static void test_graph(void) {
         CU(cudaMemcpy(ref[r][2], dy1, ny * sizeof(float), cudaMemcpyDeviceToHost));
     }
     /* captured with the loop on at the cap by shape */
-    const form on = {"loop", 1, 0, 0, 1, 0};
+    const form on = {"loop", 1, 0, 0, 1};
     form_set(&on);
     const unsigned long long l0 = cuda_moe_tile_loop_launches();
     cudaGraph_t g = NULL;
