@@ -90,18 +90,38 @@ static inline quant_act_dot_fn al_one_row_dot(uint32_t type) {
 
 static inline int al_same(float a, float b) { return memcmp(&a, &b, sizeof a) == 0 || (isnan(a) && isnan(b)); }
 
-/* q4k_pipe of al_case's jobs: the K-quants' panel kernel pipelined (1) or not (0: matmul's with
- * CLOVER_AMX_Q4K_PIPE=0). */
-static int al_pipe;
+/* The forms of the kernel one case runs on the same inputs (al_case): each sets its switch (env = val, none where
+ * env is NULL), the job's q4k_pipe and, where al_set_flight is set (the emulated kernel's CLOVER_AMX_FLIGHT), the
+ * blocks in flight (0: as it is) around its calls; every form's outputs are checked against the references, which
+ * are computed once a case. spread: the form runs on al_spread's row counts only (al_all's cases but the rows
+ * 1..64 off the spread). al_all and al_forms set them for a sweep; none set: one form, no switch, q4k_pipe 0. */
+typedef struct al_form {
+    const char *env, *val;
+    int pipe, flight, spread;
+} al_form;
+static const size_t al_spread[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 80, 130};
+static const al_form *al_forms_on;
+static size_t al_n_forms;
+static void (*al_set_flight)(int flight);
+
+static inline const char *al_form_name(const al_form *f) {
+    static char buf[80];
+    snprintf(buf, sizeof buf, "%s%s%s%s%s", f->env ? f->env : "", f->env ? "=" : "", f->val ? f->val : "",
+             f->pipe ? "pipelined" : "", f->flight == 2 ? "flight 2" : f->flight ? "flight 4" : "");
+    return buf;
+}
 
 /* One case: returns the number of failed outputs (and reports the first). */
 static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, size_t n_out, size_t n_in, size_t n_rows,
                           int raw) {
+    static const al_form plain = {NULL, NULL, 0, 0, 0};
+    const al_form *forms = al_forms_on ? al_forms_on : &plain;
+    const size_t nf = al_forms_on ? al_n_forms : 1;
     const size_t rb = quant_row_bytes(type, n_in), xqb = quant_act_row_bytes(type, n_in);
     const size_t ny = n_rows * n_out;
     uint8_t *w = mem_alloc(rb * n_out), *xq = mem_alloc(n_rows * xqb + 64);
     uint8_t *staged = mem_alloc(gemm_amx_stage_bytes(type, n_rows, n_in) + 64);
-    float *x = mem_alloc(n_rows * n_in * sizeof(float)), *y = mem_alloc(ny * sizeof(float));
+    float *x = mem_alloc(n_rows * n_in * sizeof(float)), *y = mem_alloc(nf * ny * sizeof(float));
     float *deq = mem_alloc(n_out * n_in * sizeof(float));
     int bad = 0;
     if (!w || !xq || !staged || !x || !y || !deq) {
@@ -112,14 +132,23 @@ static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
     gl_fill_case(r, type, w, n_out, n_in, raw, x, n_rows, deq, xq);
     memset(staged, 0xA5, gemm_amx_stage_bytes(type, n_rows, n_in)); /* the padding must be written, not found */
     gemm_amx_stage(type, x, n_rows, n_in, staged);
-    matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x, .n_rows = n_rows,
-                    .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1, .q4k_pipe = al_pipe};
-    for (size_t i = 0; i < ny; i++) y[i] = -1.0f;
     /* two tasks' ranges: the first ends off a 16-row tile boundary (matmul's tasks are runs of 4) */
     const size_t split = n_out > 20 ? 20 : n_out > 4 ? 4 : n_out;
-    j.y = y;
-    kernel(&j, 0, split);
-    kernel(&j, split, n_out);
+    int in_spread = 0;
+    for (size_t k = 0; k < sizeof al_spread / sizeof al_spread[0]; k++) in_spread |= al_spread[k] == n_rows;
+    for (size_t f = 0; f < nf; f++) {
+        if (forms[f].spread && !in_spread) continue;
+        matmul_job j = {.type = type, .w = w, .row_bytes = rb, .n_out = n_out, .n_in = n_in, .x = x,
+                        .n_rows = n_rows, .rows_per_task = n_out, .xq = staged, .xq_bytes = xqb, .amx = 1,
+                        .q4k_pipe = forms[f].pipe, .y = y + f * ny};
+        for (size_t i = 0; i < ny; i++) j.y[i] = -1.0f;
+        if (forms[f].env) setenv(forms[f].env, forms[f].val, 1);
+        if (forms[f].flight && al_set_flight) al_set_flight(forms[f].flight);
+        kernel(&j, 0, split);
+        kernel(&j, split, n_out);
+        if (forms[f].flight && al_set_flight) al_set_flight(4);
+        if (forms[f].env) unsetenv(forms[f].env);
+    }
     const int simd = quant_simd_active();
     for (size_t rr = 0; rr < n_rows; rr++) {
         const float *xr = x + rr * n_in;
@@ -133,10 +162,15 @@ static inline int al_case(gemm_kernel_fn kernel, rng_state *r, uint32_t type, si
             double mag = 0; /* sum |w x|: the scale of the float-order bound */
             for (size_t k = 0; k < n_in; k++) mag += fabs((double)deq[o * n_in + k] * xr[k]);
             const int near = isnan(sc) ? isnan(want) : fabs((double)want - sc) <= 2e-6 * mag + 1e-30;
-            if (!al_same(y[i], want) || !al_same(one, want) || !near) {
-                if (bad++ < 3)
-                    fprintf(stderr, "  %s%s out=%zu in=%zu rows=%zu: y[%zu][%zu] = %.9g, oracle %.9g, one-row %.9g, other levels' scalar %.9g\n",
-                            quant_type_name(type), raw ? " raw" : "", n_out, n_in, n_rows, rr, o, y[i], want, one, sc);
+            for (size_t f = 0; f < nf; f++) {
+                if (forms[f].spread && !in_spread) continue;
+                const float yf = y[f * ny + i];
+                if ((!al_same(yf, want) || !al_same(one, want) || !near) && bad++ < 3)
+                    fprintf(stderr,
+                            "  %s%s out=%zu in=%zu rows=%zu%s%s: y[%zu][%zu] = %.9g, oracle %.9g, one-row %.9g, "
+                            "other levels' scalar %.9g\n", quant_type_name(type), raw ? " raw" : "", n_out, n_in,
+                            n_rows, nf > 1 ? ", form " : "", nf > 1 ? al_form_name(&forms[f]) : "", rr, o, yf, want,
+                            one, sc);
             }
         }
     }
@@ -145,23 +179,33 @@ out:
     return bad;
 }
 
-/* Every type and shape; quick: the spread of row counts only. */
-static inline void al_all(gemm_kernel_fn kernel, int quick) {
+/* Every type and shape, each case on every form of forms (n_forms; NULL: one, plain): rows 1..64 each on the
+ * smallest shapes with 13 and 37 outputs, and there the spread's counts past 64 too; the spread elsewhere. */
+static inline void al_all(gemm_kernel_fn kernel, const al_form *forms, size_t n_forms) {
     static const uint32_t types[] = {QUANT_Q8_0, QUANT_Q4_K, QUANT_Q5_K};
     static const size_t q8_ins[] = {32, 96, 2080, 4128}, k_ins[] = {256, 768, 2304}, outs[] = {1, 5, 13, 37};
-    static const size_t spread[] = {1, 2, 3, 4, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 80, 130};
+    const size_t *spread = al_spread;
+    enum { N_SPREAD = sizeof al_spread / sizeof al_spread[0], N_OUTS = sizeof outs / sizeof outs[0] };
     rng_state r;
     rng_seed(&r, 3030);
+    al_forms_on = forms, al_n_forms = n_forms;
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const uint32_t type = types[t];
         const size_t *ins = type == QUANT_Q8_0 ? q8_ins : k_ins, n_ins = type == QUANT_Q8_0 ? 4 : 3;
         const size_t small_in = type == QUANT_Q8_0 ? 96 : 256;
         int cases = 0;
-        const int bad = gl_sweep(al_case, kernel, &r, type, ins, n_ins, small_in, outs, sizeof outs / sizeof outs[0],
-                                 spread, sizeof spread / sizeof spread[0], quick, &cases);
+        int bad = gl_sweep(al_case, kernel, &r, type, ins, n_ins, small_in, outs, N_OUTS, spread, N_SPREAD, 0,
+                           &cases);
+        /* gl_sweep's rows 1..64 end at 64 on the smallest shapes: the spread's counts past 64 there too */
+        for (size_t a = 0; a < n_ins && ins[a] <= small_in; a++)
+            for (size_t o = 0; o < N_OUTS; o++)
+                for (size_t k = 0; k < N_SPREAD; k++)
+                    if (outs[o] >= 13 && spread[k] > 64)
+                        bad += al_case(kernel, &r, type, outs[o], ins[a], spread[k], (int)((k + o) & 1)), cases++;
         CHECK_MSG(bad == 0, "%s: %d outputs differ from the whole-block oracle or the one-row dot in %d cases",
                   quant_type_name(type), bad, cases);
     }
+    al_forms_on = NULL, al_n_forms = 0;
 }
 
 /* The K-quants (the switches below touch nothing else) on a narrow sweep: 1, 3 and 9 super-blocks, a partial and a
@@ -181,20 +225,18 @@ static inline void al_k_narrow(gemm_kernel_fn kernel) {
 
 /* al_k_narrow over the forms the switches select (gemm_amx.c; the same bits each): the panel kernel
  * pipelined, the chunk unpacked a row at a time (CLOVER_AMX_KUNPACK=0), chunks of 1, 3 (a partial last one at 9
- * super-blocks) and 8 super-blocks (CLOVER_AMX_KCHUNK). */
+ * super-blocks) and 8 super-blocks (CLOVER_AMX_KCHUNK). Each case's inputs and references are made once and every
+ * form run on them (al_case): the same cases, inputs and checks as one sweep a form (the sweep reseeds), at a fifth
+ * of the references' cost. */
 static inline void al_forms(gemm_kernel_fn kernel) {
-    static const char *const forms[][2] = {{NULL, NULL},
-                                           {"CLOVER_AMX_KUNPACK", "0"},
-                                           {"CLOVER_AMX_KCHUNK", "1"},
-                                           {"CLOVER_AMX_KCHUNK", "3"},
-                                           {"CLOVER_AMX_KCHUNK", "8"}};
-    for (size_t f = 0; f < sizeof forms / sizeof forms[0]; f++) {
-        if (forms[f][0]) setenv(forms[f][0], forms[f][1], 1);
-        al_pipe = !forms[f][0];
-        al_k_narrow(kernel);
-        al_pipe = 0;
-        if (forms[f][0]) unsetenv(forms[f][0]);
-    }
+    static const al_form forms[] = {{NULL, NULL, 1, 0, 0},
+                                    {"CLOVER_AMX_KUNPACK", "0", 0, 0, 0},
+                                    {"CLOVER_AMX_KCHUNK", "1", 0, 0, 0},
+                                    {"CLOVER_AMX_KCHUNK", "3", 0, 0, 0},
+                                    {"CLOVER_AMX_KCHUNK", "8", 0, 0, 0}};
+    al_forms_on = forms, al_n_forms = sizeof forms / sizeof forms[0];
+    al_k_narrow(kernel);
+    al_forms_on = NULL, al_n_forms = 0;
 }
 
 /* The AMX level's one-row dots alone against the oracle: Q8_0 at every
@@ -356,7 +398,8 @@ static inline void al_batch_moe(void) {
  * task takes (CLOVER_AMX_TASK_TILES), the K-quants unpacked a row at a time
  * (CLOVER_AMX_KUNPACK=0), chunks of 1, 3 (a partial last one) or 8 super-
  * blocks (CLOVER_AMX_KCHUNK) and the panel kernel's pipeline off
- * (CLOVER_AMX_Q4K_PIPE=0): pools of 3 and 16 threads against
+ * (CLOVER_AMX_Q4K_PIPE=0; Q8_0 runs the first three modes only: its
+ * products read none of the others' switches): pools of 3 and 16 threads against
  * matmul with no pool (one task), bit for bit, 264 outputs (16 tiles and a
  * partial one), rows past a 16-row group, staged on the calling thread (17
  * rows) and on the pool (40, 100). */
@@ -366,16 +409,18 @@ static inline void al_split(void) {
     static const char *const modes[][2] = {{NULL, NULL},
                                            {"CLOVER_STAGE_SEPARATE", "1"},
                                            {"CLOVER_OLD_SPLIT", "1"},
-                                           {"CLOVER_AMX_KPF", "0"},
-                                           {"CLOVER_AMX_KPF", "1"},
                                            {"CLOVER_AMX_TASK_TILES", "1"},
                                            {"CLOVER_AMX_TASK_TILES", "3"},
+                                           {"CLOVER_AMX_KPF", "0"},
+                                           {"CLOVER_AMX_KPF", "1"},
                                            {"CLOVER_AMX_KUNPACK", "0"},
                                            {"CLOVER_AMX_KCHUNK", "1"},
                                            {"CLOVER_AMX_KCHUNK", "3"},
                                            {"CLOVER_AMX_KCHUNK", "8"},
                                            {"CLOVER_AMX_Q4K_PIPE", "0"}};
-    enum { N_MODES = sizeof modes / sizeof modes[0] };
+    /* modes from here on set switches only the K-quants read (matmul.c asks amx_task_tiles and the Q4K_PIPE switch
+     * for them alone, gemm_amx.c KPF, KUNPACK and KCHUNK): Q8_0's runs under them would repeat its first one's */
+    enum { N_MODES = sizeof modes / sizeof modes[0], FIRST_KQ_MODE = 3 };
     enum { NIN = 1024, NOUT = 264, NR = 100 };
     rng_state r;
     rng_seed(&r, 3434);
@@ -394,6 +439,7 @@ static inline void al_split(void) {
             matmul(NULL, types[t], w, NOUT, NIN, x, n, y1);
             for (int p = 0; p < 2; p++)
                 for (int m = 0; m < N_MODES; m++) {
+                    if (types[t] == QUANT_Q8_0 && m >= FIRST_KQ_MODE) continue; /* the plain run's bits again */
                     if (modes[m][0]) setenv(modes[m][0], modes[m][1], 1);
                     memset(y, 0xFF, n * NOUT * sizeof(float));
                     matmul(pool[p], types[t], w, NOUT, NIN, x, n, y);

@@ -40,11 +40,14 @@ static int emu_flight = 4;
 
 static void test_one_row_dot(void) { al_one_row(); }
 
+static void emu_set_flight(int flight) { emu_flight = flight; }
+
+/* The full sweep with four blocks in flight, and with two on its cases at the spread's row counts (the quick
+ * sweep's cases: one set of inputs and references a case for both), then the K-quant forms with four. */
 static void test_emulated_kernel(void) {
-    al_all(matmul_rows_gemm_amx_emu, 0);
-    emu_flight = 2;
-    al_all(matmul_rows_gemm_amx_emu, 1);
-    emu_flight = 4;
+    static const al_form flights[] = {{NULL, NULL, 0, 4, 0}, {NULL, NULL, 0, 2, 1}};
+    al_set_flight = emu_set_flight;
+    al_all(matmul_rows_gemm_amx_emu, flights, 2);
     al_forms(matmul_rows_gemm_amx_emu);
     CHECK_MSG(emu_amx_faults == 0, "%d tile operations would fault (unconfigured, bad shape or released)", emu_amx_faults);
 }
