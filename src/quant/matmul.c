@@ -164,17 +164,8 @@ static void matmul_rows_dot(const matmul_job *j, size_t o0, size_t o1) {
 }
 
 static void matmul_rows_act(const matmul_job *j, size_t o0, size_t o1) {
-    size_t o = o0;
-    if (j->act_dot4) /* 4 weight rows against each activation row: the four dots' chains side by side */
-        for (; o + 4 <= o1; o += 4)
-            for (size_t r = 0; r < j->n_rows; r++)
-                j->act_dot4(j->w + o * j->row_bytes, j->row_bytes, j->xq + r * j->xq_bytes, j->n_in,
-                            j->y + r * j->n_out + o);
-    for (; o < o1; o++) {
-        const uint8_t *row = j->w + o * j->row_bytes;
-        for (size_t r = 0; r < j->n_rows; r++)
-            j->y[r * j->n_out + o] = j->act_dot(row, j->xq + r * j->xq_bytes, j->n_in);
-    }
+    matmul_act_outputs(j->act_dot, j->act_dot4, j->w, j->row_bytes, j->xq, j->xq_bytes, j->n_in, j->n_rows, j->y,
+                       j->n_out, o0, o1);
 }
 
 static void matmul_task(void *ctx, size_t task, size_t thread) {

@@ -64,18 +64,15 @@ static void each_task(void *ctx, size_t task, size_t thread) {
         gemm_small_q8_0_avx2(j->w, j->row_bytes, o0, o1, j->n_in, j->xq, j->xq_bytes, j->n_rows, j->y, j->n_out);
         return;
     }
-    size_t o = o0;
-    if (j->xq && j->act_dot4) /* 4 weight rows at a time, each output the one-row dot's bits */
-        for (; o + 4 <= o1; o += 4)
-            for (size_t r = 0; r < j->n_rows; r++)
-                j->act_dot4(j->w + o * j->row_bytes, j->row_bytes, j->xq + r * j->xq_bytes, j->n_in,
-                            j->y + r * j->n_out + o);
-    for (; o < o1; o++) { /* the weight row stays in L1 across the rows */
+    if (j->xq) {
+        matmul_act_outputs(j->act_dot, j->act_dot4, j->w, j->row_bytes, j->xq, j->xq_bytes, j->n_in, j->n_rows, j->y,
+                           j->n_out, o0, o1);
+        return;
+    }
+    for (size_t o = o0; o < o1; o++) { /* the weight row stays in L1 across the rows */
         const uint8_t *row = j->w + o * j->row_bytes;
-        if (j->xq)
-            for (size_t r = 0; r < j->n_rows; r++) j->y[r * j->n_out + o] = j->act_dot(row, j->xq + r * j->xq_bytes, j->n_in);
-        else
-            for (size_t r = 0; r < j->n_rows; r++) j->y[r * j->n_out + o] = quant_dot(j->type, row, j->x + r * j->n_in, j->n_in);
+        for (size_t r = 0; r < j->n_rows; r++)
+            j->y[r * j->n_out + o] = quant_dot(j->type, row, j->x + r * j->n_in, j->n_in);
     }
 }
 

@@ -32,6 +32,21 @@ typedef struct matmul_job {
     int q4k_pipe;
 } matmul_job;
 
+/* Outputs o0..o1-1 of n_rows 8-bit rows (xq, xq_bytes apart) against the weight rows w (row_bytes apart): four
+ * weight rows a call through dot4 where given (each output the one-row dot's bits), the rest through dot, a weight
+ * row staying in L1 across the activation rows. matmul.c's and matmul_group.c's per-row paths. */
+static inline void matmul_act_outputs(quant_act_dot_fn dot, quant_act_dot4_fn dot4, const uint8_t *w, size_t row_bytes,
+                                      const uint8_t *xq, size_t xq_bytes, size_t n_in, size_t n_rows, float *y,
+                                      size_t n_out, size_t o0, size_t o1) {
+    size_t o = o0;
+    if (dot4)
+        for (; o + 4 <= o1; o += 4)
+            for (size_t r = 0; r < n_rows; r++)
+                dot4(w + o * row_bytes, row_bytes, xq + r * xq_bytes, n_in, y + r * n_out + o);
+    for (; o < o1; o++)
+        for (size_t r = 0; r < n_rows; r++) y[r * n_out + o] = dot(w + o * row_bytes, xq + r * xq_bytes, n_in);
+}
+
 /* Output rows [o0, o1) of the job for every activation row, through weight
  * tiles dequantised once per block of activation rows (AVX2 CPUs only). */
 void matmul_rows_tiled_avx2(const matmul_job *job, size_t o0, size_t o1);
