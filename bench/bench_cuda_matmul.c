@@ -43,6 +43,11 @@
  * gate + up pair and the down, each in a graph over weight copies, off / on alternating 5 times, the medians and
  * on/off; CLOVER_BENCH_TILES_CAPS=N,M,...: also the loop at those caps on grid.y forced (tuning the cap).
  *
+ * CLOVER_BENCH_EXACT=1: only the router's exact f32 product (256 + 1 outputs x 2048, cuda_matmul_exact_multi) at 16,
+ * 32, 64, 128 and 512 rows in its three forms (a warp an output; the row blocks of CLOVER_CUDA_EXACT_RB; the register
+ * tiles of CLOVER_CUDA_EXACT_TILE), each in a graph over 40 weight copies (80 MB: not from L2), rows / tiles / rows /
+ * tiles / row blocks, one line a row count with the best of each and rows / tiles.
+ *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
 #include <cuda_runtime.h>
@@ -1164,6 +1169,50 @@ static void bench_rows32(double bw) {
     }
 }
 
+typedef struct exact_ctx {
+    const float *w, *x;
+    float *y, *y2;
+    size_t rows;
+} exact_ctx;
+enum { EXACT_COPIES = 40, EXACT_OUT = 256, EXACT_IN = 2048 };
+
+static void exact_body(void *ctx, size_t i, cudaStream_t st) {
+    const exact_ctx *c = ctx;
+    const float *w = c->w + (i % EXACT_COPIES) * (size_t)(EXACT_OUT + 1) * EXACT_IN;
+    const cuda_matmul_seg seg[2] = {{w, EXACT_OUT, c->y}, {w + (size_t)EXACT_OUT * EXACT_IN, 1, c->y2}};
+    char why[256] = "";
+    if (cuda_matmul_exact_multi(QUANT_F32, seg, 2, EXACT_IN, c->x, c->rows, st, why, sizeof why))
+        fprintf(stderr, "%s\n", why);
+}
+
+static void bench_exact(void) {
+    const size_t rows[] = {16, 32, 64, 128, 512};
+    exact_ctx c = {.w = dev_floats((size_t)EXACT_COPIES * (EXACT_OUT + 1) * EXACT_IN), .x = dev_floats(512 * EXACT_IN)};
+    CU(cudaMalloc((void **)&c.y, 512 * EXACT_OUT * sizeof(float)));
+    CU(cudaMalloc((void **)&c.y2, 512 * sizeof(float)));
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        c.rows = rows[i];
+        double best[3] = {1e9, 1e9, 1e9};
+        const int order[5] = {0, 2, 0, 2, 1}; /* rows, tiles, rows, tiles, row blocks */
+        for (int k = 0; k < 5; k++) {
+            const int f = order[k];
+            cuda_exact_tile_set(f == 2);
+            cuda_exact_rb_set(f == 1);
+            const double t = graph_time(exact_body, &c, EXACT_COPIES);
+            if (t < best[f]) best[f] = t;
+        }
+        printf("exact   f32 router 257x2048 rows %3zu: warp an output %7.2f us | row blocks %7.2f us | register tiles "
+               "%7.2f us | rows / tiles %.2fx\n",
+               rows[i], best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[0] / best[2]);
+    }
+    cuda_exact_tile_set(-1);
+    cuda_exact_rb_set(-1);
+    CU(cudaFree((void *)c.w));
+    CU(cudaFree((void *)c.x));
+    CU(cudaFree(c.y));
+    CU(cudaFree(c.y2));
+}
+
 int main(void) {
     cuda_device_info info;
     const int found = bench_cuda_device("bench_cuda_matmul", &info);
@@ -1203,6 +1252,11 @@ int main(void) {
     const char *ti = getenv("CLOVER_BENCH_TILES");
     if (ti && strcmp(ti, "1") == 0) {
         bench_tiles(bw);
+        return 0;
+    }
+    const char *ex = getenv("CLOVER_BENCH_EXACT");
+    if (ex && strcmp(ex, "1") == 0) {
+        bench_exact();
         return 0;
     }
     const char *le = getenv("CLOVER_BENCH_LAYER");

@@ -27,6 +27,18 @@
  * (~15 at 512 rows: 31 MB) and each row once per 16 outputs (71 MB); row blocks are sized to fill ~2 waves of the
  * GPU's SMs. Every output's bits are the form above's (the same per-row code: only which warp computes a row
  * changes); test_cuda_matmul's exact_multi compares both with the decode products.
+ *
+ * The register-tile form (ex_tile_kernel, CLOVER_CUDA_EXACT_TILE): both forms above dot ONE output per warp, so
+ * every 16-byte load of a row feeds 8 multiply-adds and the rows stream through L1 once per output (257 times
+ * for the router): at 512 rows 1.08 GB of L1 reads a layer, which at ~30 TB/s of L1 is ~36 us before any
+ * latency (the 113 us above). Here a warp holds 4 rows x 8 outputs of running sums (32 registers): a row's 8
+ * values of a step feed 8 outputs and an output's 8 weights feed 4 rows (each load 32 multiply-adds), 8x less
+ * L1 traffic; a block is 4 x 2 warps (16 rows x 16 outputs), so each row is read from L2 by ~17 blocks and each
+ * weight row by n_rows / 16 (~140 MB at 512 rows, ~25 us at L2 speed). Bits: lane L of the warp is still lane L
+ * of the decode dot (elements 8 L + 256 j .. + 7 for j = 0, 1, ... in order, the same eight fmaf a step in
+ * element order, ex_dot8r), and each sum goes through the same mmv_reduce tree: only which warp holds a
+ * (row, output) pair changes. A warp-row lane holds 32 sums instead of 4, so the pass has fewer warps: at few
+ * rows the forms above (more warps in flight) should stay faster, hence the row threshold.
  */
 #include "cuda_matmul.h"
 #include "cuda_device.h"
@@ -34,6 +46,8 @@
 #include "matmul_mmv.cuh"
 
 enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
+/* the tile form: a warp 4 rows x 8 outputs, a block 4 row warps x 2 output warps; AUTO from XT_MIN_ROWS rows */
+enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 64 };
 
 typedef struct {
     const uint8_t *w[CUDA_MATMUL_MAX_SEG];
@@ -160,8 +174,105 @@ __global__ void __launch_bounds__(32 * EXB_WARPS) ex_rb_kernel(ex_params p) {
     }
 }
 
-static int g_exact_rb = -1;
+/* mmv_vec_dot8 on a row's 8 values already in registers: the same eight fmaf in the same order. */
+__device__ __forceinline__ float ex_dot8r(const float (&wv)[8], const float (&xv)[8], float t) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) t = fmaf(wv[i], xv[i], t);
+    return t;
+}
+
+/* The register-tile form: warp (wo, wr) of block (bx, by) takes outputs (bx XT_WO + wo) XT_O .. + 7 and rows
+ * (by XT_WR + wr) XT_R .. + 3; lane L runs the decode dot's lane-L chain of each of its 32 (row, output) sums. */
+template <int T>
+__global__ void __launch_bounds__(32 * XT_WR * XT_WO, 2) ex_tile_kernel(ex_params p) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int og0 = ((int)blockIdx.x * XT_WO + warp % XT_WO) * XT_O;
+    const int r0 = ((int)blockIdx.y * XT_WR + warp / XT_WO) * XT_R;
+    if (og0 >= p.tot || r0 >= p.n_rows) { /* warp-uniform; the block's other warps may still work */
+        pdl_wait();
+        pdl_trigger();
+        return;
+    }
+    const int nr = min(XT_R, p.n_rows - r0), no = min(XT_O, p.tot - og0);
+    const uint8_t *wr[XT_O];
+#pragma unroll
+    for (int o = 0; o < XT_O; o++) {
+        float *y;
+        int n_out, oo;
+        wr[o] = ex_pick(p, og0 + (o < no ? o : 0), y, n_out, oo);
+        /* the weights are never a predecessor's output: into L2 before the wait, by the first row warp only */
+        if (warp < XT_WO && o < no)
+            for (size_t off = (size_t)lane * 128; off < p.row_bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(wr[o] + off));
+    }
+    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+    pdl_trigger();
+    float acc[XT_R][XT_O];
+#pragma unroll
+    for (int r = 0; r < XT_R; r++)
+#pragma unroll
+        for (int o = 0; o < XT_O; o++) acc[r][o] = 0.0f;
+    for (int e = 8 * lane; e < p.n_in; e += 256) { /* the lane's steps in the decode dot's order */
+        float xv[XT_R][8];
+#pragma unroll
+        for (int r = 0; r < XT_R; r++) {
+            if (r >= nr) break;
+            const float *xr = p.x + (size_t)(r0 + r) * p.n_in + e;
+            const float4 a = *(const float4 *)xr, b = *(const float4 *)(xr + 4);
+            xv[r][0] = a.x, xv[r][1] = a.y, xv[r][2] = a.z, xv[r][3] = a.w;
+            xv[r][4] = b.x, xv[r][5] = b.y, xv[r][6] = b.z, xv[r][7] = b.w;
+        }
+#pragma unroll
+        for (int o = 0; o < XT_O; o++) {
+            if (o >= no) break;
+            float wv[8];
+            mmv_vec_weights<T>(wr[o], e, wv);
+#pragma unroll
+            for (int r = 0; r < XT_R; r++)
+                if (r < nr) acc[r][o] = ex_dot8r(wv, xv[r], acc[r][o]);
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < XT_O; o++) {
+        if (o >= no) break;
+        float *y;
+        int n_out, oo;
+        (void)ex_pick(p, og0 + o, y, n_out, oo);
+#pragma unroll
+        for (int r = 0; r < XT_R; r++) {
+            if (r >= nr) break;
+            const float v = mmv_reduce<T>(acc[r][o]);
+            if (lane == 0) y[(size_t)(r0 + r) * n_out + oo] = v;
+        }
+    }
+}
+
+static int g_exact_rb = -1, g_exact_tile = -1;
 extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
+extern "C" void cuda_exact_tile_set(int on) {
+    __atomic_store_n(&g_exact_tile, on < 0 ? -1 : on > 1 ? 2 : on, __ATOMIC_RELAXED);
+}
+
+/* Whether a pass of n_rows takes the tile form: CLOVER_CUDA_EXACT_TILE=1 always, 0 never, unset (or 2) from
+ * XT_MIN_ROWS rows (AUTO); a grid past grid.y's limit never. */
+static bool ex_tile_takes(size_t n_rows) {
+    int v = __atomic_load_n(&g_exact_tile, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_EXACT_TILE");
+        v = e && e[0] == '1' && !e[1] ? 1 : e && e[0] == '0' && !e[1] ? 0 : 2;
+        int expect = -1;
+        __atomic_compare_exchange_n(&g_exact_tile, &expect, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+    }
+    if ((n_rows + XT_R * XT_WR - 1) / (XT_R * XT_WR) > 65535) return false;
+    return v == 1 || (v == 2 && n_rows >= XT_MIN_ROWS);
+}
+
+template <int T>
+static void ex_tile_launch(const ex_params &p, cudaStream_t st) {
+    const unsigned ow = (unsigned)((p.tot + XT_O - 1) / XT_O), rw = (unsigned)((p.n_rows + XT_R - 1) / XT_R);
+    const dim3 grid((ow + XT_WO - 1) / XT_WO, (rw + XT_WR - 1) / XT_WR), block(32 * XT_WR * XT_WO);
+    pdl_launch(ex_tile_kernel<T>, grid, block, 0, st, p);
+}
 
 /* The row-block form's launch: rows per block a multiple of EX_RW chosen so the grid is ~2 waves (fewer rows a
  * block, more weight re-reads; more, idle SMs), within grid.y's limit. */
@@ -219,6 +330,15 @@ extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg
     if (warps / EX_WARPS + 1 > 2147483647u) MM_FAIL("%s: %zu rows x %zu outputs", op, n_rows, tot);
     const dim3 grid((unsigned)((warps + EX_WARPS - 1) / EX_WARPS)), block(32 * EX_WARPS);
     cudaStream_t st = (cudaStream_t)stream;
+    if (ex_tile_takes(n_rows)) {
+        switch (type) {
+        case MM_F32: ex_tile_launch<MM_F32>(p, st); break;
+        case MM_F16: ex_tile_launch<MM_F16>(p, st); break;
+        case MM_BF16: ex_tile_launch<MM_BF16>(p, st); break;
+        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
+        }
+        return mm_launch_status(op, why, why_len);
+    }
     if (cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0)) {
         switch (type) {
         case MM_F32: ex_rb_launch<MM_F32>(p, st); break;

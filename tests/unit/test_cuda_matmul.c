@@ -567,20 +567,23 @@ static void test_chunk_seg(void) {
  * one launch at 2..512 rows (4 rows a warp: a partial last group), 520 / 2048 / 4104 wide (a lane past the last element; two
  * slices of the weights in registers, the second partial): every output bit for bit what cuda_matmul_decode gives
  * its row in 8-row calls, and within 1e-5 of the CPU's scalar dot (quant_dot_scalar); bad arguments refused. Each
- * case in both forms: 4 rows a warp, and the row blocks of CLOVER_CUDA_EXACT_RB (a partial last row block and a
- * partial last block of 16 outputs at 300 rows and 45 / 3 / 130 outputs). */
+ * case in three forms: 4 rows a warp, the row blocks of CLOVER_CUDA_EXACT_RB (a partial last row block and a
+ * partial last block of 16 outputs at 300 rows and 45 / 3 / 130 outputs), and the register tiles of
+ * CLOVER_CUDA_EXACT_TILE at every row count (partial 4-row and 8-output tiles: 9, 17, 100, 300 rows; 257, 45, 3,
+ * 130 outputs, a tile across two matrices). */
 static void test_exact_multi(void) {
     const size_t ins[] = {520, 2048, 4104}, rows[] = {2, 9, 16, 17, 32, 100, 300, 512};
     const size_t outs[2][3] = {{256, 1, 0}, {45, 3, 130}};
     size_t cases = 0;
-    for (int blocks = 0; blocks < 2; blocks++) {
+    for (int blocks = 0; blocks < 3; blocks++) {
         for (int t = 0; t < 3; t++)
             for (int v = 0; v < 3; v++)
                 for (int form = 0; form < 2; form++) {
                     const uint32_t type = TYPES[t];
                     const size_t n_in = ins[v], ns = outs[form][2] ? 3 : 2;
                     const size_t n_rows = rows[(t * 3 + v + form + blocks) % 8];
-                    cuda_exact_rb_set(blocks);
+                    cuda_exact_rb_set(blocks == 1);
+                    cuda_exact_tile_set(blocks == 2);
                     size_t rb = 0, tot = 0;
                     uint8_t *w[3];
                     void *dw[3];
@@ -621,7 +624,7 @@ static void test_exact_multi(void) {
                         CHECK_MSG(memcmp(got, dec, n_rows * no * sizeof(float)) == 0,
                                   "cuda_matmul_exact_multi%s %s %zu wide, %zu rows, matrix %zu of %zu (%zu outputs): "
                                   "differs from the 8-row decode products",
-                                  blocks ? " (row blocks)" : "", quant_type_name(type), n_in, n_rows, i, ns, no);
+                                  blocks == 2 ? " (register tiles)" : blocks ? " (row blocks)" : "", quant_type_name(type), n_in, n_rows, i, ns, no);
                         free(got), free(dec), free(ref), free(w[i]);
                         cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy2[i]);
                     }
@@ -630,7 +633,8 @@ static void test_exact_multi(void) {
                 }
     }
     cuda_exact_rb_set(-1);
-    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..512 rows, both forms) bit-identical to the "
+    cuda_exact_tile_set(-1);
+    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..512 rows, three forms) bit-identical to the "
            "decode form\n",
            cases);
     char why[256] = "";
