@@ -559,10 +559,10 @@ static void layer_body(void *ctx, size_t i, cudaStream_t st) {
         rc = cuda_moe_chunk(&a, c->work, st, why, sizeof why);
         break;
     }
-    case 3: /* the coreset of the block from router logits, then every row routed inside it */
-        rc = cuda_moe_coreset(c->allowed, c->kept, c->x, c->rows, LY_E, LY_K, 0.9f, c->work, st) ||
-             cuda_moe_route_allowed(c->ridx, c->rw, c->x, c->allowed, c->rows, LY_E, LY_K, st);
-        if (rc) snprintf(why, sizeof why, "coreset: %s / %s", cuda_preview_last_error(), cuda_ops_last_error());
+    case 3: /* the coreset of the block from router logits, then every row routed inside it (the backend's call: one
+             * launch with CLOVER_CUDA_CORESET_ROUTE on, else two) */
+        rc = cuda_moe_coreset_route(c->allowed, c->kept, c->ridx, c->rw, c->x, c->rows, LY_E, LY_K, 0.9f, c->work, st);
+        if (rc) snprintf(why, sizeof why, "coreset: %s", cuda_preview_last_error());
         break;
     case 5: { /* the GDN block operator of a preview (35B dims: 16 key / 32 value heads of 128, K 4) */
         const cuda_gdn_dims d = {16, 32, 128, 128, 4, 1e-6f, 1};
@@ -788,6 +788,9 @@ static void bench_layer(double bw) {
     rt += layer_dense("router f32 256x2048 (4 decode x 8 rows)", f32, 256, 2048, LY_ROWS, 1, bw);
     rt += layer_dense("shexp gate logit f32 1x2048 (chunk)", f32, 1, 2048, LY_ROWS, 0, bw);
     const double tc = layer_route("coreset + routing inside it", 1), tr = layer_route("routing (no coreset)", 0);
+    cuda_coreset_route_set(0); /* the two launches the fused form replaces, for the before / after */
+    layer_route("coreset + routing inside it, two launches", 1);
+    cuda_coreset_route_set(-1);
     const double tg = layer_gdn_block();
     pv += layer_moe("moe q4_K gate 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;
     pv += layer_moe("moe q4_K up 512x2048, preview", 512, 2048, 0, 1, bw); pf += g_few_t; pf_gu += g_few_t;

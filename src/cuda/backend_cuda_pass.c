@@ -654,14 +654,13 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
             }
         }
     } else if (p->preview && p->coreset) {
-        /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it */
+        /* SPEC.md 2.2 on the device: the block's coreset from these logits, then every row routed inside it (one
+         * launch where the coreset's cluster form takes the routing too, CLOVER_CUDA_CORESET_ROUTE) */
         uint8_t *allowed = sc->kept + il * hp->n_expert;
-        if (cuda_moe_coreset(allowed, sc->kept_count, sc->rlog, n, hp->n_expert, k, p->top_p, sc->cs_work,
-                             s->stream))
-            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coreset: %s", cuda_preview_last_error());
-        if ((rc = op_status(cuda_moe_route_allowed(sc->ridx, sc->rw, sc->rlog, allowed, n, hp->n_expert, k, s->stream),
-                            "routing inside the coreset", err)))
-            return rc;
+        if (cuda_moe_coreset_route(allowed, sc->kept_count, sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, p->top_p,
+                                   sc->cs_work, s->stream))
+            return error_set(err, CLOVER_E_INTERNAL, "CUDA preview: coreset and routing inside it: %s",
+                             cuda_preview_last_error());
     } else if ((rc = op_status(cuda_moe_route(sc->ridx, sc->rw, sc->rlog, n, hp->n_expert, k, s->stream), "routing",
                                err))) {
         return rc;

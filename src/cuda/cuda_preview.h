@@ -122,6 +122,21 @@ int cuda_moe_coreset(uint8_t *allowed,        // [E]
                      const float *logits,     // [n][E] router logits
                      size_t n, size_t n_expert, size_t k, float top_p, void *work, void *stream);
 
+/* The bits of cuda_moe_coreset then cuda_moe_route_allowed (idx, wts [n][k]) on the same rows: the flags, the
+ * kept count, every row's ids and weights. One launch where the cluster form takes it (moe_coreset_cluster.cu:
+ * each block of the cluster routes its rows inside the coreset it has just computed, with k_route's routing), else
+ * the two calls (k_route's launch and dependency were ~6-9 us of a ~141 us preview layer, H100). k <= n_expert,
+ * k <= CUDA_ROUTE_MAX_K (else -1, nothing launched); work as cuda_moe_coreset's. */
+int cuda_moe_coreset_route(uint8_t *allowed, uint32_t *kept_count, int32_t *idx, float *wts,
+                           const float *logits,  // [n][E] router logits
+                           size_t n, size_t n_expert, size_t k, float top_p, void *work, void *stream);
+/* The fused form's switch (it and the stacked cuda_moe_coreset_route_multi's): on unless
+ * CLOVER_CUDA_CORESET_ROUTE=0 (read once); 1/0 on/off, negative the environment again (tests, benches). Off, or
+ * where it cannot run (the cluster form off or refused, k 0), the two launches run. _launches: how
+ * many fused launches were taken (the tests check the form they compare ran). */
+void cuda_coreset_route_set(int on);
+unsigned long long cuda_coreset_route_launches(void);
+
 /* A stacked preview's sequences for cuda_moe_coreset_route_multi: sequence i's rows are row0 .. row0 + n - 1
  * of the pass, routed inside its coreset (its flags at allowed + i * stride) when coreset, else freely. */
 enum { CUDA_ROUTE_SEQS_MAX = 64 };
@@ -136,7 +151,8 @@ typedef struct cuda_route_seqs {
 
 /* Every sequence's coreset (one launch, a cluster or a block a sequence) and every row's routing (one launch) of a
  * stacked preview: the bits of cuda_moe_coreset then cuda_moe_route_allowed (or cuda_moe_route) per sequence on its
- * rows, in two launches instead of two a sequence (issue 25: at 16 sequences ~24 us x 16 a layer of coresets).
+ * rows, in two launches instead of two a sequence (issue 25: at 16 sequences ~24 us x 16 a layer of coresets); in
+ * one where the fused form takes it (cuda_coreset_route_set; sequences sharing no row: a cluster routes its own).
  * 0; 1 when this form does not take the call (nothing launched: the old coreset form, CLOVER_CUDA_CORESET=0;
  * more than CUDA_ROUTE_SEQS_MAX sequences): the caller runs the per-sequence calls; -1 on error. */
 int cuda_moe_coreset_route_multi(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,

@@ -17,7 +17,9 @@
  *    (every row's warp at once, the same sums in the same order) runs, on
  *    a cluster of 8 blocks where the device has them (moe_coreset_cluster.cu).
  *  - routing: k_route's arithmetic (ops_small.cu: float32 softmax, the sum a
- *    block tree) with the experts outside the set excluded from the top-k.
+ *    block tree) with the experts outside the set excluded from the top-k;
+ *    cuda_moe_coreset_route runs both in one launch where the cluster form
+ *    takes it (moe_coreset_cluster.cu's fused tail), else the two calls.
  */
 #include <math.h>
 #include <stdint.h>
@@ -203,6 +205,28 @@ extern "C" int cuda_moe_coreset(uint8_t *allowed, uint32_t *kept_count, const fl
     k_coreset<<<1, CS_THREADS, base + (staged ? stage : 0), (cudaStream_t)stream>>>(
         allowed, kept_count, logits, (int)n, (int)n_expert, (int)k, top_p, ti, tp, staged, rw);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset");
+}
+
+/* moe_coreset_cluster.cu: the coreset and the routing inside it in one cluster launch; 0 launched, 1 not taken */
+int coreset_route_cluster_launch(uint8_t *allowed, uint32_t *kept_count, int32_t *idx, float *wts,
+                                 const float *logits, int n, int E, int k, float top_p, cudaStream_t st);
+
+extern "C" int cuda_moe_coreset_route(uint8_t *allowed, uint32_t *kept_count, int32_t *idx, float *wts,
+                                      const float *logits, size_t n, size_t n_expert, size_t k, float top_p,
+                                      void *work, void *stream) {
+    if (n_expert > CUDA_ROUTE_MAX_EXPERT || k > CUDA_ROUTE_MAX_K || k > n_expert || n > INT32_MAX) {
+        snprintf(g_err, sizeof g_err, "cuda_moe_coreset_route: %zu rows, %zu experts, k %zu", n, n_expert, k);
+        return -1;
+    }
+    if (coreset_warp_on() && coreset_route_cluster_launch(allowed, kept_count, idx, wts, logits, (int)n,
+                                                          (int)n_expert, (int)k, top_p, (cudaStream_t)stream) == 0)
+        return CUDA_LAUNCH_STATUS(g_err, "cuda_moe_coreset_route");
+    if (cuda_moe_coreset(allowed, kept_count, logits, n, n_expert, k, top_p, work, stream)) return -1;
+    if (cuda_moe_route_allowed(idx, wts, logits, allowed, n, n_expert, k, stream)) {
+        snprintf(g_err, sizeof g_err, "%s", cuda_ops_last_error());
+        return -1;
+    }
+    return 0;
 }
 
 int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,

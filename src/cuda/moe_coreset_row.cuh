@@ -130,5 +130,10 @@ int coreset_cluster_launch(uint8_t *allowed, uint32_t *kept_count, const float *
                            float top_p, cudaStream_t st);
 int coreset_cluster_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, const float *logits,
                                  const cuda_route_seqs *m, int E, int k, cudaStream_t st);
+/* Its fused form (the coreset and the routing inside it in one launch; the single form is moe_coreset.cu's): 0 when
+ * launched, 1 when it does not take the call (nothing launched: the caller runs the two launches). */
+int coreset_route_cluster_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx,
+                                       float *wts, const float *logits, const cuda_route_seqs *m, int E, int k,
+                                       cudaStream_t st);
 
 #endif

@@ -205,7 +205,8 @@ int coreset_warp_launch(uint8_t *allowed, uint32_t *kept_count, const float *log
     return 0;
 }
 
-/* cuda_moe_coreset_route_multi's two launches (moe_coreset.cu checks the arguments); 0, or -1 with `err` set. */
+/* cuda_moe_coreset_route_multi's launches (moe_coreset.cu checks the arguments): one where the cluster form's fused
+ * tail takes them (moe_coreset_cluster.cu), else two; 0, or -1 with `err` set. */
 int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_count, int32_t *idx, float *wts,
                                const float *logits, const cuda_route_seqs *m, size_t n_rows, size_t E, size_t k,
                                cudaStream_t st, char *err, size_t errn) {
@@ -214,6 +215,10 @@ int coreset_route_multi_launch(uint8_t *allowed, size_t stride, uint32_t *kept_c
     if (coreset_shape(E, k, &rw, &smem, err, errn)) return -1;
     bool any = false;
     for (int i = 0; i < m->n_seq; i++) any = any || m->seq[i].coreset;
+    /* one launch where the cluster form fuses the routing (without a coreset the routing below is one launch) */
+    if (any && coreset_route_cluster_multi_launch(allowed, stride, kept_count, idx, wts, logits, m, (int)E, (int)k,
+                                                  st) == 0)
+        return 0;
     if (any && coreset_cluster_multi_launch(allowed, stride, kept_count, logits, m, (int)E, (int)k, st) != 0)
         pdl_launch(k_coreset_warp_multi, dim3((unsigned)m->n_seq), dim3(CW_THREADS), smem, st, allowed, stride,
                    kept_count, logits, *m, (int)E, (int)k, rw);

@@ -5,7 +5,9 @@
  *  - the coreset and the routing inside it against the CPU's on random
  *    router logits at the 35B-A3B's shape (256 experts, k 8); a stacked
  *    preview's coresets and routing in two launches against the calls per
- *    sequence, bit for bit, the coreset's cluster form on and off;
+ *    sequence, bit for bit, the coreset's cluster form on and off; the
+ *    coreset and the routing in one launch (CLOVER_CUDA_CORESET_ROUTE,
+ *    lone and stacked) against the two launches, bit for bit;
  *  - the GDN block operator against gdn_block_scalar at the 35B-A3B's GDN
  *    shape (16 key / 32 value heads of 128, K 4), 32 and 13 rows; a
  *    stacked preview's operators in two launches against one call a
@@ -123,17 +125,117 @@ static void coreset_kernel(void) {
     }
 }
 
-/* cuda_moe_coreset_route_multi (a stacked preview's coresets and routing in two launches) against the per-sequence
- * calls it replaces, bit for bit: six sequences of 32, 7, 1, 32, 13 and 5 rows side by side, two without a coreset
- * (routed freely), top-p 0.9 / 0.5 / 1.0, two equal rows; the flags of each coreset sequence, the kept count, every
- * row's ids and weights. A sequence without a coreset must leave its flags as they were. Each way with the coreset's
- * cluster form (moe_coreset_cluster.cu: a cluster a sequence in the stacked launch) on and off (the one-block
- * kernels): four runs, all equal to the first (per sequence, cluster off). */
-static void coreset_route_multi(void) {
-    enum { NS = 6, NV = 4 };
-    const size_t E = 256, k = 8, L = 3;
-    const int32_t ns[NS] = {32, 7, 1, 32, 13, 5}, cs[NS] = {1, 1, 0, 1, 1, 0};
-    const float tp[NS] = {0.9f, 0.5f, 0.9f, 1.0f, 0.9f, 0.7f};
+/* cuda_moe_coreset_route (the coreset's cluster form with the routing inside it in the same launch) against the two
+ * calls it replaces (cuda_moe_coreset, cuda_moe_route_allowed) and against itself switched off
+ * (cuda_coreset_route_set(0)) or left without its cluster form (cuda_coreset_cluster_set(0)), bit for bit: the flags,
+ * the kept count, every row's ids and weights, each form into buffers poisoned its own way (a slot one form leaves
+ * unwritten differs). E 256 / 64 / 200, k 8 / 4, 1..100 rows (rounds past 32), top-p 0.5 / 0.9 / 1 / 0, the
+ * routing's fast form on and off; logits random, on a 0.5 grid with -inf (ties), and with a NaN, a +inf and an
+ * all -inf row. The fused launches' count must move by one a call where it is on and not at all elsewhere: the
+ * comparison is of the fused kernel's outputs, not of its fallback's. */
+static void coreset_route_fused(void) {
+    enum { NF = 4 };
+    const size_t Es[3] = {256, 64, 200}, ks[2] = {8, 4}, ns[6] = {1, 5, 32, 33, 64, 100}, nmax = 100;
+    const float tops[4] = {0.5f, 0.9f, 1.0f, 0.0f};
+    const char *what[NF] = {"the two calls", "switched off", "fused", "cluster form off"};
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
+    size_t cases = 0;
+    cuda_preview_set_forms(1, -1); /* the current coreset kernels (CLOVER_CUDA_CORESET=0 would take neither) */
+    for (int ei = 0; ei < 3; ei++)
+        for (int dist = 0; dist < 3; dist++) {
+            const size_t E = Es[ei];
+            float *lg = malloc(nmax * E * sizeof(float));
+            cuda_test_fill(lg, nmax * E, 900 + 10 * ei + dist, 2.0f);
+            if (dist == 1) /* a 0.5 grid (ties inside rows and between totals), -inf logits */
+                for (size_t i = 0; i < nmax * E; i++) lg[i] = i % 7 == 3 ? -INFINITY : roundf(lg[i] * 2.0f) * 0.5f;
+            if (dist == 2) { /* NaN and +inf logits (a NaN coreset total, a NaN routing row), an all -inf row */
+                lg[2 * E + 5] = NAN;
+                lg[35 * E + E - 1] = INFINITY;
+                for (size_t e = 0; e < E; e++) lg[4 * E + e] = -INFINITY;
+            }
+            float *d_lg = cuda_test_upload(lg, nmax * E * sizeof(float));
+            void *work = NULL, *d_cnt = NULL, *d_idx = NULL, *d_w = NULL;
+            uint8_t *d_al = NULL;
+            char why[CUDA_WHY];
+            CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(nmax, 8), why) == 0);
+            CHECK(cuda_alloc((void **)&d_al, E, why) == 0 && cuda_alloc(&d_cnt, 4, why) == 0);
+            CHECK(cuda_alloc(&d_idx, nmax * 8 * 4, why) == 0 && cuda_alloc(&d_w, nmax * 8 * 4, why) == 0);
+            uint8_t *fl[NF];
+            int32_t *idx[NF];
+            float *w[NF];
+            for (int f = 0; f < NF; f++) fl[f] = malloc(E), idx[f] = malloc(nmax * 8 * 4), w[f] = malloc(nmax * 8 * 4);
+            for (int ki = 0; ki < 2; ki++)
+                for (int ni = 0; ni < 6; ni++)
+                    for (int ti = 0; ti < 4; ti++)
+                        for (int fast = 1; fast >= 0; fast--) {
+                            if (small && (ti != 1 || fast == 0 || (ni != 1 && ni != 3))) continue;
+                            const size_t k = ks[ki], n = ns[ni];
+                            uint32_t cnt[NF];
+                            cuda_route_fast_set(fast);
+                            for (int f = 0; f < NF; f++) {
+                                cuda_coreset_cluster_set(f != 3);
+                                cuda_coreset_route_set(f != 1);
+                                CHECK(cuda_memset(d_al, 0xA0 + f, E, NULL, why) == 0 &&
+                                      cuda_memset(d_cnt, 0, 4, NULL, why) == 0);
+                                CHECK(cuda_memset(d_idx, 0x11 * (f + 1), n * k * 4, NULL, why) == 0 &&
+                                      cuda_memset(d_w, 0x11 * (f + 1), n * k * 4, NULL, why) == 0);
+                                const unsigned long long before = cuda_coreset_route_launches();
+                                if (f == 0) {
+                                    CHECK_MSG(cuda_moe_coreset(d_al, d_cnt, d_lg, n, E, k, tops[ti], work, NULL) == 0,
+                                              "%s", cuda_preview_last_error());
+                                    CHECK_MSG(cuda_moe_route_allowed(d_idx, d_w, d_lg, d_al, n, E, k, NULL) == 0,
+                                              "%s", cuda_ops_last_error());
+                                } else {
+                                    CHECK_MSG(cuda_moe_coreset_route(d_al, d_cnt, d_idx, d_w, d_lg, n, E, k, tops[ti],
+                                                                     work, NULL) == 0,
+                                              "%s", cuda_preview_last_error());
+                                }
+                                const unsigned long long took = cuda_coreset_route_launches() - before;
+                                CHECK_MSG(took == (unsigned long long)(f == 2), "E %zu k %zu n %zu: %s: %llu fused "
+                                          "launches", E, k, n, what[f], took);
+                                cuda_test_download(fl[f], d_al, E);
+                                cuda_test_download(&cnt[f], d_cnt, 4);
+                                cuda_test_download(idx[f], d_idx, n * k * 4);
+                                cuda_test_download(w[f], d_w, n * k * 4);
+                            }
+                            for (int f = 1; f < NF; f++)
+                                CHECK_MSG(memcmp(fl[0], fl[f], E) == 0 && cnt[0] == cnt[f] &&
+                                              memcmp(idx[0], idx[f], n * k * 4) == 0 &&
+                                              memcmp(w[0], w[f], n * k * 4) == 0,
+                                          "E %zu k %zu n %zu dist %d top-p %.2f fast %d: %s: flags %s, kept %u vs %u, "
+                                          "ids %s, weights %s the two calls'", E, k, n, dist, (double)tops[ti], fast,
+                                          what[f], memcmp(fl[0], fl[f], E) ? "differ" : "equal", cnt[f], cnt[0],
+                                          memcmp(idx[0], idx[f], n * k * 4) ? "differ" : "equal",
+                                          memcmp(w[0], w[f], n * k * 4) ? "differ from" : "equal to");
+                            cases++;
+                        }
+            cuda_route_fast_set(-1);
+            cuda_coreset_cluster_set(-1);
+            cuda_coreset_route_set(-1);
+            for (int f = 0; f < NF; f++) free(fl[f]), free(idx[f]), free(w[f]);
+            cuda_free(work), cuda_free(d_al), cuda_free(d_cnt), cuda_free(d_idx), cuda_free(d_w), cuda_free(d_lg);
+            free(lg);
+        }
+    cuda_preview_set_forms(-1, -1);
+    printf("     coreset + routing in one launch vs the two calls (and switched off, and the cluster form off): %zu "
+           "cases bit for bit, the fused kernel ran in each\n", cases);
+}
+
+/* cuda_moe_coreset_route_multi (a stacked preview's coresets and routing in one launch or two) against the
+ * per-sequence calls it replaces, bit for bit: seven sequences of 32, 7, 1, 70, 13, 5 and 33 rows side by side (two
+ * past a 32-row round), two without a coreset (routed freely), top-p 0.9 / 0.5 / 1.0 / 0.7, two equal rows, a NaN
+ * row in a sequence routed freely and a +inf logit in a coreset's; the flags of each coreset sequence, the kept count,
+ * every row's ids and weights. A sequence without a coreset must leave its flags as they were. Variants: the
+ * per-sequence calls with the coreset's cluster form off (the reference) and on, the stacked call with it off (the
+ * one-block kernels), on with the fused tail off (two launches) and on (one launch: moe_coreset_cluster.cu's
+ * k_coreset_route_multi, its launch counted), and per sequence through cuda_moe_coreset_route (fused). */
+static void coreset_route_multi_case(size_t E, size_t k) {
+    enum { NS = 7, NV = 6 };
+    const size_t L = 3;
+    const int32_t ns[NS] = {32, 7, 1, 70, 13, 5, 33}, cs[NS] = {1, 1, 0, 1, 1, 0, 1};
+    const float tp[NS] = {0.9f, 0.5f, 0.9f, 1.0f, 0.9f, 0.7f, 0.9f};
+    const char *what[NV] = {"", "per sequence, cluster on", "stacked, cluster off", "stacked, cluster on, two launches",
+                            "stacked, fused", "per sequence, fused"};
     cuda_route_seqs m = {.n_seq = NS};
     size_t n = 0;
     for (int i = 0; i < NS; i++) {
@@ -141,8 +243,10 @@ static void coreset_route_multi(void) {
         n += (size_t)ns[i];
     }
     float *lg = malloc(n * E * sizeof(float));
-    cuda_test_fill(lg, n * E, 300, 2.0f);
+    cuda_test_fill(lg, n * E, 300 + E + k, 2.0f);
     for (size_t i = 0; i < E; i++) lg[41 * E + i] = lg[40 * E + i]; /* two equal rows */
+    lg[(size_t)m.seq[2].row0 * E + 3] = NAN;                         /* the free sequence's one row */
+    lg[((size_t)m.seq[4].row0 + 2) * E + E / 2] = INFINITY;          /* a coreset's row */
     float *d_lg = cuda_test_upload(lg, n * E * sizeof(float));
     const size_t stride = L * E, il = 1, fbytes = NS * stride;
     uint8_t *poison = malloc(fbytes);
@@ -150,36 +254,50 @@ static void coreset_route_multi(void) {
     void *work = NULL, *d_cnt[NV], *d_idx[NV], *d_w[NV];
     uint8_t *d_fl[NV];
     char why[CUDA_WHY];
-    CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(32, k), why) == 0);
+    CHECK(cuda_alloc(&work, cuda_moe_coreset_work_bytes(70, k), why) == 0);
     for (int v = 0; v < NV; v++) {
         d_fl[v] = cuda_test_upload(poison, fbytes);
         d_cnt[v] = d_idx[v] = d_w[v] = NULL;
         CHECK(cuda_alloc(&d_cnt[v], 4, why) == 0 && cuda_memset(d_cnt[v], 0, 4, NULL, why) == 0);
         CHECK(cuda_alloc(&d_idx[v], n * k * 4, why) == 0 && cuda_alloc(&d_w[v], n * k * 4, why) == 0);
+        CHECK(cuda_memset(d_idx[v], 0x10 + v, n * k * 4, NULL, why) == 0 &&
+              cuda_memset(d_w[v], 0x10 + v, n * k * 4, NULL, why) == 0);
     }
-    for (int v = 0; v < NV; v++) { /* v 0, 1: per sequence, cluster off / on; 2, 3: stacked, cluster off / on */
-        cuda_coreset_cluster_set(v & 1);
-        if (v >= 2) {
+    cuda_preview_set_forms(1, -1); /* the current coreset kernels (CLOVER_CUDA_CORESET=0: no stacked form) */
+    for (int v = 0; v < NV; v++) {
+        cuda_coreset_cluster_set(v == 1 || v >= 3);
+        cuda_coreset_route_set(v >= 4);
+        const unsigned long long before = cuda_coreset_route_launches();
+        if (v >= 2 && v <= 4) {
             const int rc = cuda_moe_coreset_route_multi(d_fl[v] + il * E, stride, d_cnt[v], d_idx[v], d_w[v], d_lg, &m,
                                                         n, E, k, NULL);
             CHECK_MSG(rc == 0, "cuda_moe_coreset_route_multi: rc %d (%s)", rc, cuda_preview_last_error());
-            continue;
-        }
-        for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
-            const cuda_route_seq *q = &m.seq[i];
-            int32_t *ri = (int32_t *)d_idx[v] + (size_t)q->row0 * k;
-            float *wi = (float *)d_w[v] + (size_t)q->row0 * k;
-            const float *li = (const float *)d_lg + (size_t)q->row0 * E;
-            uint8_t *al = d_fl[v] + i * stride + il * E;
-            if (q->coreset) {
-                CHECK(cuda_moe_coreset(al, d_cnt[v], li, (size_t)q->n, E, k, q->top_p, work, NULL) == 0);
-                CHECK(cuda_moe_route_allowed(ri, wi, li, al, (size_t)q->n, E, k, NULL) == 0);
-            } else {
-                CHECK(cuda_moe_route(ri, wi, li, (size_t)q->n, E, k, NULL) == 0);
+        } else {
+            for (int i = 0; i < NS; i++) { /* the per-sequence calls (backend_cuda_pass.c's loop) */
+                const cuda_route_seq *q = &m.seq[i];
+                int32_t *ri = (int32_t *)d_idx[v] + (size_t)q->row0 * k;
+                float *wi = (float *)d_w[v] + (size_t)q->row0 * k;
+                const float *li = (const float *)d_lg + (size_t)q->row0 * E;
+                uint8_t *al = d_fl[v] + i * stride + il * E;
+                if (q->coreset && v == 5) {
+                    CHECK_MSG(cuda_moe_coreset_route(al, d_cnt[v], ri, wi, li, (size_t)q->n, E, k, q->top_p, work,
+                                                     NULL) == 0,
+                              "%s", cuda_preview_last_error());
+                } else if (q->coreset) {
+                    CHECK(cuda_moe_coreset(al, d_cnt[v], li, (size_t)q->n, E, k, q->top_p, work, NULL) == 0);
+                    CHECK(cuda_moe_route_allowed(ri, wi, li, al, (size_t)q->n, E, k, NULL) == 0);
+                } else {
+                    CHECK(cuda_moe_route(ri, wi, li, (size_t)q->n, E, k, NULL) == 0);
+                }
             }
         }
+        const unsigned long long took = cuda_coreset_route_launches() - before, want = v == 4 ? 1 : v == 5 ? 5 : 0;
+        CHECK_MSG(took == want, "E %zu k %zu: %s: %llu fused launches, %llu expected", E, k, v ? what[v] : "reference",
+                  took, want);
     }
+    cuda_preview_set_forms(-1, -1);
     cuda_coreset_cluster_set(-1);
+    cuda_coreset_route_set(-1);
     uint8_t *fl[NV];
     int32_t *idx[NV];
     float *w[NV];
@@ -198,26 +316,31 @@ static void coreset_route_multi(void) {
         size_t untouched = 0;
         for (int i = 0; i < NS; i++)
             for (size_t e = 0; e < E; e++) untouched += !cs[i] && fl[v][i * stride + il * E + e] == 7;
-        const char *what = v == 1   ? "per sequence, cluster on"
-                           : v == 2 ? "stacked, cluster off"
-                                    : "stacked, cluster on";
-        CHECK_MSG(memcmp(fl[0], fl[v], fbytes) == 0, "%s: the flags differ from the per-sequence calls'", what);
-        CHECK_MSG(untouched == 2 * E, "%s: %zu of %zu flags of the sequences without a coreset kept", what, untouched,
-                  2 * E);
-        CHECK_MSG(cnt[0] == cnt[v] && cnt[0] == kept, "%s: kept count %u, per sequence %u, flags %zu", what, cnt[v],
-                  cnt[0], kept);
-        CHECK_MSG(memcmp(idx[0], idx[v], n * k * 4) == 0, "%s: routed ids differ from the per-sequence calls'", what);
-        CHECK_MSG(memcmp(w[0], w[v], n * k * 4) == 0, "%s: routing weights differ from the per-sequence calls' bits",
-                  what);
+        CHECK_MSG(memcmp(fl[0], fl[v], fbytes) == 0, "E %zu k %zu: %s: the flags differ from the per-sequence calls'",
+                  E, k, what[v]);
+        CHECK_MSG(untouched == 2 * E, "E %zu k %zu: %s: %zu of %zu flags of the sequences without a coreset kept", E, k,
+                  what[v], untouched, 2 * E);
+        CHECK_MSG(cnt[0] == cnt[v], "E %zu k %zu: %s: kept count %u, per sequence %u", E, k, what[v], cnt[v], cnt[0]);
+        CHECK_MSG(memcmp(idx[0], idx[v], n * k * 4) == 0, "E %zu k %zu: %s: routed ids differ from the per-sequence "
+                  "calls'", E, k, what[v]);
+        CHECK_MSG(memcmp(w[0], w[v], n * k * 4) == 0, "E %zu k %zu: %s: routing weights differ from the per-sequence "
+                  "calls' bits", E, k, what[v]);
     }
-    printf("     coresets and routing of %d sequences (%zu rows) in two launches, cluster form on and off: %zu experts "
-           "kept, flags, ids and weights equal to the per-sequence calls (cluster on and off)\n", NS, n, kept);
+    printf("     E %3zu k %zu: coresets and routing of %d sequences (%zu rows) in one launch, two, and per sequence: "
+           "%u experts kept (%zu flags set), flags, ids and weights equal to the per-sequence calls\n", E, k, NS, n,
+           cnt[0], kept);
     for (int v = 0; v < NV; v++) {
         cuda_free(d_fl[v]), cuda_free(d_cnt[v]), cuda_free(d_idx[v]), cuda_free(d_w[v]);
         free(fl[v]), free(idx[v]), free(w[v]);
     }
     cuda_free(work), cuda_free(d_lg);
     free(lg), free(poison);
+}
+
+static void coreset_route_multi(void) {
+    const size_t Es[3] = {256, 64, 200}, ks[2] = {8, 4};
+    for (int ei = 0; ei < 3; ei++)
+        for (int ki = 0; ki < 2; ki++) coreset_route_multi_case(Es[ei], ks[ki]);
 }
 
 /* cuda_gdn_block_multi (a stacked preview's GDN block operators in two launches) against cuda_gdn_block a
@@ -1027,6 +1150,7 @@ int main(void) {
     if (test_model_convert(&tm, &fx, CONVERT_F32) == 0) {
         RUN(coreset_kernel);
         RUN(coreset_route_multi);
+        RUN(coreset_route_fused);
         RUN(gdn_block_35b);
         RUN(gdn_block_multi);
         RUN(coreset_forms);
