@@ -11,16 +11,20 @@
 #  e  bench_cuda_matmul CLOVER_BENCH_EXACT=1: the router at 16..512 rows, the three forms
 #  d  bench_batch --device cuda --mode diffusion --n 16 (--prompt 32 --gen 64), EXACT_TILE 0 / AUTO alternating twice
 #  p  bench_cuda_backend --prompt-only 1, EXACT_TILE 0 / AUTO (prompt 512: the router of 512-row chunks)
-#  r  clover run ids (diffusion, --ar) with EXACT_TILE 0 and 1 (forced at every row count): equal to each other and
-#     to every pack since k2core24 (2cdbf2f9ccaf / d1f13e945396)
+#  r  clover run ids (diffusion, --ar) by default, with EXACT_TILE=1 (forced at every row count) and with
+#     CORESET_ROUTE=0: equal to each other and to every pack since k2core24 (2cdbf2f9ccaf / d1f13e945396)
+#  c  (added with fca654c: the routing inside the coreset's cluster launch, CLOVER_CUDA_CORESET_ROUTE) bench_cuda_preview
+#     --reps 3, CORESET_ROUTE 0 / default alternating twice; bench_cuda_matmul CLOVER_BENCH_LAYER=1's coreset lines
 #  n  ncu source counters of a commit's grouped experts pair (igemm_kernel, range 4 of bench_cuda_preview --profile)
 #     for the next session's look at the few-slot tiles (k2core24's step n, after K2 / aligned copies / tile loop)
 # Predictions (before the run): bits equal everywhere; router at 512 rows ~110 us (warp an output) -> 20-35 us
 # (tiles), 128 rows ~30 -> 8-12, 64 rows ~16 -> 6-9, 32 rows tiles slower or equal (fewer warps), 16 rows slower;
 # bench_batch diffusion n 16 agg tok/s +6..+10% (a stacked pass ~-3.5 ms of ~39 on an H100); prompt 512 +3..+6%.
+# c: the coreset + routing 12.7 + 9.5 us under ncu (serialised) -> one launch ~14-16 us; the 32-row preview -0.1..-0.2
+#    ms (a launch and its dependency a layer: ~3-5 us x 40), the commit unchanged (no coreset), block diffusion +2..+3%.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
-STEPS=${STEPS:-t e d p r}
+STEPS=${STEPS:-t e c r d p}
 . "$PACK/lib.sh"
 dr_init xtile25
 C=$D/bin/clover
@@ -65,13 +69,29 @@ if has p; then
 fi
 if has r; then
   wait $SPID
-  for v in 0 1; do
-    CLOVER_CUDA_EXACT_TILE=$v timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos \
-      --no-visual --json > "$O/run_$v.json" 2> "$O/run_$v.err"
-    CLOVER_CUDA_EXACT_TILE=$v timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 \
-      --ignore-eos --no-visual --json > "$O/ar_$v.json" 2> "$O/ar_$v.err"
-    say "clover run EXACT_TILE=$v: diffusion $(dr_ids "$O/run_$v.json"), --ar $(dr_ids "$O/ar_$v.json")"
+  for v in def CLOVER_CUDA_EXACT_TILE=1 CLOVER_CUDA_CORESET_ROUTE=0; do
+    e=""; [ $v = def ] || e=$v
+    env $e timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos \
+      --no-visual --json > "$O/run_${#e}.json" 2> "$O/run_${#e}.err"
+    env $e timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 \
+      --ignore-eos --no-visual --json > "$O/ar_${#e}.json" 2> "$O/ar_${#e}.err"
+    say "clover run $v: diffusion $(dr_ids "$O/run_${#e}.json"), --ar $(dr_ids "$O/ar_${#e}.json")"
   done
+fi
+if has c; then
+  wait $SPID
+  for rep in 1 2; do
+    for v in 0 def; do
+      [ "$(el)" -lt "${XT_CBUDGET:-480}" ] || { say "bench_cuda_preview: no time left"; break 2; }
+      e=""; [ $v = def ] || e="CLOVER_CUDA_CORESET_ROUTE=$v"
+      env $e timeout 90 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/preview_${v}_$rep.log" 2>&1
+      say "== bench_cuda_preview --reps 3 CORESET_ROUTE=$v rc=$? at +$(el)s"
+      grep -E "^(preview|commit|block)" "$O/preview_${v}_$rep.log" | cut -c1-110 | tee -a "$S"
+    done
+  done
+  CLOVER_BENCH_LAYER=1 timeout 60 "$D/bin/bench_cuda_matmul" > "$O/layer.log" 2>&1
+  say "== bench_cuda_matmul CLOVER_BENCH_LAYER=1 rc=$? at +$(el)s"
+  grep -E "coreset|routing|router" "$O/layer.log" | cut -c1-160 | tee -a "$S"
 fi
 if has n && command -v ncu > /dev/null; then
   wait $SPID
