@@ -194,7 +194,7 @@ int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_
  * 2026-12-05). 1 / 0: on / off; negative: the environment again. */
 void cuda_exact_rb_set(int on);
 /* Its register-tile form (matmul_exact.cu: a warp 4 rows x 8 outputs, each loaded value feeding 32 multiply-adds):
- * the same bits; CLOVER_CUDA_EXACT_TILE=1 always, 0 never, unset from 64 rows (AUTO). cuda_exact_tile_set: 1 / 0
+ * the same bits; CLOVER_CUDA_EXACT_TILE=1 always, 0 never, unset from 128 rows (AUTO). cuda_exact_tile_set: 1 / 0
  * always / never, 2 AUTO, negative: the environment again. Taken before the row-block form. */
 void cuda_exact_tile_set(int on);
 /* Any n_rows >= 1 (needs no scratch; the integer path then rounds each tile's rows in its own shared memory, which

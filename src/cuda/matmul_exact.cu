@@ -38,7 +38,12 @@
  * of the decode dot (elements 8 L + 256 j .. + 7 for j = 0, 1, ... in order, the same eight fmaf a step in
  * element order, ex_dot8r), and each sum goes through the same mmv_reduce tree: only which warp holds a
  * (row, output) pair changes. A warp-row lane holds 32 sums instead of 4, so the pass has fewer warps: at few
- * rows the forms above (more warps in flight) should stay faster, hence the row threshold.
+ * rows the forms above (more warps in flight) stay faster, hence the row threshold. Measured (H100,
+ * bench/device-runs/2027-01-03-xtile25, the router 257 x 2048 in graphs over 80 MB of weights, warp an output /
+ * tiles): 16 rows 4.96 / 23.84 us, 32 7.57 / 23.95, 64 14.60 / 23.88, 128 27.92 / 25.71, 512 102.81 / 54.25: the
+ * tiles cost ~24 us at any row count up to 128 (each warp's 8 steps wait on their loads in turn: latency, not
+ * bytes), so AUTO takes them from 128 rows. A 16-sequence stacked diffusion pass (512 rows) +4% (bench_batch
+ * n 16: 283.3 / 285.9 -> 295.8 / 296.1 tok/s), prompt 512 +2.7% (7,485 -> 7,686 tok/s); the same ids.
  */
 #include "cuda_matmul.h"
 #include "cuda_device.h"
@@ -47,7 +52,7 @@
 
 enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
 /* the tile form: a warp 4 rows x 8 outputs, a block 4 row warps x 2 output warps; AUTO from XT_MIN_ROWS rows */
-enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 64 };
+enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 128 };
 
 typedef struct {
     const uint8_t *w[CUDA_MATMUL_MAX_SEG];
