@@ -876,7 +876,7 @@ __global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
             const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
             const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
             const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
-            /* the row tiles' terms; lv constant true where every tile is live (live is monotone: live[NT - 1]), so
+            /* the row tiles' terms; lv a constant for the usual live counts (live is monotone: 8 i < m_count), so
              * that code is branch-free and the tiles' mma overlap (igemm_tile's `on`: the same operations) */
             auto tiles = [&](const bool (&lv)[NT]) {
 #pragma unroll
@@ -892,9 +892,15 @@ __global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
                     acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
                 }
             };
-            if (live[NT - 1]) {
+            if (live[NT - 1]) { /* 32 rows (a preview's, a commit's) */
                 const bool all[NT] = {true, true, true, true};
                 tiles(all);
+            } else if (live[1] && !live[2]) { /* 9..16 (a 16-sequence decode step) */
+                const bool two[NT] = {true, true, false, false};
+                tiles(two);
+            } else if (!live[1]) { /* 2..8 */
+                const bool one[NT] = {true, false, false, false};
+                tiles(one);
             } else {
                 tiles(live);
             }
@@ -916,27 +922,41 @@ __global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
             dw[h][0] = ig_f16(b0), dw[h][1] = ig_f16(b1);
             xa[h] = stg + BO * p.sbp + warp * MM_ACT32_BYTES;
         }
+        auto tiles2 = [&](const bool (&lv)[NT]) { /* lv: as the one-chunk form's tiles() */
 #pragma unroll
-        for (int i = 0; i < NT; i++) {
-            if (!live[i]) continue;
-            int cc[2][4];
-            float xd[2][2];
+            for (int i = 0; i < NT; i++) {
+                if (!lv[i]) continue;
+                int cc[2][4];
+                float xd[2][2];
 #pragma unroll
-            for (int h = 0; h < 2; h++) { /* both chunks' mma first */
-                const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
-                cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
-                mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
-                           ig_ld32(xb + 20 + 4 * tig));
-                xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
+                for (int h = 0; h < 2; h++) { /* both chunks' mma first */
+                    const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
+                    cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
+                    mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
+                               ig_ld32(xb + 20 + 4 * tig));
+                    xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
+                    if (h == 1 && !two) break;
+                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
+                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
+                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
+                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
+                }
             }
-#pragma unroll
-            for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
-                if (h == 1 && !two) break;
-                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
-                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
-                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
-                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
-            }
+        };
+        if (live[NT - 1]) {
+            const bool all[NT] = {true, true, true, true};
+            tiles2(all);
+        } else if (live[1] && !live[2]) {
+            const bool two[NT] = {true, true, false, false};
+            tiles2(two);
+        } else if (!live[1]) {
+            const bool one[NT] = {true, false, false, false};
+            tiles2(one);
+        } else {
+            tiles2(live);
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
