@@ -143,6 +143,11 @@ struct ig_pieces {
 
     __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count,
                                          int tid) {
+        init_w(p, wbase, n0, tid);
+        init_a(p, xrow, m_count, tid);
+    }
+    /* the weights' pieces (they need only the expert and the outputs) and the rows' (they need the slot list) */
+    __device__ __forceinline__ void init_w(const ig_params &p, const uint8_t *wbase, int n0, int tid) {
         aligned = p.aligned_ok && CB % 16 == 0 &&
                   ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
                   (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
@@ -155,6 +160,8 @@ struct ig_pieces {
             wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
             wpc[j] = pc;
         }
+    }
+    __device__ __forceinline__ void init_a(const ig_params &p, const int *xrow, int m_count, int tid) {
 #pragma unroll
         for (int j = 0; j < NA; j++) {
             const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
@@ -164,8 +171,12 @@ struct ig_pieces {
         }
     }
 
-    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ) */
+    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ): the rows' pieces, then the weights' */
     __device__ __forceinline__ void copy(const ig_params &p, int c, uint8_t *dst) const {
+        copy_a(p, c, dst);
+        copy_w(p, c, dst);
+    }
+    __device__ __forceinline__ void copy_a(const ig_params &p, int c, uint8_t *dst) const {
         const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
         const size_t xoff = (size_t)c * p.xq_rows * IG_ACS;
 #pragma unroll
@@ -173,6 +184,9 @@ struct ig_pieces {
             if (asrc[j])
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
                              : "memory");
+    }
+    __device__ __forceinline__ void copy_w(const ig_params &p, int c, uint8_t *dst) const {
+        const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
         if (aligned) {
 #pragma unroll
             for (int j = 0; j < NW; j++)
@@ -435,36 +449,53 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
     int *xrow = (int *)(stages + NSLOT * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
+    const int32_t *t = p.tiles + 3 * ty; /* (grouped only) */
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
         n0 = blockIdx.y * BO;
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
-        const int32_t *t = p.tiles + 3 * ty;
         n0 = blockIdx.x * BO;
         e = t[0];
         m_count = t[2];
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    constexpr int CB = ig_chunk_bytes<T>();
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
+    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once a tile */
+    /* PREQ: the first chunks' weights in flight before the slot list is read (they need only the expert): their
+     * DRAM latency overlaps the list's loads and the barrier, a tile's fill (ncu of a commit's expert pair: the
+     * set-up and the first steps ~23% of the samples, long_scoreboard and barrier; xtile25). They join the first
+     * commit group below, beside chunk 0's rows: every chunk still complete when its step waits for it. Not for
+     * Q6_K, whose WIDE form would then pass 128 registers (two blocks an SM) */
+    constexpr bool EW = PREQ && T != MM_Q6_K;
+    if (EW) {
+        pcs.init_w(p, wbase, n0, tid);
+#pragma unroll
+        for (int cs = 0; cs < CPS * (NST - 1); cs++)
+            if (cs < nchunks) pcs.copy_w(p, cs, stages + cs * sts);
+    }
+    if (p.perm != NULL)
         for (int i = tid; i < p.br; i += IG_THREADS) {
             const int s = i < m_count ? p.perm[t[1] + i] : 0;
             yrow[i] = s;
             xrow[i] = p.x_per_slot ? s : s / p.k;
         }
-    }
-    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
-    constexpr int CB = ig_chunk_bytes<T>();
-    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
     __syncthreads(); /* xrow */
-    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once a tile */
-    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count, tid);
-    /* the first chunks in flight before anything else (one commit group a stage) */
+    if (EW) pcs.init_a(p, xrow, m_count, tid);
+    else if (PREQ) pcs.init(p, wbase, n0, xrow, m_count, tid);
+    /* the first chunks' rows (the weights' too without PREQ) in flight before anything else (a commit group a
+     * stage) */
 #pragma unroll
     for (int s = 0; s < NST - 1; s++) {
 #pragma unroll
         for (int h = 0; h < CPS; h++) {
             const int cs = CPS * s + h;
             if (cs < nchunks) {
-                if (PREQ)
+                if (EW)
+                    pcs.copy_a(p, cs, stages + cs * sts);
+                else if (PREQ)
                     pcs.copy(p, cs, stages + cs * sts);
                 else
                     ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, cs, stages + cs * sts, xrow, m_count);
