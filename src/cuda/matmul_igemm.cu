@@ -143,11 +143,6 @@ struct ig_pieces {
 
     __device__ __forceinline__ void init(const ig_params &p, const uint8_t *wbase, int n0, const int *xrow, int m_count,
                                          int tid) {
-        init_w(p, wbase, n0, tid);
-        init_a(p, xrow, m_count, tid);
-    }
-    /* the weights' pieces (they need only the expert and the outputs) and the rows' (they need the slot list) */
-    __device__ __forceinline__ void init_w(const ig_params &p, const uint8_t *wbase, int n0, int tid) {
         aligned = p.aligned_ok && CB % 16 == 0 &&
                   ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
                   (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
@@ -160,8 +155,6 @@ struct ig_pieces {
             wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
             wpc[j] = pc;
         }
-    }
-    __device__ __forceinline__ void init_a(const ig_params &p, const int *xrow, int m_count, int tid) {
 #pragma unroll
         for (int j = 0; j < NA; j++) {
             const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
@@ -171,12 +164,8 @@ struct ig_pieces {
         }
     }
 
-    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ): the rows' pieces, then the weights' */
+    /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ) */
     __device__ __forceinline__ void copy(const ig_params &p, int c, uint8_t *dst) const {
-        copy_a(p, c, dst);
-        copy_w(p, c, dst);
-    }
-    __device__ __forceinline__ void copy_a(const ig_params &p, int c, uint8_t *dst) const {
         const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
         const size_t xoff = (size_t)c * p.xq_rows * IG_ACS;
 #pragma unroll
@@ -184,9 +173,6 @@ struct ig_pieces {
             if (asrc[j])
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
                              : "memory");
-    }
-    __device__ __forceinline__ void copy_w(const ig_params &p, int c, uint8_t *dst) const {
-        const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
         if (aligned) {
 #pragma unroll
             for (int j = 0; j < NW; j++)
@@ -449,53 +435,36 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     uint8_t *act = sm, *stages = sm + (PREQ ? 0 : p.br * p.act_stride);
     int *xrow = (int *)(stages + NSLOT * sts), *yrow = xrow + p.br;
     int n0, m_count, e = 0;
-    const int32_t *t = p.tiles + 3 * ty; /* (grouped only) */
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * p.br;
         n0 = blockIdx.y * BO;
         m_count = min(p.br, p.n_rows - m0);
         for (int i = tid; i < p.br; i += IG_THREADS) xrow[i] = yrow[i] = m0 + i;
     } else {
+        const int32_t *t = p.tiles + 3 * ty;
         n0 = blockIdx.x * BO;
         e = t[0];
         m_count = t[2];
-    }
-    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
-    constexpr int CB = ig_chunk_bytes<T>();
-    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
-    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once a tile */
-    /* PREQ: the first chunks' weights in flight before the slot list is read (they need only the expert): their
-     * DRAM latency overlaps the list's loads and the barrier, a tile's fill (ncu of a commit's expert pair: the
-     * set-up and the first steps ~23% of the samples, long_scoreboard and barrier; xtile25). They join the first
-     * commit group below, beside chunk 0's rows: every chunk still complete when its step waits for it. Not for
-     * Q6_K, whose WIDE form would then pass 128 registers (two blocks an SM) */
-    constexpr bool EW = PREQ && T != MM_Q6_K;
-    if (EW) {
-        pcs.init_w(p, wbase, n0, tid);
-#pragma unroll
-        for (int cs = 0; cs < CPS * (NST - 1); cs++)
-            if (cs < nchunks) pcs.copy_w(p, cs, stages + cs * sts);
-    }
-    if (p.perm != NULL)
         for (int i = tid; i < p.br; i += IG_THREADS) {
             const int s = i < m_count ? p.perm[t[1] + i] : 0;
             yrow[i] = s;
             xrow[i] = p.x_per_slot ? s : s / p.k;
         }
+    }
+    const uint8_t *wbase = p.w + (size_t)e * p.expert_stride;
+    constexpr int CB = ig_chunk_bytes<T>();
+    const int nchunks = (p.n_in + IG_CHUNK - 1) / IG_CHUNK;
     __syncthreads(); /* xrow */
-    if (EW) pcs.init_a(p, xrow, m_count, tid);
-    else if (PREQ) pcs.init(p, wbase, n0, xrow, m_count, tid);
-    /* the first chunks' rows (the weights' too without PREQ) in flight before anything else (a commit group a
-     * stage) */
+    ig_pieces<T, BO> pcs; /* PREQ: the copy pieces, set once a tile */
+    if (PREQ) pcs.init(p, wbase, n0, xrow, m_count, tid);
+    /* the first chunks in flight before anything else (one commit group a stage) */
 #pragma unroll
     for (int s = 0; s < NST - 1; s++) {
 #pragma unroll
         for (int h = 0; h < CPS; h++) {
             const int cs = CPS * s + h;
             if (cs < nchunks) {
-                if (EW)
-                    pcs.copy_a(p, cs, stages + cs * sts);
-                else if (PREQ)
+                if (PREQ)
                     pcs.copy(p, cs, stages + cs * sts);
                 else
                     ig_copy_chunk<T, PREQ, BO>(p, wbase, n0, cs, stages + cs * sts, xrow, m_count);
@@ -579,12 +548,6 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             continue;
         }
         const int c = st;
-        /* a warp whose row tile is empty sums nothing (a WIDE tile always has a slot); past this check the sums see
-         * only `on` (constant true): the chunk's code is one branch-free run, so the compiler overlaps one
-         * sub-block's mma with the next's decode instead of waiting out each mma (H100 ncu of a commit's expert
-         * pair, bench/device-runs/2027-01-03-xtile25: a branch between every two sub-blocks, `wait` the top stall) */
-        if (!live[0]) continue;
-        const bool on[NT] = {true};
         const uint8_t *stg = stages + (c % NSLOT) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
@@ -602,7 +565,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 const int xo = ((PREQ ? 0 : 8 * c) + blk) * MM_ACT32_BYTES;
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    if (!on[i]) continue;
+                    if (!live[i]) continue;
                     int cc[4] = {0, 0, 0, 0};
                     mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 4 * tig),
                                ig_ld32(ab + xb[i] + xo + 20 + 4 * tig));
@@ -620,9 +583,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
 #pragma unroll
             for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
             if (K2) /* partial c mod 2 */
-                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, on, tig, WIDE && (c & 1), acc);
+                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
             else
-                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, on, tig, WIDE && (c & 1), acc);
+                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -641,7 +604,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 const int sc0 = ((const int8_t *)w0)[192 + G], sc1 = ((const int8_t *)w1)[192 + G];
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    if (!on[i]) continue;
+                    if (!live[i]) continue;
                     int cc[4] = {0, 0, 0, 0};
                     mma_s8_k16(cc, a0, a1, ig_ld32(ab + xb[i] + xo + 4 + 16 * G + 4 * tig));
                     is[i][0] += sc0 * cc[0], is[i][1] += sc0 * cc[1], is[i][2] += sc1 * cc[2], is[i][3] += sc1 * cc[3];
@@ -650,7 +613,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             const float d0 = ig_f16(w0 + 208), d1 = ig_f16(w1 + 208);
 #pragma unroll
             for (int i = 0; i < NT; i++) {
-                if (!on[i]) continue;
+                if (!live[i]) continue;
                 const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
@@ -749,7 +712,7 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
  * the same 2 * S2 chunk slots), both chunks' fragments loaded and their mma issued before the float adds, chunk
  * 2s's term into each partial before chunk 2s + 1's: the same additions in the same order, so the same bits. */
 template <int S2>
-__global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 3 : 1) igemm_q8_kernel(ig_params p) {
     constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
     /* chunks a stage, stages, chunk slots of the ring (chunk c in slot c % NSLOT) */
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
@@ -907,33 +870,17 @@ __global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
             const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
             const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
             const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
-            /* the row tiles' terms; lv a constant for the usual live counts (live is monotone: 8 i < m_count), so
-             * that code is branch-free and the tiles' mma overlap (igemm_tile's `on`: the same operations) */
-            auto tiles = [&](const bool (&lv)[NT]) {
 #pragma unroll
-                for (int i = 0; i < NT; i++) {
-                    if (!lv[i]) continue;
-                    const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
-                    int cc[4] = {0, 0, 0, 0};
-                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
-                    const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
-                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
-                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
-                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
-                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
-                }
-            };
-            if (live[NT - 1]) { /* 32 rows (a preview's, a commit's) */
-                const bool all[NT] = {true, true, true, true};
-                tiles(all);
-            } else if (live[1] && !live[2]) { /* 9..16 (a 16-sequence decode step) */
-                const bool two[NT] = {true, true, false, false};
-                tiles(two);
-            } else if (!live[1]) { /* 2..8 */
-                const bool one[NT] = {true, false, false, false};
-                tiles(one);
-            } else {
-                tiles(live);
+            for (int i = 0; i < NT; i++) {
+                if (!live[i]) continue;
+                const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
+                int cc[4] = {0, 0, 0, 0};
+                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
+                const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
             }
             continue;
         }
@@ -953,41 +900,27 @@ __global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
             dw[h][0] = ig_f16(b0), dw[h][1] = ig_f16(b1);
             xa[h] = stg + BO * p.sbp + warp * MM_ACT32_BYTES;
         }
-        auto tiles2 = [&](const bool (&lv)[NT]) { /* lv: as the one-chunk form's tiles() */
 #pragma unroll
-            for (int i = 0; i < NT; i++) {
-                if (!lv[i]) continue;
-                int cc[2][4];
-                float xd[2][2];
+        for (int i = 0; i < NT; i++) {
+            if (!live[i]) continue;
+            int cc[2][4];
+            float xd[2][2];
 #pragma unroll
-                for (int h = 0; h < 2; h++) { /* both chunks' mma first */
-                    const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
-                    cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
-                    mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
-                               ig_ld32(xb + 20 + 4 * tig));
-                    xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
-                    if (h == 1 && !two) break;
-                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
-                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
-                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
-                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
-                }
+            for (int h = 0; h < 2; h++) { /* both chunks' mma first */
+                const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
+                cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
+                mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
+                           ig_ld32(xb + 20 + 4 * tig));
+                xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
             }
-        };
-        if (live[NT - 1]) {
-            const bool all[NT] = {true, true, true, true};
-            tiles2(all);
-        } else if (live[1] && !live[2]) {
-            const bool two[NT] = {true, true, false, false};
-            tiles2(two);
-        } else if (!live[1]) {
-            const bool one[NT] = {true, false, false, false};
-            tiles2(one);
-        } else {
-            tiles2(live);
+#pragma unroll
+            for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
+                if (h == 1 && !two) break;
+                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
+                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
+                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
+                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
+            }
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
