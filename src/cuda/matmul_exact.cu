@@ -252,24 +252,18 @@ __global__ void __launch_bounds__(32 * XT_WR * XT_WO, 2) ex_tile_kernel(ex_param
     }
 }
 
-static int g_exact_rb = -1, g_exact_tile = -1;
+static int g_exact_rb = -1, g_exact_tile = INT_MIN;
 extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
 extern "C" void cuda_exact_tile_set(int on) {
-    __atomic_store_n(&g_exact_tile, on < 0 ? -1 : on > 1 ? 2 : on, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_exact_tile, on < 0 ? INT_MIN : on, __ATOMIC_RELAXED);
 }
 
 /* Whether a pass of n_rows takes the tile form: CLOVER_CUDA_EXACT_TILE=1 always, 0 never, unset (or 2) from
  * XT_MIN_ROWS rows (AUTO); a grid past grid.y's limit never. */
 static bool ex_tile_takes(size_t n_rows) {
-    int v = __atomic_load_n(&g_exact_tile, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_EXACT_TILE");
-        v = e && e[0] == '1' && !e[1] ? 1 : e && e[0] == '0' && !e[1] ? 0 : 2;
-        int expect = -1;
-        __atomic_compare_exchange_n(&g_exact_tile, &expect, v, false, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
-    }
+    const int v = cuda_env_int(&g_exact_tile, "CLOVER_CUDA_EXACT_TILE", 2);
     if ((n_rows + XT_R * XT_WR - 1) / (XT_R * XT_WR) > 65535) return false;
-    return v == 1 || (v == 2 && n_rows >= XT_MIN_ROWS);
+    return v == 1 || (v != 0 && n_rows >= XT_MIN_ROWS);
 }
 
 template <int T>
