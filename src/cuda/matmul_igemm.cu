@@ -548,6 +548,12 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             continue;
         }
         const int c = st;
+        /* a warp whose row tile is empty sums nothing (a WIDE tile always has a slot); past this check the sums see
+         * only `on` (constant true): the chunk's code is one branch-free run, so the compiler overlaps one
+         * sub-block's mma with the next's decode instead of waiting out each mma (H100 ncu of a commit's expert
+         * pair, bench/device-runs/2027-01-03-xtile25: a branch between every two sub-blocks, `wait` the top stall) */
+        if (!live[0]) continue;
+        const bool on[NT] = {true};
         const uint8_t *stg = stages + (c % NSLOT) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
@@ -565,7 +571,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 const int xo = ((PREQ ? 0 : 8 * c) + blk) * MM_ACT32_BYTES;
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    if (!live[i]) continue;
+                    if (!on[i]) continue;
                     int cc[4] = {0, 0, 0, 0};
                     mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(ab + xb[i] + xo + 4 + 4 * tig),
                                ig_ld32(ab + xb[i] + xo + 20 + 4 * tig));
@@ -583,9 +589,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
 #pragma unroll
             for (int i = 0; i < NT; i++) pb[i] = ab + xb[i] + xo, pc0[i] = ab + xc0[i] + xo, pc1[i] = ab + xc1[i] + xo;
             if (K2) /* partial c mod 2 */
-                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
+                ig_k_superblock2<T, NT, PL>(w0, w1, pb, pc0, pc1, on, tig, WIDE && (c & 1), acc);
             else
-                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, live, tig, WIDE && (c & 1), acc);
+                ig_k_superblock<T, NT, PL>(w0, w1, pb, pc0, pc1, on, tig, WIDE && (c & 1), acc);
         } else { /* Q6_K: 16 groups of 16 values, value 16G + l = 128h + 32k + 16half + l */
             const int xo = PREQ ? 0 : c * MM_ACTK_BYTES;
             int is[NT][4];
@@ -604,7 +610,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                 const int sc0 = ((const int8_t *)w0)[192 + G], sc1 = ((const int8_t *)w1)[192 + G];
 #pragma unroll
                 for (int i = 0; i < NT; i++) {
-                    if (!live[i]) continue;
+                    if (!on[i]) continue;
                     int cc[4] = {0, 0, 0, 0};
                     mma_s8_k16(cc, a0, a1, ig_ld32(ab + xb[i] + xo + 4 + 16 * G + 4 * tig));
                     is[i][0] += sc0 * cc[0], is[i][1] += sc0 * cc[1], is[i][2] += sc1 * cc[2], is[i][3] += sc1 * cc[3];
@@ -613,7 +619,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             const float d0 = ig_f16(w0 + 208), d1 = ig_f16(w1 + 208);
 #pragma unroll
             for (int i = 0; i < NT; i++) {
-                if (!live[i]) continue;
+                if (!on[i]) continue;
                 const float xd0 = *(const float *)(ab + xc0[i] + xo), xd1 = *(const float *)(ab + xc1[i] + xo);
 #pragma unroll
                 for (int q = 0; q < 4; q++) {
@@ -712,7 +718,7 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
  * the same 2 * S2 chunk slots), both chunks' fragments loaded and their mma issued before the float adds, chunk
  * 2s's term into each partial before chunk 2s + 1's: the same additions in the same order, so the same bits. */
 template <int S2>
-__global__ void __launch_bounds__(IG_THREADS, S2 ? 3 : 1) igemm_q8_kernel(ig_params p) {
+__global__ void __launch_bounds__(IG_THREADS, 3) igemm_q8_kernel(ig_params p) {
     constexpr int BO = IG_BO, CB = 8 * MM_Q8_0_BYTES, PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16, NT = 4;
     /* chunks a stage, stages, chunk slots of the ring (chunk c in slot c % NSLOT) */
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
@@ -870,17 +876,33 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 3 : 1) igemm_q8_kernel(ig_par
             const int a2 = ig_ld32a2(b0 + 18 + 4 * tig), a3 = ig_ld32a2(b1 + 18 + 4 * tig);
             const float dw0 = ig_f16(b0), dw1 = ig_f16(b1);
             const uint8_t *xa = ab + warp * MM_ACT32_BYTES;
+            /* the row tiles' terms; lv a constant for the usual live counts (live is monotone: 8 i < m_count), so
+             * that code is branch-free and the tiles' mma overlap (igemm_tile's `on`: the same operations) */
+            auto tiles = [&](const bool (&lv)[NT]) {
 #pragma unroll
-            for (int i = 0; i < NT; i++) {
-                if (!live[i]) continue;
-                const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
-                int cc[4] = {0, 0, 0, 0};
-                mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
-                const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
-                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
-                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
-                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
-                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+                for (int i = 0; i < NT; i++) {
+                    if (!lv[i]) continue;
+                    const uint8_t *xb = xa + (8 * i + g) * IG_ACS, *xc = xa + (8 * i + 2 * tig) * IG_ACS;
+                    int cc[4] = {0, 0, 0, 0};
+                    mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb + 4 + 4 * tig), ig_ld32(xb + 20 + 4 * tig));
+                    const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
+                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw0, xd0), (float)cc[0]));
+                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw0, xd1), (float)cc[1]));
+                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw1, xd0), (float)cc[2]));
+                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw1, xd1), (float)cc[3]));
+                }
+            };
+            if (live[NT - 1]) { /* 32 rows (a preview's, a commit's) */
+                const bool all[NT] = {true, true, true, true};
+                tiles(all);
+            } else if (live[1] && !live[2]) { /* 9..16 (a 16-sequence decode step) */
+                const bool two[NT] = {true, true, false, false};
+                tiles(two);
+            } else if (!live[1]) { /* 2..8 */
+                const bool one[NT] = {true, false, false, false};
+                tiles(one);
+            } else {
+                tiles(live);
             }
             continue;
         }
@@ -900,27 +922,41 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 3 : 1) igemm_q8_kernel(ig_par
             dw[h][0] = ig_f16(b0), dw[h][1] = ig_f16(b1);
             xa[h] = stg + BO * p.sbp + warp * MM_ACT32_BYTES;
         }
+        auto tiles2 = [&](const bool (&lv)[NT]) { /* lv: as the one-chunk form's tiles() */
 #pragma unroll
-        for (int i = 0; i < NT; i++) {
-            if (!live[i]) continue;
-            int cc[2][4];
-            float xd[2][2];
+            for (int i = 0; i < NT; i++) {
+                if (!lv[i]) continue;
+                int cc[2][4];
+                float xd[2][2];
 #pragma unroll
-            for (int h = 0; h < 2; h++) { /* both chunks' mma first */
-                const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
-                cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
-                mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
-                           ig_ld32(xb + 20 + 4 * tig));
-                xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
+                for (int h = 0; h < 2; h++) { /* both chunks' mma first */
+                    const uint8_t *xb = xa[h] + (8 * i + g) * IG_ACS, *xc = xa[h] + (8 * i + 2 * tig) * IG_ACS;
+                    cc[h][0] = cc[h][1] = cc[h][2] = cc[h][3] = 0;
+                    mma_s8_k32(cc[h], a[h][0], a[h][1], a[h][2], a[h][3], ig_ld32(xb + 4 + 4 * tig),
+                               ig_ld32(xb + 20 + 4 * tig));
+                    xd[h][0] = *(const float *)xc, xd[h][1] = *(const float *)(xc + IG_ACS);
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
+                    if (h == 1 && !two) break;
+                    acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
+                    acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
+                    acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
+                    acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
+                }
             }
-#pragma unroll
-            for (int h = 0; h < 2; h++) { /* then the terms, chunk c's before chunk c + 1's */
-                if (h == 1 && !two) break;
-                acc[i][0] = __fadd_rn(acc[i][0], __fmul_rn(__fmul_rn(dw[h][0], xd[h][0]), (float)cc[h][0]));
-                acc[i][1] = __fadd_rn(acc[i][1], __fmul_rn(__fmul_rn(dw[h][0], xd[h][1]), (float)cc[h][1]));
-                acc[i][2] = __fadd_rn(acc[i][2], __fmul_rn(__fmul_rn(dw[h][1], xd[h][0]), (float)cc[h][2]));
-                acc[i][3] = __fadd_rn(acc[i][3], __fmul_rn(__fmul_rn(dw[h][1], xd[h][1]), (float)cc[h][3]));
-            }
+        };
+        if (live[NT - 1]) {
+            const bool all[NT] = {true, true, true, true};
+            tiles2(all);
+        } else if (live[1] && !live[2]) {
+            const bool two[NT] = {true, true, false, false};
+            tiles2(two);
+        } else if (!live[1]) {
+            const bool one[NT] = {true, false, false, false};
+            tiles2(one);
+        } else {
+            tiles2(live);
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
