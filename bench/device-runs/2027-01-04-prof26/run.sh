@@ -8,8 +8,8 @@
 #  t  test_cuda_matmul a + b, test_cuda_moe_tiles, test_cuda_preview, test_cuda_batch; clover run ids
 #  k  LD_PRELOAD=libclover_kernel_trace.so bench_cuda_preview --profile, PDL off: windows 2 (the preview with the
 #     coreset, graph) and 4 (the commit), the top 32 kernels of each
-#  n  ncu of range 5 (the same preview, eager) kernels 1..60 (layers 0-3: three GDN layers and one attention layer):
-#     duration, DRAM % of peak, achieved occupancy, registers, grid for each
+#  n  ncu of range 5 (the same preview, eager) kernels 1..60 (layers 0-3: three GDN layers and one attention layer),
+#     twice: duration, DRAM % of peak, achieved occupancy, registers, grid; then issue % and stall reasons
 #  s  bench_batch --mode ar --n 16 --prompt 32 --gen 96 under the tracer (PDL off): the top 32 kernels
 # Predictions (before the run; H100, ilp24: preview 5.91 ms, commit 10.75): k: the preview ~700 kernels, its largest
 #  groups the grouped experts' pair + down (~1.4 ms), the dense Q8_0 products (~1.6), the head (~0.37), the GDN
@@ -67,7 +67,7 @@ h = rows[0]; ix = {k: i for i, k in enumerate(h)}
 def g(r, k):
     return r[ix[k]] if k in ix else "?"
 print("%3s %8s %6s %8s %6s %6s %4s %6s  %s" % ("#", "us", "dram%", "MB", "occ%", "sm%", "reg", "grid", "kernel"))
-for n, r in enumerate(rows[2:] if len(rows) > 2 and not rows[1][ix.get("ID", 0)].isdigit() else rows[1:]):
+for n, r in enumerate([r for r in rows[1:] if r[ix["ID"]].isdigit()]):
     try:
         us = float(g(r, "gpu__time_duration.sum").replace(",", "")) / 1000.0
     except ValueError:
@@ -77,6 +77,25 @@ for n, r in enumerate(rows[2:] if len(rows) > 2 and not rows[1][ix.get("ID", 0)]
           mb, g(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
           g(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"), g(r, "launch__registers_per_thread"),
           g(r, "launch__grid_size"), g(r, "Kernel Name")[:70]))
+PY
+  M=smsp__issue_active.avg.pct_of_peak_sustained_active
+  for st in long_scoreboard barrier wait short_scoreboard membar lg_throttle mio_throttle math_pipe_throttle \
+    no_instruction sleeping; do M=$M,smsp__warp_issue_stalled_${st}_per_warp_active.pct; done
+  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 60 --csv --page raw --metrics $M \
+    "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_stalls.csv" 2> "$O/ncu_stalls.err"
+  say "== ncu range 5 stalls (% of warps' active cycles) rc=$? at +$(el)s"
+  python3 - "$O/ncu_stalls.csv" <<'PY' 2>&1 | tee -a "$S"
+import csv, sys
+rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
+if not rows: print("no ncu rows"); sys.exit()
+h = rows[0]; ix = {k: i for i, k in enumerate(h)}
+ks = [k for k in h if k.startswith("smsp__")]
+short = [k.replace("smsp__warp_issue_stalled_", "").replace("_per_warp_active.pct", "")[:9] for k in ks]
+print("%3s " % "#" + " ".join("%9s" % s for s in short) + "  kernel")
+n = 0
+for r in rows[1:]:
+    if not r[ix["ID"]].isdigit(): continue
+    print("%3d " % n + " ".join("%9s" % r[ix[k]][:9] for k in ks) + "  " + r[ix["Kernel Name"]][:60]); n += 1
 PY
 fi
 if has s; then
