@@ -8,7 +8,7 @@
 #  t  test_cuda_matmul a + b, test_cuda_moe_tiles, test_cuda_preview, test_cuda_batch; clover run ids
 #  k  LD_PRELOAD=libclover_kernel_trace.so bench_cuda_preview --profile, PDL off: windows 2 (the preview with the
 #     coreset, graph) and 4 (the commit), the top 32 kernels of each
-#  n  ncu of range 5 (the same preview, eager) kernels 1..60 (layers 0-3: three GDN layers and one attention layer),
+#  n  ncu of range 5 (the same preview, eager) kernels 1..84 (layers 0-3: three GDN layers and one attention layer),
 #     twice: duration, DRAM % of peak, achieved occupancy, registers, grid; then issue % and stall reasons
 #  s  bench_batch --mode ar --n 16 --prompt 32 --gen 96 under the tracer (PDL off): the top 32 kernels
 # Predictions (before the run; H100, ilp24: preview 5.91 ms, commit 10.75): k: the preview ~700 kernels, its largest
@@ -53,12 +53,12 @@ if has k; then
 fi
 if has n && command -v ncu > /dev/null; then
   wait $SPID
-  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 60 --csv --page raw --metrics \
+  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 84 --csv --page raw --metrics \
 gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,\
 sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,\
 launch__occupancy_limit_registers,sm__throughput.avg.pct_of_peak_sustained_elapsed \
     "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_layers.csv" 2> "$O/ncu_layers.err"
-  say "== ncu range 5, kernels 1..60 rc=$? at +$(el)s"
+  say "== ncu range 5, kernels 1..84 rc=$? at +$(el)s"
   python3 - "$O/ncu_layers.csv" <<'PY' 2>&1 | tee -a "$S"
 import csv, sys
 rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
@@ -81,7 +81,7 @@ PY
   M=smsp__issue_active.avg.pct_of_peak_sustained_active
   for st in long_scoreboard barrier wait short_scoreboard membar lg_throttle mio_throttle math_pipe_throttle \
     no_instruction sleeping; do M=$M,smsp__warp_issue_stalled_${st}_per_warp_active.pct; done
-  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 60 --csv --page raw --metrics $M \
+  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 84 --csv --page raw --metrics $M \
     "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_stalls.csv" 2> "$O/ncu_stalls.err"
   say "== ncu range 5 stalls (% of warps' active cycles) rc=$? at +$(el)s"
   python3 - "$O/ncu_stalls.csv" <<'PY' 2>&1 | tee -a "$S"
