@@ -11,11 +11,15 @@
 #  n  ncu of range 5 (the same preview, eager) kernels 1..84 (layers 0-3: three GDN layers and one attention layer),
 #     twice: duration, DRAM % of peak, achieved occupancy, registers, grid; then issue % and stall reasons
 #  s  bench_batch --mode ar --n 16 --prompt 32 --gen 96 under the tracer (PDL off): the top 32 kernels
+#  d  the deep ring of the dense Q8_0 32-row one-wave products (CLOVER_CUDA_IG_Q8_DEEP=1, off by default):
+#     test_cuda_ig_x2 (its bits against the one-chunk form), bench_cuda_preview --reps 3 off / on twice
 # Predictions (before the run; H100, ilp24: preview 5.91 ms, commit 10.75): k: the preview ~700 kernels, its largest
 #  groups the grouped experts' pair + down (~1.4 ms), the dense Q8_0 products (~1.6), the head (~0.37), the GDN
 #  block (~0.5), attention (~0.35), the coreset+route (~0.5), the rest small kernels ~2-4 us each; the commit's
 #  experts ~5.5 of 10.75 ms. n: every dense product of a preview layer < 35% of DRAM peak (latency-bound: ~5-9 us
-#  for 1-8 MB); s: the grouped experts ~45% of the step.
+#  for 1-8 MB); s: the grouped experts ~45% of the step. d: same bits; the preview -0.05..-0.15 ms (~40 one-wave
+#  dense 32-row products a pass, ~1-3 us each of a memory latency), the commit within noise (its GDN products
+#  are multi-wave).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t k n s}
@@ -108,5 +112,17 @@ if has s; then
     c++filt < $R/trace_n16.txt > $R/trace_n16.dm.txt && rm -f $R/trace_n16.txt
     top $R/trace_n16.dm.txt 0 32
   fi
+fi
+if has d; then
+  tst test_cuda_ig_x2 all 150
+  wait $SPID
+  for v in 0 1 0 1; do
+    CLOVER_CUDA_IG_Q8_DEEP=$v timeout 90 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/deep_$v.log" 2>&1
+    say "== bench_cuda_preview --reps 3 CLOVER_CUDA_IG_Q8_DEEP=$v rc=$? at +$(el)s"
+    grep -E "^(preview 32 rows, first|commit|block)" "$O/deep_$v.log" | cut -c1-110 | tee -a "$S"
+  done
+  CLOVER_CUDA_IG_Q8_DEEP=1 timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos \
+    --no-visual --json > "$O/run_deep.json" 2> "$O/run_deep.err"
+  say "clover run CLOVER_CUDA_IG_Q8_DEEP=1: diffusion $(dr_ids "$O/run_deep.json") (2cdbf2f9ccaf)"
 fi
 dr_end
