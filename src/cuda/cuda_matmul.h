@@ -343,8 +343,6 @@ void cuda_ig_aligned_set(int on);
  * them, else the form's own choice), negative: the environment again. */
 void cuda_ig_x2_set(int on);
 unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2 / 3 stages (tests: taken) */
-void cuda_ig_q8_deep_set(int on);              /* matmul_igemm.cu's deep ring: 1/0, negative: the environment */
-unsigned long long cuda_ig_q8_deep_launches(void); /* its launches so far (tests: taken) */
 /* The tile loop of the grouped integer kernel's WIDE tiles (cuda_moe_chunk / _pair with few slots an expert: a
  * preview, a commit, a decode batch's experts): grid.y cut from the worst-case tile count to about two waves of
  * blocks, each block walking the tiles y, y + gridDim.y, ... that the grouping pass made; the same bits. On unless

@@ -1363,38 +1363,6 @@ static void ig_launch_t(const ig_params *p, dim3 grid, cudaStream_t st) {
         ig_launch_k<T, PREQ, WIDE, false>(p, grid, st);
 }
 
-/* The deep ring (CLOVER_CUDA_IG_Q8_DEEP=1, off until measured; cuda_ig_q8_deep_set: 1/0, negative: the environment
- * again): a dense Q8_0 grid of 32-row tiles that is one wave even at one block an SM keeps S2 = 5 or 7 stages of two
- * chunks (10 / 14 slots, ~143 / ~201 KB) instead of AUTO's 3: the prologue then puts every chunk of an n_in <= 2048
- * product (8 chunks) and 12 of a 4096-wide one in flight at once, where 3 stages issue 4 and wait a whole memory
- * latency for the rest. Why: a dense product of a 32-row preview (2048 outputs: 128 blocks, one an SM) costs ~8-10
- * us for 1-9 MB whatever its grid (bench/device-runs/2027-01-01-r32pdl24, 2027-01-01-split24), about two memory
- * latencies and the launch, not its bytes. The same kernel at another S2: the same bits (test_cuda_ig_x2). */
-static int g_ig_q8_deep = -1;
-static unsigned long long g_ig_q8_deep_launches;
-extern "C" void cuda_ig_q8_deep_set(int on) { cuda_switch_set(&g_ig_q8_deep, on); }
-extern "C" unsigned long long cuda_ig_q8_deep_launches(void) {
-    return __atomic_load_n(&g_ig_q8_deep_launches, __ATOMIC_RELAXED);
-}
-/* igemm_q8_kernel<S2> where its shared memory fits and the grid is one wave at its blocks an SM; false: not taken */
-template <int S2>
-static bool ig_q8_deep_try(const ig_params *p, const ig_params &q, dim3 grid, size_t blocks, cudaStream_t st) {
-    const size_t sm = ig_smem_slots(p, 2 * S2);
-    if (sm > IG_SMEM_MAX) return false;
-    ig_attr((const void *)igemm_q8_kernel<S2>);
-    const int b = ig_blocks_sm((const void *)igemm_q8_kernel<S2>, sm);
-    if (b <= 0 || blocks > (size_t)b * (size_t)cuda_sm_count()) return false;
-    pdl_launch_rows(igemm_q8_kernel<S2>, grid, dim3(IG_THREADS), sm, st, q);
-    __atomic_fetch_add(&g_ig_q8_deep_launches, 1, __ATOMIC_RELAXED);
-    return true;
-}
-static bool ig_q8_deep(const ig_params *p, const ig_params &q, dim3 grid, size_t blocks, cudaStream_t st) {
-    const int nch = (p->n_in + IG_CHUNK - 1) / IG_CHUNK;
-    if (nch <= 4 || !cuda_switch_on(&g_ig_q8_deep, "CLOVER_CUDA_IG_Q8_DEEP", 0)) return false; /* 3 stages hold 4 */
-    if (nch > 8 && ig_q8_deep_try<7>(p, q, grid, blocks, st)) return true;
-    return ig_q8_deep_try<5>(p, q, grid, blocks, st);
-}
-
 static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     ig_attr((const void *)igemm_q8_kernel<0>);
     ig_params q = *p;
@@ -1402,7 +1370,6 @@ static void ig_launch_q8(const ig_params *p, dim3 grid, cudaStream_t st) {
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
     const int mode = ig_x2_mode();
     const size_t blocks = (size_t)grid.x * grid.y * grid.z;
-    if (mode == IG_X2_AUTO && p->perm == NULL && p->br == 32 && ig_q8_deep(p, q, grid, blocks, st)) return;
     /* AUTO: a dense product's 32-row tiles, 3 stages, where the grid is one wave (at 8 and 16 rows X2 lost 4-6%) */
     if (mode == IG_X2_AUTO && p->perm == NULL && p->br == 32 && ig_smem_slots(p, 6) <= IG_SMEM_MAX) {
         ig_attr((const void *)igemm_q8_kernel<3>);

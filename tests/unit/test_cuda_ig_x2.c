@@ -12,8 +12,7 @@
  *  - a dense and a grouped product captured into a CUDA graph with the form on (its first launch of that shape:
  *    the stage choice's occupancy query inside the capture) replayed: the eager bits.
  * Each X2 case runs at 2 and 3 stages (forced), at the form's own choice and under AUTO (the default: dense 32-row
- * grids of one wave only; a many-wave grid and every grouped tile kept one-chunk), the launches counted; each dense
- * case also with the deep ring on (cuda_ig_q8_deep_set: 5 / 7 stages where the grid is one wave and > 4 chunks).
+ * grids of one wave only; a many-wave grid and every grouped tile kept one-chunk), the launches counted.
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases of each
  * (for compute-sanitizer). No device: exit 77 (skip).
  */
@@ -95,25 +94,6 @@ static void dense_case(size_t n_rows, size_t n_in, size_t n_out, size_t off) {
                   n_rows, n_in, n_out, off, FORMS[f], n_nan(got, ny));
     }
     cuda_ig_x2_set(-1);
-    { /* the deep ring (cuda_ig_q8_deep_set): 5 or 7 stages of two chunks for 32-row tiles of one wave, > 4 chunks */
-        cuda_ig_x2_set(AUTO);
-        cuda_ig_q8_deep_set(1);
-        const unsigned long long d0 = cuda_ig_q8_deep_launches();
-        CU(cudaMemset(dy, 0xFF, ny * sizeof(float)));
-        CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy, work, NULL, why, sizeof why) == 0, "%s",
-                  why);
-        CU(cudaDeviceSynchronize());
-        CU(cudaMemcpy(got, dy, ny * sizeof(float), cudaMemcpyDeviceToHost));
-        const size_t blocks = (n_out + 15) / 16;
-        const unsigned want = n_rows > 16 && (n_in + 255) / 256 > 4 && blocks <= (size_t)cuda_sm_count();
-        CHECK_MSG(cuda_ig_q8_deep_launches() == d0 + want, "Q8_0 x%zu n_in %zu n_out %zu: %llu deep launches, want %u",
-                  n_rows, n_in, n_out, cuda_ig_q8_deep_launches() - d0, want);
-        CHECK_MSG(n_nan(got, ny) == 0 && memcmp(got, ref, ny * sizeof(float)) == 0,
-                  "Q8_0 x%zu n_in %zu n_out %zu off %zu deep ring: %zu unwritten, or differs from the one-chunk form",
-                  n_rows, n_in, n_out, off, n_nan(got, ny));
-        cuda_ig_q8_deep_set(-1);
-        cuda_ig_x2_set(-1);
-    }
     /* the one-chunk bits against the CPU (every 5th output of every row) */
     void *xq = act_rows(type, x, n_rows, n_in);
     const size_t xb = quant_act_row_bytes(type, n_in);
