@@ -28,6 +28,7 @@ dr_init prof26
 dr_synth35
 C=$D/bin/clover
 TR=$D/bin/libclover_kernel_trace.so
+HERE=$(dirname "$(ls -d bench/device-runs/*-prof26/run.sh | sort | tail -1)")
 top() { # FILE WINDOW N: the window's header and its top N rows
   grep -E "^== window $2:" "$1" | tee -a "$S"
   awk -v w="$2" '$0 ~ "^== window "w":" {f=1;next} /^== window/{f=0} f' "$1" | head -$(( $3 + 1 )) | \
@@ -57,50 +58,19 @@ if has k; then
 fi
 if has n && command -v ncu > /dev/null; then
   wait $SPID
-  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 84 --csv --page raw --metrics \
-gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,\
+  ncu_pass() { # TAG METRICS: ncu of range 5's first 84 kernels, its table (ncu_table.py) into the summary
+    CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 84 --csv --page raw --metrics "$2" \
+      "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_$1.csv" 2> "$O/ncu_$1.err"
+    say "== ncu range 5, kernels 1..84, $1 rc=$? at +$(el)s"
+    python3 "$HERE/ncu_table.py" "$O/ncu_$1.csv" 2>&1 | tee -a "$S"
+  }
+  ncu_pass sizes gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes.sum,\
 sm__warps_active.avg.pct_of_peak_sustained_active,launch__registers_per_thread,launch__grid_size,\
-launch__occupancy_limit_registers,sm__throughput.avg.pct_of_peak_sustained_elapsed \
-    "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_layers.csv" 2> "$O/ncu_layers.err"
-  say "== ncu range 5, kernels 1..84 rc=$? at +$(el)s"
-  python3 - "$O/ncu_layers.csv" <<'PY' 2>&1 | tee -a "$S"
-import csv, sys
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-if not rows: print("no ncu rows"); sys.exit()
-h = rows[0]; ix = {k: i for i, k in enumerate(h)}
-def g(r, k):
-    return r[ix[k]] if k in ix else "?"
-print("%3s %8s %6s %8s %6s %6s %4s %6s  %s" % ("#", "us", "dram%", "MB", "occ%", "sm%", "reg", "grid", "kernel"))
-for n, r in enumerate([r for r in rows[1:] if r[ix["ID"]].isdigit()]):
-    try:
-        us = float(g(r, "gpu__time_duration.sum").replace(",", "")) / 1000.0
-    except ValueError:
-        continue
-    mb = float(g(r, "dram__bytes.sum").replace(",", "") or 0) / 1e6
-    print("%3d %8.2f %6s %8.2f %6s %6s %4s %6s  %s" % (n, us, g(r, "dram__throughput.avg.pct_of_peak_sustained_elapsed"),
-          mb, g(r, "sm__warps_active.avg.pct_of_peak_sustained_active"),
-          g(r, "sm__throughput.avg.pct_of_peak_sustained_elapsed"), g(r, "launch__registers_per_thread"),
-          g(r, "launch__grid_size"), g(r, "Kernel Name")[:70]))
-PY
+launch__occupancy_limit_registers,sm__throughput.avg.pct_of_peak_sustained_elapsed
   M=smsp__issue_active.avg.pct_of_peak_sustained_active
   for st in long_scoreboard barrier wait short_scoreboard membar lg_throttle mio_throttle math_pipe_throttle \
     no_instruction sleeping; do M=$M,smsp__warp_issue_stalled_${st}_per_warp_active.pct; done
-  CLOVER_BENCH_PROFILE_ONLY=5 timeout 200 ncu --profile-from-start off -c 84 --csv --page raw --metrics $M \
-    "$D/bin/bench_cuda_preview" $F --profile > "$O/ncu_stalls.csv" 2> "$O/ncu_stalls.err"
-  say "== ncu range 5 stalls (% of warps' active cycles) rc=$? at +$(el)s"
-  python3 - "$O/ncu_stalls.csv" <<'PY' 2>&1 | tee -a "$S"
-import csv, sys
-rows = [r for r in csv.reader(l for l in open(sys.argv[1]) if l.startswith('"'))]
-if not rows: print("no ncu rows"); sys.exit()
-h = rows[0]; ix = {k: i for i, k in enumerate(h)}
-ks = [k for k in h if k.startswith("smsp__")]
-short = [k.replace("smsp__warp_issue_stalled_", "").replace("_per_warp_active.pct", "")[:9] for k in ks]
-print("%3s " % "#" + " ".join("%9s" % s for s in short) + "  kernel")
-n = 0
-for r in rows[1:]:
-    if not r[ix["ID"]].isdigit(): continue
-    print("%3d " % n + " ".join("%9s" % r[ix[k]][:9] for k in ks) + "  " + r[ix["Kernel Name"]][:60]); n += 1
-PY
+  ncu_pass stalls $M
 fi
 if has s; then
   wait $SPID
