@@ -40,6 +40,7 @@
 
 #include "base/error.h"
 #include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_moe_router.h"
@@ -523,7 +524,10 @@ static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t 
     void *main_stream = s->stream, *main_work = s->sc.mm_work;
     s->stream = s->side;
     s->sc.mm_work = s->sc.mm_work2;
+    const int mark = cuda_pdl_rows_pass(0); /* its launches marked: PDL as CLOVER_CUDA_PDL_ROWS says */
+    cuda_pdl_rows_pass(mark | CUDA_PDL_MARK_SIDE);
     int rc = shexp_ffn(s, w, n, err);
+    cuda_pdl_rows_pass(mark);
     s->stream = main_stream;
     s->sc.mm_work = main_work;
     /* recorded even after a failure, so that a capture in progress ends joined (and then fails on rc) */

@@ -35,6 +35,7 @@
 #include "base/timer.h"
 #include "model/gdn_ratio.h"
 #include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_pick_rows.h"
 #include "cuda/cuda_preview.h"
@@ -158,9 +159,22 @@ static int preview_trunk(backend_session *s, const cuda_pass *p, clover_error *e
 
 /* The pass, and the device pick of the rows in rows[0..n_pick) (block rows) when pick is set.
  * all_logits: the head for every row (the raw logits then come back into s->h_logits). */
+static int preview_enqueue(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
+                           const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u,
+                           bool all_logits, backend_pass_stats *stats, clover_error *err);
 static int preview_run(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
                        const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u, bool all_logits,
                        backend_pass_stats *stats, clover_error *err) {
+    /* with the coreset, the pass's row launches take PDL as cuda_device.cu's CLOVER_CUDA_PDL_ROWS says (AUTO: off,
+     * the trunk, the head and the pick alike, as measured) */
+    const int mark = cuda_pdl_rows_pass(opts->coreset ? CUDA_PDL_MARK_CORESET : 0);
+    const int rc = preview_enqueue(s, block, b, opts, pick, rows, n_pick, u, all_logits, stats, err);
+    cuda_pdl_rows_pass(mark);
+    return rc;
+}
+static int preview_enqueue(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
+                           const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u,
+                           bool all_logits, backend_pass_stats *stats, clover_error *err) {
     const size_t V = s->hp->n_vocab;
     cuda_scratch *sc = &s->sc;
     char why[CUDA_WHY] = "";

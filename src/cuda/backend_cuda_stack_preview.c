@@ -42,6 +42,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "cuda/backend_cuda_internal.h"
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
 #include "cuda/cuda_pick_rows.h"
@@ -172,7 +173,11 @@ static void stack_pass(backend_session *x, host_pick_ctx *pc, sp_item *it, size_
     cuda_pass p = {.pos = 0, .n = n, .head_r0 = n, .stats = stats, .preview = true, .n_seq = m, .seq_rows = seq_rows,
                    .sseq = sseq};
     if (!rc && stats) stats->passes++;
-    if (!rc) rc = cuda_pass_enqueue(x, &p, &perr);
+    if (!rc) { /* a pass with a coreset: its row launches' PDL as cuda_device.cu's CLOVER_CUDA_PDL_ROWS says */
+        const int mark = cuda_pdl_rows_pass(n_core ? CUDA_PDL_MARK_STACKED : 0);
+        rc = cuda_pass_enqueue(x, &p, &perr);
+        cuda_pdl_rows_pass(mark);
+    }
     /* the head: every block's masked rows at once when the row count changes no bit, else block by block */
     if (!rc && n_head) {
         if (cuda_pass_head_row_free(x))

@@ -36,8 +36,16 @@ int cuda_sm_count(void);
  * on by default, off with CLOVER_CUDA_PDL=0 or cuda_pdl_set(0). */
 void cuda_pdl_set(int on);
 /* The same for the many-row launches only (previews, commits, prompts: cuda_pdl.cuh's pdl_launch_rows): on by
- * default, off with CLOVER_CUDA_PDL_ROWS=0 or cuda_pdl_rows_set(0); negative: the environment again. */
+ * default except in previews with the coreset (CLOVER_CUDA_PDL_ROWS: cuda_device.cu); cuda_pdl_rows_set(1 / 0)
+ * on / off everywhere, negative: the environment again. */
 void cuda_pdl_rows_set(int on);
+/* The marks of the launches this thread enqueues or captures from now on (bits): inside a lone preview with the
+ * coreset, a stacked preview with one, the shared expert's side stream; 0 (the default) none. Returns the marks
+ * before, for the caller to restore. */
+enum { CUDA_PDL_MARK_CORESET = 1, CUDA_PDL_MARK_STACKED = 2, CUDA_PDL_MARK_SIDE = 4 };
+int cuda_pdl_rows_pass(int mark);
+/* 1 where a many-row launch of this thread would take PDL now (tests). */
+int cuda_pdl_rows_now(void);
 
 #ifdef __cplusplus
 }

@@ -2580,6 +2580,41 @@ static void test_pdl_rows(void) {
     pdl_rows_case(80);
 }
 
+/* CLOVER_CUDA_PDL_ROWS against the launches' marks (cuda_pdl_rows_pass: bits 1 a lone coreset preview, 2 a stacked
+ * one, 4 the shared expert's side stream): the table the switch's comment states, written out by hand (unset and a
+ * bad value: AUTO = 2). */
+static void test_pdl_rows_passes(void) {
+    static const int marks[6] = {0, 1, 2, 4, 5, 6};
+    static const struct {
+        const char *env;
+        int on[6]; /* PDL for the row launches under each of marks */
+    } tab[] = {{NULL, {1, 0, 1, 1, 0, 1}}, {"2", {1, 0, 1, 1, 0, 1}}, {"9", {1, 0, 1, 1, 0, 1}},
+               {"3", {1, 0, 0, 1, 0, 0}}, {"4", {1, 1, 1, 0, 0, 0}}, {"5", {1, 0, 1, 0, 0, 0}},
+               {"0", {0, 0, 0, 0, 0, 0}}, {"1", {1, 1, 1, 1, 1, 1}}};
+    cuda_pdl_set(1);
+    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
+        if (tab[i].env)
+            setenv("CLOVER_CUDA_PDL_ROWS", tab[i].env, 1);
+        else
+            unsetenv("CLOVER_CUDA_PDL_ROWS");
+        cuda_pdl_rows_set(-1); /* the environment again */
+        for (int j = 0; j < 6; j++) {
+            const int before = cuda_pdl_rows_pass(marks[j]);
+            CHECK_MSG(cuda_pdl_rows_now() == tab[i].on[j], "CLOVER_CUDA_PDL_ROWS=%s, marks %d: PDL %d, expected %d",
+                      tab[i].env ? tab[i].env : "(unset)", marks[j], cuda_pdl_rows_now(), tab[i].on[j]);
+            CHECK(cuda_pdl_rows_pass(before) == marks[j]);
+        }
+    }
+    unsetenv("CLOVER_CUDA_PDL_ROWS");
+    cuda_pdl_rows_set(0); /* the setter forces every pass: a coreset preview's mark changes nothing */
+    cuda_pdl_rows_pass(1);
+    CHECK(cuda_pdl_rows_now() == 0);
+    cuda_pdl_rows_set(1);
+    CHECK(cuda_pdl_rows_now() == 1);
+    cuda_pdl_rows_pass(0);
+    cuda_pdl_rows_set(-1);
+}
+
 /* The stream form at 9..32 rows (matmul_mmv_stream32.cu, cuda_matmul_stream_multi, CLOVER_CUDA_MMV_STREAM32): every
  * output within 1e-5 of the CPU's integer oracle (the independent reference), and bit for bit the chunk form with
  * scratch (cuda_matmul_chunk_ws, one matrix at a time) and the decode form in calls of 8 rows (cuda_matmul_decode),
@@ -2727,5 +2762,6 @@ int main(void) {
     RUN(test_multi);
     RUN(test_graph_capture);
     RUN(test_pdl_rows);
+    RUN(test_pdl_rows_passes);
     return TEST_EXIT();
 }
