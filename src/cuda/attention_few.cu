@@ -34,7 +34,8 @@
  * shadow of the FMAs); the partials 512 (row, head) x 8 splits x 1 KB = 4.2 MB written and read back by the
  * merge (~2-3 us with its launch). ~10-12 us forward + merge against the tile form's 105 us. At 4097 keys the
  * same blocks take 8 splits of 516 keys: ~7.5x the FMAs, ~50-60 us. A 32-row commit chunk (causal) is the same
- * less the masked keys.
+ * less the masked keys. (That estimate is at ng 4, the default until 2027-01-05; at 2 a block has 4 key lanes and
+ * 32 rows over 544 keys take 16 query sets x 4 splits of 136: bench/device-runs/2027-01-05-fewng27.)
  *
  * Precision: f32 throughout, as the decode form; a row's result differs from the tile form's only in summation
  * order and online rescaling (tests/unit/test_cuda_attention.c bounds both against the CPU).

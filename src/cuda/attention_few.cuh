@@ -12,7 +12,8 @@
  *  - splits: cfg.target blocks (one per SM: the block is register-bound to one) over the sequence,
  *    floor(target / (n_head_kv * qsets)) splits a KV head (at least 1, at most CUDA's MAX_SPLITS = 128), each a
  *    multiple of a block step (kw lanes x FEW_KB keys) and at least FEW_MIN_SPLIT keys.
- * 35B-A3B (16/2/256), 32 rows over 544 keys: G = 32, ng = 4, kw = 2, qsets = 8, 8 splits of 68 keys: 128 blocks.
+ * 35B-A3B (16/2/256), 32 rows over 544 keys: G = 32, ng = 2, kw = 4, qsets = 16, 4 splits of 136 keys: 128 blocks
+ * (ng was 4 until 2027-01-05: 8 query sets x 8 splits of 68; 2 is faster on an H100 by fewng27's A/B).
  */
 #ifndef CLOVER_ATTENTION_FEW_CUH
 #define CLOVER_ATTENTION_FEW_CUH
@@ -31,7 +32,7 @@ enum {
     FEW_KB = 2,          /* keys a warp takes a step */
     FEW_MIN_SPLIT = 16,  /* keys; a multiple of every block step (kw * FEW_KB <= 16) */
     FEW_MAX_SPLITS = 128, /* attention_forward.cu's MAX_SPLITS (the merges' weight arrays) */
-    FEW_DEF_NG = 4,
+    FEW_DEF_NG = 2,      /* H100 (bench/device-runs/2027-01-05-fewng27): 4 -> 2, a 32-row preview -0.06..-0.07 ms */
     FEW_DEF_TARGET = 132 /* one block per SM of an H200 */
 };
 

@@ -671,7 +671,7 @@ __global__ void __launch_bounds__(256)
 /* The few form's knobs (attention_few.cuh), read once: CLOVER_CUDA_ATTN_FEW (0: off; 1 or unset: sequences of
  * FEW_MIN_ROWS..FEW_MAX_ROWS rows, the default since its H100 run, bench/device-runs/2026-12-22-on24: a 32-row
  * preview 9.18-9.20 -> 8.50-8.52 ms; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
- * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 4) and
+ * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 2) and
  * CLOVER_CUDA_ATTN_FEW_TARGET (blocks a sequence aims at, default 132), for tuning on the device. */
 static int g_few_rows = INT_MIN, g_few_ng = INT_MIN, g_few_target = INT_MIN; /* cuda_env_int: unread */
 static few_cfg few_cfg_get(void) {

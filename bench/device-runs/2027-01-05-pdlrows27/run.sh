@@ -15,6 +15,11 @@
 #     coreset preview, +0.19 without it); two rounds
 #  b  bench_batch --mode diffusion --n 16 --prompt 32 --gen 64 (the stacked coreset passes): AUTO (= 1 there), 3, 5;
 #     bench_batch --mode ar --n 16: AUTO, 4, 0; two rounds
+#  x  (added after seq4, for the final commit's code) test_cuda_matmul a + b (prof26's lists), test_cuda_moe_tiles,
+#     test_cuda_backend; compute-sanitizer memcheck of test_cuda_preview
+#  e  (added after seq4) bench_cuda_preview --reps 3: AUTO against CLOVER_CUDA_PDL=0 (every launch plain, the decode
+#     kernels' and the cluster's too), two rounds: is more of the coreset preview's PDL worth taking off?
+#     Predicted: within +-0.05 ms of AUTO on the coreset preview, the no-coreset preview and the commit +0.1..+0.4 ms.
 # Predictions (before the run; H100): t all pass, ids equal in every mode (2cdbf2f9ccaf / d1f13e945396);
 #  p: AUTO's coreset preview = PDL_ROWS=0's (5.52-5.56 ms) and its commit = PDL_ROWS=1's (10.60-10.64), block
 #  diffusion 160-161 tok/s; AUTO + TILE_LOOP=0: coreset preview -0.05..-0.15 more, block diffusion within +-1%;
@@ -76,6 +81,23 @@ if has b; then
     bb a_auto_$r ar 96
     bb a_four_$r ar 96 CLOVER_CUDA_PDL_ROWS=4
     bb a_zero_$r ar 96 CLOVER_CUDA_PDL_ROWS=0
+  done
+fi
+if has x; then
+  tst test_cuda_matmul a 150 CLOVER_TEST_ONLY=test_bad_arguments,test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_exact_multi,test_chunk_multi,test_chunk_seg,test_row_invariance,test_few_rows,test_mma_rows,test_igemm_wide,test_q8_rows32,test_mmv_stream,test_mmv_lane,test_stream32
+  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=test_moe_decode,test_moe_chunk,test_moe_igw,test_moe_persist,test_moe_many_experts,test_moe_dec32,test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows,test_pdl_rows_passes
+  for n in test_cuda_moe_tiles test_cuda_backend; do tst $n all 120; done
+  if command -v compute-sanitizer > /dev/null; then
+    s=$(date +%s)
+    timeout 150 compute-sanitizer --tool memcheck --error-exitcode 9 "$D/bin/test_cuda_preview" > "$O/memcheck_preview.log" 2>&1
+    say "memcheck test_cuda_preview rc=$? $(( $(date +%s) - s ))s: $(grep -E 'ERROR SUMMARY' "$O/memcheck_preview.log" | tail -1)"
+  fi
+fi
+if has e; then
+  wait $SPID
+  for r in 1 2; do
+    pv e_auto_$r
+    pv e_pdl0_$r CLOVER_CUDA_PDL=0
   done
 fi
 dr_end
