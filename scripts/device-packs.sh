@@ -15,6 +15,7 @@
 # model with scripts/device-tree.sh hide when several travel, and check with device-tree.sh size).
 #
 #   cmake --build build -j2 && scripts/device-packs.sh build k4s k4l dec
+#   PACK_XZ_PRESET=6 ...: xz's preset (default 9e; 6 packs in ~5 min instead of ~9 on a dev VM core, ~1% larger)
 #   EXTRA_BINS="test_act_stage test_matmul test_matmul_batch test_quant_amx test_matmul_amx_emu bench_gemm_levels" \
 #     LLAMA_BENCH=/path/to/llama-bench scripts/device-packs.sh build amx2
 set -euo pipefail
@@ -50,7 +51,7 @@ for f in "$tmp"/p/bin/*; do ldd "$f" 2>/dev/null | awk '/=> \// {print $3}'; don
 done
 strip --strip-unneeded "$tmp"/p/bin/* 2>/dev/null || true
 dirs=(bin lib); [ -d "$tmp/p/llama" ] && dirs+=(llama)
-tar -C "$tmp/p" -cf - "${dirs[@]}" | xz -9e --lzma2=preset=9e,dict=192MiB -T1 > "$tmp/pack.txz"
+tar -C "$tmp/p" -cf - "${dirs[@]}" | xz --lzma2=preset="${PACK_XZ_PRESET:-9e}",dict=192MiB -T1 > "$tmp/pack.txz"
 commit=$(git rev-parse --short HEAD)
 for n in "$@"; do
   src=$(dirname "$(ls -d bench/device-runs/*-"$n"/run.sh | sort | tail -1)")
