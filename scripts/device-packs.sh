@@ -15,7 +15,7 @@
 # model with scripts/device-tree.sh hide when several travel, and check with device-tree.sh size).
 #
 #   cmake --build build -j2 && scripts/device-packs.sh build k4s k4l dec
-#   PACK_XZ_PRESET=6 ...: xz's preset (default 9e; 6 packs in ~5 min instead of ~9 on a dev VM core, ~1% larger)
+#   PACK_XZ_PRESET=6 ...: xz's preset (default 9e; 6 packs in ~5 min instead of ~9 on a dev VM core, about the same size)
 #   EXTRA_BINS="test_act_stage test_matmul test_matmul_batch test_quant_amx test_matmul_amx_emu bench_gemm_levels" \
 #     LLAMA_BENCH=/path/to/llama-bench scripts/device-packs.sh build amx2
 set -euo pipefail
