@@ -17,6 +17,8 @@
 #                                       the md5 of the list as python prints it, as earlier scripts hashed them),
 #                                       or "no ids: WHY", so a failed run never reads as equal to another
 #   dr_ids_cmp A.json B.json TAG        "TAG ids: equal (N)" or the first position where they differ
+#   dr_preview LABEL [ENV...]           bench_cuda_preview --reps 3 on F with ENV: its coreset / no-coreset preview,
+#                                       commit and block-diffusion figures said on one line (the sweeps' form)
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -74,6 +76,13 @@ dr_serve() {
         done
     else say "serve $tag: did not start: $(tail -2 "$log")"; fi
     kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null
+}
+dr_preview() {
+    local lab=$1; shift
+    env "$@" timeout 60 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/p_$lab.log" 2>&1; local rc=$?
+    local l=$(grep -E "^(preview 32 rows, first|commit|block)" "$O/p_$lab.log" | \
+        awk '{for (i = 2; i <= NF; i++) if ($i == "ms" || $i == "tok/s") { printf "%s ", $(i - 1); break }}')
+    say "p rc=$rc $lab ($*): coreset/nocoreset/commit ms, block tok/s: $l"
 }
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"

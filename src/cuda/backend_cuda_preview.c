@@ -161,19 +161,6 @@ static int preview_trunk(backend_session *s, const cuda_pass *p, clover_error *e
  * all_logits: the head for every row (the raw logits then come back into s->h_logits). */
 static int preview_enqueue(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
                            const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u,
-                           bool all_logits, backend_pass_stats *stats, clover_error *err);
-static int preview_run(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
-                       const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u, bool all_logits,
-                       backend_pass_stats *stats, clover_error *err) {
-    /* with the coreset, the pass's row launches take PDL as cuda_device.cu's CLOVER_CUDA_PDL_ROWS says (AUTO: off,
-     * the trunk, the head and the pick alike, as measured) */
-    const int mark = cuda_pdl_rows_pass(opts->coreset ? CUDA_PDL_MARK_CORESET : 0);
-    const int rc = preview_enqueue(s, block, b, opts, pick, rows, n_pick, u, all_logits, stats, err);
-    cuda_pdl_rows_pass(mark);
-    return rc;
-}
-static int preview_enqueue(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
-                           const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u,
                            bool all_logits, backend_pass_stats *stats, clover_error *err) {
     const size_t V = s->hp->n_vocab;
     cuda_scratch *sc = &s->sc;
@@ -273,6 +260,18 @@ static int preview_enqueue(backend_session *s, const int32_t *block, size_t b, c
         stats->coreset_layers += s->n_run; /* the layers this session ran (a split's back counts its own) */
     }
     return CLOVER_OK;
+}
+
+/* preview_enqueue inside the pass's launch mark */
+static int preview_run(backend_session *s, const int32_t *block, size_t b, const backend_preview_opts *opts,
+                       const backend_pick *pick, const size_t *rows, size_t n_pick, const float *u, bool all_logits,
+                       backend_pass_stats *stats, clover_error *err) {
+    /* with the coreset, the pass's row launches take PDL as cuda_device.cu's CLOVER_CUDA_PDL_ROWS says (AUTO: off,
+     * the trunk, the head and the pick alike, as measured) */
+    const int mark = cuda_pdl_rows_pass(opts->coreset ? CUDA_PDL_MARK_CORESET : 0);
+    const int rc = preview_enqueue(s, block, b, opts, pick, rows, n_pick, u, all_logits, stats, err);
+    cuda_pdl_rows_pass(mark);
+    return rc;
 }
 
 /* Host picks of rows[0..n) (block rows) over raw logits laid out [b][V] in buf. */

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "cuda_pdl.cuh"
-#include "cuda_switch.h"
 
 static void set_why(char *why, size_t n, const char *what, cudaError_t e) {
     if (why && n) snprintf(why, n, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));

@@ -6,6 +6,7 @@
 # quantiser: one launch less a layer in every pass of 9+ rows (prof26's trace: the 256-block quantiser 1.98 us x
 # 81 a preview). The code is in untested.patch (kept out of main until this runs; made on 4f95c09): `git apply`
 # it, build, pack (PACK_XZ_PRESET=6 EXTRA_BINS="libclover_kernel_trace.so" scripts/device-packs.sh build seq).
+#   (its lib.sh needs dr_preview: a pack made from 2027-01-06 on)
 #   run(command="ITEMS='normq28:t,p' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=300)
 # STEPS: t  test_cuda_matmul (test_norm_q8: h, x, the 8-bit rows and three products against the plain path, bit and
 #           byte for byte, 12 shapes; test_chunk_multi, test_chunk_seg), test_cuda_preview, test_cuda_backend,
@@ -45,10 +46,7 @@ if has p; then
   for r in 1 2; do
     for v in 0 on; do
       e=""; [ $v = on ] || e="CLOVER_CUDA_NORM_Q8=0"
-      env $e timeout 60 "$D/bin/bench_cuda_preview" $F --reps 3 > "$O/p_${v}_$r.log" 2>&1
-      l=$(grep -E "^(preview 32 rows, first|commit|block)" "$O/p_${v}_$r.log" | \
-          awk '{for (i = 2; i <= NF; i++) if ($i == "ms" || $i == "tok/s") { printf "%s ", $(i - 1); break }}')
-      say "p NORM_Q8 $v round $r: coreset/nocoreset/commit ms, block tok/s: $l"
+      dr_preview NORM_Q8_${v}_$r $e
       env $e timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/b_${v}_$r.log" 2>&1
       say "   prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/b_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
     done
