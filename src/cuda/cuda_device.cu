@@ -106,8 +106,7 @@ static int pdl_rows_mode(void) {
     int v = __atomic_load_n(&g_pdl_rows, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("CLOVER_CUDA_PDL_ROWS");
-        v = !e || !*e ? 2 : atoi(e);
-        v = v < 0 || v > 5 ? 2 : v;
+        v = e && e[0] >= '0' && e[0] <= '5' && !e[1] ? e[0] - '0' : 2; /* one digit 0..5; anything else AUTO */
         __atomic_store_n(&g_pdl_rows, v, __ATOMIC_RELAXED);
     }
     return v;

@@ -2582,13 +2582,14 @@ static void test_pdl_rows(void) {
 
 /* CLOVER_CUDA_PDL_ROWS against the launches' marks (cuda_pdl_rows_pass: bits 1 a lone coreset preview, 2 a stacked
  * one, 4 the shared expert's side stream): the table the switch's comment states, written out by hand (unset and a
- * bad value: AUTO = 2). */
+ * bad value, a number or a word: AUTO = 2). */
 static void test_pdl_rows_passes(void) {
     static const int marks[6] = {0, 1, 2, 4, 5, 6};
     static const struct {
         const char *env;
         int on[6]; /* PDL for the row launches under each of marks */
     } tab[] = {{NULL, {1, 0, 1, 1, 0, 1}}, {"2", {1, 0, 1, 1, 0, 1}}, {"9", {1, 0, 1, 1, 0, 1}},
+               {"off", {1, 0, 1, 1, 0, 1}}, {"10", {1, 0, 1, 1, 0, 1}},
                {"3", {1, 0, 0, 1, 0, 0}}, {"4", {1, 1, 1, 0, 0, 0}}, {"5", {1, 0, 1, 0, 0, 0}},
                {"0", {0, 0, 0, 0, 0, 0}}, {"1", {1, 1, 1, 1, 1, 1}}};
     cuda_pdl_set(1);
