@@ -584,7 +584,7 @@ static void test_exact_multi(void) {
                     const size_t n_rows = rows[(t * 3 + v + form + blocks) % 8];
                     cuda_exact_rb_set(blocks == 1);
                     cuda_exact_tile_set(blocks == 2);
-                    size_t rb = 0, tot = 0;
+                    size_t rb = 0;
                     uint8_t *w[3];
                     void *dw[3];
                     float *dy[3], *dy2[3];
@@ -598,7 +598,6 @@ static void test_exact_multi(void) {
                         dw[i] = dev_upload(w[i], no * rb);
                         dy[i] = dev_poisoned(n_rows * no), dy2[i] = dev_poisoned(n_rows * no);
                         seg[i] = (cuda_matmul_seg){dw[i], no, dy[i]};
-                        tot += no;
                     }
                     char why[256] = "";
                     CHECK_MSG(cuda_matmul_exact_multi(type, seg, ns, n_in, dx, n_rows, NULL, why, sizeof why) == 0,
