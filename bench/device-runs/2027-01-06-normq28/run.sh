@@ -4,7 +4,7 @@
 # k_norm_vec<VPT, true, true>: the quantiser's codes, mm_act_store_32x4 beside mm_act_blocks_32x8), so the next
 # layer's first products (GDN qkv / z / alpha, attention q / k / v: cuda_matmul_chunk_ws_multi_xq) launch no
 # quantiser: one launch less a layer in every pass of 9+ rows (prof26's trace: the 256-block quantiser 1.98 us x
-# 81 a preview). The code is in untested.patch (kept out of main until this runs; made on 4f95c09): `git apply`
+# 81 a preview). The code is in untested.patch (kept out of main until this runs; made on ec237dd): `git apply`
 # it, build, pack (PACK_XZ_PRESET=6 EXTRA_BINS="libclover_kernel_trace.so" scripts/device-packs.sh build seq).
 #   (its lib.sh needs dr_preview: a pack made from 2027-01-06 on)
 #   run(command="ITEMS='normq28:t,p' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=300)
