@@ -97,6 +97,7 @@ static bool same_shape(const model_weight *a, const model_weight *b) {
 
 static int mm_as(backend_session *s, const model_weight *w, const float *x, size_t n, float *y, bool exact,
                  clover_error *err) {
+    s->xq_of = NULL; /* mm_work is this product's from here */
     const void *dw = cuda_model_weight(s->cm, w);
     const size_t n_in = (size_t)w->ne[0], n_out = (size_t)w->ne[1];
     char why[256] = "";
@@ -138,6 +139,7 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
  * rows), else mm twice. */
 static int mm_pair(backend_session *s, const model_weight *w1, const model_weight *w2, const float *x, size_t n,
                    float *y1, float *y2, clover_error *err) {
+    s->xq_of = NULL;
     const size_t n_in = (size_t)w1->ne[0];
     if (w1->type == w2->type && (size_t)w2->ne[0] == n_in && !takes_decode(s, w1, false) &&
         !takes_decode(s, w2, false) && takes_stream(s, w1, n)) { /* one stream launch for both */
@@ -175,6 +177,8 @@ static void segs_of(const backend_session *s, const model_weight *const *w, floa
  * type and n_in (bit for bit the separate launches, cuda_matmul.h); else one by one. exact: mm_as's flag. */
 static int mm_multi(backend_session *s, const model_weight *const *w, const bool *exact, float *const *y, size_t nw,
                     const float *x, size_t n, clover_error *err) {
+    const bool xq_ready = s->xq_of == x && w[0]->type == QUANT_Q8_0 && (size_t)w[0]->ne[0] == s->hp->n_embd;
+    s->xq_of = NULL;
     if (nw < 1 || nw > CUDA_MATMUL_MAX_SEG) {
         int rc;
         for (size_t i = 0; i < nw; i++)
@@ -225,8 +229,8 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
         segs_of(s, w, y, nw, 0, seg);
         rc = thin     ? cuda_matmul_exact_multi(type, seg, nw, n_in, x, n, s->stream, why, sizeof why)
              : stream ? cuda_matmul_stream_multi(type, seg, nw, n_in, x, n, s->sc.mm_work, s->stream, why, sizeof why)
-                      : cuda_matmul_chunk_ws_multi(type, seg, nw, n_in, x, n, s->sc.mm_work, s->stream, why,
-                                                   sizeof why);
+                      : cuda_matmul_chunk_ws_multi_xq(type, seg, nw, n_in, x, n, s->sc.mm_work, xq_ready, s->stream,
+                                                      why, sizeof why);
     }
     if (rc) return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: %s and %zu more: %s", w[0]->name, nw - 1, why);
     return CLOVER_OK;
@@ -710,6 +714,16 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     return rc;
 }
 
+
+/* Whether layer ml's first products of n rows (mm_multi of x: GDN qkv / z / alpha, attention q / k / v) will take
+ * the shared integer chunk path with Q8_0 rows of the model's width, so that the norm before them may write those
+ * rows (cuda_add_rms_norm_q8; mm_multi checks again and makes them itself where it does not take them). */
+static bool xq_next(const backend_session *s, const model_layer *ml, size_t n) {
+    const model_weight *w = ml->kind == MODEL_LAYER_ATTENTION ? &ml->attn.q : &ml->gdn.qkv;
+    return w->type == QUANT_Q8_0 && (size_t)w->ne[0] == s->hp->n_embd && n > D && !takes_decode(s, w, false) &&
+           !takes_stream(s, w, n) && cuda_matmul_chunk_work_bytes(w->type, (size_t)w->ne[0], n) <= s->sc.mm_work_bytes;
+}
+
 /* layer_moe_enqueue, and on its failure the side stream joined all the same: a capture in progress must end with
  * every stream it forked joined, and the next pass must not overtake a shared expert still reading x. */
 static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
@@ -805,9 +819,18 @@ static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *er
         /* the last layer of a range: the next layer's norm is not on the device; x is not read after it (the
          * back normalises h itself), so any norm vector of H floats there does, this layer's own */
         if (l + 1 == s->n_run && ranged) next_norm = &ml->attn_norm;
-        if ((rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H,
-                                              hp->rms_eps, s->stream),
-                            "residual + norm", err)) ||
+        /* where the next layer's first products (mm_multi of x) will take the shared Q8_0 chunk path, the norm
+         * writes their 8-bit rows too (the quantiser's bytes: one launch less a layer) */
+        int fused = 1;
+        if (l + 1 < s->n_run && xq_next(s, &m->layers[l + 1], n)) {
+            fused = cuda_add_rms_norm_q8(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H, hp->rms_eps,
+                                         sc->mm_work, s->stream);
+            if (fused < 0) return op_status(-1, "residual + norm", err);
+            if (fused == 0) s->xq_of = sc->x;
+        }
+        if ((fused && (rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n,
+                                                        H, hp->rms_eps, s->stream),
+                                      "residual + norm", err))) ||
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
     }

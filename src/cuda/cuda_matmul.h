@@ -221,6 +221,12 @@ void cuda_glu_quant_set(int on);
  * the integer path when the sharing switch is on. work: cuda_matmul_chunk_work_bytes(type, n_in, n_rows). */
 int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in, const float *x,
                                size_t n_rows, void *work, void *stream, char *why, size_t why_len);
+/* The same where work may already hold x's 8-bit rows (xq_ready: cuda_add_rms_norm_q8 wrote them for n_rows rows
+ * and n_in = its n): the Q8_0 shared path then launches no quantiser; any other path makes them again (the same
+ * bytes). */
+int cuda_matmul_chunk_ws_multi_xq(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                  const float *x, size_t n_rows, void *work, int xq_ready, void *stream, char *why,
+                                  size_t why_len);
 /* The sharing of one 8-bit copy of the rows (_multi, _pair, cuda_moe_chunk_pair): on unless CLOVER_CUDA_SHARE_XQ=0;
  * 1/0 on/off, negative: the environment again (tests, benches). */
 void cuda_matmul_share_set(int on);

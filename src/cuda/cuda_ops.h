@@ -55,6 +55,15 @@ int cuda_rms_norm(float *y, const float *x,  // [rows][n]
 int cuda_add_rms_norm(float *x, float *h, const float *y,  // [rows][n] each
                       const float *w, size_t rows, size_t n, float eps, void *stream);
 
+/* cuda_add_rms_norm that also writes x's rows rounded to 8 bits in Q8_0 blocks into xq, byte for byte what the
+ * integer chunk products' quantiser writes for them (ig_quantize's chunk-major layout for `rows` rows, n_in = n), so
+ * a product of x that is told its rows are ready (cuda_matmul_chunk_ws_multi_xq) skips that launch. 0: launched;
+ * 1: not taken, nothing launched (the row shape the fused kernel does not take, n % 32 != 0, or
+ * CLOVER_CUDA_NORM_Q8=0 / cuda_norm_q8_set(0)): the caller runs cuda_add_rms_norm; -1: a launch error. */
+int cuda_add_rms_norm_q8(float *x, float *h, const float *y, const float *w, size_t rows, size_t n, float eps,
+                         void *xq, void *stream);
+void cuda_norm_q8_set(int on);
+
 /* h[i] += y[i]. */
 int cuda_add(float *h, const float *y, size_t count, void *stream);
 

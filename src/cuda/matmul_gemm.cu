@@ -340,9 +340,10 @@ static int g_share = -1;
 static int share_on(void) { return cuda_switch_on(&g_share, "CLOVER_CUDA_SHARE_XQ", 1); }
 extern "C" void cuda_matmul_share_set(int on) { cuda_switch_set(&g_share, on); }
 
+/* xq_ready: work already holds x's 8-bit rows (Q8_0: cuda_add_rms_norm_q8 wrote them), so no quantiser launch. */
 static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
                            const float *x, size_t n_rows, void *work, cudaStream_t st, char *why, size_t why_len,
-                           int *done) {
+                           int *done, bool xq_ready = false) {
     *done = 0;
     if (!share_on() || !work || n_seg < 2 || !mm_is_int(type) || fw_take(type, n_rows)) return 0;
     ig_params q = {};
@@ -361,7 +362,7 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     q.n_rows = (int)n_rows;
     q.xq = (const uint8_t *)work;
     q.xq_rows = (int)n_rows;
-    ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
+    if (!(xq_ready && type == MM_Q8_0)) ig_quantize(type, x, n_rows, n_in, (uint8_t *)work, st);
     const unsigned rt = (unsigned)((n_rows + q.br - 1) / q.br);
     /* the products that would each take igemm_q8_kernel (not the few-row, K-split or wide forms): one launch for all
      * of them unless CLOVER_CUDA_IG_SEG=0 (the same blocks; a GDN layer's 4 launches, the attention's 3, the shared
@@ -386,22 +387,28 @@ static int chunk_ws_shared(const char *op, uint32_t type, const cuda_matmul_seg 
     return 0;
 }
 
-extern "C" int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
-                                          const float *x, size_t n_rows, void *work, void *stream, char *why,
-                                          size_t why_len) {
+extern "C" int cuda_matmul_chunk_ws_multi_xq(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                             const float *x, size_t n_rows, void *work, int xq_ready, void *stream,
+                                             char *why, size_t why_len) {
     const char *op = "cuda_matmul_chunk_ws_multi";
     if (n_seg < 1 || n_seg > CUDA_MATMUL_MAX_SEG || !seg) MM_FAIL("%s: %zu matrices", op, n_seg);
     const size_t wb = cuda_matmul_chunk_work_bytes(type, n_in, n_rows);
     if (wb && !work) MM_FAIL("%s: a NULL pointer", op);
     int done = 0;
     if (chunk_ws_shared(op, type, seg, n_seg, n_in, x, n_rows, wb ? work : NULL, (cudaStream_t)stream, why, why_len,
-                        &done))
+                        &done, xq_ready != 0))
         return -1;
     for (size_t i = 0; !done && i < n_seg; i++)
         if (matmul_chunk(op, type, seg[i].w, seg[i].n_out, n_in, x, n_rows, seg[i].y, wb ? work : NULL, stream, why,
                          why_len))
             return -1;
     return 0;
+}
+
+extern "C" int cuda_matmul_chunk_ws_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
+                                          const float *x, size_t n_rows, void *work, void *stream, char *why,
+                                          size_t why_len) {
+    return cuda_matmul_chunk_ws_multi_xq(type, seg, n_seg, n_in, x, n_rows, work, 0, stream, why, why_len);
 }
 
 extern "C" int cuda_matmul_chunk_ws_pair(uint32_t type, const void *w, size_t n_out, const void *w2, size_t n_out2,

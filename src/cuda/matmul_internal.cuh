@@ -171,6 +171,38 @@ __device__ __forceinline__ void mm_act_blocks_32x8(const float *src, uint8_t *ds
     if ((lane & 3) == 0) *(float *)blk = d;
 }
 
+/* Eight lanes (lanes 8j..8j+7 of a warp, each holding 4 consecutive values, sub = lane & 7 the place of its 4)
+ * write the act_q8_32 block of their 32 values at blk: the codes of mm_act_block_32 (the max and the finiteness
+ * are exact in any order; the same iscale, rint and d). Every lane of the warp calls it (full-mask shuffles). */
+__device__ __forceinline__ void mm_act_store_32x4(const float (&xv)[4], uint8_t *blk, int sub, bool write) {
+    float amax = 0.0f;
+    int finite = 1;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float a = fabsf(xv[i]);
+        if (!(a <= FLT_MAX))
+            finite = 0;
+        else if (a > amax)
+            amax = a;
+    }
+#pragma unroll
+    for (int o = 1; o < 8; o <<= 1) {
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+        finite &= __shfl_xor_sync(0xffffffffu, finite, o);
+    }
+    if (!write) return;
+    char4 q = make_char4(0, 0, 0, 0);
+    float d = finite ? 0.0f : __int_as_float(0x7fc00000);
+    if (finite && amax != 0.0f) {
+        const float iscale = __fdiv_rn(127.0f, amax);
+        q = make_char4((signed char)rintf(__fmul_rn(xv[0], iscale)), (signed char)rintf(__fmul_rn(xv[1], iscale)),
+                       (signed char)rintf(__fmul_rn(xv[2], iscale)), (signed char)rintf(__fmul_rn(xv[3], iscale)));
+        d = __fdiv_rn(amax, 127.0f);
+    }
+    if (sub == 0) *(float *)blk = d;
+    *(char4 *)(blk + 4 + 4 * sub) = q; /* 4-byte aligned: blk is (a multiple of 36 bytes) from a 16-byte piece */
+}
+
 /* One warp writes the act_q8_k block of 256 values into dst: lane l holds values 8l..8l+7 (xv); the sum of
  * each 16 (bsums[s]) is lanes 2s, 2s+1. */
 __device__ __forceinline__ void mm_act_store_k(const float (&xv)[8], uint8_t *dst, int lane) {

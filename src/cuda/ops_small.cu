@@ -16,6 +16,9 @@
 #include "cuda_check.h"
 #include "cuda_ops.h"
 #include "cuda_pdl.cuh"
+#include "cuda_switch.h"
+#include "matmul_igemm.cuh"
+#include "matmul_internal.cuh"
 #include "moe_route.cuh"
 
 static thread_local char g_err[256];
@@ -92,9 +95,9 @@ __device__ static float block_sum(float v, float *sh) {
  * is read by the thread that writes it, before it writes). */
 enum { NORM_THREADS = 256 };
 
-template <int VPT, bool ADD>
+template <int VPT, bool ADD, bool Q8 = false>
 __global__ void __launch_bounds__(NORM_THREADS)
-    k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps) {
+    k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps, uint8_t *xq) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     __shared__ float sh[32];
@@ -141,11 +144,39 @@ __global__ void __launch_bounds__(NORM_THREADS)
             o.z = (v[u].z * inv) * wv[u].z;
             o.w = (v[u].w * inv) * wv[u].w;
             orow[i] = o;
+            v[u] = o;
+        }
+    }
+    if (Q8) { /* the normed row's act_q8_32 blocks in ig_quantize's chunk-major layout (xq, gridDim.x rows): float4
+               * i holds values 4i..4i+3 of block i / 8, so lanes 8j..8j+7 of a warp hold one block (n % 32 == 0) */
+        const int lane = threadIdx.x & 31;
+#pragma unroll
+        for (int u = 0; u < VPT; u++) {
+            const size_t i = threadIdx.x + (size_t)u * NORM_THREADS, b = i / 8;
+            const float xv[4] = {v[u].x, v[u].y, v[u].z, v[u].w};
+            uint8_t *blk = xq + ((b / 8) * gridDim.x + blockIdx.x) * IG_ACS + (b % 8) * MM_ACT32_BYTES;
+            mm_act_store_32x4(xv, blk, lane & 7, i < n4);
         }
     }
 }
 
 static inline bool aligned16(const void *p) { return ((uintptr_t)p & 15u) == 0; }
+
+/* The fused form's launch (cuda_add_rms_norm_q8): k_norm_vec's row shapes, n a multiple of 32 (whole Q8_0 blocks) */
+static bool norm_vec_q8_launch(float *out, float *h, const float *y, const float *w, size_t rows, size_t n,
+                               float eps, uint8_t *xq, cudaStream_t st) {
+    if (n == 0 || n % 32 != 0 || n > 4 * NORM_THREADS * 4 || !xq || !aligned16(out) || !aligned16(h) ||
+        !aligned16(w) || !aligned16(y) || !aligned16(xq))
+        return false;
+    const size_t n4 = n / 4;
+    if (n4 <= NORM_THREADS)
+        pdl_launch(k_norm_vec<1, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+    else if (n4 <= 2 * NORM_THREADS)
+        pdl_launch(k_norm_vec<2, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+    else
+        pdl_launch(k_norm_vec<4, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+    return true;
+}
 
 /* Launches k_norm_vec when the row fits it; false: the caller takes the general kernel. */
 template <bool ADD>
@@ -156,11 +187,11 @@ static bool norm_vec_launch(float *out, float *h, const float *y, const float *w
         return false;
     const size_t n4 = n / 4;
     if (n4 <= NORM_THREADS)
-        pdl_launch(k_norm_vec<1, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+        pdl_launch(k_norm_vec<1, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
     else if (n4 <= 2 * NORM_THREADS)
-        pdl_launch(k_norm_vec<2, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+        pdl_launch(k_norm_vec<2, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
     else
-        pdl_launch(k_norm_vec<4, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps);
+        pdl_launch(k_norm_vec<4, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
     return true;
 }
 
@@ -209,6 +240,18 @@ extern "C" int cuda_add_rms_norm(float *x, float *h, const float *y, const float
     if (!norm_vec_launch<true>(x, h, y, w, rows, n, eps, as_stream(stream)))
         pdl_launch(k_add_rms_norm, (unsigned)rows, 256, 0, as_stream(stream), x, h, y, w, n, eps);
     return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm");
+}
+
+/* On unless CLOVER_CUDA_NORM_Q8=0 (read once; cuda_norm_q8_set: 1/0, negative: the environment again). */
+static int g_norm_q8 = -1;
+extern "C" void cuda_norm_q8_set(int on) { cuda_switch_set(&g_norm_q8, on); }
+
+extern "C" int cuda_add_rms_norm_q8(float *x, float *h, const float *y, const float *w, size_t rows, size_t n,
+                                    float eps, void *xq, void *stream) {
+    if (rows == 0 || rows > 65535 || !cuda_switch_on(&g_norm_q8, "CLOVER_CUDA_NORM_Q8", 1) ||
+        !norm_vec_q8_launch(x, h, y, w, rows, n, eps, (uint8_t *)xq, as_stream(stream)))
+        return 1;
+    return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm_q8") ? -1 : 0;
 }
 
 __global__ void k_add(float *h, const float *y, size_t count) {

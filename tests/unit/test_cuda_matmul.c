@@ -2579,6 +2579,98 @@ static void test_pdl_rows(void) {
     pdl_rows_case(80);
 }
 
+/* cuda_add_rms_norm_q8: the residual add and norm that also writes the normed rows' Q8_0 8-bit copy, and
+ * cuda_matmul_chunk_ws_multi_xq told that copy is ready. Against the plain path (cuda_add_rms_norm, then
+ * cuda_matmul_chunk_ws_multi quantising x itself into its own scratch): h and x bit for bit, the 8-bit rows byte
+ * for byte (every data byte of the chunk-major pieces; the fused scratch poisoned first, so a byte the norm did not
+ * write differs), and the three products' outputs bit for bit; at n 2048 / 1024 / 4096 / 96 (the kernel's 2, 1, 4
+ * float4 a thread and a last chunk of 3 blocks) and 9 / 32 / 37 rows, one row of zeros (h = -y: d 0) and one with
+ * an infinity (its norm 0, so inf * 0 one NaN and zeros: that block's d NaN, codes 0). n 100 (not whole blocks) and the switch off are not taken (1). */
+static void norm_q8_case(size_t n, size_t rows) {
+    const size_t outs[3] = {300, 45, 16}, nc = (n + 255) / 256;
+    char why[256] = "", what[64];
+    snprintf(what, sizeof what, "norm_q8 %zu x %zu", rows, n);
+    float *h = malloc(rows * n * sizeof(float)), *y = malloc(rows * n * sizeof(float)), *w = malloc(n * sizeof(float));
+    fill(h, rows * n, 2.0), fill(y, rows * n, 1.0), fill(w, n, 1.5);
+    for (size_t i = 0; i < n; i++) h[1 * n + i] = -y[1 * n + i]; /* row 1: zeros after the add */
+    h[(rows - 1) * n + n / 3] = INFINITY;                          /* the last row: NaN after the norm */
+    float *dh[2], *dx[2], *dy = dev_upload(y, rows * n * sizeof(float)), *dwn = dev_upload(w, n * sizeof(float));
+    const size_t wb = cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n, rows);
+    void *work[2];
+    uint8_t *wq[3];
+    size_t rb = 0;
+    void *dw[3];
+    cuda_matmul_seg seg[2][3];
+    for (int k = 0; k < 2; k++) {
+        dh[k] = dev_upload(h, rows * n * sizeof(float));
+        dx[k] = dev_poisoned(rows * n);
+        CU(cudaMalloc(&work[k], wb + 256));
+        CU(cudaMemset(work[k], 0xFF, wb + 256));
+    }
+    for (int i = 0; i < 3; i++) {
+        wq[i] = make_weights(QUANT_Q8_0, outs[i], n, &rb);
+        dw[i] = dev_upload(wq[i], outs[i] * rb);
+        for (int k = 0; k < 2; k++) seg[k][i] = (cuda_matmul_seg){dw[i], outs[i], dev_poisoned(rows * outs[i])};
+    }
+    CHECK_MSG(cuda_add_rms_norm(dx[0], dh[0], dy, dwn, rows, n, 1e-6f, NULL) == 0, "%s: the plain norm", what);
+    CHECK_MSG(cuda_matmul_chunk_ws_multi(QUANT_Q8_0, seg[0], 3, n, dx[0], rows, work[0], NULL, why, sizeof why) == 0,
+              "%s: %s", what, why);
+    CHECK_MSG(cuda_add_rms_norm_q8(dx[1], dh[1], dy, dwn, rows, n, 1e-6f, work[1], NULL) == 0, "%s: not taken", what);
+    uint8_t *q[2];
+    for (int k = 0; k < 2; k++) q[k] = malloc(wb);
+    CU(cudaDeviceSynchronize());
+    CU(cudaMemcpy(q[1], work[1], wb, cudaMemcpyDeviceToHost)); /* the norm's bytes, before any product runs */
+    CHECK_MSG(cuda_matmul_chunk_ws_multi_xq(QUANT_Q8_0, seg[1], 3, n, dx[1], rows, work[1], 1, NULL, why,
+                                            sizeof why) == 0,
+              "%s: %s", what, why);
+    CU(cudaMemcpy(q[0], work[0], wb, cudaMemcpyDeviceToHost));
+    size_t bad = 0;
+    for (size_t c = 0; c < nc; c++)
+        for (size_t r = 0; r < rows; r++) {
+            const size_t nb = n / 32 - 8 * c < 8 ? n / 32 - 8 * c : 8, o = (c * rows + r) * 304;
+            bad += memcmp(q[0] + o, q[1] + o, nb * 36) != 0;
+        }
+    CHECK_MSG(bad == 0, "%s: %zu (chunk, row) pieces of the 8-bit rows differ from the quantiser's", what, bad);
+    float *a = malloc(rows * n * sizeof(float)), *b = malloc(rows * n * sizeof(float));
+    dev_download(a, dh[0], rows * n), dev_download(b, dh[1], rows * n);
+    CHECK_MSG(memcmp(a, b, rows * n * sizeof(float)) == 0, "%s: h differs", what);
+    dev_download(a, dx[0], rows * n), dev_download(b, dx[1], rows * n);
+    CHECK_MSG(memcmp(a, b, rows * n * sizeof(float)) == 0, "%s: x differs", what);
+    size_t finite = 0;
+    for (size_t i = 0; i < n; i++) finite += isfinite(a[(rows - 1) * n + i]) != 0;
+    CHECK_MSG(finite == n - 1 && isnan(a[(rows - 1) * n + n / 3]) && a[n] == 0.0f,
+              "%s: the infinity's row has %zu finite values (inf * 0: one NaN), the zero row %g", what, finite,
+              (double)a[n]);
+    for (int i = 0; i < 3; i++) {
+        float *ya = malloc(rows * outs[i] * sizeof(float)), *yb = malloc(rows * outs[i] * sizeof(float));
+        dev_download(ya, seg[0][i].y, rows * outs[i]), dev_download(yb, seg[1][i].y, rows * outs[i]);
+        size_t nan = 0;
+        for (size_t j = 0; j < (rows - 1) * outs[i]; j++) nan += isnan(ya[j]) != 0;
+        CHECK_MSG(nan == 0 && memcmp(ya, yb, rows * outs[i] * sizeof(float)) == 0,
+                  "%s: product %d differs (%zu of the plain path's finite rows' outputs NaN)", what, i, nan);
+        free(ya), free(yb);
+        for (int k = 0; k < 2; k++) cudaFree(seg[k][i].y);
+        cudaFree(dw[i]), free(wq[i]);
+    }
+    free(a), free(b), free(q[0]), free(q[1]), free(h), free(y), free(w);
+    for (int k = 0; k < 2; k++) cudaFree(dh[k]), cudaFree(dx[k]), cudaFree(work[k]);
+    cudaFree(dy), cudaFree(dwn);
+}
+
+static void test_norm_q8(void) {
+    const size_t ns[4] = {2048, 1024, 4096, 96}, rows[3] = {9, 32, 37};
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 3; j++) norm_q8_case(ns[i], rows[j]);
+    float *d = dev_poisoned(4 * 100);
+    void *work = NULL;
+    CU(cudaMalloc(&work, 4096));
+    CHECK(cuda_add_rms_norm_q8(d, d, d, d, 4, 100, 1e-6f, work, NULL) == 1); /* 100: not whole Q8_0 blocks */
+    cuda_norm_q8_set(0);
+    CHECK(cuda_add_rms_norm_q8(d, d, d, d, 1, 96, 1e-6f, work, NULL) == 1);
+    cuda_norm_q8_set(-1);
+    cudaFree(d), cudaFree(work);
+}
+
 /* CLOVER_CUDA_PDL_ROWS against the launches' marks (cuda_pdl_rows_pass: bits 1 a lone coreset preview, 2 a stacked
  * one, 4 the shared expert's side stream): the table the switch's comment states, written out by hand (unset and a
  * bad value, a number or a word: AUTO = 2). */
@@ -2763,5 +2855,6 @@ int main(void) {
     RUN(test_graph_capture);
     RUN(test_pdl_rows);
     RUN(test_pdl_rows_passes);
+    RUN(test_norm_q8);
     return TEST_EXIT();
 }
