@@ -297,7 +297,8 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .k = k,
                        .x = x,
                        .x_per_slot = per_slot,
-                       .y = y};
+                       .y = y,
+                       .narrow = s->moe_narrow};
     moe_source(s, w, &a);
     char why[256] = "";
     if (x_up && (w_up || moe_dec32(s, w, n) || moe_takes_decode(s, w)))
@@ -352,7 +353,8 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
                        .k = s->hp->n_expert_used,
                        .x = x,
                        .x_per_slot = 0,
-                       .y = yg};
+                       .y = yg,
+                       .narrow = s->moe_narrow};
     moe_source(s, wg, &a);
     char why[256] = "";
     if (cuda_moe_chunk_pair(&a, moe_up_source(s, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))

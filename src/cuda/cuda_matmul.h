@@ -112,6 +112,13 @@ unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it wa
 void cuda_moe_persist_set(int on);
 void cuda_moe_persist_tile_set(int ts);
 unsigned long long cuda_moe_persist_launches(void); /* launches so far (tests: it was taken) */
+/* The grouped experts of a narrowed pass (cuda_moe_args.narrow: a preview routed inside its coreset, each kept
+ * expert taking ~all the rows; Q4_K and Q5_K where the WIDE tiles of 8 slots would take them) on tiles of up to 32
+ * slots of one expert and 64 outputs a block (matmul_igemm.cu's igemm_tall_kernel): each weight fragment decoded
+ * once for the tile's 8-slot groups instead of once a WIDE tile. On unless CLOVER_CUDA_MOE_TALL=0;
+ * cuda_moe_tall_set: 1/0 on/off, negative: the environment again. Same bits either way. */
+void cuda_moe_tall_set(int on);
+unsigned long long cuda_moe_tall_launches(void); /* launches so far (tests: it was taken) */
 
 /* The few-row dense Q8_0 product on the tensor cores with the weights as the mma A operand (matmul_mma_rows.cu:
  * each warp streams its weight rows through its own cp.async ring, K split over up to 8 warps for narrow
@@ -285,6 +292,9 @@ typedef struct cuda_moe_args {
      * x, formed by the chunk form's quantiser with cuda_swiglu's expression: the bits of cuda_swiglu then the
      * product, without that launch (cuda_glu_quant_on) */
     const float *x_up;
+    /* nonzero: the rows are routed inside a narrow set of experts (a preview's coreset: ~all the rows on each kept
+     * expert), so the chunk form may take its tall tiles (cuda_moe_tall_set); the bits do not depend on it */
+    int narrow;
 } cuda_moe_args;
 
 /* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;

@@ -417,18 +417,25 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * time (S2 stages of two chunks, 2 * S2 chunk slots), the two super-blocks of a stage summed together
  * (ig_k_superblock2_x2). Chunk 2s goes to partial 0 and 2s + 1 to partial 1, as chunk parity gives them in the
  * one-chunk form: every partial's terms in the same order, so the same bits.
+ * TALL (NTL > 0: igemm_tall_kernel, grouped Q4_K / Q5_K tiles of <= 32 slots): 4 warps' m-tiles over 64 outputs,
+ * warp w m-tile w & 3 and the chunks of parity kh = w >> 2 (partial p_kh, as the 16-output form's halves) for the
+ * tile's first NTL n-tiles of 8 slots: each A fragment decoded once for NTL mma. NTL is the tile's live n-tiles
+ * rounded up to 1, 2 or 4 (igemm_tall_kernel picks it a tile), so the sums run on a constant-true mask.
  * igemm_tile is one block's work (igemm_kernel's body): dense, output tile blockIdx.y of row tile blockIdx.x;
  * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
  * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
  * and yrow for the next tile. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NTL = 0>
 __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
-    constexpr int BO = WIDE ? 8 * IG_BO : IG_BO;
+    constexpr bool TALL = NTL > 0;
+    static_assert(!TALL || (PREQ && !WIDE && S2 == 0 && (T == MM_Q4_K || T == MM_Q5_K) && NTL <= 4),
+                  "igemm_tile: the tall tiles are the grouped K-quants' with the rows in scratch");
+    constexpr int BO = WIDE ? 8 * IG_BO : TALL ? 4 * IG_BO : IG_BO;
     constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
     extern __shared__ __align__(16) uint8_t sm[];
     /* WIDE: + ty >> 30 (0: ty < 2^17) keeps ptxas from hoisting the threads' set-up (the copy pieces' places)
      * out of igemm_kernel's tile loop, where it held ~25 more registers across the chunk loop */
-    const int tid = threadIdx.x + (WIDE ? (int)(ty >> 30) : 0);
+    const int tid = threadIdx.x + (WIDE || TALL ? (int)(ty >> 30) : 0);
     const int lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     /* PREQ: each stage is the weights' chunk then the rows' chunk; else the rows (whole n_in) come first */
     const int sts = BO * p.sbp + (PREQ ? p.br * IG_ACS : 0);
@@ -491,8 +498,8 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     /* warp w: the block's 16 outputs for the 8 rows of tile w&3, and half of the canonical order's partials
      * (kh = w>>2): Q8_0 blocks 4kh..4kh+3 of each chunk (partials p_{4kh..4kh+3}), K-quants the chunks of
      * parity kh (partial p_kh); the two halves meet at the end in the tree's last addition */
-    constexpr int NT = 1, NS = 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
-    const int mt = WIDE ? warp : 0, nt0 = WIDE ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
+    constexpr int NT = TALL ? NTL : 1, NS = TALL ? 1 : 4, PL = T == MM_Q8_0 ? (WIDE ? 8 : 4) : (WIDE ? 2 : 1);
+    const int mt = WIDE ? warp : TALL ? warp & 3 : 0, nt0 = WIDE || TALL ? 0 : warp & 3, kh = WIDE ? 0 : warp >> 2;
     bool live[NT];
     float acc[NT][PL][4];
     /* this thread's activation rows: B fragments (row g of each tile) and the C columns (2tig, 2tig+1), as
@@ -530,7 +537,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-        if (CPS == 2) { /* S2: the stage's two super-blocks (chunks c, c + 1: partials 0, 1), or a last lone one */
+        if constexpr (CPS == 2) { /* S2: the stage's two super-blocks (chunks c, c + 1: partials 0, 1), or a last */
             const int c = 2 * st;
             const uint8_t *w0[2], *w1[2], *pb[2][1], *pc0[2][1], *pc1[2][1];
 #pragma unroll
@@ -553,7 +560,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
          * sub-block's mma with the next's decode instead of waiting out each mma (H100 ncu of a commit's expert
          * pair, bench/device-runs/2027-01-03-xtile25: a branch between every two sub-blocks, `wait` the top stall) */
         if (!live[0]) continue;
-        const bool on[NT] = {true};
+        bool on[NT]; /* TALL: the first NTL n-tiles, whatever their slots (a dead row's sums are never stored) */
+#pragma unroll
+        for (int i = 0; i < NT; i++) on[i] = true;
         const uint8_t *stg = stages + (c % NSLOT) * sts;
         const uint8_t *ab = PREQ ? stg + BO * p.sbp : act; /* the rows' bytes of this chunk at ab + xo */
         const uint8_t *w0 = stg + r0 * p.sbp + (((uintptr_t)wrow0 + (size_t)c * CB) & 15);
@@ -649,7 +658,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         return; /* (the tile loop's barrier follows in igemm_kernel) */
     }
     __syncthreads(); /* the stages are free: the halves meet there */
-    float *red = (float *)stages; /* [4 row tiles][32 lanes][4] */
+    float *red = (float *)stages; /* [4 row tiles][32 lanes][4]; TALL [4 m-tiles][NT n-tiles][32 lanes][4] */
     float L[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; i++)
@@ -660,7 +669,9 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
                               : acc[i][0][q];
     if (kh == 1)
 #pragma unroll
-        for (int q = 0; q < 4; q++) red[(nt0 * 32 + lane) * 4 + q] = L[0][q];
+        for (int i = 0; i < NT; i++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) red[(((TALL ? mt * NT + i : nt0) * 32) + lane) * 4 + q] = L[i][q];
     __syncthreads();
     if (kh == 0) {
 #pragma unroll
@@ -670,7 +681,7 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             for (int q = 0; q < 4; q++) {
                 const int o = n0 + (q < 2 ? r0 : r1), r = 8 * (nt0 + NS * i) + 2 * tig + (q & 1);
                 /* Q8_0: ((p0+p1)+(p2+p3)) + ((p4+p5)+(p6+p7)); K-quants: p0 + p1 */
-                const float v = __fadd_rn(L[i][q], red[(nt0 * 32 + lane) * 4 + q]);
+                const float v = __fadd_rn(L[i][q], red[(((TALL ? mt * NT + i : nt0) * 32) + lane) * 4 + q]);
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = v;
             }
         }
@@ -700,6 +711,40 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
         ty += gridDim.y;
         if ((int)ty >= *p.ntiles) return;
         __syncthreads(); /* the last tile's reads of the stages, xrow and yrow are over */
+    }
+}
+
+/* TALL (cuda_moe_tall_set; the grouped Q4_K / Q5_K products of a preview routed inside its coreset): the grouping
+ * pass's tiles of <= 32 slots of one expert, 64 outputs a block, on the tile loop's grid (as the WIDE launches).
+ * Why: a coreset preview's ~8 kept experts each take all 32 rows, and the WIDE form's tiles of 8 slots x 128 outputs
+ * decode every weight fragment once per 8 slots (4 tiles an expert, each walking the expert's K alone: ~500
+ * instructions a warp a chunk, the pair ~18 us a layer on an H100 for ~9.4 MB of weights; H100 ncu,
+ * bench/device-runs/2027-01-04-prof26). Here warp w decodes the A fragments of m-tile w & 3 in the chunks of parity
+ * w >> 2 once for up to 4 mma (igemm_tile's TALL form). Bits: a slot's outputs are the 16-output form's partials
+ * p0 (even super-blocks) + p1 (odd), each term formed by ig_k_superblock2 / ig_k_superblock as every form forms it:
+ * the canonical order, whatever the tile's size or neighbours (test_cuda_matmul's test_moe_tall: bit for bit the
+ * WIDE form). Each tile takes the smallest of the 1-, 2- and 4-n-tile bodies that holds its slots. */
+template <int T, bool K2>
+__global__ void __launch_bounds__(IG_THREADS, 2) igemm_tall_kernel(ig_params p) {
+    if (p.w_up && blockIdx.z) { /* the pair's second product, as igemm_kernel */
+        const ptrdiff_t d = p.w_up - p.w;
+        p.w += d, p.w_lo += d, p.w_end += d;
+        p.y = p.y_up;
+    }
+    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    if ((int)blockIdx.y >= *p.ntiles) return;
+    for (unsigned ty = blockIdx.y;;) {
+        const int m = p.tiles[3 * ty + 2];
+        if (m > 16)
+            igemm_tile<T, true, false, K2, 0, 4>(p, ty);
+        else if (m > 8)
+            igemm_tile<T, true, false, K2, 0, 2>(p, ty);
+        else
+            igemm_tile<T, true, false, K2, 0, 1>(p, ty);
+        ty += gridDim.y;
+        if ((int)ty >= *p.ntiles) return;
+        __syncthreads(); /* the last tile's reads of the stages (its halves' meeting too), xrow and yrow are over */
     }
 }
 
@@ -1170,8 +1215,9 @@ static size_t ig_smem(const ig_params *p) { return ig_smem_slots(p, IG_STAGES); 
 
 int ig_plan(uint32_t type, size_t n_in, int max_rows, int preq, ig_params *p) {
     if (!mm_is_int(type)) return 0;
-    p->bo = p->wide ? 8 * IG_BO : IG_BO;
+    p->bo = p->wide ? 8 * IG_BO : p->tall ? 4 * IG_BO : IG_BO;
     if (p->wide) max_rows = 8;
+    if (p->tall) max_rows = 32;
     int cb = type == MM_Q8_0 ? 8 * MM_Q8_0_BYTES : (int)mm_block_bytes(type);
     p->sbp = ig_pad((size_t)cb + 16);
     p->act_stride = ig_pad(mm_act_row_bytes(type, n_in));
@@ -1428,10 +1474,45 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
     return 1;
 }
 
+/* TALL's switch: on unless CLOVER_CUDA_MOE_TALL=0 (cuda_moe_tall_set: 1/0, negative: the environment again). */
+static int g_tall = -1;
+static unsigned long long g_tall_launches;
+extern "C" void cuda_moe_tall_set(int on) { cuda_switch_set(&g_tall, on); }
+extern "C" unsigned long long cuda_moe_tall_launches(void) {
+    return __atomic_load_n(&g_tall_launches, __ATOMIC_RELAXED);
+}
+int ig_tall_takes(uint32_t type, int narrow) {
+    return narrow && (type == MM_Q4_K || type == MM_Q5_K) && cuda_switch_on(&g_tall, "CLOVER_CUDA_MOE_TALL", 1);
+}
+
+/* igemm_tall_kernel on the grouping pass's tiles (grid.y: the tile loop's cap, as the WIDE launches) */
+template <int T, bool K2>
+static void ig_launch_tall_k(const ig_params *p, dim3 grid, cudaStream_t st) {
+    const void *f = (const void *)igemm_tall_kernel<T, K2>;
+    ig_attr(f);
+    ig_params q = *p;
+    q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
+    const size_t smem = ig_smem(p);
+    grid.y = ig_tile_rows(f, smem, grid);
+    pdl_launch_rows(igemm_tall_kernel<T, K2>, grid, dim3(IG_THREADS), smem, st, q);
+    __atomic_fetch_add(&g_tall_launches, 1, __ATOMIC_RELAXED);
+}
+template <int T>
+static void ig_launch_tall(const ig_params *p, dim3 grid, cudaStream_t st) {
+    if constexpr (T == MM_Q4_K || T == MM_Q5_K) {
+        if (cuda_switch_on(&g_ig_k2, "CLOVER_CUDA_IG_K2", 1))
+            ig_launch_tall_k<T, true>(p, grid, st);
+        else
+            ig_launch_tall_k<T, false>(p, grid, st);
+    }
+}
+
 template <int T>
 static void ig_launch_p(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (T == MM_Q8_0 && p->xq && !p->wide && ig_q8_enabled())
         ig_launch_q8(p, grid, st);
+    else if (p->xq && p->tall && p->perm)
+        ig_launch_tall<T>(p, grid, st);
     else if (p->xq && p->wide)
         ig_launch_t<T, true, true>(p, grid, st);
     else if (p->xq)

@@ -33,6 +33,8 @@ typedef struct ig_params {
     const uint8_t *xq; /* the rows already in 8 bits, chunk-major (ig_quantize); NULL: quantised in the block */
     int xq_rows;       /* rows of xq */
     int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
+    int tall;          /* set before ig_plan (not with wide): MoE K-quant tiles of <= 32 slots, 64 outputs a block,
+                        * each weight fragment decoded once for all the tile's slots (igemm_tall_kernel; needs xq) */
     int bo;            /* outputs per block (ig_plan) */
     int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
     int pf;            /* igemm_q8_kernel launched with PDL: prefetch the block's weights into L2 before waiting */
@@ -104,5 +106,10 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
  * on that table of max_tiles tiles (a fixed grid of ~1-2 blocks an SM; 1 when launched, 0 when refused). */
 int igp_tile(uint32_t type, const ig_params *p, size_t n_slots, size_t n_expert, size_t n_out);
 int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cudaStream_t st);
+/* TALL (grouped Q4_K / Q5_K experts of a narrowed pass: cuda_moe_args.narrow, a preview routed inside its coreset,
+ * where each kept expert takes ~all the rows): 1 when the switch (CLOVER_CUDA_MOE_TALL, on unless 0;
+ * cuda_moe_tall_set) is on and the product of this type would otherwise take the WIDE tiles; the caller then sets
+ * p->tall (not p->wide) before ig_plan and ig_launch takes igemm_tall_kernel. */
+int ig_tall_takes(uint32_t type, int narrow);
 
 #endif

@@ -441,7 +441,7 @@ extern "C" unsigned long long cuda_igw_moe_launches(void) {
 
 int igw_moe_takes(uint32_t type, const ig_params *p) {
     return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 1) && (type == MM_Q4_K || type == MM_Q5_K) &&
-           !p->wide && ((p->row_bytes | p->expert_stride) & 15) == 0;
+           !p->wide && !p->tall && ((p->row_bytes | p->expert_stride) & 15) == 0;
 }
 
 int igw_moe_launch(uint32_t type, const ig_params *p, unsigned n_tiles, cudaStream_t st) {

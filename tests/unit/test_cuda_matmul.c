@@ -1849,7 +1849,19 @@ static void test_moe_igw(void) {
  * batch (16 rows x top-8 spread over 100 experts), one slot, no slot at all (every id bad: the kernel sees 0
  * tiles), and a bad id among preview rows; gate + up pairs. Then sampled outputs against the CPU's integer oracle
  * (1e-5, as the other grouped forms), a bad slot's outputs NaN, and the form taken (its launch count). */
-enum { PERSIST_PREVIEW, PERSIST_SPREAD, PERSIST_ALL_BAD, PERSIST_PREVIEW_BAD };
+enum { PERSIST_PREVIEW, PERSIST_SPREAD, PERSIST_ALL_BAD, PERSIST_PREVIEW_BAD, PERSIST_MIXED };
+
+/* PERSIST_MIXED (k 8, 32 rows, >= 64 experts): slot j of row r on an expert that gives the grouping pass tiles of
+ * every size: 32 slots (j < 4), 16 (j 4: experts 40, 41), 20 and ones (j 5), 10-11 (j 6), 6-7 (j 7) */
+static int32_t mixed_id(size_t r, size_t j) {
+    switch (j) {
+    case 0: case 1: case 2: case 3: return (int32_t)(3 + 5 * j);
+    case 4: return (int32_t)(40 + r % 2);
+    case 5: return r < 20 ? 50 : (int32_t)(51 + r % 12);
+    case 6: return (int32_t)(45 + r % 3);
+    default: return (int32_t)(32 + r % 5);
+    }
+}
 
 static void persist_run(const cuda_moe_args *a, const void *w_up, float *y_up, void *work, cudaStream_t st,
                         int graph, const char *what) {
@@ -1871,14 +1883,18 @@ static void persist_run(const cuda_moe_args *a, const void *w_up, float *y_up, v
     CU(cudaStreamSynchronize(st));
 }
 
+/* tall: the forms are TALL's (test_moe_tall) instead of PERSIST's */
 static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int dist,
-                         int x_per_slot, int pair) {
+                         int x_per_slot, int pair, int tall) {
     const size_t n_slots = n_rows * k, n_x = x_per_slot ? n_slots : n_rows, ny = n_slots * n_out;
     const int hot_only = dist == PERSIST_PREVIEW || dist == PERSIST_PREVIEW_BAD;
     int32_t *ids = malloc(n_slots * sizeof(int32_t));
     if (hot_only) /* row r: the k hot experts 3 + 5h (h < k), rotated by r: each gets n_rows slots */
         for (size_t r = 0; r < n_rows; r++)
             for (size_t j = 0; j < k; j++) ids[r * k + j] = (int32_t)(3 + 5 * ((j + r) % k));
+    else if (dist == PERSIST_MIXED)
+        for (size_t r = 0; r < n_rows; r++)
+            for (size_t j = 0; j < k; j++) ids[r * k + j] = mixed_id(r, j);
     else
         make_ids_kind(ids, n_rows, k, n_expert, 0);
     if (dist == PERSIST_ALL_BAD)
@@ -1908,27 +1924,46 @@ static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     cudaStream_t st;
     CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     char what[128];
-    static const char *const DIST[] = {"preview", "spread", "all-bad", "preview+bad"};
-    snprintf(what, sizeof what, "persist %s %zux%zu r%zu k%zu E%zu %s%s%s", quant_type_name(type), n_in, n_out, n_rows,
-             k, n_expert, DIST[dist], x_per_slot ? " slot-x" : "", pair ? " pair" : "");
-    /* the forms: the switch off (the reference), then on: tiles of 8 / 16 / 32 slots, by shape, by shape and 32
-     * inside a captured graph */
+    static const char *const DIST[] = {"preview", "spread", "all-bad", "preview+bad", "mixed"};
+    snprintf(what, sizeof what, "%s %s %zux%zu r%zu k%zu E%zu %s%s%s", tall ? "tall" : "persist",
+             quant_type_name(type), n_in, n_out, n_rows, k, n_expert, DIST[dist], x_per_slot ? " slot-x" : "",
+             pair ? " pair" : "");
+    /* PERSIST's forms: the switch off (the reference), then on: tiles of 8 / 16 / 32 slots, by shape (BY), by shape
+     * and 32 inside a captured graph. TALL's: not narrow (the reference: WIDE), narrow with the switch off (WIDE),
+     * narrow and on (BY), on inside a captured graph. */
     enum { NF = 7 };
     const int f_on[NF] = {0, 1, 1, 1, 1, 1, 1}, f_ts[NF] = {0, 8, 16, 32, 0, 0, 32};
     const int f_graph[NF] = {0, 0, 0, 0, 0, 1, 1};
+    const int t_narrow[NF] = {0, 1, 1, 1}, t_on[NF] = {1, 0, 1, 1}, t_graph[NF] = {0, 0, 0, 1};
+    const int nf = tall ? 4 : NF, BY = tall ? 2 : 4;
     float *got[NF][2];
     size_t diffs = 0;
-    for (int f = 0; f < NF; f++) {
+    for (int f = 0; f < nf; f++) {
         float *dy[2] = {dev_poisoned(ny), pair ? dev_poisoned(ny) : NULL};
         a.y = dy[0];
-        cuda_moe_persist_set(f_on[f]);
-        cuda_moe_persist_tile_set(f_ts[f]);
-        const unsigned long long l0 = cuda_moe_persist_launches();
         char wf[160];
-        snprintf(wf, sizeof wf, "%s, switch %d ts %d%s", what, f_on[f], f_ts[f], f_graph[f] ? " graph" : "");
-        persist_run(&a, pair ? dw + n_expert * ex : NULL, dy[1], work, st, f_graph[f], wf);
-        const unsigned long long taken = cuda_moe_persist_launches() - l0;
-        CHECK_MSG(taken == (f_on[f] ? nm : 0), "%s: the persistent kernel took %llu launches", wf, taken);
+        unsigned long long l0;
+        if (tall) {
+            a.narrow = t_narrow[f];
+            cuda_moe_tall_set(t_on[f]);
+            l0 = cuda_moe_tall_launches();
+            snprintf(wf, sizeof wf, "%s, narrow %d switch %d%s", what, t_narrow[f], t_on[f], t_graph[f] ? " graph" : "");
+        } else {
+            cuda_moe_persist_set(f_on[f]);
+            cuda_moe_persist_tile_set(f_ts[f]);
+            l0 = cuda_moe_persist_launches();
+            snprintf(wf, sizeof wf, "%s, switch %d ts %d%s", what, f_on[f], f_ts[f], f_graph[f] ? " graph" : "");
+        }
+        persist_run(&a, pair ? dw + n_expert * ex : NULL, dy[1], work, st, tall ? t_graph[f] : f_graph[f], wf);
+        if (tall) { /* one launch a product, or one for the pair (igemm_tall_kernel takes it on grid.z) */
+            const unsigned long long taken = cuda_moe_tall_launches() - l0;
+            const int on = t_narrow[f] && t_on[f];
+            CHECK_MSG(on ? taken >= 1 && taken <= nm : taken == 0, "%s: the tall kernel took %llu launches", wf,
+                      taken);
+        } else {
+            const unsigned long long taken = cuda_moe_persist_launches() - l0;
+            CHECK_MSG(taken == (f_on[f] ? nm : 0), "%s: the persistent kernel took %llu launches", wf, taken);
+        }
         for (size_t u = 0; u < nm; u++) {
             got[f][u] = malloc(ny * sizeof(float));
             dev_download(got[f][u], dy[u], ny);
@@ -1941,13 +1976,14 @@ static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     }
     cuda_moe_persist_set(-1);
     cuda_moe_persist_tile_set(-1);
+    cuda_moe_tall_set(-1);
     /* the form by shape (what a pass runs; the others are its bits): the bad slots' outputs NaN, every other output
      * finite, sampled ones against the CPU */
     size_t nan = 0, unfinite = 0;
     for (size_t u = 0; u < nm; u++)
         for (size_t s = 0; s < n_slots; s++)
             for (size_t o = 0; o < n_out; o++) {
-                const float v = got[4][u][s * n_out + o];
+                const float v = got[BY][u][s * n_out + o];
                 if (ids[s] < 0 || (size_t)ids[s] >= n_expert)
                     nan += isnan(v) != 0;
                 else
@@ -1966,7 +2002,7 @@ static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
             const float *xs = x + (x_per_slot ? sl : sl / k) * n_in;
             for (size_t o = 0; o < n_out; o += 7) {
                 const float ref = decode_ref(type, w + (u * n_expert + (size_t)ids[sl]) * ex + o * rb, xs, n_in);
-                const double d = (double)got[4][u][sl * n_out + o] - ref;
+                const double d = (double)got[BY][u][sl * n_out + o] - ref;
                 e2 += d * d, r2 += (double)ref * ref;
                 checked++;
             }
@@ -1974,9 +2010,9 @@ static void persist_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
     CHECK_MSG(checked == 0 || r2 > 0, "%s: the reference is all zeros", what);
     CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
-    printf("  %-66s %s (%zu outputs x 6 forms), CPU err %.2g (%zu)\n", what,
-           diffs ? "DIFFERS" : "bit-identical to WIDE", nm * ny, err, checked);
-    for (int f = 0; f < NF; f++)
+    printf("  %-66s %s (%zu outputs x %d forms), CPU err %.2g (%zu)\n", what,
+           diffs ? "DIFFERS" : "bit-identical to WIDE", nm * ny, nf - 1, err, checked);
+    for (int f = 0; f < nf; f++)
         for (size_t u = 0; u < nm; u++) free(got[f][u]);
     cudaStreamDestroy(st);
     free(w), free(x), free(ids);
@@ -1991,17 +2027,42 @@ static void test_moe_persist(void) {
     for (int t = 0; t < (small ? 1 : 2); t++) {
         const uint32_t ty = types[t];
         if (small) {
-            persist_case(ty, 512, 200, 32, 8, 64, PERSIST_PREVIEW, 0, 1);
-            persist_case(ty, 256, 136, 16, 8, 100, PERSIST_SPREAD, 0, 1);
-            persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1);
+            persist_case(ty, 512, 200, 32, 8, 64, PERSIST_PREVIEW, 0, 1, 0);
+            persist_case(ty, 256, 136, 16, 8, 100, PERSIST_SPREAD, 0, 1, 0);
+            persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1, 0);
             continue;
         }
-        persist_case(ty, 2048, 512, 32, 8, 64, PERSIST_PREVIEW, 0, 1);     /* the 35B-A3B preview's gate + up */
-        persist_case(ty, 512, 2048, 32, 8, 64, PERSIST_PREVIEW, 1, 0);     /* its down: x a slot, 16 output tiles */
-        persist_case(ty, 256, 200, 16, 8, 100, PERSIST_SPREAD, 0, 1);      /* a decode batch's 128 slots, 1 chunk */
-        persist_case(ty, 768, 136, 1, 1, 5, PERSIST_SPREAD, 0, 0);         /* one slot, 3 chunks */
-        persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1);        /* no slot reaches the kernel */
-        persist_case(ty, 768, 200, 24, 6, 40, PERSIST_PREVIEW_BAD, 1, 0); /* 24 slots an expert, a bad id */
+        persist_case(ty, 2048, 512, 32, 8, 64, PERSIST_PREVIEW, 0, 1, 0);     /* the 35B-A3B preview's gate + up */
+        persist_case(ty, 512, 2048, 32, 8, 64, PERSIST_PREVIEW, 1, 0, 0);     /* its down: x a slot, 16 output tiles */
+        persist_case(ty, 256, 200, 16, 8, 100, PERSIST_SPREAD, 0, 1, 0);      /* a decode batch's 128 slots, 1 chunk */
+        persist_case(ty, 768, 136, 1, 1, 5, PERSIST_SPREAD, 0, 0, 0);         /* one slot, 3 chunks */
+        persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1, 0);        /* no slot reaches the kernel */
+        persist_case(ty, 768, 200, 24, 6, 40, PERSIST_PREVIEW_BAD, 1, 0, 0); /* 24 slots an expert, a bad id */
+    }
+    few_restore();
+}
+
+/* TALL (matmul_igemm.cu's igemm_tall_kernel, CLOVER_CUDA_MOE_TALL, on by default for narrowed passes): the grouped
+ * Q4_K / Q5_K products of a pass routed inside a coreset on tiles of <= 32 slots, 64 outputs a block, against the WIDE
+ * form (not narrowed, and narrowed with the switch off) bit for bit, eagerly and in a graph; the slot layouts of a
+ * 35B-A3B coreset preview (every row on the same 8 experts: 32 slots each; its down product with x a slot), tiles of
+ * every size in one launch (PERSIST_MIXED: 32, 20, 16, 10-11, 6-7 and 1 slots: the 4-, 2- and 1-n-tile bodies and
+ * dead rows in a live n-tile), a bad id among preview rows, no slot at all, an n_out that is no multiple of 64,
+ * one super-block; gate + up pairs; then against the CPU as persist_case does. CLOVER_TEST_SMALL: Q4_K, three. */
+static void test_moe_tall(void) {
+    const int small = getenv("CLOVER_TEST_SMALL") != NULL;
+    const uint32_t types[2] = {QUANT_Q4_K, QUANT_Q5_K};
+    cuda_igemm_few_set(0); /* the few-row form would take the previews' 32 rows in every run */
+    for (int t = 0; t < (small ? 1 : 2); t++) {
+        const uint32_t ty = types[t];
+        persist_case(ty, 512, 200, 32, 8, 64, PERSIST_PREVIEW, 0, 1, 1);
+        persist_case(ty, 768, 136, 32, 8, 64, PERSIST_MIXED, 1, 0, 1);
+        persist_case(ty, 256, 130, 4, 2, 8, PERSIST_ALL_BAD, 0, 1, 1);
+        if (small) continue;
+        persist_case(ty, 2048, 512, 32, 8, 256, PERSIST_PREVIEW, 0, 1, 1);  /* the 35B-A3B preview's gate + up */
+        persist_case(ty, 512, 2048, 32, 8, 256, PERSIST_PREVIEW, 1, 0, 1);  /* its down: x a slot */
+        persist_case(ty, 2048, 520, 32, 8, 64, PERSIST_MIXED, 0, 1, 1);     /* mixed tiles, a partial m-tile */
+        persist_case(ty, 256, 200, 20, 6, 40, PERSIST_PREVIEW_BAD, 1, 0, 1); /* 20 slots an expert, a bad id */
     }
     few_restore();
 }
@@ -2846,6 +2907,7 @@ int main(void) {
     RUN(test_moe_chunk);
     RUN(test_moe_igw);
     RUN(test_moe_persist);
+    RUN(test_moe_tall);
     RUN(test_moe_many_experts);
     RUN(test_moe_dec32);
     RUN(test_moe_fast);
