@@ -716,7 +716,6 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     return rc;
 }
 
-
 /* Whether layer ml's first products of n rows (mm_multi of x: GDN qkv / z / alpha, attention q / k / v) will take
  * the shared integer chunk path with Q8_0 rows of the model's width, so that the norm before them may write those
  * rows (cuda_add_rms_norm_q8; mm_multi checks again and makes them itself where it does not take them). */
