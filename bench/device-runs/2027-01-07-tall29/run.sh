@@ -10,9 +10,13 @@
 #           (CLOVER_TEST_SMALL); clover run ids with the tall tiles on and off
 #        p  dr_preview (bench_cuda_preview --reps 3) CLOVER_CUDA_MOE_TALL=0 / on, alternating twice
 #        k  bench_cuda_preview --profile under the tracer, TALL on then 0: window 2 (the coreset preview), top 14
+#        s  bench_batch --mode diffusion --n 16 (--prompt 32 --gen 64) under the tracer, PDL off: the kernel table of
+#           the 16-sequence stacked diffusion passes (issue 25's 4x: never profiled; not narrowed-WIDE, so no TALL)
 # Predictions (before the run; H100): t all pass, memcheck 0 errors, ids db3c58da3157 / ff19558da508 both ways;
 #  k: the pair 17.9 -> 7-10 us a layer, the down 12.0 -> 4-6 us; p: the coreset preview 5.43 -> 4.8-5.0 ms, block
 #  diffusion 165 -> 175-185 tok/s, the preview without the coreset and the commit unchanged (not narrowed).
+#  s: the stacked pass (~39 ms, xtile25) led by the grouped experts (igw / BR=32 tiles: ~45%), then the dense Q8_0
+#  products of 512 rows (~20%) and the 16 few-row attentions and GDN block operators.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t p k}
@@ -60,5 +64,18 @@ if has k; then
         tee -a "$S"
     fi
   done
+fi
+if has s; then
+  wait $SPID
+  CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_d16.txt LD_PRELOAD=$TR timeout 200 "$D/bin/bench_batch" $F \
+    --device cuda --mode diffusion --prompt 32 --gen 64 --n 16 > "$O/dbatch_trace.log" 2>&1
+  say "== bench_batch --mode diffusion --n 16 under the tracer (PDL off) rc=$? at +$(el)s"
+  tail -1 "$O/dbatch_trace.log" | cut -c1-150 | tee -a "$S"
+  if [ -f $O/trace_d16.txt ]; then
+    c++filt < $O/trace_d16.txt > $O/trace_d16.dm.txt && rm -f $O/trace_d16.txt
+    grep -E "^== window 0:" $O/trace_d16.dm.txt | head -1 | tee -a "$S"
+    awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_d16.dm.txt | head -33 | \
+      cut -c1-150 | tee -a "$S"
+  fi
 fi
 dr_end
