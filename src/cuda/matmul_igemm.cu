@@ -723,8 +723,10 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
  * w >> 2 once for up to 4 mma (igemm_tile's TALL form). Bits: a slot's outputs are the 16-output form's partials
  * p0 (even super-blocks) + p1 (odd), each term formed by ig_k_superblock2 / ig_k_superblock as every form forms it:
  * the canonical order, whatever the tile's size or neighbours (test_cuda_matmul's test_moe_tall: bit for bit the
- * WIDE form). Each tile takes the smallest of the 1-, 2- and 4-n-tile bodies that holds its slots. */
-template <int T, bool K2>
+ * WIDE form). Each tile takes the smallest of the 1-, 2- and 4-n-tile bodies that holds its slots. The integer sums
+ * are ig_k_superblock2's whatever CLOVER_CUDA_IG_K2 says (the same integers as ig_k_superblock's; with the older
+ * sums ptxas spilled at two blocks an SM). */
+template <int T>
 __global__ void __launch_bounds__(IG_THREADS, 2) igemm_tall_kernel(ig_params p) {
     if (p.w_up && blockIdx.z) { /* the pair's second product, as igemm_kernel */
         const ptrdiff_t d = p.w_up - p.w;
@@ -737,11 +739,11 @@ __global__ void __launch_bounds__(IG_THREADS, 2) igemm_tall_kernel(ig_params p) 
     for (unsigned ty = blockIdx.y;;) {
         const int m = p.tiles[3 * ty + 2];
         if (m > 16)
-            igemm_tile<T, true, false, K2, 0, 4>(p, ty);
+            igemm_tile<T, true, false, true, 0, 4>(p, ty);
         else if (m > 8)
-            igemm_tile<T, true, false, K2, 0, 2>(p, ty);
+            igemm_tile<T, true, false, true, 0, 2>(p, ty);
         else
-            igemm_tile<T, true, false, K2, 0, 1>(p, ty);
+            igemm_tile<T, true, false, true, 0, 1>(p, ty);
         ty += gridDim.y;
         if ((int)ty >= *p.ntiles) return;
         __syncthreads(); /* the last tile's reads of the stages (its halves' meeting too), xrow and yrow are over */
@@ -1486,24 +1488,17 @@ int ig_tall_takes(uint32_t type, int narrow) {
 }
 
 /* igemm_tall_kernel on the grouping pass's tiles (grid.y: the tile loop's cap, as the WIDE launches) */
-template <int T, bool K2>
-static void ig_launch_tall_k(const ig_params *p, dim3 grid, cudaStream_t st) {
-    const void *f = (const void *)igemm_tall_kernel<T, K2>;
-    ig_attr(f);
-    ig_params q = *p;
-    q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    const size_t smem = ig_smem(p);
-    grid.y = ig_tile_rows(f, smem, grid);
-    pdl_launch_rows(igemm_tall_kernel<T, K2>, grid, dim3(IG_THREADS), smem, st, q);
-    __atomic_fetch_add(&g_tall_launches, 1, __ATOMIC_RELAXED);
-}
 template <int T>
 static void ig_launch_tall(const ig_params *p, dim3 grid, cudaStream_t st) {
-    if constexpr (T == MM_Q4_K || T == MM_Q5_K) {
-        if (cuda_switch_on(&g_ig_k2, "CLOVER_CUDA_IG_K2", 1))
-            ig_launch_tall_k<T, true>(p, grid, st);
-        else
-            ig_launch_tall_k<T, false>(p, grid, st);
+    if constexpr (T == MM_Q4_K || T == MM_Q5_K) { /* (ig_tall_takes plans no other type) */
+        const void *f = (const void *)igemm_tall_kernel<T>;
+        ig_attr(f);
+        ig_params q = *p;
+        q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
+        const size_t smem = ig_smem(p);
+        grid.y = ig_tile_rows(f, smem, grid);
+        pdl_launch_rows(igemm_tall_kernel<T>, grid, dim3(IG_THREADS), smem, st, q);
+        __atomic_fetch_add(&g_tall_launches, 1, __ATOMIC_RELAXED);
     }
 }
 
