@@ -1476,15 +1476,20 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
     return 1;
 }
 
-/* TALL's switch: on unless CLOVER_CUDA_MOE_TALL=0 (cuda_moe_tall_set: 1/0, negative: the environment again). */
-static int g_tall = -1;
+/* TALL's mode: CLOVER_CUDA_MOE_TALL (read once; cuda_moe_tall_set: 0, 1 or 2, negative: the environment again):
+ * 0 off, 2 every grouped K-quant product the WIDE tiles would take (a commit's, a decode batch's: ~1-2 slots an
+ * expert, so the 1-n-tile body: a device A/B), else 1, the narrowed passes only (the default). */
+static int g_tall = INT_MIN;
 static unsigned long long g_tall_launches;
-extern "C" void cuda_moe_tall_set(int on) { cuda_switch_set(&g_tall, on); }
+extern "C" void cuda_moe_tall_set(int mode) {
+    __atomic_store_n(&g_tall, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED);
+}
 extern "C" unsigned long long cuda_moe_tall_launches(void) {
     return __atomic_load_n(&g_tall_launches, __ATOMIC_RELAXED);
 }
 int ig_tall_takes(uint32_t type, int narrow) {
-    return narrow && (type == MM_Q4_K || type == MM_Q5_K) && cuda_switch_on(&g_tall, "CLOVER_CUDA_MOE_TALL", 1);
+    const int mode = cuda_env_int(&g_tall, "CLOVER_CUDA_MOE_TALL", 1);
+    return (type == MM_Q4_K || type == MM_Q5_K) && (mode == 2 || (mode != 0 && narrow));
 }
 
 /* igemm_tall_kernel on the grouping pass's tiles (grid.y: the tile loop's cap, as the WIDE launches) */

@@ -8,13 +8,17 @@
 #           slot, a partial m-tile, pairs, eager and graph) and test_moe_persist (its case function now shared),
 #           test_cuda_moe_tiles, test_cuda_preview, test_cuda_batch, test_cuda_backend; memcheck of test_moe_tall
 #           (CLOVER_TEST_SMALL); clover run ids with the tall tiles on and off
-#        p  dr_preview (bench_cuda_preview --reps 3) CLOVER_CUDA_MOE_TALL=0 / on, alternating twice
+#        p  dr_preview (bench_cuda_preview --reps 3) CLOVER_CUDA_MOE_TALL=0 / on / 2 (every WIDE plan: the commit's
+#           experts too), alternating twice
+#        b  bench_batch --mode ar --n 16 --prompt 32 --gen 96 (the 16-row stacked AR step, serve AR's) TALL 1 / 2
 #        k  bench_cuda_preview --profile under the tracer, TALL on then 0: window 2 (the coreset preview), top 14
 #        s  bench_batch --mode diffusion --n 16 (--prompt 32 --gen 64) under the tracer, PDL off: the kernel table of
 #           the 16-sequence stacked diffusion passes (issue 25's 4x: never profiled; not narrowed-WIDE, so no TALL)
 # Predictions (before the run; H100): t all pass, memcheck 0 errors, ids db3c58da3157 / ff19558da508 both ways;
 #  k: the pair 17.9 -> 7-10 us a layer, the down 12.0 -> 4-6 us; p: the coreset preview 5.43 -> 4.8-5.0 ms, block
-#  diffusion 165 -> 175-185 tok/s, the preview without the coreset and the commit unchanged (not narrowed).
+#  diffusion 165 -> 175-185 tok/s, the preview without the coreset and the commit unchanged (not narrowed). TALL=2
+#  (tiles of 1-2 live slots on the 1-n-tile body, 64 outputs a block, each warp half the chunks): the commit and the
+#  n16 step within -5..+5% (a guess: same decode work, twice the blocks, half the chain a block).
 #  s: the stacked pass (~39 ms, xtile25) led by the grouped experts (igw / BR=32 tiles: ~45%), then the dense Q8_0
 #  products of 512 rows (~20%) and the 16 few-row attentions and GDN block operators.
 set -uo pipefail
@@ -49,6 +53,17 @@ if has p; then
   for r in 1 2; do
     dr_preview TALL_0_$r CLOVER_CUDA_MOE_TALL=0
     dr_preview TALL_on_$r
+    dr_preview TALL_2_$r CLOVER_CUDA_MOE_TALL=2
+  done
+fi
+if has b; then
+  wait $SPID
+  for r in 1 2; do
+    for v in 1 2; do
+      CLOVER_CUDA_MOE_TALL=$v timeout 100 "$D/bin/bench_batch" $F --device cuda --mode ar --n 16 --prompt 32 \
+        --gen 96 > "$O/batch_${v}_$r.log" 2>&1
+      say "== bench_batch --mode ar --n 16 TALL=$v rc=$? at +$(el)s: $(grep -E '^ +16 ' "$O/batch_${v}_$r.log" | tail -1 | cut -c1-120)"
+    done
   done
 fi
 if has k; then
