@@ -1477,8 +1477,9 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
 }
 
 /* TALL's mode: CLOVER_CUDA_MOE_TALL (read once; cuda_moe_tall_set: 0, 1 or 2, negative: the environment again):
- * 0 off, 2 every grouped K-quant product the WIDE tiles would take (a commit's, a decode batch's: ~1-2 slots an
- * expert, so the 1-n-tile body: a device A/B), else 1, the narrowed passes only (the default). */
+ * 1 the narrowed passes, 2 every grouped K-quant product the WIDE tiles would take (a commit's, a decode batch's:
+ * ~1-2 slots an expert, so the 1-n-tile body: a device A/B), else 0, off: the default until it has run on a device
+ * (written 2026-12-06 without one: bench/device-runs/2027-01-07-tall29). */
 static int g_tall = INT_MIN;
 static unsigned long long g_tall_launches;
 extern "C" void cuda_moe_tall_set(int mode) {
@@ -1488,8 +1489,8 @@ extern "C" unsigned long long cuda_moe_tall_launches(void) {
     return __atomic_load_n(&g_tall_launches, __ATOMIC_RELAXED);
 }
 int ig_tall_takes(uint32_t type, int narrow) {
-    const int mode = cuda_env_int(&g_tall, "CLOVER_CUDA_MOE_TALL", 1);
-    return (type == MM_Q4_K || type == MM_Q5_K) && (mode == 2 || (mode != 0 && narrow));
+    const int mode = cuda_env_int(&g_tall, "CLOVER_CUDA_MOE_TALL", 0);
+    return (type == MM_Q4_K || type == MM_Q5_K) && (mode == 2 || (mode == 1 && narrow));
 }
 
 /* igemm_tall_kernel on the grouping pass's tiles (grid.y: the tile loop's cap, as the WIDE launches) */

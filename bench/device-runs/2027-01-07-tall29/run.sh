@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Written in the session of 2026-12-06 19:36 UTC (issue 24). The grouped experts of a coreset preview on tall tiles
-# (matmul_igemm.cu's igemm_tall_kernel, CLOVER_CUDA_MOE_TALL, on by default for narrowed passes): tiles of <= 32 slots
-# of one expert, 64 outputs a block, warp w m-tile w & 3 over the chunks of parity w >> 2 for all the tile's n-tiles,
+# (matmul_igemm.cu's igemm_tall_kernel, CLOVER_CUDA_MOE_TALL=1: narrowed passes; off until this runs): tiles of
+# <= 32 slots of one expert, 64 outputs a block, warp w m-tile w & 3 over the chunks of parity w >> 2 for all the tile's n-tiles,
 # so each weight fragment is decoded once for 32 slots instead of once per WIDE tile of 8 (README item 34).
 #   run(command="ITEMS='tall29:t,p,k' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=400)
 # STEPS: t  test_cuda_matmul's test_moe_tall (bit for bit the WIDE form: previews, every tile size, a bad id, no
@@ -40,7 +40,7 @@ if has t; then
   fi
   wait $SPID
   for v in on 0; do
-    e=""; [ $v = on ] || e="CLOVER_CUDA_MOE_TALL=0"
+    e="CLOVER_CUDA_MOE_TALL=1"; [ $v = on ] || e="CLOVER_CUDA_MOE_TALL=0"
     env $e timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
       > "$O/run_$v.json" 2> "$O/run_$v.err"
     env $e timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual \
@@ -52,7 +52,7 @@ if has p; then
   wait $SPID
   for r in 1 2; do
     dr_preview TALL_0_$r CLOVER_CUDA_MOE_TALL=0
-    dr_preview TALL_on_$r
+    dr_preview TALL_on_$r CLOVER_CUDA_MOE_TALL=1
     dr_preview TALL_2_$r CLOVER_CUDA_MOE_TALL=2
   done
 fi
