@@ -115,9 +115,9 @@ unsigned long long cuda_moe_persist_launches(void); /* launches so far (tests: i
 /* The grouped experts of a narrowed pass (cuda_moe_args.narrow: a preview routed inside its coreset, each kept
  * expert taking ~all the rows; Q4_K and Q5_K where the WIDE tiles of 8 slots would take them) on tiles of up to 32
  * slots of one expert and 64 outputs a block (matmul_igemm.cu's igemm_tall_kernel): each weight fragment decoded
- * once for the tile's 8-slot groups instead of once a WIDE tile. On when CLOVER_CUDA_MOE_TALL=1 (off by default
- * until it has run on a device); =2 takes every product the WIDE tiles would (a device A/B); cuda_moe_tall_set: 0,
- * 1 or 2, negative: the environment again. Same bits either way. */
+ * once for the tile's 8-slot groups instead of once a WIDE tile. On when CLOVER_CUDA_MOE_TALL=1 (off by default:
+ * slower on an H200, bench/device-runs/2027-01-07-tall29); =2 takes every product the WIDE tiles would (a device
+ * A/B); cuda_moe_tall_set: 0, 1 or 2, negative: the environment again. Same bits either way. */
 void cuda_moe_tall_set(int mode);
 unsigned long long cuda_moe_tall_launches(void); /* launches so far (tests: it was taken) */
 

@@ -725,7 +725,9 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
  * the canonical order, whatever the tile's size or neighbours (test_cuda_matmul's test_moe_tall: bit for bit the
  * WIDE form). Each tile takes the smallest of the 1-, 2- and 4-n-tile bodies that holds its slots. The integer sums
  * are ig_k_superblock2's whatever CLOVER_CUDA_IG_K2 says (the same integers as ig_k_superblock's; with the older
- * sums ptxas spilled at two blocks an SM). */
+ * sums ptxas spilled at two blocks an SM). Measured (H200, bench/device-runs/2027-01-07-tall29): the decode saved is
+ * not what bounds a preview's pair (22.0 us a layer against WIDE's 17.3: the longer chain a block), while its down
+ * (one chunk a warp) gains (9.8 against 11.6); off by default. */
 template <int T>
 __global__ void __launch_bounds__(IG_THREADS, 2) igemm_tall_kernel(ig_params p) {
     if (p.w_up && blockIdx.z) { /* the pair's second product, as igemm_kernel */
@@ -1478,8 +1480,9 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
 
 /* TALL's mode: CLOVER_CUDA_MOE_TALL (read once; cuda_moe_tall_set: 0, 1 or 2, negative: the environment again):
  * 1 the narrowed passes, 2 every grouped K-quant product the WIDE tiles would take (a commit's, a decode batch's:
- * ~1-2 slots an expert, so the 1-n-tile body: a device A/B), else 0, off: the default until it has run on a device
- * (written 2026-12-06 without one: bench/device-runs/2027-01-07-tall29). */
+ * ~1-2 slots an expert, so the 1-n-tile body: a device A/B), else 0, off: the default. Measured slower (H200,
+ * bench/device-runs/2027-01-07-tall29): a coreset preview 5.30 -> 5.43 ms (the pair 17.3 -> 22.0 us a layer: 128
+ * live blocks, one an SM, each warp 4 chunks of 4 n-tiles; the down gained, 11.6 -> 9.8), mode 2 a commit +1.3 ms. */
 static int g_tall = INT_MIN;
 static unsigned long long g_tall_launches;
 extern "C" void cuda_moe_tall_set(int mode) {

@@ -2042,7 +2042,7 @@ static void test_moe_persist(void) {
     few_restore();
 }
 
-/* TALL (matmul_igemm.cu's igemm_tall_kernel, CLOVER_CUDA_MOE_TALL=1: narrowed passes, off by default): the grouped
+/* TALL (matmul_igemm.cu's igemm_tall_kernel, CLOVER_CUDA_MOE_TALL=1: narrowed passes; off by default): the grouped
  * Q4_K / Q5_K products of a pass routed inside a coreset on tiles of <= 32 slots, 64 outputs a block, against the WIDE
  * form (not narrowed, and narrowed with the switch off) bit for bit, eagerly and in a graph; the slot layouts of a
  * 35B-A3B coreset preview (every row on the same 8 experts: 32 slots each; its down product with x a slot), tiles of
