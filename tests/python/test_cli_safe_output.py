@@ -77,8 +77,9 @@ def test_quantize_killed(golden, tmp_path, sig):
     print("quantize exit", p.returncode)
     assert sha(golden) == before
     assert temporaries(tmp_path) == []
-    if out.exists():  # it finished before the signal: then it is whole
-        assert p.returncode == 0
+    if out.exists():  # it finished before the signal, or the signal came after the output was renamed into place
+        # (a loaded machine: CI saw -15 with the output there): either way the output is whole
+        assert p.returncode in (0, -sig)
         r = clover("info", "-m", out)
         assert r.returncode == 0, r.stderr
     else:
@@ -97,10 +98,10 @@ def test_synth_killed_keeps_old_target(tmp_path):
     p.communicate(timeout=120)
     print("synth exit", p.returncode)
     assert temporaries(tmp_path) == []
-    if p.returncode == -signal.SIGTERM:
-        assert sha(old) == before
-    else:  # finished first: replaced whole
-        assert p.returncode == 0 and clover("info", "-m", old).returncode == 0
+    if p.returncode == -signal.SIGTERM and sha(old) == before:
+        pass  # stopped before the new file replaced the old one: the old one untouched
+    else:  # finished first, or stopped after the rename (a loaded machine): replaced whole
+        assert p.returncode in (0, -signal.SIGTERM) and clover("info", "-m", old).returncode == 0
 
 
 def test_failed_write_keeps_old_target(golden, tmp_path):
