@@ -117,7 +117,8 @@ unsigned long long cuda_moe_persist_launches(void); /* launches so far (tests: i
  * slots of one expert and 64 outputs a block (matmul_igemm.cu's igemm_tall_kernel): each weight fragment decoded
  * once for the tile's 8-slot groups instead of once a WIDE tile. On when CLOVER_CUDA_MOE_TALL=1 (off by default:
  * slower on an H200, bench/device-runs/2027-01-07-tall29); =2 takes every product the WIDE tiles would (a device
- * A/B); cuda_moe_tall_set: 0, 1 or 2, negative: the environment again. Same bits either way. */
+ * A/B); =3 the narrowed products of n_in <= 512 only (the down; the pair on WIDE); cuda_moe_tall_set: 0..3,
+ * negative: the environment again. Same bits either way. */
 void cuda_moe_tall_set(int mode);
 unsigned long long cuda_moe_tall_launches(void); /* launches so far (tests: it was taken) */
 

@@ -88,8 +88,9 @@ int cuda_gdn_block_multi(float *y, const float *mixed, const float *z, const flo
 int cuda_stack_gdn_on(void);
 void cuda_stack_gdn_set(int on);
 /* The head-once form of the block operator's heads (gdn_block_fused.cu; issues 24, 25): a block a (sequence, value
- * head) over all its row tiles, the head's state read once instead of once a tile; the same bits. Off unless
- * CLOVER_CUDA_GDN_HEAD_ONCE=1 (read once); _set: 1/0 on/off, negative the environment again (tests, benches).
+ * head) over all its row tiles, the head's state read once instead of once a tile; the same bits. _on: 0 never, 1
+ * every pass (CLOVER_CUDA_GDN_HEAD_ONCE=1), 2 (unset: AUTO) stacked passes of 2+ sequences only (read once); _set:
+ * 0, 1, 2 (AUTO), negative the environment again (tests, benches).
  * _groups_set: the groups of 256 threads a block, 1, 2 or 4 (CLOVER_CUDA_GDN_HEAD_ONCE_G), 0 by shape, negative the
  * environment again. _launches: how many launches took it (the tests check it ran). */
 int cuda_gdn_head_once_on(void);

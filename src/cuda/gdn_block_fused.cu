@@ -22,7 +22,8 @@
  * Taken when the shapes allow (dk, dv, conv_dim multiples of 4; dv divides
  * 256; 16-byte aligned state and scratch; shared memory <= 200 KiB), else
  * gdn_block.cu runs its own form.
- * 2'. k_block_head_once<G> (CLOVER_CUDA_GDN_HEAD_ONCE=1, off by default;
+ * 2'. k_block_head_once<G> (CLOVER_CUDA_GDN_HEAD_ONCE: AUTO takes it in
+ *    stacked passes of 2+ sequences only, =1 everywhere, =0 never;
  *    issues 24, 25): in 2 each of a head's ceil(b / 8) tiles copies the
  *    head's 64 KiB state (35B-A3B, b 32: 4 tiles, ~100 KB a block; a lone
  *    preview 128 blocks, 12.8 MB through L2 for 2 MiB of state; 16 stacked
@@ -55,6 +56,9 @@
  *    for bytes that are not its limit; and the stacked form gains no waves
  *    (1,024 blocks, two an SM). Not built: the device run decides first
  *    whether the stacked gain is real.
+ *    Measured (H200, bench/device-runs/2027-01-07-tall29 h1 / h2): 16
+ *    stacked diffusion sequences 297 -> 308.6 agg tok/s (+3.6%); a lone
+ *    preview 5.42 -> 5.94 ms. Hence AUTO: stacked passes only.
  */
 #include <math.h>
 #include <stdint.h>
@@ -495,8 +499,21 @@ extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 /* ---- the head-once form's switch, group count and launch ---- */
 static int g_head_once = -1, g_head_once_g = INT_MIN;
 static unsigned long long g_head_once_launches;
-extern "C" int cuda_gdn_head_once_on(void) { return cuda_switch_on(&g_head_once, "CLOVER_CUDA_GDN_HEAD_ONCE", 0); }
-extern "C" void cuda_gdn_head_once_set(int on) { cuda_switch_set(&g_head_once, on); }
+/* 0 never, 1 every pass, 2 (unset: AUTO) stacked passes of 2+ sequences only. Why AUTO (H200, tall29 h1 / h2):
+ * 16 stacked diffusion sequences 297 -> 308.6 agg tok/s (+3.6%: 512 blocks instead of 2,048 tiles re-reading each
+ * head's state), while a lone preview's 32 blocks on 32 SMs cost it +0.52 ms. Any other value: AUTO. */
+extern "C" int cuda_gdn_head_once_on(void) {
+    int v = __atomic_load_n(&g_head_once, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("CLOVER_CUDA_GDN_HEAD_ONCE");
+        v = e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : 2;
+        __atomic_store_n(&g_head_once, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+extern "C" void cuda_gdn_head_once_set(int on) {
+    __atomic_store_n(&g_head_once, on < 0 ? -1 : on >= 2 ? 2 : on != 0, __ATOMIC_RELAXED);
+}
 extern "C" void cuda_gdn_head_once_groups_set(int g) {
     __atomic_store_n(&g_head_once_g, g < 0 ? INT_MIN : g, __ATOMIC_RELAXED);
 }
@@ -566,11 +583,13 @@ static void head_once_launch(const fused_args &A, const cuda_gdn_block_seqs *m, 
     __atomic_fetch_add(&g_head_once_launches, 1ull, __ATOMIC_RELAXED);
 }
 
-/* The heads' launch of either form: the head-once one when switched on and its shared memory fits (bmax rows),
+/* The heads' launch of either form: the head-once one when its switch takes this pass (AUTO: a stack of 2+
+ * sequences) and its shared memory fits (bmax rows),
  * else the tile one (its 8-row tiles' shared memory checked by the caller; 4-row tiles take less). */
 static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int bmax, cudaStream_t st) {
     size_t smem = 0;
-    const int G = cuda_gdn_head_once_on() ? head_once_groups(bmax, A.dk, A.dv, &smem) : 0;
+    const int mode = cuda_gdn_head_once_on(), once = mode == 1 || (mode == 2 && m && m->n_seq >= 2);
+    const int G = once ? head_once_groups(bmax, A.dk, A.dv, &smem) : 0;
     if (G == 4) return head_once_launch<4>(A, m, smem, st);
     if (G == 2) return head_once_launch<2>(A, m, smem, st);
     if (G == 1) return head_once_launch<1>(A, m, smem, st);

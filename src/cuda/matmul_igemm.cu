@@ -688,6 +688,16 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     }
 }
 
+/* A pair launch (p.w_up: gate and up on grid.z): block z 1 takes the second product, its weights at the same
+ * offsets from their base and its own outputs. */
+__device__ __forceinline__ void ig_pair_pick(ig_params &p) {
+    if (p.w_up && blockIdx.z) {
+        const ptrdiff_t d = p.w_up - p.w;
+        p.w += d, p.w_lo += d, p.w_end += d;
+        p.y = p.y_up;
+    }
+}
+
 /* The tile loop (WIDE grouped launches, CLOVER_CUDA_MOE_TILE_LOOP, on unless 0): grid.y is then min(the worst-case
  * tile count, ~2 waves of blocks; ig_tile_rows), and block y walks the tiles y, y + gridDim.y, ... below the count,
  * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
@@ -697,11 +707,7 @@ template <int T, bool PREQ, bool WIDE, bool K2, int S2>
 __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
     static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
-    if (p.w_up && blockIdx.z) { /* the pair's second product: its weights (same offsets from its base) and outputs */
-        const ptrdiff_t d = p.w_up - p.w;
-        p.w += d, p.w_lo += d, p.w_end += d;
-        p.y = p.y_up;
-    }
+    ig_pair_pick(p);
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if (p.perm != NULL && (int)blockIdx.y >= *p.ntiles) return;
@@ -730,11 +736,7 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params
  * (one chunk a warp) gains (9.8 against 11.6); off by default. */
 template <int T>
 __global__ void __launch_bounds__(IG_THREADS, 2) igemm_tall_kernel(ig_params p) {
-    if (p.w_up && blockIdx.z) { /* the pair's second product, as igemm_kernel */
-        const ptrdiff_t d = p.w_up - p.w;
-        p.w += d, p.w_lo += d, p.w_end += d;
-        p.y = p.y_up;
-    }
+    ig_pair_pick(p);
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if ((int)blockIdx.y >= *p.ntiles) return;
@@ -1482,7 +1484,9 @@ int ig_launch_seg(uint32_t type, ig_params *p, const cuda_matmul_seg *seg, size_
  * 1 the narrowed passes, 2 every grouped K-quant product the WIDE tiles would take (a commit's, a decode batch's:
  * ~1-2 slots an expert, so the 1-n-tile body: a device A/B), else 0, off: the default. Measured slower (H200,
  * bench/device-runs/2027-01-07-tall29): a coreset preview 5.30 -> 5.43 ms (the pair 17.3 -> 22.0 us a layer: 128
- * live blocks, one an SM, each warp 4 chunks of 4 n-tiles; the down gained, 11.6 -> 9.8), mode 2 a commit +1.3 ms. */
+ * live blocks, one an SM, each warp 4 chunks of 4 n-tiles; the down gained, 11.6 -> 9.8), mode 2 a commit +1.3 ms.
+ * 3: the narrowed products of n_in <= 2 chunks only (the down: a warp one chunk, so the chain that lost the pair is
+ * not there), the pair on the WIDE tiles. */
 static int g_tall = INT_MIN;
 static unsigned long long g_tall_launches;
 extern "C" void cuda_moe_tall_set(int mode) {
@@ -1491,9 +1495,10 @@ extern "C" void cuda_moe_tall_set(int mode) {
 extern "C" unsigned long long cuda_moe_tall_launches(void) {
     return __atomic_load_n(&g_tall_launches, __ATOMIC_RELAXED);
 }
-int ig_tall_takes(uint32_t type, int narrow) {
+int ig_tall_takes(uint32_t type, int narrow, size_t n_in) {
     const int mode = cuda_env_int(&g_tall, "CLOVER_CUDA_MOE_TALL", 0);
-    return (type == MM_Q4_K || type == MM_Q5_K) && (mode == 2 || (mode == 1 && narrow));
+    return (type == MM_Q4_K || type == MM_Q5_K) &&
+           (mode == 2 || (mode == 1 && narrow) || (mode == 3 && narrow && n_in <= 2 * IG_CHUNK));
 }
 
 /* igemm_tall_kernel on the grouping pass's tiles (grid.y: the tile loop's cap, as the WIDE launches) */

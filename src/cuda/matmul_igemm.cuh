@@ -108,8 +108,8 @@ int igp_tile(uint32_t type, const ig_params *p, size_t n_slots, size_t n_expert,
 int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cudaStream_t st);
 /* TALL (grouped Q4_K / Q5_K experts of a narrowed pass: cuda_moe_args.narrow, a preview routed inside its coreset,
  * where each kept expert takes ~all the rows): 1 when the switch (CLOVER_CUDA_MOE_TALL: 1 narrowed passes, 2 every
- * pass, else off; cuda_moe_tall_set) takes it and the product of this type would otherwise take the WIDE tiles;
+ * pass, 3 narrowed products of n_in <= 512, else off; cuda_moe_tall_set) takes it and the product of this type would otherwise take the WIDE tiles;
  * the caller then sets p->tall (not p->wide) before ig_plan and ig_launch takes igemm_tall_kernel. */
-int ig_tall_takes(uint32_t type, int narrow);
+int ig_tall_takes(uint32_t type, int narrow, size_t n_in);
 
 #endif

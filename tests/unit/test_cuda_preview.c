@@ -32,7 +32,8 @@
  *    (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
  *  - gdn_head_once (issues 24, 25): the head-once form of the GDN heads
  *    (CLOVER_CUDA_GDN_HEAD_ONCE) against the tile form, bit for bit, lone
- *    and stacked, every group count; the states untouched;
+ *    and stacked, every group count, and its AUTO (stacked passes only);
+ *    the states untouched;
  *  - resolve vs the CPU backend's resolve: the same block, passes and the
  *    pass that fixed each row;
  *  - every generation case of the fixture (greedy and sampled, eleven or
@@ -1035,7 +1036,7 @@ static void gdn_head_once(void) {
     const int groups[NG] = {0, 1, 2, 4};
     const int small = getenv("CLOVER_TEST_SMALL") != NULL; /* under compute-sanitizer: a few cases */
     cuda_preview_set_forms(-1, 1);                          /* the fused form, whatever CLOVER_CUDA_GDN_BLOCK says */
-    size_t cases = 0, launches = 0, rt_cases = 0;
+    size_t cases = 0, launches = 0, rt_cases = 0, auto_cases = 0;
     double worst_rel = 0;
     const unsigned long long launched0 = cuda_gdn_head_once_launches();
     for (int gi = 0; gi < (small ? 2 : 3); gi++) {
@@ -1085,7 +1086,7 @@ static void gdn_head_once(void) {
         CHECK_MSG(rc_ == 0, "geometry %d, %zu rows, head-once %d/%d: rc %d (%s)", gi, (size_t)(b), on, gs, rc_,      \
                   cuda_preview_last_error());                                                                       \
         cuda_test_download(y, d_y, (n) * zw * 4);                                                                   \
-        launches += (on) != 0;                                                                                      \
+        launches += (on) == 1 || ((on) == 2 && !(b)); /* AUTO (2): the stack of NS sequences only */               \
     } while (0)
         for (int bi = 0; bi <= NB; bi++) { /* bi == NB: the stacked preview */
             if (small && bi != 0 && bi != 5 && bi != 9 && bi != NB) continue;
@@ -1110,6 +1111,18 @@ static void gdn_head_once(void) {
                 CHECK_MSG(bad == 0 && diff == 0, "geometry %d, %s %zu rows, groups %d: %zu outputs not finite, %zu "
                           "differ from the tile form's bits", gi, b ? "lone" : "stacked", n, groups[k], bad, diff);
                 cases++;
+            }
+            { /* AUTO: head-once in the stack of NS >= 2 sequences, the tile form alone; the same bits either way */
+                const unsigned long long before = cuda_gdn_head_once_launches();
+                HEAD_ONCE_RUN(y1, 2, 0, b, n);
+                const unsigned long long took = cuda_gdn_head_once_launches() - before;
+                CHECK_MSG(took == (b ? 0u : 1u), "geometry %d, %s %zu rows, AUTO: %llu head-once launches, expected %d",
+                          gi, b ? "lone" : "stacked", n, took, b ? 0 : 1);
+                size_t diff = 0;
+                for (size_t i = 0; i < n * zw; i++) diff += memcmp(&y0[i], &y1[i], 4) != 0;
+                CHECK_MSG(diff == 0, "geometry %d, %s %zu rows, AUTO: %zu outputs differ from the tile form's bits", gi,
+                          b ? "lone" : "stacked", n, diff);
+                auto_cases++;
             }
             if (!b) continue;
             gdn_block_scalar(ref, mixed, z, a, ring, state, &w, &cd_cpu, b, logf((float)b / 32.0f), scratch);
@@ -1139,9 +1152,9 @@ static void gdn_head_once(void) {
     cuda_gdn_head_once_groups_set(-1);
     cuda_gdn_head_rt_set(-1);
     cuda_preview_set_forms(-1, -1);
-    printf("     gdn heads, head-once vs tiles: %zu cases bit for bit (%llu launches), 4-row vs 8-row tiles: %zu cases "
-           "bit for bit, states untouched; vs the oracle within %.3g of max(1, max|ref|)\n", cases, ran, rt_cases,
-           worst_rel);
+    printf("     gdn heads, head-once vs tiles: %zu cases bit for bit (%llu launches), AUTO %zu cases (stacked only), "
+           "4-row vs 8-row tiles: %zu cases bit for bit, states untouched; vs the oracle within %.3g of max(1, "
+           "max|ref|)\n", cases, ran, auto_cases, rt_cases, worst_rel);
 }
 
 int main(void) {
