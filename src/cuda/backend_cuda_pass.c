@@ -606,8 +606,32 @@ static int prefetch_guess(backend_session *s, size_t il, size_t n, clover_error 
     return rc;
 }
 
+static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
+                            bool side, clover_error *err);
+
 static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
                              clover_error *err) {
+    const model_moe_weights *w = &ml->moe;
+    const size_t Fs = s->hp->n_ff_shexp;
+    int rc;
+    /* beside the router only where the pass leaves SMs idle: a 512-row chunk's products fill the GPU, and there the
+     * side stream only contends (H200, 2026-12-13-final24 prompt24.sh: prompt 512 4,997 tok/s with it, 5,079
+     * without) */
+    const bool side = Fs && s->side && n <= SHEXP_SIDE_MAX_ROWS;
+    if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
+    /* a lone coreset preview's router, coreset and routed experts marked (CLOVER_CUDA_PDL_ROWS 6 / 7 take PDL off
+     * for those launches alone: cuda_device.cu) */
+    const bool mark_moe = p->preview && p->coreset && !s->stack;
+    const int mark = cuda_pdl_rows_pass(0);
+    cuda_pdl_rows_pass(mark | (mark_moe ? CUDA_PDL_MARK_MOE : 0));
+    rc = layer_moe_routed(s, ml, il, n, p, side, err);
+    cuda_pdl_rows_pass(mark);
+    return rc;
+}
+
+/* layer_moe_enqueue's router, routing, routed experts and their sum (with the shared expert's, joined) */
+static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
+                            bool side, clover_error *err) {
     const model_moe_weights *w = &ml->moe;
     const model_hparams *hp = s->hp;
     cuda_scratch *sc = &s->sc;
@@ -618,11 +642,6 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     const model_weight *rw[2] = {&w->gate_inp, &w->gate_inp_shexp}; /* with the shared expert's gate logit */
     const bool ex[2] = {true, false};
     float *const out[2] = {sc->rlog, sc->sg};
-    /* beside the router only where the pass leaves SMs idle: a 512-row chunk's products fill the GPU, and there the
-     * side stream only contends (H200, 2026-12-13-final24 prompt24.sh: prompt 512 4,997 tok/s with it, 5,079
-     * without) */
-    const bool side = Fs && s->side && n <= SHEXP_SIDE_MAX_ROWS;
-    if (side && (rc = shexp_on_side(s, w, n, err))) return rc; /* layer_moe joins */
     /* rows routed freely over all experts (no coreset, not a stacked preview's per-sequence routing): the router
      * product, the shared expert's gate logit and the routing in one launch where they fit it */
     const bool free_route = !(p->preview && (s->stack || p->coreset));

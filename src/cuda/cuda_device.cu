@@ -94,7 +94,9 @@ extern "C" void cuda_pdl_set(int on) { __atomic_store_n(&g_pdl, on ? 1 : 0, __AT
 
 /* The many-row launches' PDL (pdl_launch_rows). CLOVER_CUDA_PDL_ROWS: 0 off, 1 on everywhere; 2 (unset: AUTO) on
  * except in a lone preview with the coreset; 3 also off in stacked coreset previews; 4 off on the shared expert's
- * side stream only; 5 both 2's and 4's. The backend marks those launches (cuda_pdl_rows_pass: CUDA_PDL_MARK_* bits)
+ * side stream only; 5 both 2's and 4's; 6 off only for a lone coreset preview's routed experts (the grouping,
+ * quantiser and expert launches after the coreset's cluster launch: pdlwhy28 found PDL's cost there), on in the
+ * rest of that pass; 7 both 6's and 4's. The backend marks those launches (cuda_pdl_rows_pass: CUDA_PDL_MARK_* bits)
  * on the thread that enqueues or captures them. Why AUTO: a 32-row coreset preview ran 5.90 -> 5.52-5.55 ms with
  * the row launches' PDL off, block diffusion +1.7%, while the preview without the coreset (+0.03..+0.08 ms) and the
  * commit (+0.07..+0.09 ms) lost a little (H100, bench/device-runs/2027-01-05-sweep27). cuda_pdl_rows_set: 1/0 on/off
@@ -106,15 +108,16 @@ static int pdl_rows_mode(void) {
     int v = __atomic_load_n(&g_pdl_rows, __ATOMIC_RELAXED);
     if (v < 0) {
         const char *e = getenv("CLOVER_CUDA_PDL_ROWS");
-        v = e && e[0] >= '0' && e[0] <= '5' && !e[1] ? e[0] - '0' : 2; /* one digit 0..5; anything else AUTO */
+        v = e && e[0] >= '0' && e[0] <= '7' && !e[1] ? e[0] - '0' : 2; /* one digit 0..7; anything else AUTO */
         __atomic_store_n(&g_pdl_rows, v, __ATOMIC_RELAXED);
     }
     return v;
 }
 int cuda_pdl_rows_enabled(void) {
     /* the marks each mode takes PDL off under (modes 0 and 1: none, the mode itself says) */
-    static const int off_under[6] = {0, 0, CUDA_PDL_MARK_CORESET, CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_STACKED,
-                                     CUDA_PDL_MARK_SIDE, CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_SIDE};
+    static const int off_under[8] = {0, 0, CUDA_PDL_MARK_CORESET, CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_STACKED,
+                                     CUDA_PDL_MARK_SIDE, CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_SIDE,
+                                     CUDA_PDL_MARK_MOE, CUDA_PDL_MARK_MOE | CUDA_PDL_MARK_SIDE};
     const int m = pdl_rows_mode();
     return m <= 1 ? m : !(t_pdl_rows_mark & off_under[m]);
 }
@@ -122,6 +125,6 @@ extern "C" void cuda_pdl_rows_set(int on) { __atomic_store_n(&g_pdl_rows, on < 0
 extern "C" int cuda_pdl_rows_now(void) { return cuda_pdl_enabled() && cuda_pdl_rows_enabled(); }
 extern "C" int cuda_pdl_rows_pass(int mark) {
     const int old = t_pdl_rows_mark;
-    t_pdl_rows_mark = mark & (CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_STACKED | CUDA_PDL_MARK_SIDE);
+    t_pdl_rows_mark = mark & (CUDA_PDL_MARK_CORESET | CUDA_PDL_MARK_STACKED | CUDA_PDL_MARK_SIDE | CUDA_PDL_MARK_MOE);
     return old;
 }

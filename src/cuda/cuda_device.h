@@ -40,9 +40,10 @@ void cuda_pdl_set(int on);
  * on / off everywhere, negative: the environment again. */
 void cuda_pdl_rows_set(int on);
 /* The marks of the launches this thread enqueues or captures from now on (bits): inside a lone preview with the
- * coreset, a stacked preview with one, the shared expert's side stream; 0 (the default) none. Returns the marks
- * before, for the caller to restore. */
-enum { CUDA_PDL_MARK_CORESET = 1, CUDA_PDL_MARK_STACKED = 2, CUDA_PDL_MARK_SIDE = 4 };
+ * coreset, a stacked preview with one, the shared expert's side stream, a lone coreset preview's routed experts
+ * (the router to the experts' sum: the launches around the coreset's cluster launch); 0 (the default) none.
+ * Returns the marks before, for the caller to restore. */
+enum { CUDA_PDL_MARK_CORESET = 1, CUDA_PDL_MARK_STACKED = 2, CUDA_PDL_MARK_SIDE = 4, CUDA_PDL_MARK_MOE = 8 };
 int cuda_pdl_rows_pass(int mark);
 /* 1 where a many-row launch of this thread would take PDL now (tests). */
 int cuda_pdl_rows_now(void);

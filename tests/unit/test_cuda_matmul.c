@@ -2735,17 +2735,19 @@ static void test_norm_q8(void) {
 }
 
 /* CLOVER_CUDA_PDL_ROWS against the launches' marks (cuda_pdl_rows_pass: bits 1 a lone coreset preview, 2 a stacked
- * one, 4 the shared expert's side stream): the table the switch's comment states, written out by hand (unset and a
- * bad value, a number or a word: AUTO = 2). */
+ * one, 4 the shared expert's side stream, 8 a lone coreset preview's routed experts, so 9 inside that pass): the
+ * table the switch's comment states, written out by hand (unset and a bad value, a number or a word: AUTO = 2). */
 static void test_pdl_rows_passes(void) {
-    static const int marks[6] = {0, 1, 2, 4, 5, 6};
+    enum { NM = 8 };
+    static const int marks[NM] = {0, 1, 2, 4, 5, 6, 9, 8};
     static const struct {
         const char *env;
-        int on[6]; /* PDL for the row launches under each of marks */
-    } tab[] = {{NULL, {1, 0, 1, 1, 0, 1}}, {"2", {1, 0, 1, 1, 0, 1}}, {"9", {1, 0, 1, 1, 0, 1}},
-               {"off", {1, 0, 1, 1, 0, 1}}, {"10", {1, 0, 1, 1, 0, 1}},
-               {"3", {1, 0, 0, 1, 0, 0}}, {"4", {1, 1, 1, 0, 0, 0}}, {"5", {1, 0, 1, 0, 0, 0}},
-               {"0", {0, 0, 0, 0, 0, 0}}, {"1", {1, 1, 1, 1, 1, 1}}};
+        int on[NM]; /* PDL for the row launches under each of marks */
+    } tab[] = {{NULL, {1, 0, 1, 1, 0, 1, 0, 1}}, {"2", {1, 0, 1, 1, 0, 1, 0, 1}}, {"9", {1, 0, 1, 1, 0, 1, 0, 1}},
+               {"off", {1, 0, 1, 1, 0, 1, 0, 1}}, {"10", {1, 0, 1, 1, 0, 1, 0, 1}}, {"8", {1, 0, 1, 1, 0, 1, 0, 1}},
+               {"3", {1, 0, 0, 1, 0, 0, 0, 1}}, {"4", {1, 1, 1, 0, 0, 0, 1, 1}}, {"5", {1, 0, 1, 0, 0, 0, 0, 1}},
+               {"6", {1, 1, 1, 1, 1, 1, 0, 0}}, {"7", {1, 1, 1, 0, 0, 0, 0, 0}},
+               {"0", {0, 0, 0, 0, 0, 0, 0, 0}}, {"1", {1, 1, 1, 1, 1, 1, 1, 1}}};
     cuda_pdl_set(1);
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
         if (tab[i].env)
@@ -2753,7 +2755,7 @@ static void test_pdl_rows_passes(void) {
         else
             unsetenv("CLOVER_CUDA_PDL_ROWS");
         cuda_pdl_rows_set(-1); /* the environment again */
-        for (int j = 0; j < 6; j++) {
+        for (int j = 0; j < NM; j++) {
             const int before = cuda_pdl_rows_pass(marks[j]);
             CHECK_MSG(cuda_pdl_rows_now() == tab[i].on[j], "CLOVER_CUDA_PDL_ROWS=%s, marks %d: PDL %d, expected %d",
                       tab[i].env ? tab[i].env : "(unset)", marks[j], cuda_pdl_rows_now(), tab[i].on[j]);

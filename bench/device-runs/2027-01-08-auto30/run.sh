@@ -5,23 +5,29 @@
 #    and h2 +0.52 ms on a lone preview, so AUTO should keep both gains;
 #  - CLOVER_CUDA_MOE_TALL=3: the tall expert tiles for a coreset preview's down only (n_in <= 512: a warp one chunk,
 #    tall29 k: 11.6 -> 9.8 us a layer), the pair on the WIDE tiles (the tall pair lost: 17.3 -> 22.0).
-#   run(command="ITEMS='auto30:t,p,b,v' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=500)
+#   run(command="ITEMS='auto30:t,p,b,w,v' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=500)
 # STEPS: t  test_cuda_preview (gdn_head_once: the AUTO cases, bit for bit, and its launch counts), test_cuda_matmul's
-#           test_moe_tall (mode 3 now: tall only where n_in <= 512), test_cuda_batch, test_cuda_backend; clover run
-#           ids at the defaults and with TALL=3
+#           test_moe_tall (mode 3 now: tall only where n_in <= 512) and test_pdl_rows_passes (modes 6 / 7, mark 8),
+#           test_cuda_batch, test_cuda_backend; clover run ids at the defaults, with TALL=3 and with PDL_ROWS=6
 #        p  dr_preview (bench_cuda_preview --reps 3) TALL 0 / 3 alternating twice (HEAD_ONCE AUTO: lone, so tiles)
 #        b  bench_batch --mode diffusion --n 1,16 HEAD_ONCE 0 / unset (AUTO) alternating twice
+#        w  dr_preview CLOVER_CUDA_PDL_ROWS unset (AUTO: the lone coreset preview's row launches plain) / 6 (plain only
+#           for its routed experts: router to the experts' sum, pdlwhy28's place of PDL's cost; PDL for the rest) / 7
+#           (6 and the side stream plain) / 1 (PDL everywhere), alternating twice
 #        v  serve 16 x 128 AR (the --no-diffusion file) and 16 x 64 diffusion at the defaults (issue 25's ratios;
 #           last measured state24 on an H200: 5.28x / 1.90x, occ25 2.03x)
 # Predictions (before the run):
-#  t: all pass; ids db3c58da3157 / ff19558da508 at the defaults and with TALL=3.
+#  t: all pass; ids db3c58da3157 / ff19558da508 in all three forms.
 #  p: TALL=3 the coreset preview -0.05..-0.09 ms (40 downs x 1.8 us; H200 5.30 -> ~5.23, H100 5.43 -> ~5.36), the
 #     preview without the coreset and the commit unchanged (+-0.02), block diffusion +1..+2 tok/s.
 #  b: n 16 AUTO / 0 +3..+4% (H200 297 -> 308); n 1 equal within 1% (a lone block: tiles either way).
+#  w: 6 the coreset preview -0.05..-0.15 ms against AUTO (H200 tall29 seq3: =1 was -0.06 there, block diffusion -0.7
+#     tok/s; 6 keeps =1's gain on the dense launches without the experts' cost), the commit and the preview without
+#     the coreset equal (unmarked); 7 within 0.03 of 6.
 #  v: AR 5.2-5.4x; diffusion 2.0-2.2x (AUTO's +3.6% on the stacked passes); answers identical.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
-STEPS=${STEPS:-t p b v}
+STEPS=${STEPS:-t p b w v}
 . "$PACK/lib.sh"
 dr_init auto30
 C=$D/bin/clover
@@ -29,11 +35,11 @@ AR=/tmp/synth35-ar.gguf
 dr_synth35
 if has t; then
   tst test_cuda_preview all 150
-  tst test_cuda_matmul tall 200 CLOVER_TEST_ONLY=test_moe_tall
+  tst test_cuda_matmul tall 200 CLOVER_TEST_ONLY=test_moe_tall,test_pdl_rows_passes
   for n in test_cuda_batch test_cuda_backend; do tst $n all 120; done
   wait $SPID
-  for v in def 3; do
-    e="CLOVER_CUDA_MOE_TALL=3"; [ $v = 3 ] || e="CLOVER_NOTHING=1"
+  for v in def 3 p6; do
+    case $v in 3) e="CLOVER_CUDA_MOE_TALL=3" ;; p6) e="CLOVER_CUDA_PDL_ROWS=6" ;; *) e="CLOVER_NOTHING=1" ;; esac
     env $e timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
       > "$O/run_$v.json" 2> "$O/run_$v.err"
     env $e timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual \
@@ -58,6 +64,15 @@ if has b; then
       say "== bench_batch --mode diffusion --n 1,16 HEAD_ONCE=$v rc=$? at +$(el)s"
       grep -E "^ +(1|16) " "$O/dbatch_${v}_$r.log" | cut -c1-130 | tee -a "$S"
     done
+  done
+fi
+if has w; then
+  wait $SPID
+  for r in 1 2; do
+    dr_preview PDLR_auto_$r CLOVER_NOTHING=1
+    dr_preview PDLR_6_$r CLOVER_CUDA_PDL_ROWS=6
+    dr_preview PDLR_7_$r CLOVER_CUDA_PDL_ROWS=7
+    dr_preview PDLR_1_$r CLOVER_CUDA_PDL_ROWS=1
   done
 fi
 if has v; then
