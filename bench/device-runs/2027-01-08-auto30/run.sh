@@ -14,6 +14,9 @@
 #        w  dr_preview CLOVER_CUDA_PDL_ROWS unset (AUTO: the lone coreset preview's row launches plain) / 6 (plain only
 #           for its routed experts: router to the experts' sum, pdlwhy28's place of PDL's cost; PDL for the rest) / 7
 #           (6 and the side stream plain) / 1 (PDL everywhere), alternating twice
+#        d  the first sweep of the 16-sequence stacked diffusion pass (bench_batch --mode diffusion --n 16 --prompt 32
+#           --gen 64; issue 25's furthest bar): the base and each of DV's switches (forms with the same bits only),
+#           two rounds, the base first in each
 #        v  serve 16 x 128 AR (the --no-diffusion file) and 16 x 64 diffusion at the defaults (issue 25's ratios;
 #           last measured state24 on an H200: 5.28x / 1.90x, occ25 2.03x)
 # Predictions (before the run):
@@ -24,10 +27,12 @@
 #  w: 6 the coreset preview -0.05..-0.15 ms against AUTO (H200 tall29 seq3: =1 was -0.06 there, block diffusion -0.7
 #     tok/s; 6 keeps =1's gain on the dense launches without the experts' cost), the commit and the preview without
 #     the coreset equal (unmarked); 7 within 0.03 of 6.
+#  d: every form within +-2% of the base except IGW_MOE=0 / IGEMM_WIDE=0 (the 512-row tiles off: -10..-30%),
+#     MOE_TALL=2 (-3..-8%: the AR step's -6%), PDL_ROWS=0 (-1..-3%); a gain of >= 2% would be a default to move.
 #  v: AR 5.2-5.4x; diffusion 2.0-2.2x (AUTO's +3.6% on the stacked passes); answers identical.
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
-STEPS=${STEPS:-t p b w v}
+STEPS=${STEPS:-t p b w d v}
 . "$PACK/lib.sh"
 dr_init auto30
 C=$D/bin/clover
@@ -73,6 +78,22 @@ if has w; then
     dr_preview PDLR_6_$r CLOVER_CUDA_PDL_ROWS=6
     dr_preview PDLR_7_$r CLOVER_CUDA_PDL_ROWS=7
     dr_preview PDLR_1_$r CLOVER_CUDA_PDL_ROWS=1
+  done
+fi
+DV=${DV:-"CLOVER_CUDA_PDL_ROWS=3 CLOVER_CUDA_PDL_ROWS=0 CLOVER_CUDA_IG_X2=0 CLOVER_CUDA_IG_X2=1
+ CLOVER_CUDA_MOE_TILE_LOOP=0 CLOVER_CUDA_EXACT_TILE=0 CLOVER_CUDA_IGW_MOE=0 CLOVER_CUDA_MOE_PERSIST=1
+ CLOVER_CUDA_GDN_HEAD_ONCE_G=2 CLOVER_CUDA_IGEMM_WIDE=0 CLOVER_CUDA_SHARE_XQ=0 CLOVER_CUDA_GLU_QUANT=0
+ CLOVER_CUDA_NORM_Q8=0 CLOVER_CUDA_MOE_TALL=2"}
+if has d; then
+  wait $SPID
+  for round in 1 2; do
+    for v in base $DV; do
+      [ "$(el)" -lt $(( ${DR_LIMIT:-585} - 30 )) ] || { say "d: no time for $v (round $round)"; continue; }
+      e="CLOVER_NOTHING=1"; [ "$v" = base ] || e=${v//,/ }
+      env $e timeout 60 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 --gen 64 \
+        > "$O/d_${round}_${v//[^A-Za-z0-9]/_}.log" 2>&1
+      say "d$round rc=$? ${v}: $(grep -E '^ +16 ' "$O/d_${round}_${v//[^A-Za-z0-9]/_}.log" | tail -1 | cut -c1-110)"
+    done
   done
 fi
 if has v; then
