@@ -522,6 +522,13 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
  * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
  * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
  * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
+/* adds bits to this thread's launch marks (cuda_device.h); returns the marks before, for the caller to restore */
+static int pdl_marks_add(int bits) {
+    const int before = cuda_pdl_rows_pass(0);
+    cuda_pdl_rows_pass(before | bits);
+    return before;
+}
+
 enum { SHEXP_SIDE_MAX_ROWS = 64 }; /* decode, stacked decode and one or two blocks' previews and commits */
 static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
     char why[CUDA_WHY] = "";
@@ -530,8 +537,7 @@ static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t 
     void *main_stream = s->stream, *main_work = s->sc.mm_work;
     s->stream = s->side;
     s->sc.mm_work = s->sc.mm_work2;
-    const int mark = cuda_pdl_rows_pass(0); /* its launches marked: PDL as CLOVER_CUDA_PDL_ROWS says */
-    cuda_pdl_rows_pass(mark | CUDA_PDL_MARK_SIDE);
+    const int mark = pdl_marks_add(CUDA_PDL_MARK_SIDE); /* its launches marked: PDL as CLOVER_CUDA_PDL_ROWS says */
     int rc = shexp_ffn(s, w, n, err);
     cuda_pdl_rows_pass(mark);
     s->stream = main_stream;
@@ -622,8 +628,7 @@ static int layer_moe_enqueue(backend_session *s, const model_layer *ml, size_t i
     /* a lone coreset preview's router, coreset and routed experts marked (CLOVER_CUDA_PDL_ROWS 6 / 7 take PDL off
      * for those launches alone: cuda_device.cu) */
     const bool mark_moe = p->preview && p->coreset && !s->stack;
-    const int mark = cuda_pdl_rows_pass(0);
-    cuda_pdl_rows_pass(mark | (mark_moe ? CUDA_PDL_MARK_MOE : 0));
+    const int mark = pdl_marks_add(mark_moe ? CUDA_PDL_MARK_MOE : 0);
     rc = layer_moe_routed(s, ml, il, n, p, side, err);
     cuda_pdl_rows_pass(mark);
     return rc;

@@ -497,22 +497,17 @@ __global__ void __launch_bounds__(G *F_THREADS) k_block_head_once_multi(fused_ar
 extern thread_local char g_preview_err[256]; /* gdn_block.cu */
 
 /* ---- the head-once form's switch, group count and launch ---- */
-static int g_head_once = -1, g_head_once_g = INT_MIN;
+static int g_head_once = INT_MIN, g_head_once_g = INT_MIN;
 static unsigned long long g_head_once_launches;
 /* 0 never, 1 every pass, 2 (unset: AUTO) stacked passes of 2+ sequences only. Why AUTO (H200, tall29 h1 / h2):
  * 16 stacked diffusion sequences 297 -> 308.6 agg tok/s (+3.6%: 512 blocks instead of 2,048 tiles re-reading each
  * head's state), while a lone preview's 32 blocks on 32 SMs cost it +0.52 ms. Any other value: AUTO. */
 extern "C" int cuda_gdn_head_once_on(void) {
-    int v = __atomic_load_n(&g_head_once, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("CLOVER_CUDA_GDN_HEAD_ONCE");
-        v = e && (e[0] == '0' || e[0] == '1') && !e[1] ? e[0] - '0' : 2;
-        __atomic_store_n(&g_head_once, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    const int v = cuda_env_int(&g_head_once, "CLOVER_CUDA_GDN_HEAD_ONCE", 2);
+    return v == 0 || v == 1 ? v : 2;
 }
 extern "C" void cuda_gdn_head_once_set(int on) {
-    __atomic_store_n(&g_head_once, on < 0 ? -1 : on >= 2 ? 2 : on != 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&g_head_once, on < 0 ? INT_MIN : on >= 2 ? 2 : on != 0, __ATOMIC_RELAXED);
 }
 extern "C" void cuda_gdn_head_once_groups_set(int g) {
     __atomic_store_n(&g_head_once_g, g < 0 ? INT_MIN : g, __ATOMIC_RELAXED);
