@@ -25,9 +25,10 @@
  * 15.2 us), 32 blocks each walking 64 KB through shared memory in ~10
  * barrier-separated phases.
  *
- * Split (SPLIT 4, dv a multiple of 32; AUTO where one block a head leaves SMs idle: a lone decode step, stacks of
- * up to 4 sequences at the 35B-A3B's 32 heads; CLOVER_CUDA_GDN_REC_SPLIT): the same kernel with a head's columns
- * over a cluster of 4 blocks, the gated norm's sum over the cluster's shared memory, the same bits.
+ * Split (SPLIT 4, dv a multiple of 32; CLOVER_CUDA_GDN_REC_SPLIT=2 AUTO where one block a head leaves SMs idle:
+ * a lone decode step, stacks of up to 4 sequences at the 35B-A3B's 32 heads; off by default until a device run):
+ * the same kernel with a head's columns over a cluster of 4 blocks, the gated norm's sum over the cluster's shared
+ * memory, the same bits.
  *
  * gdn_rec_smem_kernel (any dims, the fallback; CLOVER_CUDA_GDN_REC=smem
  * forces it for A/B): S in shared memory for all the block's rows, the two
@@ -324,19 +325,20 @@ static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
     return gdn_rec_forced() != 1 && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
 }
 
-/* The split form (SPLIT = REC_SPLIT blocks a head, a cluster): CLOVER_CUDA_GDN_REC_SPLIT=1 wherever it fits, 0
- * never, unset (2) AUTO: where the one-block-a-head form gives fewer blocks than the GPU has SMs (a lone decode
- * step: 32 heads; 4 sequences at most at the 35B-A3B's); cuda_gdn_rec_split_set: the same values, negative the
- * environment again. The same bits either way (the kernel's comment). */
+/* The split form (SPLIT = REC_SPLIT blocks a head, a cluster): CLOVER_CUDA_GDN_REC_SPLIT=1 wherever it fits, 2
+ * AUTO: where the one-block-a-head form gives fewer blocks than the GPU has SMs (a lone decode step: 32 heads; 4
+ * sequences at most at the 35B-A3B's); unset or 0 never, the default until a device run has timed it and run its
+ * test (written 2026-12-07 without one: bench/device-runs/2027-01-09-gdnsplit31); cuda_gdn_rec_split_set: the
+ * same values, negative the environment again. The same bits either way (the kernel's comment). */
 enum { REC_SPLIT = 4 };
 static int g_rec_split = INT_MIN;
 extern "C" void cuda_gdn_rec_split_set(int mode) {
     __atomic_store_n(&g_rec_split, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED);
 }
 static bool gdn_rec_split_takes(const cuda_gdn_dims *d, int n_seq) {
-    const int mode = cuda_env_int(&g_rec_split, "CLOVER_CUDA_GDN_REC_SPLIT", 2);
-    if (mode == 0 || gdn_rec_forced() == 2 || d->v_dim % (8 * REC_SPLIT)) return false; /* whole warps a block */
-    return mode == 1 || (long)d->n_v_heads * n_seq < cuda_sm_count();
+    const int mode = cuda_env_int(&g_rec_split, "CLOVER_CUDA_GDN_REC_SPLIT", 0);
+    if ((mode != 1 && mode != 2) || gdn_rec_forced() == 2 || d->v_dim % (8 * REC_SPLIT)) return false;
+    return mode == 1 || (long)d->n_v_heads * n_seq < cuda_sm_count(); /* (dv: whole warps a block) */
 }
 static unsigned long long g_rec_split_launches;
 extern "C" unsigned long long cuda_gdn_rec_split_launches(void) {

@@ -2,15 +2,17 @@
 # Written in the session of 2026-12-07 01:52 UTC (issue 24: decode; issue 25: the stacked steps of 2-4 sequences).
 # The GDN decode recurrence split over a thread-block cluster (gdn_recurrent.cu, gdn_rec_reg_kernel<.., SPLIT 4>):
 # a head's 128 value columns over 4 blocks of 128 threads instead of one of 512, the gated norm's warp partials
-# summed through the cluster's shared memory in the head's warp order (the same bits). AUTO (the default,
-# CLOVER_CUDA_GDN_REC_SPLIT unset): where one block a head gives fewer blocks than SMs (32 heads x n_seq < 132:
-# a lone decode step and stacks of up to 4); =1 wherever dv is a multiple of 32, =0 never (the form before).
+# summed through the cluster's shared memory in the head's warp order (the same bits). CLOVER_CUDA_GDN_REC_SPLIT=2
+# (AUTO): where one block a head gives fewer blocks than SMs (32 heads x n_seq < 132: a lone decode step and stacks
+# of up to 4); =1 wherever dv is a multiple of 32; unset / 0 never (the default until this run: make 2 the default
+# if t passes and b gains).
 #   run(command="ITEMS='gdnsplit31:t,b' OUT=$OUT/seqN bash .gpu-seq/run.sh", carry=[".gpu-seq"], timeout_s=500)
 # STEPS: t  test_cuda_gdn (recurrent_split_matches_reg: y and states bit for bit against one block a head, and
 #           the CPU bound), the same under compute-sanitizer memcheck, test_cuda_backend, test_cuda_batch,
-#           test_cuda_preview; clover run ids at the defaults (AUTO: split) and with SPLIT=0
+#           test_cuda_preview; clover run ids with SPLIT=2 (AUTO: split) and 0
 #        b  bench_cuda_decode (CLOVER_BENCH_DECODE_ROWS=1: the 1-row ops, then the backend's decode step) SPLIT 0 /
-#           unset alternating twice; bench_batch --mode ar --n 1,2,4,16 SPLIT 0 / unset once each
+#           2 alternating twice; bench_batch --mode ar --n 1,2,4,16 SPLIT 0 / 2 once each
+#        q  b's first round of bench_cuda_decode only (a short call)
 #        c  bench_cuda_backend at the defaults (decode / prompt / commit figures; llama.cpp's are the stored ones)
 #        v  serve AR 16 x 128 (the --no-diffusion file) at the defaults (the one-request rate gains, so the
 #           ratio may fall)
@@ -19,7 +21,8 @@
 #  b: the GDN op at 1 row ~8 -> 3-4 us (128 blocks on 132 SMs instead of 32); the decode step -0.10..-0.15 ms
 #     (30 layers x 4-5 us: +3..+5% tok/s); bench_batch ar n 1 +3..+5%, n 2 +2..+4%, n 4 +1..+3%, n 16 equal
 #     (AUTO keeps one block a head there).
-#  v: sequential +3..+5% (~340 tok/s), 16 concurrent equal (~1,750): the ratio ~5.1x.
+#  v: sequential +3..+5% (~340 tok/s), 16 concurrent equal (~1,750): the ratio ~5.1x (v runs the defaults:
+#     set CLOVER_CUDA_GDN_REC_SPLIT=2 in dr_serve's ENVS, or run it after the default moves).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t b}
@@ -38,8 +41,8 @@ if has t; then
   fi
   for n in test_cuda_backend test_cuda_batch test_cuda_preview; do tst $n all 150; done
   wait $SPID
-  for v in def 0; do
-    e="CLOVER_NOTHING=1"; [ $v = 0 ] && e="CLOVER_CUDA_GDN_REC_SPLIT=0"
+  for v in 2 0; do
+    e="CLOVER_CUDA_GDN_REC_SPLIT=$v"
     env $e timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
       > "$O/run_$v.json" 2> "$O/run_$v.err"
     env $e timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual \
@@ -47,18 +50,19 @@ if has t; then
     say "clover run split $v: diffusion $(dr_ids "$O/run_$v.json"), --ar $(dr_ids "$O/ar_$v.json") (db3c58da3157 / ff19558da508)"
   done
 fi
-if has b; then
+if has b || has q; then
   wait $SPID
-  for r in 1 2; do
+  rounds="1 2"; has b || rounds=1 # q: one round of the decode step, no bench_batch (a short call)
+  for r in $rounds; do
     for v in 0 auto; do
-      e="CLOVER_NOTHING=1"; [ $v = 0 ] && e="CLOVER_CUDA_GDN_REC_SPLIT=0"
+      e="CLOVER_CUDA_GDN_REC_SPLIT=0"; [ $v = 0 ] || e="CLOVER_CUDA_GDN_REC_SPLIT=2"
       env $e CLOVER_BENCH_DECODE_ROWS=1 timeout 90 "$D/bin/bench_cuda_decode" $F > "$O/decode_${v}_$r.log" 2>&1
       say "bench_cuda_decode SPLIT=$v rc=$? at +$(el)s:"
       grep -iE "^STEP|gdn" "$O/decode_${v}_$r.log" | cut -c1-150 | head -8 | tee -a "$S"
     done
   done
-  for v in 0 auto; do
-    e="CLOVER_NOTHING=1"; [ $v = 0 ] && e="CLOVER_CUDA_GDN_REC_SPLIT=0"
+  has b && for v in 0 auto; do
+    e="CLOVER_CUDA_GDN_REC_SPLIT=0"; [ $v = 0 ] || e="CLOVER_CUDA_GDN_REC_SPLIT=2"
     env $e timeout 150 "$D/bin/bench_batch" $F --device cuda --mode ar --n 1,2,4,16 --prompt 32 --gen 96 \
       > "$O/batch_$v.log" 2>&1
     say "== bench_batch --mode ar --n 1,2,4,16 SPLIT=$v rc=$? at +$(el)s"
