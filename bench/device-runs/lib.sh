@@ -19,6 +19,9 @@
 #   dr_ids_cmp A.json B.json TAG        "TAG ids: equal (N)" or the first position where they differ
 #   dr_preview LABEL [ENV...]           bench_cuda_preview --reps 3 on F with ENV: its coreset / no-coreset preview,
 #                                       commit and block-diffusion figures said on one line (the sweeps' form)
+#   dr_run_ids TAG [ENV...]             `clover run --device cuda` of F, diffusion and --ar (ids 11..40, 64 tokens)
+#                                       with ENV: both ids' hashes said against the references
+#   dr_backend                          bench_cuda_backend on F in what is left of DR_LIMIT: its figures said
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -83,6 +86,21 @@ dr_preview() {
     local l=$(grep -E "^(preview 32 rows, first|commit|block)" "$O/p_$lab.log" | \
         awk '{for (i = 2; i <= NF; i++) if ($i == "ms" || $i == "tok/s") { printf "%s ", $(i - 1); break }}')
     say "p rc=$rc $lab ($*): coreset/nocoreset/commit ms, block tok/s: $l"
+}
+dr_run_ids() {
+    local tag=$1; shift
+    env CLOVER_NOTHING=1 "$@" timeout 60 "$D/bin/clover" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 \
+        --ignore-eos --no-visual --json > "$O/run_$tag.json" 2> "$O/run_$tag.err"
+    env CLOVER_NOTHING=1 "$@" timeout 60 "$D/bin/clover" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 \
+        --ignore-eos --no-visual --json > "$O/ar_$tag.json" 2> "$O/ar_$tag.err"
+    say "clover run $tag${*:+ ($*)}: diffusion $(dr_ids "$O/run_$tag.json"), --ar $(dr_ids "$O/ar_$tag.json") (db3c58da3157 / ff19558da508)"
+}
+dr_backend() {
+    local left=$(( ${DR_LIMIT:-585} - $(el) - 10 ))
+    [ $left -gt 30 ] || { say "bench_cuda_backend: no time ($left s)"; return; }
+    timeout $left "$D/bin/bench_cuda_backend" $F > "$O/backend.log" 2>&1
+    say "== bench_cuda_backend rc=$? at +$(el)s"
+    grep -vE "^(model|device) " "$O/backend.log" | cut -c1-160 | head -20 | tee -a "$S"
 }
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"

@@ -517,11 +517,6 @@ static int layer_gdn(backend_session *s, const model_layer *ml, const cuda_layer
     return mm(s, &w->out, sc->gout, n, sc->y, err);
 }
 
-/* The shared expert on the side stream: it reads only x (this layer's normed input) and writes only gs, us, ys
- * (and its own mm_work2), none of which the router or the routed experts touch, so it runs beside them instead
- * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
- * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
- * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
 /* adds bits to this thread's launch marks (cuda_device.h); returns the marks before, for the caller to restore */
 static int pdl_marks_add(int bits) {
     const int before = cuda_pdl_rows_pass(0);
@@ -529,6 +524,11 @@ static int pdl_marks_add(int bits) {
     return before;
 }
 
+/* The shared expert on the side stream: it reads only x (this layer's normed input) and writes only gs, us, ys
+ * (and its own mm_work2), none of which the router or the routed experts touch, so it runs beside them instead
+ * of after them; combine waits for it (shexp_join). The same kernels on the same inputs: the same bits. H200
+ * (2026-12-10 ops at 1 row): the shared expert's two launches 8.9 us a layer, the router, routing and routed
+ * experts' four 22 us, on a chip those launches leave mostly idle. Captured graphs get the fork and join as edges. */
 enum { SHEXP_SIDE_MAX_ROWS = 64 }; /* decode, stacked decode and one or two blocks' previews and commits */
 static int shexp_on_side(backend_session *s, const model_moe_weights *w, size_t n, clover_error *err) {
     char why[CUDA_WHY] = "";

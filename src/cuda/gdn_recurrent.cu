@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
     const int h = blockIdx.x / SPLIT, part = blockIdx.x % SPLIT, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim;
     const int dv = d.v_dim, cd = 2 * nk * dk + nv * dv;
     const int kh = d.tiled ? h % nk : h / (nv / nk);
-    const int tid = threadIdx.x, lane = tid & 31, nwarps = dv >> 3, wpb = nwarps / SPLIT; /* warps a block */
+    const int tid = threadIdx.x, lane = tid & 31, nwarps = dv >> 3;
     const int j = part * (dv / SPLIT) + (tid >> 2), p = tid & 3, warp = tid >> 5;
     const int i0 = p * REG_ROWS; /* this thread's rows of S: i0 .. i0 + 31 (those < dk) */
     float S[REG_ROWS];
@@ -290,6 +290,7 @@ __global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
             /* the cluster's partials, in the head's warp order; a block's wred[t & 1] is rewritten two rows on,
              * after the next row's cluster sync, which every block reaches only after these reads */
             cg::cluster_group cluster = cg::this_cluster();
+            const int wpb = nwarps / SPLIT; /* warps a block */
             cluster.sync(); /* also this block's barrier for kq, as __syncthreads above */
             for (int i = 0; i < nwarps; i++) tot += cluster.map_shared_rank(&wred[t & 1][0], i / wpb)[i % wpb];
         }
@@ -306,7 +307,6 @@ __global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
     for (int r = 0; r < REG_ROWS; r++)
         if (FULL || i0 + r < dk) Sw[(i0 + r) * dv] = S[r];
     if constexpr (SPLIT > 1) cg::this_cluster().sync(); /* no block leaves while another may read its wred */
-    (void)wpb;
 }
 
 /* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an

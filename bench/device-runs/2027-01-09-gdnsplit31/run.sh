@@ -41,14 +41,7 @@ if has t; then
   fi
   for n in test_cuda_backend test_cuda_batch test_cuda_preview; do tst $n all 150; done
   wait $SPID
-  for v in 2 0; do
-    e="CLOVER_CUDA_GDN_REC_SPLIT=$v"
-    env $e timeout 60 "$C" run -m $F --device cuda --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual --json \
-      > "$O/run_$v.json" 2> "$O/run_$v.err"
-    env $e timeout 60 "$C" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 --ignore-eos --no-visual \
-      --json > "$O/ar_$v.json" 2> "$O/ar_$v.err"
-    say "clover run split $v: diffusion $(dr_ids "$O/run_$v.json"), --ar $(dr_ids "$O/ar_$v.json") (db3c58da3157 / ff19558da508)"
-  done
+  for v in 2 0; do dr_run_ids split$v CLOVER_CUDA_GDN_REC_SPLIT=$v; done
 fi
 if has b || has q; then
   wait $SPID
@@ -71,12 +64,7 @@ if has b || has q; then
 fi
 if has c; then
   wait $SPID
-  left=$(( ${DR_LIMIT:-585} - $(el) - 10 ))
-  if [ $left -gt 30 ]; then
-    timeout $left "$D/bin/bench_cuda_backend" $F > "$O/backend.log" 2>&1
-    say "== bench_cuda_backend rc=$? at +$(el)s"
-    grep -vE "^(model|device) " "$O/backend.log" | cut -c1-160 | head -20 | tee -a "$S"
-  else say "c: no time ($left s)"; fi
+  dr_backend
 fi
 if has v; then
   wait $SPID
