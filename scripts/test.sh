@@ -5,7 +5,7 @@
 #  3. builds build-asan/ with AddressSanitizer + UndefinedBehaviorSanitizer
 #     and runs every test again;
 #  4. builds the libFuzzer targets with clang and runs each for a bounded
-#     time (CLOVER_FUZZ_SECONDS, default 30) over its seed corpus;
+#     time (CLOVER_FUZZ_SECONDS, default 20) over its seed corpus;
 #  5. the self-test of the tests (tests/selftest.sh): planted faults that
 #     must turn tests red.
 # scripts/test.sh --quick does 1 and 2 only.
@@ -25,7 +25,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 jobs=$(nproc)
-fuzz_seconds=${CLOVER_FUZZ_SECONDS:-30}
+fuzz_seconds=${CLOVER_FUZZ_SECONDS:-20}
 quick=0
 case "${1:-}" in
   --quick) quick=1 ;;
