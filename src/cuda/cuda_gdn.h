@@ -129,13 +129,6 @@ void cuda_gdn_chunk_ilp_set(int on);
  * again. The same bits as off (the same operations per element); cuda_gdn_chunk_ilp_set(1) overrides it. */
 void cuda_gdn_chunk_tile_set(int on);
 
-/* The decode form's split (gdn_recurrent.cu: a head over a cluster of 4 blocks): 1 wherever it fits (dv a multiple
- * of 32), 2 AUTO: where one block a head would leave SMs idle, 0 never (the default until a device run; also
- * CLOVER_CUDA_GDN_REC_SPLIT); negative: the environment again. The same bits either way. The launches it took so
- * far (tests). */
-void cuda_gdn_rec_split_set(int mode);
-unsigned long long cuda_gdn_rec_split_launches(void);
-
 /* 3. y may equal o. */
 int cuda_gdn_gated_norm(float *y,        // [n_vec][dv]
                         const float *o,  // [n_vec][dv]

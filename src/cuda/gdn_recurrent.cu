@@ -25,11 +25,6 @@
  * 15.2 us), 32 blocks each walking 64 KB through shared memory in ~10
  * barrier-separated phases.
  *
- * Split (SPLIT 4, dv a multiple of 32; CLOVER_CUDA_GDN_REC_SPLIT=2 AUTO where one block a head leaves SMs idle:
- * a lone decode step, stacks of up to 4 sequences at the 35B-A3B's 32 heads; off by default until a device run):
- * the same kernel with a head's columns over a cluster of 4 blocks, the gated norm's sum over the cluster's shared
- * memory, the same bits.
- *
  * gdn_rec_smem_kernel (any dims, the fallback; CLOVER_CUDA_GDN_REC=smem
  * forces it for A/B): S in shared memory for all the block's rows, the two
  * column sums split over P = threads / dv partitions added in a fixed order.
@@ -44,14 +39,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cooperative_groups.h>
-
-#include "cuda_device.h"
-#include "cuda_gdn.h"
 #include "cuda_pdl.cuh"
-#include "cuda_switch.h"
-
-namespace cg = cooperative_groups;
+#include "cuda_gdn.h"
 
 enum { REC_THREADS = 512 };
 
@@ -199,23 +188,15 @@ static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
  * a thread, so one 512-thread block an SM: a stacked step of 16 sequences (512 blocks) ran in 4 waves of ~10 us
  * (45.4 us a layer, H100 step25). At 2 ptxas fits it in 64 (a few bytes of spill outside the row loop) and the
  * waves halve; the arithmetic is the same instructions in the same order, so the same bits. */
-/* SPLIT > 1 (gdn_rec_split_takes): a head's dv columns over a cluster of SPLIT blocks of 4 dv / SPLIT threads,
- * block c of the cluster taking columns c dv / SPLIT .. (c + 1) dv / SPLIT - 1 with the same thread layout (so
- * warp w of block c is the whole head's warp c dv / (8 SPLIT) + w, with the same 8 columns and lanes); the gated
- * norm's warp partials are summed over the cluster's shared memory (DSMEM) in the whole head's warp order. Every
- * operation of every column is the SPLIT = 1 form's, in the same order: the same bits. Why: a lone decode step
- * gives the SPLIT = 1 form 32 blocks (one a head) on 132 SMs, latency-bound at ~8 us a layer (dec24); SPLIT 4
- * spreads the same work over 128 SMs. */
-template <bool FULL, int MINB, int SPLIT>
-__global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
+template <bool FULL, int MINB>
+__global__ void __launch_bounds__(4 * 128, MINB)
     gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                        cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
     const cuda_gdn_seq sq = seqs[blockIdx.y]; /* written by a host copy before the pass */
-    const int h = blockIdx.x / SPLIT, part = blockIdx.x % SPLIT, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim;
-    const int dv = d.v_dim, cd = 2 * nk * dk + nv * dv;
+    const int h = blockIdx.x, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim, dv = d.v_dim;
+    const int cd = 2 * nk * dk + nv * dv;
     const int kh = d.tiled ? h % nk : h / (nv / nk);
-    const int tid = threadIdx.x, lane = tid & 31, nwarps = dv >> 3;
-    const int j = part * (dv / SPLIT) + (tid >> 2), p = tid & 3, warp = tid >> 5;
+    const int tid = threadIdx.x, j = tid >> 2, p = tid & 3, lane = tid & 31, warp = tid >> 5, nwarps = dv >> 3;
     const int i0 = p * REG_ROWS; /* this thread's rows of S: i0 .. i0 + 31 (those < dk) */
     float S[REG_ROWS];
     float *Sg = sq.state + (size_t)h * dk * dv + j;
@@ -282,18 +263,9 @@ __global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
         float s2 = p == 0 ? o * o : 0.0f;
         for (int m = 16; m > 0; m >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, m);
         if (lane == 0) wred[t & 1][warp] = s2;
+        __syncthreads(); /* also: every k/q read of this row is done before the next row rewrites kq */
         float tot = 0.0f;
-        if constexpr (SPLIT == 1) {
-            __syncthreads(); /* also: every k/q read of this row is done before the next row rewrites kq */
-            for (int i = 0; i < nwarps; i++) tot += wred[t & 1][i];
-        } else {
-            /* the cluster's partials, in the head's warp order; a block's wred[t & 1] is rewritten two rows on,
-             * after the next row's cluster sync, which every block reaches only after these reads */
-            cg::cluster_group cluster = cg::this_cluster();
-            const int wpb = nwarps / SPLIT; /* warps a block */
-            cluster.sync(); /* also this block's barrier for kq, as __syncthreads above */
-            for (int i = 0; i < nwarps; i++) tot += cluster.map_shared_rank(&wred[t & 1][0], i / wpb)[i % wpb];
-        }
+        for (int i = 0; i < nwarps; i++) tot += wred[t & 1][i];
         const float inv_o = 1.0f / sqrtf(tot / (float)dv + d.eps);
         if (p == 0) {
             const float zj = z[row * nv * dv + (size_t)h * dv + j];
@@ -306,7 +278,6 @@ __global__ void __launch_bounds__(4 * 128 / SPLIT, MINB * SPLIT)
 #pragma unroll
     for (int r = 0; r < REG_ROWS; r++)
         if (FULL || i0 + r < dk) Sw[(i0 + r) * dv] = S[r];
-    if constexpr (SPLIT > 1) cg::this_cluster().sync(); /* no block leaves while another may read its wred */
 }
 
 /* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an
@@ -325,55 +296,23 @@ static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
     return gdn_rec_forced() != 1 && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
 }
 
-/* The split form (SPLIT = REC_SPLIT blocks a head, a cluster): CLOVER_CUDA_GDN_REC_SPLIT=1 wherever it fits, 2
- * AUTO: where the one-block-a-head form gives fewer blocks than the GPU has SMs (a lone decode step: 32 heads; 4
- * sequences at most at the 35B-A3B's); unset or 0 never, the default until a device run has timed it and run its
- * test (written 2026-12-07 without one: bench/device-runs/2027-01-09-gdnsplit31); cuda_gdn_rec_split_set: the
- * same values, negative the environment again. The same bits either way (the kernel's comment). */
-enum { REC_SPLIT = 4 };
-static int g_rec_split = INT_MIN;
-extern "C" void cuda_gdn_rec_split_set(int mode) {
-    __atomic_store_n(&g_rec_split, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED);
-}
-static bool gdn_rec_split_takes(const cuda_gdn_dims *d, int n_seq) {
-    const int mode = cuda_env_int(&g_rec_split, "CLOVER_CUDA_GDN_REC_SPLIT", 0);
-    if ((mode != 1 && mode != 2) || gdn_rec_forced() == 2 || d->v_dim % (8 * REC_SPLIT)) return false;
-    return mode == 1 || (long)d->n_v_heads * n_seq < cuda_sm_count(); /* (dv: whole warps a block) */
-}
-static unsigned long long g_rec_split_launches;
-extern "C" unsigned long long cuda_gdn_rec_split_launches(void) {
-    return __atomic_load_n(&g_rec_split_launches, __ATOMIC_RELAXED);
-}
-
-typedef void (*rec_kernel)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
-                           const cuda_gdn_seq *, cuda_gdn_dims);
-
 extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, const float *b, const float *a,
                                   const cuda_gdn_weights *w, const cuda_gdn_seq *seqs, int n_seq,
                                   const cuda_gdn_dims *d, void *stream) {
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
-    cudaStream_t st = (cudaStream_t)stream;
     if (gdn_rec_reg_takes(d)) {
         const bool one = gdn_rec_forced() == 2, full = d->k_dim == 4 * REG_ROWS;
-        if (gdn_rec_split_takes(d, n_seq)) {
-            const rec_kernel k =
-                full ? gdn_rec_reg_kernel<true, 1, REC_SPLIT> : gdn_rec_reg_kernel<false, 1, REC_SPLIT>;
-            const dim3 sgrid(grid.x * REC_SPLIT, grid.y);
-            if (pdl_launch_cluster(1, REC_SPLIT, k, sgrid, 4 * d->v_dim / REC_SPLIT, 0, st, y, qkv, z, b, a, *w, seqs,
-                                   *d) == cudaSuccess) {
-                __atomic_add_fetch(&g_rec_split_launches, 1, __ATOMIC_RELAXED);
-                return 0;
-            }
-            (void)cudaGetLastError(); /* a cluster launch refused: the one-block-a-head form below */
-        }
-        const rec_kernel k = full ? (one ? gdn_rec_reg_kernel<true, 1, 1> : gdn_rec_reg_kernel<true, 2, 1>)
-                                  : (one ? gdn_rec_reg_kernel<false, 1, 1> : gdn_rec_reg_kernel<false, 2, 1>);
-        pdl_launch(k, grid, 4 * d->v_dim, 0, st, y, qkv, z, b, a, *w, seqs, *d);
+        void (*k)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
+                  const cuda_gdn_seq *, cuda_gdn_dims) =
+            full ? (one ? gdn_rec_reg_kernel<true, 1> : gdn_rec_reg_kernel<true, 2>)
+                 : (one ? gdn_rec_reg_kernel<false, 1> : gdn_rec_reg_kernel<false, 2>);
+        pdl_launch(k, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
         return (int)cudaGetLastError();
     }
-    pdl_launch(gdn_rec_smem_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), st, y, qkv, z, b, a, *w, seqs, *d);
+    pdl_launch(gdn_rec_smem_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
+                                                                                                   *w, seqs, *d);
     return (int)cudaGetLastError();
 }
 

@@ -30,8 +30,6 @@
  *    o and the states bit-identical (the same operations per element).
  *  - batch independence: a sequence's outputs and state are bit-identical
  *    whether it runs alone or with other sequences.
- *  - the decode form split over a cluster of 4 blocks a head (cuda_gdn_rec_split_set)
- *    against one block a head: y and S bit-identical.
  * Without a CUDA device the test prints SKIP and exits 77 after the
  * host-side argument checks.
  */
@@ -323,48 +321,6 @@ static void chunked_tile_matches_np1(void) {
     cuda_gdn_chunk_ilp_set(-1);
 }
 
-/* The decode form's split (cuda_gdn_rec_split_set: a head over a cluster of 4 blocks, the gated norm's warp
- * partials summed through the cluster's shared memory) against the one-block-a-head form: y and the final states
- * bit for bit, for every decode case whose dv is a multiple of 32 (dk 128 full and dk 32 / 64 partial rows; 1..4
- * rows a sequence; a sequence sitting out), both held to the CPU bound by run_case too; the launch counter says
- * the split form ran where it fits and not where it does not (dv 40). */
-static void recurrent_split_matches_reg(void) {
-    size_t compared = 0;
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        const gdn_case *c = &CASES[i];
-        if (c->chunked || c->d.v_dim > 128) continue; /* the register forms' dims */
-        const int fits = c->d.v_dim % 32 == 0;
-        const size_t nv = (size_t)c->d.n_v_heads, dv = (size_t)c->d.v_dim, S = nv * (size_t)c->d.k_dim * dv;
-        cuda_gdn_rec_split_set(1);
-        run_case(c);
-        gdn_data g;
-        data_make(&g, c);
-        dev_result sp, rg;
-        const unsigned long long n0 = cuda_gdn_rec_split_launches();
-        dev_run(&sp, c, &g, (1u << c->n_seq) - 1, 0);
-        const unsigned long long n1 = cuda_gdn_rec_split_launches();
-        cuda_gdn_rec_split_set(0);
-        dev_run(&rg, c, &g, (1u << c->n_seq) - 1, 0);
-        CHECK_MSG(cuda_gdn_rec_split_launches() == n1, "%s: the split form ran while off", c->name);
-        CHECK_MSG(n1 - n0 == (unsigned long long)fits, "%s: %llu split launches (dv %zu: expected %d)", c->name,
-                  n1 - n0, dv, fits);
-        CHECK_MSG(sp.rc[1] == 0 && rg.rc[1] == 0, "%s: %s / %s", c->name, cuda_gdn_strerror(sp.rc[1]),
-                  cuda_gdn_strerror(rg.rc[1]));
-        CHECK_MSG(memcmp(sp.y, rg.y, (size_t)g.n_rows * nv * dv * sizeof(float)) == 0,
-                  "%s: the split form's y differs from one block a head", c->name);
-        for (int s = 0; s < c->n_seq; s++)
-            CHECK_MSG(memcmp(sp.state[s], rg.state[s], S * sizeof(float)) == 0,
-                      "%s seq %d: the split form's state differs from one block a head", c->name, s);
-        compared += (size_t)fits;
-        dev_result_free(&sp, c->n_seq);
-        dev_result_free(&rg, c->n_seq);
-        data_free(&g, c->n_seq);
-    }
-    cuda_gdn_rec_split_set(-1);
-    CHECK_MSG(compared >= 4, "only %zu cases took the split form", compared);
-    NOTE("recurrent split: %zu decode cases bit-identical to one block a head", compared);
-}
-
 static void bad_dims_refused(void) {
     char why[200];
     cuda_gdn_dims d = {3, 7, 17, 40, 3, 1e-6f, 1};
@@ -386,6 +342,5 @@ int main(void) {
     RUN(operators_match_cpu);
     RUN(chunked_ilp_matches_cpu);
     RUN(chunked_tile_matches_np1);
-    RUN(recurrent_split_matches_reg);
     return TEST_EXIT();
 }
