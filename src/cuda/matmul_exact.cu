@@ -44,6 +44,19 @@
  * tiles cost ~24 us at any row count up to 128 (each warp's 8 steps wait on their loads in turn: latency, not
  * bytes), so AUTO takes them from 128 rows. A 16-sequence stacked diffusion pass (512 rows) +4% (bench_batch
  * n 16: 283.3 / 285.9 -> 295.8 / 296.1 tok/s), prompt 512 +2.7% (7,485 -> 7,686 tok/s); the same ids.
+ *
+ * The staged form (ex_stage_kernel<T, O>, CLOVER_CUDA_EXACT_STAGE=1 / 2; off by default until a device has timed
+ * it: written 2026-12-07): the warp-an-output form's time grows with the rows (xtile25, H100: 16 rows 4.96 us, 32
+ * 7.57, 64 14.60: ~0.22 us a row), so its rows' reads, not its launch, bound it: each of the 257 warps of a row
+ * group reads the group's 4 rows (32 KB) through L1 on its own, 67 MB of L1 fills a 32-row pass, most of them
+ * from L2. Here a block's 8 warps take O (1 or 2) neighbouring outputs each and one group of 4 rows, which the
+ * block copies ONCE into shared memory with cp.async (every copy in flight at once, after the PDL wait; the
+ * weights are in registers before it, as above): L2 -> SM bytes 8.4 MB at 32 rows. The copy is laid out so that a
+ * lane's two 16-byte reads of a 256-element chunk are slots lane and 32 + lane (no bank conflicts). With O = 2 a
+ * row value read from shared memory feeds both outputs (half the shared-memory reads; 128 weight registers).
+ * Only n_in <= EX_NJ x 256 (one slice: the weights stay in registers), rows of one block <= 4. Bits: lane L still
+ * runs the decode dot's lane-L chain, ex_dot8r's eight fmaf a step in element order, then mmv_reduce: the form
+ * above's operations, in shared memory instead of L1.
  */
 #include "cuda_matmul.h"
 #include "cuda_device.h"
@@ -53,6 +66,8 @@
 enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
 /* the tile form: a warp 4 rows x 8 outputs, a block 4 row warps x 2 output warps; AUTO from XT_MIN_ROWS rows */
 enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 128 };
+/* the staged form: a block 8 warps of O outputs over 4 rows */
+enum { XS_WARPS = 8, XS_R = 4 };
 
 typedef struct {
     const uint8_t *w[CUDA_MATMUL_MAX_SEG];
@@ -252,6 +267,92 @@ __global__ void __launch_bounds__(32 * XT_WR * XT_WO, 2) ex_tile_kernel(ex_param
     }
 }
 
+/* The staged form: block (bx, by) takes outputs (bx XS_WARPS + warp) O .. + O - 1 a warp and rows by XS_R .. + 3.
+ * Shared memory: the rows [XS_R][nc chunks][64 float4], chunk float4 g (elements 4g .. 4g + 3) at slot
+ * (g & 1) 32 + (g >> 1), so lane L's elements 8 L .. 8 L + 7 are slots L and 32 + L. */
+template <int T, int O>
+__global__ void __launch_bounds__(32 * XS_WARPS) ex_stage_kernel(ex_params p) {
+    extern __shared__ float4 xs4[];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int og0 = ((int)blockIdx.x * XS_WARPS + warp) * O;
+    const int r0 = (int)blockIdx.y * XS_R, nr = min(XS_R, p.n_rows - r0);
+    const int no = max(0, min(O, p.tot - og0));
+    float wv[O][EX_NJ][8];
+#pragma unroll
+    for (int o = 0; o < O; o++) {
+        float *y;
+        int n_out, oo;
+        if (o < no) ex_load<T>(wv[o], ex_pick(p, og0 + o, y, n_out, oo), 0, p.n_in, lane);
+    }
+    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
+    pdl_trigger();
+    const int nc = (p.n_in + 255) / 256, n4 = p.n_in / 4; /* n_in % 8 == 0 on the 16-byte path */
+    for (int i = threadIdx.x; i < nr * n4; i += blockDim.x) {
+        const int r = i / n4, g = i - r * n4, q = g & 63;
+        const unsigned sa =
+            (unsigned)__cvta_generic_to_shared(xs4 + (r * nc + (g >> 6)) * 64 + (q & 1) * 32 + (q >> 1));
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(p.x + (size_t)(r0 + r) * p.n_in + 4 * g)
+                     : "memory");
+    }
+    asm volatile("cp.async.commit_group;" ::: "memory");
+    asm volatile("cp.async.wait_group 0;" ::: "memory");
+    __syncthreads();
+    if (no == 0) return; /* warp-uniform, after the block's barrier */
+    float acc[O][XS_R];
+#pragma unroll
+    for (int o = 0; o < O; o++)
+#pragma unroll
+        for (int r = 0; r < XS_R; r++) acc[o][r] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < EX_NJ; j++) {
+        if (8 * lane + 256 * j >= p.n_in) break; /* the lane's steps in the decode dot's order */
+#pragma unroll
+        for (int r = 0; r < XS_R; r++) {
+            if (r >= nr) break;
+            const float4 a = xs4[(r * nc + j) * 64 + lane], b = xs4[(r * nc + j) * 64 + 32 + lane];
+            const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+            for (int o = 0; o < O; o++)
+                if (o < no) acc[o][r] = ex_dot8r(wv[o][j], xv, acc[o][r]);
+        }
+    }
+#pragma unroll
+    for (int o = 0; o < O; o++) {
+        if (o >= no) break;
+        float *y;
+        int n_out, oo;
+        (void)ex_pick(p, og0 + o, y, n_out, oo);
+#pragma unroll
+        for (int r = 0; r < XS_R; r++) {
+            if (r >= nr) break;
+            const float v = mmv_reduce<T>(acc[o][r]);
+            if (lane == 0) y[(size_t)(r0 + r) * n_out + oo] = v;
+        }
+    }
+}
+
+static int g_exact_stage = INT_MIN;
+extern "C" void cuda_exact_stage_set(int v) { __atomic_store_n(&g_exact_stage, v < 0 ? INT_MIN : v, __ATOMIC_RELAXED); }
+
+/* The staged form's outputs a warp for a pass (0: not taken): CLOVER_CUDA_EXACT_STAGE=1 / 2, where the weights
+ * fit one slice; unset / 0 never. */
+static int ex_stage_takes(size_t n_rows, size_t n_in) {
+    const int v = cuda_env_int(&g_exact_stage, "CLOVER_CUDA_EXACT_STAGE", 0);
+    if ((v != 1 && v != 2) || n_in > EX_NJ * 256 || (n_rows + XS_R - 1) / XS_R > 65535) return 0;
+    return v;
+}
+
+template <int T>
+static void ex_stage_launch(const ex_params &p, int o, cudaStream_t st) {
+    const unsigned ow = (unsigned)((p.tot + o - 1) / o);
+    const dim3 grid((ow + XS_WARPS - 1) / XS_WARPS, (unsigned)((p.n_rows + XS_R - 1) / XS_R)), block(32 * XS_WARPS);
+    const size_t smem = (size_t)XS_R * ((p.n_in + 255) / 256) * 64 * sizeof(float4); /* <= 32 KB */
+    if (o == 2)
+        pdl_launch(ex_stage_kernel<T, 2>, grid, block, smem, st, p);
+    else
+        pdl_launch(ex_stage_kernel<T, 1>, grid, block, smem, st, p);
+}
+
 static int g_exact_rb = -1, g_exact_tile = INT_MIN;
 extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
 extern "C" void cuda_exact_tile_set(int on) {
@@ -334,6 +435,15 @@ extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg
         case MM_F32: ex_tile_launch<MM_F32>(p, st); break;
         case MM_F16: ex_tile_launch<MM_F16>(p, st); break;
         case MM_BF16: ex_tile_launch<MM_BF16>(p, st); break;
+        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
+        }
+        return mm_launch_status(op, why, why_len);
+    }
+    if (const int so = ex_stage_takes(n_rows, n_in)) {
+        switch (type) {
+        case MM_F32: ex_stage_launch<MM_F32>(p, so, st); break;
+        case MM_F16: ex_stage_launch<MM_F16>(p, so, st); break;
+        case MM_BF16: ex_stage_launch<MM_BF16>(p, so, st); break;
         default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
         }
         return mm_launch_status(op, why, why_len);
