@@ -201,6 +201,26 @@ __device__ __forceinline__ float ex_dot8r(const float (&wv)[8], const float (&xv
     return t;
 }
 
+/* The warp tree of each (row, output) sum of a warp's R x O tile (outputs og0 .., rows r0 ..; no and nr of them
+ * live), lane 0 writing them: the tile and staged forms' end. */
+template <int T, int R, int O>
+__device__ __forceinline__ void ex_store_tile(const float (&acc)[R][O], const ex_params &p, int og0, int no, int r0,
+                                              int nr, int lane) {
+#pragma unroll
+    for (int o = 0; o < O; o++) {
+        if (o >= no) break;
+        float *y;
+        int n_out, oo;
+        (void)ex_pick(p, og0 + o, y, n_out, oo);
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            if (r >= nr) break;
+            const float v = mmv_reduce<T>(acc[r][o]);
+            if (lane == 0) y[(size_t)(r0 + r) * n_out + oo] = v;
+        }
+    }
+}
+
 /* The register-tile form: warp (wo, wr) of block (bx, by) takes outputs (bx XT_WO + wo) XT_O .. + 7 and rows
  * (by XT_WR + wr) XT_R .. + 3; lane L runs the decode dot's lane-L chain of each of its 32 (row, output) sums. */
 template <int T>
@@ -252,19 +272,7 @@ __global__ void __launch_bounds__(32 * XT_WR * XT_WO, 2) ex_tile_kernel(ex_param
                 if (r < nr) acc[r][o] = ex_dot8r(wv, xv[r], acc[r][o]);
         }
     }
-#pragma unroll
-    for (int o = 0; o < XT_O; o++) {
-        if (o >= no) break;
-        float *y;
-        int n_out, oo;
-        (void)ex_pick(p, og0 + o, y, n_out, oo);
-#pragma unroll
-        for (int r = 0; r < XT_R; r++) {
-            if (r >= nr) break;
-            const float v = mmv_reduce<T>(acc[r][o]);
-            if (lane == 0) y[(size_t)(r0 + r) * n_out + oo] = v;
-        }
-    }
+    ex_store_tile<T>(acc, p, og0, no, r0, nr, lane);
 }
 
 /* The staged form: block (bx, by) takes outputs (bx XS_WARPS + warp) O .. + O - 1 a warp and rows by XS_R .. + 3.
@@ -298,11 +306,11 @@ __global__ void __launch_bounds__(32 * XS_WARPS) ex_stage_kernel(ex_params p) {
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
     if (no == 0) return; /* warp-uniform, after the block's barrier */
-    float acc[O][XS_R];
+    float acc[XS_R][O];
 #pragma unroll
-    for (int o = 0; o < O; o++)
+    for (int r = 0; r < XS_R; r++)
 #pragma unroll
-        for (int r = 0; r < XS_R; r++) acc[o][r] = 0.0f;
+        for (int o = 0; o < O; o++) acc[r][o] = 0.0f;
 #pragma unroll
     for (int j = 0; j < EX_NJ; j++) {
         if (8 * lane + 256 * j >= p.n_in) break; /* the lane's steps in the decode dot's order */
@@ -313,22 +321,10 @@ __global__ void __launch_bounds__(32 * XS_WARPS) ex_stage_kernel(ex_params p) {
             const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
             for (int o = 0; o < O; o++)
-                if (o < no) acc[o][r] = ex_dot8r(wv[o][j], xv, acc[o][r]);
+                if (o < no) acc[r][o] = ex_dot8r(wv[o][j], xv, acc[r][o]);
         }
     }
-#pragma unroll
-    for (int o = 0; o < O; o++) {
-        if (o >= no) break;
-        float *y;
-        int n_out, oo;
-        (void)ex_pick(p, og0 + o, y, n_out, oo);
-#pragma unroll
-        for (int r = 0; r < XS_R; r++) {
-            if (r >= nr) break;
-            const float v = mmv_reduce<T>(acc[o][r]);
-            if (lane == 0) y[(size_t)(r0 + r) * n_out + oo] = v;
-        }
-    }
+    ex_store_tile<T>(acc, p, og0, no, r0, nr, lane);
 }
 
 static int g_exact_stage = INT_MIN;

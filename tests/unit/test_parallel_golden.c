@@ -114,7 +114,7 @@ static void check_ranks(const clover_model *m, const char *name) {
     for (size_t i = 0; i < L * E; i++) kept += ref.kept[i];
     CHECK_MSG(kept < L * E, "%s: the coreset kept every expert of every layer", name);
     for (int n = 2; n <= 4 && ref.ok; n++) {
-        char v[8];
+        char v[12];
         snprintf(v, sizeof v, "%d", n);
         setenv("CLOVER_SIM_RANKS", v, 1);
         run_out got;
