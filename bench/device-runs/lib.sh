@@ -22,6 +22,8 @@
 #   dr_run_ids TAG [ENV...]             `clover run --device cuda` of F, diffusion and --ar (ids 11..40, 64 tokens)
 #                                       with ENV: both ids' hashes said against the references
 #   dr_backend                          bench_cuda_backend on F in what is left of DR_LIMIT: its figures said
+#   dr_memcheck BIN CASES LIMIT         compute-sanitizer memcheck of $D/bin/BIN's cases CASES (CLOVER_TEST_ONLY):
+#                                       its error summary said (nothing where compute-sanitizer is missing)
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -101,6 +103,13 @@ dr_backend() {
     timeout $left "$D/bin/bench_cuda_backend" $F > "$O/backend.log" 2>&1
     say "== bench_cuda_backend rc=$? at +$(el)s"
     grep -vE "^(model|device) " "$O/backend.log" | cut -c1-160 | head -20 | tee -a "$S"
+}
+dr_memcheck() {
+    command -v compute-sanitizer > /dev/null || { say "memcheck $1: no compute-sanitizer"; return; }
+    local s=$(date +%s)
+    CLOVER_TEST_ONLY=$2 timeout "$3" compute-sanitizer --tool memcheck --error-exitcode 9 "$D/bin/$1" \
+        > "$O/memcheck_$1.log" 2>&1
+    say "memcheck $1 ($2) rc=$? $(( $(date +%s) - s ))s: $(grep -E 'ERROR SUMMARY' "$O/memcheck_$1.log" | tail -1)"
 }
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"

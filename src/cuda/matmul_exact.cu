@@ -385,6 +385,17 @@ static void ex_rb_launch(ex_params p, cudaStream_t st) {
     pdl_launch(ex_rb_kernel<T>, grid, block, 0, st, p);
 }
 
+enum { EXF_ROWS, EXF_TILE, EXF_STAGE, EXF_RB }; /* the forms of a launch */
+template <int T>
+static void ex_launch(const ex_params &p, int form, int so, dim3 grid, dim3 block, cudaStream_t st) {
+    switch (form) {
+    case EXF_TILE: ex_tile_launch<T>(p, st); break;
+    case EXF_STAGE: ex_stage_launch<T>(p, so, st); break;
+    case EXF_RB: ex_rb_launch<T>(p, st); break;
+    default: pdl_launch(ex_rows_kernel<T>, grid, block, 0, st, p);
+    }
+}
+
 extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg, size_t n_seg, size_t n_in,
                                        const float *x, size_t n_rows, void *stream, char *why, size_t why_len) {
     const char *op = "cuda_matmul_exact_multi";
@@ -425,38 +436,16 @@ extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg
     const size_t warps = tot * ((n_rows + p.rw - 1) / p.rw);
     if (warps / EX_WARPS + 1 > 2147483647u) MM_FAIL("%s: %zu rows x %zu outputs", op, n_rows, tot);
     const dim3 grid((unsigned)((warps + EX_WARPS - 1) / EX_WARPS)), block(32 * EX_WARPS);
+    /* the form, picked once (the tiles from XT_MIN_ROWS rows, then the staged rows, the row blocks, a warp an output) */
+    const bool tile = ex_tile_takes(n_rows);
+    const int so = tile ? 0 : ex_stage_takes(n_rows, n_in);
+    const bool rb = !tile && !so && cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0);
+    const int form = tile ? EXF_TILE : so ? EXF_STAGE : rb ? EXF_RB : EXF_ROWS;
     cudaStream_t st = (cudaStream_t)stream;
-    if (ex_tile_takes(n_rows)) {
-        switch (type) {
-        case MM_F32: ex_tile_launch<MM_F32>(p, st); break;
-        case MM_F16: ex_tile_launch<MM_F16>(p, st); break;
-        case MM_BF16: ex_tile_launch<MM_BF16>(p, st); break;
-        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
-        }
-        return mm_launch_status(op, why, why_len);
-    }
-    if (const int so = ex_stage_takes(n_rows, n_in)) {
-        switch (type) {
-        case MM_F32: ex_stage_launch<MM_F32>(p, so, st); break;
-        case MM_F16: ex_stage_launch<MM_F16>(p, so, st); break;
-        case MM_BF16: ex_stage_launch<MM_BF16>(p, so, st); break;
-        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
-        }
-        return mm_launch_status(op, why, why_len);
-    }
-    if (cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0)) {
-        switch (type) {
-        case MM_F32: ex_rb_launch<MM_F32>(p, st); break;
-        case MM_F16: ex_rb_launch<MM_F16>(p, st); break;
-        case MM_BF16: ex_rb_launch<MM_BF16>(p, st); break;
-        default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
-        }
-        return mm_launch_status(op, why, why_len);
-    }
     switch (type) {
-    case MM_F32: pdl_launch(ex_rows_kernel<MM_F32>, grid, block, 0, st, p); break;
-    case MM_F16: pdl_launch(ex_rows_kernel<MM_F16>, grid, block, 0, st, p); break;
-    case MM_BF16: pdl_launch(ex_rows_kernel<MM_BF16>, grid, block, 0, st, p); break;
+    case MM_F32: ex_launch<MM_F32>(p, form, so, grid, block, st); break;
+    case MM_F16: ex_launch<MM_F16>(p, form, so, grid, block, st); break;
+    case MM_BF16: ex_launch<MM_BF16>(p, form, so, grid, block, st); break;
     default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
     }
     return mm_launch_status(op, why, why_len);

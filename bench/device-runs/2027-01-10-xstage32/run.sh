@@ -30,12 +30,7 @@ dr_init xstage32
 dr_synth35
 if has t; then
   tst test_cuda_matmul exact 200 CLOVER_TEST_ONLY=test_exact,test_exact_multi
-  if command -v compute-sanitizer > /dev/null; then
-    s=$(date +%s)
-    CLOVER_TEST_ONLY=test_exact_multi timeout 200 compute-sanitizer --tool memcheck --error-exitcode 9 \
-      "$D/bin/test_cuda_matmul" > "$O/memcheck_exact.log" 2>&1
-    say "memcheck test_exact_multi rc=$? $(( $(date +%s) - s ))s: $(grep -E 'ERROR SUMMARY' "$O/memcheck_exact.log" | tail -1)"
-  fi
+  dr_memcheck test_cuda_matmul test_exact_multi 200
 fi
 if has e; then
   CLOVER_BENCH_EXACT=1 timeout 90 "$D/bin/bench_cuda_matmul" > "$O/exact.log" 2>&1
