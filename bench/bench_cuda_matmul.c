@@ -44,10 +44,9 @@
  * on/off; CLOVER_BENCH_TILES_CAPS=N,M,...: also the loop at those caps on grid.y forced (tuning the cap).
  *
  * CLOVER_BENCH_EXACT=1: only the router's exact f32 product (256 + 1 outputs x 2048, cuda_matmul_exact_multi) at 4,
- * 8, 16, 32, 64, 128 and 512 rows in its five forms (a warp an output; the row blocks of CLOVER_CUDA_EXACT_RB; the
- * register tiles of CLOVER_CUDA_EXACT_TILE; the staged rows of CLOVER_CUDA_EXACT_STAGE, 1 and 2 outputs a warp),
- * each in a graph over 40 weight copies (80 MB: not from L2), twice each but the row blocks, one line a row count
- * with the best of each and rows / the better staged form.
+ * 8, 16, 32, 64, 128 and 512 rows in its three forms (a warp an output; the row blocks of CLOVER_CUDA_EXACT_RB; the
+ * register tiles of CLOVER_CUDA_EXACT_TILE), each in a graph over 40 weight copies (80 MB: not from L2), twice each
+ * but the row blocks, one line a row count with the best of each and rows / tiles.
  *
  * Built only with the CUDA backend (bench/CMakeLists.txt); no device: exit 77.
  */
@@ -1196,24 +1195,21 @@ static void bench_exact(void) {
     CU(cudaMalloc((void **)&c.y2, 512 * sizeof(float)));
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
         c.rows = rows[i];
-        double best[5] = {1e9, 1e9, 1e9, 1e9, 1e9};
-        const int order[9] = {0, 2, 3, 4, 0, 2, 3, 4, 1}; /* rows, tiles, staged 1 / 2, again, row blocks */
-        for (int k = 0; k < 9; k++) {
+        double best[3] = {1e9, 1e9, 1e9};
+        const int order[5] = {0, 2, 0, 2, 1}; /* rows, tiles, again, row blocks */
+        for (int k = 0; k < 5; k++) {
             const int f = order[k];
             cuda_exact_tile_set(f == 2);
             cuda_exact_rb_set(f == 1);
-            cuda_exact_stage_set(f >= 3 ? f - 2 : 0);
             const double t = graph_time(exact_body, &c, EXACT_COPIES);
             if (t < best[f]) best[f] = t;
         }
         printf("exact   f32 router 257x2048 rows %3zu: warp an output %7.2f us | row blocks %7.2f us | register tiles "
-               "%7.2f us | staged 1 / 2 a warp %7.2f / %7.2f us | rows / best staged %.2fx\n",
-               rows[i], best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[3] * 1e6, best[4] * 1e6,
-               best[0] / (best[3] < best[4] ? best[3] : best[4]));
+               "%7.2f us | rows / tiles %.2fx\n",
+               rows[i], best[0] * 1e6, best[1] * 1e6, best[2] * 1e6, best[0] / best[2]);
     }
     cuda_exact_tile_set(-1);
     cuda_exact_rb_set(-1);
-    cuda_exact_stage_set(-1);
     CU(cudaFree((void *)c.w));
     CU(cudaFree((void *)c.x));
     CU(cudaFree(c.y));

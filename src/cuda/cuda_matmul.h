@@ -206,10 +206,6 @@ void cuda_exact_rb_set(int on);
  * the same bits; CLOVER_CUDA_EXACT_TILE=1 always, 0 never, unset from 128 rows (AUTO). cuda_exact_tile_set: 1 / 0
  * always / never, 2 AUTO, negative: the environment again. Taken before the row-block form. */
 void cuda_exact_tile_set(int on);
-/* Its staged form (matmul_exact.cu: a block's 4 rows copied once into shared memory, 1 or 2 outputs a warp): the
- * same bits; CLOVER_CUDA_EXACT_STAGE=1 / 2 (outputs a warp) where n_in <= 2048, unset / 0 never (not yet timed on a
- * device, 2026-12-07). cuda_exact_stage_set: 0 / 1 / 2; negative: the environment again. Taken after the tiles. */
-void cuda_exact_stage_set(int v);
 /* Any n_rows >= 1 (needs no scratch; the integer path then rounds each tile's rows in its own shared memory, which
  * costs each of its blocks an L2 read of the f32 rows: use cuda_matmul_chunk_ws where scratch exists). */
 int cuda_matmul_chunk(uint32_t type, const void *w, size_t n_out, size_t n_in, const float *x, size_t n_rows, float *y,

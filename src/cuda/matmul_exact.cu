@@ -45,18 +45,11 @@
  * bytes), so AUTO takes them from 128 rows. A 16-sequence stacked diffusion pass (512 rows) +4% (bench_batch
  * n 16: 283.3 / 285.9 -> 295.8 / 296.1 tok/s), prompt 512 +2.7% (7,485 -> 7,686 tok/s); the same ids.
  *
- * The staged form (ex_stage_kernel<T, O>, CLOVER_CUDA_EXACT_STAGE=1 / 2; off by default until a device has timed
- * it: written 2026-12-07): the warp-an-output form's time grows with the rows (xtile25, H100: 16 rows 4.96 us, 32
- * 7.57, 64 14.60: ~0.22 us a row), so its rows' reads, not its launch, bound it: each of the 257 warps of a row
- * group reads the group's 4 rows (32 KB) through L1 on its own, 67 MB of L1 fills a 32-row pass, most of them
- * from L2. Here a block's 8 warps take O (1 or 2) neighbouring outputs each and one group of 4 rows, which the
- * block copies ONCE into shared memory with cp.async (every copy in flight at once, after the PDL wait; the
- * weights are in registers before it, as above): L2 -> SM bytes 8.4 MB at 32 rows. The copy is laid out so that a
- * lane's two 16-byte reads of a 256-element chunk are slots lane and 32 + lane (no bank conflicts). With O = 2 a
- * row value read from shared memory feeds both outputs (half the shared-memory reads; 128 weight registers).
- * Only n_in <= EX_NJ x 256 (one slice: the weights stay in registers), rows of one block <= 4. Bits: lane L still
- * runs the decode dot's lane-L chain, ex_dot8r's eight fmaf a step in element order, then mmv_reduce: the form
- * above's operations, in shared memory instead of L1.
+ * A staged form (a block's 4 rows copied once into shared memory with cp.async, 1 or 2 outputs a warp; the same
+ * bits) was built and timed (bench/device-runs/2027-01-10-xstage32, H100, router 257 x 2048, warp an output /
+ * staged 1 / staged 2): 16 rows 5.00 / 7.45 / 6.18 us, 32 7.61 / 11.67 / 9.89, 64 14.72 / 18.80 / 14.50, the
+ * coreset preview 5.40 -> 5.63 / 5.53 ms: the copy and the block barrier cost more than the L1 reads they save,
+ * so it was removed.
  */
 #include "cuda_matmul.h"
 #include "cuda_device.h"
@@ -66,8 +59,6 @@
 enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
 /* the tile form: a warp 4 rows x 8 outputs, a block 4 row warps x 2 output warps; AUTO from XT_MIN_ROWS rows */
 enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 128 };
-/* the staged form: a block 8 warps of O outputs over 4 rows */
-enum { XS_WARPS = 8, XS_R = 4 };
 
 typedef struct {
     const uint8_t *w[CUDA_MATMUL_MAX_SEG];
@@ -202,7 +193,7 @@ __device__ __forceinline__ float ex_dot8r(const float (&wv)[8], const float (&xv
 }
 
 /* The warp tree of each (row, output) sum of a warp's R x O tile (outputs og0 .., rows r0 ..; no and nr of them
- * live), lane 0 writing them: the tile and staged forms' end. */
+ * live), lane 0 writing them: the tile form's end. */
 template <int T, int R, int O>
 __device__ __forceinline__ void ex_store_tile(const float (&acc)[R][O], const ex_params &p, int og0, int no, int r0,
                                               int nr, int lane) {
@@ -275,80 +266,6 @@ __global__ void __launch_bounds__(32 * XT_WR * XT_WO, 2) ex_tile_kernel(ex_param
     ex_store_tile<T>(acc, p, og0, no, r0, nr, lane);
 }
 
-/* The staged form: block (bx, by) takes outputs (bx XS_WARPS + warp) O .. + O - 1 a warp and rows by XS_R .. + 3.
- * Shared memory: the rows [XS_R][nc chunks][64 float4], chunk float4 g (elements 4g .. 4g + 3) at slot
- * (g & 1) 32 + (g >> 1), so lane L's elements 8 L .. 8 L + 7 are slots L and 32 + L. */
-template <int T, int O>
-__global__ void __launch_bounds__(32 * XS_WARPS) ex_stage_kernel(ex_params p) {
-    extern __shared__ float4 xs4[];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int og0 = ((int)blockIdx.x * XS_WARPS + warp) * O;
-    const int r0 = (int)blockIdx.y * XS_R, nr = min(XS_R, p.n_rows - r0);
-    const int no = max(0, min(O, p.tot - og0));
-    float wv[O][EX_NJ][8];
-#pragma unroll
-    for (int o = 0; o < O; o++) {
-        float *y;
-        int n_out, oo;
-        if (o < no) ex_load<T>(wv[o], ex_pick(p, og0 + o, y, n_out, oo), 0, p.n_in, lane);
-    }
-    pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
-    pdl_trigger();
-    const int nc = (p.n_in + 255) / 256, n4 = p.n_in / 4; /* n_in % 8 == 0 on the 16-byte path */
-    for (int i = threadIdx.x; i < nr * n4; i += blockDim.x) {
-        const int r = i / n4, g = i - r * n4, q = g & 63;
-        const unsigned sa =
-            (unsigned)__cvta_generic_to_shared(xs4 + (r * nc + (g >> 6)) * 64 + (q & 1) * 32 + (q >> 1));
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sa), "l"(p.x + (size_t)(r0 + r) * p.n_in + 4 * g)
-                     : "memory");
-    }
-    asm volatile("cp.async.commit_group;" ::: "memory");
-    asm volatile("cp.async.wait_group 0;" ::: "memory");
-    __syncthreads();
-    if (no == 0) return; /* warp-uniform, after the block's barrier */
-    float acc[XS_R][O];
-#pragma unroll
-    for (int r = 0; r < XS_R; r++)
-#pragma unroll
-        for (int o = 0; o < O; o++) acc[r][o] = 0.0f;
-#pragma unroll
-    for (int j = 0; j < EX_NJ; j++) {
-        if (8 * lane + 256 * j >= p.n_in) break; /* the lane's steps in the decode dot's order */
-#pragma unroll
-        for (int r = 0; r < XS_R; r++) {
-            if (r >= nr) break;
-            const float4 a = xs4[(r * nc + j) * 64 + lane], b = xs4[(r * nc + j) * 64 + 32 + lane];
-            const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-            for (int o = 0; o < O; o++)
-                if (o < no) acc[r][o] = ex_dot8r(wv[o][j], xv, acc[r][o]);
-        }
-    }
-    ex_store_tile<T>(acc, p, og0, no, r0, nr, lane);
-}
-
-static int g_exact_stage = INT_MIN;
-extern "C" void cuda_exact_stage_set(int v) { __atomic_store_n(&g_exact_stage, v < 0 ? INT_MIN : v, __ATOMIC_RELAXED); }
-
-/* The staged form's outputs a warp for a pass (0: not taken): CLOVER_CUDA_EXACT_STAGE=1 / 2, where the weights
- * fit one slice; unset / 0 never. */
-static int ex_stage_takes(size_t n_rows, size_t n_in) {
-    const int v = cuda_env_int(&g_exact_stage, "CLOVER_CUDA_EXACT_STAGE", 0);
-    if ((v != 1 && v != 2) || n_in > EX_NJ * 256 || (n_rows + XS_R - 1) / XS_R > 65535) return 0;
-    return v;
-}
-
-template <int T>
-static void ex_stage_launch(const ex_params &p, int o, cudaStream_t st) {
-    const unsigned ow = (unsigned)((p.tot + o - 1) / o);
-    const dim3 grid((ow + XS_WARPS - 1) / XS_WARPS, (unsigned)((p.n_rows + XS_R - 1) / XS_R)), block(32 * XS_WARPS);
-    const size_t smem = (size_t)XS_R * ((p.n_in + 255) / 256) * 64 * sizeof(float4); /* <= 32 KB */
-    if (o == 2)
-        pdl_launch(ex_stage_kernel<T, 2>, grid, block, smem, st, p);
-    else
-        pdl_launch(ex_stage_kernel<T, 1>, grid, block, smem, st, p);
-}
-
 static int g_exact_rb = -1, g_exact_tile = INT_MIN;
 extern "C" void cuda_exact_rb_set(int on) { cuda_switch_set(&g_exact_rb, on); }
 extern "C" void cuda_exact_tile_set(int on) {
@@ -385,12 +302,11 @@ static void ex_rb_launch(ex_params p, cudaStream_t st) {
     pdl_launch(ex_rb_kernel<T>, grid, block, 0, st, p);
 }
 
-enum { EXF_ROWS, EXF_TILE, EXF_STAGE, EXF_RB }; /* the forms of a launch */
+enum { EXF_ROWS, EXF_TILE, EXF_RB }; /* the forms of a launch */
 template <int T>
-static void ex_launch(const ex_params &p, int form, int so, dim3 grid, dim3 block, cudaStream_t st) {
+static void ex_launch(const ex_params &p, int form, dim3 grid, dim3 block, cudaStream_t st) {
     switch (form) {
     case EXF_TILE: ex_tile_launch<T>(p, st); break;
-    case EXF_STAGE: ex_stage_launch<T>(p, so, st); break;
     case EXF_RB: ex_rb_launch<T>(p, st); break;
     default: pdl_launch(ex_rows_kernel<T>, grid, block, 0, st, p);
     }
@@ -436,16 +352,15 @@ extern "C" int cuda_matmul_exact_multi(uint32_t type, const cuda_matmul_seg *seg
     const size_t warps = tot * ((n_rows + p.rw - 1) / p.rw);
     if (warps / EX_WARPS + 1 > 2147483647u) MM_FAIL("%s: %zu rows x %zu outputs", op, n_rows, tot);
     const dim3 grid((unsigned)((warps + EX_WARPS - 1) / EX_WARPS)), block(32 * EX_WARPS);
-    /* the form, picked once (the tiles from XT_MIN_ROWS rows, then the staged rows, the row blocks, a warp an output) */
+    /* the form, picked once (the tiles from XT_MIN_ROWS rows, then the row blocks, a warp an output) */
     const bool tile = ex_tile_takes(n_rows);
-    const int so = tile ? 0 : ex_stage_takes(n_rows, n_in);
-    const bool rb = !tile && !so && cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0);
-    const int form = tile ? EXF_TILE : so ? EXF_STAGE : rb ? EXF_RB : EXF_ROWS;
+    const bool rb = !tile && cuda_switch_on(&g_exact_rb, "CLOVER_CUDA_EXACT_RB", 0);
+    const int form = tile ? EXF_TILE : rb ? EXF_RB : EXF_ROWS;
     cudaStream_t st = (cudaStream_t)stream;
     switch (type) {
-    case MM_F32: ex_launch<MM_F32>(p, form, so, grid, block, st); break;
-    case MM_F16: ex_launch<MM_F16>(p, form, so, grid, block, st); break;
-    case MM_BF16: ex_launch<MM_BF16>(p, form, so, grid, block, st); break;
+    case MM_F32: ex_launch<MM_F32>(p, form, grid, block, st); break;
+    case MM_F16: ex_launch<MM_F16>(p, form, grid, block, st); break;
+    case MM_BF16: ex_launch<MM_BF16>(p, form, grid, block, st); break;
     default: MM_FAIL("%s: weight type %u", op, (unsigned)type);
     }
     return mm_launch_status(op, why, why_len);

@@ -570,13 +570,12 @@ static void test_chunk_seg(void) {
  * case in three forms: 4 rows a warp, the row blocks of CLOVER_CUDA_EXACT_RB (a partial last row block and a
  * partial last block of 16 outputs at 300 rows and 45 / 3 / 130 outputs), and the register tiles of
  * CLOVER_CUDA_EXACT_TILE at every row count (partial 4-row and 8-output tiles: 9, 17, 100, 300 rows; 257, 45, 3,
- * 130 outputs, a tile across two matrices), and the staged rows of CLOVER_CUDA_EXACT_STAGE with 1 and 2 outputs a
- * warp (a partial last chunk at 520 wide, a partial last warp pair at 257 / 45 / 3 outputs; 4104 wide falls back). */
+ * 130 outputs, a tile across two matrices). */
 static void test_exact_multi(void) {
     const size_t ins[] = {520, 2048, 4104}, rows[] = {2, 9, 16, 17, 32, 100, 300, 512};
     const size_t outs[2][3] = {{256, 1, 0}, {45, 3, 130}};
     size_t cases = 0;
-    for (int blocks = 0; blocks < 5; blocks++) {
+    for (int blocks = 0; blocks < 3; blocks++) {
         for (int t = 0; t < 3; t++)
             for (int v = 0; v < 3; v++)
                 for (int form = 0; form < 2; form++) {
@@ -585,7 +584,6 @@ static void test_exact_multi(void) {
                     const size_t n_rows = rows[(t * 3 + v + form + blocks) % 8];
                     cuda_exact_rb_set(blocks == 1);
                     cuda_exact_tile_set(blocks == 2);
-                    cuda_exact_stage_set(blocks >= 3 ? blocks - 2 : 0); /* 1 / 2 outputs a warp */
                     size_t rb = 0;
                     uint8_t *w[3];
                     void *dw[3];
@@ -625,7 +623,7 @@ static void test_exact_multi(void) {
                         CHECK_MSG(memcmp(got, dec, n_rows * no * sizeof(float)) == 0,
                                   "cuda_matmul_exact_multi%s %s %zu wide, %zu rows, matrix %zu of %zu (%zu outputs): "
                                   "differs from the 8-row decode products",
-                                  blocks >= 3 ? " (staged rows)" : blocks == 2 ? " (register tiles)" : blocks ? " (row blocks)" : "",
+                                  blocks == 2 ? " (register tiles)" : blocks ? " (row blocks)" : "",
                                   quant_type_name(type), n_in, n_rows, i, ns, no);
                         free(got), free(dec), free(ref), free(w[i]);
                         cudaFree(dw[i]), cudaFree(dy[i]), cudaFree(dy2[i]);
@@ -636,8 +634,7 @@ static void test_exact_multi(void) {
     }
     cuda_exact_rb_set(-1);
     cuda_exact_tile_set(-1);
-    cuda_exact_stage_set(-1);
-    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..512 rows, five forms) bit-identical to the "
+    printf("  exact_multi: %zu cases (F32/F16/BF16, 520/2048/4104 wide, 2..512 rows, three forms) bit-identical to the "
            "decode form\n",
            cases);
     char why[256] = "";
