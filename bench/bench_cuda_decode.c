@@ -130,7 +130,7 @@ static float *dev_floats(size_t n, float scale) {
 
 /* ---- one op, its buffers, and its launch for copy i ---- */
 enum kind {
-    K_ADDNORM, K_MM, K_MULTI, K_GLU, K_PAIR, K_SWIGLU, K_ROUTE, K_MOE_GLU, K_MOE, K_MOE_PAIR, K_COMBINE,
+    K_ADDNORM, K_MM, K_MULTI, K_GLU, K_PAIR, K_SWIGLU, K_ROUTE, K_MOE_GLU, K_MOE, K_MOE_PAIR, K_COMBINE, K_CMBNORM,
     K_GDN_CONV, K_GDN_MIX, K_ATTN_PREP, K_ATTN_FWD, K_EMBED, K_D2H,
 };
 
@@ -238,6 +238,10 @@ static void body(const op *c, size_t i, cudaStream_t st) {
         break;
     }
     case K_COMBINE: rc = cuda_moe_combine_shexp(c->y2, c->y, c->ids, c->a, n, KX, H, c->h, c->b, st); break;
+    case K_CMBNORM: /* 1 or 2 (not taken, or without rows that were not asked for) would be a wrong reading */
+        rc = cuda_moe_combine_add_rms_norm(c->y2, c->z, c->y, c->ids, c->a, KX, c->h, c->b, c->fw, n, H, EPS, NULL,
+                                           st);
+        break;
     case K_GDN_CONV:
         rc = cuda_gdn_conv(c->y, c->x, c->gw.conv_w, c->gseq + i * c->n_seq, c->n_seq, 1, &c->gd, st);
         break;
@@ -534,6 +538,11 @@ static void bench_ops(size_t n, int max_kv) {
     const double combine = line("experts weighted sum + gated shexp", &cb, COPIES, (double)n * (KX + 2) * H * 4,
                                 P->combine);
     const double moe = router + route + moe_gu + swiglu + moe_down + sh_gu + sh_down + combine;
+    /* the sum, the residual add and the next norm in one launch (what the backend runs: one launch less a layer) */
+    op cn = cb;
+    cn.kind = K_CMBNORM, cn.z = A.x, cn.fw = dev_floats(H, 1.0f);
+    line("  the same + residual add + norm (one launch)", &cn, COPIES, (double)n * (KX + 3) * H * 4, n > 1 ? 4 : 3);
+    cudaFree((void *)cn.fw);
     /* GDN mixer */
     const size_t gin[4] = {GCD, GZ, GNV, GNV};
     const double gdn_in = multi(n > 1 ? "gdn in-proj q8_0 qkv/z/alpha/beta (4 chunk products)"

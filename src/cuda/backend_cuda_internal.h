@@ -229,6 +229,7 @@ struct backend_session {
     bool stack;
     size_t cls_rows;            /* the rows that choose a product's kernel (a sequence's, not the pass's) */
     const float *xq_of;         /* the rows whose Q8_0 8-bit copy is in sc.mm_work (cuda_add_rms_norm_q8), or NULL */
+    bool moe_sum_pending;       /* the layer's expert sum left to the residual add + norm after it (one launch) */
     size_t pass_rows;           /* the rows of the pass being enqueued */
     bool stack_decode_only;     /* CLOVER_CUDA_STACK_DECODE_ONLY: stacked rows in decode groups of 8 only (A/B) */
     size_t decode_rows;         /* dense integer products past this many rows take the chunk form (1..8) */

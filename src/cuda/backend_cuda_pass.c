@@ -612,6 +612,17 @@ static int prefetch_guess(backend_session *s, size_t il, size_t n, clover_error 
     return rc;
 }
 
+/* sc.y = the layer's expert sum (the routed experts' weighted sum, with the gated shared expert where the model
+ * has one): one launch. */
+static int moe_sum(backend_session *s, size_t n, clover_error *err) {
+    cuda_scratch *sc = &s->sc;
+    const size_t k = s->hp->n_expert_used, H = s->hp->n_embd;
+    if (!s->hp->n_ff_shexp)
+        return op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
+    return op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
+                     "expert sum + shared expert", err);
+}
+
 static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
                             bool side, clover_error *err);
 
@@ -640,7 +651,7 @@ static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il
     const model_moe_weights *w = &ml->moe;
     const model_hparams *hp = s->hp;
     cuda_scratch *sc = &s->sc;
-    const size_t k = hp->n_expert_used, F = hp->n_ff_exp, H = hp->n_embd, Fs = hp->n_ff_shexp;
+    const size_t k = hp->n_expert_used, F = hp->n_ff_exp, Fs = hp->n_ff_shexp;
     int rc;
     /* the router in FP32 always (when it is a float tensor): its logits choose experts, and a TF32 product
      * would flip near-ties that the CPU's f32 product resolves the other way */
@@ -723,19 +734,17 @@ static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il
     s->xv_moe = NULL;
     s->moe_narrow = false;
     if (rc) return rc;
-    if (Fs == 0) {
-        rc = op_status(cuda_moe_combine(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, s->stream), "expert sum", err);
-    } else {
+    if (Fs) {
         if (side) {
             if ((rc = shexp_join(s, err))) return rc;
         } else {
             if ((rc = shexp_ffn(s, w, n, err))) return rc;
         }
-        /* the experts' weighted sum and the gated shared expert in one launch (the two kernels' bits) */
-        rc = op_status(cuda_moe_combine_shexp(sc->y, sc->ye, sc->ridx, sc->rw, n, k, H, sc->ys, sc->sg, s->stream),
-                       "expert sum + shared expert", err);
     }
-    /* --gpu-mem with CLOVER_GPU_MEM_CPU: the host computes its misses now, while the device runs the above */
+    /* the experts' weighted sum (with the gated shared expert's) is left to the residual add and norm after the
+     * layer (residual_norm: one launch, the same bits), unless the host adds its misses into it (--gpu-mem) */
+    s->moe_sum_pending = !s->cm->ex;
+    if (!s->moe_sum_pending) rc = moe_sum(s, n, err);
     if (!rc && s->cm->ex) rc = cuda_experts_host_join(s, sc->y, err);
     return rc;
 }
@@ -754,8 +763,10 @@ static bool xq_next(const backend_session *s, const model_layer *ml, size_t n) {
 static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_t n, const cuda_pass *p,
                      clover_error *err) {
     s->side_open = false;
+    s->moe_sum_pending = false;
     int rc = layer_moe_enqueue(s, ml, il, n, p, err);
     if (rc && s->side_open) shexp_join(s, NULL);
+    if (rc) s->moe_sum_pending = false;
     return rc;
 }
 
@@ -767,6 +778,36 @@ static int hidden_store(backend_session *s, const cuda_pass *p, size_t slot, clo
         cuda_d2h(p->hidden + (slot * p->hidden_rows + p->row0) * H, s->sc.h, p->n * H * sizeof(float), why))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: residual stream: %s", why);
     return CLOVER_OK;
+}
+
+/* The residual add after a layer and the next norm: h += the layer's output, x = norm(h) * nw; where want_q8
+ * also the next products' Q8_0 8-bit rows (s->xq_of). A layer that left its expert sum pending (layer_moe) gets
+ * the sum, the add and the norm in one launch (cuda_moe_combine_add_rms_norm); else, or where that form does not
+ * take the row, the sum into sc.y first. */
+static int residual_norm(backend_session *s, const float *nw, size_t n, bool want_q8, clover_error *err) {
+    cuda_scratch *sc = &s->sc;
+    const size_t H = s->hp->n_embd;
+    const float eps = s->hp->rms_eps;
+    if (s->moe_sum_pending) {
+        s->moe_sum_pending = false;
+        const bool shx = s->hp->n_ff_shexp != 0;
+        const int t = cuda_moe_combine_add_rms_norm(sc->x, sc->h, sc->ye, sc->ridx, sc->rw, s->hp->n_expert_used,
+                                                    shx ? sc->ys : NULL, shx ? sc->sg : NULL, nw, n, H, eps,
+                                                    want_q8 ? sc->mm_work : NULL, s->stream);
+        if (t < 0) return op_status(-1, "expert sum + residual + norm", err);
+        if (t == 0 && want_q8) s->xq_of = sc->x;
+        if (t == 0 || t == 2) return CLOVER_OK;
+        int rc = moe_sum(s, n, err);
+        if (rc) return rc;
+    }
+    int fused = 1;
+    if (want_q8) {
+        fused = cuda_add_rms_norm_q8(sc->x, sc->h, sc->y, nw, n, H, eps, sc->mm_work, s->stream);
+        if (fused < 0) return op_status(-1, "residual + norm", err);
+        if (fused == 0) s->xq_of = sc->x;
+    }
+    return fused ? op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, nw, n, H, eps, s->stream), "residual + norm", err)
+                 : CLOVER_OK;
 }
 
 static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *err);
@@ -786,6 +827,7 @@ static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *er
     char why[CUDA_WHY];
     int rc;
     s->kept_valid = false; /* the session's own scratch is about to be rewritten (the stack's is not a session's) */
+    s->moe_sum_pending = false;
     if (s->stack && ((p->preview && !p->sseq) || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows ||
                      p->seq_rows > n))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",
@@ -846,16 +888,8 @@ static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *er
         if (l + 1 == s->n_run && ranged) next_norm = &ml->attn_norm;
         /* where the next layer's first products (mm_multi of x) will take the shared Q8_0 chunk path, the norm
          * writes their 8-bit rows too (the quantiser's bytes: one launch less a layer) */
-        int fused = 1;
-        if (l + 1 < s->n_run && xq_next(s, &m->layers[l + 1], n)) {
-            fused = cuda_add_rms_norm_q8(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n, H, hp->rms_eps,
-                                         sc->mm_work, s->stream);
-            if (fused < 0) return op_status(-1, "residual + norm", err);
-            if (fused == 0) s->xq_of = sc->x;
-        }
-        if ((fused && (rc = op_status(cuda_add_rms_norm(sc->x, sc->h, sc->y, cuda_model_weight(s->cm, next_norm), n,
-                                                        H, hp->rms_eps, s->stream),
-                                      "residual + norm", err))) ||
+        const bool want_q8 = l + 1 < s->n_run && xq_next(s, &m->layers[l + 1], n);
+        if ((rc = residual_norm(s, cuda_model_weight(s->cm, next_norm), n, want_q8, err)) ||
             (rc = hidden_store(s, p, l + 1, err)))
             return rc;
     }

@@ -111,6 +111,17 @@ int cuda_moe_combine(float *out,           // [n][H]
 int cuda_moe_combine_shexp(float *out, const float *ye, const int32_t *idx, const float *wts, size_t n, size_t k,
                            size_t H, const float *sh, const float *gate_logit, void *stream);
 
+/* cuda_moe_combine (cuda_moe_combine_shexp where sh is non-NULL) and cuda_add_rms_norm in one launch: h[r] +=
+ * the row's expert sum, x[r] = norm(h[r]) * w, the sum never stored; where xq is non-NULL also the normed rows'
+ * Q8_0 8-bit copy, as cuda_add_rms_norm_q8 writes it. The same bits as the two (three) launches. Returns 0 (done;
+ * the 8-bit rows too if asked), 2 (done without the 8-bit rows: n not whole Q8_0 blocks, rows > 65535 or
+ * CLOVER_CUDA_NORM_Q8=0), 1 (nothing launched: k, the row shape or alignment, or CLOVER_CUDA_COMBINE_NORM=0 /
+ * cuda_combine_norm_set(0): the caller runs the combine and the norm), -1 (a launch error). */
+int cuda_moe_combine_add_rms_norm(float *x, float *h, const float *ye, const int32_t *idx, const float *wts, size_t k,
+                                  const float *sh, const float *gate_logit, const float *w, size_t rows, size_t n,
+                                  float eps, void *xq, void *stream);
+void cuda_combine_norm_set(int on);
+
 /* out[r] += sigmoid(gate_logit[r]) * sh[r] (the gated shared expert; the
  * gate logit is the [1][H] ffn_gate_inp_shexp product, computed by matmul). */
 int cuda_shexp_add(float *out,               // [n][H]

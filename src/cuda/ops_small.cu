@@ -84,6 +84,59 @@ __device__ static float block_sum(float v, float *sh) {
     return sh[0];
 }
 
+/* The routed experts' weighted sum of a row (k_combine and the fused norm's CMB form share it): the slots' order
+ * is a stable sort of the k ids (equal ids keep slot order): thread t < k loads slot t once and places it at its rank,
+ * so no thread walks a chain of dependent global loads. Ends with a block barrier. */
+__device__ __forceinline__ void cmb_order(const int32_t *idx, const float *wts, size_t k, size_t r, int32_t *id_s,
+                                          int32_t *order, float *w_s) {
+    if (threadIdx.x < k) id_s[threadIdx.x] = idx[r * k + threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x < k) {
+        const size_t t = threadIdx.x;
+        size_t rank = 0;
+        for (size_t q = 0; q < k; q++) rank += id_s[q] < id_s[t] || (id_s[q] == id_s[t] && q < t);
+        order[rank] = (int32_t)t;
+        w_s[rank] = wts[r * k + t];
+    }
+    __syncthreads();
+}
+
+/* The fused norm's expert sum (k_norm_vec's CMB form): cuda_moe_combine_add_rms_norm's arguments. */
+typedef struct {
+    const float *ye;     /* [rows * k][n] the slots' expert outputs */
+    const int32_t *idx;  /* [rows][k] */
+    const float *wts;    /* [rows][k] */
+    const float *sh;     /* [rows][n] the shared expert's output, or NULL */
+    const float *gl;     /* [rows] its gate logit */
+    int k;
+} norm_cmb;
+
+/* Columns 4 i .. 4 i + 3 of row r's expert sum: k_combine's expression a column (each product and sum rounded,
+ * slots in `order`, then + gate * sh), the slots' loads of a batch of 8 issued before their adds. */
+__device__ __forceinline__ float4 cmb_sum4(const norm_cmb &c, size_t r, size_t n, size_t i, const int32_t *order,
+                                           const float *w_s, float gate) {
+    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int j0 = 0; j0 < c.k; j0 += 8) {
+        float4 e[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+            if (j0 + j < c.k) e[j] = ((const float4 *)(c.ye + (r * (size_t)c.k + (size_t)order[j0 + j]) * n))[i];
+#pragma unroll
+        for (int j = 0; j < 8; j++) {
+            if (j0 + j >= c.k) break;
+            const float wj = w_s[j0 + j];
+            o[0] = __fadd_rn(o[0], __fmul_rn(e[j].x, wj)), o[1] = __fadd_rn(o[1], __fmul_rn(e[j].y, wj));
+            o[2] = __fadd_rn(o[2], __fmul_rn(e[j].z, wj)), o[3] = __fadd_rn(o[3], __fmul_rn(e[j].w, wj));
+        }
+    }
+    if (c.sh) { /* k_shexp_add's expression */
+        const float4 b = ((const float4 *)(c.sh + r * n))[i];
+        o[0] = __fadd_rn(o[0], __fmul_rn(gate, b.x)), o[1] = __fadd_rn(o[1], __fmul_rn(gate, b.y));
+        o[2] = __fadd_rn(o[2], __fmul_rn(gate, b.z)), o[3] = __fadd_rn(o[3], __fmul_rn(gate, b.w));
+    }
+    return make_float4(o[0], o[1], o[2], o[3]);
+}
+
 /* The norms of a row of n <= 4 * NORM_THREADS * VPT floats, n % 4 == 0 and
  * 16-byte aligned rows (the model's hidden sizes): each thread loads its VPT
  * float4 of the row (and of w) at once into registers, before any store, so
@@ -92,18 +145,27 @@ __device__ static float block_sum(float v, float *sh) {
  * once, (v * inv) * w); only the order of the sum of squares differs, the
  * reassociation the tests' bound covers. ADD: h += y and out = norm(h);
  * otherwise out = norm(h) and h is only read (out may equal h: every element
- * is read by the thread that writes it, before it writes). */
+ * is read by the thread that writes it, before it writes). CMB (with ADD): y is
+ * the routed experts' sum of the row (and the gated shared expert), made here from c (cmb_sum4: k_combine's
+ * operations) instead of read: the same bits as k_combine then this kernel, one launch and no y in memory. */
 enum { NORM_THREADS = 256 };
 
-template <int VPT, bool ADD, bool Q8 = false>
+template <int VPT, bool ADD, bool Q8 = false, bool CMB = false>
 __global__ void __launch_bounds__(NORM_THREADS)
-    k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps, uint8_t *xq) {
+    k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps, uint8_t *xq, norm_cmb c) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
     pdl_trigger();
     __shared__ float sh[32];
+    __shared__ int32_t id_s[CMB ? CUDA_ROUTE_MAX_K : 1], order[CMB ? CUDA_ROUTE_MAX_K : 1];
+    __shared__ float w_s[CMB ? CUDA_ROUTE_MAX_K : 1];
+    float gate = 0.0f;
+    if (CMB) {
+        cmb_order(c.idx, c.wts, (size_t)c.k, blockIdx.x, id_s, order, w_s);
+        if (c.sh) gate = 1.0f / (1.0f + expf(-c.gl[blockIdx.x])); /* cpu_sigmoid, as k_combine */
+    }
     const size_t n4 = n / 4;
     float4 *hr = (float4 *)(h + blockIdx.x * n);
-    const float4 *yr = (const float4 *)(y + (ADD ? blockIdx.x * n : 0));
+    const float4 *yr = (const float4 *)(y + (ADD && !CMB ? blockIdx.x * n : 0));
     float4 *orow = (float4 *)(out + blockIdx.x * n);
     const float4 *w4 = (const float4 *)w;
     float4 v[VPT], wv[VPT];
@@ -117,7 +179,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
             v[u] = hr[i];
             wv[u] = w4[i];
             if (ADD) {
-                const float4 b = yr[i];
+                const float4 b = CMB ? cmb_sum4(c, blockIdx.x, n, i, order, w_s, gate) : yr[i];
                 v[u].x = v[u].x + b.x, v[u].y = v[u].y + b.y, v[u].z = v[u].z + b.z, v[u].w = v[u].w + b.w;
             }
         }
@@ -170,11 +232,11 @@ static bool norm_vec_q8_launch(float *out, float *h, const float *y, const float
         return false;
     const size_t n4 = n / 4;
     if (n4 <= NORM_THREADS)
-        pdl_launch(k_norm_vec<1, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+        pdl_launch(k_norm_vec<1, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq, norm_cmb{});
     else if (n4 <= 2 * NORM_THREADS)
-        pdl_launch(k_norm_vec<2, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+        pdl_launch(k_norm_vec<2, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq, norm_cmb{});
     else
-        pdl_launch(k_norm_vec<4, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq);
+        pdl_launch(k_norm_vec<4, true, true>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, xq, norm_cmb{});
     return true;
 }
 
@@ -187,11 +249,11 @@ static bool norm_vec_launch(float *out, float *h, const float *y, const float *w
         return false;
     const size_t n4 = n / 4;
     if (n4 <= NORM_THREADS)
-        pdl_launch(k_norm_vec<1, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
+        pdl_launch(k_norm_vec<1, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL, norm_cmb{});
     else if (n4 <= 2 * NORM_THREADS)
-        pdl_launch(k_norm_vec<2, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
+        pdl_launch(k_norm_vec<2, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL, norm_cmb{});
     else
-        pdl_launch(k_norm_vec<4, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL);
+        pdl_launch(k_norm_vec<4, ADD>, (unsigned)rows, NORM_THREADS, 0, st, out, h, y, w, n, eps, (uint8_t *)NULL, norm_cmb{});
     return true;
 }
 
@@ -252,6 +314,47 @@ extern "C" int cuda_add_rms_norm_q8(float *x, float *h, const float *y, const fl
         !norm_vec_q8_launch(x, h, y, w, rows, n, eps, (uint8_t *)xq, as_stream(stream)))
         return 1;
     return CUDA_LAUNCH_STATUS(g_err, "cuda_add_rms_norm_q8") ? -1 : 0;
+}
+
+/* k_norm_vec's CMB form at the row's VPT, with or without the 8-bit rows */
+template <bool Q8>
+static void norm_cmb_launch(float *x, float *h, const float *w, size_t rows, size_t n, float eps, uint8_t *xq,
+                            const norm_cmb &c, cudaStream_t st) {
+    const size_t n4 = n / 4;
+    if (n4 <= NORM_THREADS)
+        pdl_launch(k_norm_vec<1, true, Q8, true>, (unsigned)rows, NORM_THREADS, 0, st, x, h, (const float *)NULL, w, n,
+                   eps, xq, c);
+    else if (n4 <= 2 * NORM_THREADS)
+        pdl_launch(k_norm_vec<2, true, Q8, true>, (unsigned)rows, NORM_THREADS, 0, st, x, h, (const float *)NULL, w, n,
+                   eps, xq, c);
+    else
+        pdl_launch(k_norm_vec<4, true, Q8, true>, (unsigned)rows, NORM_THREADS, 0, st, x, h, (const float *)NULL, w, n,
+                   eps, xq, c);
+}
+
+/* On unless CLOVER_CUDA_COMBINE_NORM=0 (read once; cuda_combine_norm_set: 1/0, negative: the environment again). */
+static int g_cmb_norm = -1;
+extern "C" void cuda_combine_norm_set(int on) { cuda_switch_set(&g_cmb_norm, on); }
+
+extern "C" int cuda_moe_combine_add_rms_norm(float *x, float *h, const float *ye, const int32_t *idx,
+                                             const float *wts, size_t k, const float *sh, const float *gate_logit,
+                                             const float *w, size_t rows, size_t n, float eps, void *xq,
+                                             void *stream) {
+    if (!cuda_switch_on(&g_cmb_norm, "CLOVER_CUDA_COMBINE_NORM", 1) || k < 1 || k > CUDA_ROUTE_MAX_K || n == 0 ||
+        n % 4 != 0 || n > 4 * NORM_THREADS * 4 || rows > 2147483647u || !x || !h || !ye || !idx || !wts || !w ||
+        !aligned16(x) || !aligned16(h) || !aligned16(ye) || !aligned16(w) || (sh && (!gate_logit || !aligned16(sh))))
+        return 1;
+    if (rows == 0) return xq ? 2 : 0;
+    /* the 8-bit rows where cuda_add_rms_norm_q8 would write them */
+    const bool q8 = xq && n % 32 == 0 && rows <= 65535 && aligned16(xq) &&
+                    cuda_switch_on(&g_norm_q8, "CLOVER_CUDA_NORM_Q8", 1);
+    const norm_cmb c = {ye, idx, wts, sh, gate_logit, (int)k};
+    if (q8)
+        norm_cmb_launch<true>(x, h, w, rows, n, eps, (uint8_t *)xq, c, as_stream(stream));
+    else
+        norm_cmb_launch<false>(x, h, w, rows, n, eps, (uint8_t *)NULL, c, as_stream(stream));
+    if (CUDA_LAUNCH_STATUS(g_err, "cuda_moe_combine_add_rms_norm")) return -1;
+    return q8 || !xq ? 0 : 2;
 }
 
 __global__ void k_add(float *h, const float *y, size_t count) {
@@ -429,10 +532,8 @@ extern "C" int cuda_nll(float *nll, const float *logits, const int32_t *targets,
 
 /* Per row: its k slots in ascending expert id (HF's index_add_ order, as
  * the CPU's bucketed accumulation), out = 0 then out += y * w, each product
- * and sum rounded separately like the CPU's (no FMA contraction). The order
- * is a stable sort of the k ids (equal ids keep slot order): thread t < k
- * loads slot t once and places it at its rank, so no thread walks a chain of
- * dependent global loads. */
+ * and sum rounded separately like the CPU's (no FMA contraction), in
+ * cmb_order's order. */
 __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const float *wts, size_t k, size_t H,
                           const float *sh, const float *gl) {
     pdl_wait(); /* inputs are the previous kernel's outputs (cuda_pdl.cuh) */
@@ -441,16 +542,7 @@ __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const
     __shared__ int32_t id_s[CUDA_ROUTE_MAX_K];
     __shared__ int32_t order[CUDA_ROUTE_MAX_K];
     __shared__ float w_s[CUDA_ROUTE_MAX_K];
-    if (threadIdx.x < k) id_s[threadIdx.x] = idx[r * k + threadIdx.x];
-    __syncthreads();
-    if (threadIdx.x < k) {
-        const size_t t = threadIdx.x;
-        size_t rank = 0;
-        for (size_t q = 0; q < k; q++) rank += id_s[q] < id_s[t] || (id_s[q] == id_s[t] && q < t);
-        order[rank] = (int32_t)t;
-        w_s[rank] = wts[r * k + t];
-    }
-    __syncthreads();
+    cmb_order(idx, wts, k, r, id_s, order, w_s);
     const float gate = sh ? 1.0f / (1.0f + expf(-gl[r])) : 0.0f; /* cpu_sigmoid */
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
         float o = 0.0f;

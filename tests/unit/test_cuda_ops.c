@@ -939,6 +939,108 @@ static void test_combine(void) {
     free(ye), free(ref), free(out);
 }
 
+/* cuda_moe_combine_add_rms_norm (the expert sum, the residual add and the next norm in one launch, the Q8_0 8-bit
+ * rows too when asked): h, x and the 8-bit rows bit and byte for byte what cuda_moe_combine(_shexp) then
+ * cuda_add_rms_norm(_q8) give (the 8-bit buffers poisoned alike first, so a byte only one path wrote differs), and
+ * without the shared expert h exactly the CPU's h + sum (test_combine's order, bound 0). Row widths 2048 / 1024 /
+ * 4096 (2, 1, 4 float4 a thread) and 96; 300 (not whole Q8_0 blocks: done without the rows, 2); k 8 with repeated
+ * ids, k 1, k 16; 1, 5 and 32 rows. Not taken (1): k 0 or 17, a row of 4100, a shared expert without its gate logit, the switch off. */
+static void cmb_norm_case(size_t n, size_t k, size_t rows, bool shexp, bool q8) {
+    char what[96];
+    snprintf(what, sizeof what, "combine + norm n %zu k %zu rows %zu%s%s", n, k, rows, shexp ? " shexp" : "",
+             q8 ? " q8" : "");
+    rng_state r;
+    rng_seed(&r, (uint64_t)(n * 131 + k * 7 + rows));
+    int32_t *idx = malloc(rows * k * sizeof(int32_t));
+    float *wts = malloc(rows * k * sizeof(float));
+    for (size_t i = 0; i < rows * k; i++) idx[i] = (int32_t)(rng_next(&r) % 40), wts[i] = rng_uniform(&r);
+    if (k > 2) idx[k - 1] = idx[0]; /* a repeated id in row 0: slot order decides */
+    float *ye = malloc(rows * k * n * 4), *h = malloc(rows * n * 4), *sh = malloc(rows * n * 4), *g = malloc(rows * 4);
+    float *w = malloc(n * 4);
+    cuda_test_fill(ye, rows * k * n, 91, 1.0f);
+    cuda_test_fill(h, rows * n, 92, 2.0f);
+    cuda_test_fill(sh, rows * n, 93, 1.0f);
+    cuda_test_fill(g, rows, 94, 2.0f);
+    cuda_test_fill(w, n, 95, 1.5f);
+    float *dye = cuda_test_upload(ye, rows * k * n * 4), *dsh = cuda_test_upload(sh, rows * n * 4);
+    float *dg = cuda_test_upload(g, rows * 4), *dw = cuda_test_upload(w, n * 4), *dwt = cuda_test_upload(wts, rows * k * 4);
+    int32_t *di = cuda_test_upload(idx, rows * k * sizeof(int32_t));
+    float *dh[2], *dx[2], *dy = cuda_test_poisoned(rows * n);
+    const size_t wb = cuda_matmul_chunk_work_bytes(QUANT_Q8_0, n, rows) + 256;
+    void *work[2];
+    for (int i = 0; i < 2; i++) {
+        dh[i] = cuda_test_upload(h, rows * n * 4), dx[i] = cuda_test_poisoned(rows * n);
+        char why[CUDA_WHY];
+        CHECK_MSG(cuda_alloc(&work[i], wb, why) == 0 && cuda_memset(work[i], 0xA5, wb, NULL, why) == 0, "%s", why);
+    }
+    /* the two launches (three without the fused norm's rows) */
+    if (shexp)
+        CHECK(cuda_moe_combine_shexp(dy, dye, di, dwt, rows, k, n, dsh, dg, NULL) == 0);
+    else
+        CHECK(cuda_moe_combine(dy, dye, di, dwt, rows, k, n, NULL) == 0);
+    int plain_q8 = 1;
+    if (q8) plain_q8 = cuda_add_rms_norm_q8(dx[0], dh[0], dy, dw, rows, n, 1e-6f, work[0], NULL);
+    if (plain_q8) CHECK(cuda_add_rms_norm(dx[0], dh[0], dy, dw, rows, n, 1e-6f, NULL) == 0);
+    const int t = cuda_moe_combine_add_rms_norm(dx[1], dh[1], dye, di, dwt, k, shexp ? dsh : NULL, shexp ? dg : NULL,
+                                                dw, rows, n, 1e-6f, q8 ? work[1] : NULL, NULL);
+    CHECK_MSG(t == (q8 && plain_q8 ? 2 : 0), "%s: returned %d (the plain norm's rows: %d)", what, t, plain_q8);
+    sync_or_fail();
+    float *a = malloc(rows * n * 4), *b = malloc(rows * n * 4);
+    cuda_test_download(a, dh[0], rows * n * 4), cuda_test_download(b, dh[1], rows * n * 4);
+    CHECK_MSG(memcmp(a, b, rows * n * 4) == 0, "%s: h differs from the combine + add", what);
+    if (!shexp) { /* h + the CPU's sum (test_combine's expression), exactly */
+        size_t bad = 0;
+        for (size_t i = 0; i < rows; i++) {
+            int32_t ord[16];
+            for (size_t j = 0; j < k; j++) ord[j] = (int32_t)j;
+            for (size_t x = 1; x < k; x++)
+                for (size_t y = x; y > 0 && idx[i * k + ord[y - 1]] > idx[i * k + ord[y]]; y--) {
+                    const int32_t tt = ord[y];
+                    ord[y] = ord[y - 1], ord[y - 1] = tt;
+                }
+            for (size_t c = 0; c < n; c++) {
+                float o = 0.0f;
+                for (size_t j = 0; j < k; j++) {
+                    volatile float prod = ye[(i * k + (size_t)ord[j]) * n + c] * wts[i * k + (size_t)ord[j]];
+                    o += prod;
+                }
+                volatile float v = h[i * n + c] + o;
+                bad += memcmp((const void *)&v, b + i * n + c, 4) != 0;
+            }
+        }
+        CHECK_MSG(bad == 0, "%s: %zu values of h differ from the CPU's h + sum", what, bad);
+    }
+    cuda_test_download(a, dx[0], rows * n * 4), cuda_test_download(b, dx[1], rows * n * 4);
+    CHECK_MSG(memcmp(a, b, rows * n * 4) == 0, "%s: x differs from the norm's", what);
+    if (q8) {
+        uint8_t *qa = malloc(wb), *qb = malloc(wb);
+        cuda_test_download(qa, work[0], wb), cuda_test_download(qb, work[1], wb);
+        CHECK_MSG(memcmp(qa, qb, wb) == 0, "%s: the 8-bit rows differ from cuda_add_rms_norm_q8's", what);
+        free(qa), free(qb);
+    }
+    free(a), free(b), free(idx), free(wts), free(ye), free(h), free(sh), free(g), free(w);
+    for (int i = 0; i < 2; i++) cuda_free(dh[i]), cuda_free(dx[i]), cuda_free(work[i]);
+    cuda_free(dy), cuda_free(dye), cuda_free(dsh), cuda_free(dg), cuda_free(dw), cuda_free(dwt), cuda_free(di);
+}
+
+static void test_combine_norm(void) {
+    const size_t ns[5] = {2048, 1024, 4096, 96, 300}, ks[3] = {8, 1, 16}, rows[3] = {1, 5, 32};
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < 3; j++)
+            for (int q = 0; q < 4; q++) cmb_norm_case(ns[i], ks[(i + j + q) % 3], rows[j], q & 1, q >> 1);
+    float *d = cuda_test_poisoned(4 * 4098);
+    int32_t *di = cuda_test_upload((int32_t[4]){0, 1, 2, 3}, 16);
+    CHECK(cuda_moe_combine_add_rms_norm(d, d, d, di, d, 0, NULL, NULL, d, 1, 96, 1e-6f, NULL, NULL) == 1);
+    CHECK(cuda_moe_combine_add_rms_norm(d, d, d, di, d, 17, NULL, NULL, d, 1, 96, 1e-6f, NULL, NULL) == 1);
+    CHECK(cuda_moe_combine_add_rms_norm(d, d, d, di, d, 1, NULL, NULL, d, 1, 4100, 1e-6f, NULL, NULL) == 1);
+    CHECK(cuda_moe_combine_add_rms_norm(d, d, d, di, d, 1, d, NULL, d, 1, 96, 1e-6f, NULL, NULL) == 1);
+    cuda_combine_norm_set(0);
+    CHECK(cuda_moe_combine_add_rms_norm(d, d, d, di, d, 1, NULL, NULL, d, 1, 96, 1e-6f, NULL, NULL) == 1);
+    cuda_combine_norm_set(-1);
+    sync_or_fail();
+    cuda_free(d), cuda_free(di);
+}
+
 int main(void) {
     cuda_test_require_device();
     RUN(test_embed);
@@ -955,5 +1057,6 @@ int main(void) {
     RUN(test_pick);
     RUN(test_pick_split);
     RUN(test_combine);
+    RUN(test_combine_norm);
     return TEST_EXIT();
 }
