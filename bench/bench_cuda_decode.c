@@ -541,7 +541,9 @@ static void bench_ops(size_t n, int max_kv) {
     /* the sum, the residual add and the next norm in one launch (what the backend runs: one launch less a layer) */
     op cn = cb;
     cn.kind = K_CMBNORM, cn.z = A.x, cn.fw = dev_floats(H, 1.0f);
-    line("  the same + residual add + norm (one launch)", &cn, COPIES, (double)n * (KX + 3) * H * 4, n > 1 ? 4 : 3);
+    cuda_combine_norm_set(1); /* timed whatever CLOVER_CUDA_COMBINE_NORM says for the step below */
+    line("  the same + residual add + norm (one launch)", &cn, COPIES, (double)n * (KX + 3) * H * 4, n > 1 ? 3 : 2.5);
+    cuda_combine_norm_set(-1);
     cudaFree((void *)cn.fw);
     /* GDN mixer */
     const size_t gin[4] = {GCD, GZ, GNV, GNV};

@@ -84,6 +84,8 @@ __device__ static float block_sum(float v, float *sh) {
     return sh[0];
 }
 
+enum { NORM_THREADS = 256 }; /* k_norm_vec's block */
+
 /* The routed experts' weighted sum of a row (k_combine and the fused norm's CMB form share it): the slots' order
  * is a stable sort of the k ids (equal ids keep slot order): thread t < k loads slot t once and places it at its rank,
  * so no thread walks a chain of dependent global loads. Ends with a block barrier. */
@@ -111,30 +113,50 @@ typedef struct {
     int k;
 } norm_cmb;
 
-/* Columns 4 i .. 4 i + 3 of row r's expert sum: k_combine's expression a column (each product and sum rounded,
- * slots in `order`, then + gate * sh), the slots' loads of a batch of 8 issued before their adds. */
-__device__ __forceinline__ float4 cmb_sum4(const norm_cmb &c, size_t r, size_t n, size_t i, const int32_t *order,
-                                           const float *w_s, float gate) {
-    float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+/* Float4s i0, i0 + NORM_THREADS, .. (U of them; live: below n / 4) of row r's expert sum: k_combine's expression a
+ * column (each product and sum rounded, slots in `order`, then + gate * sh). Every slot's loads of a batch of 8
+ * slots for all U float4s are issued before their adds: one memory round trip a batch (the 35B-A3B's k 8, U 2: 16
+ * float4 in flight a thread), where a float4 at a time waited U times. */
+template <int U>
+__device__ __forceinline__ void cmb_sum4(const norm_cmb &c, size_t r, size_t n, size_t i0, const int32_t *order,
+                                         const float *w_s, float gate, float4 (&out)[U]) {
+    const size_t n4 = n / 4;
+    float o[U][4];
+#pragma unroll
+    for (int u = 0; u < U; u++) o[u][0] = o[u][1] = o[u][2] = o[u][3] = 0.0f;
     for (int j0 = 0; j0 < c.k; j0 += 8) {
-        float4 e[8];
+        float4 e[8][U];
 #pragma unroll
         for (int j = 0; j < 8; j++)
-            if (j0 + j < c.k) e[j] = ((const float4 *)(c.ye + (r * (size_t)c.k + (size_t)order[j0 + j]) * n))[i];
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                const size_t i = i0 + (size_t)u * NORM_THREADS;
+                if (j0 + j < c.k && i < n4)
+                    e[j][u] = ((const float4 *)(c.ye + (r * (size_t)c.k + (size_t)order[j0 + j]) * n))[i];
+            }
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             if (j0 + j >= c.k) break;
             const float wj = w_s[j0 + j];
-            o[0] = __fadd_rn(o[0], __fmul_rn(e[j].x, wj)), o[1] = __fadd_rn(o[1], __fmul_rn(e[j].y, wj));
-            o[2] = __fadd_rn(o[2], __fmul_rn(e[j].z, wj)), o[3] = __fadd_rn(o[3], __fmul_rn(e[j].w, wj));
+#pragma unroll
+            for (int u = 0; u < U; u++) {
+                o[u][0] = __fadd_rn(o[u][0], __fmul_rn(e[j][u].x, wj));
+                o[u][1] = __fadd_rn(o[u][1], __fmul_rn(e[j][u].y, wj));
+                o[u][2] = __fadd_rn(o[u][2], __fmul_rn(e[j][u].z, wj));
+                o[u][3] = __fadd_rn(o[u][3], __fmul_rn(e[j][u].w, wj));
+            }
         }
     }
-    if (c.sh) { /* k_shexp_add's expression */
-        const float4 b = ((const float4 *)(c.sh + r * n))[i];
-        o[0] = __fadd_rn(o[0], __fmul_rn(gate, b.x)), o[1] = __fadd_rn(o[1], __fmul_rn(gate, b.y));
-        o[2] = __fadd_rn(o[2], __fmul_rn(gate, b.z)), o[3] = __fadd_rn(o[3], __fmul_rn(gate, b.w));
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const size_t i = i0 + (size_t)u * NORM_THREADS;
+        if (c.sh && i < n4) { /* k_shexp_add's expression */
+            const float4 b = ((const float4 *)(c.sh + r * n))[i];
+            o[u][0] = __fadd_rn(o[u][0], __fmul_rn(gate, b.x)), o[u][1] = __fadd_rn(o[u][1], __fmul_rn(gate, b.y));
+            o[u][2] = __fadd_rn(o[u][2], __fmul_rn(gate, b.z)), o[u][3] = __fadd_rn(o[u][3], __fmul_rn(gate, b.w));
+        }
+        out[u] = make_float4(o[u][0], o[u][1], o[u][2], o[u][3]);
     }
-    return make_float4(o[0], o[1], o[2], o[3]);
 }
 
 /* The norms of a row of n <= 4 * NORM_THREADS * VPT floats, n % 4 == 0 and
@@ -148,8 +170,6 @@ __device__ __forceinline__ float4 cmb_sum4(const norm_cmb &c, size_t r, size_t n
  * is read by the thread that writes it, before it writes). CMB (with ADD): y is
  * the routed experts' sum of the row (and the gated shared expert), made here from c (cmb_sum4: k_combine's
  * operations) instead of read: the same bits as k_combine then this kernel, one launch and no y in memory. */
-enum { NORM_THREADS = 256 };
-
 template <int VPT, bool ADD, bool Q8 = false, bool CMB = false>
 __global__ void __launch_bounds__(NORM_THREADS)
     k_norm_vec(float *out, float *h, const float *y, const float *w, size_t n, float eps, uint8_t *xq, norm_cmb c) {
@@ -169,6 +189,22 @@ __global__ void __launch_bounds__(NORM_THREADS)
     float4 *orow = (float4 *)(out + blockIdx.x * n);
     const float4 *w4 = (const float4 *)w;
     float4 v[VPT], wv[VPT];
+    /* CMB: the row's sums at this thread's float4s, two at a time (registers: 8 slots x 2 float4 in flight) */
+    float4 cs[CMB ? VPT : 1];
+    if constexpr (CMB) {
+#pragma unroll
+        for (int u0 = 0; u0 < VPT; u0 += 2) {
+            float4 t2[2];
+            if (u0 + 1 < VPT) {
+                cmb_sum4<2>(c, blockIdx.x, n, threadIdx.x + (size_t)u0 * NORM_THREADS, order, w_s, gate, t2);
+                cs[u0] = t2[0], cs[u0 + 1 < VPT ? u0 + 1 : u0] = t2[1];
+            } else {
+                float4 t1[1];
+                cmb_sum4<1>(c, blockIdx.x, n, threadIdx.x + (size_t)u0 * NORM_THREADS, order, w_s, gate, t1);
+                cs[u0] = t1[0];
+            }
+        }
+    }
 #pragma unroll
     for (int u = 0; u < VPT; u++) {
         const size_t i = threadIdx.x + (size_t)u * NORM_THREADS;
@@ -179,7 +215,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
             v[u] = hr[i];
             wv[u] = w4[i];
             if (ADD) {
-                const float4 b = CMB ? cmb_sum4(c, blockIdx.x, n, i, order, w_s, gate) : yr[i];
+                const float4 b = CMB ? cs[CMB ? u : 0] : yr[i];
                 v[u].x = v[u].x + b.x, v[u].y = v[u].y + b.y, v[u].z = v[u].z + b.z, v[u].w = v[u].w + b.w;
             }
         }

@@ -21,6 +21,12 @@
 #  d: the fused op ~2.5-3 us at 1 row (combine 2.3 + a norm 1.4 apart); the decode step 2.83 -> ~2.76 ms.
 #  p: coreset preview 5.40 -> ~5.34 ms, commit 10.39 -> ~10.31, block diffusion +1%.
 #  b: n 1 +2%, n 4 +1%, n 16 +0.5..1%.
+# seq1 (pack 7fcb364) ran: bits right, no gain (the fused op 3.76 us at 1 row against 2.32 + 1.37 apart: the sum's
+# 16 float4 loads a thread waited in two round trips on one SM). seq2 (pack with cmb_sum4<U>: every slot's loads of
+# both float4s of a thread in one round trip; the bench now times the fused line whatever the switch says, so the
+# COMBINE_NORM=0 step runs too): `ITEMS='cmbnorm33:t,d,p,b'`. Predicted (H100): the fused op ~2.8-3.0 us at 1 row;
+# the decode step -0.02..-0.04 ms against COMBINE_NORM=0; the preview and commit -0.02..-0.04 ms; bench_batch within
+# its noise (~4% between runs).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t d p b}
