@@ -12,9 +12,15 @@
 #  n  ncu SourceCounters + InstructionStats of the first launch of each in a coreset preview (range 5, eager), and of
 #     the pair in a block commit (range 4): executed instructions per SASS line (--page source --print-source sass,
 #     gzipped CSV back), the details page (issue %, stalls) in the summary
+#  w  (added after seq1) ncu SourceCounters of the first 512-row dense Q8_0 product (igw_q8_kernel) and the first
+#     grouped-expert launch on igw_k_kernel of a 16-sequence stacked diffusion run (bench_batch --mode diffusion --n
+#     16): the same per-line counts, for the 512-row passes of issue 25
 # Predictions (before the run): in the pair's super-block loop, the copy issue (cp.async + address + range checks)
 # and the fragment / scale unpacking together > 50% of the executed instructions, IMMA < 5%; in igemm_q8_kernel<0>
 # the 2-byte A-fragment loads and merges (PRMT / LDS.U16) > 30%.
+# w (written after seq1's reading): igw_q8_kernel per IMMA ~15-25 instructions (its 64-row tiles reuse each
+# fragment over more IMMA), of them the Q8_0 block terms (I2FP + FMUL + FADD / FFMA, ~12 an IMMA for 4 sums a lane)
+# over half; issue-bound (the product at 512 rows ~5x its int8 tensor-core time).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-s n}
@@ -56,5 +62,23 @@ if has n && command -v ncu > /dev/null; then
   np pair_preview 5 igemm_kernel
   np qkv_preview 5 igemm_q8_kernel
   np pair_commit 4 igemm_kernel
+fi
+if has w && command -v ncu > /dev/null; then
+  wait $SPID
+  nb() { # TAG KERNEL: the first launch in a 16-sequence stacked diffusion run
+    timeout 200 ncu -k "regex:$2" -c 1 --section SourceCounters --section InstructionStats --section WarpStateStats \
+      --section LaunchStats --section Occupancy --section SpeedOfLight -f -o "$O/$1" "$D/bin/bench_batch" $F \
+      --device cuda --mode diffusion --n 16 --prompt 32 --gen 32 > "$O/ncu_$1.log" 2>&1
+    say "== ncu $1 ($2) rc=$? at +$(el)s"
+    ncu --import "$O/$1.ncu-rep" --page details --print-details all > "$O/$1_details.txt" 2>&1
+    grep -E "Duration|Warp Cycles Per Issued|Executed Instructions  |Registers Per|Achieved Occupancy|DRAM Throughput" \
+      "$O/$1_details.txt" | head -12 | sed 's/  */ /g' | tee -a "$S"
+    ncu --import "$O/$1.ncu-rep" --page source --csv --print-source sass > "$O/$1_source.csv" 2> "$O/$1_source.err"
+    say "   source page rc=$? $(wc -l < "$O/$1_source.csv") lines"
+    gzip -c "$O/$1_source.csv" > "$R/$1_source.csv.gz"
+    gzip -c "$O/$1_details.txt" > "$R/$1_details.txt.gz"
+  }
+  nb igwq8_stack igw_q8_kernel
+  nb igwk_stack igw_k_kernel
 fi
 dr_end
