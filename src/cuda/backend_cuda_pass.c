@@ -766,7 +766,6 @@ static int layer_moe(backend_session *s, const model_layer *ml, size_t il, size_
     s->moe_sum_pending = false;
     int rc = layer_moe_enqueue(s, ml, il, n, p, err);
     if (rc && s->side_open) shexp_join(s, NULL);
-    if (rc) s->moe_sum_pending = false;
     return rc;
 }
 
@@ -827,7 +826,6 @@ static int pass_enqueue(backend_session *s, const cuda_pass *p, clover_error *er
     char why[CUDA_WHY];
     int rc;
     s->kept_valid = false; /* the session's own scratch is about to be rewritten (the stack's is not a session's) */
-    s->moe_sum_pending = false;
     if (s->stack && ((p->preview && !p->sseq) || !p->n_seq || p->n_seq > s->seq_stride || !p->seq_rows ||
                      p->seq_rows > n))
         return error_set(err, CLOVER_E_INTERNAL, "CUDA pass: a stacked pass of %zu sequences (%zu rows each at most)",

@@ -103,6 +103,12 @@ __device__ __forceinline__ void cmb_order(const int32_t *idx, const float *wts, 
     __syncthreads();
 }
 
+/* One term of the expert sum, o + e * w, the product and the sum each rounded (the CPU's, no FMA contraction): the
+ * one expression k_combine and the CMB form both use, so their bits agree by construction. */
+__device__ __forceinline__ float cmb_add(float o, float e, float w) { return __fadd_rn(o, __fmul_rn(e, w)); }
+/* The shared expert's gate, sigmoid(gate logit) as cpu_sigmoid. */
+__device__ __forceinline__ float cmb_gate(float gl) { return 1.0f / (1.0f + expf(-gl)); }
+
 /* The fused norm's expert sum (k_norm_vec's CMB form): cuda_moe_combine_add_rms_norm's arguments. */
 typedef struct {
     const float *ye;     /* [rows * k][n] the slots' expert outputs */
@@ -119,7 +125,7 @@ typedef struct {
  * float4 in flight a thread), where a float4 at a time waited U times. */
 template <int U>
 __device__ __forceinline__ void cmb_sum4(const norm_cmb &c, size_t r, size_t n, size_t i0, const int32_t *order,
-                                         const float *w_s, float gate, float4 (&out)[U]) {
+                                         const float *w_s, float gate, float4 *out) {
     const size_t n4 = n / 4;
     float o[U][4];
 #pragma unroll
@@ -140,10 +146,8 @@ __device__ __forceinline__ void cmb_sum4(const norm_cmb &c, size_t r, size_t n, 
             const float wj = w_s[j0 + j];
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                o[u][0] = __fadd_rn(o[u][0], __fmul_rn(e[j][u].x, wj));
-                o[u][1] = __fadd_rn(o[u][1], __fmul_rn(e[j][u].y, wj));
-                o[u][2] = __fadd_rn(o[u][2], __fmul_rn(e[j][u].z, wj));
-                o[u][3] = __fadd_rn(o[u][3], __fmul_rn(e[j][u].w, wj));
+                o[u][0] = cmb_add(o[u][0], e[j][u].x, wj), o[u][1] = cmb_add(o[u][1], e[j][u].y, wj);
+                o[u][2] = cmb_add(o[u][2], e[j][u].z, wj), o[u][3] = cmb_add(o[u][3], e[j][u].w, wj);
             }
         }
     }
@@ -152,8 +156,8 @@ __device__ __forceinline__ void cmb_sum4(const norm_cmb &c, size_t r, size_t n, 
         const size_t i = i0 + (size_t)u * NORM_THREADS;
         if (c.sh && i < n4) { /* k_shexp_add's expression */
             const float4 b = ((const float4 *)(c.sh + r * n))[i];
-            o[u][0] = __fadd_rn(o[u][0], __fmul_rn(gate, b.x)), o[u][1] = __fadd_rn(o[u][1], __fmul_rn(gate, b.y));
-            o[u][2] = __fadd_rn(o[u][2], __fmul_rn(gate, b.z)), o[u][3] = __fadd_rn(o[u][3], __fmul_rn(gate, b.w));
+            o[u][0] = cmb_add(o[u][0], gate, b.x), o[u][1] = cmb_add(o[u][1], gate, b.y);
+            o[u][2] = cmb_add(o[u][2], gate, b.z), o[u][3] = cmb_add(o[u][3], gate, b.w);
         }
         out[u] = make_float4(o[u][0], o[u][1], o[u][2], o[u][3]);
     }
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(NORM_THREADS)
     float gate = 0.0f;
     if (CMB) {
         cmb_order(c.idx, c.wts, (size_t)c.k, blockIdx.x, id_s, order, w_s);
-        if (c.sh) gate = 1.0f / (1.0f + expf(-c.gl[blockIdx.x])); /* cpu_sigmoid, as k_combine */
+        if (c.sh) gate = cmb_gate(c.gl[blockIdx.x]);
     }
     const size_t n4 = n / 4;
     float4 *hr = (float4 *)(h + blockIdx.x * n);
@@ -192,18 +196,10 @@ __global__ void __launch_bounds__(NORM_THREADS)
     /* CMB: the row's sums at this thread's float4s, two at a time (registers: 8 slots x 2 float4 in flight) */
     float4 cs[CMB ? VPT : 1];
     if constexpr (CMB) {
+        constexpr int U = VPT < 2 ? VPT : 2;
 #pragma unroll
-        for (int u0 = 0; u0 < VPT; u0 += 2) {
-            float4 t2[2];
-            if (u0 + 1 < VPT) {
-                cmb_sum4<2>(c, blockIdx.x, n, threadIdx.x + (size_t)u0 * NORM_THREADS, order, w_s, gate, t2);
-                cs[u0] = t2[0], cs[u0 + 1 < VPT ? u0 + 1 : u0] = t2[1];
-            } else {
-                float4 t1[1];
-                cmb_sum4<1>(c, blockIdx.x, n, threadIdx.x + (size_t)u0 * NORM_THREADS, order, w_s, gate, t1);
-                cs[u0] = t1[0];
-            }
-        }
+        for (int u0 = 0; u0 < VPT; u0 += U)
+            cmb_sum4<U>(c, blockIdx.x, n, threadIdx.x + (size_t)u0 * NORM_THREADS, order, w_s, gate, cs + u0);
     }
 #pragma unroll
     for (int u = 0; u < VPT; u++) {
@@ -579,14 +575,14 @@ __global__ void k_combine(float *out, const float *ye, const int32_t *idx, const
     __shared__ int32_t order[CUDA_ROUTE_MAX_K];
     __shared__ float w_s[CUDA_ROUTE_MAX_K];
     cmb_order(idx, wts, k, r, id_s, order, w_s);
-    const float gate = sh ? 1.0f / (1.0f + expf(-gl[r])) : 0.0f; /* cpu_sigmoid */
+    const float gate = sh ? cmb_gate(gl[r]) : 0.0f;
     for (size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < H; c += (size_t)gridDim.x * blockDim.x) {
         float o = 0.0f;
         for (size_t j = 0; j < k; j++) {
             const size_t slot = r * k + (size_t)order[j];
-            o = __fadd_rn(o, __fmul_rn(ye[slot * H + c], w_s[j]));
+            o = cmb_add(o, ye[slot * H + c], w_s[j]);
         }
-        if (sh) o = __fadd_rn(o, __fmul_rn(gate, sh[r * H + c])); /* k_shexp_add's expression */
+        if (sh) o = cmb_add(o, gate, sh[r * H + c]); /* k_shexp_add's expression */
         out[r * H + c] = o;
     }
 }
