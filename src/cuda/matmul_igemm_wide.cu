@@ -70,7 +70,6 @@ enum {
     IW_CHUNK = 256,  /* values a chunk (matmul_igemm.cu's IG_CHUNK) */
     IW_BO = 64,      /* outputs a block */
     IW_BR = 64,      /* rows a block */
-    IW_THREADS = 256,
     IW_STAGES = 4,
     IW_SBP = 304,    /* shared bytes a weight row's chunk (272 + up to 15 of misalignment; 76 words = 4 mod 8) */
     IW_CB = 8 * MM_Q8_0_BYTES, /* 272: a 256-value chunk of a Q8_0 row (a multiple of 16) */
@@ -103,15 +102,16 @@ __device__ __forceinline__ void iw_mma(int *d, const int *a, int b0, int b1, int
 /* Chunk c of the block's weight rows and rows into stage st (weights: row r at r * IW_SBP + (its address & 15),
  * the 16-byte pieces that cover it, as ig_copy_chunk places them; rows: the chunk's m_count rows are contiguous
  * in the chunk-major scratch, copied as they lie, row i at IW_BO * IW_SBP + i * IG_ACS). */
+template <int NT>
 __device__ __forceinline__ void iw_copy(const ig_params &p, int n0, int m0, int m_count, int c, uint8_t *st) {
     const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
     const uint8_t *xa = p.xq + ((size_t)c * p.xq_rows + m0) * IG_ACS;
-    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS)
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += NT)
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + IW_BO * IW_SBP + 16 * idx),
                      "l"(xa + 16 * idx)
                      : "memory");
     const int cb = min(8, p.n_in / 32 - 8 * c) * MM_Q8_0_BYTES;
-    for (int idx = threadIdx.x; idx < IW_BO * IW_PPR; idx += IW_THREADS) {
+    for (int idx = threadIdx.x; idx < IW_BO * IW_PPR; idx += NT) {
         const int r = idx / IW_PPR, pc = idx - r * IW_PPR, o = n0 + r;
         if (o >= p.n_out) continue;
         const uint8_t *src = p.w + (size_t)o * p.row_bytes + (size_t)c * IW_CB;
@@ -128,17 +128,28 @@ __device__ __forceinline__ void iw_copy(const ig_params &p, int n0, int m0, int 
     }
 }
 
-/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set */
-__global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
+/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set. W warps: 8, or 16 (the
+ * two-warps-a-partial form, CLOVER_CUDA_IGW_W16): warp w adds partial j = w % 8 (block j of every chunk) for the
+ * rows 64 / (W / 8) * (w / 8) .. of the tile, so a thread holds 128 / (W / 8) accumulators. Why 16: at 8 warps the
+ * 128 accumulators take 196 registers and one block an SM (2 warps a scheduler, opmix34: 3.7 cycles an issue, a
+ * warp waiting on its own float chain); 16 warps at <= 128 registers give 4 a scheduler for the same tile, the
+ * same L2 traffic and the same operations in the same order (an output's partial j is still one thread's chain
+ * over the chunks); the weight fragments are decoded by two warps instead of one. */
+template <int W>
+__global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
+    constexpr int NT = 32 * W, NTW = 64 / W; /* threads; the n-tiles (8 rows) of a warp */
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    static_assert(W == 8 || W == 16, "igw_q8: 8 or 16 warps");
+    /* the warp's partial (block of a chunk) and its first n-tile */
+    const int j = W == 8 ? warp : warp & 7, nt0 = W == 8 ? 0 : (warp >> 3) * NTW;
     const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * IW_BO, m_count = min(IW_BR, p.n_rows - m0);
     const int nchunks = (p.n_in + IW_CHUNK - 1) / IW_CHUNK, nblk = p.n_in / 32;
     pdl_wait(); /* the rows are the kernel before's output (cuda_pdl.cuh) */
     pdl_trigger();
 #pragma unroll
     for (int s = 0; s < IW_STAGES - 1; s++) {
-        if (s < nchunks) iw_copy(p, n0, m0, m_count, s, sm + s * IW_STS);
+        if (s < nchunks) iw_copy<NT>(p, n0, m0, m_count, s, sm + s * IW_STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* this thread's weight rows 16 mt + g (+ 8): their bytes' offset in a stage row (a chunk is 272 bytes,
@@ -150,23 +161,24 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
         for (int h = 0; h < 2; h++) {
             const int r = 16 * mt + g + 8 * h;
             woff[mt][h] = r * IW_SBP + (int)(((uintptr_t)p.w + (size_t)(n0 + r) * p.row_bytes) & 15) +
-                          warp * MM_Q8_0_BYTES;
+                          j * MM_Q8_0_BYTES;
         }
-    float acc[4][8][4];
+    float acc[4][NTW][4];
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
     const int magic = IW_MAGIC;
     for (int c = 0; c < nchunks; c++) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
-        if (c + IW_STAGES - 1 < nchunks) iw_copy(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
+        if (c + IW_STAGES - 1 < nchunks)
+            iw_copy<NT>(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
-        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
-        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + warp * MM_ACT32_BYTES;
+        if (j >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + j * MM_ACT32_BYTES;
         int a[4][4];
         float dw[4][2];
 #pragma unroll
@@ -177,9 +189,9 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
             dw[mt][0] = __half2float(*(const __half *)b0), dw[mt][1] = __half2float(*(const __half *)b1);
         }
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++) {
-            if (8 * nt >= m_count) break; /* warp-uniform: row tiles past the block's rows */
-            const uint8_t *xb = xs + (8 * nt + g) * IG_ACS, *xc = xs + (8 * nt + 2 * tig) * IG_ACS;
+        for (int nt = 0; nt < NTW; nt++) {
+            if (8 * (nt0 + nt) >= m_count) break; /* warp-uniform: row tiles past the block's rows */
+            const uint8_t *xb = xs + (8 * (nt0 + nt) + g) * IG_ACS, *xc = xs + (8 * (nt0 + nt) + 2 * tig) * IG_ACS;
             const int b0 = iw_ld32(xb + 4 + 4 * tig), b1 = iw_ld32(xb + 20 + 4 * tig);
             const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
 #pragma unroll
@@ -196,22 +208,22 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads(); /* the stages are free: the 8 partials meet there, red[warp][(mt, nt, q)][lane] */
+    __syncthreads(); /* the stages are free: the 8 partials meet there, red[j][(mt, nt, q)][lane] */
     float *red = (float *)sm;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-        for (int nt = 0; nt < 8; nt++)
+        for (int nt = 0; nt < NTW; nt++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) red[(warp * 128 + (mt * 8 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
+            for (int q = 0; q < 4; q++) red[(j * 128 + (mt * 8 + nt0 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
     __syncthreads();
-    for (int k = tid; k < IW_BO * IW_BR; k += IW_THREADS) {
+    for (int k = tid; k < IW_BO * IW_BR; k += NT) {
         const int l = k & 31, q = (k >> 5) & 3, nt = (k >> 7) & 7, mt = k >> 10;
         const int o = n0 + 16 * mt + (l >> 2) + 8 * (q >> 1), r = 8 * nt + 2 * (l & 3) + (q & 1);
         if (o >= p.n_out || r >= m_count) continue;
         float pp[8];
 #pragma unroll
-        for (int j = 0; j < 8; j++) pp[j] = red[j * IW_BO * IW_BR + k];
+        for (int jj = 0; jj < 8; jj++) pp[jj] = red[jj * IW_BO * IW_BR + k];
         p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
                                                         __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
     }
@@ -233,19 +245,19 @@ struct iwk {
     static_assert(CB % 16 == 0 && (SBP / 4) % 8 == 4, "iwk: 16-byte pieces, conflict-free fragment rows");
 };
 
-template <int T>
+template <int T, int NT>
 __device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbase, const int *xrow, int n0,
                                          int m_count, int c, uint8_t *st) {
     constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, PPR = CB / 16;
     const unsigned sd = (unsigned)__cvta_generic_to_shared(st);
     const uint8_t *xa = p.xq + (size_t)c * p.xq_rows * IG_ACS;
-    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += IW_THREADS) { /* row i's chunk: IW_PA pieces */
+    for (int idx = threadIdx.x; idx < m_count * IW_PA; idx += NT) { /* row i's chunk: IW_PA pieces */
         const int i = idx / IW_PA, pc = idx - i * IW_PA;
         asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + BO * CB + 16 * idx),
                      "l"(xa + (size_t)xrow[i] * IG_ACS + 16 * pc)
                      : "memory");
     }
-    for (int idx = threadIdx.x; idx < BO * PPR; idx += IW_THREADS) {
+    for (int idx = threadIdx.x; idx < BO * PPR; idx += NT) {
         const int r = idx / PPR, pc = idx - r * PPR, o = n0 + r;
         if (o >= p.n_out) continue;
         const uint8_t *q = wbase + (size_t)o * p.row_bytes + (size_t)c * CB + 16 * pc;
@@ -254,12 +266,17 @@ __device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbas
     }
 }
 
-template <int T>
-__global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
+/* W warps: 8 (4 over the outputs x 2 over the rows, MT = 2 m-tiles a warp) or 16 (CLOVER_CUDA_IGW_W16: 8 x 2,
+ * MT = 1): the same fragments, sums and float terms per output in the same order, only more warps a block for the
+ * same tile (206 registers at 8 warps: one block, 2 warps a scheduler; at 16 half the partials a thread). */
+template <int T, int W>
+__global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
     constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, STS = iwk<T>::STS, qo = T == MM_Q4_K ? 16 : 48;
+    static_assert(W == 8 || W == 16, "igw_k: 8 or 16 warps");
+    constexpr int NT = 32 * W, WM = W / 2, MT = 16 / W; /* threads; warps over the outputs; m-tiles a warp */
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
-    const int wm = warp & 3, wn = warp >> 2; /* the warp's 32 outputs and 32 rows */
+    const int wm = warp & (WM - 1), wn = warp >> (WM == 8 ? 3 : 2); /* the warp's 16 MT outputs and 32 rows */
     /* the block's rows: dense (p.perm NULL) rows m0.. of x and y; grouped, tile blockIdx.x of the grouping pass
      * (matmul_gemm.cu): up to IW_BR slots s of one expert, 8-bit row x_per_slot ? s : s / k, output row s */
     __shared__ int xrow[IW_BR], yrow[IW_BR];
@@ -271,13 +288,13 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
     if (p.perm == NULL) {
         const int m0 = blockIdx.x * IW_BR;
         m_count = min(IW_BR, p.n_rows - m0);
-        for (int i = tid; i < IW_BR; i += IW_THREADS) xrow[i] = yrow[i] = m0 + i;
+        for (int i = tid; i < IW_BR; i += NT) xrow[i] = yrow[i] = m0 + i;
     } else {
         if ((int)blockIdx.x >= *p.ntiles) return; /* the whole block: past the pass's tiles */
         const int32_t *t = p.tiles + 3 * blockIdx.x;
         wbase = p.w + (size_t)t[0] * p.expert_stride;
         m_count = t[2];
-        for (int i = tid; i < IW_BR; i += IW_THREADS) {
+        for (int i = tid; i < IW_BR; i += NT) {
             const int s = i < m_count ? p.perm[t[1] + i] : 0;
             yrow[i] = s;
             xrow[i] = p.x_per_slot ? s : s / p.k;
@@ -289,12 +306,12 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
     const int ntl = max(0, min(4, (m_count - 32 * wn + 7) / 8));
 #pragma unroll
     for (int s = 0; s < IW_STAGES - 1; s++) {
-        if (s < nchunks) iwk_copy<T>(p, wbase, xrow, n0, m_count, s, sm + s * STS);
+        if (s < nchunks) iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, s, sm + s * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
-    float cur[2][4][4], oth[2][4][4]; /* the partial of this chunk's parity, and the other */
+    float cur[MT][4][4], oth[MT][4][4]; /* the partial of this chunk's parity, and the other */
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
@@ -303,24 +320,24 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
         if (c + IW_STAGES - 1 < nchunks)
-            iwk_copy<T>(p, wbase, xrow, n0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
+            iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *stg = sm + (c % IW_STAGES) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
-        const uint8_t *wr[2][2]; /* rows 32 wm + 16 mt + g (+ 8) */
-        unsigned s0[2][2], s1[2][2], s2[2][2];
-        int ha[2][2], hb[2][2];
+        const uint8_t *wr[MT][2]; /* rows 16 (MT wm + mt) + g (+ 8) */
+        unsigned s0[MT][2], s1[MT][2], s2[MT][2];
+        int ha[MT][2], hb[MT][2];
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                wr[mt][h] = stg + (32 * wm + 16 * mt + g + 8 * h) * CB;
+                wr[mt][h] = stg + (16 * (MT * wm + mt) + g + 8 * h) * CB;
                 s0[mt][h] = iw_ld32(wr[mt][h] + 4), s1[mt][h] = iw_ld32(wr[mt][h] + 8), s2[mt][h] = iw_ld32(wr[mt][h] + 12);
                 ha[mt][h] = hb[mt][h] = 0;
                 if (T == MM_Q5_K) ha[mt][h] = iw_ld32(wr[mt][h] + 16 + 4 * tig), hb[mt][h] = iw_ld32(wr[mt][h] + 32 + 4 * tig);
             }
-        int sq[2][4][4], smn[2][4][4];
+        int sq[MT][4][4], smn[MT][4][4];
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++)
+        for (int mt = 0; mt < MT; mt++)
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
 #pragma unroll
@@ -328,9 +345,9 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
 #pragma unroll
         for (int j = 0; j < 8; j++) {
             const int cq = j >> 1, sh = 4 * (j & 1);
-            int a[2][4], sc[2][2], mn[2][2];
+            int a[MT][4], sc[MT][2], mn[MT][2];
 #pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
+            for (int mt = 0; mt < MT; mt++) {
                 const uint8_t *w0 = wr[mt][0], *w1 = wr[mt][1];
                 a[mt][0] = (iw_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
                 a[mt][1] = (iw_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
@@ -353,7 +370,7 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
                 const int16_t *bs0 = (const int16_t *)(xc + 4 + 256), *bs1 = (const int16_t *)(xc + IG_ACS + 4 + 256);
                 const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
 #pragma unroll
-                for (int mt = 0; mt < 2; mt++) {
+                for (int mt = 0; mt < MT; mt++) {
                     int d[4];
                     iw_mma(d, a[mt], b0, b1, 0);
                     sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
@@ -364,7 +381,7 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
             }
         }
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++) {
+        for (int mt = 0; mt < MT; mt++) {
             const float d0 = __half2float(*(const __half *)wr[mt][0]), dm0 = __half2float(*(const __half *)(wr[mt][0] + 2));
             const float d1 = __half2float(*(const __half *)wr[mt][1]), dm1 = __half2float(*(const __half *)(wr[mt][1] + 2));
 #pragma unroll
@@ -382,7 +399,7 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
             }
         }
 #pragma unroll
-        for (int mt = 0; mt < 2; mt++) /* the next chunk adds to the other partial */
+        for (int mt = 0; mt < MT; mt++) /* the next chunk adds to the other partial */
 #pragma unroll
             for (int nt = 0; nt < 4; nt++)
 #pragma unroll
@@ -395,19 +412,19 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_k_kernel(ig_params p) {
     /* after the loop cur holds p_{nchunks mod 2}: p0 = cur when nchunks is even */
     const bool even = (nchunks & 1) == 0;
 #pragma unroll
-    for (int mt = 0; mt < 2; mt++)
+    for (int mt = 0; mt < MT; mt++)
 #pragma unroll
         for (int nt = 0; nt < 4; nt++)
 #pragma unroll
             for (int q = 0; q < 4; q++) {
-                const int o = n0 + 32 * wm + 16 * mt + g + 8 * (q >> 1), r = 32 * wn + 8 * nt + 2 * tig + (q & 1);
+                const int o = n0 + 16 * (MT * wm + mt) + g + 8 * (q >> 1), r = 32 * wn + 8 * nt + 2 * tig + (q & 1);
                 const float p0 = even ? cur[mt][nt][q] : oth[mt][nt][q], p1 = even ? oth[mt][nt][q] : cur[mt][nt][q];
                 if (o < p.n_out && r < m_count) p.y[(size_t)yrow[r] * p.n_out + o] = __fadd_rn(p0, p1);
             }
 }
 
 /* grid (row tiles of 64, or the grouping pass's n_tiles tiles; output tiles of 128) */
-template <int T>
+template <int T, int W>
 static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     constexpr int BO = iwk<T>::BO, SMEM = iwk<T>::SMEM;
     /* rows (and experts) 16-byte aligned (cuda_matmul's contract): a row's chunk is whole pieces */
@@ -417,13 +434,40 @@ static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     if (ot > 65535 || rt == 0) return 0;
     static int attr_set = 0;
     if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_k_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
+        if (cudaFuncSetAttribute(igw_k_kernel<T, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
             (void)cudaGetLastError();
             return 0;
         }
         attr_set = 1;
     }
-    pdl_launch_rows(igw_k_kernel<T>, dim3(rt, ot), dim3(IW_THREADS), SMEM, st, *p);
+    pdl_launch_rows(igw_k_kernel<T, W>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
+    return 1;
+}
+
+/* The 16-warp forms (W 16) of both kernels: off unless CLOVER_CUDA_IGW_W16=1 (cuda_igw_w16_set); the same bits. */
+static int g_w16 = -1;
+extern "C" void cuda_igw_w16_set(int on) { cuda_switch_set(&g_w16, on); }
+static int igw_w16(void) { return cuda_switch_on(&g_w16, "CLOVER_CUDA_IGW_W16", 0); }
+
+template <int T>
+static int igw_launch_kw(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
+    return igw_w16() ? igw_launch_k<T, 16>(p, n_tiles, st) : igw_launch_k<T, 8>(p, n_tiles, st);
+}
+
+template <int W>
+static int igw_launch_q8(const ig_params *p, cudaStream_t st) {
+    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
+    if (ot > 65535) return 0;
+    static int attr_set = 0;
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(igw_q8_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) !=
+            cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
+            return 0;
+        }
+        attr_set = 1;
+    }
+    pdl_launch_rows(igw_q8_kernel<W>, dim3(rt, ot), dim3(32 * W), IW_SMEM, st, *p);
     return 1;
 }
 
@@ -446,8 +490,8 @@ int igw_moe_takes(uint32_t type, const ig_params *p) {
 
 int igw_moe_launch(uint32_t type, const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     if (!p->perm || !p->xq) return 0;
-    const int ok = type == MM_Q4_K ? igw_launch_k<MM_Q4_K>(p, n_tiles, st)
-                   : type == MM_Q5_K ? igw_launch_k<MM_Q5_K>(p, n_tiles, st)
+    const int ok = type == MM_Q4_K ? igw_launch_kw<MM_Q4_K>(p, n_tiles, st)
+                   : type == MM_Q5_K ? igw_launch_kw<MM_Q5_K>(p, n_tiles, st)
                                      : 0;
     if (ok) __atomic_fetch_add(&g_igw_moe_launches, 1, __ATOMIC_RELAXED);
     return ok;
@@ -468,19 +512,8 @@ extern "C" void cuda_igemm_wide_set(int on) { __atomic_store_n(&g_wide, on ? 1 :
 
 int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
     if (!igw_enabled() || !p->xq || p->perm || p->wide || p->n_rows < IGW_MIN_ROWS) return 0;
-    if (type == MM_Q4_K) return igw_launch_k<MM_Q4_K>(p, 0, st);
-    if (type == MM_Q5_K) return igw_launch_k<MM_Q5_K>(p, 0, st);
+    if (type == MM_Q4_K) return igw_launch_kw<MM_Q4_K>(p, 0, st);
+    if (type == MM_Q5_K) return igw_launch_kw<MM_Q5_K>(p, 0, st);
     if (type != MM_Q8_0) return 0;
-    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
-    if (ot > 65535) return 0;
-    static int attr_set = 0;
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) != cudaSuccess) {
-            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
-            return 0;
-        }
-        attr_set = 1;
-    }
-    pdl_launch_rows(igw_q8_kernel, dim3(rt, ot), dim3(IW_THREADS), IW_SMEM, st, *p);
-    return 1;
+    return igw_w16() ? igw_launch_q8<16>(p, st) : igw_launch_q8<8>(p, st);
 }

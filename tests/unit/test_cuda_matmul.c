@@ -1232,9 +1232,15 @@ static void test_q8_rows32(void) {
  * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
  * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
  * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
- * infinity (its outputs NaN on both).
+ * infinity (its outputs NaN on both). Both warp forms of the wide kernels (8 warps and CLOVER_CUDA_IGW_W16's 16).
  * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
  * (for compute-sanitizer). */
+/* CLOVER_CUDA_IGW_W16 as the environment sets it (the wide kernels' 16-warp forms; off unless "1") */
+static int igw_w16_env(void) {
+    const char *e = getenv("CLOVER_CUDA_IGW_W16");
+    return e && strcmp(e, "1") == 0;
+}
+
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     size_t rb;
     uint8_t *w = make_weights(type, n_out, n_in, &rb);
@@ -1242,9 +1248,10 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     fill(x, n_rows * n_in, 2.0);
     x[3 * n_in + n_in / 3] = INFINITY;
     const size_t ny = n_rows * n_out;
-    float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float));
+    float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), *got16 = malloc(ny * sizeof(float));
     void *dw = dev_upload(w, n_out * rb);
     float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
+    float *dy3 = dev_poisoned(ny);
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
     char why[256] = "", what[48];
@@ -1253,23 +1260,28 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     cuda_igemm_wide_set(1);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
+    cuda_igw_w16_set(!igw_w16_env()); /* the other form of the wide kernel: 16 warps unless the environment has it */
+    CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy3, work, NULL, why, sizeof why) == 0, "%s",
+              why);
+    cuda_igw_w16_set(-1);
     const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
     cuda_igemm_wide_set(!(env && strcmp(env, "0") == 0));
     dev_download(old, dy, ny);
     dev_download(got, dy2, ny);
+    dev_download(got16, dy3, ny);
     size_t diff = 0, unwritten = 0, nan_ok = 0;
     for (size_t i = 0; i < ny; i++) {
         const int inf_row = i / n_out == 3;
         if (inf_row) {
-            nan_ok += isnan(got[i]) && isnan(old[i]);
+            nan_ok += isnan(got[i]) && isnan(old[i]) && isnan(got16[i]);
             continue;
         }
-        unwritten += !isfinite(got[i]);
-        diff += memcmp(&got[i], &old[i], sizeof(float)) != 0;
+        unwritten += !isfinite(got[i]) + !isfinite(got16[i]);
+        diff += (memcmp(&got[i], &old[i], sizeof(float)) != 0) + (memcmp(&got16[i], &old[i], sizeof(float)) != 0);
     }
     snprintf(what, sizeof what, "wide x%zu/%zu/%zu", n_rows, n_out, n_in);
-    CHECK_MSG(diff == 0, "%s %s: %zu of %zu outputs differ from the old kernels' bits", what, quant_type_name(type),
-              diff, ny);
+    CHECK_MSG(diff == 0, "%s %s: %zu of %zu outputs (8- and 16-warp forms) differ from the old kernels' bits", what,
+              quant_type_name(type), diff, ny);
     CHECK_MSG(unwritten == 0, "%s %s: %zu outputs not finite (unwritten?)", what, quant_type_name(type), unwritten);
     CHECK_MSG(nan_ok == n_out, "%s %s: the row with an infinity gave %zu NaN outputs of %zu", what,
               quant_type_name(type), nan_ok, n_out);
@@ -1284,9 +1296,9 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
             sam[ns * n_out + o] = got[r * n_out + o];
         }
     check_close(what, type, sam, ref, ns * n_out, 1e-5);
-    printf("  %-24s %-5s bit-identical to the 16x32 kernels\n", what, quant_type_name(type));
-    free(w), free(x), free(old), free(got), free(ref), free(sam);
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(work);
+    printf("  %-24s %-5s bit-identical to the 16x32 kernels (8 and 16 warps)\n", what, quant_type_name(type));
+    free(w), free(x), free(old), free(got), free(got16), free(ref), free(sam);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(dy3), cudaFree(work);
 }
 
 static void test_igemm_wide(void) {
@@ -1773,7 +1785,7 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     a.w = dw;
     a.x = dev_upload(x, n_x * n_in * sizeof(float));
     a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
-    float *got[2][2], *dy[2][2]; /* [switch off / on][gate / up] */
+    float *got[3][2], *dy[3][2]; /* [switch off / on / on in the other warp form][gate / up] */
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
     char why[256] = "", what[96];
@@ -1781,8 +1793,9 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
              k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : "bad", x_per_slot ? " slot-x" : "",
              pair ? " pair" : "");
     unsigned long long taken = 0;
-    for (int on = 0; on < 2; on++) {
-        cuda_igw_moe_set(on);
+    for (int on = 0; on < 3; on++) {
+        cuda_igw_moe_set(on != 0);
+        cuda_igw_w16_set(on == 2 ? !igw_w16_env() : -1);
         for (int u = 0; u < 2; u++) {
             dy[on][u] = dev_poisoned(ny);
             got[on][u] = malloc(ny * sizeof(float));
@@ -1793,20 +1806,22 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
                             : cuda_moe_chunk(&a, work, NULL, why, sizeof why);
         CHECK_MSG(rc == 0, "%s (switch %d): %s", what, on, why);
         CU(cudaDeviceSynchronize());
-        if (on) taken = cuda_igw_moe_launches() - l0;
+        if (on) taken += cuda_igw_moe_launches() - l0;
         for (int u = 0; u < (pair ? 2 : 1); u++) dev_download(got[on][u], dy[on][u], ny);
     }
     cuda_igw_moe_set(-1);
-    CHECK_MSG(taken == (pair ? 2u : 1u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
-              pair ? 2 : 1);
+    cuda_igw_w16_set(-1);
+    CHECK_MSG(taken == (pair ? 4u : 2u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
+              pair ? 4 : 2);
     size_t diff = 0, nan = 0;
-    for (int u = 0; u < (pair ? 2 : 1); u++)
-        for (size_t i = 0; i < ny; i++) {
-            diff += memcmp(&got[1][u][i], &got[0][u][i], sizeof(float)) != 0 &&
-                    !(isnan(got[1][u][i]) && isnan(got[0][u][i]));
-            nan += isnan(got[1][u][i]) != 0;
-        }
-    CHECK_MSG(diff == 0, "%s: %zu outputs differ from matmul_igemm.cu's", what, diff);
+    for (int f = 1; f < 3; f++)
+        for (int u = 0; u < (pair ? 2 : 1); u++)
+            for (size_t i = 0; i < ny; i++) {
+                diff += memcmp(&got[f][u][i], &got[0][u][i], sizeof(float)) != 0 &&
+                        !(isnan(got[f][u][i]) && isnan(got[0][u][i]));
+                nan += f == 1 && isnan(got[1][u][i]) != 0;
+            }
+    CHECK_MSG(diff == 0, "%s: %zu outputs (8- and 16-warp forms) differ from matmul_igemm.cu's", what, diff);
     const size_t bad = kind == 3 ? (pair ? 2 : 1) * n_out : 0; /* slot 1's outputs: NaN */
     CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
     double e2 = 0, r2 = 0;
@@ -1824,9 +1839,9 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         }
     const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
     CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
-    printf("  %-62s bit-identical to the old kernel (%zu outputs), CPU err %.2g (%zu)\n", what, (pair ? 2 : 1) * ny,
-           err, checked);
-    for (int on = 0; on < 2; on++)
+    printf("  %-62s bit-identical to the old kernel (%zu outputs, 8 and 16 warps), CPU err %.2g (%zu)\n", what,
+           (pair ? 2 : 1) * ny, err, checked);
+    for (int on = 0; on < 3; on++)
         for (int u = 0; u < 2; u++) free(got[on][u]), cudaFree(dy[on][u]);
     free(w), free(x), free(ids);
     cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work);
