@@ -103,11 +103,11 @@ void cuda_igemm_wide_set(int on);
  * 2026-12-05); 1/0 on/off, negative: the environment again. Same bits either way. */
 void cuda_igw_moe_set(int on);
 unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it was taken) */
-/* Both wide kernels (the dense Q8_0 / Q4_K / Q5_K products at 64+ rows and the grouped experts' 64-slot tiles) in
+/* The wide kernels (the dense Q8_0 / Q4_K / Q5_K products at 64+ rows and the grouped experts' 64-slot tiles) in
  * their 16-warp forms (two warps a partial for Q8_0, 8 x 2 warps for the K-quants: twice the warps a scheduler for
- * the same tile): off unless CLOVER_CUDA_IGW_W16=1 (unverified on a device when written, 2026-12-07); 1/0 on/off,
- * negative: the environment again. Same bits either way. */
-void cuda_igw_w16_set(int on);
+ * the same tile): 1 both (the default; CLOVER_CUDA_IGW_W16), 0 neither, 2 the Q8_0 kernel only, 3 the K-quant
+ * kernel only; negative: the environment again. Same bits in every form (verified on an H100, 2026-12-07). */
+void cuda_igw_w16_set(int v);
 /* The grouped experts with few slots an expert (cuda_moe_chunk / _pair, Q4_K and Q5_K, the WIDE plans: a 32-row
  * preview, a decode batch) on matmul_igemm.cu's PERSIST form: a fixed grid of ~1-2 blocks an SM walking tiles of
  * 8, 16 or 32 slots of one expert, every item's chunks through one cp.async ring. On when CLOVER_CUDA_MOE_PERSIST=1

@@ -57,6 +57,7 @@
  * once per super-block), issue-bound like Q8_0: 8192 x 2048 at 512 rows
  * ~45-60 us; L2 -> SM bytes 75 MB of weights + 80 MB of rows (~25 us).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -322,6 +323,10 @@ __global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
         if (c + IW_STAGES - 1 < nchunks)
             iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
+        /* a warp whose rows are all past the tile's (a grouped tile of <= 32 slots: the 16 slots an expert of a
+         * stacked 512-row pass) decodes nothing: it would decode every weight fragment for no mma, and the
+         * scheduler slots are the kernel's bound. It writes no output (its rows are not the tile's). */
+        if (ntl == 0) continue;
         const uint8_t *stg = sm + (c % IW_STAGES) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
         const uint8_t *wr[MT][2]; /* rows 16 (MT wm + mt) + g (+ 8) */
         unsigned s0[MT][2], s1[MT][2], s2[MT][2];
@@ -444,14 +449,22 @@ static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     return 1;
 }
 
-/* The 16-warp forms (W 16) of both kernels: off unless CLOVER_CUDA_IGW_W16=1 (cuda_igw_w16_set); the same bits. */
-static int g_w16 = -1;
-extern "C" void cuda_igw_w16_set(int on) { cuda_switch_set(&g_w16, on); }
-static int igw_w16(void) { return cuda_switch_on(&g_w16, "CLOVER_CUDA_IGW_W16", 0); }
+/* The 16-warp forms (W 16): CLOVER_CUDA_IGW_W16 = 1 both kernels (the default), 0 neither, 2 the Q8_0 kernel only,
+ * 3 the K-quant kernel only (cuda_igw_w16_set; any other value: the default). The same bits in every form. H100,
+ * bench/device-runs/2027-01-14-w16x36: prompt 512 7,734 / 7,755 -> 8,145 / 8,143 tok/s, the stacked 16-sequence
+ * diffusion pass +1.9%; the 512-row qkv product 156.5 -> 152.1 us (ncu: 196 -> 128 registers, 12.5 -> 24.9%
+ * occupancy, 20% more instructions: the weight fragments decoded by two warps). */
+static int g_w16 = INT_MIN;
+extern "C" void cuda_igw_w16_set(int v) { __atomic_store_n(&g_w16, v < 0 ? INT_MIN : v, __ATOMIC_RELAXED); }
+static int igw_w16(bool q8) {
+    int v = cuda_env_int(&g_w16, "CLOVER_CUDA_IGW_W16", 1);
+    if (v < 0 || v > 3) v = 1;
+    return v == 1 || v == (q8 ? 2 : 3);
+}
 
 template <int T>
 static int igw_launch_kw(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    return igw_w16() ? igw_launch_k<T, 16>(p, n_tiles, st) : igw_launch_k<T, 8>(p, n_tiles, st);
+    return igw_w16(false) ? igw_launch_k<T, 16>(p, n_tiles, st) : igw_launch_k<T, 8>(p, n_tiles, st);
 }
 
 template <int W>
@@ -515,5 +528,5 @@ int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
     if (type == MM_Q4_K) return igw_launch_kw<MM_Q4_K>(p, 0, st);
     if (type == MM_Q5_K) return igw_launch_kw<MM_Q5_K>(p, 0, st);
     if (type != MM_Q8_0) return 0;
-    return igw_w16() ? igw_launch_q8<16>(p, st) : igw_launch_q8<8>(p, st);
+    return igw_w16(true) ? igw_launch_q8<16>(p, st) : igw_launch_q8<8>(p, st);
 }

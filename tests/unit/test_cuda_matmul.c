@@ -1235,12 +1235,6 @@ static void test_q8_rows32(void) {
  * infinity (its outputs NaN on both). Both warp forms of the wide kernels (8 warps and CLOVER_CUDA_IGW_W16's 16).
  * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
  * (for compute-sanitizer). */
-/* CLOVER_CUDA_IGW_W16 as the environment sets it (the wide kernels' 16-warp forms; off unless "1") */
-static int igw_w16_env(void) {
-    const char *e = getenv("CLOVER_CUDA_IGW_W16");
-    return e && strcmp(e, "1") == 0;
-}
-
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     size_t rb;
     uint8_t *w = make_weights(type, n_out, n_in, &rb);
@@ -1258,9 +1252,10 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     cuda_igemm_wide_set(0);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy, work, NULL, why, sizeof why) == 0, "%s", why);
     cuda_igemm_wide_set(1);
+    cuda_igw_w16_set(0); /* the wide kernels' 8-warp forms, then their 16-warp forms */
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
-    cuda_igw_w16_set(!igw_w16_env()); /* the other form of the wide kernel: 16 warps unless the environment has it */
+    cuda_igw_w16_set(1);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy3, work, NULL, why, sizeof why) == 0, "%s",
               why);
     cuda_igw_w16_set(-1);
@@ -1785,7 +1780,7 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     a.w = dw;
     a.x = dev_upload(x, n_x * n_in * sizeof(float));
     a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
-    float *got[3][2], *dy[3][2]; /* [switch off / on / on in the other warp form][gate / up] */
+    float *got[3][2], *dy[3][2]; /* [switch off / on in 8 warps / on in 16 warps][gate / up] */
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
     char why[256] = "", what[96];
@@ -1795,7 +1790,7 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     unsigned long long taken = 0;
     for (int on = 0; on < 3; on++) {
         cuda_igw_moe_set(on != 0);
-        cuda_igw_w16_set(on == 2 ? !igw_w16_env() : -1);
+        cuda_igw_w16_set(on == 2); /* on: the 8-warp form, then the 16-warp form */
         for (int u = 0; u < 2; u++) {
             dy[on][u] = dev_poisoned(ny);
             got[on][u] = malloc(ny * sizeof(float));
@@ -1851,6 +1846,8 @@ static void test_moe_igw(void) {
     const uint32_t types[2] = {QUANT_Q4_K, QUANT_Q5_K};
     for (int t = 0; t < 2; t++) {
         igw_moe_case(types[t], 512, 200, 96, 8, 16, 0, 0, 1);  /* ~48 slots an expert, gate + up */
+        igw_moe_case(types[t], 512, 200, 96, 8, 32, 0, 0, 1);  /* ~24: tiles of <= 32 slots (a stacked pass's ~16),
+                                                                 * the warps of rows 32.. without rows */
         igw_moe_case(types[t], 768, 130, 512, 8, 64, 1, 0, 0); /* dup: ~450 slots on 9 experts, 3 super-blocks */
         igw_moe_case(types[t], 512, 256, 300, 4, 32, 0, 1, 0); /* x a slot (the down product) */
         igw_moe_case(types[t], 256, 136, 64, 8, 8, 3, 0, 1);   /* a bad id; 1 super-block */

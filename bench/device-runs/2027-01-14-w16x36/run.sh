@@ -15,7 +15,15 @@
 #  w  CLOVER_BENCH_LAYER=1 bench_cuda_matmul (the 512-row lines, WIDE and WIDE w16), then W16 0 / 1 alternating
 #     twice: bench_batch --mode diffusion --n 16 and bench_cuda_backend --prompt-only 1; ncu of the first igw_q8 and
 #     igw_k launch of a stacked diffusion run with W16=1 (occupancy, cycles an issue, instructions)
-#  k  bench_batch --mode ar --n 16, main / k2mins alternating 3 rounds, bench_cuda_preview beside (k2mins35's A/B)
+#  k  bench_batch --mode ar --n 16, main / k2mins alternating 3 rounds, bench_cuda_preview beside (k2mins35's A/B),
+#     both with CLOVER_CUDA_IGW_W16=0 (the k2mins pack is of fa50c08, where the switch was off by default)
+#  (added after seq1, with W16 made the default, 1 = both kernels, 2 / 3 = the Q8_0 / K-quant kernel alone)
+#     and in igw_k_kernel a warp whose rows are all past its tile's (a grouped tile of <= 32 slots: a stacked pass's
+#     experts get ~16 slots each) skips the chunk's decoding (it decoded every weight fragment for no mma)
+#  u  test_cuda_matmul b (test_moe_igw with a case of ~24 slots an expert, both warp forms) + memcheck of it
+#  s  W16 0 / 1 / 2 / 3, two rounds: bench_cuda_backend --prompt-only 1 and bench_batch --mode diffusion --n 16;
+#     beside them the .gpu-k2m pack (fa50c08: no skip) at W16=1, the before of the skip
+#  v  serve 16 x 128 AR (the --no-diffusion file) and 16 x 64 diffusion at the new defaults (issue 25's ratios)
 # Predictions (before the run; H100):
 #  t  all pass; ids equal with W16 off and on.
 #  w  igw_q8 at 4 warps a scheduler: ~37 instructions an IMMA (the A fragments decoded by two warps), cycles an
@@ -23,6 +31,11 @@
 #     often, ~37 an IMMA) 1.2-1.4x; the stacked diffusion pass (igw_q8 ~28%, igw_k ~25% of it) +10-15% agg tok/s
 #     (~305 -> ~340); prompt 512 +8-12%. ncu: achieved occupancy ~25%, registers 128 / 120.
 #  k  AR n 16 main vs k2mins within +-2% (the one earlier sample -2.6%); coreset preview k2mins -0.03..-0.05 ms.
+#  (seq2, written after seq1's figures) s  prompt: 2 (Q8_0 alone) takes most of 1's +5%, 3 (K alone) +0..+2%;
+#     the skip: igw_k in the stacked pass -20..-30% (about half its warps decoded for nothing), so bench_batch
+#     diffusion n 16 +5..+7% over the old pack at W16=1 (~290 -> ~308 agg tok/s), prompt 512 +3..+5% (a 512-row
+#     chunk also routes ~16 slots an expert). v  serve AR ~5.4x (unchanged: 16-row steps take no
+#     wide kernel), diffusion ~1.9-1.95x (was 1.89x).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t w}
@@ -83,13 +96,44 @@ if has k; then
       for v in main k2m; do
         [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
         bin=$D/bin; [ $v = k2m ] && bin=$K/bin
-        LD_LIBRARY_PATH=${bin%/bin}/lib timeout 90 "$bin/bench_batch" $F --device cuda --mode ar --n 16 --prompt 32 \
+        CLOVER_CUDA_IGW_W16=0 LD_LIBRARY_PATH=${bin%/bin}/lib timeout 90 "$bin/bench_batch" $F --device cuda --mode ar --n 16 --prompt 32 \
           --gen 64 > "$O/ka_${v}_$r.log" 2>&1
         say "k rc=$? ar n 16 $v: $(grep -E '^ +16 ' "$O/ka_${v}_$r.log" | tail -1 | cut -c1-110)"
-        LD_LIBRARY_PATH=${bin%/bin}/lib timeout 60 "$bin/bench_cuda_preview" $F --reps 3 > "$O/kp_${v}_$r.log" 2>&1
+        CLOVER_CUDA_IGW_W16=0 LD_LIBRARY_PATH=${bin%/bin}/lib timeout 60 "$bin/bench_cuda_preview" $F --reps 3 > "$O/kp_${v}_$r.log" 2>&1
         say "   $v preview: $(grep -E '^(preview 32 rows, first|commit)' "$O/kp_${v}_$r.log" | awk '{for (i = 2; i <= NF; i++) if ($i == "ms") { printf "%s ", $(i - 1); break }}')"
       done
     done
   else say "k: no .gpu-k2m pack"; fi
+fi
+if has u; then
+  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=$B
+  CLOVER_TEST_SMALL=1 dr_memcheck test_cuda_matmul test_moe_igw 150
+fi
+if has s; then
+  wait $SPID
+  K=/tmp/k2m
+  [ -x $K/bin/bench_batch ] || { rm -rf $K; mkdir -p $K; tar xJf .gpu-k2m/pack.txz -C $K; }
+  for r in 1 2; do
+    LD_LIBRARY_PATH=$K/lib CLOVER_CUDA_IGW_W16=1 timeout 90 "$K/bin/bench_batch" $F --device cuda --mode diffusion \
+      --n 16 --prompt 32 --gen 64 > "$O/so_$r.log" 2>&1
+    say "s rc=$? OLD pack (no skip) W16=1 diffusion n 16: $(grep -E '^ +16 ' "$O/so_$r.log" | tail -1 | cut -c1-110)"
+    for v in 0 1 2 3; do
+      [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
+      CLOVER_CUDA_IGW_W16=$v timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/sp_${v}_$r.log" 2>&1
+      say "s W16=$v prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/sp_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
+      CLOVER_CUDA_IGW_W16=$v timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
+        --gen 64 > "$O/sd_${v}_$r.log" 2>&1
+      say "   rc=$? diffusion n 16 W16=$v: $(grep -E '^ +16 ' "$O/sd_${v}_$r.log" | tail -1 | cut -c1-110)"
+    done
+  done
+fi
+if has v; then
+  wait $SPID
+  AR=/tmp/synth35-ar.gguf
+  [ -s $AR ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
+    > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; }
+  say "AR file at +$(el)s"
+  dr_serve $AR "" 16 128 1 ar
+  dr_serve $F "" 16 64 1 diffusion
 fi
 dr_end
