@@ -105,9 +105,13 @@ void cuda_igw_moe_set(int on);
 unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it was taken) */
 /* The wide kernels (the dense Q8_0 / Q4_K / Q5_K products at 64+ rows and the grouped experts' 64-slot tiles) in
  * their 16-warp forms (two warps a partial for Q8_0, 8 x 2 warps for the K-quants: twice the warps a scheduler for
- * the same tile): 1 both (the default; CLOVER_CUDA_IGW_W16), 0 neither, 2 the Q8_0 kernel only, 3 the K-quant
+ * the same tile): 3 the K-quant kernel only (the default; CLOVER_CUDA_IGW_W16), 1 both, 0 neither, 2 the Q8_0
  * kernel only; negative: the environment again. Same bits in every form (verified on an H100, 2026-12-07). */
 void cuda_igw_w16_set(int v);
+/* The grouped experts' wide tiles of 32 slots instead of 64 (8 warps over the outputs, two blocks an SM: a stacked
+ * pass's ~16 slots an expert): on when CLOVER_CUDA_IGW_T32=1 (off until measured: written 2026-12-07); 1/0 on/off,
+ * negative: the environment again. Same bits either way. */
+void cuda_igw_t32_set(int on);
 /* The grouped experts with few slots an expert (cuda_moe_chunk / _pair, Q4_K and Q5_K, the WIDE plans: a 32-row
  * preview, a decode batch) on matmul_igemm.cu's PERSIST form: a fixed grid of ~1-2 blocks an SM walking tiles of
  * 8, 16 or 32 slots of one expert, every item's chunks through one cp.async ring. On when CLOVER_CUDA_MOE_PERSIST=1

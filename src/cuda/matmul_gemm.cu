@@ -653,8 +653,8 @@ extern "C" void cuda_group_quant_set(int on) { cuda_switch_set(&g_group_quant, o
  * if it refused), matmul_igemm.cu's PERSIST form on tiles of igp slots (igp != 0; false if it refused), else
  * matmul_igemm.cu's (ot output tiles). */
 static bool moe_tiles_launch(uint32_t type, const ig_params *q, bool igw, int igp, unsigned ot, unsigned n_tiles,
-                             cudaStream_t st) {
-    if (igw) return igw_moe_launch(type, q, n_tiles, st) != 0;
+                             int tile, cudaStream_t st) {
+    if (igw) return igw_moe_launch(type, q, tile, n_tiles, st) != 0;
     if (igp) return igp_launch(type, q, igp, n_tiles, st) != 0;
     ig_launch(type, q, ot, n_tiles, st);
     return true;
@@ -695,7 +695,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
     q.expert_stride = a->expert_stride;
     /* many slots an expert: the wide kernel's tiles of 64 slots x 128 outputs (matmul_igemm_wide.cu) */
     const bool igw = integer && !fw_take(a->type, a->n_rows) && igw_moe_takes(a->type, &q);
-    if (igw) tile = IGW_MOE_TILE;
+    if (igw) tile = (size_t)igw_moe_tile(); /* 64, or 32: never more tiles than the work bytes' (<= 32) */
     /* few slots an expert (WIDE plans) with CLOVER_CUDA_MOE_PERSIST=1: a fixed grid that walks tiles of 8-32 slots
      * (matmul_igemm.cu's PERSIST form; no larger a table than the WIDE form's 8-slot one, so the work bytes hold) */
     const int igp = integer && !igw && !fw_take(a->type, a->n_rows)
@@ -756,7 +756,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             ig_launch(a->type, &q, ot, (unsigned)max_tiles, st);
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }
-        if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, st))
+        if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, (int)tile, st))
             MM_FAIL("cuda_moe_chunk: the %s kernel refused a product it takes", igp ? "persistent" : "wide");
         if (w_up && (igw || share_on())) { /* the pair's up product on the same tiles and 8-bit rows (no second
                                             * grouping or quantiser; cuda_moe_chunk_pair checked its alignment) */
@@ -764,7 +764,7 @@ static int moe_chunk(const cuda_moe_args *a, const void *w_up, float *y_up, void
             q.w = q.w_lo = (const uint8_t *)w_up;
             q.w_end = q.w + (a->n_expert - 1) * a->expert_stride + a->n_out * q.row_bytes;
             q.y = y_up;
-            if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, st))
+            if (!moe_tiles_launch(a->type, &q, igw, igp, ot, (unsigned)max_tiles, (int)tile, st))
                 MM_FAIL("cuda_moe_chunk_pair: the %s kernel refused the up product", igp ? "persistent" : "wide");
             return mm_launch_status("cuda_moe_chunk", why, why_len);
         }

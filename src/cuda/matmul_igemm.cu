@@ -78,6 +78,37 @@ __device__ __forceinline__ void mma_s8_k16(int *c, int a0, int a1, int b0) {
                  : "r"(a0), "r"(a1), "r"(b0));
 }
 
+/* The same with the B operand unsigned (u8): the low bytes of int16 pair sums in ig_k_mins_mma. */
+__device__ __forceinline__ void mma_s8u8_k32(int *c, int a0, int a1, int b0) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(0), "r"(0), "r"(b0), "r"(0));
+}
+
+/* A super-block's mins term of one row tile: sum_m = sum_j m_j (s_2j + s_2j+1) for weight rows r0 (g) and r1
+ * (g + 8) against the tile's C columns (2 tig, 2 tig + 1), as ig_k_superblock2's dp2a chain makes it (the same
+ * integers: exact in any order), in two IMMA instead of 32 dp2a and 8 loads a tile: k 0..15 of the A rows are the
+ * mins doubled (m0 m0 m1 m1 .. m7 m7: ma0 / ma1, lane tig holding k 4 tig .. +3), of the B column (the tile's row
+ * g) the 16 int16 pair sums s_k (its chunk's bytes 260..291), split into low bytes (u8) and high bytes (s8):
+ * s = 256 hi + lo, so sum_m = C_lo + 256 C_hi. |s| <= 16 x 127: hi fits s8; the sums fit int32. */
+__device__ __forceinline__ void ig_k_mins_mma(int ma0, int ma1, const uint8_t *xb, int tig, int (&smn)[4]) {
+    const unsigned *ps = (const unsigned *)(xb + 4 + 256 + 8 * tig);
+    const unsigned w0 = ps[0], w1 = ps[1];
+    int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+    mma_s8u8_k32(lo, ma0, ma1, (int)__byte_perm(w0, w1, 0x6420u));
+    mma_s8_k32(hi, ma0, ma1, 0, 0, (int)__byte_perm(w0, w1, 0x7531u), 0);
+#pragma unroll
+    for (int q = 0; q < 4; q++) smn[q] += lo[q] + 256 * hi[q];
+}
+
+/* Lane tig's A register of ig_k_mins_mma for a row whose 8 mins are the bytes of mn[0] (m0..m3), mn[1] (m4..m7):
+ * m_2tig, m_2tig, m_2tig+1, m_2tig+1. */
+__device__ __forceinline__ int ig_k_mins_a(const unsigned (&mn)[2], int tig) {
+    return (int)__byte_perm(tig & 2 ? mn[1] : mn[0], 0u, tig & 1 ? 0x3322u : 0x1100u);
+}
+
 /* Bytes of one 256-value chunk of a weight row. */
 template <int T>
 __host__ __device__ constexpr int ig_chunk_bytes() {
@@ -280,8 +311,10 @@ __device__ __forceinline__ void ig_k_superblock(const uint8_t *w0, const uint8_t
  * twice (once a nibble half), the scales and mins cut out one at a time, and the mins' activation sums read as
  * four 16-bit loads and two adds a sub-block. Here a run's four words are loaded once for both of its sub-blocks,
  * the eight 6-bit scales and mins of a row are unpacked four at a time (bytes of two words each), and the mins'
- * sums are taken once a super-block: sum_m = sum_j m_j * (s_2j + s_2j+1) over the pair sums' 32-bit words with
- * dp2a (two int16 x two int8 products and the accumulator: exact), m_j doubled into a byte pair by one byte_perm.
+ * sums are taken once a super-block: sum_m = sum_j m_j * (s_2j + s_2j+1), first with dp2a (two int16 x two int8
+ * products and the accumulator: exact, m_j doubled into a byte pair by one byte_perm), since 2026-12-07 by two IMMA
+ * a row tile (ig_k_mins_mma: opmix34 counted the dp2a chain at 4 IDP + ~1 load of the pair's 51 instructions an
+ * IMMA), and each sub-block's scale byte is cut by one byte_perm.
  * Integer sums in any order are the same integers, so the canonical terms are unchanged. H100
  * (bench/device-runs/2026-12-25-k2core24): a block commit 12.44 -> 11.83 ms (the experts' pair 108.8 -> 99.7 us a
  * layer, down 61.6 -> 56.4), a 32-row preview -0.14 ms; the pair is then at 52% of DRAM peak, its top stall the
@@ -313,8 +346,8 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
             const int j = 2 * cq + h;
             int a0, a1, a2, a3;
             mm_k4_frag<T>(j, q0a, q1a, q0b, q1b, h0a, h0b, h1a, h1b, a0, a1, a2, a3);
-            const int sa = (int)((sc0[j >> 2] >> (8 * (j & 3))) & 0xFFu);
-            const int sb = (int)((sc1[j >> 2] >> (8 * (j & 3))) & 0xFFu);
+            const int sa = (int)__byte_perm(sc0[j >> 2], 0u, 0x4440u | (j & 3)); /* byte j & 3, zero-extended */
+            const int sb = (int)__byte_perm(sc1[j >> 2], 0u, 0x4440u | (j & 3));
 #pragma unroll
             for (int i = 0; i < NT; i++) {
                 if (!live[i]) continue;
@@ -325,22 +358,11 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
             }
         }
     }
-    /* sum_m: word j of a column's pair sums (byte 260 + 4j of its 304-byte chunk) holds s_2j and s_2j+1 */
+    /* sum_m of each live tile: two IMMA (ig_k_mins_mma) */
+    const int ma0 = ig_k_mins_a(mn0, tig), ma1 = ig_k_mins_a(mn1, tig);
 #pragma unroll
-    for (int i = 0; i < NT; i++) {
-        if (!live[i]) continue;
-        const int *p0 = (const int *)(xc0[i] + 4 + 256), *p1 = (const int *)(xc1[i] + 4 + 256);
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) { /* sub-blocks 2jj, 2jj + 1: bytes (m, m, m', m') of each row */
-            const unsigned sel = jj & 1 ? 0x3322u : 0x1100u;
-            const int m0 = (int)__byte_perm(mn0[jj >> 1], 0u, sel), m1 = (int)__byte_perm(mn1[jj >> 1], 0u, sel);
-            const int x0a = p0[2 * jj], x0b = p0[2 * jj + 1], x1a = p1[2 * jj], x1b = p1[2 * jj + 1];
-            smn[i][0] = __dp2a_hi(x0b, m0, __dp2a_lo(x0a, m0, smn[i][0]));
-            smn[i][1] = __dp2a_hi(x1b, m0, __dp2a_lo(x1a, m0, smn[i][1]));
-            smn[i][2] = __dp2a_hi(x0b, m1, __dp2a_lo(x0a, m1, smn[i][2]));
-            smn[i][3] = __dp2a_hi(x1b, m1, __dp2a_lo(x1a, m1, smn[i][3]));
-        }
-    }
+    for (int i = 0; i < NT; i++)
+        if (live[i]) ig_k_mins_mma(ma0, ma1, xb[i], tig, smn[i]);
     ig_k_terms<NT, PL>(w0, w1, xc0, xc1, live, second, sq, smn, acc);
 }
 
@@ -383,8 +405,8 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
             for (int h = 0; h < 2; h++) {
                 int a0, a1, a2, a3;
                 mm_k4_frag<T>(j, q0a[h], q1a[h], q0b[h], q1b[h], h0a[h], h0b[h], h1a[h], h1b[h], a0, a1, a2, a3);
-                const int sa = (int)((sc0[h][j >> 2] >> (8 * (j & 3))) & 0xFFu);
-                const int sb = (int)((sc1[h][j >> 2] >> (8 * (j & 3))) & 0xFFu);
+                const int sa = (int)__byte_perm(sc0[h][j >> 2], 0u, 0x4440u | (j & 3));
+                const int sb = (int)__byte_perm(sc1[h][j >> 2], 0u, 0x4440u | (j & 3));
                 int cc[4] = {0, 0, 0, 0};
                 mma_s8_k32(cc, a0, a1, a2, a3, ig_ld32(xb[h][0] + 4 + 32 * j + 4 * tig),
                            ig_ld32(xb[h][0] + 20 + 32 * j + 4 * tig));
@@ -394,19 +416,8 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
         }
     }
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int *p0 = (const int *)(xc0[h][0] + 4 + 256), *p1 = (const int *)(xc1[h][0] + 4 + 256);
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) {
-            const unsigned sel = jj & 1 ? 0x3322u : 0x1100u;
-            const int m0 = (int)__byte_perm(mn0[h][jj >> 1], 0u, sel), m1 = (int)__byte_perm(mn1[h][jj >> 1], 0u, sel);
-            const int x0a = p0[2 * jj], x0b = p0[2 * jj + 1], x1a = p1[2 * jj], x1b = p1[2 * jj + 1];
-            smn[h][0][0] = __dp2a_hi(x0b, m0, __dp2a_lo(x0a, m0, smn[h][0][0]));
-            smn[h][0][1] = __dp2a_hi(x1b, m0, __dp2a_lo(x1a, m0, smn[h][0][1]));
-            smn[h][0][2] = __dp2a_hi(x0b, m1, __dp2a_lo(x0a, m1, smn[h][0][2]));
-            smn[h][0][3] = __dp2a_hi(x1b, m1, __dp2a_lo(x1a, m1, smn[h][0][3]));
-        }
-    }
+    for (int h = 0; h < 2; h++) /* sum_m: two IMMA a super-block (ig_k_mins_mma) */
+        ig_k_mins_mma(ig_k_mins_a(mn0[h], tig), ig_k_mins_a(mn1[h], tig), xb[h][0], tig, smn[h][0]);
     const bool live[1] = {true};
     ig_k_terms<1, PL>(w0[0], w1[0], xc0[0], xc1[0], live, false, sq[0], smn[0], acc); /* chunk c: partial 0 */
     ig_k_terms<1, PL>(w0[1], w1[1], xc0[1], xc1[1], live, true, sq[1], smn[1], acc);  /* chunk c + 1: partial 1 */

@@ -239,11 +239,15 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
  * 64 float partials; each thread holds both partials of its outputs, so they meet in registers (no shared
  * reduction). A weight fragment is decoded once for 4 mma, a row fragment (and its sub-block sum) once for 2.
  * Q4_K/Q5_K rows are 16-byte aligned (mm_align; 144/176-byte super-blocks), so a row's chunk is whole pieces. */
-template <int T>
+/* BR rows (slots) a tile: 64, or 32 (CLOVER_CUDA_IGW_T32, grouped tiles only: a stacked pass's ~16 slots an
+ * expert) with 3 ring stages (84-97 KiB) so that two blocks share an SM. */
+template <int T, int BR = IW_BR>
 struct iwk {
     static constexpr int CB = T == MM_Q4_K ? MM_Q4_K_BYTES : MM_Q5_K_BYTES; /* a super-block: the chunk */
-    static constexpr int BO = 128, SBP = CB, STS = BO * SBP + IW_BR * IG_ACS, SMEM = IW_STAGES * STS;
+    static constexpr int ST = BR == 32 ? 3 : IW_STAGES;
+    static constexpr int BO = 128, SBP = CB, STS = BO * SBP + BR * IG_ACS, SMEM = ST * STS;
     static_assert(CB % 16 == 0 && (SBP / 4) % 8 == 4, "iwk: 16-byte pieces, conflict-free fragment rows");
+    static_assert(BR == 32 || BR == 64, "iwk: 32 or 64 rows a tile");
 };
 
 template <int T, int NT>
@@ -267,35 +271,39 @@ __device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbas
     }
 }
 
-/* W warps: 8 (4 over the outputs x 2 over the rows, MT = 2 m-tiles a warp) or 16 (CLOVER_CUDA_IGW_W16: 8 x 2,
- * MT = 1): the same fragments, sums and float terms per output in the same order, only more warps a block for the
- * same tile (206 registers at 8 warps: one block, 2 warps a scheduler; at 16 half the partials a thread). */
-template <int T, int W>
-__global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
-    constexpr int CB = iwk<T>::CB, BO = iwk<T>::BO, STS = iwk<T>::STS, qo = T == MM_Q4_K ? 16 : 48;
-    static_assert(W == 8 || W == 16, "igw_k: 8 or 16 warps");
-    constexpr int NT = 32 * W, WM = W / 2, MT = 16 / W; /* threads; warps over the outputs; m-tiles a warp */
+/* W warps over a tile of BR rows: 8 warps and 64 rows as 4 over the outputs x 2 over the rows (MT = 2 m-tiles a
+ * warp); 16 warps and 64 rows (CLOVER_CUDA_IGW_W16) as 8 x 2 (MT = 1); 8 warps and 32 rows (CLOVER_CUDA_IGW_T32)
+ * as 8 x 1 (MT = 1), two blocks an SM. The same fragments, sums and float terms per output in the same order in
+ * every form, only more warps for the same tile (206 registers at 8 warps and 64 rows: one block, 2 warps a
+ * scheduler; half the partials a thread in the others). */
+template <int T, int W, int BR = IW_BR>
+__global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_params p) {
+    constexpr int CB = iwk<T, BR>::CB, BO = iwk<T, BR>::BO, STS = iwk<T, BR>::STS, ST = iwk<T, BR>::ST;
+    constexpr int qo = T == MM_Q4_K ? 16 : 48;
+    static_assert((W == 8 || W == 16) && (BR == 64 || W == 8), "igw_k: 8 or 16 warps; 8 at 32 rows");
+    /* threads; warps over the rows and over the outputs; m-tiles a warp */
+    constexpr int NT = 32 * W, WN = BR / 32, WM = W / WN, MT = 8 / WM;
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
     const int wm = warp & (WM - 1), wn = warp >> (WM == 8 ? 3 : 2); /* the warp's 16 MT outputs and 32 rows */
     /* the block's rows: dense (p.perm NULL) rows m0.. of x and y; grouped, tile blockIdx.x of the grouping pass
-     * (matmul_gemm.cu): up to IW_BR slots s of one expert, 8-bit row x_per_slot ? s : s / k, output row s */
-    __shared__ int xrow[IW_BR], yrow[IW_BR];
+     * (matmul_gemm.cu): up to BR slots s of one expert, 8-bit row x_per_slot ? s : s / k, output row s */
+    __shared__ int xrow[BR], yrow[BR];
     const int n0 = blockIdx.y * BO;
     const uint8_t *wbase = p.w;
     int m_count;
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if (p.perm == NULL) {
-        const int m0 = blockIdx.x * IW_BR;
-        m_count = min(IW_BR, p.n_rows - m0);
-        for (int i = tid; i < IW_BR; i += NT) xrow[i] = yrow[i] = m0 + i;
+        const int m0 = blockIdx.x * BR;
+        m_count = min(BR, p.n_rows - m0);
+        for (int i = tid; i < BR; i += NT) xrow[i] = yrow[i] = m0 + i;
     } else {
         if ((int)blockIdx.x >= *p.ntiles) return; /* the whole block: past the pass's tiles */
         const int32_t *t = p.tiles + 3 * blockIdx.x;
         wbase = p.w + (size_t)t[0] * p.expert_stride;
         m_count = t[2];
-        for (int i = tid; i < IW_BR; i += NT) {
+        for (int i = tid; i < BR; i += NT) {
             const int s = i < m_count ? p.perm[t[1] + i] : 0;
             yrow[i] = s;
             xrow[i] = p.x_per_slot ? s : s / p.k;
@@ -306,7 +314,7 @@ __global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
     /* live n-tiles of this warp (warp-uniform) */
     const int ntl = max(0, min(4, (m_count - 32 * wn + 7) / 8));
 #pragma unroll
-    for (int s = 0; s < IW_STAGES - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < nchunks) iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, s, sm + s * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -318,16 +326,16 @@ __global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
 #pragma unroll
             for (int q = 0; q < 4; q++) cur[mt][nt][q] = oth[mt][nt][q] = 0.0f;
     for (int c = 0; c < nchunks; c++) {
-        asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
+        asm volatile("cp.async.wait_group %0;" ::"n"(ST - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
-        if (c + IW_STAGES - 1 < nchunks)
-            iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * STS);
+        if (c + ST - 1 < nchunks)
+            iwk_copy<T, NT>(p, wbase, xrow, n0, m_count, c + ST - 1, sm + ((c + ST - 1) % ST) * STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
         /* a warp whose rows are all past the tile's (a grouped tile of <= 32 slots: the 16 slots an expert of a
          * stacked 512-row pass) decodes nothing: it would decode every weight fragment for no mma, and the
          * scheduler slots are the kernel's bound. It writes no output (its rows are not the tile's). */
         if (ntl == 0) continue;
-        const uint8_t *stg = sm + (c % IW_STAGES) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
+        const uint8_t *stg = sm + (c % ST) * STS, *ab = stg + BO * CB + (32 * wn) * IG_ACS;
         const uint8_t *wr[MT][2]; /* rows 16 (MT wm + mt) + g (+ 8) */
         unsigned s0[MT][2], s1[MT][2], s2[MT][2];
         int ha[MT][2], hb[MT][2];
@@ -428,37 +436,39 @@ __global__ void __launch_bounds__(32 * W, 1) igw_k_kernel(ig_params p) {
             }
 }
 
-/* grid (row tiles of 64, or the grouping pass's n_tiles tiles; output tiles of 128) */
-template <int T, int W>
+/* grid (row tiles of BR, or the grouping pass's n_tiles tiles; output tiles of 128) */
+template <int T, int W, int BR = IW_BR>
 static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    constexpr int BO = iwk<T>::BO, SMEM = iwk<T>::SMEM;
+    constexpr int BO = iwk<T, BR>::BO, SMEM = iwk<T, BR>::SMEM;
     /* rows (and experts) 16-byte aligned (cuda_matmul's contract): a row's chunk is whole pieces */
     if (((uintptr_t)p->w | p->row_bytes | (p->perm ? p->expert_stride : 0)) & 15) return 0;
-    const unsigned rt = p->perm ? n_tiles : (unsigned)((p->n_rows + IW_BR - 1) / IW_BR);
+    const unsigned rt = p->perm ? n_tiles : (unsigned)((p->n_rows + BR - 1) / BR);
     const unsigned ot = (unsigned)((p->n_out + BO - 1) / BO);
     if (ot > 65535 || rt == 0) return 0;
     static int attr_set = 0;
     if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_k_kernel<T, W>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) != cudaSuccess) {
+        if (cudaFuncSetAttribute(igw_k_kernel<T, W, BR>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) !=
+            cudaSuccess) {
             (void)cudaGetLastError();
             return 0;
         }
         attr_set = 1;
     }
-    pdl_launch_rows(igw_k_kernel<T, W>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
+    pdl_launch_rows(igw_k_kernel<T, W, BR>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
     return 1;
 }
 
-/* The 16-warp forms (W 16): CLOVER_CUDA_IGW_W16 = 1 both kernels (the default), 0 neither, 2 the Q8_0 kernel only,
- * 3 the K-quant kernel only (cuda_igw_w16_set; any other value: the default). The same bits in every form. H100,
- * bench/device-runs/2027-01-14-w16x36: prompt 512 7,734 / 7,755 -> 8,145 / 8,143 tok/s, the stacked 16-sequence
- * diffusion pass +1.9%; the 512-row qkv product 156.5 -> 152.1 us (ncu: 196 -> 128 registers, 12.5 -> 24.9%
- * occupancy, 20% more instructions: the weight fragments decoded by two warps). */
+/* The 16-warp forms (W 16): CLOVER_CUDA_IGW_W16 = 3 the K-quant kernel only (the default), 1 both kernels, 0
+ * neither, 2 the Q8_0 kernel only (cuda_igw_w16_set; any other value: the default). The same bits in every form.
+ * H100, bench/device-runs/2027-01-14-w16x36 (seq2, one machine, two rounds): prompt 512 at 0 / 1 / 2 / 3 7,491 /
+ * 8,092 / 7,519 / 8,065 and 7,501 / 8,123 / 7,487 / 8,053 tok/s: the K-quant kernel's form is the whole gain; the
+ * Q8_0 kernel's executes 20% more instructions (its weight fragments decoded by two warps: ncu 196 -> 128
+ * registers, 12.5 -> 24.9% occupancy, 191.5 -> 183.7 us) for nothing measurable end to end, so it stays off. */
 static int g_w16 = INT_MIN;
 extern "C" void cuda_igw_w16_set(int v) { __atomic_store_n(&g_w16, v < 0 ? INT_MIN : v, __ATOMIC_RELAXED); }
 static int igw_w16(bool q8) {
-    int v = cuda_env_int(&g_w16, "CLOVER_CUDA_IGW_W16", 1);
-    if (v < 0 || v > 3) v = 1;
+    int v = cuda_env_int(&g_w16, "CLOVER_CUDA_IGW_W16", 3);
+    if (v < 0 || v > 3) v = 3;
     return v == 1 || v == (q8 ? 2 : 3);
 }
 
@@ -484,7 +494,7 @@ static int igw_launch_q8(const ig_params *p, cudaStream_t st) {
     return 1;
 }
 
-/* The grouped experts on igw_k_kernel (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set): tiles of IW_BR slots x
+/* The grouped experts on igw_k_kernel (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set): tiles of 64 slots x
  * 128 outputs, where matmul_igemm.cu's grouped tiles are 32 slots x 16 outputs and re-read a tile's 8-bit rows from
  * L2 for every 16 outputs (a stacked preview's 4096 slots: ~1.1 GB of L2 reads a product, 150 us on the H200). H200,
  * bench/device-runs/2026-12-19-igw25: a stacked preview's gate / up 150 -> 97 us, down 216 -> 114; prompt 512
@@ -496,14 +506,26 @@ extern "C" unsigned long long cuda_igw_moe_launches(void) {
     return __atomic_load_n(&g_igw_moe_launches, __ATOMIC_RELAXED);
 }
 
+/* The grouped tiles of 32 slots (igw_k_kernel<T, 8, 32>: 8 warps over the outputs, 3 ring stages, two blocks an
+ * SM): on when CLOVER_CUDA_IGW_T32=1 (off until measured: written 2026-12-07). Why: a stacked 512-row pass routes
+ * ~16 slots to an expert, so its 64-slot tiles are a quarter full, one 512-thread block an SM whose 8 chunks' ring
+ * fill and barriers are most of its ~10 us (H100 trace, w16x36 seq2: the pair 98.6 us a layer over 1,280 such
+ * blocks, ~10 waves); two half-size blocks an SM overlap one's waits with the other's work. Same bits. */
+static int g_t32 = -1;
+extern "C" void cuda_igw_t32_set(int on) { cuda_switch_set(&g_t32, on); }
+int igw_moe_tile(void) { return cuda_switch_on(&g_t32, "CLOVER_CUDA_IGW_T32", 0) ? 32 : IW_BR; }
+
 int igw_moe_takes(uint32_t type, const ig_params *p) {
     return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 1) && (type == MM_Q4_K || type == MM_Q5_K) &&
            !p->wide && !p->tall && ((p->row_bytes | p->expert_stride) & 15) == 0;
 }
 
-int igw_moe_launch(uint32_t type, const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    if (!p->perm || !p->xq) return 0;
-    const int ok = type == MM_Q4_K ? igw_launch_kw<MM_Q4_K>(p, n_tiles, st)
+int igw_moe_launch(uint32_t type, const ig_params *p, int tile, unsigned n_tiles, cudaStream_t st) {
+    if (!p->perm || !p->xq || (tile != 32 && tile != IW_BR)) return 0;
+    const int ok = tile == 32 ? (type == MM_Q4_K   ? igw_launch_k<MM_Q4_K, 8, 32>(p, n_tiles, st)
+                                 : type == MM_Q5_K ? igw_launch_k<MM_Q5_K, 8, 32>(p, n_tiles, st)
+                                                   : 0)
+                   : type == MM_Q4_K ? igw_launch_kw<MM_Q4_K>(p, n_tiles, st)
                    : type == MM_Q5_K ? igw_launch_kw<MM_Q5_K>(p, n_tiles, st)
                                      : 0;
     if (ok) __atomic_fetch_add(&g_igw_moe_launches, 1, __ATOMIC_RELAXED);

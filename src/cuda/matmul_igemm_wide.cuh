@@ -20,12 +20,15 @@ enum { IGW_MIN_ROWS = 64 };
  * launches nothing. Same bits as ig_launch (the canonical order of matmul_igemm.cu). */
 int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st);
 
-/* Grouped experts (p->perm, tiles of IGW_MOE_TILE slots from the grouping pass, xq quantised) on the same kernel:
+/* Grouped experts (p->perm, tiles of igw_moe_tile() slots from the grouping pass, xq quantised) on the same kernel:
  * igw_moe_takes says whether the switch (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set) is on and the
- * product fits it (Q4_K / Q5_K, not the wide few-slot tiles, 16-byte rows and experts); igw_moe_launch launches it
- * over n_tiles tiles and returns 1, or 0 having launched nothing. Same bits as ig_launch. */
+ * product fits it (Q4_K / Q5_K, not the wide few-slot tiles, 16-byte rows and experts); igw_moe_tile gives the
+ * tile (IGW_MOE_TILE, or 32 with CLOVER_CUDA_IGW_T32=1 / cuda_igw_t32_set); igw_moe_launch launches it over
+ * n_tiles tiles of `tile` slots (the grouping pass's) and returns 1, or 0 having launched nothing. Same bits as
+ * ig_launch. */
 enum { IGW_MOE_TILE = 64 };
 int igw_moe_takes(uint32_t type, const ig_params *p);
-int igw_moe_launch(uint32_t type, const ig_params *p, unsigned n_tiles, cudaStream_t st);
+int igw_moe_tile(void);
+int igw_moe_launch(uint32_t type, const ig_params *p, int tile, unsigned n_tiles, cudaStream_t st);
 
 #endif

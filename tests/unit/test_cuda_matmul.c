@@ -1761,7 +1761,8 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
 
 /* ---- the grouped experts on the wide kernel (matmul_igemm_wide.cu, CLOVER_CUDA_IGW_MOE) ----
  * Many slots an expert (a stacked preview, a prompt): cuda_moe_chunk / _pair with the switch on take tiles of 64
- * slots x 128 outputs; every output must equal the switch-off kernel's (matmul_igemm.cu) bit for bit, and the CPU's
+ * slots x 128 outputs (8 or 16 warps) or, with CLOVER_CUDA_IGW_T32, of 32 slots; every output of each form must
+ * equal the switch-off kernel's (matmul_igemm.cu) bit for bit, and the CPU's
  * integer path (decode_ref) within 1e-5. Odd output counts (a partial 128-output tile), 3 super-blocks a row (an
  * odd chunk count: the partials' parity), experts with several tiles, x a slot, a bad id (its outputs NaN). */
 static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, size_t k, size_t n_expert, int kind,
@@ -1780,7 +1781,7 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     a.w = dw;
     a.x = dev_upload(x, n_x * n_in * sizeof(float));
     a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
-    float *got[3][2], *dy[3][2]; /* [switch off / on in 8 warps / on in 16 warps][gate / up] */
+    float *got[4][2], *dy[4][2]; /* [switch off / on in 8 warps / 16 warps / 32-slot tiles][gate / up] */
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
     char why[256] = "", what[96];
@@ -1788,9 +1789,10 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
              k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : "bad", x_per_slot ? " slot-x" : "",
              pair ? " pair" : "");
     unsigned long long taken = 0;
-    for (int on = 0; on < 3; on++) {
+    for (int on = 0; on < 4; on++) {
         cuda_igw_moe_set(on != 0);
-        cuda_igw_w16_set(on == 2); /* on: the 8-warp form, then the 16-warp form */
+        cuda_igw_w16_set(on == 2); /* on: the 8-warp form, the 16-warp form, then the 32-slot tiles */
+        cuda_igw_t32_set(on == 3);
         for (int u = 0; u < 2; u++) {
             dy[on][u] = dev_poisoned(ny);
             got[on][u] = malloc(ny * sizeof(float));
@@ -1806,17 +1808,19 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     }
     cuda_igw_moe_set(-1);
     cuda_igw_w16_set(-1);
-    CHECK_MSG(taken == (pair ? 4u : 2u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
-              pair ? 4 : 2);
+    cuda_igw_t32_set(-1);
+    CHECK_MSG(taken == (pair ? 6u : 3u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
+              pair ? 6 : 3);
     size_t diff = 0, nan = 0;
-    for (int f = 1; f < 3; f++)
+    for (int f = 1; f < 4; f++)
         for (int u = 0; u < (pair ? 2 : 1); u++)
             for (size_t i = 0; i < ny; i++) {
                 diff += memcmp(&got[f][u][i], &got[0][u][i], sizeof(float)) != 0 &&
                         !(isnan(got[f][u][i]) && isnan(got[0][u][i]));
                 nan += f == 1 && isnan(got[1][u][i]) != 0;
             }
-    CHECK_MSG(diff == 0, "%s: %zu outputs (8- and 16-warp forms) differ from matmul_igemm.cu's", what, diff);
+    CHECK_MSG(diff == 0, "%s: %zu outputs (8- and 16-warp forms, 32-slot tiles) differ from matmul_igemm.cu's", what,
+              diff);
     const size_t bad = kind == 3 ? (pair ? 2 : 1) * n_out : 0; /* slot 1's outputs: NaN */
     CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
     double e2 = 0, r2 = 0;
@@ -1834,9 +1838,9 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         }
     const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
     CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
-    printf("  %-62s bit-identical to the old kernel (%zu outputs, 8 and 16 warps), CPU err %.2g (%zu)\n", what,
-           (pair ? 2 : 1) * ny, err, checked);
-    for (int on = 0; on < 3; on++)
+    printf("  %-62s bit-identical to the old kernel (%zu outputs, 8 / 16 warps, 32-slot tiles), CPU err %.2g (%zu)\n",
+           what, (pair ? 2 : 1) * ny, err, checked);
+    for (int on = 0; on < 4; on++)
         for (int u = 0; u < 2; u++) free(got[on][u]), cudaFree(dy[on][u]);
     free(w), free(x), free(ids);
     cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work);

@@ -24,6 +24,8 @@
 #  s  W16 0 / 1 / 2 / 3, two rounds: bench_cuda_backend --prompt-only 1 and bench_batch --mode diffusion --n 16;
 #     beside them the .gpu-k2m pack (fa50c08: no skip) at W16=1, the before of the skip
 #  v  serve 16 x 128 AR (the --no-diffusion file) and 16 x 64 diffusion at the new defaults (issue 25's ratios)
+#  x  the stacked 16-sequence diffusion pass's kernel table at the new defaults (the tracer, PDL off), for the next
+#     step of issue 25: predicted igw_q8 ~28% and igw_k ~18-20% (was ~25%) of it
 # Predictions (before the run; H100):
 #  t  all pass; ids equal with W16 off and on.
 #  w  igw_q8 at 4 warps a scheduler: ~37 instructions an IMMA (the A fragments decoded by two warps), cycles an
@@ -127,6 +129,18 @@ if has s; then
     done
   done
 fi
+if has x; then
+  wait $SPID
+  CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_d16.txt LD_PRELOAD=$D/bin/libclover_kernel_trace.so timeout 200 \
+    "$D/bin/bench_batch" $F --device cuda --mode diffusion --prompt 32 --gen 64 --n 16 > "$O/dbatch_trace.log" 2>&1
+  say "== bench_batch --mode diffusion --n 16 under the tracer (PDL off) rc=$? at +$(el)s"
+  if [ -f $O/trace_d16.txt ]; then
+    c++filt < $O/trace_d16.txt > $O/trace_d16.dm.txt && rm -f $O/trace_d16.txt
+    grep -E "^== window 0:" $O/trace_d16.dm.txt | head -1 | tee -a "$S"
+    awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_d16.dm.txt | head -30 | \
+      cut -c1-150 | tee -a "$S"
+  fi
+fi
 if has v; then
   wait $SPID
   AR=/tmp/synth35-ar.gguf
@@ -136,4 +150,5 @@ if has v; then
   dr_serve $AR "" 16 128 1 ar
   dr_serve $F "" 16 64 1 diffusion
 fi
+rm -f "$O"/*.ncu-rep # (MBs; the details pages are kept)
 dr_end
