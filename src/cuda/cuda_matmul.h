@@ -108,9 +108,9 @@ unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it wa
  * the same tile): 3 the K-quant kernel only (the default; CLOVER_CUDA_IGW_W16), 1 both, 0 neither, 2 the Q8_0
  * kernel only; negative: the environment again. Same bits in every form (verified on an H100, 2026-12-07). */
 void cuda_igw_w16_set(int v);
-/* The grouped experts' wide tiles of 32 slots instead of 64 (8 warps over the outputs, two blocks an SM: a stacked
- * pass's ~16 slots an expert): on when CLOVER_CUDA_IGW_T32=1 (off until measured: written 2026-12-07); 1/0 on/off,
- * negative: the environment again. Same bits either way. */
+/* The grouped experts' wide tiles of 32 slots instead of 64 (8 warps over the outputs, two blocks an SM: a 512-row
+ * pass's ~16 slots an expert): on unless CLOVER_CUDA_IGW_T32=0 (verified on an H100, 2026-12-07: prompt 512 +9.5%);
+ * 1/0 on/off, negative: the environment again. Same bits either way. */
 void cuda_igw_t32_set(int on);
 /* The grouped experts with few slots an expert (cuda_moe_chunk / _pair, Q4_K and Q5_K, the WIDE plans: a 32-row
  * preview, a decode batch) on matmul_igemm.cu's PERSIST form: a fixed grid of ~1-2 blocks an SM walking tiles of

@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
  * 64 float partials; each thread holds both partials of its outputs, so they meet in registers (no shared
  * reduction). A weight fragment is decoded once for 4 mma, a row fragment (and its sub-block sum) once for 2.
  * Q4_K/Q5_K rows are 16-byte aligned (mm_align; 144/176-byte super-blocks), so a row's chunk is whole pieces. */
-/* BR rows (slots) a tile: 64, or 32 (CLOVER_CUDA_IGW_T32, grouped tiles only: a stacked pass's ~16 slots an
+/* BR rows (slots) a tile: 64, or 32 (grouped tiles only, CLOVER_CUDA_IGW_T32: a 512-row pass's ~16 slots an
  * expert) with 3 ring stages (84-97 KiB) so that two blocks share an SM. */
 template <int T, int BR = IW_BR>
 struct iwk {
@@ -507,13 +507,15 @@ extern "C" unsigned long long cuda_igw_moe_launches(void) {
 }
 
 /* The grouped tiles of 32 slots (igw_k_kernel<T, 8, 32>: 8 warps over the outputs, 3 ring stages, two blocks an
- * SM): on when CLOVER_CUDA_IGW_T32=1 (off until measured: written 2026-12-07). Why: a stacked 512-row pass routes
- * ~16 slots to an expert, so its 64-slot tiles are a quarter full, one 512-thread block an SM whose 8 chunks' ring
- * fill and barriers are most of its ~10 us (H100 trace, w16x36 seq2: the pair 98.6 us a layer over 1,280 such
- * blocks, ~10 waves); two half-size blocks an SM overlap one's waits with the other's work. Same bits. */
+ * SM): on unless CLOVER_CUDA_IGW_T32=0. Why: a 512-row pass routes ~16 slots to an expert, so its 64-slot tiles are
+ * a quarter full, one 512-thread block an SM (H100 trace, w16x36 seq2: a stacked pass's pair 98.6 us a layer over
+ * 1,280 such blocks, ~10 waves); two half-size blocks an SM overlap one's waits with the other's work. Same bits.
+ * H100 (bench/device-runs/2027-01-15-t32x37, three rounds): prompt 512 8,062 / 8,069 / 8,077 -> 8,792 / 8,836 /
+ * 8,891 tok/s; the stacked diffusion pass's pair 98.6 -> 95.1 us, down 110.8 -> 97.4 (its ~12-slot tiles are at
+ * ~half the DRAM floor of reading every expert once), the pass within noise (298.3 -> 295.5 agg tok/s, -1%). */
 static int g_t32 = -1;
 extern "C" void cuda_igw_t32_set(int on) { cuda_switch_set(&g_t32, on); }
-int igw_moe_tile(void) { return cuda_switch_on(&g_t32, "CLOVER_CUDA_IGW_T32", 0) ? 32 : IW_BR; }
+int igw_moe_tile(void) { return cuda_switch_on(&g_t32, "CLOVER_CUDA_IGW_T32", 1) ? 32 : IW_BR; }
 
 int igw_moe_takes(uint32_t type, const ig_params *p) {
     return cuda_switch_on(&g_igw_moe, "CLOVER_CUDA_IGW_MOE", 1) && (type == MM_Q4_K || type == MM_Q5_K) &&

@@ -23,7 +23,7 @@ int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st);
 /* Grouped experts (p->perm, tiles of igw_moe_tile() slots from the grouping pass, xq quantised) on the same kernel:
  * igw_moe_takes says whether the switch (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set) is on and the
  * product fits it (Q4_K / Q5_K, not the wide few-slot tiles, 16-byte rows and experts); igw_moe_tile gives the
- * tile (IGW_MOE_TILE, or 32 with CLOVER_CUDA_IGW_T32=1 / cuda_igw_t32_set); igw_moe_launch launches it over
+ * tile (32, or IGW_MOE_TILE with CLOVER_CUDA_IGW_T32=0 / cuda_igw_t32_set(0)); igw_moe_launch launches it over
  * n_tiles tiles of `tile` slots (the grouping pass's) and returns 1, or 0 having launched nothing. Same bits as
  * ig_launch. */
 enum { IGW_MOE_TILE = 64 };

@@ -13,9 +13,16 @@
 #     sequences), test_cuda_preview, memcheck of test_moe_igw (SMALL); clover run ids at the new defaults
 #  b  T32 0 / 1 alternating three rounds: bench_batch --mode diffusion --n 16 and bench_cuda_backend --prompt-only 1
 #  x  the stacked diffusion pass under the tracer (PDL off) with T32 on: the experts' kernels' us a launch
+#  a  (no code: an existing knob) CLOVER_CUDA_ATTN_FEW_TARGET 132 (default) / 32 / 8: bench_batch --mode diffusion
+#     --n 16 (16 sequences of 32 rows over ~64-96 keys each plan 4-6 splits x 16 query sets x 2 KV heads = 128+
+#     blocks: 2,048+ one-an-SM blocks of ~16 keys, ~16 waves, attn_few 204 us a layer + the merge 51) and the lone
+#     preview / commit (bench_cuda_preview), and `clover run` ids at 32 (a split plan changes the merge order:
+#     the bits may move within the float bound)
 # Predictions (before the run; H100): t all pass, ids db3c58da3157 / ff19558da508. x: the pair 98.6 -> 65-75 us a
 # launch, down 110.8 -> 75-85. b: diffusion n 16 +4..+5% agg tok/s (~300 -> ~313), prompt 512 +3..+4% (~8,070 ->
-# ~8,350: its 4,096 slots also ~16 an expert).
+# ~8,350: its 4,096 slots also ~16 an expert). a: TARGET 32 gives 1-2 splits: the stacked attention ~204 -> ~60
+# us a layer and the merge mostly gone: diffusion n 16 +2..+3%; the lone preview +-0.02 ms (128 -> 32 blocks of 4x
+# the keys, one merge less).
 set -uo pipefail
 PACK=${PACK:-.gpu-seq}
 STEPS=${STEPS:-t b x}
@@ -56,5 +63,54 @@ if has x; then
     awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_d16.dm.txt | head -16 | \
       cut -c1-150 | tee -a "$S"
   fi
+fi
+if has a; then
+  wait $SPID
+  for r in 1 2; do
+    for v in 132 32 8; do
+      [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
+      CLOVER_CUDA_ATTN_FEW_TARGET=$v timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 \
+        --prompt 32 --gen 64 > "$O/ad_${v}_$r.log" 2>&1
+      say "a rc=$? diffusion n 16 TARGET=$v: $(grep -E '^ +16 ' "$O/ad_${v}_$r.log" | tail -1 | cut -c1-110)"
+      [ $v = 8 ] || dr_preview TARGET_${v}_$r CLOVER_CUDA_ATTN_FEW_TARGET=$v
+    done
+  done
+  dr_run_ids target32 CLOVER_CUDA_ATTN_FEW_TARGET=32
+fi
+# (added after seq1, with T32 made the default)
+#  f  the pack of the session's last commit at its defaults: every test_cuda_* binary (test_cuda_matmul in its parts
+#     a, b, d; test_moe_fast left out: untouched, past the step's time), `clover run` ids, serve AR and diffusion,
+#     ncu of the first igw_k_kernel<Q4_K, 8, 32> of a stacked diffusion run (DRAM %, occupancy, stalls)
+#     Predicted: all pass, ids db3c58da3157 / ff19558da508, serve AR ~5.4x, diffusion ~2.0-2.1x; ncu DRAM ~40-50% of
+#     peak, occupancy ~25% (2 blocks of 8 warps), the top stall long_scoreboard or barrier.
+if has f; then
+  A="test_bad_arguments,test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_exact_multi,test_chunk_multi,test_chunk_seg,test_row_invariance,test_few_rows,test_mma_rows,test_igemm_wide,test_q8_rows32,test_mmv_stream,test_mmv_lane,test_stream32"
+  DD="test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows,test_pdl_rows_passes,test_norm_q8"
+  tst test_cuda_matmul a 150 CLOVER_TEST_ONLY=$A
+  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=$B
+  tst test_cuda_matmul d 120 CLOVER_TEST_ONLY=$DD
+  for t in test_cuda_ops test_cuda_moe_tiles test_cuda_ig_x2 test_cuda_preview test_cuda_batch test_cuda_attention \
+      test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_split test_cuda_gpumem; do
+    tst $t all 100
+  done
+  wait $SPID
+  dr_run_ids final
+  if command -v ncu > /dev/null; then
+    timeout 120 ncu -k "regex:igw_k_kernel" -c 1 --section WarpStateStats --section LaunchStats --section Occupancy \
+      --section SpeedOfLight --section MemoryWorkloadAnalysis -f -o "$O/igwk_t32" "$D/bin/bench_batch" $F \
+      --device cuda --mode diffusion --n 16 --prompt 32 --gen 32 > "$O/ncu_igwk_t32.log" 2>&1
+    say "== ncu igwk_t32 rc=$? at +$(el)s"
+    ncu --import "$O/igwk_t32.ncu-rep" --page details --print-details all > "$O/igwk_t32_details.txt" 2>&1
+    grep -E "Duration|DRAM Throughput|Memory Throughput|L2 Hit|Achieved Occupancy|Warp Cycles Per Issued|Registers Per|Stall" \
+      "$O/igwk_t32_details.txt" | head -16 | sed 's/  */ /g' | tee -a "$S"
+    gzip -c "$O/igwk_t32_details.txt" > "$R/igwk_t32_details.txt.gz"
+    rm -f "$O"/*.ncu-rep
+  fi
+  AR=/tmp/synth35-ar.gguf
+  [ -s $AR ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
+    > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; }
+  say "AR file at +$(el)s"
+  dr_serve $AR "" 16 128 1 ar
+  dr_serve $F "" 16 64 1 diffusion
 fi
 dr_end
