@@ -11,7 +11,9 @@
  *    lanes; qsets = ceil(G / ng) blocks cover a KV head's queries;
  *  - splits: cfg.target blocks (one per SM: the block is register-bound to one) over the sequence,
  *    floor(target / (n_head_kv * qsets)) splits a KV head (at least 1, at most CUDA's MAX_SPLITS = 128), each a
- *    multiple of a block step (kw lanes x FEW_KB keys) and at least FEW_MIN_SPLIT keys.
+ *    multiple of a block step (kw lanes x FEW_KB keys) and at least cfg.min_split keys (FEW_MIN_SPLIT unless
+ *    CLOVER_CUDA_ATTN_FEW_MIN_SPLIT says more: a longer least split gives a short context 1-2 splits and no merge,
+ *    which a stacked pass of many short sequences wants; the plan still depends on the sequence alone).
  * 35B-A3B (16/2/256), 32 rows over 544 keys: G = 32, ng = 2, kw = 4, qsets = 16, 4 splits of 136 keys: 128 blocks
  * (ng was 4 until 2027-01-05: 8 query sets x 8 splits of 68; 2 is faster on an H100 by fewng27's A/B).
  */
@@ -42,6 +44,7 @@ typedef struct few_cfg {
     int max_rows; /* sequences of FEW_MIN_ROWS..max_rows rows take the few form; 0: none */
     int ng;       /* most query groups a block holds: 1, 2, 4 or 8 */
     int target;   /* blocks a sequence aims at */
+    int min_split; /* the fewest keys a split: a multiple of FEW_MIN_SPLIT */
 } few_cfg;
 
 typedef struct few_plan {
@@ -66,7 +69,7 @@ static __host__ __device__ __forceinline__ few_plan few_plan_of(int n, int kv, c
     const int step = p.kw * FEW_KB;
     int len = (kv + target - 1) / target;
     len = (len + step - 1) / step * step;
-    if (len < FEW_MIN_SPLIT) len = FEW_MIN_SPLIT;
+    if (len < c.min_split) len = c.min_split;
     p.split_len = len;
     p.n_splits = kv > 0 ? (kv + len - 1) / len : 1;
     return p;
@@ -78,10 +81,10 @@ static inline int few_grid_blocks(const cuda_attn_dims &d, const few_cfg &c, int
                                   int *max_splits) {
     int best = 0, most = 1;
     const int top = max_rows < c.max_rows ? max_rows : c.max_rows;
-    const int by_len = max_kv > FEW_MIN_SPLIT ? (max_kv + FEW_MIN_SPLIT - 1) / FEW_MIN_SPLIT : 1;
+    const int by_len = max_kv > c.min_split ? (max_kv + c.min_split - 1) / c.min_split : 1;
     for (int n = FEW_MIN_ROWS; n <= top; n++) {
         /* the splits at kv = max_kv are the most any kv <= max_kv gives (len grows with kv, but never past
-         * kv / target rounded up, so the count never exceeds the target nor ceil(kv / FEW_MIN_SPLIT)) */
+         * kv / target rounded up, so the count never exceeds the target nor ceil(kv / c.min_split)) */
         few_plan p = few_plan_of(n, max_kv > n ? max_kv : n, d, c);
         int base = d.n_head_kv * p.qsets;
         int target = c.target / (base > 0 ? base : 1);
