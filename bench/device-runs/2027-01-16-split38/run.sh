@@ -31,7 +31,7 @@ if has t; then
 fi
 if has b; then
   wait $SPID
-  for r in 1 2; do
+  for r in $(seq 1 ${ROUNDS:-2}); do
     for v in 16 64 128; do
       [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
       for n in 16 1; do
