@@ -826,13 +826,7 @@ static void bench_layer(double bw) {
     cuda_igemm_wide_set(0);
     layer_dense("dense q8_0 qkv 8192x2048 at 512 rows (prompt)", q8, 8192, 2048, 512, 0, bw);
     cuda_igemm_wide_set(1);
-    cuda_igw_w16_set(0); /* the WIDE lines in the 8-warp forms */
     layer_dense("dense q8_0 qkv 8192x2048 at 512 rows, WIDE", q8, 8192, 2048, 512, 0, bw);
-    cuda_igw_w16_set(1); /* the 16-warp forms (CLOVER_CUDA_IGW_W16 1, the default since 2026-12-07), same bits */
-    layer_dense("dense q8_0 qkv 8192x2048 at 512 rows, WIDE w16", q8, 8192, 2048, 512, 0, bw);
-    layer_dense("dense q8_0 out 2048x4096 at 512 rows, WIDE w16", q8, 2048, 4096, 512, 0, bw);
-    layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE w16", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
-    cuda_igw_w16_set(0);
     cuda_igemm_wide_set(0);
     layer_dense("dense q8_0 out 2048x4096 at 512 rows (prompt)", q8, 2048, 4096, 512, 0, bw);
     cuda_igemm_wide_set(1);
@@ -840,7 +834,10 @@ static void bench_layer(double bw) {
     cuda_igemm_wide_set(0);
     layer_dense("dense q4_K 8192x2048 at 512 rows (prompt)", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
     cuda_igemm_wide_set(1);
+    cuda_igw_w16_set(0); /* the K-quant kernel in its 8-warp form, then its 16-warp one (the default), same bits */
     layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
+    cuda_igw_w16_set(1);
+    layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE w16", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
     const char *wide_env = getenv("CLOVER_CUDA_IGEMM_WIDE");
     cuda_igemm_wide_set(!(wide_env && strcmp(wide_env, "0") == 0));
     cuda_igw_w16_set(-1);

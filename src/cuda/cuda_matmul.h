@@ -103,11 +103,11 @@ void cuda_igemm_wide_set(int on);
  * 2026-12-05); 1/0 on/off, negative: the environment again. Same bits either way. */
 void cuda_igw_moe_set(int on);
 unsigned long long cuda_igw_moe_launches(void); /* launches so far (tests: it was taken) */
-/* The wide kernels (the dense Q8_0 / Q4_K / Q5_K products at 64+ rows and the grouped experts' 64-slot tiles) in
- * their 16-warp forms (two warps a partial for Q8_0, 8 x 2 warps for the K-quants: twice the warps a scheduler for
- * the same tile): 3 the K-quant kernel only (the default; CLOVER_CUDA_IGW_W16), 1 both, 0 neither, 2 the Q8_0
- * kernel only; negative: the environment again. Same bits in every form (verified on an H100, 2026-12-07). */
-void cuda_igw_w16_set(int v);
+/* The wide K-quant kernel (the dense Q4_K / Q5_K products at 64+ rows and the grouped experts' 64-slot tiles) in
+ * its 16-warp form (8 x 2 warps of one m-tile: twice the warps a scheduler for the same tile): on unless
+ * CLOVER_CUDA_IGW_W16=0 (verified on an H100, 2026-12-07: prompt 512 +7.6%); 1/0 on/off, negative: the
+ * environment again. Same bits either way. */
+void cuda_igw_w16_set(int on);
 /* The grouped experts' wide tiles of 32 slots instead of 64 (8 warps over the outputs, two blocks an SM: a 512-row
  * pass's ~16 slots an expert): on unless CLOVER_CUDA_IGW_T32=0 (verified on an H100, 2026-12-07: prompt 512 +9.5%);
  * 1/0 on/off, negative: the environment again. Same bits either way. */

@@ -57,7 +57,6 @@
  * once per super-block), issue-bound like Q8_0: 8192 x 2048 at 512 rows
  * ~45-60 us; L2 -> SM bytes 75 MB of weights + 80 MB of rows (~25 us).
  */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,6 +70,7 @@ enum {
     IW_CHUNK = 256,  /* values a chunk (matmul_igemm.cu's IG_CHUNK) */
     IW_BO = 64,      /* outputs a block */
     IW_BR = 64,      /* rows a block */
+    IW_THREADS = 256, /* igw_q8_kernel's */
     IW_STAGES = 4,
     IW_SBP = 304,    /* shared bytes a weight row's chunk (272 + up to 15 of misalignment; 76 words = 4 mod 8) */
     IW_CB = 8 * MM_Q8_0_BYTES, /* 272: a 256-value chunk of a Q8_0 row (a multiple of 16) */
@@ -129,28 +129,17 @@ __device__ __forceinline__ void iw_copy(const ig_params &p, int n0, int m0, int 
     }
 }
 
-/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set. W warps: 8, or 16 (the
- * two-warps-a-partial form, CLOVER_CUDA_IGW_W16): warp w adds partial j = w % 8 (block j of every chunk) for the
- * rows 64 / (W / 8) * (w / 8) .. of the tile, so a thread holds 128 / (W / 8) accumulators. Why 16: at 8 warps the
- * 128 accumulators take 196 registers and one block an SM (2 warps a scheduler, opmix34: 3.7 cycles an issue, a
- * warp waiting on its own float chain); 16 warps at <= 128 registers give 4 a scheduler for the same tile, the
- * same L2 traffic and the same operations in the same order (an output's partial j is still one thread's chain
- * over the chunks); the weight fragments are decoded by two warps instead of one. */
-template <int W>
-__global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
-    constexpr int NT = 32 * W, NTW = 64 / W; /* threads; the n-tiles (8 rows) of a warp */
+/* grid (row tiles of 64, output tiles of 64); dense only (p.perm == NULL), p.xq set */
+__global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
     extern __shared__ __align__(16) uint8_t sm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
-    static_assert(W == 8 || W == 16, "igw_q8: 8 or 16 warps");
-    /* the warp's partial (block of a chunk) and its first n-tile */
-    const int j = W == 8 ? warp : warp & 7, nt0 = W == 8 ? 0 : (warp >> 3) * NTW;
     const int m0 = blockIdx.x * IW_BR, n0 = blockIdx.y * IW_BO, m_count = min(IW_BR, p.n_rows - m0);
     const int nchunks = (p.n_in + IW_CHUNK - 1) / IW_CHUNK, nblk = p.n_in / 32;
     pdl_wait(); /* the rows are the kernel before's output (cuda_pdl.cuh) */
     pdl_trigger();
 #pragma unroll
     for (int s = 0; s < IW_STAGES - 1; s++) {
-        if (s < nchunks) iw_copy<NT>(p, n0, m0, m_count, s, sm + s * IW_STS);
+        if (s < nchunks) iw_copy<IW_THREADS>(p, n0, m0, m_count, s, sm + s * IW_STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
     /* this thread's weight rows 16 mt + g (+ 8): their bytes' offset in a stage row (a chunk is 272 bytes,
@@ -162,13 +151,13 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
         for (int h = 0; h < 2; h++) {
             const int r = 16 * mt + g + 8 * h;
             woff[mt][h] = r * IW_SBP + (int)(((uintptr_t)p.w + (size_t)(n0 + r) * p.row_bytes) & 15) +
-                          j * MM_Q8_0_BYTES;
+                          warp * MM_Q8_0_BYTES;
         }
-    float acc[4][NTW][4];
+    float acc[4][8][4];
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-        for (int nt = 0; nt < NTW; nt++)
+        for (int nt = 0; nt < 8; nt++)
 #pragma unroll
             for (int q = 0; q < 4; q++) acc[mt][nt][q] = 0.0f;
     const int magic = IW_MAGIC;
@@ -176,10 +165,10 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
         asm volatile("cp.async.wait_group %0;" ::"n"(IW_STAGES - 2) : "memory");
         __syncthreads(); /* chunk c everywhere; every warp is past chunk c-1 */
         if (c + IW_STAGES - 1 < nchunks)
-            iw_copy<NT>(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
+            iw_copy<IW_THREADS>(p, n0, m0, m_count, c + IW_STAGES - 1, sm + ((c + IW_STAGES - 1) % IW_STAGES) * IW_STS);
         asm volatile("cp.async.commit_group;" ::: "memory");
-        if (j >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
-        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + j * MM_ACT32_BYTES;
+        if (warp >= nblk - 8 * c) continue; /* past the last block (n_in % 256 != 0) */
+        const uint8_t *stg = sm + (c % IW_STAGES) * IW_STS, *xs = stg + IW_BO * IW_SBP + warp * MM_ACT32_BYTES;
         int a[4][4];
         float dw[4][2];
 #pragma unroll
@@ -190,9 +179,9 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
             dw[mt][0] = __half2float(*(const __half *)b0), dw[mt][1] = __half2float(*(const __half *)b1);
         }
 #pragma unroll
-        for (int nt = 0; nt < NTW; nt++) {
-            if (8 * (nt0 + nt) >= m_count) break; /* warp-uniform: row tiles past the block's rows */
-            const uint8_t *xb = xs + (8 * (nt0 + nt) + g) * IG_ACS, *xc = xs + (8 * (nt0 + nt) + 2 * tig) * IG_ACS;
+        for (int nt = 0; nt < 8; nt++) {
+            if (8 * nt >= m_count) break; /* warp-uniform: row tiles past the block's rows */
+            const uint8_t *xb = xs + (8 * nt + g) * IG_ACS, *xc = xs + (8 * nt + 2 * tig) * IG_ACS;
             const int b0 = iw_ld32(xb + 4 + 4 * tig), b1 = iw_ld32(xb + 20 + 4 * tig);
             const float xd0 = *(const float *)xc, xd1 = *(const float *)(xc + IG_ACS);
 #pragma unroll
@@ -209,22 +198,22 @@ __global__ void __launch_bounds__(32 * W, 1) igw_q8_kernel(ig_params p) {
         }
     }
     asm volatile("cp.async.wait_all;" ::: "memory");
-    __syncthreads(); /* the stages are free: the 8 partials meet there, red[j][(mt, nt, q)][lane] */
+    __syncthreads(); /* the stages are free: the 8 partials meet there, red[warp][(mt, nt, q)][lane] */
     float *red = (float *)sm;
 #pragma unroll
     for (int mt = 0; mt < 4; mt++)
 #pragma unroll
-        for (int nt = 0; nt < NTW; nt++)
+        for (int nt = 0; nt < 8; nt++)
 #pragma unroll
-            for (int q = 0; q < 4; q++) red[(j * 128 + (mt * 8 + nt0 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
+            for (int q = 0; q < 4; q++) red[(warp * 128 + (mt * 8 + nt) * 4 + q) * 32 + lane] = acc[mt][nt][q];
     __syncthreads();
-    for (int k = tid; k < IW_BO * IW_BR; k += NT) {
+    for (int k = tid; k < IW_BO * IW_BR; k += IW_THREADS) {
         const int l = k & 31, q = (k >> 5) & 3, nt = (k >> 7) & 7, mt = k >> 10;
         const int o = n0 + 16 * mt + (l >> 2) + 8 * (q >> 1), r = 8 * nt + 2 * (l & 3) + (q & 1);
         if (o >= p.n_out || r >= m_count) continue;
         float pp[8];
 #pragma unroll
-        for (int jj = 0; jj < 8; jj++) pp[jj] = red[jj * IW_BO * IW_BR + k];
+        for (int j = 0; j < 8; j++) pp[j] = red[j * IW_BO * IW_BR + k];
         p.y[(size_t)(m0 + r) * p.n_out + o] = __fadd_rn(__fadd_rn(__fadd_rn(pp[0], pp[1]), __fadd_rn(pp[2], pp[3])),
                                                         __fadd_rn(__fadd_rn(pp[4], pp[5]), __fadd_rn(pp[6], pp[7])));
     }
@@ -458,40 +447,18 @@ static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     return 1;
 }
 
-/* The 16-warp forms (W 16): CLOVER_CUDA_IGW_W16 = 3 the K-quant kernel only (the default), 1 both kernels, 0
- * neither, 2 the Q8_0 kernel only (cuda_igw_w16_set; any other value: the default). The same bits in every form.
- * H100, bench/device-runs/2027-01-14-w16x36 (seq2, one machine, two rounds): prompt 512 at 0 / 1 / 2 / 3 7,491 /
- * 8,092 / 7,519 / 8,065 and 7,501 / 8,123 / 7,487 / 8,053 tok/s: the K-quant kernel's form is the whole gain; the
- * Q8_0 kernel's executes 20% more instructions (its weight fragments decoded by two warps: ncu 196 -> 128
- * registers, 12.5 -> 24.9% occupancy, 191.5 -> 183.7 us) for nothing measurable end to end, so it stays off. */
-static int g_w16 = INT_MIN;
-extern "C" void cuda_igw_w16_set(int v) { __atomic_store_n(&g_w16, v < 0 ? INT_MIN : v, __ATOMIC_RELAXED); }
-static int igw_w16(bool q8) {
-    int v = cuda_env_int(&g_w16, "CLOVER_CUDA_IGW_W16", 3);
-    if (v < 0 || v > 3) v = 3;
-    return v == 1 || v == (q8 ? 2 : 3);
-}
+/* The K-quant kernel's 16-warp form (64-row tiles): on unless CLOVER_CUDA_IGW_W16=0 (cuda_igw_w16_set); the same
+ * bits. H100, bench/device-runs/2027-01-14-w16x36 (seq2, one machine, two rounds): prompt 512 7,491 -> 8,065 and
+ * 7,501 -> 8,053 tok/s. A 16-warp form of igw_q8_kernel (two warps a partial) was measured beside it and removed:
+ * 20% more instructions (its weight fragments decoded by two warps; ncu 196 -> 128 registers, 12.5 -> 24.9%
+ * occupancy, 191.5 -> 183.7 us) for nothing measurable end to end (prompt 7,491 -> 7,519, 7,501 -> 7,487). */
+static int g_w16 = -1;
+extern "C" void cuda_igw_w16_set(int on) { cuda_switch_set(&g_w16, on); }
 
 template <int T>
 static int igw_launch_kw(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    return igw_w16(false) ? igw_launch_k<T, 16>(p, n_tiles, st) : igw_launch_k<T, 8>(p, n_tiles, st);
-}
-
-template <int W>
-static int igw_launch_q8(const ig_params *p, cudaStream_t st) {
-    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
-    if (ot > 65535) return 0;
-    static int attr_set = 0;
-    if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_q8_kernel<W>, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) !=
-            cudaSuccess) {
-            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
-            return 0;
-        }
-        attr_set = 1;
-    }
-    pdl_launch_rows(igw_q8_kernel<W>, dim3(rt, ot), dim3(32 * W), IW_SMEM, st, *p);
-    return 1;
+    return cuda_switch_on(&g_w16, "CLOVER_CUDA_IGW_W16", 1) ? igw_launch_k<T, 16>(p, n_tiles, st)
+                                                            : igw_launch_k<T, 8>(p, n_tiles, st);
 }
 
 /* The grouped experts on igw_k_kernel (on unless CLOVER_CUDA_IGW_MOE=0; cuda_igw_moe_set): tiles of 64 slots x
@@ -552,5 +519,16 @@ int igw_launch(uint32_t type, const ig_params *p, cudaStream_t st) {
     if (type == MM_Q4_K) return igw_launch_kw<MM_Q4_K>(p, 0, st);
     if (type == MM_Q5_K) return igw_launch_kw<MM_Q5_K>(p, 0, st);
     if (type != MM_Q8_0) return 0;
-    return igw_w16(true) ? igw_launch_q8<16>(p, st) : igw_launch_q8<8>(p, st);
+    const unsigned rt = (unsigned)((p->n_rows + IW_BR - 1) / IW_BR), ot = (unsigned)((p->n_out + IW_BO - 1) / IW_BO);
+    if (ot > 65535) return 0;
+    static int attr_set = 0;
+    if (!attr_set) {
+        if (cudaFuncSetAttribute(igw_q8_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, IW_SMEM) != cudaSuccess) {
+            (void)cudaGetLastError(); /* not sticky: the caller's kernel runs instead */
+            return 0;
+        }
+        attr_set = 1;
+    }
+    pdl_launch_rows(igw_q8_kernel, dim3(rt, ot), dim3(IW_THREADS), IW_SMEM, st, *p);
+    return 1;
 }

@@ -1232,7 +1232,7 @@ static void test_q8_rows32(void) {
  * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
  * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
  * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
- * infinity (its outputs NaN on both). Both warp forms of the wide kernels (8 warps and CLOVER_CUDA_IGW_W16's 16).
+ * infinity (its outputs NaN on both). With CLOVER_CUDA_IGW_W16 off and on (the K-quant kernel's 8 and 16 warps).
  * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
  * (for compute-sanitizer). */
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
@@ -1252,7 +1252,7 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     cuda_igemm_wide_set(0);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy, work, NULL, why, sizeof why) == 0, "%s", why);
     cuda_igemm_wide_set(1);
-    cuda_igw_w16_set(0); /* the wide kernels' 8-warp forms, then their 16-warp forms */
+    cuda_igw_w16_set(0); /* the K-quant kernel's 8-warp form, then its 16-warp form */
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy2, work, NULL, why, sizeof why) == 0, "%s",
               why);
     cuda_igw_w16_set(1);
