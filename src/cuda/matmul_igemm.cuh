@@ -51,6 +51,47 @@ typedef struct ig_params {
     int seg_n_out[IG_SEG_MAX];
 } ig_params;
 
+/* The integer mma of the K-quant kernels (matmul_igemm.cu, matmul_igemm_wide.cu): D += A (s8) x B (s8), and the
+ * mins' sums by two IMMA a row tile (ig_k_mins_mma). */
+__device__ __forceinline__ void mma_s8_k32(int *c, int a0, int a1, int a2, int a3, int b0, int b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* The same with the B operand unsigned (u8): the low bytes of int16 pair sums in ig_k_mins_mma. */
+__device__ __forceinline__ void mma_s8u8_k32(int *c, int a0, int a1, int b0) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.u8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};"
+        : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+        : "r"(a0), "r"(a1), "r"(0), "r"(0), "r"(b0), "r"(0));
+}
+
+/* A super-block's mins term of one row tile: sum_m = sum_j m_j (s_2j + s_2j+1) for weight rows r0 (g) and r1
+ * (g + 8) against the tile's C columns (2 tig, 2 tig + 1), as ig_k_superblock2's dp2a chain makes it (the same
+ * integers: exact in any order), in two IMMA instead of 32 dp2a and 8 loads a tile: k 0..15 of the A rows are the
+ * mins doubled (m0 m0 m1 m1 .. m7 m7: ma0 / ma1, lane tig holding k 4 tig .. +3), of the B column (the tile's row
+ * g) the 16 int16 pair sums s_k (its chunk's bytes 260..291), split into low bytes (u8) and high bytes (s8):
+ * s = 256 hi + lo, so sum_m = C_lo + 256 C_hi. |s| <= 16 x 127: hi fits s8; the sums fit int32. */
+__device__ __forceinline__ void ig_k_mins_mma(int ma0, int ma1, const uint8_t *xb, int tig, int (&smn)[4]) {
+    const unsigned *ps = (const unsigned *)(xb + 4 + 256 + 8 * tig);
+    const unsigned w0 = ps[0], w1 = ps[1];
+    int lo[4] = {0, 0, 0, 0}, hi[4] = {0, 0, 0, 0};
+    mma_s8u8_k32(lo, ma0, ma1, (int)__byte_perm(w0, w1, 0x6420u));
+    mma_s8_k32(hi, ma0, ma1, 0, 0, (int)__byte_perm(w0, w1, 0x7531u), 0);
+#pragma unroll
+    for (int q = 0; q < 4; q++) smn[q] += lo[q] + 256 * hi[q];
+}
+
+/* Lane tig's A register of ig_k_mins_mma for a row whose 8 mins are the bytes of mn[0] (m0..m3), mn[1] (m4..m7):
+ * m_2tig, m_2tig, m_2tig+1, m_2tig+1. */
+__device__ __forceinline__ int ig_k_mins_a(const unsigned (&mn)[2], int tig) {
+    return (int)__byte_perm(tig & 2 ? mn[1] : mn[0], 0u, tig & 1 ? 0x3322u : 0x1100u);
+}
+
 /* Bytes of an 8-bit chunk of a row in the chunk-major layout (288 or 292 used, 16-byte aligned). */
 enum { IG_ACS = 304 };
 
