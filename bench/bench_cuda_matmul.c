@@ -838,9 +838,6 @@ static void bench_layer(double bw) {
     layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
     cuda_igw_w16_set(1);
     layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE w16", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
-    cuda_igw_k2_set(1); /* its integer sums as the few-row kernels form them (CLOVER_CUDA_IGW_K2), same bits */
-    layer_dense("dense q4_K 8192x2048 at 512 rows, WIDE w16 k2", QUANT_Q4_K, 8192, 2048, 512, 0, bw);
-    cuda_igw_k2_set(-1);
     const char *wide_env = getenv("CLOVER_CUDA_IGEMM_WIDE");
     cuda_igemm_wide_set(!(wide_env && strcmp(wide_env, "0") == 0));
     cuda_igw_w16_set(-1);

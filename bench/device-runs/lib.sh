@@ -95,7 +95,7 @@ dr_run_ids() {
         --ignore-eos --no-visual --json > "$O/run_$tag.json" 2> "$O/run_$tag.err"
     env CLOVER_NOTHING=1 "$@" timeout 60 "$D/bin/clover" run -m $F --device cuda --ar --ids $(seq -s, 11 40) -n 64 \
         --ignore-eos --no-visual --json > "$O/ar_$tag.json" 2> "$O/ar_$tag.err"
-    say "clover run $tag${*:+ ($*)}: diffusion $(dr_ids "$O/run_$tag.json"), --ar $(dr_ids "$O/ar_$tag.json") (db3c58da3157 / ff19558da508)"
+    say "clover run $tag${*:+ ($*)}: diffusion $(dr_ids "$O/run_$tag.json"), --ar $(dr_ids "$O/ar_$tag.json") (dac8ccfd8b1c / 55bedcfef53b)"
 }
 dr_backend() {
     local left=$(( ${DR_LIMIT:-585} - $(el) - 10 ))

@@ -11,9 +11,10 @@
  *    lanes; qsets = ceil(G / ng) blocks cover a KV head's queries;
  *  - splits: cfg.target blocks (one per SM: the block is register-bound to one) over the sequence,
  *    floor(target / (n_head_kv * qsets)) splits a KV head (at least 1, at most CUDA's MAX_SPLITS = 128), each a
- *    multiple of a block step (kw lanes x FEW_KB keys) and at least cfg.min_split keys (FEW_MIN_SPLIT unless
- *    CLOVER_CUDA_ATTN_FEW_MIN_SPLIT says more: a longer least split gives a short context 1-2 splits and no merge,
- *    which a stacked pass of many short sequences wants; the plan still depends on the sequence alone).
+ *    multiple of a block step (kw lanes x FEW_KB keys) and at least cfg.min_split keys (FEW_DEF_MIN_SPLIT = 64
+ *    unless CLOVER_CUDA_ATTN_FEW_MIN_SPLIT says otherwise, a multiple of FEW_MIN_SPLIT: a long least split gives a
+ *    short context 1-2 splits and no merge, which a stacked pass of many short sequences wants; the plan still
+ *    depends on the sequence alone).
  * 35B-A3B (16/2/256), 32 rows over 544 keys: G = 32, ng = 2, kw = 4, qsets = 16, 4 splits of 136 keys: 128 blocks
  * (ng was 4 until 2027-01-05: 8 query sets x 8 splits of 68; 2 is faster on an H100 by fewng27's A/B).
  */
@@ -35,7 +36,11 @@ enum {
     FEW_MIN_SPLIT = 16,  /* keys; a multiple of every block step (kw * FEW_KB <= 16) */
     FEW_MAX_SPLITS = 128, /* attention_forward.cu's MAX_SPLITS (the merges' weight arrays) */
     FEW_DEF_NG = 2,      /* H100 (bench/device-runs/2027-01-05-fewng27): 4 -> 2, a 32-row preview -0.06..-0.07 ms */
-    FEW_DEF_TARGET = 132 /* one block per SM of an H200 */
+    FEW_DEF_TARGET = 132, /* one block per SM of an H200 */
+    /* keys a split at least, by default: 64 since bench/device-runs/2027-01-16-split38 (H100, 16 before): the
+     * stacked 16-sequence diffusion pass (~64-128 keys a sequence: 1-2 splits, no merge, where 16 gave 4-6 and a
+     * merge) +1.2 / +2.4% (rounds without / with the K2 sums), a lone preview over 544 keys the same plan and time */
+    FEW_DEF_MIN_SPLIT = 64
 };
 
 /* The process-wide knobs, read once from the environment (attention_forward.cu: few_cfg_get). max_rows 0: the

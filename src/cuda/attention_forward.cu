@@ -673,18 +673,18 @@ __global__ void __launch_bounds__(256)
  * preview 9.18-9.20 -> 8.50-8.52 ms; N in 2..64: of 2..N rows), cuda_attn_few_set overriding it;
  * CLOVER_CUDA_ATTN_FEW_NG (1, 2, 4, 8: the most query groups a block holds; default 2),
  * CLOVER_CUDA_ATTN_FEW_TARGET (blocks a sequence aims at, default 132) and CLOVER_CUDA_ATTN_FEW_MIN_SPLIT (the
- * fewest keys a split, a multiple of 16 up to 4,096; default FEW_MIN_SPLIT), for tuning on the device. */
+ * fewest keys a split, a multiple of 16 up to 4,096; default FEW_DEF_MIN_SPLIT = 64), for tuning on the device. */
 static int g_few_rows = INT_MIN, g_few_ng = INT_MIN, g_few_target = INT_MIN, g_few_min_split = INT_MIN;
 static few_cfg few_cfg_get(void) {
     const int v = cuda_env_int(&g_few_rows, "CLOVER_CUDA_ATTN_FEW", 1);
     const int ng = cuda_env_int(&g_few_ng, "CLOVER_CUDA_ATTN_FEW_NG", FEW_DEF_NG);
     const int t = cuda_env_int(&g_few_target, "CLOVER_CUDA_ATTN_FEW_TARGET", FEW_DEF_TARGET);
-    const int ms = cuda_env_int(&g_few_min_split, "CLOVER_CUDA_ATTN_FEW_MIN_SPLIT", FEW_MIN_SPLIT);
+    const int ms = cuda_env_int(&g_few_min_split, "CLOVER_CUDA_ATTN_FEW_MIN_SPLIT", FEW_DEF_MIN_SPLIT);
     few_cfg c;
     c.max_rows = v <= 0 ? 0 : v == 1 || v > FEW_MAX_ROWS ? FEW_MAX_ROWS : v;
     c.ng = ng == 1 || ng == 2 || ng == 4 || ng == 8 ? ng : FEW_DEF_NG;
     c.target = t >= 1 && t <= 4096 ? t : FEW_DEF_TARGET;
-    c.min_split = ms >= FEW_MIN_SPLIT && ms <= 4096 && ms % FEW_MIN_SPLIT == 0 ? ms : FEW_MIN_SPLIT;
+    c.min_split = ms >= FEW_MIN_SPLIT && ms <= 4096 && ms % FEW_MIN_SPLIT == 0 ? ms : FEW_DEF_MIN_SPLIT;
     return c;
 }
 extern "C" void cuda_attn_few_set(int max_rows) {

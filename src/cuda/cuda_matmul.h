@@ -112,10 +112,6 @@ void cuda_igw_w16_set(int on);
  * pass's ~16 slots an expert): on unless CLOVER_CUDA_IGW_T32=0 (verified on an H100, 2026-12-07: prompt 512 +9.5%);
  * 1/0 on/off, negative: the environment again. Same bits either way. */
 void cuda_igw_t32_set(int on);
-/* The wide K-quant tiles' integer sums as the few-row kernels form them (scale bytes by byte_perm, the mins by two
- * IMMA a tile once a super-block): on when CLOVER_CUDA_IGW_K2=1 (written 2026-12-07, to be measured); 1/0 on/off,
- * negative: the environment again. Same bits either way. */
-void cuda_igw_k2_set(int on);
 /* The grouped experts with few slots an expert (cuda_moe_chunk / _pair, Q4_K and Q5_K, the WIDE plans: a 32-row
  * preview, a decode batch) on matmul_igemm.cu's PERSIST form: a fixed grid of ~1-2 blocks an SM walking tiles of
  * 8, 16 or 32 slots of one expert, every item's chunks through one cp.async ring. On when CLOVER_CUDA_MOE_PERSIST=1

@@ -226,7 +226,14 @@ __global__ void __launch_bounds__(IW_THREADS, 1) igw_q8_kernel(ig_params p) {
  * Two partials per output let the tile grow: 8 warps as 4 (32 outputs each) x 2 (32 rows each), a warp 2 m-tiles
  * x 4 n-tiles, sub-block j outermost so that the 64 integer sums of a super-block stay in registers beside the
  * 64 float partials; each thread holds both partials of its outputs, so they meet in registers (no shared
- * reduction). A weight fragment is decoded once for 4 mma, a row fragment (and its sub-block sum) once for 2.
+ * reduction). A weight fragment is decoded once for 4 mma, a row fragment once for 2.
+ * The integer sums are formed as the few-row kernels' ig_k_superblock2 forms them (the same integers, so the same
+ * bits): each sub-block's scale byte cut by one byte_perm from words unpacked once a chunk, the mins' sum_m by two
+ * IMMA a tile once a chunk (ig_k_mins_mma) where it was a multiply-add an output a sub-block beside four 16-bit
+ * loads and two adds of the rows' sub-block sums (opmix34: ~12 of the tiles' ~51 instructions an IMMA). H100,
+ * bench/device-runs/2027-01-17-k2w39 (three rounds, old / new): the stacked 16-sequence diffusion pass 302.0 ->
+ * 311.9 agg tok/s (+3.3%; its gate / up launches 95.1 -> 83.0 us, down 97.4 -> 88.0), prompt 512 8,866 -> 8,991
+ * tok/s (+1.4%).
  * Q4_K/Q5_K rows are 16-byte aligned (mm_align; 144/176-byte super-blocks), so a row's chunk is whole pieces. */
 /* BR rows (slots) a tile: 64, or 32 (grouped tiles only, CLOVER_CUDA_IGW_T32: a 512-row pass's ~16 slots an
  * expert) with 3 ring stages (84-97 KiB) so that two blocks share an SM. */
@@ -265,7 +272,7 @@ __device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbas
  * as 8 x 1 (MT = 1), two blocks an SM. The same fragments, sums and float terms per output in the same order in
  * every form, only more warps for the same tile (206 registers at 8 warps and 64 rows: one block, 2 warps a
  * scheduler; half the partials a thread in the others). */
-template <int T, int W, int BR = IW_BR, bool K2 = false>
+template <int T, int W, int BR = IW_BR>
 __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_params p) {
     constexpr int CB = iwk<T, BR>::CB, BO = iwk<T, BR>::BO, STS = iwk<T, BR>::STS, ST = iwk<T, BR>::ST;
     constexpr int qo = T == MM_Q4_K ? 16 : 48;
@@ -333,116 +340,65 @@ __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_para
             for (int nt = 0; nt < 4; nt++)
 #pragma unroll
                 for (int q = 0; q < 4; q++) sq[mt][nt][q] = smn[mt][nt][q] = 0;
-        if (K2) { /* ig_k_superblock2's integers: scale bytes by byte_perm, the mins by two IMMA a tile */
-            unsigned scw[MT][2][2];
-            int ma[MT][2], ha[MT][2], hb[MT][2];
+        /* the integers as ig_k_superblock2 forms them: scale bytes by byte_perm, the mins by two IMMA a tile */
+        unsigned scw[MT][2][2];
+        int ma[MT][2], ha[MT][2], hb[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                wr[mt][h] = stg + (16 * (MT * wm + mt) + g + 8 * h) * CB;
+                const unsigned s0 = iw_ld32(wr[mt][h] + 4), s1 = iw_ld32(wr[mt][h] + 8),
+                               s2 = iw_ld32(wr[mt][h] + 12);
+                /* byte j & 3 of word j >> 2: sub-block j's scale; the mins likewise (mm_k4_scale_min_words) */
+                scw[mt][h][0] = s0 & 0x3F3F3F3Fu, scw[mt][h][1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+                const unsigned mn[2] = {s1 & 0x3F3F3F3Fu, ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)};
+                ma[mt][h] = ig_k_mins_a(mn, tig);
+                ha[mt][h] = hb[mt][h] = 0;
+                if (T == MM_Q5_K)
+                    ha[mt][h] = iw_ld32(wr[mt][h] + 16 + 4 * tig), hb[mt][h] = iw_ld32(wr[mt][h] + 32 + 4 * tig);
+            }
+#pragma unroll
+        for (int cq = 0; cq < 4; cq++) { /* the 32-byte run of sub-blocks 2 cq (low nibbles) and 2 cq + 1 */
+            int qa[MT][2], qb[MT][2];
 #pragma unroll
             for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    wr[mt][h] = stg + (16 * (MT * wm + mt) + g + 8 * h) * CB;
-                    const unsigned s0 = iw_ld32(wr[mt][h] + 4), s1 = iw_ld32(wr[mt][h] + 8),
-                                   s2 = iw_ld32(wr[mt][h] + 12);
-                    /* byte j & 3 of word j >> 2: sub-block j's scale; the mins likewise (mm_k4_scale_min_words) */
-                    scw[mt][h][0] = s0 & 0x3F3F3F3Fu, scw[mt][h][1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-                    const unsigned mn[2] = {s1 & 0x3F3F3F3Fu, ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)};
-                    ma[mt][h] = ig_k_mins_a(mn, tig);
-                    ha[mt][h] = hb[mt][h] = 0;
-                    if (T == MM_Q5_K)
-                        ha[mt][h] = iw_ld32(wr[mt][h] + 16 + 4 * tig), hb[mt][h] = iw_ld32(wr[mt][h] + 32 + 4 * tig);
-                }
+                for (int h = 0; h < 2; h++)
+                    qa[mt][h] = iw_ld32(wr[mt][h] + qo + 32 * cq + 4 * tig),
+                    qb[mt][h] = iw_ld32(wr[mt][h] + qo + 32 * cq + 16 + 4 * tig);
 #pragma unroll
-            for (int cq = 0; cq < 4; cq++) { /* the 32-byte run of sub-blocks 2 cq (low nibbles) and 2 cq + 1 */
-                int qa[MT][2], qb[MT][2];
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        qa[mt][h] = iw_ld32(wr[mt][h] + qo + 32 * cq + 4 * tig),
-                        qb[mt][h] = iw_ld32(wr[mt][h] + qo + 32 * cq + 16 + 4 * tig);
-#pragma unroll
-                for (int hh = 0; hh < 2; hh++) {
-                    const int j = 2 * cq + hh;
-                    int a[MT][4], sc[MT][2];
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        mm_k4_frag<T>(j, qa[mt][0], qa[mt][1], qb[mt][0], qb[mt][1], ha[mt][0], hb[mt][0], ha[mt][1],
-                                      hb[mt][1], a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
-                        sc[mt][0] = (int)__byte_perm(scw[mt][0][j >> 2], 0u, 0x4440u | (j & 3));
-                        sc[mt][1] = (int)__byte_perm(scw[mt][1][j >> 2], 0u, 0x4440u | (j & 3));
-                    }
-#pragma unroll
-                    for (int nt = 0; nt < 4; nt++) {
-                        if (nt >= ntl) break;
-                        const uint8_t *xb = ab + (8 * nt + g) * IG_ACS;
-                        const int b0 = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1 = iw_ld32(xb + 20 + 32 * j + 4 * tig);
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            int d[4];
-                            iw_mma(d, a[mt], b0, b1, 0);
-                            sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
-                            sq[mt][nt][2] += sc[mt][1] * d[2], sq[mt][nt][3] += sc[mt][1] * d[3];
-                        }
-                    }
-                }
-            }
-#pragma unroll
-            for (int nt = 0; nt < 4; nt++) {
-                if (nt >= ntl) break;
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++)
-                    ig_k_mins_mma(ma[mt][0], ma[mt][1], ab + (8 * nt + g) * IG_ACS, tig, smn[mt][nt]);
-            }
-        } else {
-            unsigned s0[MT][2], s1[MT][2], s2[MT][2];
-            int ha[MT][2], hb[MT][2];
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    wr[mt][h] = stg + (16 * (MT * wm + mt) + g + 8 * h) * CB;
-                    s0[mt][h] = iw_ld32(wr[mt][h] + 4), s1[mt][h] = iw_ld32(wr[mt][h] + 8), s2[mt][h] = iw_ld32(wr[mt][h] + 12);
-                    ha[mt][h] = hb[mt][h] = 0;
-                    if (T == MM_Q5_K) ha[mt][h] = iw_ld32(wr[mt][h] + 16 + 4 * tig), hb[mt][h] = iw_ld32(wr[mt][h] + 32 + 4 * tig);
-                }
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int cq = j >> 1, sh = 4 * (j & 1);
-                int a[MT][4], sc[MT][2], mn[MT][2];
+            for (int hh = 0; hh < 2; hh++) {
+                const int j = 2 * cq + hh;
+                int a[MT][4], sc[MT][2];
 #pragma unroll
                 for (int mt = 0; mt < MT; mt++) {
-                    const uint8_t *w0 = wr[mt][0], *w1 = wr[mt][1];
-                    a[mt][0] = (iw_ld32(w0 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-                    a[mt][1] = (iw_ld32(w1 + qo + 32 * cq + 4 * tig) >> sh) & 0x0F0F0F0F;
-                    a[mt][2] = (iw_ld32(w0 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-                    a[mt][3] = (iw_ld32(w1 + qo + 32 * cq + 16 + 4 * tig) >> sh) & 0x0F0F0F0F;
-                    if (T == MM_Q5_K) {
-                        a[mt][0] |= ((ha[mt][0] >> j) & 0x01010101) << 4;
-                        a[mt][1] |= ((ha[mt][1] >> j) & 0x01010101) << 4;
-                        a[mt][2] |= ((hb[mt][0] >> j) & 0x01010101) << 4;
-                        a[mt][3] |= ((hb[mt][1] >> j) & 0x01010101) << 4;
-                    }
-                    mm_k4_scale_min_words(j, s0[mt][0], s1[mt][0], s2[mt][0], &sc[mt][0], &mn[mt][0]);
-                    mm_k4_scale_min_words(j, s0[mt][1], s1[mt][1], s2[mt][1], &sc[mt][1], &mn[mt][1]);
+                    mm_k4_frag<T>(j, qa[mt][0], qa[mt][1], qb[mt][0], qb[mt][1], ha[mt][0], hb[mt][0], ha[mt][1],
+                                  hb[mt][1], a[mt][0], a[mt][1], a[mt][2], a[mt][3]);
+                    sc[mt][0] = (int)__byte_perm(scw[mt][0][j >> 2], 0u, 0x4440u | (j & 3));
+                    sc[mt][1] = (int)__byte_perm(scw[mt][1][j >> 2], 0u, 0x4440u | (j & 3));
                 }
 #pragma unroll
                 for (int nt = 0; nt < 4; nt++) {
                     if (nt >= ntl) break;
-                    const uint8_t *xb = ab + (8 * nt + g) * IG_ACS, *xc = ab + (8 * nt + 2 * tig) * IG_ACS;
+                    const uint8_t *xb = ab + (8 * nt + g) * IG_ACS;
                     const int b0 = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1 = iw_ld32(xb + 20 + 32 * j + 4 * tig);
-                    const int16_t *bs0 = (const int16_t *)(xc + 4 + 256), *bs1 = (const int16_t *)(xc + IG_ACS + 4 + 256);
-                    const int xs0 = bs0[2 * j] + bs0[2 * j + 1], xs1 = bs1[2 * j] + bs1[2 * j + 1];
 #pragma unroll
                     for (int mt = 0; mt < MT; mt++) {
                         int d[4];
                         iw_mma(d, a[mt], b0, b1, 0);
                         sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
                         sq[mt][nt][2] += sc[mt][1] * d[2], sq[mt][nt][3] += sc[mt][1] * d[3];
-                        smn[mt][nt][0] += mn[mt][0] * xs0, smn[mt][nt][1] += mn[mt][0] * xs1;
-                        smn[mt][nt][2] += mn[mt][1] * xs0, smn[mt][nt][3] += mn[mt][1] * xs1;
                     }
                 }
+            }
         }
+#pragma unroll
+        for (int nt = 0; nt < 4; nt++) {
+            if (nt >= ntl) break;
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+                ig_k_mins_mma(ma[mt][0], ma[mt][1], ab + (8 * nt + g) * IG_ACS, tig, smn[mt][nt]);
         }
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -488,8 +444,8 @@ __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_para
 }
 
 /* grid (row tiles of BR, or the grouping pass's n_tiles tiles; output tiles of 128) */
-template <int T, int W, int BR, bool K2>
-static int igw_launch_k2(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
+template <int T, int W, int BR = IW_BR>
+static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     constexpr int BO = iwk<T, BR>::BO, SMEM = iwk<T, BR>::SMEM;
     /* rows (and experts) 16-byte aligned (cuda_matmul's contract): a row's chunk is whole pieces */
     if (((uintptr_t)p->w | p->row_bytes | (p->perm ? p->expert_stride : 0)) & 15) return 0;
@@ -498,29 +454,15 @@ static int igw_launch_k2(const ig_params *p, unsigned n_tiles, cudaStream_t st) 
     if (ot > 65535 || rt == 0) return 0;
     static int attr_set = 0;
     if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_k_kernel<T, W, BR, K2>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) !=
+        if (cudaFuncSetAttribute(igw_k_kernel<T, W, BR>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) !=
             cudaSuccess) {
             (void)cudaGetLastError();
             return 0;
         }
         attr_set = 1;
     }
-    pdl_launch_rows(igw_k_kernel<T, W, BR, K2>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
+    pdl_launch_rows(igw_k_kernel<T, W, BR>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
     return 1;
-}
-
-/* The K-quant tiles' integer sums as ig_k_superblock2 forms them (CLOVER_CUDA_IGW_K2; cuda_igw_k2_set): each
- * sub-block's scale byte cut by one byte_perm from words unpacked once a chunk, and the mins' sums by two IMMA a
- * tile once a chunk (ig_k_mins_mma) instead of a multiply-add an output a sub-block beside the 16-bit loads and
- * adds of the rows' sub-block sums; the same integers, so the same bits (test_igemm_wide, test_moe_igw). opmix34
- * counted ~51 instructions an IMMA in the K-quant tiles, the mins' ~12 of them. */
-static int g_k2 = -1;
-extern "C" void cuda_igw_k2_set(int on) { cuda_switch_set(&g_k2, on); }
-
-template <int T, int W, int BR = IW_BR>
-static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    return cuda_switch_on(&g_k2, "CLOVER_CUDA_IGW_K2", 0) ? igw_launch_k2<T, W, BR, true>(p, n_tiles, st)
-                                                          : igw_launch_k2<T, W, BR, false>(p, n_tiles, st);
 }
 
 /* The K-quant kernel's 16-warp form (64-row tiles): on unless CLOVER_CUDA_IGW_W16=0 (cuda_igw_w16_set); the same

@@ -395,21 +395,26 @@ static void bad_dims_refused(void) {
     /* the few form: 2..64 rows (2 query groups a block by default: 8 / 2 = 4 key lanes, a block step of 8 keys);
      * 32 rows over 544 keys = G 32 groups, 16 query sets x 4 splits of 136 keys a KV head (132 / (2 x 16) = 4;
      * 128 blocks); 2 rows over 4097: 65 splits of 64 (one query set, 132 / 2 = 66 splits of ceil(4097 / 66) = 63
-     * keys rounded up to the step); 64 rows over 64 keys: 32 query sets x 2 splits of 32; decode rows and 65 rows
-     * keep their plans; the workspace does not change (for groups of <= 8 heads it never needs more splits) */
+     * keys rounded up to the step); 64 rows over 64 keys: 32 query sets, 132 / (2 x 32) = 2 splits of 32 raised to
+     * the least split (64 keys by default): 1 split of 64; 32 rows over 96 keys: 4 splits of 24 raised to 64: 2 of
+     * 64; decode rows and 65 rows keep their plans; the workspace does not change (for groups of <= 8 heads it
+     * never needs more splits) */
     cuda_attn_few_set(0);
     cuda_attn_plan_t t65 = cuda_attn_plan(&d, 65, 4096), t1 = cuda_attn_plan(&d, 1, 513);
     cuda_attn_few_set(1);
     CHECK(cuda_attn_few_on() == 64);
     cuda_attn_plan_t f32 = cuda_attn_plan(&d, 32, 544), f2 = cuda_attn_plan(&d, 2, 4097);
     cuda_attn_plan_t f1 = cuda_attn_plan(&d, 1, 513), f65 = cuda_attn_plan(&d, 65, 4096);
-    cuda_attn_plan_t f64 = cuda_attn_plan(&d, 64, 64);
-    if (!getenv("CLOVER_CUDA_ATTN_FEW_NG") && !getenv("CLOVER_CUDA_ATTN_FEW_TARGET")) {
+    cuda_attn_plan_t f64 = cuda_attn_plan(&d, 64, 64), f96 = cuda_attn_plan(&d, 32, 96);
+    if (!getenv("CLOVER_CUDA_ATTN_FEW_NG") && !getenv("CLOVER_CUDA_ATTN_FEW_TARGET") &&
+        !getenv("CLOVER_CUDA_ATTN_FEW_MIN_SPLIT")) {
         CHECK_MSG(f32.n_splits == 4 && f32.split_len == 136, "few plan 32 x 544: %d x %d", f32.n_splits,
                   f32.split_len);
         CHECK_MSG(f2.n_splits == 65 && f2.split_len == 64, "few plan 2 x 4097: %d x %d", f2.n_splits, f2.split_len);
-        CHECK_MSG(f64.n_splits == 2 && f64.split_len == 32, "few plan 64 x 64: %d x %d", f64.n_splits,
+        CHECK_MSG(f64.n_splits == 1 && f64.split_len == 64, "few plan 64 x 64: %d x %d", f64.n_splits,
                   f64.split_len);
+        CHECK_MSG(f96.n_splits == 2 && f96.split_len == 64, "few plan 32 x 96: %d x %d", f96.n_splits,
+                  f96.split_len);
     }
     CHECK(f32.n_splits * f32.split_len >= 544 && f2.n_splits * f2.split_len >= 4097);
     CHECK(f1.n_splits == t1.n_splits && f1.split_len == t1.split_len);

@@ -1232,8 +1232,7 @@ static void test_q8_rows32(void) {
  * partial tile (65, 100, 1000), output counts that are and are not multiples of its outputs (64 for Q8_0, 128 for
  * the K-quants), n_in 2048 and an odd one (Q8_0 32 x 19: a partial last chunk and rows not 16-byte aligned;
  * K-quants 768: an odd number of super-blocks, so the two partials end on the other parity); row 3 carries an
- * infinity (its outputs NaN on both). With CLOVER_CUDA_IGW_W16 off and on (the K-quant kernel's 8 and 16 warps),
- * each with CLOVER_CUDA_IGW_K2 off and on (its integer sums as the few-row kernels form them).
+ * infinity (its outputs NaN on both). With CLOVER_CUDA_IGW_W16 off and on (the K-quant kernel's 8 and 16 warps).
  * Sampled rows against the CPU's integer oracle too (1e-5), and every output written. CLOVER_TEST_SMALL: 2 cases
  * (for compute-sanitizer). */
 static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
@@ -1244,10 +1243,9 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     x[3 * n_in + n_in / 3] = INFINITY;
     const size_t ny = n_rows * n_out;
     float *old = malloc(ny * sizeof(float)), *got = malloc(ny * sizeof(float)), *got16 = malloc(ny * sizeof(float));
-    float *gk2[2] = {malloc(ny * sizeof(float)), malloc(ny * sizeof(float))}; /* K2 with 8 / 16 warps */
     void *dw = dev_upload(w, n_out * rb);
     float *dx = dev_upload(x, n_rows * n_in * sizeof(float)), *dy = dev_poisoned(ny), *dy2 = dev_poisoned(ny);
-    float *dy3 = dev_poisoned(ny), *dk2[2] = {dev_poisoned(ny), dev_poisoned(ny)};
+    float *dy3 = dev_poisoned(ny);
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_matmul_chunk_work_bytes(type, n_in, n_rows) + 256));
     char why[256] = "", what[48];
@@ -1260,33 +1258,24 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
     cuda_igw_w16_set(1);
     CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dy3, work, NULL, why, sizeof why) == 0, "%s",
               why);
-    cuda_igw_k2_set(1);
-    for (int h = 0; h < 2; h++) {
-        cuda_igw_w16_set(h);
-        CHECK_MSG(cuda_matmul_chunk_ws(type, dw, n_out, n_in, dx, n_rows, dk2[h], work, NULL, why, sizeof why) == 0,
-                  "%s", why);
-    }
-    cuda_igw_k2_set(-1);
     cuda_igw_w16_set(-1);
     const char *env = getenv("CLOVER_CUDA_IGEMM_WIDE"); /* back as the environment set it, for the later cases */
     cuda_igemm_wide_set(!(env && strcmp(env, "0") == 0));
     dev_download(old, dy, ny);
     dev_download(got, dy2, ny);
     dev_download(got16, dy3, ny);
-    for (int h = 0; h < 2; h++) dev_download(gk2[h], dk2[h], ny);
     size_t diff = 0, unwritten = 0, nan_ok = 0;
     for (size_t i = 0; i < ny; i++) {
         const int inf_row = i / n_out == 3;
         if (inf_row) {
-            nan_ok += isnan(got[i]) && isnan(old[i]) && isnan(got16[i]) && isnan(gk2[0][i]) && isnan(gk2[1][i]);
+            nan_ok += isnan(got[i]) && isnan(old[i]) && isnan(got16[i]);
             continue;
         }
-        unwritten += !isfinite(got[i]) + !isfinite(got16[i]) + !isfinite(gk2[0][i]) + !isfinite(gk2[1][i]);
-        diff += (memcmp(&got[i], &old[i], sizeof(float)) != 0) + (memcmp(&got16[i], &old[i], sizeof(float)) != 0) +
-                (memcmp(&gk2[0][i], &old[i], sizeof(float)) != 0) + (memcmp(&gk2[1][i], &old[i], sizeof(float)) != 0);
+        unwritten += !isfinite(got[i]) + !isfinite(got16[i]);
+        diff += (memcmp(&got[i], &old[i], sizeof(float)) != 0) + (memcmp(&got16[i], &old[i], sizeof(float)) != 0);
     }
     snprintf(what, sizeof what, "wide x%zu/%zu/%zu", n_rows, n_out, n_in);
-    CHECK_MSG(diff == 0, "%s %s: %zu of %zu outputs (8- and 16-warp forms, K2 off / on) differ from the old kernels' bits", what,
+    CHECK_MSG(diff == 0, "%s %s: %zu of %zu outputs (8- and 16-warp forms) differ from the old kernels' bits", what,
               quant_type_name(type), diff, ny);
     CHECK_MSG(unwritten == 0, "%s %s: %zu outputs not finite (unwritten?)", what, quant_type_name(type), unwritten);
     CHECK_MSG(nan_ok == n_out, "%s %s: the row with an infinity gave %zu NaN outputs of %zu", what,
@@ -1302,11 +1291,9 @@ static void wide_case(uint32_t type, size_t n_rows, size_t n_out, size_t n_in) {
             sam[ns * n_out + o] = got[r * n_out + o];
         }
     check_close(what, type, sam, ref, ns * n_out, 1e-5);
-    printf("  %-24s %-5s bit-identical to the 16x32 kernels (8 and 16 warps, K2 off and on)\n", what,
-           quant_type_name(type));
-    free(w), free(x), free(old), free(got), free(got16), free(gk2[0]), free(gk2[1]), free(ref), free(sam);
-    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(dy3), cudaFree(dk2[0]), cudaFree(dk2[1]);
-    cudaFree(work);
+    printf("  %-24s %-5s bit-identical to the 16x32 kernels (8 and 16 warps)\n", what, quant_type_name(type));
+    free(w), free(x), free(old), free(got), free(got16), free(ref), free(sam);
+    cudaFree(dw), cudaFree(dx), cudaFree(dy), cudaFree(dy2), cudaFree(dy3), cudaFree(work);
 }
 
 static void test_igemm_wide(void) {
@@ -1774,8 +1761,7 @@ static void dec32_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows, 
 
 /* ---- the grouped experts on the wide kernel (matmul_igemm_wide.cu, CLOVER_CUDA_IGW_MOE) ----
  * Many slots an expert (a stacked preview, a prompt): cuda_moe_chunk / _pair with the switch on take tiles of 64
- * slots x 128 outputs (8 or 16 warps) or, with CLOVER_CUDA_IGW_T32, of 32 slots, each with CLOVER_CUDA_IGW_K2 off
- * and on (the integer sums as the few-row kernels form them); every output of each form must
+ * slots x 128 outputs (8 or 16 warps) or, with CLOVER_CUDA_IGW_T32, of 32 slots; every output of each form must
  * equal the switch-off kernel's (matmul_igemm.cu) bit for bit, and the CPU's
  * integer path (decode_ref) within 1e-5. Odd output counts (a partial 128-output tile), 3 super-blocks a row (an
  * odd chunk count: the partials' parity), experts with several tiles, x a slot, a bad id (its outputs NaN). */
@@ -1795,9 +1781,7 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     a.w = dw;
     a.x = dev_upload(x, n_x * n_in * sizeof(float));
     a.ids = dev_upload(ids, n_slots * sizeof(int32_t));
-    /* [switch off / on in 8 warps / 16 warps / 32-slot tiles / the same three with K2][gate / up] */
-    enum { NF = 7 };
-    float *got[NF][2], *dy[NF][2];
+    float *got[4][2], *dy[4][2]; /* [switch off / on in 8 warps / 16 warps / 32-slot tiles][gate / up] */
     void *work = NULL;
     CU(cudaMalloc(&work, cuda_moe_chunk_work_bytes(&a) + 256));
     char why[256] = "", what[96];
@@ -1805,12 +1789,10 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
              k, n_expert, kind == 0 ? "spread" : kind == 1 ? "dup" : "bad", x_per_slot ? " slot-x" : "",
              pair ? " pair" : "");
     unsigned long long taken = 0;
-    for (int on = 0; on < NF; on++) {
-        const int form = on > 3 ? on - 3 : on;
+    for (int on = 0; on < 4; on++) {
         cuda_igw_moe_set(on != 0);
-        cuda_igw_w16_set(form == 2); /* on: the 8-warp form, the 16-warp form, then the 32-slot tiles */
-        cuda_igw_t32_set(form == 3);
-        cuda_igw_k2_set(on > 3);
+        cuda_igw_w16_set(on == 2); /* on: the 8-warp form, the 16-warp form, then the 32-slot tiles */
+        cuda_igw_t32_set(on == 3);
         for (int u = 0; u < 2; u++) {
             dy[on][u] = dev_poisoned(ny);
             got[on][u] = malloc(ny * sizeof(float));
@@ -1827,19 +1809,18 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
     cuda_igw_moe_set(-1);
     cuda_igw_w16_set(-1);
     cuda_igw_t32_set(-1);
-    cuda_igw_k2_set(-1);
-    CHECK_MSG(taken == (pair ? 12u : 6u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
-              pair ? 12 : 6);
+    CHECK_MSG(taken == (pair ? 6u : 3u), "%s: the wide kernel took %llu launches (expected %d)", what, taken,
+              pair ? 6 : 3);
     size_t diff = 0, nan = 0;
-    for (int f = 1; f < NF; f++)
+    for (int f = 1; f < 4; f++)
         for (int u = 0; u < (pair ? 2 : 1); u++)
             for (size_t i = 0; i < ny; i++) {
                 diff += memcmp(&got[f][u][i], &got[0][u][i], sizeof(float)) != 0 &&
                         !(isnan(got[f][u][i]) && isnan(got[0][u][i]));
                 nan += f == 1 && isnan(got[1][u][i]) != 0;
             }
-    CHECK_MSG(diff == 0, "%s: %zu outputs (8- and 16-warp forms, 32-slot tiles, K2 off / on) differ from "
-              "matmul_igemm.cu's", what, diff);
+    CHECK_MSG(diff == 0, "%s: %zu outputs (8- and 16-warp forms, 32-slot tiles) differ from matmul_igemm.cu's", what,
+              diff);
     const size_t bad = kind == 3 ? (pair ? 2 : 1) * n_out : 0; /* slot 1's outputs: NaN */
     CHECK_MSG(nan == bad, "%s: %zu NaN outputs (expected %zu)", what, nan, bad);
     double e2 = 0, r2 = 0;
@@ -1857,9 +1838,9 @@ static void igw_moe_case(uint32_t type, size_t n_in, size_t n_out, size_t n_rows
         }
     const double err = sqrt(e2 / (r2 > 0 ? r2 : 1));
     CHECK_MSG(err <= 1e-5, "%s: normalised error %.3g against the CPU", what, err);
-    printf("  %-62s bit-identical to the old kernel (%zu outputs, 8 / 16 warps, 32-slot tiles, K2), CPU err %.2g "
-           "(%zu)\n", what, (pair ? 2 : 1) * ny, err, checked);
-    for (int on = 0; on < NF; on++)
+    printf("  %-62s bit-identical to the old kernel (%zu outputs, 8 / 16 warps, 32-slot tiles), CPU err %.2g (%zu)\n",
+           what, (pair ? 2 : 1) * ny, err, checked);
+    for (int on = 0; on < 4; on++)
         for (int u = 0; u < 2; u++) free(got[on][u]), cudaFree(dy[on][u]);
     free(w), free(x), free(ids);
     cudaFree(dw), cudaFree((void *)a.x), cudaFree((void *)a.ids), cudaFree(work);

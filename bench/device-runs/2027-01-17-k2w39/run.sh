@@ -46,7 +46,7 @@ if has b; then
 fi
 if has x; then
   wait $SPID
-  for v in 0 1; do
+  for v in ${XV:-0 1}; do
     [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
     CLOVER_CUDA_IGW_K2=$v CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_k$v.txt \
       LD_PRELOAD=$D/bin/libclover_kernel_trace.so timeout 200 "$D/bin/bench_batch" $F --device cuda --mode diffusion \
