@@ -111,6 +111,47 @@ dr_memcheck() {
         > "$O/memcheck_$1.log" 2>&1
     say "memcheck $1 ($2) rc=$? $(( $(date +%s) - s ))s: $(grep -E 'ERROR SUMMARY' "$O/memcheck_$1.log" | tail -1)"
 }
+# A switch's A/B: for each of ROUNDS (3) rounds, each value of $2 ("0 1"): the stacked 16-sequence diffusion pass
+# (bench_batch) and the prompt of 512 and the chunk commit after it (bench_cuda_backend --prompt-only 1).
+dr_ab() {
+    local var=$1 vals=$2 r v
+    for r in $(seq 1 ${ROUNDS:-3}); do
+        for v in $vals; do
+            [ "$(el)" -lt "${DR_LIMIT:-585}" ] || return
+            env "$var=$v" timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
+                --gen 64 > "$O/bd_${v}_$r.log" 2>&1
+            say "b rc=$? diffusion n 16 $var=$v: $(grep -E '^ +16 ' "$O/bd_${v}_$r.log" | tail -1 | cut -c1-110)"
+            env "$var=$v" timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/pp_${v}_$r.log" 2>&1
+            say "   $var=$v prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/pp_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
+        done
+    done
+}
+# The stacked diffusion pass under the kernel tracer (PDL off; the environment $2.. added): its top $TOP (8) kernels.
+dr_trace_d16() {
+    local tag=$1; shift
+    env "$@" CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_$tag.txt LD_PRELOAD=$D/bin/libclover_kernel_trace.so \
+        timeout 200 "$D/bin/bench_batch" $F --device cuda --mode diffusion --prompt 32 --gen 64 --n 16 \
+        > "$O/dbatch_trace_$tag.log" 2>&1
+    say "== bench_batch --mode diffusion --n 16 under the tracer (PDL off${*:+, $*}) rc=$? at +$(el)s"
+    [ -f $O/trace_$tag.txt ] || return
+    c++filt < $O/trace_$tag.txt > $O/trace_$tag.dm.txt && rm -f $O/trace_$tag.txt
+    grep -E "^== window 0:" $O/trace_$tag.dm.txt | head -1 | tee -a "$S"
+    awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_$tag.dm.txt | head -${TOP:-8} | \
+        cut -c1-150 | tee -a "$S"
+}
+# Every test_cuda_* binary (test_cuda_matmul in its parts a, b, d; test_moe_fast left out: untouched, long).
+dr_cuda_tests() {
+    local A="test_bad_arguments,test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_exact_multi,test_chunk_multi,test_chunk_seg,test_row_invariance,test_few_rows,test_mma_rows,test_igemm_wide,test_q8_rows32,test_mmv_stream,test_mmv_lane,test_stream32"
+    local B="test_moe_decode,test_moe_chunk,test_moe_igw,test_moe_persist,test_moe_tall,test_moe_many_experts,test_moe_dec32"
+    local DD="test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows,test_pdl_rows_passes,test_norm_q8" t
+    tst test_cuda_matmul a 150 CLOVER_TEST_ONLY=$A
+    tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=$B
+    tst test_cuda_matmul d 120 CLOVER_TEST_ONLY=$DD
+    for t in test_cuda_ops test_cuda_moe_tiles test_cuda_ig_x2 test_cuda_preview test_cuda_batch test_cuda_attention \
+        test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_split test_cuda_gpumem; do
+        tst $t all 100
+    done
+}
 dr_end() {
     say "end $(date -u +%T) ($(el)s)"
     (cd "$O" && tar czf "$R/logs.tgz" .)

@@ -288,12 +288,9 @@ __device__ __forceinline__ void ig_k_superblock2(const uint8_t *w0, const uint8_
                                                  float (&acc)[NT][PL][4]) {
     const unsigned s00 = ig_ld32(w0 + 4), s01 = ig_ld32(w0 + 8), s02 = ig_ld32(w0 + 12);
     const unsigned s10 = ig_ld32(w1 + 4), s11 = ig_ld32(w1 + 8), s12 = ig_ld32(w1 + 12);
-    /* byte j & 3 of word j >> 2: sub-block j's scale (sc) and min (mn), rows r0 (0) and r1 (1), as
-     * mm_k4_scale_min_words cuts them: j < 4 the low 6 bits of s0 / s1; j >= 4 s2's nibbles and the top 2 bits */
-    const unsigned sc0[2] = {s00 & 0x3F3F3F3Fu, (s02 & 0x0F0F0F0Fu) | ((s00 >> 2) & 0x30303030u)};
-    const unsigned mn0[2] = {s01 & 0x3F3F3F3Fu, ((s02 >> 4) & 0x0F0F0F0Fu) | ((s01 >> 2) & 0x30303030u)};
-    const unsigned sc1[2] = {s10 & 0x3F3F3F3Fu, (s12 & 0x0F0F0F0Fu) | ((s10 >> 2) & 0x30303030u)};
-    const unsigned mn1[2] = {s11 & 0x3F3F3F3Fu, ((s12 >> 4) & 0x0F0F0F0Fu) | ((s11 >> 2) & 0x30303030u)};
+    unsigned sc0[2], mn0[2], sc1[2], mn1[2]; /* sub-block j's scale and min: byte j & 3 of word j >> 2, rows r0, r1 */
+    ig_k_scale_min4(s00, s01, s02, sc0, mn0);
+    ig_k_scale_min4(s10, s11, s12, sc1, mn1);
     constexpr int qo = T == MM_Q4_K ? 16 : 48;
     const uint8_t *q0 = w0 + qo + 4 * tig, *q1 = w1 + qo + 4 * tig;
     int sq[NT][4] = {}, smn[NT][4] = {};
@@ -346,10 +343,8 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
     for (int h = 0; h < 2; h++) { /* the scales and mins as ig_k_superblock2 cuts them */
         const unsigned s00 = ig_ld32(w0[h] + 4), s01 = ig_ld32(w0[h] + 8), s02 = ig_ld32(w0[h] + 12);
         const unsigned s10 = ig_ld32(w1[h] + 4), s11 = ig_ld32(w1[h] + 8), s12 = ig_ld32(w1[h] + 12);
-        sc0[h][0] = s00 & 0x3F3F3F3Fu, sc0[h][1] = (s02 & 0x0F0F0F0Fu) | ((s00 >> 2) & 0x30303030u);
-        mn0[h][0] = s01 & 0x3F3F3F3Fu, mn0[h][1] = ((s02 >> 4) & 0x0F0F0F0Fu) | ((s01 >> 2) & 0x30303030u);
-        sc1[h][0] = s10 & 0x3F3F3F3Fu, sc1[h][1] = (s12 & 0x0F0F0F0Fu) | ((s10 >> 2) & 0x30303030u);
-        mn1[h][0] = s11 & 0x3F3F3F3Fu, mn1[h][1] = ((s12 >> 4) & 0x0F0F0F0Fu) | ((s11 >> 2) & 0x30303030u);
+        ig_k_scale_min4(s00, s01, s02, sc0[h], mn0[h]);
+        ig_k_scale_min4(s10, s11, s12, sc1[h], mn1[h]);
         ig_k_high<T>(w0[h], w1[h], tig, h0a[h], h0b[h], h1a[h], h1b[h]);
     }
 #pragma unroll

@@ -86,6 +86,15 @@ __device__ __forceinline__ void ig_k_mins_mma(int ma0, int ma1, const uint8_t *x
     for (int q = 0; q < 4; q++) smn[q] += lo[q] + 256 * hi[q];
 }
 
+/* A Q4_K / Q5_K super-block's eight 6-bit scales and mins from its scale words s0, s1, s2 (bytes 4..15), four a word
+ * (byte j & 3 of word j >> 2 is sub-block j's), as mm_k4_scale_min_words cuts them: j < 4 the low 6 bits of s0 / s1;
+ * j >= 4 s2's nibbles and the top 2 bits of s0 / s1. */
+__device__ __forceinline__ void ig_k_scale_min4(unsigned s0, unsigned s1, unsigned s2, unsigned (&sc)[2],
+                                                unsigned (&mn)[2]) {
+    sc[0] = s0 & 0x3F3F3F3Fu, sc[1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
+    mn[0] = s1 & 0x3F3F3F3Fu, mn[1] = ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u);
+}
+
 /* Lane tig's A register of ig_k_mins_mma for a row whose 8 mins are the bytes of mn[0] (m0..m3), mn[1] (m4..m7):
  * m_2tig, m_2tig, m_2tig+1, m_2tig+1. */
 __device__ __forceinline__ int ig_k_mins_a(const unsigned (&mn)[2], int tig) {

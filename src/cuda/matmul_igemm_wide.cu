@@ -374,9 +374,8 @@ __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_para
                 wr[mt][h] = stg + (16 * (MT * wm + mt) + g + 8 * h) * CB;
                 const unsigned s0 = iw_ld32(wr[mt][h] + 4), s1 = iw_ld32(wr[mt][h] + 8),
                                s2 = iw_ld32(wr[mt][h] + 12);
-                /* byte j & 3 of word j >> 2: sub-block j's scale; the mins likewise (mm_k4_scale_min_words) */
-                scw[mt][h][0] = s0 & 0x3F3F3F3Fu, scw[mt][h][1] = (s2 & 0x0F0F0F0Fu) | ((s0 >> 2) & 0x30303030u);
-                const unsigned mn[2] = {s1 & 0x3F3F3F3Fu, ((s2 >> 4) & 0x0F0F0F0Fu) | ((s1 >> 2) & 0x30303030u)};
+                unsigned mn[2];
+                ig_k_scale_min4(s0, s1, s2, scw[mt][h], mn); /* byte j & 3 of word j >> 2: sub-block j's */
                 ma[mt][h] = ig_k_mins_a(mn, tig);
                 ha[mt][h] = hb[mt][h] = 0;
                 if (T == MM_Q5_K)

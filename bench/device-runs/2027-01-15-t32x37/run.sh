@@ -40,29 +40,11 @@ if has t; then
 fi
 if has b; then
   wait $SPID
-  for r in 1 2 3; do
-    for v in 0 1; do
-      [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
-      CLOVER_CUDA_IGW_T32=$v timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
-        --gen 64 > "$O/bd_${v}_$r.log" 2>&1
-      say "b rc=$? diffusion n 16 T32=$v: $(grep -E '^ +16 ' "$O/bd_${v}_$r.log" | tail -1 | cut -c1-110)"
-      CLOVER_CUDA_IGW_T32=$v timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/pp_${v}_$r.log" 2>&1
-      say "   T32=$v prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/pp_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
-    done
-  done
+  dr_ab CLOVER_CUDA_IGW_T32 "0 1"
 fi
 if has x; then
   wait $SPID
-  CLOVER_CUDA_IGW_T32=1 CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_d16.txt \
-    LD_PRELOAD=$D/bin/libclover_kernel_trace.so timeout 200 "$D/bin/bench_batch" $F --device cuda --mode diffusion \
-    --prompt 32 --gen 64 --n 16 > "$O/dbatch_trace.log" 2>&1
-  say "== bench_batch --mode diffusion --n 16 under the tracer (PDL off, T32 on) rc=$? at +$(el)s"
-  if [ -f $O/trace_d16.txt ]; then
-    c++filt < $O/trace_d16.txt > $O/trace_d16.dm.txt && rm -f $O/trace_d16.txt
-    grep -E "^== window 0:" $O/trace_d16.dm.txt | head -1 | tee -a "$S"
-    awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_d16.dm.txt | head -16 | \
-      cut -c1-150 | tee -a "$S"
-  fi
+  TOP=16 dr_trace_d16 d16 CLOVER_CUDA_IGW_T32=1
 fi
 if has a; then
   wait $SPID
@@ -84,15 +66,7 @@ fi
 #     Predicted: all pass, ids db3c58da3157 / ff19558da508, serve AR ~5.4x, diffusion ~2.0-2.1x; ncu DRAM ~40-50% of
 #     peak, occupancy ~25% (2 blocks of 8 warps), the top stall long_scoreboard or barrier.
 if has f; then
-  A="test_bad_arguments,test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_exact_multi,test_chunk_multi,test_chunk_seg,test_row_invariance,test_few_rows,test_mma_rows,test_igemm_wide,test_q8_rows32,test_mmv_stream,test_mmv_lane,test_stream32"
-  DD="test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows,test_pdl_rows_passes,test_norm_q8"
-  tst test_cuda_matmul a 150 CLOVER_TEST_ONLY=$A
-  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=$B
-  tst test_cuda_matmul d 120 CLOVER_TEST_ONLY=$DD
-  for t in test_cuda_ops test_cuda_moe_tiles test_cuda_ig_x2 test_cuda_preview test_cuda_batch test_cuda_attention \
-      test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_split test_cuda_gpumem; do
-    tst $t all 100
-  done
+  dr_cuda_tests
   wait $SPID
   dr_run_ids final
   if command -v ncu > /dev/null; then

@@ -15,16 +15,7 @@ STEPS=${STEPS:-f s}
 dr_init final39
 dr_synth35
 if has f; then
-  A="test_bad_arguments,test_act_quantize_bytes,test_decode_types,test_chunk_types,test_chunk_thin,test_exact,test_exact_multi,test_chunk_multi,test_chunk_seg,test_row_invariance,test_few_rows,test_mma_rows,test_igemm_wide,test_q8_rows32,test_mmv_stream,test_mmv_lane,test_stream32"
-  B="test_moe_decode,test_moe_chunk,test_moe_igw,test_moe_persist,test_moe_tall,test_moe_many_experts,test_moe_dec32"
-  DD="test_glu,test_glu_quant,test_multi,test_graph_capture,test_pdl_rows,test_pdl_rows_passes,test_norm_q8"
-  tst test_cuda_matmul a 150 CLOVER_TEST_ONLY=$A
-  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=$B
-  tst test_cuda_matmul d 120 CLOVER_TEST_ONLY=$DD
-  for t in test_cuda_ops test_cuda_moe_tiles test_cuda_ig_x2 test_cuda_preview test_cuda_batch test_cuda_attention \
-      test_cuda_gdn test_cuda_backend test_cuda_engine test_cuda_split test_cuda_gpumem; do
-    tst $t all 100
-  done
+  dr_cuda_tests
   CLOVER_TEST_SMALL=1 dr_memcheck test_cuda_matmul test_moe_igw 150
   wait $SPID
   dr_run_ids final

@@ -27,28 +27,10 @@ if has t; then
 fi
 if has b; then
   wait $SPID
-  for r in 1 2 3; do
-    for v in 0 1; do
-      [ "$(el)" -lt "${DR_LIMIT:-585}" ] || break
-      CLOVER_CUDA_IGW_P2=$v timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
-        --gen 64 > "$O/bd_${v}_$r.log" 2>&1
-      say "b rc=$? diffusion n 16 P2=$v: $(grep -E '^ +16 ' "$O/bd_${v}_$r.log" | tail -1 | cut -c1-110)"
-      CLOVER_CUDA_IGW_P2=$v timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/pp_${v}_$r.log" 2>&1
-      say "   P2=$v prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/pp_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
-    done
-  done
+  dr_ab CLOVER_CUDA_IGW_P2 "0 1"
 fi
 if has x; then
   wait $SPID
-  CLOVER_CUDA_IGW_P2=1 CLOVER_CUDA_PDL=0 CLOVER_TRACE_OUT=$O/trace_p2.txt \
-    LD_PRELOAD=$D/bin/libclover_kernel_trace.so timeout 200 "$D/bin/bench_batch" $F --device cuda --mode diffusion \
-    --prompt 32 --gen 64 --n 16 > "$O/dbatch_trace_p2.log" 2>&1
-  say "== bench_batch --mode diffusion --n 16 under the tracer (PDL off, P2 on) rc=$? at +$(el)s"
-  if [ -f $O/trace_p2.txt ]; then
-    c++filt < $O/trace_p2.txt > $O/trace_p2.dm.txt && rm -f $O/trace_p2.txt
-    grep -E "^== window 0:" $O/trace_p2.dm.txt | head -1 | tee -a "$S"
-    awk '$0 ~ "^== window 0:" {f++; next} /^== window/{if (f) exit} f == 1' $O/trace_p2.dm.txt | head -8 | \
-      cut -c1-150 | tee -a "$S"
-  fi
+  dr_trace_d16 p2 CLOVER_CUDA_IGW_P2=1
 fi
 dr_end
