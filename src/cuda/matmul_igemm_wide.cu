@@ -267,36 +267,12 @@ __device__ __forceinline__ void iwk_copy(const ig_params &p, const uint8_t *wbas
     }
 }
 
-/* Sub-block j's mma of NP live n-tiles nt.. (rows 8 nt + g of the tile's chunk at ab) for the warp's MT m-tiles,
- * every mma issued before the integer sums take their outputs; sq[mt][nt][q] += sc * d (exact in any order). */
-template <int MT, int NP>
-__device__ __forceinline__ void iwk_mma_nt(const uint8_t *ab, int nt, int j, int g, int tig, const int (&a)[MT][4],
-                                           const int (&sc)[MT][2], int (&sq)[MT][4][4]) {
-    int b0[NP], b1[NP], d[NP][MT][4];
-#pragma unroll
-    for (int u = 0; u < NP; u++) {
-        const uint8_t *xb = ab + (8 * (nt + u) + g) * IG_ACS;
-        b0[u] = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1[u] = iw_ld32(xb + 20 + 32 * j + 4 * tig);
-    }
-#pragma unroll
-    for (int u = 0; u < NP; u++)
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) iw_mma(d[u][mt], a[mt], b0[u], b1[u], 0);
-#pragma unroll
-    for (int u = 0; u < NP; u++)
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            sq[mt][nt + u][0] += sc[mt][0] * d[u][mt][0], sq[mt][nt + u][1] += sc[mt][0] * d[u][mt][1];
-            sq[mt][nt + u][2] += sc[mt][1] * d[u][mt][2], sq[mt][nt + u][3] += sc[mt][1] * d[u][mt][3];
-        }
-}
-
 /* W warps over a tile of BR rows: 8 warps and 64 rows as 4 over the outputs x 2 over the rows (MT = 2 m-tiles a
  * warp); 16 warps and 64 rows (CLOVER_CUDA_IGW_W16) as 8 x 2 (MT = 1); 8 warps and 32 rows (CLOVER_CUDA_IGW_T32)
  * as 8 x 1 (MT = 1), two blocks an SM. The same fragments, sums and float terms per output in the same order in
  * every form, only more warps for the same tile (206 registers at 8 warps and 64 rows: one block, 2 warps a
  * scheduler; half the partials a thread in the others). */
-template <int T, int W, int BR = IW_BR, bool P2 = false>
+template <int T, int W, int BR = IW_BR>
 __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_params p) {
     constexpr int CB = iwk<T, BR>::CB, BO = iwk<T, BR>::BO, STS = iwk<T, BR>::STS, ST = iwk<T, BR>::ST;
     constexpr int qo = T == MM_Q4_K ? 16 : 48;
@@ -401,28 +377,20 @@ __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_para
                     sc[mt][0] = (int)__byte_perm(scw[mt][0][j >> 2], 0u, 0x4440u | (j & 3));
                     sc[mt][1] = (int)__byte_perm(scw[mt][1][j >> 2], 0u, 0x4440u | (j & 3));
                 }
-                if (P2) { /* two n-tiles' mma before their multiply-adds (independent work while one waits) */
+                /* Each mma's four multiply-adds wait on it (ncu: the top stall `wait`); issuing two n-tiles' mma
+                 * before their multiply-adds was measured and gained nothing (p2w40, H100: the stacked pass 314.5
+                 * -> 309.6 agg tok/s, prompt 512 8,983 -> 8,967 tok/s, gate / up 83.0 -> 84.9 us): removed. */
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt += 2) {
-                        if (nt >= ntl) break;
-                        if (nt + 1 < ntl)
-                            iwk_mma_nt<MT, 2>(ab, nt, j, g, tig, a, sc, sq);
-                        else
-                            iwk_mma_nt<MT, 1>(ab, nt, j, g, tig, a, sc, sq);
-                    }
-                } else {
+                for (int nt = 0; nt < 4; nt++) {
+                    if (nt >= ntl) break;
+                    const uint8_t *xb = ab + (8 * nt + g) * IG_ACS;
+                    const int b0 = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1 = iw_ld32(xb + 20 + 32 * j + 4 * tig);
 #pragma unroll
-                    for (int nt = 0; nt < 4; nt++) {
-                        if (nt >= ntl) break;
-                        const uint8_t *xb = ab + (8 * nt + g) * IG_ACS;
-                        const int b0 = iw_ld32(xb + 4 + 32 * j + 4 * tig), b1 = iw_ld32(xb + 20 + 32 * j + 4 * tig);
-#pragma unroll
-                        for (int mt = 0; mt < MT; mt++) {
-                            int d[4];
-                            iw_mma(d, a[mt], b0, b1, 0);
-                            sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
-                            sq[mt][nt][2] += sc[mt][1] * d[2], sq[mt][nt][3] += sc[mt][1] * d[3];
-                        }
+                    for (int mt = 0; mt < MT; mt++) {
+                        int d[4];
+                        iw_mma(d, a[mt], b0, b1, 0);
+                        sq[mt][nt][0] += sc[mt][0] * d[0], sq[mt][nt][1] += sc[mt][0] * d[1];
+                        sq[mt][nt][2] += sc[mt][1] * d[2], sq[mt][nt][3] += sc[mt][1] * d[3];
                     }
                 }
             }
@@ -478,8 +446,8 @@ __global__ void __launch_bounds__(32 * W, BR == 32 ? 2 : 1) igw_k_kernel(ig_para
 }
 
 /* grid (row tiles of BR, or the grouping pass's n_tiles tiles; output tiles of 128) */
-template <int T, int W, int BR, bool P2>
-static int igw_launch_kp(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
+template <int T, int W, int BR = IW_BR>
+static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
     constexpr int BO = iwk<T, BR>::BO, SMEM = iwk<T, BR>::SMEM;
     /* rows (and experts) 16-byte aligned (cuda_matmul's contract): a row's chunk is whole pieces */
     if (((uintptr_t)p->w | p->row_bytes | (p->perm ? p->expert_stride : 0)) & 15) return 0;
@@ -488,26 +456,15 @@ static int igw_launch_kp(const ig_params *p, unsigned n_tiles, cudaStream_t st) 
     if (ot > 65535 || rt == 0) return 0;
     static int attr_set = 0;
     if (!attr_set) {
-        if (cudaFuncSetAttribute(igw_k_kernel<T, W, BR, P2>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) !=
+        if (cudaFuncSetAttribute(igw_k_kernel<T, W, BR>, cudaFuncAttributeMaxDynamicSharedMemorySize, SMEM) !=
             cudaSuccess) {
             (void)cudaGetLastError();
             return 0;
         }
         attr_set = 1;
     }
-    pdl_launch_rows(igw_k_kernel<T, W, BR, P2>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
+    pdl_launch_rows(igw_k_kernel<T, W, BR>, dim3(rt, ot), dim3(32 * W), SMEM, st, *p);
     return 1;
-}
-
-/* Two n-tiles' mma before their integer multiply-adds (CLOVER_CUDA_IGW_P2=1; off until measured):
- * ncu of a stacked pass's 32-slot tiles (t32x37 seq3) put a warp's issues 5.5 cycles apart, the top stall `wait`
- * (the multiply-adds on the mma's output); the same integer sums, so the same bits. */
-static int g_p2 = -1;
-
-template <int T, int W, int BR = IW_BR>
-static int igw_launch_k(const ig_params *p, unsigned n_tiles, cudaStream_t st) {
-    return cuda_switch_on(&g_p2, "CLOVER_CUDA_IGW_P2", 0) ? igw_launch_kp<T, W, BR, true>(p, n_tiles, st)
-                                                          : igw_launch_kp<T, W, BR, false>(p, n_tiles, st);
 }
 
 /* The K-quant kernel's 16-warp form (64-row tiles): on unless CLOVER_CUDA_IGW_W16=0 (cuda_igw_w16_set); the same
