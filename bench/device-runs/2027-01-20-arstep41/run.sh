@@ -12,9 +12,13 @@
 #  c  (needs a pack with gdn_recurrent.cu's COLS form) test_cuda_gdn (the COLS form bit for bit against the default,
 #     and against the CPU), memcheck of it, `clover run` ids with CLOVER_CUDA_GDN_REC_COLS=1; then COLS 0 / 1
 #     alternating, three rounds: bench_batch --mode ar --n 16 --gen 96 and --n 1; ncu of the COLS kernel at n 16
+#  h  ncu of one k_block_head_once_multi<4> of the stacked 16-sequence diffusion pass (8.8% of it, 134 us a GDN layer
+#     against ~30-50 us of shared-memory issue and state loading estimated in seq2's prediction)
 # Predictions (before the run; H100): gdn_rec_reg n16 DRAM 55-65% of peak (~37 us under ncu's clocks ~45), its
 # stalls long_scoreboard (the state's loads) then barrier; n1 DRAM < 20% (32 blocks: one SM each); the pair DRAM
 # 40-50%, issue-bound like the preview's (stall wait / long_scoreboard).
+# h (written before seq2): DRAM < 15%, issue-bound on shared-memory loads (short_scoreboard / mio_throttle the top
+# stalls), achieved occupancy ~45% (one 1,024-thread block an SM), 3.9 waves of 512 blocks.
 # c (written before n ran): all pass, ids dac8ccfd8b1c / 55bedcfef53b; gdn_rec_reg at 16 sequences 37 -> 25-30 us
 # (each state load / store one 128-byte line instead of four 32-byte pieces), the AR step at n 16 +2..+4% agg
 # tok/s (0.2-0.35 ms of ~8.5), n 1 within +-1% (32 blocks: latency, not bandwidth).
@@ -24,14 +28,14 @@ STEPS=${STEPS:-n}
 . "$PACK/lib.sh"
 dr_init arstep41
 dr_synth35
-# ncu_one TAG KERNEL_REGEX SKIP N COUNT: ncu of COUNT launches after the first SKIP matching KERNEL_REGEX (against
-# the demangled name) in bench_batch --mode ar --n N
+# ncu_one TAG KERNEL_REGEX SKIP N COUNT [MODE]: ncu of COUNT launches after the first SKIP matching KERNEL_REGEX
+# (against the demangled name) in bench_batch --mode MODE (ar) --n N
 ncu_one() {
-    local tag=$1 re=$2 skip=$3 n=$4 c=${5:-1}
+    local tag=$1 re=$2 skip=$3 n=$4 c=${5:-1} mode=${6:-ar}
     timeout 150 ncu --kernel-name-base demangled -k "regex:$re" -s "$skip" -c "$c" --section WarpStateStats --section LaunchStats --section Occupancy \
       --section SpeedOfLight --section MemoryWorkloadAnalysis -f -o "$O/$tag" "$D/bin/bench_batch" $F \
-      --device cuda --mode ar --n $n --prompt 32 --gen 16 > "$O/ncu_$tag.log" 2>&1
-    say "== ncu $tag ($re, skip $skip, n $n) rc=$? at +$(el)s"
+      --device cuda --mode $mode --n $n --prompt 32 --gen 16 > "$O/ncu_$tag.log" 2>&1
+    say "== ncu $tag ($re, skip $skip, $mode n $n) rc=$? at +$(el)s"
     ncu --import "$O/$tag.ncu-rep" --page details --print-details all > "$O/${tag}_details.txt" 2>&1
     grep -E "^  [a-z_]+.*\(|Duration|DRAM Throughput|Memory Throughput|L2 Hit|L1/TEX Hit|Achieved Occupancy|Warp Cycles Per Issued|Registers Per|Block Size|Grid Size|Stall" \
       "$O/${tag}_details.txt" | head -$(( 24 * c )) | sed 's/  */ /g' | cut -c1-160 | tee -a "$S"
@@ -48,6 +52,11 @@ if has n; then
     # demangles it as igemm_kernel<(int)12, (bool)1, ...>: seq1's pattern with "true" matched nothing)
     ncu_one pair16 "igemm_kernel<\\(int\\)12" 400 16 2
   else say "no ncu"; fi
+fi
+if has h; then
+  wait $SPID
+  # 30 GDN layers a pass; skip 90 = past the first 3 passes
+  command -v ncu > /dev/null && ncu_one headonce16 k_block_head_once_multi 90 16 1 diffusion
 fi
 if has c; then
   wait $SPID
