@@ -129,10 +129,6 @@ void cuda_gdn_chunk_ilp_set(int on);
  * again. The same bits as off (the same operations per element); cuda_gdn_chunk_ilp_set(1) overrides it. */
 void cuda_gdn_chunk_tile_set(int on);
 
-/* The decode form's register kernel with a warp on 32 consecutive state columns (gdn_recurrent.cu's COLS): 1 on,
- * 0 off (the default; also CLOVER_CUDA_GDN_REC_COLS=1), negative: the environment again. The same bits as off. */
-void cuda_gdn_rec_cols_set(int on);
-
 /* 3. y may equal o. */
 int cuda_gdn_gated_norm(float *y,        // [n_vec][dv]
                         const float *o,  // [n_vec][dv]

@@ -134,6 +134,7 @@ struct fused_args {
     cuda_gdn_block_weights w;
     int nk, nv, dk, dv, cd, b, tiled;
     float ln_ratio, scale, eps;
+    int k128; /* dk == dv == 128 and the unrolled steps' switch on (tile_scores128, tile_readout128) */
 };
 
 /* shared memory layout (floats): p [RT][pst], q [RT][dk], q * scale [RT][dk], k [b][dk + 1], (pad to 4),
@@ -181,6 +182,22 @@ __device__ __forceinline__ static void tile_scores(const fused_args &A, const ti
     const int b = A.b, dk = A.dk, pst = T.pst, kp = T.kp;
     const float ls = A.w.logit_scale[h];
     for (int idx = t; idx < rows * dk; idx += nt) T.qsc[idx] = T.q[idx] * A.scale;
+    if (A.k128) { /* the same dots with dk = 128 unrolled: constant shared-memory offsets, no loop arithmetic */
+        for (int idx = t; idx < rows * b; idx += nt) {
+            const int ii = idx / b, j = idx % b;
+            const float *qi = T.q + ii * 128, *kj = T.ks + j * kp;
+            float dot = 0.0f;
+#pragma unroll 8
+            for (int u = 0; u < 128; u += 4) {
+                const float4 q4 = *(const float4 *)(qi + u);
+                dot += q4.x * kj[u];
+                dot += q4.y * kj[u + 1];
+                dot += q4.z * kj[u + 2];
+                dot += q4.w * kj[u + 3];
+            }
+            T.p[ii * pst + j] = ls * dot;
+        }
+    } else
     for (int idx = t; idx < rows * b; idx += nt) {
         const int ii = idx / b, j = idx % b;
         const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
@@ -225,6 +242,66 @@ __device__ __forceinline__ static void tile_softmax(const tile_bufs &T, int bp, 
         const float inv = 1.0f / __shfl_sync(0xffffffffu, sum, 0);
         __syncwarp();
         for (int j = lane; j < bp; j += 32) s[j] *= inv;
+    }
+}
+
+/* tile_readout at dk = dv = 128 (every real geometry): NR = 2 row groups, RT / 2 rows a thread, dk unrolled. The
+ * generic loop below walks all RT rows of its unrolled r loop and predicates off those r * NR >= RT at run time
+ * (issued all the same: at NR 2 half of them), with a runtime dk's address arithmetic; ncu of the stacked pass's
+ * head-once kernel (arstep41 seq2, H100): 77% of issue slots busy, the ALU pipe 42% against the FMA pipe's 22%, DRAM
+ * 12%. The same operations per output in the same order (u over k, acc over j, then acc + p_hist u), so the same
+ * bits. */
+template <int RT>
+__device__ __forceinline__ static void tile_readout128(const tile_bufs &T, int b, int rows, int t) {
+    constexpr int DK = 128, DV = 128, NR = F_THREADS / DV, R = RT / NR;
+    static_assert(RT % NR == 0, "rows a thread");
+    const int c = t % DV, rg = t / DV, pst = T.pst;
+    const float *Ss = T.Ss + c, *Vs = T.Vs + c;
+    float u[R], acc[R];
+#pragma unroll
+    for (int r = 0; r < R; r++) u[r] = 0.0f, acc[r] = 0.0f;
+#pragma unroll 4
+    for (int k = 0; k < DK; k += 4) {
+        const float s0 = Ss[k * DV], s1 = Ss[(k + 1) * DV], s2 = Ss[(k + 2) * DV], s3 = Ss[(k + 3) * DV];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int ii = rg + r * NR;
+            if (ii < rows) {
+                const float4 q4 = *(const float4 *)(T.qsc + ii * DK + k);
+                u[r] += s0 * q4.x;
+                u[r] += s1 * q4.y;
+                u[r] += s2 * q4.z;
+                u[r] += s3 * q4.w;
+            }
+        }
+    }
+    int j = 0;
+    for (; j + 4 <= b; j += 4) {
+        const float v0 = Vs[j * DV], v1 = Vs[(j + 1) * DV], v2 = Vs[(j + 2) * DV], v3 = Vs[(j + 3) * DV];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int ii = rg + r * NR;
+            if (ii < rows) {
+                const float4 p4 = *(const float4 *)(T.p + ii * pst + j);
+                acc[r] += p4.x * v0;
+                acc[r] += p4.y * v1;
+                acc[r] += p4.z * v2;
+                acc[r] += p4.w * v3;
+            }
+        }
+    }
+    for (; j < b; j++) {
+        const float vv = Vs[j * DV];
+#pragma unroll
+        for (int r = 0; r < R; r++) {
+            const int ii = rg + r * NR;
+            if (ii < rows) acc[r] += T.p[ii * pst + j] * vv;
+        }
+    }
+#pragma unroll
+    for (int r = 0; r < R; r++) {
+        const int ii = rg + r * NR;
+        if (ii < rows) T.os[ii * DV + c] = acc[r] + T.p[ii * pst + b] * u[r];
     }
 }
 
@@ -364,7 +441,10 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
     tile_softmax(T, b + 1, rows, lane, warp);
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
-    tile_readout<RT>(T, b, A.dk, A.dv, rows, tid);
+    if (A.k128)
+        tile_readout128<RT>(T, b, rows, tid);
+    else
+        tile_readout<RT>(T, b, A.dk, A.dv, rows, tid);
     __syncthreads();
     tile_norm(A, T, h, i0, rows, lane, warp);
 }
@@ -475,14 +555,18 @@ __device__ __forceinline__ static void head_once(const fused_args &A, int h) {
             tile_softmax(T, b + 1, rows, lane, warp);
             group_sync<G>(g);
         }
-        tile_readout<F_RT>(T, b, dk, A.dv, rows, t);
+        if (A.k128)
+            tile_readout128<F_RT>(T, b, rows, t);
+        else
+            tile_readout<F_RT>(T, b, dk, A.dv, rows, t);
         group_sync<G>(g);
         tile_norm(A, T, h, i0, rows, lane, warp); /* (o is rewritten only past the next tile's first barrier) */
     }
 }
 
+/* (min blocks 1: without it ptxas held the one-group form to 64 registers and spilled once the k128 steps came) */
 template <int G>
-__global__ void __launch_bounds__(G *F_THREADS) k_block_head_once(fused_args A) {
+__global__ void __launch_bounds__(G *F_THREADS, 1) k_block_head_once(fused_args A) {
     head_once<G>(A, (int)blockIdx.x);
 }
 
@@ -592,6 +676,12 @@ static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int 
     head_tile_launch<F_RT>(A, m, bmax, st);
 }
 
+/* tile_scores / tile_readout's unrolled steps at dk = dv = 128 (CLOVER_CUDA_GDN_K128; cuda_gdn_k128_set: 1 / 0,
+ * negative: the environment again): off until measured (2026-12-07); the same bits. */
+static int g_k128 = -1;
+extern "C" void cuda_gdn_k128_set(int on) { cuda_switch_set(&g_k128, on); }
+static int k128_of(int dk, int dv) { return dk == 128 && dv == 128 && cuda_switch_on(&g_k128, "CLOVER_CUDA_GDN_K128", 0); }
+
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
  * -1: a launch failed (cuda_preview_last_error says why). */
 int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const float *a, const float *ring,
@@ -607,7 +697,7 @@ int gdn_block_fused_launch(float *y, const float *mixed, const float *z, const f
                w->conv_w, w->conv_right, cd, d->conv_k, b, nk, dk);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  state, *w, nk, d->n_v_heads, dk, dv, cd, b, d->tiled, ln_ratio,
-                    (float)pow((double)dk, -0.5), d->eps};
+                    (float)pow((double)dk, -0.5), d->eps, k128_of(dk, dv)};
     heads_launch(A, NULL, b, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block heads + gated norm")) return -1;
     return 0;
@@ -633,7 +723,7 @@ int gdn_block_fused_multi_launch(float *y, const float *mixed, const float *z, c
                dim3(256), 0, st, work, mixed, w->conv_w, w->conv_right, cd, d->conv_k, nk, dk, *m);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi conv + L2 norm")) return -1;
     fused_args A = {y,  work, z,  a,  NULL, *w, nk, d->n_v_heads, dk, dv, cd, 0, d->tiled, 0.0f,
-                    (float)pow((double)dk, -0.5), d->eps};
+                    (float)pow((double)dk, -0.5), d->eps, k128_of(dk, dv)};
     heads_launch(A, m, bmax, st);
     if (CUDA_LAUNCH_STATUS(g_preview_err, "cuda_gdn_block_multi heads + gated norm")) return -1;
     return 0;

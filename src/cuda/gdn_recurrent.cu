@@ -4,13 +4,13 @@
  * kernels, one block per (value head, sequence) each:
  *
  * gdn_rec_reg_kernel (dv % 8 == 0, dv <= 128; every real geometry): S
- * [dk][dv] lives in registers. Thread (j, p) = (tid / 4, tid % 4) owns column
+ * [dk][dv] lives in registers. Thread (j, p) = (tid % dv, tid / dv) owns column
  * j of S at rows 32p .. 32p + 31 (dk <= 128), so both column sums over dk
- * (kv_mem = S^T k, o = S^T q) are 32 sequential FMAs plus two shuffles (xor
- * 1, 2) between the column's 4 lanes, and the update S += k delta^T is
+ * (kv_mem = S^T k, o = S^T q) are 32 sequential FMAs plus the 4 row groups'
+ * partials added in shared memory, and the update S += k delta^T is
  * register-local; the row's k and q are staged once in shared memory and
- * read as float4 (contiguous rows per thread). Two block barriers per row
- * (the staging; the gated norm's sum over the head's dv outputs). The update
+ * read as float4 (contiguous rows per thread). Four block barriers per row
+ * (the staging; the two partial sums; the gated norm's sum over the head's dv outputs). The update
  * and the read-out o = S^T q share one pass over S (each S[i][j] is final
  * once updated). First version (rows p + 4r, k and q re-read from L1 five
  * times): 2,100 instructions a warp a row, ~11 us on the H200. The state is loaded BEFORE pdl_wait: its last writer is
@@ -41,7 +41,6 @@
 
 #include "cuda_gdn.h"
 #include "cuda_pdl.cuh"
-#include "cuda_switch.h"
 
 enum { REC_THREADS = 512 };
 
@@ -170,11 +169,6 @@ __global__ void __launch_bounds__(REC_THREADS)
 
 enum { REG_ROWS = 32 }; /* rows of S a thread holds: dk <= 4 * REG_ROWS = CUDA_GDN_MAX_DK */
 
-static __device__ __forceinline__ float quad_sum(float v) { /* the 4 lanes of a column, a fixed tree */
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 /* sum of x[i]^2 over i < 128 (x zero-padded), by one warp in a fixed order: every warp gets the same bits */
 static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
     float s = 0.0f;
@@ -189,14 +183,15 @@ static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
  * a thread, so one 512-thread block an SM: a stacked step of 16 sequences (512 blocks) ran in 4 waves of ~10 us
  * (45.4 us a layer, H100 step25). At 2 ptxas fits it in 64 (a few bytes of spill outside the row loop) and the
  * waves halve; the arithmetic is the same instructions in the same order, so the same bits.
- * COLS: which thread owns what. false: thread (j, p) = (tid / 4, tid % 4), a warp = 8 columns x 4 row groups, so
- * each of a warp's state loads and stores touches four 32-byte pieces of four rows 4 KB apart, and the 4 partial
- * column sums meet by two shuffles. true: (j, p) = (tid % dv, tid / dv), a warp = 32 consecutive columns of one row
- * group, so each load / store is one 128-byte line (cuda_gdn_rec_cols_set); the 4 partials meet in
- * shared memory instead, added in the shuffles' order ((p0 + p1) + (p2 + p3)), and the gated norm's square sum
- * keeps the shuffles' tree over each 8 columns and the sum of those 8-column parts in column order: the same
- * operations on the same values, so the same bits as false. */
-template <bool FULL, int MINB, bool COLS = false>
+ * Thread (j, p) = (tid % dv, tid / dv): a warp is 32 consecutive columns of one row group, so each of its state
+ * loads and stores is one 128-byte line. The first form put a warp on 8 columns x 4 row groups (tid / 4, tid % 4:
+ * the 4 partials met by two shuffles), so each request touched four 32-byte pieces of rows 4 KB apart: ncu of the
+ * 16-sequence AR step (bench/device-runs/2027-01-20-arstep41, H100) had the L1's LSU wavefronts at 64% the top unit,
+ * DRAM 33%, 43.2 us; this form 29.2 us, DRAM 47%, the step +4.6% (1,859.5 -> 1,945.2 agg tok/s over three rounds,
+ * a lone sequence unchanged). The 4 partials meet in shared memory, added in the shuffles' order ((p0 + p1) +
+ * (p2 + p3)), and the gated norm's square sum keeps the shuffles' tree over each 8 columns and the 8-column parts
+ * added in column order: the first form's operations on the same values, so its bits. */
+template <bool FULL, int MINB>
 __global__ void __launch_bounds__(4 * 128, MINB)
     gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                        cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
@@ -204,8 +199,8 @@ __global__ void __launch_bounds__(4 * 128, MINB)
     const int h = blockIdx.x, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim, dv = d.v_dim;
     const int cd = 2 * nk * dk + nv * dv;
     const int kh = d.tiled ? h % nk : h / (nv / nk);
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nwarps = dv >> 3;
-    const int j = COLS ? tid % dv : tid >> 2, p = COLS ? tid / dv : tid & 3;
+    const int tid = threadIdx.x, lane = tid & 31, nwarps = dv >> 3;
+    const int j = tid % dv, p = tid / dv;
     const int i0 = p * REG_ROWS; /* this thread's rows of S: i0 .. i0 + 31 (those < dk) */
     float S[REG_ROWS];
     float *Sg = sq.state + (size_t)h * dk * dv + j;
@@ -218,7 +213,7 @@ __global__ void __launch_bounds__(4 * 128, MINB)
     if (sq.n <= 0) return;
     __shared__ __align__(16) float kq[2][4 * REG_ROWS]; /* the row's raw k and q, zero past dk */
     __shared__ float wred[2][16];
-    __shared__ float part[COLS ? 2 : 1][4][COLS ? 128 : 1]; /* COLS: the row groups' partial sums, kv and o */
+    __shared__ float part[2][4][128]; /* the row groups' partial sums of kv and of o */
     const float scale = (float)pow((double)dk, -0.5);
 
     for (int t = 0; t < sq.n; t++) {
@@ -252,12 +247,9 @@ __global__ void __launch_bounds__(4 * 128, MINB)
                 }
             }
         }
-        if (COLS) {
-            part[0][p][j] = kv;
-            __syncthreads();
-            kv = (part[0][0][j] + part[0][1][j]) + (part[0][2][j] + part[0][3][j]);
-        } else
-            kv = quad_sum(kv);
+        part[0][p][j] = kv;
+        __syncthreads();
+        kv = (part[0][0][j] + part[0][1][j]) + (part[0][2][j] + part[0][3][j]);
         const float delta = (vj - kv) * beta;
         float o = 0.0f;
 #pragma unroll
@@ -275,21 +267,14 @@ __global__ void __launch_bounds__(4 * 128, MINB)
             }
         }
         /* gated RMS norm over the head's dv outputs: one lane of each column, a fixed tree */
-        if (COLS) {
-            part[1][p][j] = o;
-            __syncthreads();
-            o = (part[1][0][j] + part[1][1][j]) + (part[1][2][j] + part[1][3][j]);
-            /* lanes 8g .. 8g + 7 hold columns 8c .. 8c + 7 (dv % 8 == 0): the false form's xor 16, 8, 4 over its
-             * p == 0 lanes pair the same columns (its xor 2, 1 add zeros: exact) */
-            float s2 = o * o;
-            for (int m = 4; m > 0; m >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, m);
-            if (p == 0 && (j & 7) == 0) wred[t & 1][j >> 3] = s2;
-        } else {
-            o = quad_sum(o);
-            float s2 = p == 0 ? o * o : 0.0f;
-            for (int m = 16; m > 0; m >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, m);
-            if (lane == 0) wred[t & 1][warp] = s2;
-        }
+        part[1][p][j] = o;
+        __syncthreads();
+        o = (part[1][0][j] + part[1][1][j]) + (part[1][2][j] + part[1][3][j]);
+        /* lanes 8g .. 8g + 7 hold 8 consecutive columns (dv % 8 == 0): xor 4, 2, 1 pair the columns the first form's
+         * xor 16, 8, 4 paired over its p == 0 lanes (its xor 2, 1 added zeros: exact) */
+        float s2 = o * o;
+        for (int m = 4; m > 0; m >>= 1) s2 += __shfl_xor_sync(0xffffffffu, s2, m);
+        if (p == 0 && (j & 7) == 0) wred[t & 1][j >> 3] = s2;
         __syncthreads(); /* also: every k/q read of this row is done before the next row rewrites kq */
         float tot = 0.0f;
         for (int i = 0; i < nwarps; i++) tot += wred[t & 1][i];
@@ -318,11 +303,6 @@ static int gdn_rec_forced(void) {
     return forced;
 }
 
-/* CLOVER_CUDA_GDN_REC_COLS / cuda_gdn_rec_cols_set: the register form's COLS = true (off by default: not yet
- * measured, 2026-12-07). */
-static int g_cols = -1;
-extern "C" void cuda_gdn_rec_cols_set(int on) { cuda_switch_set(&g_cols, on); }
-
 /* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem. */
 static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
     return gdn_rec_forced() != 1 && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
@@ -336,12 +316,10 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
     dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
     if (gdn_rec_reg_takes(d)) {
         const bool one = gdn_rec_forced() == 2, full = d->k_dim == 4 * REG_ROWS;
-        const bool cols = !one && cuda_switch_on(&g_cols, "CLOVER_CUDA_GDN_REC_COLS", 0);
         void (*k)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
                   const cuda_gdn_seq *, cuda_gdn_dims) =
-            cols ? (full ? gdn_rec_reg_kernel<true, 2, true> : gdn_rec_reg_kernel<false, 2, true>)
-            : full ? (one ? gdn_rec_reg_kernel<true, 1> : gdn_rec_reg_kernel<true, 2>)
-                   : (one ? gdn_rec_reg_kernel<false, 1> : gdn_rec_reg_kernel<false, 2>);
+            full ? (one ? gdn_rec_reg_kernel<true, 1> : gdn_rec_reg_kernel<true, 2>)
+                 : (one ? gdn_rec_reg_kernel<false, 1> : gdn_rec_reg_kernel<false, 2>);
         pdl_launch(k, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
         return (int)cudaGetLastError();
     }

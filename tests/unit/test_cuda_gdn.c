@@ -28,8 +28,6 @@
  *    sums (cuda_gdn_chunk_ilp_set): the same bound.
  *  - chunked, tiled (cuda_gdn_chunk_tile_set, the default) against NP = 1:
  *    o and the states bit-identical (the same operations per element).
- *  - decode, the register kernel's COLS form (cuda_gdn_rec_cols_set) against the default: y and the states
- *    bit-identical.
  *  - batch independence: a sequence's outputs and state are bit-identical
  *    whether it runs alone or with other sequences.
  * Without a CUDA device the test prints SKIP and exits 77 after the
@@ -323,36 +321,6 @@ static void chunked_tile_matches_np1(void) {
     cuda_gdn_chunk_ilp_set(-1);
 }
 
-/* The decode form's register kernel with a warp on 32 consecutive state columns (cuda_gdn_rec_cols_set(1)) equals
- * the default one bit for bit (y and the states: the same operations on the same values, only the threads that
- * hold them differ), for every decode case (dv 32 / 40 / 64 / 128, dk 17 .. 128, 1 to 5 rows, sequences sitting
- * out); run_case holds it to the CPU bound and to batch independence as well. */
-static void recurrent_cols_matches_rows(void) {
-    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        const gdn_case *c = &CASES[i];
-        if (c->chunked) continue;
-        const size_t nv = (size_t)c->d.n_v_heads, dv = (size_t)c->d.v_dim, S = nv * (size_t)c->d.k_dim * dv;
-        cuda_gdn_rec_cols_set(1);
-        run_case(c);
-        gdn_data g;
-        data_make(&g, c);
-        dev_result t, r;
-        dev_run(&t, c, &g, (1u << c->n_seq) - 1, 0);
-        cuda_gdn_rec_cols_set(0);
-        dev_run(&r, c, &g, (1u << c->n_seq) - 1, 0);
-        CHECK_MSG(t.rc[1] == 0 && r.rc[1] == 0, "%s: %s / %s", c->name, cuda_gdn_strerror(t.rc[1]),
-                  cuda_gdn_strerror(r.rc[1]));
-        CHECK_MSG(memcmp(t.y, r.y, (size_t)g.n_rows * nv * dv * sizeof(float)) == 0, "%s: cols y differs", c->name);
-        for (int s = 0; s < c->n_seq; s++)
-            CHECK_MSG(memcmp(t.state[s], r.state[s], S * sizeof(float)) == 0, "%s seq %d: cols state differs",
-                      c->name, s);
-        dev_result_free(&t, c->n_seq);
-        dev_result_free(&r, c->n_seq);
-        data_free(&g, c->n_seq);
-    }
-    cuda_gdn_rec_cols_set(-1);
-}
-
 static void bad_dims_refused(void) {
     char why[200];
     cuda_gdn_dims d = {3, 7, 17, 40, 3, 1e-6f, 1};
@@ -374,6 +342,5 @@ int main(void) {
     RUN(operators_match_cpu);
     RUN(chunked_ilp_matches_cpu);
     RUN(chunked_tile_matches_np1);
-    RUN(recurrent_cols_matches_rows);
     return TEST_EXIT();
 }
