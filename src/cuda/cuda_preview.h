@@ -101,10 +101,6 @@ unsigned long long cuda_gdn_head_once_launches(void);
  * preview), else 8; the same bits either way. CLOVER_CUDA_GDN_HEAD_RT=4|8 forces it (read once); _set: 4, 8, 0 by
  * shape, negative the environment again (tests, benches). */
 void cuda_gdn_head_rt_set(int rt);
-/* The block operator's scores and read-out with dk = dv = 128 unrolled (gdn_block_fused.cu's tile_scores /
- * tile_readout128): 1 on, 0 off (the default until measured; CLOVER_CUDA_GDN_K128=1), negative the environment
- * again. The same bits. */
-void cuda_gdn_k128_set(int on);
 
 /* Scratch bytes of cuda_moe_coreset for n rows (the old kernel's, CLOVER_CUDA_CORESET=0; callers allocate it). */
 size_t cuda_moe_coreset_work_bytes(size_t n, size_t k);

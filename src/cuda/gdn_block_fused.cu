@@ -58,7 +58,11 @@
  *    whether the stacked gain is real.
  *    Measured (H200, bench/device-runs/2027-01-07-tall29 h1 / h2): 16
  *    stacked diffusion sequences 297 -> 308.6 agg tok/s (+3.6%); a lone
- *    preview 5.42 -> 5.94 ms. Hence AUTO: stacked passes only.
+ *    preview 5.42 -> 5.94 ms. Hence AUTO: stacked passes only (still so with
+ *    the steps below: 2027-01-21-k128w42 k, H100, lone 5.24 -> 5.55 ms).
+ * At dk = dv = 128 (every real geometry) both forms' scores and read-out run
+ * with the head dims unrolled (tile_readout128), the same operations in the
+ * same order.
  */
 #include <math.h>
 #include <stdint.h>
@@ -134,7 +138,7 @@ struct fused_args {
     cuda_gdn_block_weights w;
     int nk, nv, dk, dv, cd, b, tiled;
     float ln_ratio, scale, eps;
-    int k128; /* dk == dv == 128 and the unrolled steps' switch on (tile_scores128, tile_readout128) */
+    int k128; /* dk == dv == 128: tile_scores' unrolled dots and tile_readout128 */
 };
 
 /* shared memory layout (floats): p [RT][pst], q [RT][dk], q * scale [RT][dk], k [b][dk + 1], (pad to 4),
@@ -197,19 +201,20 @@ __device__ __forceinline__ static void tile_scores(const fused_args &A, const ti
             }
             T.p[ii * pst + j] = ls * dot;
         }
-    } else
-    for (int idx = t; idx < rows * b; idx += nt) {
-        const int ii = idx / b, j = idx % b;
-        const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
-        float dot = 0.0f;
-        for (int u = 0; u < dk; u += 4) {
-            const float4 q4 = *(const float4 *)(qi + u);
-            dot += q4.x * kj[u];
-            dot += q4.y * kj[u + 1];
-            dot += q4.z * kj[u + 2];
-            dot += q4.w * kj[u + 3];
+    } else {
+        for (int idx = t; idx < rows * b; idx += nt) {
+            const int ii = idx / b, j = idx % b;
+            const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
+            float dot = 0.0f;
+            for (int u = 0; u < dk; u += 4) {
+                const float4 q4 = *(const float4 *)(qi + u);
+                dot += q4.x * kj[u];
+                dot += q4.y * kj[u + 1];
+                dot += q4.z * kj[u + 2];
+                dot += q4.w * kj[u + 3];
+            }
+            T.p[ii * pst + j] = ls * dot;
         }
-        T.p[ii * pst + j] = ls * dot;
     }
     for (int ii = t; ii < rows; ii += nt) {
         const int i = i0 + ii;
@@ -250,7 +255,9 @@ __device__ __forceinline__ static void tile_softmax(const tile_bufs &T, int bp, 
  * (issued all the same: at NR 2 half of them), with a runtime dk's address arithmetic; ncu of the stacked pass's
  * head-once kernel (arstep41 seq2, H100): 77% of issue slots busy, the ALU pipe 42% against the FMA pipe's 22%, DRAM
  * 12%. The same operations per output in the same order (u over k, acc over j, then acc + p_hist u), so the same
- * bits. */
+ * bits. Measured with the scores' unrolled dots (H100, bench/device-runs/2027-01-21-k128w42, three rounds against the
+ * generic steps): the head-once kernel 164 -> 111 us under ncu (ALU 42% -> 26%), the stacked 16-sequence diffusion
+ * pass 310.2 -> 316.1 agg tok/s (its denoise figure 378.3 -> 391.0), the lone coreset preview 5.277 -> 5.246 ms. */
 template <int RT>
 __device__ __forceinline__ static void tile_readout128(const tile_bufs &T, int b, int rows, int t) {
     constexpr int DK = 128, DV = 128, NR = F_THREADS / DV, R = RT / NR;
@@ -676,11 +683,8 @@ static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int 
     head_tile_launch<F_RT>(A, m, bmax, st);
 }
 
-/* tile_scores / tile_readout's unrolled steps at dk = dv = 128 (CLOVER_CUDA_GDN_K128; cuda_gdn_k128_set: 1 / 0,
- * negative: the environment again): off until measured (2026-12-07); the same bits. */
-static int g_k128 = -1;
-extern "C" void cuda_gdn_k128_set(int on) { cuda_switch_set(&g_k128, on); }
-static int k128_of(int dk, int dv) { return dk == 128 && dv == 128 && cuda_switch_on(&g_k128, "CLOVER_CUDA_GDN_K128", 0); }
+/* tile_scores / tile_readout's unrolled steps at dk = dv = 128 (tile_readout128's comment): every real geometry. */
+static int k128_of(int dk, int dv) { return dk == 128 && dv == 128; }
 
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
  * -1: a launch failed (cuda_preview_last_error says why). */

@@ -30,7 +30,6 @@
  *    against the forms they replace, bit for bit, over rows 0..64, odd
  *    sizes, ties and infinities, and against the CPU oracles
  *    (CLOVER_TEST_SMALL: a few of those cases, for the sanitizers);
- *  - gdn_block_k128: both again with the dk = dv = 128 steps unrolled (cuda_gdn_k128_set).
  *  - gdn_head_once (issues 24, 25): the head-once form of the GDN heads
  *    (CLOVER_CUDA_GDN_HEAD_ONCE) against the tile form, bit for bit, lone
  *    and stacked, every group count, and its AUTO (stacked passes only);
@@ -1158,16 +1157,6 @@ static void gdn_head_once(void) {
            "max|ref|)\n", cases, ran, auto_cases, rt_cases, worst_rel);
 }
 
-/* The unrolled dk = dv = 128 steps (cuda_gdn_k128_set(1)): gdn_block_forms holds the fused form to the four-launch
- * form's bits (gdn_block.cu's own heads kernel) at the 35B-A3B heads over rows 1..64, gdn_head_once the head-once
- * form to the tile form's, both to the oracle's bound. */
-static void gdn_block_k128(void) {
-    cuda_gdn_k128_set(1);
-    gdn_block_forms();
-    gdn_head_once();
-    cuda_gdn_k128_set(-1);
-}
-
 int main(void) {
     cuda_test_require_device();
     if (fixture_open(&fx, "tiny_clover")) return TEST_EXIT();
@@ -1180,7 +1169,6 @@ int main(void) {
         RUN(coreset_forms);
         RUN(gdn_block_forms);
         RUN(gdn_head_once);
-        RUN(gdn_block_k128);
         RUN(golden_previews);
         RUN(device_pick_vs_oracle);
         RUN(batched_equals_alone);

@@ -12,6 +12,11 @@
 #  b  K128 0 / 1 alternating, three rounds: bench_batch --mode diffusion --n 16 and the lone preview (bench_cuda_preview)
 #  x  ncu of k_block_head_once_multi<4> (stacked pass) with K128=1
 #  s  serve AR (the COLS form, default) and serve diffusion with K128=1
+#  k  (added after seq3) with K128=1: do the heads' form knobs move? two rounds: the stacked pass at
+#     CLOVER_CUDA_GDN_HEAD_ONCE_G=2 against the default (4 groups); the lone preview at CLOVER_CUDA_GDN_HEAD_ONCE=1
+#     (head-once for a lone preview too) and CLOVER_CUDA_GDN_HEAD_RT=8 against the default (4-row tiles)
+#     Predicted: no default moves (G 2: -1..-3%, the read-outs of 4 tiles on 2 groups; lone head-once still slower
+#     by ~0.3-0.5 ms, RT 8 +0.05-0.1 ms), K128 having cut the read-out's issue by about a third, not the structure.
 # Predictions (before the run; H100): t all pass, ids dac8ccfd8b1c / 55bedcfef53b both ways. x: 164 -> 70-90 us,
 # issue still the bound. b: the stacked pass +4..+6% agg tok/s (the kernel 8.8% of it), the lone coreset preview
 # 5.36 -> 5.15-5.25 ms (its tile kernel k_block_head_fused<4> ~16 us x 30), commit unchanged. s: serve AR 5.5 ->
@@ -55,6 +60,19 @@ if has x && command -v ncu > /dev/null; then
     "$O/headonce16k_details.txt" | head -14 | sed 's/  */ /g' | tee -a "$S"
   gzip -c "$O/headonce16k_details.txt" > "$R/headonce16k_details.txt.gz"
   rm -f "$O"/*.ncu-rep
+fi
+if has k; then
+  wait $SPID
+  for r in 1 2; do
+    for e in "" CLOVER_CUDA_GDN_HEAD_ONCE_G=2; do
+      env CLOVER_CUDA_GDN_K128=1 $e timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
+        --gen 64 > "$O/k_${r}_${e:-base}.log" 2>&1
+      say "k$r rc=$? diffusion n 16 K128=1 ${e:-base}: $(grep -E '^ +16 ' "$O/k_${r}_${e:-base}.log" | tail -1 | cut -c1-110)"
+    done
+    for e in "" CLOVER_CUDA_GDN_HEAD_ONCE=1 CLOVER_CUDA_GDN_HEAD_RT=8; do
+      dr_preview "k_${r}_${e:-base}" CLOVER_CUDA_GDN_K128=1 $e
+    done
+  done
 fi
 if has s; then
   wait $SPID
