@@ -61,7 +61,7 @@
  *    preview 5.42 -> 5.94 ms. Hence AUTO: stacked passes only (still so with
  *    the steps below: 2027-01-21-k128w42 k, H100, lone 5.24 -> 5.55 ms).
  * At dk = dv = 128 (every real geometry) both forms' scores and read-out run
- * with the head dims unrolled (tile_readout128), the same operations in the
+ * with the head dims unrolled (tile_readout<RT, 128>), the same operations in the
  * same order.
  */
 #include <math.h>
@@ -138,7 +138,7 @@ struct fused_args {
     cuda_gdn_block_weights w;
     int nk, nv, dk, dv, cd, b, tiled;
     float ln_ratio, scale, eps;
-    int k128; /* dk == dv == 128: tile_scores' unrolled dots and tile_readout128 */
+    int k128; /* dk == dv == 128: score_dots<128> and tile_readout<RT, 128> */
 };
 
 /* shared memory layout (floats): p [RT][pst], q [RT][dk], q * scale [RT][dk], k [b][dk + 1], (pad to 4),
@@ -180,42 +180,38 @@ struct tile_bufs {
     int pst, kp;
 };
 
-/* q * scale, the scores (each dot sequential over dk, as the oracle), the history slot of rows i0 .. i0 + rows - 1 */
+/* The scores of rows 0 .. rows - 1 (each dot sequential over dk, as the oracle); DK: dk when a constant (128), 0 when
+ * only known at run time. */
+template <int DK>
+__device__ __forceinline__ static void score_dots(const tile_bufs &T, int b, int dk_rt, int rows, int t, unsigned nt,
+                                                  float ls) {
+    const int dk = DK ? DK : dk_rt, pst = T.pst, kp = T.kp;
+    for (int idx = t; idx < rows * b; idx += nt) {
+        const int ii = idx / b, j = idx % b;
+        const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
+        float dot = 0.0f;
+#pragma unroll(DK ? 8 : 1)
+        for (int u = 0; u < dk; u += 4) {
+            const float4 q4 = *(const float4 *)(qi + u);
+            dot += q4.x * kj[u];
+            dot += q4.y * kj[u + 1];
+            dot += q4.z * kj[u + 2];
+            dot += q4.w * kj[u + 3];
+        }
+        T.p[ii * pst + j] = ls * dot;
+    }
+}
+
+/* q * scale, the scores, the history slot of rows i0 .. i0 + rows - 1 */
 __device__ __forceinline__ static void tile_scores(const fused_args &A, const tile_bufs &T, int h, int i0, int rows,
                                                    int t, unsigned nt) {
-    const int b = A.b, dk = A.dk, pst = T.pst, kp = T.kp;
+    const int b = A.b, dk = A.dk, pst = T.pst;
     const float ls = A.w.logit_scale[h];
     for (int idx = t; idx < rows * dk; idx += nt) T.qsc[idx] = T.q[idx] * A.scale;
-    if (A.k128) { /* the same dots with dk = 128 unrolled: constant shared-memory offsets, no loop arithmetic */
-        for (int idx = t; idx < rows * b; idx += nt) {
-            const int ii = idx / b, j = idx % b;
-            const float *qi = T.q + ii * 128, *kj = T.ks + j * kp;
-            float dot = 0.0f;
-#pragma unroll 8
-            for (int u = 0; u < 128; u += 4) {
-                const float4 q4 = *(const float4 *)(qi + u);
-                dot += q4.x * kj[u];
-                dot += q4.y * kj[u + 1];
-                dot += q4.z * kj[u + 2];
-                dot += q4.w * kj[u + 3];
-            }
-            T.p[ii * pst + j] = ls * dot;
-        }
-    } else {
-        for (int idx = t; idx < rows * b; idx += nt) {
-            const int ii = idx / b, j = idx % b;
-            const float *qi = T.q + ii * dk, *kj = T.ks + j * kp;
-            float dot = 0.0f;
-            for (int u = 0; u < dk; u += 4) {
-                const float4 q4 = *(const float4 *)(qi + u);
-                dot += q4.x * kj[u];
-                dot += q4.y * kj[u + 1];
-                dot += q4.z * kj[u + 2];
-                dot += q4.w * kj[u + 3];
-            }
-            T.p[ii * pst + j] = ls * dot;
-        }
-    }
+    if (A.k128) /* the same dots with dk = 128 unrolled: constant shared-memory offsets, no loop arithmetic */
+        score_dots<128>(T, b, dk, rows, t, nt, ls);
+    else
+        score_dots<0>(T, b, dk, rows, t, nt, ls);
     for (int ii = t; ii < rows; ii += nt) {
         const int i = i0 + ii;
         const float g = A.w.ssm_a[h] * softplus_f(A.a[(size_t)i * A.nv + h] + A.w.dt_bias[h]);
@@ -250,31 +246,35 @@ __device__ __forceinline__ static void tile_softmax(const tile_bufs &T, int bp, 
     }
 }
 
-/* tile_readout at dk = dv = 128 (every real geometry): NR = 2 row groups, RT / 2 rows a thread, dk unrolled. The
- * generic loop below walks all RT rows of its unrolled r loop and predicates off those r * NR >= RT at run time
- * (issued all the same: at NR 2 half of them), with a runtime dk's address arithmetic; ncu of the stacked pass's
- * head-once kernel (arstep41 seq2, H100): 77% of issue slots busy, the ALU pipe 42% against the FMA pipe's 22%, DRAM
- * 12%. The same operations per output in the same order (u over k, acc over j, then acc + p_hist u), so the same
- * bits. Measured with the scores' unrolled dots (H100, bench/device-runs/2027-01-21-k128w42, three rounds against the
- * generic steps): the head-once kernel 164 -> 111 us under ncu (ALU 42% -> 26%), the stacked 16-sequence diffusion
- * pass 310.2 -> 316.1 agg tok/s (its denoise figure 378.3 -> 391.0), the lone coreset preview 5.277 -> 5.246 ms. */
-template <int RT>
-__device__ __forceinline__ static void tile_readout128(const tile_bufs &T, int b, int rows, int t) {
-    constexpr int DK = 128, DV = 128, NR = F_THREADS / DV, R = RT / NR;
-    static_assert(RT % NR == 0, "rows a thread");
-    const int c = t % DV, rg = t / DV, pst = T.pst;
+/* read-out: a thread owns column c for the rows rg, rg + NR, ... of a tile of RT rows (k_block_head_s's split and
+ * sums: each output's operations and their order do not depend on RT). DIM: dk = dv = 128 known (every real
+ * geometry: NR = 2, RT / 2 rows a thread, dk unrolled by 4 steps), or 0 (both at run time: the r loop walks all RT
+ * rows and predicates off those r * NR >= RT, issued all the same). The generic form alone at 128 x 128 had the
+ * stacked pass's head-once kernel issue-bound (arstep41 seq2, H100: 77% of issue slots busy, the ALU pipe 42%
+ * against FMA 22%). The same operations per output in the same order (u over k, acc over j, then acc + p_hist u),
+ * so the same bits. Measured with score_dots<128> (H100, bench/device-runs/2027-01-21-k128w42, three rounds against
+ * the generic steps): the head-once kernel 164 -> 111 us under ncu (ALU 42% -> 26%), the stacked 16-sequence
+ * diffusion pass 310.2 -> 316.1 agg tok/s (its denoise figure 378.3 -> 391.0), the lone coreset preview 5.277 ->
+ * 5.246 ms. */
+template <int RT, int DIM>
+__device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, int dk_rt, int dv_rt, int rows, int t) {
+    constexpr int R = DIM ? RT / (F_THREADS / DIM) : RT; /* rows a thread (the unrolled r loop) */
+    static_assert(!DIM || RT % (F_THREADS / DIM) == 0, "rows a thread");
+    const int dk = DIM ? DIM : dk_rt, dv = DIM ? DIM : dv_rt, NR = F_THREADS / dv, c = t % dv, rg = t / dv;
+    const int pst = T.pst;
+    if (!DIM && rg >= NR) return;
     const float *Ss = T.Ss + c, *Vs = T.Vs + c;
     float u[R], acc[R];
 #pragma unroll
     for (int r = 0; r < R; r++) u[r] = 0.0f, acc[r] = 0.0f;
-#pragma unroll 4
-    for (int k = 0; k < DK; k += 4) {
-        const float s0 = Ss[k * DV], s1 = Ss[(k + 1) * DV], s2 = Ss[(k + 2) * DV], s3 = Ss[(k + 3) * DV];
+#pragma unroll(DIM ? 4 : 1)
+    for (int k = 0; k < dk; k += 4) {
+        const float s0 = Ss[k * dv], s1 = Ss[(k + 1) * dv], s2 = Ss[(k + 2) * dv], s3 = Ss[(k + 3) * dv];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int ii = rg + r * NR;
-            if (ii < rows) {
-                const float4 q4 = *(const float4 *)(T.qsc + ii * DK + k);
+            if ((DIM || r * NR < RT) && ii < rows) {
+                const float4 q4 = *(const float4 *)(T.qsc + ii * dk + k);
                 u[r] += s0 * q4.x;
                 u[r] += s1 * q4.y;
                 u[r] += s2 * q4.z;
@@ -284,11 +284,11 @@ __device__ __forceinline__ static void tile_readout128(const tile_bufs &T, int b
     }
     int j = 0;
     for (; j + 4 <= b; j += 4) {
-        const float v0 = Vs[j * DV], v1 = Vs[(j + 1) * DV], v2 = Vs[(j + 2) * DV], v3 = Vs[(j + 3) * DV];
+        const float v0 = Vs[j * dv], v1 = Vs[(j + 1) * dv], v2 = Vs[(j + 2) * dv], v3 = Vs[(j + 3) * dv];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int ii = rg + r * NR;
-            if (ii < rows) {
+            if ((DIM || r * NR < RT) && ii < rows) {
                 const float4 p4 = *(const float4 *)(T.p + ii * pst + j);
                 acc[r] += p4.x * v0;
                 acc[r] += p4.y * v1;
@@ -298,74 +298,17 @@ __device__ __forceinline__ static void tile_readout128(const tile_bufs &T, int b
         }
     }
     for (; j < b; j++) {
-        const float vv = Vs[j * DV];
+        const float vv = Vs[j * dv];
 #pragma unroll
         for (int r = 0; r < R; r++) {
             const int ii = rg + r * NR;
-            if (ii < rows) acc[r] += T.p[ii * pst + j] * vv;
+            if ((DIM || r * NR < RT) && ii < rows) acc[r] += T.p[ii * pst + j] * vv;
         }
     }
 #pragma unroll
     for (int r = 0; r < R; r++) {
         const int ii = rg + r * NR;
-        if (ii < rows) T.os[ii * DV + c] = acc[r] + T.p[ii * pst + b] * u[r];
-    }
-}
-
-/* read-out: a thread owns column c for the rows rg, rg + NR, ... of a tile of RT rows (k_block_head_s's split and
- * sums: each output's operations and their order do not depend on RT) */
-template <int RT>
-__device__ __forceinline__ static void tile_readout(const tile_bufs &T, int b, int dk, int dv, int rows, int t) {
-    const int NR = F_THREADS / dv, c = t % dv, rg = t / dv, pst = T.pst;
-    const float *Ss = T.Ss, *Vs = T.Vs, *qsc = T.qsc, *p = T.p;
-    if (rg < NR) {
-        float u[RT], acc[RT];
-#pragma unroll
-        for (int r = 0; r < RT; r++) u[r] = 0.0f, acc[r] = 0.0f;
-        for (int k = 0; k < dk; k += 4) {
-            const float s0 = Ss[k * dv + c], s1 = Ss[(k + 1) * dv + c], s2 = Ss[(k + 2) * dv + c],
-                        s3 = Ss[(k + 3) * dv + c];
-#pragma unroll
-            for (int r = 0; r < RT; r++) {
-                const int ii = rg + r * NR;
-                if (r * NR < RT && ii < rows) {
-                    const float4 q4 = *(const float4 *)(qsc + ii * dk + k);
-                    u[r] += s0 * q4.x;
-                    u[r] += s1 * q4.y;
-                    u[r] += s2 * q4.z;
-                    u[r] += s3 * q4.w;
-                }
-            }
-        }
-        int j = 0;
-        for (; j + 4 <= b; j += 4) {
-            const float v0 = Vs[j * dv + c], v1 = Vs[(j + 1) * dv + c], v2 = Vs[(j + 2) * dv + c],
-                        v3 = Vs[(j + 3) * dv + c];
-#pragma unroll
-            for (int r = 0; r < RT; r++) {
-                const int ii = rg + r * NR;
-                if (r * NR < RT && ii < rows) {
-                    const float4 p4 = *(const float4 *)(p + ii * pst + j);
-                    acc[r] += p4.x * v0;
-                    acc[r] += p4.y * v1;
-                    acc[r] += p4.z * v2;
-                    acc[r] += p4.w * v3;
-                }
-            }
-        }
-        for (; j < b; j++) {
-            const float vv = Vs[j * dv + c];
-#pragma unroll
-            for (int r = 0; r < RT; r++) {
-                const int ii = rg + r * NR;
-                if (r * NR < RT && ii < rows) acc[r] += p[ii * pst + j] * vv;
-            }
-        }
-#pragma unroll
-        for (int r = 0; r < RT; r++) {
-            const int ii = rg + r * NR;
-            if (r * NR < RT && ii < rows) T.os[ii * dv + c] = acc[r] + p[ii * pst + b] * u[r];
-        }
+        if ((DIM || r * NR < RT) && ii < rows) T.os[ii * dv + c] = acc[r] + T.p[ii * pst + b] * u[r];
     }
 }
 
@@ -449,9 +392,9 @@ __device__ __forceinline__ static void head_fused_tile(const fused_args &A, int 
     asm volatile("cp.async.wait_group 0;" ::: "memory");
     __syncthreads();
     if (A.k128)
-        tile_readout128<RT>(T, b, rows, tid);
+        tile_readout<RT, 128>(T, b, 128, 128, rows, tid);
     else
-        tile_readout<RT>(T, b, A.dk, A.dv, rows, tid);
+        tile_readout<RT, 0>(T, b, A.dk, A.dv, rows, tid);
     __syncthreads();
     tile_norm(A, T, h, i0, rows, lane, warp);
 }
@@ -563,15 +506,15 @@ __device__ __forceinline__ static void head_once(const fused_args &A, int h) {
             group_sync<G>(g);
         }
         if (A.k128)
-            tile_readout128<F_RT>(T, b, rows, t);
+            tile_readout<F_RT, 128>(T, b, 128, 128, rows, t);
         else
-            tile_readout<F_RT>(T, b, dk, A.dv, rows, t);
+            tile_readout<F_RT, 0>(T, b, dk, A.dv, rows, t);
         group_sync<G>(g);
         tile_norm(A, T, h, i0, rows, lane, warp); /* (o is rewritten only past the next tile's first barrier) */
     }
 }
 
-/* (min blocks 1: without it ptxas held the one-group form to 64 registers and spilled once the k128 steps came) */
+/* (min blocks 1: without it ptxas held the one-group form to 64 registers and spilled once the dk = dv = 128 steps came) */
 template <int G>
 __global__ void __launch_bounds__(G *F_THREADS, 1) k_block_head_once(fused_args A) {
     head_once<G>(A, (int)blockIdx.x);
@@ -683,7 +626,7 @@ static void heads_launch(const fused_args &A, const cuda_gdn_block_seqs *m, int 
     head_tile_launch<F_RT>(A, m, bmax, st);
 }
 
-/* tile_scores / tile_readout's unrolled steps at dk = dv = 128 (tile_readout128's comment): every real geometry. */
+/* score_dots / tile_readout's unrolled steps at dk = dv = 128 (tile_readout's comment): every real geometry. */
 static int k128_of(int dk, int dv) { return dk == 128 && dv == 128; }
 
 /* 1: the shapes or alignments do not fit this form (the caller runs the four-launch one); 0: launched;
