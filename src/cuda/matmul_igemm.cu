@@ -117,16 +117,24 @@ __device__ __forceinline__ void ig_copy_chunk(const ig_params &p, const uint8_t 
  * 5-9 pieces a thread a chunk in the WIDE form: about a quarter of a WIDE block's instructions). Here a
  * piece keeps its row's first byte and its slot, and a chunk adds c * CB: the same bytes to the same
  * shared-memory places as ig_copy_chunk (a piece's start is recomputed from the chunk's first byte, so
- * Q6_K's 210-byte chunks, not a multiple of 16, shift as they do there). */
+ * Q6_K's 210-byte chunks, not a multiple of 16, shift as they do there). A piece is two words, as registers
+ * are what cap the WIDE form's blocks an SM (64-bit row pointers and a separate slot were 111 registers at one
+ * block's bounds, 90 now): a source offset from the block's first weight row (BO rows of one tensor, well under
+ * 4 GiB) and a stage place, all ones when idle. Aligned, the offset is the piece's own first byte and the place
+ * its place; otherwise the offset is its row's first byte and the place is shifted left once with the piece's
+ * slot in the low 5 bits (places are 16-byte multiples; a row takes at most 19 pieces). The rows' pieces: a
+ * WIDE tile (BO = 128) has at most 8 rows, the others 32. */
 template <int T, int BO>
 struct ig_pieces {
     static constexpr int CB = ig_chunk_bytes<T>(), PPR = (CB + 15) / 16 + 1, PA = IG_ACS / 16;
-    static constexpr int NW = (BO * PPR + IG_THREADS - 1) / IG_THREADS, NA = (32 * PA + IG_THREADS - 1) / IG_THREADS;
-    const uint8_t *wrow[NW]; /* the piece's weight row (its first byte), NULL when the piece is idle */
-    unsigned wdst[NW];       /* its place in a stage, 16-byte piece pc of row r */
-    int wpc[NW];
-    const uint8_t *asrc[NA]; /* the rows' pieces (chunk 0), NULL when idle */
-    unsigned adst[NA];
+    static constexpr int ROWS = BO == 8 * IG_BO ? 8 : 32;
+    static constexpr int NW = (BO * PPR + IG_THREADS - 1) / IG_THREADS, NA = (ROWS * PA + IG_THREADS - 1) / IG_THREADS;
+    static_assert(PPR <= 32, "ig_pieces: a piece's slot in 5 bits");
+    const uint8_t *wb;   /* the block's first weight row (row n0 of wbase) */
+    unsigned woff[NW];   /* aligned: the piece's first byte - wb; else its row's first byte - wb */
+    unsigned wdst[NW];   /* its place in a stage (16-byte piece pc of row r); not aligned: place << 1 | pc */
+    unsigned aoff[NA];   /* the rows' pieces (chunk 0) - p.xq */
+    unsigned adst[NA];   /* ~0u when idle */
     /* every row's chunks 16-byte aligned and whole (a chunk a multiple of 16 bytes, the rows and experts on
      * 16-byte boundaries, Q8_0 rows of whole chunks): a piece is then always inside the tensor and its row, and
      * copy() issues it without the range checks and the byte-by-byte fallback (the SASS of the grouped Q4_K pair
@@ -139,39 +147,40 @@ struct ig_pieces {
         aligned = p.aligned_ok && CB % 16 == 0 &&
                   ((p.row_bytes | p.expert_stride | (size_t)(uintptr_t)wbase) & 15) == 0 &&
                   (T != MM_Q8_0 || p.n_in % IG_CHUNK == 0);
+        wb = wbase + (size_t)n0 * p.row_bytes;
 #pragma unroll
         for (int j = 0; j < NW; j++) {
             const int idx = tid + j * IG_THREADS, r = idx / PPR, pc = idx % PPR, o = n0 + r;
             /* aligned: a row's CB / 16 pieces, its last (PPR - 1: a misaligned row's spill) idle */
             const bool live = idx < BO * PPR && o < p.n_out && !(aligned && 16 * pc >= CB);
-            wrow[j] = live ? wbase + (size_t)o * p.row_bytes : NULL;
-            wdst[j] = (unsigned)(r * p.sbp + 16 * pc);
-            wpc[j] = pc;
+            const unsigned place = (unsigned)(r * p.sbp + 16 * pc);
+            woff[j] = (unsigned)((size_t)r * p.row_bytes) + (aligned ? 16u * pc : 0u);
+            wdst[j] = !live ? ~0u : aligned ? place : place << 1 | (unsigned)pc;
         }
 #pragma unroll
         for (int j = 0; j < NA; j++) {
             const int idx = tid + j * IG_THREADS, i = idx / PA, pc = idx % PA;
             const bool live = idx < m_count * PA;
-            asrc[j] = live ? p.xq + (size_t)xrow[i] * IG_ACS + 16 * pc : NULL;
-            adst[j] = (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc);
+            aoff[j] = live ? (unsigned)((size_t)xrow[i] * IG_ACS + 16 * pc) : 0u;
+            adst[j] = live ? (unsigned)(BO * p.sbp + i * IG_ACS + 16 * pc) : ~0u;
         }
     }
 
     /* chunk c into the stage at dst (ig_copy_chunk's bytes and places, PREQ) */
     __device__ __forceinline__ void copy(const ig_params &p, int c, uint8_t *dst) const {
         const unsigned sd = (unsigned)__cvta_generic_to_shared(dst);
-        const size_t xoff = (size_t)c * p.xq_rows * IG_ACS;
+        const uint8_t *xa = p.xq + (size_t)c * p.xq_rows * IG_ACS;
 #pragma unroll
         for (int j = 0; j < NA; j++)
-            if (asrc[j])
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(asrc[j] + xoff)
+            if (adst[j] != ~0u)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(xa + aoff[j])
                              : "memory");
+        const uint8_t *wc = wb + (size_t)c * CB;
         if (aligned) {
 #pragma unroll
             for (int j = 0; j < NW; j++)
-                if (wrow[j])
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]),
-                                 "l"(wrow[j] + (size_t)c * CB + 16 * wpc[j])
+                if (wdst[j] != ~0u)
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(wc + woff[j])
                                  : "memory");
             return;
         }
@@ -179,14 +188,15 @@ struct ig_pieces {
         const int cb = T == MM_Q8_0 ? nbk * MM_Q8_0_BYTES : CB;
 #pragma unroll
         for (int j = 0; j < NW; j++) {
-            if (!wrow[j]) continue;
-            const uint8_t *src = wrow[j] + (size_t)c * CB;
-            const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * wpc[j];
+            if (wdst[j] == ~0u) continue;
+            const uint8_t *src = wc + woff[j];
+            const uint8_t *q = (const uint8_t *)((uintptr_t)src & ~(uintptr_t)15) + 16 * (wdst[j] & 31u);
             if (q >= src + cb) continue;
+            const unsigned place = wdst[j] >> 1 & ~15u;
             if (q >= p.w_lo && q + 16 <= p.w_end) {
-                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(q) : "memory");
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + place), "l"(q) : "memory");
             } else {
-                uint8_t *d = dst + wdst[j];
+                uint8_t *d = dst + place;
                 for (int i = 0; i < 16; i++)
                     if (q + i >= p.w_lo && q + i < p.w_end) d[i] = q[i];
             }
@@ -393,13 +403,13 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
  * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
  * and yrow for the next tile. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NTL = 0>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NTL = 0, int NS1 = IG_STAGES>
 __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     constexpr bool TALL = NTL > 0;
     static_assert(!TALL || (PREQ && !WIDE && S2 == 0 && (T == MM_Q4_K || T == MM_Q5_K) && NTL <= 4),
                   "igemm_tile: the tall tiles are the grouped K-quants' with the rows in scratch");
     constexpr int BO = WIDE ? 8 * IG_BO : TALL ? 4 * IG_BO : IG_BO;
-    constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : IG_STAGES, NSLOT = CPS * NST;
+    constexpr int CPS = S2 ? 2 : 1, NST = S2 ? S2 : NS1, NSLOT = CPS * NST;
     extern __shared__ __align__(16) uint8_t sm[];
     /* WIDE: + ty >> 30 (0: ty < 2^17) keeps ptxas from hoisting the threads' set-up (the copy pieces' places)
      * out of igemm_kernel's tile loop, where it held ~25 more registers across the chunk loop */
@@ -671,16 +681,18 @@ __device__ __forceinline__ void ig_pair_pick(ig_params &p) {
  * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
  * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
  * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
-__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : 1) igemm_kernel(ig_params p) {
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES>
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 < IG_STAGES ? 3 : 1) igemm_kernel(ig_params p) {
     static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
+    static_assert(NS1 == IG_STAGES || (NS1 == 3 && S2 == 0 && PREQ && WIDE),
+                  "igemm_kernel: the 3-stage ring (three blocks an SM) in the WIDE form only");
     ig_pair_pick(p);
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if (p.perm != NULL && (int)blockIdx.y >= *p.ntiles) return;
     for (unsigned ty = blockIdx.y;;) {
-        igemm_tile<T, PREQ, WIDE, K2, S2>(p, ty);
+        igemm_tile<T, PREQ, WIDE, K2, S2, 0, NS1>(p, ty);
         if (!WIDE || p.perm == NULL) return; /* dense, and the non-WIDE tiles: one a block */
         ty += gridDim.y;
         if ((int)ty >= *p.ntiles) return;
@@ -1344,17 +1356,31 @@ static unsigned ig_tile_rows(const void *f, size_t smem, dim3 grid) {
     return (unsigned)cap;
 }
 
-template <int T, bool PREQ, bool WIDE, bool K2, int S2>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES>
 static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
-    const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2>;
+    const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2, NS1>;
     ig_attr(f);
     ig_params q = *p;
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    const size_t smem = ig_smem_slots(p, S2 ? 2 * S2 : IG_STAGES);
+    const size_t smem = ig_smem_slots(p, S2 ? 2 * S2 : NS1);
     if (WIDE && p->perm) grid.y = ig_tile_rows(f, smem, grid); /* the tile loop (igemm_kernel) */
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2>, grid, dim3(IG_THREADS), smem, st, q);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2, NS1>, grid, dim3(IG_THREADS), smem, st, q);
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
+
+/* W3 (CLOVER_CUDA_IG_W3=1, off until measured; cuda_ig_w3_set: 1/0, negative: the environment again): the grouped
+ * Q4_K WIDE tiles on a 3-stage ring at three blocks an SM instead of 4 stages at two. Why: ncu of the 16-row AR
+ * step's expert pair (H100, bench/device-runs/2027-01-20-arstep41 seq2) had it at 46% of issue slots and 63% of
+ * DRAM with both its registers (111) and its shared memory (~100 KB) capping it at two blocks (4 warps a
+ * scheduler), a warp issuing every 7.4 cycles: more warps to hide the decode chain's latency. The 3-stage
+ * ring still keeps two chunks in flight a block (six an SM against six); the registers fit 80 (ig_pieces' compact
+ * form) without spills. Only Q4_K: Q5_K's and Q6_K's stages (128 rows x 208 / 240 bytes) do not fit three blocks.
+ * The same arithmetic on the same chunks in the same order: the same bits (test_cuda_moe_tiles). Taken where the
+ * device holds three such blocks an SM (cudaOccupancy...). */
+static int g_ig_w3 = -1;
+static unsigned long long g_ig_w3_launches;
+extern "C" void cuda_ig_w3_set(int on) { cuda_switch_set(&g_ig_w3, on); }
+extern "C" unsigned long long cuda_ig_w3_launches(void) { return __atomic_load_n(&g_ig_w3_launches, __ATOMIC_RELAXED); }
 
 template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
@@ -1370,6 +1396,17 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
         else
             ig_launch_s<T, PREQ, WIDE, K2, S2a>(p, grid, st);
         return;
+    }
+    if constexpr (PREQ && WIDE && K2 && T == MM_Q4_K) { /* W3 (above) */
+        const void *f3 = (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0, 3>;
+        if (p->perm && cuda_switch_on(&g_ig_w3, "CLOVER_CUDA_IG_W3", 0)) {
+            ig_attr(f3);
+            if (ig_blocks_sm(f3, ig_smem_slots(p, 3)) >= 3) {
+                ig_launch_s<T, PREQ, WIDE, K2, 0, 3>(p, grid, st);
+                __atomic_fetch_add(&g_ig_w3_launches, 1, __ATOMIC_RELAXED);
+                return;
+            }
+        }
     }
     ig_launch_s<T, PREQ, WIDE, K2, 0>(p, grid, st);
 }
@@ -1606,3 +1643,4 @@ int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cu
                           : 0;
     return 0;
 }
+

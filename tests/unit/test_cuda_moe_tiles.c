@@ -9,8 +9,10 @@
  *    routed uniformly over 256 experts (~200 tiles: more than the cap, so blocks walk 2+ tiles), 16 rows x top-8 over
  *    100 experts (the stacked AR step), 1 and 3 rows; n_in 512 / 2048, n_out 512 / 2048 / 200, x a row or a slot;
  *  - each against the loop at the cap by shape, at caps 3 and 1 forced (every block walks several tiles, or one
- *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), and
- *    with the K2 sums off (cap 2); the launches with a cut grid counted (cuda_moe_tile_loop_launches);
+ *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), with
+ *    the K2 sums off (cap 2), and with W3 (cuda_ig_w3_set: Q4_K's tiles at three blocks an SM on a 3-stage ring; at
+ *    the cap by shape and at cap 3); the launches with a cut grid counted (cuda_moe_tile_loop_launches), and W3's
+ *    (cuda_ig_w3_launches: every Q4_K launch of a W3 form takes it, no other type's);
  *  - a CUDA graph captured with the loop on (its first launches, the occupancy query inside the capture) replayed on
  *    two routings of different tile counts: the eager full grid's bits for each (a fixed grid whatever the tiles).
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases (for
@@ -33,38 +35,42 @@
 static int g_small; /* CLOVER_TEST_SMALL=1 */
 enum { POOL = 13, WIDE_TILE = 8, BO = 128 }; /* distinct weight matrices; a WIDE tile's slots; a block's outputs */
 
-/* the forms against the full grid (loop off, X2 off, K2 on): loop on/off, the cap forced (0: by shape), X2 as
- * cuda_ig_x2_set takes it, K2 */
+/* the forms against the full grid (loop off, X2 off, K2 on, W3 off): loop on/off, the cap forced (0: by shape), X2
+ * as cuda_ig_x2_set takes it, K2, W3 */
 typedef struct form {
     const char *name;
-    int loop, cap, x2, k2;
+    int loop, cap, x2, k2, w3;
 } form;
 static const form FORMS[] = {
-    {"loop", 1, 0, 0, 1},           {"loop cap 3", 1, 3, 0, 1}, {"loop cap 1", 1, 1, 0, 1},
-    {"loop cap 3, X2", 1, 3, 1, 1}, {"loop, X2 3 stages", 1, 0, 3, 1}, {"loop cap 2, K2 off", 1, 2, 0, 0},
+    {"loop", 1, 0, 0, 1, 0},           {"loop cap 3", 1, 3, 0, 1, 0},        {"loop cap 1", 1, 1, 0, 1, 0},
+    {"loop cap 3, X2", 1, 3, 1, 1, 0}, {"loop, X2 3 stages", 1, 0, 3, 1, 0}, {"loop cap 2, K2 off", 1, 2, 0, 0, 0},
+    {"loop, W3", 1, 0, 0, 1, 1},       {"loop cap 3, W3", 1, 3, 0, 1, 1},
 };
 enum { N_FORMS = sizeof FORMS / sizeof FORMS[0] };
-static const form REF = {"full grid", 0, 0, 0, 1};
+static const form REF = {"full grid", 0, 0, 0, 1, 0};
 static void form_set(const form *f) {
     cuda_moe_tile_loop_set(f->loop);
     cuda_moe_tile_cap_set(f->cap);
     cuda_ig_x2_set(f->x2);
     cuda_ig_k2_set(f->k2);
+    cuda_ig_w3_set(f->w3);
 }
 static void forms_reset(void) {
     cuda_moe_tile_loop_set(-1);
     cuda_moe_tile_cap_set(-1);
     cuda_ig_x2_set(-1);
     cuda_ig_k2_set(-1);
+    cuda_ig_w3_set(-1);
 }
 
 /* Whether a launch of the grouping pass's worst case of max_tiles tiles on per = grid.x * grid.z blocks a tile row
  * gets a cut grid under form f: 1 yes, 0 no, -1 either (by shape: ceil(2 * SMs * blocks an SM / per), blocks an SM
- * 1 or 2 at ~100-170 KB of shared memory a block). */
+ * 1 or 2 at ~100-170 KB of shared memory a block, 3 under W3). */
 static int cut(const form *f, size_t max_tiles, size_t per) {
     if (!f->loop) return 0;
     if (f->cap > 0) return (size_t)f->cap < max_tiles;
-    const size_t sms = (size_t)cuda_sm_count(), hi = (4 * sms + per - 1) / per, lo = (2 * sms + per - 1) / per;
+    const size_t sms = (size_t)cuda_sm_count(), hi = ((f->w3 ? 6 : 4) * sms + per - 1) / per,
+                 lo = (2 * sms + per - 1) / per;
     return hi < max_tiles ? 1 : lo >= max_tiles ? 0 : -1;
 }
 
@@ -205,7 +211,12 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
         for (int f = 0; f < N_FORMS; f++) {
             form_set(&FORMS[f]);
             l0 = cuda_moe_tile_loop_launches();
+            const unsigned long long w0 = cuda_ig_w3_launches();
             set_run(&m, mode, NULL, got, got_u);
+            /* W3: every launch of Q4_K's WIDE tiles (one, or two for the pair as two launches), no other type's */
+            const unsigned long long w3_want = FORMS[f].w3 && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
+            CHECK_MSG(cuda_ig_w3_launches() - w0 == w3_want, "%s, %s: %llu W3 launches, not %llu", what,
+                      FORMS[f].name, cuda_ig_w3_launches() - w0, w3_want);
             const int c = cut(&FORMS[f], mt, ot * (mode == 1 ? 2 : 1));
             const unsigned long long want = c > 0 ? (mode == 2 ? 2u : 1u) : 0u, n = cuda_moe_tile_loop_launches() - l0;
             CHECK_MSG(c < 0 || n == want, "%s, %s: %llu launches with a cut grid, not %llu (%zu tiles at most)", what,
@@ -317,7 +328,7 @@ static void test_graph(void) {
         CU(cudaMemcpy(ref[r][2], dy1, ny * sizeof(float), cudaMemcpyDeviceToHost));
     }
     /* captured with the loop on at the cap by shape */
-    const form on = {"loop", 1, 0, 0, 1};
+    const form on = {"loop", 1, 0, 0, 1, 0};
     form_set(&on);
     const unsigned long long l0 = cuda_moe_tile_loop_launches();
     cudaGraph_t g = NULL;
