@@ -10,8 +10,8 @@
 #  t  every test_cuda_* binary (dr_cuda_tests: test_cuda_moe_tiles holds W3 to the full grid's bits and counts its
 #     launches; test_cuda_preview checks 7f4561d's block-operator mend), memcheck of test_cuda_moe_tiles (SMALL),
 #     `clover run` ids at the default and with W3=1
-#  b  W3 0 / 1 alternating, three rounds: bench_batch --mode ar --n 16 --gen 96, the lone preview / commit
-#     (bench_cuda_preview); the stacked diffusion pass (bench_batch --mode diffusion --n 16) in round 1
+#  b  W3 0 / 1 alternating, W3_ROUNDS (3) rounds: bench_batch --mode ar --n 16 --gen 96, the lone preview / commit
+#     (bench_cuda_preview); the stacked diffusion pass (bench_batch --mode diffusion --n 16) in round 1 unless W3_DIFF=0
 #  n  ncu of the 16-row AR step's pair and down with W3=1 (arstep41's pair16 with the 3-stage kernel)
 #  s  serve AR and diffusion with W3=1
 # Predictions (before the run; H100): t all pass, ids dac8ccfd8b1c / 55bedcfef53b both ways. n: the pair 88.8 ->
@@ -47,14 +47,14 @@ if has t; then
 fi
 if has b; then
   wait $SPID
-  for r in 1 2 3; do
+  for r in $(seq 1 ${W3_ROUNDS:-3}); do
     for v in 0 1; do
-      [ "$(el)" -lt $(( ${DR_LIMIT:-585} - 40 )) ] || break
+      [ "$(el)" -lt $(( ${DR_LIMIT:-585} - 60 )) ] || break
       CLOVER_CUDA_IG_W3=$v timeout 60 "$D/bin/bench_batch" $F --device cuda --mode ar --n 16 --prompt 32 \
         --gen 96 > "$O/ar_${v}_$r.log" 2>&1
       say "b$r rc=$? AR n 16 W3=$v: $(grep -E '^ +16 ' "$O/ar_${v}_$r.log" | tail -1 | cut -c1-110)"
       dr_preview "w3_${v}_$r" CLOVER_CUDA_IG_W3=$v
-      if [ $r = 1 ]; then
+      if [ $r = 1 ] && [ "${W3_DIFF:-1}" = 1 ]; then
         CLOVER_CUDA_IG_W3=$v timeout 90 "$D/bin/bench_batch" $F --device cuda --mode diffusion --n 16 --prompt 32 \
           --gen 64 > "$O/bd_${v}_$r.log" 2>&1
         say "b$r rc=$? diffusion n 16 W3=$v: $(grep -E '^ +16 ' "$O/bd_${v}_$r.log" | tail -1 | cut -c1-110)"
