@@ -370,9 +370,11 @@ void cuda_ig_aligned_set(int on);
  * them, else the form's own choice), negative: the environment again. */
 void cuda_ig_x2_set(int on);
 unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2 / 3 stages (tests: taken) */
-/* The grouped Q4_K WIDE tiles at three blocks an SM on a 3-stage ring (matmul_igemm.cu's W3; the same bits): OFF
- * unless CLOVER_CUDA_IG_W3=1 until measured on a device; 1/0 overrides, negative: the environment again. */
-void cuda_ig_w3_set(int on);
+/* The grouped Q4_K WIDE tiles at three blocks an SM on a 3-stage ring (matmul_igemm.cu's W3; the same bits):
+ * CLOVER_CUDA_IG_W3 unset (2, AUTO) in every pass not narrowed to a coreset (cuda_moe_args.narrow: a lone preview
+ * lost 0.2 ms with it, a commit and the stacked AR step gained), 1 every grouped Q4_K WIDE launch, 0 none;
+ * cuda_ig_w3_set: 0..2, negative: the environment again. */
+void cuda_ig_w3_set(int mode);
 unsigned long long cuda_ig_w3_launches(void); /* W3 launches so far (tests: taken) */
 /* The tile loop of the grouped integer kernel's WIDE tiles (cuda_moe_chunk / _pair with few slots an expert: a
  * preview, a commit, a decode batch's experts): grid.y cut from the worst-case tile count to about two waves of

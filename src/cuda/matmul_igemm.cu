@@ -1368,18 +1368,23 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
 
-/* W3 (CLOVER_CUDA_IG_W3=1, off until measured; cuda_ig_w3_set: 1/0, negative: the environment again): the grouped
- * Q4_K WIDE tiles on a 3-stage ring at three blocks an SM instead of 4 stages at two. Why: ncu of the 16-row AR
- * step's expert pair (H100, bench/device-runs/2027-01-20-arstep41 seq2) had it at 46% of issue slots and 63% of
- * DRAM with both its registers (111) and its shared memory (~100 KB) capping it at two blocks (4 warps a
- * scheduler), a warp issuing every 7.4 cycles: more warps to hide the decode chain's latency. The 3-stage
- * ring still keeps two chunks in flight a block (six an SM against six); the registers fit 80 (ig_pieces' compact
- * form) without spills. Only Q4_K: Q5_K's and Q6_K's stages (128 rows x 208 / 240 bytes) do not fit three blocks.
- * The same arithmetic on the same chunks in the same order: the same bits (test_cuda_moe_tiles). Taken where the
- * device holds three such blocks an SM (cudaOccupancy...). */
-static int g_ig_w3 = -1;
+/* W3 (CLOVER_CUDA_IG_W3; cuda_ig_w3_set): the grouped Q4_K WIDE tiles on a 3-stage ring at three blocks an SM
+ * instead of 4 stages at two. Why: ncu of the 16-row AR step's expert pair (H100, bench/device-runs/2027-01-20-arstep41
+ * seq2) had it at 46% of issue slots and 63% of DRAM with both its registers (111) and its shared memory (~100 KB)
+ * capping it at two blocks (4 warps a scheduler), a warp issuing every 7.4 cycles. The 3-stage ring still keeps two
+ * chunks in flight a block; the registers fit 80 (ig_pieces' two-word form) without spills. Only Q4_K: Q5_K's and
+ * Q6_K's stages (128 rows x 208 / 240 bytes) do not fit three blocks. The same arithmetic on the same chunks in the
+ * same order: the same bits (test_cuda_moe_tiles). Measured (H100, bench/device-runs/2027-01-22-w3w43, two rounds):
+ * the 16-row AR step 1,962 / 1,970 -> 2,016 / 2,003 agg tok/s (+2.2%; the pair 88.8 -> 83.5 us and the down 58.5 ->
+ * 51.0 under ncu: six warps a scheduler, but each issuing every ~10 cycles, so the issue rate barely moved), the
+ * commit 10.19 / 10.21 -> 10.04 / 10.01 ms, while a coreset preview lost 0.2 ms (5.25 / 5.21 -> 5.43 / 5.42: its
+ * ~30 tiles fill under a wave, where the deeper ring of a lone block is what counts). So the mode: 2 (AUTO, unset)
+ * every grouped launch of a pass not narrowed to a coreset (cuda_moe_args.narrow), 1 every one, 0 none. Taken where
+ * the device holds three such blocks an SM (cudaOccupancy...). */
+static int g_ig_w3 = INT_MIN;
 static unsigned long long g_ig_w3_launches;
-extern "C" void cuda_ig_w3_set(int on) { cuda_switch_set(&g_ig_w3, on); }
+enum { IG_W3_OFF = 0, IG_W3_ALL = 1, IG_W3_AUTO = 2 };
+extern "C" void cuda_ig_w3_set(int mode) { __atomic_store_n(&g_ig_w3, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED); }
 extern "C" unsigned long long cuda_ig_w3_launches(void) { return __atomic_load_n(&g_ig_w3_launches, __ATOMIC_RELAXED); }
 
 template <int T, bool PREQ, bool WIDE, bool K2>
@@ -1399,7 +1404,8 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     }
     if constexpr (PREQ && WIDE && K2 && T == MM_Q4_K) { /* W3 (above) */
         const void *f3 = (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0, 3>;
-        if (p->perm && cuda_switch_on(&g_ig_w3, "CLOVER_CUDA_IG_W3", 0)) {
+        const int w3 = cuda_env_int(&g_ig_w3, "CLOVER_CUDA_IG_W3", IG_W3_AUTO);
+        if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->narrow))) {
             ig_attr(f3);
             if (ig_blocks_sm(f3, ig_smem_slots(p, 3)) >= 3) {
                 ig_launch_s<T, PREQ, WIDE, K2, 0, 3>(p, grid, st);

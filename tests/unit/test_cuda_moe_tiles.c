@@ -11,8 +11,10 @@
  *  - each against the loop at the cap by shape, at caps 3 and 1 forced (every block walks several tiles, or one
  *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), with
  *    the K2 sums off (cap 2), and with W3 (cuda_ig_w3_set: Q4_K's tiles at three blocks an SM on a 3-stage ring; at
- *    the cap by shape and at cap 3); the launches with a cut grid counted (cuda_moe_tile_loop_launches), and W3's
- *    (cuda_ig_w3_launches: every Q4_K launch of a W3 form takes it, no other type's);
+ *    the cap by shape and at cap 3, and AUTO, which leaves the narrowed (coreset) passes' launches alone: the
+ *    preview routing's cases are flagged narrow); the launches with a cut grid counted
+ *    (cuda_moe_tile_loop_launches), and W3's (cuda_ig_w3_launches: every Q4_K launch of a W3 form takes it, AUTO
+ *    only outside a narrowed pass, no other type's);
  *  - a CUDA graph captured with the loop on (its first launches, the occupancy query inside the capture) replayed on
  *    two routings of different tile counts: the eager full grid's bits for each (a fixed grid whatever the tiles).
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases (for
@@ -36,7 +38,7 @@ static int g_small; /* CLOVER_TEST_SMALL=1 */
 enum { POOL = 13, WIDE_TILE = 8, BO = 128 }; /* distinct weight matrices; a WIDE tile's slots; a block's outputs */
 
 /* the forms against the full grid (loop off, X2 off, K2 on, W3 off): loop on/off, the cap forced (0: by shape), X2
- * as cuda_ig_x2_set takes it, K2, W3 */
+ * as cuda_ig_x2_set takes it, K2, W3 as cuda_ig_w3_set takes it (0 off, 1 all, 2 AUTO) */
 typedef struct form {
     const char *name;
     int loop, cap, x2, k2, w3;
@@ -44,7 +46,7 @@ typedef struct form {
 static const form FORMS[] = {
     {"loop", 1, 0, 0, 1, 0},           {"loop cap 3", 1, 3, 0, 1, 0},        {"loop cap 1", 1, 1, 0, 1, 0},
     {"loop cap 3, X2", 1, 3, 1, 1, 0}, {"loop, X2 3 stages", 1, 0, 3, 1, 0}, {"loop cap 2, K2 off", 1, 2, 0, 0, 0},
-    {"loop, W3", 1, 0, 0, 1, 1},       {"loop cap 3, W3", 1, 3, 0, 1, 1},
+    {"loop, W3", 1, 0, 0, 1, 1},       {"loop cap 3, W3", 1, 3, 0, 1, 1},    {"loop, W3 auto", 1, 0, 0, 1, 2},
 };
 enum { N_FORMS = sizeof FORMS / sizeof FORMS[0] };
 static const form REF = {"full grid", 0, 0, 0, 1, 0};
@@ -190,9 +192,10 @@ static void set_oracle(const moe_set *m, const float *y, const float *yu, const 
 static size_t n_cases, n_runs;
 /* One case: each mode's full-grid bits, then every form's against them. */
 static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, size_t nd, size_t n_in, size_t n_out,
-                       int x_per_slot) {
+                       int x_per_slot, int narrow) {
     moe_set m;
     set_make(&m, type, n_rows, k, n_expert, nd, n_in, n_out, x_per_slot);
+    m.a.narrow = narrow;
     const size_t ny = m.n_slots * n_out, mt = max_tiles(&m), ot = (n_out + BO - 1) / BO;
     float *ref = malloc(ny * sizeof(float)), *ref_u = malloc(ny * sizeof(float));
     float *got = malloc(ny * sizeof(float)), *got_u = malloc(ny * sizeof(float));
@@ -213,8 +216,10 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
             l0 = cuda_moe_tile_loop_launches();
             const unsigned long long w0 = cuda_ig_w3_launches();
             set_run(&m, mode, NULL, got, got_u);
-            /* W3: every launch of Q4_K's WIDE tiles (one, or two for the pair as two launches), no other type's */
-            const unsigned long long w3_want = FORMS[f].w3 && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
+            /* W3: every launch of Q4_K's WIDE tiles (one, or two for the pair as two launches), AUTO's outside a
+             * narrowed pass only, no other type's */
+            const int w3 = FORMS[f].w3 == 1 || (FORMS[f].w3 == 2 && !narrow);
+            const unsigned long long w3_want = w3 && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
             CHECK_MSG(cuda_ig_w3_launches() - w0 == w3_want, "%s, %s: %llu W3 launches, not %llu", what,
                       FORMS[f].name, cuda_ig_w3_launches() - w0, w3_want);
             const int c = cut(&FORMS[f], mt, ot * (mode == 1 ? 2 : 1));
@@ -238,10 +243,10 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
 static void test_preview(void) {
     static const uint32_t T[] = {QUANT_Q4_K, QUANT_Q5_K};
     for (int t = 0; t < 2; t++) {
-        tiles_case(T[t], 32, 8, 256, 8, 2048, 512, 0); /* the gate / up */
+        tiles_case(T[t], 32, 8, 256, 8, 2048, 512, 0, 1); /* the gate / up (a coreset preview: narrow) */
         if (g_small) continue;
-        tiles_case(T[t], 32, 8, 256, 4, 512, 2048, 1); /* the down, x a slot */
-        tiles_case(T[t], 32, 8, 256, 6, 2048, 200, 0);
+        tiles_case(T[t], 32, 8, 256, 4, 512, 2048, 1, 1); /* the down, x a slot */
+        tiles_case(T[t], 32, 8, 256, 6, 2048, 200, 0, 1);
     }
     printf("  preview routing (32 rows on 4..8 experts): %zu cases so far, %zu runs bit-identical to the full grid\n",
            n_cases, n_runs);
@@ -251,11 +256,11 @@ static void test_preview(void) {
 static void test_many(void) {
     static const uint32_t T[] = {QUANT_Q4_K, QUANT_Q5_K};
     for (int t = 0; t < 2; t++) {
-        tiles_case(T[t], 32, 8, 256, 0, g_small ? 512 : 2048, g_small ? 200 : 512, 0);
+        tiles_case(T[t], 32, 8, 256, 0, g_small ? 512 : 2048, g_small ? 200 : 512, 0, 0);
         if (g_small) continue;
-        tiles_case(T[t], 32, 8, 256, 0, 512, 2048, 1);
-        tiles_case(T[t], 16, 8, 100, 0, 2048, 512, 0);
-        tiles_case(T[t], 16, 8, 100, 0, 512, 2048, 1);
+        tiles_case(T[t], 32, 8, 256, 0, 512, 2048, 1, 0);
+        tiles_case(T[t], 16, 8, 100, 0, 2048, 512, 0, 0);
+        tiles_case(T[t], 16, 8, 100, 0, 512, 2048, 1, 0);
     }
     printf("  many tiles (32 rows over 256 experts, 16 over 100): %zu cases so far, %zu runs bit-identical\n", n_cases,
            n_runs);
@@ -265,18 +270,18 @@ static void test_many(void) {
 static void test_few_rows(void) {
     static const uint32_t T[] = {QUANT_Q4_K, QUANT_Q5_K};
     for (int t = 0; t < 2; t++) {
-        tiles_case(T[t], 3, 8, 256, 0, 512, 200, 0);
+        tiles_case(T[t], 3, 8, 256, 0, 512, 200, 0, 0);
         if (g_small) continue;
-        tiles_case(T[t], 1, 8, 256, 0, 2048, 512, 0);
-        tiles_case(T[t], 3, 8, 256, 0, 2048, 2048, 1);
+        tiles_case(T[t], 1, 8, 256, 0, 2048, 512, 0, 0);
+        tiles_case(T[t], 3, 8, 256, 0, 2048, 2048, 1, 0);
     }
     printf("  1 and 3 rows: %zu cases so far, %zu runs bit-identical\n", n_cases, n_runs);
 }
 
 /* the other WIDE instantiations: Q8_0 and Q6_K experts */
 static void test_other_types(void) {
-    tiles_case(QUANT_Q8_0, 32, 8, 256, 0, 512, 200, 0);
-    tiles_case(QUANT_Q6_K, 32, 8, 256, 0, 512, 200, 1);
+    tiles_case(QUANT_Q8_0, 32, 8, 256, 0, 512, 200, 0, 0);
+    tiles_case(QUANT_Q6_K, 32, 8, 256, 0, 512, 200, 1, 0);
     printf("  Q8_0 and Q6_K WIDE tiles: %zu cases in all, %zu runs bit-identical\n", n_cases, n_runs);
 }
 

@@ -14,6 +14,12 @@
 #     (bench_cuda_preview); the stacked diffusion pass (bench_batch --mode diffusion --n 16) in round 1 unless W3_DIFF=0
 #  n  ncu of the 16-row AR step's pair and down with W3=1 (arstep41's pair16 with the 3-stage kernel)
 #  s  serve AR and diffusion with W3=1
+#  f  (added after seq1: W3 AUTO, the default since, on in every pass not narrowed to a coreset) test_cuda_moe_tiles
+#     (AUTO left alone in the narrowed preview cases), test_cuda_matmul b, test_cuda_preview, test_cuda_batch; memcheck
+#     of test_cuda_moe_tiles' test_many (SMALL; seq1's memcheck named no test and ran none); ids; one round of AR n 16
+#     and the lone preview / commit at the default against W3=0; serve AR at the default.
+#     Predicted (H100): all pass, ids as before; AR n 16 +2% (~2,010 against ~1,965), the coreset preview the W3=0
+#     figure (5.21-5.25 ms: AUTO leaves it), the commit -0.15 ms (~10.05); serve AR 5.67 -> 5.75-5.85x.
 # Predictions (before the run; H100): t all pass, ids dac8ccfd8b1c / 55bedcfef53b both ways. n: the pair 88.8 ->
 # 65-72 us (issue 46% -> ~60%, occupancy ~36%), the down 58.5 -> 48-52. b: AR n 16 +8..+12% agg tok/s (W3 0 at
 # ~1,945 as before: the compact pieces move no figure), the lone coreset preview +-0.05 ms (its ~30 tiles fill under
@@ -75,5 +81,27 @@ if has s; then
   say "AR file at +$(el)s"
   dr_serve $AR "CLOVER_CUDA_IG_W3=1" 16 128 1 ar
   dr_serve $F "CLOVER_CUDA_IG_W3=1" 16 64 1 diffusion
+fi
+if has f; then
+  AR=/tmp/synth35-ar.gguf
+  ( [ -s $AR ] || { timeout 200 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
+    > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; } ) &
+  APID=$!
+  tst test_cuda_moe_tiles all 100
+  tst test_cuda_matmul b 150 CLOVER_TEST_ONLY=test_moe_decode,test_moe_chunk,test_moe_igw,test_moe_persist,test_moe_tall,test_moe_many_experts,test_moe_dec32
+  tst test_cuda_preview all 100
+  tst test_cuda_batch all 100
+  CLOVER_TEST_SMALL=1 dr_memcheck test_cuda_moe_tiles test_many 150
+  wait $SPID
+  dr_run_ids auto
+  for v in auto 0; do
+    e=""; [ $v = 0 ] && e=CLOVER_CUDA_IG_W3=0
+    env $e timeout 60 "$D/bin/bench_batch" $F --device cuda --mode ar --n 16 --prompt 32 --gen 96 > "$O/arf_$v.log" 2>&1
+    say "f rc=$? AR n 16 W3=$v: $(grep -E '^ +16 ' "$O/arf_$v.log" | tail -1 | cut -c1-110)"
+    dr_preview "f_$v" $e
+  done
+  wait $APID
+  say "AR file at +$(el)s"
+  dr_serve $AR "" 16 128 1 ar
 fi
 dr_end
