@@ -235,6 +235,7 @@ struct backend_session {
     size_t decode_rows;         /* dense integer products past this many rows take the chunk form (1..8) */
     size_t moe_decode_rows;     /* the same for the grouped expert products */
     bool moe_narrow;            /* the layer being enqueued routes inside a coreset (many rows an expert) */
+    bool moe_preview;           /* ... and belongs to a preview (cuda_moe_args.preview) */
     bool dec32_narrow;          /* CLOVER_CUDA_MOE_DEC32_NARROW=1: the MoE decode form there too (A/B) */
     bool stack_preview_off;     /* CLOVER_CUDA_NO_STACK_PREVIEW: previews and resolves one sequence at a time (A/B) */
     /* The last committed row's logits kept in sc.logits row 0 by a stacked decode step (backend.h's

@@ -298,7 +298,8 @@ static int moe_mm_as(backend_session *s, const model_weight *w, const model_weig
                        .x = x,
                        .x_per_slot = per_slot,
                        .y = y,
-                       .narrow = s->moe_narrow};
+                       .narrow = s->moe_narrow,
+                       .preview = s->moe_preview};
     moe_source(s, w, &a);
     char why[256] = "";
     if (x_up && (w_up || moe_dec32(s, w, n) || moe_takes_decode(s, w)))
@@ -354,7 +355,8 @@ static int moe_mm_pair(backend_session *s, const model_weight *wg, const model_w
                        .x = x,
                        .x_per_slot = 0,
                        .y = yg,
-                       .narrow = s->moe_narrow};
+                       .narrow = s->moe_narrow,
+                       .preview = s->moe_preview};
     moe_source(s, wg, &a);
     char why[256] = "";
     if (cuda_moe_chunk_pair(&a, moe_up_source(s, wu), yu, s->sc.moe_work, s->stream, why, sizeof why))
@@ -720,6 +722,7 @@ static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il
         s->xv_moe = w;
     }
     s->moe_narrow = p->preview && (p->coreset || stack_has_coreset(p));
+    s->moe_preview = p->preview;
     /* the down product's quantiser forms silu(ge) * ue where it takes the chunk form (glu_down_moe) */
     const float *x_up = NULL;
     if (moe_fuses(s, &w->gate_exps, &w->up_exps, n)) {
@@ -732,7 +735,7 @@ static int layer_moe_routed(backend_session *s, const model_layer *ml, size_t il
     }
     if (!rc) rc = moe_mm_as(s, &w->down_exps, NULL, sc->ge, 1, n, sc->ye, x_up, err);
     s->xv_moe = NULL;
-    s->moe_narrow = false;
+    s->moe_narrow = s->moe_preview = false;
     if (rc) return rc;
     if (Fs) {
         if (side) {

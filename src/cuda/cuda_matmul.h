@@ -306,6 +306,9 @@ typedef struct cuda_moe_args {
     /* nonzero: the rows are routed inside a narrow set of experts (a preview's coreset: ~all the rows on each kept
      * expert), so the chunk form may take its tall tiles (cuda_moe_tall_set); the bits do not depend on it */
     int narrow;
+    /* nonzero: the product belongs to a preview (a block's few rows: its tiles fill under a wave), so the chunk form
+     * keeps the grouped Q4_K tiles on the 4-stage ring (cuda_ig_w3_set's AUTO); the bits do not depend on it */
+    int preview;
 } cuda_moe_args;
 
 /* Decode form: 1 <= n_rows <= CUDA_MATMUL_DECODE_MAX_ROWS, 1 <= k <= CUDA_MOE_MAX_K;
@@ -371,8 +374,8 @@ void cuda_ig_aligned_set(int on);
 void cuda_ig_x2_set(int on);
 unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2 / 3 stages (tests: taken) */
 /* The grouped Q4_K WIDE tiles at three blocks an SM on a 3-stage ring (matmul_igemm.cu's W3; the same bits):
- * CLOVER_CUDA_IG_W3 unset (2, AUTO) in every pass not narrowed to a coreset (cuda_moe_args.narrow: a lone preview
- * lost 0.2 ms with it, a commit and the stacked AR step gained), 1 every grouped Q4_K WIDE launch, 0 none;
+ * CLOVER_CUDA_IG_W3 unset (2, AUTO) in every product outside a preview (cuda_moe_args.preview: a lone preview lost
+ * 0.14-0.2 ms with it, a commit and the stacked AR step gained), 1 every grouped Q4_K WIDE launch, 0 none;
  * cuda_ig_w3_set: 0..2, negative: the environment again. */
 void cuda_ig_w3_set(int mode);
 unsigned long long cuda_ig_w3_launches(void); /* W3 launches so far (tests: taken) */

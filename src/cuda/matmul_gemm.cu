@@ -445,7 +445,7 @@ static size_t moe_tile(const cuda_moe_args *a, ig_params *q, int few_ok) {
      * 64 outputs a block, a weight fragment decoded once a tile (matmul_igemm.cu's igemm_tall_kernel) */
     q->tall = q->wide && ig_tall_takes(a->type, a->narrow, a->n_in);
     if (q->tall) q->wide = 0;
-    q->narrow = a->narrow != 0;
+    q->preview = a->preview != 0;
     if (ig_plan(a->type, a->n_in, n_slots > 32 ? 32 : (int)n_slots, 1, q))
         return few_ok && fw_take(a->type, a->n_rows) ? (size_t)FW_MAX_ROWS : (size_t)q->br; /* few rows: 32 a tile */
     return BM;

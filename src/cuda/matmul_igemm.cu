@@ -1377,10 +1377,11 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
  * same order: the same bits (test_cuda_moe_tiles). Measured (H100, bench/device-runs/2027-01-22-w3w43, two rounds):
  * the 16-row AR step 1,962 / 1,970 -> 2,016 / 2,003 agg tok/s (+2.2%; the pair 88.8 -> 83.5 us and the down 58.5 ->
  * 51.0 under ncu: six warps a scheduler, but each issuing every ~10 cycles, so the issue rate barely moved), the
- * commit 10.19 / 10.21 -> 10.04 / 10.01 ms, while a coreset preview lost 0.2 ms (5.25 / 5.21 -> 5.43 / 5.42: its
- * ~30 tiles fill under a wave, where the deeper ring of a lone block is what counts). So the mode: 2 (AUTO, unset)
- * every grouped launch of a pass not narrowed to a coreset (cuda_moe_args.narrow), 1 every one, 0 none. Taken where
- * the device holds three such blocks an SM (cudaOccupancy...). */
+ * commit 10.19 / 10.21 -> 10.04 / 10.01 ms, while a lone preview lost, with its coreset 0.2 ms (5.25 / 5.21 ->
+ * 5.43 / 5.42) and without 0.14 (5.09 / 4.99 -> 5.20 / 5.15): its tiles fill under a wave, where the deeper ring of
+ * a lone block is what counts. So the mode: 2 (AUTO, unset) every grouped launch outside a preview
+ * (cuda_moe_args.preview), 1 every one, 0 none. Taken where the device holds three such blocks an SM
+ * (cudaOccupancy...). */
 static int g_ig_w3 = INT_MIN;
 static unsigned long long g_ig_w3_launches;
 enum { IG_W3_OFF = 0, IG_W3_ALL = 1, IG_W3_AUTO = 2 };
@@ -1405,7 +1406,7 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     if constexpr (PREQ && WIDE && K2 && T == MM_Q4_K) { /* W3 (above) */
         const void *f3 = (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0, 3>;
         const int w3 = cuda_env_int(&g_ig_w3, "CLOVER_CUDA_IG_W3", IG_W3_AUTO);
-        if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->narrow))) {
+        if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->preview))) {
             ig_attr(f3);
             if (ig_blocks_sm(f3, ig_smem_slots(p, 3)) >= 3) {
                 ig_launch_s<T, PREQ, WIDE, K2, 0, 3>(p, grid, st);

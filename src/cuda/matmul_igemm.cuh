@@ -35,7 +35,7 @@ typedef struct ig_params {
     int wide;          /* set before ig_plan: MoE tiles of <= 8 rows, 128 outputs a block (needs xq) */
     int tall;          /* set before ig_plan (not with wide): MoE K-quant tiles of <= 32 slots, 64 outputs a block,
                         * each weight fragment decoded once for all the tile's slots (igemm_tall_kernel; needs xq) */
-    int narrow;        /* MoE: the pass's rows are routed inside a coreset (cuda_moe_args.narrow; W3's AUTO) */
+    int preview;       /* MoE: the product belongs to a preview (cuda_moe_args.preview; W3's AUTO leaves it) */
     int bo;            /* outputs per block (ig_plan) */
     int tiles_cap;     /* PERSIST: the tile table's capacity (igp_launch sets it) */
     int pf;            /* igemm_q8_kernel launched with PDL: prefetch the block's weights into L2 before waiting */

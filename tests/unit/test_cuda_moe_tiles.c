@@ -11,10 +11,10 @@
  *  - each against the loop at the cap by shape, at caps 3 and 1 forced (every block walks several tiles, or one
  *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), with
  *    the K2 sums off (cap 2), and with W3 (cuda_ig_w3_set: Q4_K's tiles at three blocks an SM on a 3-stage ring; at
- *    the cap by shape and at cap 3, and AUTO, which leaves the narrowed (coreset) passes' launches alone: the
- *    preview routing's cases are flagged narrow); the launches with a cut grid counted
+ *    the cap by shape and at cap 3, and AUTO, which leaves a preview's launches alone: the preview routing's cases
+ *    are flagged preview); the launches with a cut grid counted
  *    (cuda_moe_tile_loop_launches), and W3's (cuda_ig_w3_launches: every Q4_K launch of a W3 form takes it, AUTO
- *    only outside a narrowed pass, no other type's);
+ *    only outside a preview, no other type's);
  *  - a CUDA graph captured with the loop on (its first launches, the occupancy query inside the capture) replayed on
  *    two routings of different tile counts: the eager full grid's bits for each (a fixed grid whatever the tiles).
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases (for
@@ -192,10 +192,10 @@ static void set_oracle(const moe_set *m, const float *y, const float *yu, const 
 static size_t n_cases, n_runs;
 /* One case: each mode's full-grid bits, then every form's against them. */
 static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, size_t nd, size_t n_in, size_t n_out,
-                       int x_per_slot, int narrow) {
+                       int x_per_slot, int preview) {
     moe_set m;
     set_make(&m, type, n_rows, k, n_expert, nd, n_in, n_out, x_per_slot);
-    m.a.narrow = narrow;
+    m.a.preview = preview;
     const size_t ny = m.n_slots * n_out, mt = max_tiles(&m), ot = (n_out + BO - 1) / BO;
     float *ref = malloc(ny * sizeof(float)), *ref_u = malloc(ny * sizeof(float));
     float *got = malloc(ny * sizeof(float)), *got_u = malloc(ny * sizeof(float));
@@ -217,8 +217,8 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
             const unsigned long long w0 = cuda_ig_w3_launches();
             set_run(&m, mode, NULL, got, got_u);
             /* W3: every launch of Q4_K's WIDE tiles (one, or two for the pair as two launches), AUTO's outside a
-             * narrowed pass only, no other type's */
-            const int w3 = FORMS[f].w3 == 1 || (FORMS[f].w3 == 2 && !narrow);
+             * preview only, no other type's */
+            const int w3 = FORMS[f].w3 == 1 || (FORMS[f].w3 == 2 && !preview);
             const unsigned long long w3_want = w3 && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
             CHECK_MSG(cuda_ig_w3_launches() - w0 == w3_want, "%s, %s: %llu W3 launches, not %llu", what,
                       FORMS[f].name, cuda_ig_w3_launches() - w0, w3_want);
@@ -243,7 +243,7 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
 static void test_preview(void) {
     static const uint32_t T[] = {QUANT_Q4_K, QUANT_Q5_K};
     for (int t = 0; t < 2; t++) {
-        tiles_case(T[t], 32, 8, 256, 8, 2048, 512, 0, 1); /* the gate / up (a coreset preview: narrow) */
+        tiles_case(T[t], 32, 8, 256, 8, 2048, 512, 0, 1); /* the gate / up (a coreset preview's) */
         if (g_small) continue;
         tiles_case(T[t], 32, 8, 256, 4, 512, 2048, 1, 1); /* the down, x a slot */
         tiles_case(T[t], 32, 8, 256, 6, 2048, 200, 0, 1);

@@ -14,8 +14,8 @@
 #     (bench_cuda_preview); the stacked diffusion pass (bench_batch --mode diffusion --n 16) in round 1 unless W3_DIFF=0
 #  n  ncu of the 16-row AR step's pair and down with W3=1 (arstep41's pair16 with the 3-stage kernel)
 #  s  serve AR and diffusion with W3=1
-#  f  (added after seq1: W3 AUTO, the default since, on in every pass not narrowed to a coreset) test_cuda_moe_tiles
-#     (AUTO left alone in the narrowed preview cases), test_cuda_matmul b, test_cuda_preview, test_cuda_batch; memcheck
+#  f  (added after seq1: W3 AUTO, the default since, on in every pass but a preview) test_cuda_moe_tiles
+#     (AUTO left alone in the preview cases), test_cuda_matmul b, test_cuda_preview, test_cuda_batch; memcheck
 #     of test_cuda_moe_tiles' test_many (SMALL; seq1's memcheck named no test and ran none); ids; one round of AR n 16
 #     and the lone preview / commit at the default against W3=0; serve AR at the default.
 #     Predicted (H100): all pass, ids as before; AR n 16 +2% (~2,010 against ~1,965), the coreset preview the W3=0
