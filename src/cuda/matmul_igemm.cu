@@ -57,6 +57,7 @@
 #include "cuda_switch.h"
 
 enum { IG_BO = 16, IG_THREADS = 256, IG_STAGES = 4, IG_CHUNK = 256, IG_SMEM_MAX = 220 * 1024 };
+enum { IG_W3_STAGES = 3, IG_W3_BLOCKS = 3 }; /* W3's ring and its blocks an SM (ig_launch_k) */
 
 __device__ __forceinline__ int ig_ld32(const uint8_t *p) { return *(const int *)p; }
 __device__ __forceinline__ int ig_ld32a2(const uint8_t *p) {
@@ -682,10 +683,11 @@ __device__ __forceinline__ void ig_pair_pick(ig_params &p) {
  * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
  * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
 template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES>
-__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 < IG_STAGES ? 3 : 1) igemm_kernel(ig_params p) {
+__global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 == IG_W3_STAGES ? IG_W3_BLOCKS : 1)
+    igemm_kernel(ig_params p) {
     static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
-    static_assert(NS1 == IG_STAGES || (NS1 == 3 && S2 == 0 && PREQ && WIDE),
+    static_assert(NS1 == IG_STAGES || (NS1 == IG_W3_STAGES && S2 == 0 && PREQ && WIDE),
                   "igemm_kernel: the 3-stage ring (three blocks an SM) in the WIDE form only");
     ig_pair_pick(p);
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
@@ -1384,7 +1386,7 @@ static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
  * (cudaOccupancy...). */
 static int g_ig_w3 = INT_MIN;
 static unsigned long long g_ig_w3_launches;
-enum { IG_W3_OFF = 0, IG_W3_ALL = 1, IG_W3_AUTO = 2 };
+enum { IG_W3_ALL = 1, IG_W3_AUTO = 2 }; /* (0: none) */
 extern "C" void cuda_ig_w3_set(int mode) { __atomic_store_n(&g_ig_w3, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED); }
 extern "C" unsigned long long cuda_ig_w3_launches(void) { return __atomic_load_n(&g_ig_w3_launches, __ATOMIC_RELAXED); }
 
@@ -1404,12 +1406,12 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
         return;
     }
     if constexpr (PREQ && WIDE && K2 && T == MM_Q4_K) { /* W3 (above) */
-        const void *f3 = (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0, 3>;
+        const void *f3 = (const void *)igemm_kernel<T, PREQ, WIDE, K2, 0, IG_W3_STAGES>;
         const int w3 = cuda_env_int(&g_ig_w3, "CLOVER_CUDA_IG_W3", IG_W3_AUTO);
         if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->preview))) {
             ig_attr(f3);
-            if (ig_blocks_sm(f3, ig_smem_slots(p, 3)) >= 3) {
-                ig_launch_s<T, PREQ, WIDE, K2, 0, 3>(p, grid, st);
+            if (ig_blocks_sm(f3, ig_smem_slots(p, IG_W3_STAGES)) >= IG_W3_BLOCKS) {
+                ig_launch_s<T, PREQ, WIDE, K2, 0, IG_W3_STAGES>(p, grid, st);
                 __atomic_fetch_add(&g_ig_w3_launches, 1, __ATOMIC_RELAXED);
                 return;
             }
@@ -1650,4 +1652,3 @@ int igp_launch(uint32_t type, const ig_params *p, int ts, unsigned max_tiles, cu
                           : 0;
     return 0;
 }
-
