@@ -177,11 +177,12 @@ struct ig_pieces {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(xa + aoff[j])
                              : "memory");
         const uint8_t *wc = wb + (size_t)c * CB;
-        if (aligned) {
+        if (aligned) { /* the offsets summed in 32 bits (a block's rows span < 4 GiB): one 64-bit add a piece */
+            const unsigned co = (unsigned)c * (unsigned)CB;
 #pragma unroll
             for (int j = 0; j < NW; j++)
                 if (wdst[j] != ~0u)
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(wc + woff[j])
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(wb + (co + woff[j]))
                                  : "memory");
             return;
         }
