@@ -182,7 +182,8 @@ struct ig_pieces {
 #pragma unroll
             for (int j = 0; j < NW; j++)
                 if (wdst[j] != ~0u)
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(wb + (co + woff[j]))
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]),
+                                 "l"(wb + (co + woff[j]))
                                  : "memory");
             return;
         }
