@@ -379,11 +379,6 @@ unsigned long long cuda_ig_x2_launches(int stages); /* X2 launches so far with 2
  * cuda_ig_w3_set: 0..2, negative: the environment again. */
 void cuda_ig_w3_set(int mode);
 unsigned long long cuda_ig_w3_launches(void); /* W3 launches so far (tests: taken) */
-/* PFD: the WIDE grouped K-quant tiles prefetch into L2 the chunk d steps past their ring's copy, following a block's
- * tile walk (matmul_igemm.cu's ig_pf_chunk; the same bits). CLOVER_CUDA_IG_PFD = d (0, unset: off); cuda_ig_pfd_set:
- * d >= 0, negative: the environment again. */
-void cuda_ig_pfd_set(int d);
-unsigned long long cuda_ig_pfd_launches(void); /* PFD launches so far (tests: taken) */
 /* The tile loop of the grouped integer kernel's WIDE tiles (cuda_moe_chunk / _pair with few slots an expert: a
  * preview, a commit, a decode batch's experts): grid.y cut from the worst-case tile count to about two waves of
  * blocks, each block walking the tiles y, y + gridDim.y, ... that the grouping pass made; the same bits. On unless

@@ -177,7 +177,9 @@ struct ig_pieces {
                 asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + adst[j]), "l"(xa + aoff[j])
                              : "memory");
         const uint8_t *wc = wb + (size_t)c * CB;
-        if (aligned) { /* the offsets summed in 32 bits (a block's rows span < 4 GiB): one 64-bit add a piece */
+        /* aligned: the offsets summed in 32 bits (a block's rows span < 4 GiB), one 64-bit add a piece: W3's weight
+         * copy 62 -> 37 SASS instructions a chunk; no change measured in the passes (H100, 2027-01-23-pfd44) */
+        if (aligned) {
             const unsigned co = (unsigned)c * (unsigned)CB;
 #pragma unroll
             for (int j = 0; j < NW; j++)
@@ -206,34 +208,6 @@ struct ig_pieces {
         }
     }
 };
-
-/* PFD (CLOVER_CUDA_IG_PFD = d chunks, off by default until measured): a WIDE grouped K-quant launch prefetches into
- * L2 the chunk d steps beyond its ring's copy (threads 0..BO - 1 a weight row each), following the block's tile
- * walk (tile ty + gridDim.y when the chunk is past this tile's last). Why: ncu of the 16-row AR step's pair under W3
- * (H100, bench/device-runs/2027-01-22-w3w43) had it at 67% of DRAM and 47% of issue slots, long_scoreboard its top
- * stall: a block keeps only two chunks in flight, and a block (or a tile of the down, two chunks) starts with its
- * ring empty. A prefetch changes no byte the products read: the same bits. */
-template <int T, int BO>
-__device__ __forceinline__ void ig_pf_chunk(const ig_params &p, const uint8_t *wbase, int n0, unsigned ty, int s,
-                                            int nchunks) {
-    constexpr int CB = ig_chunk_bytes<T>();
-    const int r = threadIdx.x;
-    if (r >= BO || n0 + r >= p.n_out) return;
-    const int k = s / nchunks, c = s - k * nchunks; /* tile k of the walk past this one, its chunk c */
-    if (k > 0) {
-        ty += (unsigned)k * gridDim.y;
-        if ((int)ty >= *p.ntiles) return;
-        wbase = p.w + (size_t)p.tiles[3 * ty] * p.expert_stride;
-    }
-    const uint8_t *src = wbase + (size_t)(n0 + r) * p.row_bytes + (size_t)c * CB;
-    if (CB % 16 == 0 && (((uintptr_t)src) & 15) == 0) {
-        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(src), "n"(CB) : "memory");
-    } else { /* a 128-byte line that meets [src, src + CB) holds one of these three bytes (CB <= 256) */
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(src));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(src + CB / 2));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(src + CB - 1));
-    }
-}
 
 /* Q5_K's fifth-bit words of rows r0 (w0) and r1 (w1) for this lane (0 for Q4_K). */
 template <int T>
@@ -434,7 +408,7 @@ __device__ __forceinline__ void ig_k_superblock2_x2(const uint8_t *const (&w0)[2
  * grouped, output tile blockIdx.x of the grouping pass's tile ty (below the tile count: the caller checked). It
  * returns with the block's stores issued; under the tile loop igemm_kernel's barrier then frees the stages, xrow
  * and yrow for the next tile. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NTL = 0, int NS1 = IG_STAGES, bool PF = false>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NTL = 0, int NS1 = IG_STAGES>
 __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
     constexpr bool TALL = NTL > 0;
     static_assert(!TALL || (PREQ && !WIDE && S2 == 0 && (T == MM_Q4_K || T == MM_Q5_K) && NTL <= 4),
@@ -488,11 +462,6 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
-    /* PFD: the chunks after the ring's first into L2 (a later tile of the walk had them from the last one's steps) */
-    constexpr bool PFQ = PF && WIDE && PREQ && S2 == 0 && T != MM_Q8_0;
-    if constexpr (PFQ)
-        if (ty == blockIdx.y)
-            for (int s = NST - 1; s < NST - 1 + p.pfd; s++) ig_pf_chunk<T, BO>(p, wbase, n0, ty, s, nchunks);
     /* the block's rows, rounded to 8 bits as matmul_act.cu does, a warp per piece */
     if (!PREQ) {
         const int q8 = T == MM_Q8_0, wide = !q8 || p.n_in % 256 == 0, qb = wide ? 256 : 32;
@@ -551,8 +520,6 @@ __device__ __forceinline__ void igemm_tile(const ig_params &p, unsigned ty) {
             }
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
-        if constexpr (PFQ)
-            if (p.pfd > 0) ig_pf_chunk<T, BO>(p, wbase, n0, ty, st + NST - 1 + p.pfd, nchunks);
         if constexpr (CPS == 2) { /* S2: the stage's two super-blocks (chunks c, c + 1: partials 0, 1), or a last */
             const int c = 2 * st;
             const uint8_t *w0[2], *w1[2], *pb[2][1], *pc0[2][1], *pc1[2][1];
@@ -719,20 +686,19 @@ __device__ __forceinline__ void ig_pair_pick(ig_params &p) {
  * each with igemm_tile's arithmetic unchanged (the bits of one block a tile). With the loop off (grid.y the worst
  * case) every block has at most its own tile. A barrier between tiles: every warp is past the last tile's reads of
  * the stages (its ring drained: cp.async.wait_all in igemm_tile), xrow and yrow before the next tile writes them. */
-template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES, bool PF = false>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES>
 __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 == IG_W3_STAGES ? IG_W3_BLOCKS : 1)
     igemm_kernel(ig_params p) {
     static_assert(S2 == 0 || (PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K) && S2 >= 2),
                   "igemm_kernel: two chunks a stage in the grouped K-quants' WIDE form only");
     static_assert(NS1 == IG_STAGES || (NS1 == IG_W3_STAGES && S2 == 0 && PREQ && WIDE),
                   "igemm_kernel: the 3-stage ring (three blocks an SM) in the WIDE form only");
-    static_assert(!PF || (S2 == 0 && PREQ && WIDE && T != MM_Q8_0), "igemm_kernel: PFD in the WIDE K-quant form only");
     ig_pair_pick(p);
     pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
     pdl_trigger();
     if (p.perm != NULL && (int)blockIdx.y >= *p.ntiles) return;
     for (unsigned ty = blockIdx.y;;) {
-        igemm_tile<T, PREQ, WIDE, K2, S2, 0, NS1, PF>(p, ty);
+        igemm_tile<T, PREQ, WIDE, K2, S2, 0, NS1>(p, ty);
         if (!WIDE || p.perm == NULL) return; /* dense, and the non-WIDE tiles: one a block */
         ty += gridDim.y;
         if ((int)ty >= *p.ntiles) return;
@@ -1396,29 +1362,15 @@ static unsigned ig_tile_rows(const void *f, size_t smem, dim3 grid) {
     return (unsigned)cap;
 }
 
-/* PFD's distance (igemm_tile's ig_pf_chunk): CLOVER_CUDA_IG_PFD = d chunks (read once; cuda_ig_pfd_set: d >= 0,
- * negative: the environment again); 0, off, the default until a device A/B says otherwise. */
-static int g_ig_pfd = INT_MIN;
-static unsigned long long g_ig_pfd_launches;
-extern "C" void cuda_ig_pfd_set(int d) { __atomic_store_n(&g_ig_pfd, d < 0 ? INT_MIN : d, __ATOMIC_RELAXED); }
-extern "C" unsigned long long cuda_ig_pfd_launches(void) {
-    return __atomic_load_n(&g_ig_pfd_launches, __ATOMIC_RELAXED);
-}
-static int ig_pfd(void) {
-    const int d = cuda_env_int(&g_ig_pfd, "CLOVER_CUDA_IG_PFD", 0);
-    return d < 0 ? 0 : d > 64 ? 64 : d;
-}
-
-template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES, bool PF = false>
+template <int T, bool PREQ, bool WIDE, bool K2, int S2, int NS1 = IG_STAGES>
 static void ig_launch_s(const ig_params *p, dim3 grid, cudaStream_t st) {
-    const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2, NS1, PF>;
+    const void *f = (const void *)igemm_kernel<T, PREQ, WIDE, K2, S2, NS1>;
     ig_attr(f);
     ig_params q = *p;
     q.aligned_ok = cuda_switch_on(&g_ig_aligned, "CLOVER_CUDA_IG_ALIGNED", 1);
-    q.pfd = PF ? ig_pfd() : 0;
     const size_t smem = ig_smem_slots(p, S2 ? 2 * S2 : NS1);
     if (WIDE && p->perm) grid.y = ig_tile_rows(f, smem, grid); /* the tile loop (igemm_kernel) */
-    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2, NS1, PF>, grid, dim3(IG_THREADS), smem, st, q);
+    pdl_launch_rows(igemm_kernel<T, PREQ, WIDE, K2, S2, NS1>, grid, dim3(IG_THREADS), smem, st, q);
     if (S2) __atomic_fetch_add(&g_ig_x2_launches[S2 - 2], 1, __ATOMIC_RELAXED);
 }
 
@@ -1463,20 +1415,10 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
         if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->preview))) {
             ig_attr(f3);
             if (ig_blocks_sm(f3, ig_smem_slots(p, IG_W3_STAGES)) >= IG_W3_BLOCKS) {
-                if (ig_pfd() > 0) {
-                    ig_launch_s<T, PREQ, WIDE, K2, 0, IG_W3_STAGES, true>(p, grid, st);
-                    __atomic_fetch_add(&g_ig_pfd_launches, 1, __ATOMIC_RELAXED);
-                } else {
-                    ig_launch_s<T, PREQ, WIDE, K2, 0, IG_W3_STAGES>(p, grid, st);
-                }
+                ig_launch_s<T, PREQ, WIDE, K2, 0, IG_W3_STAGES>(p, grid, st);
                 __atomic_fetch_add(&g_ig_w3_launches, 1, __ATOMIC_RELAXED);
                 return;
             }
-        }
-        if (p->perm && ig_pfd() > 0) { /* PFD on the 4-stage ring */
-            ig_launch_s<T, PREQ, WIDE, K2, 0, IG_STAGES, true>(p, grid, st);
-            __atomic_fetch_add(&g_ig_pfd_launches, 1, __ATOMIC_RELAXED);
-            return;
         }
     }
     ig_launch_s<T, PREQ, WIDE, K2, 0>(p, grid, st);

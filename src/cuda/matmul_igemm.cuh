@@ -50,7 +50,6 @@ typedef struct ig_params {
     const uint8_t *seg_w[IG_SEG_MAX];
     float *seg_y[IG_SEG_MAX];
     int seg_n_out[IG_SEG_MAX];
-    int pfd; /* igemm_kernel's WIDE grouped Q4_K tiles: L2 prefetch d chunks past the ring (PFD; 0: none) */
 } ig_params;
 
 /* The integer mma of the K-quant kernels (matmul_igemm.cu, matmul_igemm_wide.cu): D += A (s8) x B (s8), and the
