@@ -706,6 +706,109 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 == IG_W3_STAGES ? IG_
     }
 }
 
+/* WR (CLOVER_CUDA_IG_WR=1, off by default until measured; cuda_ig_wr_set): the grouped Q4_K WIDE tiles with a ring
+ * per warp instead of a ring per block. Why: ncu of the 16-row AR step's W3 pair (H100, bench/device-runs/
+ * 2027-01-23-pfd44) showed its warps waiting on the chunk barrier as soon as their data came earlier (an L2 prefetch
+ * halved long_scoreboard and doubled the barrier's stall): a block's 8 warps move in lockstep, chunk by chunk. Here
+ * warp w copies its own 16 weight rows of each chunk (144 pieces of 16 bytes, the rows 144 bytes apart: 4 g + tig
+ * is a different bank for every lane of the fragment loads) into its own 3-stage ring and waits only on its own
+ * cp.async groups (and a __syncwarp); the tile's 8 rows of 8-bit activations, every chunk of them, are copied once
+ * a tile behind the tile's one barrier (19.5 KB at n_in 2048: ~75 KB a block, three an SM, as W3). Each warp's sums
+ * are igemm_tile's WIDE ones (ig_k_superblock2, chunk c's term into partial c & 1, then p0 + p1): the same bits
+ * (test_cuda_moe_tiles). Taken where W3 would be, for aligned rows and experts (16-byte pieces) only. */
+enum { IG_WR_WARP_ROWS = 16 };
+template <int T>
+__global__ void __launch_bounds__(IG_THREADS, IG_W3_BLOCKS) igemm_warp_kernel(ig_params p) {
+    static_assert(T == MM_Q4_K, "igemm_warp_kernel: the grouped Q4_K tiles");
+    constexpr int CB = ig_chunk_bytes<T>(), PPR = CB / 16, WP = IG_WR_WARP_ROWS * PPR, NWP = (WP + 31) / 32;
+    constexpr int NST = IG_W3_STAGES, PA = IG_ACS / 16, WSTS = IG_WR_WARP_ROWS * CB; /* a warp's stage: 2,304 B */
+    static_assert(CB % 16 == 0, "igemm_warp_kernel: whole 16-byte pieces a row");
+    ig_pair_pick(p);
+    pdl_wait(); /* the tiles and the rows are earlier kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    if ((int)blockIdx.y >= *p.ntiles) return;
+    extern __shared__ __align__(16) uint8_t sm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, tig = lane & 3;
+    const int nchunks = p.n_in / IG_CHUNK, n0 = blockIdx.x * (8 * IG_BO), wr0 = n0 + IG_WR_WARP_ROWS * warp;
+    uint8_t *act = sm, *ring = sm + (size_t)nchunks * 8 * IG_ACS + (size_t)warp * NST * WSTS;
+    /* this lane's weight pieces of each chunk: piece j * 32 + lane of the warp's 144 (row pi / PPR, 16 bytes pc) */
+    unsigned woff[NWP], wdst[NWP];
+#pragma unroll
+    for (int j = 0; j < NWP; j++) {
+        const int pi = j * 32 + lane, r = pi / PPR, pc = pi % PPR;
+        const bool live = pi < WP && wr0 + r < p.n_out;
+        woff[j] = (unsigned)((size_t)r * p.row_bytes) + 16u * pc;
+        wdst[j] = live ? (unsigned)(r * CB + 16 * pc) : ~0u;
+    }
+    const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
+    for (unsigned ty = blockIdx.y;;) {
+        const int32_t *t = p.tiles + 3 * ty;
+        const int e = t[0], first = t[1], m_count = t[2];
+        /* the tile's rows, every chunk: act[c][i] = chunk c of row i (one commit group, before the ring's) */
+        const unsigned act_s = (unsigned)__cvta_generic_to_shared(act);
+        for (int idx = tid; idx < nchunks * m_count * PA; idx += IG_THREADS) {
+            const int pc = idx % PA, ci = idx / PA, i = ci % m_count, c = ci / m_count;
+            const int s = p.perm[first + i], xr = p.x_per_slot ? s : s / p.k;
+            const uint8_t *src = p.xq + ((size_t)c * p.xq_rows + xr) * IG_ACS + 16 * pc;
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(act_s + (unsigned)((c * 8 + i) * IG_ACS +
+                                                                                              16 * pc)),
+                         "l"(src)
+                         : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+        const uint8_t *wb = p.w + (size_t)e * p.expert_stride + (size_t)wr0 * p.row_bytes;
+#pragma unroll
+        for (int s = 0; s < NST - 1; s++) { /* the warp's first chunks (a commit group each) */
+            if (s < nchunks) {
+#pragma unroll
+                for (int j = 0; j < NWP; j++)
+                    if (wdst[j] != ~0u)
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ring_s + s * WSTS + wdst[j]),
+                                     "l"(wb + ((unsigned)s * CB + woff[j]))
+                                     : "memory");
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+        }
+        asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory"); /* this thread's rows */
+        __syncthreads();                                                     /* everyone's rows */
+        float acc[1][2][4];
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) acc[0][h][q] = 0.0f;
+        const bool on[1] = {true};
+        for (int c = 0; c < nchunks; c++) {
+            asm volatile("cp.async.wait_group %0;" ::"n"(NST - 2) : "memory");
+            __syncwarp(); /* chunk c's pieces from every lane; every lane past chunk c - 1, whose stage is reused */
+            const int cn = c + NST - 1;
+            if (cn < nchunks) {
+                const unsigned sd = ring_s + (unsigned)(cn % NST) * WSTS, co = (unsigned)cn * CB;
+#pragma unroll
+                for (int j = 0; j < NWP; j++)
+                    if (wdst[j] != ~0u)
+                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]),
+                                     "l"(wb + (co + woff[j]))
+                                     : "memory");
+            }
+            asm volatile("cp.async.commit_group;" ::: "memory");
+            const uint8_t *stg = ring + (c % NST) * WSTS, *ab = act + (size_t)c * 8 * IG_ACS;
+            const uint8_t *pb[1] = {ab + g * IG_ACS}, *pc0[1] = {ab + 2 * tig * IG_ACS},
+                          *pc1[1] = {ab + (2 * tig + 1) * IG_ACS};
+            ig_k_superblock2<T, 1, 2>(stg + g * CB, stg + (g + 8) * CB, pb, pc0, pc1, on, tig, c & 1, acc);
+        }
+        asm volatile("cp.async.wait_all;" ::: "memory");
+#pragma unroll
+        for (int q = 0; q < 4; q++) { /* igemm_tile's WIDE store: p0 + p1 */
+            const int o = wr0 + (q < 2 ? g : g + 8), r = 2 * tig + (q & 1);
+            if (o < p.n_out && r < m_count)
+                p.y[(size_t)p.perm[first + r] * p.n_out + o] = __fadd_rn(acc[0][0][q], acc[0][1][q]);
+        }
+        ty += gridDim.y;
+        if ((int)ty >= *p.ntiles) return;
+        __syncthreads(); /* every warp is past this tile's rows before the next tile's copy */
+    }
+}
+
 /* TALL (cuda_moe_tall_set; the grouped Q4_K / Q5_K products of a preview routed inside its coreset): the grouping
  * pass's tiles of <= 32 slots of one expert, 64 outputs a block, on the tile loop's grid (as the WIDE launches).
  * Why: a coreset preview's ~8 kept experts each take all 32 rows, and the WIDE form's tiles of 8 slots x 128 outputs
@@ -1394,6 +1497,31 @@ enum { IG_W3_ALL = 1, IG_W3_AUTO = 2 }; /* (0: none) */
 extern "C" void cuda_ig_w3_set(int mode) { __atomic_store_n(&g_ig_w3, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED); }
 extern "C" unsigned long long cuda_ig_w3_launches(void) { return __atomic_load_n(&g_ig_w3_launches, __ATOMIC_RELAXED); }
 
+/* WR's switch (igemm_warp_kernel): CLOVER_CUDA_IG_WR=1 (read once; cuda_ig_wr_set: 1/0, negative: the environment
+ * again); off, the default, until a device A/B says otherwise. */
+static int g_ig_wr = -1;
+static unsigned long long g_ig_wr_launches;
+extern "C" void cuda_ig_wr_set(int on) { cuda_switch_set(&g_ig_wr, on); }
+extern "C" unsigned long long cuda_ig_wr_launches(void) {
+    return __atomic_load_n(&g_ig_wr_launches, __ATOMIC_RELAXED);
+}
+/* igemm_warp_kernel in place of W3's launch where it applies (1: launched) */
+template <int T>
+static int ig_launch_wr(const ig_params *p, dim3 grid, cudaStream_t st) {
+    if (!cuda_switch_on(&g_ig_wr, "CLOVER_CUDA_IG_WR", 0) || !p->xq || !p->perm || p->n_in % IG_CHUNK) return 0;
+    if (((uintptr_t)p->w | (uintptr_t)p->w_up | p->row_bytes | p->expert_stride) & 15) return 0;
+    const size_t smem = (size_t)(p->n_in / IG_CHUNK) * 8 * IG_ACS +
+                        (size_t)8 * IG_W3_STAGES * IG_WR_WARP_ROWS * ig_chunk_bytes<T>();
+    const void *f = (const void *)igemm_warp_kernel<T>;
+    if (smem > IG_SMEM_MAX) return 0;
+    ig_attr(f);
+    if (ig_blocks_sm(f, smem) < IG_W3_BLOCKS) return 0;
+    grid.y = ig_tile_rows(f, smem, grid); /* the tile loop's grid, as the WIDE launches */
+    pdl_launch_rows(igemm_warp_kernel<T>, grid, dim3(IG_THREADS), smem, st, *p);
+    __atomic_fetch_add(&g_ig_wr_launches, 1, __ATOMIC_RELAXED);
+    return 1;
+}
+
 template <int T, bool PREQ, bool WIDE, bool K2>
 static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
     constexpr bool X2 = PREQ && WIDE && K2 && (T == MM_Q4_K || T == MM_Q5_K);
@@ -1414,6 +1542,7 @@ static void ig_launch_k(const ig_params *p, dim3 grid, cudaStream_t st) {
         const int w3 = cuda_env_int(&g_ig_w3, "CLOVER_CUDA_IG_W3", IG_W3_AUTO);
         if (p->perm && (w3 == IG_W3_ALL || (w3 == IG_W3_AUTO && !p->preview))) {
             ig_attr(f3);
+            if (ig_launch_wr<T>(p, grid, st)) return; /* WR (igemm_warp_kernel), where it is on and applies */
             if (ig_blocks_sm(f3, ig_smem_slots(p, IG_W3_STAGES)) >= IG_W3_BLOCKS) {
                 ig_launch_s<T, PREQ, WIDE, K2, 0, IG_W3_STAGES>(p, grid, st);
                 __atomic_fetch_add(&g_ig_w3_launches, 1, __ATOMIC_RELAXED);

@@ -12,9 +12,10 @@
  *    block row all of them), with the X2 forms (the form's own stages at cap 3; 3 stages at the cap by shape), with
  *    the K2 sums off (cap 2), and with W3 (cuda_ig_w3_set: Q4_K's tiles at three blocks an SM on a 3-stage ring; at
  *    the cap by shape and at cap 3, and AUTO, which leaves a preview's launches alone: the preview routing's cases
- *    are flagged preview); the launches with a cut grid counted
+ *    are flagged preview), and with WR (cuda_ig_wr_set: a ring per warp in place of W3's launch; at the cap by shape,
+ *    at cap 1, and under W3's AUTO at cap 3); the launches with a cut grid counted
  *    (cuda_moe_tile_loop_launches), and W3's (cuda_ig_w3_launches: every Q4_K launch of a W3 form takes it, AUTO
- *    only outside a preview, no other type's);
+ *    only outside a preview, no other type's, none where WR takes them), and WR's (cuda_ig_wr_launches);
  *  - a CUDA graph captured with the loop on (its first launches, the occupancy query inside the capture) replayed on
  *    two routings of different tile counts: the eager full grid's bits for each (a fixed grid whatever the tiles).
  * Outputs poisoned (NaN) before every run and checked fully written. CLOVER_TEST_SMALL=1: a few cases (for
@@ -37,25 +38,35 @@
 static int g_small; /* CLOVER_TEST_SMALL=1 */
 enum { POOL = 13, WIDE_TILE = 8, BO = 128 }; /* distinct weight matrices; a WIDE tile's slots; a block's outputs */
 
-/* the forms against the full grid (loop off, X2 off, K2 on, W3 off): loop on/off, the cap forced (0: by shape), X2
- * as cuda_ig_x2_set takes it, K2, W3 as cuda_ig_w3_set takes it (0 off, 1 all, 2 AUTO) */
+/* the forms against the full grid (loop off, X2 off, K2 on, W3 off, WR off): loop on/off, the cap forced (0: by
+ * shape), X2 as cuda_ig_x2_set takes it, K2, W3 as cuda_ig_w3_set takes it (0 off, 1 all, 2 AUTO), WR */
 typedef struct form {
     const char *name;
-    int loop, cap, x2, k2, w3;
+    int loop, cap, x2, k2, w3, wr;
 } form;
 static const form FORMS[] = {
-    {"loop", 1, 0, 0, 1, 0},           {"loop cap 3", 1, 3, 0, 1, 0},        {"loop cap 1", 1, 1, 0, 1, 0},
-    {"loop cap 3, X2", 1, 3, 1, 1, 0}, {"loop, X2 3 stages", 1, 0, 3, 1, 0}, {"loop cap 2, K2 off", 1, 2, 0, 0, 0},
-    {"loop, W3", 1, 0, 0, 1, 1},       {"loop cap 3, W3", 1, 3, 0, 1, 1},    {"loop, W3 auto", 1, 0, 0, 1, 2},
+    {"loop", 1, 0, 0, 1, 0, 0},
+    {"loop cap 3", 1, 3, 0, 1, 0, 0},
+    {"loop cap 1", 1, 1, 0, 1, 0, 0},
+    {"loop cap 3, X2", 1, 3, 1, 1, 0, 0},
+    {"loop, X2 3 stages", 1, 0, 3, 1, 0, 0},
+    {"loop cap 2, K2 off", 1, 2, 0, 0, 0, 0},
+    {"loop, W3", 1, 0, 0, 1, 1, 0},
+    {"loop cap 3, W3", 1, 3, 0, 1, 1, 0},
+    {"loop, W3 auto", 1, 0, 0, 1, 2, 0},
+    {"loop, WR", 1, 0, 0, 1, 1, 1},
+    {"loop cap 1, WR", 1, 1, 0, 1, 1, 1},
+    {"loop cap 3, W3 auto, WR", 1, 3, 0, 1, 2, 1},
 };
 enum { N_FORMS = sizeof FORMS / sizeof FORMS[0] };
-static const form REF = {"full grid", 0, 0, 0, 1, 0};
+static const form REF = {"full grid", 0, 0, 0, 1, 0, 0};
 static void form_set(const form *f) {
     cuda_moe_tile_loop_set(f->loop);
     cuda_moe_tile_cap_set(f->cap);
     cuda_ig_x2_set(f->x2);
     cuda_ig_k2_set(f->k2);
     cuda_ig_w3_set(f->w3);
+    cuda_ig_wr_set(f->wr);
 }
 static void forms_reset(void) {
     cuda_moe_tile_loop_set(-1);
@@ -63,6 +74,7 @@ static void forms_reset(void) {
     cuda_ig_x2_set(-1);
     cuda_ig_k2_set(-1);
     cuda_ig_w3_set(-1);
+    cuda_ig_wr_set(-1);
 }
 
 /* Whether a launch of the grouping pass's worst case of max_tiles tiles on per = grid.x * grid.z blocks a tile row
@@ -214,14 +226,17 @@ static void tiles_case(uint32_t type, size_t n_rows, size_t k, size_t n_expert, 
         for (int f = 0; f < N_FORMS; f++) {
             form_set(&FORMS[f]);
             l0 = cuda_moe_tile_loop_launches();
-            const unsigned long long w0 = cuda_ig_w3_launches();
+            const unsigned long long w0 = cuda_ig_w3_launches(), wr0 = cuda_ig_wr_launches();
             set_run(&m, mode, NULL, got, got_u);
             /* W3: every launch of Q4_K's WIDE tiles (one, or two for the pair as two launches), AUTO's outside a
              * preview only, no other type's */
             const int w3 = FORMS[f].w3 == 1 || (FORMS[f].w3 == 2 && !preview);
-            const unsigned long long w3_want = w3 && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
+            const unsigned long long w3_want = w3 && !FORMS[f].wr && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
+            const unsigned long long wr_want = w3 && FORMS[f].wr && type == QUANT_Q4_K ? (mode == 2 ? 2u : 1u) : 0u;
             CHECK_MSG(cuda_ig_w3_launches() - w0 == w3_want, "%s, %s: %llu W3 launches, not %llu", what,
                       FORMS[f].name, cuda_ig_w3_launches() - w0, w3_want);
+            CHECK_MSG(cuda_ig_wr_launches() - wr0 == wr_want, "%s, %s: %llu WR launches, not %llu", what,
+                      FORMS[f].name, cuda_ig_wr_launches() - wr0, wr_want);
             const int c = cut(&FORMS[f], mt, ot * (mode == 1 ? 2 : 1));
             const unsigned long long want = c > 0 ? (mode == 2 ? 2u : 1u) : 0u, n = cuda_moe_tile_loop_launches() - l0;
             CHECK_MSG(c < 0 || n == want, "%s, %s: %llu launches with a cut grid, not %llu (%zu tiles at most)", what,
@@ -333,7 +348,7 @@ static void test_graph(void) {
         CU(cudaMemcpy(ref[r][2], dy1, ny * sizeof(float), cudaMemcpyDeviceToHost));
     }
     /* captured with the loop on at the cap by shape */
-    const form on = {"loop", 1, 0, 0, 1, 0};
+    const form on = {"loop", 1, 0, 0, 1, 0, 0};
     form_set(&on);
     const unsigned long long l0 = cuda_moe_tile_loop_launches();
     cudaGraph_t g = NULL;
