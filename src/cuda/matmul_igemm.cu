@@ -741,6 +741,15 @@ __global__ void __launch_bounds__(IG_THREADS, IG_W3_BLOCKS) igemm_warp_kernel(ig
         wdst[j] = live ? (unsigned)(r * CB + 16 * pc) : ~0u;
     }
     const unsigned ring_s = (unsigned)__cvta_generic_to_shared(ring);
+    /* chunk c of the warp's rows from wb into its stage c % NST (the offsets summed in 32 bits, as ig_pieces) */
+    auto copy_chunk = [&](const uint8_t *wb, int c) {
+        const unsigned sd = ring_s + (unsigned)(c % NST) * WSTS, co = (unsigned)c * CB;
+#pragma unroll
+        for (int j = 0; j < NWP; j++)
+            if (wdst[j] != ~0u)
+                asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]), "l"(wb + (co + woff[j]))
+                             : "memory");
+    };
     for (unsigned ty = blockIdx.y;;) {
         const int32_t *t = p.tiles + 3 * ty;
         const int e = t[0], first = t[1], m_count = t[2];
@@ -750,23 +759,14 @@ __global__ void __launch_bounds__(IG_THREADS, IG_W3_BLOCKS) igemm_warp_kernel(ig
             const int pc = idx % PA, ci = idx / PA, i = ci % m_count, c = ci / m_count;
             const int s = p.perm[first + i], xr = p.x_per_slot ? s : s / p.k;
             const uint8_t *src = p.xq + ((size_t)c * p.xq_rows + xr) * IG_ACS + 16 * pc;
-            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(act_s + (unsigned)((c * 8 + i) * IG_ACS +
-                                                                                              16 * pc)),
-                         "l"(src)
-                         : "memory");
+            const unsigned dst = act_s + (unsigned)((c * 8 + i) * IG_ACS + 16 * pc);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(src) : "memory");
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
         const uint8_t *wb = p.w + (size_t)e * p.expert_stride + (size_t)wr0 * p.row_bytes;
 #pragma unroll
         for (int s = 0; s < NST - 1; s++) { /* the warp's first chunks (a commit group each) */
-            if (s < nchunks) {
-#pragma unroll
-                for (int j = 0; j < NWP; j++)
-                    if (wdst[j] != ~0u)
-                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(ring_s + s * WSTS + wdst[j]),
-                                     "l"(wb + ((unsigned)s * CB + woff[j]))
-                                     : "memory");
-            }
+            if (s < nchunks) copy_chunk(wb, s);
             asm volatile("cp.async.commit_group;" ::: "memory");
         }
         asm volatile("cp.async.wait_group %0;" ::"n"(NST - 1) : "memory"); /* this thread's rows */
@@ -780,16 +780,7 @@ __global__ void __launch_bounds__(IG_THREADS, IG_W3_BLOCKS) igemm_warp_kernel(ig
         for (int c = 0; c < nchunks; c++) {
             asm volatile("cp.async.wait_group %0;" ::"n"(NST - 2) : "memory");
             __syncwarp(); /* chunk c's pieces from every lane; every lane past chunk c - 1, whose stage is reused */
-            const int cn = c + NST - 1;
-            if (cn < nchunks) {
-                const unsigned sd = ring_s + (unsigned)(cn % NST) * WSTS, co = (unsigned)cn * CB;
-#pragma unroll
-                for (int j = 0; j < NWP; j++)
-                    if (wdst[j] != ~0u)
-                        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(sd + wdst[j]),
-                                     "l"(wb + (co + woff[j]))
-                                     : "memory");
-            }
+            if (c + NST - 1 < nchunks) copy_chunk(wb, c + NST - 1);
             asm volatile("cp.async.commit_group;" ::: "memory");
             const uint8_t *stg = ring + (c % NST) * WSTS, *ab = act + (size_t)c * 8 * IG_ACS;
             const uint8_t *pb[1] = {ab + g * IG_ACS}, *pc0[1] = {ab + 2 * tig * IG_ACS},
