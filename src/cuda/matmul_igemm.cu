@@ -706,8 +706,8 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 == IG_W3_STAGES ? IG_
     }
 }
 
-/* WR (CLOVER_CUDA_IG_WR=1, off by default until measured; cuda_ig_wr_set): the grouped Q4_K WIDE tiles with a ring
- * per warp instead of a ring per block. Why: ncu of the 16-row AR step's W3 pair (H100, bench/device-runs/
+/* WR (on unless CLOVER_CUDA_IG_WR=0; cuda_ig_wr_set): the grouped Q4_K WIDE tiles with a ring per warp instead of a
+ * ring per block. Why: ncu of the 16-row AR step's W3 pair (H100, bench/device-runs/
  * 2027-01-23-pfd44) showed its warps waiting on the chunk barrier as soon as their data came earlier (an L2 prefetch
  * halved long_scoreboard and doubled the barrier's stall): a block's 8 warps move in lockstep, chunk by chunk. Here
  * warp w copies its own 16 weight rows of each chunk (144 pieces of 16 bytes, the rows 144 bytes apart: 4 g + tig
@@ -715,7 +715,11 @@ __global__ void __launch_bounds__(IG_THREADS, S2 ? 2 : NS1 == IG_W3_STAGES ? IG_
  * cp.async groups (and a __syncwarp); the tile's 8 rows of 8-bit activations, every chunk of them, are copied once
  * a tile behind the tile's one barrier (19.5 KB at n_in 2048: ~75 KB a block, three an SM, as W3). Each warp's sums
  * are igemm_tile's WIDE ones (ig_k_superblock2, chunk c's term into partial c & 1, then p0 + p1): the same bits
- * (test_cuda_moe_tiles). Taken where W3 would be, for aligned rows and experts (16-byte pieces) only. */
+ * (test_cuda_moe_tiles). Taken where W3 would be, for aligned rows and experts (16-byte pieces) only. Measured (H100,
+ * bench/device-runs/2027-01-24-wr45, two rounds against W3's block ring): the 16-row AR step 1,990 / 2,004 -> 2,066 /
+ * 2,066 agg tok/s (+3.2%), a commit 10.00 / 10.00 -> 9.73 / 9.77 ms, the previews (AUTO: not theirs) within 0.05
+ * ms; ncu: the down 51 -> 46.4 us, the pair 86.5 us as before (DRAM 69%, a warp's issues 11.2 cycles apart: the
+ * barrier stall is gone and long_scoreboard leads). */
 enum { IG_WR_WARP_ROWS = 16 };
 template <int T>
 __global__ void __launch_bounds__(IG_THREADS, IG_W3_BLOCKS) igemm_warp_kernel(ig_params p) {
@@ -1488,8 +1492,9 @@ enum { IG_W3_ALL = 1, IG_W3_AUTO = 2 }; /* (0: none) */
 extern "C" void cuda_ig_w3_set(int mode) { __atomic_store_n(&g_ig_w3, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED); }
 extern "C" unsigned long long cuda_ig_w3_launches(void) { return __atomic_load_n(&g_ig_w3_launches, __ATOMIC_RELAXED); }
 
-/* WR's switch (igemm_warp_kernel): CLOVER_CUDA_IG_WR=1 (read once; cuda_ig_wr_set: 1/0, negative: the environment
- * again); off, the default, until a device A/B says otherwise. */
+/* WR's switch (igemm_warp_kernel): on unless CLOVER_CUDA_IG_WR=0 (read once; cuda_ig_wr_set: 1/0, negative: the
+ * environment again). Where WR does not apply (rows or experts not 16-byte aligned, the tile's rows over shared
+ * memory at three blocks an SM) W3's block ring takes the launch. */
 static int g_ig_wr = -1;
 static unsigned long long g_ig_wr_launches;
 extern "C" void cuda_ig_wr_set(int on) { cuda_switch_set(&g_ig_wr, on); }
@@ -1499,7 +1504,7 @@ extern "C" unsigned long long cuda_ig_wr_launches(void) {
 /* igemm_warp_kernel in place of W3's launch where it applies (1: launched) */
 template <int T>
 static int ig_launch_wr(const ig_params *p, dim3 grid, cudaStream_t st) {
-    if (!cuda_switch_on(&g_ig_wr, "CLOVER_CUDA_IG_WR", 0) || !p->xq || !p->perm || p->n_in % IG_CHUNK) return 0;
+    if (!cuda_switch_on(&g_ig_wr, "CLOVER_CUDA_IG_WR", 1) || !p->xq || !p->perm || p->n_in % IG_CHUNK) return 0;
     if (((uintptr_t)p->w | (uintptr_t)p->w_up | p->row_bytes | p->expert_stride) & 15) return 0;
     const size_t smem = (size_t)(p->n_in / IG_CHUNK) * 8 * IG_ACS +
                         (size_t)8 * IG_W3_STAGES * IG_WR_WARP_ROWS * ig_chunk_bytes<T>();
