@@ -129,6 +129,12 @@ void cuda_gdn_chunk_ilp_set(int on);
  * again. The same bits as off (the same operations per element); cuda_gdn_chunk_ilp_set(1) overrides it. */
 void cuda_gdn_chunk_tile_set(int on);
 
+/* The decode form's two sequences a block (gdn_recurrent.cu's PAIR: the second's state copied in beside the first's
+ * before the kernel waits on its inputs): 1 for every call of two or more sequences, 2 where one sequence a block
+ * would be over one wave, 0 off (the default until measured; also CLOVER_CUDA_GDN_REC_PAIR), negative: the
+ * environment again. The same bits either way (the same operations per sequence). */
+void cuda_gdn_rec_pair_set(int on);
+
 /* 3. y may equal o. */
 int cuda_gdn_gated_norm(float *y,        // [n_vec][dv]
                         const float *o,  // [n_vec][dv]

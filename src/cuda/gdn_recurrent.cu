@@ -1,7 +1,7 @@
 /*
  * gdn_recurrent.cu: the decode form of step 2 of cuda_gdn.h, with the q/k
- * L2 norm, the gates and the gated output norm (step 3) fused in. Two
- * kernels, one block per (value head, sequence) each:
+ * L2 norm, the gates and the gated output norm (step 3) fused in. Three
+ * kernels, one block per (value head, sequence) but the pair form:
  *
  * gdn_rec_reg_kernel (dv % 8 == 0, dv <= 128; every real geometry): S
  * [dk][dv] lives in registers. Thread (j, p) = (tid % dv, tid / dv) owns column
@@ -25,6 +25,10 @@
  * 15.2 us), 32 blocks each walking 64 KB through shared memory in ~10
  * barrier-separated phases.
  *
+ * gdn_rec_pair_kernel (dk = dv = 128; CLOVER_CUDA_GDN_REC_PAIR): the register
+ * form with two sequences a block, the second's state copied into shared
+ * memory while the first computes (its comment says why).
+ *
  * gdn_rec_smem_kernel (any dims, the fallback; CLOVER_CUDA_GDN_REC=smem
  * forces it for A/B): S in shared memory for all the block's rows, the two
  * column sums split over P = threads / dv partitions added in a fixed order.
@@ -39,8 +43,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_device.h"
 #include "cuda_gdn.h"
 #include "cuda_pdl.cuh"
+#include "cuda_switch.h"
 
 enum { REC_THREADS = 512 };
 
@@ -178,43 +184,20 @@ static __device__ __forceinline__ float warp_sq128(const float *x, int lane) {
     return s;
 }
 
-/* FULL: dk == 128, every row of every thread real: no per-row guards (as branches they serialised the shared
- * loads behind them: 128 branches a row in the first build). MINB: blocks an SM. At 1 the kernel took 96 registers
- * a thread, so one 512-thread block an SM: a stacked step of 16 sequences (512 blocks) ran in 4 waves of ~10 us
- * (45.4 us a layer, H100 step25). At 2 ptxas fits it in 64 (a few bytes of spill outside the row loop) and the
- * waves halve; the arithmetic is the same instructions in the same order, so the same bits.
- * Thread (j, p) = (tid % dv, tid / dv): a warp is 32 consecutive columns of one row group, so each of its state
- * loads and stores is one 128-byte line. The first form put a warp on 8 columns x 4 row groups (tid / 4, tid % 4:
- * the 4 partials met by two shuffles), so each request touched four 32-byte pieces of rows 4 KB apart: ncu of the
- * 16-sequence AR step (bench/device-runs/2027-01-20-arstep41, H100) had the L1's LSU wavefronts at 64% the top unit,
- * DRAM 33%, 43.2 us; this form 29.2 us, DRAM 47%, the step +4.6% (1,859.5 -> 1,945.2 agg tok/s over three rounds,
- * a lone sequence unchanged). The 4 partials meet in shared memory, added in the shuffles' order ((p0 + p1) +
- * (p2 + p3)), and the gated norm's square sum keeps the shuffles' tree over each 8 columns and the 8-column parts
- * added in column order: the first form's operations on the same values, so its bits. */
-template <bool FULL, int MINB>
-__global__ void __launch_bounds__(4 * 128, MINB)
-    gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
-                       cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
-    const cuda_gdn_seq sq = seqs[blockIdx.y]; /* written by a host copy before the pass */
+/* One sequence's rows with its state in S (gdn_rec_reg_kernel's row loop), then S back to the state: the body of
+ * both kernel forms below, inlined, so each sequence gets the same instructions in the same order. */
+template <bool FULL>
+__device__ __forceinline__ void gdn_rec_rows(float (&S)[REG_ROWS], float *y, const float *qkv, const float *z,
+                                             const float *b, const float *a, const cuda_gdn_weights &w,
+                                             const cuda_gdn_seq *seqs, int si, const cuda_gdn_seq &sq,
+                                             const cuda_gdn_dims &d, float scale, float (&kq)[2][4 * REG_ROWS],
+                                             float (&wred)[2][16], float (&part)[2][4][128]) {
     const int h = blockIdx.x, nk = d.n_k_heads, nv = d.n_v_heads, dk = d.k_dim, dv = d.v_dim;
     const int cd = 2 * nk * dk + nv * dv;
     const int kh = d.tiled ? h % nk : h / (nv / nk);
     const int tid = threadIdx.x, lane = tid & 31, nwarps = dv >> 3;
     const int j = tid % dv, p = tid / dv;
     const int i0 = p * REG_ROWS; /* this thread's rows of S: i0 .. i0 + 31 (those < dk) */
-    float S[REG_ROWS];
-    float *Sg = sq.state + (size_t)h * dk * dv + j;
-    if (sq.n > 0) { /* before the wait: see the file's comment */
-#pragma unroll
-        for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
-    }
-    pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
-    pdl_trigger();
-    if (sq.n <= 0) return;
-    __shared__ __align__(16) float kq[2][4 * REG_ROWS]; /* the row's raw k and q, zero past dk */
-    __shared__ float wred[2][16];
-    __shared__ float part[2][4][128]; /* the row groups' partial sums of kv and of o */
-    const float scale = (float)pow((double)dk, -0.5);
 
     for (int t = 0; t < sq.n; t++) {
         const size_t row = (size_t)sq.row0 + t;
@@ -286,10 +269,105 @@ __global__ void __launch_bounds__(4 * 128, MINB)
     }
     /* the state's address again from the descriptor (its pointer not held in two registers over the row loop:
      * at MINB 2 that pair was ptxas's spill) */
-    float *Sw = seqs[blockIdx.y].state + (size_t)h * dk * dv + j;
+    float *Sw = seqs[si].state + (size_t)h * dk * dv + j;
 #pragma unroll
     for (int r = 0; r < REG_ROWS; r++)
         if (FULL || i0 + r < dk) Sw[(i0 + r) * dv] = S[r];
+}
+
+/* FULL: dk == 128, every row of every thread real: no per-row guards (as branches they serialised the shared
+ * loads behind them: 128 branches a row in the first build). MINB: blocks an SM. At 1 the kernel took 96 registers
+ * a thread, so one 512-thread block an SM: a stacked step of 16 sequences (512 blocks) ran in 4 waves of ~10 us
+ * (45.4 us a layer, H100 step25). At 2 ptxas fits it in 64 (a few bytes of spill outside the row loop) and the
+ * waves halve; the arithmetic is the same instructions in the same order, so the same bits.
+ * Thread (j, p) = (tid % dv, tid / dv): a warp is 32 consecutive columns of one row group, so each of its state
+ * loads and stores is one 128-byte line. The first form put a warp on 8 columns x 4 row groups (tid / 4, tid % 4:
+ * the 4 partials met by two shuffles), so each request touched four 32-byte pieces of rows 4 KB apart: ncu of the
+ * 16-sequence AR step (bench/device-runs/2027-01-20-arstep41, H100) had the L1's LSU wavefronts at 64% the top unit,
+ * DRAM 33%, 43.2 us; this form 29.2 us, DRAM 47%, the step +4.6% (1,859.5 -> 1,945.2 agg tok/s over three rounds,
+ * a lone sequence unchanged). The 4 partials meet in shared memory, added in the shuffles' order ((p0 + p1) +
+ * (p2 + p3)), and the gated norm's square sum keeps the shuffles' tree over each 8 columns and the 8-column parts
+ * added in column order: the first form's operations on the same values, so its bits. */
+template <bool FULL, int MINB>
+__global__ void __launch_bounds__(4 * 128, MINB)
+    gdn_rec_reg_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
+                       cuda_gdn_weights w, const cuda_gdn_seq *seqs, cuda_gdn_dims d) {
+    const cuda_gdn_seq sq = seqs[blockIdx.y]; /* written by a host copy before the pass */
+    const int h = blockIdx.x, dk = d.k_dim, dv = d.v_dim;
+    const int tid = threadIdx.x, j = tid % dv, i0 = tid / dv * REG_ROWS; /* this thread's rows: i0 .. i0 + 31 */
+    float S[REG_ROWS];
+    const float *Sg = sq.state + (size_t)h * dk * dv + j;
+    if (sq.n > 0) { /* before the wait: see the file's comment */
+#pragma unroll
+        for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
+    }
+    pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    if (sq.n <= 0) return;
+    __shared__ __align__(16) float kq[2][4 * REG_ROWS]; /* the row's raw k and q, zero past dk */
+    __shared__ float wred[2][16];
+    __shared__ float part[2][4][128]; /* the row groups' partial sums of kv and of o */
+    const float scale = (float)pow((double)dk, -0.5);
+    gdn_rec_rows<FULL>(S, y, qkv, z, b, a, w, seqs, blockIdx.y, sq, d, scale, kq, wred, part);
+}
+
+/* PAIR (cuda_gdn_rec_pair_set / CLOVER_CUDA_GDN_REC_PAIR): block y takes sequences 2y and 2y + 1 of one head, one
+ * after the other. Why: at 16 sequences the one-a-block grid (32 heads x 16) is ~2 waves at two blocks an SM, each
+ * block loading its 64 KB state, computing, storing, with nothing of its own in flight while it computes (ncu at 16
+ * sequences, H100 bench/device-runs/2027-01-20-arstep41: 29 us, DRAM 47%; the tracer 25.7 us, 2027-01-24-wr45).
+ * Here the second sequence's state is copied into shared memory (cp.async, each thread its own 32 values, so no
+ * barrier) before the wait, beside the first's register loads: one wave, every state read in flight while the
+ * previous kernel ends, the second's never behind the first's compute. Each sequence's rows are gdn_rec_rows, as
+ * in gdn_rec_reg_kernel: the same bits (test_cuda_gdn). */
+__global__ void __launch_bounds__(4 * 128, 2)
+    gdn_rec_pair_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
+                        cuda_gdn_weights w, const cuda_gdn_seq *seqs, int n_seq, cuda_gdn_dims d) {
+    constexpr bool FULL = true; /* dk = dv = 128 */
+    const int s0 = 2 * (int)blockIdx.y, h = blockIdx.x, dk = d.k_dim, dv = d.v_dim;
+    const int tid = threadIdx.x, j = tid % dv, i0 = tid / dv * REG_ROWS;
+    extern __shared__ float Sn[]; /* the second sequence's state [dk][dv], as it lies in global memory */
+    float S[REG_ROWS];
+    {
+        const cuda_gdn_seq sq = seqs[s0]; /* written by a host copy before the pass */
+        const float *Sg = sq.state + (size_t)h * dk * dv + j;
+        if (sq.n > 0) { /* before the wait: see the file's comment */
+#pragma unroll
+            for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
+        }
+    }
+    if (s0 + 1 < n_seq) { /* the second sequence's state, also before the wait */
+        const cuda_gdn_seq s1 = seqs[s0 + 1];
+        if (s1.n > 0) {
+            const float *Sg = s1.state + (size_t)h * dk * dv + j;
+            const unsigned dst = (unsigned)__cvta_generic_to_shared(Sn + j);
+#pragma unroll
+            for (int r = 0; r < REG_ROWS; r++)
+                if (FULL || i0 + r < dk)
+                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u * (unsigned)((i0 + r) * dv)),
+                                 "l"(Sg + (i0 + r) * dv)
+                                 : "memory");
+        }
+        asm volatile("cp.async.commit_group;" ::: "memory");
+    }
+    pdl_wait(); /* qkv, z, b, a are the previous kernels' outputs (cuda_pdl.cuh) */
+    pdl_trigger();
+    __shared__ __align__(16) float kq[2][4 * REG_ROWS]; /* the row's raw k and q, zero past dk */
+    __shared__ float wred[2][16];
+    __shared__ float part[2][4][128]; /* the row groups' partial sums of kv and of o */
+    /* (float)pow(128, -0.5), as gdn_rec_reg_kernel computes it at dk 128: 2^-3.5 lies 0.2 of a float ulp from this
+     * float, so any double pow of it rounds here (a pow call beside the two states' registers spilled) */
+    const float scale = 0.0883883461356163025f;
+    {
+        const cuda_gdn_seq sq = seqs[s0];
+        if (sq.n > 0) gdn_rec_rows<FULL>(S, y, qkv, z, b, a, w, seqs, s0, sq, d, scale, kq, wred, part);
+    }
+    if (s0 + 1 >= n_seq) return;
+    const cuda_gdn_seq sq = seqs[s0 + 1];
+    if (sq.n <= 0) return; /* uniform over the block */
+    asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's own copies: no barrier */
+#pragma unroll
+    for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sn[(i0 + r) * dv + j] : 0.0f;
+    gdn_rec_rows<FULL>(S, y, qkv, z, b, a, w, seqs, s0 + 1, sq, d, scale, kq, wred, part);
 }
 
 /* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an
@@ -303,6 +381,19 @@ static int gdn_rec_forced(void) {
     return forced;
 }
 
+/* PAIR (gdn_rec_pair_kernel): 0 off (the default until measured on a device), 1 every call of two or more
+ * sequences, 2 AUTO: where one sequence a block would be over one wave at two blocks an SM. cuda_gdn_rec_pair_set
+ * overrides CLOVER_CUDA_GDN_REC_PAIR (negative: the environment again). */
+static int g_rec_pair = INT_MIN;
+extern "C" void cuda_gdn_rec_pair_set(int mode) {
+    __atomic_store_n(&g_rec_pair, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED);
+}
+static bool gdn_rec_pair_takes(int n_seq, int n_heads) {
+    const int m = cuda_env_int(&g_rec_pair, "CLOVER_CUDA_GDN_REC_PAIR", 0);
+    if (n_seq < 2 || (m != 1 && m != 2)) return false;
+    return m == 1 || (long)n_seq * n_heads > 2L * cuda_sm_count();
+}
+
 /* The register form's dims (gdn_rec_reg_kernel's comment), unless CLOVER_CUDA_GDN_REC=smem. */
 static bool gdn_rec_reg_takes(const cuda_gdn_dims *d) {
     return gdn_rec_forced() != 1 && d->v_dim % 8 == 0 && d->v_dim <= 128 && d->k_dim <= 4 * REG_ROWS;
@@ -313,22 +404,34 @@ extern "C" int cuda_gdn_recurrent(float *y, const float *qkv, const float *z, co
                                   const cuda_gdn_dims *d, void *stream) {
     if (cuda_gdn_dims_check(d, NULL, 0) != 0 || n_seq < 0 || n_seq > 65535) return CUDA_GDN_EINVAL;
     if (n_seq == 0) return 0;
-    dim3 grid((unsigned)d->n_v_heads, (unsigned)n_seq);
+    const cudaStream_t st = (cudaStream_t)stream;
     if (gdn_rec_reg_takes(d)) {
         const bool one = gdn_rec_forced() == 2, full = d->k_dim == 4 * REG_ROWS;
+        if (full && !one && gdn_rec_pair_takes(n_seq, d->n_v_heads)) { /* the real heads (128 x 128) only */
+            const dim3 grid((unsigned)d->n_v_heads, (unsigned)(n_seq + 1) / 2);
+            const size_t smem = sizeof(float) * (size_t)d->k_dim * (size_t)d->v_dim;
+            pdl_launch(gdn_rec_pair_kernel, grid, 4 * d->v_dim, smem, st, y, qkv, z, b, a, *w, seqs, n_seq, *d);
+            return (int)cudaGetLastError();
+        }
         void (*k)(float *, const float *, const float *, const float *, const float *, cuda_gdn_weights,
                   const cuda_gdn_seq *, cuda_gdn_dims) =
             full ? (one ? gdn_rec_reg_kernel<true, 1> : gdn_rec_reg_kernel<true, 2>)
                  : (one ? gdn_rec_reg_kernel<false, 1> : gdn_rec_reg_kernel<false, 2>);
-        pdl_launch(k, grid, 4 * d->v_dim, 0, (cudaStream_t)stream, y, qkv, z, b, a, *w, seqs, *d);
+        pdl_launch(k, dim3((unsigned)d->n_v_heads, (unsigned)n_seq), 4 * d->v_dim, 0, st, y, qkv, z, b, a, *w, seqs,
+                   *d);
         return (int)cudaGetLastError();
     }
-    pdl_launch(gdn_rec_smem_kernel, grid, REC_THREADS, gdn_recurrent_smem_bytes(d), (cudaStream_t)stream, y, qkv, z, b, a,
-                                                                                                   *w, seqs, *d);
+    pdl_launch(gdn_rec_smem_kernel, dim3((unsigned)d->n_v_heads, (unsigned)n_seq), REC_THREADS,
+               gdn_recurrent_smem_bytes(d), st, y, qkv, z, b, a, *w, seqs, *d);
     return (int)cudaGetLastError();
 }
 
 extern "C" int gdn_recurrent_init(size_t max_smem) {
+    /* PAIR's second state: up to CUDA_GDN_MAX_DK x 128 floats (64 KB), over the 48 KB default */
+    const int pair_smem = (int)(sizeof(float) * 4 * REG_ROWS * 128);
+    cudaError_t e = cudaFuncSetAttribute(gdn_rec_pair_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         pair_smem);
+    if (e != cudaSuccess) return (int)e;
     return (int)cudaFuncSetAttribute(gdn_rec_smem_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)max_smem);
 }

@@ -321,6 +321,43 @@ static void chunked_tile_matches_np1(void) {
     cuda_gdn_chunk_ilp_set(-1);
 }
 
+/* PAIR (cuda_gdn_rec_pair_set(1): two sequences a block, the second's state through shared memory) equals one
+ * sequence a block bit for bit: y and every state, an odd count of sequences (the last block's one), sequences of
+ * several rows and of none (first or second of a pair), at the real 128 x 128 heads (PAIR's only dims: odd ones keep
+ * one a block, checked here to stay right when PAIR is asked); run_case holds the paired form to the CPU bound and
+ * each sequence alone as well. */
+static void rec_pair_matches_single(void) {
+    static const gdn_case cases[] = {
+        {"pair real 16/32x128, 3 seqs", {16, 32, 128, 128, 4, 1e-6f, 1}, 3, {1, 1, 1}, 0, 51},
+        {"pair dk128 dv128 grouped, 3 x 2/0/3 rows", {2, 4, 128, 128, 4, 1e-6f, 0}, 3, {2, 0, 3}, 0, 52},
+        {"pair real 16/32x128, 3 x 0/4/1 rows", {16, 32, 128, 128, 4, 1e-6f, 1}, 3, {0, 4, 1}, 0, 53},
+        {"pair asked, odd dk17 dv40 (one a block)", {3, 6, 17, 40, 3, 1e-6f, 1}, 3, {0, 4, 1}, 0, 54},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const gdn_case *c = &cases[i];
+        const size_t nv = (size_t)c->d.n_v_heads, dv = (size_t)c->d.v_dim, S = nv * (size_t)c->d.k_dim * dv;
+        cuda_gdn_rec_pair_set(1);
+        run_case(c);
+        gdn_data g;
+        data_make(&g, c);
+        dev_result pr, one;
+        dev_run(&pr, c, &g, (1u << c->n_seq) - 1, 0);
+        cuda_gdn_rec_pair_set(0);
+        dev_run(&one, c, &g, (1u << c->n_seq) - 1, 0);
+        CHECK_MSG(pr.rc[1] == 0 && one.rc[1] == 0, "%s: %s / %s", c->name, cuda_gdn_strerror(pr.rc[1]),
+                  cuda_gdn_strerror(one.rc[1]));
+        CHECK_MSG(memcmp(pr.y, one.y, (size_t)g.n_rows * nv * dv * sizeof(float)) == 0, "%s: y differs from G 1",
+                  c->name);
+        for (int s = 0; s < c->n_seq; s++)
+            CHECK_MSG(memcmp(pr.state[s], one.state[s], S * sizeof(float)) == 0, "%s seq %d: state differs from G 1",
+                      c->name, s);
+        dev_result_free(&pr, c->n_seq);
+        dev_result_free(&one, c->n_seq);
+        data_free(&g, c->n_seq);
+    }
+    cuda_gdn_rec_pair_set(-1);
+}
+
 static void bad_dims_refused(void) {
     char why[200];
     cuda_gdn_dims d = {3, 7, 17, 40, 3, 1e-6f, 1};
@@ -342,5 +379,6 @@ int main(void) {
     RUN(operators_match_cpu);
     RUN(chunked_ilp_matches_cpu);
     RUN(chunked_tile_matches_np1);
+    RUN(rec_pair_matches_single);
     return TEST_EXIT();
 }
