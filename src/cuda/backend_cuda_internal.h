@@ -180,7 +180,7 @@ struct backend_session {
     bool exact_rows;            /* float products past 8 rows in one cuda_matmul_exact_multi launch (CLOVER_CUDA_EXACT_ROWS=0: no) */
     int router_fused;           /* the router product and routing in one launch (moe_router.cu): 0 no
                                  * (CLOVER_CUDA_ROUTER_FUSED=0), 1 yes (the default), 2 yes without staging its
-                                 * weights in shared memory (=2, A/B), 3 up to 8 rows only (=8, A/B) */
+                                 * weights in shared memory (=2, A/B) */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

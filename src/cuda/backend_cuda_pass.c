@@ -563,10 +563,9 @@ static int shexp_join(backend_session *s, clover_error *err) {
 
 /* The fused router (moe_router.cu, cuda_moe_router.h): what mm_multi of {gate_inp (exact), gate_inp_shexp} and
  * cuda_moe_route write, bit for bit, in one launch instead of two (the routing's launch and dependency were ~2-3
- * us of the ~7 us a layer of the pair on the H200, issue 24). Where mm_multi would run both as one decode product
- * (up to D rows) or, up to CUDA_ROUTER_MAX_ROWS, as its thin launch with every row the decode bits: an F32 router
- * and a shared expert's gate of its type and width on the same form (a gate that would take another form keeps the
- * two launches, and its bits). CLOVER_CUDA_ROUTER_FUSED=0: the two launches; =8: fused up to D rows only. */
+ * us of the ~7 us a layer of the pair on the H200, issue 24). Where mm_multi would run both as one decode product:
+ * up to D rows, an F32 router and a shared expert's gate of its type and width on the decode kernel too (a gate
+ * that would take another form keeps the two launches, and its bits). CLOVER_CUDA_ROUTER_FUSED=0: the two launches. */
 static cuda_router_args router_args(const backend_session *s, const model_moe_weights *w, size_t n) {
     const cuda_scratch *sc = &s->sc;
     const bool sh = s->hp->n_ff_shexp != 0;
@@ -580,18 +579,12 @@ static cuda_router_args router_args(const backend_session *s, const model_moe_we
 }
 
 static bool router_fuses(const backend_session *s, const model_moe_weights *w, size_t n) {
-    if (!s->router_fused || n < 1 || n > (s->router_fused == 3 ? (size_t)D : (size_t)CUDA_ROUTER_MAX_ROWS) ||
-        w->gate_inp.type != QUANT_F32 ||
-        (size_t)w->gate_inp.ne[1] != s->hp->n_expert)
+    if (!s->router_fused || n < 1 || n > D || w->gate_inp.type != QUANT_F32 ||
+        (size_t)w->gate_inp.ne[1] != s->hp->n_expert || !takes_decode(s, &w->gate_inp, true))
         return false;
-    const model_weight *g2 = s->hp->n_ff_shexp ? &w->gate_inp_shexp : NULL;
-    if (g2 && !same_width(g2, &w->gate_inp)) return false;
-    if (n <= D) { /* mm_multi's decode launch */
-        if (!takes_decode(s, &w->gate_inp, true) || (g2 && !takes_decode(s, g2, false))) return false;
-    } else if (!s->exact_rows || (g2 && !(is_float(g2->type) && (s->fp32 || s->cls_rows <= D ||
-                                                                   (size_t)g2->ne[1] <= CUDA_MATMUL_THIN_MAX_OUT)))) {
-        return false; /* past D rows, only where mm_multi's thin launch (every row the decode bits) would run */
-    }
+    if (s->hp->n_ff_shexp &&
+        (!same_width(&w->gate_inp_shexp, &w->gate_inp) || !takes_decode(s, &w->gate_inp_shexp, false)))
+        return false;
     const cuda_router_args a = router_args(s, w, n);
     return cuda_moe_router_ok(&a);
 }

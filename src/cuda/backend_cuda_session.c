@@ -470,11 +470,7 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     s->exact_rows = !(ex_env && strcmp(ex_env, "0") == 0);
     /* the router product and the routing in one launch (moe_router.cu) unless CLOVER_CUDA_ROUTER_FUSED=0 */
     const char *rf_env = getenv("CLOVER_CUDA_ROUTER_FUSED");
-    s->router_fused = !rf_env || !*rf_env          ? 1
-                      : strcmp(rf_env, "0") == 0 ? 0
-                      : strcmp(rf_env, "2") == 0 ? 2
-                      : strcmp(rf_env, "8") == 0 ? 3
-                                                 : 1;
+    s->router_fused = !rf_env || !*rf_env ? 1 : strcmp(rf_env, "0") == 0 ? 0 : strcmp(rf_env, "2") == 0 ? 2 : 1;
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {

@@ -1,10 +1,8 @@
 /*
  * cuda_moe_router.h: the MoE router product and the routing in one launch
- * (src/cuda/moe_router.cu), for 1..CUDA_ROUTER_MAX_ROWS rows and an F32 router.
+ * (src/cuda/moe_router.cu), for a decode step's 1..8 rows and an F32 router.
  * Bit for bit what the two launches it replaces write: cuda_matmul_decode (or
- * cuda_matmul_decode_multi with the second matrix) up to 8 rows, past 8
- * cuda_matmul_exact_multi (each row the decode product's bits), then
- * cuda_moe_route.
+ * cuda_matmul_decode_multi with the second matrix) and cuda_moe_route.
  * Callable from C.
  */
 #ifndef CLOVER_CUDA_MOE_ROUTER_H
@@ -18,9 +16,6 @@
 extern "C" {
 #endif
 
-/* Rows of one fused launch at most (a warp a row in a block of up to 16: a 16-sequence decode step's rows). */
-enum { CUDA_ROUTER_MAX_ROWS = 16 };
-
 typedef struct cuda_router_args {
     uint32_t type;        /* weight type: F32 (quant.h's 0) only */
     const void *w;        /* [n_expert][n_in] the router, 16-byte aligned */
@@ -29,7 +24,7 @@ typedef struct cuda_router_args {
     size_t n_out2;
     float *y2;            /* [n_rows][n_out2]: x w2^T (as the decode product writes it) */
     const float *x;       /* [n_rows][n_in], 16-byte aligned */
-    size_t n_rows;        /* 1..CUDA_ROUTER_MAX_ROWS (16) */
+    size_t n_rows;        /* 1..CUDA_MATMUL_DECODE_MAX_ROWS (8) */
     float *logits;        /* [n_rows][n_expert]: x w^T */
     int32_t *idx;         /* [n_rows][k]: cuda_moe_route's ids */
     float *wts;           /* [n_rows][k]: and weights */

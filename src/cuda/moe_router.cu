@@ -43,12 +43,11 @@
  * loads go through L2). The rows route in parallel either way: a block has
  * at least n_rows warps, one row each.
  *
- * Past 8 rows (up to CUDA_ROUTER_MAX_ROWS = 16, a 16-sequence decode step)
- * the launches it replaces are cuda_matmul_exact_multi's (ex_rows_kernel:
- * each row the decode product's bits) and k_route: the same bits again, as a
- * warp's (output, row) pair is the decode product's one-row call whatever the
- * row count. The tracer had k_route at 4.5 us a layer of the 16-row step
- * (H100, bench/device-runs/2027-01-24-wr45 prof26), behind ex_rows' 7.0.
+ * Not past 8 rows: at 16 (a warp a row, 16-warp blocks; bench/device-runs/
+ * 2027-01-26-r16, H100) the same bits, but the 16-sequence AR step 0.2-1.0%
+ * slower than the exact product (ex_rows_kernel, a warp's weights reused over
+ * its rows) plus k_route: the launch saved costs less than each warp's own
+ * pass over its weight row.
  *
  * PDL (cuda_pdl.cuh): a block's weight rows are constant, so they are copied
  * to shared memory with cp.async (or, when they would not fit, prefetched
@@ -64,7 +63,7 @@
 #include "moe_route.cuh"
 
 enum {
-    RT_WARPS = CUDA_ROUTER_MAX_ROWS, /* warps per block at most (a warp a row: the last block routes in one round) */
+    RT_WARPS = 8,           /* warps per block at most (8 rows: the last block routes them in one round) */
     RT_SMEM_MAX = 96 * 1024 /* staged weight rows of a block at most */
 };
 
@@ -164,7 +163,7 @@ static size_t rt_rows_per_block(size_t n_rows, size_t n_all, size_t nw) {
 
 extern "C" bool cuda_moe_router_ok(const cuda_router_args *a) {
     if (!a || a->type != MM_F32 || !a->w || !a->x || !a->logits || !a->idx || !a->wts || !a->counter) return false;
-    if (a->n_rows < 1 || a->n_rows > CUDA_ROUTER_MAX_ROWS) return false;
+    if (a->n_rows < 1 || a->n_rows > MMV_MAX) return false;
     if (a->n_expert < 1 || a->n_expert > CUDA_ROUTE_MAX_EXPERT) return false;
     if (a->k < 1 || a->k > CUDA_ROUTE_MAX_K || a->k > a->n_expert) return false;
     if (a->n_in < 8 || a->n_in % 8 != 0 || a->n_in > (1u << 28)) return false; /* mmv_row's 16-byte path */
@@ -204,7 +203,7 @@ extern "C" int cuda_moe_router(const cuda_router_args *a, void *stream, char *wh
     if (!cuda_moe_router_ok(a))
         MM_FAIL("%s: arguments outside the fused form (F32, 1..%d rows, <= %d experts, k <= %d, n_in %% 8, "
                 "16-byte aligned)",
-                op, (int)CUDA_ROUTER_MAX_ROWS, (int)CUDA_ROUTE_MAX_EXPERT, (int)CUDA_ROUTE_MAX_K);
+                op, MMV_MAX, (int)CUDA_ROUTE_MAX_EXPERT, (int)CUDA_ROUTE_MAX_K);
     rt_params p = {};
     p.w = (const uint8_t *)a->w;
     p.w2 = (const uint8_t *)a->w2;

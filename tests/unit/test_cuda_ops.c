@@ -249,15 +249,10 @@ static cuda_router_args router_args_of(const router_bufs *b, size_t n, size_t E,
     return a;
 }
 
-/* The two launches the fused one replaces, as backend_cuda_pass.c ran them: past 8 rows mm_multi's thin launch
- * (cuda_matmul_exact_multi, every row the decode product's bits). */
+/* The two launches the fused one replaces, as backend_cuda_pass.c ran them. */
 static void router_two_launches(const router_bufs *b, size_t n, size_t E, size_t n_in, size_t n2, size_t k, void *st) {
     char why[256] = "";
-    if (n > CUDA_MATMUL_DECODE_MAX_ROWS) {
-        const cuda_matmul_seg seg[2] = {{b->w, E, b->y}, {b->w2, n2, b->y2}};
-        CHECK_MSG(cuda_matmul_exact_multi(QUANT_F32, seg, n2 ? 2 : 1, n_in, b->x, n, st, why, sizeof why) == 0, "%s",
-                  why);
-    } else if (n2) {
+    if (n2) {
         const cuda_matmul_seg seg[2] = {{b->w, E, b->y}, {b->w2, n2, b->y2}};
         CHECK_MSG(cuda_matmul_decode_multi(QUANT_F32, seg, 2, n_in, b->x, n, NULL, st, why, sizeof why) == 0, "%s",
                   why);
@@ -328,12 +323,12 @@ static void router_oracle(const router_host *h, const float *w, const float *w2,
     free(probs), free(rw), free(ri), free(ref), free(got);
 }
 
-/* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [16][n_in]; special 1: a NaN in x row 1 (that row's logits
+/* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [8][n_in]; special 1: a NaN in x row 1 (that row's logits
  * all NaN: every probability NaN, ids 0..k-1), 2: +inf in weight row E/2 (every row's logit there +inf, every
  * probability NaN, or -inf, that expert's probability 0, by the sign of x[5]), 0: none. */
 static void router_make(router_bufs *b, float **hw, float **hw2, float **hx, size_t E, size_t n_in, size_t n2,
                         int special, uint64_t seed) {
-    const size_t R = CUDA_ROUTER_MAX_ROWS;
+    const size_t R = 8;
     *hw = malloc(E * n_in * 4), *hw2 = malloc((n2 ? n2 : 1) * n_in * 4), *hx = malloc(R * n_in * 4);
     cuda_test_fill(*hw, E * n_in, seed, 1.0f / sqrtf((float)n_in) * 4.0f);
     cuda_test_fill(*hw2, (n2 ? n2 : 1) * n_in, seed + 1, 1.0f / sqrtf((float)n_in));
@@ -354,7 +349,7 @@ static void router_bufs_free(router_bufs *b) {
     cuda_free(b->idx), cuda_free(b->ctr);
 }
 
-/* One shape at rows 1..rows_max (<= CUDA_ROUTER_MAX_ROWS), k = 8 (or E when smaller) and 1: the fused launch against the two launches
+/* One shape at rows 1..8 (or rows_max), k = 8 (or E when smaller) and 1: the fused launch against the two launches
  * bit for bit, staged and unstaged, PDL on and off, on a non-blocking stream; the CPU oracle; the counter back to 0. */
 static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t rows_max, uint64_t seed) {
     router_bufs b;
@@ -398,18 +393,17 @@ static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t r
     free(hw), free(hw2), free(hx);
 }
 
-/* The 35B-A3B's router (256 x 2048 and the 1-output shared expert gate) at 1..16 rows (past 8 against the thin
- * launch), odd expert counts (200: 7 lanes' worth, 33: two register widths' boundary) and widths (1000: a partial
- * last 256-value step; 264), 8192 wide (a block's staged rows past 48 KB: the opt-in), 16384 wide (past 96 KB: L2
- * prefetch instead); NaN and inf rows. */
+/* The 35B-A3B's router (256 x 2048 and the 1-output shared expert gate), odd expert counts (200: 7 lanes' worth,
+ * 33: two register widths' boundary) and widths (1000: a partial last 256-value step; 264), 8192 wide (a block's
+ * staged rows past 48 KB: the opt-in), 16384 wide (past 96 KB: L2 prefetch instead); NaN and inf rows. */
 static void test_router_fused(void) {
-    router_shape(256, 2048, 1, 0, 16, 71);
-    router_shape(200, 1000, 0, 0, 12, 72);
-    router_shape(33, 264, 1, 0, 16, 73);
+    router_shape(256, 2048, 1, 0, 8, 71);
+    router_shape(200, 1000, 0, 0, 8, 72);
+    router_shape(33, 264, 1, 0, 8, 73);
     router_shape(64, 8192, 0, 0, 3, 74);
     router_shape(16, 16384, 1, 0, 2, 78);
-    router_shape(256, 2048, 1, 1, 16, 75);
-    router_shape(200, 1000, 0, 2, 10, 76);
+    router_shape(256, 2048, 1, 1, 8, 75);
+    router_shape(200, 1000, 0, 2, 8, 76);
     /* outside the fused form: refused without a launch (the caller keeps the two launches) */
     router_bufs b;
     float *hw, *hw2, *hx;
@@ -419,7 +413,7 @@ static void test_router_fused(void) {
     CHECK(cuda_moe_router_ok(&a));
     a.k = 0;
     CHECK(!cuda_moe_router_ok(&a) && cuda_moe_router(&a, NULL, why, sizeof why) == -1 && why[0]);
-    a.k = 4, a.n_rows = CUDA_ROUTER_MAX_ROWS + 1;
+    a.k = 4, a.n_rows = 9;
     CHECK(!cuda_moe_router_ok(&a));
     a.n_rows = 3, a.x = b.x + 1; /* 4-byte aligned only */
     CHECK(!cuda_moe_router_ok(&a));
@@ -673,12 +667,12 @@ static void router_fast_shape(size_t E, size_t n_in, size_t n2, int special, int
     free(hw), free(hw2), free(hx);
 }
 
-/* The fused router's fast form: the 35B-A3B's router at rows 1..8 (with ties 1..16), with and without ties, its
- * NaN and inf rows, odd expert counts and widths, a staged block past 48 KB; then the graph and small cases under
- * the fast form (a captured replay of its counter, and the case compute-sanitizer runs). */
+/* The fused router's fast form: the 35B-A3B's router at rows 1..8, with and without ties, its NaN and inf rows, odd
+ * expert counts and widths, a staged block past 48 KB; then the graph and small cases under the fast form (a
+ * captured replay of its counter, and the case compute-sanitizer runs). */
 static void test_router_fast(void) {
     router_fast_shape(256, 2048, 1, 0, 0, 8, 371);
-    router_fast_shape(256, 2048, 1, 0, 1, 16, 372);
+    router_fast_shape(256, 2048, 1, 0, 1, 8, 372);
     router_fast_shape(128, 2048, 0, 0, 1, 8, 373);
     router_fast_shape(256, 2048, 1, 1, 0, 8, 374);
     router_fast_shape(200, 1000, 0, 2, 1, 8, 375);
