@@ -130,8 +130,8 @@ void cuda_gdn_chunk_ilp_set(int on);
 void cuda_gdn_chunk_tile_set(int on);
 
 /* The decode form's two sequences a block (gdn_recurrent.cu's PAIR: the second's state copied in beside the first's
- * before the kernel waits on its inputs): 1 for every call of two or more sequences, 2 where one sequence a block
- * would be over one wave, 0 off (the default until measured; also CLOVER_CUDA_GDN_REC_PAIR), negative: the
+ * before the kernel waits on its inputs; dk = dv = 128 only): 2 where one sequence a block would be over one wave
+ * (the default; also CLOVER_CUDA_GDN_REC_PAIR), 1 for every call of two or more sequences, 0 off, negative: the
  * environment again. The same bits either way (the same operations per sequence). */
 void cuda_gdn_rec_pair_set(int on);
 

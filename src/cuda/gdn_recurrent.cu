@@ -318,7 +318,10 @@ __global__ void __launch_bounds__(4 * 128, MINB)
  * Here the second sequence's state is copied into shared memory (cp.async, each thread its own 32 values, so no
  * barrier) before the wait, beside the first's register loads: one wave, every state read in flight while the
  * previous kernel ends, the second's never behind the first's compute. Each sequence's rows are gdn_rec_rows, as
- * in gdn_rec_reg_kernel: the same bits (test_cuda_gdn). */
+ * in gdn_rec_reg_kernel: the same bits (test_cuda_gdn). Measured (H100, bench/device-runs/2027-01-25-gdnp46, four
+ * rounds against one a block): the 16-sequence AR step +0.3, +2.3, +0.5, +0.5%; under ncu, where nothing overlaps
+ * the previous kernel, 29.7 -> 29.2 us (DRAM 46%): the row loop's barriers, not the state's read, bound the kernel
+ * itself, so the gain is the read issued early. */
 __global__ void __launch_bounds__(4 * 128, 2)
     gdn_rec_pair_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                         cuda_gdn_weights w, const cuda_gdn_seq *seqs, int n_seq, cuda_gdn_dims d) {
@@ -381,15 +384,15 @@ static int gdn_rec_forced(void) {
     return forced;
 }
 
-/* PAIR (gdn_rec_pair_kernel): 0 off (the default until measured on a device), 1 every call of two or more
- * sequences, 2 AUTO: where one sequence a block would be over one wave at two blocks an SM. cuda_gdn_rec_pair_set
- * overrides CLOVER_CUDA_GDN_REC_PAIR (negative: the environment again). */
+/* PAIR (gdn_rec_pair_kernel): 2 AUTO, the default: where one sequence a block would be over one wave at two blocks
+ * an SM; 1 every call of two or more sequences; 0 never. cuda_gdn_rec_pair_set overrides CLOVER_CUDA_GDN_REC_PAIR
+ * (negative: the environment again). */
 static int g_rec_pair = INT_MIN;
 extern "C" void cuda_gdn_rec_pair_set(int mode) {
     __atomic_store_n(&g_rec_pair, mode < 0 ? INT_MIN : mode, __ATOMIC_RELAXED);
 }
 static bool gdn_rec_pair_takes(int n_seq, int n_heads) {
-    const int m = cuda_env_int(&g_rec_pair, "CLOVER_CUDA_GDN_REC_PAIR", 0);
+    const int m = cuda_env_int(&g_rec_pair, "CLOVER_CUDA_GDN_REC_PAIR", 2);
     if (n_seq < 2 || (m != 1 && m != 2)) return false;
     return m == 1 || (long)n_seq * n_heads > 2L * cuda_sm_count();
 }
