@@ -325,7 +325,6 @@ __global__ void __launch_bounds__(4 * 128, MINB)
 __global__ void __launch_bounds__(4 * 128, 2)
     gdn_rec_pair_kernel(float *y, const float *qkv, const float *z, const float *b, const float *a,
                         cuda_gdn_weights w, const cuda_gdn_seq *seqs, int n_seq, cuda_gdn_dims d) {
-    constexpr bool FULL = true; /* dk = dv = 128 */
     const int s0 = 2 * (int)blockIdx.y, h = blockIdx.x, dk = d.k_dim, dv = d.v_dim;
     const int tid = threadIdx.x, j = tid % dv, i0 = tid / dv * REG_ROWS;
     extern __shared__ float Sn[]; /* the second sequence's state [dk][dv], as it lies in global memory */
@@ -335,7 +334,7 @@ __global__ void __launch_bounds__(4 * 128, 2)
         const float *Sg = sq.state + (size_t)h * dk * dv + j;
         if (sq.n > 0) { /* before the wait: see the file's comment */
 #pragma unroll
-            for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sg[(i0 + r) * dv] : 0.0f;
+            for (int r = 0; r < REG_ROWS; r++) S[r] = Sg[(i0 + r) * dv]; /* dk = 128: every row real */
         }
     }
     if (s0 + 1 < n_seq) { /* the second sequence's state, also before the wait */
@@ -345,10 +344,9 @@ __global__ void __launch_bounds__(4 * 128, 2)
             const unsigned dst = (unsigned)__cvta_generic_to_shared(Sn + j);
 #pragma unroll
             for (int r = 0; r < REG_ROWS; r++)
-                if (FULL || i0 + r < dk)
-                    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u * (unsigned)((i0 + r) * dv)),
-                                 "l"(Sg + (i0 + r) * dv)
-                                 : "memory");
+                asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(dst + 4u * (unsigned)((i0 + r) * dv)),
+                             "l"(Sg + (i0 + r) * dv)
+                             : "memory");
         }
         asm volatile("cp.async.commit_group;" ::: "memory");
     }
@@ -362,15 +360,15 @@ __global__ void __launch_bounds__(4 * 128, 2)
     const float scale = 0.0883883461356163025f;
     {
         const cuda_gdn_seq sq = seqs[s0];
-        if (sq.n > 0) gdn_rec_rows<FULL>(S, y, qkv, z, b, a, w, seqs, s0, sq, d, scale, kq, wred, part);
+        if (sq.n > 0) gdn_rec_rows<true>(S, y, qkv, z, b, a, w, seqs, s0, sq, d, scale, kq, wred, part);
     }
     if (s0 + 1 >= n_seq) return;
     const cuda_gdn_seq sq = seqs[s0 + 1];
     if (sq.n <= 0) return; /* uniform over the block */
     asm volatile("cp.async.wait_all;" ::: "memory"); /* this thread's own copies: no barrier */
 #pragma unroll
-    for (int r = 0; r < REG_ROWS; r++) S[r] = FULL || i0 + r < dk ? Sn[(i0 + r) * dv + j] : 0.0f;
-    gdn_rec_rows<FULL>(S, y, qkv, z, b, a, w, seqs, s0 + 1, sq, d, scale, kq, wred, part);
+    for (int r = 0; r < REG_ROWS; r++) S[r] = Sn[(i0 + r) * dv + j];
+    gdn_rec_rows<true>(S, y, qkv, z, b, a, w, seqs, s0 + 1, sq, d, scale, kq, wred, part);
 }
 
 /* CLOVER_CUDA_GDN_REC (read once): "smem" forces gdn_rec_smem_kernel, "reg1" the register form at one block an
