@@ -24,6 +24,9 @@
 #   dr_backend                          bench_cuda_backend on F in what is left of DR_LIMIT: its figures said
 #   dr_memcheck BIN CASES LIMIT         compute-sanitizer memcheck of $D/bin/BIN's cases CASES (CLOVER_TEST_ONLY):
 #                                       its error summary said (nothing where compute-sanitizer is missing)
+#   dr_ab_ar VAR "VALS" "NS" [ENV...]   bench_batch --mode ar (prompt 32, gen 96) at each N of NS for each value of
+#                                       VAR, alternating, ROUNDS (2) rounds, ENV added: each line said (the AR A/B
+#                                       the scripts since 2027-01-20 wrote as their own loops)
 #   dr_end                              the end line; the logs as $OUT/logs.tgz
 dr_init() {
     DR_NAME=$1
@@ -123,6 +126,20 @@ dr_ab() {
             say "b rc=$? diffusion n 16 $var=$v: $(grep -E '^ +16 ' "$O/bd_${v}_$r.log" | tail -1 | cut -c1-110)"
             env "$var=$v" timeout 90 "$D/bin/bench_cuda_backend" $F --prompt-only 1 > "$O/pp_${v}_$r.log" 2>&1
             say "   $var=$v prompt: $(grep -E '^prompt of 512|^32-row chunk commit' "$O/pp_${v}_$r.log" | cut -c1-60 | tr -s ' ' | tr '\n' ';')"
+        done
+    done
+}
+# The AR step's A/B (see the header): rounds outer, values, then row counts inner, so drift falls on every value.
+dr_ab_ar() {
+    local var=$1 vals=$2 ns=$3 r v n; shift 3
+    for r in $(seq 1 ${ROUNDS:-2}); do
+        for v in $vals; do
+            for n in $ns; do
+                [ "$(el)" -lt $(( ${DR_LIMIT:-585} - 40 )) ] || return
+                env "$@" "$var=$v" timeout 60 "$D/bin/bench_batch" $F --device cuda --mode ar --n $n --prompt 32 \
+                    --gen 96 > "$O/ar_${v}_${n}_$r.log" 2>&1
+                say "b$r rc=$? AR n $n $var=$v: $(grep -E "^ +$n " "$O/ar_${v}_${n}_$r.log" | tail -1 | cut -c1-110)"
+            done
         done
     done
 }

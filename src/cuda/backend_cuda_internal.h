@@ -181,6 +181,8 @@ struct backend_session {
     int router_fused;           /* the router product and routing in one launch (moe_router.cu): 0 no
                                  * (CLOVER_CUDA_ROUTER_FUSED=0), 1 yes (the default), 2 yes without staging its
                                  * weights in shared memory (=2, A/B) */
+    size_t router_rows;         /* and past 8 rows up to this many (CLOVER_CUDA_ROUTER_ROWS=N, 9..64; 0: never, the
+                                 * default until measured: moe_router.cu's k_router_rows) */
     size_t max_rows, max_context, n_past;
     uint32_t n_run;     /* the layers it runs, [0, n_run): n_layer, or fewer as the front of a split (then it
                          * holds state for those only, runs no head and hands on the residual, out_hidden) */

@@ -86,6 +86,13 @@ static bool takes_stream(const backend_session *s, const model_weight *w, size_t
            cuda_matmul_stream_work_bytes(w->type, (size_t)w->ne[0], n) <= s->sc.mm_work_bytes;
 }
 
+/* Whether mm_multi takes w at n rows (> D) in cuda_matmul_exact_multi's one launch, every row with the decode
+ * product's bits (the router, exact; a float product of few outputs, whose chunk path is the thin decode form). */
+static bool takes_exact_rows(const backend_session *s, const model_weight *w, bool exact, size_t n) {
+    return n > D && s->exact_rows && is_float(w->type) &&
+           (exact || s->fp32 || s->cls_rows <= D || (size_t)w->ne[1] <= CUDA_MATMUL_THIN_MAX_OUT);
+}
+
 /* One type and one input width: two products that one decode launch can take together. */
 static bool same_width(const model_weight *a, const model_weight *b) {
     return a->type == b->type && a->ne[0] == b->ne[0];
@@ -192,10 +199,8 @@ static int mm_multi(backend_session *s, const model_weight *const *w, const bool
      * them with those bits (cuda_matmul_exact_multi, matmul_exact.cu) instead of a decode launch per 8 rows and
      * a thin launch (a 32-row preview: 42 us a layer, 1.7 ms of 10.2; the 16-sequence step 46 us a layer, H200,
      * 2026-12-14-trace24). On unless CLOVER_CUDA_EXACT_ROWS=0. */
-    bool thin = same && n > D && s->exact_rows;
-    for (size_t i = 0; thin && i < nw; i++)
-        thin = is_float(w[i]->type) &&
-               (exact[i] || s->fp32 || s->cls_rows <= D || (size_t)w[i]->ne[1] <= CUDA_MATMUL_THIN_MAX_OUT);
+    bool thin = same;
+    for (size_t i = 0; thin && i < nw; i++) thin = takes_exact_rows(s, w[i], exact[i], n);
     bool one = same && nw > 1 && !thin;
     for (size_t i = 0; one && i < nw; i++) one = takes_decode(s, w[i], exact[i]);
     /* 9..32 rows under CLOVER_CUDA_MMV_STREAM32: one quantisation of x and one launch */
@@ -565,7 +570,9 @@ static int shexp_join(backend_session *s, clover_error *err) {
  * cuda_moe_route write, bit for bit, in one launch instead of two (the routing's launch and dependency were ~2-3
  * us of the ~7 us a layer of the pair on the H200, issue 24). Where mm_multi would run both as one decode product:
  * up to D rows, an F32 router and a shared expert's gate of its type and width on the decode kernel too (a gate
- * that would take another form keeps the two launches, and its bits). CLOVER_CUDA_ROUTER_FUSED=0: the two launches. */
+ * that would take another form keeps the two launches, and its bits); past D rows, up to the session's
+ * router_rows (CLOVER_CUDA_ROUTER_ROWS, off by default until measured), where both take cuda_matmul_exact_multi.
+ * CLOVER_CUDA_ROUTER_FUSED=0: the two launches at every row count. */
 static cuda_router_args router_args(const backend_session *s, const model_moe_weights *w, size_t n) {
     const cuda_scratch *sc = &s->sc;
     const bool sh = s->hp->n_ff_shexp != 0;
@@ -579,12 +586,18 @@ static cuda_router_args router_args(const backend_session *s, const model_moe_we
 }
 
 static bool router_fuses(const backend_session *s, const model_moe_weights *w, size_t n) {
-    if (!s->router_fused || n < 1 || n > D || w->gate_inp.type != QUANT_F32 ||
-        (size_t)w->gate_inp.ne[1] != s->hp->n_expert || !takes_decode(s, &w->gate_inp, true))
+    if (!s->router_fused || n < 1 || w->gate_inp.type != QUANT_F32 || (size_t)w->gate_inp.ne[1] != s->hp->n_expert)
         return false;
-    if (s->hp->n_ff_shexp &&
-        (!same_width(&w->gate_inp_shexp, &w->gate_inp) || !takes_decode(s, &w->gate_inp_shexp, false)))
+    const bool sh = s->hp->n_ff_shexp != 0;
+    if (sh && !same_width(&w->gate_inp_shexp, &w->gate_inp)) return false;
+    if (n > D) { /* past D rows where the session's CLOVER_CUDA_ROUTER_ROWS reaches and mm_multi would take the exact
+                  * rows' launch for both (so the fused launch writes its bits) */
+        if (n > s->router_rows || !takes_exact_rows(s, &w->gate_inp, true, n) ||
+            (sh && !takes_exact_rows(s, &w->gate_inp_shexp, false, n)))
+            return false;
+    } else if (!takes_decode(s, &w->gate_inp, true) || (sh && !takes_decode(s, &w->gate_inp_shexp, false))) {
         return false;
+    }
     const cuda_router_args a = router_args(s, w, n);
     return cuda_moe_router_ok(&a);
 }

@@ -21,6 +21,7 @@
 #include "cuda/backend_cuda_internal.h"
 #include "cuda/cuda_matmul.h"
 #include "cuda/cuda_mem.h"
+#include "cuda/cuda_moe_router.h"
 #include "cuda/cuda_preview.h"
 #include "quant/quant.h"
 
@@ -471,6 +472,10 @@ static int session_make(const clover_model *model, const backend_config *cfg, si
     /* the router product and the routing in one launch (moe_router.cu) unless CLOVER_CUDA_ROUTER_FUSED=0 */
     const char *rf_env = getenv("CLOVER_CUDA_ROUTER_FUSED");
     s->router_fused = !rf_env || !*rf_env ? 1 : strcmp(rf_env, "0") == 0 ? 0 : strcmp(rf_env, "2") == 0 ? 2 : 1;
+    /* and past 8 rows up to CLOVER_CUDA_ROUTER_ROWS=N rows (9..CUDA_ROUTER_MAX_ROWS; anything else: not past 8) */
+    const char *rr_env = getenv("CLOVER_CUDA_ROUTER_ROWS");
+    const long rr = rr_env ? strtol(rr_env, NULL, 10) : 0;
+    s->router_rows = rr > CUDA_MATMUL_DECODE_MAX_ROWS && rr <= CUDA_ROUTER_MAX_ROWS ? (size_t)rr : 0;
     /* CLOVER_CUDA_PREVIEW_HIDDEN (any value): previews record the residual stream for preview_debug */
     if (!s->stack && getenv("CLOVER_CUDA_PREVIEW_HIDDEN") &&
         !(s->dbg_hidden = mem_alloc((hp->n_layer + 1) * max_rows * hp->n_embd * sizeof(float)))) {

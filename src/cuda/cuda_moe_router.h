@@ -1,9 +1,10 @@
 /*
  * cuda_moe_router.h: the MoE router product and the routing in one launch
- * (src/cuda/moe_router.cu), for a decode step's 1..8 rows and an F32 router.
- * Bit for bit what the two launches it replaces write: cuda_matmul_decode (or
- * cuda_matmul_decode_multi with the second matrix) and cuda_moe_route.
- * Callable from C.
+ * (src/cuda/moe_router.cu), for 1..CUDA_ROUTER_MAX_ROWS rows and an F32
+ * router. Bit for bit what the two launches it replaces write: up to 8 rows
+ * cuda_matmul_decode (or cuda_matmul_decode_multi with the second matrix),
+ * past 8 cuda_matmul_exact_multi (the same bits: matmul_exact.cu), then
+ * cuda_moe_route. Callable from C.
  */
 #ifndef CLOVER_CUDA_MOE_ROUTER_H
 #define CLOVER_CUDA_MOE_ROUTER_H
@@ -16,6 +17,9 @@
 extern "C" {
 #endif
 
+/* Rows of one fused launch at most: past 8, the last block routes them 8 at a time (moe_router.cu). */
+enum { CUDA_ROUTER_MAX_ROWS = 64 };
+
 typedef struct cuda_router_args {
     uint32_t type;        /* weight type: F32 (quant.h's 0) only */
     const void *w;        /* [n_expert][n_in] the router, 16-byte aligned */
@@ -24,7 +28,7 @@ typedef struct cuda_router_args {
     size_t n_out2;
     float *y2;            /* [n_rows][n_out2]: x w2^T (as the decode product writes it) */
     const float *x;       /* [n_rows][n_in], 16-byte aligned */
-    size_t n_rows;        /* 1..CUDA_MATMUL_DECODE_MAX_ROWS (8) */
+    size_t n_rows;        /* 1..CUDA_ROUTER_MAX_ROWS */
     float *logits;        /* [n_rows][n_expert]: x w^T */
     int32_t *idx;         /* [n_rows][k]: cuda_moe_route's ids */
     float *wts;           /* [n_rows][k]: and weights */

@@ -15,7 +15,8 @@
  * the same rows, so each row's 16-byte loads are shared through L1.
  *
  * Weights longer than EX_NJ x 256 elements are taken in slices of EX_NJ x 256 (every row's sum carried across
- * slices in a register), which keeps the element order.
+ * slices in a register), which keeps the element order. That form's code is matmul_exact.cuh's (ex_rows_warp), so
+ * moe_router.cu's routing past 8 rows runs the same warps.
  *
  * The row-block form (ex_rb_kernel, CLOVER_CUDA_EXACT_RB=1; off by default: written 2026-12-05 without a device):
  * at many rows the form above is bound by L2 reads, not arithmetic: each warp takes 4 rows, so every weight row
@@ -54,99 +55,16 @@
 #include "cuda_matmul.h"
 #include "cuda_device.h"
 #include "cuda_switch.h"
-#include "matmul_mmv.cuh"
+#include "matmul_exact.cuh"
 
-enum { EX_NJ = 8, EX_RW = 4, EX_WARPS = 8, EXB_WARPS = 16 };
 /* the tile form: a warp 4 rows x 8 outputs, a block 4 row warps x 2 output warps; AUTO from XT_MIN_ROWS rows */
 enum { XT_R = 4, XT_O = 8, XT_WR = 4, XT_WO = 2, XT_MIN_ROWS = 128 };
-
-typedef struct {
-    const uint8_t *w[CUDA_MATMUL_MAX_SEG];
-    float *y[CUDA_MATMUL_MAX_SEG];
-    int n_out[CUDA_MATMUL_MAX_SEG];
-    int n_seg, tot, n_in, n_rows, rw; /* tot: the segments' outputs together */
-    size_t row_bytes;
-    const float *x;
-} ex_params;
-
-/* This warp's matrix, output and weight row for global output og (constant indices only: a dynamic index into
- * the parameters would copy them to local memory). */
-__device__ __forceinline__ const uint8_t *ex_pick(const ex_params &p, int og, float *&y, int &n_out, int &o) {
-    const uint8_t *W = p.w[0];
-    y = p.y[0];
-    n_out = p.n_out[0], o = og;
-#pragma unroll
-    for (int i = 1; i < CUDA_MATMUL_MAX_SEG; i++)
-        if (i < p.n_seg && o >= n_out) o -= n_out, W = p.w[i], y = p.y[i], n_out = p.n_out[i];
-    return W + (size_t)o * p.row_bytes;
-}
-
-/* The lane's weights of the slice from e0: elements 8 lane + 256 j .. + 7, j < EX_NJ (those past n_in unread). */
-template <int T>
-__device__ __forceinline__ void ex_load(float (&wv)[EX_NJ][8], const uint8_t *wrow, int e0, int n_in, int lane) {
-#pragma unroll
-    for (int j = 0; j < EX_NJ; j++) {
-        const int e = e0 + 8 * lane + 256 * j;
-        if (e < n_in) mmv_vec_weights<T>(wrow, e, wv[j]);
-    }
-}
-
-/* The slice's products into nr rows' sums from row r0: j outer, rows inner, so each row's sum still takes its
- * elements in j order (the decode order) and the row index stays a constant (acc in registers). */
-__device__ __forceinline__ void ex_dot(float (&acc)[EX_RW], const float (&wv)[EX_NJ][8], const float *x, int r0,
-                                       int nr, int e0, int n_in, int lane) {
-#pragma unroll
-    for (int j = 0; j < EX_NJ; j++) {
-        const int e = e0 + 8 * lane + 256 * j;
-        if (e >= n_in) break;
-#pragma unroll
-        for (int i = 0; i < EX_RW; i++)
-            if (i < nr) acc[i] = mmv_vec_dot8(wv[j], x + (size_t)(r0 + i) * n_in + e, acc[i]);
-    }
-}
-
-/* The warp tree of each of the nr rows' sums, lane 0 writing them. */
-template <int T>
-__device__ __forceinline__ void ex_store(const float (&acc)[EX_RW], float *y, int r0, int nr, int n_out, int o,
-                                         int lane) {
-#pragma unroll
-    for (int i = 0; i < EX_RW; i++) {
-        if (i >= nr) break;
-        const float v = mmv_reduce<T>(acc[i]);
-        if (lane == 0) y[(size_t)(r0 + i) * n_out + o] = v;
-    }
-}
 
 template <int T>
 __global__ void __launch_bounds__(32 * EX_WARPS) ex_rows_kernel(ex_params p) {
     const int lane = threadIdx.x & 31;
     const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
-    const long og = gw % p.tot, rg = gw / p.tot;
-    const int r0 = (int)rg * p.rw;
-    if (r0 >= p.n_rows) { /* warp-uniform; the block's other warps may still work */
-        pdl_wait();
-        pdl_trigger();
-        return;
-    }
-    const int nr = min(p.rw, p.n_rows - r0);
-    float *y;
-    int n_out, o;
-    const uint8_t *wrow = ex_pick(p, (int)og, y, n_out, o);
-    float acc[EX_RW];
-#pragma unroll
-    for (int i = 0; i < EX_RW; i++) acc[i] = 0.0f;
-    bool waited = false;
-    for (int e0 = 0; e0 < p.n_in; e0 += EX_NJ * 256) {
-        float wv[EX_NJ][8];
-        ex_load<T>(wv, wrow, e0, p.n_in, lane);
-        if (!waited) {
-            pdl_wait(); /* x is the previous kernel's output (cuda_pdl.cuh) */
-            pdl_trigger();
-            waited = true;
-        }
-        ex_dot(acc, wv, p.x, r0, nr, e0, p.n_in, lane);
-    }
-    ex_store<T>(acc, y, r0, nr, n_out, o, lane);
+    ex_rows_warp<T>(p, gw, lane);
 }
 
 /* The row-block form: block (bx, by) takes outputs bx * EXB_WARPS .. + EXB_WARPS - 1 (a warp each) and rows

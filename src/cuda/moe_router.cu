@@ -43,11 +43,13 @@
  * loads go through L2). The rows route in parallel either way: a block has
  * at least n_rows warps, one row each.
  *
- * Not past 8 rows: at 16 (a warp a row, 16-warp blocks; bench/device-runs/
- * 2027-01-26-r16, H100) the same bits, but the 16-sequence AR step 0.2-1.0%
- * slower than the exact product (ex_rows_kernel, a warp's weights reused over
- * its rows) plus k_route: the launch saved costs less than each warp's own
- * pass over its weight row.
+ * Not this product past 8 rows: at 16 (a warp a row, 16-warp blocks;
+ * bench/device-runs/2027-01-26-r16, H100) the same bits, but the 16-sequence
+ * AR step 0.2-1.0% slower than the exact product (ex_rows_kernel, a warp's
+ * weights reused over its rows) plus k_route: the launch saved costs less
+ * than each warp's own pass over its weight row. Past 8 rows the fused form
+ * is that exact product's own warps with this counter tail (k_router_rows,
+ * below; which row counts take it is the session's CLOVER_CUDA_ROUTER_ROWS).
  *
  * PDL (cuda_pdl.cuh): a block's weight rows are constant, so they are copied
  * to shared memory with cp.async (or, when they would not fit, prefetched
@@ -59,12 +61,16 @@
 
 #include "cuda_moe_router.h"
 #include "cuda_ops.h"
+#include "matmul_exact.cuh"
 #include "matmul_mmv.cuh"
 #include "moe_route.cuh"
 
 enum {
     RT_WARPS = 8,           /* warps per block at most (8 rows: the last block routes them in one round) */
-    RT_SMEM_MAX = 96 * 1024 /* staged weight rows of a block at most */
+    RT_SMEM_MAX = 96 * 1024, /* staged weight rows of a block at most */
+    /* past 8 rows, experts a row at most (k_route's register width 8): wider rows' routing registers beside the
+     * product's made ptxas spill, so they keep the two launches */
+    RTR_MAX_EXPERT = 256, RTR_MAX_NPER = RTR_MAX_EXPERT / 32
 };
 
 typedef struct rt_params {
@@ -82,6 +88,32 @@ typedef struct rt_params {
 /* The weight row of output o: the router's rows, then the second matrix's. */
 __device__ __forceinline__ const uint8_t *rt_wrow(const rt_params &p, int o) {
     return o < p.n_out ? p.w + (size_t)o * p.row_bytes : p.w2 + (size_t)(o - p.n_out) * p.row_bytes;
+}
+
+/* The counter (the top comment's): each block counts itself out once its warps' logits are written (and, !FAST,
+ * fenced); the last block resets the word and routes every row, a warp a row in rounds of the block's nw warps. */
+template <int NPER, bool FAST>
+__device__ __forceinline__ void rt_count_route(const rt_params &p, int &last, int warp, int nw) {
+    __syncthreads(); /* every warp's write (and fence) precedes thread 0's count */
+    if (threadIdx.x == 0) {
+        unsigned done;
+        if (FAST) { /* release: the block's logits before the count; acquire: the others' before the reads below */
+            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(done) : "l"(p.counter) : "memory");
+        } else {
+            __threadfence();
+            done = atomicAdd(p.counter, 1u);
+        }
+        last = done == gridDim.x - 1;
+        if (last) {
+            atomicExch(p.counter, 0u); /* every block has counted: the word is free for the next launch */
+            if (!FAST) __threadfence(); /* the others' logits, seen through their fences, before the reads below */
+        }
+    }
+    __syncthreads();
+    if (!last) return; /* block-uniform */
+    for (int r = warp; r < p.n_rows; r += nw) /* a warp per row, as k_route */
+        moe_route_warp<NPER, FAST>(p.idx + (size_t)r * p.k, p.wts + (size_t)r * p.k, p.y + (size_t)r * p.n_out, NULL,
+                             (size_t)p.n_out, (size_t)p.k);
 }
 
 template <int NPER, bool FAST>
@@ -126,26 +158,23 @@ __global__ void __launch_bounds__(32 * RT_WARPS) k_router(rt_params p) {
             if (!FAST) __threadfence(); /* this logit is visible device-wide before the block counts itself out */
         }
     }
-    __syncthreads(); /* every warp's write (and fence) precedes thread 0's count */
-    if (threadIdx.x == 0) {
-        unsigned done;
-        if (FAST) { /* release: the block's logits before the count; acquire: the others' before the reads below */
-            asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(done) : "l"(p.counter) : "memory");
-        } else {
-            __threadfence();
-            done = atomicAdd(p.counter, 1u);
-        }
-        last = done == gridDim.x - 1;
-        if (last) {
-            atomicExch(p.counter, 0u); /* every block has counted: the word is free for the next launch */
-            if (!FAST) __threadfence(); /* the others' logits, seen through their fences, before the reads below */
-        }
-    }
-    __syncthreads();
-    if (!last) return; /* block-uniform */
-    for (int r = warp; r < p.n_rows; r += nw) /* a warp per row, as k_route (nw >= n_rows: one round) */
-        moe_route_warp<NPER, FAST>(p.idx + (size_t)r * p.k, p.wts + (size_t)r * p.k, p.y + (size_t)r * p.n_out, NULL,
-                             (size_t)p.n_out, (size_t)p.k);
+    rt_count_route<NPER, FAST>(p, last, warp, nw);
+}
+
+/* Past 8 rows (up to CUDA_ROUTER_MAX_ROWS): cuda_matmul_exact_multi's warp-an-output form (ex_rows_warp, the
+ * matmul_exact.cuh code ex_rows_kernel runs, on its grid of 8-warp blocks: the same warps, so the same logits and
+ * second outputs), then the counter, and the last block routes the rows, 8 at a time. 133 registers (ptxas, sm_90a;
+ * ex_rows_kernel 128): one block an SM where ex_rows_kernel has two, so a grid past the SMs (rows > 16 at 257
+ * outputs on 132 SMs) takes two waves: which row counts take it is the caller's (CLOVER_CUDA_ROUTER_ROWS). Bound to
+ * two blocks an SM, ptxas spilled. */
+template <int NPER, bool FAST>
+__global__ void __launch_bounds__(32 * EX_WARPS) k_router_rows(ex_params e, rt_params p) {
+    __shared__ int last;
+    const int lane = threadIdx.x & 31;
+    const long gw = ((long)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    ex_rows_warp<MM_F32>(e, gw, lane); /* its lane 0 stores; past the rows, only the PDL wait */
+    if (!FAST) __threadfence(); /* the stores visible device-wide before the block counts itself out */
+    rt_count_route<NPER, FAST>(p, last, (int)(threadIdx.x >> 5), EX_WARPS);
 }
 
 /* Warps per block: one per row (the last block routes every row in one round), at least 2. Small blocks spread
@@ -163,8 +192,9 @@ static size_t rt_rows_per_block(size_t n_rows, size_t n_all, size_t nw) {
 
 extern "C" bool cuda_moe_router_ok(const cuda_router_args *a) {
     if (!a || a->type != MM_F32 || !a->w || !a->x || !a->logits || !a->idx || !a->wts || !a->counter) return false;
-    if (a->n_rows < 1 || a->n_rows > MMV_MAX) return false;
+    if (a->n_rows < 1 || a->n_rows > CUDA_ROUTER_MAX_ROWS) return false;
     if (a->n_expert < 1 || a->n_expert > CUDA_ROUTE_MAX_EXPERT) return false;
+    if (a->n_rows > MMV_MAX && a->n_expert > RTR_MAX_EXPERT) return false;
     if (a->k < 1 || a->k > CUDA_ROUTE_MAX_K || a->k > a->n_expert) return false;
     if (a->n_in < 8 || a->n_in % 8 != 0 || a->n_in > (1u << 28)) return false; /* mmv_row's 16-byte path */
     if (a->w2 ? (!a->y2 || a->n_out2 < 1 || a->n_out2 > (1u << 20)) : a->n_out2 != 0) return false;
@@ -187,9 +217,21 @@ static void rt_launch_f(const rt_params &p, unsigned grid, unsigned nw, size_t s
     pdl_launch(k_router<NPER, FAST>, dim3(grid), dim3(32 * nw), smem, st, p);
 }
 
+/* k_router (e NULL) or, past 8 rows, k_router_rows on e's grid of 8-warp blocks */
 template <int NPER>
-static void rt_launch(const rt_params &p, unsigned grid, unsigned nw, size_t smem, cudaStream_t st) {
-    if (cuda_route_fast())
+static void rt_launch(const rt_params &p, const ex_params *e, unsigned grid, unsigned nw, size_t smem,
+                      cudaStream_t st) {
+    const bool fast = cuda_route_fast();
+    if constexpr (NPER <= RTR_MAX_NPER) {
+        if (e) {
+            if (fast)
+                pdl_launch(k_router_rows<NPER, true>, dim3(grid), dim3(32 * EX_WARPS), 0, st, *e, p);
+            else
+                pdl_launch(k_router_rows<NPER, false>, dim3(grid), dim3(32 * EX_WARPS), 0, st, *e, p);
+            return;
+        }
+    }
+    if (fast)
         rt_launch_f<NPER, true>(p, grid, nw, smem, st);
     else
         rt_launch_f<NPER, false>(p, grid, nw, smem, st);
@@ -203,7 +245,7 @@ extern "C" int cuda_moe_router(const cuda_router_args *a, void *stream, char *wh
     if (!cuda_moe_router_ok(a))
         MM_FAIL("%s: arguments outside the fused form (F32, 1..%d rows, <= %d experts, k <= %d, n_in %% 8, "
                 "16-byte aligned)",
-                op, MMV_MAX, (int)CUDA_ROUTE_MAX_EXPERT, (int)CUDA_ROUTE_MAX_K);
+                op, (int)CUDA_ROUTER_MAX_ROWS, (int)CUDA_ROUTE_MAX_EXPERT, (int)CUDA_ROUTE_MAX_K);
     rt_params p = {};
     p.w = (const uint8_t *)a->w;
     p.w2 = (const uint8_t *)a->w2;
@@ -220,25 +262,36 @@ extern "C" int cuda_moe_router(const cuda_router_args *a, void *stream, char *wh
     p.wts = a->wts;
     p.counter = a->counter;
     const size_t n_all = a->n_expert + (size_t)p.n_out2, n_pairs = n_all * a->n_rows;
-    const size_t nw = rt_warps(a->n_rows);
-    const unsigned grid = (unsigned)((n_pairs + nw - 1) / nw);
+    size_t nw = rt_warps(a->n_rows);
+    unsigned grid = (unsigned)((n_pairs + nw - 1) / nw);
     const size_t smem = rt_rows_per_block(a->n_rows, n_all, nw) * p.row_bytes;
     p.stage = !a->no_stage && smem <= RT_SMEM_MAX;
-    const size_t dyn = p.stage ? smem : 0;
+    size_t dyn = p.stage ? smem : 0;
+    ex_params e = {}; /* past 8 rows: cuda_matmul_exact_multi's parameters and grid for these matrices */
+    const bool rows = a->n_rows > MMV_MAX;
+    if (rows) {
+        e.w[0] = p.w, e.y[0] = p.y, e.n_out[0] = p.n_out;
+        e.w[1] = p.w2, e.y[1] = p.y2, e.n_out[1] = p.n_out2;
+        e.n_seg = p.w2 ? 2 : 1;
+        e.tot = (int)n_all, e.n_in = p.n_in, e.n_rows = p.n_rows, e.rw = EX_RW, e.row_bytes = p.row_bytes, e.x = p.x;
+        const size_t warps = n_all * ((a->n_rows + EX_RW - 1) / EX_RW);
+        grid = (unsigned)((warps + EX_WARPS - 1) / EX_WARPS), nw = EX_WARPS, dyn = 0, p.stage = 0;
+    }
+    const ex_params *ep = rows ? &e : NULL;
     cudaStream_t st = (cudaStream_t)stream;
     const size_t per = (a->n_expert + 31) / 32; /* k_route's register width */
     if (per <= 1)
-        rt_launch<1>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<1>(p, ep, grid, (unsigned)nw, dyn, st);
     else if (per <= 2)
-        rt_launch<2>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<2>(p, ep, grid, (unsigned)nw, dyn, st);
     else if (per <= 4)
-        rt_launch<4>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<4>(p, ep, grid, (unsigned)nw, dyn, st);
     else if (per <= 8)
-        rt_launch<8>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<8>(p, ep, grid, (unsigned)nw, dyn, st);
     else if (per <= 16)
-        rt_launch<16>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<16>(p, ep, grid, (unsigned)nw, dyn, st);
     else
-        rt_launch<32>(p, grid, (unsigned)nw, dyn, st);
+        rt_launch<32>(p, ep, grid, (unsigned)nw, dyn, st);
     __atomic_fetch_add(&g_launches, 1, __ATOMIC_RELAXED);
     return mm_launch_status(op, why, why_len);
 }

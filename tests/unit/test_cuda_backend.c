@@ -203,6 +203,48 @@ static void router_fused_equals_two_launches(void) {
     router_fused_case(&tmq8, "q8_0");
 }
 
+/* The fused router past 8 rows (CLOVER_CUDA_ROUTER_ROWS=N, read when a session is made; off by default) against
+ * the two launches: a 12-row chunk gives the same logits bit for bit, with the rows form run in the N = 12 session
+ * only; a 16-row chunk (past its N) takes the two launches in both; the states end equal. */
+static void router_rows_case(const test_model *tm, const char *what) {
+    const size_t V = tm->model->hp.n_vocab;
+    tseq *old = mk(&backend_cuda, tm->model, 16, 128);
+    setenv("CLOVER_CUDA_ROUTER_ROWS", "12", 1);
+    tseq *neu = mk(&backend_cuda, tm->model, 16, 128);
+    unsetenv("CLOVER_CUDA_ROUTER_ROWS");
+    float *lo = malloc(16 * V * 4), *ln = malloc(16 * V * 4);
+    if (!old || !neu) goto done;
+    clover_error err = {0};
+    int32_t p[16];
+    for (int i = 0; i < 16; i++) p[i] = (int32_t)((37 * i + 5) % (int)V);
+    backend_commit_seq oo = {.all_logits = lo}, on = {.all_logits = ln};
+    uint64_t n0 = cuda_moe_router_launches();
+    CHECK(seq_commit(old, p, 12, &oo, NULL, &err) == 0);
+    CHECK_MSG(cuda_moe_router_launches() == n0, "%s: a fused router ran for 12 rows without CLOVER_CUDA_ROUTER_ROWS",
+              what);
+    CHECK(seq_commit(neu, p, 12, &on, NULL, &err) == 0);
+    CHECK_MSG(cuda_moe_router_launches() > n0, "%s: the rows form did not run for a 12-row chunk at 12", what);
+    CHECK_MSG(memcmp(lo, ln, 12 * V * 4) == 0, "%s: 12-row chunk logits differ from the two launches'", what);
+    n0 = cuda_moe_router_launches();
+    CHECK(seq_commit(old, p, 16, &oo, NULL, &err) == 0);
+    CHECK(seq_commit(neu, p, 16, &on, NULL, &err) == 0);
+    CHECK_MSG(cuda_moe_router_launches() == n0, "%s: a 16-row chunk took the fused router past the session's 12", what);
+    CHECK_MSG(memcmp(lo, ln, 16 * V * 4) == 0, "%s: 16-row chunk logits differ", what);
+    size_t bo, bn;
+    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
+    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs from the two launches'", what);
+    printf("     %s: fused router past 8 rows = two launches (chunks of 12 and 16, state)\n", what);
+    free(so), free(sn);
+done:
+    seq_free(old), seq_free(neu);
+    free(lo), free(ln);
+}
+
+static void router_rows_equals_two_launches(void) {
+    router_rows_case(&tm32, "f32");
+    router_rows_case(&tmq8, "q8_0");
+}
+
 /* The routing's fast form (CLOVER_CUDA_ROUTE_FAST, cuda_route_fast_set: the same ids and weight bits) in whole
  * passes: two sessions, every call of one with the switch off and of the other with it on (a session captures its
  * decode graph in its first decode step, so each graph holds its own form), a 5-row chunk and 6 decode steps: the
@@ -334,6 +376,7 @@ int main(void) {
     RUN(decode_q8);
     RUN(graph_equals_eager);
     RUN(router_fused_equals_two_launches);
+    RUN(router_rows_equals_two_launches);
     RUN(route_fast_equals_other);
     RUN(nll_matches_cpu);
     RUN(state_roundtrip);

@@ -206,8 +206,9 @@ static void test_route(void) {
 
 /* ---- the fused router (cuda_moe_router.h, moe_router.cu) ----
  * One launch for the router product, a second matrix's product (the shared expert's gate) and the routing. It
- * must write what the two launches it replaces write, bit for bit (cuda_matmul_decode, or cuda_matmul_decode_multi
- * with the second matrix, then cuda_moe_route: the logits, the second outputs, ids and weights), and both must
+ * must write what the two launches it replaces write, bit for bit (up to 8 rows cuda_matmul_decode, or
+ * cuda_matmul_decode_multi with the second matrix; past 8 cuda_matmul_exact_multi; then cuda_moe_route: the
+ * logits, the second outputs, ids and weights), and both must
  * agree with the CPU: the logits within 1e-5 (normalised) of double dots (f32 sums of n_in <= 4096 products:
  * sqrt(n) 2^-24 typical, as test_cuda_matmul's decode bound), non-finite exactly where the CPU's are, and the
  * routing of those logits as cpu_moe_route's (route_case's rule: ids exact, weights within 1e-6, NaN where the
@@ -249,10 +250,14 @@ static cuda_router_args router_args_of(const router_bufs *b, size_t n, size_t E,
     return a;
 }
 
-/* The two launches the fused one replaces, as backend_cuda_pass.c ran them. */
+/* The two launches the fused one replaces, as backend_cuda_pass.c runs them (mm_multi: past 8 rows one exact launch). */
 static void router_two_launches(const router_bufs *b, size_t n, size_t E, size_t n_in, size_t n2, size_t k, void *st) {
     char why[256] = "";
-    if (n2) {
+    if (n > CUDA_MATMUL_DECODE_MAX_ROWS) {
+        const cuda_matmul_seg seg[2] = {{b->w, E, b->y}, {b->w2, n2, b->y2}};
+        CHECK_MSG(cuda_matmul_exact_multi(QUANT_F32, seg, n2 ? 2 : 1, n_in, b->x, n, st, why, sizeof why) == 0, "%s",
+                  why);
+    } else if (n2) {
         const cuda_matmul_seg seg[2] = {{b->w, E, b->y}, {b->w2, n2, b->y2}};
         CHECK_MSG(cuda_matmul_decode_multi(QUANT_F32, seg, 2, n_in, b->x, n, NULL, st, why, sizeof why) == 0, "%s",
                   why);
@@ -323,12 +328,12 @@ static void router_oracle(const router_host *h, const float *w, const float *w2,
     free(probs), free(rw), free(ri), free(ref), free(got);
 }
 
-/* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [8][n_in]; special 1: a NaN in x row 1 (that row's logits
+/* Inputs on the device: w [E][n_in], w2 [n2][n_in], x [CUDA_ROUTER_MAX_ROWS][n_in]; special 1: a NaN in x row 1 (that row's logits
  * all NaN: every probability NaN, ids 0..k-1), 2: +inf in weight row E/2 (every row's logit there +inf, every
  * probability NaN, or -inf, that expert's probability 0, by the sign of x[5]), 0: none. */
 static void router_make(router_bufs *b, float **hw, float **hw2, float **hx, size_t E, size_t n_in, size_t n2,
                         int special, uint64_t seed) {
-    const size_t R = 8;
+    const size_t R = CUDA_ROUTER_MAX_ROWS;
     *hw = malloc(E * n_in * 4), *hw2 = malloc((n2 ? n2 : 1) * n_in * 4), *hx = malloc(R * n_in * 4);
     cuda_test_fill(*hw, E * n_in, seed, 1.0f / sqrtf((float)n_in) * 4.0f);
     cuda_test_fill(*hw2, (n2 ? n2 : 1) * n_in, seed + 1, 1.0f / sqrtf((float)n_in));
@@ -339,8 +344,8 @@ static void router_make(router_bufs *b, float **hw, float **hw2, float **hx, siz
     b->w2 = cuda_test_upload(*hw2, (n2 ? n2 : 1) * n_in * 4);
     b->x = cuda_test_upload(*hx, R * n_in * 4);
     b->y = cuda_test_poisoned(R * E), b->y2 = cuda_test_poisoned(R * (n2 ? n2 : 1));
-    b->wts = cuda_test_poisoned(R * 16);
-    b->idx = (int32_t *)cuda_test_poisoned(R * 16);
+    b->wts = cuda_test_poisoned(R * CUDA_ROUTE_MAX_K);
+    b->idx = (int32_t *)cuda_test_poisoned(R * CUDA_ROUTE_MAX_K);
     b->ctr = cuda_test_upload((const uint32_t[1]){0}, 4);
 }
 
@@ -349,8 +354,14 @@ static void router_bufs_free(router_bufs *b) {
     cuda_free(b->idx), cuda_free(b->ctr);
 }
 
-/* One shape at rows 1..8 (or rows_max), k = 8 (or E when smaller) and 1: the fused launch against the two launches
- * bit for bit, staged and unstaged, PDL on and off, on a non-blocking stream; the CPU oracle; the counter back to 0. */
+/* The row counts the shapes below run, up to their rows_max: every count of the decode form (1..8), then the rows
+ * form's edges (one row group of 4 past 8, a block's 8 routed rows once and twice, a grid just past one of 4 rows). */
+static const size_t router_rows_list[] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 16, 17, 31, 32, 33, 63, 64};
+enum { ROUTER_NROWS = sizeof router_rows_list / sizeof router_rows_list[0] };
+
+/* One shape at the rows of router_rows_list up to rows_max, k = 8 (or E when smaller) and 1: the fused launch
+ * against the two launches bit for bit, staged and unstaged, PDL on and off, on a non-blocking stream; the CPU
+ * oracle; the counter back to 0. */
 static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t rows_max, uint64_t seed) {
     router_bufs b;
     float *hw, *hw2, *hx;
@@ -359,8 +370,9 @@ static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t r
     char why[CUDA_WHY];
     CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
     const size_t ks[2] = {E < 8 ? E : 8, 1};
-    for (size_t n = 1; n <= rows_max; n++)
+    for (size_t ni = 0; ni < ROUTER_NROWS && router_rows_list[ni] <= rows_max; ni++)
         for (int ki = 0; ki < 2; ki++) {
+            const size_t n = router_rows_list[ni];
             const size_t k = ks[ki];
             char what[96];
             snprintf(what, sizeof what, "fused router E %zu n_in %zu n2 %zu rows %zu k %zu special %d", E, n_in, n2,
@@ -395,15 +407,19 @@ static void router_shape(size_t E, size_t n_in, size_t n2, int special, size_t r
 
 /* The 35B-A3B's router (256 x 2048 and the 1-output shared expert gate), odd expert counts (200: 7 lanes' worth,
  * 33: two register widths' boundary) and widths (1000: a partial last 256-value step; 264), 8192 wide (a block's
- * staged rows past 48 KB: the opt-in), 16384 wide (past 96 KB: L2 prefetch instead); NaN and inf rows. */
+ * staged rows past 48 KB: the opt-in), 16384 wide (past 96 KB: L2 prefetch instead); NaN and inf rows; past 8 rows
+ * (the rows form, k_router_rows) to 64 on the 35B shape, 33 at 200 x 1000 with an inf weight row, 17 with a NaN
+ * row and 9000 wide (the exact product's second 2048-value slice). */
 static void test_router_fused(void) {
-    router_shape(256, 2048, 1, 0, 8, 71);
+    router_shape(256, 2048, 1, 0, 64, 71);
     router_shape(200, 1000, 0, 0, 8, 72);
     router_shape(33, 264, 1, 0, 8, 73);
     router_shape(64, 8192, 0, 0, 3, 74);
     router_shape(16, 16384, 1, 0, 2, 78);
     router_shape(256, 2048, 1, 1, 8, 75);
-    router_shape(200, 1000, 0, 2, 8, 76);
+    router_shape(200, 1000, 0, 2, 33, 76);
+    router_shape(33, 264, 1, 1, 17, 79);
+    router_shape(16, 9000, 1, 0, 12, 80);
     /* outside the fused form: refused without a launch (the caller keeps the two launches) */
     router_bufs b;
     float *hw, *hw2, *hx;
@@ -413,8 +429,15 @@ static void test_router_fused(void) {
     CHECK(cuda_moe_router_ok(&a));
     a.k = 0;
     CHECK(!cuda_moe_router_ok(&a) && cuda_moe_router(&a, NULL, why, sizeof why) == -1 && why[0]);
-    a.k = 4, a.n_rows = 9;
+    a.k = 4, a.n_rows = 9; /* past 8 rows: the rows form */
+    CHECK(cuda_moe_router_ok(&a));
+    a.n_rows = CUDA_ROUTER_MAX_ROWS + 1;
     CHECK(!cuda_moe_router_ok(&a));
+    a.n_rows = 9, a.n_expert = 300; /* past 8 rows, past 256 experts: the two launches (no launch here) */
+    CHECK(!cuda_moe_router_ok(&a));
+    a.n_rows = 8;
+    CHECK(cuda_moe_router_ok(&a));
+    a.n_expert = 33;
     a.n_rows = 3, a.x = b.x + 1; /* 4-byte aligned only */
     CHECK(!cuda_moe_router_ok(&a));
     a.x = b.x, a.n_in = 260; /* not a multiple of 8 */
@@ -425,9 +448,10 @@ static void test_router_fused(void) {
     free(hw), free(hw2), free(hx);
 }
 
-/* Graphs: two fused launches on one counter (8 rows k 8, then 3 rows k 1 on other rows) captured once and replayed
- * twice, outputs poisoned before each replay: every replay's bits are the direct calls', the counter 0 after. */
-static void test_router_fused_graph(void) {
+/* Graphs: two fused launches on one counter (nb rows k kb, then nc rows k kc on other rows) captured once and
+ * replayed twice, outputs poisoned before each replay: every replay's bits are the direct calls', the counter 0
+ * after. */
+static void router_graph_case(size_t nb, size_t kb, size_t nc, size_t kc) {
     const size_t E = 256, n_in = 2048, n2 = 1;
     router_bufs b, c;
     float *hw, *hw2, *hx, *cw, *cw2, *cx;
@@ -438,28 +462,29 @@ static void test_router_fused_graph(void) {
     void *st = NULL, *exec = NULL;
     char why[CUDA_WHY];
     CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
-    router_fused_call(&b, 8, E, n_in, n2, 8, 0, st);
-    router_fused_call(&c, 3, E, n_in, n2, 1, 0, st);
+    router_fused_call(&b, nb, E, n_in, n2, kb, 0, st);
+    router_fused_call(&c, nc, E, n_in, n2, kc, 0, st);
     CHECK_MSG(cuda_stream_sync(st, why) == 0, "%s", why);
     router_host db, dc;
-    router_host_get(&db, &b, 8, E, n2, 8);
-    router_host_get(&dc, &c, 3, E, n2, 1);
-    router_oracle(&db, hw, hw2, hx, 8, E, n_in, n2, 8, "graph, direct, 8 rows");
-    router_oracle(&dc, cw, cw2, cx, 3, E, n_in, n2, 1, "graph, direct, 3 rows");
+    router_host_get(&db, &b, nb, E, n2, kb);
+    router_host_get(&dc, &c, nc, E, n2, kc);
+    router_oracle(&db, hw, hw2, hx, nb, E, n_in, n2, kb, "graph, direct, first");
+    router_oracle(&dc, cw, cw2, cx, nc, E, n_in, n2, kc, "graph, direct, second");
     CHECK_MSG(cuda_graph_begin(st, why) == 0, "%s", why);
-    router_fused_call(&b, 8, E, n_in, n2, 8, 0, st);
-    router_fused_call(&c, 3, E, n_in, n2, 1, 0, st);
+    router_fused_call(&b, nb, E, n_in, n2, kb, 0, st);
+    router_fused_call(&c, nc, E, n_in, n2, kc, 0, st);
     CHECK_MSG(cuda_graph_end(st, &exec, why) == 0, "%s", why);
     for (int rep = 0; rep < 2; rep++) {
-        router_poison(&b, 8, E, n2, 8);
-        router_poison(&c, 3, E, n2, 1);
+        router_poison(&b, nb, E, n2, kb);
+        router_poison(&c, nc, E, n2, kc);
         CHECK_MSG(cuda_graph_launch(exec, st, why) == 0 && cuda_stream_sync(st, why) == 0, "%s", why);
         router_host gb, gc;
-        router_host_get(&gb, &b, 8, E, n2, 8);
-        router_host_get(&gc, &c, 3, E, n2, 1);
-        CHECK_MSG(router_same(&gb, &db, 8, E, n2, 8) && router_same(&gc, &dc, 3, E, n2, 1),
-                  "graph replay %d differs from the direct calls", rep);
-        CHECK_MSG(router_counter(&b) == 0, "graph replay %d: the counter was left at %u", rep, router_counter(&b));
+        router_host_get(&gb, &b, nb, E, n2, kb);
+        router_host_get(&gc, &c, nc, E, n2, kc);
+        CHECK_MSG(router_same(&gb, &db, nb, E, n2, kb) && router_same(&gc, &dc, nc, E, n2, kc),
+                  "graph (%zu, %zu rows) replay %d differs from the direct calls", nb, nc, rep);
+        CHECK_MSG(router_counter(&b) == 0, "graph (%zu, %zu rows) replay %d: the counter was left at %u", nb, nc, rep,
+                  router_counter(&b));
         router_host_free(&gb), router_host_free(&gc);
     }
     cuda_graph_destroy(exec);
@@ -470,25 +495,37 @@ static void test_router_fused_graph(void) {
     free(hw), free(hw2), free(hx), free(cw), free(cw2), free(cx);
 }
 
-/* A small case for compute-sanitizer (memcheck, racecheck, synccheck): 3 rows, 33 experts, 64 wide, k 4, a
- * 1-output second matrix; against the two launches and the CPU. */
+/* The decode form's rows (8 then 3) and the rows form's (16 then 12: a 16-sequence step's, then a router launch of
+ * fewer rows on the same word), and one of each on one word. */
+static void test_router_fused_graph(void) {
+    router_graph_case(8, 8, 3, 1);
+    router_graph_case(16, 8, 12, 1);
+    router_graph_case(33, 8, 5, 4);
+}
+
+/* Small cases for compute-sanitizer (memcheck, racecheck, synccheck): 3 rows (the decode form) and 12 (the rows
+ * form), 33 experts, 64 wide, k 4, a 1-output second matrix; against the two launches and the CPU. */
 static void test_router_small(void) {
-    const size_t E = 33, n_in = 64, n2 = 1, n = 3, k = 4;
+    const size_t E = 33, n_in = 64, n2 = 1, k = 4, ns[2] = {3, 12};
     router_bufs b;
     float *hw, *hw2, *hx;
     router_make(&b, &hw, &hw2, &hx, E, n_in, n2, 0, 91);
-    router_two_launches(&b, n, E, n_in, n2, k, NULL);
-    sync_or_fail();
-    router_host two, one;
-    router_host_get(&two, &b, n, E, n2, k);
-    router_poison(&b, n, E, n2, k);
-    router_fused_call(&b, n, E, n_in, n2, k, 0, NULL);
-    sync_or_fail();
-    router_host_get(&one, &b, n, E, n2, k);
-    CHECK_MSG(router_same(&one, &two, n, E, n2, k), "small fused router differs from the two launches");
-    CHECK(router_counter(&b) == 0);
-    router_oracle(&one, hw, hw2, hx, n, E, n_in, n2, k, "small");
-    router_host_free(&one), router_host_free(&two);
+    for (int i = 0; i < 2; i++) {
+        const size_t n = ns[i];
+        router_two_launches(&b, n, E, n_in, n2, k, NULL);
+        sync_or_fail();
+        router_host two, one;
+        router_host_get(&two, &b, n, E, n2, k);
+        router_poison(&b, n, E, n2, k);
+        router_fused_call(&b, n, E, n_in, n2, k, 0, NULL);
+        sync_or_fail();
+        router_host_get(&one, &b, n, E, n2, k);
+        CHECK_MSG(router_same(&one, &two, n, E, n2, k), "small fused router, %zu rows: differs from the two launches",
+                  n);
+        CHECK(router_counter(&b) == 0);
+        router_oracle(&one, hw, hw2, hx, n, E, n_in, n2, k, "small");
+        router_host_free(&one), router_host_free(&two);
+    }
     router_bufs_free(&b);
     free(hw), free(hw2), free(hx);
 }
@@ -636,8 +673,9 @@ static void router_fast_shape(size_t E, size_t n_in, size_t n2, int special, int
     void *st = NULL;
     CHECK_MSG(cuda_stream_create(&st, why) == 0, "%s", why);
     const size_t ks[3] = {E < 8 ? E : 8, E < 4 ? E : 4, 1};
-    for (size_t n = 1; n <= rows_max; n++)
+    for (size_t ni = 0; ni < ROUTER_NROWS && router_rows_list[ni] <= rows_max; ni++)
         for (int ki = 0; ki < 3; ki++) {
+            const size_t n = router_rows_list[ni];
             const size_t k = ks[ki];
             char what[112];
             snprintf(what, sizeof what, "fast fused router E %zu n_in %zu n2 %zu rows %zu k %zu special %d dup %d",
@@ -667,7 +705,7 @@ static void router_fast_shape(size_t E, size_t n_in, size_t n2, int special, int
     free(hw), free(hw2), free(hx);
 }
 
-/* The fused router's fast form: the 35B-A3B's router at rows 1..8, with and without ties, its NaN and inf rows, odd
+/* The fused router's fast form: the 35B-A3B's router at rows 1..8 (and to 33: the rows form), with and without ties, its NaN and inf rows, odd
  * expert counts and widths, a staged block past 48 KB; then the graph and small cases under the fast form (a
  * captured replay of its counter, and the case compute-sanitizer runs). */
 static void test_router_fast(void) {
@@ -678,6 +716,8 @@ static void test_router_fast(void) {
     router_fast_shape(200, 1000, 0, 2, 1, 8, 375);
     router_fast_shape(33, 264, 1, 0, 1, 8, 376);
     router_fast_shape(64, 8192, 0, 0, 1, 3, 377);
+    router_fast_shape(256, 2048, 1, 0, 1, 33, 378); /* past 8 rows (the rows form), with ties */
+    router_fast_shape(200, 1000, 0, 2, 1, 17, 379);
     cuda_route_fast_set(1);
     test_router_fused_graph();
     test_router_small();
