@@ -43,6 +43,9 @@
  * gate + up pair and the down, each in a graph over weight copies, off / on alternating 5 times, the medians and
  * on/off; CLOVER_BENCH_TILES_CAPS=N,M,...: also the loop at those caps on grid.y forced (tuning the cap).
  *
+ * CLOVER_BENCH_TILES_SWEEP=1: only the 16-row AR step's grouped Q4_K pair and down at exactly D distinct experts, D
+ * from 64 to 128 (D tiles): whether the tile loop's last partial wave of blocks shows as a step in the time.
+ *
  * CLOVER_BENCH_EXACT=1: only the router's exact f32 product (256 + 1 outputs x 2048, cuda_matmul_exact_multi) at 4,
  * 8, 16, 32, 64, 128 and 512 rows in its three forms (a warp an output; the row blocks of CLOVER_CUDA_EXACT_RB; the
  * register tiles of CLOVER_CUDA_EXACT_TILE), each in a graph over 40 weight copies (80 MB: not from L2), twice each
@@ -964,6 +967,41 @@ static void tiles_line(const char *name, int op, int preview, size_t rows, doubl
     moe_ctx_free(&c);
 }
 
+/* CLOVER_BENCH_TILES_SWEEP=1: the 16-row AR step's grouped experts at exactly D distinct experts (slot s of the
+ * 128 on the D-list's entry s % D: each row's 8 ids distinct, every expert <= 8 slots, so D tiles), D across the
+ * tile loop's grid (3 blocks an SM on 132 SMs: the pair's grid.y 99, 8 blocks a tile; the down's 50, 16 a tile):
+ * the time at each D, its step from the D before, and the time a tile. Why: wr45's AR step ran ~100-110 tiles a
+ * layer, so ~2.1 waves of the pair's blocks; if the last partial wave runs at a lone block's latency-bound pace,
+ * the time steps up just past 99 (a staircase), where a bandwidth-bound product grows in proportion to D. */
+static void bench_tiles_sweep(double bw) {
+    static const size_t ds[] = {64, 80, 90, 96, 98, 99, 100, 101, 102, 104, 108, 112, 120, 128};
+    enum { ROWS = 16, REPS = 5 };
+    printf("grouped experts at exactly D experts, 16 rows x top-%d, graphs over %d weight copies, medians of %d:\n",
+           LY_K, LY_COPIES, REPS);
+    for (int down = 0; down < 2; down++) {
+        layer_ctx c;
+        size_t ex;
+        const int op = down ? 2 : 6;
+        (void)moe_ctx_make(&c, op, down ? 2048 : 512, down ? 512 : 2048, down, 0, ROWS, &ex);
+        double prev = 0;
+        for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) {
+            const size_t D = ds[i];
+            int32_t ids_h[ROWS * LY_K];
+            for (size_t sl = 0; sl < ROWS * LY_K; sl++) ids_h[sl] = (int32_t)((37 * (sl % D) + 11) % LY_E);
+            CU(cudaMemcpy((void *)c.moe.ids, ids_h, sizeof ids_h, cudaMemcpyHostToDevice));
+            double t[REPS];
+            for (int r = 0; r < REPS; r++) t[r] = layer_time(&c, LY_COPIES);
+            const double m = median(t, REPS), bytes = (double)((down ? 1 : 2) * D * ex);
+            printf("sweep %-5s D %3zu  %8.2f us  step %+7.2f us  %6.3f us a tile | %6.1f MB %5.0f GB/s (%4.1f%% of "
+                   "copy bw)\n",
+                   down ? "down" : "pair", D, m * 1e6, prev > 0 ? (m - prev) * 1e6 : 0.0, m * 1e6 / (double)D,
+                   bytes * 1e-6, bytes / m / 1e9, 100 * bytes / m / 1e9 / bw);
+            prev = m;
+        }
+        moe_ctx_free(&c);
+    }
+}
+
 static void bench_tiles(double bw) {
     printf("grouped experts' tile loop off / on (grid.y the worst-case tile count / ~2 waves of blocks), 35B-A3B "
            "shapes, graphs over %d weight copies:\n",
@@ -1254,6 +1292,11 @@ int main(void) {
     const char *x2 = getenv("CLOVER_BENCH_X2");
     if (x2 && strcmp(x2, "1") == 0) {
         bench_x2(bw);
+        return 0;
+    }
+    const char *tsw = getenv("CLOVER_BENCH_TILES_SWEEP");
+    if (tsw && strcmp(tsw, "1") == 0) {
+        bench_tiles_sweep(bw);
         return 0;
     }
     const char *ti = getenv("CLOVER_BENCH_TILES");
