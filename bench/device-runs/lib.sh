@@ -8,6 +8,8 @@
 #   say TEXT / el                       a summary line (also printed) / seconds since T0
 #   tst NAME TAG LIMIT [ENV...]         bin/NAME with ENV under a time limit: rc, seconds, its last line said
 #   dr_synth35 [--no-diffusion]         the 35B-A3B synthetic file in the background: F (the path), SPID (wait)
+#   dr_ar_file                          AR=/tmp/synth35-ar.gguf, the 35B-A3B file without the diffusion record
+#                                       (serve's AR runs), made in the foreground unless an earlier script made it
 #   dr_mrun LABEL LIMIT CMD...          CMD under LIMIT (cut to what is left of DR_LIMIT, default 585 s) with the
 #                                       GPU's memory sampled every 100 ms: rc, seconds and the peak said
 #   dr_serve FILE ENVS N TOKENS ROUNDS TAG   `clover serve --device cuda` of FILE with ENVS (assignments, may be
@@ -55,6 +57,11 @@ dr_synth35() {
     ( [ -s "$F" ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b "$@" -o "$F.part" \
         > "$O/synth.log" 2>&1 && mv "$F.part" "$F"; } ) &
     SPID=$!
+}
+dr_ar_file() {
+    AR=/tmp/synth35-ar.gguf
+    [ -s $AR ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
+        > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; }
 }
 dr_mrun() {
     local label=$1 lim=$2; shift 2

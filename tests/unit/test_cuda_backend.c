@@ -51,6 +51,22 @@ static unsigned char *export_state(const backend_ops *be, tseq *s, size_t *bytes
     return buf;
 }
 
+/* A CUDA session of tm with var=val in the environment while it is made (the session reads its switches then). */
+static tseq *mk_cuda_with(const test_model *tm, const char *var, const char *val) {
+    setenv(var, val, 1);
+    tseq *s = mk(&backend_cuda, tm->model, 16, 128);
+    unsetenv(var);
+    return s;
+}
+
+/* a's exported state is b's, byte for byte (why: the failure's words). */
+static void check_same_state(tseq *a, tseq *b, const char *what, const char *why) {
+    size_t ba, bb;
+    unsigned char *sa = export_state(&backend_cuda, a, &ba), *sb = export_state(&backend_cuda, b, &bb);
+    CHECK_MSG(ba == bb && memcmp(sa, sb, ba) == 0, "%s: %s", what, why);
+    free(sa), free(sb);
+}
+
 /* The causal logits and hidden states of the fixture's ids against the reference. */
 static void golden_causal(void) {
     const model_hparams *hp = &tm32.model->hp;
@@ -162,10 +178,7 @@ done:
  * other (cuda_moe_router_launches). */
 static void router_fused_case(const test_model *tm, const char *what) {
     const size_t V = tm->model->hp.n_vocab;
-    setenv("CLOVER_CUDA_ROUTER_FUSED", "0", 1);
-    tseq *old = mk(&backend_cuda, tm->model, 16, 128);
-    unsetenv("CLOVER_CUDA_ROUTER_FUSED");
-    tseq *neu = mk(&backend_cuda, tm->model, 16, 128);
+    tseq *old = mk_cuda_with(tm, "CLOVER_CUDA_ROUTER_FUSED", "0"), *neu = mk(&backend_cuda, tm->model, 16, 128);
     float *lo = malloc(5 * V * 4), *ln = malloc(5 * V * 4);
     if (!old || !neu) goto done;
     clover_error err = {0};
@@ -188,11 +201,8 @@ static void router_fused_case(const test_model *tm, const char *what) {
         same += memcmp(lo, ln, V * 4) == 0;
     }
     CHECK_MSG(same == 6, "%s: %zu of 6 decode steps' logits equal the two launches'", what, same);
-    size_t bo, bn;
-    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
-    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs from the two launches'", what);
+    check_same_state(old, neu, what, "the state differs from the two launches'");
     printf("     %s: fused router = two launches (chunk of 5, 6 decode steps, state)\n", what);
-    free(so), free(sn);
 done:
     seq_free(old), seq_free(neu);
     free(lo), free(ln);
@@ -208,10 +218,7 @@ static void router_fused_equals_two_launches(void) {
  * only; a 16-row chunk (past its N) takes the two launches in both; the states end equal. */
 static void router_rows_case(const test_model *tm, const char *what) {
     const size_t V = tm->model->hp.n_vocab;
-    tseq *old = mk(&backend_cuda, tm->model, 16, 128);
-    setenv("CLOVER_CUDA_ROUTER_ROWS", "12", 1);
-    tseq *neu = mk(&backend_cuda, tm->model, 16, 128);
-    unsetenv("CLOVER_CUDA_ROUTER_ROWS");
+    tseq *old = mk(&backend_cuda, tm->model, 16, 128), *neu = mk_cuda_with(tm, "CLOVER_CUDA_ROUTER_ROWS", "12");
     float *lo = malloc(16 * V * 4), *ln = malloc(16 * V * 4);
     if (!old || !neu) goto done;
     clover_error err = {0};
@@ -230,11 +237,8 @@ static void router_rows_case(const test_model *tm, const char *what) {
     CHECK(seq_commit(neu, p, 16, &on, NULL, &err) == 0);
     CHECK_MSG(cuda_moe_router_launches() == n0, "%s: a 16-row chunk took the fused router past the session's 12", what);
     CHECK_MSG(memcmp(lo, ln, 16 * V * 4) == 0, "%s: 16-row chunk logits differ", what);
-    size_t bo, bn;
-    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
-    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs from the two launches'", what);
+    check_same_state(old, neu, what, "the state differs from the two launches'");
     printf("     %s: fused router past 8 rows = two launches (chunks of 12 and 16, state)\n", what);
-    free(so), free(sn);
 done:
     seq_free(old), seq_free(neu);
     free(lo), free(ln);
@@ -273,11 +277,8 @@ static void route_fast_pass_case(const test_model *tm, const char *what) {
         same += memcmp(lo, ln, V * 4) == 0;
     }
     CHECK_MSG(same == 6, "%s: %zu of 6 decode steps' logits equal between the routing forms", what, same);
-    size_t bo, bn;
-    unsigned char *so = export_state(&backend_cuda, old, &bo), *sn = export_state(&backend_cuda, neu, &bn);
-    CHECK_MSG(bo == bn && memcmp(so, sn, bo) == 0, "%s: the state differs between the routing forms", what);
+    check_same_state(old, neu, what, "the state differs between the routing forms");
     printf("     %s: the fast routing = the other (chunk of 5, 6 decode steps, state)\n", what);
-    free(so), free(sn);
 done:
     cuda_route_fast_set(-1);
     seq_free(old), seq_free(neu);

@@ -29,9 +29,7 @@ if has t; then
   dr_run_ids chunks CLOVER_CUDA_STACK_CHUNKS=1 $B
 fi
 if has s; then
-  AR=/tmp/synth35-ar.gguf
-  [ -s $AR ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
-    > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; }
+  dr_ar_file
   dr_serve $AR "$B CLOVER_CUDA_STACK_CHUNKS=0" 16 128 2 ar0
   dr_serve $AR "$B CLOVER_CUDA_STACK_CHUNKS=1" 16 128 2 ar1
   wait $SPID

@@ -45,9 +45,7 @@ if has b; then
   done
 fi
 if has s; then
-  AR=/tmp/synth35-ar.gguf
-  [ -s $AR ] || { timeout 150 "$D/bin/clover" synth --preset qwen3.5-35b-a3b --no-diffusion -o $AR.part \
-    > "$O/synth-ar.log" 2>&1 && mv $AR.part $AR; }
+  dr_ar_file
   dr_serve $AR "CLOVER_CUDA_ROUTER_ROWS=0" 16 128 1 ar0
   dr_serve $AR "CLOVER_CUDA_ROUTER_ROWS=16" 16 128 1 ar16
 fi
